@@ -1,0 +1,58 @@
+//! `emu`: the async API over the device's sync interface. Submissions wait in the queue
+//! and run, one after another, when the queue is poked or waited on. No concurrency, no
+//! threads: the simplest way to use any sync interface through the async API.
+
+use super::{exec_to_completion, AsyncQueue, Io};
+use crate::buf::Data;
+use crate::cmd::Cmd;
+use crate::dev::Inner;
+use crate::error::Error;
+use crate::queue::Completion;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+struct Pending {
+    io: Io,
+    cmd: Cmd,
+    data: Data,
+    tag: u64,
+}
+
+pub(crate) struct Emu {
+    dev: Arc<Inner>,
+    pending: VecDeque<Pending>,
+    syscalls: u64,
+}
+
+impl Emu {
+    pub(crate) fn new(dev: Arc<Inner>, depth: u32) -> Emu {
+        Emu { dev, pending: VecDeque::with_capacity(depth as usize), syscalls: 0 }
+    }
+}
+
+impl AsyncQueue for Emu {
+    fn submit(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
+        self.pending.push_back(Pending { io: *io, cmd: *cmd, data, tag });
+        Ok(())
+    }
+
+    fn commit(&mut self) -> Result<u32, Error> {
+        Ok(0)
+    }
+
+    fn reap(&mut self, _min: u32, max: u32, f: &mut dyn FnMut(Completion)) -> Result<u32, Error> {
+        let sync = self.dev.sync().expect("emu is only selected for devices with a sync interface");
+        let mut n = 0;
+        while n < max {
+            let Some(p) = self.pending.pop_front() else { break };
+            self.syscalls += sync.syscalls_per_cmd();
+            f(exec_to_completion(sync, &p.io, &p.cmd, p.data, p.tag));
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    fn syscalls(&self) -> u64 {
+        self.syscalls
+    }
+}

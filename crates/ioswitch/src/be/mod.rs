@@ -1,0 +1,351 @@
+//! Backends: one file per interface, plus the traits they implement and the selection
+//! table of (device kind × interface).
+//!
+//! A command reaches a backend already checked: [`prepare`] decodes it into an [`Io`]
+//! (what to do, where, how many bytes) and refuses out-of-range requests, buffers too
+//! small for the transfer and misaligned direct I/O before anything is submitted.
+//! Backends that are not NVMe work on the `Io`; NVMe passthrough backends on the raw
+//! submission entry.
+
+pub(crate) mod emu;
+pub(crate) mod io_uring;
+pub(crate) mod libaio;
+pub(crate) mod nil;
+pub(crate) mod posix_aio;
+pub(crate) mod psync;
+pub(crate) mod ramdisk;
+pub(crate) mod thrpool;
+
+use crate::buf::{Buffer, Data};
+use crate::cmd::{opc, Cmd, CmdSet, DsmRange};
+use crate::dev::{DevKind, Inner};
+use crate::error::Error;
+use crate::opts::{AdminIface, AsyncIface, SyncIface};
+use crate::queue::Completion;
+use crate::spec::Status;
+use std::sync::Arc;
+
+/// Most buffers one vectored command may carry.
+pub(crate) const MAX_SEGMENTS: usize = 64;
+
+/// What a command asks for, decoded and checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Op {
+    Read,
+    Write,
+    Flush,
+    WriteZeroes,
+    /// Deallocate a byte range (file trim).
+    Trim,
+    /// Dataset Management with `nr` ranges in the first buffer; `deallocate` set or not.
+    Dsm {
+        nr: u32,
+        deallocate: bool,
+    },
+    /// A command only an NVMe passthrough interface can carry.
+    Passthru,
+}
+
+/// A checked command: the operation, and for data commands the byte range.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Io {
+    pub op: Op,
+    pub offset: u64,
+    pub len: u64,
+}
+
+/// A synchronous interface: runs one checked command to completion.
+pub(crate) trait SyncIo: Send + Sync {
+    /// Runs the command; returns the command-specific result (bytes moved for data
+    /// commands) or the NVMe status (with errno) of the failure.
+    fn exec(&self, io: &Io, cmd: &Cmd, bufs: &mut [Buffer]) -> Result<u64, Status>;
+    /// Syscalls one command costs (0 for memory backends).
+    fn syscalls_per_cmd(&self) -> u64;
+}
+
+/// An asynchronous interface's queue. The [`Queue`](crate::Queue) in front of it counts
+/// outstanding commands, so `submit` is only called when a slot is free.
+pub(crate) trait AsyncQueue: Send {
+    /// Takes a checked command and its data. Must not block. Returns the data on error.
+    fn submit(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)>;
+    /// Hands everything submitted since the last commit to the kernel (one syscall where
+    /// the interface batches); returns how many commands were pushed.
+    fn commit(&mut self) -> Result<u32, Error>;
+    /// Reaps at most `max` completions, waiting until at least `min` were reaped
+    /// (`min == 0`: never waits). Calls `f` once per completion.
+    fn reap(&mut self, min: u32, max: u32, f: &mut dyn FnMut(Completion)) -> Result<u32, Error>;
+    /// Syscalls made so far by this queue (submission, completion and wake-ups).
+    fn syscalls(&self) -> u64;
+}
+
+/// Why an interface cannot serve a device kind, or `None` when it can.
+pub(crate) fn sync_refusal(iface: SyncIface, kind: DevKind) -> Option<&'static str> {
+    use DevKind::*;
+    match (iface, kind) {
+        (SyncIface::Psync, File | Block | NvmeBlock) => None,
+        (SyncIface::Psync, Ramdisk) => Some("a ramdisk has no file descriptor; use sync=ramdisk"),
+        (SyncIface::Psync, NvmeChar) => Some("an NVMe generic char device has no read/write; use sync=nvme"),
+        (SyncIface::Block, Block | NvmeBlock) => None,
+        (SyncIface::Block, File) => Some("block-layer ioctls need a block device; use sync=psync"),
+        (SyncIface::Ramdisk, Ramdisk) => None,
+        (SyncIface::Ramdisk, _) => Some("only a ramdisk (a size as URI, e.g. 1GiB) is served from memory"),
+        (SyncIface::Nvme, NvmeBlock | NvmeChar | NvmeCtrl) => {
+            Some("the NVMe ioctl interface is not part of this build yet")
+        }
+        (SyncIface::Nvme, _) => Some("NVMe ioctls need an NVMe device (/dev/nvmeXnY or /dev/ngXnY)"),
+        (_, NvmeCtrl) => Some("an NVMe controller takes admin commands only"),
+        (_, Ramdisk) => Some("a ramdisk has no file descriptor; use sync=ramdisk"),
+        (SyncIface::Block, _) => Some("block-layer ioctls need a block device"),
+    }
+}
+
+/// Why an async interface cannot serve a device kind, or `None` when it can.
+pub(crate) fn async_refusal(iface: AsyncIface, kind: DevKind) -> Option<&'static str> {
+    use AsyncIface::*;
+    use DevKind::*;
+    if kind == NvmeCtrl {
+        return Some("an NVMe controller takes admin commands only");
+    }
+    match iface {
+        Nil | Emu | Thrpool => None,
+        Libaio | IoUring | Posix => match kind {
+            File | Block | NvmeBlock => None,
+            Ramdisk => Some("a ramdisk has no file descriptor; use async=emu or async=thrpool"),
+            _ => Some("needs a file or block device; use io_uring_cmd or nvme on /dev/ngXnY"),
+        },
+        IoUringCmd => match kind {
+            NvmeChar => Some("io_uring NVMe passthrough is not part of this build yet"),
+            _ => Some("IORING_OP_URING_CMD NVMe passthrough needs an NVMe generic char device (/dev/ngXnY)"),
+        },
+    }
+}
+
+/// Why an admin interface cannot serve a device kind, or `None` when it can.
+pub(crate) fn admin_refusal(iface: AdminIface, kind: DevKind) -> Option<&'static str> {
+    match (iface, kind) {
+        (AdminIface::Emulated, _) => None,
+        (AdminIface::Nvme, DevKind::NvmeBlock | DevKind::NvmeChar | DevKind::NvmeCtrl) => {
+            Some("the NVMe admin ioctl interface is not part of this build yet")
+        }
+        (AdminIface::Nvme, _) => Some("NVMe admin commands need an NVMe device"),
+    }
+}
+
+/// The interfaces a device kind gets when the options name none.
+pub(crate) fn defaults(kind: DevKind) -> (Option<SyncIface>, Option<AsyncIface>, AdminIface) {
+    use DevKind::*;
+    let fd_async = if io_uring_usable() { AsyncIface::IoUring } else { AsyncIface::Libaio };
+    match kind {
+        File => (Some(SyncIface::Psync), Some(fd_async), AdminIface::Emulated),
+        Block | NvmeBlock => (Some(SyncIface::Block), Some(fd_async), AdminIface::Emulated),
+        Ramdisk => (Some(SyncIface::Ramdisk), Some(AsyncIface::Emu), AdminIface::Emulated),
+        NvmeChar => (None, None, AdminIface::Emulated),
+        NvmeCtrl => (None, None, AdminIface::Emulated),
+    }
+}
+
+/// True when this kernel lets the process create an io_uring (probed once).
+pub(crate) fn io_uring_usable() -> bool {
+    static USABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *USABLE.get_or_init(|| ::io_uring::IoUring::new(2).is_ok())
+}
+
+/// Builds the sync backend for an opened device.
+pub(crate) fn new_sync(dev: &Inner, iface: SyncIface) -> Result<Box<dyn SyncIo>, Error> {
+    match iface {
+        SyncIface::Psync => Ok(Box::new(psync::Psync::new(dev, false))),
+        SyncIface::Block => Ok(Box::new(psync::Psync::new(dev, true))),
+        SyncIface::Ramdisk => Ok(Box::new(ramdisk::Ramdisk::new(dev)?)),
+        SyncIface::Nvme => Err(dev.unsupported("sync=nvme", "not part of this build yet")),
+    }
+}
+
+/// Checks, at open, that an async interface will work for this device (kernel support,
+/// tunables that need device features), so failures surface before any queue exists.
+pub(crate) fn probe_async(dev: &Inner, iface: AsyncIface) -> Result<(), Error> {
+    match iface {
+        AsyncIface::IoUring => io_uring::probe(dev),
+        AsyncIface::Libaio => libaio::probe(dev),
+        AsyncIface::Posix => posix_aio::probe(dev),
+        AsyncIface::Thrpool => thrpool::probe(dev),
+        AsyncIface::Nil | AsyncIface::Emu | AsyncIface::IoUringCmd => Ok(()),
+    }
+}
+
+/// Creates a queue of `depth` slots on the device's async interface.
+pub(crate) fn new_queue(dev: &Arc<Inner>, iface: AsyncIface, depth: u32) -> Result<Box<dyn AsyncQueue>, Error> {
+    match iface {
+        AsyncIface::Nil => Ok(Box::new(nil::Nil::new(depth))),
+        AsyncIface::Emu => Ok(Box::new(emu::Emu::new(dev.clone(), depth))),
+        AsyncIface::IoUring => io_uring::new_queue(dev, depth),
+        AsyncIface::Libaio => libaio::new_queue(dev, depth),
+        AsyncIface::Posix => posix_aio::new_queue(dev, depth),
+        AsyncIface::Thrpool => thrpool::new_queue(dev, depth),
+        AsyncIface::IoUringCmd => Err(dev.unsupported("async=io_uring_cmd", "not part of this build yet")),
+    }
+}
+
+/// Decodes and checks a command against the device before anything is submitted.
+pub(crate) fn prepare(dev: &Inner, cmd: &Cmd, bufs: &[Buffer]) -> Result<Io, Error> {
+    let g = &dev.geo;
+    let io = match cmd.set {
+        CmdSet::Fs => {
+            let (offset, len) = (cmd.fs_offset(), cmd.fs_len());
+            let op = match cmd.sqe.opcode {
+                opc::FS_READ => Op::Read,
+                opc::FS_WRITE => Op::Write,
+                opc::FS_FLUSH => Op::Flush,
+                opc::FS_TRIM => Op::Trim,
+                _ => return Err(bad_cmd(dev, cmd, "unknown file-set opcode")),
+            };
+            let io = Io { op, offset, len };
+            if matches!(op, Op::Read | Op::Write | Op::Trim) {
+                if len == 0 {
+                    return Err(bad_cmd(dev, cmd, "zero-length transfer"));
+                }
+                check_range(dev, "byte range", offset, len, g.bytes, "bytes")?;
+            }
+            io
+        }
+        CmdSet::Nvm => {
+            check_nsid(dev, cmd)?;
+            let lba = g.lba_size as u64;
+            let s = &cmd.sqe;
+            match s.opcode {
+                opc::READ | opc::WRITE | opc::WRITE_ZEROES => {
+                    check_range(dev, "LBA range", s.slba(), s.nlb() as u64, g.nlbas, "LBAs")?;
+                    let op = match s.opcode {
+                        opc::READ => Op::Read,
+                        opc::WRITE => Op::Write,
+                        _ => Op::WriteZeroes,
+                    };
+                    Io { op, offset: s.slba() * lba, len: s.nlb() as u64 * lba }
+                }
+                opc::FLUSH => Io { op: Op::Flush, offset: 0, len: 0 },
+                opc::DSM => {
+                    let nr = (s.cdw10 & 0xff) + 1;
+                    let need = nr as u64 * 16;
+                    check_buffers(dev, cmd, need, bufs)?;
+                    for r in dsm_ranges(bufs, nr) {
+                        check_range(dev, "DSM range", r.slba, r.nlb as u64, g.nlbas, "LBAs")?;
+                    }
+                    return Ok(Io { op: Op::Dsm { nr, deallocate: s.cdw11 & 4 != 0 }, offset: 0, len: need });
+                }
+                _ => Io { op: Op::Passthru, offset: 0, len: 0 },
+            }
+        }
+        CmdSet::Admin => return Err(bad_cmd(dev, cmd, "admin commands go to pass_admin, not the I/O path")),
+    };
+    if matches!(io.op, Op::Read | Op::Write) {
+        check_buffers(dev, cmd, io.len, bufs)?;
+        if dev.opts.direct {
+            check_direct(dev, &io, bufs)?;
+        }
+    }
+    Ok(io)
+}
+
+fn bad_cmd(dev: &Inner, cmd: &Cmd, why: &str) -> Error {
+    Error::BadCommand { dev: dev.uri.clone(), iface: "any", what: cmd.describe(), why: why.into() }
+}
+
+fn check_nsid(dev: &Inner, cmd: &Cmd) -> Result<(), Error> {
+    let nsid = cmd.sqe.nsid;
+    if nsid == dev.ident.nsid || matches!(dev.ident.kind, DevKind::NvmeChar | DevKind::NvmeBlock) {
+        return Ok(());
+    }
+    Err(bad_cmd(dev, cmd, &format!("namespace {nsid} does not exist: this device has namespace {}", dev.ident.nsid)))
+}
+
+fn check_range(
+    dev: &Inner,
+    what: &'static str,
+    start: u64,
+    count: u64,
+    limit: u64,
+    unit: &'static str,
+) -> Result<(), Error> {
+    match start.checked_add(count) {
+        Some(end) if end <= limit => Ok(()),
+        end => Err(Error::OutOfRange { dev: dev.uri.clone(), what, start, end: end.unwrap_or(u64::MAX), limit, unit }),
+    }
+}
+
+fn check_buffers(dev: &Inner, cmd: &Cmd, need: u64, bufs: &[Buffer]) -> Result<(), Error> {
+    if bufs.len() > MAX_SEGMENTS {
+        return Err(bad_cmd(dev, cmd, &format!("{} buffers; at most {MAX_SEGMENTS} per command", bufs.len())));
+    }
+    let have: u64 = bufs.iter().map(|b| b.len() as u64).sum();
+    if have < need {
+        return Err(Error::BufferSize { dev: dev.uri.clone(), what: static_name(cmd), need, have });
+    }
+    Ok(())
+}
+
+fn static_name(cmd: &Cmd) -> &'static str {
+    match (cmd.set, cmd.sqe.opcode) {
+        (CmdSet::Nvm, opc::READ) | (CmdSet::Fs, opc::FS_READ) => "read",
+        (CmdSet::Nvm, opc::WRITE) | (CmdSet::Fs, opc::FS_WRITE) => "write",
+        (CmdSet::Nvm, opc::DSM) => "dataset management",
+        _ => "command",
+    }
+}
+
+fn check_direct(dev: &Inner, io: &Io, bufs: &[Buffer]) -> Result<(), Error> {
+    let g = &dev.geo;
+    let (mem, off) = (g.dio_mem_align as u64, g.dio_offset_align as u64);
+    let mis = |what, value, align| Err(Error::Misaligned { dev: dev.uri.clone(), what, value, align });
+    if io.offset % off != 0 {
+        return mis("offset", io.offset, off);
+    }
+    if io.len % off != 0 {
+        return mis("length", io.len, off);
+    }
+    let mut left = io.len;
+    for b in bufs {
+        if left == 0 {
+            break;
+        }
+        if b.as_ptr() as u64 % mem != 0 {
+            return mis("buffer address", b.as_ptr() as u64, mem);
+        }
+        let used = left.min(b.len() as u64);
+        if used % off != 0 {
+            return mis("buffer length", used, off);
+        }
+        left -= used;
+    }
+    Ok(())
+}
+
+/// The DSM ranges in the first bytes of a command's buffers.
+pub(crate) fn dsm_ranges(bufs: &[Buffer], nr: u32) -> impl Iterator<Item = DsmRange> + '_ {
+    let first = bufs.first().map(|b| &b[..]).unwrap_or(&[]);
+    first.chunks_exact(16).take(nr as usize).map(DsmRange::from_bytes)
+}
+
+/// Fills `out` with iovecs covering the first `len` bytes of `bufs`; returns how many.
+pub(crate) fn fill_iovecs(bufs: &[Buffer], len: u64, out: &mut [libc::iovec]) -> usize {
+    let mut left = len as usize;
+    let mut n = 0;
+    for b in bufs {
+        if left == 0 || n == out.len() {
+            break;
+        }
+        let take = left.min(b.len());
+        out[n] = libc::iovec { iov_base: b.as_ptr() as *mut libc::c_void, iov_len: take };
+        left -= take;
+        n += 1;
+    }
+    n
+}
+
+/// Runs a command synchronously through the device's sync interface and turns the outcome
+/// into a completion: what `emu` and `thrpool` do, and what other async interfaces do for
+/// commands they have no native operation for.
+pub(crate) fn exec_to_completion(sync: &dyn SyncIo, io: &Io, cmd: &Cmd, mut data: Data, tag: u64) -> Completion {
+    match sync.exec(io, cmd, data.bufs_mut()) {
+        Ok(result) => Completion { tag, status: Status::OK, result, data },
+        Err(status) => Completion { tag, status, result: 0, data },
+    }
+}

@@ -1,0 +1,202 @@
+//! Owned, aligned I/O buffers.
+//!
+//! A [`Buffer`] is zero-initialised memory aligned for the device it was allocated for
+//! (its LBA size and the page size, so O_DIRECT and DMA accept it). Buffers are owned:
+//! an asynchronous submission moves its [`Data`] into the queue and the completion hands
+//! it back, so no buffer can be freed or reused while the kernel may still touch it.
+
+use std::alloc::{self, Layout};
+use std::ops::{Deref, DerefMut};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// An owned, aligned, zero-initialised byte buffer.
+pub struct Buffer {
+    base: NonNull<u8>,
+    layout: Layout,
+    offset: usize,
+    len: usize,
+    id: u64,
+}
+
+// SAFETY: Buffer owns its allocation exclusively (like Box<[u8]>); nothing in it is tied
+// to a thread.
+unsafe impl Send for Buffer {}
+// SAFETY: shared references only give out &[u8] (like Box<[u8]>).
+unsafe impl Sync for Buffer {}
+
+impl Buffer {
+    /// Allocates `len` zeroed bytes aligned to `align` (a power of two).
+    pub fn alloc(len: usize, align: usize) -> Result<Buffer, String> {
+        Buffer::with_alignment(len, align, 0)
+    }
+
+    /// Allocates `len` zeroed bytes that start `offset` bytes past an `align`-aligned
+    /// address. With `offset` not a multiple of the device's alignment this makes a
+    /// deliberately misaligned buffer (for testing how direct I/O rejects it).
+    pub fn with_alignment(len: usize, align: usize, offset: usize) -> Result<Buffer, String> {
+        if !align.is_power_of_two() {
+            return Err(format!("buffer alignment {align} is not a power of two"));
+        }
+        let size = len.checked_add(offset).ok_or_else(|| format!("buffer of {len} bytes is too large"))?.max(1);
+        let layout = Layout::from_size_align(size, align)
+            .map_err(|_| format!("buffer of {len} bytes aligned to {align} is too large"))?;
+        // SAFETY: layout has a non-zero size (max(1) above).
+        let p = unsafe { alloc::alloc_zeroed(layout) };
+        let base = NonNull::new(p).ok_or_else(|| format!("out of memory allocating a {len}-byte buffer"))?;
+        Ok(Buffer { base, layout, offset, len, id: NEXT_ID.fetch_add(1, Ordering::Relaxed) })
+    }
+
+    /// A buffer holding a copy of `bytes`, aligned to `align`.
+    pub fn from_slice(bytes: &[u8], align: usize) -> Result<Buffer, String> {
+        let mut b = Buffer::alloc(bytes.len(), align)?;
+        b.copy_from_slice(bytes);
+        Ok(b)
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// True when the buffer holds no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Start address, for alignment checks and for handing to the kernel.
+    pub fn as_ptr(&self) -> *const u8 {
+        // SAFETY: offset is within the allocation (size = len + offset, at least 1).
+        unsafe { self.base.as_ptr().add(self.offset) }
+    }
+    /// Start address, writable.
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        // SAFETY: as in as_ptr.
+        unsafe { self.base.as_ptr().add(self.offset) }
+    }
+    /// A number that no other buffer alive or dead in this process has had; interfaces
+    /// that register buffers with the kernel use it to tell buffers apart.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+}
+
+impl Deref for Buffer {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: the allocation holds len initialised bytes from as_ptr(), owned by self.
+        unsafe { std::slice::from_raw_parts(self.as_ptr(), self.len) }
+    }
+}
+
+impl DerefMut for Buffer {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        let len = self.len;
+        // SAFETY: as in deref, and &mut self guarantees exclusive access.
+        unsafe { std::slice::from_raw_parts_mut(self.as_mut_ptr(), len) }
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        // SAFETY: base was allocated with exactly this layout in with_alignment.
+        unsafe { alloc::dealloc(self.base.as_ptr(), self.layout) }
+    }
+}
+
+impl std::fmt::Debug for Buffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Buffer").field("addr", &self.as_ptr()).field("len", &self.len).finish()
+    }
+}
+
+/// The data of a command as it moves through a queue: no buffer, one, or several
+/// (vectored I/O). Submitting moves it in; the completion gives it back.
+#[derive(Debug, Default)]
+pub enum Data {
+    /// The command moves no data (flush, write zeroes, file trim).
+    #[default]
+    None,
+    /// One buffer.
+    One(Buffer),
+    /// Several buffers, used in order as one scatter/gather list.
+    Vec(Vec<Buffer>),
+}
+
+impl Data {
+    /// The buffers as a slice.
+    pub fn bufs(&self) -> &[Buffer] {
+        match self {
+            Data::None => &[],
+            Data::One(b) => std::slice::from_ref(b),
+            Data::Vec(v) => v,
+        }
+    }
+    /// The buffers as a mutable slice.
+    pub fn bufs_mut(&mut self) -> &mut [Buffer] {
+        match self {
+            Data::None => &mut [],
+            Data::One(b) => std::slice::from_mut(b),
+            Data::Vec(v) => v,
+        }
+    }
+    /// Total bytes over all buffers.
+    pub fn total_len(&self) -> u64 {
+        self.bufs().iter().map(|b| b.len() as u64).sum()
+    }
+    /// The single buffer, when there is exactly one.
+    pub fn into_one(self) -> Option<Buffer> {
+        match self {
+            Data::One(b) => Some(b),
+            Data::Vec(mut v) if v.len() == 1 => v.pop(),
+            _ => None,
+        }
+    }
+}
+
+impl From<Buffer> for Data {
+    fn from(b: Buffer) -> Data {
+        Data::One(b)
+    }
+}
+
+impl From<Vec<Buffer>> for Data {
+    fn from(v: Vec<Buffer>) -> Data {
+        Data::Vec(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffers_are_aligned_zeroed_and_unique() {
+        let a = Buffer::alloc(8192, 4096).unwrap();
+        let b = Buffer::alloc(8192, 4096).unwrap();
+        assert_eq!(a.as_ptr() as usize % 4096, 0);
+        assert!(a.iter().all(|&x| x == 0));
+        assert_ne!(a.id(), b.id());
+        assert_eq!(a.len(), 8192);
+    }
+
+    #[test]
+    fn a_misaligned_buffer_can_be_made_on_purpose() {
+        let b = Buffer::with_alignment(512, 4096, 3).unwrap();
+        assert_eq!(b.as_ptr() as usize % 4096, 3);
+        assert_eq!(b.len(), 512);
+    }
+
+    #[test]
+    fn bad_alignment_is_an_error() {
+        assert!(Buffer::alloc(10, 3).unwrap_err().contains("power of two"));
+    }
+
+    #[test]
+    fn data_reports_its_total_length() {
+        let d: Data = vec![Buffer::alloc(512, 512).unwrap(), Buffer::alloc(1024, 512).unwrap()].into();
+        assert_eq!(d.total_len(), 1536);
+        assert_eq!(Data::None.total_len(), 0);
+        assert!(Data::from(Buffer::alloc(1, 1).unwrap()).into_one().is_some());
+    }
+}

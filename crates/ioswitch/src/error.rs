@@ -1,0 +1,152 @@
+//! The library's error type: every variant says what was being done, to what, and why.
+
+use crate::dev::DevKind;
+use crate::spec::Status;
+use std::io;
+
+/// Result with the library's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in ioswitch.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A device URI that does not name anything ioswitch can open.
+    #[error("bad device URI {uri:?}: {why}")]
+    BadUri {
+        /// The URI as given.
+        uri: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// A bad option in an option string or struct.
+    #[error("bad option {key:?}: {why}")]
+    BadOpt {
+        /// The option's name (or the whole item when it has no name).
+        key: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// Opening, probing or setting up a device failed in the OS.
+    #[error("{dev}: {what}: {source}")]
+    Os {
+        /// The device (path or URI).
+        dev: String,
+        /// What was being done.
+        what: String,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// An interface was asked for that cannot serve this kind of device.
+    #[error("{dev} is a {kind}: interface {iface} cannot serve it: {why}")]
+    Unsupported {
+        /// The device.
+        dev: String,
+        /// Its kind.
+        kind: DevKind,
+        /// The interface, as `role=name` (`async=io_uring`).
+        iface: String,
+        /// Why not.
+        why: String,
+    },
+    /// A request that reaches past the end of the device; nothing was done.
+    #[error("{dev}: {what} [{start}, {end}) is out of range: the device ends at {limit} ({unit})")]
+    OutOfRange {
+        /// The device.
+        dev: String,
+        /// The request.
+        what: &'static str,
+        /// First unit touched.
+        start: u64,
+        /// One past the last unit touched.
+        end: u64,
+        /// Size of the device in the same unit.
+        limit: u64,
+        /// `"LBAs"` or `"bytes"`.
+        unit: &'static str,
+    },
+    /// Direct I/O needs aligned memory, offsets and lengths; nothing was done.
+    #[error("{dev}: direct I/O needs {what} aligned to {align} bytes, got {value:#x}")]
+    Misaligned {
+        /// The device.
+        dev: String,
+        /// `"buffer address"`, `"buffer length"`, `"offset"` or `"length"`.
+        what: &'static str,
+        /// The value that is not aligned.
+        value: u64,
+        /// The alignment required.
+        align: u64,
+    },
+    /// The data buffers are smaller than the command's transfer; nothing was done.
+    #[error("{dev}: {what} moves {need} bytes but the buffers hold {have}")]
+    BufferSize {
+        /// The device.
+        dev: String,
+        /// The command.
+        what: &'static str,
+        /// Bytes the command transfers.
+        need: u64,
+        /// Bytes in the buffers given.
+        have: u64,
+    },
+    /// A command the chosen interface cannot carry; nothing was done.
+    #[error("{dev}: {iface} cannot run {what}: {why}")]
+    BadCommand {
+        /// The device.
+        dev: String,
+        /// The interface.
+        iface: &'static str,
+        /// The command (opcode and set).
+        what: String,
+        /// Why not.
+        why: String,
+    },
+    /// The queue already holds as many commands as its depth; retry after a poke.
+    #[error("queue full: {depth} commands outstanding")]
+    Busy {
+        /// The queue depth.
+        depth: u32,
+    },
+    /// The command ran and the device (or the OS) said it failed.
+    #[error("{dev}: {what} failed: {status}")]
+    Command {
+        /// The device.
+        dev: String,
+        /// The command.
+        what: String,
+        /// NVMe status, with the errno when the OS gave one.
+        status: Status,
+    },
+    /// A failure inside the queue machinery (a syscall on the ring, a dead worker thread).
+    #[error("{dev}: {iface} queue: {what}: {source}")]
+    Queue {
+        /// The device.
+        dev: String,
+        /// The interface.
+        iface: &'static str,
+        /// What was being done.
+        what: &'static str,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl Error {
+    /// The errno behind this error, when there is one.
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            Error::Os { source, .. } | Error::Queue { source, .. } => source.raw_os_error(),
+            Error::Command { status, .. } => status.errno(),
+            Error::Busy { .. } => Some(libc::EBUSY),
+            Error::OutOfRange { .. } => Some(libc::ERANGE),
+            Error::Unsupported { .. } => Some(libc::EOPNOTSUPP),
+            Error::BadUri { .. }
+            | Error::BadOpt { .. }
+            | Error::Misaligned { .. }
+            | Error::BufferSize { .. }
+            | Error::BadCommand { .. } => Some(libc::EINVAL),
+        }
+    }
+}

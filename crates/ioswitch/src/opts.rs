@@ -1,0 +1,379 @@
+//! Options: which interfaces serve a device, open flags, and interface tunables.
+//!
+//! Build [`Opts`] as a struct or parse it from a string of comma-separated `key=value`
+//! items: `"async=io_uring,direct=1,sqpoll=1"`. A boolean may be given as a bare key
+//! (`direct`), or as `1/0`, `true/false`, `yes/no`, `on/off`. Unknown keys, bad values and
+//! repeated keys are errors that name the key.
+
+use crate::error::Error;
+use crate::units::parse_size;
+use serde::Serialize;
+use std::fmt;
+use std::str::FromStr;
+
+macro_rules! iface_enum {
+    ($(#[$m:meta])* $name:ident, $role:literal, { $($(#[$vm:meta])* $var:ident = $s:literal),* $(,)? }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name { $($(#[$vm])* $var),* }
+
+        impl $name {
+            /// Every value, in the order they are documented.
+            pub const ALL: &'static [$name] = &[$($name::$var),*];
+            /// The name used in option strings.
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$var => $s),* }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = Error;
+            fn from_str(s: &str) -> Result<Self, Error> {
+                match s {
+                    $($s => Ok($name::$var),)*
+                    _ => Err(Error::BadOpt {
+                        key: $role.into(),
+                        why: format!(
+                            "unknown {} interface {:?}; known: {}",
+                            $role, s, [$($s),*].join(", ")
+                        ),
+                    }),
+                }
+            }
+        }
+    };
+}
+
+iface_enum!(
+    /// Synchronous interfaces.
+    SyncIface, "sync", {
+        /// pread/pwrite/preadv/pwritev/fdatasync; trim by hole punching.
+        Psync = "psync",
+        /// psync plus the block-layer ioctls (BLKDISCARD, BLKZEROOUT, sizes).
+        Block = "block",
+        /// Memory of a ramdisk.
+        Ramdisk = "ramdisk",
+        /// NVMe ioctl passthrough.
+        Nvme = "nvme",
+    }
+);
+
+iface_enum!(
+    /// Asynchronous interfaces.
+    AsyncIface, "async", {
+        /// Completes every command at once and moves no data: measures library overhead.
+        Nil = "nil",
+        /// Async API over the sync interface, executed when the queue is poked.
+        Emu = "emu",
+        /// A pool of worker threads running the sync interface.
+        Thrpool = "thrpool",
+        /// Linux AIO (io_setup/io_submit/io_getevents).
+        Libaio = "libaio",
+        /// io_uring read/write/readv/writev/fsync.
+        IoUring = "io_uring",
+        /// io_uring NVMe passthrough (IORING_OP_URING_CMD) on /dev/ngXnY.
+        IoUringCmd = "io_uring_cmd",
+        /// POSIX aio (aio_read/aio_write/aio_fsync).
+        Posix = "posix",
+    }
+);
+
+iface_enum!(
+    /// Admin interfaces (identify, logs, features).
+    AdminIface, "admin", {
+        /// Identify data emulated from stat, sysfs and block ioctls.
+        Emulated = "emulated",
+        /// NVMe admin ioctl passthrough.
+        Nvme = "nvme",
+    }
+);
+
+iface_enum!(
+    /// Memory interfaces (how buffers are allocated).
+    MemIface, "mem", {
+        /// Aligned heap memory.
+        Posix = "posix",
+    }
+);
+
+/// Options for [`Device::open`](crate::Device::open).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Opts {
+    /// Synchronous interface; `None` picks the default for the device kind.
+    pub sync: Option<SyncIface>,
+    /// Asynchronous interface; `None` picks the default for the device kind.
+    pub r#async: Option<AsyncIface>,
+    /// Admin interface; `None` picks the default for the device kind.
+    pub admin: Option<AdminIface>,
+    /// Memory interface; `None` picks the default.
+    pub mem: Option<MemIface>,
+    /// Namespace id; `None` takes the device's own (1 for non-NVMe devices).
+    pub nsid: Option<u32>,
+    /// Open with O_DIRECT (bypass the page cache).
+    pub direct: bool,
+    /// Open read-only.
+    pub rdonly: bool,
+    /// Open write-only.
+    pub wronly: bool,
+    /// Create a regular file when it does not exist.
+    pub create: bool,
+    /// Truncate a regular file at open (then `size` sets its size).
+    pub truncate: bool,
+    /// Size in bytes a regular file is extended to at open (with `create`, the size of
+    /// the new file); never shrinks a file.
+    pub size: Option<u64>,
+    /// io_uring: a kernel thread polls the submission queue (IORING_SETUP_SQPOLL).
+    pub sqpoll: bool,
+    /// io_uring: the CPU the SQPOLL thread is pinned to.
+    pub sqpoll_cpu: Option<u32>,
+    /// io_uring: completions are polled, not interrupt driven (IORING_SETUP_IOPOLL).
+    pub iopoll: bool,
+    /// io_uring: the file descriptor is registered with the ring.
+    pub register_files: bool,
+    /// io_uring: buffers are registered and fixed read/write opcodes are used.
+    pub register_buffers: bool,
+    /// Worker threads of the `thrpool` interface (default 4).
+    pub threads: Option<u32>,
+}
+
+/// Every key an option string accepts, with a one-line meaning (for `--help` texts).
+pub const KEYS: &[(&str, &str)] = &[
+    ("sync", "synchronous interface: psync, block, ramdisk, nvme"),
+    ("async", "asynchronous interface: nil, emu, thrpool, libaio, io_uring, io_uring_cmd, posix"),
+    ("admin", "admin interface: emulated, nvme"),
+    ("mem", "buffer memory: posix"),
+    ("nsid", "namespace id"),
+    ("direct", "open with O_DIRECT"),
+    ("rdonly", "open read-only"),
+    ("wronly", "open write-only"),
+    ("create", "create a regular file that does not exist"),
+    ("truncate", "truncate a regular file at open"),
+    ("size", "extend a regular file to this size at open (4k, 1GiB, ...)"),
+    ("sqpoll", "io_uring: kernel thread polls the submission queue"),
+    ("sqpoll_cpu", "io_uring: CPU of the SQPOLL thread"),
+    ("iopoll", "io_uring: polled completions (needs direct=1 and poll queues)"),
+    ("register_files", "io_uring: register the file descriptor"),
+    ("register_buffers", "io_uring: register buffers, use fixed read/write"),
+    ("threads", "thrpool: number of worker threads"),
+];
+
+fn parse_bool(key: &str, v: &str) -> Result<bool, Error> {
+    match v {
+        "" | "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        _ => Err(Error::BadOpt { key: key.into(), why: format!("{v:?} is not a boolean (use 1 or 0)") }),
+    }
+}
+
+fn parse_u32(key: &str, v: &str) -> Result<u32, Error> {
+    v.parse().map_err(|_| Error::BadOpt { key: key.into(), why: format!("{v:?} is not a whole number") })
+}
+
+impl Opts {
+    /// Applies one `key=value` item (a bare `key` means `key=1` for booleans).
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), Error> {
+        let need = |v: &str| -> Result<(), Error> {
+            if v.is_empty() {
+                Err(Error::BadOpt { key: key.into(), why: "needs a value (key=value)".into() })
+            } else {
+                Ok(())
+            }
+        };
+        match key {
+            "sync" => {
+                need(value)?;
+                self.sync = Some(value.parse()?)
+            }
+            "async" => {
+                need(value)?;
+                self.r#async = Some(value.parse()?)
+            }
+            "admin" => {
+                need(value)?;
+                self.admin = Some(value.parse()?)
+            }
+            "mem" => {
+                need(value)?;
+                self.mem = Some(value.parse()?)
+            }
+            "nsid" => {
+                need(value)?;
+                let n = parse_u32(key, value)?;
+                if n == 0 || n == u32::MAX {
+                    return Err(Error::BadOpt { key: key.into(), why: format!("namespace id {n} is reserved") });
+                }
+                self.nsid = Some(n)
+            }
+            "direct" => self.direct = parse_bool(key, value)?,
+            "rdonly" => self.rdonly = parse_bool(key, value)?,
+            "wronly" => self.wronly = parse_bool(key, value)?,
+            "create" => self.create = parse_bool(key, value)?,
+            "truncate" => self.truncate = parse_bool(key, value)?,
+            "size" => {
+                need(value)?;
+                self.size = Some(parse_size(value).map_err(|why| Error::BadOpt { key: key.into(), why })?)
+            }
+            "sqpoll" => self.sqpoll = parse_bool(key, value)?,
+            "sqpoll_cpu" => {
+                need(value)?;
+                self.sqpoll_cpu = Some(parse_u32(key, value)?)
+            }
+            "iopoll" => self.iopoll = parse_bool(key, value)?,
+            "register_files" => self.register_files = parse_bool(key, value)?,
+            "register_buffers" => self.register_buffers = parse_bool(key, value)?,
+            "threads" => {
+                need(value)?;
+                let n = parse_u32(key, value)?;
+                if n == 0 || n > 1024 {
+                    return Err(Error::BadOpt { key: key.into(), why: format!("{n} threads: use 1..=1024") });
+                }
+                self.threads = Some(n)
+            }
+            _ => {
+                let known: Vec<&str> = KEYS.iter().map(|(k, _)| *k).collect();
+                return Err(Error::BadOpt {
+                    key: key.into(),
+                    why: format!("unknown option; known options: {}", known.join(", ")),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks combinations that are wrong whatever the device (rdonly with wronly, …).
+    pub fn validate(&self) -> Result<(), Error> {
+        let bad = |key: &str, why: &str| Err(Error::BadOpt { key: key.into(), why: why.into() });
+        if self.rdonly && self.wronly {
+            return bad("rdonly", "rdonly and wronly exclude each other");
+        }
+        if self.rdonly && (self.create || self.truncate || self.size.is_some()) {
+            return bad("rdonly", "a read-only open cannot create, truncate or size a file");
+        }
+        if self.sqpoll_cpu.is_some() && !self.sqpoll {
+            return bad("sqpoll_cpu", "only means something with sqpoll=1");
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for Opts {
+    type Err = Error;
+    /// Parses `"key=value,key,…"`; the empty string gives the defaults.
+    fn from_str(s: &str) -> Result<Opts, Error> {
+        let mut o = Opts::default();
+        let mut seen: Vec<&str> = Vec::new();
+        for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let (k, v) = item.split_once('=').map(|(k, v)| (k.trim(), v.trim())).unwrap_or((item, ""));
+            if seen.contains(&k) {
+                return Err(Error::BadOpt { key: k.into(), why: "given twice".into() });
+            }
+            seen.push(k);
+            o.set(k, v)?;
+        }
+        o.validate()?;
+        Ok(o)
+    }
+}
+
+impl fmt::Display for Opts {
+    /// The option string that parses back to these options (defaults left out).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut items: Vec<String> = Vec::new();
+        if let Some(v) = self.sync {
+            items.push(format!("sync={v}"));
+        }
+        if let Some(v) = self.r#async {
+            items.push(format!("async={v}"));
+        }
+        if let Some(v) = self.admin {
+            items.push(format!("admin={v}"));
+        }
+        if let Some(v) = self.mem {
+            items.push(format!("mem={v}"));
+        }
+        if let Some(v) = self.nsid {
+            items.push(format!("nsid={v}"));
+        }
+        for (on, k) in [
+            (self.direct, "direct"),
+            (self.rdonly, "rdonly"),
+            (self.wronly, "wronly"),
+            (self.create, "create"),
+            (self.truncate, "truncate"),
+        ] {
+            if on {
+                items.push(format!("{k}=1"));
+            }
+        }
+        if let Some(v) = self.size {
+            items.push(format!("size={v}"));
+        }
+        if self.sqpoll {
+            items.push("sqpoll=1".into());
+        }
+        if let Some(v) = self.sqpoll_cpu {
+            items.push(format!("sqpoll_cpu={v}"));
+        }
+        for (on, k) in [
+            (self.iopoll, "iopoll"),
+            (self.register_files, "register_files"),
+            (self.register_buffers, "register_buffers"),
+        ] {
+            if on {
+                items.push(format!("{k}=1"));
+            }
+        }
+        if let Some(v) = self.threads {
+            items.push(format!("threads={v}"));
+        }
+        f.write_str(&items.join(","))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn option_strings_parse_into_fields() {
+        let o: Opts = "async=io_uring,direct=1,sqpoll,sqpoll_cpu=1,threads=8,size=1MiB".parse().unwrap();
+        assert_eq!(o.r#async, Some(AsyncIface::IoUring));
+        assert!(o.direct && o.sqpoll);
+        assert_eq!(o.sqpoll_cpu, Some(1));
+        assert_eq!(o.threads, Some(8));
+        assert_eq!(o.size, Some(1 << 20));
+        assert_eq!("".parse::<Opts>().unwrap(), Opts::default());
+    }
+
+    #[test]
+    fn option_strings_round_trip_through_display() {
+        let s = "sync=block,async=libaio,admin=emulated,nsid=2,direct=1,create=1,register_files=1";
+        let o: Opts = s.parse().unwrap();
+        assert_eq!(o.to_string().parse::<Opts>().unwrap(), o);
+    }
+
+    #[test]
+    fn bad_options_name_the_key() {
+        let e = "asynk=io_uring".parse::<Opts>().unwrap_err().to_string();
+        assert!(e.contains("\"asynk\"") && e.contains("unknown option"), "{e}");
+        let e = "async=iouring".parse::<Opts>().unwrap_err().to_string();
+        assert!(e.contains("\"iouring\"") && e.contains("io_uring"), "{e}");
+        let e = "direct=maybe".parse::<Opts>().unwrap_err().to_string();
+        assert!(e.contains("direct") && e.contains("boolean"), "{e}");
+        let e = "direct=1,direct=0".parse::<Opts>().unwrap_err().to_string();
+        assert!(e.contains("twice"), "{e}");
+        let e = "rdonly,wronly".parse::<Opts>().unwrap_err().to_string();
+        assert!(e.contains("exclude"), "{e}");
+        let e = "threads=0".parse::<Opts>().unwrap_err().to_string();
+        assert!(e.contains("threads"), "{e}");
+        let e = "async".parse::<Opts>().unwrap_err().to_string();
+        assert!(e.contains("needs a value"), "{e}");
+    }
+}

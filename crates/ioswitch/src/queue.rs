@@ -1,0 +1,206 @@
+//! The asynchronous queue: submit, commit, poke, wait, drain.
+//!
+//! One queue per thread; a [`Device`] may carry several. `submit` never blocks: when the
+//! queue already holds `depth` commands it returns [`Error::Busy`] together with the data,
+//! so nothing is lost. Submissions are pushed to the kernel in one batch by
+//! [`Queue::commit`], which `poke`, `wait` and `drain` call first.
+//!
+//! Dropping a queue with commands in flight is safe: the drop waits for them, so no buffer
+//! is freed while the kernel may still write into it.
+
+use crate::be::{self, AsyncQueue};
+use crate::buf::Data;
+use crate::cmd::Cmd;
+use crate::dev::Device;
+use crate::error::{Error, Result};
+use crate::opts::AsyncIface;
+use crate::spec::Status;
+use serde::Serialize;
+use std::fmt;
+
+/// A finished command.
+#[derive(Debug)]
+pub struct Completion {
+    /// The tag given at submission.
+    pub tag: u64,
+    /// Success, or the NVMe status (and errno) of the failure.
+    pub status: Status,
+    /// Command-specific result: bytes moved for data commands on files and block devices,
+    /// completion DW0-1 for NVMe.
+    pub result: u64,
+    /// The data given at submission, handed back.
+    pub data: Data,
+}
+
+/// A submission the queue did not take, with the data handed back.
+pub struct Rejected {
+    /// Why: [`Error::Busy`] when full, or what was wrong with the command.
+    pub error: Error,
+    /// The data that was to be submitted.
+    pub data: Data,
+}
+
+impl fmt::Debug for Rejected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.error, f)
+    }
+}
+
+impl fmt::Display for Rejected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.error, f)
+    }
+}
+
+impl std::error::Error for Rejected {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+impl From<Rejected> for Error {
+    fn from(r: Rejected) -> Error {
+        r.error
+    }
+}
+
+/// Counters of one queue.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct QueueStats {
+    /// Commands taken by `submit`.
+    pub submitted: u64,
+    /// Completions handed to callbacks.
+    pub completed: u64,
+    /// Syscalls the interface made for this queue (submission, reaping, wake-ups).
+    pub syscalls: u64,
+}
+
+/// An asynchronous queue on a device's async interface.
+pub struct Queue {
+    be: Box<dyn AsyncQueue>,
+    dev: Device,
+    iface: AsyncIface,
+    depth: u32,
+    outstanding: u32,
+    submitted: u64,
+    completed: u64,
+}
+
+/// Largest queue depth.
+pub const MAX_DEPTH: u32 = 4096;
+
+impl Queue {
+    pub(crate) fn new(dev: Device, depth: u32) -> Result<Queue> {
+        let iface = dev
+            .inner
+            .ifaces
+            .r#async
+            .ok_or_else(|| dev.inner.unsupported("async", "the device has no async interface"))?;
+        if depth == 0 || depth > MAX_DEPTH {
+            return Err(Error::BadOpt {
+                key: "depth".into(),
+                why: format!("queue depth {depth}: use 1..={MAX_DEPTH}"),
+            });
+        }
+        let be = be::new_queue(&dev.inner, iface, depth)?;
+        Ok(Queue { be, dev, iface, depth, outstanding: 0, submitted: 0, completed: 0 })
+    }
+
+    /// Submits a command with its data (moved in; handed back by the completion) and a
+    /// tag of the caller's choice. Never blocks; returns [`Error::Busy`] in
+    /// [`Rejected::error`] when `depth` commands are outstanding. The command reaches the
+    /// kernel at the next [`commit`](Queue::commit), `poke`, `wait` or `drain`.
+    #[inline]
+    pub fn submit(&mut self, cmd: &Cmd, data: Data, tag: u64) -> Result<(), Rejected> {
+        if self.outstanding >= self.depth {
+            return Err(Rejected { error: Error::Busy { depth: self.depth }, data });
+        }
+        let io = match be::prepare(&self.dev.inner, cmd, data.bufs()) {
+            Ok(io) => io,
+            Err(error) => return Err(Rejected { error, data }),
+        };
+        self.be.submit(&io, cmd, data, tag).map_err(|(error, data)| Rejected { error, data })?;
+        self.outstanding += 1;
+        self.submitted += 1;
+        Ok(())
+    }
+
+    /// Pushes every command submitted since the last commit to the kernel (one syscall for
+    /// interfaces that batch). Returns how many were pushed.
+    #[inline]
+    pub fn commit(&mut self) -> Result<u32> {
+        self.be.commit()
+    }
+
+    /// Commits, then reaps what has completed without waiting, at most `max` (0: no
+    /// limit), calling `f` for each. Returns how many were reaped.
+    #[inline]
+    pub fn poke(&mut self, max: u32, mut f: impl FnMut(Completion)) -> Result<u32> {
+        self.be.commit()?;
+        if self.outstanding == 0 {
+            return Ok(0);
+        }
+        let max = if max == 0 { u32::MAX } else { max };
+        self.reap(0, max, &mut f)
+    }
+
+    /// Commits, then waits until at least `min` commands (at most all outstanding) have
+    /// completed, calling `f` for each. Returns how many were reaped.
+    #[inline]
+    pub fn wait(&mut self, min: u32, mut f: impl FnMut(Completion)) -> Result<u32> {
+        self.be.commit()?;
+        let min = min.min(self.outstanding);
+        if self.outstanding == 0 {
+            return Ok(0);
+        }
+        self.reap(min, u32::MAX, &mut f)
+    }
+
+    /// Commits, then waits for every outstanding command. Returns how many were reaped.
+    pub fn drain(&mut self, mut f: impl FnMut(Completion)) -> Result<u32> {
+        self.be.commit()?;
+        let mut n = 0;
+        while self.outstanding > 0 {
+            n += self.reap(self.outstanding, u32::MAX, &mut f)?;
+        }
+        Ok(n)
+    }
+
+    #[inline]
+    fn reap(&mut self, min: u32, max: u32, f: &mut dyn FnMut(Completion)) -> Result<u32> {
+        let n = self.be.reap(min, max, f)?;
+        self.outstanding -= n;
+        self.completed += n as u64;
+        Ok(n)
+    }
+
+    /// Commands submitted and not yet reaped.
+    pub fn outstanding(&self) -> u32 {
+        self.outstanding
+    }
+    /// The queue depth: how many commands may be outstanding.
+    pub fn capacity(&self) -> u32 {
+        self.depth
+    }
+    /// The async interface serving this queue.
+    pub fn interface(&self) -> AsyncIface {
+        self.iface
+    }
+    /// The device.
+    pub fn device(&self) -> &Device {
+        &self.dev
+    }
+    /// Counters: submitted, completed, syscalls.
+    pub fn stats(&self) -> QueueStats {
+        QueueStats { submitted: self.submitted, completed: self.completed, syscalls: self.be.syscalls() }
+    }
+}
+
+impl Drop for Queue {
+    fn drop(&mut self) {
+        // Wait for commands in flight so their buffers outlive the kernel's use of them.
+        // If this fails the backend's own Drop still keeps memory safe (it leaks buffers
+        // it cannot prove finished rather than freeing them).
+        let _ = self.drain(drop);
+    }
+}

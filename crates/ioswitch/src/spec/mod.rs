@@ -1,0 +1,89 @@
+//! NVMe specification types: the 64-byte submission entry, the 16-byte completion entry
+//! and the status field, plus the mapping from Linux errno values to NVMe status.
+
+mod status;
+
+pub use status::{errno_to_status, Sct, Status};
+
+use serde::Serialize;
+
+/// An NVMe submission queue entry (NVMe base spec, "Common Command Format"): 64 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Sqe {
+    /// Command opcode (CDW0 bits 7:0).
+    pub opcode: u8,
+    /// Fused operation and PRP/SGL selection (CDW0 bits 15:8).
+    pub flags: u8,
+    /// Command identifier (CDW0 bits 31:16); set by the interface, not the user.
+    pub cid: u16,
+    /// Namespace identifier.
+    pub nsid: u32,
+    /// Command dword 2.
+    pub cdw2: u32,
+    /// Command dword 3.
+    pub cdw3: u32,
+    /// Metadata pointer.
+    pub mptr: u64,
+    /// Data pointer (PRP1/PRP2 or SGL); set by the interface from the buffers.
+    pub dptr: [u64; 2],
+    /// Command dword 10.
+    pub cdw10: u32,
+    /// Command dword 11.
+    pub cdw11: u32,
+    /// Command dword 12.
+    pub cdw12: u32,
+    /// Command dword 13.
+    pub cdw13: u32,
+    /// Command dword 14.
+    pub cdw14: u32,
+    /// Command dword 15.
+    pub cdw15: u32,
+}
+
+/// An NVMe completion queue entry: 16 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Cqe {
+    /// Command specific result (DW0 and DW1).
+    pub result: u64,
+    /// Submission queue head pointer.
+    pub sqhd: u16,
+    /// Submission queue identifier.
+    pub sqid: u16,
+    /// Command identifier.
+    pub cid: u16,
+    /// Phase tag (bit 0) and status field (bits 15:1).
+    pub status: u16,
+}
+
+const _: () = assert!(std::mem::size_of::<Sqe>() == 64);
+const _: () = assert!(std::mem::size_of::<Cqe>() == 16);
+
+impl Sqe {
+    /// The starting LBA of an NVM command (CDW10 and CDW11).
+    pub fn slba(&self) -> u64 {
+        self.cdw10 as u64 | (self.cdw11 as u64) << 32
+    }
+
+    /// The number of logical blocks of an NVM read/write/write-zeroes command (CDW12
+    /// bits 15:0 hold the 0-based count; this returns the 1-based count).
+    pub fn nlb(&self) -> u32 {
+        (self.cdw12 & 0xffff) + 1
+    }
+
+    /// Views the entry as its 64 raw bytes (little-endian host assumed, as NVMe).
+    pub fn as_bytes(&self) -> &[u8; 64] {
+        // SAFETY: Sqe is repr(C), 64 bytes (checked at compile time), has no padding
+        // (every field is naturally aligned and the sizes add up to 64), and any byte
+        // pattern is a valid [u8; 64].
+        unsafe { &*(self as *const Sqe as *const [u8; 64]) }
+    }
+
+    /// Builds an entry from 64 raw bytes.
+    pub fn from_bytes(bytes: &[u8; 64]) -> Sqe {
+        // SAFETY: every bit pattern is a valid Sqe (plain integers, no padding), the
+        // source is exactly 64 bytes, and read_unaligned has no alignment requirement.
+        unsafe { std::ptr::read_unaligned(bytes.as_ptr() as *const Sqe) }
+    }
+}

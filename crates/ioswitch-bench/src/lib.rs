@@ -1,0 +1,2 @@
+//! ioswitch-bench: the measurement engine behind `ioswitch bench`.
+#![deny(missing_docs)]

@@ -39,3 +39,8 @@ pub use error::{Error, Result};
 pub use opts::{AdminIface, AsyncIface, MemIface, Opts, SyncIface};
 pub use queue::{Completion, Queue, QueueStats, Rejected};
 pub use spec::{Cqe, Sqe, Status};
+
+/// The README's Rust examples, compiled and run as doc tests so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;

@@ -28,6 +28,20 @@ pub mod opc {
     pub const FS_READ: u8 = 0xF2;
     /// ioswitch file set: trim (hole punch / discard) `len` bytes at byte `offset`.
     pub const FS_TRIM: u8 = 0xF9;
+    /// Admin Get Log Page.
+    pub const ADMIN_GET_LOG_PAGE: u8 = 0x02;
+    /// Admin Identify.
+    pub const ADMIN_IDENTIFY: u8 = 0x06;
+    /// Admin Set Features.
+    pub const ADMIN_SET_FEATURES: u8 = 0x09;
+    /// Admin Get Features.
+    pub const ADMIN_GET_FEATURES: u8 = 0x0A;
+    /// ZNS Zone Management Send.
+    pub const ZONE_MGMT_SEND: u8 = 0x79;
+    /// ZNS Zone Management Receive.
+    pub const ZONE_MGMT_RECV: u8 = 0x7A;
+    /// ZNS Zone Append.
+    pub const ZONE_APPEND: u8 = 0x7D;
 }
 
 /// Which command set (and so which queue, I/O or admin) a command belongs to.
@@ -179,6 +193,11 @@ impl Cmd {
         Cmd { sqe, set: CmdSet::Admin }
     }
 
+    /// True for an NVM read or write with Force Unit Access set.
+    pub fn is_fua(&self) -> bool {
+        self.set == CmdSet::Nvm && matches!(self.sqe.opcode, opc::READ | opc::WRITE) && self.sqe.cdw12 & (1 << 30) != 0
+    }
+
     /// A short name for messages: `"NVM read"`, `"file write"`, `"admin opcode 0x06"`.
     pub fn describe(&self) -> String {
         let name = match (self.set, self.sqe.opcode) {
@@ -191,6 +210,13 @@ impl Cmd {
             (CmdSet::Fs, opc::FS_WRITE) => "file write",
             (CmdSet::Fs, opc::FS_FLUSH) => "file flush",
             (CmdSet::Fs, opc::FS_TRIM) => "file trim",
+            (CmdSet::Admin, opc::ADMIN_GET_LOG_PAGE) => "get log page",
+            (CmdSet::Admin, opc::ADMIN_IDENTIFY) => "identify",
+            (CmdSet::Admin, opc::ADMIN_SET_FEATURES) => "set features",
+            (CmdSet::Admin, opc::ADMIN_GET_FEATURES) => "get features",
+            (CmdSet::Nvm, opc::ZONE_MGMT_SEND) => "zone management send",
+            (CmdSet::Nvm, opc::ZONE_MGMT_RECV) => "zone management receive",
+            (CmdSet::Nvm, opc::ZONE_APPEND) => "zone append",
             (CmdSet::Nvm, o) => return format!("I/O opcode {o:#04x}"),
             (CmdSet::Admin, o) => return format!("admin opcode {o:#04x}"),
             (CmdSet::Fs, o) => return format!("file opcode {o:#04x}"),
@@ -205,6 +231,131 @@ impl Cmd {
     /// Byte length of a file-set command.
     pub fn fs_len(&self) -> u64 {
         self.sqe.cdw12 as u64 | (self.sqe.cdw13 as u64) << 32
+    }
+}
+
+impl Cmd {
+    /// Admin Identify: `cns` selects the structure (see [`crate::spec::idfy::cns`]),
+    /// `nsid` the namespace it is about (0 when none), `cntid` the controller (CDW10
+    /// bits 31:16) and `csi` the I/O command set (CDW11 bits 31:24) for the command-set
+    /// specific structures. The data is one 4096-byte page
+    /// ([`IDENTIFY_LEN`](crate::spec::idfy::IDENTIFY_LEN)).
+    pub fn identify(cns: u8, nsid: u32, cntid: u16, csi: u8) -> Cmd {
+        let sqe = Sqe {
+            opcode: opc::ADMIN_IDENTIFY,
+            nsid,
+            cdw10: cns as u32 | (cntid as u32) << 16,
+            cdw11: (csi as u32) << 24,
+            ..Sqe::default()
+        };
+        Cmd { sqe, set: CmdSet::Admin }
+    }
+}
+
+fn dwords_0based(what: &str, bytes: u32) -> u32 {
+    assert!(
+        bytes >= 4 && bytes % 4 == 0,
+        "{what} transfers whole dwords: bytes must be a multiple of 4 and at least 4, got {bytes}"
+    );
+    bytes / 4 - 1
+}
+
+impl Cmd {
+    /// Admin Get Log Page: `bytes` of log page `lid` (see [`crate::spec::log::lid`])
+    /// starting at byte `offset` of the page, for namespace `nsid` (`0xFFFFFFFF`: the
+    /// controller as a whole). `lsp` is the 7-bit Log Specific Parameter.
+    ///
+    /// # Panics
+    /// When `bytes` is 0 or not a multiple of 4, or `offset` is not a multiple of 4: the
+    /// command counts whole dwords.
+    pub fn get_log(nsid: u32, lid: u8, lsp: u8, bytes: u32, offset: u64) -> Cmd {
+        let numd = dwords_0based("get log page", bytes);
+        assert!(offset % 4 == 0, "get log page offsets are whole dwords, got {offset}");
+        let sqe = Sqe {
+            opcode: opc::ADMIN_GET_LOG_PAGE,
+            nsid,
+            cdw10: lid as u32 | ((lsp & 0x7f) as u32) << 8 | (numd & 0xffff) << 16,
+            cdw11: numd >> 16,
+            cdw12: offset as u32,
+            cdw13: (offset >> 32) as u32,
+            ..Sqe::default()
+        };
+        Cmd { sqe, set: CmdSet::Admin }
+    }
+    /// Sets Retain Asynchronous Event on a Get Log Page (reading the page does not clear
+    /// the event that announced it).
+    pub fn rae(mut self) -> Cmd {
+        self.sqe.cdw10 |= 1 << 15;
+        self
+    }
+
+    /// Admin Get Features of feature `fid` (see [`crate::spec::feat::fid`]): the value
+    /// `sel` selects, for namespace `nsid` (0 for controller-wide features); `cdw11` is
+    /// the feature specific dword some features take. The value comes back in the
+    /// completion's result, decoded by [`crate::spec::feat::Feature::decode`].
+    pub fn get_features(fid: u8, sel: crate::spec::feat::Select, nsid: u32, cdw11: u32) -> Cmd {
+        let sqe =
+            Sqe { opcode: opc::ADMIN_GET_FEATURES, nsid, cdw10: fid as u32 | sel.bits() << 8, cdw11, ..Sqe::default() };
+        Cmd { sqe, set: CmdSet::Admin }
+    }
+    /// Admin Set Features: feature `fid` to the value `cdw11` (see
+    /// [`crate::spec::feat::Feature::to_dword`]); `save` keeps it across resets.
+    /// Namespace-specific features take [`Cmd::with_nsid`]; further dwords
+    /// [`Cmd::with_cdw12`].
+    pub fn set_features(fid: u8, save: bool, cdw11: u32) -> Cmd {
+        let sqe =
+            Sqe { opcode: opc::ADMIN_SET_FEATURES, cdw10: fid as u32 | (save as u32) << 31, cdw11, ..Sqe::default() };
+        Cmd { sqe, set: CmdSet::Admin }
+    }
+    /// Sets the namespace id of any command.
+    pub fn with_nsid(mut self, nsid: u32) -> Cmd {
+        self.sqe.nsid = nsid;
+        self
+    }
+    /// Sets command dword 12 of any command.
+    pub fn with_cdw12(mut self, cdw12: u32) -> Cmd {
+        self.sqe.cdw12 = cdw12;
+        self
+    }
+
+    /// ZNS Zone Management Receive, Report Zones: `bytes` of report (a 64-byte header,
+    /// then 64-byte zone descriptors, see [`crate::spec::zns::ZoneReport`]) for the zones
+    /// from the one holding `slba` on. With `partial`, the header counts the descriptors
+    /// returned rather than every matching zone.
+    ///
+    /// # Panics
+    /// When `bytes` is 0 or not a multiple of 4.
+    pub fn zone_mgmt_recv(nsid: u32, slba: u64, bytes: u32, partial: bool) -> Cmd {
+        let numd = dwords_0based("zone management receive", bytes);
+        let mut c = nvm(opc::ZONE_MGMT_RECV, nsid);
+        c.sqe.cdw10 = slba as u32;
+        c.sqe.cdw11 = (slba >> 32) as u32;
+        c.sqe.cdw12 = numd;
+        c.sqe.cdw13 = (partial as u32) << 16;
+        c
+    }
+    /// Reports only the zones `filter` selects (the Reporting Options of Zone Management
+    /// Receive).
+    pub fn zone_filter(mut self, filter: crate::spec::zns::ZoneFilter) -> Cmd {
+        self.sqe.cdw13 = (self.sqe.cdw13 & !0xff00) | (filter.bits() as u32) << 8;
+        self
+    }
+    /// ZNS Zone Management Send: `action` on the zone starting at `slba`, or on every zone
+    /// (`select_all`, `slba` ignored) in a state the action applies to.
+    pub fn zone_mgmt_send(nsid: u32, slba: u64, action: crate::spec::zns::ZoneAction, select_all: bool) -> Cmd {
+        let mut c = nvm(opc::ZONE_MGMT_SEND, nsid);
+        c.sqe.cdw10 = slba as u32;
+        c.sqe.cdw11 = (slba >> 32) as u32;
+        c.sqe.cdw13 = action.bits() as u32 | (select_all as u32) << 8;
+        c
+    }
+    /// ZNS Zone Append of `nlb` logical blocks (1..=65536) to the zone starting at
+    /// `zslba`; the completion's result is the LBA the data was written at.
+    ///
+    /// # Panics
+    /// When `nlb` is 0 or above 65536.
+    pub fn zone_append(nsid: u32, zslba: u64, nlb: u32) -> Cmd {
+        lba_range(nvm(opc::ZONE_APPEND, nsid), zslba, nlb)
     }
 }
 
@@ -256,5 +407,47 @@ mod tests {
         assert_eq!(b[0], 0x01);
         assert_eq!(u32::from_le_bytes(b[4..8].try_into().unwrap()), 3);
         assert_eq!(Sqe::from_bytes(&b), c.sqe);
+    }
+
+    #[test]
+    fn get_log_page_splits_the_dword_count_and_offset() {
+        let c = Cmd::get_log(0xffff_ffff, 2, 0x7f, 512, 0x1_0000_0004).rae();
+        assert_eq!((c.set, c.sqe.opcode, c.sqe.nsid), (CmdSet::Admin, 0x02, 0xffff_ffff));
+        assert_eq!(c.sqe.cdw10, 2 | 0x7f << 8 | 1 << 15 | 127 << 16);
+        assert_eq!(c.sqe.cdw11, 0);
+        assert_eq!((c.sqe.cdw12, c.sqe.cdw13), (4, 1));
+        let big = Cmd::get_log(1, 1, 0, 1 << 20, 0);
+        assert_eq!((big.sqe.cdw10 >> 16, big.sqe.cdw11), (0xffff, 3));
+        assert_eq!(c.describe(), "get log page");
+    }
+
+    #[test]
+    #[should_panic(expected = "whole dwords")]
+    fn get_log_page_of_a_partial_dword_is_refused() {
+        Cmd::get_log(1, 2, 0, 6, 0);
+    }
+
+    #[test]
+    fn features_carry_fid_select_and_save() {
+        use crate::spec::feat::Select;
+        let g = Cmd::get_features(7, Select::Supported, 0, 9);
+        assert_eq!((g.sqe.opcode, g.sqe.cdw10, g.sqe.cdw11), (0x0A, 7 | 3 << 8, 9));
+        let s = Cmd::set_features(6, true, 1).with_nsid(2).with_cdw12(5);
+        assert_eq!((s.sqe.opcode, s.sqe.cdw10, s.sqe.cdw11, s.sqe.nsid, s.sqe.cdw12), (0x09, 6 | 1 << 31, 1, 2, 5));
+        assert_eq!(Cmd::set_features(6, false, 0).sqe.cdw10, 6);
+    }
+
+    #[test]
+    fn zone_commands_encode_action_select_all_and_report_options() {
+        use crate::spec::zns::{ZoneAction, ZoneFilter};
+        let r = Cmd::zone_mgmt_recv(3, 0x2000, 4096, true).zone_filter(ZoneFilter::Full);
+        assert_eq!((r.set, r.sqe.opcode, r.sqe.nsid), (CmdSet::Nvm, 0x7A, 3));
+        assert_eq!((r.sqe.slba(), r.sqe.cdw12, r.sqe.cdw13), (0x2000, 1023, 1 << 16 | 5 << 8));
+        let s = Cmd::zone_mgmt_send(3, 0x4000, ZoneAction::Reset, true);
+        assert_eq!((s.sqe.opcode, s.sqe.slba(), s.sqe.cdw13), (0x79, 0x4000, 4 | 1 << 8));
+        assert_eq!(Cmd::zone_mgmt_send(3, 0, ZoneAction::Open, false).sqe.cdw13, 3);
+        let a = Cmd::zone_append(3, 0x2000, 8);
+        assert_eq!((a.sqe.opcode, a.sqe.slba(), a.sqe.nlb()), (0x7D, 0x2000, 8));
+        assert_eq!(a.describe(), "zone append");
     }
 }

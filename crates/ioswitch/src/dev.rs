@@ -1,6 +1,6 @@
 //! Devices: opening, kinds, geometry, identity, and enumeration.
 
-use crate::be::{self, SyncIo};
+use crate::be::{self, AdminIo, SyncIo};
 use crate::buf::Buffer;
 use crate::cmd::Cmd;
 use crate::error::{Error, Result};
@@ -95,7 +95,8 @@ pub struct Geometry {
     /// Size in bytes (a file's tail beyond its last whole LBA is reachable with file-set
     /// commands only).
     pub bytes: u64,
-    /// Largest transfer one command may carry, in bytes.
+    /// Largest transfer one command may carry, in bytes (65536 LBAs for devices the
+    /// kernel serves: what one NVM command can express; the kernel splits further).
     pub max_transfer: u64,
     /// Alignment of buffer addresses that direct I/O needs.
     pub dio_mem_align: u32,
@@ -150,6 +151,7 @@ pub(crate) struct Inner {
     pub opts: Opts,
     pub fd: Option<OwnedFd>,
     pub sync: Option<Box<dyn SyncIo>>,
+    pub admin: Option<Box<dyn AdminIo>>,
 }
 
 impl Inner {
@@ -201,7 +203,8 @@ impl Device {
             admin: opts.admin.unwrap_or(dadmin),
             mem: opts.mem.unwrap_or(MemIface::Posix),
         };
-        let mut inner = Inner { uri: uri.to_string(), ident, geo, ifaces, opts: opts.clone(), fd, sync: None };
+        let mut inner =
+            Inner { uri: uri.to_string(), ident, geo, ifaces, opts: opts.clone(), fd, sync: None, admin: None };
         if let Some(s) = ifaces.sync {
             if let Some(why) = be::sync_refusal(s, kind) {
                 return Err(inner.unsupported(&format!("sync={s}"), why));
@@ -222,6 +225,7 @@ impl Device {
         if let Some(why) = be::admin_refusal(ifaces.admin, kind) {
             return Err(inner.unsupported(&format!("admin={}", ifaces.admin), why));
         }
+        inner.admin = be::new_admin(&inner, ifaces.admin)?;
         check_tunables(&inner)?;
         Ok(Device { inner: Arc::new(inner) })
     }
@@ -278,6 +282,36 @@ impl Device {
             what: cmd.describe(),
             status,
         })
+    }
+
+    /// Runs an admin command (identify, get log page, get/set features, …) synchronously
+    /// on the admin interface, with `bufs` as its data. Returns the completion's result
+    /// (DW0-1). Devices that are not NVMe answer from emulated identify data.
+    pub fn pass_admin(&self, cmd: &Cmd, bufs: &mut [Buffer]) -> Result<u64> {
+        let iface = self.inner.ifaces.admin;
+        let admin = self.inner.admin.as_deref().ok_or_else(|| {
+            self.inner.unsupported(&format!("admin={iface}"), "admin commands are not part of this build yet")
+        })?;
+        if cmd.set != crate::cmd::CmdSet::Admin {
+            return Err(Error::BadCommand {
+                dev: self.inner.uri.clone(),
+                iface: "admin",
+                what: cmd.describe(),
+                why: "not an admin command; use pass for I/O commands".into(),
+            });
+        }
+        admin.admin(cmd, bufs).map_err(|status| Error::Command {
+            dev: self.inner.uri.clone(),
+            what: cmd.describe(),
+            status,
+        })
+    }
+
+    /// Syscalls one command on the sync interface costs (1 for psync and block, 0 for a
+    /// ramdisk); 0 when the device has no sync interface. Benchmarks use it to report
+    /// syscalls per I/O for sync jobs.
+    pub fn sync_syscalls_per_cmd(&self) -> u64 {
+        self.inner.sync().map(|s| s.syscalls_per_cmd()).unwrap_or(0)
     }
 
     /// Creates an asynchronous queue of `depth` slots (1..=4096) on the async interface.
@@ -471,19 +505,7 @@ fn open_path(uri: &str, path: &Path, opts: &Opts) -> Result<(DevKind, Option<Own
         });
     }
     if kind == DevKind::NvmeCtrl || kind == DevKind::NvmeChar {
-        // Checked against the interfaces by the caller; no data geometry without identify.
-        let ident = base_ident(uri, path, kind, opts);
-        let geo = Geometry {
-            lba_size: 512,
-            nlbas: 0,
-            bytes: 0,
-            max_transfer: 0,
-            dio_mem_align: 4,
-            dio_offset_align: 512,
-            zoned: ZonedModel::None,
-            zones: None,
-        };
-        return Ok((kind, None, geo, ident));
+        return open_nvme_char(uri, path, kind, opts, existing.as_ref().map(|m| m.rdev()).unwrap_or(0));
     }
     let mut flags = libc::O_CLOEXEC;
     flags |= if opts.rdonly {
@@ -566,7 +588,6 @@ fn open_path(uri: &str, path: &Path, opts: &Opts) -> Result<(DevKind, Option<Own
         let dir = sysfs_dir("block", libc::major(md.rdev()), libc::minor(md.rdev()));
         let disk = dir.as_deref().map(disk_dir);
         let q = |attr: &str| disk.as_ref().and_then(|d| read_sysfs(&d.join("queue").join(attr)));
-        let max_sectors_kb: u64 = q("max_sectors_kb").and_then(|s| s.parse().ok()).unwrap_or(128);
         let zoned = match q("zoned").as_deref() {
             Some("host-managed") => ZonedModel::HostManaged,
             Some("host-aware") => ZonedModel::HostAware,
@@ -575,9 +596,15 @@ fn open_path(uri: &str, path: &Path, opts: &Opts) -> Result<(DevKind, Option<Own
         let zones = (zoned != ZonedModel::None).then(|| {
             let zone_sectors: u64 = q("chunk_sectors").and_then(|s| s.parse().ok()).unwrap_or(0);
             let zone_size = zone_sectors * 512 / lba as u64;
+            // The capacity of zone 0 from a zone report (BLKREPORTZONE): zones may be
+            // writable over less than their size.
+            let zone_capacity = be::zoned::zone0(raw)
+                .map(|(_, cap)| cap * 512 / lba as u64)
+                .filter(|&c| c > 0 && c <= zone_size)
+                .unwrap_or(zone_size);
             Zoned {
                 zone_size,
-                zone_capacity: zone_size,
+                zone_capacity,
                 nr_zones: q("nr_zones").and_then(|s| s.parse().ok()).unwrap_or(0),
                 max_open: q("max_open_zones").and_then(|s| s.parse().ok()).unwrap_or(0),
                 max_active: q("max_active_zones").and_then(|s| s.parse().ok()).unwrap_or(0),
@@ -597,14 +624,108 @@ fn open_path(uri: &str, path: &Path, opts: &Opts) -> Result<(DevKind, Option<Own
             lba_size: lba,
             nlbas: bytes / lba as u64,
             bytes,
-            max_transfer: (max_sectors_kb * 1024).min(65536 * lba as u64),
+            // The kernel splits larger requests at max_sectors_kb itself; the limit of one
+            // command is what an NVM command can express.
+            max_transfer: 65536 * lba as u64,
             dio_mem_align: mem,
             dio_offset_align: off,
             zoned,
             zones,
         }
     };
+    let mut geo = geo;
+    if kind == DevKind::NvmeBlock {
+        let md = fs::metadata(path).map_err(|e| os(uri, "stat", e))?;
+        let devno = (libc::major(md.rdev()), libc::minor(md.rdev()));
+        match be::nvme::ns_info(uri, raw, devno, kind) {
+            Ok(info) => apply_ns_info(uri, opts, &info, &mut geo, &mut ident)?,
+            // Without identify (refused to this user) the block layer's geometry stands.
+            Err(e) if matches!(e.errno(), Some(libc::EACCES | libc::EPERM)) => {}
+            Err(e) => return Err(e),
+        }
+    }
     Ok((kind, Some(fd), geo, ident))
+}
+
+/// Opens an NVMe generic char device (`/dev/ngXnY`) or controller (`/dev/nvmeX`):
+/// read-write (read-only with `rdonly=1`), never O_DIRECT (passthrough bypasses the page
+/// cache anyway). A namespace's geometry comes from identify; a controller has none.
+fn open_nvme_char(
+    uri: &str,
+    path: &Path,
+    kind: DevKind,
+    opts: &Opts,
+    rdev: u64,
+) -> Result<(DevKind, Option<OwnedFd>, Geometry, Ident)> {
+    let flags = libc::O_CLOEXEC | if opts.rdonly { libc::O_RDONLY } else { libc::O_RDWR };
+    let cpath = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| Error::BadUri { uri: uri.into(), why: "contains a NUL byte".into() })?;
+    // SAFETY: cpath is a valid C string; open has no other preconditions.
+    let raw = unsafe { libc::open(cpath.as_ptr(), flags) };
+    if raw < 0 {
+        let e = io::Error::last_os_error();
+        let hint = match e.raw_os_error() {
+            Some(libc::EACCES | libc::EPERM) if !opts.rdonly => "open read-write (rdonly=1 opens read-only)",
+            _ => "open",
+        };
+        return Err(os(uri, hint, e));
+    }
+    // SAFETY: raw is a freshly opened descriptor that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let mut ident = base_ident(uri, path, kind, opts);
+    ident.driver = Some("nvme".into());
+    let mut geo = Geometry {
+        lba_size: 512,
+        nlbas: 0,
+        bytes: 0,
+        max_transfer: 0,
+        dio_mem_align: 4,
+        dio_offset_align: 512,
+        zoned: ZonedModel::None,
+        zones: None,
+    };
+    if kind == DevKind::NvmeCtrl {
+        if let Ok(c) = be::nvme::identify_ctrl(raw) {
+            ident.model = Some(c.mn);
+            ident.serial = Some(c.sn);
+        }
+        return Ok((kind, Some(fd), geo, ident));
+    }
+    let devno = (libc::major(rdev), libc::minor(rdev));
+    let info = be::nvme::ns_info(uri, raw, devno, kind)?;
+    geo.dio_mem_align = info.dma_align;
+    apply_ns_info(uri, opts, &info, &mut geo, &mut ident)?;
+    Ok((kind, Some(fd), geo, ident))
+}
+
+/// Geometry and identity of an NVMe namespace from identify (see `be::nvme::ns_info`).
+fn apply_ns_info(uri: &str, opts: &Opts, info: &be::nvme::NsInfo, geo: &mut Geometry, ident: &mut Ident) -> Result<()> {
+    if let Some(n) = opts.nsid.filter(|&n| n != info.nsid) {
+        return Err(Error::BadOpt {
+            key: "nsid".into(),
+            why: format!("{uri} is namespace {}, not {n}; open the namespace's own device", info.nsid),
+        });
+    }
+    geo.lba_size = info.lba_size;
+    geo.nlbas = info.nlbas;
+    geo.bytes = info.nlbas * info.lba_size as u64;
+    // Passthrough commands reach the device as they are: MDTS and the driver's limits
+    // bound them. Through the block layer (a namespace block device without sync=nvme)
+    // the kernel splits, and the limit stays what one NVM command can express.
+    let passthrough = ident.kind != DevKind::NvmeBlock || opts.sync == Some(SyncIface::Nvme);
+    geo.max_transfer = if passthrough { info.max_transfer } else { 65536 * info.lba_size as u64 };
+    geo.dio_offset_align = geo.dio_offset_align.max(info.lba_size);
+    geo.zoned = if info.zones.is_some() { ZonedModel::HostManaged } else { ZonedModel::None };
+    geo.zones = info.zones;
+    ident.nsid = info.nsid;
+    ident.driver = Some("nvme".into());
+    ident.model = Some(info.model.clone());
+    ident.serial = Some(info.serial.clone());
+    if ident.block_name.is_none() {
+        ident.block_name =
+            info.block_dir.as_ref().and_then(|d| d.file_name()).map(|n| n.to_string_lossy().into_owned());
+    }
+    Ok(())
 }
 
 fn base_ident(uri: &str, path: &Path, kind: DevKind, opts: &Opts) -> Ident {

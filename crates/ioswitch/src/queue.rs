@@ -168,9 +168,38 @@ impl Queue {
 
     #[inline]
     fn reap(&mut self, min: u32, max: u32, f: &mut dyn FnMut(Completion)) -> Result<u32> {
-        let n = self.be.reap(min, max, f)?;
-        self.outstanding -= n;
-        self.completed += n as u64;
+        /// Applies the count of completions handed out even if a callback panics, so the
+        /// queue's bookkeeping (and the drain in Drop) stays right during unwinding.
+        struct Counted<'a> {
+            outstanding: &'a mut u32,
+            completed: &'a mut u64,
+            n: u32,
+        }
+        impl Drop for Counted<'_> {
+            fn drop(&mut self) {
+                *self.outstanding -= self.n;
+                *self.completed += self.n as u64;
+            }
+        }
+        let mut counted = Counted { outstanding: &mut self.outstanding, completed: &mut self.completed, n: 0 };
+        let r = self.be.reap(min, max, &mut |c| {
+            counted.n += 1;
+            f(c)
+        });
+        drop(counted);
+        let n = r?;
+        if n == 0 && min > 0 {
+            // A waiting reap that returns nothing would make drain spin forever.
+            return Err(Error::Queue {
+                dev: self.dev.inner.uri.clone(),
+                iface: self.iface.as_str(),
+                what: "waiting for completions",
+                source: std::io::Error::other(format!(
+                    "the interface returned none while {} commands are outstanding",
+                    self.outstanding
+                )),
+            });
+        }
         Ok(n)
     }
 

@@ -41,7 +41,15 @@ impl AsyncQueue for Emu {
     }
 
     fn reap(&mut self, _min: u32, max: u32, f: &mut dyn FnMut(Completion)) -> Result<u32, Error> {
-        let sync = self.dev.sync().expect("emu is only selected for devices with a sync interface");
+        let Some(sync) = self.dev.sync() else {
+            // Device::open refuses emu without a sync interface; keep the queue safe anyway.
+            return Err(Error::Queue {
+                dev: self.dev.uri.clone(),
+                iface: "emu",
+                what: "running a command",
+                source: std::io::Error::other("the device has no sync interface"),
+            });
+        };
         let mut n = 0;
         while n < max {
             let Some(p) = self.pending.pop_front() else { break };

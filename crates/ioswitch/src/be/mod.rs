@@ -7,14 +7,18 @@
 //! Backends that are not NVMe work on the `Io`; NVMe passthrough backends on the raw
 //! submission entry.
 
+pub(crate) mod admin_emu;
 pub(crate) mod emu;
 pub(crate) mod io_uring;
+pub(crate) mod io_uring_cmd;
 pub(crate) mod libaio;
 pub(crate) mod nil;
+pub(crate) mod nvme;
 pub(crate) mod posix_aio;
 pub(crate) mod psync;
 pub(crate) mod ramdisk;
 pub(crate) mod thrpool;
+pub(crate) mod zoned;
 
 use crate::buf::{Buffer, Data};
 use crate::cmd::{opc, Cmd, CmdSet, DsmRange};
@@ -63,6 +67,13 @@ pub(crate) trait SyncIo: Send + Sync {
     fn syscalls_per_cmd(&self) -> u64;
 }
 
+/// An admin interface: runs one admin command to completion (identify, logs, features).
+pub(crate) trait AdminIo: Send + Sync {
+    /// Runs the command with `bufs` as its data; returns the completion's result (DW0-1)
+    /// or the NVMe status (with errno) of the failure.
+    fn admin(&self, cmd: &Cmd, bufs: &mut [Buffer]) -> Result<u64, Status>;
+}
+
 /// An asynchronous interface's queue. The [`Queue`](crate::Queue) in front of it counts
 /// outstanding commands, so `submit` is only called when a slot is free.
 pub(crate) trait AsyncQueue: Send {
@@ -73,6 +84,10 @@ pub(crate) trait AsyncQueue: Send {
     fn commit(&mut self) -> Result<u32, Error>;
     /// Reaps at most `max` completions, waiting until at least `min` were reaped
     /// (`min == 0`: never waits). Calls `f` once per completion.
+    ///
+    /// Contract: once `f` has been called, the reap returns `Ok(n)` with the number of
+    /// calls, even if a later step failed (report that failure on the next reap); an
+    /// `Err` means `f` was not called at all. The queue's outstanding count relies on it.
     fn reap(&mut self, min: u32, max: u32, f: &mut dyn FnMut(Completion)) -> Result<u32, Error>;
     /// Syscalls made so far by this queue (submission, completion and wake-ups).
     fn syscalls(&self) -> u64;
@@ -89,8 +104,9 @@ pub(crate) fn sync_refusal(iface: SyncIface, kind: DevKind) -> Option<&'static s
         (SyncIface::Block, File) => Some("block-layer ioctls need a block device; use sync=psync"),
         (SyncIface::Ramdisk, Ramdisk) => None,
         (SyncIface::Ramdisk, _) => Some("only a ramdisk (a size as URI, e.g. 1GiB) is served from memory"),
-        (SyncIface::Nvme, NvmeBlock | NvmeChar | NvmeCtrl) => {
-            Some("the NVMe ioctl interface is not part of this build yet")
+        (SyncIface::Nvme, NvmeBlock | NvmeChar) => None,
+        (SyncIface::Nvme, NvmeCtrl) => {
+            Some("an NVMe controller takes admin commands only; open a namespace (/dev/nvmeXnY or /dev/ngXnY) for I/O")
         }
         (SyncIface::Nvme, _) => Some("NVMe ioctls need an NVMe device (/dev/nvmeXnY or /dev/ngXnY)"),
         (_, NvmeCtrl) => Some("an NVMe controller takes admin commands only"),
@@ -114,7 +130,11 @@ pub(crate) fn async_refusal(iface: AsyncIface, kind: DevKind) -> Option<&'static
             _ => Some("needs a file or block device; use io_uring_cmd or nvme on /dev/ngXnY"),
         },
         IoUringCmd => match kind {
-            NvmeChar => Some("io_uring NVMe passthrough is not part of this build yet"),
+            NvmeChar => None,
+            NvmeBlock => Some(
+                "IORING_OP_URING_CMD NVMe passthrough runs on the namespace's generic char device (/dev/ngXnY), \
+                 not its block device; use async=io_uring here",
+            ),
             _ => Some("IORING_OP_URING_CMD NVMe passthrough needs an NVMe generic char device (/dev/ngXnY)"),
         },
     }
@@ -124,9 +144,7 @@ pub(crate) fn async_refusal(iface: AsyncIface, kind: DevKind) -> Option<&'static
 pub(crate) fn admin_refusal(iface: AdminIface, kind: DevKind) -> Option<&'static str> {
     match (iface, kind) {
         (AdminIface::Emulated, _) => None,
-        (AdminIface::Nvme, DevKind::NvmeBlock | DevKind::NvmeChar | DevKind::NvmeCtrl) => {
-            Some("the NVMe admin ioctl interface is not part of this build yet")
-        }
+        (AdminIface::Nvme, DevKind::NvmeBlock | DevKind::NvmeChar | DevKind::NvmeCtrl) => None,
         (AdminIface::Nvme, _) => Some("NVMe admin commands need an NVMe device"),
     }
 }
@@ -137,10 +155,14 @@ pub(crate) fn defaults(kind: DevKind) -> (Option<SyncIface>, Option<AsyncIface>,
     let fd_async = if io_uring_usable() { AsyncIface::IoUring } else { AsyncIface::Libaio };
     match kind {
         File => (Some(SyncIface::Psync), Some(fd_async), AdminIface::Emulated),
-        Block | NvmeBlock => (Some(SyncIface::Block), Some(fd_async), AdminIface::Emulated),
+        Block => (Some(SyncIface::Block), Some(fd_async), AdminIface::Emulated),
+        NvmeBlock => (Some(SyncIface::Block), Some(fd_async), AdminIface::Nvme),
         Ramdisk => (Some(SyncIface::Ramdisk), Some(AsyncIface::Emu), AdminIface::Emulated),
-        NvmeChar => (None, None, AdminIface::Emulated),
-        NvmeCtrl => (None, None, AdminIface::Emulated),
+        NvmeChar => {
+            let a = if io_uring_usable() { AsyncIface::IoUringCmd } else { AsyncIface::Thrpool };
+            (Some(SyncIface::Nvme), Some(a), AdminIface::Nvme)
+        }
+        NvmeCtrl => (None, None, AdminIface::Nvme),
     }
 }
 
@@ -156,7 +178,22 @@ pub(crate) fn new_sync(dev: &Inner, iface: SyncIface) -> Result<Box<dyn SyncIo>,
         SyncIface::Psync => Ok(Box::new(psync::Psync::new(dev, false))),
         SyncIface::Block => Ok(Box::new(psync::Psync::new(dev, true))),
         SyncIface::Ramdisk => Ok(Box::new(ramdisk::Ramdisk::new(dev)?)),
-        SyncIface::Nvme => Err(dev.unsupported("sync=nvme", "not part of this build yet")),
+        SyncIface::Nvme => {
+            nvme::check(dev, "sync=nvme")?;
+            Ok(Box::new(nvme::Nvme::new(dev)))
+        }
+    }
+}
+
+/// Builds the admin backend for an opened device; `None` when the interface has no
+/// implementation in this build yet (admin commands then fail with a clear error).
+pub(crate) fn new_admin(dev: &Inner, iface: AdminIface) -> Result<Option<Box<dyn AdminIo>>, Error> {
+    match iface {
+        AdminIface::Emulated => Ok(Some(Box::new(admin_emu::AdminEmu::new(dev)))),
+        AdminIface::Nvme => {
+            nvme::check(dev, "admin=nvme")?;
+            Ok(Some(Box::new(nvme::Nvme::new(dev))))
+        }
     }
 }
 
@@ -168,7 +205,8 @@ pub(crate) fn probe_async(dev: &Inner, iface: AsyncIface) -> Result<(), Error> {
         AsyncIface::Libaio => libaio::probe(dev),
         AsyncIface::Posix => posix_aio::probe(dev),
         AsyncIface::Thrpool => thrpool::probe(dev),
-        AsyncIface::Nil | AsyncIface::Emu | AsyncIface::IoUringCmd => Ok(()),
+        AsyncIface::IoUringCmd => io_uring_cmd::probe(dev),
+        AsyncIface::Nil | AsyncIface::Emu => Ok(()),
     }
 }
 
@@ -181,7 +219,7 @@ pub(crate) fn new_queue(dev: &Arc<Inner>, iface: AsyncIface, depth: u32) -> Resu
         AsyncIface::Libaio => libaio::new_queue(dev, depth),
         AsyncIface::Posix => posix_aio::new_queue(dev, depth),
         AsyncIface::Thrpool => thrpool::new_queue(dev, depth),
-        AsyncIface::IoUringCmd => Err(dev.unsupported("async=io_uring_cmd", "not part of this build yet")),
+        AsyncIface::IoUringCmd => io_uring_cmd::new_queue(dev, depth),
     }
 }
 
@@ -229,14 +267,35 @@ pub(crate) fn prepare(dev: &Inner, cmd: &Cmd, bufs: &[Buffer]) -> Result<Io, Err
                     for r in dsm_ranges(bufs, nr) {
                         check_range(dev, "DSM range", r.slba, r.nlb as u64, g.nlbas, "LBAs")?;
                     }
-                    return Ok(Io { op: Op::Dsm { nr, deallocate: s.cdw11 & 4 != 0 }, offset: 0, len: need });
+                    let deallocate = s.cdw11 & 4 != 0;
+                    if deallocate && dev.opts.rdonly {
+                        return Err(bad_cmd(dev, cmd, "the device was opened read-only (rdonly=1)"));
+                    }
+                    return Ok(Io { op: Op::Dsm { nr, deallocate }, offset: 0, len: need });
                 }
                 _ => Io { op: Op::Passthru, offset: 0, len: 0 },
             }
         }
         CmdSet::Admin => return Err(bad_cmd(dev, cmd, "admin commands go to pass_admin, not the I/O path")),
     };
+    let writes = matches!(io.op, Op::Write | Op::WriteZeroes | Op::Trim | Op::Dsm { deallocate: true, .. });
+    if dev.opts.rdonly && writes {
+        return Err(bad_cmd(dev, cmd, "the device was opened read-only (rdonly=1)"));
+    }
+    if dev.opts.wronly && io.op == Op::Read {
+        return Err(bad_cmd(dev, cmd, "the device was opened write-only (wronly=1)"));
+    }
     if matches!(io.op, Op::Read | Op::Write) {
+        if io.len > g.max_transfer {
+            return Err(bad_cmd(
+                dev,
+                cmd,
+                &format!(
+                    "{} bytes exceed the device's max transfer of {} bytes; split the request",
+                    io.len, g.max_transfer
+                ),
+            ));
+        }
         check_buffers(dev, cmd, io.len, bufs)?;
         if dev.opts.direct {
             check_direct(dev, &io, bufs)?;

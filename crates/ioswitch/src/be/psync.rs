@@ -2,6 +2,9 @@
 //!
 //! Trim and write zeroes use fallocate (hole punching, zero range) under `psync`, and the
 //! block-layer ioctls BLKDISCARD / BLKZEROOUT under `block`.
+//!
+//! On zoned block devices the ZNS commands (zone management send / receive) run through
+//! the block layer's zone ioctls (`be/zoned.rs`), under either name.
 
 use super::{dsm_ranges, fill_iovecs, Io, Op, SyncIo, MAX_SEGMENTS};
 use crate::buf::Buffer;
@@ -18,6 +21,8 @@ pub(crate) struct Psync {
     fd: RawFd,
     block: bool,
     lba_size: u64,
+    /// Zone commands through the block layer's zone ioctls (zoned block devices).
+    zoned: Option<super::zoned::ZonedBlock>,
 }
 
 fn last_errno() -> Status {
@@ -26,19 +31,30 @@ fn last_errno() -> Status {
 
 impl Psync {
     pub(crate) fn new(dev: &Inner, block: bool) -> Psync {
-        Psync { fd: dev.raw_fd(), block, lba_size: dev.geo.lba_size as u64 }
+        let blockdev = matches!(dev.ident.kind, crate::dev::DevKind::Block | crate::dev::DevKind::NvmeBlock);
+        let zoned = (blockdev && dev.geo.zones.is_some()).then(|| super::zoned::ZonedBlock {
+            fd: dev.raw_fd(),
+            nsid: dev.ident.nsid,
+            spl: (dev.geo.lba_size as u64 / 512).max(1),
+            nlbas: dev.geo.nlbas,
+        });
+        Psync { fd: dev.raw_fd(), block, lba_size: dev.geo.lba_size as u64, zoned }
     }
 
     /// Reads or writes `len` bytes at `offset` through `bufs`, looping over short
     /// transfers (a signal, a huge request); a transfer that makes no progress is EIO.
-    fn rw(&self, write: bool, offset: u64, len: u64, bufs: &mut [Buffer]) -> Result<u64, Status> {
+    /// `fua` writes through to stable storage (pwritev2 with RWF_DSYNC).
+    fn rw(&self, write: bool, fua: bool, offset: u64, len: u64, bufs: &mut [Buffer]) -> Result<u64, Status> {
         let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; MAX_SEGMENTS];
         let n = fill_iovecs(bufs, len, &mut iov);
         let mut iov = &mut iov[..n];
         let mut done: u64 = 0;
         while done < len {
             let off = (offset + done) as libc::off_t;
-            let r = if iov.len() == 1 {
+            let r = if fua {
+                // SAFETY: every iovec points into a buffer borrowed from `bufs`.
+                unsafe { libc::pwritev2(self.fd, iov.as_ptr(), iov.len() as libc::c_int, off, libc::RWF_DSYNC) }
+            } else if iov.len() == 1 {
                 let (p, l) = (iov[0].iov_base, iov[0].iov_len);
                 if write {
                     // SAFETY: p..p+l lies inside a buffer that `bufs` borrows for this call.
@@ -117,10 +133,10 @@ fn advance(mut iov: &mut [libc::iovec], mut n: usize) -> &mut [libc::iovec] {
 }
 
 impl SyncIo for Psync {
-    fn exec(&self, io: &Io, _cmd: &Cmd, bufs: &mut [Buffer]) -> Result<u64, Status> {
+    fn exec(&self, io: &Io, cmd: &Cmd, bufs: &mut [Buffer]) -> Result<u64, Status> {
         match io.op {
-            Op::Read => self.rw(false, io.offset, io.len, bufs),
-            Op::Write => self.rw(true, io.offset, io.len, bufs),
+            Op::Read => self.rw(false, false, io.offset, io.len, bufs),
+            Op::Write => self.rw(true, cmd.is_fua(), io.offset, io.len, bufs),
             Op::Flush => {
                 // SAFETY: fdatasync takes a descriptor.
                 if unsafe { libc::fdatasync(self.fd) } != 0 {
@@ -132,15 +148,16 @@ impl SyncIo for Psync {
             Op::WriteZeroes => self.punch(io.offset, io.len, true).map(|_| 0),
             Op::Dsm { nr, deallocate } => {
                 if deallocate {
-                    let ranges: Vec<(u64, u64)> =
-                        dsm_ranges(bufs, nr).map(|r| (r.slba * self.lba_size, r.nlb as u64 * self.lba_size)).collect();
-                    for (off, len) in ranges {
-                        self.punch(off, len, false)?;
+                    for r in dsm_ranges(bufs, nr) {
+                        self.punch(r.slba * self.lba_size, r.nlb as u64 * self.lba_size, false)?;
                     }
                 }
                 Ok(0)
             }
-            Op::Passthru => Err(errno_to_status(libc::EOPNOTSUPP)),
+            Op::Passthru => match &self.zoned {
+                Some(z) => z.exec(cmd, bufs),
+                None => Err(errno_to_status(libc::EOPNOTSUPP)),
+            },
         }
     }
 

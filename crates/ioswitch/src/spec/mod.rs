@@ -1,7 +1,11 @@
 //! NVMe specification types: the 64-byte submission entry, the 16-byte completion entry
 //! and the status field, plus the mapping from Linux errno values to NVMe status.
 
+pub mod feat;
+pub mod idfy;
+pub mod log;
 mod status;
+pub mod zns;
 
 pub use status::{errno_to_status, Sct, Status};
 

@@ -1,0 +1,988 @@
+//! Workers: one thread per job instance, one queue each, measured with fio's definitions.
+//!
+//! Timestamps (CLOCK_MONOTONIC, ns):
+//! - `start`: the I/O is ready to go (buffer and offset chosen, command built);
+//! - `issue`: sync interfaces: `start` (the call follows at once); async interfaces: right
+//!   after [`Queue::commit`] returns, i.e. after the submit syscall, or after the queue
+//!   push for interfaces with no syscall (`nil`, `emu`, `thrpool` batch into memory);
+//! - `complete`: when the completion is reaped, one timestamp per reaped batch, as fio.
+//!
+//! slat = issue − start (async only), clat = complete − issue, lat = complete − start;
+//! so for async interfaces every lat sample is exactly its slat plus its clat, and
+//! mean(lat) = mean(slat) + mean(clat).
+//!
+//! The loop follows fio's: submit until the queue holds `iodepth` commands (committing
+//! every `iodepth_batch_submit` submissions), then wait for at least
+//! `iodepth_batch_complete_min` completions and reap everything that is done.
+
+use crate::stats::{LatStats, Stats};
+use crate::verify::{self, Verify};
+use ioswitch::{Buffer, Cmd, Completion, Data, Device, Queue, QueueStats};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+pub use crate::jobfile::Rw;
+
+/// How the job drives the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// One command at a time through [`Device::pass`] (psync, block, ramdisk).
+    Sync,
+    /// Through a [`Queue`] on the async interface.
+    Async,
+}
+
+/// A job ready to run: everything resolved, nothing left to parse.
+#[derive(Clone, Debug)]
+pub struct Job {
+    /// Job name.
+    pub name: String,
+    /// Device URI.
+    pub filename: String,
+    /// Library options (interfaces, direct, io_uring tunables).
+    pub opts: ioswitch::Opts,
+    /// Sync or async.
+    pub mode: Mode,
+    /// Access pattern.
+    pub rw: Rw,
+    /// Percentage of reads in mixed workloads.
+    pub rwmixread: u32,
+    /// Block size of reads and of writes, in bytes.
+    pub bs: [u64; 2],
+    /// Queue depth (1 for sync).
+    pub iodepth: u32,
+    /// Submissions per commit (fio's `iodepth_batch_submit`; default 1).
+    pub batch_submit: u32,
+    /// Completions to wait for when the queue is full (fio's `iodepth_batch_complete_min`).
+    pub batch_complete_min: u32,
+    /// Start of the region, bytes.
+    pub offset: u64,
+    /// Bytes of I/O per job and size of the region; `None`: the device from `offset` on.
+    pub size: Option<u64>,
+    /// Run time limit (measured part, after ramp).
+    pub runtime: Option<Duration>,
+    /// Keep going over the region until `runtime` ends.
+    pub time_based: bool,
+    /// Time run before statistics are kept.
+    pub ramp: Duration,
+    /// Stop after this many I/Os.
+    pub number_ios: Option<u64>,
+    /// Random offsets without a map (blocks may repeat within a pass).
+    pub norandommap: bool,
+    /// Seed of the offset and mix generators.
+    pub seed: u64,
+    /// CPUs this job's threads may run on (empty: any).
+    pub cpus: Vec<usize>,
+    /// Flush after every N writes (0: never).
+    pub fsync: u32,
+    /// Checksum written into every block, or none.
+    pub verify: Verify,
+    /// Read back and check what was written after the write phase.
+    pub do_verify: bool,
+}
+
+/// What one direction (read or write) did.
+#[derive(Clone, Debug, Default)]
+pub struct DirResult {
+    /// I/Os completed (after ramp).
+    pub ios: u64,
+    /// Bytes moved.
+    pub bytes: u64,
+    /// Submission latency (async only).
+    pub slat: LatStats,
+    /// Completion latency.
+    pub clat: LatStats,
+    /// Total latency.
+    pub lat: LatStats,
+    /// IOPS measured over 500 ms windows.
+    pub iops_samples: Stats,
+    /// Bandwidth in KiB/s measured over 500 ms windows.
+    pub bw_samples: Stats,
+}
+
+/// fio's latency distribution buckets of total latency: ns, µs and ms groups.
+pub const LAT_NS_EDGES: [u64; 10] = [2, 4, 10, 20, 50, 100, 250, 500, 750, 1000];
+/// ms group edges (the last group is ">=2000").
+pub const LAT_MS_EDGES: [u64; 12] = [2, 4, 10, 20, 50, 100, 250, 500, 750, 1000, 2000, u64::MAX];
+
+/// What one job instance did.
+#[derive(Clone, Debug, Default)]
+pub struct JobResult {
+    /// Job name.
+    pub name: String,
+    /// Instance number (0..numjobs).
+    pub instance: u32,
+    /// Reads.
+    pub read: DirResult,
+    /// Writes.
+    pub write: DirResult,
+    /// Flush latency.
+    pub sync: LatStats,
+    /// Measured time (from the end of ramp to the last completion), ns.
+    pub runtime_ns: u64,
+    /// Whole run including ramp and verify, ns.
+    pub elapsed_ns: u64,
+    /// User CPU of the job thread, ns.
+    pub usr_ns: u64,
+    /// System CPU of the job thread, ns.
+    pub sys_ns: u64,
+    /// Context switches of the job thread.
+    pub ctx: u64,
+    /// Major page faults of the job thread.
+    pub majf: u64,
+    /// Minor page faults of the job thread.
+    pub minf: u64,
+    /// Queue counters (submitted, completed, syscalls); sync jobs count one call per I/O.
+    pub queue: QueueStats,
+    /// fio's `iodepth_level`: queue depth at each submission, buckets 1,2,4,8,16,32,>=64.
+    pub depth_level: [u64; 7],
+    /// fio's `iodepth_submit`: commands per commit, buckets 0,4,8,16,32,64,>=64.
+    pub submit_level: [u64; 7],
+    /// fio's `iodepth_complete`: completions per reap, same buckets.
+    pub complete_level: [u64; 7],
+    /// Total-latency distribution: `[0..10]` ns, `[10..20]` µs groups, `[20..32]` ms groups.
+    pub lat_dist: [u64; 32],
+    /// errno of the first failure (0: none), as fio's `error`.
+    pub error: i32,
+    /// The first failure, in words.
+    pub error_msg: Option<String>,
+    /// Blocks read back and checked by verify.
+    pub verified: u64,
+}
+
+/// Progress counters shared with the status line; updated once per reaped batch.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Bytes done by all jobs.
+    pub bytes: AtomicU64,
+    /// I/Os done by all jobs.
+    pub ios: AtomicU64,
+    /// Set to stop every job early (Ctrl-C).
+    pub stop: AtomicBool,
+}
+
+/// Monotonic clock in ns.
+#[inline]
+pub fn now_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec through a valid pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// CPU and faults of the calling thread (`who = RUSAGE_THREAD`) or process.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// User CPU, ns.
+    pub usr_ns: u64,
+    /// System CPU, ns.
+    pub sys_ns: u64,
+    /// Voluntary + involuntary context switches.
+    pub ctx: u64,
+    /// Major faults.
+    pub majf: u64,
+    /// Minor faults.
+    pub minf: u64,
+}
+
+impl Usage {
+    /// Reads getrusage(`who`).
+    pub fn now(who: libc::c_int) -> Usage {
+        // SAFETY: rusage is plain data; all-zero is valid.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: ru is a valid out pointer.
+        unsafe { libc::getrusage(who, &mut ru) };
+        let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+        Usage {
+            usr_ns: tv(ru.ru_utime),
+            sys_ns: tv(ru.ru_stime),
+            ctx: (ru.ru_nvcsw + ru.ru_nivcsw) as u64,
+            majf: ru.ru_majflt as u64,
+            minf: ru.ru_minflt as u64,
+        }
+    }
+    /// `self - before`.
+    pub fn since(self, before: Usage) -> Usage {
+        Usage {
+            usr_ns: self.usr_ns.saturating_sub(before.usr_ns),
+            sys_ns: self.sys_ns.saturating_sub(before.sys_ns),
+            ctx: self.ctx.saturating_sub(before.ctx),
+            majf: self.majf.saturating_sub(before.majf),
+            minf: self.minf.saturating_sub(before.minf),
+        }
+    }
+}
+
+/// xorshift64*: fast, deterministic for a seed (fio's randrepeat).
+#[derive(Clone, Debug)]
+pub(crate) struct Rng(u64);
+
+impl Rng {
+    pub(crate) fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    #[inline]
+    pub(crate) fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// Uniform in 0..n.
+    #[inline]
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
+        ((self.next() as u128 * n as u128) >> 64) as u64
+    }
+}
+
+/// A random permutation of 0..n without memory: a full-period LCG modulo the next power
+/// of two, skipping values ≥ n. Every block is visited once per pass (fio's random map).
+#[derive(Clone, Debug)]
+pub(crate) struct RandMap {
+    n: u64,
+    mask: u64,
+    a: u64,
+    c: u64,
+    x: u64,
+    left: u64,
+}
+
+impl RandMap {
+    pub(crate) fn new(n: u64, seed: u64) -> RandMap {
+        let m = n.max(2).next_power_of_two();
+        let mut r = Rng::new(seed);
+        // Hull-Dobell: c odd, a ≡ 1 (mod 4) gives period m.
+        let a = (r.next() << 2 | 1) & (m - 1) | 1;
+        let a = if a % 4 == 1 { a } else { (a + 4) & (m - 1) | 1 };
+        RandMap { n, mask: m - 1, a: if m <= 4 { 1 } else { a }, c: r.next() | 1, x: r.next() & (m - 1), left: n }
+    }
+    /// Next block of the pass; starts a new pass when the last one is done.
+    #[inline]
+    pub(crate) fn next(&mut self) -> u64 {
+        if self.left == 0 {
+            self.left = self.n;
+        }
+        loop {
+            self.x = self.x.wrapping_mul(self.a).wrapping_add(self.c) & self.mask;
+            if self.x < self.n {
+                self.left -= 1;
+                return self.x;
+            }
+        }
+    }
+}
+
+fn depth_bucket(d: u32) -> usize {
+    match d {
+        0 | 1 => 0,
+        2..=3 => 1,
+        4..=7 => 2,
+        8..=15 => 3,
+        16..=31 => 4,
+        32..=63 => 5,
+        _ => 6,
+    }
+}
+
+fn batch_bucket(n: u32) -> usize {
+    match n {
+        0 => 0,
+        1..=4 => 1,
+        5..=8 => 2,
+        9..=16 => 3,
+        17..=32 => 4,
+        33..=64 => 5,
+        _ => 6,
+    }
+}
+
+fn lat_bucket(ns: u64) -> usize {
+    if ns < 1000 {
+        return LAT_NS_EDGES.iter().position(|&e| ns < e).unwrap_or(9);
+    }
+    let us = ns / 1000;
+    if us < 1000 {
+        return 10 + LAT_NS_EDGES.iter().position(|&e| us < e).unwrap_or(9);
+    }
+    let ms = ns / 1_000_000;
+    20 + LAT_MS_EDGES.iter().position(|&e| ms < e).unwrap_or(11)
+}
+
+/// Per-direction offset generator over the job's region.
+struct Offsets {
+    base: u64,
+    bs: u64,
+    blocks: u64,
+    seq: u64,
+    map: Option<RandMap>,
+    rng: Rng,
+    random: bool,
+}
+
+impl Offsets {
+    fn new(job: &Job, region: u64, bs: u64, salt: u64) -> Offsets {
+        let blocks = (region / bs).max(1);
+        let random = job.rw.is_random();
+        Offsets {
+            base: job.offset,
+            bs,
+            blocks,
+            seq: 0,
+            map: (random && !job.norandommap).then(|| RandMap::new(blocks, job.seed ^ salt)),
+            rng: Rng::new(job.seed ^ salt ^ 0x5151),
+            random,
+        }
+    }
+    #[inline]
+    fn next(&mut self) -> u64 {
+        let block = if !self.random {
+            let b = self.seq;
+            self.seq = (self.seq + 1) % self.blocks;
+            b
+        } else if let Some(m) = &mut self.map {
+            m.next()
+        } else {
+            self.rng.below(self.blocks)
+        };
+        self.base + block * self.bs
+    }
+}
+
+struct Slot {
+    buf: Option<Buffer>,
+    start: u64,
+    issue: u64,
+    write: bool,
+    offset: u64,
+}
+
+/// Errors that stop a job before it starts: named after the job and the device.
+pub fn check_job(job: &Job, dev: &Device) -> Result<u64, String> {
+    let g = dev.geometry();
+    if job.offset >= g.bytes {
+        return Err(format!(
+            "job {}: offset {} is at or past the end of {} ({} bytes)",
+            job.name, job.offset, job.filename, g.bytes
+        ));
+    }
+    let region = job.size.unwrap_or(g.bytes - job.offset);
+    if job.offset.checked_add(region).is_none_or(|e| e > g.bytes) {
+        return Err(format!(
+            "job {}: offset {} + size {} reaches past the end of {} ({} bytes)",
+            job.name, job.offset, region, job.filename, g.bytes
+        ));
+    }
+    for (dir, bs) in [("read", job.bs[0]), ("write", job.bs[1])] {
+        if bs == 0 || bs > region {
+            return Err(format!("job {}: {dir} block size {bs} must be 1..={region} (the region size)", job.name));
+        }
+        if bs > g.max_transfer && g.max_transfer > 0 {
+            return Err(format!(
+                "job {}: {dir} block size {bs} exceeds the max transfer of {} ({} bytes)",
+                job.name, job.filename, g.max_transfer
+            ));
+        }
+    }
+    if job.verify != Verify::None && job.time_based {
+        return Err(format!("job {}: verify needs a size-based job (time_based is set)", job.name));
+    }
+    if job.verify != Verify::None && job.bs[1] < verify::HEADER_LEN as u64 {
+        return Err(format!("job {}: verify needs blocks of at least {} bytes", job.name, verify::HEADER_LEN));
+    }
+    Ok(region)
+}
+
+fn make_cmd(dev: &Device, write: bool, offset: u64, len: u64) -> Cmd {
+    let lba = dev.geometry().lba_size as u64;
+    let nsid = dev.ident().nsid;
+    if offset % lba == 0 && len % lba == 0 && len / lba <= 65536 {
+        let (slba, nlb) = (offset / lba, (len / lba) as u32);
+        if write {
+            Cmd::write(nsid, slba, nlb)
+        } else {
+            Cmd::read(nsid, slba, nlb)
+        }
+    } else if write {
+        Cmd::fs_write(offset, len)
+    } else {
+        Cmd::fs_read(offset, len)
+    }
+}
+
+/// Everything a worker keeps while running.
+struct Run<'a> {
+    job: &'a Job,
+    dev: &'a Device,
+    res: JobResult,
+    progress: &'a Progress,
+    ramp_end: u64,
+    deadline: u64,
+    budget: u64,
+    issued_bytes: u64,
+    issued_ios: u64,
+    mix: Rng,
+    offs: [Offsets; 2],
+    writes_since_sync: u32,
+    window_start: u64,
+    window: [(u64, u64); 2],
+    written: Vec<u64>,
+    verify_seq: u64,
+    first_done: u64,
+    last_done: u64,
+}
+
+impl<'a> Run<'a> {
+    #[inline]
+    fn more(&self, now: u64) -> bool {
+        if self.progress.stop.load(Ordering::Relaxed) || self.res.error != 0 {
+            return false;
+        }
+        if now >= self.deadline {
+            return false;
+        }
+        if let Some(n) = self.job.number_ios {
+            if self.issued_ios >= n {
+                return false;
+            }
+        }
+        self.job.time_based || self.issued_bytes < self.budget
+    }
+
+    #[inline]
+    fn pick(&mut self) -> (bool, u64, u64) {
+        let write = match self.job.rw {
+            Rw::Read | Rw::RandRead => false,
+            Rw::Write | Rw::RandWrite => true,
+            Rw::ReadWrite | Rw::RandRw => self.mix.below(100) >= self.job.rwmixread as u64,
+        };
+        let d = write as usize;
+        let off = self.offs[d].next();
+        (write, off, self.job.bs[d])
+    }
+
+    fn fail(&mut self, errno: i32, msg: String) {
+        if self.res.error == 0 {
+            self.res.error = errno.max(1);
+            self.res.error_msg = Some(msg);
+        }
+    }
+
+    /// Accounts one finished I/O.
+    #[inline]
+    fn account(&mut self, write: bool, len: u64, start: u64, issue: u64, complete: u64, has_slat: bool) {
+        if complete < self.ramp_end {
+            return;
+        }
+        if self.first_done == 0 {
+            self.first_done = complete;
+        }
+        self.last_done = complete;
+        let d = if write { &mut self.res.write } else { &mut self.res.read };
+        d.ios += 1;
+        d.bytes += len;
+        if has_slat {
+            d.slat.record(issue - start);
+        }
+        d.clat.record(complete - issue);
+        d.lat.record(complete - start);
+        self.res.lat_dist[lat_bucket(complete - start)] += 1;
+        let w = &mut self.window[write as usize];
+        w.0 += 1;
+        w.1 += len;
+    }
+
+    /// Closes 500 ms bandwidth/IOPS windows.
+    #[inline]
+    fn sample(&mut self, now: u64) {
+        const WINDOW: u64 = 500_000_000;
+        if now < self.ramp_end {
+            self.window_start = now;
+            return;
+        }
+        let span = now - self.window_start;
+        if span < WINDOW {
+            return;
+        }
+        for (i, d) in [&mut self.res.read, &mut self.res.write].into_iter().enumerate() {
+            let (ios, bytes) = self.window[i];
+            let active = match i {
+                0 => self.job.rw.reads(),
+                _ => self.job.rw.writes(),
+            };
+            if active {
+                d.iops_samples.add(ios * 1_000_000_000 / span);
+                d.bw_samples.add(bytes * 1_000_000_000 / span / 1024);
+            }
+        }
+        self.window = [(0, 0); 2];
+        self.window_start = now;
+    }
+
+    fn fill(&mut self, buf: &mut Buffer, offset: u64) {
+        if self.job.verify != Verify::None {
+            self.verify_seq += 1;
+            verify::fill(self.job.verify, buf, offset, self.job.seed ^ self.verify_seq);
+            let bs = self.job.bs[1];
+            let block = (offset - self.job.offset) / bs;
+            self.written[(block / 64) as usize] |= 1 << (block % 64);
+        }
+    }
+}
+
+/// Runs one job instance on an open device; never panics on I/O errors (they end up in
+/// [`JobResult::error`]).
+pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> JobResult {
+    let thread_before = Usage::now(libc::RUSAGE_THREAD);
+    let t0 = now_ns();
+    let mut res = JobResult { name: job.name.clone(), instance, ..JobResult::default() };
+    let region = match check_job(job, dev) {
+        Ok(r) => r,
+        Err(msg) => {
+            res.error = libc::EINVAL;
+            res.error_msg = Some(msg);
+            return res;
+        }
+    };
+    if !job.cpus.is_empty() {
+        pin(&job.cpus);
+    }
+    let salt = instance as u64 * 0x1000_0001;
+    let ramp_end = t0 + job.ramp.as_nanos() as u64;
+    let deadline = job.runtime.map(|r| ramp_end + r.as_nanos() as u64).unwrap_or(u64::MAX);
+    let blocks_w = region / job.bs[1];
+    let mut run = Run {
+        job,
+        dev,
+        res,
+        progress,
+        ramp_end,
+        deadline,
+        budget: region,
+        issued_bytes: 0,
+        issued_ios: 0,
+        mix: Rng::new(job.seed ^ salt ^ 0xA5A5),
+        offs: [Offsets::new(job, region, job.bs[0], salt), Offsets::new(job, region, job.bs[1], salt ^ 0x77)],
+        writes_since_sync: 0,
+        window_start: t0,
+        window: [(0, 0); 2],
+        written: if job.verify != Verify::None { vec![0; blocks_w.div_ceil(64) as usize] } else { Vec::new() },
+        verify_seq: 0,
+        first_done: 0,
+        last_done: 0,
+    };
+    match job.mode {
+        Mode::Sync => run_sync(&mut run),
+        Mode::Async => run_async(&mut run),
+    }
+    let measured_from = run.ramp_end.max(t0);
+    run.res.runtime_ns = run.last_done.saturating_sub(measured_from).max(if run.last_done > 0 { 1 } else { 0 });
+    if job.verify != Verify::None && job.do_verify && run.res.error == 0 && job.rw.writes() {
+        verify_phase(&mut run);
+    }
+    if job.verify != Verify::None && job.do_verify && run.res.error == 0 && !job.rw.writes() {
+        verify_region(&mut run, region);
+    }
+    let u = Usage::now(libc::RUSAGE_THREAD).since(thread_before);
+    let mut res = run.res;
+    res.usr_ns = u.usr_ns;
+    res.sys_ns = u.sys_ns;
+    res.ctx = u.ctx;
+    res.majf = u.majf;
+    res.minf = u.minf;
+    res.elapsed_ns = now_ns() - t0;
+    res
+}
+
+fn pin(cpus: &[usize]) {
+    // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET only write inside it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cpus {
+            libc::CPU_SET(c, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+fn alloc_buffers(run: &mut Run, n: u32) -> Option<Vec<Buffer>> {
+    let len = run.job.bs[0].max(run.job.bs[1]) as usize;
+    let mut v = Vec::with_capacity(n as usize);
+    let mut rng = Rng::new(run.job.seed ^ 0xB0F);
+    for _ in 0..n {
+        match run.dev.alloc(len) {
+            Ok(mut b) => {
+                // fio fills write buffers with random data once (refill_buffers off).
+                for chunk in b.chunks_mut(8) {
+                    let r = rng.next().to_le_bytes();
+                    chunk.copy_from_slice(&r[..chunk.len()]);
+                }
+                v.push(b)
+            }
+            Err(e) => {
+                run.fail(libc::ENOMEM, e.to_string());
+                return None;
+            }
+        }
+    }
+    Some(v)
+}
+
+fn run_sync(run: &mut Run) {
+    let Some(mut bufs) = alloc_buffers(run, 1) else { return };
+    let mut buf = bufs.pop().expect("one buffer");
+    let per_cmd = run.dev.sync_syscalls_per_cmd();
+    let mut batch = 0u64;
+    loop {
+        let start = now_ns();
+        if !run.more(start) {
+            break;
+        }
+        let (write, off, len) = run.pick();
+        if write {
+            run.fill(&mut buf, off);
+        }
+        let cmd = make_cmd(run.dev, write, off, len);
+        run.issued_bytes += len;
+        run.issued_ios += 1;
+        run.res.depth_level[0] += 1;
+        let r = run.dev.pass(&cmd, std::slice::from_mut(&mut buf));
+        let complete = now_ns();
+        run.res.queue.submitted += 1;
+        run.res.queue.completed += 1;
+        run.res.queue.syscalls += per_cmd;
+        match r {
+            Ok(_) => run.account(write, len, start, start, complete, false),
+            Err(e) => {
+                let errno = e.errno().unwrap_or(libc::EIO);
+                run.fail(errno, format!("{} at offset {off}: {e}", if write { "write" } else { "read" }));
+                break;
+            }
+        }
+        if write && run.job.fsync > 0 {
+            run.writes_since_sync += 1;
+            if run.writes_since_sync >= run.job.fsync {
+                run.writes_since_sync = 0;
+                let s = now_ns();
+                if let Err(e) = run.dev.pass(&Cmd::flush(run.dev.ident().nsid), &mut []) {
+                    run.fail(e.errno().unwrap_or(libc::EIO), format!("fsync: {e}"));
+                    break;
+                }
+                run.res.sync.record(now_ns() - s);
+                run.res.queue.syscalls += per_cmd;
+            }
+        }
+        run.sample(complete);
+        batch += 1;
+        if batch == 64 {
+            run.progress.ios.fetch_add(batch, Ordering::Relaxed);
+            run.progress.bytes.fetch_add(batch * len, Ordering::Relaxed);
+            batch = 0;
+        }
+    }
+    run.progress.ios.fetch_add(batch, Ordering::Relaxed);
+}
+
+fn run_async(run: &mut Run) {
+    let depth = run.job.iodepth.max(1);
+    let mut q = match run.dev.queue(depth) {
+        Ok(q) => q,
+        Err(e) => {
+            run.fail(e.errno().unwrap_or(libc::EINVAL), e.to_string());
+            return;
+        }
+    };
+    let Some(bufs) = alloc_buffers(run, depth) else { return };
+    let mut slots: Vec<Slot> =
+        bufs.into_iter().map(|b| Slot { buf: Some(b), start: 0, issue: 0, write: false, offset: 0 }).collect();
+    let mut free: Vec<u32> = (0..depth).rev().collect();
+    let mut uncommitted: Vec<u32> = Vec::with_capacity(depth as usize);
+    let batch_submit = run.job.batch_submit.max(1);
+    let complete_min = run.job.batch_complete_min.clamp(1, depth);
+    let mut stop = false;
+    let mut done: Vec<(u32, Completion)> = Vec::with_capacity(depth as usize);
+    loop {
+        // Submit until the queue is full (fio's loop), committing every batch_submit.
+        while !stop && q.outstanding() < depth {
+            let start = now_ns();
+            if !run.more(start) {
+                stop = true;
+                break;
+            }
+            let (write, off, len) = run.pick();
+            let s = free.pop().expect("a free slot whenever the queue is not full");
+            let slot = &mut slots[s as usize];
+            let mut buf = slot.buf.take().expect("an idle slot holds its buffer");
+            if write {
+                run.fill(&mut buf, off);
+            }
+            let cmd = make_cmd(run.dev, write, off, len);
+            slot.start = start;
+            slot.write = write;
+            slot.offset = off;
+            if let Err(rej) = q.submit(&cmd, Data::One(buf), s as u64) {
+                slots[s as usize].buf = rej.data.into_one();
+                free.push(s);
+                run.fail(rej.error.errno().unwrap_or(libc::EIO), rej.error.to_string());
+                stop = true;
+                break;
+            }
+            run.issued_bytes += len;
+            run.issued_ios += 1;
+            run.res.depth_level[depth_bucket(q.outstanding())] += 1;
+            uncommitted.push(s);
+            if uncommitted.len() as u32 >= batch_submit {
+                commit(run, &mut q, &mut slots, &mut uncommitted);
+            }
+        }
+        if !uncommitted.is_empty() {
+            commit(run, &mut q, &mut slots, &mut uncommitted);
+        }
+        if q.outstanding() == 0 {
+            break;
+        }
+        // Reap: at least complete_min when full, everything that is left when stopping.
+        let min = if stop { 1 } else { complete_min };
+        let mut complete = 0u64;
+        let r = q.wait(min, |c| {
+            if complete == 0 {
+                complete = now_ns();
+            }
+            done.push((c.tag as u32, c));
+        });
+        if let Err(e) = r {
+            run.fail(e.errno().unwrap_or(libc::EIO), e.to_string());
+            break;
+        }
+        let n = done.len() as u32;
+        run.res.complete_level[batch_bucket(n)] += 1;
+        let mut bytes = 0;
+        for (s, c) in done.drain(..) {
+            let slot = &mut slots[s as usize];
+            let (write, start, issue, off) = (slot.write, slot.start, slot.issue, slot.offset);
+            let len = run.job.bs[write as usize];
+            slot.buf = c.data.into_one();
+            free.push(s);
+            if !c.status.is_ok() {
+                run.fail(
+                    c.status.errno().unwrap_or(libc::EIO),
+                    format!("{} at offset {off}: {}", if write { "write" } else { "read" }, c.status),
+                );
+                stop = true;
+                continue;
+            }
+            bytes += len;
+            run.account(write, len, start, issue, complete, true);
+        }
+        run.sample(complete);
+        run.progress.ios.fetch_add(n as u64, Ordering::Relaxed);
+        run.progress.bytes.fetch_add(bytes, Ordering::Relaxed);
+        if run.job.fsync > 0 && run.job.rw.writes() && !stop {
+            run.writes_since_sync += n;
+            if run.writes_since_sync >= run.job.fsync {
+                run.writes_since_sync = 0;
+                let s = now_ns();
+                if let Err(e) = q.drain(|_| {}) {
+                    run.fail(e.errno().unwrap_or(libc::EIO), e.to_string());
+                }
+                if let Err(e) = run.dev.pass(&Cmd::flush(run.dev.ident().nsid), &mut []) {
+                    run.fail(e.errno().unwrap_or(libc::EIO), format!("fsync: {e}"));
+                }
+                run.res.sync.record(now_ns() - s);
+            }
+        }
+    }
+    run.res.queue = q.stats();
+}
+
+#[inline]
+fn commit(run: &mut Run, q: &mut Queue, slots: &mut [Slot], uncommitted: &mut Vec<u32>) {
+    let r = q.commit();
+    let issue = now_ns();
+    run.res.submit_level[batch_bucket(uncommitted.len() as u32)] += 1;
+    for &s in uncommitted.iter() {
+        slots[s as usize].issue = issue;
+    }
+    uncommitted.clear();
+    if let Err(e) = r {
+        run.fail(e.errno().unwrap_or(libc::EIO), e.to_string());
+    }
+}
+
+/// Reads back every block written and checks its header and checksum.
+fn verify_phase(run: &mut Run) {
+    let bs = run.job.bs[1];
+    let blocks: Vec<u64> =
+        (0..run.written.len() as u64 * 64).filter(|b| run.written[(b / 64) as usize] & (1 << (b % 64)) != 0).collect();
+    let mut buf = match run.dev.alloc(bs as usize) {
+        Ok(b) => b,
+        Err(e) => return run.fail(libc::ENOMEM, e.to_string()),
+    };
+    for b in blocks {
+        let off = run.job.offset + b * bs;
+        let cmd = make_cmd(run.dev, false, off, bs);
+        if let Err(e) = run.dev.pass(&cmd, std::slice::from_mut(&mut buf)) {
+            return run.fail(e.errno().unwrap_or(libc::EIO), format!("verify read at offset {off}: {e}"));
+        }
+        if let Err(why) = verify::check(run.job.verify, &buf, off) {
+            return run.fail(libc::EILSEQ, format!("verify: bad block at offset {off}: {why}"));
+        }
+        run.res.verified += 1;
+    }
+}
+
+/// Verify for read-only jobs (`rw=read`/`randread` with `verify=`): checks every block of
+/// the job's region, as an earlier job with the same `verify` wrote it (fio's pattern: a
+/// write job with `do_verify=0`, later a read job with `verify=`). fio checks each block
+/// as the measured reads complete; this reads the region once more after the measured
+/// part, so that checking costs no measured time, and stops at the first bad block.
+fn verify_region(run: &mut Run, region: u64) {
+    let bs = run.job.bs[0];
+    let mut buf = match run.dev.alloc(bs as usize) {
+        Ok(b) => b,
+        Err(e) => return run.fail(libc::ENOMEM, e.to_string()),
+    };
+    for b in 0..region / bs {
+        let off = run.job.offset + b * bs;
+        let cmd = make_cmd(run.dev, false, off, bs);
+        if let Err(e) = run.dev.pass(&cmd, std::slice::from_mut(&mut buf)) {
+            return run.fail(e.errno().unwrap_or(libc::EIO), format!("verify read at offset {off}: {e}"));
+        }
+        if let Err(why) = verify::check(run.job.verify, &buf, off) {
+            return run.fail(libc::EILSEQ, format!("verify: bad block at offset {off}: {why}"));
+        }
+        run.res.verified += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_random_map_visits_every_block_once_per_pass() {
+        for n in [1u64, 2, 3, 5, 64, 1000, 4097] {
+            let mut m = RandMap::new(n, 42);
+            let mut seen = vec![0u32; n as usize];
+            for _ in 0..n * 2 {
+                seen[m.next() as usize] += 1;
+            }
+            assert!(seen.iter().all(|&c| c == 2), "n={n}: {seen:?}");
+        }
+    }
+
+    #[test]
+    fn the_random_map_is_not_sequential() {
+        let mut m = RandMap::new(1000, 7);
+        let v: Vec<u64> = (0..10).map(|_| m.next()).collect();
+        assert!(v.windows(2).any(|w| w[1] != w[0] + 1), "{v:?}");
+    }
+
+    #[test]
+    fn fio_depth_and_batch_buckets() {
+        assert_eq!([1, 2, 3, 4, 8, 16, 31, 32, 64, 100].map(depth_bucket), [0, 1, 1, 2, 3, 4, 4, 5, 6, 6]);
+        assert_eq!([0, 1, 4, 5, 8, 9, 16, 17, 64, 65].map(batch_bucket), [0, 1, 1, 2, 2, 3, 3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn latency_buckets_follow_fio_groups() {
+        assert_eq!(lat_bucket(1), 0); // < 2 ns
+        assert_eq!(lat_bucket(999), 9); // 750..1000 ns
+        assert_eq!(lat_bucket(1500), 10); // 1.5 µs: < 2 µs
+        assert_eq!(lat_bucket(90_000), 15); // 90 µs: 50..100
+        assert_eq!(lat_bucket(3_000_000), 21); // 3 ms: 2..4
+        assert_eq!(lat_bucket(5_000_000_000), 31); // 5 s: >= 2000 ms
+    }
+}
+
+#[cfg(test)]
+mod run_tests {
+    use super::*;
+
+    fn job(uri: &str, opts: &str, mode: Mode, rw: Rw, qd: u32) -> Job {
+        Job {
+            name: "t".into(),
+            filename: uri.into(),
+            opts: opts.parse().unwrap(),
+            mode,
+            rw,
+            rwmixread: 50,
+            bs: [4096, 4096],
+            iodepth: qd,
+            batch_submit: 1,
+            batch_complete_min: 1,
+            offset: 0,
+            size: Some(1 << 20),
+            runtime: None,
+            time_based: false,
+            ramp: Duration::ZERO,
+            number_ios: None,
+            norandommap: false,
+            seed: 1,
+            cpus: vec![],
+            fsync: 0,
+            verify: Verify::None,
+            do_verify: false,
+        }
+    }
+
+    fn run(j: &Job) -> JobResult {
+        let dev = Device::open(&j.filename, &j.opts).unwrap();
+        run_job(j, 0, &dev, &Progress::default())
+    }
+
+    #[test]
+    fn an_async_job_moves_its_size_and_lat_is_slat_plus_clat() {
+        let r = run(&job("4MiB", "async=emu", Mode::Async, Rw::RandRead, 8));
+        assert_eq!(r.error, 0, "{:?}", r.error_msg);
+        assert_eq!(r.read.ios, 256);
+        assert_eq!(r.read.bytes, 1 << 20);
+        assert_eq!(r.write.ios, 0);
+        // Every sample of lat is exactly its slat plus its clat, so the sums agree.
+        assert_eq!(r.read.lat.stats.sum(), r.read.slat.stats.sum() + r.read.clat.stats.sum());
+        assert_eq!(r.read.slat.samples(), 256);
+        assert_eq!(r.queue.submitted, 256);
+        assert_eq!(r.depth_level.iter().sum::<u64>(), 256);
+    }
+
+    #[test]
+    fn a_sync_job_has_no_slat_and_lat_equals_clat() {
+        let r = run(&job("4MiB", "", Mode::Sync, Rw::Write, 1));
+        assert_eq!(r.error, 0, "{:?}", r.error_msg);
+        assert_eq!(r.write.ios, 256);
+        assert_eq!(r.write.slat.samples(), 0);
+        assert_eq!(r.write.lat.stats.sum(), r.write.clat.stats.sum());
+        assert_eq!(r.queue.syscalls, 0, "a ramdisk makes no syscalls");
+    }
+
+    #[test]
+    fn mixed_jobs_split_by_rwmix_and_number_ios_stops_early() {
+        let mut j = job("4MiB", "async=emu", Mode::Async, Rw::RandRw, 4);
+        j.rwmixread = 70;
+        j.number_ios = Some(200);
+        let r = run(&j);
+        assert_eq!(r.read.ios + r.write.ios, 200);
+        assert!((110..=170).contains(&r.read.ios), "reads {}", r.read.ios);
+    }
+
+    #[test]
+    fn verify_reads_back_every_written_block() {
+        let mut j = job("4MiB", "async=emu", Mode::Async, Rw::RandWrite, 4);
+        j.verify = Verify::Crc32c;
+        j.do_verify = true;
+        let r = run(&j);
+        assert_eq!(r.error, 0, "{:?}", r.error_msg);
+        assert_eq!(r.verified, 256);
+    }
+
+    #[test]
+    fn a_region_past_the_end_is_refused_before_any_io() {
+        let mut j = job("1MiB", "async=emu", Mode::Async, Rw::Read, 4);
+        j.offset = 4096;
+        let r = run(&j);
+        assert_eq!(r.error, libc::EINVAL);
+        assert!(r.error_msg.unwrap().contains("past the end"));
+        assert_eq!(r.read.ios, 0);
+    }
+}

@@ -1,0 +1,1704 @@
+//! fio job files and fio-style command lines, read into validated [`JobSpec`]s.
+//!
+//! # Job files
+//!
+//! The format is fio's INI dialect:
+//!
+//! - `[name]` starts a job; a section whose name starts with `global` (fio compares only
+//!   the first six letters) holds defaults instead. Global options apply to the jobs that
+//!   come *after* them: a `[global]` section after a job changes the jobs that follow it,
+//!   not the ones before it, and globals carry over from one job file to the next.
+//! - `key=value`, or a bare `key` for a boolean (meaning `key=1`); blanks around the key
+//!   and the value are ignored. Everything from the first `;` or `#` of a line on is a
+//!   comment, as in fio (so values cannot contain those characters).
+//! - `include FILE` inside a section reads FILE's options into that section; a relative
+//!   FILE that does not exist as given is looked up next to the including file (fio's
+//!   rule). Included files may not start sections.
+//! - With several job files, the first job of every file after the first gets an
+//!   implicit `stonewall`, as fio does.
+//! - [`JobReader::select_section`] (`--section NAME`) keeps only the named jobs (global
+//!   sections are always read).
+//!
+//! # Command lines
+//!
+//! [`JobReader::read_args`] takes fio's spelling: `--name=j --rw=randread --bs=4k …`. Each
+//! `--name` starts a new job (`--name=global` a global section); options before the first
+//! `--name` are global. A value may also follow as the next argument (`--bs 4k`); a
+//! boolean may be bare (`--thread`). `--section`, `--output` and `--output-format` are
+//! understood; every other argument not starting with `--` names a job file.
+//!
+//! # Values
+//!
+//! - Sizes: a whole number (or `0x` hex) with an optional unit, case-insensitive: `k`/`kb`,
+//!   `m`/`mb`, `g`, `t`, `p` are powers of 1024. fio's default `kb_base=1024` makes the IEC
+//!   spellings `kib`, `mib`, `gib`, `tib`, `pib` powers of **1000** (fio documents this
+//!   inversion "for compatibility with old scripts"); this reader does the same, so
+//!   `bs=4KiB` means 4000 bytes here exactly as in fio. `size` and `offset` also take a
+//!   percentage (`50%`). `bs` takes a `read,write` pair (`4k,64k`; an empty side keeps
+//!   the inherited value; a third, trim, value is accepted and unused).
+//! - Times: a whole number with a unit `us`/`usec`, `ms`/`msec`, `s`, `m`, `h`, `d`; a
+//!   plain number is seconds (`runtime`, `ramp_time`).
+//! - Booleans: `1` or `0`, or the bare key.
+//! - Lists: `cpus_allowed=0-1,3`; `percentile_list=50:99:99.9`.
+//!
+//! Every error names the option, the file and the line (or the command-line argument),
+//! and for a bad value what was expected. An option this reader does not know is an
+//! error, never silently ignored. Each [`JobSpec`] keeps where each of its options was set
+//! ([`JobSpec::origin`], [`JobSpec::error_at`]) so that checks made later, against a
+//! real device, can point at the line too.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::hist::DEFAULT_PERCENTILES;
+
+/// Nested `include` levels allowed (also stops include cycles).
+const MAX_INCLUDE_DEPTH: usize = 16;
+/// Longest percentile list fio accepts (`FIO_IO_U_LIST_MAX_LEN`).
+const MAX_PERCENTILES: usize = 20;
+/// CPUs a `cpus_allowed` list may name (glibc's `CPU_SETSIZE`).
+const MAX_CPUS: u32 = 1024;
+
+/// Where an option, a section or a job was given.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Loc {
+    /// Line `line` (from 1) of the job file named `file` (as it was named: path given on
+    /// the command line, or the include path).
+    File {
+        /// The file's name.
+        file: Arc<str>,
+        /// Line number, from 1.
+        line: u32,
+    },
+    /// Argument `index` (from 1) of the argument list given to [`JobReader::read_args`].
+    Arg {
+        /// Position of the argument, from 1.
+        index: usize,
+    },
+}
+
+impl fmt::Display for Loc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Loc::File { file, line } => write!(f, "{file}:{line}"),
+            Loc::Arg { index } => write!(f, "command line argument {index}"),
+        }
+    }
+}
+
+/// What went wrong reading jobs; every variant says where.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum JobError {
+    /// An option this reader does not know or does not support.
+    #[error("{loc}: unknown option '{name}'{hint}")]
+    UnknownOption {
+        /// The option as written.
+        name: String,
+        /// Where.
+        loc: Loc,
+        /// Extra explanation (may be empty), starting with a separator.
+        hint: String,
+    },
+    /// An option with a value that does not parse or is out of range.
+    #[error("{loc}: bad value '{value}' for option '{name}': expected {expected}")]
+    BadValue {
+        /// The option as written.
+        name: String,
+        /// The value as written.
+        value: String,
+        /// Where.
+        loc: Loc,
+        /// What would have been accepted.
+        expected: String,
+    },
+    /// An option that takes a value was given none.
+    #[error("{loc}: option '{name}' needs a value ({expected})")]
+    MissingValue {
+        /// The option as written.
+        name: String,
+        /// Where.
+        loc: Loc,
+        /// What kind of value it takes.
+        expected: String,
+    },
+    /// A line that is neither a section, an option nor an include, or one in the wrong
+    /// place.
+    #[error("{loc}: {msg}")]
+    Syntax {
+        /// Where.
+        loc: Loc,
+        /// What is wrong.
+        msg: String,
+    },
+    /// Options that parse one by one but do not fit together, or that do not fit the
+    /// device or interface they are used with (see [`JobSpec::error_at`]).
+    #[error("{}job '{job}': {msg}", loc.as_ref().map(|l| format!("{l}: ")).unwrap_or_default())]
+    Invalid {
+        /// The job's name.
+        job: String,
+        /// The option (or the section) at fault; `None` for a job built in code.
+        loc: Option<Loc>,
+        /// What is wrong.
+        msg: String,
+    },
+    /// A job file could not be read.
+    #[error("cannot read job file '{}': {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file named by `include` could not be read.
+    #[error("{loc}: cannot read included file '{}': {source}", path.display())]
+    Include {
+        /// Where the `include` line is.
+        loc: Loc,
+        /// The file, as it was looked up.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Nothing to run: no job section, no `--name`.
+    #[error("no job defined (job files and command line only set global options)")]
+    NoJobs,
+}
+
+/// One `key[=value]` as written, with its place.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RawOption {
+    /// The option name as written (an alias stays an alias).
+    pub key: String,
+    /// The value, `None` for a bare key.
+    pub value: Option<String>,
+    /// Where it was given.
+    pub loc: Loc,
+}
+
+/// A job as read, before its options are interpreted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RawJob {
+    /// Section name (or `--name` value).
+    pub name: String,
+    /// Where the section header (or `--name`) is.
+    pub loc: Loc,
+    /// The global options in force when the job started, in order.
+    pub globals: Vec<RawOption>,
+    /// The job's own options, in order (includes expanded).
+    pub options: Vec<RawOption>,
+    /// First job of a second or later job file: fio separates job files by a stonewall.
+    pub file_stonewall: bool,
+}
+
+/// `--output-format`: which reports to write (fio's `normal`, `json`, `json+`; several
+/// may be combined with commas).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutputFormat {
+    /// Human-readable text, like fio's default output.
+    pub normal: bool,
+    /// fio's JSON.
+    pub json: bool,
+    /// fio's JSON with the latency histogram bins (`json+`; implies `json`).
+    pub json_plus: bool,
+}
+
+impl Default for OutputFormat {
+    fn default() -> Self {
+        OutputFormat { normal: true, json: false, json_plus: false }
+    }
+}
+
+impl std::str::FromStr for OutputFormat {
+    type Err = String;
+    /// Parses fio's spelling: `normal`, `json`, `json+`, comma-separated.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut f = OutputFormat { normal: false, json: false, json_plus: false };
+        for item in s.split(',') {
+            match item.trim() {
+                "normal" => f.normal = true,
+                "json" => f.json = true,
+                "json+" => {
+                    f.json = true;
+                    f.json_plus = true;
+                }
+                "terse" | "minimal" | "csv" => {
+                    return Err(format!("output format '{item}' (fio's terse) is not supported"))
+                }
+                other => return Err(format!("unknown output format '{other}'")),
+            }
+        }
+        Ok(f)
+    }
+}
+
+/// The I/O pattern (`rw`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rw {
+    /// Sequential reads.
+    Read,
+    /// Sequential writes.
+    Write,
+    /// Random reads.
+    RandRead,
+    /// Random writes.
+    RandWrite,
+    /// Sequential mixed reads and writes (`rw`, `readwrite`).
+    ReadWrite,
+    /// Random mixed reads and writes.
+    RandRw,
+}
+
+impl Rw {
+    /// fio's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rw::Read => "read",
+            Rw::Write => "write",
+            Rw::RandRead => "randread",
+            Rw::RandWrite => "randwrite",
+            Rw::ReadWrite => "rw",
+            Rw::RandRw => "randrw",
+        }
+    }
+
+    /// Whether offsets are random.
+    pub fn is_random(self) -> bool {
+        matches!(self, Rw::RandRead | Rw::RandWrite | Rw::RandRw)
+    }
+
+    /// Whether the job reads.
+    pub fn reads(self) -> bool {
+        !matches!(self, Rw::Write | Rw::RandWrite)
+    }
+
+    /// Whether the job writes.
+    pub fn writes(self) -> bool {
+        !matches!(self, Rw::Read | Rw::RandRead)
+    }
+}
+
+/// fio I/O engines this benchmark runs (`ioengine`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoEngine {
+    /// pread/pwrite (fio's default on Linux).
+    Psync,
+    /// preadv/pwritev.
+    Pvsync,
+    /// preadv2/pwritev2 (with `hipri`: RWF_HIPRI).
+    Pvsync2,
+    /// read/write with lseek.
+    Sync,
+    /// Linux native AIO.
+    Libaio,
+    /// io_uring.
+    IoUring,
+    /// io_uring passthrough of NVMe commands (`/dev/ngXnY`).
+    IoUringCmd,
+    /// POSIX aio.
+    Posixaio,
+    /// No I/O at all (measures the harness).
+    Null,
+    /// Memory-mapped file.
+    Mmap,
+    /// xNVMe's fio engine; interfaces chosen with the `xnvme_*` options.
+    Xnvme,
+    /// ioswitch itself; interfaces chosen with `ioswitch_opts`.
+    Ioswitch,
+}
+
+impl IoEngine {
+    /// Every engine, in the order documented.
+    pub const ALL: &'static [IoEngine] = &[
+        IoEngine::Psync,
+        IoEngine::Pvsync,
+        IoEngine::Pvsync2,
+        IoEngine::Sync,
+        IoEngine::Libaio,
+        IoEngine::IoUring,
+        IoEngine::IoUringCmd,
+        IoEngine::Posixaio,
+        IoEngine::Null,
+        IoEngine::Mmap,
+        IoEngine::Xnvme,
+        IoEngine::Ioswitch,
+    ];
+
+    /// fio's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IoEngine::Psync => "psync",
+            IoEngine::Pvsync => "pvsync",
+            IoEngine::Pvsync2 => "pvsync2",
+            IoEngine::Sync => "sync",
+            IoEngine::Libaio => "libaio",
+            IoEngine::IoUring => "io_uring",
+            IoEngine::IoUringCmd => "io_uring_cmd",
+            IoEngine::Posixaio => "posixaio",
+            IoEngine::Null => "null",
+            IoEngine::Mmap => "mmap",
+            IoEngine::Xnvme => "xnvme",
+            IoEngine::Ioswitch => "ioswitch",
+        }
+    }
+
+    fn parse(s: &str) -> Option<IoEngine> {
+        IoEngine::ALL.iter().copied().find(|e| e.as_str() == s)
+    }
+}
+
+impl fmt::Display for IoEngine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Display for Rw {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Data verification (`verify`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verify {
+    /// No verification (`none`, `0`).
+    None,
+    /// CRC32C checksum (`crc32c`; `crc32c-intel` is the same).
+    Crc32c,
+    /// MD5 digest.
+    Md5,
+}
+
+/// A size that may be relative to the file or device (`size`, `offset`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SizeSpec {
+    /// Bytes.
+    Bytes(u64),
+    /// Percent (0–100) of the file's or device's size.
+    Percent(u32),
+}
+
+/// A value per direction, for options written `read,write` (`bs=4k,64k`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RwPair<T> {
+    /// For reads.
+    pub read: T,
+    /// For writes.
+    pub write: T,
+}
+
+/// The `xnvme_*` options of the xNVMe engine, kept as written (mapped to ioswitch
+/// interfaces by the runner).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct XnvmeOpts {
+    /// `xnvme_be`: backend (e.g. `linux`).
+    pub be: Option<String>,
+    /// `xnvme_async`: asynchronous interface (e.g. `io_uring`, `libaio`, `emu`).
+    pub r#async: Option<String>,
+    /// `xnvme_sync`: synchronous interface (e.g. `nvme`, `psync`).
+    pub sync: Option<String>,
+    /// `xnvme_admin`: admin interface (e.g. `nvme`, `block`).
+    pub admin: Option<String>,
+    /// `xnvme_dev_nsid`: namespace id.
+    pub dev_nsid: Option<u32>,
+    /// `xnvme_iovec`: vectored I/O.
+    pub iovec: bool,
+}
+
+/// One job, validated, with fio's defaults for everything not given.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobSpec {
+    /// Job name (section name or `--name`; the `name` option overrides it).
+    pub name: String,
+    /// `description`.
+    pub description: Option<String>,
+    /// `ioengine` (default `psync`).
+    pub ioengine: IoEngine,
+    /// `filename`: one or more files or devices (fio's `:`-separated list; `\:` is a
+    /// literal colon). Empty: fio names files after the job.
+    pub filename: Vec<String>,
+    /// `size`: bytes to transfer per job (or a share of the file); `None` = whole file.
+    pub size: Option<SizeSpec>,
+    /// `filesize`: size of the files the job creates.
+    pub filesize: Option<u64>,
+    /// `offset`: where in the file I/O starts (default 0).
+    pub offset: SizeSpec,
+    /// `rw` / `readwrite` (default `read`).
+    pub rw: Rw,
+    /// `rwmixread`: percent of reads in mixed workloads (default 50); writes are the
+    /// rest (`rwmixwrite` sets the complement).
+    pub rwmixread: u32,
+    /// `bs` / `blocksize` per direction (default 4096).
+    pub bs: RwPair<u64>,
+    /// `iodepth` (default 1).
+    pub iodepth: u32,
+    /// `iodepth_batch_submit` / `iodepth_batch` (default 1; 0 or more than `iodepth`
+    /// means `iodepth`, as fio fixes it up).
+    pub iodepth_batch_submit: u32,
+    /// `iodepth_batch_complete_min` / `iodepth_batch_complete` (default 1; capped at
+    /// `iodepth`, since fio never waits for more than are in flight).
+    pub iodepth_batch_complete_min: u32,
+    /// `numjobs`: clones of this job (default 1).
+    pub numjobs: u32,
+    /// `thread`: threads instead of processes (this benchmark always uses threads; kept
+    /// for reports).
+    pub thread: bool,
+    /// `direct` (O_DIRECT); `buffered=0` is the same as `direct=1`.
+    pub direct: bool,
+    /// `runtime` / `timeout`: time limit; `None` = none.
+    pub runtime: Option<Duration>,
+    /// `time_based`: repeat the workload until `runtime` is over.
+    pub time_based: bool,
+    /// `ramp_time`: run this long before measuring.
+    pub ramp_time: Option<Duration>,
+    /// `number_ios`: stop after this many I/Os.
+    pub number_ios: Option<u64>,
+    /// `norandommap`: random offsets may repeat before every block was touched.
+    pub norandommap: bool,
+    /// `invalidate` (default on): drop the file's page cache before the job, as fio does.
+    pub invalidate: bool,
+    /// `randrepeat`: seed random offsets the same way every run (default true).
+    pub randrepeat: bool,
+    /// `randseed`: the seed.
+    pub randseed: Option<u64>,
+    /// `cpus_allowed`: CPUs the job may run on, sorted.
+    pub cpus_allowed: Option<Vec<u32>>,
+    /// `group_reporting`: report the job's group as one.
+    pub group_reporting: bool,
+    /// `stonewall` / `wait_for_previous`: wait for earlier jobs, start a new group.
+    pub stonewall: bool,
+    /// `new_group`: start a new reporting group.
+    pub new_group: bool,
+    /// `hipri`: polled completions (io_uring, io_uring_cmd, pvsync2).
+    pub hipri: bool,
+    /// `sqthread_poll`: kernel SQ polling thread (io_uring, io_uring_cmd).
+    pub sqthread_poll: bool,
+    /// `sqthread_poll_cpu`: CPU of that thread.
+    pub sqthread_poll_cpu: Option<u32>,
+    /// `fixedbufs`: registered buffers (io_uring, io_uring_cmd).
+    pub fixedbufs: bool,
+    /// `registerfiles`: registered files (io_uring, io_uring_cmd).
+    pub registerfiles: bool,
+    /// `fsync`: fsync after every N writes; 0 = never.
+    pub fsync: u32,
+    /// `verify`.
+    pub verify: Verify,
+    /// `do_verify`: run the verify phase (default true).
+    pub do_verify: bool,
+    /// `percentile_list` (default [`DEFAULT_PERCENTILES`]), in the order given.
+    pub percentile_list: Vec<f64>,
+    /// `clat_percentiles` (default true).
+    pub clat_percentiles: bool,
+    /// `lat_percentiles` (default false).
+    pub lat_percentiles: bool,
+    /// `slat_percentiles` (default false).
+    pub slat_percentiles: bool,
+    /// The `xnvme_*` options (ioengine=xnvme only).
+    pub xnvme: XnvmeOpts,
+    /// `ioswitch_opts`: interfaces and tunables (ioengine=ioswitch only), parsed.
+    pub ioswitch_opts: Option<ioswitch::Opts>,
+    /// Where the job's section (or `--name`) is; `None` for a job built in code.
+    pub section: Option<Loc>,
+    /// The job's own options as written (fio's "job options" in JSON), in order; the
+    /// global ones are in [`JobSet::global_options`].
+    pub options: Vec<RawOption>,
+    origins: BTreeMap<&'static str, Loc>,
+}
+
+/// Jobs and run-wide settings read from job files and a command line.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobSet {
+    /// The jobs, in order.
+    pub jobs: Vec<JobSpec>,
+    /// Every global option, in order (fio's "global options" in JSON).
+    pub global_options: Vec<RawOption>,
+    /// `--output-format`.
+    pub output_format: OutputFormat,
+    /// `--output`: file the report goes to.
+    pub output: Option<PathBuf>,
+}
+
+impl JobSet {
+    /// Reads a whole command line in fio's spelling (options, `--name` jobs and job file
+    /// names; see [`JobReader::read_args`]), then the job files it names.
+    pub fn from_args<I, S>(args: I) -> Result<JobSet, JobError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let mut reader = JobReader::new();
+        for file in reader.read_args(args)? {
+            reader.read_file(&file)?;
+        }
+        reader.finish()
+    }
+
+    /// The reporting group of each job ([`group_ids`]).
+    pub fn group_ids(&self) -> Vec<u32> {
+        group_ids(&self.jobs)
+    }
+}
+
+/// fio's reporting groups: a job with `stonewall` or `new_group` starts a new group
+/// unless the current group is still empty; clones of a job (`numjobs`) share its group.
+pub fn group_ids(jobs: &[JobSpec]) -> Vec<u32> {
+    let mut group = 0;
+    let mut jobs_in_group = 0;
+    jobs.iter()
+        .map(|j| {
+            if (j.stonewall || j.new_group) && jobs_in_group > 0 {
+                group += 1;
+                jobs_in_group = 0;
+            }
+            jobs_in_group += 1;
+            group
+        })
+        .collect()
+}
+
+/// Whether an option takes no value when given bare.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Bool,
+    Value,
+}
+
+/// Every option: canonical name, aliases, kind.
+const OPTIONS: &[(&str, &[&str], Kind)] = &[
+    ("name", &[], Kind::Value),
+    ("description", &[], Kind::Value),
+    ("ioengine", &[], Kind::Value),
+    ("filename", &[], Kind::Value),
+    ("size", &[], Kind::Value),
+    ("filesize", &[], Kind::Value),
+    ("offset", &["fileoffset"], Kind::Value),
+    ("rw", &["readwrite"], Kind::Value),
+    ("rwmixread", &[], Kind::Value),
+    ("rwmixwrite", &[], Kind::Value),
+    ("bs", &["blocksize"], Kind::Value),
+    ("iodepth", &[], Kind::Value),
+    ("iodepth_batch_submit", &["iodepth_batch"], Kind::Value),
+    ("iodepth_batch_complete_min", &["iodepth_batch_complete"], Kind::Value),
+    ("numjobs", &[], Kind::Value),
+    ("thread", &[], Kind::Bool),
+    ("direct", &[], Kind::Bool),
+    ("buffered", &[], Kind::Bool),
+    ("runtime", &["timeout"], Kind::Value),
+    ("time_based", &[], Kind::Bool),
+    ("ramp_time", &[], Kind::Value),
+    ("number_ios", &[], Kind::Value),
+    ("norandommap", &[], Kind::Bool),
+    ("invalidate", &[], Kind::Bool),
+    ("randrepeat", &[], Kind::Bool),
+    ("randseed", &[], Kind::Value),
+    ("cpus_allowed", &[], Kind::Value),
+    ("group_reporting", &[], Kind::Bool),
+    ("stonewall", &["wait_for_previous"], Kind::Bool),
+    ("new_group", &[], Kind::Bool),
+    ("hipri", &[], Kind::Bool),
+    ("sqthread_poll", &[], Kind::Bool),
+    ("sqthread_poll_cpu", &[], Kind::Value),
+    ("fixedbufs", &[], Kind::Bool),
+    ("registerfiles", &[], Kind::Bool),
+    ("fsync", &[], Kind::Value),
+    ("verify", &[], Kind::Value),
+    ("do_verify", &[], Kind::Bool),
+    ("percentile_list", &[], Kind::Value),
+    ("clat_percentiles", &[], Kind::Bool),
+    ("lat_percentiles", &[], Kind::Bool),
+    ("slat_percentiles", &[], Kind::Bool),
+    ("xnvme_be", &[], Kind::Value),
+    ("xnvme_async", &[], Kind::Value),
+    ("xnvme_sync", &[], Kind::Value),
+    ("xnvme_admin", &[], Kind::Value),
+    ("xnvme_dev_nsid", &[], Kind::Value),
+    ("xnvme_iovec", &[], Kind::Bool),
+    ("ioswitch_opts", &[], Kind::Value),
+];
+
+/// Options that only some engines have: (option, engines).
+const ENGINE_OPTIONS: &[(&str, &[IoEngine])] = &[
+    ("hipri", &[IoEngine::IoUring, IoEngine::IoUringCmd, IoEngine::Pvsync2]),
+    ("sqthread_poll", &[IoEngine::IoUring, IoEngine::IoUringCmd]),
+    ("sqthread_poll_cpu", &[IoEngine::IoUring, IoEngine::IoUringCmd]),
+    ("fixedbufs", &[IoEngine::IoUring, IoEngine::IoUringCmd]),
+    ("registerfiles", &[IoEngine::IoUring, IoEngine::IoUringCmd]),
+    ("xnvme_be", &[IoEngine::Xnvme]),
+    ("xnvme_async", &[IoEngine::Xnvme]),
+    ("xnvme_sync", &[IoEngine::Xnvme]),
+    ("xnvme_admin", &[IoEngine::Xnvme]),
+    ("xnvme_dev_nsid", &[IoEngine::Xnvme]),
+    ("xnvme_iovec", &[IoEngine::Xnvme]),
+    ("ioswitch_opts", &[IoEngine::Ioswitch]),
+];
+
+/// The canonical name and kind of an option (or alias).
+fn lookup(key: &str) -> Option<(&'static str, Kind)> {
+    OPTIONS
+        .iter()
+        .find(|(name, aliases, _)| *name == key || aliases.contains(&key))
+        .map(|&(name, _, kind)| (name, kind))
+}
+
+fn unknown_option(name: &str, loc: &Loc) -> JobError {
+    let hint = match name {
+        "output-format" | "output" | "section" => format!(" (a command-line option: --{name}=...)"),
+        "kb_base" => " (only fio's default, kb_base=1024, is supported)".to_string(),
+        _ => String::new(),
+    };
+    JobError::UnknownOption { name: name.to_string(), loc: loc.clone(), hint }
+}
+
+const EXPECT_BOOL: &str = "1 or 0 (or the bare option for 1)";
+const EXPECT_SIZE: &str =
+    "a size such as 4096, 4k, 64m or 1g (k, m, g, t, p: powers of 1024; kib, mib, ...: powers of 1000, as in fio)";
+const EXPECT_SIZE_PCT: &str = "a size such as 4k or 1g, or a percentage such as 50%";
+const EXPECT_COUNT: &str = "a whole number";
+const EXPECT_TIME: &str = "a time such as 30 (seconds), 500ms, 10s, 5m or 1h";
+const EXPECT_RW: &str = "read, write, randread, randwrite, rw (readwrite) or randrw";
+const EXPECT_VERIFY: &str = "crc32c, crc32c-intel, md5 or none";
+
+/// Parses a whole number with an optional fio size unit (see the module docs).
+fn parse_bytes(s: &str) -> Option<u64> {
+    let t = s.trim();
+    if let Some(hex) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        return u64::from_str_radix(hex, 16).ok();
+    }
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    if digits.is_empty() {
+        return None;
+    }
+    let n: u64 = digits.parse().ok()?;
+    let (base, pow): (u64, u32) = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => (1, 0),
+        "k" | "kb" => (1024, 1),
+        "m" | "mb" => (1024, 2),
+        "g" | "gb" => (1024, 3),
+        "t" | "tb" => (1024, 4),
+        "p" | "pb" => (1024, 5),
+        "kib" => (1000, 1),
+        "mib" => (1000, 2),
+        "gib" => (1000, 3),
+        "tib" => (1000, 4),
+        "pib" => (1000, 5),
+        _ => return None,
+    };
+    n.checked_mul(base.checked_pow(pow)?)
+}
+
+/// A size or, when `pct` allows, a percentage in `pct`'s range.
+fn parse_size_spec(s: &str, pct: std::ops::RangeInclusive<u32>) -> Option<SizeSpec> {
+    match s.trim().strip_suffix('%') {
+        Some(num) => num.trim().parse().ok().filter(|p| pct.contains(p)).map(SizeSpec::Percent),
+        None => parse_bytes(s).map(SizeSpec::Bytes),
+    }
+}
+
+/// A time; a plain number is seconds.
+fn parse_time(s: &str) -> Option<Duration> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits.parse().ok()?;
+    let micros_per: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "s" => 1_000_000,
+        "us" | "usec" => 1,
+        "ms" | "msec" => 1_000,
+        "m" => 60_000_000,
+        "h" => 3_600_000_000,
+        "d" => 86_400_000_000,
+        _ => return None,
+    };
+    n.checked_mul(micros_per).map(Duration::from_micros)
+}
+
+fn parse_bool(v: Option<&str>) -> Option<bool> {
+    match v.map(str::trim) {
+        None | Some("1") => Some(true),
+        Some("0") => Some(false),
+        _ => None,
+    }
+}
+
+/// `0-3,8,10-11`, sorted and without repeats.
+fn parse_cpu_list(s: &str) -> Option<Vec<u32>> {
+    let mut cpus = Vec::new();
+    for item in s.split(',') {
+        let (lo, hi) = match item.split_once('-') {
+            Some((a, b)) => (a.trim().parse::<u32>().ok()?, b.trim().parse::<u32>().ok()?),
+            None => {
+                let c = item.trim().parse::<u32>().ok()?;
+                (c, c)
+            }
+        };
+        if lo > hi || hi >= MAX_CPUS {
+            return None;
+        }
+        cpus.extend(lo..=hi);
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    Some(cpus)
+}
+
+fn parse_percentile_list(s: &str) -> Option<Vec<f64>> {
+    let list: Vec<f64> = s
+        .split(':')
+        .map(|p| p.trim().parse::<f64>().ok().filter(|p| *p > 0.0 && *p <= 100.0))
+        .collect::<Option<_>>()?;
+    (list.len() <= MAX_PERCENTILES).then_some(list)
+}
+
+/// fio's filename list: `:` separates names, `\:` is a colon.
+fn split_filenames(s: &str) -> Vec<String> {
+    let mut names = vec![String::new()];
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            ':' => names.push(String::new()),
+            c => {
+                let c = if c == '\\' && chars.peek() == Some(&':') { chars.next().unwrap_or(c) } else { c };
+                if let Some(name) = names.last_mut() {
+                    name.push(c);
+                }
+            }
+        }
+    }
+    names.retain(|n| !n.is_empty());
+    names
+}
+
+impl JobSpec {
+    /// A job with fio's defaults for everything.
+    pub fn new(name: impl Into<String>) -> JobSpec {
+        JobSpec {
+            name: name.into(),
+            description: None,
+            ioengine: IoEngine::Psync,
+            filename: Vec::new(),
+            size: None,
+            filesize: None,
+            offset: SizeSpec::Bytes(0),
+            rw: Rw::Read,
+            rwmixread: 50,
+            bs: RwPair { read: 4096, write: 4096 },
+            iodepth: 1,
+            iodepth_batch_submit: 1,
+            iodepth_batch_complete_min: 1,
+            numjobs: 1,
+            thread: false,
+            direct: false,
+            runtime: None,
+            time_based: false,
+            ramp_time: None,
+            number_ios: None,
+            norandommap: false,
+            invalidate: true,
+            randrepeat: true,
+            randseed: None,
+            cpus_allowed: None,
+            group_reporting: false,
+            stonewall: false,
+            new_group: false,
+            hipri: false,
+            sqthread_poll: false,
+            sqthread_poll_cpu: None,
+            fixedbufs: false,
+            registerfiles: false,
+            fsync: 0,
+            verify: Verify::None,
+            do_verify: true,
+            percentile_list: DEFAULT_PERCENTILES.to_vec(),
+            clat_percentiles: true,
+            lat_percentiles: false,
+            slat_percentiles: false,
+            xnvme: XnvmeOpts::default(),
+            ioswitch_opts: None,
+            section: None,
+            options: Vec::new(),
+            origins: BTreeMap::new(),
+        }
+    }
+
+    /// Interprets a job as read: its globals, then its own options (the last setting of
+    /// an option wins), then checks that they fit together.
+    pub fn from_raw(raw: &RawJob) -> Result<JobSpec, JobError> {
+        let mut spec = JobSpec::new(raw.name.clone());
+        spec.section = Some(raw.loc.clone());
+        if raw.file_stonewall {
+            spec.stonewall = true;
+            spec.origins.insert("stonewall", raw.loc.clone());
+        }
+        for opt in raw.globals.iter().chain(&raw.options) {
+            spec.apply(opt)?;
+        }
+        spec.options = raw.options.clone();
+        spec.fix_up()?;
+        Ok(spec)
+    }
+
+    /// Where an option (canonical name or alias) was last set for this job; `None` when
+    /// it has its default.
+    pub fn origin(&self, option: &str) -> Option<&Loc> {
+        lookup(option).and_then(|(name, _)| self.origins.get(name))
+    }
+
+    /// An error about this job, placed at the line that set `option` (or at the job's
+    /// section when the option has its default): for checks made later, e.g. "`hipri`
+    /// needs a device with poll queues".
+    pub fn error_at(&self, option: &str, msg: impl Into<String>) -> JobError {
+        let loc = self.origin(option).or(self.section.as_ref()).cloned();
+        JobError::Invalid { job: self.name.clone(), loc, msg: msg.into() }
+    }
+
+    /// Applies one option.
+    fn apply(&mut self, opt: &RawOption) -> Result<(), JobError> {
+        let (canon, _) = lookup(&opt.key).ok_or_else(|| unknown_option(&opt.key, &opt.loc))?;
+        let raw = opt.value.as_deref();
+        let bad = |expected: &str| JobError::BadValue {
+            name: opt.key.clone(),
+            value: raw.unwrap_or_default().to_string(),
+            loc: opt.loc.clone(),
+            expected: expected.to_string(),
+        };
+        let value = |expected: &str| -> Result<&str, JobError> {
+            match raw.map(str::trim) {
+                Some(v) if !v.is_empty() => Ok(v),
+                _ => Err(JobError::MissingValue {
+                    name: opt.key.clone(),
+                    loc: opt.loc.clone(),
+                    expected: expected.to_string(),
+                }),
+            }
+        };
+        let flag = || -> Result<bool, JobError> {
+            match raw {
+                Some(v) if v.trim().is_empty() => Err(bad(EXPECT_BOOL)),
+                _ => parse_bool(raw).ok_or_else(|| bad(EXPECT_BOOL)),
+            }
+        };
+        let count = |min: u64| -> Result<u64, JobError> {
+            let expected =
+                if min == 0 { EXPECT_COUNT.to_string() } else { format!("a whole number of at least {min}") };
+            parse_bytes(value(&expected)?).filter(|&n| n >= min).ok_or_else(|| bad(&expected))
+        };
+        let count32 = |min: u64| -> Result<u32, JobError> {
+            let n = count(min)?;
+            u32::try_from(n).map_err(|_| bad("a whole number below 2^32"))
+        };
+        let percent = || -> Result<u32, JobError> {
+            let expected = "a percentage from 0 to 100";
+            value(expected)?.parse::<u32>().ok().filter(|p| *p <= 100).ok_or_else(|| bad(expected))
+        };
+        let text = || -> Result<String, JobError> { value("some text").map(str::to_string) };
+        let time = || -> Result<Option<Duration>, JobError> {
+            let d = parse_time(value(EXPECT_TIME)?).ok_or_else(|| bad(EXPECT_TIME))?;
+            Ok((!d.is_zero()).then_some(d))
+        };
+
+        match canon {
+            "name" => self.name = text()?,
+            "description" => self.description = Some(text()?),
+            "ioengine" => {
+                let v = value("an ioengine name")?;
+                self.ioengine = IoEngine::parse(v).ok_or_else(|| {
+                    let known: Vec<&str> = IoEngine::ALL.iter().map(|e| e.as_str()).collect();
+                    bad(&format!("one of {} (other fio engines are not supported)", known.join(", ")))
+                })?;
+            }
+            "filename" => {
+                let names = split_filenames(value("a file or device name")?);
+                if names.is_empty() {
+                    return Err(bad("a file or device name"));
+                }
+                self.filename = names;
+            }
+            "size" => {
+                self.size =
+                    match parse_size_spec(value(EXPECT_SIZE_PCT)?, 1..=100).ok_or_else(|| bad(EXPECT_SIZE_PCT))? {
+                        SizeSpec::Bytes(0) => None,
+                        s => Some(s),
+                    }
+            }
+            "filesize" => {
+                let n = parse_bytes(value(EXPECT_SIZE)?).filter(|&n| n > 0).ok_or_else(|| bad(EXPECT_SIZE))?;
+                self.filesize = Some(n);
+            }
+            "offset" => {
+                self.offset = parse_size_spec(value(EXPECT_SIZE_PCT)?, 0..=100).ok_or_else(|| bad(EXPECT_SIZE_PCT))?
+            }
+            "rw" => {
+                let v = value(EXPECT_RW)?;
+                if v.contains(':') {
+                    return Err(bad("a pattern without a ':<n>' suffix (fio's offset modifier is not supported)"));
+                }
+                self.rw = match v {
+                    "read" => Rw::Read,
+                    "write" => Rw::Write,
+                    "randread" => Rw::RandRead,
+                    "randwrite" => Rw::RandWrite,
+                    "rw" | "readwrite" => Rw::ReadWrite,
+                    "randrw" => Rw::RandRw,
+                    "trim" | "randtrim" | "trimwrite" | "randtrimwrite" => {
+                        return Err(bad(&format!("{EXPECT_RW} (trim workloads are not supported)")))
+                    }
+                    _ => return Err(bad(EXPECT_RW)),
+                };
+            }
+            "rwmixread" => self.rwmixread = percent()?,
+            "rwmixwrite" => self.rwmixread = 100 - percent()?,
+            "bs" => self.bs = self.parse_bs(value(EXPECT_SIZE)?).ok_or_else(|| bad(EXPECT_SIZE))?,
+            "iodepth" => self.iodepth = count32(1)?,
+            "iodepth_batch_submit" => self.iodepth_batch_submit = count32(0)?,
+            "iodepth_batch_complete_min" => self.iodepth_batch_complete_min = count32(0)?,
+            "numjobs" => self.numjobs = count32(1)?,
+            "thread" => self.thread = flag()?,
+            "direct" => self.direct = flag()?,
+            "buffered" => self.direct = !flag()?,
+            "runtime" => self.runtime = time()?,
+            "time_based" => self.time_based = flag()?,
+            "ramp_time" => self.ramp_time = time()?,
+            "number_ios" => self.number_ios = Some(count(0)?).filter(|&n| n > 0),
+            "norandommap" => self.norandommap = flag()?,
+            "invalidate" => self.invalidate = flag()?,
+            "randrepeat" => self.randrepeat = flag()?,
+            "randseed" => self.randseed = Some(count(0)?),
+            "cpus_allowed" => {
+                let expected = format!("a CPU list such as 0-1,3 (CPUs below {MAX_CPUS})");
+                self.cpus_allowed = Some(parse_cpu_list(value(&expected)?).ok_or_else(|| bad(&expected))?);
+            }
+            "group_reporting" => self.group_reporting = flag()?,
+            "stonewall" => self.stonewall = flag()?,
+            "new_group" => self.new_group = flag()?,
+            "hipri" => self.hipri = flag()?,
+            "sqthread_poll" => self.sqthread_poll = flag()?,
+            "sqthread_poll_cpu" => self.sqthread_poll_cpu = Some(count32(0)?),
+            "fixedbufs" => self.fixedbufs = flag()?,
+            "registerfiles" => self.registerfiles = flag()?,
+            "fsync" => self.fsync = count32(0)?,
+            "verify" => {
+                self.verify = match value(EXPECT_VERIFY)? {
+                    "none" | "0" => Verify::None,
+                    "crc32c" | "crc32c-intel" => Verify::Crc32c,
+                    "md5" => Verify::Md5,
+                    "crc64" | "crc32" | "crc16" | "crc7" | "sha1" | "sha256" | "sha512" | "sha3-224" | "sha3-256"
+                    | "sha3-384" | "sha3-512" | "xxhash" | "pattern" | "meta" | "null" => {
+                        return Err(bad(&format!("{EXPECT_VERIFY} (this fio method is not supported)")))
+                    }
+                    _ => return Err(bad(EXPECT_VERIFY)),
+                }
+            }
+            "do_verify" => self.do_verify = flag()?,
+            "percentile_list" => {
+                let expected = format!("up to {MAX_PERCENTILES} percentiles above 0 and at most 100, separated by ':'");
+                self.percentile_list = parse_percentile_list(value(&expected)?).ok_or_else(|| bad(&expected))?;
+            }
+            "clat_percentiles" => self.clat_percentiles = flag()?,
+            "lat_percentiles" => self.lat_percentiles = flag()?,
+            "slat_percentiles" => self.slat_percentiles = flag()?,
+            "xnvme_be" => self.xnvme.be = Some(text()?),
+            "xnvme_async" => self.xnvme.r#async = Some(text()?),
+            "xnvme_sync" => self.xnvme.sync = Some(text()?),
+            "xnvme_admin" => self.xnvme.admin = Some(text()?),
+            "xnvme_dev_nsid" => self.xnvme.dev_nsid = Some(count32(1)?),
+            "xnvme_iovec" => self.xnvme.iovec = flag()?,
+            "ioswitch_opts" => {
+                let v = value("an ioswitch option string such as async=io_uring,sqpoll=1")?;
+                let opts = v.parse::<ioswitch::Opts>().map_err(|e| bad(&format!("an ioswitch option string ({e})")))?;
+                self.ioswitch_opts = Some(opts);
+            }
+            _ => return Err(unknown_option(&opt.key, &opt.loc)),
+        }
+        self.origins.insert(canon, opt.loc.clone());
+        Ok(())
+    }
+
+    /// `bs=R`, `bs=R,W` or `bs=R,W,T`; an empty side keeps the current value.
+    fn parse_bs(&self, v: &str) -> Option<RwPair<u64>> {
+        let v = v.strip_suffix(',').filter(|s| !s.contains(',')).unwrap_or(v);
+        let parts: Vec<&str> = v.split(',').map(str::trim).collect();
+        let side = |s: &str, current: u64| -> Option<u64> {
+            if s.is_empty() {
+                Some(current)
+            } else {
+                parse_bytes(s).filter(|&n| n > 0)
+            }
+        };
+        match parts.as_slice() {
+            [one] => parse_bytes(one).filter(|&n| n > 0).map(|n| RwPair { read: n, write: n }),
+            [r, w] | [r, w, _] if parts.iter().any(|p| !p.is_empty()) => {
+                if let Some(t) = parts.get(2) {
+                    side(t, 1)?;
+                }
+                Some(RwPair { read: side(r, self.bs.read)?, write: side(w, self.bs.write)? })
+            }
+            _ => None,
+        }
+    }
+
+    /// fio's cross-option checks and fix-ups, after every option is applied.
+    fn fix_up(&mut self) -> Result<(), JobError> {
+        for (option, engines) in ENGINE_OPTIONS {
+            if self.origins.contains_key(option) && !engines.contains(&self.ioengine) {
+                let names: Vec<&str> = engines.iter().map(|e| e.as_str()).collect();
+                return Err(self.error_at(
+                    option,
+                    format!(
+                        "option '{option}' belongs to ioengine {}, but the job uses ioengine={}",
+                        names.join(" or "),
+                        self.ioengine
+                    ),
+                ));
+            }
+        }
+        if self.time_based && self.runtime.is_none() {
+            return Err(self.error_at("time_based", "time_based needs a runtime"));
+        }
+        if self.iodepth_batch_submit == 0 || self.iodepth_batch_submit > self.iodepth {
+            self.iodepth_batch_submit = self.iodepth;
+        }
+        self.iodepth_batch_complete_min = self.iodepth_batch_complete_min.min(self.iodepth);
+        Ok(())
+    }
+}
+
+/// The section lines are going to now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cur {
+    /// Before any section (options are errors in files, globals on the command line).
+    None,
+    /// A section left out by `--section`.
+    Skip,
+    /// A global section.
+    Global,
+    /// Job number n.
+    Job(usize),
+}
+
+/// Reads job files and command lines, in order, into jobs; [`JobReader::finish`] turns
+/// them into [`JobSpec`]s.
+#[derive(Debug)]
+pub struct JobReader {
+    globals: Vec<RawOption>,
+    jobs: Vec<RawJob>,
+    sections: Vec<String>,
+    files_read: usize,
+    output_format: OutputFormat,
+    output: Option<PathBuf>,
+}
+
+impl Default for JobReader {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Cuts a line at its first `;` or `#` and trims it (fio's comment rule).
+fn strip_comment(line: &str) -> &str {
+    line.split(['#', ';']).next().unwrap_or_default().trim()
+}
+
+impl JobReader {
+    /// Nothing read yet.
+    pub fn new() -> JobReader {
+        JobReader {
+            globals: Vec::new(),
+            jobs: Vec::new(),
+            sections: Vec::new(),
+            files_read: 0,
+            output_format: OutputFormat::default(),
+            output: None,
+        }
+    }
+
+    /// Keeps only jobs named `name` (may be called several times) among those read from
+    /// now on; global sections are always read.
+    pub fn select_section(&mut self, name: &str) {
+        self.sections.push(name.to_string());
+    }
+
+    /// The jobs read so far, uninterpreted.
+    pub fn raw_jobs(&self) -> &[RawJob] {
+        &self.jobs
+    }
+
+    /// The global options read so far.
+    pub fn global_options(&self) -> &[RawOption] {
+        &self.globals
+    }
+
+    /// Reads a job file.
+    pub fn read_file(&mut self, path: impl AsRef<Path>) -> Result<(), JobError> {
+        let path = path.as_ref();
+        let text =
+            std::fs::read_to_string(path).map_err(|source| JobError::Read { path: path.to_path_buf(), source })?;
+        self.read_str(&path.to_string_lossy(), &text)
+    }
+
+    /// Reads a job file's text; `name` names it in errors and places relative includes.
+    pub fn read_str(&mut self, name: &str, text: &str) -> Result<(), JobError> {
+        let mut file_stonewall = self.files_read > 0;
+        self.files_read += 1;
+        let mut cur = Cur::None;
+        self.read_lines(&Arc::from(name), text, &mut cur, 0, &mut file_stonewall)
+    }
+
+    fn read_lines(
+        &mut self,
+        file: &Arc<str>,
+        text: &str,
+        cur: &mut Cur,
+        depth: usize,
+        file_stonewall: &mut bool,
+    ) -> Result<(), JobError> {
+        for (n, raw_line) in text.lines().enumerate() {
+            let loc = Loc::File { file: file.clone(), line: u32::try_from(n + 1).unwrap_or(u32::MAX) };
+            let line = strip_comment(raw_line);
+            if line.is_empty() {
+                continue;
+            }
+            if let Some(header) = line.strip_prefix('[') {
+                if depth > 0 {
+                    return Err(JobError::Syntax { loc, msg: "an included file may not start a section".into() });
+                }
+                let name = header.strip_suffix(']').filter(|n| !n.trim().is_empty()).ok_or_else(|| {
+                    JobError::Syntax { loc: loc.clone(), msg: format!("bad section header '{line}': expected [name]") }
+                })?;
+                let stonewall = std::mem::take(file_stonewall);
+                *cur = self.start_section(name, loc, stonewall);
+                *file_stonewall = stonewall && !matches!(cur, Cur::Job(_));
+                continue;
+            }
+            if *cur == Cur::Skip {
+                continue;
+            }
+            if let Some(rest) = line.strip_prefix("include").filter(|r| r.starts_with(char::is_whitespace)) {
+                if *cur == Cur::None {
+                    return Err(JobError::Syntax { loc, msg: "include outside of a [section]".into() });
+                }
+                if depth >= MAX_INCLUDE_DEPTH {
+                    return Err(JobError::Syntax {
+                        loc,
+                        msg: format!("includes nested more than {MAX_INCLUDE_DEPTH} deep (an include cycle?)"),
+                    });
+                }
+                let path = include_path(rest.trim(), file);
+                let text = std::fs::read_to_string(&path).map_err(|source| JobError::Include {
+                    loc: loc.clone(),
+                    path: path.clone(),
+                    source,
+                })?;
+                self.read_lines(&Arc::from(path.to_string_lossy().as_ref()), &text, cur, depth + 1, file_stonewall)?;
+                continue;
+            }
+            let (key, value) = match line.split_once('=') {
+                Some((k, v)) => (k.trim(), Some(v.trim().to_string())),
+                None => (line, None),
+            };
+            if key.is_empty() {
+                return Err(JobError::Syntax { loc, msg: format!("'{line}' has no option name") });
+            }
+            if *cur == Cur::None {
+                return Err(JobError::Syntax { loc, msg: format!("option '{key}' outside of a [section]") });
+            }
+            self.add_option(*cur, RawOption { key: key.to_string(), value, loc })?;
+        }
+        Ok(())
+    }
+
+    /// Starts a section or `--name` job and says where its options go.
+    fn start_section(&mut self, name: &str, loc: Loc, file_stonewall: bool) -> Cur {
+        if name.starts_with("global") {
+            Cur::Global
+        } else if !self.sections.is_empty() && !self.sections.iter().any(|s| s == name) {
+            Cur::Skip
+        } else {
+            self.jobs.push(RawJob {
+                name: name.to_string(),
+                loc,
+                globals: self.globals.clone(),
+                options: Vec::new(),
+                file_stonewall,
+            });
+            Cur::Job(self.jobs.len() - 1)
+        }
+    }
+
+    /// Checks an option on its own (name and value) and files it.
+    fn add_option(&mut self, cur: Cur, opt: RawOption) -> Result<(), JobError> {
+        JobSpec::new("").apply(&opt)?;
+        match cur {
+            Cur::Job(i) => self.jobs[i].options.push(opt),
+            Cur::None | Cur::Global => self.globals.push(opt),
+            Cur::Skip => {}
+        }
+        Ok(())
+    }
+
+    /// Reads a command line in fio's spelling (see the module docs) and returns the job
+    /// files it names, for [`JobReader::read_file`]. Errors place an argument by its
+    /// position in `args`, from 1.
+    pub fn read_args<I, S>(&mut self, args: I) -> Result<Vec<PathBuf>, JobError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let args: Vec<String> = args.into_iter().map(|a| a.as_ref().to_string()).collect();
+        let mut files = Vec::new();
+        let mut cur = Cur::None;
+        let mut i = 0;
+        while i < args.len() {
+            let loc = Loc::Arg { index: i + 1 };
+            let arg = &args[i];
+            i += 1;
+            let Some(body) = arg.strip_prefix("--").filter(|b| !b.is_empty()) else {
+                files.push(PathBuf::from(arg));
+                continue;
+            };
+            let (key, mut value) = match body.split_once('=') {
+                Some((k, v)) => (k, Some(v.to_string())),
+                None => (body, None),
+            };
+            let kind = match key {
+                "section" | "output" | "output-format" => Kind::Value,
+                _ => lookup(key).ok_or_else(|| unknown_option(key, &loc))?.1,
+            };
+            if value.is_none() {
+                let next = args.get(i).filter(|n| !n.starts_with("--"));
+                if let Some(next) = next.filter(|n| kind == Kind::Value || *n == "0" || *n == "1") {
+                    value = Some(next.clone());
+                    i += 1;
+                }
+            }
+            let need_value = |what: &str| JobError::MissingValue {
+                name: key.to_string(),
+                loc: loc.clone(),
+                expected: what.to_string(),
+            };
+            match key {
+                "section" => self.select_section(&value.ok_or_else(|| need_value("a job name"))?),
+                "output" => self.output = Some(PathBuf::from(value.ok_or_else(|| need_value("a file name"))?)),
+                "output-format" => {
+                    let v = value.ok_or_else(|| need_value("normal, json or json+"))?;
+                    self.output_format = v.parse().map_err(|why: String| JobError::BadValue {
+                        name: key.to_string(),
+                        value: v.clone(),
+                        loc: loc.clone(),
+                        expected: format!("normal, json or json+, comma-separated ({why})"),
+                    })?;
+                }
+                "name" => {
+                    let name = value.clone().ok_or_else(|| need_value("a job name"))?;
+                    cur = self.start_section(&name, loc.clone(), false);
+                    if matches!(cur, Cur::Job(_)) {
+                        self.add_option(cur, RawOption { key: key.to_string(), value, loc })?;
+                    }
+                }
+                _ => self.add_option(cur, RawOption { key: key.to_string(), value, loc })?,
+            }
+        }
+        Ok(files)
+    }
+
+    /// Interprets every job read: fio's defaults, then the job's globals, then its own
+    /// options; checks each job as a whole.
+    pub fn finish(self) -> Result<JobSet, JobError> {
+        if self.jobs.is_empty() {
+            return Err(JobError::NoJobs);
+        }
+        let jobs = self.jobs.iter().map(JobSpec::from_raw).collect::<Result<Vec<_>, _>>()?;
+        Ok(JobSet { jobs, global_options: self.globals, output_format: self.output_format, output: self.output })
+    }
+}
+
+/// fio's include lookup: the path as given if it exists, else next to the including file.
+fn include_path(name: &str, including: &str) -> PathBuf {
+    let given = PathBuf::from(name);
+    if given.is_absolute() || given.exists() {
+        return given;
+    }
+    match Path::new(including).parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.join(given),
+        _ => given,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &str) -> Result<JobSet, JobError> {
+        let mut r = JobReader::new();
+        r.read_str("job.fio", text)?;
+        r.finish()
+    }
+
+    fn one(text: &str) -> JobSpec {
+        let mut set = read(text).unwrap();
+        assert_eq!(set.jobs.len(), 1);
+        set.jobs.remove(0)
+    }
+
+    fn err(text: &str) -> String {
+        read(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn sizes_follow_fio_units() {
+        assert_eq!(parse_bytes("4096"), Some(4096));
+        assert_eq!(parse_bytes("4k"), Some(4096));
+        assert_eq!(parse_bytes("4K"), Some(4096));
+        assert_eq!(parse_bytes("4kb"), Some(4096));
+        assert_eq!(parse_bytes("64m"), Some(64 << 20));
+        assert_eq!(parse_bytes("1g"), Some(1 << 30));
+        assert_eq!(parse_bytes("2T"), Some(2 << 40));
+        assert_eq!(parse_bytes("1p"), Some(1 << 50));
+        assert_eq!(parse_bytes("512b"), Some(512));
+        assert_eq!(parse_bytes("0x1000"), Some(4096));
+        // fio's kb_base=1024 inverts the IEC spellings.
+        assert_eq!(parse_bytes("4KiB"), Some(4000));
+        assert_eq!(parse_bytes("1mib"), Some(1_000_000));
+        assert_eq!(parse_bytes("1GiB"), Some(1_000_000_000));
+        for bad in ["", "k", "1.5k", "-4k", "4q", "4 k k", "99999999999p", "0xzz"] {
+            assert_eq!(parse_bytes(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn times_default_to_seconds() {
+        assert_eq!(parse_time("10"), Some(Duration::from_secs(10)));
+        assert_eq!(parse_time("10s"), Some(Duration::from_secs(10)));
+        assert_eq!(parse_time("5m"), Some(Duration::from_secs(300)));
+        assert_eq!(parse_time("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_time("250us"), Some(Duration::from_micros(250)));
+        assert_eq!(parse_time("1h"), Some(Duration::from_secs(3600)));
+        assert_eq!(parse_time("2d"), Some(Duration::from_secs(2 * 86400)));
+        for bad in ["", "s", "1.5s", "10sec", "10x", "-1"] {
+            assert_eq!(parse_time(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn cpu_and_percentile_lists() {
+        assert_eq!(parse_cpu_list("0-1,3"), Some(vec![0, 1, 3]));
+        assert_eq!(parse_cpu_list("3,1-2,2"), Some(vec![1, 2, 3]));
+        assert_eq!(parse_cpu_list("2-1"), None);
+        assert_eq!(parse_cpu_list("0,,1"), None);
+        assert_eq!(parse_cpu_list("4096"), None);
+        assert_eq!(parse_percentile_list("50:99:99.9"), Some(vec![50.0, 99.0, 99.9]));
+        assert_eq!(parse_percentile_list("0:50"), None);
+        assert_eq!(parse_percentile_list("101"), None);
+        assert_eq!(parse_percentile_list("nan"), None);
+        assert_eq!(parse_percentile_list(&["1"; 21].join(":")), None);
+    }
+
+    #[test]
+    fn filenames_split_on_unescaped_colons() {
+        assert_eq!(split_filenames("/dev/a:/dev/b"), vec!["/dev/a", "/dev/b"]);
+        assert_eq!(split_filenames(r"/tmp/a\:b"), vec!["/tmp/a:b"]);
+    }
+
+    #[test]
+    fn defaults_are_fios() {
+        let j = one("[j]\n");
+        assert_eq!(j, {
+            let mut d = JobSpec::new("j");
+            d.section = j.section.clone();
+            d
+        });
+        assert_eq!(
+            (j.ioengine, j.rw, j.bs, j.iodepth, j.numjobs),
+            (IoEngine::Psync, Rw::Read, RwPair { read: 4096, write: 4096 }, 1, 1)
+        );
+        assert_eq!((j.rwmixread, j.iodepth_batch_submit, j.iodepth_batch_complete_min), (50, 1, 1));
+        assert!(j.randrepeat && j.do_verify && j.clat_percentiles && !j.lat_percentiles && !j.slat_percentiles);
+        assert_eq!(j.percentile_list, DEFAULT_PERCENTILES);
+        assert_eq!(j.verify, Verify::None);
+        assert_eq!(j.section, Some(Loc::File { file: "job.fio".into(), line: 1 }));
+    }
+
+    #[test]
+    fn every_option_parses_into_the_spec() {
+        let j = one("[global]\nioengine=io_uring\n[all]\nfilename=/dev/nvme0n1\nsize=50%\nfilesize=1g\noffset=4k\n\
+             rw=randrw\nrwmixwrite=30\nbs=4k,64k\niodepth=32\niodepth_batch=8\niodepth_batch_complete_min=4\n\
+             numjobs=2\nthread\ndirect=1\nruntime=10s\ntime_based\nramp_time=500ms\nnumber_ios=1000\n\
+             norandommap\nrandrepeat=0\nrandseed=42\ncpus_allowed=0-1,3\ngroup_reporting\nstonewall\nnew_group\n\
+             hipri\nsqthread_poll=1\nsqthread_poll_cpu=1\nfixedbufs\nregisterfiles\nfsync=8\n\
+             verify=crc32c-intel\ndo_verify=0\npercentile_list=50:99.9\nlat_percentiles=1\n\
+             clat_percentiles=0\nslat_percentiles=1\ndescription=everything\n");
+        assert_eq!(j.ioengine, IoEngine::IoUring);
+        assert_eq!(j.filename, vec!["/dev/nvme0n1"]);
+        assert_eq!((j.size, j.filesize, j.offset), (Some(SizeSpec::Percent(50)), Some(1 << 30), SizeSpec::Bytes(4096)));
+        assert_eq!((j.rw, j.rwmixread), (Rw::RandRw, 70));
+        assert_eq!(j.bs, RwPair { read: 4096, write: 65536 });
+        assert_eq!((j.iodepth, j.iodepth_batch_submit, j.iodepth_batch_complete_min, j.numjobs), (32, 8, 4, 2));
+        assert!(j.thread && j.direct && j.time_based && j.norandommap && !j.randrepeat);
+        assert_eq!((j.runtime, j.ramp_time), (Some(Duration::from_secs(10)), Some(Duration::from_millis(500))));
+        assert_eq!((j.number_ios, j.randseed, j.fsync), (Some(1000), Some(42), 8));
+        assert_eq!(j.cpus_allowed, Some(vec![0, 1, 3]));
+        assert!(j.group_reporting && j.stonewall && j.new_group);
+        assert!(j.hipri && j.sqthread_poll && j.fixedbufs && j.registerfiles);
+        assert_eq!(j.sqthread_poll_cpu, Some(1));
+        assert_eq!((j.verify, j.do_verify), (Verify::Crc32c, false));
+        assert_eq!(j.percentile_list, vec![50.0, 99.9]);
+        assert!(j.lat_percentiles && !j.clat_percentiles && j.slat_percentiles);
+        assert_eq!(j.description.as_deref(), Some("everything"));
+        assert_eq!(j.options.len(), 37);
+    }
+
+    #[test]
+    fn comments_blanks_and_bare_keys() {
+        let j = one("; leading comment\n# another\n\n  [job] ; trailing comment\n  bs = 8k   # inline\n\
+             direct\t=\t1\r\n thread \n");
+        assert_eq!(j.bs.read, 8192);
+        assert!(j.direct && j.thread);
+        assert_eq!(j.origin("bs"), Some(&Loc::File { file: "job.fio".into(), line: 5 }));
+        assert_eq!(j.origin("blocksize"), j.origin("bs"));
+        assert_eq!(j.origin("iodepth"), None);
+    }
+
+    #[test]
+    fn globals_apply_to_later_jobs_only() {
+        let set = read("[global]\nbs=8k\n[a]\n[global]\nbs=16k\niodepth=4\n[b]\nbs=32k\n[c]\n").unwrap();
+        let got: Vec<(&str, u64, u32)> = set.jobs.iter().map(|j| (j.name.as_str(), j.bs.read, j.iodepth)).collect();
+        assert_eq!(got, vec![("a", 8192, 1), ("b", 32768, 4), ("c", 16384, 4)]);
+        assert_eq!(set.global_options.len(), 3);
+        assert_eq!(set.jobs[1].options.len(), 1);
+    }
+
+    #[test]
+    fn any_section_starting_with_global_is_global() {
+        let set = read("[global-defaults]\niodepth=8\n[a]\n").unwrap();
+        assert_eq!(set.jobs.len(), 1);
+        assert_eq!(set.jobs[0].iodepth, 8);
+    }
+
+    #[test]
+    fn bs_pairs_keep_or_inherit_each_side() {
+        assert_eq!(one("[j]\nbs=4k,\n").bs, RwPair { read: 4096, write: 4096 });
+        assert_eq!(one("[j]\nbs=,8k\n").bs, RwPair { read: 4096, write: 8192 });
+        assert_eq!(one("[global]\nbs=16k\n[j]\nbs=,8k\n").bs, RwPair { read: 16384, write: 8192 });
+        assert_eq!(one("[j]\nbs=8k,16k,4k\n").bs, RwPair { read: 8192, write: 16384 });
+        assert!(err("[j]\nbs=,\n").contains("bad value ',' for option 'bs'"));
+        assert!(err("[j]\nbs=0\n").contains("option 'bs'"));
+        assert!(err("[j]\nbs=4k,8k,1k,2k\n").contains("option 'bs'"));
+    }
+
+    #[test]
+    fn unknown_options_name_the_file_and_line() {
+        assert_eq!(err("[global]\n\n[j]\nrw=read\nfoo=1\n"), "job.fio:5: unknown option 'foo'");
+        assert_eq!(err("[j]\nbar\n"), "job.fio:2: unknown option 'bar'");
+        assert!(err("[j]\noutput-format=json\n").contains("a command-line option"));
+    }
+
+    #[test]
+    fn bad_values_say_what_was_expected() {
+        let e = err("[j]\n\nbs=4q\n");
+        assert!(e.starts_with("job.fio:3: bad value '4q' for option 'bs': expected a size"), "{e}");
+        let e = err("[j]\nruntime=10x\n");
+        assert!(e.contains("'10x' for option 'runtime': expected a time"), "{e}");
+        assert!(err("[j]\ndirect=yes\n").contains("expected 1 or 0"));
+        assert!(err("[j]\ndirect=\n").contains("option 'direct'"));
+        assert!(err("[j]\niodepth=0\n").contains("at least 1"));
+        assert!(err("[j]\niodepth=5000000000\n").contains("below 2^32"));
+        assert!(err("[j]\nrwmixread=101\n").contains("percentage"));
+        assert!(err("[j]\nsize=0%\n").contains("option 'size'"));
+        assert!(err("[j]\nioengine=spdk\n").contains("one of psync, pvsync"));
+        assert!(err("[j]\nverify=sha256\n").contains("not supported"));
+        assert!(err("[j]\nverify=bogus\n").contains("crc32c, crc32c-intel, md5 or none"));
+        assert!(err("[j]\nioengine=ioswitch\nioswitch_opts=async=warp\n").contains("option 'ioswitch_opts'"));
+        assert_eq!(err("[j]\nbs\n"), "job.fio:2: option 'bs' needs a value (a size such as 4096, 4k, 64m or 1g (k, m, g, t, p: powers of 1024; kib, mib, ...: powers of 1000, as in fio))");
+    }
+
+    #[test]
+    fn rw_patterns_and_rejections() {
+        for (v, rw) in [
+            ("read", Rw::Read),
+            ("write", Rw::Write),
+            ("randread", Rw::RandRead),
+            ("randwrite", Rw::RandWrite),
+            ("rw", Rw::ReadWrite),
+            ("readwrite", Rw::ReadWrite),
+            ("randrw", Rw::RandRw),
+        ] {
+            assert_eq!(one(&format!("[j]\nrw={v}\n")).rw, rw);
+            assert_eq!(one(&format!("[j]\nreadwrite={v}\n")).rw, rw);
+        }
+        assert!(err("[j]\nrw=randread:8\n").contains("':<n>' suffix"));
+        assert!(err("[j]\nrw=trim\n").contains("trim workloads are not supported"));
+        assert!(Rw::RandRw.is_random() && Rw::RandRw.reads() && Rw::RandRw.writes());
+        assert!(!Rw::Write.reads() && !Rw::Read.writes());
+    }
+
+    #[test]
+    fn direct_and_buffered_are_one_setting() {
+        assert!(one("[j]\nbuffered=0\n").direct);
+        assert!(!one("[j]\ndirect=1\nbuffered=1\n").direct);
+    }
+
+    #[test]
+    fn zero_times_and_counts_mean_unset() {
+        let j = one("[j]\nruntime=0\nramp_time=0\nnumber_ios=0\nsize=0\n");
+        assert_eq!((j.runtime, j.ramp_time, j.number_ios, j.size), (None, None, None, None));
+    }
+
+    #[test]
+    fn fio_fixups_of_batch_depths() {
+        let j = one("[j]\niodepth=16\niodepth_batch_submit=0\niodepth_batch_complete_min=64\n");
+        assert_eq!((j.iodepth_batch_submit, j.iodepth_batch_complete_min), (16, 16));
+        let j = one("[j]\niodepth=4\niodepth_batch=32\niodepth_batch_complete=0\n");
+        assert_eq!((j.iodepth_batch_submit, j.iodepth_batch_complete_min), (4, 0));
+    }
+
+    #[test]
+    fn engine_options_need_their_engine() {
+        let e = err("[j]\nioengine=libaio\nfixedbufs\n");
+        assert_eq!(e, "job.fio:3: job 'j': option 'fixedbufs' belongs to ioengine io_uring or io_uring_cmd, but the job uses ioengine=libaio");
+        assert!(one("[j]\nioengine=pvsync2\nhipri\n").hipri);
+        let e = err("[global]\nxnvme_async=io_uring\n[j]\nioengine=psync\n");
+        assert!(e.starts_with("job.fio:2: job 'j': option 'xnvme_async' belongs to ioengine xnvme"), "{e}");
+        let j = one("[j]\nioengine=xnvme\nxnvme_be=linux\nxnvme_async=io_uring_cmd\nxnvme_sync=nvme\nxnvme_admin=nvme\nxnvme_dev_nsid=1\nxnvme_iovec=1\n");
+        assert_eq!(
+            j.xnvme,
+            XnvmeOpts {
+                be: Some("linux".into()),
+                r#async: Some("io_uring_cmd".into()),
+                sync: Some("nvme".into()),
+                admin: Some("nvme".into()),
+                dev_nsid: Some(1),
+                iovec: true
+            }
+        );
+        let j = one("[j]\nioengine=ioswitch\nioswitch_opts=async=io_uring,sqpoll=1\n");
+        let opts = j.ioswitch_opts.unwrap();
+        assert_eq!(opts.r#async, Some(ioswitch::AsyncIface::IoUring));
+        assert!(opts.sqpoll);
+    }
+
+    #[test]
+    fn time_based_needs_a_runtime() {
+        assert_eq!(err("[j]\ntime_based=1\n"), "job.fio:2: job 'j': time_based needs a runtime");
+    }
+
+    #[test]
+    fn structural_errors_are_placed() {
+        assert_eq!(err("bs=4k\n[j]\n"), "job.fio:1: option 'bs' outside of a [section]");
+        assert_eq!(err("[j\n"), "job.fio:1: bad section header '[j': expected [name]");
+        assert_eq!(err("[]\n"), "job.fio:1: bad section header '[]': expected [name]");
+        assert_eq!(err("[j]\n=4k\n"), "job.fio:2: '=4k' has no option name");
+        assert_eq!(err("[global]\nbs=4k\n"), JobError::NoJobs.to_string());
+        assert_eq!(err("include x.fio\n"), "job.fio:1: include outside of a [section]");
+        let e = err("[j]\ninclude /nonexistent/ioswitch-x.fio\n");
+        assert!(e.starts_with("job.fio:2: cannot read included file '/nonexistent/ioswitch-x.fio'"), "{e}");
+    }
+
+    #[test]
+    fn section_selection_keeps_named_jobs_and_all_globals() {
+        let mut r = JobReader::new();
+        r.select_section("b");
+        r.read_str("job.fio", "[a]\nfoo=ignored\n[global]\niodepth=2\n[b]\n[c]\n").unwrap();
+        let set = r.finish().unwrap();
+        let names: Vec<&str> = set.jobs.iter().map(|j| j.name.as_str()).collect();
+        assert_eq!(names, ["b"]);
+        assert_eq!(set.jobs[0].iodepth, 2);
+    }
+
+    #[test]
+    fn later_job_files_start_with_a_stonewall() {
+        let mut r = JobReader::new();
+        r.read_str("one.fio", "[a]\n[b]\n").unwrap();
+        r.read_str("two.fio", "[global]\nbs=8k\n[c]\n[d]\n").unwrap();
+        let set = r.finish().unwrap();
+        let walls: Vec<bool> = set.jobs.iter().map(|j| j.stonewall).collect();
+        assert_eq!(walls, [false, false, true, false]);
+        assert_eq!(set.jobs[2].bs.read, 8192);
+        assert_eq!(set.jobs[3].bs.read, 8192, "globals carry across files");
+        assert_eq!(set.group_ids(), [0, 0, 1, 1]);
+        assert_eq!(set.jobs[2].origin("stonewall"), Some(&Loc::File { file: "two.fio".into(), line: 3 }));
+    }
+
+    #[test]
+    fn groups_start_at_stonewalls_and_new_groups_but_never_empty() {
+        let set = read("[a]\nstonewall\n[b]\n[c]\nnew_group\n[d]\nstonewall\n[e]\n").unwrap();
+        assert_eq!(set.group_ids(), [0, 0, 1, 2, 2]);
+    }
+
+    #[test]
+    fn command_line_jobs_in_fio_spelling() {
+        let mut r = JobReader::new();
+        let files = r
+            .read_args([
+                "--ioengine=libaio",
+                "--direct",
+                "--output-format=json+",
+                "--name=first",
+                "--rw=randread",
+                "--bs",
+                "8k",
+                "--thread",
+                "--name=second",
+                "--iodepth=4",
+                "--time_based",
+                "1",
+                "--runtime=2",
+                "extra.fio",
+                "--output",
+                "out.json",
+            ])
+            .unwrap();
+        assert_eq!(files, [PathBuf::from("extra.fio")]);
+        let set = r.finish().unwrap();
+        assert_eq!(set.output_format, OutputFormat { normal: false, json: true, json_plus: true });
+        assert_eq!(set.output, Some(PathBuf::from("out.json")));
+        let [a, b] = &set.jobs[..] else { panic!("two jobs expected") };
+        assert_eq!(
+            (a.name.as_str(), a.ioengine, a.direct, a.rw, a.bs.read, a.thread),
+            ("first", IoEngine::Libaio, true, Rw::RandRead, 8192, true)
+        );
+        assert_eq!((b.name.as_str(), b.iodepth, b.rw, b.time_based), ("second", 4, Rw::Read, true));
+        assert_eq!(a.origin("bs"), Some(&Loc::Arg { index: 6 }));
+        assert_eq!(set.global_options.len(), 2);
+        assert_eq!(a.options[0].key, "name");
+    }
+
+    #[test]
+    fn command_line_errors_name_the_argument() {
+        let e = JobSet::from_args(["--name=j", "--bogus=1"]).unwrap_err().to_string();
+        assert_eq!(e, "command line argument 2: unknown option 'bogus'");
+        let e = JobSet::from_args(["--name=j", "--bs=4x"]).unwrap_err().to_string();
+        assert!(e.starts_with("command line argument 2: bad value '4x' for option 'bs'"), "{e}");
+        let e = JobSet::from_args(["--name"]).unwrap_err().to_string();
+        assert!(e.starts_with("command line argument 1: option 'name' needs a value"), "{e}");
+        let e = JobSet::from_args(["--output-format=terse", "--name=j"]).unwrap_err().to_string();
+        assert!(e.contains("not supported"), "{e}");
+        assert!(matches!(JobSet::from_args(["--rw=read"]), Err(JobError::NoJobs)));
+        assert!(matches!(JobSet::from_args(["--name=j", "/nonexistent/x.fio"]), Err(JobError::Read { .. })));
+    }
+
+    #[test]
+    fn command_line_sections_and_global_name() {
+        let set = JobSet::from_args(["--section=b", "--name=a", "--iodepth=9", "--name=global", "--bs=8k", "--name=b"])
+            .unwrap();
+        assert_eq!(set.jobs.len(), 1);
+        assert_eq!((set.jobs[0].name.as_str(), set.jobs[0].iodepth, set.jobs[0].bs.read), ("b", 1, 8192));
+    }
+
+    #[test]
+    fn error_at_points_at_the_option_or_the_section() {
+        let j = one("[j]\nioengine=io_uring\nhipri\n");
+        assert_eq!(j.error_at("hipri", "needs poll queues").to_string(), "job.fio:3: job 'j': needs poll queues");
+        assert_eq!(j.error_at("iodepth", "too deep").to_string(), "job.fio:1: job 'j': too deep");
+    }
+
+    #[test]
+    fn name_option_renames_the_job() {
+        assert_eq!(one("[j]\nname=renamed\n").name, "renamed");
+    }
+}

@@ -1,0 +1,494 @@
+//! Running job sets: resolving fio job specs into engine jobs, one thread per job
+//! instance, stonewall phases, and the live status line.
+
+use crate::engine::{self, Job, JobResult, Mode, Progress, Usage};
+use crate::jobfile::{IoEngine, JobSpec, SizeSpec};
+use ioswitch::{AsyncIface, Device, Opts, SyncIface};
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime};
+
+/// A job spec resolved and opened, ready to run `numjobs` instances.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    /// The spec as read.
+    pub spec: JobSpec,
+    /// The resolved job.
+    pub job: Job,
+    /// The open device.
+    pub dev: Device,
+    /// Reporting group.
+    pub groupid: u32,
+}
+
+/// What one job spec did: one result per instance.
+#[derive(Clone, Debug)]
+pub struct JobRun {
+    /// The spec as read.
+    pub spec: JobSpec,
+    /// The resolved job.
+    pub job: Job,
+    /// Reporting group.
+    pub groupid: u32,
+    /// Run phase: jobs of one phase run together; a `stonewall` starts the next.
+    pub phase: u32,
+    /// The async or sync interface that carried the I/O (`io_uring`, `psync`, …).
+    pub interface: String,
+    /// One result per instance (`numjobs`).
+    pub results: Vec<JobResult>,
+    /// Whole-process CPU over the phase this job ran in (helper threads, io_uring
+    /// workers and SQPOLL threads included).
+    pub process: Usage,
+    /// Wall time of that phase, ns.
+    pub phase_ns: u64,
+}
+
+/// A whole run.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// The jobs, in order.
+    pub jobs: Vec<JobRun>,
+    /// When the run started.
+    pub started: SystemTime,
+    /// Whole run, ns.
+    pub wall_ns: u64,
+}
+
+fn err(spec: &JobSpec, option: &str, msg: String) -> String {
+    match spec.origin(option) {
+        Some(loc) => format!("{loc}: job {}: {msg}", spec.name),
+        None => format!("job {}: {msg}", spec.name),
+    }
+}
+
+fn xnvme_async(spec: &JobSpec, name: &str) -> Result<AsyncIface, String> {
+    match name {
+        "io_uring" => Ok(AsyncIface::IoUring),
+        "io_uring_cmd" => Ok(AsyncIface::IoUringCmd),
+        "libaio" => Ok(AsyncIface::Libaio),
+        "posix" => Ok(AsyncIface::Posix),
+        "emu" => Ok(AsyncIface::Emu),
+        "thrpool" => Ok(AsyncIface::Thrpool),
+        "nil" => Ok(AsyncIface::Nil),
+        other => Err(err(
+            spec,
+            "xnvme_async",
+            format!("xnvme_async={other:?} has no ioswitch interface (io_uring, io_uring_cmd, libaio, posix, emu, thrpool, nil)"),
+        )),
+    }
+}
+
+fn xnvme_sync(spec: &JobSpec, name: &str) -> Result<SyncIface, String> {
+    match name {
+        "psync" => Ok(SyncIface::Psync),
+        "nvme" => Ok(SyncIface::Nvme),
+        "block" => Ok(SyncIface::Block),
+        other => {
+            Err(err(spec, "xnvme_sync", format!("xnvme_sync={other:?} has no ioswitch interface (psync, nvme, block)")))
+        }
+    }
+}
+
+/// The library options and mode for a spec's engine.
+pub fn engine_opts(spec: &JobSpec) -> Result<(Opts, Mode), String> {
+    let mut o = match (&spec.ioengine, &spec.ioswitch_opts) {
+        (IoEngine::Ioswitch, Some(o)) => o.clone(),
+        _ => Opts::default(),
+    };
+    let mode = match spec.ioengine {
+        IoEngine::Psync | IoEngine::Pvsync | IoEngine::Pvsync2 | IoEngine::Sync => {
+            o.sync = Some(SyncIface::Psync);
+            Mode::Sync
+        }
+        IoEngine::Libaio => {
+            o.r#async = Some(AsyncIface::Libaio);
+            Mode::Async
+        }
+        IoEngine::IoUring => {
+            o.r#async = Some(AsyncIface::IoUring);
+            Mode::Async
+        }
+        IoEngine::IoUringCmd => {
+            o.r#async = Some(AsyncIface::IoUringCmd);
+            Mode::Async
+        }
+        IoEngine::Posixaio => {
+            o.r#async = Some(AsyncIface::Posix);
+            Mode::Async
+        }
+        IoEngine::Null => {
+            o.r#async = Some(AsyncIface::Nil);
+            Mode::Async
+        }
+        IoEngine::Mmap => {
+            return Err(err(
+                spec,
+                "ioengine",
+                "ioengine=mmap: the memory-mapped interface is not in ioswitch yet".into(),
+            ))
+        }
+        IoEngine::Xnvme => {
+            let x = &spec.xnvme;
+            if let Some(be) = &x.be {
+                if be != "linux" {
+                    return Err(err(
+                        spec,
+                        "xnvme_be",
+                        format!("xnvme_be={be:?}: only the linux backend exists in ioswitch"),
+                    ));
+                }
+            }
+            if let Some(a) = &x.r#async {
+                o.r#async = Some(xnvme_async(spec, a)?);
+            }
+            if let Some(s) = &x.sync {
+                o.sync = Some(xnvme_sync(spec, s)?);
+            }
+            if let Some(a) = &x.admin {
+                o.admin = Some(match a.as_str() {
+                    "nvme" => ioswitch::AdminIface::Nvme,
+                    "block" | "file_as_ns" | "emulated" => ioswitch::AdminIface::Emulated,
+                    other => {
+                        return Err(err(
+                            spec,
+                            "xnvme_admin",
+                            format!("xnvme_admin={other:?} has no ioswitch interface"),
+                        ))
+                    }
+                });
+            }
+            if let Some(n) = x.dev_nsid {
+                o.nsid = Some(n);
+            }
+            Mode::Async
+        }
+        IoEngine::Ioswitch => {
+            if o.r#async.is_none() && o.sync.is_some() {
+                Mode::Sync
+            } else {
+                Mode::Async
+            }
+        }
+    };
+    if spec.direct {
+        o.direct = true;
+    }
+    let uring = o.r#async == Some(AsyncIface::IoUring) || o.r#async == Some(AsyncIface::IoUringCmd);
+    for (on, name) in [
+        (spec.hipri, "hipri"),
+        (spec.sqthread_poll, "sqthread_poll"),
+        (spec.fixedbufs, "fixedbufs"),
+        (spec.registerfiles, "registerfiles"),
+    ] {
+        if on && !uring {
+            return Err(err(spec, name, format!("{name} is an io_uring option; ioengine is {}", spec.ioengine)));
+        }
+    }
+    o.iopoll |= spec.hipri;
+    o.sqpoll |= spec.sqthread_poll;
+    if spec.sqthread_poll_cpu.is_some() {
+        o.sqpoll_cpu = spec.sqthread_poll_cpu;
+    }
+    o.register_buffers |= spec.fixedbufs;
+    o.register_files |= spec.registerfiles;
+    Ok((o, mode))
+}
+
+fn resolve_size(s: SizeSpec, dev_bytes: u64) -> u64 {
+    match s {
+        SizeSpec::Bytes(b) => b,
+        SizeSpec::Percent(p) => dev_bytes / 100 * p as u64,
+    }
+}
+
+/// fio's default file name for a job without `filename`.
+fn default_filename(spec: &JobSpec) -> String {
+    format!("{}.0.0", spec.name)
+}
+
+/// Opens the job's device (creating and laying out a file as fio does) and resolves the
+/// spec into an engine job. `say` receives progress messages ("Laying out IO file").
+pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Result<Prepared, String> {
+    let (mut opts, mode) = engine_opts(spec)?;
+    let filename = match spec.filename.as_slice() {
+        [] if spec.ioengine == IoEngine::Null => {
+            let size = match spec.size {
+                Some(SizeSpec::Bytes(b)) => b,
+                _ => return Err(err(spec, "size", "ioengine=null without a filename needs size=BYTES".into())),
+            };
+            format!("ramdisk:{}", size.max(512).next_multiple_of(512))
+        }
+        [] => default_filename(spec),
+        [one] => one.clone(),
+        more => return Err(err(spec, "filename", format!("{} files: ioswitch runs one file per job", more.len()))),
+    };
+    let is_path = !filename.starts_with("ramdisk:")
+        && ioswitch::uri::parse(&filename).is_ok_and(|t| matches!(t, ioswitch::uri::Target::Path(_)));
+    let path = std::path::Path::new(&filename);
+    let want_file = spec.filesize.or(match spec.size {
+        Some(SizeSpec::Bytes(b)) => Some(
+            b + match spec.offset {
+                SizeSpec::Bytes(o) => o,
+                SizeSpec::Percent(_) => 0,
+            },
+        ),
+        _ => None,
+    });
+    let creating = is_path && !path.exists();
+    let regular = is_path && (creating || path.metadata().map(|m| m.is_file()).unwrap_or(false));
+    if regular {
+        let cur = path.metadata().map(|m| m.len()).unwrap_or(0);
+        match want_file {
+            Some(w) if w > cur => {
+                lay_out(path, cur, w, say).map_err(|e| err(spec, "filename", format!("laying out {filename}: {e}")))?
+            }
+            None if creating => {
+                return Err(err(
+                    spec,
+                    "size",
+                    format!("{filename} does not exist: give size= or filesize= to create it"),
+                ))
+            }
+            _ => {}
+        }
+    }
+    if spec.ioengine == IoEngine::Null && !filename.starts_with("ramdisk:") {
+        opts.sync = None;
+    }
+    let dev = Device::open(&filename, &opts).map_err(|e| err(spec, "filename", e.to_string()))?;
+    let bytes = dev.geometry().bytes;
+    let offset = resolve_size(spec.offset, bytes);
+    let size = spec.size.map(|s| resolve_size(s, bytes));
+    let job = Job {
+        name: spec.name.clone(),
+        filename,
+        opts,
+        mode,
+        rw: spec.rw,
+        rwmixread: spec.rwmixread,
+        bs: [spec.bs.read, spec.bs.write],
+        iodepth: if mode == Mode::Sync { 1 } else { spec.iodepth.max(1) },
+        batch_submit: spec.iodepth_batch_submit.max(1),
+        batch_complete_min: spec.iodepth_batch_complete_min.max(1),
+        offset,
+        size,
+        runtime: spec.runtime,
+        time_based: spec.time_based,
+        ramp: spec.ramp_time.unwrap_or(Duration::ZERO),
+        number_ios: spec.number_ios,
+        norandommap: spec.norandommap,
+        seed: spec.randseed.unwrap_or(if spec.randrepeat { 0x1234_5678 } else { engine::now_ns() }),
+        cpus: spec.cpus_allowed.as_ref().map(|v| v.iter().map(|&c| c as usize).collect()).unwrap_or_default(),
+        fsync: spec.fsync,
+        verify: spec.verify,
+        do_verify: spec.do_verify,
+    };
+    engine::check_job(&job, &dev).map_err(|e| err(spec, "size", e))?;
+    if spec.invalidate && !job.opts.direct && is_path {
+        invalidate(&job.filename, job.offset, size.unwrap_or(bytes - job.offset))
+            .map_err(|e| err(spec, "invalidate", format!("dropping the page cache of {}: {e}", job.filename)))?;
+    }
+    Ok(Prepared { spec: spec.clone(), job, dev, groupid })
+}
+
+/// Drops the page cache of a byte range (fio's `invalidate`), so buffered reads start
+/// from the device; flushes dirty pages first so they can be dropped.
+fn invalidate(path: &str, offset: u64, len: u64) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(path)?;
+    let fd = f.as_raw_fd();
+    // SAFETY: fd is open for the duration of both calls; they take plain integers.
+    let rc = unsafe {
+        libc::fdatasync(fd);
+        libc::posix_fadvise(fd, offset as libc::off_t, len as libc::off_t, libc::POSIX_FADV_DONTNEED)
+    };
+    if rc != 0 {
+        return Err(std::io::Error::from_raw_os_error(rc));
+    }
+    Ok(())
+}
+
+/// Writes data into a file from `from` to `to` bytes, so reads measure real data (fio
+/// lays files out the same way), in 1 MiB chunks.
+fn lay_out(path: &std::path::Path, from: u64, to: u64, say: &mut dyn FnMut(&str)) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    say(&format!("Laying out IO file {} ({} bytes)", path.display(), to));
+    let f = std::fs::OpenOptions::new().create(true).write(true).truncate(false).open(path)?;
+    let mut chunk = vec![0u8; 1 << 20];
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for c in chunk.chunks_mut(8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        c.copy_from_slice(&x.to_le_bytes()[..c.len()]);
+    }
+    let mut pos = from;
+    while pos < to {
+        let n = (to - pos).min(chunk.len() as u64) as usize;
+        f.write_all_at(&chunk[..n], pos)?;
+        pos += n as u64;
+    }
+    f.sync_all()
+}
+
+/// Options of a run.
+#[derive(Clone, Debug, Default)]
+pub struct RunOpts {
+    /// Show the live status line (only on a terminal).
+    pub progress: bool,
+}
+
+fn interface_name(p: &Prepared) -> String {
+    let i = p.dev.interfaces();
+    match p.job.mode {
+        Mode::Sync => i.sync.map(|s| s.as_str()).unwrap_or("none").to_string(),
+        Mode::Async => i.r#async.map(|s| s.as_str()).unwrap_or("none").to_string(),
+    }
+}
+
+/// Runs prepared jobs: consecutive jobs run together; a job with `stonewall` waits for
+/// everything before it (a new phase).
+pub fn run(prepared: Vec<Prepared>, opts: &RunOpts) -> Report {
+    let started = SystemTime::now();
+    let t0 = engine::now_ns();
+    let mut phases: Vec<Vec<Prepared>> = Vec::new();
+    for p in prepared {
+        if phases.is_empty() || p.spec.stonewall {
+            phases.push(Vec::new());
+        }
+        phases.last_mut().expect("a phase").push(p);
+    }
+    let mut jobs = Vec::new();
+    for (i, phase) in phases.into_iter().enumerate() {
+        jobs.extend(run_phase(phase, i as u32, opts));
+    }
+    Report { jobs, started, wall_ns: engine::now_ns() - t0 }
+}
+
+fn run_phase(phase: Vec<Prepared>, phase_no: u32, opts: &RunOpts) -> Vec<JobRun> {
+    let progress = Progress::default();
+    let before = Usage::now(libc::RUSAGE_SELF);
+    let t0 = engine::now_ns();
+    let show = opts.progress && std::io::stderr().is_terminal();
+    let total_threads: u32 = phase.iter().map(|p| p.spec.numjobs.max(1)).sum();
+    let budget: u64 = phase
+        .iter()
+        .filter(|p| !p.job.time_based)
+        .map(|p| p.job.size.unwrap_or(p.dev.geometry().bytes - p.job.offset) * p.spec.numjobs.max(1) as u64)
+        .sum();
+    let longest = phase.iter().filter_map(|p| p.job.runtime.map(|r| r + p.job.ramp)).max();
+    let results: Vec<Vec<JobResult>> = std::thread::scope(|s| {
+        let handles: Vec<Vec<_>> = phase
+            .iter()
+            .map(|p| {
+                (0..p.spec.numjobs.max(1))
+                    .map(|i| {
+                        let progress = &progress;
+                        s.spawn(move || engine::run_job(&p.job, i, &p.dev, progress))
+                    })
+                    .collect()
+            })
+            .collect();
+        if show {
+            status_loop(&handles, &progress, total_threads, budget, longest, t0);
+        }
+        handles
+            .into_iter()
+            .map(|hs| {
+                hs.into_iter()
+                    .enumerate()
+                    .map(|(i, h)| {
+                        h.join().unwrap_or_else(|_| JobResult {
+                            instance: i as u32,
+                            error: libc::EFAULT,
+                            error_msg: Some("the job thread panicked".into()),
+                            ..JobResult::default()
+                        })
+                    })
+                    .collect()
+            })
+            .collect()
+    });
+    let process = Usage::now(libc::RUSAGE_SELF).since(before);
+    let phase_ns = engine::now_ns() - t0;
+    phase
+        .into_iter()
+        .zip(results)
+        .map(|(p, results)| JobRun {
+            interface: interface_name(&p),
+            spec: p.spec,
+            job: p.job,
+            groupid: p.groupid,
+            phase: phase_no,
+            results,
+            process,
+            phase_ns,
+        })
+        .collect()
+}
+
+fn status_loop<T>(
+    handles: &[Vec<std::thread::ScopedJoinHandle<'_, T>>],
+    progress: &Progress,
+    threads: u32,
+    budget: u64,
+    longest: Option<Duration>,
+    t0: u64,
+) {
+    let mut last = (t0, 0u64, 0u64);
+    let mut err = std::io::stderr();
+    loop {
+        std::thread::sleep(Duration::from_millis(500));
+        let running = handles.iter().flatten().filter(|h| !h.is_finished()).count();
+        if running == 0 {
+            let _ = write!(err, "\r\x1b[K");
+            return;
+        }
+        let now = engine::now_ns();
+        let (bytes, ios) = (progress.bytes.load(Ordering::Relaxed), progress.ios.load(Ordering::Relaxed));
+        let dt = (now - last.0).max(1) as f64 / 1e9;
+        let iops = (ios - last.2) as f64 / dt;
+        let bw = (bytes - last.1) as f64 / dt;
+        last = (now, bytes, ios);
+        let elapsed = (now - t0) as f64 / 1e9;
+        let frac = match longest {
+            Some(l) => (elapsed / l.as_secs_f64()).min(1.0),
+            None if budget > 0 => (bytes as f64 / budget as f64).min(1.0),
+            None => 0.0,
+        };
+        let eta = if frac > 0.0 { elapsed / frac - elapsed } else { 0.0 };
+        let _ = write!(
+            err,
+            "\r\x1b[KJobs: {running}/{threads} [{:.1}% done] [{}/s] [{} IOPS] [eta {:02}m:{:02}s]",
+            frac * 100.0,
+            human_bytes(bw),
+            human_count(iops),
+            (eta as u64) / 60,
+            (eta as u64) % 60
+        );
+        let _ = err.flush();
+    }
+}
+
+/// `12.3MiB`, `1.0GiB`.
+pub fn human_bytes(b: f64) -> String {
+    const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b;
+    let mut i = 0;
+    while v >= 1024.0 && i < U.len() - 1 {
+        v /= 1024.0;
+        i += 1;
+    }
+    format!("{v:.1}{}", U[i])
+}
+
+/// `950`, `31.5k`, `1.2M`.
+pub fn human_count(n: f64) -> String {
+    if n >= 1e6 {
+        format!("{:.1}M", n / 1e6)
+    } else if n >= 1e3 {
+        format!("{:.1}k", n / 1e3)
+    } else {
+        format!("{n:.0}")
+    }
+}

@@ -1,0 +1,122 @@
+//! `ioswitch info` and `ioswitch enum`: what a device is, and which devices there are.
+
+use crate::fail::Outcome;
+use crate::output::{self, human, human_exact, serde_name, Format, KeyValues};
+use ioswitch::dev::Listing;
+use ioswitch::{Device, Geometry, Ident, Interfaces, Opts, ZonedModel};
+use serde::Serialize;
+
+/// Everything `info` reports, in the shape JSON and YAML show it.
+#[derive(Serialize)]
+struct InfoReport<'a> {
+    ident: &'a Ident,
+    interfaces: Interfaces,
+    geometry: &'a Geometry,
+    /// The option string the device was opened with (defaults left out).
+    opts: String,
+}
+
+/// Opens `uri` with `opts` and prints its kind, interfaces, geometry and identity.
+pub fn info(uri: &str, opts: &Opts, format: Format) -> Outcome {
+    let dev = Device::open(uri, opts)?;
+    let report = InfoReport {
+        ident: dev.ident(),
+        interfaces: dev.interfaces(),
+        geometry: dev.geometry(),
+        opts: opts.to_string(),
+    };
+    let text = match format {
+        Format::Text => info_text(&report),
+        _ => output::structured(format, &report)?,
+    };
+    output::stdout(&text)
+}
+
+fn or_dash(v: &Option<String>) -> String {
+    v.clone().unwrap_or_else(|| "-".into())
+}
+
+fn limit(n: u32) -> String {
+    if n == 0 {
+        "no limit".into()
+    } else {
+        n.to_string()
+    }
+}
+
+fn info_text(r: &InfoReport) -> String {
+    let (id, g, i) = (r.ident, r.geometry, &r.interfaces);
+    let mut kv = KeyValues::default();
+    kv.top("uri", &id.uri);
+    kv.top("kind", id.kind.as_str());
+    if let Some(p) = &id.path {
+        kv.top("path", p.display().to_string());
+    }
+    kv.top("options", if r.opts.is_empty() { "(defaults)" } else { &r.opts });
+
+    kv.heading("interfaces");
+    kv.item("sync", i.sync.map_or("none".to_string(), |s| s.to_string()));
+    kv.item("async", i.r#async.map_or("none".to_string(), |a| a.to_string()));
+    kv.item("admin", i.admin.to_string());
+    kv.item("mem", i.mem.to_string());
+
+    let lba = g.lba_size as u64;
+    kv.heading("geometry");
+    kv.item("lba size", format!("{} bytes", g.lba_size));
+    kv.item("lba count", g.nlbas.to_string());
+    kv.item("size", human_exact(g.bytes));
+    kv.item("max transfer", human_exact(g.max_transfer));
+    kv.item("dio memory align", format!("{} bytes", g.dio_mem_align));
+    kv.item("dio offset align", format!("{} bytes", g.dio_offset_align));
+    kv.item("zoned", serde_name(&g.zoned));
+    if let Some(z) = &g.zones {
+        kv.item("zone size", format!("{} LBAs ({})", z.zone_size, human(z.zone_size.saturating_mul(lba))));
+        kv.item("zone capacity", format!("{} LBAs ({})", z.zone_capacity, human(z.zone_capacity.saturating_mul(lba))));
+        kv.item("zones", z.nr_zones.to_string());
+        kv.item("max open zones", limit(z.max_open));
+        kv.item("max active zones", limit(z.max_active));
+    }
+
+    kv.heading("identity");
+    kv.item("nsid", id.nsid.to_string());
+    kv.item("driver", or_dash(&id.driver));
+    kv.item("block device", or_dash(&id.block_name));
+    kv.item("model", or_dash(&id.model));
+    kv.item("serial", or_dash(&id.serial));
+    kv.render()
+}
+
+/// What `enum` prints as JSON or YAML.
+#[derive(Serialize)]
+struct EnumReport {
+    devices: Vec<Listing>,
+}
+
+/// Lists the block and NVMe devices of this machine.
+pub fn list(format: Format) -> Outcome {
+    let devices = ioswitch::enumerate()?;
+    let text = match format {
+        Format::Text if devices.is_empty() => "no block or NVMe devices found\n".to_string(),
+        Format::Text => list_text(&devices),
+        _ => output::structured(format, &EnumReport { devices })?,
+    };
+    output::stdout(&text)
+}
+
+fn list_text(devices: &[Listing]) -> String {
+    let rows: Vec<Vec<String>> = devices
+        .iter()
+        .map(|d| {
+            vec![
+                d.path.display().to_string(),
+                serde_name(&d.kind),
+                if d.bytes == 0 { "-".into() } else { human(d.bytes) },
+                if d.lba_size == 0 { "-".into() } else { d.lba_size.to_string() },
+                if d.zoned == ZonedModel::None { "-".into() } else { serde_name(&d.zoned) },
+                or_dash(&d.driver),
+                or_dash(&d.model),
+            ]
+        })
+        .collect();
+    output::table(&["PATH", "KIND", "SIZE", "LBA", "ZONED", "DRIVER", "MODEL"], &rows)
+}

@@ -1,0 +1,595 @@
+//! `ioswitch read` and `ioswitch write`: a request split into commands no larger than the
+//! device's max transfer, run through a queue with several in flight (or one at a time on
+//! the sync interface with `--sync`).
+//!
+//! Everything that can be checked is checked before the first command: the LBA multiple,
+//! the range against the device's size, the chunk size. A request that cannot finish
+//! therefore changes nothing, and `read` creates its output file only once the request is
+//! known to be valid.
+
+use crate::fail::{Failure, Outcome};
+use crate::output::{self, human, human_exact, Format};
+use ioswitch::{Buffer, Cmd, Completion, DevKind, Device, Error, Geometry, Opts, Queue, Rejected};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{self, Read, Write};
+
+/// Largest command the CLI issues unless `--chunk` says otherwise (the device's max
+/// transfer caps it further): big enough to keep any device busy at depth 8, small enough
+/// that the buffers of a deep queue stay a few MiB.
+const DEFAULT_CHUNK: u64 = 1 << 20;
+
+/// Most logical blocks one NVM read or write carries (NLB is 16 bits, 0-based).
+const MAX_NLB: u64 = 65536;
+
+/// Where a request starts, which also picks the command set.
+#[derive(Clone, Copy, Debug)]
+pub enum Start {
+    /// A byte offset: file commands (`Cmd::fs_read` / `Cmd::fs_write`).
+    Offset(u64),
+    /// A logical block: NVM commands (`Cmd::read` / `Cmd::write`).
+    Slba(u64),
+}
+
+/// How much `read` moves.
+#[derive(Clone, Copy, Debug)]
+pub enum Length {
+    /// Bytes.
+    Bytes(u64),
+    /// Logical blocks.
+    Lbas(u64),
+}
+
+/// How the commands are run.
+#[derive(Clone, Copy, Debug)]
+pub struct Transfer {
+    /// One command at a time on the sync interface, instead of a queue.
+    pub sync: bool,
+    /// Commands in flight on the async interface.
+    pub depth: u32,
+    /// Largest command in bytes; `None`: the smaller of 1 MiB and the max transfer.
+    pub chunk: Option<u64>,
+}
+
+/// What a plan needs to know of the device.
+#[derive(Clone, Copy)]
+struct Target<'a> {
+    uri: &'a str,
+    kind: DevKind,
+    nsid: u32,
+    geo: &'a Geometry,
+}
+
+impl<'a> Target<'a> {
+    fn of(dev: &'a Device) -> Target<'a> {
+        Target { uri: dev.uri(), kind: dev.ident().kind, nsid: dev.ident().nsid, geo: dev.geometry() }
+    }
+}
+
+/// A request cut into commands.
+#[derive(Debug)]
+struct Plan {
+    uri: String,
+    kind: DevKind,
+    start: Start,
+    total: u64,
+    chunk: u64,
+    nsid: u32,
+    lba: u64,
+    write: bool,
+}
+
+fn lbas(n: u64) -> &'static str {
+    if n == 1 {
+        "LBA"
+    } else {
+        "LBAs"
+    }
+}
+
+impl Plan {
+    /// Checks the request against the device and cuts it into commands.
+    fn new(dev: &Target, start: Start, total: u64, chunk: Option<u64>, write: bool) -> Outcome<Plan> {
+        let Target { uri, kind, nsid, geo: g } = *dev;
+        let lba = g.lba_size as u64;
+        if lba == 0 || g.max_transfer < lba {
+            return Err(Failure::new(format!(
+                "{uri}: this {kind} has no data geometry (LBA size {lba}, max transfer {}): it carries no reads or writes",
+                g.max_transfer
+            )));
+        }
+        if total == 0 {
+            let what = if write { "the data is empty: nothing to write" } else { "nothing to read: the length is 0" };
+            return Err(Failure::new(what));
+        }
+        let user_chunk = chunk.is_some();
+        let mut chunk = match chunk {
+            Some(c) if c > g.max_transfer => {
+                return Err(Failure::new(format!(
+                    "--chunk {} is larger than the max transfer of {uri}, {}",
+                    human_exact(c),
+                    human_exact(g.max_transfer)
+                )))
+            }
+            Some(c) => c,
+            None => g.max_transfer.min(DEFAULT_CHUNK.max(lba)),
+        };
+        let (first, end, limit, what, unit) = match start {
+            Start::Slba(slba) => {
+                if total % lba != 0 {
+                    let msg = if write {
+                        format!(
+                            "the data is {total} bytes, not a whole number of {lba}-byte LBAs ({} {} and {} bytes): \
+                             --slba writes whole LBAs; pad the data, or write by byte with --offset",
+                            total / lba,
+                            lbas(total / lba),
+                            total % lba
+                        )
+                    } else {
+                        format!(
+                            "--length {total} is not a whole number of {lba}-byte LBAs: \
+                             give --nlb, or read by byte with --offset"
+                        )
+                    };
+                    return Err(Failure::new(msg));
+                }
+                if chunk % lba != 0 {
+                    if user_chunk {
+                        return Err(Failure::new(format!(
+                            "--chunk {chunk} is not a whole number of the {lba}-byte LBAs that --slba moves"
+                        )));
+                    }
+                    chunk -= chunk % lba;
+                }
+                chunk = chunk.min(MAX_NLB * lba);
+                (slba, slba.checked_add(total / lba), g.nlbas, "LBA range", "LBAs")
+            }
+            Start::Offset(offset) => (offset, offset.checked_add(total), g.bytes, "byte range", "bytes"),
+        };
+        let in_range = matches!(end, Some(e) if e <= limit);
+        if !in_range {
+            let e =
+                Error::OutOfRange { dev: uri.into(), what, start: first, end: end.unwrap_or(u64::MAX), limit, unit };
+            let f = Failure::from(e);
+            return Err(if write && kind == DevKind::File {
+                f.hint("writes do not grow a regular file: --opts size=N extends it at open")
+            } else {
+                f
+            });
+        }
+        Ok(Plan { uri: uri.into(), kind, start, total, chunk, nsid, lba, write })
+    }
+
+    fn commands(&self) -> u64 {
+        self.total.div_ceil(self.chunk)
+    }
+
+    /// Bytes of command `i`.
+    fn len(&self, i: u64) -> u64 {
+        self.chunk.min(self.total - i * self.chunk)
+    }
+
+    /// Command `i`. Its block count is 1..=65536 by construction of `chunk`.
+    fn cmd(&self, i: u64) -> Cmd {
+        let (rel, len) = (i * self.chunk, self.len(i));
+        match (self.start, self.write) {
+            (Start::Offset(o), false) => Cmd::fs_read(o + rel, len),
+            (Start::Offset(o), true) => Cmd::fs_write(o + rel, len),
+            (Start::Slba(s), false) => Cmd::read(self.nsid, s + rel / self.lba, (len / self.lba) as u32),
+            (Start::Slba(s), true) => Cmd::write(self.nsid, s + rel / self.lba, (len / self.lba) as u32),
+        }
+    }
+
+    /// Command `i` for messages: `NVM write of LBAs [0, 2048)`.
+    fn describe(&self, i: u64) -> String {
+        let (rel, len) = (i * self.chunk, self.len(i));
+        let name = self.cmd(i).describe();
+        match self.start {
+            Start::Offset(o) => format!("{name} of bytes [{}, {})", o + rel, o + rel + len),
+            Start::Slba(s) => {
+                let first = s + rel / self.lba;
+                format!("{name} of LBAs [{first}, {})", first + len / self.lba)
+            }
+        }
+    }
+
+    /// Checks a finished command: its status, and for devices whose interfaces report
+    /// bytes moved, that all of them moved.
+    fn check(&self, i: u64, status: ioswitch::Status, result: u64) -> Outcome {
+        if !status.is_ok() {
+            return Err(self.failed(i, status));
+        }
+        let len = self.len(i);
+        if matches!(self.kind, DevKind::File | DevKind::Block | DevKind::Ramdisk) && result != len {
+            return Err(Failure::new(format!("{}: {} moved {result} of {len} bytes", self.uri, self.describe(i))));
+        }
+        Ok(())
+    }
+
+    /// The error of command `i` that finished with `status`.
+    fn failed(&self, i: u64, status: ioswitch::Status) -> Failure {
+        Error::Command { dev: self.uri.clone(), what: self.describe(i), status }.into()
+    }
+
+    /// The size of the buffers: one command's worth, or the whole request when smaller.
+    fn buffer_len(&self) -> Outcome<usize> {
+        usize::try_from(self.chunk.min(self.total))
+            .map_err(|_| Failure::new(format!("a {}-byte buffer does not fit in memory", self.chunk)))
+    }
+}
+
+/// What happens to each command's data on either side of the device.
+trait Side {
+    /// Puts command `i`'s data into `buf` before it is submitted (writes).
+    fn fill(&mut self, i: u64, buf: &mut [u8]) -> Outcome;
+    /// Takes command `i`'s buffer, `len` bytes of it valid, once it has completed; hands
+    /// buffers it is done with back to `free`.
+    fn done(&mut self, i: u64, len: usize, buf: Buffer, free: &mut Vec<Buffer>) -> Outcome;
+}
+
+/// Runs the plan through a queue, up to its capacity in flight.
+fn run_async(dev: &Device, q: &mut Queue, plan: &Plan, side: &mut dyn Side) -> Outcome {
+    let n = plan.commands();
+    let slots = u64::from(q.capacity()).min(n);
+    let buf_len = plan.buffer_len()?;
+    let mut free = Vec::new();
+    for _ in 0..slots {
+        free.push(dev.alloc(buf_len)?);
+    }
+    let lost = || Failure::new(format!("{}: the queue did not hand a buffer back", plan.uri));
+    // A command the queue refused as Busy, kept (data filled) until a slot frees.
+    let mut staged: Option<(u64, Buffer)> = None;
+    let mut reaped: Vec<Completion> = Vec::with_capacity(slots as usize);
+    let (mut next, mut finished) = (0u64, 0u64);
+    while finished < n {
+        loop {
+            let (i, buf) = match staged.take() {
+                Some(s) => s,
+                None if next < n => {
+                    let Some(mut buf) = free.pop() else { break };
+                    side.fill(next, &mut buf[..plan.len(next) as usize])?;
+                    next += 1;
+                    (next - 1, buf)
+                }
+                None => break,
+            };
+            match q.submit(&plan.cmd(i), buf.into(), i) {
+                Ok(()) => {}
+                Err(Rejected { error: Error::Busy { .. }, data }) => {
+                    staged = Some((i, data.into_one().ok_or_else(lost)?));
+                    break;
+                }
+                Err(r) => return Err(r.into()),
+            }
+        }
+        if q.outstanding() == 0 {
+            return Err(Failure::new(format!(
+                "{}: the {} queue took no command and has none in flight",
+                plan.uri,
+                q.interface()
+            )));
+        }
+        q.wait(1, |c| reaped.push(c))?;
+        for c in reaped.drain(..) {
+            let i = c.tag;
+            if i >= n {
+                return Err(Failure::new(format!("{}: a completion came back with unknown tag {i}", plan.uri)));
+            }
+            plan.check(i, c.status, c.result)?;
+            let buf = c.data.into_one().ok_or_else(lost)?;
+            side.done(i, plan.len(i) as usize, buf, &mut free)?;
+            finished += 1;
+        }
+    }
+    Ok(())
+}
+
+/// Runs the plan one command at a time on the sync interface.
+fn run_sync(dev: &Device, plan: &Plan, side: &mut dyn Side) -> Outcome {
+    let mut free = vec![dev.alloc(plan.buffer_len()?)?];
+    for i in 0..plan.commands() {
+        let mut buf = free.pop().ok_or_else(|| Failure::new("the output kept every buffer"))?;
+        let len = plan.len(i) as usize;
+        side.fill(i, &mut buf[..len])?;
+        let result = match dev.pass(&plan.cmd(i), std::slice::from_mut(&mut buf)) {
+            Ok(r) => r,
+            Err(Error::Command { status, .. }) => return Err(plan.failed(i, status)),
+            Err(e) => return Err(e.into()),
+        };
+        plan.check(i, ioswitch::Status::OK, result)?;
+        side.done(i, len, buf, &mut free)?;
+    }
+    Ok(())
+}
+
+/// What a finished `read` or `write` reports.
+#[derive(Serialize)]
+struct Summary {
+    op: &'static str,
+    uri: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    offset: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    slba: Option<u64>,
+    bytes: u64,
+    commands: u64,
+    chunk: u64,
+    interface: String,
+    mode: &'static str,
+    depth: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    syscalls: Option<u64>,
+}
+
+impl Summary {
+    fn text(&self) -> String {
+        let (verb, prep) = if self.op == "write" { ("wrote", "to") } else { ("read", "from") };
+        let at = match (self.offset, self.slba) {
+            (_, Some(s)) => format!("LBA {s}"),
+            (o, None) => format!("byte offset {}", o.unwrap_or(0)),
+        };
+        let how = match self.syscalls {
+            Some(s) => format!("async, depth {}, {s} syscalls", self.depth),
+            None => "sync".into(),
+        };
+        format!(
+            "ioswitch: {verb} {} {prep} {} at {at}: {} {} of up to {} via {} ({how})",
+            human_exact(self.bytes),
+            self.uri,
+            self.commands,
+            if self.commands == 1 { "command" } else { "commands" },
+            human(self.chunk),
+            self.interface
+        )
+    }
+}
+
+/// Runs the plan on the interface `t` asks for and returns the summary.
+fn execute(dev: &Device, plan: &Plan, t: &Transfer, side: &mut dyn Side) -> Outcome<Summary> {
+    let ifaces = dev.interfaces();
+    let no_iface =
+        |role: &str| Failure::new(format!("{} is a {}: it has no {role} interface", dev.uri(), dev.ident().kind));
+    let (interface, mode, depth, syscalls) = if t.sync {
+        let name = ifaces.sync.ok_or_else(|| no_iface("sync"))?.to_string();
+        run_sync(dev, plan, side)?;
+        (name, "sync", 1, None)
+    } else {
+        ifaces.r#async.ok_or_else(|| no_iface("async"))?;
+        let depth = u64::from(t.depth).min(plan.commands()) as u32;
+        let mut q = dev.queue(depth)?;
+        run_async(dev, &mut q, plan, side)?;
+        (q.interface().to_string(), "async", depth, Some(q.stats().syscalls))
+    };
+    let (offset, slba) = match plan.start {
+        Start::Offset(o) => (Some(o), None),
+        Start::Slba(s) => (None, Some(s)),
+    };
+    Ok(Summary {
+        op: if plan.write { "write" } else { "read" },
+        uri: plan.uri.clone(),
+        offset,
+        slba,
+        bytes: plan.total,
+        commands: plan.commands(),
+        chunk: plan.chunk.min(plan.total),
+        interface,
+        mode,
+        depth,
+        syscalls,
+    })
+}
+
+/// Prints the summary: on stderr as text, on stdout as JSON/YAML unless stdout carries
+/// the data.
+fn report(summary: &Summary, format: Format, stdout_has_data: bool) -> Outcome {
+    match format {
+        Format::Text => {
+            output::stderr_line(&summary.text());
+            Ok(())
+        }
+        _ => {
+            let text = output::structured(format, summary)?;
+            if stdout_has_data {
+                output::stderr_line(text.trim_end());
+                Ok(())
+            } else {
+                output::stdout(&text)
+            }
+        }
+    }
+}
+
+/// The data of a write: a regular file is streamed (its size is known up front); standard
+/// input and pipes are read whole first, so the request is checked before any command.
+struct Input {
+    name: String,
+    reader: Box<dyn Read>,
+    len: u64,
+}
+
+fn open_input(path: &str) -> Outcome<Input> {
+    if path == "-" {
+        let mut data = Vec::new();
+        io::stdin().lock().read_to_end(&mut data).map_err(|e| Failure::io("reading standard input", e))?;
+        let len = data.len() as u64;
+        return Ok(Input { name: "standard input".into(), reader: Box::new(io::Cursor::new(data)), len });
+    }
+    let name = format!("--data {path}");
+    let mut file = File::open(path).map_err(|e| Failure::io(&name, e))?;
+    let md = file.metadata().map_err(|e| Failure::io(&name, e))?;
+    if md.is_file() {
+        return Ok(Input { name, reader: Box::new(file), len: md.len() });
+    }
+    if md.is_dir() {
+        return Err(Failure::new(format!("{name}: is a directory")));
+    }
+    let mut data = Vec::new();
+    file.read_to_end(&mut data).map_err(|e| Failure::io(&name, e))?;
+    let len = data.len() as u64;
+    Ok(Input { name, reader: Box::new(io::Cursor::new(data)), len })
+}
+
+struct WriteSide {
+    input: Input,
+}
+
+impl Side for WriteSide {
+    fn fill(&mut self, _i: u64, buf: &mut [u8]) -> Outcome {
+        let inp = &mut self.input;
+        inp.reader.read_exact(buf).map_err(|e| {
+            if e.kind() == io::ErrorKind::UnexpectedEof {
+                Failure::new(format!(
+                    "{} ended before its {} bytes (did it shrink while being read?)",
+                    inp.name, inp.len
+                ))
+            } else {
+                Failure::io(&inp.name, e)
+            }
+        })
+    }
+
+    fn done(&mut self, _i: u64, _len: usize, buf: Buffer, free: &mut Vec<Buffer>) -> Outcome {
+        free.push(buf);
+        Ok(())
+    }
+}
+
+/// `ioswitch write`: writes `data` (a file, or `-` for standard input) at `start`.
+pub fn write(uri: &str, opts: &Opts, start: Start, data: &str, t: &Transfer, format: Format) -> Outcome {
+    let dev = Device::open(uri, opts)?;
+    let input = open_input(data)?;
+    let plan = Plan::new(&Target::of(&dev), start, input.len, t.chunk, true)?;
+    let summary = execute(&dev, &plan, t, &mut WriteSide { input })?;
+    report(&summary, format, false)
+}
+
+/// Writes completed reads out in request order, whatever order they complete in.
+struct ReadSide<W: Write> {
+    name: String,
+    out: W,
+    next: u64,
+    parked: BTreeMap<u64, (usize, Buffer)>,
+}
+
+impl<W: Write> Side for ReadSide<W> {
+    fn fill(&mut self, _i: u64, _buf: &mut [u8]) -> Outcome {
+        Ok(())
+    }
+
+    fn done(&mut self, i: u64, len: usize, buf: Buffer, free: &mut Vec<Buffer>) -> Outcome {
+        self.parked.insert(i, (len, buf));
+        while let Some((len, buf)) = self.parked.remove(&self.next) {
+            self.out.write_all(&buf[..len]).map_err(|e| Failure::io(&self.name, e))?;
+            free.push(buf);
+            self.next += 1;
+        }
+        Ok(())
+    }
+}
+
+/// `ioswitch read`: reads `length` at `start` into `out` (a file, or `-` for standard
+/// output).
+pub fn read(uri: &str, opts: &Opts, start: Start, length: Length, out: &str, t: &Transfer, format: Format) -> Outcome {
+    let dev = Device::open(uri, opts)?;
+    let total = match length {
+        Length::Bytes(b) => b,
+        Length::Lbas(n) => n.checked_mul(dev.geometry().lba_size as u64).ok_or_else(|| {
+            Failure::new(format!("--nlb {n} LBAs of {} bytes is more bytes than exist", dev.geometry().lba_size))
+        })?,
+    };
+    let plan = Plan::new(&Target::of(&dev), start, total, t.chunk, false)?;
+    let to_stdout = out == "-";
+    let (name, sink): (String, Box<dyn Write>) = if to_stdout {
+        ("writing to standard output".into(), Box::new(io::stdout().lock()))
+    } else {
+        let name = format!("--out {out}");
+        let file = File::create(out).map_err(|e| Failure::io(&name, e))?;
+        (name, Box::new(file))
+    };
+    let mut side = ReadSide { name, out: sink, next: 0, parked: BTreeMap::new() };
+    let summary = execute(&dev, &plan, t, &mut side)?;
+    side.out.flush().map_err(|e| Failure::io(&side.name, e))?;
+    report(&summary, format, to_stdout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ioswitch::ZonedModel;
+
+    fn geometry(lba_size: u32, nlbas: u64, max_transfer: u64) -> Geometry {
+        Geometry {
+            lba_size,
+            nlbas,
+            bytes: nlbas * lba_size as u64,
+            max_transfer,
+            dio_mem_align: 512,
+            dio_offset_align: 512,
+            zoned: ZonedModel::None,
+            zones: None,
+        }
+    }
+
+    fn plan(g: &Geometry, start: Start, total: u64, chunk: Option<u64>) -> Outcome<Plan> {
+        Plan::new(&Target { uri: "dev", kind: DevKind::Block, nsid: 1, geo: g }, start, total, chunk, true)
+    }
+
+    #[test]
+    fn nvm_commands_cover_the_request_in_order_with_at_most_65536_blocks() {
+        let g = geometry(512, 1 << 30, 1 << 30);
+        let p = plan(&g, Start::Slba(10), 100 << 20, Some(64 << 20)).unwrap();
+        assert_eq!(p.chunk, 65536 * 512, "NLB caps a command below the max transfer");
+        assert_eq!(p.commands(), 4);
+        let mut next = 10;
+        for i in 0..p.commands() {
+            let c = p.cmd(i);
+            assert!(c.sqe.nlb() <= 65536);
+            assert_eq!(c.sqe.slba(), next);
+            next += c.sqe.nlb() as u64;
+        }
+        assert_eq!(next, 10 + (100 << 20) / 512);
+    }
+
+    #[test]
+    fn file_commands_split_at_the_max_transfer_and_keep_the_tail() {
+        let g = geometry(512, 1 << 20, 128 << 10);
+        let p = plan(&g, Start::Offset(7), 300_000, None).unwrap();
+        assert_eq!((p.chunk, p.commands()), (128 << 10, 3));
+        assert_eq!(p.cmd(2).fs_offset(), 7 + 2 * (128 << 10));
+        assert_eq!(p.cmd(2).fs_len(), 300_000 - 2 * (128 << 10));
+        assert_eq!(p.describe(0), "file write of bytes [7, 131079)");
+    }
+
+    #[test]
+    fn requests_that_cannot_run_are_refused_before_any_command() {
+        let g = geometry(4096, 256, 1 << 20);
+        let e = plan(&g, Start::Slba(0), 6000, None).unwrap_err().to_string();
+        assert!(e.contains("6000 bytes") && e.contains("4096-byte LBAs") && e.contains("1 LBA and"), "{e}");
+        let e = plan(&g, Start::Slba(250), 8 * 4096, None).unwrap_err().to_string();
+        assert!(e.contains("[250, 258)") && e.contains("256"), "{e}");
+        let e = plan(&g, Start::Offset(u64::MAX - 1), 4096, None).unwrap_err().to_string();
+        assert!(e.contains("out of range"), "{e}");
+        let e = plan(&g, Start::Slba(0), 8192, Some(6000)).unwrap_err().to_string();
+        assert!(e.contains("--chunk 6000"), "{e}");
+        let e = plan(&g, Start::Offset(0), 8192, Some(2 << 20)).unwrap_err().to_string();
+        assert!(e.contains("max transfer"), "{e}");
+        assert!(plan(&g, Start::Offset(0), 0, None).is_err());
+        let none = geometry(512, 0, 0);
+        let e = plan(&none, Start::Offset(0), 512, None).unwrap_err().to_string();
+        assert!(e.contains("no data geometry"), "{e}");
+    }
+
+    #[test]
+    fn reads_are_written_out_in_request_order_whatever_order_they_finish_in() {
+        let mut side = ReadSide { name: "test".into(), out: Vec::new(), next: 0, parked: BTreeMap::new() };
+        let mut free = Vec::new();
+        for i in [2u8, 0, 3, 1] {
+            let b = Buffer::from_slice(&[i; 4], 8).unwrap();
+            side.done(i as u64, if i == 3 { 2 } else { 4 }, b, &mut free).unwrap();
+        }
+        assert_eq!(side.out, [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3]);
+        assert_eq!(free.len(), 4, "every buffer is free again");
+        assert!(side.parked.is_empty());
+    }
+}

@@ -1,0 +1,403 @@
+//! `ioswitch bench` driven as a fio user drives it: fio's arguments and job files in,
+//! fio's JSON and text out, exit status 1 when a job fails. fio itself is the oracle for
+//! the JSON layout and (loosely) for the numbers; tests that need it say so and pass
+//! without it when it is not installed (`./scripts/test` installs it).
+//!
+//! The tests take one lock each so that they run one at a time: two of them compare
+//! throughput, which other tests running beside them on a 2-CPU machine would distort.
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard};
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A scratch directory for one test, removed when the test ends.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(test: &str) -> Scratch {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("bench-{test}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).expect("create scratch directory");
+        Scratch(dir)
+    }
+    fn path(&self, name: &str) -> String {
+        self.0.join(name).to_string_lossy().into_owned()
+    }
+    /// A file of `len` bytes that are not all the same.
+    fn data_file(&self, name: &str, len: usize) -> String {
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        let bytes: Vec<u8> = (0..len / 8)
+            .flat_map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x.to_le_bytes()
+            })
+            .collect();
+        let p = self.path(name);
+        fs::write(&p, bytes).expect("write data file");
+        p
+    }
+    fn text_file(&self, name: &str, text: &str) -> String {
+        let p = self.path(name);
+        fs::write(&p, text).expect("write job file");
+        p
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn run(program: &str, args: &[&str]) -> Output {
+    Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"))
+}
+
+fn bench(args: &[&str]) -> Output {
+    let mut all = vec!["bench"];
+    all.extend_from_slice(args);
+    run(env!("CARGO_BIN_EXE_ioswitch"), &all)
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Runs `ioswitch bench ARGS` that must succeed, and parses its JSON.
+fn bench_json(args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.extend(["--output-format=json", "--no-progress"]);
+    let o = bench(&all);
+    assert!(o.status.success(), "ioswitch bench {all:?} failed ({}):\n{}", o.status, text(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", text(&o.stdout)))
+}
+
+/// Whether fio runs here; says why a test is skipped when it does not.
+fn have_fio(test: &str) -> bool {
+    match Command::new("fio").arg("--version").output() {
+        Ok(o) if o.status.success() => true,
+        _ => {
+            eprintln!("skipping {test}: fio is not on PATH (./scripts/test installs it with apt)");
+            false
+        }
+    }
+}
+
+fn fio_json(args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.push("--output-format=json");
+    let o = run("fio", &all);
+    assert!(o.status.success(), "fio {all:?} failed ({}):\n{}", o.status, text(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("fio's output is not JSON ({e}):\n{}", text(&o.stdout)))
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_f64() => "float",
+        Value::Number(_) => "integer",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Every key path under `v` with its JSON type; the keys of percentile lists and
+/// histogram bins are values (they depend on the data) and are left out.
+fn key_types(v: &Value, path: &str, out: &mut BTreeMap<String, &'static str>) {
+    match v {
+        Value::Object(map) => {
+            for (k, child) in map {
+                let p = format!("{path}/{k}");
+                out.insert(p.clone(), kind(child));
+                if k != "percentile" && k != "bins" {
+                    key_types(child, &p, out);
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (i, child) in items.iter().enumerate() {
+                key_types(child, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+const TWO_JOBS: &str = "\
+[global]
+filename={file}
+size=16m
+bs=4k
+rw=randread
+
+[uring]
+ioengine=io_uring
+iodepth=4
+
+[sync]
+stonewall
+ioengine=psync
+rw=randrw
+";
+
+#[test]
+fn json_has_every_key_fio_emits_with_fios_types() {
+    let _one = serial();
+    if !have_fio("json_has_every_key_fio_emits_with_fios_types") {
+        return;
+    }
+    let s = Scratch::new("keys");
+    let file = s.data_file("data", 16 << 20);
+    let job = s.text_file("two.fio", &TWO_JOBS.replace("{file}", &file));
+    let fio = fio_json(&[&job]);
+    let ours = bench_json(&[&job]);
+    let (mut theirs, mut mine) = (BTreeMap::new(), BTreeMap::new());
+    key_types(&fio, "", &mut theirs);
+    key_types(&ours, "", &mut mine);
+    // fio's disk_util holds the block device's own counters (/sys/block/*/stat), which
+    // ioswitch does not collect; fio leaves it out too where it finds no disk.
+    theirs.retain(|k, _| !k.starts_with("/disk_util"));
+    let mut wrong = Vec::new();
+    for (k, t) in &theirs {
+        match mine.get(k) {
+            None => wrong.push(format!("missing {k} ({t})")),
+            Some(m) if m != t => wrong.push(format!("{k}: fio has {t}, ioswitch has {m}")),
+            Some(_) => {}
+        }
+    }
+    // The layout is fio 3.33's (Debian's fio); another fio version may add keys.
+    if fio["fio version"] != "fio-3.33" && !wrong.is_empty() {
+        eprintln!("note: {} is not fio-3.33; differences not checked:\n{}", fio["fio version"], wrong.join("\n"));
+        wrong.clear();
+    }
+    assert!(wrong.is_empty(), "{} differences:\n{}", wrong.len(), wrong.join("\n"));
+    // The per-direction objects were compared; make sure there was something in them.
+    assert!(theirs.contains_key("/jobs[1]/write/clat_ns/percentile"));
+    assert!(mine.contains_key("/jobs[0]/read/slat_ns/N") && mine.contains_key("/jobs[0]/ioswitch/syscalls_per_io"));
+    assert_eq!(ours["jobs"][0]["jobname"], "uring");
+    assert_eq!(ours["jobs"][1]["groupid"], 1, "a stonewall starts a new group, as in fio");
+    assert_eq!(ours["jobs"][0]["job options"], fio["jobs"][0]["job options"]);
+    assert_eq!(ours["global options"], fio["global options"]);
+    assert_eq!(ours["jobs"][0]["ioswitch"]["interface"], "io_uring");
+    assert_eq!(ours["jobs"][1]["ioswitch"]["interface"], "psync");
+    assert_eq!(ours["jobs"][0]["read"]["total_ios"], 4096);
+}
+
+/// Best IOPS of `rounds` runs of each, interleaved (fio, ioswitch, fio, …).
+fn best_iops(rounds: usize, fio_args: &[&str], our_args: &[&str]) -> (f64, f64) {
+    let iops = |v: &Value| v["jobs"][0]["read"]["iops"].as_f64().expect("read.iops");
+    let (mut fio, mut ours) = (0f64, 0f64);
+    for _ in 0..rounds {
+        fio = fio.max(iops(&fio_json(fio_args)));
+        ours = ours.max(iops(&bench_json(our_args)));
+    }
+    (fio, ours)
+}
+
+#[test]
+fn iops_are_close_to_fios_on_the_same_job() {
+    let _one = serial();
+    if !have_fio("iops_are_close_to_fios_on_the_same_job") {
+        return;
+    }
+    let s = Scratch::new("iops");
+    let file = s.data_file("data", 16 << 20);
+    let filename = format!("--filename={file}");
+    // 64 KiB page-cache reads: the copy dominates, so an unoptimized test build of
+    // ioswitch still measures what fio measures. fio drops the file's pages before a job
+    // (invalidate=1, its default; ioswitch has no such option yet): keep them for both.
+    let common = [
+        "--name=cmp",
+        filename.as_str(),
+        "--size=16m",
+        "--bs=64k",
+        "--rw=randread",
+        "--ioengine=psync",
+        "--runtime=700ms",
+        "--time_based",
+    ];
+    let mut fio_args = common.to_vec();
+    fio_args.push("--invalidate=0");
+    let (fio, ours) = best_iops(2, &fio_args, &common);
+    let ratio = ours / fio;
+    eprintln!("64 KiB random reads, psync: ioswitch {ours:.0} IOPS, fio {fio:.0} IOPS, ratio {ratio:.2}");
+    assert!((0.5..=2.0).contains(&ratio), "IOPS: ioswitch {ours:.0}, fio {fio:.0}: ratio {ratio:.2} outside 0.5..2");
+}
+
+fn flip_byte(path: &str, offset: u64) {
+    let f = fs::OpenOptions::new().read(true).write(true).open(path).expect("open data file");
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, offset).expect("read a byte");
+    b[0] ^= 0x5A;
+    f.write_all_at(&b, offset).expect("write a byte");
+    f.sync_all().expect("sync");
+}
+
+#[test]
+fn verify_passes_on_good_data_and_names_the_offset_of_a_bad_block() {
+    let _one = serial();
+    let s = Scratch::new("verify");
+    let file = s.path("v.dat");
+    let filename = format!("--filename={file}");
+    let f = filename.as_str();
+    for (rw, kind) in [("write", "crc32c"), ("randwrite", "md5")] {
+        let (rw, verify) = (format!("--rw={rw}"), format!("--verify={kind}"));
+        let v = bench_json(&["--name=wv", f, "--size=1m", "--bs=4k", &rw, &verify]);
+        let job = &v["jobs"][0];
+        assert_eq!(job["error"], 0, "{job}");
+        assert_eq!(job["write"]["total_ios"], 256);
+        assert_eq!(job["ioswitch"]["verified_blocks"], 256, "{kind}: every written block read back");
+    }
+    // Write with checksums but no verify pass; check with a separate read job.
+    let v = bench_json(&["--name=w", f, "--size=1m", "--bs=4k", "--rw=write", "--verify=crc32c", "--do_verify=0"]);
+    assert_eq!(v["jobs"][0]["ioswitch"]["verified_blocks"], 0);
+    let read_job = ["--name=r", f, "--size=1m", "--bs=4k", "--rw=read", "--verify=crc32c", "--no-progress"];
+    let v = bench_json(&read_job);
+    assert_eq!(v["jobs"][0]["ioswitch"]["verified_blocks"], 256, "a read job with verify= checks the region");
+    flip_byte(&file, 3 * 4096 + 100);
+    let o = bench(&read_job);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "a bad block fails the run:\n{err}");
+    assert!(err.contains("offset 12288") && err.contains("crc32c"), "{err}");
+    assert!(text(&o.stdout).contains("r: (groupid=0, jobs=1): err="), "the report is still printed");
+}
+
+#[test]
+fn an_unknown_option_names_itself_and_its_line() {
+    let _one = serial();
+    let s = Scratch::new("unknown");
+    let job = s.text_file("bad.fio", "[global]\nsize=1m\n[j]\nrw=read\nbogus_option=1\n");
+    let o = bench(&[&job]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("bogus_option") && err.contains(&format!("{job}:5")), "{err}");
+    // On the command line the place is the argument as typed (our own options counted).
+    let o = bench(&["--no-progress", "--name=j", "--size=1m", "--bogus_option=1"]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("bogus_option") && err.contains("argument 4"), "{err}");
+    // Nothing runs and nothing is created.
+    assert!(!Path::new("j.0.0").exists());
+}
+
+#[test]
+fn async_latencies_add_up_and_text_is_fio_like() {
+    let _one = serial();
+    let s = Scratch::new("async");
+    let file = s.data_file("data", 4 << 20);
+    let filename = format!("--filename={file}");
+    let args =
+        ["--name=a", filename.as_str(), "--size=4m", "--bs=4k", "--rw=randread", "--ioengine=io_uring", "--iodepth=8"];
+    let v = bench_json(&args);
+    let read = &v["jobs"][0]["read"];
+    let stat = |lat: &str, k: &str| read[lat][k].as_f64().unwrap_or_else(|| panic!("{lat}.{k} in {read}"));
+    let n = stat("lat_ns", "N");
+    assert_eq!(n, 1024.0);
+    assert_eq!((stat("slat_ns", "N"), stat("clat_ns", "N")), (n, n));
+    let (slat, clat, lat) = (stat("slat_ns", "mean"), stat("clat_ns", "mean"), stat("lat_ns", "mean"));
+    // Every lat sample is its slat plus its clat; the means differ only by rounding.
+    assert!((lat - slat - clat).abs() <= 1e-6 * lat, "slat {slat} + clat {clat} != lat {lat}");
+    assert!(stat("lat_ns", "min") >= stat("clat_ns", "min") && stat("lat_ns", "max") >= stat("clat_ns", "max"));
+    // The same job in the default (text) format.
+    let mut targs = args.to_vec();
+    targs.push("--no-progress");
+    let o = bench(&targs);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    for want in [
+        "a: (g=0): rw=randread, bs=(R) 4096B-4096B",
+        "a: (groupid=0, jobs=1): err= 0: pid=",
+        "  read: IOPS=",
+        "    slat (",
+        "    clat (",
+        "     lat (",
+        "    clat percentiles (",
+        "  cpu          : usr=",
+        "  IO depths    : 1=",
+        "     issued rwts: total=1024,0,0,0",
+        "  ioswitch     : interface=io_uring, syscalls=",
+        "Run status group 0 (all jobs):\n   READ: bw=",
+    ] {
+        assert!(out.contains(want), "no {want:?} in:\n{out}");
+    }
+}
+
+#[test]
+fn the_default_run_compares_every_interface_in_one_table() {
+    let _one = serial();
+    let o = bench(&[]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    for iface in ["psync", "io_uring", "libaio", "posix", "thrpool", "emu", "nil"] {
+        assert!(out.lines().any(|l| l.starts_with(iface)), "no row for {iface}:\n{out}");
+    }
+    assert!(out.contains("syscalls/IO") && out.contains("p99"), "{out}");
+}
+
+#[test]
+fn compare_sweep_and_overhead_run_and_name_bad_input() {
+    let _one = serial();
+    let s = Scratch::new("nested");
+    let f = s.data_file("f", 4 << 20);
+    let job = [
+        "--name=j",
+        &format!("--filename={f}"),
+        "--size=4m",
+        "--rw=randread",
+        "--bs=4k",
+        "--runtime=100ms",
+        "--time_based",
+    ];
+    let mut args = vec!["compare", "--engines", "emu,nil", "--reps", "1", "--output-format", "json"];
+    args.extend(job);
+    let o = bench(&args);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("compare JSON parses");
+    assert!(v.to_string().contains("\"emu\"") && v.to_string().contains("\"nil\""), "{v}");
+
+    let out = s.path("sweep");
+    let mut args = vec!["sweep", "--engines", "emu,nil", "--qd", "1,4", "--bs", "4k,8k", "--out", &out];
+    args.extend(job);
+    let o = bench(&args);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    for name in ["sweep.csv", "sweep.json", "lat-vs-qd.svg", "lat-vs-bs.svg", "iops-vs-qd.svg"] {
+        assert!(Path::new(&out).join(name).exists(), "{name} missing");
+    }
+    let csv = fs::read_to_string(Path::new(&out).join("sweep.csv")).unwrap();
+    assert!(csv.lines().count() > 4, "{csv}");
+
+    let o = bench(&["overhead", "--engines", "nil", "--qd", "1", "--bs", "4k", "--reps", "2", "--run-ms", "5"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("nil"), "{}", text(&o.stdout));
+
+    let o = bench(&["compare", "--engines", "io_uring,warp_drive"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("warp_drive"), "{}", text(&o.stderr));
+    let o = bench(&["sweep", "--qd", "0"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("queue depth"), "{}", text(&o.stderr));
+    let o = bench(&["overhead", "--help"]);
+    assert!(o.status.success() && text(&o.stdout).contains("raw loop"), "{}", text(&o.stdout));
+    let o = bench(&["--help"]);
+    assert!(o.status.success() && text(&o.stdout).contains("--output-format"), "{}", text(&o.stdout));
+}

@@ -1,0 +1,395 @@
+//! The `ioswitch` binary, driven as a user drives it: arguments in, text/JSON/YAML and
+//! data out, exit status 0 (done), 1 (the request failed) or 2 (bad usage).
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// A scratch directory for one test, removed when the test ends.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(test: &str) -> Scratch {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli-{test}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).expect("create scratch directory");
+        Scratch(dir)
+    }
+    /// A path in the directory, as a string for the command line.
+    fn path(&self, name: &str) -> String {
+        self.0.join(name).to_string_lossy().into_owned()
+    }
+    /// A file of `len` zero bytes.
+    fn file(&self, name: &str, len: u64) -> String {
+        let p = self.path(name);
+        fs::File::create(&p).and_then(|f| f.set_len(len)).expect("create test file");
+        p
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Bytes that differ from chunk to chunk, so misplaced or reordered data shows.
+fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn ioswitch(args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ioswitch"));
+    cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+    let mut child = cmd.spawn().expect("run the ioswitch binary");
+    if let Some(data) = stdin {
+        let mut pipe = child.stdin.take().expect("stdin pipe");
+        let data = data.to_vec();
+        // Written from a thread: the child may fill its stdout pipe before reading stdin.
+        std::thread::spawn(move || {
+            let _ = pipe.write_all(&data);
+        });
+    }
+    child.wait_with_output().expect("wait for ioswitch")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Runs a command that must succeed.
+fn ok(args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let o = ioswitch(args, stdin);
+    assert!(o.status.success(), "ioswitch {args:?} failed ({}): {}", o.status, stderr(&o));
+    o
+}
+
+/// Runs a command that must fail with `code`, and returns its stderr.
+fn fails(code: i32, args: &[&str]) -> String {
+    let o = ioswitch(args, None);
+    assert_eq!(o.status.code(), Some(code), "ioswitch {args:?}: stdout {} stderr {}", stdout(&o), stderr(&o));
+    assert!(o.stdout.is_empty(), "a failure printed on stdout: {}", stdout(&o));
+    let e = stderr(&o);
+    assert!(!e.contains("panicked"), "ioswitch {args:?} panicked: {e}");
+    e
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", stdout(o)))
+}
+
+/// True (after saying why) when an interface is still missing from this build.
+fn not_built(iface: &str, o: &Output) -> bool {
+    let e = stderr(o);
+    if !o.status.success() && e.contains("not part of this build yet") {
+        eprintln!("skipping async={iface}: {}", e.trim());
+        return true;
+    }
+    false
+}
+
+#[test]
+fn info_shows_a_file_as_aligned_key_value_lines() {
+    let s = Scratch::new("info-text");
+    let f = s.file("disk.img", 1 << 20);
+    let text = stdout(&ok(&["info", &f], None));
+    let line = |key: &str| -> String {
+        let l = text.lines().find(|l| l.trim_start().starts_with(&format!("{key}:")));
+        l.unwrap_or_else(|| panic!("no {key:?} line in:\n{text}")).to_string()
+    };
+    assert!(line("kind").ends_with(" file"), "{text}");
+    assert!(line("lba size").ends_with(" 512 bytes"), "{text}");
+    assert!(line("lba count").ends_with(" 2048"), "{text}");
+    assert!(line("size").ends_with(" 1MiB (1048576 bytes)"), "{text}");
+    assert!(line("sync").ends_with(" psync"), "{text}");
+    for key in ["async", "admin", "mem", "max transfer", "dio offset align", "zoned", "nsid", "driver"] {
+        line(key);
+    }
+    // Every value starts in the same column.
+    let columns: Vec<usize> = text
+        .lines()
+        .filter_map(|l| l.find(": ").map(|i| i + 2 + l[i + 2..].len() - l[i + 2..].trim_start().len()))
+        .collect();
+    assert!(columns.windows(2).all(|w| w[0] == w[1]), "values not aligned:\n{text}");
+}
+
+#[test]
+fn info_json_and_yaml_give_the_library_structures() {
+    let s = Scratch::new("info-json");
+    let f = s.file("disk.img", 3 << 20);
+    let j = json(&ok(&["info", &f, "--output", "json"], None));
+    assert_eq!(j["ident"]["kind"], "file");
+    assert_eq!(j["ident"]["nsid"], 1);
+    assert_eq!(j["geometry"]["lba_size"], 512);
+    assert_eq!(j["geometry"]["bytes"], 3 << 20);
+    assert_eq!(j["geometry"]["nlbas"], (3 << 20) / 512);
+    assert_eq!(j["geometry"]["zoned"], "none");
+    assert_eq!(j["interfaces"]["sync"], "psync");
+    assert!(j["interfaces"]["async"].is_string(), "{j}");
+    assert_eq!(j["opts"], "");
+
+    let y = ok(&["info", &f, "--output", "yaml"], None);
+    let y: serde_json::Value = serde_yaml::from_slice(&y.stdout).expect("stdout is YAML");
+    assert_eq!(y, j, "YAML and JSON carry the same structure");
+
+    let j = json(&ok(&["info", "8MiB", "--opts", "async=emu", "--output", "json"], None));
+    assert_eq!(j["ident"]["kind"], "ramdisk");
+    assert_eq!(j["geometry"]["bytes"], 8 << 20);
+    assert_eq!(j["interfaces"]["async"], "emu");
+    assert_eq!(j["opts"], "async=emu");
+}
+
+#[test]
+fn write_then_read_back_through_files_by_offset_and_by_lba() {
+    let s = Scratch::new("files");
+    let dev = s.file("disk.img", 1 << 20);
+    let data = pattern(40960, 1);
+    let src = s.path("data");
+    fs::write(&src, &data).unwrap();
+
+    ok(&["write", &dev, "--opts", "async=emu", "--slba", "16", "--data", &src], None);
+    let back = s.path("back-lba");
+    ok(&["read", &dev, "--opts", "async=emu", "--slba", "16", "--nlb", "80", "--out", &back], None);
+    assert_eq!(fs::read(&back).unwrap(), data);
+    assert_eq!(&fs::read(&dev).unwrap()[16 * 512..16 * 512 + data.len()], &data[..]);
+
+    // Any byte offset and length through the file commands.
+    let odd = &data[..12345];
+    fs::write(&src, odd).unwrap();
+    ok(&["write", &dev, "--opts", "async=emu", "--offset", "100001", "--data", &src], None);
+    let back = s.path("back-bytes");
+    ok(&["read", &dev, "--opts", "async=emu", "--offset", "100001", "--length", "12345", "--out", &back], None);
+    assert_eq!(fs::read(&back).unwrap(), odd);
+}
+
+#[test]
+fn stdin_and_stdout_carry_the_data_and_nothing_else() {
+    let s = Scratch::new("pipes");
+    let dev = s.file("disk.img", 1 << 20);
+    let data = pattern(8192, 2);
+    let w = ok(&["write", &dev, "--opts", "async=emu", "--offset", "4k", "--data", "-"], Some(&data));
+    assert!(w.stdout.is_empty(), "write printed on stdout: {}", stdout(&w));
+    assert!(stderr(&w).contains("8KiB (8192 bytes)"), "{}", stderr(&w));
+
+    let r = ok(&["read", &dev, "--opts", "async=emu", "--offset", "4k", "--length", "8k", "--out", "-"], None);
+    assert_eq!(r.stdout, data, "stdout holds exactly the data read");
+    assert!(stderr(&r).contains("read 8KiB"), "the summary goes to stderr: {}", stderr(&r));
+
+    // JSON summaries stay off stdout while it carries data.
+    let args = ["read", &dev, "--opts", "async=emu", "--slba", "8", "--nlb", "16", "--out", "-", "--output", "json"];
+    let r = ok(&args, None);
+    assert_eq!(r.stdout, data);
+    let summary: serde_json::Value = serde_json::from_str(&stderr(&r)).expect("JSON summary on stderr");
+    assert_eq!(summary["bytes"], 8192);
+}
+
+#[test]
+fn every_async_interface_moves_the_data() {
+    let s = Scratch::new("ifaces");
+    let dev = s.file("disk.img", 4 << 20);
+    for (n, iface) in ["emu", "thrpool", "libaio", "io_uring", "posix"].into_iter().enumerate() {
+        let data = pattern(3 << 20, 10 + n as u64);
+        let src = s.path("data");
+        fs::write(&src, &data).unwrap();
+        let opts = format!("async={iface}");
+        let w = ioswitch(&["write", &dev, "--opts", &opts, "--slba", "8", "--data", &src, "--chunk", "256k"], None);
+        if not_built(iface, &w) {
+            continue;
+        }
+        assert!(w.status.success(), "async={iface} write: {}", stderr(&w));
+        assert!(stderr(&w).contains(&format!("12 commands of up to 256KiB via {iface}")), "{}", stderr(&w));
+        let back = s.path("back");
+        let args = ["read", &dev, "--opts", &opts, "--slba", "8", "--length", "3MiB", "--out", &back, "--depth", "4"];
+        ok(&args, None);
+        assert!(fs::read(&back).unwrap() == data, "async={iface}: the data read back differs");
+        let r = ok(&["read", &dev, "--opts", &opts, "--offset", "4096", "--length", "3MiB", "--out", "-"], None);
+        assert!(r.stdout == data, "async={iface}: the data read by byte offset differs");
+    }
+}
+
+#[test]
+fn the_default_and_the_sync_interfaces_move_the_data() {
+    let s = Scratch::new("sync");
+    let dev = s.file("disk.img", 1 << 20);
+    let data = pattern(5000, 3);
+    ok(&["write", &dev, "--sync", "--offset", "777", "--data", "-", "--chunk", "1000"], Some(&data));
+    let r = ok(&["read", &dev, "--sync", "--offset", "777", "--length", "5000", "--out", "-"], None);
+    assert_eq!(r.stdout, data);
+    assert!(stderr(&r).contains("via psync (sync)"), "{}", stderr(&r));
+
+    let w = ioswitch(&["write", &dev, "--offset", "0", "--data", "-"], Some(&data));
+    if !not_built("(the default for a file)", &w) {
+        assert!(w.status.success(), "{}", stderr(&w));
+        let r = ok(&["read", &dev, "--offset", "0", "--length", "5000", "--out", "-"], None);
+        assert_eq!(r.stdout, data);
+    }
+}
+
+#[test]
+fn requests_larger_than_one_command_are_split() {
+    let s = Scratch::new("split");
+    let dev = s.file("disk.img", 8 << 20);
+    let data = pattern((5 << 20) + 512, 4);
+    let src = s.path("data");
+    fs::write(&src, &data).unwrap();
+    // The default command size is 1 MiB (or less when the device's max transfer is less).
+    let w = ok(&["write", &dev, "--opts", "async=emu", "--slba", "0", "--data", &src, "--output", "json"], None);
+    let j = json(&w);
+    assert_eq!(j["commands"], 6, "{j}");
+    assert_eq!(j["bytes"], data.len());
+    assert_eq!(j["depth"], 6);
+    let back = s.path("back");
+    ok(&["read", &dev, "--opts", "async=emu", "--slba", "0", "--nlb", "10241", "--out", &back, "--chunk", "96k"], None);
+    assert!(fs::read(&back).unwrap() == data);
+
+    // The device's max transfer caps a command.
+    let max = json(&ok(&["info", &dev, "--output", "json"], None))["geometry"]["max_transfer"].as_u64().unwrap();
+    let too_big = (max * 2).to_string();
+    let e = fails(
+        1,
+        &["read", &dev, "--opts", "async=emu", "--offset", "0", "--length", "4k", "--out", "-", "--chunk", &too_big],
+    );
+    assert!(e.contains("larger than the max transfer"), "{e}");
+    // A ramdisk request beyond its max transfer: split into max-transfer commands.
+    let len = (max + (1 << 20)).to_string();
+    let chunk = max.to_string();
+    let r = ok(&["read", "64MiB", "--offset", "0", "--length", &len, "--chunk", &chunk, "--out", "-"], None);
+    assert_eq!(r.stdout.len() as u64, max + (1 << 20));
+    assert!(r.stdout.iter().all(|&b| b == 0), "a new ramdisk reads as zeroes");
+    assert!(stderr(&r).contains(" 2 commands"), "{}", stderr(&r));
+}
+
+#[test]
+fn slba_writes_of_partial_lbas_are_refused_without_padding() {
+    let s = Scratch::new("partial");
+    let dev = s.file("disk.img", 1 << 20);
+    let src = s.path("data");
+    fs::write(&src, pattern(1000, 5)).unwrap();
+    let e = fails(1, &["write", &dev, "--opts", "async=emu", "--slba", "0", "--data", &src]);
+    assert!(e.starts_with("ioswitch: error: ") && e.contains("1000 bytes") && e.contains("512-byte LBA"), "{e}");
+    assert!(fs::read(&dev).unwrap().iter().all(|&b| b == 0), "nothing was written");
+    let e = fails(1, &["read", &dev, "--slba", "0", "--length", "1000", "--out", "-"]);
+    assert!(e.contains("--length 1000") && e.contains("512-byte LBA"), "{e}");
+}
+
+#[test]
+fn out_of_range_requests_name_the_range_and_change_nothing() {
+    let s = Scratch::new("range");
+    let dev = s.file("disk.img", 1 << 20);
+    let out = s.path("out");
+    let e = fails(1, &["read", &dev, "--opts", "async=emu", "--slba", "2040", "--nlb", "16", "--out", &out]);
+    assert!(e.contains("[2040, 2056)") && e.contains("out of range") && e.contains("2048"), "{e}");
+    assert!(!Path::new(&out).exists(), "no output file for a request that cannot run");
+    let e = fails(1, &["read", &dev, "--offset", "1MiB", "--length", "1", "--out", &out]);
+    assert!(e.contains("[1048576, 1048577)"), "{e}");
+
+    let src = s.path("data");
+    fs::write(&src, pattern(3 << 20, 6)).unwrap();
+    let e = fails(1, &["write", &dev, "--opts", "async=emu", "--offset", "0", "--data", &src]);
+    assert!(e.contains("[0, 3145728)") && e.contains("size="), "{e}");
+    assert!(fs::read(&dev).unwrap().iter().all(|&b| b == 0), "nothing was written");
+}
+
+#[test]
+fn library_errors_are_one_line_with_status_1() {
+    let s = Scratch::new("errors");
+    let dev = s.file("disk.img", 1 << 20);
+    let e = fails(1, &["info", &dev, "--opts", "asynk=emu"]);
+    assert!(e.starts_with("ioswitch: error: ") && e.contains("\"asynk\""), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
+    let e = fails(1, &["read", &dev, "--opts", "async=iouring", "--slba", "0", "--nlb", "1", "--out", "-"]);
+    assert!(e.contains("\"iouring\"") && e.contains("io_uring"), "{e}");
+
+    let missing = s.path("no-such-file");
+    let e = fails(1, &["info", &missing]);
+    assert!(e.contains(&missing) && e.contains("No such file"), "{e}");
+    let e = fails(1, &["write", &dev, "--offset", "0", "--data", &missing]);
+    assert!(e.contains("--data") && e.contains("No such file"), "{e}");
+
+    let e = fails(1, &["info", &dev, "--opts", "async=io_uring_cmd"]);
+    assert!(e.contains("async=io_uring_cmd") && e.contains("file"), "{e}");
+    let e = fails(1, &["info", "64MiB", "--opts", "async=libaio"]);
+    assert!(e.contains("ramdisk") && e.contains("libaio"), "{e}");
+}
+
+#[test]
+fn misaligned_direct_io_is_refused() {
+    let s = Scratch::new("direct");
+    let dev = s.file("disk.img", 1 << 20);
+    let o = ioswitch(
+        &["read", &dev, "--opts", "async=emu,direct=1", "--offset", "100", "--length", "4k", "--out", "-"],
+        None,
+    );
+    let e = stderr(&o);
+    if e.contains("O_DIRECT") {
+        eprintln!("skipping: this file system has no O_DIRECT: {e}");
+        return;
+    }
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("direct I/O needs") && e.contains("0x64"), "{e}");
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let e = fails(2, &["read", "1MiB", "--out", "-", "--nlb", "1"]);
+    assert!(e.contains("--offset") && e.contains("--slba"), "{e}");
+    fails(2, &["read", "1MiB", "--offset", "0", "--slba", "0", "--nlb", "1", "--out", "-"]);
+    let e = fails(2, &["write", "1MiB", "--offset", "12q", "--data", "-"]);
+    assert!(e.contains("unknown unit"), "{e}");
+    fails(2, &["read", "1MiB", "--offset", "0", "--length", "0", "--out", "-"]);
+    fails(2, &["read", "1MiB", "--offset", "0", "--length", "1", "--out", "-", "--depth", "0"]);
+    fails(2, &["info", "1MiB", "--output", "xml"]);
+    fails(2, &["frobnicate"]);
+}
+
+#[test]
+fn ramdisks_work_for_the_life_of_the_command() {
+    let data = pattern(4096, 7);
+    let w = ok(&["write", "1MiB", "--slba", "8", "--data", "-", "--output", "json"], Some(&data));
+    let j = json(&w);
+    assert_eq!((j["interface"].as_str(), j["commands"].as_u64()), (Some("emu"), Some(1)), "{j}");
+    let r = ok(&["read", "1MiB", "--slba", "8", "--nlb", "8", "--out", "-"], None);
+    assert_eq!(r.stdout, vec![0; 4096], "a fresh process has a fresh ramdisk");
+}
+
+#[test]
+fn enum_lists_devices_as_a_table_and_as_json() {
+    let text = stdout(&ok(&["enum"], None));
+    assert!(text.starts_with("PATH") || text.starts_with("no block"), "{text}");
+    let j = json(&ok(&["enum", "--output", "json"], None));
+    let devices = j["devices"].as_array().expect("a devices array");
+    for d in devices {
+        assert!(d["path"].as_str().is_some_and(|p| p.starts_with("/dev/")), "{d}");
+        assert!(d["kind"].is_string() && d["bytes"].is_u64() && d["lba_size"].is_u64(), "{d}");
+    }
+    assert_eq!(text.lines().count(), devices.len().max(1) + usize::from(!devices.is_empty()));
+}
+
+#[test]
+fn help_explains_uris_and_every_option_key() {
+    for cmd in ["info", "read", "write"] {
+        let h = stdout(&ok(&[cmd, "--help"], None));
+        for (key, meaning) in ioswitch::opts::KEYS {
+            assert!(h.contains(key) && h.contains(meaning), "`{cmd} --help` lacks {key}:\n{h}");
+        }
+        assert!(h.contains("ramdisk") && h.contains("Examples:"), "{h}");
+    }
+    let h = stdout(&ok(&["--help"], None));
+    for cmd in ["info", "read", "write", "enum"] {
+        assert!(h.contains(cmd), "{h}");
+    }
+}

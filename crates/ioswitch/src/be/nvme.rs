@@ -1,0 +1,558 @@
+//! `nvme`: NVMe ioctl passthrough, the sync interface and the admin interface.
+//!
+//! Every command goes to the device as the raw submission entry the caller built (only
+//! the data pointer and length come from the buffers, and the command identifier is the
+//! driver's):
+//!
+//! | what | ioctl | on |
+//! |---|---|---|
+//! | I/O command, no data or one buffer | `NVME_IOCTL_IO64_CMD` (`addr`, `data_len`) | `/dev/nvmeXnY`, `/dev/ngXnY` |
+//! | I/O command, several buffers | `NVME_IOCTL_IO64_CMD_VEC` (`addr` = iovec array, `data_len` = count) | same |
+//! | admin command | `NVME_IOCTL_ADMIN64_CMD` (one buffer) | same, and `/dev/nvmeX` |
+//!
+//! The ioctl's return value is the outcome: 0 success, a positive value the NVMe status
+//! field of the completion (SC, SCT, CRD, More, DNR; the phase bit removed by the
+//! driver), a negative value an errno (the kernel refused the command before the device
+//! saw it, e.g. `EINVAL` for an nsid other than the namespace's own). The result is the
+//! completion's DW0-1.
+//!
+//! Commands of ioswitch's byte-addressed file set run as NVM commands when their byte
+//! offsets and lengths are whole LBAs: read, write, flush, and trim as a one-range
+//! Dataset Management deallocate. Metadata buffers are not supported (the metadata
+//! pointer of the entry is ignored; `metadata_len` is 0).
+//!
+//! The driver takes at most `max_hw_sectors_kb` bytes and `max_segments` pages per
+//! passthrough command and does not split; [`ns_info`] folds those limits into the
+//! geometry's max transfer, together with MDTS.
+
+use super::{fill_iovecs, Io, Op, SyncIo, MAX_SEGMENTS};
+use crate::buf::Buffer;
+use crate::cmd::opc::{self, ZONE_MGMT_RECV};
+use crate::cmd::{Cmd, CmdSet, DsmRange};
+use crate::dev::{page_size, DevKind, Inner, Zoned};
+use crate::error::Error;
+use crate::spec::idfy::{cns, csi, IdCtrl, IdNs, IdNsZns, NsDescs, IDENTIFY_LEN};
+use crate::spec::{errno_to_status, Sqe, Status};
+use std::fs;
+use std::io;
+use std::os::fd::RawFd;
+use std::path::{Path, PathBuf};
+
+/// The kernel's `struct nvme_passthru_cmd64` (include/uapi/linux/nvme_ioctl.h): the
+/// command fields of a submission entry plus user pointers, and the result written back.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct PassthruCmd64 {
+    opcode: u8,
+    flags: u8,
+    rsvd1: u16,
+    nsid: u32,
+    cdw2: u32,
+    cdw3: u32,
+    metadata: u64,
+    addr: u64,
+    metadata_len: u32,
+    /// Bytes of data, or the number of iovecs for the vectored ioctl (`vec_cnt`).
+    data_len: u32,
+    cdw10: u32,
+    cdw11: u32,
+    cdw12: u32,
+    cdw13: u32,
+    cdw14: u32,
+    cdw15: u32,
+    timeout_ms: u32,
+    rsvd2: u32,
+    result: u64,
+}
+
+/// Size of `struct nvme_uring_cmd`: `nvme_passthru_cmd64` without the result.
+pub(crate) const URING_CMD_LEN: usize = 72;
+
+const _: () = assert!(std::mem::size_of::<PassthruCmd64>() == 80);
+const _: () = assert!(std::mem::offset_of!(PassthruCmd64, addr) == 24);
+const _: () = assert!(std::mem::offset_of!(PassthruCmd64, data_len) == 36);
+const _: () = assert!(std::mem::offset_of!(PassthruCmd64, cdw10) == 40);
+const _: () = assert!(std::mem::offset_of!(PassthruCmd64, timeout_ms) == 64);
+const _: () = assert!(std::mem::offset_of!(PassthruCmd64, result) == 72);
+
+/// `_IOC(dir, type, nr, size)` of the generic Linux ioctl encoding (x86, arm, riscv).
+const fn ioc(dir: u64, ty: u8, nr: u8, size: usize) -> u64 {
+    (dir << 30) | ((size as u64) << 16) | ((ty as u64) << 8) | nr as u64
+}
+const IOC_NONE: u64 = 0;
+const IOC_READ_WRITE: u64 = 3;
+
+/// `_IO('N', 0x40)`: the namespace id of a namespace device.
+const NVME_IOCTL_ID: u64 = ioc(IOC_NONE, b'N', 0x40, 0);
+/// `_IOWR('N', 0x47, struct nvme_passthru_cmd64)`.
+const NVME_IOCTL_ADMIN64_CMD: u64 = ioc(IOC_READ_WRITE, b'N', 0x47, 80);
+/// `_IOWR('N', 0x48, struct nvme_passthru_cmd64)`.
+const NVME_IOCTL_IO64_CMD: u64 = ioc(IOC_READ_WRITE, b'N', 0x48, 80);
+/// `_IOWR('N', 0x49, struct nvme_passthru_cmd64)`: `addr` is an iovec array.
+const NVME_IOCTL_IO64_CMD_VEC: u64 = ioc(IOC_READ_WRITE, b'N', 0x49, 80);
+/// `_IOWR('N', 0x80, struct nvme_uring_cmd)`: io_uring command op for an I/O command.
+pub(crate) const NVME_URING_CMD_IO: u32 = ioc(IOC_READ_WRITE, b'N', 0x80, URING_CMD_LEN) as u32;
+/// `_IOWR('N', 0x81, struct nvme_uring_cmd)`: the vectored form.
+pub(crate) const NVME_URING_CMD_IO_VEC: u32 = ioc(IOC_READ_WRITE, b'N', 0x81, URING_CMD_LEN) as u32;
+
+const _: () = assert!(NVME_IOCTL_IO64_CMD == 0xC050_4E48);
+const _: () = assert!(NVME_IOCTL_ADMIN64_CMD == 0xC050_4E47);
+const _: () = assert!(NVME_URING_CMD_IO == 0xC048_4E80);
+
+/// Dataset Management attribute: deallocate.
+const DSM_AD: u32 = 1 << 2;
+
+/// How a command's data travels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WireData {
+    /// No data.
+    None,
+    /// The first `n` bytes of the buffers.
+    Bufs(u64),
+    /// One DSM range built by the interface (a file-set trim).
+    Range(DsmRange),
+}
+
+/// A command as it goes to the driver: the entry to send and where its data is.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Wire {
+    pub sqe: Sqe,
+    pub data: WireData,
+}
+
+/// Turns a checked command into what an NVMe passthrough interface sends; `Err` says
+/// why the command cannot go (for file-set commands that are not whole LBAs).
+#[inline]
+pub(crate) fn wire(io: &Io, cmd: &Cmd, nsid: u32, lba: u64, bufs: &[Buffer]) -> Result<Wire, &'static str> {
+    if cmd.set == CmdSet::Fs {
+        let lba = lba.max(1);
+        let nvm = |opcode| Sqe { opcode, nsid, ..Sqe::default() };
+        return match io.op {
+            Op::Flush => Ok(Wire { sqe: nvm(opc::FLUSH), data: WireData::None }),
+            Op::Read | Op::Write | Op::Trim => {
+                if io.offset % lba != 0 || io.len % lba != 0 {
+                    return Err("NVMe passthrough moves whole LBAs: the byte offset and length of a file-set \
+                                command must be multiples of the LBA size");
+                }
+                let (slba, nlb) = (io.offset / lba, io.len / lba);
+                if io.op == Op::Trim {
+                    let nlb = u32::try_from(nlb).map_err(|_| "a trim of more than 2^32-1 LBAs; split it")?;
+                    let range = DsmRange { cattr: 0, nlb, slba };
+                    let mut sqe = nvm(opc::DSM);
+                    sqe.cdw11 = DSM_AD;
+                    return Ok(Wire { sqe, data: WireData::Range(range) });
+                }
+                if nlb == 0 || nlb > 65536 {
+                    return Err("an NVM read or write carries 1..=65536 LBAs");
+                }
+                let mut sqe = nvm(if io.op == Op::Read { opc::READ } else { opc::WRITE });
+                sqe.cdw10 = slba as u32;
+                sqe.cdw11 = (slba >> 32) as u32;
+                sqe.cdw12 = (nlb - 1) as u32;
+                Ok(Wire { sqe, data: WireData::Bufs(io.len) })
+            }
+            _ => Err("this file-set command has no NVMe equivalent"),
+        };
+    }
+    let data = match io.op {
+        Op::Read | Op::Write | Op::Dsm { .. } => WireData::Bufs(io.len),
+        Op::Flush | Op::WriteZeroes | Op::Trim => WireData::None,
+        Op::Passthru => {
+            if bufs.len() > MAX_SEGMENTS {
+                return Err("more than 64 buffers for one command");
+            }
+            let total: u64 = bufs.iter().map(|b| b.len() as u64).sum();
+            if total > u32::MAX as u64 {
+                return Err("more than 4 GiB of data for one command");
+            }
+            if total == 0 {
+                WireData::None
+            } else {
+                WireData::Bufs(total)
+            }
+        }
+    };
+    Ok(Wire { sqe: cmd.sqe, data })
+}
+
+/// Outcome of a passthrough ioctl's return value (see the module docs).
+#[inline]
+pub(crate) fn ioctl_status(rc: i32, errno: i32) -> Status {
+    if rc < 0 {
+        errno_to_status(if errno == 0 { libc::EIO } else { errno })
+    } else {
+        Status::from_cqe_status((rc as u16) << 1)
+    }
+}
+
+/// The command fields of `sqe` as the kernel's passthrough structure (flags, command id,
+/// metadata and data pointers are the driver's).
+#[inline]
+fn passthru(sqe: &Sqe) -> PassthruCmd64 {
+    PassthruCmd64 {
+        opcode: sqe.opcode,
+        nsid: sqe.nsid,
+        cdw2: sqe.cdw2,
+        cdw3: sqe.cdw3,
+        cdw10: sqe.cdw10,
+        cdw11: sqe.cdw11,
+        cdw12: sqe.cdw12,
+        cdw13: sqe.cdw13,
+        cdw14: sqe.cdw14,
+        cdw15: sqe.cdw15,
+        ..PassthruCmd64::default()
+    }
+}
+
+/// The 80-byte command area of a 128-byte io_uring SQE holding `struct nvme_uring_cmd`
+/// for `sqe` with data at `addr` (`data_len` bytes, or iovecs for the vectored op).
+#[inline]
+pub(crate) fn uring_cmd(sqe: &Sqe, addr: u64, data_len: u32) -> [u8; 80] {
+    let mut b = [0u8; 80];
+    b[0] = sqe.opcode;
+    b[4..8].copy_from_slice(&sqe.nsid.to_le_bytes());
+    b[8..12].copy_from_slice(&sqe.cdw2.to_le_bytes());
+    b[12..16].copy_from_slice(&sqe.cdw3.to_le_bytes());
+    // 16..24 metadata pointer: none.
+    b[24..32].copy_from_slice(&addr.to_le_bytes());
+    // 32..36 metadata length: 0.
+    b[36..40].copy_from_slice(&data_len.to_le_bytes());
+    for (i, v) in [sqe.cdw10, sqe.cdw11, sqe.cdw12, sqe.cdw13, sqe.cdw14, sqe.cdw15].into_iter().enumerate() {
+        b[40 + 4 * i..44 + 4 * i].copy_from_slice(&v.to_le_bytes());
+    }
+    // 64..68 timeout (0: the driver's default), 68..72 reserved.
+    b
+}
+
+/// Runs one passthrough ioctl; returns the result dword(s) or the status.
+fn ioctl_cmd(fd: RawFd, req: u64, c: &mut PassthruCmd64) -> Result<u64, Status> {
+    // SAFETY: `c` is a valid nvme_passthru_cmd64 (size checked at compile time) that the
+    // kernel reads and writes back (result); the data pointer in it, set by the caller,
+    // points to memory borrowed for the duration of this call.
+    let rc = unsafe { libc::ioctl(fd, req as _, c as *mut PassthruCmd64) };
+    if rc == 0 {
+        return Ok(c.result);
+    }
+    let errno = if rc < 0 { io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO) } else { 0 };
+    Err(ioctl_status(rc, errno))
+}
+
+/// Sends an I/O command with the data `w` describes, in `bufs` (or the range).
+fn io_cmd(fd: RawFd, w: &Wire, bufs: &mut [Buffer]) -> Result<u64, Status> {
+    let mut c = passthru(&w.sqe);
+    let mut req = NVME_IOCTL_IO64_CMD;
+    // Both live on this frame until the ioctl returns.
+    let range = match w.data {
+        WireData::Range(r) => r.to_bytes(),
+        _ => [0u8; 16],
+    };
+    let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; MAX_SEGMENTS];
+    match w.data {
+        WireData::None => {}
+        WireData::Range(_) => {
+            c.addr = range.as_ptr() as u64;
+            c.data_len = range.len() as u32;
+        }
+        WireData::Bufs(len) => {
+            let n = fill_iovecs(bufs, len, &mut iov);
+            let covered: u64 = iov[..n].iter().map(|v| v.iov_len as u64).sum();
+            if covered < len || len > u32::MAX as u64 {
+                return Err(errno_to_status(libc::EINVAL));
+            }
+            if n == 1 {
+                c.addr = iov[0].iov_base as u64;
+                c.data_len = iov[0].iov_len as u32;
+            } else {
+                c.addr = iov.as_ptr() as u64;
+                c.data_len = n as u32;
+                req = NVME_IOCTL_IO64_CMD_VEC;
+            }
+        }
+    }
+    ioctl_cmd(fd, req, &mut c)
+}
+
+/// Sends an admin command with `buf` (may be empty) as its data.
+fn admin_cmd(fd: RawFd, sqe: &Sqe, buf: &mut [u8]) -> Result<u64, Status> {
+    let mut c = passthru(sqe);
+    if !buf.is_empty() {
+        c.addr = buf.as_mut_ptr() as u64;
+        c.data_len = u32::try_from(buf.len()).map_err(|_| errno_to_status(libc::EINVAL))?;
+    }
+    ioctl_cmd(fd, NVME_IOCTL_ADMIN64_CMD, &mut c)
+}
+
+/// The `nvme` sync and admin interface on one descriptor.
+pub(crate) struct Nvme {
+    fd: RawFd,
+    nsid: u32,
+    lba: u64,
+}
+
+impl Nvme {
+    pub(crate) fn new(dev: &Inner) -> Nvme {
+        Nvme { fd: dev.raw_fd(), nsid: dev.ident.nsid, lba: dev.geo.lba_size as u64 }
+    }
+}
+
+impl SyncIo for Nvme {
+    fn exec(&self, io: &Io, cmd: &Cmd, bufs: &mut [Buffer]) -> Result<u64, Status> {
+        let w = wire(io, cmd, self.nsid, self.lba, bufs).map_err(|_| errno_to_status(libc::EINVAL))?;
+        io_cmd(self.fd, &w, bufs)
+    }
+
+    fn syscalls_per_cmd(&self) -> u64 {
+        1
+    }
+}
+
+impl super::AdminIo for Nvme {
+    fn admin(&self, cmd: &Cmd, bufs: &mut [Buffer]) -> Result<u64, Status> {
+        match bufs {
+            [] => admin_cmd(self.fd, &cmd.sqe, &mut []),
+            [b] => admin_cmd(self.fd, &cmd.sqe, &mut b[..]),
+            // The admin ioctl has no vectored form.
+            _ => Err(errno_to_status(libc::EINVAL)),
+        }
+    }
+}
+
+/// Checks, at open, what the sync and admin interfaces need: a descriptor.
+pub(crate) fn check(dev: &Inner, iface: &str) -> Result<(), Error> {
+    if dev.raw_fd() < 0 {
+        return Err(dev.unsupported(iface, "the device has no file descriptor"));
+    }
+    Ok(())
+}
+
+/// The namespace id of a namespace device (`NVME_IOCTL_ID`).
+pub(crate) fn ioctl_nsid(fd: RawFd) -> io::Result<u32> {
+    // SAFETY: NVME_IOCTL_ID takes no argument.
+    let rc = unsafe { libc::ioctl(fd, NVME_IOCTL_ID as _) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(rc as u32)
+}
+
+/// Runs an Identify into a fresh page.
+fn identify(fd: RawFd, cns: u8, nsid: u32, csi: u8) -> Result<Vec<u8>, Status> {
+    let mut page = vec![0u8; IDENTIFY_LEN];
+    admin_cmd(fd, &Cmd::identify(cns, nsid, 0, csi).sqe, &mut page)?;
+    Ok(page)
+}
+
+/// The controller's Identify data, through any NVMe descriptor.
+pub(crate) fn identify_ctrl(fd: RawFd) -> Result<IdCtrl, Status> {
+    let page = identify(fd, cns::CTRL, 0, 0)?;
+    IdCtrl::from_bytes(&page).map_err(|_| errno_to_status(libc::EIO))
+}
+
+/// What identify says about a namespace, for the device's geometry and identity.
+#[derive(Clone, Debug)]
+pub(crate) struct NsInfo {
+    pub nsid: u32,
+    pub lba_size: u32,
+    pub nlbas: u64,
+    /// MDTS (CAP.MPSMIN taken as 4 KiB) within the kernel's passthrough limits.
+    pub max_transfer: u64,
+    pub zones: Option<Zoned>,
+    pub model: String,
+    pub serial: String,
+    /// The namespace's block device in sysfs (for a generic char device: its sibling).
+    pub block_dir: Option<PathBuf>,
+    /// The kernel's DMA alignment for user buffers (`queue/dma_alignment` + 1).
+    pub dma_align: u32,
+}
+
+/// The controller's minimum memory page size, CAP.MPSMIN. CAP is a controller register
+/// that no ioctl exposes; every controller seen so far (QEMU's included) has 4 KiB.
+const MPSMIN: u64 = 4096;
+
+/// Identifies the namespace behind a namespace device (block or generic char): its id
+/// (`NVME_IOCTL_ID`), LBA format and size (Identify Namespace), MDTS (Identify
+/// Controller), and for zoned namespaces the zone size, open/active limits (ZNS Identify
+/// Namespace) and zone capacity (a Zone Management Receive report of zone 0).
+pub(crate) fn ns_info(uri: &str, fd: RawFd, devno: (u32, u32), kind: DevKind) -> Result<NsInfo, Error> {
+    let failed = |what: &str, status: Status| Error::Command { dev: uri.into(), what: what.into(), status };
+    let nsid = ioctl_nsid(fd).map_err(|e| Error::Os {
+        dev: uri.into(),
+        what: "NVME_IOCTL_ID (namespace id of the device)".into(),
+        source: e,
+    })?;
+    let ctrl = identify_ctrl(fd).map_err(|s| failed("Identify Controller (CNS 01h) at open", s))?;
+    let page = identify(fd, cns::NS, nsid, 0).map_err(|s| failed("Identify Namespace (CNS 00h) at open", s))?;
+    let ns = IdNs::from_bytes(&page).map_err(|_| failed("Identify Namespace", errno_to_status(libc::EIO)))?;
+    let lbaf = ns.lbaf_in_use().copied().unwrap_or_default();
+    let lba_size = lbaf.data_size();
+    if lba_size == 0 {
+        return Err(Error::BadUri {
+            uri: uri.into(),
+            why: format!(
+                "namespace {nsid} reports an unusable LBA format (FLBAS {:#x}, LBADS {}): is it formatted?",
+                ns.flbas, lbaf.ds
+            ),
+        });
+    }
+    let block_dir = match kind {
+        DevKind::NvmeChar => char_block_dir(devno, nsid),
+        _ => fs::canonicalize(format!("/sys/dev/block/{}:{}", devno.0, devno.1)).ok().map(|d| {
+            if d.join("partition").exists() {
+                d.parent().map(Path::to_path_buf).unwrap_or(d)
+            } else {
+                d
+            }
+        }),
+    };
+    let q = |attr: &str| -> Option<u64> {
+        let p = block_dir.as_ref()?.join("queue").join(attr);
+        fs::read_to_string(p).ok()?.trim().parse().ok()
+    };
+    let mut max = 65536 * lba_size as u64;
+    if let Some(m) = ctrl.max_transfer(MPSMIN) {
+        max = max.min(m);
+    }
+    if let Some(kb) = q("max_hw_sectors_kb") {
+        max = max.min(kb * 1024);
+    }
+    if let Some(segs) = q("max_segments") {
+        // One page-aligned buffer of N pages takes at most N segments.
+        max = max.min(segs * page_size() as u64);
+    }
+    max = (max / lba_size as u64).max(1) * lba_size as u64;
+    let dma_align = q("dma_alignment").map(|a| (a + 1) as u32).filter(|a| a.is_power_of_two()).unwrap_or(4);
+    let zones = zone_info(fd, nsid, &ns, uri)?;
+    Ok(NsInfo {
+        nsid,
+        lba_size,
+        nlbas: ns.nsze,
+        max_transfer: max,
+        zones,
+        model: ctrl.mn,
+        serial: ctrl.sn,
+        block_dir,
+        dma_align,
+    })
+}
+
+/// Zone layout of a zoned namespace, `None` for others.
+fn zone_info(fd: RawFd, nsid: u32, ns: &IdNs, uri: &str) -> Result<Option<Zoned>, Error> {
+    let failed = |what: &str, status: Status| Error::Command { dev: uri.into(), what: what.into(), status };
+    // The command set of the namespace, from its descriptor list; controllers that
+    // predate it (NVMe < 1.3) have no ZNS either.
+    let zoned = match identify(fd, cns::NS_DESC_LIST, nsid, 0) {
+        Ok(page) => NsDescs::from_bytes(&page).ok().and_then(|d| d.csi) == Some(csi::ZNS),
+        Err(_) => false,
+    };
+    if !zoned {
+        return Ok(None);
+    }
+    let page = identify(fd, cns::CSI_NS, nsid, csi::ZNS)
+        .map_err(|s| failed("ZNS Identify Namespace (CNS 05h, CSI 02h) at open", s))?;
+    let z = IdNsZns::from_bytes(&page, ns.nlbaf)
+        .map_err(|_| failed("ZNS Identify Namespace", errno_to_status(libc::EIO)))?;
+    let zone_size = z.lbafe.get(ns.lbaf_index()).map(|e| e.zsze).unwrap_or(0);
+    if zone_size == 0 {
+        return Err(Error::BadUri { uri: uri.into(), why: format!("zoned namespace {nsid} reports a zone size of 0") });
+    }
+    // Zone 0's capacity from a one-descriptor report (partial report: the header counts
+    // the descriptors returned).
+    let mut rep = Buffer::alloc(128, 4096).map_err(|why| Error::Os {
+        dev: uri.into(),
+        what: "allocating a zone report buffer".into(),
+        source: io::Error::new(io::ErrorKind::OutOfMemory, why),
+    })?;
+    let sqe = Sqe { opcode: ZONE_MGMT_RECV, nsid, cdw12: (128 / 4) - 1, cdw13: 1 << 16, ..Sqe::default() };
+    let w = Wire { sqe, data: WireData::Bufs(128) };
+    io_cmd(fd, &w, std::slice::from_mut(&mut rep))
+        .map_err(|s| failed("Zone Management Receive (report of zone 0) at open", s))?;
+    let nr = u64::from_le_bytes(rep[0..8].try_into().unwrap_or([0; 8]));
+    let zcap = u64::from_le_bytes(rep[72..80].try_into().unwrap_or([0; 8]));
+    let zone_capacity = if nr >= 1 && zcap != 0 { zcap } else { zone_size };
+    Ok(Some(Zoned {
+        zone_size,
+        zone_capacity,
+        nr_zones: ns.nsze.div_ceil(zone_size),
+        max_open: z.max_open().unwrap_or(0),
+        max_active: z.max_active().unwrap_or(0),
+    }))
+}
+
+/// The block device of the namespace a generic char device (`ngXnY`, `maj:min`) serves:
+/// a sibling `nvme*` disk in the same controller directory with the same nsid.
+pub(crate) fn char_block_dir(devno: (u32, u32), nsid: u32) -> Option<PathBuf> {
+    let me = fs::canonicalize(format!("/sys/dev/char/{}:{}", devno.0, devno.1)).ok()?;
+    let parent = me.parent()?;
+    let mut names: Vec<PathBuf> = fs::read_dir(parent)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("nvme") && n.contains('n'))
+                && p.join("queue").is_dir()
+        })
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .find(|p| fs::read_to_string(p.join("nsid")).ok().and_then(|s| s.trim().parse::<u32>().ok()) == Some(nsid))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ioctl_numbers_match_the_kernel_headers() {
+        assert_eq!(NVME_IOCTL_ID, 0x4E40);
+        assert_eq!(NVME_IOCTL_IO64_CMD_VEC, 0xC050_4E49);
+        assert_eq!(NVME_URING_CMD_IO_VEC, 0xC048_4E81);
+    }
+
+    #[test]
+    fn ioctl_return_values_decode_to_status() {
+        // The driver returns the status field without the phase bit: SCT 1, SC 0xBC, DNR.
+        let s = ioctl_status(0x41BC, 0);
+        assert_eq!(s.code(), 0x1BC);
+        assert!(s.dnr());
+        assert_eq!(s.name(), "Zone Invalid Write");
+        assert_eq!(s.errno(), None);
+        let s = ioctl_status(-1, libc::EINVAL);
+        assert_eq!(s.errno(), Some(libc::EINVAL));
+        assert!(ioctl_status(0, 0).is_ok());
+    }
+
+    #[test]
+    fn uring_cmd_bytes_follow_the_kernel_layout() {
+        let sqe = Sqe { opcode: 2, nsid: 3, cdw2: 4, cdw10: 10, cdw12: 7, cdw15: 15, ..Sqe::default() };
+        let b = uring_cmd(&sqe, 0x1122_3344_5566_7788, 4096);
+        assert_eq!(b[0], 2);
+        assert_eq!(u32::from_le_bytes(b[4..8].try_into().unwrap()), 3);
+        assert_eq!(u32::from_le_bytes(b[8..12].try_into().unwrap()), 4);
+        assert_eq!(u64::from_le_bytes(b[24..32].try_into().unwrap()), 0x1122_3344_5566_7788);
+        assert_eq!(u32::from_le_bytes(b[36..40].try_into().unwrap()), 4096);
+        assert_eq!(u32::from_le_bytes(b[40..44].try_into().unwrap()), 10);
+        assert_eq!(u32::from_le_bytes(b[48..52].try_into().unwrap()), 7);
+        assert_eq!(u32::from_le_bytes(b[60..64].try_into().unwrap()), 15);
+        assert!(b[64..].iter().all(|&x| x == 0));
+    }
+
+    #[test]
+    fn file_set_commands_become_nvm_commands_when_they_are_whole_lbas() {
+        let io = Io { op: Op::Read, offset: 4096, len: 8192 };
+        let w = wire(&io, &Cmd::fs_read(4096, 8192), 5, 512, &[]).unwrap();
+        assert_eq!((w.sqe.opcode, w.sqe.nsid, w.sqe.slba(), w.sqe.nlb()), (opc::READ, 5, 8, 16));
+        assert_eq!(w.data, WireData::Bufs(8192));
+        let io = Io { op: Op::Trim, offset: 512, len: 1024 };
+        let w = wire(&io, &Cmd::fs_trim(512, 1024), 1, 512, &[]).unwrap();
+        assert_eq!((w.sqe.opcode, w.sqe.cdw10, w.sqe.cdw11), (opc::DSM, 0, DSM_AD));
+        assert_eq!(w.data, WireData::Range(DsmRange { cattr: 0, nlb: 2, slba: 1 }));
+        let io = Io { op: Op::Write, offset: 1000, len: 512 };
+        assert!(wire(&io, &Cmd::fs_write(1000, 512), 1, 512, &[]).unwrap_err().contains("multiples"));
+        // NVM commands go as they are.
+        let c = Cmd::write(1, 9, 2).fua();
+        let io = Io { op: Op::Write, offset: 9 * 512, len: 1024 };
+        let w = wire(&io, &c, 7, 512, &[]).unwrap();
+        assert_eq!(w.sqe, c.sqe);
+    }
+}

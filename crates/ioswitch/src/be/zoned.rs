@@ -1,0 +1,355 @@
+//! Zone management on zoned block devices through the block layer's zone ioctls, so
+//! the ZNS commands work on `sync=block` (and `psync`) exactly as on NVMe passthrough.
+//!
+//! | NVMe command | block layer |
+//! |---|---|
+//! | Zone Management Receive, Report Zones (ZRA 0), any state filter, partial or not | `BLKREPORTZONE`, in chunks |
+//! | Zone Management Send: close / finish / open / reset one zone | `BLKCLOSEZONE` / `BLKFINISHZONE` / `BLKOPENZONE` / `BLKRESETZONE` over that zone |
+//! | the same with Select All | reset: one `BLKRESETZONE` over the whole device; open / close / finish: one ioctl per zone in a state the action applies to (closed; open; open or closed), found by a report |
+//! | offline, set zone descriptor extension, extended report, zone append | refused: Invalid Field in Command (append: Invalid Command Opcode) |
+//!
+//! The report is written in the NVMe Zone Management Receive layout, so one parser
+//! serves both paths: a 64-byte header (bytes 0-7: number of zones) and 64-byte zone
+//! descriptors (byte 0 zone type, byte 1 bits 7:4 zone state, byte 2 zone attributes,
+//! bytes 8-15 zone capacity, 16-23 zone start LBA, 24-31 write pointer, all in LBAs).
+//! Block-layer values map one to one: zone type (2 = sequential write required; the
+//! block layer's 1 = conventional and 3 = sequential write preferred are passed through
+//! although ZNS defines no such types), zone condition = NVMe zone state (empty 1,
+//! implicitly open 2, explicitly open 3, closed 4, read only 0xD, full 0xE, offline 0xF;
+//! 0 for conventional zones), "reset recommended" = attribute bit 2 (RZR). The zone
+//! capacity is the block layer's when it reports one (`BLK_ZONE_REP_CAPACITY`), else the
+//! zone size. For full zones the block layer reports the write pointer at the zone end.
+//!
+//! Errors: the ioctls' errno values map to NVMe status as everywhere in ioswitch, except
+//! the zone resource errors the block layer has its own codes for (EOVERFLOW: Too Many
+//! Active Zones, ETOOMANYREFS: Too Many Open Zones).
+
+use crate::buf::Buffer;
+use crate::cmd::opc::{ZONE_APPEND, ZONE_MGMT_RECV, ZONE_MGMT_SEND};
+use crate::cmd::Cmd;
+use crate::spec::{errno_to_status, Status};
+use std::io;
+use std::os::fd::RawFd;
+
+const fn ioc(dir: u64, nr: u8, size: usize) -> u64 {
+    (dir << 30) | ((size as u64) << 16) | (0x12 << 8) | nr as u64
+}
+const IOC_WRITE: u64 = 1;
+const IOC_READ_WRITE: u64 = 3;
+/// `_IOWR(0x12, 130, struct blk_zone_report)`.
+const BLKREPORTZONE: u64 = ioc(IOC_READ_WRITE, 130, 16);
+/// `_IOW(0x12, 131, struct blk_zone_range)`.
+const BLKRESETZONE: u64 = ioc(IOC_WRITE, 131, 16);
+/// `_IOW(0x12, 134, struct blk_zone_range)`.
+const BLKOPENZONE: u64 = ioc(IOC_WRITE, 134, 16);
+/// `_IOW(0x12, 135, struct blk_zone_range)`.
+const BLKCLOSEZONE: u64 = ioc(IOC_WRITE, 135, 16);
+/// `_IOW(0x12, 136, struct blk_zone_range)`.
+const BLKFINISHZONE: u64 = ioc(IOC_WRITE, 136, 16);
+const _: () = assert!(BLKREPORTZONE == 0xC010_1282 && BLKRESETZONE == 0x4010_1283);
+
+/// `blk_zone_report.flags`: the zones' `capacity` field is valid.
+const BLK_ZONE_REP_CAPACITY: u32 = 1;
+/// Zone conditions of the block layer (= NVMe zone states).
+const COND_EMPTY: u8 = 0x1;
+const COND_IMP_OPEN: u8 = 0x2;
+const COND_EXP_OPEN: u8 = 0x3;
+const COND_CLOSED: u8 = 0x4;
+const COND_READONLY: u8 = 0xD;
+const COND_FULL: u8 = 0xE;
+const COND_OFFLINE: u8 = 0xF;
+
+/// The kernel's `struct blk_zone` (include/uapi/linux/blkzoned.h), 64 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct BlkZone {
+    start: u64,
+    len: u64,
+    wp: u64,
+    kind: u8,
+    cond: u8,
+    non_seq: u8,
+    reset: u8,
+    resv: [u8; 4],
+    capacity: u64,
+    reserved: [u8; 24],
+}
+
+/// `struct blk_zone_report` followed by room for `CHUNK` zones.
+#[repr(C)]
+struct Report {
+    sector: u64,
+    nr_zones: u32,
+    flags: u32,
+    zones: [BlkZone; CHUNK],
+}
+
+/// `struct blk_zone_range`.
+#[repr(C)]
+struct Range {
+    sector: u64,
+    nr_sectors: u64,
+}
+
+const CHUNK: usize = 64;
+const _: () = assert!(std::mem::size_of::<BlkZone>() == 64);
+const _: () = assert!(std::mem::offset_of!(BlkZone, capacity) == 32);
+const _: () = assert!(std::mem::offset_of!(Report, zones) == 16);
+
+/// Zone actions of Zone Management Send.
+const ZSA_CLOSE: u8 = 0x01;
+const ZSA_FINISH: u8 = 0x02;
+const ZSA_OPEN: u8 = 0x03;
+const ZSA_RESET: u8 = 0x04;
+
+fn errno() -> i32 {
+    io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+}
+
+/// errno of a zone ioctl → NVMe status.
+fn zone_status(e: i32) -> Status {
+    match e {
+        libc::EOVERFLOW => Status { errno_raw: e, ..Status::new(1, 0xBD, true) },
+        libc::ETOOMANYREFS => Status { errno_raw: e, ..Status::new(1, 0xBE, true) },
+        _ => errno_to_status(e),
+    }
+}
+
+fn invalid_field() -> Status {
+    errno_to_status(libc::EINVAL)
+}
+
+/// Reads up to `CHUNK` zones starting with the one holding `sector`; returns how many,
+/// and whether they carry a capacity.
+fn report(fd: RawFd, sector: u64, r: &mut Report) -> Result<(usize, bool), i32> {
+    r.sector = sector;
+    r.nr_zones = CHUNK as u32;
+    r.flags = 0;
+    // SAFETY: `r` is a blk_zone_report header followed by room for `nr_zones` zones, which
+    // is all the kernel writes.
+    if unsafe { libc::ioctl(fd, BLKREPORTZONE as _, r as *mut Report) } != 0 {
+        return Err(errno());
+    }
+    Ok(((r.nr_zones as usize).min(CHUNK), r.flags & BLK_ZONE_REP_CAPACITY != 0))
+}
+
+fn new_report() -> Box<Report> {
+    Box::new(Report { sector: 0, nr_zones: 0, flags: 0, zones: [BlkZone::default(); CHUNK] })
+}
+
+fn range_ioctl(fd: RawFd, req: u64, sector: u64, nr_sectors: u64) -> Result<(), Status> {
+    let r = Range { sector, nr_sectors };
+    // SAFETY: the zone management ioctls read one blk_zone_range through the pointer.
+    if unsafe { libc::ioctl(fd, req as _, &r as *const Range) } != 0 {
+        return Err(zone_status(errno()));
+    }
+    Ok(())
+}
+
+/// Zone 0's length and capacity, in 512-byte sectors (capacity = length when the
+/// kernel does not report capacities); `None` when the report fails.
+pub(crate) fn zone0(fd: RawFd) -> Option<(u64, u64)> {
+    let mut r = new_report();
+    let (n, cap) = report(fd, 0, &mut r).ok()?;
+    let z = r.zones[..n].first()?;
+    Some((z.len, if cap && z.capacity != 0 { z.capacity } else { z.len }))
+}
+
+/// A zoned block device as zone commands see it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ZonedBlock {
+    pub fd: RawFd,
+    pub nsid: u32,
+    /// 512-byte sectors per LBA.
+    pub spl: u64,
+    /// Device size in LBAs.
+    pub nlbas: u64,
+}
+
+impl ZonedBlock {
+    /// Runs a ZNS command; everything else is Invalid Command Opcode.
+    pub(crate) fn exec(&self, cmd: &Cmd, bufs: &mut [Buffer]) -> Result<u64, Status> {
+        let s = &cmd.sqe;
+        let known = matches!(s.opcode, ZONE_MGMT_SEND | ZONE_MGMT_RECV | ZONE_APPEND);
+        if !known {
+            return Err(errno_to_status(libc::EOPNOTSUPP));
+        }
+        if s.nsid != self.nsid {
+            return Err(Status::new(0, 0x0B, true));
+        }
+        match s.opcode {
+            ZONE_MGMT_RECV => self.receive(cmd, bufs),
+            ZONE_MGMT_SEND => self.send(cmd).map(|_| 0),
+            // No zone append through the block layer's user interface.
+            _ => Err(errno_to_status(libc::EOPNOTSUPP)),
+        }
+    }
+
+    fn slba(cmd: &Cmd) -> u64 {
+        cmd.sqe.slba()
+    }
+
+    fn send(&self, cmd: &Cmd) -> Result<(), Status> {
+        let zsa = cmd.sqe.cdw13 as u8;
+        let all = cmd.sqe.cdw13 & (1 << 8) != 0;
+        let req = match zsa {
+            ZSA_CLOSE => BLKCLOSEZONE,
+            ZSA_FINISH => BLKFINISHZONE,
+            ZSA_OPEN => BLKOPENZONE,
+            ZSA_RESET => BLKRESETZONE,
+            _ => return Err(invalid_field()),
+        };
+        if all {
+            let end = self.nlbas * self.spl;
+            if zsa == ZSA_RESET {
+                return range_ioctl(self.fd, req, 0, end);
+            }
+            let applies = |cond: u8| match zsa {
+                ZSA_CLOSE => matches!(cond, COND_IMP_OPEN | COND_EXP_OPEN),
+                ZSA_OPEN => cond == COND_CLOSED,
+                _ => matches!(cond, COND_IMP_OPEN | COND_EXP_OPEN | COND_CLOSED),
+            };
+            let mut r = new_report();
+            let mut sector = 0;
+            while sector < end {
+                let (n, _) = report(self.fd, sector, &mut r).map_err(zone_status)?;
+                if n == 0 {
+                    break;
+                }
+                for z in &r.zones[..n] {
+                    if applies(z.cond) {
+                        range_ioctl(self.fd, req, z.start, z.len)?;
+                    }
+                }
+                let last = r.zones[n - 1];
+                sector = last.start + last.len.max(1);
+            }
+            return Ok(());
+        }
+        let slba = Self::slba(cmd);
+        if slba >= self.nlbas {
+            return Err(Status::new(0, 0x80, true));
+        }
+        let sector = slba * self.spl;
+        let mut r = new_report();
+        let (n, _) = report(self.fd, sector, &mut r).map_err(zone_status)?;
+        let z = r.zones[..n].first().copied().ok_or_else(invalid_field)?;
+        if z.start != sector {
+            // SLBA must be the lowest LBA of a zone.
+            return Err(invalid_field());
+        }
+        range_ioctl(self.fd, req, z.start, z.len)
+    }
+
+    fn receive(&self, cmd: &Cmd, bufs: &mut [Buffer]) -> Result<u64, Status> {
+        let s = &cmd.sqe;
+        let bytes = ((s.cdw12 as u64) + 1) * 4;
+        let (zra, zrasf, partial) = (s.cdw13 as u8, (s.cdw13 >> 8) as u8, s.cdw13 & (1 << 16) != 0);
+        if zra != 0 || bytes < 64 {
+            return Err(invalid_field());
+        }
+        let want: Option<u8> = match zrasf {
+            0 => None,
+            1 => Some(COND_EMPTY),
+            2 => Some(COND_IMP_OPEN),
+            3 => Some(COND_EXP_OPEN),
+            4 => Some(COND_CLOSED),
+            5 => Some(COND_FULL),
+            6 => Some(COND_READONLY),
+            7 => Some(COND_OFFLINE),
+            _ => return Err(invalid_field()),
+        };
+        let Some(buf) = bufs.first_mut() else { return Err(invalid_field()) };
+        if (buf.len() as u64) < bytes {
+            return Err(invalid_field());
+        }
+        let slba = s.slba();
+        if slba >= self.nlbas {
+            return Err(Status::new(0, 0x80, true));
+        }
+        let out = &mut buf[..bytes as usize];
+        out.fill(0);
+        let room = (bytes as usize - 64) / 64;
+        let (mut matched, mut written) = (0u64, 0usize);
+        let end = self.nlbas * self.spl;
+        let mut sector = slba * self.spl;
+        let mut r = new_report();
+        'scan: while sector < end {
+            let (n, cap) = report(self.fd, sector, &mut r).map_err(zone_status)?;
+            if n == 0 {
+                break;
+            }
+            for z in &r.zones[..n] {
+                if want.is_some_and(|c| c != z.cond) {
+                    continue;
+                }
+                matched += 1;
+                if written < room {
+                    let d = &mut out[64 + 64 * written..128 + 64 * written];
+                    self.descriptor(z, cap, d);
+                    written += 1;
+                } else if partial {
+                    break 'scan;
+                }
+            }
+            let last = r.zones[n - 1];
+            sector = last.start + last.len.max(1);
+        }
+        let nr = if partial { written as u64 } else { matched };
+        out[0..8].copy_from_slice(&nr.to_le_bytes());
+        Ok(0)
+    }
+
+    /// One NVMe zone descriptor from a block-layer zone.
+    fn descriptor(&self, z: &BlkZone, cap: bool, d: &mut [u8]) {
+        let spl = self.spl.max(1);
+        let capacity = if cap && z.capacity != 0 { z.capacity } else { z.len };
+        d[0] = z.kind;
+        d[1] = z.cond << 4;
+        d[2] = if z.reset != 0 { 1 << 2 } else { 0 };
+        d[8..16].copy_from_slice(&(capacity / spl).to_le_bytes());
+        d[16..24].copy_from_slice(&(z.start / spl).to_le_bytes());
+        d[24..32].copy_from_slice(&(z.wp / spl).to_le_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptors_follow_the_nvme_layout() {
+        let zb = ZonedBlock { fd: -1, nsid: 1, spl: 8, nlbas: 1 << 20 };
+        let z = BlkZone {
+            start: 8192 * 8,
+            len: 8192 * 8,
+            wp: 8192 * 8 + 64,
+            kind: 2,
+            cond: COND_IMP_OPEN,
+            reset: 1,
+            capacity: 6144 * 8,
+            ..BlkZone::default()
+        };
+        let mut d = [0u8; 64];
+        zb.descriptor(&z, true, &mut d);
+        assert_eq!((d[0], d[1], d[2]), (2, 0x20, 4));
+        assert_eq!(u64::from_le_bytes(d[8..16].try_into().unwrap()), 6144);
+        assert_eq!(u64::from_le_bytes(d[16..24].try_into().unwrap()), 8192);
+        assert_eq!(u64::from_le_bytes(d[24..32].try_into().unwrap()), 8200);
+        zb.descriptor(&z, false, &mut d);
+        assert_eq!(u64::from_le_bytes(d[8..16].try_into().unwrap()), 8192);
+    }
+
+    #[test]
+    fn other_opcodes_and_bad_fields_are_refused_without_touching_the_device() {
+        let zb = ZonedBlock { fd: -1, nsid: 1, spl: 1, nlbas: 100 };
+        let io = |opcode, nsid, cdw13| Cmd::io(crate::Sqe { opcode, nsid, cdw13, ..Default::default() });
+        assert_eq!(zb.exec(&io(0x02, 1, 0), &mut []).unwrap_err().sc(), 0x01);
+        assert_eq!(zb.exec(&io(ZONE_MGMT_SEND, 2, 4), &mut []).unwrap_err().sc(), 0x0B);
+        assert_eq!(zb.exec(&io(ZONE_MGMT_SEND, 1, 5), &mut []).unwrap_err().sc(), 0x02);
+        assert_eq!(zb.exec(&io(ZONE_MGMT_RECV, 1, 1), &mut []).unwrap_err().sc(), 0x02);
+        assert_eq!(zb.exec(&io(ZONE_APPEND, 1, 0), &mut []).unwrap_err().sc(), 0x01);
+        assert_eq!(zone_status(libc::EOVERFLOW).code(), 0x1BD);
+        assert_eq!(zone_status(libc::ETOOMANYREFS).code(), 0x1BE);
+    }
+}

@@ -1,0 +1,2223 @@
+//! Conformance suite: one set of checks, run over every (device kind × interface) this
+//! machine supports (DESIGN.md, "Testing").
+//!
+//! A plain `main` (`harness = false`). It prints a matrix (one row per device kind, one
+//! column per interface), then every failure with its case and error, every skip and n/a
+//! with its reason, and ends with the line `N passed, N failed, N skipped` (counting
+//! cases; an n/a cell counts one passed case: its refusal at open was checked). It exits
+//! non-zero when anything failed.
+//!
+//! Every case runs under `catch_unwind` (one failing case does not hide the others) and a
+//! watchdog (a hang ends the run with a failure instead of blocking CI).
+
+use ioswitch::cmd::{CmdSet, DsmRange};
+use ioswitch::{
+    AsyncIface, Buffer, Cmd, Completion, Data, DevKind, Device, Error, Opts, Queue, Sqe, Status, SyncIface,
+};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::panic::{self, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Size of every device: 1 MiB plus three 4 KiB blocks, so a chunked pass over it ends
+/// with a short command that reaches the last LBA exactly.
+const DEV_BYTES: u64 = (1 << 20) + 12 * 1024;
+const RAMDISK_URI: &str = "1036KiB";
+const KIB: u64 = 1024;
+/// Queue depth of the data passes.
+const QD: u32 = 16;
+/// A case that runs longer than this is a hang: the run stops with a failure.
+const CASE_LIMIT: Duration = Duration::from_secs(30);
+/// Read buffers start filled with this, so a read that moves no data is caught.
+const SENTINEL: u8 = 0xA5;
+const NOT_DONE: &str = "not part of this build";
+
+type Res = Result<String, String>;
+
+macro_rules! ensure {
+    ($cond:expr, $($msg:tt)+) => {
+        if !$cond {
+            return Err(format!($($msg)+));
+        }
+    };
+}
+
+// ---------------------------------------------------------------------------------------
+// The matrix: columns (interfaces) and rows (device kinds)
+// ---------------------------------------------------------------------------------------
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Col {
+    Psync,
+    Block,
+    Ram,
+    Emu,
+    Thrpool,
+    Libaio,
+    Uring,
+    UringRegFiles,
+    UringRegBufs,
+    UringSqpoll,
+    Posix,
+    Nil,
+}
+
+impl Col {
+    const ALL: [Col; 12] = [
+        Col::Psync,
+        Col::Block,
+        Col::Ram,
+        Col::Emu,
+        Col::Thrpool,
+        Col::Libaio,
+        Col::Uring,
+        Col::UringRegFiles,
+        Col::UringRegBufs,
+        Col::UringSqpoll,
+        Col::Posix,
+        Col::Nil,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            Col::Psync => "psync",
+            Col::Block => "block",
+            Col::Ram => "ramdisk",
+            Col::Emu => "emu",
+            Col::Thrpool => "thrpool",
+            Col::Libaio => "libaio",
+            Col::Uring => "io_uring",
+            Col::UringRegFiles => "uring+rf",
+            Col::UringRegBufs => "uring+rb",
+            Col::UringSqpoll => "uring+sqp",
+            Col::Posix => "posix",
+            Col::Nil => "nil",
+        }
+    }
+
+    /// The option string naming this column's interfaces. Sync columns pair the sync
+    /// interface with `emu`, so they do not depend on the state of any async backend.
+    fn opts(self) -> &'static str {
+        match self {
+            Col::Psync => "sync=psync,async=emu",
+            Col::Block => "sync=block,async=emu",
+            Col::Ram => "sync=ramdisk,async=emu",
+            Col::Emu => "async=emu",
+            Col::Thrpool => "async=thrpool",
+            Col::Libaio => "async=libaio",
+            Col::Uring => "async=io_uring",
+            Col::UringRegFiles => "async=io_uring,register_files=1",
+            Col::UringRegBufs => "async=io_uring,register_buffers=1",
+            Col::UringSqpoll => "async=io_uring,sqpoll=1",
+            Col::Posix => "async=posix",
+            Col::Nil => "async=nil",
+        }
+    }
+
+    fn sync(self) -> Option<SyncIface> {
+        match self {
+            Col::Psync => Some(SyncIface::Psync),
+            Col::Block => Some(SyncIface::Block),
+            Col::Ram => Some(SyncIface::Ramdisk),
+            _ => None,
+        }
+    }
+
+    fn async_iface(self) -> AsyncIface {
+        match self {
+            Col::Psync | Col::Block | Col::Ram | Col::Emu => AsyncIface::Emu,
+            Col::Thrpool => AsyncIface::Thrpool,
+            Col::Libaio => AsyncIface::Libaio,
+            Col::Uring | Col::UringRegFiles | Col::UringRegBufs | Col::UringSqpoll => AsyncIface::IoUring,
+            Col::Posix => AsyncIface::Posix,
+            Col::Nil => AsyncIface::Nil,
+        }
+    }
+
+    /// The `role=name` an `Error::Unsupported` must name when this column is refused.
+    fn refusal_key(self) -> String {
+        match self.sync() {
+            Some(s) => format!("sync={s}"),
+            None => format!("async={}", self.async_iface()),
+        }
+    }
+
+    /// Whether the selection table (as DESIGN.md describes it) refuses this column for
+    /// this kind of device. Written out here, not read from the library, so that a
+    /// change in the library's table shows up as a failure.
+    fn refused_for(self, kind: DevKind) -> bool {
+        match self {
+            Col::Psync => kind == DevKind::Ramdisk,
+            Col::Block => kind != DevKind::Block,
+            Col::Ram => kind != DevKind::Ramdisk,
+            Col::Emu | Col::Thrpool | Col::Nil => false,
+            Col::Libaio | Col::Uring | Col::UringRegFiles | Col::UringRegBufs | Col::UringSqpoll | Col::Posix => {
+                kind == DevKind::Ramdisk
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RowKind {
+    File,
+    FileDirect,
+    Shm,
+    Loop,
+    LoopDirect,
+    Ram,
+}
+
+impl RowKind {
+    const ALL: [RowKind; 6] =
+        [RowKind::File, RowKind::FileDirect, RowKind::Shm, RowKind::Loop, RowKind::LoopDirect, RowKind::Ram];
+
+    fn dev_kind(self) -> DevKind {
+        match self {
+            RowKind::File | RowKind::FileDirect | RowKind::Shm => DevKind::File,
+            RowKind::Loop | RowKind::LoopDirect => DevKind::Block,
+            RowKind::Ram => DevKind::Ramdisk,
+        }
+    }
+    fn direct(self) -> bool {
+        matches!(self, RowKind::FileDirect | RowKind::LoopDirect)
+    }
+    fn tag(self) -> &'static str {
+        match self {
+            RowKind::File => "file",
+            RowKind::FileDirect => "file-direct",
+            RowKind::Shm => "shm",
+            RowKind::Loop => "loop",
+            RowKind::LoopDirect => "loop-direct",
+            RowKind::Ram => "ramdisk",
+        }
+    }
+}
+
+/// Where a row's devices live.
+#[derive(Clone)]
+enum Place {
+    /// A directory: each cell makes a fresh file there.
+    Dir(PathBuf),
+    /// A loop device over a backing file (shared by the two loop rows).
+    Loop { dev: PathBuf, backing: PathBuf },
+    /// A ramdisk.
+    Ram,
+}
+
+struct Row {
+    kind: RowKind,
+    label: String,
+    place: Result<Place, String>,
+}
+
+// ---------------------------------------------------------------------------------------
+// Global state: the watchdog, panic capture, the loop device to detach
+// ---------------------------------------------------------------------------------------
+
+static CURRENT: Mutex<Option<(String, Instant)>> = Mutex::new(None);
+static PANICS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+static LOOP_DEV: Mutex<Option<PathBuf>> = Mutex::new(None);
+static TALLY: Mutex<(u32, u32, u32)> = Mutex::new((0, 0, 0));
+/// Every failure so far, one line each, for the final report (or the watchdog's).
+static FAILS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+static SEED: AtomicU64 = AtomicU64::new(0x5EED);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A seed no other write of this run has used, so stale data is told from fresh.
+fn seed() -> u64 {
+    SEED.fetch_add(1, Ordering::Relaxed)
+}
+
+fn start_watchdog() {
+    std::thread::spawn(|| loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let hung = lock(&CURRENT).as_ref().filter(|(_, t)| t.elapsed() > CASE_LIMIT).map(|(n, _)| n.clone());
+        if let Some(name) = hung {
+            println!();
+            println!("FAIL {name}: still running after {}s: a hang; stopping the run", CASE_LIMIT.as_secs());
+            if let Some(e) = detach_loop() {
+                println!("{e}");
+            }
+            let fails = lock(&FAILS);
+            if !fails.is_empty() {
+                println!("Failures before the hang:");
+                for l in fails.iter() {
+                    println!("{l}");
+                }
+            }
+            let (p, f, s) = *lock(&TALLY);
+            println!("{p} passed, {} failed, {s} skipped", f + 1);
+            std::process::exit(1);
+        }
+    });
+}
+
+fn detach_loop() -> Option<String> {
+    let dev = lock(&LOOP_DEV).take()?;
+    detach(&dev).err()
+}
+
+/// `losetup -d`, retried briefly: udev may hold a just-used loop device open for a moment.
+fn detach(dev: &Path) -> Result<(), String> {
+    let mut last = String::new();
+    for _ in 0..5 {
+        match Command::new("losetup").arg("-d").arg(dev).output() {
+            Ok(o) if o.status.success() => return Ok(()),
+            Ok(o) => last = String::from_utf8_lossy(&o.stderr).trim().to_string(),
+            Err(e) => return Err(format!("losetup -d {}: {e}", dev.display())),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Err(format!("losetup -d {}: {last}", dev.display()))
+}
+
+/// Detaches loop devices an earlier run of this suite left behind when it was killed
+/// (their backing file names the pid of a process that no longer exists).
+fn reap_stale_loops() {
+    let Ok(out) = Command::new("losetup").arg("-a").output() else { return };
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Some((dev, rest)) = line.split_once(':') else { continue };
+        let Some(i) = rest.find("ioswitch-conformance-") else { continue };
+        let tail = &rest[i + "ioswitch-conformance-".len()..];
+        let Some(pid) = tail.strip_suffix(")").unwrap_or(tail).split_once("-loop.img").map(|(p, _)| p) else {
+            continue;
+        };
+        if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) || Path::new("/proc").join(pid).exists() {
+            continue;
+        }
+        match detach(Path::new(dev)) {
+            Ok(()) => println!("detached {dev}, left behind by an earlier run (pid {pid})"),
+            Err(e) => println!("could not detach {dev}, left behind by an earlier run: {e}"),
+        }
+    }
+}
+
+/// Runs `f` under the watchdog, turning a panic into an error.
+fn guarded<T>(name: &str, f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    lock(&PANICS).clear();
+    *lock(&CURRENT) = Some((name.to_string(), Instant::now()));
+    let r = panic::catch_unwind(AssertUnwindSafe(f));
+    *lock(&CURRENT) = None;
+    match r {
+        Ok(r) => r,
+        Err(_) => {
+            let msgs = lock(&PANICS).join("; ");
+            Err(format!("panicked: {msgs}"))
+        }
+    }
+}
+
+fn install_panic_hook() {
+    panic::set_hook(Box::new(|info| {
+        let msg = if let Some(s) = info.payload().downcast_ref::<&str>() {
+            (*s).to_string()
+        } else if let Some(s) = info.payload().downcast_ref::<String>() {
+            s.clone()
+        } else {
+            "(no message)".to_string()
+        };
+        let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+        lock(&PANICS).push(format!("{msg}{at}"));
+    }));
+}
+
+// ---------------------------------------------------------------------------------------
+// Data patterns
+// ---------------------------------------------------------------------------------------
+
+fn mix(seed: u64) -> u64 {
+    seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1
+}
+
+/// The pattern word at absolute byte `pos` (a multiple of 8): its 512-byte sector and
+/// word index, scrambled by the seed. Misplaced data, zeroes and stale data all differ.
+fn word(pos: u64, seed: u64) -> u64 {
+    ((pos >> 9) << 24 | (pos & 511) >> 3) ^ mix(seed)
+}
+
+fn fill(b: &mut [u8], pos: u64, seed: u64) {
+    assert_eq!(pos % 8, 0, "pattern positions are multiples of 8");
+    let m = mix(seed);
+    let whole = b.len() / 8;
+    for k in 0..whole {
+        let p = pos + 8 * k as u64;
+        let w = ((p >> 9) << 24 | (p & 511) >> 3) ^ m;
+        b[8 * k..8 * k + 8].copy_from_slice(&w.to_le_bytes());
+    }
+    let tail = b.len() - 8 * whole;
+    if tail > 0 {
+        let w = word(pos + 8 * whole as u64, seed).to_le_bytes();
+        b[8 * whole..].copy_from_slice(&w[..tail]);
+    }
+}
+
+fn pattern(pos: u64, len: u64, seed: u64) -> Vec<u8> {
+    let mut v = vec![0u8; len as usize];
+    fill(&mut v, pos, seed);
+    v
+}
+
+fn describe(got: u64, at: u64, seed: Option<u64>) -> String {
+    if got == 0 {
+        return "zeroes".into();
+    }
+    if got == u64::from_le_bytes([SENTINEL; 8]) {
+        return "the read buffer's sentinel: no data arrived".into();
+    }
+    if let Some(seed) = seed {
+        let v = got ^ mix(seed);
+        if v >> 56 == 0 && v & 0xff_ffff < 64 {
+            let from = (v >> 24) * 512 + (v & 0xff_ffff) * 8;
+            if from == at {
+                return "the pattern's own word for this byte: the data was not changed as expected".into();
+            }
+            return format!("the pattern's word for byte {from}: misplaced data");
+        }
+    }
+    "other data (an older write, or garbage)".into()
+}
+
+/// Compares `got` with `want` (both starting at absolute byte `pos`), naming the first
+/// difference.
+fn compare(got: &[u8], want: &[u8], pos: u64, seed: Option<u64>, what: &str) -> Result<(), String> {
+    if got == want {
+        return Ok(());
+    }
+    ensure!(got.len() == want.len(), "{what}: got {} bytes, expected {}", got.len(), want.len());
+    for (i, (g, w)) in got.chunks(8).zip(want.chunks(8)).enumerate() {
+        if g != w {
+            let at = pos + 8 * i as u64;
+            let mut gw = [0u8; 8];
+            gw[..g.len()].copy_from_slice(g);
+            let mut ww = [0u8; 8];
+            ww[..w.len()].copy_from_slice(w);
+            let (gw, ww) = (u64::from_le_bytes(gw), u64::from_le_bytes(ww));
+            let bad = got.chunks(8).zip(want.chunks(8)).filter(|(g, w)| g != w).count();
+            return Err(format!(
+                "{what}: first difference at byte {at} (sector {}): expected {ww:#018x}, got {gw:#018x} \
+                 ({}); {bad} of {} words differ",
+                at / 512,
+                describe(gw, at, seed),
+                want.len().div_ceil(8)
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn split(pos: u64, len: u64, chunk: u64) -> Vec<(u64, u64)> {
+    let mut v = Vec::new();
+    let mut p = pos;
+    while p < pos + len {
+        let l = chunk.min(pos + len - p);
+        v.push((p, l));
+        p += l;
+    }
+    v
+}
+
+fn buf_ids(d: &Data) -> Vec<u64> {
+    d.bufs().iter().map(|b| b.id()).collect()
+}
+
+fn data_bytes(d: &Data) -> Vec<u8> {
+    let mut v = Vec::with_capacity(d.total_len() as usize);
+    for b in d.bufs() {
+        v.extend_from_slice(b);
+    }
+    v
+}
+
+// ---------------------------------------------------------------------------------------
+// Running commands the same way through `Device::pass` and through a `Queue`
+// ---------------------------------------------------------------------------------------
+
+/// What happened to one command.
+enum Outcome {
+    /// Refused before any I/O (by `pass` or by `submit`), with the data handed back.
+    Rejected(Error, Data),
+    /// It ran; the status says how it went.
+    Done { status: Status, result: u64, data: Data },
+}
+
+fn pass_one(dev: &Device, cmd: &Cmd, mut data: Data) -> Outcome {
+    match dev.pass(cmd, data.bufs_mut()) {
+        Ok(result) => Outcome::Done { status: Status::OK, result, data },
+        Err(Error::Command { status, .. }) => Outcome::Done { status, result: 0, data },
+        Err(e) => Outcome::Rejected(e, data),
+    }
+}
+
+/// Takes completions into `out` by tag, checking that every tag is known, completes once,
+/// and hands back the buffers it was submitted with.
+fn absorb(got: &mut Vec<Completion>, out: &mut [Option<Outcome>], ids: &[Vec<u64>]) -> Result<(), String> {
+    for c in got.drain(..) {
+        let i = usize::try_from(c.tag)
+            .ok()
+            .filter(|&i| i < ids.len())
+            .ok_or_else(|| format!("a completion carries tag {}, which was never submitted", c.tag))?;
+        ensure!(out[i].is_none(), "tag {i} completed twice");
+        let back = buf_ids(&c.data);
+        ensure!(
+            back == ids[i],
+            "the completion of tag {i} handed back buffers {back:?}; it was submitted with {:?}",
+            ids[i]
+        );
+        out[i] = Some(Outcome::Done { status: c.status, result: c.result, data: c.data });
+    }
+    Ok(())
+}
+
+/// Submits `ops` in order, keeping at most the queue's depth in flight, then drains.
+fn run_async(q: &mut Queue, ops: Vec<(Cmd, Data)>) -> Result<Vec<Outcome>, String> {
+    let n = ops.len();
+    let mut out: Vec<Option<Outcome>> = Vec::new();
+    out.resize_with(n, || None);
+    let mut ids: Vec<Vec<u64>> = Vec::with_capacity(n);
+    let mut got: Vec<Completion> = Vec::new();
+    let cap = q.capacity();
+    for (i, (cmd, data)) in ops.into_iter().enumerate() {
+        ids.push(buf_ids(&data));
+        if q.outstanding() >= cap {
+            let before = q.outstanding();
+            let r = q.wait(1, |c| got.push(c)).map_err(|e| format!("wait(1) with {before} outstanding: {e}"))?;
+            ensure!(r >= 1, "wait(1) reaped nothing with {before} commands outstanding");
+            ensure!(r as usize == got.len(), "wait returned {r} but called back {} times", got.len());
+            absorb(&mut got, &mut out, &ids)?;
+        }
+        if let Err(rej) = q.submit(&cmd, data, i as u64) {
+            ensure!(
+                !matches!(rej.error, Error::Busy { .. }),
+                "submit #{i} said Busy with {} of {cap} slots in use",
+                q.outstanding()
+            );
+            let back = buf_ids(&rej.data);
+            ensure!(back == ids[i], "a refused submit handed back buffers {back:?}, not the {:?} given", ids[i]);
+            out[i] = Some(Outcome::Rejected(rej.error, rej.data));
+        }
+    }
+    let before = q.outstanding();
+    let r = q.drain(|c| got.push(c)).map_err(|e| format!("drain with {before} outstanding: {e}"))?;
+    ensure!(r == before, "drain reaped {r} with {before} outstanding");
+    ensure!(got.len() == r as usize, "drain returned {r} but called back {} times", got.len());
+    absorb(&mut got, &mut out, &ids)?;
+    ensure!(q.outstanding() == 0, "{} commands still outstanding after drain", q.outstanding());
+    out.into_iter().enumerate().map(|(i, o)| o.ok_or_else(|| format!("command #{i} never completed"))).collect()
+}
+
+/// Runs commands through the sync interface (`pass`) or a queue of the async one.
+/// Depth-`QD` runners of a cell share one queue (a queue must stay usable case after
+/// case, and creating queues is slow for some interfaces); a runner whose case failed
+/// drops its queue instead of handing it on.
+struct Runner<'a> {
+    dev: Device,
+    q: Option<Queue>,
+    home: Option<&'a Mutex<Option<Queue>>>,
+}
+
+impl<'a> Runner<'a> {
+    fn new(ctx: &'a Ctx, depth: u32) -> Result<Runner<'a>, String> {
+        if !ctx.is_async() {
+            return Ok(Runner { dev: ctx.dev.clone(), q: None, home: None });
+        }
+        let home = (depth == QD).then_some(&ctx.shared);
+        let q = match home.and_then(|h| lock(h).take()) {
+            Some(q) => q,
+            None => ctx.dev.queue(depth).map_err(|e| format!("dev.queue({depth}): {e}"))?,
+        };
+        Ok(Runner { dev: ctx.dev.clone(), q: Some(q), home })
+    }
+
+    fn run(&mut self, ops: Vec<(Cmd, Data)>) -> Result<Vec<Outcome>, String> {
+        match self.q.as_mut() {
+            Some(q) => run_async(q, ops),
+            None => Ok(ops.into_iter().map(|(c, d)| pass_one(&self.dev, &c, d)).collect()),
+        }
+    }
+
+    fn one(&mut self, op: (Cmd, Data)) -> Result<Outcome, String> {
+        self.run(vec![op])?.pop().ok_or_else(|| "no outcome for a command".to_string())
+    }
+
+    fn submitted(&self) -> u64 {
+        self.q.as_ref().map(|q| q.stats().submitted).unwrap_or(0)
+    }
+
+    /// Ends a pass: nothing outstanding, and every submitted command completed.
+    fn finish(mut self) -> Result<(), String> {
+        if let Some(q) = &self.q {
+            let s = q.stats();
+            ensure!(q.outstanding() == 0, "{} commands outstanding at the end", q.outstanding());
+            ensure!(s.submitted == s.completed, "stats: submitted {} != completed {}", s.submitted, s.completed);
+        }
+        if let Some(h) = self.home {
+            *lock(h) = self.q.take();
+        }
+        Ok(())
+    }
+}
+
+/// The data of a command that must have succeeded, moving `want` bytes when given.
+fn done(o: Outcome, what: &str, want: Option<u64>) -> Result<Data, String> {
+    match o {
+        Outcome::Rejected(e, _) => Err(format!("{what}: refused: {e}")),
+        Outcome::Done { status, result, data } => {
+            ensure!(status.is_ok(), "{what}: failed: {status}");
+            if let Some(w) = want {
+                ensure!(result == w, "{what}: result {result}, expected {w} (bytes moved)");
+            }
+            Ok(data)
+        }
+    }
+}
+
+/// The error and data of a command that must have been refused before any I/O.
+fn refused(o: Outcome, what: &str) -> Result<(Error, Data), String> {
+    match o {
+        Outcome::Rejected(e, d) => Ok((e, d)),
+        Outcome::Done { status, .. } => Err(format!("{what}: was accepted and ran ({status}); it must be refused")),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// One cell's context
+// ---------------------------------------------------------------------------------------
+
+struct Ctx {
+    dev: Device,
+    col: Col,
+    row: RowKind,
+    uri: String,
+    /// A path std::fs can read and write the same bytes through (file or loop device).
+    oracle: Option<PathBuf>,
+    /// A file whose size must never change (the file, or the loop device's backing file).
+    backing: Option<PathBuf>,
+    lba: u64,
+    nlbas: u64,
+    nsid: u32,
+    /// The queue depth-`QD` runners share.
+    shared: Mutex<Option<Queue>>,
+}
+
+impl Ctx {
+    fn is_async(&self) -> bool {
+        self.col.sync().is_none()
+    }
+    fn nil(&self) -> bool {
+        self.col == Col::Nil
+    }
+    fn end(&self) -> u64 {
+        self.nlbas * self.lba
+    }
+    fn nlb(&self, len: u64) -> u32 {
+        (len / self.lba) as u32
+    }
+    fn alloc(&self, len: u64) -> Result<Buffer, String> {
+        self.dev.alloc(len as usize).map_err(|e| format!("alloc({len}): {e}"))
+    }
+    fn sentinel(&self, len: u64) -> Result<Buffer, String> {
+        let mut b = self.alloc(len)?;
+        b.fill(SENTINEL);
+        Ok(b)
+    }
+    fn pat(&self, pos: u64, len: u64, seed: u64) -> Result<Buffer, String> {
+        let mut b = self.alloc(len)?;
+        fill(&mut b, pos, seed);
+        Ok(b)
+    }
+    /// NVM write of `len` bytes at byte `pos`, carrying the pattern.
+    fn w(&self, pos: u64, len: u64, seed: u64) -> Result<(Cmd, Data), String> {
+        Ok((Cmd::write(self.nsid, pos / self.lba, self.nlb(len)), self.pat(pos, len, seed)?.into()))
+    }
+    /// NVM read of `len` bytes at byte `pos` into a sentinel-filled buffer.
+    fn r(&self, pos: u64, len: u64) -> Result<(Cmd, Data), String> {
+        Ok((Cmd::read(self.nsid, pos / self.lba, self.nlb(len)), self.sentinel(len)?.into()))
+    }
+    fn dsm(&self, ranges: &[(u64, u64)]) -> Result<(Cmd, Data), String> {
+        let mut b = self.alloc(4096)?;
+        for (i, &(pos, len)) in ranges.iter().enumerate() {
+            let r = DsmRange { cattr: 0, nlb: self.nlb(len), slba: pos / self.lba };
+            b[i * 16..i * 16 + 16].copy_from_slice(&r.to_bytes());
+        }
+        Ok((Cmd::dsm(self.nsid, ranges.len() as u32, true), b.into()))
+    }
+    fn backing_len(&self) -> Option<u64> {
+        self.backing.as_ref().and_then(|p| fs::metadata(p).ok()).map(|m| m.len())
+    }
+    fn oracle_read(&self, pos: u64, len: u64) -> Result<Option<Vec<u8>>, String> {
+        let Some(p) = &self.oracle else { return Ok(None) };
+        let f = fs::File::open(p).map_err(|e| format!("std open {}: {e}", p.display()))?;
+        let mut v = vec![0u8; len as usize];
+        f.read_exact_at(&mut v, pos).map_err(|e| format!("std read of {}: {e}", p.display()))?;
+        Ok(Some(v))
+    }
+    fn oracle_write(&self, pos: u64, bytes: &[u8]) -> Result<bool, String> {
+        let Some(p) = &self.oracle else { return Ok(false) };
+        let f = fs::OpenOptions::new().write(true).open(p).map_err(|e| format!("std open {}: {e}", p.display()))?;
+        f.write_all_at(bytes, pos).map_err(|e| format!("std write of {}: {e}", p.display()))?;
+        f.sync_all().map_err(|e| format!("std fsync of {}: {e}", p.display()))?;
+        Ok(true)
+    }
+    /// Reads back through std::fs and compares, when the device has a path.
+    fn oracle_check(&self, pos: u64, want: &[u8], seed: Option<u64>, what: &str) -> Result<(), String> {
+        if let Some(got) = self.oracle_read(pos, want.len() as u64)? {
+            compare(&got, want, pos, seed, &format!("{what} (read back with std::fs)"))?;
+        }
+        Ok(())
+    }
+}
+
+fn write_pattern(r: &mut Runner<'_>, ctx: &Ctx, pos: u64, len: u64, chunk: u64, seed: u64) -> Result<usize, String> {
+    let parts = split(pos, len, chunk);
+    let ops = parts.iter().map(|&(p, l)| ctx.w(p, l, seed)).collect::<Result<Vec<_>, _>>()?;
+    for (o, (p, l)) in r.run(ops)?.into_iter().zip(&parts) {
+        done(o, &format!("write [{p}, +{l})"), Some(*l))?;
+    }
+    Ok(parts.len())
+}
+
+fn read_range(r: &mut Runner<'_>, ctx: &Ctx, pos: u64, len: u64, chunk: u64) -> Result<Vec<u8>, String> {
+    let parts = split(pos, len, chunk);
+    let ops = parts.iter().map(|&(p, l)| ctx.r(p, l)).collect::<Result<Vec<_>, _>>()?;
+    let mut v = Vec::with_capacity(len as usize);
+    for (o, (p, l)) in r.run(ops)?.into_iter().zip(&parts) {
+        let d = done(o, &format!("read [{p}, +{l})"), Some(*l))?;
+        v.extend(data_bytes(&d));
+    }
+    Ok(v)
+}
+
+// ---------------------------------------------------------------------------------------
+// The cases
+// ---------------------------------------------------------------------------------------
+
+/// The gate: the device is what was asked for, and (async) a queue can be made.
+fn case_open(ctx: &Ctx) -> Res {
+    let id = ctx.dev.ident();
+    let g = ctx.dev.geometry();
+    let want = ctx.row.dev_kind();
+    ensure!(id.kind == want, "ident().kind is {:?}, expected {want:?}", id.kind);
+    ensure!(g.bytes == DEV_BYTES, "geometry().bytes is {}, expected {DEV_BYTES}", g.bytes);
+    ensure!(g.lba_size >= 512 && g.lba_size.is_power_of_two(), "lba_size {} is not a power of two >= 512", g.lba_size);
+    ensure!(DEV_BYTES % g.lba_size as u64 == 0, "lba_size {} does not divide the device size", g.lba_size);
+    ensure!(g.nlbas == g.bytes / g.lba_size as u64, "nlbas {} != bytes / lba_size", g.nlbas);
+    if ctx.row.direct() {
+        ensure!(
+            g.dio_offset_align > 0 && g.lba_size % g.dio_offset_align == 0,
+            "direct=1: lba_size {} is not a multiple of dio_offset_align {}",
+            g.lba_size,
+            g.dio_offset_align
+        );
+        ensure!(
+            g.dio_mem_align > 0 && ctx.dev.buffer_align() % g.dio_mem_align as usize == 0,
+            "buffer_align {} is not a multiple of dio_mem_align {}",
+            ctx.dev.buffer_align(),
+            g.dio_mem_align
+        );
+    }
+    let ifs = ctx.dev.interfaces();
+    if let Some(s) = ctx.col.sync() {
+        ensure!(ifs.sync == Some(s), "interfaces().sync is {:?}, asked for {s:?}", ifs.sync);
+    }
+    ensure!(
+        ifs.r#async == Some(ctx.col.async_iface()),
+        "interfaces().async is {:?}, asked for {:?}",
+        ifs.r#async,
+        ctx.col.async_iface()
+    );
+    let b = ctx.alloc(8192)?;
+    ensure!(b.len() == 8192 && b.iter().all(|&x| x == 0), "alloc(8192) is not 8192 zeroed bytes");
+    ensure!(b.as_ptr() as usize % ctx.dev.buffer_align() == 0, "alloc() returned a buffer not aligned to buffer_align");
+    if ctx.is_async() {
+        let q = ctx.dev.queue(QD).map_err(|e| format!("dev.queue({QD}): {e}"))?;
+        ensure!(
+            q.capacity() == QD && q.outstanding() == 0,
+            "a new queue has capacity {} / outstanding {}",
+            q.capacity(),
+            q.outstanding()
+        );
+        ensure!(q.interface() == ctx.col.async_iface(), "queue.interface() is {:?}", q.interface());
+        *lock(&ctx.shared) = Some(q);
+        for bad in [0, 4097] {
+            match ctx.dev.queue(bad) {
+                Err(Error::BadOpt { .. }) => {}
+                Err(e) => return Err(format!("dev.queue({bad}): expected BadOpt, got {e}")),
+                Ok(_) => return Err(format!("dev.queue({bad}) was accepted")),
+            }
+        }
+    }
+    Ok(format!("{} LBAs of {} B", g.nlbas, g.lba_size))
+}
+
+/// Pattern over the whole device, many commands (qd up to 16 for async), read back and
+/// compared, the last LBA on its own, and std::fs as an independent witness both ways.
+fn case_rw(ctx: &Ctx) -> Res {
+    let mut r = Runner::new(ctx, QD)?;
+    let chunk = if ctx.is_async() { 16 * KIB } else { 64 * KIB };
+    let end = ctx.end();
+    let mut notes = Vec::new();
+
+    let s0 = seed();
+    let head = pattern(0, 64 * KIB, s0);
+    if ctx.oracle_write(0, &head)? {
+        let got = read_range(&mut r, ctx, 0, 64 * KIB, chunk)?;
+        compare(&got, &head, 0, Some(s0), "library read of data written with std::fs")?;
+        notes.push("std::fs witness");
+    }
+
+    let s = seed();
+    let writes = write_pattern(&mut r, ctx, 0, end, chunk, s)?;
+    let got = read_range(&mut r, ctx, 0, end, chunk)?;
+    let mut want = pattern(0, end, s);
+    compare(&got, &want, 0, Some(s), "whole-device read back")?;
+
+    let s2 = seed();
+    let last = end - ctx.lba;
+    let o = r.one(ctx.w(last, ctx.lba, s2)?)?;
+    done(o, "write of the last LBA", Some(ctx.lba))?;
+    let got = read_range(&mut r, ctx, last - ctx.lba, 2 * ctx.lba, 2 * ctx.lba)?;
+    fill(&mut want[last as usize..], last, s2);
+    compare(&got, &want[(last - ctx.lba) as usize..], last - ctx.lba, Some(s2), "the last two LBAs")?;
+    ctx.oracle_check(0, &want, Some(s), "whole device")?;
+    // The whole device in one command.
+    let d = done(r.one(ctx.r(0, end)?)?, "one read of the whole device", Some(end))?;
+    compare(&data_bytes(&d), &want, 0, Some(s), "one read of the whole device")?;
+    r.finish()?;
+    Ok(format!("{writes} writes of <= {chunk} B; {}", notes.join(", ")))
+}
+
+/// Several buffers per command (Data::Vec), both directions, NVM and file sets, and no
+/// byte written past the transfer when the buffers are larger than it.
+fn case_vectored(ctx: &Ctx) -> Res {
+    let mut r = Runner::new(ctx, QD)?;
+    let u = ctx.lba;
+
+    // A: vectored NVM write, vectored file-set read with another split, plain read.
+    let a = 128 * KIB;
+    let s = seed();
+    let mut bufs = Vec::new();
+    let mut p = a;
+    for k in [1, 2, 1, 3, 1] {
+        bufs.push(ctx.pat(p, k * u, s)?);
+        p += k * u;
+    }
+    let total = p - a;
+    let o = r.one((Cmd::write(ctx.nsid, a / u, ctx.nlb(total)), Data::Vec(bufs)))?;
+    done(o, "vectored NVM write of 5 buffers", Some(total))?;
+    let rb = [3, 1, 2, 2].iter().map(|&k| ctx.sentinel(k * u)).collect::<Result<Vec<_>, _>>()?;
+    let o = r.one((Cmd::fs_read(a, total), Data::Vec(rb)))?;
+    let d = done(o, "vectored file read of 4 buffers", Some(total))?;
+    ensure!(d.bufs().len() == 4, "the vectored read handed back {} buffers, not 4", d.bufs().len());
+    let want = pattern(a, total, s);
+    compare(&data_bytes(&d), &want, a, Some(s), "vectored write, vectored read")?;
+    let got = read_range(&mut r, ctx, a, total, total)?;
+    compare(&got, &want, a, Some(s), "vectored write, single-buffer read")?;
+    ctx.oracle_check(a, &want, Some(s), "vectored write")?;
+
+    // B: vectored file-set write, vectored NVM read of one-LBA buffers.
+    let b = a + total + 4 * KIB;
+    let s2 = seed();
+    let mut bufs = Vec::new();
+    let mut p = b;
+    for k in [2, 2, 4] {
+        bufs.push(ctx.pat(p, k * u, s2)?);
+        p += k * u;
+    }
+    let total = p - b;
+    let o = r.one((Cmd::fs_write(b, total), Data::Vec(bufs)))?;
+    done(o, "vectored file write of 3 buffers", Some(total))?;
+    let rb = (0..8).map(|_| ctx.sentinel(u)).collect::<Result<Vec<_>, _>>()?;
+    let o = r.one((Cmd::read(ctx.nsid, b / u, 8), Data::Vec(rb)))?;
+    let d = done(o, "vectored NVM read of 8 buffers", Some(total))?;
+    let want = pattern(b, total, s2);
+    compare(&data_bytes(&d), &want, b, Some(s2), "vectored file write, vectored NVM read")?;
+
+    // Many buffers in one command, both directions.
+    let m = b + total + 4 * KIB;
+    let s3 = seed();
+    let bufs = (0..32).map(|k| ctx.pat(m + k * u, u, s3)).collect::<Result<Vec<_>, _>>()?;
+    done(r.one((Cmd::write(ctx.nsid, m / u, 32), Data::Vec(bufs)))?, "write of 32 buffers", Some(32 * u))?;
+    let rb = (0..32).map(|_| ctx.sentinel(u)).collect::<Result<Vec<_>, _>>()?;
+    let d = done(r.one((Cmd::read(ctx.nsid, m / u, 32), Data::Vec(rb)))?, "read into 32 buffers", Some(32 * u))?;
+    compare(&data_bytes(&d), &pattern(m, 32 * u, s3), m, Some(s3), "32-buffer write, 32-buffer read")?;
+
+    // C: buffers larger than the transfer: the bytes past it stay untouched.
+    let rb = vec![ctx.sentinel(4 * u)?, ctx.sentinel(4 * u)?];
+    let o = r.one((Cmd::read(ctx.nsid, b / u, 6), Data::Vec(rb)))?;
+    let d = done(o, "read of 6 LBAs into 2 buffers of 4", Some(6 * u))?;
+    let bytes = data_bytes(&d);
+    compare(&bytes[..(6 * u) as usize], &want[..(6 * u) as usize], b, Some(s2), "read into larger buffers")?;
+    ensure!(
+        bytes[(6 * u) as usize..].iter().all(|&x| x == SENTINEL),
+        "a 6-LBA read wrote past its transfer into the rest of the second buffer"
+    );
+    r.finish()?;
+    Ok(String::new())
+}
+
+/// Requests reaching past the end are refused with OutOfRange before any I/O: data past
+/// and at the end unchanged, file size unchanged, buffers handed back untouched.
+fn case_out_of_range(ctx: &Ctx) -> Res {
+    let mut r = Runner::new(ctx, QD)?;
+    let (u, n, end) = (ctx.lba, ctx.nlbas, ctx.end());
+    let s = seed();
+    if !ctx.nil() {
+        write_pattern(&mut r, ctx, end - 2 * u, 2 * u, 2 * u, s)?;
+    }
+    let size0 = ctx.backing_len();
+    let submitted0 = r.submitted();
+    let s2 = seed();
+    type Probe = (&'static str, Cmd, Data, &'static str, Option<(u64, u64, u64)>);
+    let probes: Vec<Probe> = vec![
+        (
+            "NVM write across the end",
+            Cmd::write(ctx.nsid, n - 1, 2),
+            ctx.pat(end - u, 2 * u, s2)?.into(),
+            "LBAs",
+            Some((n - 1, n + 1, n)),
+        ),
+        (
+            "NVM write of the first LBA past the end",
+            Cmd::write(ctx.nsid, n, 1),
+            ctx.pat(end, u, s2)?.into(),
+            "LBAs",
+            Some((n, n + 1, n)),
+        ),
+        (
+            "NVM read across the end",
+            Cmd::read(ctx.nsid, n - 1, 2),
+            ctx.sentinel(2 * u)?.into(),
+            "LBAs",
+            Some((n - 1, n + 1, n)),
+        ),
+        (
+            "NVM write whose slba+nlb overflows",
+            Cmd::write(ctx.nsid, u64::MAX, 2),
+            ctx.pat(0, 2 * u, s2)?.into(),
+            "LBAs",
+            None,
+        ),
+        (
+            "file write across the end",
+            Cmd::fs_write(end - u, 2 * u),
+            ctx.pat(end - u, 2 * u, s2)?.into(),
+            "bytes",
+            Some((end - u, end + u, end)),
+        ),
+        ("file read past the end", Cmd::fs_read(end, u), ctx.sentinel(u)?.into(), "bytes", Some((end, end + u, end))),
+        (
+            "file write whose offset+len overflows",
+            Cmd::fs_write(u64::MAX / u * u, u),
+            ctx.pat(0, u, s2)?.into(),
+            "bytes",
+            None,
+        ),
+        (
+            "write zeroes across the end",
+            Cmd::write_zeroes(ctx.nsid, n - 1, 2),
+            Data::None,
+            "LBAs",
+            Some((n - 1, n + 1, n)),
+        ),
+        ("file trim across the end", Cmd::fs_trim(end - u, 2 * u), Data::None, "bytes", Some((end - u, end + u, end))),
+        (
+            "DSM deallocate of a range across the end",
+            ctx.dsm(&[(end - u, 2 * u)])?.0,
+            ctx.dsm(&[(end - u, 2 * u)])?.1,
+            "LBAs",
+            Some((n - 1, n + 1, n)),
+        ),
+    ];
+    let count = probes.len();
+    for (what, cmd, data, unit, range) in probes {
+        let before = data_bytes(&data);
+        let ids = buf_ids(&data);
+        let (e, back) = refused(r.one((cmd, data))?, what)?;
+        match &e {
+            Error::OutOfRange { unit: got_unit, start, end: e_end, limit, .. } => {
+                ensure!(*got_unit == unit, "{what}: OutOfRange in {got_unit}, expected {unit}");
+                if let Some((s0, e0, l0)) = range {
+                    ensure!(
+                        (*start, *e_end, *limit) == (s0, e0, l0),
+                        "{what}: OutOfRange [{start}, {e_end}) limit {limit}, expected [{s0}, {e0}) limit {l0}"
+                    );
+                }
+            }
+            other => return Err(format!("{what}: expected Error::OutOfRange, got {other:?}")),
+        }
+        ensure!(e.errno() == Some(libc::ERANGE), "{what}: errno() is {:?}, expected ERANGE", e.errno());
+        ensure!(buf_ids(&back) == ids, "{what}: the refusal did not hand back the same buffers");
+        ensure!(data_bytes(&back) == before, "{what}: the handed-back buffer was changed (I/O happened?)");
+    }
+    ensure!(
+        r.submitted() == submitted0,
+        "refused submissions were counted as submitted ({} -> {})",
+        submitted0,
+        r.submitted()
+    );
+    if !ctx.nil() {
+        let got = read_range(&mut r, ctx, end - 2 * u, 2 * u, 2 * u)?;
+        let want = pattern(end - 2 * u, 2 * u, s);
+        compare(&got, &want, end - 2 * u, Some(s), "the last two LBAs after the refused requests")?;
+        ctx.oracle_check(end - 2 * u, &want, Some(s), "the last two LBAs")?;
+    }
+    ensure!(ctx.backing_len() == size0, "the file size changed: {size0:?} -> {:?}", ctx.backing_len());
+    if ctx.row.dev_kind() == DevKind::File {
+        ensure!(size0 == Some(DEV_BYTES), "the file is {size0:?} bytes, expected {DEV_BYTES}");
+    }
+    r.finish()?;
+    Ok(format!("{count} requests refused"))
+}
+
+fn want_misaligned(o: Outcome, what: &str, field: &str, before: &[u8]) -> Result<(), String> {
+    let (e, back) = refused(o, what)?;
+    match &e {
+        Error::Misaligned { what: w, .. } if *w == field => {}
+        other => return Err(format!("{what}: expected Error::Misaligned {{ what: {field:?} }}, got {other:?}")),
+    }
+    ensure!(e.errno() == Some(libc::EINVAL), "{what}: errno() {:?}, expected EINVAL", e.errno());
+    ensure!(data_bytes(&back) == before, "{what}: the handed-back buffer was changed");
+    Ok(())
+}
+
+/// direct=1: misaligned buffers, offsets and lengths are refused with Misaligned and no
+/// I/O. Buffered: misaligned buffers and byte offsets just work.
+fn case_alignment(ctx: &Ctx) -> Res {
+    let mut r = Runner::new(ctx, QD)?;
+    let u = ctx.lba;
+    let a = 256 * KIB;
+    let len = 4 * u;
+    let s_old = seed();
+    write_pattern(&mut r, ctx, a, len, len, s_old)?;
+    let old = pattern(a, len, s_old);
+    let align = ctx.dev.buffer_align();
+    let s = seed();
+    let misaligned = |off: usize, pos: u64, fill_seed: Option<u64>| -> Result<Buffer, String> {
+        let mut b = Buffer::with_alignment(len as usize, align, off).map_err(|e| format!("with_alignment: {e}"))?;
+        match fill_seed {
+            Some(sd) => fill(&mut b, pos, sd),
+            None => b.fill(SENTINEL),
+        }
+        ensure!(b.as_ptr() as usize % align == off, "with_alignment gave a buffer at the wrong offset");
+        Ok(b)
+    };
+    if ctx.row.direct() {
+        let off_align = ctx.dev.geometry().dio_offset_align as u64;
+        let b = misaligned(1, a, Some(s))?;
+        let before = b.to_vec();
+        want_misaligned(
+            r.one((Cmd::write(ctx.nsid, a / u, ctx.nlb(len)), b.into()))?,
+            "write from a misaligned buffer",
+            "buffer address",
+            &before,
+        )?;
+        let b = misaligned(1, a, None)?;
+        let before = b.to_vec();
+        want_misaligned(
+            r.one((Cmd::read(ctx.nsid, a / u, ctx.nlb(len)), b.into()))?,
+            "read into a misaligned buffer",
+            "buffer address",
+            &before,
+        )?;
+        let v = vec![ctx.pat(a, u, s)?, {
+            let mut b = Buffer::with_alignment(3 * u as usize, align, 1).map_err(|e| format!("with_alignment: {e}"))?;
+            fill(&mut b, a + u, s);
+            b
+        }];
+        let before: Vec<u8> = v.iter().flat_map(|b| b.iter().copied()).collect();
+        want_misaligned(
+            r.one((Cmd::write(ctx.nsid, a / u, ctx.nlb(len)), Data::Vec(v)))?,
+            "vectored write, second buffer misaligned",
+            "buffer address",
+            &before,
+        )?;
+        let mut checked = 4;
+        if off_align >= 16 {
+            let half = off_align / 2;
+            let b = ctx.pat(a + half, len, s)?;
+            let before = b.to_vec();
+            want_misaligned(
+                r.one((Cmd::fs_write(a + half, len), b.into()))?,
+                "file write at a misaligned offset",
+                "offset",
+                &before,
+            )?;
+            let b = ctx.pat(a, len, s)?;
+            let before = b.to_vec();
+            want_misaligned(
+                r.one((Cmd::fs_write(a, len - half), b.into()))?,
+                "file write of a misaligned length",
+                "length",
+                &before,
+            )?;
+            let v = vec![ctx.pat(a, half, s)?, ctx.pat(a + half, len - half, s)?];
+            let before: Vec<u8> = v.iter().flat_map(|b| b.iter().copied()).collect();
+            want_misaligned(
+                r.one((Cmd::fs_write(a, len), Data::Vec(v)))?,
+                "vectored write with a misaligned buffer length",
+                "buffer length",
+                &before,
+            )?;
+            checked += 3;
+        }
+        let got = read_range(&mut r, ctx, a, len, len)?;
+        compare(&got, &old, a, Some(s_old), "data after the refused misaligned writes")?;
+        ctx.oracle_check(a, &old, Some(s_old), "data after the refused misaligned writes")?;
+        r.finish()?;
+        Ok(format!("{checked} misaligned requests refused"))
+    } else {
+        let b = misaligned(1, a, Some(s))?;
+        done(
+            r.one((Cmd::write(ctx.nsid, a / u, ctx.nlb(len)), b.into()))?,
+            "write from a misaligned buffer",
+            Some(len),
+        )?;
+        let b = misaligned(3, a, None)?;
+        let d = done(
+            r.one((Cmd::read(ctx.nsid, a / u, ctx.nlb(len)), b.into()))?,
+            "read into a misaligned buffer",
+            Some(len),
+        )?;
+        let mut want = pattern(a, len, s);
+        compare(&data_bytes(&d), &want, a, Some(s), "misaligned write, misaligned read")?;
+        // Byte-granular file-set I/O at an offset and length that are no LBA multiple.
+        let (off, l) = (1000u64, 1000u64);
+        let s2 = seed();
+        let mut b = Buffer::with_alignment(l as usize, align, 5).map_err(|e| format!("with_alignment: {e}"))?;
+        fill(&mut b, a + off, s2);
+        done(r.one((Cmd::fs_write(a + off, l), b.into()))?, "file write of 1000 bytes at byte offset 1000", Some(l))?;
+        fill(&mut want[off as usize..(off + l) as usize], a + off, s2);
+        let d = done(r.one((Cmd::fs_read(a, len), ctx.sentinel(len)?.into()))?, "file read", Some(len))?;
+        compare(&data_bytes(&d), &want, a, Some(s2), "bytes around an unaligned write")?;
+        let mut b = Buffer::with_alignment(l as usize, align, 7).map_err(|e| format!("with_alignment: {e}"))?;
+        b.fill(SENTINEL);
+        let d = done(r.one((Cmd::fs_read(a + off, l), b.into()))?, "unaligned file read", Some(l))?;
+        compare(&data_bytes(&d), &want[off as usize..(off + l) as usize], a + off, Some(s2), "unaligned file read")?;
+        ctx.oracle_check(a, &want, Some(s2), "after misaligned and unaligned writes")?;
+        r.finish()?;
+        Ok("buffered: misaligned buffers and byte offsets accepted and correct".into())
+    }
+}
+
+/// Deallocation reads back as zeroes: file-set trim, NVM DSM deallocate (2 ranges) and
+/// write zeroes, each on part of a patterned region; the rest stays intact.
+fn case_trim(ctx: &Ctx) -> Res {
+    let mut r = Runner::new(ctx, QD)?;
+    let t = 512 * KIB;
+    let len = 64 * KIB;
+    let s = seed();
+    write_pattern(&mut r, ctx, t, len, 16 * KIB, s)?;
+    let size0 = ctx.backing_len();
+    let o = r.one((Cmd::fs_trim(t + 4 * KIB, 16 * KIB), Data::None))?;
+    done(o, "file trim of 16 KiB", None)?;
+    let o = r.one(ctx.dsm(&[(t + 24 * KIB, 8 * KIB), (t + 40 * KIB, 4 * KIB)])?)?;
+    done(o, "DSM deallocate of 2 ranges", None)?;
+    let o = r.one((Cmd::write_zeroes(ctx.nsid, (t + 52 * KIB) / ctx.lba, ctx.nlb(8 * KIB)), Data::None))?;
+    done(o, "write zeroes of 8 KiB", None)?;
+    let mut want = pattern(t, len, s);
+    for (p, l) in [(4, 16), (24, 8), (40, 4), (52, 8)] {
+        want[(p * KIB) as usize..((p + l) * KIB) as usize].fill(0);
+    }
+    let got = read_range(&mut r, ctx, t, len, 16 * KIB)?;
+    compare(&got, &want, t, Some(s), "read after trim / DSM / write zeroes")?;
+    ctx.oracle_check(t, &want, Some(s), "after trim")?;
+    ensure!(ctx.backing_len() == size0, "trim changed the file size: {size0:?} -> {:?}", ctx.backing_len());
+    r.finish()?;
+    Ok(String::new())
+}
+
+fn case_flush(ctx: &Ctx) -> Res {
+    let mut r = Runner::new(ctx, QD)?;
+    let s = seed();
+    let p = 768 * KIB;
+    write_pattern(&mut r, ctx, p, 4 * KIB, 4 * KIB, s)?;
+    done(r.one((Cmd::flush(ctx.nsid), Data::None))?, "NVM flush", None)?;
+    done(r.one((Cmd::fs_flush(), Data::None))?, "file flush", None)?;
+    let got = read_range(&mut r, ctx, p, 4 * KIB, 4 * KIB)?;
+    compare(&got, &pattern(p, 4 * KIB, s), p, Some(s), "data after flush")?;
+    r.finish()?;
+    Ok(String::new())
+}
+
+/// Malformed requests are refused before any I/O with the error that says why.
+fn case_bad_request(ctx: &Ctx) -> Res {
+    let mut r = Runner::new(ctx, QD)?;
+    let u = ctx.lba;
+    let z = 800 * KIB;
+    let s = seed();
+    if !ctx.nil() {
+        write_pattern(&mut r, ctx, z, 4 * u, 4 * u, s)?;
+    }
+    let s2 = seed();
+    let mut bad_fs = Cmd::fs_read(0, u);
+    bad_fs.sqe.opcode = 0xF5;
+    ensure!(bad_fs.set == CmdSet::Fs, "Cmd::fs_read is not in the file set");
+    type BadProbe = (&'static str, Cmd, Data, fn(&Error) -> bool);
+    let probes: Vec<BadProbe> = vec![
+        ("read of 4 LBAs into a 2-LBA buffer", Cmd::read(ctx.nsid, z / u, 4), ctx.sentinel(2 * u)?.into(), |e| {
+            matches!(e, Error::BufferSize { .. })
+        }),
+        ("write of 4 LBAs from a 2-LBA buffer", Cmd::write(ctx.nsid, z / u, 4), ctx.pat(z, 2 * u, s2)?.into(), |e| {
+            matches!(e, Error::BufferSize { .. })
+        }),
+        ("write with no buffer", Cmd::write(ctx.nsid, z / u, 1), Data::None, |e| matches!(e, Error::BufferSize { .. })),
+        ("read of a namespace that does not exist", Cmd::read(ctx.nsid + 1, 0, 1), ctx.sentinel(u)?.into(), |e| {
+            matches!(e, Error::BadCommand { .. })
+        }),
+        ("zero-length file read", Cmd::fs_read(0, 0), ctx.sentinel(u)?.into(), |e| {
+            matches!(e, Error::BadCommand { .. })
+        }),
+        (
+            "DSM of 2 ranges with a 16-byte buffer",
+            Cmd::dsm(ctx.nsid, 2, true),
+            Buffer::alloc(16, 16).map_err(|e| e.to_string())?.into(),
+            |e| matches!(e, Error::BufferSize { .. }),
+        ),
+        (
+            "admin command on the I/O path",
+            Cmd::admin(Sqe { opcode: 0x06, nsid: 0, ..Sqe::default() }),
+            ctx.sentinel(4096)?.into(),
+            |e| matches!(e, Error::BadCommand { .. }),
+        ),
+        ("unknown file-set opcode", bad_fs, ctx.sentinel(u)?.into(), |e| matches!(e, Error::BadCommand { .. })),
+    ];
+    let count = probes.len();
+    let submitted0 = r.submitted();
+    for (what, cmd, data, ok) in probes {
+        let before = data_bytes(&data);
+        let (e, back) = refused(r.one((cmd, data))?, what)?;
+        ensure!(ok(&e), "{what}: wrong error: {e:?}");
+        ensure!(e.errno() == Some(libc::EINVAL), "{what}: errno() {:?}, expected EINVAL", e.errno());
+        ensure!(data_bytes(&back) == before, "{what}: the handed-back buffer was changed");
+    }
+    ensure!(r.submitted() == submitted0, "refused submissions were counted as submitted");
+    if !ctx.nil() {
+        let got = read_range(&mut r, ctx, z, 4 * u, 4 * u)?;
+        compare(&got, &pattern(z, 4 * u, s), z, Some(s), "data after refused requests")?;
+    }
+    r.finish()?;
+    Ok(format!("{count} requests refused"))
+}
+
+/// Opens the cell's device again with one more option.
+fn reopen(ctx: &Ctx, extra: &str) -> Result<(Ctx, String), String> {
+    let opts_s = [ctx.col.opts(), if ctx.row.direct() { "direct=1" } else { "" }, extra]
+        .iter()
+        .filter(|s| !s.is_empty())
+        .copied()
+        .collect::<Vec<_>>()
+        .join(",");
+    let opts: Opts = opts_s.parse().map_err(|e| format!("option string {opts_s:?}: {e}"))?;
+    let dev = Device::open(&ctx.uri, &opts).map_err(|e| format!("open {} with {opts_s:?}: {e}", ctx.uri))?;
+    let c = Ctx {
+        dev,
+        col: ctx.col,
+        row: ctx.row,
+        uri: ctx.uri.clone(),
+        oracle: None,
+        backing: None,
+        lba: ctx.lba,
+        nlbas: ctx.nlbas,
+        nsid: ctx.nsid,
+        shared: Mutex::new(None),
+    };
+    Ok((c, opts_s))
+}
+
+/// A command the open mode forbids is refused before any I/O, or fails with the errno
+/// the OS gave; either way nothing is written.
+fn forbidden(o: Outcome, what: &str, errno: i32) -> Result<String, String> {
+    match o {
+        Outcome::Done { status, .. } if status.is_ok() => Err(format!("{what} succeeded")),
+        Outcome::Done { status, .. } => {
+            ensure!(status.errno() == Some(errno), "{what}: failed with {status}, expected errno {errno}");
+            ensure!(
+                status.sc() == 0x15 && status.dnr(),
+                "{what}: errno {errno} should map to 0x15 Operation Denied + DNR, got {status}"
+            );
+            Ok(format!("failed: {status}"))
+        }
+        Outcome::Rejected(e, _) => {
+            ensure!(
+                matches!(e, Error::BadCommand { .. }),
+                "{what}: refused with {e:?}, expected BadCommand or errno {errno}"
+            );
+            Ok("refused before I/O".into())
+        }
+    }
+}
+
+/// Error mapping. Open modes: a write on a rdonly=1 device and a read on a wronly=1 one are
+/// refused (or fail with EBADF as Operation Denied) and write nothing. An OS failure the
+/// library cannot foresee (the file shrank under an open device, so a read finds EOF)
+/// comes back as a failed status with the errno kept, on every interface alike.
+fn case_errno(ctx: &Ctx) -> Res {
+    let mut r = Runner::new(ctx, 4)?;
+    let u = ctx.lba;
+    let s = seed();
+    write_pattern(&mut r, ctx, 0, 2 * u, 2 * u, s)?;
+    let mut notes = Vec::new();
+    {
+        let (ro, opts_s) = reopen(ctx, "rdonly=1")?;
+        let mut rr = Runner::new(&ro, 4)?;
+        let d = done(rr.one(ro.r(0, u)?)?, "read on a rdonly=1 device", Some(u))?;
+        // Another open of a ramdisk size is another ramdisk: it starts zeroed.
+        let want = if ctx.row == RowKind::Ram { vec![0; u as usize] } else { pattern(0, u, s) };
+        compare(&data_bytes(&d), &want, 0, Some(s), "read on a rdonly=1 device")?;
+        let what = format!("write on a device opened with {opts_s:?}");
+        notes.push(format!("rdonly write {}", forbidden(rr.one(ro.w(0, u, seed())?)?, &what, libc::EBADF)?));
+        let what = format!("file trim on a device opened with {opts_s:?}");
+        forbidden(rr.one((Cmd::fs_trim(0, u), Data::None))?, &what, libc::EBADF)?;
+        let what = format!("write zeroes on a device opened with {opts_s:?}");
+        forbidden(rr.one((Cmd::write_zeroes(ctx.nsid, 0, 1), Data::None))?, &what, libc::EBADF)?;
+        rr.finish()?;
+    }
+    {
+        let (wo, opts_s) = reopen(ctx, "wronly=1")?;
+        let mut rw = Runner::new(&wo, 4)?;
+        let what = format!("read on a device opened with {opts_s:?}");
+        notes.push(format!("wronly read {}", forbidden(rw.one(wo.r(0, u)?)?, &what, libc::EBADF)?));
+        rw.finish()?;
+    }
+    let got = read_range(&mut r, ctx, 0, 2 * u, 2 * u)?;
+    compare(&got, &pattern(0, 2 * u, s), 0, Some(s), "data after the forbidden commands")?;
+
+    if ctx.row.dev_kind() == DevKind::File {
+        let path = ctx.backing.clone().ok_or("a file row without a path")?;
+        let f = fs::OpenOptions::new().write(true).open(&path).map_err(|e| format!("std open: {e}"))?;
+        let end = ctx.end();
+        f.set_len(end - 4 * u).map_err(|e| format!("shrink the file: {e}"))?;
+        let o = ctx.r(end - 2 * u, 2 * u).and_then(|op| r.one(op));
+        let restored = f.set_len(end).map_err(|e| format!("restore the file size: {e}"));
+        let status = match o? {
+            Outcome::Done { status, result, .. } if status.is_ok() => {
+                return Err(format!(
+                    "a read of 2 LBAs past the end of a file that shrank under the device succeeded (result {result}); \
+                     psync reports this as EIO"
+                ));
+            }
+            Outcome::Done { status, .. } => status,
+            Outcome::Rejected(e, _) => {
+                return Err(format!("a read past a shrunk file's end was refused before I/O: {e}"))
+            }
+        };
+        restored?;
+        let errno = status.errno().ok_or_else(|| format!("the failure carries no errno: {status}"))?;
+        let mapped = ioswitch::spec::errno_to_status(errno);
+        ensure!(
+            status.code() == mapped.code() && status.dnr() == mapped.dnr(),
+            "errno {errno} came back as {status}, but the mapping table says {mapped}"
+        );
+        notes.push(format!("read past a shrunk file: {status}"));
+    }
+    r.finish()?;
+    Ok(notes.join("; "))
+}
+
+/// Several threads on one device, each with its own queue (or its own `pass` calls) and
+/// its own region, verified by each thread and again after all joined.
+fn case_multi(ctx: &Ctx) -> Res {
+    const THREADS: u64 = 4;
+    let chunk = 16 * KIB;
+    let region = ctx.end() / THREADS / chunk * chunk;
+    let results: Vec<Result<u64, String>> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..THREADS)
+            .map(|t| {
+                sc.spawn(move || -> Result<u64, String> {
+                    let mut r = Runner::new(ctx, 8)?;
+                    let s = seed();
+                    let pos = t * region;
+                    write_pattern(&mut r, ctx, pos, region, chunk, s)?;
+                    if !ctx.nil() {
+                        let got = read_range(&mut r, ctx, pos, region, chunk)?;
+                        compare(&got, &pattern(pos, region, s), pos, Some(s), &format!("thread {t}'s own region"))?;
+                    }
+                    r.finish()?;
+                    Ok(s)
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .enumerate()
+            .map(|(t, h)| {
+                h.join().unwrap_or_else(|_| Err(format!("thread {t} panicked: {}", lock(&PANICS).join("; "))))
+            })
+            .collect()
+    });
+    let seeds = results
+        .into_iter()
+        .enumerate()
+        .map(|(t, r)| r.map_err(|e| format!("thread {t}: {e}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    if !ctx.nil() {
+        let mut r = Runner::new(ctx, QD)?;
+        let got = read_range(&mut r, ctx, 0, THREADS * region, chunk)?;
+        for (t, s) in seeds.iter().enumerate() {
+            let pos = t as u64 * region;
+            let slice = &got[pos as usize..(pos + region) as usize];
+            compare(slice, &pattern(pos, region, *s), pos, Some(*s), &format!("thread {t}'s region after all joined"))?;
+        }
+        r.finish()?;
+    }
+    Ok(format!("{THREADS} threads x {} KiB", region / KIB))
+}
+
+/// submit on a full queue is refused with Busy and the data handed back; after reaping,
+/// the same data goes in.
+fn case_queue_full(ctx: &Ctx) -> Res {
+    let u = ctx.lba;
+    let mut q = ctx.dev.queue(4).map_err(|e| format!("dev.queue(4): {e}"))?;
+    let mut got: Vec<Completion> = Vec::new();
+    for i in 0..4u64 {
+        let (c, d) = ctx.r(i * u, u)?;
+        q.submit(&c, d, i).map_err(|e| format!("submit #{i} of 4 on a depth-4 queue: {e}"))?;
+    }
+    ensure!(q.outstanding() == 4, "outstanding {} after 4 submits", q.outstanding());
+    let w = 384 * KIB;
+    let s = seed();
+    let data = Data::Vec(vec![ctx.pat(w, u, s)?, ctx.pat(w + u, u, s)?]);
+    let ids = buf_ids(&data);
+    let before = data_bytes(&data);
+    let cmd = Cmd::write(ctx.nsid, w / u, 2);
+    let rej = match q.submit(&cmd, data, 4) {
+        Ok(()) => return Err("a 5th submit on a full depth-4 queue was accepted".into()),
+        Err(rej) => rej,
+    };
+    ensure!(
+        matches!(rej.error, Error::Busy { depth: 4 }),
+        "a full queue said {:?}, expected Busy {{ depth: 4 }}",
+        rej.error
+    );
+    ensure!(rej.error.errno() == Some(libc::EBUSY), "Busy errno() {:?}", rej.error.errno());
+    ensure!(
+        buf_ids(&rej.data) == ids && data_bytes(&rej.data) == before,
+        "Busy did not hand back the same buffers unchanged"
+    );
+    ensure!(matches!(rej.data, Data::Vec(_)), "Busy handed back Data::Vec as another variant");
+    ensure!(q.stats().submitted == 4, "the refused submit was counted: submitted {}", q.stats().submitted);
+    ensure!(q.outstanding() == 4, "outstanding {} after the refused submit", q.outstanding());
+    let n = q.wait(1, |c| got.push(c)).map_err(|e| format!("wait(1): {e}"))?;
+    ensure!((1..=4).contains(&n), "wait(1) on a full queue reaped {n}");
+    q.submit(&cmd, rej.data, 4).map_err(|e| format!("submit after reaping: {e}"))?;
+    // Full again, with a command that carries no data.
+    let mut extra = 0;
+    while q.outstanding() < 4 {
+        let (c, d) = ctx.r(0, u)?;
+        q.submit(&c, d, 5 + extra).map_err(|e| format!("refill: {e}"))?;
+        extra += 1;
+    }
+    match q.submit(&Cmd::flush(ctx.nsid), Data::None, 99) {
+        Ok(()) => return Err("a flush on a full queue was accepted".into()),
+        Err(rej) => {
+            ensure!(
+                matches!(rej.error, Error::Busy { .. }) && matches!(rej.data, Data::None),
+                "flush on a full queue: {:?}",
+                rej.error
+            )
+        }
+    }
+    q.drain(|c| got.push(c)).map_err(|e| format!("drain: {e}"))?;
+    let total = 5 + extra;
+    ensure!(got.len() as u64 == total, "{} completions for {total} accepted submits", got.len());
+    let mut tags: Vec<u64> = got.iter().map(|c| c.tag).collect();
+    tags.sort_unstable();
+    ensure!(tags == (0..total).collect::<Vec<_>>(), "completion tags {tags:?}");
+    for c in &got {
+        ensure!(c.status.is_ok(), "tag {}: {}", c.tag, c.status);
+    }
+    let st = q.stats();
+    ensure!(st.submitted == total && st.completed == total, "stats {st:?}, expected {total} submitted and completed");
+    drop(q);
+    if !ctx.nil() {
+        let mut r = Runner::new(ctx, QD)?;
+        let got = read_range(&mut r, ctx, w, 2 * u, 2 * u)?;
+        compare(&got, &pattern(w, 2 * u, s), w, Some(s), "the write that was first refused with Busy")?;
+        r.finish()?;
+    }
+    Ok(String::new())
+}
+
+/// drain, poke and wait: each reaps what it promises, every tag exactly once.
+fn case_drain(ctx: &Ctx) -> Res {
+    let mut q = ctx.dev.queue(QD).map_err(|e| format!("dev.queue: {e}"))?;
+    let mut got: Vec<Completion> = Vec::new();
+    let e = |what: &'static str| move |err: Error| format!("{what}: {err}");
+    ensure!(q.drain(|c| got.push(c)).map_err(e("drain"))? == 0, "drain on an empty queue reaped something");
+    ensure!(q.poke(0, |c| got.push(c)).map_err(e("poke"))? == 0, "poke on an empty queue reaped something");
+    ensure!(q.wait(1, |c| got.push(c)).map_err(e("wait"))? == 0, "wait(1) on an empty queue reaped something");
+    ensure!(got.is_empty(), "callbacks ran on an empty queue");
+
+    let d = 640 * KIB;
+    let blk = 4 * KIB;
+    let s = seed();
+    for i in 0..QD as u64 {
+        let (c, data) = ctx.w(d + i * blk, blk, s)?;
+        q.submit(&c, data, i).map_err(|e| format!("submit write #{i}: {e}"))?;
+    }
+    let n = q.drain(|c| got.push(c)).map_err(e("drain"))?;
+    ensure!(n == QD && got.len() == QD as usize, "drain reaped {n} ({} callbacks) of {QD}", got.len());
+    ensure!(q.outstanding() == 0, "outstanding {} after drain", q.outstanding());
+    let mut tags: Vec<u64> = got.iter().map(|c| c.tag).collect();
+    tags.sort_unstable();
+    ensure!(tags == (0..QD as u64).collect::<Vec<_>>(), "drained tags {tags:?}");
+    for c in got.drain(..) {
+        ensure!(c.status.is_ok() && c.result == blk, "write tag {}: {} result {}", c.tag, c.status, c.result);
+    }
+
+    // poke(1) reaps at most one and never waits; loop (bounded) until all came back.
+    for i in 0..8u64 {
+        let (c, data) = ctx.r(d + i * blk, blk)?;
+        q.submit(&c, data, i).map_err(|e| format!("submit read #{i}: {e}"))?;
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut pokes = 0;
+    while got.len() < 8 {
+        ensure!(Instant::now() < deadline, "poke(1) reaped only {} of 8 in 10 s ({pokes} pokes)", got.len());
+        let k = q.poke(1, |c| got.push(c)).map_err(e("poke"))?;
+        ensure!(k <= 1, "poke(1) reaped {k}");
+        pokes += 1;
+        if k == 0 {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+    ensure!(q.outstanding() == 0, "outstanding {} after all were poked out", q.outstanding());
+    for c in got.drain(..) {
+        ensure!(c.status.is_ok() && c.result == blk, "read tag {}: {} result {}", c.tag, c.status, c.result);
+        if !ctx.nil() {
+            let pos = d + c.tag * blk;
+            compare(&data_bytes(&c.data), &pattern(pos, blk, s), pos, Some(s), &format!("poked read tag {}", c.tag))?;
+        }
+    }
+
+    // wait(min) with min above what is outstanding waits for all of them, no longer.
+    for i in 0..8u64 {
+        let (c, data) = ctx.r(d + i * blk, blk)?;
+        q.submit(&c, data, 100 + i).map_err(|e| format!("submit read #{i}: {e}"))?;
+    }
+    let n = q.wait(100, |c| got.push(c)).map_err(e("wait(100)"))?;
+    ensure!(n == 8 && got.len() == 8 && q.outstanding() == 0, "wait(100) with 8 outstanding reaped {n}");
+    for c in got.drain(..) {
+        ensure!(c.status.is_ok() && (100..108).contains(&c.tag), "wait: tag {} status {}", c.tag, c.status);
+    }
+    let st = q.stats();
+    ensure!(st.submitted == st.completed && st.submitted == QD as u64 + 16, "stats {st:?}");
+    Ok(format!("{pokes} pokes"))
+}
+
+/// Dropping a queue with I/O in flight (committed, and not even committed): no crash, no
+/// hang; afterwards every sector holds the old or the new data, and the device works.
+fn case_drop(ctx: &Ctx) -> Res {
+    let span = 256 * KIB;
+    let chunk = 16 * KIB;
+    let (a, b, c, d) = (seed(), seed(), seed(), seed());
+    let mut r = Runner::new(ctx, QD)?;
+    if !ctx.nil() {
+        write_pattern(&mut r, ctx, 0, span, chunk, a)?;
+        write_pattern(&mut r, ctx, span, span, chunk, c)?;
+    }
+    let mut q = ctx.dev.queue(QD).map_err(|e| format!("dev.queue: {e}"))?;
+    for (i, (p, l)) in split(0, span, chunk).into_iter().enumerate() {
+        let (cmd, data) = ctx.w(p, l, b)?;
+        q.submit(&cmd, data, i as u64).map_err(|e| format!("submit #{i}: {e}"))?;
+    }
+    q.commit().map_err(|e| format!("commit: {e}"))?;
+    let t = Instant::now();
+    drop(q);
+    let t1 = t.elapsed();
+    let mut q = ctx.dev.queue(QD).map_err(|e| format!("dev.queue: {e}"))?;
+    for (i, (p, l)) in split(span, span, chunk).into_iter().enumerate() {
+        let (cmd, data) = ctx.w(p, l, d)?;
+        q.submit(&cmd, data, i as u64).map_err(|e| format!("submit #{i}: {e}"))?;
+    }
+    drop(q);
+    if ctx.nil() {
+        let mut q = ctx.dev.queue(QD).map_err(|e| format!("dev.queue after the drops: {e}"))?;
+        let (cmd, data) = ctx.r(0, 4 * KIB)?;
+        q.submit(&cmd, data, 1).map_err(|e| format!("submit after the drops: {e}"))?;
+        let n = q.drain(|_| {}).map_err(|e| format!("drain after the drops: {e}"))?;
+        ensure!(n == 1, "a queue made after the drops reaped {n} of 1");
+        return Ok(format!("drop took {} us", t1.as_micros()));
+    }
+    let got = read_range(&mut r, ctx, 0, 2 * span, chunk)?;
+    let mut newer = [0usize; 2];
+    for (half, (old, new)) in [(a, b), (c, d)].into_iter().enumerate() {
+        for sec in 0..span / 512 {
+            let pos = half as u64 * span + sec * 512;
+            let g = &got[pos as usize..pos as usize + 512];
+            if g == pattern(pos, 512, new).as_slice() {
+                newer[half] += 1;
+            } else if g != pattern(pos, 512, old).as_slice() {
+                return Err(format!(
+                    "sector {} after dropping a queue ({}) holds neither the old nor the new data: {}",
+                    pos / 512,
+                    if half == 0 { "committed writes" } else { "uncommitted writes" },
+                    describe(u64::from_le_bytes(g[..8].try_into().unwrap_or_default()), pos, Some(new))
+                ));
+            }
+        }
+    }
+    let s = seed();
+    write_pattern(&mut r, ctx, 0, 32 * KIB, chunk, s)?;
+    let got = read_range(&mut r, ctx, 0, 32 * KIB, chunk)?;
+    compare(&got, &pattern(0, 32 * KIB, s), 0, Some(s), "a round trip after the drops")?;
+    r.finish()?;
+    let sectors = span / 512;
+    Ok(format!(
+        "after drop: {}/{sectors} committed and {}/{sectors} uncommitted sectors written; drop took {} us",
+        newer[0],
+        newer[1],
+        t1.as_micros()
+    ))
+}
+
+/// stats(): submitted counts what submit accepted, completed what was reaped; syscalls is
+/// 0 for interfaces without any and > 0 for those built on syscalls.
+fn case_stats(ctx: &Ctx) -> Res {
+    let mut q = ctx.dev.queue(QD).map_err(|e| format!("dev.queue: {e}"))?;
+    let s0 = q.stats();
+    ensure!(s0.submitted == 0 && s0.completed == 0, "a new queue's stats are {s0:?}");
+    let p = 900 * KIB;
+    let blk = 4 * KIB;
+    let s = seed();
+    for i in 0..8u64 {
+        let (c, d) = ctx.w(p + i * blk, blk, s)?;
+        q.submit(&c, d, i).map_err(|e| format!("submit: {e}"))?;
+    }
+    q.drain(|_| {}).map_err(|e| format!("drain: {e}"))?;
+    let mid = q.stats();
+    ensure!(mid.submitted == 8 && mid.completed == 8, "after 8 writes: {mid:?}");
+    for i in 0..8u64 {
+        let (c, d) = ctx.r(p + i * blk, blk)?;
+        q.submit(&c, d, 10 + i).map_err(|e| format!("submit: {e}"))?;
+    }
+    q.submit(&Cmd::flush(ctx.nsid), Data::None, 20).map_err(|e| format!("submit flush: {e}"))?;
+    let (c, d) = ctx.r(ctx.end(), ctx.lba)?;
+    ensure!(q.submit(&c, d, 21).is_err(), "an out-of-range read was accepted");
+    q.drain(|_| {}).map_err(|e| format!("drain: {e}"))?;
+    let st = q.stats();
+    ensure!(st.submitted == 17 && st.completed == 17, "after 17 accepted and 1 refused: {st:?}");
+    ensure!(st.syscalls >= mid.syscalls, "syscalls went down: {} -> {}", mid.syscalls, st.syscalls);
+    let zero = ctx.nil() || (ctx.row == RowKind::Ram && ctx.col == Col::Emu);
+    if zero {
+        ensure!(
+            st.syscalls == 0,
+            "{} on a {} made {} syscalls; it makes none",
+            ctx.col.label(),
+            ctx.row.tag(),
+            st.syscalls
+        );
+        Ok("syscalls == 0".into())
+    } else if ctx.col == Col::UringSqpoll || ctx.row == RowKind::Ram {
+        Ok(format!("syscalls = {} (not asserted: may legitimately be 0)", st.syscalls))
+    } else {
+        ensure!(st.syscalls > 0, "{} on a {} counted 0 syscalls for 17 commands", ctx.col.label(), ctx.row.tag());
+        Ok(format!("syscalls = {} for 17 commands", st.syscalls))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Cells
+// ---------------------------------------------------------------------------------------
+
+type CaseFn = fn(&Ctx) -> Res;
+
+fn cases_for(col: Col) -> Vec<(&'static str, CaseFn)> {
+    let mut v: Vec<(&'static str, CaseFn)> = Vec::new();
+    if col == Col::Nil {
+        v.push(("out-of-range", case_out_of_range));
+        v.push(("bad-request", case_bad_request));
+    } else {
+        v.push(("rw-pattern", case_rw));
+        v.push(("vectored", case_vectored));
+        v.push(("out-of-range", case_out_of_range));
+        v.push(("alignment", case_alignment));
+        v.push(("trim", case_trim));
+        v.push(("flush", case_flush));
+        v.push(("bad-request", case_bad_request));
+        v.push(("errno-map", case_errno));
+    }
+    v.push(("multi-queue", case_multi));
+    if col.sync().is_none() {
+        v.push(("queue-full", case_queue_full));
+        v.push(("drain", case_drain));
+        v.push(("drop-inflight", case_drop));
+        v.push(("stats", case_stats));
+    }
+    v
+}
+
+enum Verdict {
+    Pass(String),
+    Fail(String),
+    Skip(String),
+}
+
+#[derive(Clone, PartialEq)]
+enum CellState {
+    Pass,
+    Fail,
+    Skip(String),
+    Na(String),
+}
+
+struct Cell {
+    state: CellState,
+    cases: Vec<(&'static str, Verdict)>,
+    ms: u128,
+    /// Milliseconds per case, for the verbose listing.
+    case_ms: Vec<u128>,
+}
+
+fn check_refusal(e: &Error, kind: DevKind, col: Col) -> Result<String, String> {
+    match e {
+        Error::Unsupported { kind: k, iface, why, .. } => {
+            ensure!(*k == kind, "refused naming the device kind {k:?}, but it is {kind:?}: {e}");
+            ensure!(
+                *iface == col.refusal_key(),
+                "refused naming the interface {iface:?}, expected {:?}: {e}",
+                col.refusal_key()
+            );
+            ensure!(!why.trim().is_empty(), "refused without a reason: {e}");
+            ensure!(!why.contains(NOT_DONE), "refused as unfinished, not as impossible: {e}");
+            Ok(why.clone())
+        }
+        other => Err(format!("expected Error::Unsupported at open, got {other:?} ({other})")),
+    }
+}
+
+fn run_cell(row: &Row, col: Col, probe: Option<Result<String, String>>) -> Cell {
+    let t0 = Instant::now();
+    let name = format!("{} / {}", row.label, col.label());
+    let mut cell = Cell { state: CellState::Pass, cases: Vec::new(), ms: 0, case_ms: Vec::new() };
+    let place = match &row.place {
+        Ok(p) => p.clone(),
+        Err(why) => {
+            cell.state = CellState::Skip(why.clone());
+            cell.cases.push(("all", Verdict::Skip(why.clone())));
+            return cell;
+        }
+    };
+    let kind = row.kind.dev_kind();
+    let (uri, extra, oracle, backing, cleanup) = match &place {
+        Place::Dir(dir) => {
+            let p =
+                dir.join(format!("ioswitch-conformance-{}-{}-{}.img", std::process::id(), row.kind.tag(), col.label()));
+            let _ = fs::remove_file(&p);
+            (
+                p.display().to_string(),
+                format!("create=1,truncate=1,size={DEV_BYTES}"),
+                Some(p.clone()),
+                Some(p.clone()),
+                Some(p),
+            )
+        }
+        Place::Loop { dev, backing } => {
+            (dev.display().to_string(), String::new(), Some(dev.clone()), Some(backing.clone()), None)
+        }
+        Place::Ram => (RAMDISK_URI.to_string(), String::new(), None, None, None),
+    };
+    let opts_s = [col.opts(), extra.as_str(), if row.kind.direct() { "direct=1" } else { "" }]
+        .iter()
+        .filter(|s| !s.is_empty())
+        .copied()
+        .collect::<Vec<_>>()
+        .join(",");
+    let expect_refusal = col.refused_for(kind);
+    let opened = guarded(&format!("{name}: open"), || {
+        let opts: Opts = opts_s.parse().map_err(|e| format!("option string {opts_s:?} does not parse: {e}"))?;
+        Ok(Device::open(&uri, &opts))
+    });
+    let fail = |cell: &mut Cell, case: &'static str, msg: String| {
+        cell.state = CellState::Fail;
+        cell.cases.push((case, Verdict::Fail(msg)));
+    };
+    match opened {
+        Err(msg) => fail(&mut cell, "open", msg),
+        Ok(Ok(_)) if expect_refusal => fail(
+            &mut cell,
+            "open",
+            format!("opening a {kind} with {opts_s:?} was accepted; the selection table must refuse it"),
+        ),
+        Ok(Err(e)) if expect_refusal => match check_refusal(&e, kind, col) {
+            Ok(why) => {
+                cell.state = CellState::Na(why.clone());
+                cell.cases.push(("refused-at-open", Verdict::Pass(why)));
+            }
+            Err(msg) => fail(&mut cell, "refused-at-open", msg),
+        },
+        Ok(Err(e)) => fail(&mut cell, "open", format!("open {uri} with {opts_s:?}: {e}")),
+        Ok(Ok(dev)) => {
+            let g = dev.geometry().clone();
+            let ctx = Ctx {
+                nsid: dev.ident().nsid,
+                dev,
+                col,
+                row: row.kind,
+                uri: uri.clone(),
+                oracle,
+                backing,
+                lba: g.lba_size as u64,
+                nlbas: g.nlbas,
+                shared: Mutex::new(None),
+            };
+            match guarded(&format!("{name}: open"), || case_open(&ctx)) {
+                Ok(note) => cell.cases.push(("open", Verdict::Pass(note))),
+                Err(msg) => fail(&mut cell, "open", msg),
+            }
+            let cases = cases_for(col);
+            if cell.state == CellState::Fail {
+                let n = cases.len();
+                if let Some((_, Verdict::Fail(m))) = cell.cases.last_mut() {
+                    let _ = write!(m, " [the other {n} cases did not run]");
+                }
+            } else {
+                for (cname, f) in cases {
+                    let tc = Instant::now();
+                    match guarded(&format!("{name}: {cname}"), || f(&ctx)) {
+                        Ok(note) => cell.cases.push((cname, Verdict::Pass(note))),
+                        Err(msg) => fail(&mut cell, cname, msg),
+                    }
+                    cell.case_ms.push(tc.elapsed().as_millis());
+                }
+                match probe {
+                    Some(Ok(note)) => cell.cases.push(("callback-panic", Verdict::Pass(note))),
+                    Some(Err(msg)) => fail(&mut cell, "callback-panic", msg),
+                    None => {}
+                }
+                if cell.case_ms.len() < cell.cases.len() - 1 {
+                    cell.case_ms.push(0);
+                }
+            }
+        }
+    }
+    if let Some(p) = cleanup {
+        let _ = fs::remove_file(p);
+    }
+    cell.ms = t0.elapsed().as_millis();
+    cell
+}
+
+// ---------------------------------------------------------------------------------------
+// Setting up the rows
+// ---------------------------------------------------------------------------------------
+
+/// The file system type holding `path`, from /proc/self/mountinfo (longest mount point
+/// that contains it).
+fn fs_type(path: &Path) -> Option<String> {
+    let path = fs::canonicalize(path).ok()?;
+    let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mut best: Option<(usize, String)> = None;
+    for line in info.lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        let Some(sep) = f.iter().position(|&x| x == "-") else { continue };
+        let (Some(mp), Some(ty)) = (f.get(4), f.get(sep + 1)) else { continue };
+        let mp = mp.replace("\\040", " ");
+        if path.starts_with(&mp) && !matches!(&best, Some((l, _)) if mp.len() < *l) {
+            best = Some((mp.len(), ty.to_string()));
+        }
+    }
+    best.map(|(_, t)| t)
+}
+
+fn is_mem_fs(t: &str) -> bool {
+    matches!(t, "tmpfs" | "ramfs")
+}
+
+/// A directory on a disk file system: the test's own target tmpdir, else the temp dir.
+fn disk_dir() -> Result<(PathBuf, String), String> {
+    let mut seen = Vec::new();
+    for dir in [PathBuf::from(env!("CARGO_TARGET_TMPDIR")), std::env::temp_dir()] {
+        if fs::create_dir_all(&dir).is_err() {
+            seen.push(format!("{} (cannot create)", dir.display()));
+            continue;
+        }
+        let probe = dir.join(format!("ioswitch-conformance-{}-write-probe", std::process::id()));
+        if let Err(e) = fs::File::create(&probe) {
+            seen.push(format!("{} is not writable ({e})", dir.display()));
+            continue;
+        }
+        let _ = fs::remove_file(&probe);
+        match fs_type(&dir) {
+            Some(t) if !is_mem_fs(&t) => return Ok((dir, t)),
+            t => seen.push(format!("{} is {}", dir.display(), t.unwrap_or_else(|| "of unknown type".into()))),
+        }
+    }
+    Err(format!("no directory on a disk file system: {}", seen.join(", ")))
+}
+
+fn direct_works(dir: &Path) -> Result<(), String> {
+    let p = dir.join(format!("ioswitch-conformance-{}-odirect-probe", std::process::id()));
+    let r =
+        fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).custom_flags(libc::O_DIRECT).open(&p);
+    let _ = fs::remove_file(&p);
+    r.map(|_| ()).map_err(|e| format!("the file system of {} refuses O_DIRECT: {e}", dir.display()))
+}
+
+/// A loop device over a backing file; detached (and the file removed) on drop.
+struct LoopDev {
+    dev: PathBuf,
+    backing: PathBuf,
+}
+
+impl LoopDev {
+    fn setup(dir: &Path) -> Result<LoopDev, String> {
+        let uid = fs::metadata("/proc/self").map(|m| m.uid()).map_err(|e| format!("stat /proc/self: {e}"))?;
+        ensure!(uid == 0, "needs root to attach a loop device (running as uid {uid})");
+        match Command::new("losetup").arg("--version").output() {
+            Ok(o) if o.status.success() => {}
+            Ok(_) | Err(_) => return Err("losetup is not installed".into()),
+        }
+        reap_stale_loops();
+        let backing = dir.join(format!("ioswitch-conformance-{}-loop.img", std::process::id()));
+        let f = fs::File::create(&backing).map_err(|e| format!("create {}: {e}", backing.display()))?;
+        f.set_len(DEV_BYTES).map_err(|e| format!("size {}: {e}", backing.display()))?;
+        drop(f);
+        let out = Command::new("losetup").arg("--find").arg("--show").arg(&backing).output();
+        let out = match out {
+            Ok(o) if o.status.success() => o,
+            Ok(o) => {
+                let _ = fs::remove_file(&backing);
+                return Err(format!("losetup --find --show failed: {}", String::from_utf8_lossy(&o.stderr).trim()));
+            }
+            Err(e) => {
+                let _ = fs::remove_file(&backing);
+                return Err(format!("losetup: {e}"));
+            }
+        };
+        let dev = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        *lock(&LOOP_DEV) = Some(dev.clone());
+        if !dev.starts_with("/dev/") {
+            let _ = detach_loop();
+            let _ = fs::remove_file(&backing);
+            return Err(format!("losetup printed {:?}, not a device", dev));
+        }
+        Ok(LoopDev { dev, backing })
+    }
+
+    /// Detaches; returns what went wrong, if anything.
+    fn teardown(self) -> Option<String> {
+        let r = detach_loop();
+        let _ = fs::remove_file(&self.backing);
+        std::mem::forget(self);
+        r
+    }
+}
+
+impl Drop for LoopDev {
+    fn drop(&mut self) {
+        let _ = detach_loop();
+        let _ = fs::remove_file(&self.backing);
+    }
+}
+
+fn setup_rows() -> (Vec<Row>, Option<LoopDev>) {
+    let disk = disk_dir();
+    let mut loopdev = None;
+    let loop_place: Result<Place, String> = match &disk {
+        Err(e) => Err(e.clone()),
+        Ok((dir, _)) => LoopDev::setup(dir).map(|l| {
+            let p = Place::Loop { dev: l.dev.clone(), backing: l.backing.clone() };
+            loopdev = Some(l);
+            p
+        }),
+    };
+    let loop_name = match &loop_place {
+        Ok(Place::Loop { dev, .. }) => dev.display().to_string(),
+        _ => "loop".into(),
+    };
+    let mut rows = Vec::new();
+    for kind in RowKind::ALL {
+        let (label, place) = match kind {
+            RowKind::File => match &disk {
+                Ok((d, t)) => (format!("file ({t})"), Ok(Place::Dir(d.clone()))),
+                Err(e) => ("file (disk)".into(), Err(e.clone())),
+            },
+            RowKind::FileDirect => match &disk {
+                Ok((d, t)) => (format!("file ({t}) direct"), direct_works(d).map(|_| Place::Dir(d.clone()))),
+                Err(e) => ("file (disk) direct".into(), Err(e.clone())),
+            },
+            RowKind::Shm => {
+                let d = PathBuf::from("/dev/shm");
+                let place = match fs_type(&d) {
+                    Some(t) if is_mem_fs(&t) => Ok(Place::Dir(d)),
+                    Some(t) => Err(format!("/dev/shm is {t}, not tmpfs")),
+                    None => Err("/dev/shm does not exist".into()),
+                };
+                ("file (/dev/shm tmpfs)".into(), place)
+            }
+            RowKind::Loop => (format!("{loop_name} (block)"), loop_place.clone()),
+            RowKind::LoopDirect => (format!("{loop_name} direct"), loop_place.clone()),
+            RowKind::Ram => (format!("ramdisk {RAMDISK_URI}"), Ok(Place::Ram)),
+        };
+        rows.push(Row { kind, label, place });
+    }
+    (rows, loopdev)
+}
+
+// ---------------------------------------------------------------------------------------
+// A completion callback that panics, checked in a child process (it may hang)
+// ---------------------------------------------------------------------------------------
+
+const PROBE_ENV: &str = "IOSWITCH_CONFORMANCE_PROBE";
+/// How long all the children together may take before they count as hung.
+const PROBE_LIMIT: Duration = Duration::from_secs(2);
+
+/// The child's side: a drain whose callback panics must propagate the panic, the queue
+/// must drop (during the unwinding) without hanging, and the device must work after.
+/// Exit status 0: all well; 2: setup failed; 3: the panic was swallowed; 4: the device
+/// failed afterwards. A hang is the parent's to see.
+fn probe_main(spec: &str) -> i32 {
+    install_panic_hook();
+    let Some((uri, opts)) = spec.split_once('\t') else { return 2 };
+    let run = || -> Result<i32, String> {
+        let opts: Opts = opts.parse().map_err(|e| format!("{e}"))?;
+        let dev = Device::open(uri, &opts).map_err(|e| format!("open: {e}"))?;
+        let lba = dev.geometry().lba_size as u64;
+        let nsid = dev.ident().nsid;
+        let mut q = dev.queue(4).map_err(|e| format!("queue: {e}"))?;
+        for t in 0..3u64 {
+            let b = dev.alloc(lba as usize).map_err(|e| format!("alloc: {e}"))?;
+            q.submit(&Cmd::read(nsid, t, 1), b.into(), t).map_err(|e| format!("submit: {e}"))?;
+        }
+        let r = panic::catch_unwind(AssertUnwindSafe(move || {
+            let _ = q.drain(|_| panic!("a completion callback panics"));
+        }));
+        if r.is_ok() {
+            eprintln!("the callback's panic did not reach the caller of drain");
+            return Ok(3);
+        }
+        let mut q = dev.queue(4).map_err(|e| format!("queue after the panic: {e}"))?;
+        let b = dev.alloc(lba as usize).map_err(|e| format!("alloc: {e}"))?;
+        q.submit(&Cmd::read(nsid, 0, 1), b.into(), 9).map_err(|e| format!("submit after the panic: {e}"))?;
+        let mut ok = false;
+        q.drain(|c| ok = c.status.is_ok() && c.tag == 9).map_err(|e| format!("drain after the panic: {e}"))?;
+        if !ok {
+            eprintln!("a read after the panic failed");
+            return Ok(4);
+        }
+        Ok(0)
+    };
+    match run() {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("{e}");
+            2
+        }
+    }
+}
+
+/// Starts one child per async interface on a file in `dir`, waits for all of them (at
+/// most PROBE_LIMIT together), and says how each went.
+fn run_probes(dir: &Path, direct: bool) -> Vec<(Col, Result<String, String>)> {
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => return vec![(Col::Emu, Err(format!("cannot find the test binary to re-run: {e}")))],
+    };
+    let mut kids = Vec::new();
+    for col in Col::ALL.into_iter().filter(|c| c.sync().is_none()) {
+        let file = dir.join(format!("ioswitch-conformance-{}-probe-{}.img", std::process::id(), col.label()));
+        let made = fs::File::create(&file).and_then(|f| f.set_len(DEV_BYTES));
+        let opts = if direct { format!("{},direct=1", col.opts()) } else { col.opts().to_string() };
+        let child = made.map_err(|e| format!("create {}: {e}", file.display())).and_then(|_| {
+            Command::new(&exe)
+                .env(PROBE_ENV, format!("{}\t{opts}", file.display()))
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .map_err(|e| format!("spawn {}: {e}", exe.display()))
+        });
+        kids.push((col, file, child));
+    }
+    let deadline = Instant::now() + PROBE_LIMIT;
+    let mut out = Vec::new();
+    for (col, file, child) in kids {
+        let verdict = child.and_then(|mut ch| {
+            let status = loop {
+                match ch.try_wait() {
+                    Ok(Some(st)) => break Some(st),
+                    Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+                    Ok(None) | Err(_) => break None,
+                }
+            };
+            let Some(st) = status else {
+                let _ = ch.kill();
+                let _ = ch.wait();
+                return Err(format!(
+                    "hang: a completion callback that panics inside drain leaves the queue unable to drop \
+                     (the child was still running after {} s and was killed)",
+                    PROBE_LIMIT.as_secs()
+                ));
+            };
+            let mut err = String::new();
+            if let Some(mut e) = ch.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut e, &mut err);
+            }
+            let err = err.trim().to_string();
+            match st.code() {
+                Some(0) => Ok("the panic propagated, the queue dropped, the device works".into()),
+                Some(3) => Err(format!("the panic was swallowed: {err}")),
+                Some(4) => Err(format!("the device failed after the panic: {err}")),
+                Some(c) => Err(format!("child exited with {c}: {err}")),
+                None => Err(format!("child killed by a signal ({st}): {err}")),
+            }
+        });
+        let _ = fs::remove_file(&file);
+        out.push((col, verdict));
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------
+// main
+// ---------------------------------------------------------------------------------------
+
+fn tally(cell: &Cell, t: &mut (u32, u32, u32)) {
+    for (_, v) in &cell.cases {
+        match v {
+            Verdict::Pass(_) => t.0 += 1,
+            Verdict::Fail(_) => t.1 += 1,
+            Verdict::Skip(_) => t.2 += 1,
+        }
+    }
+}
+
+fn main() {
+    if let Some(spec) = std::env::var_os(PROBE_ENV) {
+        std::process::exit(probe_main(&spec.to_string_lossy()));
+    }
+    install_panic_hook();
+    start_watchdog();
+    let t0 = Instant::now();
+    let verbose = std::env::var_os("IOSWITCH_CONFORMANCE_VERBOSE").is_some();
+    println!("ioswitch conformance: every (device kind x interface), {} KiB devices", DEV_BYTES / KIB);
+    let (rows, loopdev) = setup_rows();
+    // The callback-panic check runs once per async interface, on the first file row
+    // that can hold its files; its verdict is a case of that row's cells.
+    let probe_row = rows.iter().position(|r| matches!(r.place, Ok(Place::Dir(_))));
+    let probes: Vec<(Col, Result<String, String>)> = match probe_row.map(|i| &rows[i]) {
+        Some(Row { place: Ok(Place::Dir(dir)), kind, .. }) => run_probes(dir, kind.direct()),
+        _ => Vec::new(),
+    };
+    let mut results: BTreeMap<(usize, usize), Cell> = BTreeMap::new();
+    for (ri, row) in rows.iter().enumerate() {
+        for (ci, &col) in Col::ALL.iter().enumerate() {
+            let probe = if Some(ri) == probe_row { probes.iter().find(|(c, _)| *c == col) } else { None };
+            let cell = run_cell(row, col, probe.map(|(_, v)| v.clone()));
+            {
+                let mut t = lock(&TALLY);
+                tally(&cell, &mut t);
+            }
+            let state = match &cell.state {
+                CellState::Pass => "PASS",
+                CellState::Fail => "FAIL",
+                CellState::Skip(_) => "skip",
+                CellState::Na(_) => "n/a",
+            };
+            println!("  {:<28} {:<10} {state:<5} {} cases, {} ms", row.label, col.label(), cell.cases.len(), cell.ms);
+            if verbose {
+                let skip = cell.cases.len() - cell.case_ms.len();
+                for (i, (name, v)) in cell.cases.iter().enumerate() {
+                    let ms = i.checked_sub(skip).and_then(|k| cell.case_ms.get(k)).map(|m| format!(" ({m} ms)"));
+                    let ms = ms.unwrap_or_default();
+                    match v {
+                        Verdict::Pass(n) => println!("      ok   {name}{ms} {n}"),
+                        Verdict::Fail(m) => println!("      FAIL {name}: {m}"),
+                        Verdict::Skip(m) => println!("      skip {name}: {m}"),
+                    }
+                }
+            }
+            let at = format!("{} / {}", row.label, col.label());
+            for (name, v) in &cell.cases {
+                if let Verdict::Fail(m) = v {
+                    let tag = if m.contains(NOT_DONE) { " [not done]" } else { "" };
+                    lock(&FAILS).push(format!("  FAIL {at}: {name}{tag}: {m}"));
+                }
+            }
+            results.insert((ri, ci), cell);
+        }
+    }
+    let mut extra_fail = None;
+    if let Some(l) = loopdev {
+        extra_fail = l.teardown();
+    }
+
+    println!();
+    print!("{:<28}", "device \\ interface");
+    for c in Col::ALL {
+        print!(" {:<9}", c.label());
+    }
+    println!();
+    for (ri, row) in rows.iter().enumerate() {
+        print!("{:<28}", row.label);
+        for ci in 0..Col::ALL.len() {
+            let s = match results.get(&(ri, ci)).map(|c| &c.state) {
+                Some(CellState::Pass) => "PASS",
+                Some(CellState::Fail) => "FAIL",
+                Some(CellState::Skip(_)) => "skip",
+                Some(CellState::Na(_)) => "n/a",
+                None => "?",
+            };
+            print!(" {s:<9}");
+        }
+        println!();
+    }
+    println!(
+        "columns: sync interfaces psync/block/ramdisk run through Device::pass (opened with async=emu); \
+         uring+rf/+rb/+sqp = io_uring with register_files / register_buffers / sqpoll; nil runs queue-semantics \
+         cases only"
+    );
+    println!(
+        "trim: file-set trim, DSM deallocate and write zeroes must read back zeroes on every row (the loop device \
+         sits on a file, so BLKDISCARD punches holes in it and reads zero); errno-map: writes on rdonly=1, reads on \
+         wronly=1, and a read past the end of a file that shrank under the device (files: an OS error, EIO)"
+    );
+
+    let mut others = String::new();
+    for ((ri, ci), cell) in &results {
+        let at = format!("{} / {}", rows[*ri].label, Col::ALL[*ci].label());
+        match &cell.state {
+            CellState::Skip(why) => {
+                let _ = writeln!(others, "  skip {at}: {why}");
+            }
+            CellState::Na(why) => {
+                let _ = writeln!(others, "  n/a  {at}: refused at open: {why}");
+            }
+            _ => {}
+        }
+    }
+    if let Some(m) = &extra_fail {
+        lock(&FAILS).push(format!("  FAIL loop device teardown: {m}"));
+    }
+    let fails = lock(&FAILS).clone();
+    if !fails.is_empty() {
+        println!();
+        println!("Failures:");
+        for l in &fails {
+            println!("{l}");
+        }
+    }
+    if !others.is_empty() {
+        println!();
+        println!("Skipped and n/a:");
+        print!("{others}");
+    }
+    let (p, mut f, s) = *lock(&TALLY);
+    if extra_fail.is_some() {
+        f += 1;
+    }
+    println!();
+    println!("conformance ran in {} ms", t0.elapsed().as_millis());
+    println!("{p} passed, {f} failed, {s} skipped");
+    std::process::exit(if f > 0 { 1 } else { 0 });
+}

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# tests/vm/nvme-tests.sh — the NVMe tests of ioswitch, for real, in one QEMU guest boot:
+#
+#   1. builds the ioswitch test binaries here (cargo test -p ioswitch --no-run) and finds
+#      the executables in cargo's JSON messages;
+#   2. boots the guest of tests/vm (run.sh) and runs in it:
+#      - a zoned null_blk device (/dev/nullb0: 4 MiB zones, 3 MiB capacity), so the
+#        block-layer zone code is also tested on a device that is not NVMe;
+#      - the NVMe test binary (crates/ioswitch/tests/nvme.rs): nvme ioctl passthrough,
+#        io_uring_cmd (plain, vectored, iopoll, sqpoll), identify geometry, NVMe status
+#        decoding, zones through passthrough and through the block layer;
+#      - the conformance suite (crates/ioswitch/tests/conformance.rs), as it is;
+#   3. prints a summary; exits non-zero when anything failed.
+#
+# Usage: tests/vm/nvme-tests.sh [-- EXTRA ARGS FOR THE NVME TEST BINARY]
+# Environment: IOSWITCH_VM_TIMEOUT (seconds for the whole guest run, default 1500).
+set -euo pipefail
+
+here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd -- "$here/../.." && pwd)
+
+if [[ ${1:-} == --guest ]]; then
+    # ------------------------------------------------------------ inside the guest
+    nvme_exe=$2 conf_exe=$3
+    shift 3
+    [[ ${1:-} == -- ]] && shift
+    out=$(mktemp -d)
+    if modprobe -d "${IOSWITCH_VM_MODROOT:-/}" null_blk nr_devices=1 zoned=1 zone_size=4 zone_capacity=3 \
+        gb=1 memory_backed=1 2>"$out/nullb.err"; then
+        echo "guest: zoned null_blk loaded: /dev/nullb0 ($(cat /sys/block/nullb0/queue/zoned), $(cat /sys/block/nullb0/queue/nr_zones) zones)"
+    else
+        echo "guest: no zoned null_blk (the non-NVMe zone test will skip): $(cat "$out/nullb.err")"
+    fi
+    echo "==== NVMe tests: $nvme_exe"
+    set +e
+    "$nvme_exe" --test-threads=2 "$@" 2>&1 | tee "$out/nvme.log"
+    nvme_rc=${PIPESTATUS[0]}
+    echo "==== conformance suite: $conf_exe"
+    "$conf_exe" 2>&1 | tee "$out/conf.log"
+    conf_rc=${PIPESTATUS[0]}
+    set -e
+    echo
+    echo "==== summary (guest kernel $(uname -r))"
+    nvme_line=$(grep -E '^test result:' "$out/nvme.log" | tail -n 1)
+    conf_line=$(grep -E '[0-9]+ passed, [0-9]+ failed' "$out/conf.log" | tail -n 1)
+    skipped=$(grep -c '^skipping' "$out/nvme.log" || true)
+    printf '%-5s nvme.rs:        %s%s\n' "$( ((nvme_rc == 0)) && echo PASS || echo FAIL)" \
+        "${nvme_line:-no libtest summary (exit $nvme_rc)}" "$( ((skipped)) && echo " ($skipped skipped, see above)")"
+    grep -E '^test .* FAILED$' "$out/nvme.log" | sed 's/^/      /' || true
+    printf '%-5s conformance.rs: %s\n' "$( ((conf_rc == 0)) && echo PASS || echo FAIL)" \
+        "${conf_line:-no summary line (exit $conf_rc)}"
+    if ((nvme_rc != 0 || conf_rc != 0)); then exit 1; fi
+    exit 0
+fi
+
+# ---------------------------------------------------------------- on this machine
+cd "$root"
+echo "==== building the test binaries (cargo test -p ioswitch --no-run)"
+json=$(cargo test -p ioswitch --no-run --message-format=json)
+# One JSON object per line; pick the executable of the test target with this name.
+exe_of() {
+    printf '%s\n' "$json" | grep '"reason":"compiler-artifact"' | grep "\"name\":\"$1\"" |
+        grep '"kind":\["test"\]' | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1
+}
+nvme_exe=$(exe_of nvme)
+conf_exe=$(exe_of conformance)
+if [[ -z $nvme_exe || -z $conf_exe ]]; then
+    echo "nvme-tests: cannot find the test executables in cargo's output (nvme: '${nvme_exe}', conformance: '${conf_exe}')" >&2
+    exit 2
+fi
+echo "nvme:        $nvme_exe"
+echo "conformance: $conf_exe"
+"$here/setup.sh" --quick >/dev/null
+args=()
+[[ ${1:-} == -- ]] && { shift; args=(-- "$@"); }
+echo "==== running in the guest (tests/vm/run.sh)"
+exec "$here/run.sh" --timeout "${IOSWITCH_VM_TIMEOUT:-1500}" -- \
+    bash "$here/nvme-tests.sh" --guest "$nvme_exe" "$conf_exe" "${args[@]}"

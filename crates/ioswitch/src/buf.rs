@@ -21,6 +21,11 @@ pub struct Buffer {
     id: u64,
 }
 
+/// Allocation granule: allocations are rounded up to whole multiples of their alignment
+/// and of this, so a device that transfers whole pages (NVMe PRPs) never writes past the
+/// allocation.
+const GRANULE: usize = 4096;
+
 // SAFETY: Buffer owns its allocation exclusively (like Box<[u8]>); nothing in it is tied
 // to a thread.
 unsafe impl Send for Buffer {}
@@ -40,10 +45,13 @@ impl Buffer {
         if !align.is_power_of_two() {
             return Err(format!("buffer alignment {align} is not a power of two"));
         }
-        let size = len.checked_add(offset).ok_or_else(|| format!("buffer of {len} bytes is too large"))?.max(1);
+        let size = len
+            .checked_add(offset)
+            .and_then(|n| n.max(1).checked_next_multiple_of(align.max(GRANULE)))
+            .ok_or_else(|| format!("buffer of {len} bytes is too large"))?;
         let layout = Layout::from_size_align(size, align)
             .map_err(|_| format!("buffer of {len} bytes aligned to {align} is too large"))?;
-        // SAFETY: layout has a non-zero size (max(1) above).
+        // SAFETY: layout has a non-zero size (at least one granule).
         let p = unsafe { alloc::alloc_zeroed(layout) };
         let base = NonNull::new(p).ok_or_else(|| format!("out of memory allocating a {len}-byte buffer"))?;
         Ok(Buffer { base, layout, offset, len, id: NEXT_ID.fetch_add(1, Ordering::Relaxed) })
@@ -73,6 +81,11 @@ impl Buffer {
     pub fn as_mut_ptr(&mut self) -> *mut u8 {
         // SAFETY: as in as_ptr.
         unsafe { self.base.as_ptr().add(self.offset) }
+    }
+    /// Bytes allocated from [`as_ptr`](Buffer::as_ptr) to the end of the allocation
+    /// (≥ `len`; whole multiples of the alignment and of 4 KiB from an aligned start).
+    pub fn capacity(&self) -> usize {
+        self.layout.size() - self.offset
     }
     /// A number that no other buffer alive or dead in this process has had; interfaces
     /// that register buffers with the kernel use it to tell buffers apart.
@@ -178,6 +191,9 @@ mod tests {
         assert!(a.iter().all(|&x| x == 0));
         assert_ne!(a.id(), b.id());
         assert_eq!(a.len(), 8192);
+        let small = Buffer::alloc(64, 8).unwrap();
+        assert_eq!(small.len(), 64);
+        assert_eq!(small.capacity() % 4096, 0, "allocations are whole pages");
     }
 
     #[test]

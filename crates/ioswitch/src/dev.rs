@@ -300,6 +300,9 @@ impl Device {
                 why: "not an admin command; use pass for I/O commands".into(),
             });
         }
+        if iface == AdminIface::Nvme {
+            be::check_passthru_bufs(&self.inner, cmd, bufs)?;
+        }
         admin.admin(cmd, bufs).map_err(|status| Error::Command {
             dev: self.inner.uri.clone(),
             what: cmd.describe(),

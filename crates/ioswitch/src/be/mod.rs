@@ -278,6 +278,9 @@ pub(crate) fn prepare(dev: &Inner, cmd: &Cmd, bufs: &[Buffer]) -> Result<Io, Err
         }
         CmdSet::Admin => return Err(bad_cmd(dev, cmd, "admin commands go to pass_admin, not the I/O path")),
     };
+    if io.op == Op::Passthru && matches!(dev.ident.kind, DevKind::NvmeBlock | DevKind::NvmeChar) {
+        check_passthru_bufs(dev, cmd, bufs)?;
+    }
     let writes = matches!(io.op, Op::Write | Op::WriteZeroes | Op::Trim | Op::Dsm { deallocate: true, .. });
     if dev.opts.rdonly && writes {
         return Err(bad_cmd(dev, cmd, "the device was opened read-only (rdonly=1)"));
@@ -302,6 +305,28 @@ pub(crate) fn prepare(dev: &Inner, cmd: &Cmd, bufs: &[Buffer]) -> Result<Io, Err
         }
     }
     Ok(io)
+}
+
+/// A command whose transfer size ioswitch does not know reaches the device with PRPs
+/// covering the buffer's pages, and the device writes as much as the command says: every
+/// buffer must start on a page and own whole pages, so nothing outside it can be hit.
+pub(crate) fn check_passthru_bufs(dev: &Inner, cmd: &Cmd, bufs: &[Buffer]) -> Result<(), Error> {
+    let page = crate::dev::page_size();
+    for b in bufs {
+        if b.as_ptr() as usize % page != 0 || b.capacity() % page != 0 {
+            return Err(bad_cmd(
+                dev,
+                cmd,
+                &format!(
+                    "NVMe passthrough needs page-aligned buffers that own whole pages (the device may write whole \
+                     pages); buffer at {:#x} of {} bytes is not; allocate it with Device::alloc",
+                    b.as_ptr() as usize,
+                    b.len()
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn bad_cmd(dev: &Inner, cmd: &Cmd, why: &str) -> Error {

@@ -1,0 +1,779 @@
+//! Devices: open and close, geometry and identity, enumeration, buffers, and
+//! synchronous commands.
+
+use crate::cmd::{ioswitch_cmd, to_cmd};
+use crate::cpl::ioswitch_cpl;
+use crate::error::{fail, from_error, guard, set_static};
+use crate::static_cstr;
+use crate::table::{self, Refusal, Slot, MIN_ALIGN};
+use ioswitch_rs::dev::Listing;
+use ioswitch_rs::spec::errno_to_status;
+use ioswitch_rs::{Buffer, DevKind, Device, Error, Opts, Status, ZonedModel};
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::ptr;
+
+/// Device kind: a regular file.
+pub const IOSWITCH_KIND_FILE: u32 = 0;
+/// Device kind: a block device that is not an NVMe namespace (virtio, loop, SCSI, …).
+pub const IOSWITCH_KIND_BLOCK: u32 = 1;
+/// Device kind: an NVMe namespace block device, /dev/nvmeXnY.
+pub const IOSWITCH_KIND_NVME_BLOCK: u32 = 2;
+/// Device kind: an NVMe namespace generic char device, /dev/ngXnY.
+pub const IOSWITCH_KIND_NVME_CHAR: u32 = 3;
+/// Device kind: an NVMe controller char device, /dev/nvmeX.
+pub const IOSWITCH_KIND_NVME_CTRL: u32 = 4;
+/// Device kind: memory given by a size (a ramdisk).
+pub const IOSWITCH_KIND_RAMDISK: u32 = 5;
+
+/// Zoned model: not zoned.
+pub const IOSWITCH_ZONED_NONE: u32 = 0;
+/// Zoned model: host-managed (writes must be sequential within a zone).
+pub const IOSWITCH_ZONED_HOST_MANAGED: u32 = 1;
+/// Zoned model: host-aware.
+pub const IOSWITCH_ZONED_HOST_AWARE: u32 = 2;
+
+/// Most buffers one command may carry (vectored I/O).
+pub const IOSWITCH_MAX_BUFS: u32 = 64;
+
+fn kind_code(k: DevKind) -> u32 {
+    match k {
+        DevKind::File => IOSWITCH_KIND_FILE,
+        DevKind::Block => IOSWITCH_KIND_BLOCK,
+        DevKind::NvmeBlock => IOSWITCH_KIND_NVME_BLOCK,
+        DevKind::NvmeChar => IOSWITCH_KIND_NVME_CHAR,
+        DevKind::NvmeCtrl => IOSWITCH_KIND_NVME_CTRL,
+        DevKind::Ramdisk => IOSWITCH_KIND_RAMDISK,
+    }
+}
+
+fn zoned_code(z: ZonedModel) -> u32 {
+    match z {
+        ZonedModel::None => IOSWITCH_ZONED_NONE,
+        ZonedModel::HostManaged => IOSWITCH_ZONED_HOST_MANAGED,
+        ZonedModel::HostAware => IOSWITCH_ZONED_HOST_AWARE,
+    }
+}
+
+/// An open device (opaque). Open with `ioswitch_dev_open`, close with
+/// `ioswitch_dev_close`. A device may be used from several threads at once, each thread
+/// with its own queue.
+pub struct ioswitch_dev {
+    pub(crate) dev: Device,
+    strings: Strings,
+}
+
+/// The C strings `ioswitch_dev_ident` hands out, owned by the device.
+struct Strings {
+    uri: CString,
+    path: Option<CString>,
+    driver: Option<CString>,
+    block_name: Option<CString>,
+    model: Option<CString>,
+    serial: Option<CString>,
+}
+
+fn cstring(s: &str) -> CString {
+    CString::new(s.replace('\0', "?")).unwrap_or_default()
+}
+
+fn opt_ptr(s: &Option<CString>) -> *const c_char {
+    s.as_ref().map_or(ptr::null(), |s| s.as_ptr())
+}
+
+/// A C string argument as UTF-8; `Err` with the message recorded.
+///
+/// # Safety
+/// `p` is NULL or a valid NUL-terminated string.
+pub(crate) unsafe fn arg_str<'a>(func: &str, name: &str, p: *const c_char) -> Result<&'a str, c_int> {
+    if p.is_null() {
+        return Err(fail(libc::EINVAL, format!("{func}: {name} is NULL")));
+    }
+    // SAFETY: p is non-null and NUL-terminated (caller contract).
+    let s = unsafe { CStr::from_ptr(p) };
+    s.to_str().map_err(|_| fail(libc::EINVAL, format!("{func}: {name} {s:?} is not UTF-8")))
+}
+
+/// Opens a device: a path (regular file, block device, /dev/nvmeXnY, /dev/ngXnY,
+/// /dev/nvmeX) or a ramdisk size (`"1GiB"`), with options as a string of comma-separated
+/// `key=value` items (`"async=io_uring,direct=1"`; NULL or `""` for the defaults; keys:
+/// sync, async, admin, mem, nsid, direct, rdonly, wronly, create, truncate, size, sqpoll,
+/// sqpoll_cpu, iopoll, register_files, register_buffers, threads).
+///
+/// On success stores the device in `*out` and returns 0. On failure returns a negative
+/// errno (-EINVAL for a bad URI or option, -EOPNOTSUPP for an interface that cannot serve
+/// this kind of device, the OS error for a failed open) and `ioswitch_last_error()` says
+/// which input was wrong and why; `*out` is set to NULL.
+///
+/// # Safety
+/// `uri` must be a NUL-terminated string; `opts` NULL or a NUL-terminated string; `out`
+/// valid for writing one pointer.
+#[no_mangle]
+pub unsafe extern "C" fn ioswitch_dev_open(
+    uri: *const c_char,
+    opts: *const c_char,
+    out: *mut *mut ioswitch_dev,
+) -> c_int {
+    const F: &str = "ioswitch_dev_open";
+    guard(F, -libc::EIO, || {
+        if out.is_null() {
+            return fail(libc::EINVAL, format!("{F}: out is NULL"));
+        }
+        // SAFETY: out is non-null and valid for a write (caller contract).
+        unsafe { out.write(ptr::null_mut()) };
+        // SAFETY: uri is a NUL-terminated string (caller contract).
+        let uri = match unsafe { arg_str(F, "uri", uri) } {
+            Ok(u) => u,
+            Err(e) => return e,
+        };
+        let opts_s = if opts.is_null() {
+            ""
+        } else {
+            // SAFETY: opts is non-null and NUL-terminated (caller contract).
+            match unsafe { arg_str(F, "opts", opts) } {
+                Ok(o) => o,
+                Err(e) => return e,
+            }
+        };
+        let parsed: Opts = match opts_s.parse() {
+            Ok(o) => o,
+            Err(e) => return from_error(&format!("{F}({uri:?}, {opts_s:?})"), &e),
+        };
+        let dev = match Device::open(uri, &parsed) {
+            Ok(d) => d,
+            Err(e) => return from_error(F, &e),
+        };
+        let id = dev.ident();
+        let strings = Strings {
+            uri: cstring(uri),
+            path: id.path.as_deref().map(|p| CString::new(p.as_os_str().as_bytes()).unwrap_or_default()),
+            driver: id.driver.as_deref().map(cstring),
+            block_name: id.block_name.as_deref().map(cstring),
+            model: id.model.as_deref().map(cstring),
+            serial: id.serial.as_deref().map(cstring),
+        };
+        let handle = Box::new(ioswitch_dev { dev, strings });
+        // SAFETY: as above.
+        unsafe { out.write(Box::into_raw(handle)) };
+        0
+    })
+}
+
+/// Closes a device (NULL is ignored). Queues made on it stay usable until
+/// `ioswitch_queue_term` (each keeps the device open), and buffers stay valid until
+/// `ioswitch_buf_free`.
+///
+/// # Safety
+/// `dev` must be NULL or a device from `ioswitch_dev_open` not closed before, and no other
+/// thread may use it during or after the call.
+#[no_mangle]
+pub unsafe extern "C" fn ioswitch_dev_close(dev: *mut ioswitch_dev) {
+    guard("ioswitch_dev_close", (), || {
+        if !dev.is_null() {
+            // SAFETY: dev came from Box::into_raw in ioswitch_dev_open and is closed once
+            // (caller contract).
+            drop(unsafe { Box::from_raw(dev) });
+        }
+    })
+}
+
+/// Where the data is and how it may be addressed.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ioswitch_geo {
+    /// Logical block size in bytes (512, or the direct-I/O granularity, for files).
+    pub lba_size: u32,
+    /// Alignment `ioswitch_buf_alloc` gives this device's buffers (bytes).
+    pub buffer_align: u32,
+    /// Number of logical blocks.
+    pub nlbas: u64,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// Largest transfer one command may carry, in bytes.
+    pub max_transfer: u64,
+    /// Alignment of buffer addresses that direct I/O needs.
+    pub dio_mem_align: u32,
+    /// Alignment of offsets and lengths that direct I/O needs.
+    pub dio_offset_align: u32,
+    /// Zoned model: `IOSWITCH_ZONED_*`.
+    pub zoned: u32,
+    /// Most zones open at once (0: no limit, or not zoned).
+    pub max_open: u32,
+    /// Zone size in LBAs (0 when not zoned).
+    pub zone_size: u64,
+    /// Writable LBAs per zone (0 when not zoned).
+    pub zone_capacity: u64,
+    /// Number of zones (0 when not zoned).
+    pub nr_zones: u64,
+    /// Most zones active at once (0: no limit, or not zoned).
+    pub max_active: u32,
+    /// Reserved, 0.
+    pub reserved: u32,
+}
+
+/// Who a device is. The strings belong to the device: valid until `ioswitch_dev_close`;
+/// a string the device does not have is NULL.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ioswitch_ident {
+    /// The URI it was opened with.
+    pub uri: *const c_char,
+    /// Its canonical path (NULL for a ramdisk).
+    pub path: *const c_char,
+    /// Its kind: `IOSWITCH_KIND_*`.
+    pub kind: u32,
+    /// Namespace id (1 for devices that are not NVMe).
+    pub nsid: u32,
+    /// The kind's name ("file", "block device", …); static.
+    pub kind_name: *const c_char,
+    /// Kernel driver (`nvme`, `virtio_blk`, `loop`), or the file system type for files.
+    pub driver: *const c_char,
+    /// For a file: the block device holding it; for a block device: its name.
+    pub block_name: *const c_char,
+    /// Model string, when the device reports one.
+    pub model: *const c_char,
+    /// Serial number, when the device reports one.
+    pub serial: *const c_char,
+    /// The sync interface serving it ("psync", "block", …), NULL when none; static.
+    pub sync_iface: *const c_char,
+    /// The async interface serving it ("io_uring", "libaio", …), NULL when none; static.
+    pub async_iface: *const c_char,
+    /// The admin interface serving it; static.
+    pub admin_iface: *const c_char,
+    /// The memory interface; static.
+    pub mem_iface: *const c_char,
+}
+
+/// A device argument; `Err` with the message recorded when NULL.
+///
+/// # Safety
+/// `dev` is NULL or a live device from `ioswitch_dev_open`.
+pub(crate) unsafe fn dev_arg<'a>(func: &str, dev: *const ioswitch_dev) -> Result<&'a ioswitch_dev, c_int> {
+    // SAFETY: dev is null or live (caller contract).
+    unsafe { dev.as_ref() }.ok_or_else(|| fail(libc::EINVAL, format!("{func}: dev is NULL")))
+}
+
+/// Fills `*geo` with the device's geometry. Returns 0, or -EINVAL for NULL arguments.
+///
+/// # Safety
+/// `dev` must be NULL or an open device; `geo` NULL or valid for writing one struct.
+#[no_mangle]
+pub unsafe extern "C" fn ioswitch_dev_geo(dev: *const ioswitch_dev, geo: *mut ioswitch_geo) -> c_int {
+    const F: &str = "ioswitch_dev_geo";
+    guard(F, -libc::EIO, || {
+        // SAFETY: dev is null or open (caller contract).
+        let d = match unsafe { dev_arg(F, dev) } {
+            Ok(d) => d,
+            Err(e) => return e,
+        };
+        if geo.is_null() {
+            return fail(libc::EINVAL, format!("{F}: geo is NULL"));
+        }
+        let g = d.dev.geometry();
+        let z = g.zones.unwrap_or(ioswitch_rs::Zoned {
+            zone_size: 0,
+            zone_capacity: 0,
+            nr_zones: 0,
+            max_open: 0,
+            max_active: 0,
+        });
+        let out = ioswitch_geo {
+            lba_size: g.lba_size,
+            buffer_align: d.dev.buffer_align().max(MIN_ALIGN) as u32,
+            nlbas: g.nlbas,
+            bytes: g.bytes,
+            max_transfer: g.max_transfer,
+            dio_mem_align: g.dio_mem_align,
+            dio_offset_align: g.dio_offset_align,
+            zoned: zoned_code(g.zoned),
+            max_open: z.max_open,
+            zone_size: z.zone_size,
+            zone_capacity: z.zone_capacity,
+            nr_zones: z.nr_zones,
+            max_active: z.max_active,
+            reserved: 0,
+        };
+        // SAFETY: geo is non-null and valid for a write (caller contract).
+        unsafe { geo.write(out) };
+        0
+    })
+}
+
+/// Fills `*ident` with who the device is; the strings stay valid until the device is
+/// closed. Returns 0, or -EINVAL for NULL arguments.
+///
+/// # Safety
+/// `dev` must be NULL or an open device; `ident` NULL or valid for writing one struct.
+#[no_mangle]
+pub unsafe extern "C" fn ioswitch_dev_ident(dev: *const ioswitch_dev, ident: *mut ioswitch_ident) -> c_int {
+    const F: &str = "ioswitch_dev_ident";
+    guard(F, -libc::EIO, || {
+        // SAFETY: dev is null or open (caller contract).
+        let d = match unsafe { dev_arg(F, dev) } {
+            Ok(d) => d,
+            Err(e) => return e,
+        };
+        if ident.is_null() {
+            return fail(libc::EINVAL, format!("{F}: ident is NULL"));
+        }
+        let id = d.dev.ident();
+        let ifaces = d.dev.interfaces();
+        let s = &d.strings;
+        let out = ioswitch_ident {
+            uri: s.uri.as_ptr(),
+            path: opt_ptr(&s.path),
+            kind: kind_code(id.kind),
+            nsid: id.nsid,
+            kind_name: static_cstr(id.kind.as_str()).as_ptr(),
+            driver: opt_ptr(&s.driver),
+            block_name: opt_ptr(&s.block_name),
+            model: opt_ptr(&s.model),
+            serial: opt_ptr(&s.serial),
+            sync_iface: ifaces.sync.map_or(ptr::null(), |i| static_cstr(i.as_str()).as_ptr()),
+            async_iface: ifaces.r#async.map_or(ptr::null(), |i| static_cstr(i.as_str()).as_ptr()),
+            admin_iface: static_cstr(ifaces.admin.as_str()).as_ptr(),
+            mem_iface: static_cstr(ifaces.mem.as_str()).as_ptr(),
+        };
+        // SAFETY: ident is non-null and valid for a write (caller contract).
+        unsafe { ident.write(out) };
+        0
+    })
+}
+
+/// One device found by `ioswitch_enumerate`. The strings are valid during the callback
+/// only; a string the device does not have is NULL.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ioswitch_listing {
+    /// Its path under /dev.
+    pub path: *const c_char,
+    /// Its kind: `IOSWITCH_KIND_*`.
+    pub kind: u32,
+    /// Logical block size (0 for controllers and char devices).
+    pub lba_size: u32,
+    /// The kind's name; static.
+    pub kind_name: *const c_char,
+    /// Size in bytes (0 for controllers).
+    pub bytes: u64,
+    /// Zoned model: `IOSWITCH_ZONED_*`.
+    pub zoned: u32,
+    /// Reserved, 0.
+    pub reserved: u32,
+    /// The kernel driver.
+    pub driver: *const c_char,
+    /// Model string, when reported.
+    pub model: *const c_char,
+}
+
+/// The callback of `ioswitch_enumerate`: return 0 to go on, non-zero to stop.
+pub type ioswitch_enumerate_cb =
+    Option<unsafe extern "C" fn(listing: *const ioswitch_listing, cb_arg: *mut c_void) -> c_int>;
+
+/// Lists the block devices and NVMe devices of this machine (from sysfs), calling `cb`
+/// once per device with `cb_arg`. Returns how many devices were passed to `cb`, or a
+/// negative errno.
+///
+/// # Safety
+/// `cb` must be a valid function (or NULL: only counts); it is called on this thread.
+#[no_mangle]
+pub unsafe extern "C" fn ioswitch_enumerate(cb: ioswitch_enumerate_cb, cb_arg: *mut c_void) -> c_int {
+    const F: &str = "ioswitch_enumerate";
+    let list: Vec<Listing> = match guard(F, Err(-libc::EIO), || ioswitch_rs::enumerate().map_err(|e| from_error(F, &e)))
+    {
+        Ok(l) => l,
+        Err(e) => return e,
+    };
+    let mut n: c_int = 0;
+    for l in &list {
+        let strs = guard(F, None, || {
+            Some((
+                CString::new(Path::new(&l.path).as_os_str().as_bytes()).unwrap_or_default(),
+                l.driver.as_deref().map(cstring),
+                l.model.as_deref().map(cstring),
+                static_cstr(l.kind.as_str()),
+            ))
+        });
+        let Some((path, driver, model, kind_name)) = strs else { return -libc::EIO };
+        let item = ioswitch_listing {
+            path: path.as_ptr(),
+            kind: kind_code(l.kind),
+            lba_size: l.lba_size,
+            kind_name: kind_name.as_ptr(),
+            bytes: l.bytes,
+            zoned: zoned_code(l.zoned),
+            reserved: 0,
+            driver: opt_ptr(&driver),
+            model: opt_ptr(&model),
+        };
+        n += 1;
+        if let Some(f) = cb {
+            // SAFETY: f is a valid C function (caller contract); item and its strings live
+            // until after the call. It is not called inside a Rust frame that could unwind.
+            if unsafe { f(&item, cb_arg) } != 0 {
+                break;
+            }
+        }
+    }
+    n
+}
+
+/// Allocates a zeroed buffer of `nbytes` (> 0) aligned for `dev` (its LBA size, its
+/// direct-I/O alignment and the page size), or for any device when `dev` is NULL (page
+/// aligned). Returns the buffer's start address, or NULL with `ioswitch_last_error()` set.
+///
+/// Ownership: the memory belongs to ioswitch until `ioswitch_buf_free`. Pass the start
+/// address (exactly the pointer returned here, never a pointer into the middle) as a data
+/// buffer of commands. A buffer given to `ioswitch_queue_submit` belongs to the queue
+/// until its completion callback runs: do not read, write or free it before.
+///
+/// # Safety
+/// `dev` must be NULL or an open device.
+#[no_mangle]
+pub unsafe extern "C" fn ioswitch_buf_alloc(dev: *const ioswitch_dev, nbytes: usize) -> *mut c_void {
+    const F: &str = "ioswitch_buf_alloc";
+    guard(F, ptr::null_mut(), || {
+        if nbytes == 0 {
+            fail(libc::EINVAL, format!("{F}: nbytes is 0"));
+            return ptr::null_mut();
+        }
+        // SAFETY: dev is null or open (caller contract).
+        let d = unsafe { dev.as_ref() };
+        let buf = match d {
+            Some(d) => Buffer::alloc(nbytes, d.dev.buffer_align().max(MIN_ALIGN)),
+            None => Buffer::alloc(nbytes, ioswitch_page_size().max(MIN_ALIGN)),
+        };
+        let buf = match buf {
+            Ok(b) => b,
+            Err(why) => {
+                let dev_name = d.map_or("no device".to_string(), |d| d.dev.uri().to_string());
+                fail(libc::ENOMEM, format!("{F}({dev_name}, {nbytes}): {why}"));
+                return ptr::null_mut();
+            }
+        };
+        match table::insert(buf) {
+            Ok(p) => p.cast(),
+            Err(why) => {
+                fail(libc::ENOMEM, format!("{F}({nbytes}): {why}"));
+                ptr::null_mut()
+            }
+        }
+    })
+}
+
+fn ioswitch_page_size() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if n > 0 {
+        n as usize
+    } else {
+        4096
+    }
+}
+
+/// Frees a buffer from `ioswitch_buf_alloc` (NULL is ignored and returns 0).
+/// Returns 0; -EBUSY, freeing nothing, while a command holds the buffer (submitted and
+/// not yet completed); -EINVAL, freeing nothing, when `buf` is not the start of a live
+/// buffer from `ioswitch_buf_alloc` (never allocated, already freed, or a pointer into the
+/// middle of a buffer).
+///
+/// # Safety
+/// None beyond passing a pointer: `buf` is only compared with live buffers, never
+/// dereferenced unless it is one.
+#[no_mangle]
+pub unsafe extern "C" fn ioswitch_buf_free(buf: *mut c_void) -> c_int {
+    const F: &str = "ioswitch_buf_free";
+    guard(F, -libc::EIO, || {
+        if buf.is_null() {
+            return 0;
+        }
+        match table::free(buf as usize) {
+            Ok(()) => 0,
+            Err(Refusal::Busy) => fail(
+                libc::EBUSY,
+                format!("{F}({buf:p}): the buffer belongs to a command that has not completed; free it after its completion"),
+            ),
+            Err(Refusal::Unknown) => fail(
+                libc::EINVAL,
+                format!("{F}({buf:p}): not the start of a live buffer from ioswitch_buf_alloc (already freed?)"),
+            ),
+        }
+    })
+}
+
+/// The size in bytes of a buffer from `ioswitch_buf_alloc`, or 0 when `buf` is not the
+/// start of a live one.
+///
+/// # Safety
+/// None beyond passing a pointer (see `ioswitch_buf_free`).
+#[no_mangle]
+pub unsafe extern "C" fn ioswitch_buf_size(buf: *const c_void) -> usize {
+    guard("ioswitch_buf_size", 0, || table::lookup(buf as usize).map_or(0, Slot::len))
+}
+
+/// Buffers taken out of the table for one command; put back on drop.
+pub(crate) struct Taken {
+    pub slots: Vec<&'static Slot>,
+    pub bufs: Vec<Buffer>,
+}
+
+impl Drop for Taken {
+    fn drop(&mut self) {
+        for (slot, buf) in self.slots.drain(..).zip(self.bufs.drain(..)) {
+            table::put(slot, buf);
+        }
+    }
+}
+
+/// Takes `nbufs` buffers named by C pointers out of the table (all or none), with the
+/// message recorded on failure.
+///
+/// # Safety
+/// `bufs` is NULL (then `nbufs` must be 0) or valid for reading `nbufs` pointers.
+pub(crate) unsafe fn take_bufs(
+    func: &str,
+    bufs: *const *mut c_void,
+    nbufs: u32,
+    mut each: impl FnMut(&'static Slot, Buffer),
+) -> Result<(), c_int> {
+    if nbufs == 0 {
+        return Ok(());
+    }
+    if bufs.is_null() {
+        return Err(fail(libc::EINVAL, format!("{func}: bufs is NULL but nbufs is {nbufs}")));
+    }
+    if nbufs > IOSWITCH_MAX_BUFS {
+        return Err(fail(
+            libc::EINVAL,
+            format!("{func}: nbufs {nbufs}: at most {IOSWITCH_MAX_BUFS} buffers per command"),
+        ));
+    }
+    // SAFETY: bufs is valid for reading nbufs pointers (caller contract).
+    let ptrs = unsafe { std::slice::from_raw_parts(bufs, nbufs as usize) };
+    let mut taken: Vec<(&'static Slot, Buffer)> = Vec::new();
+    for (i, &p) in ptrs.iter().enumerate() {
+        match table::take(p as usize) {
+            Ok(t) if ptrs.len() == 1 => {
+                each(t.0, t.1);
+                return Ok(());
+            }
+            Ok(t) => taken.push(t),
+            Err(r) => {
+                for (slot, buf) in taken {
+                    table::put(slot, buf);
+                }
+                return Err(refusal(func, i, nbufs, p, r));
+            }
+        }
+    }
+    for (slot, buf) in taken {
+        each(slot, buf);
+    }
+    Ok(())
+}
+
+fn refusal(func: &str, i: usize, n: u32, p: *mut c_void, r: Refusal) -> c_int {
+    match r {
+        Refusal::Busy => fail(
+            libc::EBUSY,
+            format!("{func}: buffer {i} of {n} ({p:p}) already belongs to a command that has not completed (or appears twice)"),
+        ),
+        Refusal::Unknown => fail(
+            libc::EINVAL,
+            format!("{func}: buffer {i} of {n} ({p:p}) is not the start of a live buffer from ioswitch_buf_alloc"),
+        ),
+    }
+}
+
+/// Fills a completion for a synchronous command.
+///
+/// # Safety
+/// `cpl` is NULL or valid for writing one struct.
+unsafe fn write_cpl(cpl: *mut ioswitch_cpl, status: Status, result: u64) {
+    if !cpl.is_null() {
+        // SAFETY: cpl is non-null and valid for a write (caller contract).
+        unsafe { cpl.write(ioswitch_cpl::new(ptr::null_mut(), status, result)) };
+    }
+}
+
+/// What a synchronous call's error means for the completion and the return value.
+///
+/// # Safety
+/// `cpl` is NULL or valid for writing one struct.
+unsafe fn sync_error(func: &str, cpl: *mut ioswitch_cpl, e: &Error) -> c_int {
+    let status = match e {
+        Error::Command { status, .. } => *status,
+        other => errno_to_status(other.errno().unwrap_or(libc::EIO)),
+    };
+    // SAFETY: forwarded caller contract on cpl.
+    unsafe { write_cpl(cpl, status, 0) };
+    from_error(func, e)
+}
+
+type SyncCall = fn(&Device, &ioswitch_rs::Cmd, &mut [Buffer]) -> ioswitch_rs::Result<u64>;
+
+/// The shared body of `ioswitch_pass` and `ioswitch_pass_admin`.
+///
+/// # Safety
+/// As `ioswitch_pass`.
+unsafe fn pass_with(
+    func: &str,
+    call: SyncCall,
+    dev: *const ioswitch_dev,
+    cmd: *const ioswitch_cmd,
+    bufs: *const *mut c_void,
+    nbufs: u32,
+    cpl: *mut ioswitch_cpl,
+) -> c_int {
+    guard(func, -libc::EIO, || {
+        // SAFETY: dev is null or open (caller contract).
+        let d = match unsafe { dev_arg(func, dev) } {
+            Ok(d) => d,
+            Err(e) => return e,
+        };
+        // SAFETY: cmd is null or valid (caller contract).
+        let Some(c) = (unsafe { cmd.as_ref() }) else {
+            return fail(libc::EINVAL, format!("{func}: cmd is NULL"));
+        };
+        let c = match to_cmd(c, func) {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
+        let mut taken = Taken { slots: Vec::new(), bufs: Vec::new() };
+        // SAFETY: bufs is valid for nbufs pointers (caller contract).
+        if let Err(e) = unsafe {
+            take_bufs(func, bufs, nbufs, |s, b| {
+                taken.slots.push(s);
+                taken.bufs.push(b);
+            })
+        } {
+            return e;
+        }
+        let r = call(&d.dev, &c, &mut taken.bufs);
+        drop(taken);
+        match r {
+            Ok(result) => {
+                // SAFETY: cpl is null or valid (caller contract).
+                unsafe { write_cpl(cpl, Status::OK, result) };
+                0
+            }
+            // SAFETY: as above.
+            Err(e) => unsafe { sync_error(func, cpl, &e) },
+        }
+    })
+}
+
+/// Runs an I/O command synchronously on the device's sync interface, with `nbufs`
+/// buffers from `ioswitch_buf_alloc` as its data (read into or written from, in order;
+/// several make vectored I/O; a buffer may be longer than its share). The buffers are the
+/// command's during the call.
+///
+/// Returns 0 on success, or a negative errno (the OS error when there is one, -EIO for a
+/// device error without one, -EINVAL for a bad command or buffer, -ERANGE out of range).
+/// When `cpl` is not NULL it receives the status and result either way.
+///
+/// # Safety
+/// `dev` an open device; `cmd` a valid command; `bufs` valid for reading `nbufs` pointers
+/// (NULL when `nbufs` is 0); `cpl` NULL or valid for writing one struct.
+#[no_mangle]
+pub unsafe extern "C" fn ioswitch_pass(
+    dev: *const ioswitch_dev,
+    cmd: *const ioswitch_cmd,
+    bufs: *const *mut c_void,
+    nbufs: u32,
+    cpl: *mut ioswitch_cpl,
+) -> c_int {
+    // SAFETY: forwarded caller contract.
+    unsafe { pass_with("ioswitch_pass", Device::pass, dev, cmd, bufs, nbufs, cpl) }
+}
+
+/// Runs an admin command (identify, get log page, get/set features, …; `cmd->set` must be
+/// `IOSWITCH_SET_ADMIN`) synchronously on the admin interface, with `nbufs` buffers as its
+/// data. Returns and reports as `ioswitch_pass`; the result is completion DW0-1.
+///
+/// # Safety
+/// As `ioswitch_pass`.
+#[no_mangle]
+pub unsafe extern "C" fn ioswitch_pass_admin(
+    dev: *const ioswitch_dev,
+    cmd: *const ioswitch_cmd,
+    bufs: *const *mut c_void,
+    nbufs: u32,
+    cpl: *mut ioswitch_cpl,
+) -> c_int {
+    // SAFETY: forwarded caller contract.
+    unsafe { pass_with("ioswitch_pass_admin", Device::pass_admin, dev, cmd, bufs, nbufs, cpl) }
+}
+
+/// Records the static "queue full" message (no allocation on the submit path).
+pub(crate) fn busy_message() {
+    set_static(c"queue full: depth commands are outstanding; reap completions (poke or wait), then submit again");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cmd::{ioswitch_cmd_read, ioswitch_cmd_write};
+    use crate::cpl::ioswitch_cpl_ok;
+    use crate::error::last_string;
+
+    fn open(uri: &str, opts: &str) -> (c_int, *mut ioswitch_dev) {
+        let (u, o) = (CString::new(uri).unwrap(), CString::new(opts).unwrap());
+        let mut dev = ptr::null_mut();
+        // SAFETY: valid strings and out pointer.
+        let r = unsafe { ioswitch_dev_open(u.as_ptr(), o.as_ptr(), &mut dev) };
+        (r, dev)
+    }
+
+    #[test]
+    fn open_errors_name_the_input_and_leave_out_null() {
+        let (r, dev) = open("/nonexistent/ioswitch-capi.img", "");
+        assert_eq!(r, -libc::ENOENT);
+        assert!(dev.is_null());
+        assert!(last_string().contains("/nonexistent/ioswitch-capi.img"), "{}", last_string());
+        let (r, _) = open("1MiB", "async=emu,threads=x");
+        assert_eq!(r, -libc::EINVAL);
+        assert!(last_string().contains("\"threads\""), "{}", last_string());
+        // SAFETY: a null uri is refused, not read.
+        let r = unsafe { ioswitch_dev_open(ptr::null(), ptr::null(), &mut ptr::null_mut()) };
+        assert_eq!(r, -libc::EINVAL);
+        assert!(last_string().contains("uri is NULL"));
+    }
+
+    #[test]
+    fn a_ramdisk_round_trips_data_through_pass() {
+        let (r, dev) = open("1MiB", "");
+        assert_eq!(r, 0, "{}", last_string());
+        let mut geo = ioswitch_geo::default();
+        // SAFETY: dev is open and geo a valid out location.
+        assert_eq!(unsafe { ioswitch_dev_geo(dev, &mut geo) }, 0);
+        assert_eq!((geo.lba_size, geo.bytes), (512, 1 << 20));
+        // SAFETY: dev is open; the buffers are used as the API says and freed once.
+        unsafe {
+            let mut id = std::mem::zeroed::<ioswitch_ident>();
+            assert_eq!(ioswitch_dev_ident(dev, &mut id), 0);
+            assert_eq!(CStr::from_ptr(id.kind_name).to_str().unwrap(), "ramdisk");
+            assert!(id.path.is_null());
+            let w = ioswitch_buf_alloc(dev, 4096);
+            let r = ioswitch_buf_alloc(dev, 4096);
+            assert_eq!(w as usize % geo.buffer_align as usize, 0);
+            assert_eq!(ioswitch_buf_size(w), 4096);
+            std::slice::from_raw_parts_mut(w as *mut u8, 4096).fill(0x5a);
+            let mut c = crate::cmd::ioswitch_cmd::default();
+            let mut cpl = std::mem::zeroed::<ioswitch_cpl>();
+            ioswitch_cmd_write(1, 8, 8, &mut c);
+            assert_eq!(ioswitch_pass(dev, &c, &w, 1, &mut cpl), 0, "{}", last_string());
+            assert!(ioswitch_cpl_ok(&cpl));
+            ioswitch_cmd_read(1, 8, 8, &mut c);
+            assert_eq!(ioswitch_pass(dev, &c, &r, 1, &mut cpl), 0);
+            assert_eq!(cpl.result, 4096);
+            assert!(std::slice::from_raw_parts(r as *const u8, 4096).iter().all(|&b| b == 0x5a));
+            ioswitch_cmd_read(1, 2047, 2, &mut c);
+            assert_eq!(ioswitch_pass(dev, &c, &r, 1, &mut cpl), -libc::ERANGE);
+            assert!(!ioswitch_cpl_ok(&cpl));
+            assert_eq!(ioswitch_buf_free(w), 0);
+            assert_eq!(ioswitch_buf_free(r), 0);
+            ioswitch_dev_close(dev);
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! Error reporting across the ABI: negative errno return values, a thread-local message,
+//! and the guard that keeps panics from unwinding into C.
+
+use ioswitch_rs::Error;
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+enum Message {
+    Static(&'static CStr),
+    Owned(CString),
+}
+
+thread_local! {
+    static LAST: RefCell<Message> = const { RefCell::new(Message::Static(c"")) };
+}
+
+/// Records a message that needs no formatting (the hot paths use these: no allocation).
+pub(crate) fn set_static(msg: &'static CStr) {
+    LAST.with(|l| *l.borrow_mut() = Message::Static(msg));
+}
+
+/// Records a message for `ioswitch_last_error`.
+pub(crate) fn set(msg: impl Into<String>) {
+    let mut bytes = msg.into().into_bytes();
+    // A NUL inside would cut the message short in C; show it instead.
+    for b in bytes.iter_mut().filter(|b| **b == 0) {
+        *b = b'?';
+    }
+    let c = CString::new(bytes).unwrap_or_default();
+    LAST.with(|l| *l.borrow_mut() = Message::Owned(c));
+}
+
+/// Records `msg` and returns `-errno`.
+pub(crate) fn fail(errno: c_int, msg: impl Into<String>) -> c_int {
+    set(msg);
+    -errno
+}
+
+/// Records the library error's message and returns its negative errno (`-EIO` when it
+/// has none).
+pub(crate) fn from_error(context: &str, e: &Error) -> c_int {
+    if context.is_empty() {
+        set(e.to_string());
+    } else {
+        set(format!("{context}: {e}"));
+    }
+    -e.errno().unwrap_or(libc::EIO)
+}
+
+/// Runs one entry point's body; a panic becomes `fallback` with `-EIO`'s message recorded
+/// instead of unwinding into C (which would be undefined behaviour).
+pub(crate) fn guard<T>(func: &str, fallback: T, body: impl FnOnce() -> T) -> T {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(v) => v,
+        Err(payload) => {
+            let why = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            set(format!("{func}: internal error (a bug in ioswitch, please report it): {why}"));
+            fallback
+        }
+    }
+}
+
+/// The pointer `ioswitch_last_error` returns.
+pub(crate) fn last_ptr() -> *const c_char {
+    LAST.with(|l| match &*l.borrow() {
+        Message::Static(s) => s.as_ptr(),
+        // The CString's heap buffer stays put until the next message replaces it.
+        Message::Owned(s) => s.as_ptr(),
+    })
+}
+
+/// The message text, for the crate's tests.
+#[cfg(test)]
+pub(crate) fn last_string() -> String {
+    // SAFETY: last_ptr points at a NUL-terminated string owned by this thread's slot,
+    // which nothing changes while this function runs.
+    unsafe { CStr::from_ptr(last_ptr()) }.to_string_lossy().into_owned()
+}

@@ -1,0 +1,748 @@
+//! Asynchronous queues: submit, commit, poke, wait, drain, with completion callbacks.
+//!
+//! Every command in flight has a context, preallocated at `ioswitch_queue_init`: the
+//! user argument, the callback, and the table slots of its buffers. Completions reaped
+//! from the library queue are parked in a preallocated list and their callbacks run only
+//! after the library call returned, with no Rust borrow of the queue alive, so a callback
+//! may submit, poke or wait on the same queue.
+
+use crate::cmd::{ioswitch_cmd, to_cmd};
+use crate::cpl::ioswitch_cpl;
+use crate::dev::{busy_message, dev_arg, ioswitch_dev, take_bufs};
+use crate::error::{fail, from_error, guard};
+use crate::table::{self, Refusal, Slot};
+use ioswitch_rs::{Buffer, Completion, Data, Error, Queue};
+use std::collections::VecDeque;
+use std::ffi::{c_int, c_void};
+use std::ptr;
+
+/// A completion callback: `cpl` is valid during the call only; `cb_arg` is the argument
+/// given with the callback. By the time it runs, the command's buffers are the caller's
+/// again.
+pub type ioswitch_queue_cb = Option<unsafe extern "C" fn(cpl: *const ioswitch_cpl, cb_arg: *mut c_void)>;
+
+/// An asynchronous queue on a device's async interface (opaque). One thread uses a queue
+/// at a time; a device may carry several queues, each on its own thread.
+pub struct ioswitch_queue {
+    rq: Queue,
+    ctxs: Box<[Ctx]>,
+    free: Vec<u32>,
+    done: VecDeque<Completion>,
+    cb: ioswitch_queue_cb,
+    cb_arg: *mut c_void,
+    in_cb: u32,
+}
+
+struct Ctx {
+    user_arg: *mut c_void,
+    own_cb: bool,
+    cb: ioswitch_queue_cb,
+    cb_arg: *mut c_void,
+    one: Option<&'static Slot>,
+    many: Vec<&'static Slot>,
+    /// An empty vector kept for the next vectored command (no allocation per command).
+    spare: Vec<Buffer>,
+}
+
+impl Ctx {
+    /// Puts the buffers a completion (or a rejected submission) hands back into their
+    /// table slots, in submission order.
+    fn restore(&mut self, data: Data) {
+        match data {
+            Data::None => {}
+            Data::One(b) => match self.one.take() {
+                Some(slot) => table::put(slot, b),
+                None => self.put_many(std::iter::once(b)),
+            },
+            Data::Vec(mut v) => {
+                if let Some(slot) = self.one.take() {
+                    let mut it = v.drain(..);
+                    if let Some(b) = it.next() {
+                        table::put(slot, b);
+                    }
+                    it.for_each(std::mem::forget);
+                } else {
+                    self.put_many(v.drain(..));
+                }
+                self.spare = v;
+            }
+        }
+    }
+
+    fn put_many(&mut self, bufs: impl Iterator<Item = Buffer>) {
+        let mut slots = self.many.drain(..);
+        for b in bufs {
+            match slots.next() {
+                Some(slot) => table::put(slot, b),
+                // Cannot happen (the data is what was submitted); leaking is the safe
+                // answer, as C may still hold the address.
+                None => std::mem::forget(b),
+            }
+        }
+    }
+}
+
+type Delivery = (unsafe extern "C" fn(*const ioswitch_cpl, *mut c_void), *mut c_void, ioswitch_cpl);
+
+impl ioswitch_queue {
+    /// Returns a completion's buffers and context; the callback to run, if any.
+    #[inline]
+    fn finish(&mut self, c: Completion) -> Option<Delivery> {
+        let idx = c.tag as usize;
+        let ctx = self.ctxs.get_mut(idx)?;
+        ctx.restore(c.data);
+        let cpl = ioswitch_cpl::new(ctx.user_arg, c.status, c.result);
+        let (cb, arg) = if ctx.own_cb { (ctx.cb, ctx.cb_arg) } else { (self.cb, self.cb_arg) };
+        self.free.push(idx as u32);
+        cb.map(|f| (f, arg, cpl))
+    }
+}
+
+/// Runs the callbacks of parked completions. No borrow of the queue lives across a
+/// callback, so callbacks may use the queue.
+///
+/// # Safety
+/// `q` is a live queue, used by this thread only.
+#[inline]
+unsafe fn deliver(q: *mut ioswitch_queue) {
+    loop {
+        let next = {
+            // SAFETY: q is live (caller contract); this borrow ends before the callback.
+            let qq = unsafe { &mut *q };
+            let Some(c) = qq.done.pop_front() else { break };
+            qq.finish(c)
+        };
+        if let Some((f, arg, cpl)) = next {
+            // SAFETY: q is live; a place expression through the raw pointer creates no
+            // lasting borrow.
+            unsafe { (*q).in_cb += 1 };
+            // SAFETY: f is a C function given by the caller; cpl lives across the call.
+            unsafe { f(&cpl, arg) };
+            // SAFETY: as for the increment; term refuses to free q while in_cb > 0.
+            unsafe { (*q).in_cb -= 1 };
+        }
+    }
+}
+
+/// Creates a queue of `depth` slots (1..=4096) on the device's async interface and stores
+/// it in `*out`. Returns 0, or a negative errno (-EINVAL for a bad depth, -EOPNOTSUPP when
+/// the device has no async interface, the OS error when the interface cannot be set up).
+/// The queue keeps the device open until `ioswitch_queue_term`.
+///
+/// # Safety
+/// `dev` an open device; `out` valid for writing one pointer.
+#[no_mangle]
+pub unsafe extern "C" fn ioswitch_queue_init(
+    dev: *const ioswitch_dev,
+    depth: u32,
+    out: *mut *mut ioswitch_queue,
+) -> c_int {
+    const F: &str = "ioswitch_queue_init";
+    guard(F, -libc::EIO, || {
+        if out.is_null() {
+            return fail(libc::EINVAL, format!("{F}: out is NULL"));
+        }
+        // SAFETY: out is non-null and valid for a write (caller contract).
+        unsafe { out.write(ptr::null_mut()) };
+        // SAFETY: dev is null or open (caller contract).
+        let d = match unsafe { dev_arg(F, dev) } {
+            Ok(d) => d,
+            Err(e) => return e,
+        };
+        let rq = match d.dev.queue(depth) {
+            Ok(q) => q,
+            Err(e) => return from_error(&format!("{F}(depth {depth})"), &e),
+        };
+        let ctxs = (0..depth)
+            .map(|_| Ctx {
+                user_arg: ptr::null_mut(),
+                own_cb: false,
+                cb: None,
+                cb_arg: ptr::null_mut(),
+                one: None,
+                many: Vec::new(),
+                spare: Vec::new(),
+            })
+            .collect();
+        let q = Box::new(ioswitch_queue {
+            rq,
+            ctxs,
+            free: (0..depth).rev().collect(),
+            done: VecDeque::with_capacity(depth as usize),
+            cb: None,
+            cb_arg: ptr::null_mut(),
+            in_cb: 0,
+        });
+        // SAFETY: as above.
+        unsafe { out.write(Box::into_raw(q)) };
+        0
+    })
+}
+
+/// Waits for the commands still in flight, returns their buffers to the caller (without
+/// running their callbacks: `ioswitch_queue_drain` first when they matter) and frees the
+/// queue. NULL is ignored. Returns 0, -EBUSY (freeing nothing) when called from one of
+/// this queue's callbacks, or the error of the final wait; in that case buffers of
+/// commands that may still be in the kernel stay owned by ioswitch (`ioswitch_buf_free`
+/// answers -EBUSY for them) rather than being freed under the kernel.
+///
+/// # Safety
+/// `q` must be NULL or a queue from `ioswitch_queue_init` not terminated before.
+#[no_mangle]
+pub unsafe extern "C" fn ioswitch_queue_term(q: *mut ioswitch_queue) -> c_int {
+    const F: &str = "ioswitch_queue_term";
+    guard(F, -libc::EIO, || {
+        if q.is_null() {
+            return 0;
+        }
+        // SAFETY: q is live (caller contract).
+        if unsafe { (*q).in_cb } > 0 {
+            return fail(libc::EBUSY, format!("{F}: called from a completion callback of the same queue"));
+        }
+        // SAFETY: q came from Box::into_raw in ioswitch_queue_init; no callback of it runs.
+        let mut qb = unsafe { Box::from_raw(q) };
+        let qr = &mut *qb;
+        let done = &mut qr.done;
+        let r = qr.rq.drain(|c| done.push_back(c));
+        while let Some(c) = qr.done.pop_front() {
+            let _ = qr.finish(c);
+        }
+        drop(qb);
+        match r {
+            Ok(_) => 0,
+            Err(e) => from_error(F, &e),
+        }
+    })
+}
+
+/// Sets the callback run for each completion of commands submitted without their own
+/// (NULL: none; the completion is reaped and its buffers returned silently).
+/// Returns 0, or -EINVAL for a NULL queue.
+///
+/// # Safety
+/// `q` a live queue; `cb` NULL or a valid function.
+#[no_mangle]
+pub unsafe extern "C" fn ioswitch_queue_set_cb(
+    q: *mut ioswitch_queue,
+    cb: ioswitch_queue_cb,
+    cb_arg: *mut c_void,
+) -> c_int {
+    guard("ioswitch_queue_set_cb", -libc::EIO, || {
+        if q.is_null() {
+            return fail(libc::EINVAL, "ioswitch_queue_set_cb: q is NULL");
+        }
+        // SAFETY: q is live (caller contract); place expressions, no lasting borrow.
+        unsafe {
+            (*q).cb = cb;
+            (*q).cb_arg = cb_arg;
+        }
+        0
+    })
+}
+
+/// The shared body of the two submit functions.
+///
+/// # Safety
+/// As `ioswitch_queue_submit`.
+#[inline]
+#[allow(clippy::too_many_arguments)]
+unsafe fn submit(
+    func: &str,
+    q: *mut ioswitch_queue,
+    cmd: *const ioswitch_cmd,
+    bufs: *const *mut c_void,
+    nbufs: u32,
+    user_arg: *mut c_void,
+    own_cb: bool,
+    cb: ioswitch_queue_cb,
+    cb_arg: *mut c_void,
+) -> c_int {
+    guard(func, -libc::EIO, || {
+        // SAFETY: q is null or live and used by this thread only (caller contract); no
+        // callback runs while this borrow lives.
+        let Some(q) = (unsafe { q.as_mut() }) else {
+            return fail(libc::EINVAL, format!("{func}: q is NULL"));
+        };
+        // SAFETY: cmd is null or valid (caller contract).
+        let Some(c) = (unsafe { cmd.as_ref() }) else {
+            return fail(libc::EINVAL, format!("{func}: cmd is NULL"));
+        };
+        let c = match to_cmd(c, func) {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
+        let Some(idx) = q.free.pop() else {
+            busy_message();
+            return -libc::EBUSY;
+        };
+        let ctx = &mut q.ctxs[idx as usize];
+        let data = if nbufs == 1 && !bufs.is_null() {
+            // SAFETY: bufs is valid for one pointer (caller contract).
+            let p = unsafe { *bufs };
+            match table::take(p as usize) {
+                Ok((slot, b)) => {
+                    ctx.one = Some(slot);
+                    Data::One(b)
+                }
+                Err(r) => {
+                    q.free.push(idx);
+                    return match r {
+                        Refusal::Busy => fail(
+                            libc::EBUSY,
+                            format!("{func}: buffer {p:p} already belongs to a command that has not completed"),
+                        ),
+                        Refusal::Unknown => fail(
+                            libc::EINVAL,
+                            format!("{func}: buffer {p:p} is not the start of a live buffer from ioswitch_buf_alloc"),
+                        ),
+                    };
+                }
+            }
+        } else if nbufs == 0 {
+            Data::None
+        } else {
+            let mut v = std::mem::take(&mut ctx.spare);
+            let many = &mut ctx.many;
+            // SAFETY: bufs is valid for nbufs pointers (caller contract).
+            let r = unsafe {
+                take_bufs(func, bufs, nbufs, |slot, b| {
+                    many.push(slot);
+                    v.push(b);
+                })
+            };
+            if let Err(e) = r {
+                ctx.spare = v;
+                q.free.push(idx);
+                return e;
+            }
+            Data::Vec(v)
+        };
+        match q.rq.submit(&c, data, idx as u64) {
+            Ok(()) => {
+                let ctx = &mut q.ctxs[idx as usize];
+                ctx.user_arg = user_arg;
+                ctx.own_cb = own_cb;
+                ctx.cb = cb;
+                ctx.cb_arg = cb_arg;
+                0
+            }
+            Err(rejected) => {
+                q.ctxs[idx as usize].restore(rejected.data);
+                q.free.push(idx);
+                if let Error::Busy { .. } = rejected.error {
+                    busy_message();
+                    -libc::EBUSY
+                } else {
+                    from_error(func, &rejected.error)
+                }
+            }
+        }
+    })
+}
+
+/// Submits a command with `nbufs` (0..=64) buffers from `ioswitch_buf_alloc` as its data
+/// and a `user_arg` handed back in its completion; the queue's callback
+/// (`ioswitch_queue_set_cb`) reports it. Never blocks.
+///
+/// Returns 0; -EBUSY when `depth` commands are outstanding (reap with poke or wait, then
+/// submit again), or when a buffer still belongs to another command; -EINVAL for a bad
+/// command or buffer; -ERANGE for a range past the end of the device. Nothing was
+/// submitted when the return is not 0, and the buffers are still the caller's.
+///
+/// Ownership: on success the buffers belong to the queue until the command's completion
+/// callback runs (or `ioswitch_queue_drain`/`ioswitch_queue_term` returns): do not read,
+/// write or free them before (`ioswitch_buf_free` refuses with -EBUSY meanwhile).
+///
+/// The command reaches the kernel at the next `ioswitch_queue_commit`, `poke`, `wait` or
+/// `drain` (one system call for the whole batch where the interface batches).
+///
+/// # Safety
+/// `q` a live queue used by this thread only; `cmd` a valid command; `bufs` valid for
+/// reading `nbufs` pointers (NULL when `nbufs` is 0).
+#[no_mangle]
+pub unsafe extern "C" fn ioswitch_queue_submit(
+    q: *mut ioswitch_queue,
+    cmd: *const ioswitch_cmd,
+    bufs: *const *mut c_void,
+    nbufs: u32,
+    user_arg: *mut c_void,
+) -> c_int {
+    // SAFETY: forwarded caller contract.
+    unsafe { submit("ioswitch_queue_submit", q, cmd, bufs, nbufs, user_arg, false, None, ptr::null_mut()) }
+}
+
+/// As `ioswitch_queue_submit`, with a callback of its own for this command: `cb(cpl,
+/// cb_arg)` runs instead of the queue's (a NULL `cb` means no callback for it).
+///
+/// # Safety
+/// As `ioswitch_queue_submit`; `cb` NULL or a valid function.
+#[no_mangle]
+pub unsafe extern "C" fn ioswitch_queue_submit_cb(
+    q: *mut ioswitch_queue,
+    cmd: *const ioswitch_cmd,
+    bufs: *const *mut c_void,
+    nbufs: u32,
+    user_arg: *mut c_void,
+    cb: ioswitch_queue_cb,
+    cb_arg: *mut c_void,
+) -> c_int {
+    // SAFETY: forwarded caller contract.
+    unsafe { submit("ioswitch_queue_submit_cb", q, cmd, bufs, nbufs, user_arg, true, cb, cb_arg) }
+}
+
+/// Pushes every command submitted since the last commit to the kernel (one system call
+/// where the interface batches). Returns how many were pushed, or a negative errno.
+///
+/// # Safety
+/// `q` a live queue used by this thread only.
+#[no_mangle]
+pub unsafe extern "C" fn ioswitch_queue_commit(q: *mut ioswitch_queue) -> c_int {
+    const F: &str = "ioswitch_queue_commit";
+    guard(F, -libc::EIO, || {
+        // SAFETY: q is null or live, used by this thread only (caller contract).
+        let Some(q) = (unsafe { q.as_mut() }) else {
+            return fail(libc::EINVAL, format!("{F}: q is NULL"));
+        };
+        match q.rq.commit() {
+            Ok(n) => n as c_int,
+            Err(e) => from_error(F, &e),
+        }
+    })
+}
+
+/// How the three reaping entry points differ.
+#[derive(Clone, Copy)]
+enum Reap {
+    Poke(u32),
+    Wait(u32),
+    Drain,
+}
+
+/// # Safety
+/// `q` null or a live queue used by this thread only.
+#[inline]
+unsafe fn reap(func: &str, q: *mut ioswitch_queue, how: Reap) -> c_int {
+    guard(func, -libc::EIO, || {
+        if q.is_null() {
+            return fail(libc::EINVAL, format!("{func}: q is NULL"));
+        }
+        let mut total: u32 = 0;
+        loop {
+            let r = {
+                // SAFETY: q is live (caller contract); the borrow ends before deliver runs
+                // callbacks.
+                let qq = unsafe { &mut *q };
+                let done = &mut qq.done;
+                match how {
+                    Reap::Poke(max) => qq.rq.poke(max, |c| done.push_back(c)),
+                    Reap::Wait(min) => qq.rq.wait(min, |c| done.push_back(c)),
+                    Reap::Drain => qq.rq.drain(|c| done.push_back(c)),
+                }
+            };
+            // Completions reaped before a failure still get their callbacks.
+            // SAFETY: q is live and used by this thread only.
+            unsafe { deliver(q) };
+            match r {
+                Ok(n) => total += n,
+                Err(e) => return from_error(func, &e),
+            }
+            // A callback may have submitted more; drain means everything.
+            // SAFETY: as above; a short read through the raw pointer.
+            if !matches!(how, Reap::Drain) || unsafe { (*q).rq.outstanding() } == 0 {
+                return total as c_int;
+            }
+        }
+    })
+}
+
+/// Commits, then reaps the commands that have completed, at most `max` (0: no limit),
+/// without waiting, running their callbacks. Returns how many completed, or a negative
+/// errno.
+///
+/// # Safety
+/// `q` a live queue used by this thread only.
+#[no_mangle]
+pub unsafe extern "C" fn ioswitch_queue_poke(q: *mut ioswitch_queue, max: u32) -> c_int {
+    // SAFETY: forwarded caller contract.
+    unsafe { reap("ioswitch_queue_poke", q, Reap::Poke(max)) }
+}
+
+/// Commits, then waits until at least `min` commands (at most all outstanding) have
+/// completed, running their callbacks. Returns how many completed, or a negative errno.
+///
+/// # Safety
+/// `q` a live queue used by this thread only.
+#[no_mangle]
+pub unsafe extern "C" fn ioswitch_queue_wait(q: *mut ioswitch_queue, min: u32) -> c_int {
+    // SAFETY: forwarded caller contract.
+    unsafe { reap("ioswitch_queue_wait", q, Reap::Wait(min)) }
+}
+
+/// Commits, then waits for every outstanding command (including those submitted by
+/// callbacks meanwhile), running their callbacks. Returns how many completed, or a
+/// negative errno.
+///
+/// # Safety
+/// `q` a live queue used by this thread only.
+#[no_mangle]
+pub unsafe extern "C" fn ioswitch_queue_drain(q: *mut ioswitch_queue) -> c_int {
+    // SAFETY: forwarded caller contract.
+    unsafe { reap("ioswitch_queue_drain", q, Reap::Drain) }
+}
+
+/// Commands submitted and not yet reaped, or -EINVAL for a NULL queue.
+///
+/// # Safety
+/// `q` NULL or a live queue.
+#[no_mangle]
+pub unsafe extern "C" fn ioswitch_queue_outstanding(q: *const ioswitch_queue) -> c_int {
+    guard("ioswitch_queue_outstanding", -libc::EIO, || {
+        // SAFETY: q is null or live (caller contract).
+        match unsafe { q.as_ref() } {
+            Some(q) => q.rq.outstanding() as c_int,
+            None => fail(libc::EINVAL, "ioswitch_queue_outstanding: q is NULL"),
+        }
+    })
+}
+
+/// The queue depth given at init, or -EINVAL for a NULL queue.
+///
+/// # Safety
+/// `q` NULL or a live queue.
+#[no_mangle]
+pub unsafe extern "C" fn ioswitch_queue_capacity(q: *const ioswitch_queue) -> c_int {
+    guard("ioswitch_queue_capacity", -libc::EIO, || {
+        // SAFETY: q is null or live (caller contract).
+        match unsafe { q.as_ref() } {
+            Some(q) => q.rq.capacity() as c_int,
+            None => fail(libc::EINVAL, "ioswitch_queue_capacity: q is NULL"),
+        }
+    })
+}
+
+/// Counters of a queue.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ioswitch_queue_stats {
+    /// Commands taken by submit.
+    pub submitted: u64,
+    /// Completions reaped.
+    pub completed: u64,
+    /// System calls the interface made for this queue (submission, reaping, wake-ups).
+    pub syscalls: u64,
+}
+
+/// Fills `*stats` with the queue's counters. Returns 0, or -EINVAL for NULL arguments.
+///
+/// # Safety
+/// `q` NULL or a live queue; `stats` NULL or valid for writing one struct.
+#[no_mangle]
+pub unsafe extern "C" fn ioswitch_queue_stats(q: *const ioswitch_queue, stats: *mut ioswitch_queue_stats) -> c_int {
+    const F: &str = "ioswitch_queue_stats";
+    guard(F, -libc::EIO, || {
+        // SAFETY: q is null or live (caller contract).
+        let Some(q) = (unsafe { q.as_ref() }) else {
+            return fail(libc::EINVAL, format!("{F}: q is NULL"));
+        };
+        if stats.is_null() {
+            return fail(libc::EINVAL, format!("{F}: stats is NULL"));
+        }
+        let s = q.rq.stats();
+        // SAFETY: stats is non-null and valid for a write (caller contract).
+        unsafe {
+            stats.write(ioswitch_queue_stats { submitted: s.submitted, completed: s.completed, syscalls: s.syscalls })
+        };
+        0
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cmd::{ioswitch_cmd_fs_read, ioswitch_cmd_fs_write};
+    use crate::dev::{ioswitch_buf_alloc, ioswitch_buf_free, ioswitch_dev_close, ioswitch_dev_open};
+    use crate::error::last_string;
+    use std::ffi::CString;
+
+    struct Fixture {
+        dev: *mut ioswitch_dev,
+        q: *mut ioswitch_queue,
+        path: std::path::PathBuf,
+    }
+
+    impl Fixture {
+        fn new(name: &str, opts: &str, depth: u32) -> Fixture {
+            let path = std::env::temp_dir().join(format!("ioswitch-capi-{name}-{}.img", std::process::id()));
+            let _ = std::fs::remove_file(&path);
+            let uri = CString::new(path.to_str().unwrap()).unwrap();
+            let opts = CString::new(format!("create=1,size=1MiB,{opts}")).unwrap();
+            let mut dev = ptr::null_mut();
+            let mut q = ptr::null_mut();
+            // SAFETY: valid strings and out pointers.
+            assert_eq!(unsafe { ioswitch_dev_open(uri.as_ptr(), opts.as_ptr(), &mut dev) }, 0, "{}", last_string());
+            // SAFETY: dev is open; q is a valid out pointer.
+            assert_eq!(unsafe { ioswitch_queue_init(dev, depth, &mut q) }, 0, "{}", last_string());
+            Fixture { dev, q, path }
+        }
+        fn buf(&self) -> *mut c_void {
+            // SAFETY: dev is open.
+            let b = unsafe { ioswitch_buf_alloc(self.dev, 4096) };
+            assert!(!b.is_null());
+            b
+        }
+    }
+
+    impl Drop for Fixture {
+        fn drop(&mut self) {
+            // SAFETY: q and dev are live and used by this thread only.
+            unsafe {
+                ioswitch_queue_term(self.q);
+                ioswitch_dev_close(self.dev);
+            }
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+
+    fn write_cmd(off: u64) -> ioswitch_cmd {
+        let mut c = ioswitch_cmd::default();
+        // SAFETY: c is a valid out location.
+        assert_eq!(unsafe { ioswitch_cmd_fs_write(off, 4096, &mut c) }, 0);
+        c
+    }
+
+    unsafe extern "C" fn count(cpl: *const ioswitch_cpl, arg: *mut c_void) {
+        // SAFETY: the test passes a *mut u32 as cb_arg; cpl is valid during the call.
+        unsafe {
+            assert!(crate::cpl::ioswitch_cpl_ok(cpl));
+            *(arg as *mut u32) += 1;
+        }
+    }
+
+    #[test]
+    fn a_full_queue_answers_ebusy_and_keeps_the_buffer_with_the_caller() {
+        let f = Fixture::new("busy", "async=emu", 1);
+        let (a, b) = (f.buf(), f.buf());
+        let c = write_cmd(0);
+        // SAFETY: live queue, valid command and buffer pointers.
+        unsafe {
+            assert_eq!(ioswitch_queue_submit(f.q, &c, &a, 1, ptr::null_mut()), 0);
+            assert_eq!(ioswitch_queue_submit(f.q, &c, &b, 1, ptr::null_mut()), -libc::EBUSY);
+            assert!(last_string().contains("queue full"));
+            assert_eq!(ioswitch_buf_free(a), -libc::EBUSY, "a belongs to the queue");
+            assert_eq!(ioswitch_buf_free(b), 0, "b stayed with the caller");
+            assert_eq!(ioswitch_queue_drain(f.q), 1);
+            assert_eq!(ioswitch_buf_free(a), 0);
+        }
+    }
+
+    #[test]
+    fn a_buffer_in_flight_cannot_be_submitted_twice() {
+        let f = Fixture::new("twice", "async=emu", 4);
+        let a = f.buf();
+        let c = write_cmd(0);
+        let two = [a, a];
+        // SAFETY: live queue, valid command and buffer pointers.
+        unsafe {
+            assert_eq!(ioswitch_queue_submit(f.q, &c, two.as_ptr(), 2, ptr::null_mut()), -libc::EBUSY);
+            assert!(last_string().contains("buffer 1 of 2"), "{}", last_string());
+            assert_eq!(ioswitch_queue_outstanding(f.q), 0);
+            let inner = (a as *mut u8).add(4096 / 2) as *mut c_void;
+            assert_eq!(ioswitch_queue_submit(f.q, &c, &inner, 1, ptr::null_mut()), -libc::EINVAL);
+            assert!(last_string().contains("not the start of a live buffer"));
+            assert_eq!(ioswitch_buf_free(a), 0);
+        }
+    }
+
+    #[test]
+    fn callbacks_run_per_queue_or_per_submission_and_may_resubmit() {
+        struct State {
+            q: *mut ioswitch_queue,
+            buf: *mut c_void,
+            left: u32,
+            seen: u32,
+        }
+        unsafe extern "C" fn again(cpl: *const ioswitch_cpl, arg: *mut c_void) {
+            // SAFETY: arg is the test's State, alive for the whole test; cpl is valid.
+            unsafe {
+                let s = &mut *(arg as *mut State);
+                assert_eq!((*cpl).user_arg, arg);
+                s.seen += 1;
+                if s.left > 0 {
+                    s.left -= 1;
+                    let c = write_cmd(4096);
+                    // The buffer is the caller's again inside its callback: resubmit it.
+                    assert_eq!(ioswitch_queue_submit_cb(s.q, &c, &s.buf, 1, arg, Some(again), arg), 0);
+                }
+            }
+        }
+        let f = Fixture::new("cb", "async=thrpool", 4);
+        let mut n = 0u32;
+        let a = f.buf();
+        let mut st = State { q: f.q, buf: f.buf(), left: 5, seen: 0 };
+        let sp = &mut st as *mut State as *mut c_void;
+        // SAFETY: live queue; the callbacks' arguments outlive the drain below.
+        unsafe {
+            assert_eq!(ioswitch_queue_set_cb(f.q, Some(count), &mut n as *mut u32 as *mut c_void), 0);
+            assert_eq!(ioswitch_queue_submit(f.q, &write_cmd(0), &a, 1, ptr::null_mut()), 0);
+            assert_eq!(ioswitch_queue_submit_cb(f.q, &write_cmd(4096), &st.buf, 1, sp, Some(again), sp), 0);
+            assert!(ioswitch_queue_drain(f.q) >= 2);
+            assert_eq!(ioswitch_queue_outstanding(f.q), 0);
+        }
+        assert_eq!(n, 1);
+        assert_eq!((st.seen, st.left), (6, 0));
+        // SAFETY: both buffers are back with the caller.
+        unsafe {
+            assert_eq!(ioswitch_buf_free(a), 0);
+            assert_eq!(ioswitch_buf_free(st.buf), 0);
+        }
+    }
+
+    #[test]
+    fn term_from_a_callback_is_refused() {
+        unsafe extern "C" fn term(_: *const ioswitch_cpl, arg: *mut c_void) {
+            // SAFETY: arg is the live queue.
+            let r = unsafe { ioswitch_queue_term(arg as *mut ioswitch_queue) };
+            assert_eq!(r, -libc::EBUSY);
+        }
+        let f = Fixture::new("term", "async=nil", 2);
+        let a = f.buf();
+        // SAFETY: live queue and buffer.
+        unsafe {
+            assert_eq!(ioswitch_queue_submit_cb(f.q, &write_cmd(0), &a, 1, ptr::null_mut(), Some(term), f.q.cast()), 0);
+            assert_eq!(ioswitch_queue_poke(f.q, 0), 1);
+            assert_eq!(ioswitch_buf_free(a), 0);
+        }
+    }
+
+    #[test]
+    fn term_with_commands_in_flight_returns_their_buffers() {
+        let mut f = Fixture::new("inflight", "async=io_uring", 8);
+        let bufs: Vec<_> = (0..8).map(|_| f.buf()).collect();
+        // SAFETY: live queue and buffers; the queue is terminated once (f.q is cleared).
+        unsafe {
+            for (i, b) in bufs.iter().enumerate() {
+                assert_eq!(ioswitch_queue_submit(f.q, &write_cmd(i as u64 * 4096), b, 1, ptr::null_mut()), 0);
+            }
+            assert_eq!(ioswitch_queue_commit(f.q), 8);
+            assert_eq!(ioswitch_queue_term(std::mem::replace(&mut f.q, ptr::null_mut())), 0);
+            for b in bufs {
+                assert_eq!(ioswitch_buf_free(b), 0, "{}", last_string());
+            }
+        }
+    }
+
+    #[test]
+    fn a_read_past_the_end_is_refused_before_submission() {
+        let f = Fixture::new("range", "async=libaio", 2);
+        let a = f.buf();
+        let mut c = ioswitch_cmd::default();
+        // SAFETY: live queue, valid command and buffer.
+        unsafe {
+            assert_eq!(ioswitch_cmd_fs_read(1 << 20, 4096, &mut c), 0);
+            assert_eq!(ioswitch_queue_submit(f.q, &c, &a, 1, ptr::null_mut()), -libc::ERANGE);
+            assert!(last_string().contains("out of range"), "{}", last_string());
+            assert_eq!(ioswitch_queue_outstanding(f.q), 0);
+            assert_eq!(ioswitch_buf_free(a), 0);
+        }
+    }
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Builds the Python module `ioswitch` and runs its pytest suite.
+#
+# A virtual environment under target/ (reused when present) gets maturin and pytest from
+# PyPI; the wheel is built with `maturin build --release` (abi3: one wheel for CPython
+# >= 3.11) into target/wheels and installed into it. Extra arguments go to pytest.
+# Exits non-zero when the build or a test fails.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+venv="$root/target/ioswitch-py-venv"
+wheels="$root/target/wheels/ioswitch-py"
+python="${PYTHON:-python3}"
+
+if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  echo "run-tests.sh: $("$python" --version 2>&1) is too old: the module needs CPython >= 3.11" >&2
+  exit 1
+fi
+if [ ! -x "$venv/bin/python" ]; then
+  echo "==== creating $venv"
+  "$python" -m venv "$venv"
+fi
+if ! "$venv/bin/python" -c 'import pytest' 2>/dev/null || ! [ -x "$venv/bin/maturin" ]; then
+  echo "==== installing maturin and pytest"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'maturin>=1.5,<2.0' pytest
+fi
+
+echo "==== building the wheel (maturin build --release)"
+rm -rf "$wheels"
+(cd "$here" && "$venv/bin/maturin" build --release --quiet --interpreter "$venv/bin/python" --out "$wheels")
+wheel=("$wheels"/ioswitch-*.whl)
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "${wheel[0]}"
+
+echo "==== pytest"
+cd "$here"
+[ $# -gt 0 ] || set -- tests
+exec "$venv/bin/python" -m pytest -q "$@"

@@ -17,7 +17,17 @@ thread_local! {
 
 /// Records a message that needs no formatting (the hot paths use these: no allocation).
 pub(crate) fn set_static(msg: &'static CStr) {
-    LAST.with(|l| *l.borrow_mut() = Message::Static(msg));
+    store(Message::Static(msg));
+}
+
+/// Replaces this thread's message; does nothing (rather than panic) while the thread's
+/// storage is being torn down or is somehow in use.
+fn store(m: Message) {
+    let _ = LAST.try_with(|l| {
+        if let Ok(mut slot) = l.try_borrow_mut() {
+            *slot = m;
+        }
+    });
 }
 
 /// Records a message for `ioswitch_last_error`.
@@ -27,8 +37,7 @@ pub(crate) fn set(msg: impl Into<String>) {
     for b in bytes.iter_mut().filter(|b| **b == 0) {
         *b = b'?';
     }
-    let c = CString::new(bytes).unwrap_or_default();
-    LAST.with(|l| *l.borrow_mut() = Message::Owned(c));
+    store(Message::Owned(CString::new(bytes).unwrap_or_default()));
 }
 
 /// Records `msg` and returns `-errno`.
@@ -67,11 +76,13 @@ pub(crate) fn guard<T>(func: &str, fallback: T, body: impl FnOnce() -> T) -> T {
 
 /// The pointer `ioswitch_last_error` returns.
 pub(crate) fn last_ptr() -> *const c_char {
-    LAST.with(|l| match &*l.borrow() {
-        Message::Static(s) => s.as_ptr(),
+    LAST.try_with(|l| match l.try_borrow().as_deref() {
+        Ok(Message::Static(s)) => s.as_ptr(),
         // The CString's heap buffer stays put until the next message replaces it.
-        Message::Owned(s) => s.as_ptr(),
+        Ok(Message::Owned(s)) => s.as_ptr(),
+        Err(_) => c"".as_ptr(),
     })
+    .unwrap_or(c"".as_ptr())
 }
 
 /// The message text, for the crate's tests.
@@ -80,4 +91,26 @@ pub(crate) fn last_string() -> String {
     // SAFETY: last_ptr points at a NUL-terminated string owned by this thread's slot,
     // which nothing changes while this function runs.
     unsafe { CStr::from_ptr(last_ptr()) }.to_string_lossy().into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_becomes_the_fallback_and_a_message() {
+        let r = guard("ioswitch_test", -libc::EIO, || -> c_int { panic!("boom {}", 7) });
+        assert_eq!(r, -libc::EIO);
+        let m = last_string();
+        assert!(m.contains("ioswitch_test") && m.contains("boom 7"), "{m}");
+    }
+
+    #[test]
+    fn messages_are_per_thread_and_keep_nul_bytes_visible() {
+        set("a\0b");
+        assert_eq!(last_string(), "a?b");
+        std::thread::spawn(|| assert_eq!(last_string(), "")).join().unwrap();
+        set_static(c"static");
+        assert_eq!(last_string(), "static");
+    }
 }

@@ -35,7 +35,7 @@ use std::sync::Mutex;
 /// on the same thread; copy it to keep it. Successful calls leave it unchanged.
 #[no_mangle]
 pub extern "C" fn ioswitch_last_error() -> *const c_char {
-    error::last_ptr()
+    error::guard("ioswitch_last_error", c"".as_ptr(), error::last_ptr)
 }
 
 /// The library version ("0.1.0"); static.

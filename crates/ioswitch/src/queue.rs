@@ -7,6 +7,10 @@
 //!
 //! Dropping a queue with commands in flight is safe: the drop waits for them, so no buffer
 //! is freed while the kernel may still write into it.
+//!
+//! A completion callback that panics leaves the queue's outstanding count ahead of the
+//! interface's (the completions handed out in that call are not subtracted); the queue
+//! stays memory-safe and its drop does not hang, but it should be dropped, not reused.
 
 use crate::be::{self, AsyncQueue};
 use crate::buf::Data;
@@ -141,66 +145,58 @@ impl Queue {
             return Ok(0);
         }
         let max = if max == 0 { u32::MAX } else { max };
-        self.reap(0, max, &mut f)
+        self.reap(false, 0, max, &mut f)
     }
 
     /// Commits, then waits until at least `min` commands (at most all outstanding) have
     /// completed, calling `f` for each. Returns how many were reaped.
     #[inline]
     pub fn wait(&mut self, min: u32, mut f: impl FnMut(Completion)) -> Result<u32> {
-        self.be.commit()?;
-        let min = min.min(self.outstanding);
         if self.outstanding == 0 {
+            self.be.commit()?;
             return Ok(0);
         }
-        self.reap(min, u32::MAX, &mut f)
+        let min = min.min(self.outstanding);
+        self.reap(true, min, u32::MAX, &mut f)
     }
 
     /// Commits, then waits for every outstanding command. Returns how many were reaped.
     pub fn drain(&mut self, mut f: impl FnMut(Completion)) -> Result<u32> {
-        self.be.commit()?;
+        if self.outstanding == 0 {
+            self.be.commit()?;
+            return Ok(0);
+        }
         let mut n = 0;
         while self.outstanding > 0 {
-            n += self.reap(self.outstanding, u32::MAX, &mut f)?;
+            n += self.reap(true, self.outstanding, u32::MAX, &mut f)?;
         }
         Ok(n)
     }
 
     #[inline]
-    fn reap(&mut self, min: u32, max: u32, f: &mut dyn FnMut(Completion)) -> Result<u32> {
-        /// Applies the count of completions handed out even if a callback panics, so the
-        /// queue's bookkeeping (and the drain in Drop) stays right during unwinding.
-        struct Counted<'a> {
-            outstanding: &'a mut u32,
-            completed: &'a mut u64,
-            n: u32,
-        }
-        impl Drop for Counted<'_> {
-            fn drop(&mut self) {
-                *self.outstanding -= self.n;
-                *self.completed += self.n as u64;
-            }
-        }
-        let mut counted = Counted { outstanding: &mut self.outstanding, completed: &mut self.completed, n: 0 };
-        let r = self.be.reap(min, max, &mut |c| {
-            counted.n += 1;
-            f(c)
-        });
-        drop(counted);
-        let n = r?;
+    fn reap(&mut self, commit: bool, min: u32, max: u32, f: &mut dyn FnMut(Completion)) -> Result<u32> {
+        let n = if commit { self.be.commit_and_reap(min, max, f)? } else { self.be.reap(min, max, f)? };
+        self.outstanding -= n;
+        self.completed += n as u64;
         if n == 0 && min > 0 {
             // A waiting reap that returns nothing would make drain spin forever.
-            return Err(Error::Queue {
-                dev: self.dev.inner.uri.clone(),
-                iface: self.iface.as_str(),
-                what: "waiting for completions",
-                source: std::io::Error::other(format!(
-                    "the interface returned none while {} commands are outstanding",
-                    self.outstanding
-                )),
-            });
+            return Err(self.nothing_reaped());
         }
         Ok(n)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn nothing_reaped(&self) -> Error {
+        Error::Queue {
+            dev: self.dev.inner.uri.clone(),
+            iface: self.iface.as_str(),
+            what: "waiting for completions",
+            source: std::io::Error::other(format!(
+                "the interface returned none while {} commands are outstanding",
+                self.outstanding
+            )),
+        }
     }
 
     /// Commands submitted and not yet reaped.

@@ -91,6 +91,14 @@ pub(crate) trait AsyncQueue: Send {
     fn reap(&mut self, min: u32, max: u32, f: &mut dyn FnMut(Completion)) -> Result<u32, Error>;
     /// Syscalls made so far by this queue (submission, completion and wake-ups).
     fn syscalls(&self) -> u64;
+
+    /// [`commit`](AsyncQueue::commit), then [`reap`](AsyncQueue::reap) with the same
+    /// contract. Interfaces whose waiting reap can submit in the same syscall override it
+    /// (io_uring: one `io_uring_enter` both submits and waits).
+    fn commit_and_reap(&mut self, min: u32, max: u32, f: &mut dyn FnMut(Completion)) -> Result<u32, Error> {
+        self.commit()?;
+        self.reap(min, max, f)
+    }
 }
 
 /// Why an interface cannot serve a device kind, or `None` when it can.
@@ -224,34 +232,48 @@ pub(crate) fn new_queue(dev: &Arc<Inner>, iface: AsyncIface, depth: u32) -> Resu
 }
 
 /// Decodes and checks a command against the device before anything is submitted.
+///
+/// The checks run on every command, so they are written for the hot path: they produce a
+/// small [`Why`] and only a refusal pays for building the full [`Error`] (in a cold
+/// function, with the device name and the command in words).
+#[inline]
 pub(crate) fn prepare(dev: &Inner, cmd: &Cmd, bufs: &[Buffer]) -> Result<Io, Error> {
+    match check(dev, cmd, bufs) {
+        Ok(io) => Ok(io),
+        Err(why) => Err(refuse(dev, cmd, bufs, why)),
+    }
+}
+
+/// Why a command was refused, cheap to return.
+#[derive(Clone, Copy, Debug)]
+enum Why {
+    FsOpcode,
+    ZeroLength,
+    Range { what: &'static str, start: u64, end: Option<u64>, limit: u64, unit: &'static str },
+    Nsid,
+    Admin,
+    ReadOnly,
+    WriteOnly,
+    MaxTransfer(u64),
+    Segments(usize),
+    BufferSize(u64),
+    Misaligned { what: &'static str, value: u64, align: u64 },
+    PassthruBuffer(usize),
+}
+
+#[inline]
+fn check(dev: &Inner, cmd: &Cmd, bufs: &[Buffer]) -> Result<Io, Why> {
     let g = &dev.geo;
     let io = match cmd.set {
-        CmdSet::Fs => {
-            let (offset, len) = (cmd.fs_offset(), cmd.fs_len());
-            let op = match cmd.sqe.opcode {
-                opc::FS_READ => Op::Read,
-                opc::FS_WRITE => Op::Write,
-                opc::FS_FLUSH => Op::Flush,
-                opc::FS_TRIM => Op::Trim,
-                _ => return Err(bad_cmd(dev, cmd, "unknown file-set opcode")),
-            };
-            let io = Io { op, offset, len };
-            if matches!(op, Op::Read | Op::Write | Op::Trim) {
-                if len == 0 {
-                    return Err(bad_cmd(dev, cmd, "zero-length transfer"));
-                }
-                check_range(dev, "byte range", offset, len, g.bytes, "bytes")?;
-            }
-            io
-        }
         CmdSet::Nvm => {
-            check_nsid(dev, cmd)?;
-            let lba = g.lba_size as u64;
             let s = &cmd.sqe;
+            if s.nsid != dev.ident.nsid && !matches!(dev.ident.kind, DevKind::NvmeChar | DevKind::NvmeBlock) {
+                return Err(Why::Nsid);
+            }
+            let lba = g.lba_size as u64;
             match s.opcode {
                 opc::READ | opc::WRITE | opc::WRITE_ZEROES => {
-                    check_range(dev, "LBA range", s.slba(), s.nlb() as u64, g.nlbas, "LBAs")?;
+                    range("LBA range", s.slba(), s.nlb() as u64, g.nlbas, "LBAs")?;
                     let op = match s.opcode {
                         opc::READ => Op::Read,
                         opc::WRITE => Op::Write,
@@ -263,107 +285,174 @@ pub(crate) fn prepare(dev: &Inner, cmd: &Cmd, bufs: &[Buffer]) -> Result<Io, Err
                 opc::DSM => {
                     let nr = (s.cdw10 & 0xff) + 1;
                     let need = nr as u64 * 16;
-                    check_buffers(dev, cmd, need, bufs)?;
+                    buffers(need, bufs)?;
                     for r in dsm_ranges(bufs, nr) {
-                        check_range(dev, "DSM range", r.slba, r.nlb as u64, g.nlbas, "LBAs")?;
+                        range("DSM range", r.slba, r.nlb as u64, g.nlbas, "LBAs")?;
                     }
                     let deallocate = s.cdw11 & 4 != 0;
                     if deallocate && dev.opts.rdonly {
-                        return Err(bad_cmd(dev, cmd, "the device was opened read-only (rdonly=1)"));
+                        return Err(Why::ReadOnly);
                     }
                     return Ok(Io { op: Op::Dsm { nr, deallocate }, offset: 0, len: need });
                 }
                 _ => Io { op: Op::Passthru, offset: 0, len: 0 },
             }
         }
-        CmdSet::Admin => return Err(bad_cmd(dev, cmd, "admin commands go to pass_admin, not the I/O path")),
+        CmdSet::Fs => {
+            let (offset, len) = (cmd.fs_offset(), cmd.fs_len());
+            let op = match cmd.sqe.opcode {
+                opc::FS_READ => Op::Read,
+                opc::FS_WRITE => Op::Write,
+                opc::FS_FLUSH => Op::Flush,
+                opc::FS_TRIM => Op::Trim,
+                _ => return Err(Why::FsOpcode),
+            };
+            if matches!(op, Op::Read | Op::Write | Op::Trim) {
+                if len == 0 {
+                    return Err(Why::ZeroLength);
+                }
+                range("byte range", offset, len, g.bytes, "bytes")?;
+            }
+            Io { op, offset, len }
+        }
+        CmdSet::Admin => return Err(Why::Admin),
     };
-    if io.op == Op::Passthru && matches!(dev.ident.kind, DevKind::NvmeBlock | DevKind::NvmeChar) {
-        check_passthru_bufs(dev, cmd, bufs)?;
-    }
-    let writes = matches!(io.op, Op::Write | Op::WriteZeroes | Op::Trim | Op::Dsm { deallocate: true, .. });
-    if dev.opts.rdonly && writes {
-        return Err(bad_cmd(dev, cmd, "the device was opened read-only (rdonly=1)"));
-    }
-    if dev.opts.wronly && io.op == Op::Read {
-        return Err(bad_cmd(dev, cmd, "the device was opened write-only (wronly=1)"));
-    }
-    if matches!(io.op, Op::Read | Op::Write) {
-        if io.len > g.max_transfer {
-            return Err(bad_cmd(
-                dev,
-                cmd,
-                &format!(
-                    "{} bytes exceed the device's max transfer of {} bytes; split the request",
-                    io.len, g.max_transfer
-                ),
-            ));
+    match io.op {
+        Op::Read | Op::Write => {
+            if io.op == Op::Read && dev.opts.wronly {
+                return Err(Why::WriteOnly);
+            }
+            if io.op == Op::Write && dev.opts.rdonly {
+                return Err(Why::ReadOnly);
+            }
+            if io.len > g.max_transfer {
+                return Err(Why::MaxTransfer(io.len));
+            }
+            buffers(io.len, bufs)?;
+            if dev.opts.direct {
+                direct(g, &io, bufs)?;
+            }
         }
-        check_buffers(dev, cmd, io.len, bufs)?;
-        if dev.opts.direct {
-            check_direct(dev, &io, bufs)?;
+        Op::WriteZeroes | Op::Trim if dev.opts.rdonly => return Err(Why::ReadOnly),
+        Op::Passthru if matches!(dev.ident.kind, DevKind::NvmeBlock | DevKind::NvmeChar) => {
+            passthru_buffers(bufs)?;
         }
+        _ => {}
     }
     Ok(io)
+}
+
+#[inline]
+fn range(what: &'static str, start: u64, count: u64, limit: u64, unit: &'static str) -> Result<(), Why> {
+    match start.checked_add(count) {
+        Some(end) if end <= limit => Ok(()),
+        end => Err(Why::Range { what, start, end, limit, unit }),
+    }
+}
+
+#[inline]
+fn buffers(need: u64, bufs: &[Buffer]) -> Result<(), Why> {
+    let have = match bufs {
+        [one] => one.len() as u64,
+        _ if bufs.len() > MAX_SEGMENTS => return Err(Why::Segments(bufs.len())),
+        _ => bufs.iter().map(|b| b.len() as u64).sum(),
+    };
+    if have < need {
+        return Err(Why::BufferSize(have));
+    }
+    Ok(())
+}
+
+fn direct(g: &crate::dev::Geometry, io: &Io, bufs: &[Buffer]) -> Result<(), Why> {
+    let (mem, off) = (g.dio_mem_align as u64, g.dio_offset_align as u64);
+    if io.offset % off != 0 {
+        return Err(Why::Misaligned { what: "offset", value: io.offset, align: off });
+    }
+    if io.len % off != 0 {
+        return Err(Why::Misaligned { what: "length", value: io.len, align: off });
+    }
+    let mut left = io.len;
+    for b in bufs {
+        if left == 0 {
+            break;
+        }
+        if b.as_ptr() as u64 % mem != 0 {
+            return Err(Why::Misaligned { what: "buffer address", value: b.as_ptr() as u64, align: mem });
+        }
+        let used = left.min(b.len() as u64);
+        if used % off != 0 {
+            return Err(Why::Misaligned { what: "buffer length", value: used, align: off });
+        }
+        left -= used;
+    }
+    Ok(())
 }
 
 /// A command whose transfer size ioswitch does not know reaches the device with PRPs
 /// covering the buffer's pages, and the device writes as much as the command says: every
 /// buffer must start on a page and own whole pages, so nothing outside it can be hit.
-pub(crate) fn check_passthru_bufs(dev: &Inner, cmd: &Cmd, bufs: &[Buffer]) -> Result<(), Error> {
+fn passthru_buffers(bufs: &[Buffer]) -> Result<(), Why> {
     let page = crate::dev::page_size();
-    for b in bufs {
-        if b.as_ptr() as usize % page != 0 || b.capacity() % page != 0 {
-            return Err(bad_cmd(
-                dev,
-                cmd,
-                &format!(
-                    "NVMe passthrough needs page-aligned buffers that own whole pages (the device may write whole \
-                     pages); buffer at {:#x} of {} bytes is not; allocate it with Device::alloc",
-                    b.as_ptr() as usize,
-                    b.len()
-                ),
-            ));
-        }
+    match bufs.iter().position(|b| b.as_ptr() as usize % page != 0 || b.capacity() % page != 0) {
+        Some(i) => Err(Why::PassthruBuffer(i)),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// The same check for admin commands, which do not go through [`prepare`].
+pub(crate) fn check_passthru_bufs(dev: &Inner, cmd: &Cmd, bufs: &[Buffer]) -> Result<(), Error> {
+    passthru_buffers(bufs).map_err(|why| refuse(dev, cmd, bufs, why))
+}
+
+/// Builds the error for a refused command: off the hot path.
+#[cold]
+#[inline(never)]
+fn refuse(dev: &Inner, cmd: &Cmd, bufs: &[Buffer], why: Why) -> Error {
+    let g = &dev.geo;
+    let bad = |why: String| bad_cmd(dev, cmd, &why);
+    match why {
+        Why::FsOpcode => bad("unknown file-set opcode".into()),
+        Why::ZeroLength => bad("zero-length transfer".into()),
+        Why::Range { what, start, end, limit, unit } => {
+            Error::OutOfRange { dev: dev.uri.clone(), what, start, end: end.unwrap_or(u64::MAX), limit, unit }
+        }
+        Why::Nsid => {
+            bad(format!("namespace {} does not exist: this device has namespace {}", cmd.sqe.nsid, dev.ident.nsid))
+        }
+        Why::Admin => bad("admin commands go to pass_admin, not the I/O path".into()),
+        Why::ReadOnly => bad("the device was opened read-only (rdonly=1)".into()),
+        Why::WriteOnly => bad("the device was opened write-only (wronly=1)".into()),
+        Why::MaxTransfer(len) => {
+            bad(format!("{len} bytes exceed the device's max transfer of {} bytes; split the request", g.max_transfer))
+        }
+        Why::Segments(n) => bad(format!("{n} buffers; at most {MAX_SEGMENTS} per command")),
+        Why::BufferSize(have) => {
+            let need = match cmd.sqe.opcode {
+                opc::DSM if cmd.set == CmdSet::Nvm => ((cmd.sqe.cdw10 & 0xff) as u64 + 1) * 16,
+                _ => prepare_len(dev, cmd),
+            };
+            Error::BufferSize { dev: dev.uri.clone(), what: static_name(cmd), need, have }
+        }
+        Why::Misaligned { what, value, align } => Error::Misaligned { dev: dev.uri.clone(), what, value, align },
+        Why::PassthruBuffer(i) => bad(format!(
+            "NVMe passthrough needs page-aligned buffers that own whole pages (the device may write whole \
+             pages); buffer {i} at {:#x} of {} bytes is not; allocate it with Device::alloc",
+            bufs[i].as_ptr() as usize,
+            bufs[i].len()
+        )),
+    }
+}
+
+/// Bytes a read or write command transfers.
+fn prepare_len(dev: &Inner, cmd: &Cmd) -> u64 {
+    match cmd.set {
+        CmdSet::Fs => cmd.fs_len(),
+        _ => cmd.sqe.nlb() as u64 * dev.geo.lba_size as u64,
+    }
 }
 
 fn bad_cmd(dev: &Inner, cmd: &Cmd, why: &str) -> Error {
     Error::BadCommand { dev: dev.uri.clone(), iface: "any", what: cmd.describe(), why: why.into() }
-}
-
-fn check_nsid(dev: &Inner, cmd: &Cmd) -> Result<(), Error> {
-    let nsid = cmd.sqe.nsid;
-    if nsid == dev.ident.nsid || matches!(dev.ident.kind, DevKind::NvmeChar | DevKind::NvmeBlock) {
-        return Ok(());
-    }
-    Err(bad_cmd(dev, cmd, &format!("namespace {nsid} does not exist: this device has namespace {}", dev.ident.nsid)))
-}
-
-fn check_range(
-    dev: &Inner,
-    what: &'static str,
-    start: u64,
-    count: u64,
-    limit: u64,
-    unit: &'static str,
-) -> Result<(), Error> {
-    match start.checked_add(count) {
-        Some(end) if end <= limit => Ok(()),
-        end => Err(Error::OutOfRange { dev: dev.uri.clone(), what, start, end: end.unwrap_or(u64::MAX), limit, unit }),
-    }
-}
-
-fn check_buffers(dev: &Inner, cmd: &Cmd, need: u64, bufs: &[Buffer]) -> Result<(), Error> {
-    if bufs.len() > MAX_SEGMENTS {
-        return Err(bad_cmd(dev, cmd, &format!("{} buffers; at most {MAX_SEGMENTS} per command", bufs.len())));
-    }
-    let have: u64 = bufs.iter().map(|b| b.len() as u64).sum();
-    if have < need {
-        return Err(Error::BufferSize { dev: dev.uri.clone(), what: static_name(cmd), need, have });
-    }
-    Ok(())
 }
 
 fn static_name(cmd: &Cmd) -> &'static str {
@@ -373,33 +462,6 @@ fn static_name(cmd: &Cmd) -> &'static str {
         (CmdSet::Nvm, opc::DSM) => "dataset management",
         _ => "command",
     }
-}
-
-fn check_direct(dev: &Inner, io: &Io, bufs: &[Buffer]) -> Result<(), Error> {
-    let g = &dev.geo;
-    let (mem, off) = (g.dio_mem_align as u64, g.dio_offset_align as u64);
-    let mis = |what, value, align| Err(Error::Misaligned { dev: dev.uri.clone(), what, value, align });
-    if io.offset % off != 0 {
-        return mis("offset", io.offset, off);
-    }
-    if io.len % off != 0 {
-        return mis("length", io.len, off);
-    }
-    let mut left = io.len;
-    for b in bufs {
-        if left == 0 {
-            break;
-        }
-        if b.as_ptr() as u64 % mem != 0 {
-            return mis("buffer address", b.as_ptr() as u64, mem);
-        }
-        let used = left.min(b.len() as u64);
-        if used % off != 0 {
-            return mis("buffer length", used, off);
-        }
-        left -= used;
-    }
-    Ok(())
 }
 
 /// The DSM ranges in the first bytes of a command's buffers.

@@ -45,6 +45,22 @@ impl Psync {
     /// transfers (a signal, a huge request); a transfer that makes no progress is EIO.
     /// `fua` writes through to stable storage (pwritev2 with RWF_DSYNC).
     fn rw(&self, write: bool, fua: bool, offset: u64, len: u64, bufs: &mut [Buffer]) -> Result<u64, Status> {
+        if let ([buf], false) = (&mut *bufs, fua) {
+            // One buffer: pread/pwrite straight from it, no iovec to build.
+            let p = buf.as_mut_ptr() as *mut libc::c_void;
+            let r = if write {
+                // SAFETY: p..p+len lies inside `buf` (prepare checked len <= buf.len()),
+                // which `bufs` borrows for this call.
+                unsafe { libc::pwrite(self.fd, p, len as usize, offset as libc::off_t) }
+            } else {
+                // SAFETY: as above; the buffer is borrowed mutably, so writing is allowed.
+                unsafe { libc::pread(self.fd, p, len as usize, offset as libc::off_t) }
+            };
+            if r as u64 == len {
+                return Ok(len);
+            }
+            // An error, or a short transfer: the general loop below retries and reports.
+        }
         let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; MAX_SEGMENTS];
         let n = fill_iovecs(bufs, len, &mut iov);
         let mut iov = &mut iov[..n];

@@ -1,0 +1,596 @@
+/*
+ * fio external ioengine on ioswitch's C API: every ioswitch interface (io_uring, libaio,
+ * POSIX aio, thread pool, emu, nil, psync, ...) under fio's job files, statistics and
+ * verification.
+ *
+ *   fio --ioengine=external:/path/to/ioswitch-engine.so --thread=1 \
+ *       --ioswitch_async=io_uring --filename=/tmp/data --size=64m --rw=randread ...
+ *
+ * Options (engine specific):
+ *   ioswitch_async=IFACE   async interface; the engine queues commands (default mode)
+ *   ioswitch_sync=IFACE    sync interface; without ioswitch_async the engine is
+ *                          synchronous (each command completes inside ->queue())
+ *   ioswitch_admin=IFACE   admin interface
+ *   ioswitch_opts=K=V,...  further ioswitch device options (sqpoll=1, threads=8, ...);
+ *                          fio's direct=1 adds direct=1
+ *   ioswitch_inline=1      at iodepth=1 only: complete each command inside ->queue()
+ *                          and run as a synchronous engine (no slat), as fio's null
+ *                          engine does at iodepth=1
+ * thread=1 is required: the library runs helper threads and keeps per-process state
+ * that must not be split across fio's forked job processes.
+ *
+ * Timestamps follow fio's rules for an engine without a ->commit() hook: ->queue()
+ * submits the command to the kernel itself (ioswitch_queue_submit, then
+ * ioswitch_queue_commit), fio takes the issue time when ->queue() returns (slat =
+ * issue - start) and the completion time when ->getevents() returns (clat = complete -
+ * issue). ->getevents() pokes the queues (no waiting) and waits only for what is still
+ * missing to reach fio's minimum; completions beyond fio's maximum wait in a ring for
+ * the next call. In the synchronous modes (ioswitch_sync alone, or ioswitch_inline=1)
+ * fio takes the issue time before ->queue() and there is no slat, as for fio's psync.
+ *
+ * Buffers: fio's I/O buffers are replaced, in ->post_init(), by buffers from
+ * ioswitch_buf_alloc (one per io_u, initial contents copied), because ioswitch takes
+ * ownership of a command's buffers while it is in flight and knows only its own.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "fio.h"
+#include "optgroup.h"
+
+#include <ioswitch.h>
+
+#ifndef BLKFLSBUF
+#define BLKFLSBUF _IO(0x12, 97)
+#endif
+
+struct iosw_options {
+	void *pad; /* fio stores the thread_data pointer here */
+	char *async;
+	char *sync;
+	char *admin;
+	char *opts;
+	unsigned int inline_qd1;
+};
+
+static struct fio_option options[] = {
+	{
+		.name = "ioswitch_async",
+		.lname = "ioswitch async interface",
+		.type = FIO_OPT_STR_STORE,
+		.off1 = offsetof(struct iosw_options, async),
+		.help = "ioswitch async interface: nil, emu, thrpool, libaio, io_uring, posix, "
+			"io_uring_cmd (default: the device's default)",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
+		.name = "ioswitch_sync",
+		.lname = "ioswitch sync interface",
+		.type = FIO_OPT_STR_STORE,
+		.off1 = offsetof(struct iosw_options, sync),
+		.help = "ioswitch sync interface: psync, block, ramdisk, nvme; without "
+			"ioswitch_async the engine runs synchronously on it",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
+		.name = "ioswitch_admin",
+		.lname = "ioswitch admin interface",
+		.type = FIO_OPT_STR_STORE,
+		.off1 = offsetof(struct iosw_options, admin),
+		.help = "ioswitch admin interface: emulated, nvme",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
+		.name = "ioswitch_opts",
+		.lname = "ioswitch device options",
+		.type = FIO_OPT_STR_STORE,
+		.off1 = offsetof(struct iosw_options, opts),
+		.help = "further ioswitch device options, comma separated key=value "
+			"(sqpoll=1, threads=8, register_buffers=1, ...)",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
+		.name = "ioswitch_inline",
+		.lname = "ioswitch inline completion at iodepth=1",
+		.type = FIO_OPT_BOOL,
+		.off1 = offsetof(struct iosw_options, inline_qd1),
+		.def = "0",
+		.help = "at iodepth=1, complete each command inside ->queue() (submit, commit, "
+			"wait) and run as a synchronous engine, as fio's null engine does at "
+			"iodepth=1 (no slat)",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
+		.name = NULL,
+	},
+};
+
+/* One open file: its device and, in async mode, its queue. */
+struct iosw_file {
+	struct ioswitch_dev *dev;
+	struct ioswitch_queue *q;
+	struct ioswitch_geo geo;
+	int nvm; /* NVM (LBA) commands: NVMe char devices; others take file-set commands */
+	uint32_t nsid;
+};
+
+/* Per job thread. */
+struct iosw_data {
+	int sync_mode;
+	int inline_mode; /* async interface, completed inside ->queue() */
+	char devopts[1024];
+	/* Completions not yet handed to fio: a ring of iodepth entries. */
+	struct io_u **ring;
+	unsigned int cap, head, count;
+	/* What the last ->getevents() returned, read by ->event(). */
+	struct io_u **out;
+	/* Open files with a queue, for ->getevents(). */
+	struct iosw_file **open;
+	unsigned int nopen;
+	/* ioswitch buffers that replaced fio's, by io_u index. */
+	void **bufs;
+	unsigned int nbufs;
+	int reported;
+};
+
+static int iosw_fail(struct thread_data *td, int err, const char *func)
+{
+	log_err("ioswitch: %s: %s\n", func, ioswitch_last_error());
+	td_vmsg(td, err, ioswitch_last_error(), func);
+	return 1;
+}
+
+static void append(char *dst, size_t size, const char *key, const char *val)
+{
+	size_t len = strlen(dst);
+
+	if (!val || !*val)
+		return;
+	snprintf(dst + len, size - len, "%s%s%s", len ? "," : "", key, val);
+}
+
+static int iosw_init(struct thread_data *td)
+{
+	struct iosw_options *o = td->eo;
+	struct iosw_data *ed;
+	unsigned int depth = td->o.iodepth ? td->o.iodepth : 1;
+
+	if (!td->o.use_thread) {
+		log_err("ioswitch: the ioswitch engine needs thread=1 (add --thread=1 or "
+			"thread=1 to the job): the library keeps per-process state and helper "
+			"threads that fio's forked job processes must not split\n");
+		td_vmsg(td, EINVAL, "the ioswitch engine needs thread=1", "init");
+		return 1;
+	}
+	ed = calloc(1, sizeof(*ed));
+	if (!ed)
+		return 1;
+	ed->cap = depth;
+	ed->ring = calloc(depth, sizeof(*ed->ring));
+	ed->out = calloc(depth, sizeof(*ed->out));
+	ed->open = calloc(td->o.nr_files ? td->o.nr_files : 1, sizeof(*ed->open));
+	if (!ed->ring || !ed->out || !ed->open) {
+		free(ed->ring);
+		free(ed->out);
+		free(ed->open);
+		free(ed);
+		return 1;
+	}
+	ed->sync_mode = o->sync && *o->sync && !(o->async && *o->async);
+	append(ed->devopts, sizeof(ed->devopts), "sync=", o->sync);
+	append(ed->devopts, sizeof(ed->devopts), "async=", o->async);
+	append(ed->devopts, sizeof(ed->devopts), "admin=", o->admin);
+	append(ed->devopts, sizeof(ed->devopts), "", o->opts);
+	if (td->o.odirect && (!o->opts || !strstr(o->opts, "direct")))
+		append(ed->devopts, sizeof(ed->devopts), "direct=", "1");
+	td->io_ops_data = ed;
+
+	ed->inline_mode = !ed->sync_mode && o->inline_qd1 && depth == 1;
+	if (ed->sync_mode || ed->inline_mode) {
+		/* Like fio's own synchronous engines: this job's ->queue() completes. */
+		td->flags |= (unsigned long long)FIO_SYNCIO << TD_ENG_FLAG_SHIFT;
+	}
+	return 0;
+}
+
+static void iosw_cleanup(struct thread_data *td)
+{
+	struct iosw_data *ed = td->io_ops_data;
+
+	if (!ed)
+		return;
+	free(ed->ring);
+	free(ed->out);
+	free(ed->open);
+	free(ed->bufs);
+	free(ed);
+	td->io_ops_data = NULL;
+}
+
+/* Swaps fio's I/O buffers for ioswitch buffers, keeping their contents. */
+static int iosw_post_init(struct thread_data *td)
+{
+	struct iosw_data *ed = td->io_ops_data;
+	unsigned long long max_bs = td_max_bs(td);
+	unsigned int i, n = td->io_u_all.nr;
+
+	ed->bufs = calloc(n ? n : 1, sizeof(*ed->bufs));
+	if (!ed->bufs)
+		return 1;
+	ed->nbufs = n;
+	for (i = 0; i < n; i++) {
+		struct io_u *io_u = td->io_u_all.io_us[i];
+		void *buf;
+
+		if (!io_u->buf)
+			continue;
+		buf = ioswitch_buf_alloc(NULL, max_bs);
+		if (!buf)
+			return iosw_fail(td, ENOMEM, "ioswitch_buf_alloc");
+		memcpy(buf, io_u->buf, max_bs);
+		io_u->buf = buf;
+		ed->bufs[io_u->index] = buf;
+	}
+	return 0;
+}
+
+static void iosw_io_u_free(struct thread_data *td, struct io_u *io_u)
+{
+	struct iosw_data *ed = td->io_ops_data;
+
+	if (!ed || !ed->bufs || io_u->index >= ed->nbufs || !ed->bufs[io_u->index])
+		return;
+	if (io_u->buf == ed->bufs[io_u->index])
+		io_u->buf = NULL;
+	if (ioswitch_buf_free(ed->bufs[io_u->index]))
+		log_err("ioswitch: %s\n", ioswitch_last_error());
+	ed->bufs[io_u->index] = NULL;
+}
+
+static void iosw_complete(const struct ioswitch_cpl *cpl, void *arg)
+{
+	struct iosw_data *ed = arg;
+	struct io_u *io_u = cpl->user_arg;
+
+	if ((cpl->status & 0x7ff) || cpl->errnum) { /* ioswitch_cpl_ok(), without a call */
+		io_u->error = cpl->errnum ? cpl->errnum : EIO;
+	} else if (ddir_rw(io_u->ddir) && !((struct iosw_file *)FILE_ENG_DATA(io_u->file))->nvm &&
+		   cpl->result < io_u->xfer_buflen) {
+		io_u->resid = io_u->xfer_buflen - cpl->result;
+	}
+	if (ed->inline_mode)
+		return;
+	ed->ring[(ed->head + ed->count) % ed->cap] = io_u;
+	ed->count++;
+}
+
+static int iosw_open_file(struct thread_data *td, struct fio_file *f)
+{
+	struct iosw_data *ed = td->io_ops_data;
+	struct iosw_file *fd;
+	struct ioswitch_ident id;
+	int err;
+
+	fd = calloc(1, sizeof(*fd));
+	if (!fd)
+		return 1;
+	err = ioswitch_dev_open(f->file_name, ed->devopts, &fd->dev);
+	if (err) {
+		free(fd);
+		return iosw_fail(td, -err, "ioswitch_dev_open");
+	}
+	ioswitch_dev_geo(fd->dev, &fd->geo);
+	ioswitch_dev_ident(fd->dev, &id);
+	fd->nvm = id.kind == IOSWITCH_KIND_NVME_CHAR;
+	fd->nsid = id.nsid;
+	if (fd->geo.buffer_align > (uint32_t)page_size) {
+		log_err("ioswitch: %s needs buffers aligned to %u bytes; the engine aligns to the "
+			"page size (%ld)\n", f->file_name, fd->geo.buffer_align, page_size);
+		td_vmsg(td, EINVAL, "buffer alignment", "open_file");
+		ioswitch_dev_close(fd->dev);
+		free(fd);
+		return 1;
+	}
+	if (!ed->sync_mode) {
+		err = ioswitch_queue_init(fd->dev, ed->cap, &fd->q);
+		if (err) {
+			iosw_fail(td, -err, "ioswitch_queue_init");
+			ioswitch_dev_close(fd->dev);
+			free(fd);
+			return 1;
+		}
+		ioswitch_queue_set_cb(fd->q, iosw_complete, ed);
+		ed->open[ed->nopen++] = fd;
+	}
+	FILE_SET_ENG_DATA(f, fd);
+	return 0;
+}
+
+static int iosw_close_file(struct thread_data *td, struct fio_file *f)
+{
+	struct iosw_data *ed = td->io_ops_data;
+	struct iosw_file *fd = FILE_ENG_DATA(f);
+	int ret = 0;
+
+	if (!fd)
+		return 0;
+	if (fd->q) {
+		for (unsigned int i = 0; i < ed->nopen; i++) {
+			if (ed->open[i] == fd) {
+				ed->open[i] = ed->open[--ed->nopen];
+				break;
+			}
+		}
+		if (ioswitch_queue_term(fd->q)) {
+			log_err("ioswitch: %s\n", ioswitch_last_error());
+			ret = 1;
+		}
+	}
+	ioswitch_dev_close(fd->dev);
+	free(fd);
+	FILE_SET_ENG_DATA(f, NULL);
+	f->fd = -1;
+	return ret;
+}
+
+/* A char device (/dev/ngXnY) has no size fio can stat; ask ioswitch. */
+static int iosw_get_file_size(struct thread_data *td, struct fio_file *f)
+{
+	struct iosw_data *ed = td->io_ops_data;
+	struct ioswitch_dev *dev;
+	struct ioswitch_geo geo;
+	int err;
+
+	if (fio_file_size_known(f))
+		return 0;
+	if (f->filetype != FIO_TYPE_CHAR)
+		return generic_get_file_size(td, f);
+	err = ioswitch_dev_open(f->file_name, ed ? ed->devopts : NULL, &dev);
+	if (err)
+		return iosw_fail(td, -err, "ioswitch_dev_open");
+	ioswitch_dev_geo(dev, &geo);
+	ioswitch_dev_close(dev);
+	f->real_file_size = geo.bytes;
+	fio_file_set_size_known(f);
+	return 0;
+}
+
+/* fio's cache invalidation, done on a descriptor of our own (fio has none for us). */
+static int iosw_invalidate(struct thread_data *td, struct fio_file *f)
+{
+	int fd, ret = 0;
+
+	(void)td;
+	if (f->filetype != FIO_TYPE_FILE && f->filetype != FIO_TYPE_BLOCK)
+		return 0;
+	fd = open(f->file_name, O_RDONLY);
+	if (fd < 0)
+		return -errno;
+	if (f->filetype == FIO_TYPE_FILE)
+		ret = -posix_fadvise(fd, f->file_offset, f->io_size, POSIX_FADV_DONTNEED);
+	else if (ioctl(fd, BLKFLSBUF) < 0)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+/*
+ * Commands are filled in here rather than with the ioswitch_cmd_* builders (one call
+ * less per I/O): the header documents the encoding (file set: CDW10-11 byte offset,
+ * CDW12-13 byte length; NVM: CDW10-11 starting LBA, CDW12 bits 15:0 blocks - 1).
+ */
+static inline void fs_cmd(struct ioswitch_cmd *cmd, uint8_t opcode, uint64_t off, uint64_t len)
+{
+	memset(cmd, 0, sizeof(*cmd));
+	cmd->set = IOSWITCH_SET_FS;
+	cmd->sqe.opcode = opcode;
+	cmd->sqe.cdw10 = (uint32_t)off;
+	cmd->sqe.cdw11 = (uint32_t)(off >> 32);
+	cmd->sqe.cdw12 = (uint32_t)len;
+	cmd->sqe.cdw13 = (uint32_t)(len >> 32);
+}
+
+static inline int nvm_cmd(struct ioswitch_cmd *cmd, uint8_t opcode, uint32_t nsid, uint64_t off,
+			  uint64_t len, uint64_t lba)
+{
+	uint64_t nlb = len / lba;
+
+	if (off % lba || len % lba || nlb < 1 || nlb > 65536)
+		return -EINVAL;
+	memset(cmd, 0, sizeof(*cmd));
+	cmd->set = IOSWITCH_SET_NVM;
+	cmd->sqe.opcode = opcode;
+	cmd->sqe.nsid = nsid;
+	cmd->sqe.cdw10 = (uint32_t)(off / lba);
+	cmd->sqe.cdw11 = (uint32_t)((off / lba) >> 32);
+	cmd->sqe.cdw12 = (uint32_t)(nlb - 1);
+	return 0;
+}
+
+/* The command for an io_u; 1 when it carries the io_u's buffer, -errno when impossible. */
+static inline int build(const struct iosw_file *fd, struct io_u *io_u, struct ioswitch_cmd *cmd)
+{
+	uint64_t lba = fd->geo.lba_size;
+	int err;
+
+	switch (io_u->ddir) {
+	case DDIR_READ:
+		if (!fd->nvm) {
+			fs_cmd(cmd, IOSWITCH_OPC_FS_READ, io_u->offset, io_u->xfer_buflen);
+			return 1;
+		}
+		err = nvm_cmd(cmd, IOSWITCH_OPC_READ, fd->nsid, io_u->offset, io_u->xfer_buflen, lba);
+		return err ? err : 1;
+	case DDIR_WRITE:
+		if (!fd->nvm) {
+			fs_cmd(cmd, IOSWITCH_OPC_FS_WRITE, io_u->offset, io_u->xfer_buflen);
+			return 1;
+		}
+		err = nvm_cmd(cmd, IOSWITCH_OPC_WRITE, fd->nsid, io_u->offset, io_u->xfer_buflen, lba);
+		return err ? err : 1;
+	case DDIR_SYNC:
+	case DDIR_DATASYNC:
+		if (fd->nvm)
+			ioswitch_cmd_flush(fd->nsid, cmd);
+		else
+			ioswitch_cmd_fs_flush(cmd);
+		return 0;
+	case DDIR_TRIM:
+		if (fd->nvm)
+			return -EOPNOTSUPP;
+		ioswitch_cmd_fs_trim(io_u->offset, io_u->xfer_buflen, cmd);
+		return 0;
+	default:
+		return -EOPNOTSUPP;
+	}
+}
+
+static enum fio_q_status iosw_queue(struct thread_data *td, struct io_u *io_u)
+{
+	struct iosw_data *ed = td->io_ops_data;
+	struct iosw_file *fd = FILE_ENG_DATA(io_u->file);
+	struct ioswitch_cmd cmd;
+	struct ioswitch_cpl cpl;
+	void *buf = io_u->xfer_buf;
+	int nbufs, err;
+
+	fio_ro_check(td, io_u);
+	nbufs = build(fd, io_u, &cmd);
+	if (nbufs < 0) {
+		io_u->error = -nbufs;
+		return FIO_Q_COMPLETED;
+	}
+	if (ed->sync_mode) {
+		err = ioswitch_pass(fd->dev, &cmd, &buf, nbufs, &cpl);
+		if (err) {
+			io_u->error = -err;
+			if (!ed->reported++)
+				log_err("ioswitch: %s\n", ioswitch_last_error());
+		} else if (nbufs && !fd->nvm && cpl.result < io_u->xfer_buflen) {
+			io_u->resid = io_u->xfer_buflen - cpl.result;
+		}
+		return FIO_Q_COMPLETED;
+	}
+	err = ioswitch_queue_submit(fd->q, &cmd, &buf, nbufs, io_u);
+	if (err == -EBUSY && ioswitch_queue_outstanding(fd->q) >= (int)ed->cap)
+		return FIO_Q_BUSY;
+	if (err) {
+		/* e.g. fio advanced xfer_buf after a short transfer: not a buffer start */
+		io_u->error = -err;
+		if (!ed->reported++)
+			log_err("ioswitch: %s\n", ioswitch_last_error());
+		return FIO_Q_COMPLETED;
+	}
+	if (ed->inline_mode) {
+		/* Completed here; the callback records the outcome in the io_u. */
+		err = ioswitch_queue_wait(fd->q, 1);
+		if (err < 0) {
+			io_u->error = -err;
+			log_err("ioswitch: %s\n", ioswitch_last_error());
+		}
+		return FIO_Q_COMPLETED;
+	}
+	/* No ->commit() hook: the command must reach the kernel before ->queue() returns. */
+	err = ioswitch_queue_commit(fd->q);
+	if (err < 0) {
+		log_err("ioswitch: %s\n", ioswitch_last_error());
+		td_vmsg(td, -err, ioswitch_last_error(), "ioswitch_queue_commit");
+	}
+	return FIO_Q_QUEUED;
+}
+
+static int iosw_getevents(struct thread_data *td, unsigned int min, unsigned int max,
+			  const struct timespec *t)
+{
+	struct iosw_data *ed = td->io_ops_data;
+	unsigned int i, n;
+	int err;
+
+	(void)t;
+	/* Poke every queue once: no waiting. */
+	for (i = 0; i < ed->nopen && ed->count < max; i++) {
+		err = ioswitch_queue_poke(ed->open[i]->q, max - ed->count);
+		if (err < 0) {
+			iosw_fail(td, -err, "ioswitch_queue_poke");
+			return err;
+		}
+	}
+	/* Wait only for what fio's minimum still lacks. */
+	while (ed->count < min) {
+		int progress = 0;
+
+		for (i = 0; i < ed->nopen && ed->count < min; i++) {
+			struct ioswitch_queue *q = ed->open[i]->q;
+
+			if (ioswitch_queue_outstanding(q) <= 0)
+				continue;
+			if (ed->nopen == 1)
+				err = ioswitch_queue_wait(q, min - ed->count);
+			else
+				err = ioswitch_queue_poke(q, max - ed->count);
+			if (err < 0) {
+				iosw_fail(td, -err, "ioswitch_queue_wait");
+				return err;
+			}
+			progress += err;
+		}
+		if (!progress && ed->nopen > 1) {
+			/* Several files and nothing done: block on the first busy queue. */
+			for (i = 0; i < ed->nopen; i++) {
+				if (ioswitch_queue_outstanding(ed->open[i]->q) > 0) {
+					err = ioswitch_queue_wait(ed->open[i]->q, 1);
+					if (err < 0) {
+						iosw_fail(td, -err, "ioswitch_queue_wait");
+						return err;
+					}
+					break;
+				}
+			}
+			if (i == ed->nopen)
+				break;
+		} else if (!progress) {
+			break;
+		}
+	}
+	n = ed->count < max ? ed->count : max;
+	for (i = 0; i < n; i++)
+		ed->out[i] = ed->ring[(ed->head + i) % ed->cap];
+	ed->head = (ed->head + n) % ed->cap;
+	ed->count -= n;
+	return n;
+}
+
+static struct io_u *iosw_event(struct thread_data *td, int event)
+{
+	struct iosw_data *ed = td->io_ops_data;
+
+	return ed->out[event];
+}
+
+struct ioengine_ops ioengine = {
+	.name = "ioswitch",
+	.version = FIO_IOOPS_VERSION,
+	.init = iosw_init,
+	.post_init = iosw_post_init,
+	.cleanup = iosw_cleanup,
+	.queue = iosw_queue,
+	.getevents = iosw_getevents,
+	.event = iosw_event,
+	.open_file = iosw_open_file,
+	.close_file = iosw_close_file,
+	.get_file_size = iosw_get_file_size,
+	.invalidate = iosw_invalidate,
+	.io_u_free = iosw_io_u_free,
+	.option_struct_size = sizeof(struct iosw_options),
+	.options = options,
+};

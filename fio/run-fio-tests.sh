@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Tests of the fio external ioengine: builds it (fio/build.sh), runs fio write + verify
+# (crc32c) jobs through it on a temporary file over several ioswitch interfaces, and
+# checks that fio reports no error and moved every byte. Also checks that verification
+# really reads the data back (nil moves none, so verify must fail there) and that
+# mistakes are reported by name. Ends with "N passed, N failed"; exits non-zero on failure.
+#
+#   fio/run-fio-tests.sh [--engine PATH]     (PATH: an engine already built)
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+engine=""
+if [ "${1:-}" = "--engine" ]; then
+    engine=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
+fi
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/ioswitch-fio-tests.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+passed=0
+failed=0
+result() {
+    if [ "$1" -eq 0 ]; then
+        passed=$((passed + 1))
+        echo "ok    $2"
+    else
+        failed=$((failed + 1))
+        echo "FAIL  $2"
+        sed -e 's/^/      /' "$tmp/log" | tail -20
+    fi
+}
+
+if [ -z "$engine" ]; then
+    if engine=$("$here/build.sh" 2>"$tmp/log" | tail -1) && [ -f "$engine" ]; then
+        result 0 "fio/build.sh"
+    else
+        result 1 "fio/build.sh"
+        echo "$passed passed, $failed failed"
+        exit 1
+    fi
+fi
+
+# fio writes verify state files (*-verify.state) into its working directory.
+cd "$tmp" || exit 1
+
+file=$tmp/data.img
+where=(--filename="$file")
+common=(--ioengine="external:$engine" --thread=1 --size=8m --bs=4k
+    --verify=crc32c --do_verify=1 --output-format=json --output="$tmp/out.json")
+
+# A job that must succeed, write every byte and read every byte back for verification.
+verify_job() {
+    local name=$1
+    shift
+    rm -rf "$file" "$tmp/out.json" "$tmp/files"/*
+    if ! fio --name=verify "${where[@]}" "${common[@]}" "$@" >"$tmp/log" 2>&1; then
+        result 1 "$name"
+        return
+    fi
+    python3 - "$tmp/out.json" >>"$tmp/log" 2>&1 <<'PY'
+import json, sys
+job = json.load(open(sys.argv[1]))["jobs"][0]
+size = 8 << 20
+ok = job["error"] == 0 and job["write"]["io_bytes"] == size and job["read"]["io_bytes"] == size
+print("error", job["error"], "written", job["write"]["io_bytes"], "verified", job["read"]["io_bytes"])
+sys.exit(0 if ok else 1)
+PY
+    result $? "$name"
+}
+
+# A job that must fail with a message containing the given text.
+fails_naming() {
+    local name=$1 want=$2
+    shift 2
+    rm -f "$file"
+    if fio --name=bad --ioengine="external:$engine" --filename="$file" --size=1m --bs=4k "$@" \
+        >"$tmp/log" 2>&1 && ! grep -q "err=" "$tmp/log"; then
+        result 1 "$name (succeeded)"
+        return
+    fi
+    grep -qF -- "$want" "$tmp/log"
+    result $? "$name"
+}
+
+for iface in io_uring libaio emu thrpool posix; do
+    verify_job "async=$iface qd16 randwrite + verify" --ioswitch_async="$iface" --rw=randwrite --iodepth=16
+done
+verify_job "sync=psync (synchronous engine) write + verify" --ioswitch_sync=psync --rw=write
+verify_job "async=io_uring direct=1 qd8 + verify" --ioswitch_async=io_uring --direct=1 --rw=randwrite --iodepth=8
+verify_job "async=io_uring qd1 + verify" --ioswitch_async=io_uring --rw=write --iodepth=1
+verify_job "async=io_uring qd1 inline + verify" --ioswitch_async=io_uring --ioswitch_inline=1 --rw=randwrite --iodepth=1
+verify_job "async=thrpool threads=2 batch 4 + verify" --ioswitch_async=thrpool --ioswitch_opts=threads=2 \
+    --rw=randwrite --iodepth=16 --iodepth_batch_complete_min=4 --iodepth_batch_complete_max=8
+mkdir -p "$tmp/files"
+where=(--directory="$tmp/files")
+verify_job "async=libaio 2 files + verify" --ioswitch_async=libaio --nrfiles=2 --rw=randwrite --iodepth=8
+where=(--filename="$file")
+
+fails_naming "nil moves no data: verify fails" "verify: bad" --thread=1 --ioswitch_async=nil --rw=write --verify=crc32c
+fails_naming "thread=1 is required" "needs thread=1" --ioswitch_async=io_uring --rw=write
+fails_naming "an unknown interface is named" 'unknown async interface "bogus"' --thread=1 --ioswitch_async=bogus --rw=write
+fails_naming "a bad option is named" '"bogus_key"' --thread=1 --ioswitch_opts=bogus_key=1 --rw=write
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

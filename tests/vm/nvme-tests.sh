@@ -13,7 +13,8 @@
 #   3. prints a summary; exits non-zero when anything failed.
 #
 # Usage: tests/vm/nvme-tests.sh [-- EXTRA ARGS FOR THE NVME TEST BINARY]
-# Environment: IOSWITCH_VM_TIMEOUT (seconds for the whole guest run, default 1500).
+# Environment: IOSWITCH_VM_TIMEOUT (seconds for the whole guest run, default 600;
+# a whole run takes about 30 s).
 set -euo pipefail
 
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
@@ -74,5 +75,5 @@ echo "conformance: $conf_exe"
 args=()
 [[ ${1:-} == -- ]] && { shift; args=(-- "$@"); }
 echo "==== running in the guest (tests/vm/run.sh)"
-exec "$here/run.sh" --timeout "${IOSWITCH_VM_TIMEOUT:-1500}" -- \
+exec "$here/run.sh" --timeout "${IOSWITCH_VM_TIMEOUT:-600}" -- \
     bash "$here/nvme-tests.sh" --guest "$nvme_exe" "$conf_exe" "${args[@]}"

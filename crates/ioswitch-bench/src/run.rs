@@ -117,8 +117,14 @@ pub fn engine_opts(spec: &JobSpec) -> Result<(Opts, Mode), String> {
             Mode::Async
         }
         IoEngine::Null => {
+            // fio's null engine is synchronous at iodepth 1 and queues above it.
+            o.sync = Some(SyncIface::Nil);
             o.r#async = Some(AsyncIface::Nil);
-            Mode::Async
+            if spec.iodepth <= 1 {
+                Mode::Sync
+            } else {
+                Mode::Async
+            }
         }
         IoEngine::Mmap => {
             return Err(err(
@@ -209,7 +215,7 @@ fn default_filename(spec: &JobSpec) -> String {
 /// Opens the job's device (creating and laying out a file as fio does) and resolves the
 /// spec into an engine job. `say` receives progress messages ("Laying out IO file").
 pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Result<Prepared, String> {
-    let (mut opts, mode) = engine_opts(spec)?;
+    let (opts, mode) = engine_opts(spec)?;
     let filename = match spec.filename.as_slice() {
         [] if spec.ioengine == IoEngine::Null => {
             let size = match spec.size {
@@ -251,9 +257,6 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
             }
             _ => {}
         }
-    }
-    if spec.ioengine == IoEngine::Null && !filename.starts_with("ramdisk:") {
-        opts.sync = None;
     }
     let dev = Device::open(&filename, &opts).map_err(|e| err(spec, "filename", e.to_string()))?;
     let bytes = dev.geometry().bytes;

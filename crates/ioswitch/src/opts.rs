@@ -62,6 +62,8 @@ iface_enum!(
         Ramdisk = "ramdisk",
         /// NVMe ioctl passthrough.
         Nvme = "nvme",
+        /// Completes every command at once and moves no data (the sync twin of async nil).
+        Nil = "nil",
     }
 );
 
@@ -145,7 +147,7 @@ pub struct Opts {
 
 /// Every key an option string accepts, with a one-line meaning (for `--help` texts).
 pub const KEYS: &[(&str, &str)] = &[
-    ("sync", "synchronous interface: psync, block, ramdisk, nvme"),
+    ("sync", "synchronous interface: psync, block, ramdisk, nvme, nil"),
     ("async", "asynchronous interface: nil, emu, thrpool, libaio, io_uring, io_uring_cmd, posix"),
     ("admin", "admin interface: emulated, nvme"),
     ("mem", "buffer memory: posix"),

@@ -323,8 +323,12 @@ impl IoUringQueue {
             b.setup_iopoll();
         }
         // The kernel rounds the SQ up to a power of two and makes the CQ twice as large, so
-        // neither can overflow with at most `depth` commands in flight.
-        let ring = b.build(depth).map_err(|e| queue_error(dev, "create the ring (io_uring_setup)", e))?;
+        // neither can overflow with at most `depth` commands in flight. An SQPOLL thread
+        // moves the SQ head only after its whole batch, while completions of that batch
+        // can already be reaped and their slots reused: twice the depth keeps the SQ from
+        // looking full then.
+        let entries = if o.sqpoll { depth.saturating_mul(2) } else { depth };
+        let ring = b.build(entries).map_err(|e| queue_error(dev, "create the ring (io_uring_setup)", e))?;
         if ring.params().sq_entries() < depth {
             let why = io::Error::other(format!(
                 "the kernel gave {} SQ entries for depth {depth}",

@@ -105,6 +105,8 @@ pub(crate) trait AsyncQueue: Send {
 pub(crate) fn sync_refusal(iface: SyncIface, kind: DevKind) -> Option<&'static str> {
     use DevKind::*;
     match (iface, kind) {
+        (SyncIface::Nil, NvmeCtrl) => Some("an NVMe controller takes admin commands only"),
+        (SyncIface::Nil, _) => None,
         (SyncIface::Psync, File | Block | NvmeBlock) => None,
         (SyncIface::Psync, Ramdisk) => Some("a ramdisk has no file descriptor; use sync=ramdisk"),
         (SyncIface::Psync, NvmeChar) => Some("an NVMe generic char device has no read/write; use sync=nvme"),
@@ -186,6 +188,7 @@ pub(crate) fn new_sync(dev: &Inner, iface: SyncIface) -> Result<Box<dyn SyncIo>,
         SyncIface::Psync => Ok(Box::new(psync::Psync::new(dev, false))),
         SyncIface::Block => Ok(Box::new(psync::Psync::new(dev, true))),
         SyncIface::Ramdisk => Ok(Box::new(ramdisk::Ramdisk::new(dev)?)),
+        SyncIface::Nil => Ok(Box::new(nil::NilSync)),
         SyncIface::Nvme => {
             nvme::check(dev, "sync=nvme")?;
             Ok(Box::new(nvme::Nvme::new(dev)))

@@ -1,7 +1,8 @@
 //! `nil`: completes every command at once and moves no data. What it costs is what the
 //! library itself costs per command.
 
-use super::{AsyncQueue, Io};
+use super::{AsyncQueue, Io, SyncIo};
+use crate::buf::Buffer;
 use crate::buf::Data;
 use crate::cmd::Cmd;
 use crate::error::Error;
@@ -43,6 +44,21 @@ impl AsyncQueue for Nil {
     }
 
     fn syscalls(&self) -> u64 {
+        0
+    }
+}
+
+/// The sync `nil`: every command succeeds at once, moving no data; result = bytes it
+/// would have moved. What fio's null engine is at iodepth 1.
+pub(crate) struct NilSync;
+
+impl SyncIo for NilSync {
+    #[inline]
+    fn exec(&self, io: &Io, _cmd: &Cmd, _bufs: &mut [Buffer]) -> Result<u64, Status> {
+        Ok(io.len)
+    }
+
+    fn syscalls_per_cmd(&self) -> u64 {
         0
     }
 }

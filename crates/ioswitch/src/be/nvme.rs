@@ -238,7 +238,7 @@ fn ioctl_cmd(fd: RawFd, req: u64, c: &mut PassthruCmd64) -> Result<u64, Status> 
 }
 
 /// Sends an I/O command with the data `w` describes, in `bufs` (or the range).
-fn io_cmd(fd: RawFd, w: &Wire, bufs: &mut [Buffer]) -> Result<u64, Status> {
+pub(crate) fn io_cmd(fd: RawFd, w: &Wire, bufs: &mut [Buffer]) -> Result<u64, Status> {
     let mut c = passthru(&w.sqe);
     let mut req = NVME_IOCTL_IO64_CMD;
     // Both live on this frame until the ioctl returns.
@@ -335,9 +335,10 @@ pub(crate) fn ioctl_nsid(fd: RawFd) -> io::Result<u32> {
     Ok(rc as u32)
 }
 
-/// Runs an Identify into a fresh page.
-fn identify(fd: RawFd, cns: u8, nsid: u32, csi: u8) -> Result<Vec<u8>, Status> {
-    let mut page = vec![0u8; IDENTIFY_LEN];
+/// Runs an Identify into a fresh page-aligned page (as every passthrough buffer: see
+/// `be::check_passthru_bufs`).
+fn identify(fd: RawFd, cns: u8, nsid: u32, csi: u8) -> Result<Buffer, Status> {
+    let mut page = Buffer::alloc(IDENTIFY_LEN, page_size()).map_err(|_| errno_to_status(libc::ENOMEM))?;
     admin_cmd(fd, &Cmd::identify(cns, nsid, 0, csi).sqe, &mut page)?;
     Ok(page)
 }
@@ -457,7 +458,7 @@ fn zone_info(fd: RawFd, nsid: u32, ns: &IdNs, uri: &str) -> Result<Option<Zoned>
     }
     // Zone 0's capacity from a one-descriptor report (partial report: the header counts
     // the descriptors returned).
-    let mut rep = Buffer::alloc(128, 4096).map_err(|why| Error::Os {
+    let mut rep = Buffer::alloc(128, page_size()).map_err(|why| Error::Os {
         dev: uri.into(),
         what: "allocating a zone report buffer".into(),
         source: io::Error::new(io::ErrorKind::OutOfMemory, why),

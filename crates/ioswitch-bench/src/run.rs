@@ -106,6 +106,9 @@ pub fn engine_opts(spec: &JobSpec) -> Result<(Opts, Mode), String> {
         }
         IoEngine::IoUring => {
             o.r#async = Some(AsyncIface::IoUring);
+            // fio's io_uring engine sets up SINGLE_ISSUER|DEFER_TASKRUN where the kernel
+            // has them (not with SQPOLL); every worker creates and uses its own queue.
+            o.single_issuer = !spec.sqthread_poll && ioswitch::io_uring_single_issuer_supported();
             Mode::Async
         }
         IoEngine::IoUringCmd => {

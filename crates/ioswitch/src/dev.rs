@@ -331,6 +331,7 @@ fn check_tunables(d: &Inner) -> Result<()> {
         (o.iopoll, "iopoll"),
         (o.register_files, "register_files"),
         (o.register_buffers, "register_buffers"),
+        (o.single_issuer, "single_issuer"),
     ] {
         if on && !uring {
             let a = d.ifaces.r#async.map(|a| a.as_str()).unwrap_or("none");

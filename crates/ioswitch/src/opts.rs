@@ -141,6 +141,11 @@ pub struct Opts {
     pub register_files: bool,
     /// io_uring: buffers are registered and fixed read/write opcodes are used.
     pub register_buffers: bool,
+    /// io_uring: only the thread that creates a queue ever uses it, so the ring may defer
+    /// completion work until that thread waits (IORING_SETUP_SINGLE_ISSUER and
+    /// DEFER_TASKRUN, as fio sets up its rings). A queue moved to another thread then
+    /// fails with an error.
+    pub single_issuer: bool,
     /// Worker threads of the `thrpool` interface (default 4).
     pub threads: Option<u32>,
 }
@@ -163,6 +168,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("iopoll", "io_uring: polled completions (needs direct=1 and poll queues)"),
     ("register_files", "io_uring: register the file descriptor"),
     ("register_buffers", "io_uring: register buffers, use fixed read/write"),
+    ("single_issuer", "io_uring: only the creating thread uses a queue (defers task work, as fio)"),
     ("threads", "thrpool: number of worker threads"),
 ];
 
@@ -230,6 +236,7 @@ impl Opts {
             "iopoll" => self.iopoll = parse_bool(key, value)?,
             "register_files" => self.register_files = parse_bool(key, value)?,
             "register_buffers" => self.register_buffers = parse_bool(key, value)?,
+            "single_issuer" => self.single_issuer = parse_bool(key, value)?,
             "threads" => {
                 need(value)?;
                 let n = parse_u32(key, value)?;
@@ -327,6 +334,7 @@ impl fmt::Display for Opts {
             (self.iopoll, "iopoll"),
             (self.register_files, "register_files"),
             (self.register_buffers, "register_buffers"),
+            (self.single_issuer, "single_issuer"),
         ] {
             if on {
                 items.push(format!("{k}=1"));
@@ -356,7 +364,7 @@ mod tests {
 
     #[test]
     fn option_strings_round_trip_through_display() {
-        let s = "sync=block,async=libaio,admin=emulated,nsid=2,direct=1,create=1,register_files=1";
+        let s = "sync=block,async=libaio,admin=emulated,nsid=2,direct=1,create=1,register_files=1,single_issuer=1";
         let o: Opts = s.parse().unwrap();
         assert_eq!(o.to_string().parse::<Opts>().unwrap(), o);
     }

@@ -113,6 +113,19 @@ pub(crate) fn probe(dev: &Inner) -> Result<(), Error> {
     if o.sqpoll {
         check_sqpoll(dev)?;
     }
+    if o.single_issuer {
+        let iface = "async=io_uring (single_issuer=1)";
+        if o.sqpoll {
+            return Err(
+                dev.unsupported(iface, "deferred task work and an SQPOLL thread exclude each other; choose one")
+            );
+        }
+        if !single_issuer_supported() {
+            return Err(
+                dev.unsupported(iface, "the kernel refused IORING_SETUP_SINGLE_ISSUER|DEFER_TASKRUN (needs Linux 6.1)")
+            );
+        }
+    }
     if o.register_buffers {
         let ring = IoUring::new(2).map_err(|e| queue_error(dev, "create a ring to probe register_buffers", e))?;
         if let Err(e) = ring.submitter().register_buffers_sparse(1) {
@@ -226,7 +239,36 @@ pub(crate) fn new_queue(dev: &Arc<Inner>, depth: u32) -> Result<Box<dyn AsyncQue
 }
 
 fn queue_error(dev: &Inner, what: &'static str, source: io::Error) -> Error {
+    let source = if source.raw_os_error() == Some(libc::EEXIST) && dev.opts.single_issuer {
+        io::Error::new(
+            source.kind(),
+            format!(
+                "{source}: with single_issuer=1 only the thread that created the queue may use it; \
+                 create the queue in the thread that uses it"
+            ),
+        )
+    } else {
+        source
+    };
     Error::Queue { dev: dev.uri.clone(), iface: IFACE, what, source }
+}
+
+/// True when this kernel takes IORING_SETUP_SINGLE_ISSUER|DEFER_TASKRUN (Linux 6.1), which
+/// the `single_issuer=1` option asks for (probed once).
+pub(crate) fn single_issuer_supported() -> bool {
+    static OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OK.get_or_init(|| {
+        let mut b = IoUring::<squeue::Entry>::builder();
+        b.setup_coop_taskrun().setup_taskrun_flag().setup_single_issuer().setup_defer_taskrun();
+        b.build(2).is_ok()
+    })
+}
+
+/// True when this kernel takes IORING_SETUP_COOP_TASKRUN with TASKRUN_FLAG (Linux 6.0);
+/// rings then get completions of punted work without being interrupted (probed once).
+fn coop_taskrun() -> bool {
+    static OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OK.get_or_init(|| IoUring::<squeue::Entry>::builder().setup_coop_taskrun().setup_taskrun_flag().build(2).is_ok())
 }
 
 /// Builds an SQE on the device's descriptor: fixed file 0 when it is registered.
@@ -321,6 +363,17 @@ impl IoUringQueue {
         }
         if o.iopoll {
             b.setup_iopoll();
+        }
+        if !o.sqpoll && coop_taskrun() {
+            // Completions of work the kernel punted to its workers are posted when this
+            // task next enters the kernel, not by interrupting it (as fio sets up its
+            // rings); the flag in the SQ ring says when such work is pending.
+            b.setup_coop_taskrun();
+            b.setup_taskrun_flag();
+        }
+        if o.single_issuer && !o.sqpoll {
+            b.setup_single_issuer();
+            b.setup_defer_taskrun();
         }
         // The kernel rounds the SQ up to a power of two and makes the CQ twice as large, so
         // neither can overflow with at most `depth` commands in flight. An SQPOLL thread
@@ -674,7 +727,7 @@ impl AsyncQueue for IoUringQueue {
             }
             if n >= min {
                 // With IOPOLL nothing completes unless someone polls: poll once.
-                if self.iopoll && !entered {
+                if (self.iopoll || self.ring.submission().taskrun()) && !entered {
                     self.enter_wait(0)?;
                     entered = true;
                     continue;
@@ -998,6 +1051,30 @@ mod tests {
         let t = TempPath::new(Path::new("/dev/shm"), "shm");
         let dev = open(&t, "async=io_uring,create=1,size=1MiB");
         write_read_qd16(&dev, 8192);
+    }
+
+    #[test]
+    fn single_issuer_rings_work_on_their_thread_and_refuse_another() {
+        if !single_issuer_supported() {
+            eprintln!("skip: this kernel has no IORING_SETUP_DEFER_TASKRUN (Linux 6.1)");
+            return;
+        }
+        let t = TempPath::new(&std::env::temp_dir(), "single");
+        let dev = open(&t, "async=io_uring,create=1,size=1MiB,single_issuer=1");
+        write_read_qd16(&dev, 4096);
+        // A queue used from a thread other than its creator's: a clear error, no hang.
+        let mut q = dev.queue(2).unwrap();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                q.submit(&Cmd::fs_read(0, 4096), dev.alloc(4096).unwrap().into(), 1).unwrap();
+                let e = q.wait(1, |_| {}).unwrap_err().to_string();
+                assert!(e.contains("only the thread that created the queue"), "{e}");
+            });
+        });
+        let e = Device::open(&t.0.to_string_lossy(), &"async=io_uring,single_issuer=1,sqpoll=1".parse().unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("SQPOLL"), "{e}");
     }
 
     #[test]

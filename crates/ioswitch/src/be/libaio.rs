@@ -487,47 +487,8 @@ impl Drop for Libaio {
 mod tests {
     use super::*;
     use crate::be::prepare;
+    use crate::be::testutil::{buf, dirs, open, pattern, temp_in};
     use crate::{Buffer, Cmd, Device, Opts};
-    use std::path::{Path, PathBuf};
-    use std::sync::atomic::{AtomicU32, Ordering};
-
-    /// A file that is removed when the test ends.
-    struct Temp(PathBuf);
-
-    impl Drop for Temp {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
-        }
-    }
-
-    fn temp_in(dir: &Path) -> Temp {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        Temp(dir.join(format!("ioswitch-libaio-test-{}-{n}", std::process::id())))
-    }
-
-    fn open(t: &Temp, opts: &str) -> Device {
-        let o: Opts = opts.parse().unwrap();
-        Device::open(t.0.to_str().unwrap(), &o).unwrap()
-    }
-
-    fn dirs() -> Vec<PathBuf> {
-        let mut v = vec![std::env::temp_dir()];
-        if Path::new("/dev/shm").is_dir() {
-            v.push("/dev/shm".into());
-        }
-        v
-    }
-
-    fn pattern(seed: u64, len: usize) -> Vec<u8> {
-        (0..len).map(|i| (seed.wrapping_mul(131).wrapping_add(i as u64 * 7) % 251) as u8).collect()
-    }
-
-    fn buf(dev: &Device, bytes: &[u8]) -> Buffer {
-        let mut b = dev.alloc(bytes.len()).unwrap();
-        b.copy_from_slice(bytes);
-        b
-    }
 
     /// Writes 16 blocks at qd16, reads them back at qd16, compares.
     fn round_trip(dev: &Device) {
@@ -579,7 +540,7 @@ mod tests {
         let why = setup_failure(libc::EAGAIN);
         assert!(why.contains("aio-max-nr") && why.contains("fs.aio-nr"), "{why}");
         assert!(setup_failure(libc::ENOSYS).contains("CONFIG_AIO"));
-        let t = temp_in(&std::env::temp_dir());
+        let t = temp_in(&std::env::temp_dir(), "libaio");
         let dev = open(&t, "async=libaio,create=1,size=64KiB");
         let e = dev.inner.unsupported(IFACE, &why).to_string();
         assert!(e.contains(&dev.inner.uri) && e.contains("async=libaio") && e.contains("aio-max-nr"), "{e}");
@@ -588,7 +549,7 @@ mod tests {
     #[test]
     fn libaio_writes_then_reads_back_a_pattern_at_qd16() {
         for dir in dirs() {
-            let t = temp_in(&dir);
+            let t = temp_in(&dir, "libaio");
             let dev = open(&t, "async=libaio,create=1,size=1MiB");
             round_trip(&dev);
         }
@@ -596,7 +557,7 @@ mod tests {
 
     #[test]
     fn libaio_direct_io_on_a_disk_file_round_trips() {
-        let t = temp_in(&std::env::temp_dir());
+        let t = temp_in(&std::env::temp_dir(), "libaio");
         let o: Opts = "async=libaio,create=1,size=1MiB,direct=1".parse().unwrap();
         match Device::open(t.0.to_str().unwrap(), &o) {
             Ok(dev) => round_trip(&dev),
@@ -608,7 +569,7 @@ mod tests {
     #[test]
     fn libaio_vectored_io_round_trips() {
         for dir in dirs() {
-            let t = temp_in(&dir);
+            let t = temp_in(&dir, "libaio");
             let dev = open(&t, "async=libaio,create=1,size=1MiB");
             let mut q = dev.queue(4).unwrap();
             let data = pattern(9, 3 * 4096);
@@ -628,7 +589,7 @@ mod tests {
 
     #[test]
     fn libaio_flush_completes() {
-        let t = temp_in(&std::env::temp_dir());
+        let t = temp_in(&std::env::temp_dir(), "libaio");
         let dev = open(&t, "async=libaio,create=1,size=64KiB");
         let mut q = dev.queue(2).unwrap();
         q.submit(&Cmd::fs_write(0, 4096), buf(&dev, &pattern(1, 4096)).into(), 1).unwrap();
@@ -645,7 +606,7 @@ mod tests {
 
     #[test]
     fn libaio_fua_writes_complete_and_read_back() {
-        let t = temp_in(&std::env::temp_dir());
+        let t = temp_in(&std::env::temp_dir(), "libaio");
         let dev = open(&t, "async=libaio,create=1,size=64KiB");
         let mut q = dev.queue(2).unwrap();
         q.submit(&Cmd::write(dev.ident().nsid, 8, 8).fua(), buf(&dev, &pattern(4, 4096)).into(), 1).unwrap();
@@ -657,7 +618,7 @@ mod tests {
     #[test]
     fn libaio_trim_and_write_zeroes_read_back_zeroes() {
         for dir in dirs() {
-            let t = temp_in(&dir);
+            let t = temp_in(&dir, "libaio");
             let dev = open(&t, "async=libaio,create=1,size=256KiB");
             let nsid = dev.ident().nsid;
             let mut q = dev.queue(4).unwrap();
@@ -687,7 +648,7 @@ mod tests {
 
     #[test]
     fn libaio_is_busy_when_full_and_takes_more_after_a_wait() {
-        let t = temp_in(&std::env::temp_dir());
+        let t = temp_in(&std::env::temp_dir(), "libaio");
         let dev = open(&t, "async=libaio,create=1,size=64KiB");
         let mut q = dev.queue(4).unwrap();
         for i in 0..4 {
@@ -707,7 +668,7 @@ mod tests {
 
     #[test]
     fn libaio_drain_reaps_everything_and_poke_never_blocks() {
-        let t = temp_in(&std::env::temp_dir());
+        let t = temp_in(&std::env::temp_dir(), "libaio");
         let dev = open(&t, "async=libaio,create=1,size=1MiB");
         let mut q = dev.queue(64).unwrap();
         assert_eq!(q.poke(0, |_| panic!("nothing is outstanding")).unwrap(), 0);
@@ -723,7 +684,7 @@ mod tests {
 
     #[test]
     fn libaio_dropping_with_commands_in_flight_is_safe() {
-        let t = temp_in(&std::env::temp_dir());
+        let t = temp_in(&std::env::temp_dir(), "libaio");
         let dev = open(&t, "async=libaio,create=1,size=1MiB,direct=1");
         // Through the public queue (its drop drains).
         let mut q = dev.queue(32).unwrap();
@@ -751,7 +712,7 @@ mod tests {
 
     #[test]
     fn libaio_sixteen_submissions_cost_one_io_submit() {
-        let t = temp_in(&std::env::temp_dir());
+        let t = temp_in(&std::env::temp_dir(), "libaio");
         let dev = open(&t, "async=libaio,create=1,size=1MiB");
         let mut q = dev.queue(16).unwrap();
         for i in 0..16 {
@@ -781,7 +742,7 @@ mod tests {
 
     #[test]
     fn libaio_errors_complete_with_the_errno_as_status() {
-        let t = temp_in(&std::env::temp_dir());
+        let t = temp_in(&std::env::temp_dir(), "libaio");
         let dev = open(&t, "async=libaio,create=1,size=64KiB");
         // The same device behind a read-only descriptor that the checks do not know
         // about, so the write reaches the kernel and fails there.
@@ -807,7 +768,7 @@ mod tests {
 
     #[test]
     fn libaio_short_transfers_complete_with_eio_and_the_bytes_moved() {
-        let t = temp_in(&std::env::temp_dir());
+        let t = temp_in(&std::env::temp_dir(), "libaio");
         let dev = open(&t, "async=libaio,create=1,size=64KiB");
         // The file shrinks under the open device: reads past the new end come up short.
         std::fs::OpenOptions::new().write(true).open(&t.0).unwrap().set_len(6144).unwrap();
@@ -822,7 +783,7 @@ mod tests {
 
     #[test]
     fn libaio_refuses_passthrough_commands_and_keeps_the_data() {
-        let t = temp_in(&std::env::temp_dir());
+        let t = temp_in(&std::env::temp_dir(), "libaio");
         let dev = open(&t, "async=libaio,create=1,size=64KiB");
         let mut q = dev.queue(4).unwrap();
         let sqe = crate::Sqe { opcode: 0x80, nsid: dev.ident().nsid, ..Default::default() };

@@ -17,6 +17,8 @@ pub(crate) mod nvme;
 pub(crate) mod posix_aio;
 pub(crate) mod psync;
 pub(crate) mod ramdisk;
+#[cfg(test)]
+pub(crate) mod testutil;
 pub(crate) mod thrpool;
 pub(crate) mod zoned;
 
@@ -270,7 +272,11 @@ fn check(dev: &Inner, cmd: &Cmd, bufs: &[Buffer]) -> Result<Io, Why> {
     let io = match cmd.set {
         CmdSet::Nvm => {
             let s = &cmd.sqe;
-            if s.nsid != dev.ident.nsid && !matches!(dev.ident.kind, DevKind::NvmeChar | DevKind::NvmeBlock) {
+            // A command for another namespace: refused, except on a generic char device,
+            // where every interface is NVMe passthrough and the kernel refuses it (EINVAL).
+            // On a namespace's block device the block-layer interfaces (psync, io_uring, ...)
+            // carry no nsid and would run it on this namespace.
+            if s.nsid != dev.ident.nsid && dev.ident.kind != DevKind::NvmeChar {
                 return Err(Why::Nsid);
             }
             let lba = g.lba_size as u64;
@@ -420,7 +426,7 @@ fn refuse(dev: &Inner, cmd: &Cmd, bufs: &[Buffer], why: Why) -> Error {
             Error::OutOfRange { dev: dev.uri.clone(), what, start, end: end.unwrap_or(u64::MAX), limit, unit }
         }
         Why::Nsid => {
-            bad(format!("namespace {} does not exist: this device has namespace {}", cmd.sqe.nsid, dev.ident.nsid))
+            bad(format!("namespace {} is not this device's: it serves namespace {}", cmd.sqe.nsid, dev.ident.nsid))
         }
         Why::Admin => bad("admin commands go to pass_admin, not the I/O path".into()),
         Why::ReadOnly => bad("the device was opened read-only (rdonly=1)".into()),

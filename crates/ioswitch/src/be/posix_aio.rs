@@ -515,47 +515,8 @@ impl Drop for PosixAio {
 mod tests {
     use super::*;
     use crate::be::prepare;
+    use crate::be::testutil::{buf, dirs, open, pattern, temp_in};
     use crate::{Buffer, Cmd, Device, Opts};
-    use std::path::{Path, PathBuf};
-    use std::sync::atomic::{AtomicU32, Ordering};
-
-    /// A file that is removed when the test ends.
-    struct Temp(PathBuf);
-
-    impl Drop for Temp {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
-        }
-    }
-
-    fn temp_in(dir: &Path) -> Temp {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        Temp(dir.join(format!("ioswitch-posix-test-{}-{n}", std::process::id())))
-    }
-
-    fn open(t: &Temp, opts: &str) -> Device {
-        let o: Opts = opts.parse().unwrap();
-        Device::open(t.0.to_str().unwrap(), &o).unwrap()
-    }
-
-    fn dirs() -> Vec<PathBuf> {
-        let mut v = vec![std::env::temp_dir()];
-        if Path::new("/dev/shm").is_dir() {
-            v.push("/dev/shm".into());
-        }
-        v
-    }
-
-    fn pattern(seed: u64, len: usize) -> Vec<u8> {
-        (0..len).map(|i| (seed.wrapping_mul(131).wrapping_add(i as u64 * 7) % 251) as u8).collect()
-    }
-
-    fn buf(dev: &Device, bytes: &[u8]) -> Buffer {
-        let mut b = dev.alloc(bytes.len()).unwrap();
-        b.copy_from_slice(bytes);
-        b
-    }
 
     fn round_trip(dev: &Device) {
         let nsid = dev.ident().nsid;
@@ -590,14 +551,14 @@ mod tests {
     #[test]
     fn posix_writes_then_reads_back_a_pattern_at_qd16() {
         for dir in dirs() {
-            let t = temp_in(&dir);
+            let t = temp_in(&dir, "posix");
             round_trip(&open(&t, "async=posix,create=1,size=1MiB"));
         }
     }
 
     #[test]
     fn posix_direct_io_on_a_disk_file_round_trips() {
-        let t = temp_in(&std::env::temp_dir());
+        let t = temp_in(&std::env::temp_dir(), "posix");
         let o: Opts = "async=posix,create=1,size=1MiB,direct=1".parse().unwrap();
         match Device::open(t.0.to_str().unwrap(), &o) {
             Ok(dev) => round_trip(&dev),
@@ -609,7 +570,7 @@ mod tests {
     #[test]
     fn posix_vectored_io_becomes_one_request_per_segment() {
         for dir in dirs() {
-            let t = temp_in(&dir);
+            let t = temp_in(&dir, "posix");
             let dev = open(&t, "async=posix,create=1,size=1MiB");
             let mut q = dev.queue(4).unwrap();
             // Uneven segments; the command covers part of the last one only.
@@ -635,7 +596,7 @@ mod tests {
 
     #[test]
     fn posix_many_segment_commands_wait_for_free_control_blocks() {
-        let t = temp_in(&std::env::temp_dir());
+        let t = temp_in(&std::env::temp_dir(), "posix");
         let dev = open(&t, "async=posix,create=1,size=4MiB");
         let mut q = dev.queue(8).unwrap();
         // 8 commands of 64 segments: 512 requests for a pool of 8 + 64 control blocks.
@@ -658,7 +619,7 @@ mod tests {
 
     #[test]
     fn posix_flush_completes() {
-        let t = temp_in(&std::env::temp_dir());
+        let t = temp_in(&std::env::temp_dir(), "posix");
         let dev = open(&t, "async=posix,create=1,size=64KiB");
         let mut q = dev.queue(2).unwrap();
         q.submit(&Cmd::fs_write(0, 4096), buf(&dev, &pattern(1, 4096)).into(), 1).unwrap();
@@ -675,7 +636,7 @@ mod tests {
 
     #[test]
     fn posix_fua_writes_sync_after_their_data() {
-        let t = temp_in(&std::env::temp_dir());
+        let t = temp_in(&std::env::temp_dir(), "posix");
         let dev = open(&t, "async=posix,create=1,size=64KiB");
         let mut q = dev.queue(2).unwrap();
         let data = pattern(4, 8192);
@@ -691,7 +652,7 @@ mod tests {
     #[test]
     fn posix_trim_and_write_zeroes_read_back_zeroes() {
         for dir in dirs() {
-            let t = temp_in(&dir);
+            let t = temp_in(&dir, "posix");
             let dev = open(&t, "async=posix,create=1,size=256KiB");
             let nsid = dev.ident().nsid;
             let mut q = dev.queue(4).unwrap();
@@ -715,7 +676,7 @@ mod tests {
 
     #[test]
     fn posix_is_busy_when_full_and_takes_more_after_a_poke() {
-        let t = temp_in(&std::env::temp_dir());
+        let t = temp_in(&std::env::temp_dir(), "posix");
         let dev = open(&t, "async=posix,create=1,size=64KiB");
         let mut q = dev.queue(4).unwrap();
         for i in 0..4 {
@@ -737,7 +698,7 @@ mod tests {
 
     #[test]
     fn posix_wait_returns_at_least_min_and_drain_the_rest() {
-        let t = temp_in(&std::env::temp_dir());
+        let t = temp_in(&std::env::temp_dir(), "posix");
         let dev = open(&t, "async=posix,create=1,size=1MiB");
         let mut q = dev.queue(32).unwrap();
         for i in 0..32 {
@@ -751,7 +712,7 @@ mod tests {
 
     #[test]
     fn posix_dropping_with_commands_in_flight_is_safe() {
-        let t = temp_in(&std::env::temp_dir());
+        let t = temp_in(&std::env::temp_dir(), "posix");
         let dev = open(&t, "async=posix,create=1,size=1MiB");
         let mut q = dev.queue(32).unwrap();
         for i in 0..32 {
@@ -786,7 +747,7 @@ mod tests {
 
     #[test]
     fn posix_errors_complete_with_the_errno_as_status() {
-        let t = temp_in(&std::env::temp_dir());
+        let t = temp_in(&std::env::temp_dir(), "posix");
         let dev = open(&t, "async=posix,create=1,size=64KiB");
         // The same device behind a read-only descriptor that the checks do not know
         // about, so the write reaches the kernel and fails there.
@@ -812,7 +773,7 @@ mod tests {
 
     #[test]
     fn posix_short_transfers_complete_with_eio_and_the_bytes_moved() {
-        let t = temp_in(&std::env::temp_dir());
+        let t = temp_in(&std::env::temp_dir(), "posix");
         let dev = open(&t, "async=posix,create=1,size=64KiB");
         // The file shrinks under the open device: reads past the new end come up short.
         std::fs::OpenOptions::new().write(true).open(&t.0).unwrap().set_len(6144).unwrap();
@@ -827,7 +788,7 @@ mod tests {
 
     #[test]
     fn posix_counts_two_syscalls_per_single_buffer_read() {
-        let t = temp_in(&std::env::temp_dir());
+        let t = temp_in(&std::env::temp_dir(), "posix");
         let dev = open(&t, "async=posix,create=1,size=1MiB");
         let mut q = dev.queue(16).unwrap();
         for i in 0..16 {
@@ -841,7 +802,7 @@ mod tests {
 
     #[test]
     fn posix_refuses_passthrough_commands_and_keeps_the_data() {
-        let t = temp_in(&std::env::temp_dir());
+        let t = temp_in(&std::env::temp_dir(), "posix");
         let dev = open(&t, "async=posix,create=1,size=64KiB");
         let mut q = dev.queue(4).unwrap();
         let sqe = crate::Sqe { opcode: 0x80, nsid: dev.ident().nsid, ..Default::default() };

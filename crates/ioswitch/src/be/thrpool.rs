@@ -332,56 +332,13 @@ impl Drop for Thrpool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::be::testutil::{buf, dirs, open, open_uri, pattern, temp_in};
     use crate::be::{prepare, SyncIo};
     use crate::buf::Buffer;
     use crate::dev::{DevKind, Geometry, Ident, Interfaces, ZonedModel};
     use crate::opts::{AdminIface, AsyncIface, MemIface, Opts};
     use crate::spec::Status;
     use crate::{Cmd, Device};
-    use std::path::{Path, PathBuf};
-    use std::sync::atomic::AtomicU32;
-
-    /// A file that is removed when the test ends.
-    struct Temp(PathBuf);
-
-    impl Drop for Temp {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
-        }
-    }
-
-    fn temp_in(dir: &Path) -> Temp {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        Temp(dir.join(format!("ioswitch-thrpool-test-{}-{n}", std::process::id())))
-    }
-
-    fn open(uri: &str, opts: &str) -> Device {
-        let o: Opts = opts.parse().unwrap();
-        Device::open(uri, &o).unwrap()
-    }
-
-    fn open_temp(t: &Temp, opts: &str) -> Device {
-        open(t.0.to_str().unwrap(), opts)
-    }
-
-    fn dirs() -> Vec<PathBuf> {
-        let mut v = vec![std::env::temp_dir()];
-        if Path::new("/dev/shm").is_dir() {
-            v.push("/dev/shm".into());
-        }
-        v
-    }
-
-    fn pattern(seed: u64, len: usize) -> Vec<u8> {
-        (0..len).map(|i| (seed.wrapping_mul(131).wrapping_add(i as u64 * 7) % 251) as u8).collect()
-    }
-
-    fn buf(dev: &Device, bytes: &[u8]) -> Buffer {
-        let mut b = dev.alloc(bytes.len()).unwrap();
-        b.copy_from_slice(bytes);
-        b
-    }
 
     /// Writes `count` blocks from `first` at qd16, reads them back at qd16, compares.
     fn round_trip(dev: &Device, first: u64, count: u64) {
@@ -423,22 +380,22 @@ mod tests {
     #[test]
     fn thrpool_writes_then_reads_back_a_pattern_at_qd16() {
         for dir in dirs() {
-            let t = temp_in(&dir);
-            round_trip(&open_temp(&t, "async=thrpool,create=1,size=1MiB"), 0, 64);
+            let t = temp_in(&dir, "thrpool");
+            round_trip(&open(&t, "async=thrpool,create=1,size=1MiB"), 0, 64);
         }
     }
 
     #[test]
     fn thrpool_works_with_one_thread_and_with_eight() {
         for threads in [1, 8] {
-            let t = temp_in(&std::env::temp_dir());
-            round_trip(&open_temp(&t, &format!("async=thrpool,threads={threads},create=1,size=1MiB")), 0, 48);
+            let t = temp_in(&std::env::temp_dir(), "thrpool");
+            round_trip(&open(&t, &format!("async=thrpool,threads={threads},create=1,size=1MiB")), 0, 48);
         }
     }
 
     #[test]
     fn thrpool_on_a_ramdisk_serves_two_threads_with_their_own_queues() {
-        let dev = open("8MiB", "async=thrpool");
+        let dev = open_uri("8MiB", "async=thrpool");
         thread::scope(|s| {
             for k in 0..2u64 {
                 let dev = dev.clone();
@@ -449,8 +406,8 @@ mod tests {
 
     #[test]
     fn thrpool_vectored_io_round_trips() {
-        let t = temp_in(&std::env::temp_dir());
-        let dev = open_temp(&t, "async=thrpool,create=1,size=1MiB");
+        let t = temp_in(&std::env::temp_dir(), "thrpool");
+        let dev = open(&t, "async=thrpool,create=1,size=1MiB");
         let mut q = dev.queue(4).unwrap();
         let data = pattern(9, 3 * 4096);
         let bufs: Vec<Buffer> = data.chunks(4096).map(|c| buf(&dev, c)).collect();
@@ -468,8 +425,8 @@ mod tests {
     #[test]
     fn thrpool_flush_trim_and_write_zeroes() {
         for dir in dirs() {
-            let t = temp_in(&dir);
-            let dev = open_temp(&t, "async=thrpool,create=1,size=256KiB");
+            let t = temp_in(&dir, "thrpool");
+            let dev = open(&t, "async=thrpool,create=1,size=256KiB");
             let nsid = dev.ident().nsid;
             let mut q = dev.queue(4).unwrap();
             q.submit(&Cmd::fs_write(0, 65536), buf(&dev, &pattern(3, 65536)).into(), 0).unwrap();
@@ -493,7 +450,7 @@ mod tests {
 
     #[test]
     fn thrpool_is_busy_when_full_and_takes_more_after_a_wait() {
-        let dev = open("1MiB", "async=thrpool,threads=2");
+        let dev = open_uri("1MiB", "async=thrpool,threads=2");
         let mut q = dev.queue(4).unwrap();
         for i in 0..4 {
             q.submit(&Cmd::fs_read(i * 4096, 4096), dev.alloc(4096).unwrap().into(), i).unwrap();
@@ -510,8 +467,8 @@ mod tests {
 
     #[test]
     fn thrpool_dropping_with_commands_in_flight_is_safe() {
-        let t = temp_in(&std::env::temp_dir());
-        let dev = open_temp(&t, "async=thrpool,threads=2,create=1,size=1MiB");
+        let t = temp_in(&std::env::temp_dir(), "thrpool");
+        let dev = open(&t, "async=thrpool,threads=2,create=1,size=1MiB");
         let mut q = dev.queue(32).unwrap();
         for i in 0..32 {
             q.submit(&Cmd::fs_write(i * 4096, 4096), buf(&dev, &pattern(i, 4096)).into(), i).unwrap();
@@ -536,8 +493,8 @@ mod tests {
 
     #[test]
     fn thrpool_counts_the_sync_calls_and_the_wakeups() {
-        let t = temp_in(&std::env::temp_dir());
-        let dev = open_temp(&t, "async=thrpool,threads=1,create=1,size=1MiB");
+        let t = temp_in(&std::env::temp_dir(), "thrpool");
+        let dev = open(&t, "async=thrpool,threads=1,create=1,size=1MiB");
         let mut q = dev.queue(16).unwrap();
         for i in 0..16 {
             q.submit(&Cmd::fs_read(i * 4096, 4096), dev.alloc(4096).unwrap().into(), i).unwrap();
@@ -552,8 +509,8 @@ mod tests {
 
     #[test]
     fn thrpool_probe_refuses_a_device_without_a_sync_interface() {
-        let t = temp_in(&std::env::temp_dir());
-        let dev = open_temp(&t, "async=thrpool,create=1,size=64KiB");
+        let t = temp_in(&std::env::temp_dir(), "thrpool");
+        let dev = open(&t, "async=thrpool,create=1,size=64KiB");
         let inner = fake_inner(&dev.inner.uri, None);
         let e = probe(&inner).unwrap_err().to_string();
         assert!(e.contains("async=thrpool") && e.contains("sync interface"), "{e}");

@@ -9,12 +9,24 @@
 //!
 //! Every case runs under `catch_unwind` (one failing case does not hide the others) and a
 //! watchdog (a hang ends the run with a failure instead of blocking CI).
+//!
+//! Rows: files (on a disk file system and on /dev/shm), a loop device, a ramdisk; and,
+//! where NVMe namespaces exist and may be overwritten (the QEMU guest of tests/vm,
+//! `IOSWITCH_VM=1`, or `IOSWITCH_CONFORMANCE_NVME=1`), each namespace found through
+//! /sys/block/*/nsid: conventional ones as block device (buffered and direct=1) and
+//! generic char device with the NVMe columns (sync=nvme, io_uring with iopoll,
+//! io_uring_cmd with sqpoll / iopoll, ...), zoned ones as block device (direct=1) and
+//! char device with the zone cases. Elsewhere the NVMe rows are absent and the run says
+//! why. `tests/vm/nvme-tests.sh` runs the suite in the guest.
 
-use ioswitch::cmd::{CmdSet, DsmRange};
+use ioswitch::cmd::{opc, CmdSet, DsmRange};
+use ioswitch::spec::idfy::{cns, IdNs, IDENTIFY_LEN};
+use ioswitch::spec::zns::{ZoneAction, ZoneDesc, ZoneReport, ZoneState};
 use ioswitch::{
-    AsyncIface, Buffer, Cmd, Completion, Data, DevKind, Device, Error, Opts, Queue, Sqe, Status, SyncIface,
+    AsyncIface, Buffer, Cmd, Completion, Data, DevKind, Device, Error, Opts, Queue, Sqe, Status, SyncIface, Zoned,
+    ZonedModel,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::fs;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
@@ -29,6 +41,9 @@ use std::time::{Duration, Instant};
 /// with a short command that reaches the last LBA exactly.
 const DEV_BYTES: u64 = (1 << 20) + 12 * 1024;
 const RAMDISK_URI: &str = "1036KiB";
+/// NVMe namespaces are larger than DEV_BYTES: the whole-range passes cover their first
+/// DEV_BYTES and their last TAIL_BYTES (again no multiple of the chunk sizes).
+const TAIL_BYTES: u64 = 64 * 1024 + 12 * 1024;
 const KIB: u64 = 1024;
 /// Queue depth of the data passes.
 const QD: u32 = 16;
@@ -57,6 +72,7 @@ enum Col {
     Psync,
     Block,
     Ram,
+    Nvme,
     Emu,
     Thrpool,
     Libaio,
@@ -64,11 +80,16 @@ enum Col {
     UringRegFiles,
     UringRegBufs,
     UringSqpoll,
+    UringIopoll,
     Posix,
+    UringCmd,
+    UringCmdSqpoll,
+    UringCmdIopoll,
     Nil,
 }
 
 impl Col {
+    /// The columns of the rows that are not NVMe (files, loop devices, ramdisk).
     const ALL: [Col; 12] = [
         Col::Psync,
         Col::Block,
@@ -84,11 +105,49 @@ impl Col {
         Col::Nil,
     ];
 
+    /// The columns of the NVMe namespace rows.
+    const NVME: [Col; 15] = [
+        Col::Psync,
+        Col::Block,
+        Col::Nvme,
+        Col::Emu,
+        Col::Thrpool,
+        Col::Libaio,
+        Col::Uring,
+        Col::UringRegFiles,
+        Col::UringSqpoll,
+        Col::UringIopoll,
+        Col::Posix,
+        Col::UringCmd,
+        Col::UringCmdSqpoll,
+        Col::UringCmdIopoll,
+        Col::Nil,
+    ];
+
+    /// The columns of the zoned namespace rows (nil moves no data: no zone to check).
+    const ZONED: [Col; 14] = [
+        Col::Psync,
+        Col::Block,
+        Col::Nvme,
+        Col::Emu,
+        Col::Thrpool,
+        Col::Libaio,
+        Col::Uring,
+        Col::UringRegFiles,
+        Col::UringSqpoll,
+        Col::UringIopoll,
+        Col::Posix,
+        Col::UringCmd,
+        Col::UringCmdSqpoll,
+        Col::UringCmdIopoll,
+    ];
+
     fn label(self) -> &'static str {
         match self {
             Col::Psync => "psync",
             Col::Block => "block",
             Col::Ram => "ramdisk",
+            Col::Nvme => "nvme",
             Col::Emu => "emu",
             Col::Thrpool => "thrpool",
             Col::Libaio => "libaio",
@@ -96,7 +155,11 @@ impl Col {
             Col::UringRegFiles => "uring+rf",
             Col::UringRegBufs => "uring+rb",
             Col::UringSqpoll => "uring+sqp",
+            Col::UringIopoll => "uring+iop",
             Col::Posix => "posix",
+            Col::UringCmd => "uring_cmd",
+            Col::UringCmdSqpoll => "ucmd+sqp",
+            Col::UringCmdIopoll => "ucmd+iop",
             Col::Nil => "nil",
         }
     }
@@ -108,6 +171,7 @@ impl Col {
             Col::Psync => "sync=psync,async=emu",
             Col::Block => "sync=block,async=emu",
             Col::Ram => "sync=ramdisk,async=emu",
+            Col::Nvme => "sync=nvme,async=emu",
             Col::Emu => "async=emu",
             Col::Thrpool => "async=thrpool",
             Col::Libaio => "async=libaio",
@@ -115,7 +179,11 @@ impl Col {
             Col::UringRegFiles => "async=io_uring,register_files=1",
             Col::UringRegBufs => "async=io_uring,register_buffers=1",
             Col::UringSqpoll => "async=io_uring,sqpoll=1",
+            Col::UringIopoll => "async=io_uring,iopoll=1",
             Col::Posix => "async=posix",
+            Col::UringCmd => "async=io_uring_cmd",
+            Col::UringCmdSqpoll => "async=io_uring_cmd,sqpoll=1",
+            Col::UringCmdIopoll => "async=io_uring_cmd,iopoll=1",
             Col::Nil => "async=nil",
         }
     }
@@ -125,22 +193,34 @@ impl Col {
             Col::Psync => Some(SyncIface::Psync),
             Col::Block => Some(SyncIface::Block),
             Col::Ram => Some(SyncIface::Ramdisk),
+            Col::Nvme => Some(SyncIface::Nvme),
             _ => None,
         }
     }
 
     fn async_iface(self) -> AsyncIface {
         match self {
-            Col::Psync | Col::Block | Col::Ram | Col::Emu => AsyncIface::Emu,
+            Col::Psync | Col::Block | Col::Ram | Col::Nvme | Col::Emu => AsyncIface::Emu,
             Col::Thrpool => AsyncIface::Thrpool,
             Col::Libaio => AsyncIface::Libaio,
-            Col::Uring | Col::UringRegFiles | Col::UringRegBufs | Col::UringSqpoll => AsyncIface::IoUring,
+            Col::Uring | Col::UringRegFiles | Col::UringRegBufs | Col::UringSqpoll | Col::UringIopoll => {
+                AsyncIface::IoUring
+            }
             Col::Posix => AsyncIface::Posix,
+            Col::UringCmd | Col::UringCmdSqpoll | Col::UringCmdIopoll => AsyncIface::IoUringCmd,
             Col::Nil => AsyncIface::Nil,
         }
     }
 
-    /// The `role=name` an `Error::Unsupported` must name when this column is refused.
+    fn sqpoll(self) -> bool {
+        matches!(self, Col::UringSqpoll | Col::UringCmdSqpoll)
+    }
+
+    fn iopoll(self) -> bool {
+        matches!(self, Col::UringIopoll | Col::UringCmdIopoll)
+    }
+
+    /// The `role=name` of the interface itself (what the selection table refuses).
     fn refusal_key(self) -> String {
         match self.sync() {
             Some(s) => format!("sync={s}"),
@@ -148,19 +228,36 @@ impl Col {
         }
     }
 
-    /// Whether the selection table (as DESIGN.md describes it) refuses this column for
-    /// this kind of device. Written out here, not read from the library, so that a
-    /// change in the library's table shows up as a failure.
-    fn refused_for(self, kind: DevKind) -> bool {
-        match self {
-            Col::Psync => kind == DevKind::Ramdisk,
-            Col::Block => kind != DevKind::Block,
-            Col::Ram => kind != DevKind::Ramdisk,
+    /// Whether (and naming what) opening this column's interfaces on this kind of device
+    /// must be refused: the selection table as DESIGN.md describes it, plus the tunables
+    /// that need something of the device (IOPOLL through the block layer needs
+    /// direct=1). Written out here, not read from the library, so that a change in the
+    /// library's table shows up as a failure. Returns the `iface` the `Unsupported` error
+    /// must name.
+    fn expected_refusal(self, kind: DevKind, direct: bool) -> Option<String> {
+        use DevKind::*;
+        let table = match self {
+            Col::Psync => matches!(kind, Ramdisk | NvmeChar),
+            Col::Block => !matches!(kind, Block | NvmeBlock),
+            Col::Ram => kind != Ramdisk,
+            Col::Nvme => !matches!(kind, NvmeBlock | NvmeChar),
             Col::Emu | Col::Thrpool | Col::Nil => false,
-            Col::Libaio | Col::Uring | Col::UringRegFiles | Col::UringRegBufs | Col::UringSqpoll | Col::Posix => {
-                kind == DevKind::Ramdisk
-            }
+            Col::Libaio
+            | Col::Uring
+            | Col::UringRegFiles
+            | Col::UringRegBufs
+            | Col::UringSqpoll
+            | Col::UringIopoll
+            | Col::Posix => matches!(kind, Ramdisk | NvmeChar),
+            Col::UringCmd | Col::UringCmdSqpoll | Col::UringCmdIopoll => kind != NvmeChar,
+        };
+        if table {
+            return Some(self.refusal_key());
         }
+        if self == Col::UringIopoll && !direct {
+            return Some("async=io_uring (iopoll=1)".into());
+        }
+        None
     }
 }
 
@@ -172,6 +269,16 @@ enum RowKind {
     Loop,
     LoopDirect,
     Ram,
+    /// An NVMe namespace's block device, /dev/nvmeXnY, buffered.
+    NvmeBlock,
+    /// The same with direct=1.
+    NvmeBlockDirect,
+    /// An NVMe namespace's generic char device, /dev/ngXnY (passthrough never caches).
+    NvmeChar,
+    /// A zoned namespace's block device, direct=1 (zoned writes bypass the page cache).
+    ZnsBlockDirect,
+    /// A zoned namespace's generic char device.
+    ZnsChar,
 }
 
 impl RowKind {
@@ -183,10 +290,28 @@ impl RowKind {
             RowKind::File | RowKind::FileDirect | RowKind::Shm => DevKind::File,
             RowKind::Loop | RowKind::LoopDirect => DevKind::Block,
             RowKind::Ram => DevKind::Ramdisk,
+            RowKind::NvmeBlock | RowKind::NvmeBlockDirect | RowKind::ZnsBlockDirect => DevKind::NvmeBlock,
+            RowKind::NvmeChar | RowKind::ZnsChar => DevKind::NvmeChar,
         }
     }
     fn direct(self) -> bool {
-        matches!(self, RowKind::FileDirect | RowKind::LoopDirect)
+        matches!(self, RowKind::FileDirect | RowKind::LoopDirect | RowKind::NvmeBlockDirect | RowKind::ZnsBlockDirect)
+    }
+    fn zoned(self) -> bool {
+        matches!(self, RowKind::ZnsBlockDirect | RowKind::ZnsChar)
+    }
+    fn nvme(self) -> bool {
+        matches!(self.dev_kind(), DevKind::NvmeBlock | DevKind::NvmeChar)
+    }
+    /// The columns of this row.
+    fn cols(self) -> &'static [Col] {
+        if self.zoned() {
+            &Col::ZONED
+        } else if self.nvme() {
+            &Col::NVME
+        } else {
+            &Col::ALL
+        }
     }
     fn tag(self) -> &'static str {
         match self {
@@ -196,8 +321,61 @@ impl RowKind {
             RowKind::Loop => "loop",
             RowKind::LoopDirect => "loop-direct",
             RowKind::Ram => "ramdisk",
+            RowKind::NvmeBlock => "nvme-block",
+            RowKind::NvmeBlockDirect => "nvme-block-direct",
+            RowKind::NvmeChar => "nvme-char",
+            RowKind::ZnsBlockDirect => "zns-block-direct",
+            RowKind::ZnsChar => "zns-char",
         }
     }
+}
+
+/// What deallocated (trimmed, reset) blocks read back as.
+#[derive(Clone, Debug, PartialEq)]
+enum Dealloc {
+    /// All bytes 0x00 (files and loop devices: punched holes; NVMe: DLFEAT bits 2:0 = 001b).
+    Zeroes,
+    /// All bytes 0xFF (NVMe: DLFEAT bits 2:0 = 010b).
+    Ones,
+    /// The device does not say (DLFEAT bits 2:0 = 000b): only the commands' success and
+    /// the blocks around them are checked.
+    Unknown(String),
+}
+
+impl Dealloc {
+    fn from_dlfeat(dlfeat: u8) -> Dealloc {
+        match dlfeat & 7 {
+            1 => Dealloc::Zeroes,
+            2 => Dealloc::Ones,
+            v => Dealloc::Unknown(format!("DLFEAT {dlfeat:#04x}: bits 2:0 = {v:03b}, the read value is not reported")),
+        }
+    }
+    fn byte(&self) -> Option<u8> {
+        match self {
+            Dealloc::Zeroes => Some(0),
+            Dealloc::Ones => Some(0xFF),
+            Dealloc::Unknown(_) => None,
+        }
+    }
+}
+
+/// An NVMe namespace found through /sys/block/*/nsid.
+#[derive(Clone, Debug)]
+struct NvmeNs {
+    nsid: u32,
+    /// /dev/nvmeXnY
+    block: PathBuf,
+    /// /dev/ngXnY, when one serves the same namespace.
+    char_dev: Result<PathBuf, String>,
+    /// The controller (nvme0), from the block device's sysfs `device` link.
+    ctrl: String,
+    /// From sysfs: logical block size, bytes, zone size in LBAs and zone count.
+    lba: u64,
+    bytes: u64,
+    zone_lbas: u64,
+    nr_zones: u64,
+    /// From Identify Namespace (DLFEAT), read through the library's admin passthrough.
+    dealloc: Result<Dealloc, String>,
 }
 
 /// Where a row's devices live.
@@ -209,6 +387,8 @@ enum Place {
     Loop { dev: PathBuf, backing: PathBuf },
     /// A ramdisk.
     Ram,
+    /// An NVMe namespace device (block or char).
+    Nvme { dev: PathBuf, ns: Box<NvmeNs> },
 }
 
 struct Row {
@@ -523,26 +703,57 @@ struct Runner<'a> {
     dev: Device,
     q: Option<Queue>,
     home: Option<&'a Mutex<Option<Queue>>>,
+    /// NVMe passthrough: a completion's result is DW0-1, not bytes moved (see `run`).
+    passthru: bool,
+    lba: u64,
 }
 
 impl<'a> Runner<'a> {
     fn new(ctx: &'a Ctx, depth: u32) -> Result<Runner<'a>, String> {
         if !ctx.is_async() {
-            return Ok(Runner { dev: ctx.dev.clone(), q: None, home: None });
+            return Ok(Runner { dev: ctx.dev.clone(), q: None, home: None, passthru: ctx.passthru, lba: ctx.lba });
         }
         let home = (depth == QD).then_some(&ctx.shared);
         let q = match home.and_then(|h| lock(h).take()) {
             Some(q) => q,
             None => ctx.dev.queue(depth).map_err(|e| format!("dev.queue({depth}): {e}"))?,
         };
-        Ok(Runner { dev: ctx.dev.clone(), q: Some(q), home })
+        Ok(Runner { dev: ctx.dev.clone(), q: Some(q), home, passthru: ctx.passthru, lba: ctx.lba })
+    }
+
+    /// Bytes a read or write command moves (`None` for other commands).
+    fn moves(&self, c: &Cmd) -> Option<u64> {
+        match (c.set, c.sqe.opcode) {
+            (CmdSet::Nvm, opc::READ | opc::WRITE) => Some(c.sqe.nlb() as u64 * self.lba),
+            (CmdSet::Fs, opc::FS_READ | opc::FS_WRITE) => Some(c.fs_len()),
+            _ => None,
+        }
     }
 
     fn run(&mut self, ops: Vec<(Cmd, Data)>) -> Result<Vec<Outcome>, String> {
-        match self.q.as_mut() {
-            Some(q) => run_async(q, ops),
-            None => Ok(ops.into_iter().map(|(c, d)| pass_one(&self.dev, &c, d)).collect()),
+        let moves: Vec<Option<u64>> = ops.iter().map(|(c, _)| self.moves(c)).collect();
+        let mut out = match self.q.as_mut() {
+            Some(q) => run_async(q, ops)?,
+            None => ops.into_iter().map(|(c, d)| pass_one(&self.dev, &c, d)).collect(),
+        };
+        // Through NVMe passthrough the result is the completion's DW0-1 (ioswitch's
+        // documented semantics), which a read or write leaves 0: checked here, then
+        // replaced by the bytes the command moved, so the cases' checks apply alike.
+        if self.passthru {
+            for (i, (o, m)) in out.iter_mut().zip(&moves).enumerate() {
+                if let (Outcome::Done { status, result, .. }, Some(len)) = (o, m) {
+                    if status.is_ok() {
+                        ensure!(
+                            *result == 0,
+                            "passthrough read/write #{i} completed with result {result}; NVMe's DW0 of a read or \
+                             write is 0"
+                        );
+                        *result = *len;
+                    }
+                }
+            }
         }
+        Ok(out)
     }
 
     fn one(&mut self, op: (Cmd, Data)) -> Result<Outcome, String> {
@@ -602,9 +813,26 @@ struct Ctx {
     oracle: Option<PathBuf>,
     /// A file whose size must never change (the file, or the loop device's backing file).
     backing: Option<PathBuf>,
+    /// The oracle is a block device read and written with O_DIRECT (NVMe: passthrough
+    /// commands bypass the page cache, so a buffered witness could read stale pages).
+    oracle_direct: bool,
     lba: u64,
     nlbas: u64,
     nsid: u32,
+    /// The size the device must have.
+    bytes: u64,
+    /// The region the whole-range passes cover: the whole device, or (NVMe namespaces of
+    /// 256 MiB) its first DEV_BYTES; the last LBAs are checked on their own.
+    span: u64,
+    /// What deallocated blocks read back as.
+    dealloc: Dealloc,
+    /// Every command of this cell reaches the device as an NVMe passthrough command
+    /// (sync=nvme, io_uring_cmd, or emu/thrpool over sync=nvme).
+    passthru: bool,
+    /// The NVMe namespace, for NVMe rows.
+    ns: Option<Box<NvmeNs>>,
+    /// The zone this cell uses (zoned rows).
+    zone: u64,
     /// The queue depth-`QD` runners share.
     shared: Mutex<Option<Queue>>,
 }
@@ -618,6 +846,15 @@ impl Ctx {
     }
     fn end(&self) -> u64 {
         self.nlbas * self.lba
+    }
+    /// The result a successful read or write of `len` bytes completes with: bytes moved,
+    /// or NVMe's DW0 (0) through passthrough.
+    fn moved(&self, len: u64) -> u64 {
+        if self.passthru {
+            0
+        } else {
+            len
+        }
     }
     fn nlb(&self, len: u64) -> u32 {
         (len / self.lba) as u32
@@ -654,17 +891,37 @@ impl Ctx {
     fn backing_len(&self) -> Option<u64> {
         self.backing.as_ref().and_then(|p| fs::metadata(p).ok()).map(|m| m.len())
     }
+    fn oracle_open(&self, p: &Path, write: bool) -> Result<fs::File, String> {
+        let flags = if self.oracle_direct { libc::O_DIRECT } else { 0 };
+        fs::OpenOptions::new()
+            .read(!write)
+            .write(write)
+            .custom_flags(flags)
+            .open(p)
+            .map_err(|e| format!("std open {}: {e}", p.display()))
+    }
     fn oracle_read(&self, pos: u64, len: u64) -> Result<Option<Vec<u8>>, String> {
         let Some(p) = &self.oracle else { return Ok(None) };
-        let f = fs::File::open(p).map_err(|e| format!("std open {}: {e}", p.display()))?;
+        let f = self.oracle_open(p, false)?;
+        if self.oracle_direct {
+            // O_DIRECT wants aligned memory: a page-aligned buffer, copied out.
+            let mut b = Buffer::alloc(len as usize, 4096).map_err(|e| format!("oracle buffer: {e}"))?;
+            f.read_exact_at(&mut b, pos).map_err(|e| format!("std O_DIRECT read of {}: {e}", p.display()))?;
+            return Ok(Some(b.to_vec()));
+        }
         let mut v = vec![0u8; len as usize];
         f.read_exact_at(&mut v, pos).map_err(|e| format!("std read of {}: {e}", p.display()))?;
         Ok(Some(v))
     }
     fn oracle_write(&self, pos: u64, bytes: &[u8]) -> Result<bool, String> {
         let Some(p) = &self.oracle else { return Ok(false) };
-        let f = fs::OpenOptions::new().write(true).open(p).map_err(|e| format!("std open {}: {e}", p.display()))?;
-        f.write_all_at(bytes, pos).map_err(|e| format!("std write of {}: {e}", p.display()))?;
+        let f = self.oracle_open(p, true)?;
+        if self.oracle_direct {
+            let b = Buffer::from_slice(bytes, 4096).map_err(|e| format!("oracle buffer: {e}"))?;
+            f.write_all_at(&b, pos).map_err(|e| format!("std O_DIRECT write of {}: {e}", p.display()))?;
+        } else {
+            f.write_all_at(bytes, pos).map_err(|e| format!("std write of {}: {e}", p.display()))?;
+        }
         f.sync_all().map_err(|e| format!("std fsync of {}: {e}", p.display()))?;
         Ok(true)
     }
@@ -707,10 +964,52 @@ fn case_open(ctx: &Ctx) -> Res {
     let g = ctx.dev.geometry();
     let want = ctx.row.dev_kind();
     ensure!(id.kind == want, "ident().kind is {:?}, expected {want:?}", id.kind);
-    ensure!(g.bytes == DEV_BYTES, "geometry().bytes is {}, expected {DEV_BYTES}", g.bytes);
+    ensure!(g.bytes == ctx.bytes, "geometry().bytes is {}, expected {}", g.bytes, ctx.bytes);
     ensure!(g.lba_size >= 512 && g.lba_size.is_power_of_two(), "lba_size {} is not a power of two >= 512", g.lba_size);
-    ensure!(DEV_BYTES % g.lba_size as u64 == 0, "lba_size {} does not divide the device size", g.lba_size);
+    ensure!(ctx.bytes % g.lba_size as u64 == 0, "lba_size {} does not divide the device size", g.lba_size);
     ensure!(g.nlbas == g.bytes / g.lba_size as u64, "nlbas {} != bytes / lba_size", g.nlbas);
+    let mut zones_note = String::new();
+    if let Some(ns) = &ctx.ns {
+        ensure!(id.nsid == ns.nsid, "ident().nsid is {}, but sysfs says namespace {}", id.nsid, ns.nsid);
+        ensure!(g.lba_size as u64 == ns.lba, "lba_size {}, but sysfs says {}", g.lba_size, ns.lba);
+        match (ctx.row.zoned(), g.zones) {
+            (false, None) => {}
+            (false, Some(z)) => return Err(format!("a conventional namespace reports zones: {z:?}")),
+            (true, None) => return Err("the zoned namespace reports no zones".into()),
+            (true, Some(z)) => {
+                ensure!(g.zoned == ZonedModel::HostManaged, "zoned model {:?}, expected host-managed", g.zoned);
+                ensure!(
+                    (z.zone_size, z.nr_zones) == (ns.zone_lbas, ns.nr_zones),
+                    "zones {z:?}; sysfs says {} zones of {} LBAs",
+                    ns.nr_zones,
+                    ns.zone_lbas
+                );
+                ensure!(
+                    z.zone_capacity > 0 && z.zone_capacity <= z.zone_size,
+                    "zone capacity {} of a zone of {} LBAs",
+                    z.zone_capacity,
+                    z.zone_size
+                );
+                zones_note = format!(
+                    "; {} zones of {} KiB, capacity {} KiB",
+                    z.nr_zones,
+                    z.zone_size * ctx.lba / KIB,
+                    z.zone_capacity * ctx.lba / KIB
+                );
+            }
+        }
+    }
+    let o = ctx.dev.opts();
+    ensure!(
+        (o.sqpoll, o.iopoll, o.direct) == (ctx.col.sqpoll(), ctx.col.iopoll(), ctx.row.direct()),
+        "opts() say sqpoll={} iopoll={} direct={}; the column asked for sqpoll={} iopoll={} direct={}",
+        o.sqpoll,
+        o.iopoll,
+        o.direct,
+        ctx.col.sqpoll(),
+        ctx.col.iopoll(),
+        ctx.row.direct()
+    );
     if ctx.row.direct() {
         ensure!(
             g.dio_offset_align > 0 && g.lba_size % g.dio_offset_align == 0,
@@ -756,7 +1055,7 @@ fn case_open(ctx: &Ctx) -> Res {
             }
         }
     }
-    Ok(format!("{} LBAs of {} B", g.nlbas, g.lba_size))
+    Ok(format!("{} LBAs of {} B{zones_note}", g.nlbas, g.lba_size))
 }
 
 /// Pattern over the whole device, many commands (qd up to 16 for async), read back and
@@ -775,24 +1074,43 @@ fn case_rw(ctx: &Ctx) -> Res {
         notes.push("std::fs witness");
     }
 
+    // The whole device, or (NVMe namespaces) its first `span` bytes and its last
+    // TAIL_BYTES, each ending with a short command (their lengths are no chunk multiple).
+    let regions = if ctx.span >= end { vec![(0, end)] } else { vec![(0, ctx.span), (end - TAIL_BYTES, TAIL_BYTES)] };
     let s = seed();
-    let writes = write_pattern(&mut r, ctx, 0, end, chunk, s)?;
-    let got = read_range(&mut r, ctx, 0, end, chunk)?;
-    let mut want = pattern(0, end, s);
-    compare(&got, &want, 0, Some(s), "whole-device read back")?;
+    let mut writes = 0;
+    let mut wants = Vec::new();
+    for &(pos, len) in &regions {
+        writes += write_pattern(&mut r, ctx, pos, len, chunk, s)?;
+        let got = read_range(&mut r, ctx, pos, len, chunk)?;
+        let want = pattern(pos, len, s);
+        let what =
+            if len == end { "whole-device read back".to_string() } else { format!("read back of [{pos}, +{len})") };
+        compare(&got, &want, pos, Some(s), &what)?;
+        wants.push(want);
+    }
 
     let s2 = seed();
     let last = end - ctx.lba;
     let o = r.one(ctx.w(last, ctx.lba, s2)?)?;
     done(o, "write of the last LBA", Some(ctx.lba))?;
     let got = read_range(&mut r, ctx, last - ctx.lba, 2 * ctx.lba, 2 * ctx.lba)?;
-    fill(&mut want[last as usize..], last, s2);
-    compare(&got, &want[(last - ctx.lba) as usize..], last - ctx.lba, Some(s2), "the last two LBAs")?;
-    ctx.oracle_check(0, &want, Some(s), "whole device")?;
-    // The whole device in one command.
-    let d = done(r.one(ctx.r(0, end)?)?, "one read of the whole device", Some(end))?;
-    compare(&data_bytes(&d), &want, 0, Some(s), "one read of the whole device")?;
+    let (tail_pos, _) = regions[regions.len() - 1];
+    let tail_want = wants.last_mut().ok_or("no regions")?;
+    fill(&mut tail_want[(last - tail_pos) as usize..], last, s2);
+    compare(&got, &tail_want[(last - ctx.lba - tail_pos) as usize..], last - ctx.lba, Some(s2), "the last two LBAs")?;
+    for (&(pos, _), want) in regions.iter().zip(&wants) {
+        ctx.oracle_check(pos, want, Some(s), if regions.len() == 1 { "whole device" } else { "a patterned region" })?;
+    }
+    // The largest transfer the device takes, in one command (the whole device when it fits).
+    let one = regions[0].1.min(ctx.dev.geometry().max_transfer / ctx.lba * ctx.lba);
+    let what = if one == end { "one read of the whole device".to_string() } else { format!("one read of {one} bytes") };
+    let d = done(r.one(ctx.r(0, one)?)?, &what, Some(one))?;
+    compare(&data_bytes(&d), &wants[0][..one as usize], 0, Some(s), &what)?;
     r.finish()?;
+    if regions.len() > 1 {
+        notes.push("first and last LBAs of the namespace");
+    }
     Ok(format!("{writes} writes of <= {chunk} B; {}", notes.join(", ")))
 }
 
@@ -990,6 +1308,25 @@ fn want_misaligned(o: Outcome, what: &str, field: &str, before: &[u8]) -> Result
     Ok(())
 }
 
+/// A file-set command that is not whole LBAs, on NVMe passthrough: refused before any I/O,
+/// or failed with EINVAL; never done.
+fn whole_lbas_only(o: Outcome, what: &str) -> Result<String, String> {
+    match o {
+        Outcome::Done { status, .. } if status.is_ok() => Err(format!("{what} succeeded through NVMe passthrough")),
+        Outcome::Done { status, .. } => {
+            ensure!(status.errno() == Some(libc::EINVAL), "{what}: failed with {status}, expected errno EINVAL");
+            Ok(format!("failed ({status})"))
+        }
+        Outcome::Rejected(e, _) => {
+            ensure!(
+                matches!(e, Error::BadCommand { .. } | Error::Misaligned { .. }),
+                "{what}: refused with {e:?}, expected BadCommand, Misaligned or a failure with EINVAL"
+            );
+            Ok("refused".into())
+        }
+    }
+}
+
 /// direct=1: misaligned buffers, offsets and lengths are refused with Misaligned and no
 /// I/O. Buffered: misaligned buffers and byte offsets just work.
 fn case_alignment(ctx: &Ctx) -> Res {
@@ -1090,8 +1427,26 @@ fn case_alignment(ctx: &Ctx) -> Res {
         )?;
         let mut want = pattern(a, len, s);
         compare(&data_bytes(&d), &want, a, Some(s), "misaligned write, misaligned read")?;
-        // Byte-granular file-set I/O at an offset and length that are no LBA multiple.
         let (off, l) = (1000u64, 1000u64);
+        if ctx.passthru {
+            // NVMe passthrough moves whole LBAs: file-set I/O that is not whole LBAs fails
+            // (EINVAL) or is refused, and moves nothing.
+            let mut b = Buffer::with_alignment(l as usize, align, 5).map_err(|e| format!("with_alignment: {e}"))?;
+            fill(&mut b, a + off, seed());
+            let w = whole_lbas_only(r.one((Cmd::fs_write(a + off, l), b.into()))?, "file write of 1000 bytes at 1000")?;
+            let mut b = Buffer::with_alignment(l as usize, align, 7).map_err(|e| format!("with_alignment: {e}"))?;
+            b.fill(SENTINEL);
+            let rd = whole_lbas_only(r.one((Cmd::fs_read(a + off, l), b.into()))?, "file read of 1000 bytes at 1000")?;
+            let d =
+                done(r.one((Cmd::fs_read(a, len), ctx.sentinel(len)?.into()))?, "file read of whole LBAs", Some(len))?;
+            compare(&data_bytes(&d), &want, a, Some(s), "data after a failed unaligned file write")?;
+            ctx.oracle_check(a, &want, Some(s), "after misaligned writes")?;
+            r.finish()?;
+            return Ok(format!(
+                "passthrough: misaligned buffers accepted; file-set I/O that is not whole LBAs: write {w}, read {rd}"
+            ));
+        }
+        // Byte-granular file-set I/O at an offset and length that are no LBA multiple.
         let s2 = seed();
         let mut b = Buffer::with_alignment(l as usize, align, 5).map_err(|e| format!("with_alignment: {e}"))?;
         fill(&mut b, a + off, s2);
@@ -1124,16 +1479,28 @@ fn case_trim(ctx: &Ctx) -> Res {
     done(o, "DSM deallocate of 2 ranges", None)?;
     let o = r.one((Cmd::write_zeroes(ctx.nsid, (t + 52 * KIB) / ctx.lba, ctx.nlb(8 * KIB)), Data::None))?;
     done(o, "write zeroes of 8 KiB", None)?;
-    let mut want = pattern(t, len, s);
-    for (p, l) in [(4, 16), (24, 8), (40, 4), (52, 8)] {
-        want[(p * KIB) as usize..((p + l) * KIB) as usize].fill(0);
-    }
     let got = read_range(&mut r, ctx, t, len, 16 * KIB)?;
+    let mut want = pattern(t, len, s);
+    // Deallocated ranges read back as the device's deallocated value (files: holes, so
+    // zeroes; NVMe: what DLFEAT says); write zeroes always reads back zeroes.
+    for (p, l, zeroes) in [(4, 16, false), (24, 8, false), (40, 4, false), (52, 8, true)] {
+        let range = (p * KIB) as usize..((p + l) * KIB) as usize;
+        match (zeroes, ctx.dealloc.byte()) {
+            (true, _) => want[range].fill(0),
+            (false, Some(b)) => want[range].fill(b),
+            // Not reported: whatever is there (the rest must still be intact).
+            (false, None) => want[range.clone()].copy_from_slice(&got[range]),
+        }
+    }
     compare(&got, &want, t, Some(s), "read after trim / DSM / write zeroes")?;
     ctx.oracle_check(t, &want, Some(s), "after trim")?;
     ensure!(ctx.backing_len() == size0, "trim changed the file size: {size0:?} -> {:?}", ctx.backing_len());
     r.finish()?;
-    Ok(String::new())
+    Ok(match &ctx.dealloc {
+        Dealloc::Zeroes => "deallocated blocks read back as zeroes".into(),
+        Dealloc::Ones => "deallocated blocks read back as 0xFF".into(),
+        Dealloc::Unknown(why) => format!("deallocated blocks not compared ({why})"),
+    })
 }
 
 fn case_flush(ctx: &Ctx) -> Res {
@@ -1163,7 +1530,7 @@ fn case_bad_request(ctx: &Ctx) -> Res {
     bad_fs.sqe.opcode = 0xF5;
     ensure!(bad_fs.set == CmdSet::Fs, "Cmd::fs_read is not in the file set");
     type BadProbe = (&'static str, Cmd, Data, fn(&Error) -> bool);
-    let probes: Vec<BadProbe> = vec![
+    let mut probes: Vec<BadProbe> = vec![
         ("read of 4 LBAs into a 2-LBA buffer", Cmd::read(ctx.nsid, z / u, 4), ctx.sentinel(2 * u)?.into(), |e| {
             matches!(e, Error::BufferSize { .. })
         }),
@@ -1191,6 +1558,31 @@ fn case_bad_request(ctx: &Ctx) -> Res {
         ),
         ("unknown file-set opcode", bad_fs, ctx.sentinel(u)?.into(), |e| matches!(e, Error::BadCommand { .. })),
     ];
+    // On a generic char device every command is NVMe passthrough, and the kernel refuses a
+    // command for another namespace itself (EINVAL, before the device sees it).
+    let mut notes = Vec::new();
+    let foreign = ctx.row.dev_kind() == DevKind::NvmeChar;
+    if foreign {
+        let i = probes.iter().position(|p| p.0 == "read of a namespace that does not exist").ok_or("no nsid probe")?;
+        probes.remove(i);
+        if ctx.nil() {
+            notes
+                .push("nil on a char device: the namespace check is the kernel's, which nil never reaches".to_string());
+        } else {
+            let what = "read of another namespace through a generic char device";
+            match r.one((Cmd::read(ctx.nsid + 1, 0, 1), ctx.sentinel(u)?.into()))? {
+                Outcome::Done { status, .. } => {
+                    ensure!(!status.is_ok(), "{what} succeeded");
+                    ensure!(status.errno() == Some(libc::EINVAL), "{what}: {status}, expected the kernel's EINVAL");
+                    notes.push(format!("{what}: {status}"));
+                }
+                Outcome::Rejected(e, _) => {
+                    ensure!(matches!(e, Error::BadCommand { .. }), "{what}: refused with {e:?}");
+                    notes.push(format!("{what}: refused"));
+                }
+            }
+        }
+    }
     let count = probes.len();
     let submitted0 = r.submitted();
     for (what, cmd, data, ok) in probes {
@@ -1206,7 +1598,8 @@ fn case_bad_request(ctx: &Ctx) -> Res {
         compare(&got, &pattern(z, 4 * u, s), z, Some(s), "data after refused requests")?;
     }
     r.finish()?;
-    Ok(format!("{count} requests refused"))
+    notes.insert(0, format!("{count} requests refused"));
+    Ok(notes.join("; "))
 }
 
 /// Opens the cell's device again with one more option.
@@ -1226,9 +1619,16 @@ fn reopen(ctx: &Ctx, extra: &str) -> Result<(Ctx, String), String> {
         uri: ctx.uri.clone(),
         oracle: None,
         backing: None,
+        oracle_direct: false,
         lba: ctx.lba,
         nlbas: ctx.nlbas,
         nsid: ctx.nsid,
+        bytes: ctx.bytes,
+        span: ctx.span,
+        dealloc: ctx.dealloc.clone(),
+        passthru: ctx.passthru,
+        ns: ctx.ns.clone(),
+        zone: ctx.zone,
         shared: Mutex::new(None),
     };
     Ok((c, opts_s))
@@ -1329,7 +1729,7 @@ fn case_errno(ctx: &Ctx) -> Res {
 fn case_multi(ctx: &Ctx) -> Res {
     const THREADS: u64 = 4;
     let chunk = 16 * KIB;
-    let region = ctx.end() / THREADS / chunk * chunk;
+    let region = ctx.span / THREADS / chunk * chunk;
     let results: Vec<Result<u64, String>> = std::thread::scope(|sc| {
         let hs: Vec<_> = (0..THREADS)
             .map(|t| {
@@ -1471,7 +1871,13 @@ fn case_drain(ctx: &Ctx) -> Res {
     tags.sort_unstable();
     ensure!(tags == (0..QD as u64).collect::<Vec<_>>(), "drained tags {tags:?}");
     for c in got.drain(..) {
-        ensure!(c.status.is_ok() && c.result == blk, "write tag {}: {} result {}", c.tag, c.status, c.result);
+        ensure!(
+            c.status.is_ok() && c.result == ctx.moved(blk),
+            "write tag {}: {} result {}",
+            c.tag,
+            c.status,
+            c.result
+        );
     }
 
     // poke(1) reaps at most one and never waits; loop (bounded) until all came back.
@@ -1492,7 +1898,7 @@ fn case_drain(ctx: &Ctx) -> Res {
     }
     ensure!(q.outstanding() == 0, "outstanding {} after all were poked out", q.outstanding());
     for c in got.drain(..) {
-        ensure!(c.status.is_ok() && c.result == blk, "read tag {}: {} result {}", c.tag, c.status, c.result);
+        ensure!(c.status.is_ok() && c.result == ctx.moved(blk), "read tag {}: {} result {}", c.tag, c.status, c.result);
         if !ctx.nil() {
             let pos = d + c.tag * blk;
             compare(&data_bytes(&c.data), &pattern(pos, blk, s), pos, Some(s), &format!("poked read tag {}", c.tag))?;
@@ -1617,12 +2023,408 @@ fn case_stats(ctx: &Ctx) -> Res {
             st.syscalls
         );
         Ok("syscalls == 0".into())
-    } else if ctx.col == Col::UringSqpoll || ctx.row == RowKind::Ram {
+    } else if ctx.col.sqpoll() || ctx.row == RowKind::Ram {
         Ok(format!("syscalls = {} (not asserted: may legitimately be 0)", st.syscalls))
     } else {
         ensure!(st.syscalls > 0, "{} on a {} counted 0 syscalls for 17 commands", ctx.col.label(), ctx.row.tag());
         Ok(format!("syscalls = {} for 17 commands", st.syscalls))
     }
+}
+
+/// Thread ids of this process's io_uring SQPOLL threads (`iou-sqp-PID`: kernel threads
+/// in the thread group of the process that made the ring).
+fn sqpoll_threads() -> Result<BTreeSet<u64>, String> {
+    let mut v = BTreeSet::new();
+    for e in fs::read_dir("/proc/self/task").map_err(|e| format!("/proc/self/task: {e}"))?.flatten() {
+        let comm = fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+        if comm.starts_with("iou-sqp") {
+            if let Ok(tid) = e.file_name().to_string_lossy().parse() {
+                v.insert(tid);
+            }
+        }
+    }
+    Ok(v)
+}
+
+/// Interrupts so far of the controller's I/O queues (`nvme0q1`, `nvme0q2`, … in
+/// /proc/interrupts; the admin queue q0 left out). Poll queues have no interrupt at all.
+fn io_queue_irqs(ctrl: &str) -> Result<u64, String> {
+    let text = fs::read_to_string("/proc/interrupts").map_err(|e| format!("/proc/interrupts: {e}"))?;
+    let mut total = 0;
+    let mut lines = 0;
+    for line in text.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let Some(name) = f.last() else { continue };
+        let Some(q) = name.strip_prefix(ctrl).and_then(|r| r.strip_prefix('q')) else { continue };
+        if q == "0" || q.is_empty() || !q.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        total += f.iter().skip(1).map_while(|x| x.parse::<u64>().ok()).sum::<u64>();
+        lines += 1;
+    }
+    ensure!(lines > 0, "no interrupt line of {ctrl}'s I/O queues in /proc/interrupts");
+    Ok(total)
+}
+
+/// `k` reads of one LBA, one at a time (each waits for its completion), through a new
+/// queue of `dev`; returns how many interrupts the controller's I/O queues took meanwhile.
+fn irqs_for_reads(ctx: &Ctx, dev: &Device, ctrl: &str, k: u64) -> Result<u64, String> {
+    let mut q = dev.queue(4).map_err(|e| format!("dev.queue(4): {e}"))?;
+    let before = io_queue_irqs(ctrl)?;
+    for i in 0..k {
+        let lba = i % 64;
+        let b = dev.alloc(ctx.lba as usize).map_err(|e| format!("alloc: {e}"))?;
+        q.submit(&Cmd::read(ctx.nsid, lba, 1), b.into(), i).map_err(|e| format!("submit read #{i}: {}", e.error))?;
+        let mut st = Status::OK;
+        let n = q.drain(|c| st = c.status).map_err(|e| format!("drain read #{i}: {e}"))?;
+        ensure!(n == 1 && st.is_ok(), "read #{i}: reaped {n}, status {st}");
+    }
+    let after = io_queue_irqs(ctrl)?;
+    Ok(after.saturating_sub(before))
+}
+
+/// The io_uring tunables are in effect, not just accepted: with sqpoll=1 a new queue gets
+/// its own kernel submission thread (a new `iou-sqp` thread of this process); with
+/// iopoll=1 reads complete through the controller's poll queue, which has no interrupt
+/// (checked against the same reads on a queue without iopoll, which do raise them).
+fn case_tunables(ctx: &Ctx) -> Res {
+    let mut notes = Vec::new();
+    if ctx.col.sqpoll() {
+        let before = sqpoll_threads()?;
+        let mut q = ctx.dev.queue(4).map_err(|e| format!("dev.queue(4): {e}"))?;
+        let (c, d) = ctx.r(0, ctx.lba)?;
+        q.submit(&c, d, 1).map_err(|e| format!("submit: {}", e.error))?;
+        let mut st = Status::OK;
+        q.drain(|c| st = c.status).map_err(|e| format!("drain: {e}"))?;
+        ensure!(st.is_ok(), "a read on the sqpoll queue failed: {st}");
+        let after = sqpoll_threads()?;
+        let new: Vec<&u64> = after.difference(&before).collect();
+        ensure!(
+            !new.is_empty(),
+            "creating a queue with sqpoll=1 started no new iou-sqp thread (before: {before:?}, after: {after:?})"
+        );
+        drop(q);
+        notes.push(format!("a new queue has its SQPOLL thread (iou-sqp, tid {})", new[0]));
+    }
+    if ctx.col.iopoll() {
+        let ns = ctx.ns.as_ref().ok_or("iopoll on a device that is not NVMe")?;
+        const K: u64 = 32;
+        let polled = irqs_for_reads(ctx, &ctx.dev, &ns.ctrl, K)?;
+        let plain = ctx.col.opts().replace(",iopoll=1", "");
+        let plain = if ctx.row.direct() { format!("{plain},direct=1") } else { plain };
+        let opts: Opts = plain.parse().map_err(|e| format!("{plain:?}: {e}"))?;
+        let ctl = Device::open(&ctx.uri, &opts).map_err(|e| format!("open {} with {plain:?}: {e}", ctx.uri))?;
+        let irq = irqs_for_reads(ctx, &ctl, &ns.ctrl, K)?;
+        ensure!(irq > 0, "control: {K} reads without iopoll ({plain}) raised no interrupt on {}: cannot tell", ns.ctrl);
+        ensure!(
+            polled * 8 <= K,
+            "{K} reads with iopoll=1 raised {polled} interrupts on {}'s I/O queues ({irq} without iopoll): \
+             they did not complete through the poll queue",
+            ns.ctrl
+        );
+        notes.push(format!("{K} reads at QD1: {polled} interrupts with iopoll=1, {irq} without"));
+    }
+    Ok(notes.join("; "))
+}
+
+// ---------------------------------------------------------------------------------------
+// Zones (zoned namespace rows)
+// ---------------------------------------------------------------------------------------
+
+static ZONE_NEXT: AtomicU64 = AtomicU64::new(0);
+
+/// The zone a new cell uses: the next one round the device (zone 0 left alone).
+fn next_zone(nr_zones: u64) -> u64 {
+    1 + ZONE_NEXT.fetch_add(1, Ordering::Relaxed) % nr_zones.saturating_sub(1).max(1)
+}
+
+/// Whether the cell's queue carries zone management: the block-layer queues (libaio,
+/// io_uring, POSIX aio) refuse NVMe commands they have no operation for, so their cells
+/// manage zones through `Device::pass` (sync=block: the block layer's zone ioctls) and
+/// check that refusal once.
+fn zone_mgmt_on_queue(ctx: &Ctx) -> bool {
+    !(ctx.is_async() && matches!(ctx.col.async_iface(), AsyncIface::Libaio | AsyncIface::IoUring | AsyncIface::Posix))
+}
+
+/// Runs a zone management command through the queue, or `Device::pass` (see above).
+fn zone_mgmt(r: &mut Runner<'_>, ctx: &Ctx, op: (Cmd, Data)) -> Result<Outcome, String> {
+    if zone_mgmt_on_queue(ctx) {
+        r.one(op)
+    } else {
+        Ok(pass_one(&ctx.dev, &op.0, op.1))
+    }
+}
+
+/// A report of the one zone starting at `zslba`, through the cell's interface.
+fn zone_report(r: &mut Runner<'_>, ctx: &Ctx, zslba: u64) -> Result<ZoneDesc, String> {
+    let b = ctx.alloc(128)?;
+    let o = zone_mgmt(r, ctx, (Cmd::zone_mgmt_recv(ctx.nsid, zslba, 128, true), b.into()))?;
+    let d = done(o, &format!("zone management receive (report of the zone at LBA {zslba})"), None)?;
+    let rep = ZoneReport::parse(&data_bytes(&d)).map_err(|e| format!("zone report: {e:?}"))?;
+    ensure!(rep.nr_zones == 1 && rep.zones.len() == 1, "a partial report of one zone has {} zones", rep.nr_zones);
+    let z = rep.zones[0];
+    ensure!(z.zslba == zslba, "the report of the zone at LBA {zslba} describes the zone at {}", z.zslba);
+    Ok(z)
+}
+
+fn zone_action(r: &mut Runner<'_>, ctx: &Ctx, zslba: u64, action: ZoneAction) -> Result<(), String> {
+    let o = zone_mgmt(r, ctx, (Cmd::zone_mgmt_send(ctx.nsid, zslba, action, false), Data::None))?;
+    done(o, &format!("zone management send: {} the zone at LBA {zslba}", action.as_str()), None)?;
+    Ok(())
+}
+
+/// Resets the cell's zone; checks the report says empty, write pointer at the start.
+fn zone_fresh(r: &mut Runner<'_>, ctx: &Ctx) -> Result<(Zoned, u64), String> {
+    let z = ctx.dev.geometry().zones.ok_or("the zoned namespace reports no zones")?;
+    let zslba = ctx.zone * z.zone_size;
+    zone_action(r, ctx, zslba, ZoneAction::Reset)?;
+    let d = zone_report(r, ctx, zslba)?;
+    ensure!(
+        d.state == ZoneState::Empty && d.wp == zslba && d.capacity == z.zone_capacity,
+        "after a reset the report says {:?} write pointer {} capacity {}; expected empty, {zslba}, {}",
+        d.state,
+        d.wp,
+        d.capacity,
+        z.zone_capacity
+    );
+    Ok((z, zslba))
+}
+
+/// A write the zone must refuse: through passthrough the device's status (`code`, e.g.
+/// SCT 1h / SC BCh Zone Invalid Write); through the block layer, which turns it into an
+/// I/O error, EIO.
+fn zone_refused(ctx: &Ctx, o: Outcome, what: &str, code: u16) -> Result<String, String> {
+    match o {
+        Outcome::Rejected(e, _) => Err(format!("{what}: refused by the library, so the device never judged it: {e}")),
+        Outcome::Done { status, .. } if status.is_ok() => Err(format!("{what} succeeded")),
+        Outcome::Done { status, .. } => {
+            if ctx.passthru {
+                ensure!(
+                    status.code() == code && status.sc() as u16 == code & 0xff,
+                    "{what}: {status}, expected SCT {:x}h SC {:02X}h",
+                    code >> 8,
+                    code & 0xff
+                );
+            } else {
+                ensure!(
+                    status.errno() == Some(libc::EIO),
+                    "{what}: {status}, expected EIO (the block layer reports a zone error of the device as EIO)"
+                );
+            }
+            Ok(format!("{status}"))
+        }
+    }
+}
+
+const ZONE_INVALID_WRITE: u16 = 0x1BC;
+const ZONE_IS_FULL: u16 = 0x1B9;
+
+/// Writes at the write pointer succeed, one after the other, and move it; the data reads
+/// back (and through the block device with O_DIRECT).
+fn case_zone_write(ctx: &Ctx) -> Res {
+    let mut r = Runner::new(ctx, QD)?;
+    let mut note = String::new();
+    if !zone_mgmt_on_queue(ctx) {
+        let b = ctx.alloc(128)?;
+        let ids = vec![b.id()];
+        match r.one((Cmd::zone_mgmt_recv(ctx.nsid, 0, 128, true), b.into()))? {
+            Outcome::Rejected(Error::BadCommand { .. }, back) if buf_ids(&back) == ids => {
+                note =
+                    format!("; {} refuses zone management at submit, so it goes through Device::pass", ctx.col.label());
+            }
+            Outcome::Rejected(e, _) => return Err(format!("zone management on the queue: refused with {e:?}")),
+            Outcome::Done { status, .. } => {
+                return Err(format!(
+                    "zone management on a {} queue ran ({status}); update zone_mgmt_on_queue",
+                    ctx.col.label()
+                ))
+            }
+        }
+    }
+    let (_, zslba) = zone_fresh(&mut r, ctx)?;
+    let u = ctx.lba;
+    let pos = zslba * u;
+    let s = seed();
+    for k in 0..4 {
+        let p = pos + k * 8 * u;
+        done(
+            r.one(ctx.w(p, 8 * u, s)?)?,
+            &format!("write of 8 LBAs at the write pointer (LBA {})", p / u),
+            Some(8 * u),
+        )?;
+    }
+    let d = zone_report(&mut r, ctx, zslba)?;
+    ensure!(
+        d.state == ZoneState::ImplicitlyOpened && d.wp == zslba + 32,
+        "after 32 LBAs written: {:?}, write pointer {}; expected implicitly opened, {}",
+        d.state,
+        d.wp,
+        zslba + 32
+    );
+    let want = pattern(pos, 32 * u, s);
+    let got = read_range(&mut r, ctx, pos, 32 * u, 32 * u)?;
+    compare(&got, &want, pos, Some(s), "data written at the write pointer")?;
+    ctx.oracle_check(pos, &want, Some(s), "data written at the write pointer")?;
+    zone_action(&mut r, ctx, zslba, ZoneAction::Reset)?;
+    r.finish()?;
+    Ok(format!("zone {}: 4 writes at the write pointer; report: implicitly opened, write pointer +32{note}", ctx.zone))
+}
+
+/// Writes anywhere but the write pointer fail (passthrough: Zone Invalid Write, SCT 1h
+/// SC BCh; block layer: EIO) and change nothing.
+fn case_zone_invalid_write(ctx: &Ctx) -> Res {
+    let mut r = Runner::new(ctx, QD)?;
+    let (_, zslba) = zone_fresh(&mut r, ctx)?;
+    let u = ctx.lba;
+    let pos = zslba * u;
+    let s = seed();
+    done(r.one(ctx.w(pos, 8 * u, s)?)?, "write of 8 LBAs at the write pointer", Some(8 * u))?;
+    let s2 = seed();
+    let ahead = zone_refused(
+        ctx,
+        r.one(ctx.w(pos + 16 * u, 8 * u, s2)?)?,
+        "write 8 LBAs past the write pointer",
+        ZONE_INVALID_WRITE,
+    )?;
+    let behind = zone_refused(
+        ctx,
+        r.one(ctx.w(pos, 8 * u, s2)?)?,
+        "rewrite of LBAs behind the write pointer",
+        ZONE_INVALID_WRITE,
+    )?;
+    let d = zone_report(&mut r, ctx, zslba)?;
+    ensure!(d.wp == zslba + 8, "the refused writes moved the write pointer: {} (expected {})", d.wp, zslba + 8);
+    let got = read_range(&mut r, ctx, pos, 8 * u, 8 * u)?;
+    compare(&got, &pattern(pos, 8 * u, s), pos, Some(s), "data after the refused writes")?;
+    if let Some(b) = ctx.dealloc.byte() {
+        let got = read_range(&mut r, ctx, pos + 16 * u, 8 * u, 8 * u)?;
+        compare(&got, &vec![b; 8 * u as usize], pos + 16 * u, Some(s2), "LBAs past the write pointer")?;
+    }
+    zone_action(&mut r, ctx, zslba, ZoneAction::Reset)?;
+    r.finish()?;
+    Ok(format!("past the write pointer: {ahead}; behind it: {behind}"))
+}
+
+/// Zone append: through passthrough each append lands at its own LBA from the write
+/// pointer on and the completion's result is that LBA (several in flight at once on a
+/// queue); the block layer has no zone append for user space (Invalid Command Opcode).
+fn case_zone_append(ctx: &Ctx) -> Res {
+    let mut r = Runner::new(ctx, QD)?;
+    let (_, zslba) = zone_fresh(&mut r, ctx)?;
+    let u = ctx.lba;
+    let s = seed();
+    if !ctx.passthru {
+        let o = r.one((Cmd::zone_append(ctx.nsid, zslba, 2), ctx.pat(zslba * u, 2 * u, s)?.into()))?;
+        let how = match o {
+            Outcome::Done { status, .. } if !status.is_ok() => {
+                ensure!(
+                    status.code() == 0x001,
+                    "zone append through the block layer: {status}, expected Invalid Command Opcode"
+                );
+                format!("{status}")
+            }
+            Outcome::Done { result, .. } => {
+                return Err(format!("zone append through the block layer succeeded ({result})"))
+            }
+            // The block-layer queues refuse what they have no operation for.
+            Outcome::Rejected(Error::BadCommand { .. }, _) if !zone_mgmt_on_queue(ctx) => "refused at submit".into(),
+            Outcome::Rejected(e, _) => return Err(format!("zone append through the block layer was refused: {e}")),
+        };
+        let d = zone_report(&mut r, ctx, zslba)?;
+        ensure!(d.state == ZoneState::Empty && d.wp == zslba, "after a failed append: {:?} wp {}", d.state, d.wp);
+        r.finish()?;
+        return Ok(format!("block layer: no zone append ({how})"));
+    }
+    // Four appends of 2 LBAs, all submitted before any is reaped (async), each with its
+    // own pattern (as if written at LBA zslba + 2k).
+    let ops = (0..4u64)
+        .map(|k| Ok((Cmd::zone_append(ctx.nsid, zslba, 2), ctx.pat((zslba + 2 * k) * u, 2 * u, s)?.into())))
+        .collect::<Result<Vec<(Cmd, Data)>, String>>()?;
+    let mut at = BTreeMap::new();
+    for (k, o) in r.run(ops)?.into_iter().enumerate() {
+        let (status, result) = match o {
+            Outcome::Done { status, result, .. } => (status, result),
+            Outcome::Rejected(e, _) => return Err(format!("zone append #{k} refused: {e}")),
+        };
+        ensure!(status.is_ok(), "zone append #{k}: {status}");
+        ensure!(
+            (zslba..zslba + 8).contains(&result) && (result - zslba) % 2 == 0,
+            "zone append #{k} says it wrote at LBA {result}; expected one of {zslba}, +2, +4, +6"
+        );
+        ensure!(at.insert(result, k as u64).is_none(), "two appends both say they wrote at LBA {result}");
+    }
+    for (&lba, &k) in &at {
+        let got = read_range(&mut r, ctx, lba * u, 2 * u, 2 * u)?;
+        let from = (zslba + 2 * k) * u;
+        compare(&got, &pattern(from, 2 * u, s), from, Some(s), &format!("append #{k}, read at the LBA it returned"))?;
+    }
+    let o = r.one((Cmd::zone_append(ctx.nsid, zslba, 2), ctx.pat(0, 2 * u, s)?.into()))?;
+    let (status, result) = match o {
+        Outcome::Done { status, result, .. } => (status, result),
+        Outcome::Rejected(e, _) => return Err(format!("zone append refused: {e}")),
+    };
+    ensure!(status.is_ok() && result == zslba + 8, "a fifth append: {status}, LBA {result}; expected {}", zslba + 8);
+    let d = zone_report(&mut r, ctx, zslba)?;
+    ensure!(d.wp == zslba + 10, "after 5 appends of 2 LBAs the write pointer is {}, expected {}", d.wp, zslba + 10);
+    zone_action(&mut r, ctx, zslba, ZoneAction::Reset)?;
+    r.finish()?;
+    let order: Vec<u64> = at.values().copied().collect();
+    Ok(format!("5 appends returned their LBAs (first four landed in order {order:?})"))
+}
+
+/// Finish makes the zone full; a write to it fails (passthrough: Zone Is Full, SCT 1h
+/// SC B9h; block layer: EIO).
+fn case_zone_finish(ctx: &Ctx) -> Res {
+    let mut r = Runner::new(ctx, QD)?;
+    let (_, zslba) = zone_fresh(&mut r, ctx)?;
+    let u = ctx.lba;
+    done(r.one(ctx.w(zslba * u, 8 * u, seed())?)?, "write of 8 LBAs at the write pointer", Some(8 * u))?;
+    zone_action(&mut r, ctx, zslba, ZoneAction::Finish)?;
+    let d = zone_report(&mut r, ctx, zslba)?;
+    ensure!(d.state == ZoneState::Full, "after finish the zone is {:?}, expected full", d.state);
+    let st = zone_refused(ctx, r.one(ctx.w((zslba + 8) * u, u, seed())?)?, "write to a full zone", ZONE_IS_FULL)?;
+    zone_action(&mut r, ctx, zslba, ZoneAction::Reset)?;
+    r.finish()?;
+    Ok(format!("write to the full zone: {st}"))
+}
+
+/// Reset empties the zone: the report shows it empty with the write pointer at its start,
+/// the data reads back as deallocated blocks, and a write at the start works again.
+fn case_zone_reset(ctx: &Ctx) -> Res {
+    let mut r = Runner::new(ctx, QD)?;
+    let (_, zslba) = zone_fresh(&mut r, ctx)?;
+    let u = ctx.lba;
+    let pos = zslba * u;
+    let s = seed();
+    write_pattern(&mut r, ctx, pos, 16 * u, 16 * u, s)?;
+    let d = zone_report(&mut r, ctx, zslba)?;
+    ensure!(d.wp == zslba + 16, "after 16 LBAs the write pointer is {}", d.wp);
+    zone_action(&mut r, ctx, zslba, ZoneAction::Reset)?;
+    let d = zone_report(&mut r, ctx, zslba)?;
+    ensure!(
+        d.state == ZoneState::Empty && d.wp == zslba,
+        "after reset: {:?}, write pointer {}; expected empty, {zslba}",
+        d.state,
+        d.wp
+    );
+    let got = read_range(&mut r, ctx, pos, 16 * u, 16 * u)?;
+    let note = match ctx.dealloc.byte() {
+        Some(b) => {
+            compare(&got, &vec![b; 16 * u as usize], pos, Some(s), "a reset zone")?;
+            format!("reads back as {b:#04x} bytes")
+        }
+        None => {
+            ensure!(got != pattern(pos, 16 * u, s), "a reset zone still reads back its old data");
+            "old data gone".into()
+        }
+    };
+    let s2 = seed();
+    done(r.one(ctx.w(pos, 4 * u, s2)?)?, "write at the start of the reset zone", Some(4 * u))?;
+    let got = read_range(&mut r, ctx, pos, 4 * u, 4 * u)?;
+    compare(&got, &pattern(pos, 4 * u, s2), pos, Some(s2), "a write after the reset")?;
+    zone_action(&mut r, ctx, zslba, ZoneAction::Reset)?;
+    r.finish()?;
+    Ok(format!("reset: empty, write pointer at the zone start, {note}"))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1631,8 +2433,19 @@ fn case_stats(ctx: &Ctx) -> Res {
 
 type CaseFn = fn(&Ctx) -> Res;
 
-fn cases_for(col: Col) -> Vec<(&'static str, CaseFn)> {
+fn cases_for(row: RowKind, col: Col) -> Vec<(&'static str, CaseFn)> {
     let mut v: Vec<(&'static str, CaseFn)> = Vec::new();
+    if row.zoned() {
+        v.push(("zone-write", case_zone_write));
+        v.push(("zone-invalid-write", case_zone_invalid_write));
+        v.push(("zone-append", case_zone_append));
+        v.push(("zone-finish", case_zone_finish));
+        v.push(("zone-reset", case_zone_reset));
+        if col.sqpoll() || col.iopoll() {
+            v.push(("tunables", case_tunables));
+        }
+        return v;
+    }
     if col == Col::Nil {
         v.push(("out-of-range", case_out_of_range));
         v.push(("bad-request", case_bad_request));
@@ -1652,6 +2465,9 @@ fn cases_for(col: Col) -> Vec<(&'static str, CaseFn)> {
         v.push(("drain", case_drain));
         v.push(("drop-inflight", case_drop));
         v.push(("stats", case_stats));
+    }
+    if col.sqpoll() || col.iopoll() {
+        v.push(("tunables", case_tunables));
     }
     v
 }
@@ -1678,15 +2494,11 @@ struct Cell {
     case_ms: Vec<u128>,
 }
 
-fn check_refusal(e: &Error, kind: DevKind, col: Col) -> Result<String, String> {
+fn check_refusal(e: &Error, kind: DevKind, key: &str) -> Result<String, String> {
     match e {
         Error::Unsupported { kind: k, iface, why, .. } => {
             ensure!(*k == kind, "refused naming the device kind {k:?}, but it is {kind:?}: {e}");
-            ensure!(
-                *iface == col.refusal_key(),
-                "refused naming the interface {iface:?}, expected {:?}: {e}",
-                col.refusal_key()
-            );
+            ensure!(*iface == key, "refused naming the interface {iface:?}, expected {key:?}: {e}");
             ensure!(!why.trim().is_empty(), "refused without a reason: {e}");
             ensure!(!why.contains(NOT_DONE), "refused as unfinished, not as impossible: {e}");
             Ok(why.clone())
@@ -1708,6 +2520,7 @@ fn run_cell(row: &Row, col: Col, probe: Option<Result<String, String>>) -> Cell 
         }
     };
     let kind = row.kind.dev_kind();
+    let mut ns = None;
     let (uri, extra, oracle, backing, cleanup) = match &place {
         Place::Dir(dir) => {
             let p =
@@ -1725,6 +2538,11 @@ fn run_cell(row: &Row, col: Col, probe: Option<Result<String, String>>) -> Cell 
             (dev.display().to_string(), String::new(), Some(dev.clone()), Some(backing.clone()), None)
         }
         Place::Ram => (RAMDISK_URI.to_string(), String::new(), None, None, None),
+        Place::Nvme { dev, ns: n } => {
+            ns = Some(n.clone());
+            // The namespace's block device, with O_DIRECT, witnesses both its rows.
+            (dev.display().to_string(), String::new(), Some(n.block.clone()), None, None)
+        }
     };
     let opts_s = [col.opts(), extra.as_str(), if row.kind.direct() { "direct=1" } else { "" }]
         .iter()
@@ -1732,7 +2550,8 @@ fn run_cell(row: &Row, col: Col, probe: Option<Result<String, String>>) -> Cell 
         .copied()
         .collect::<Vec<_>>()
         .join(",");
-    let expect_refusal = col.refused_for(kind);
+    let expected = col.expected_refusal(kind, row.kind.direct());
+    let expect_refusal = expected.is_some();
     let opened = guarded(&format!("{name}: open"), || {
         let opts: Opts = opts_s.parse().map_err(|e| format!("option string {opts_s:?} does not parse: {e}"))?;
         Ok(Device::open(&uri, &opts))
@@ -1748,7 +2567,7 @@ fn run_cell(row: &Row, col: Col, probe: Option<Result<String, String>>) -> Cell 
             "open",
             format!("opening a {kind} with {opts_s:?} was accepted; the selection table must refuse it"),
         ),
-        Ok(Err(e)) if expect_refusal => match check_refusal(&e, kind, col) {
+        Ok(Err(e)) if expect_refusal => match check_refusal(&e, kind, expected.as_deref().unwrap_or_default()) {
             Ok(why) => {
                 cell.state = CellState::Na(why.clone());
                 cell.cases.push(("refused-at-open", Verdict::Pass(why)));
@@ -1758,6 +2577,22 @@ fn run_cell(row: &Row, col: Col, probe: Option<Result<String, String>>) -> Cell 
         Ok(Err(e)) => fail(&mut cell, "open", format!("open {uri} with {opts_s:?}: {e}")),
         Ok(Ok(dev)) => {
             let g = dev.geometry().clone();
+            let ifs = dev.interfaces();
+            let passthru = match col.sync() {
+                Some(s) => s == SyncIface::Nvme,
+                None => match col.async_iface() {
+                    AsyncIface::IoUringCmd => true,
+                    AsyncIface::Emu | AsyncIface::Thrpool => ifs.sync == Some(SyncIface::Nvme),
+                    _ => false,
+                },
+            };
+            let bytes = ns.as_ref().map_or(DEV_BYTES, |n| n.bytes);
+            let dealloc = match ns.as_ref().map(|n| &n.dealloc) {
+                None => Dealloc::Zeroes,
+                Some(Ok(d)) => d.clone(),
+                Some(Err(e)) => Dealloc::Unknown(e.clone()),
+            };
+            let zone = ns.as_ref().filter(|n| n.nr_zones > 0).map_or(0, |n| next_zone(n.nr_zones));
             let ctx = Ctx {
                 nsid: dev.ident().nsid,
                 dev,
@@ -1766,15 +2601,22 @@ fn run_cell(row: &Row, col: Col, probe: Option<Result<String, String>>) -> Cell 
                 uri: uri.clone(),
                 oracle,
                 backing,
+                oracle_direct: ns.is_some(),
                 lba: g.lba_size as u64,
                 nlbas: g.nlbas,
+                bytes,
+                span: bytes.min(DEV_BYTES),
+                dealloc,
+                passthru,
+                ns,
+                zone,
                 shared: Mutex::new(None),
             };
             match guarded(&format!("{name}: open"), || case_open(&ctx)) {
                 Ok(note) => cell.cases.push(("open", Verdict::Pass(note))),
                 Err(msg) => fail(&mut cell, "open", msg),
             }
-            let cases = cases_for(col);
+            let cases = cases_for(row.kind, col);
             if cell.state == CellState::Fail {
                 let n = cases.len();
                 if let Some((_, Verdict::Fail(m))) = cell.cases.last_mut() {
@@ -1920,6 +2762,111 @@ impl Drop for LoopDev {
     }
 }
 
+/// The environment variable that lets the NVMe rows run outside the test guest: they
+/// write over the namespaces, so they run only on a throw-away device.
+const NVME_ENV: &str = "IOSWITCH_CONFORMANCE_NVME";
+
+fn sysfs_u64(p: &Path) -> Result<u64, String> {
+    let t = fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    t.trim().parse().map_err(|_| format!("{}: {:?} is not a number", p.display(), t.trim()))
+}
+
+/// Deallocated-block behaviour of a namespace, from Identify Namespace DLFEAT (read
+/// through the library's admin passthrough on its block device).
+fn read_dlfeat(block: &Path, nsid: u32) -> Result<Dealloc, String> {
+    let uri = block.display().to_string();
+    let d = Device::open(&uri, &Opts::default()).map_err(|e| format!("open {uri}: {e}"))?;
+    let mut page = d.alloc(IDENTIFY_LEN).map_err(|e| format!("alloc: {e}"))?;
+    d.pass_admin(&Cmd::identify(cns::NS, nsid, 0, 0), std::slice::from_mut(&mut page))
+        .map_err(|e| format!("Identify Namespace {nsid}: {e}"))?;
+    let id = IdNs::from_bytes(&page).map_err(|e| format!("Identify Namespace {nsid}: {e:?}"))?;
+    Ok(Dealloc::from_dlfeat(id.dlfeat))
+}
+
+/// The NVMe namespaces of this machine, found through /sys/block/*/nsid (names are not
+/// relied on), or why there are none to test.
+fn find_nvme() -> Result<Vec<NvmeNs>, String> {
+    let guest = std::env::var_os("IOSWITCH_VM").is_some_and(|v| v == "1");
+    let asked = std::env::var_os(NVME_ENV).is_some_and(|v| v == "1");
+    let dir = fs::read_dir("/sys/block").map_err(|e| format!("/sys/block: {e}"))?;
+    let mut found = Vec::new();
+    for e in dir.flatten() {
+        let sys = e.path();
+        let Ok(nsid) = sysfs_u64(&sys.join("nsid")) else { continue };
+        let disk = e.file_name().to_string_lossy().into_owned();
+        let ctrl = fs::read_link(sys.join("device"))
+            .ok()
+            .and_then(|l| l.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| "?".into());
+        let lba = sysfs_u64(&sys.join("queue/logical_block_size"))?;
+        let bytes = sysfs_u64(&sys.join("size"))? * 512;
+        let zoned = fs::read_to_string(sys.join("queue/zoned")).unwrap_or_default().trim().to_string();
+        let (zone_lbas, nr_zones) = if zoned == "none" || zoned.is_empty() {
+            (0, 0)
+        } else {
+            (sysfs_u64(&sys.join("queue/chunk_sectors"))? * 512 / lba, sysfs_u64(&sys.join("queue/nr_zones"))?)
+        };
+        let block = PathBuf::from("/dev").join(&disk);
+        // The generic char device carries the disk's instance numbers: nvmeXnY -> ngXnY
+        // (checked: the library's ident().nsid must match sysfs, in every cell's open).
+        let char_dev = match disk.strip_prefix("nvme") {
+            Some(rest) if Path::new("/dev").join(format!("ng{rest}")).exists() => {
+                Ok(Path::new("/dev").join(format!("ng{rest}")))
+            }
+            _ => Err(format!("no generic char device for {disk} (/dev/ng*)")),
+        };
+        found.push(NvmeNs {
+            nsid: nsid as u32,
+            dealloc: Err(String::new()),
+            block,
+            char_dev,
+            ctrl,
+            lba,
+            bytes,
+            zone_lbas,
+            nr_zones,
+        });
+    }
+    ensure!(!found.is_empty(), "no NVMe namespace on this machine (no /sys/block/*/nsid); run tests/vm/nvme-tests.sh");
+    ensure!(
+        guest || asked,
+        "{} NVMe namespace(s) here, but these rows write over them: they run only in the test guest \
+         (IOSWITCH_VM=1, tests/vm/nvme-tests.sh) or with {NVME_ENV}=1 on a throw-away device",
+        found.len()
+    );
+    found.sort_by(|a, b| (&a.ctrl, a.nsid).cmp(&(&b.ctrl, b.nsid)));
+    for ns in &mut found {
+        ns.dealloc = read_dlfeat(&ns.block, ns.nsid);
+    }
+    Ok(found)
+}
+
+/// Rows of the NVMe namespaces: conventional ones as block (buffered and direct=1) and
+/// char rows, zoned ones as block (direct=1) and char rows.
+fn nvme_rows(found: &[NvmeNs]) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for ns in found {
+        let kinds: &[RowKind] = if ns.nr_zones > 0 {
+            &[RowKind::ZnsBlockDirect, RowKind::ZnsChar]
+        } else {
+            &[RowKind::NvmeBlock, RowKind::NvmeBlockDirect, RowKind::NvmeChar]
+        };
+        let name = if ns.nr_zones > 0 { format!("nvme ns{} zoned", ns.nsid) } else { format!("nvme ns{}", ns.nsid) };
+        for &kind in kinds {
+            let (label, dev) = match kind {
+                RowKind::NvmeBlock => (format!("{name} (block)"), Ok(ns.block.clone())),
+                RowKind::NvmeBlockDirect | RowKind::ZnsBlockDirect => {
+                    (format!("{name} (block) direct"), Ok(ns.block.clone()))
+                }
+                _ => (format!("{name} (char)"), ns.char_dev.clone()),
+            };
+            let place = dev.map(|dev| Place::Nvme { dev, ns: Box::new(ns.clone()) });
+            rows.push(Row { kind, label, place });
+        }
+    }
+    rows
+}
+
 fn setup_rows() -> (Vec<Row>, Option<LoopDev>) {
     let disk = disk_dir();
     let mut loopdev = None;
@@ -1958,6 +2905,8 @@ fn setup_rows() -> (Vec<Row>, Option<LoopDev>) {
             RowKind::Loop => (format!("{loop_name} (block)"), loop_place.clone()),
             RowKind::LoopDirect => (format!("{loop_name} direct"), loop_place.clone()),
             RowKind::Ram => (format!("ramdisk {RAMDISK_URI}"), Ok(Place::Ram)),
+            // Not in RowKind::ALL: the NVMe rows come from nvme_rows().
+            _ => continue,
         };
         rows.push(Row { kind, label, place });
     }
@@ -2101,7 +3050,38 @@ fn main() {
     let t0 = Instant::now();
     let verbose = std::env::var_os("IOSWITCH_CONFORMANCE_VERBOSE").is_some();
     println!("ioswitch conformance: every (device kind x interface), {} KiB devices", DEV_BYTES / KIB);
-    let (rows, loopdev) = setup_rows();
+    let (mut rows, loopdev) = setup_rows();
+    match find_nvme() {
+        Ok(found) => {
+            for ns in &found {
+                let dealloc = match &ns.dealloc {
+                    Ok(Dealloc::Zeroes) => "DLFEAT: deallocated blocks read 0x00 (checked)".to_string(),
+                    Ok(Dealloc::Ones) => "DLFEAT: deallocated blocks read 0xFF (checked)".to_string(),
+                    Ok(Dealloc::Unknown(w)) => format!("{w} (not checked)"),
+                    Err(e) => format!("DLFEAT unknown: {e} (not checked)"),
+                };
+                let zones = if ns.nr_zones > 0 {
+                    format!(", zoned: {} zones of {} KiB", ns.nr_zones, ns.zone_lbas * ns.lba / KIB)
+                } else {
+                    String::new()
+                };
+                let chr = match &ns.char_dev {
+                    Ok(c) => c.display().to_string(),
+                    Err(e) => e.clone(),
+                };
+                println!(
+                    "NVMe: {} nsid {}: {} + {chr}, {} B LBAs, {} MiB{zones}; {dealloc}",
+                    ns.ctrl,
+                    ns.nsid,
+                    ns.block.display(),
+                    ns.lba,
+                    ns.bytes >> 20
+                );
+            }
+            rows.extend(nvme_rows(&found));
+        }
+        Err(why) => println!("NVMe rows: none: {why}"),
+    }
     // The callback-panic check runs once per async interface, on the first file row
     // that can hold its files; its verdict is a case of that row's cells.
     let probe_row = rows.iter().position(|r| matches!(r.place, Ok(Place::Dir(_))));
@@ -2111,7 +3091,7 @@ fn main() {
     };
     let mut results: BTreeMap<(usize, usize), Cell> = BTreeMap::new();
     for (ri, row) in rows.iter().enumerate() {
-        for (ci, &col) in Col::ALL.iter().enumerate() {
+        for (ci, &col) in row.kind.cols().iter().enumerate() {
             let probe = if Some(ri) == probe_row { probes.iter().find(|(c, _)| *c == col) } else { None };
             let cell = run_cell(row, col, probe.map(|(_, v)| v.clone()));
             {
@@ -2124,7 +3104,7 @@ fn main() {
                 CellState::Skip(_) => "skip",
                 CellState::Na(_) => "n/a",
             };
-            println!("  {:<28} {:<10} {state:<5} {} cases, {} ms", row.label, col.label(), cell.cases.len(), cell.ms);
+            println!("  {:<30} {:<10} {state:<5} {} cases, {} ms", row.label, col.label(), cell.cases.len(), cell.ms);
             if verbose {
                 let skip = cell.cases.len() - cell.case_ms.len();
                 for (i, (name, v)) in cell.cases.iter().enumerate() {
@@ -2152,40 +3132,78 @@ fn main() {
         extra_fail = l.teardown();
     }
 
-    println!();
-    print!("{:<28}", "device \\ interface");
-    for c in Col::ALL {
-        print!(" {:<9}", c.label());
-    }
-    println!();
-    for (ri, row) in rows.iter().enumerate() {
-        print!("{:<28}", row.label);
-        for ci in 0..Col::ALL.len() {
-            let s = match results.get(&(ri, ci)).map(|c| &c.state) {
-                Some(CellState::Pass) => "PASS",
-                Some(CellState::Fail) => "FAIL",
-                Some(CellState::Skip(_)) => "skip",
-                Some(CellState::Na(_)) => "n/a",
-                None => "?",
-            };
-            print!(" {s:<9}");
+    for group in [&Col::ALL[..], &Col::NVME[..], &Col::ZONED[..]] {
+        let members: Vec<usize> = (0..rows.len()).filter(|&ri| rows[ri].kind.cols() == group).collect();
+        if members.is_empty() {
+            continue;
         }
         println!();
+        print!("{:<30}", "device \\ interface");
+        for c in group {
+            print!(" {:<9}", c.label());
+        }
+        println!();
+        for ri in members {
+            print!("{:<30}", rows[ri].label);
+            for ci in 0..group.len() {
+                let s = match results.get(&(ri, ci)).map(|c| &c.state) {
+                    Some(CellState::Pass) => "PASS",
+                    Some(CellState::Fail) => "FAIL",
+                    Some(CellState::Skip(_)) => "skip",
+                    Some(CellState::Na(_)) => "n/a",
+                    None => "?",
+                };
+                print!(" {s:<9}");
+            }
+            println!();
+        }
     }
+    let mut used: Vec<Col> = Vec::new();
+    for row in &rows {
+        for &c in row.kind.cols() {
+            if !used.contains(&c) {
+                used.push(c);
+            }
+        }
+    }
+    let legend: Vec<String> = used.iter().map(|c| format!("{} = {}", c.label(), c.opts())).collect();
+    println!("column options (rows named direct add direct=1): {}", legend.join("; "));
     println!(
-        "columns: sync interfaces psync/block/ramdisk run through Device::pass (opened with async=emu); \
-         uring+rf/+rb/+sqp = io_uring with register_files / register_buffers / sqpoll; nil runs queue-semantics \
-         cases only"
+        "columns: sync interfaces psync/block/ramdisk/nvme run through Device::pass (opened with async=emu); \
+         nil runs queue-semantics cases only; +sqp / +iop cells also check that the tunable is in effect \
+         (a new iou-sqp kernel thread per sqpoll queue; iopoll reads raise no interrupt on the controller's \
+         I/O queues, compared with the same reads without iopoll)"
     );
     println!(
-        "trim: file-set trim, DSM deallocate and write zeroes must read back zeroes on every row (the loop device \
+        "trim: file-set trim, DSM deallocate and write zeroes must read back zeroes on every file and loop row (the loop device \
          sits on a file, so BLKDISCARD punches holes in it and reads zero); errno-map: writes on rdonly=1, reads on \
          wronly=1, and a read past the end of a file that shrank under the device (files: an OS error, EIO)"
     );
+    if rows.iter().any(|r| r.kind.nvme()) {
+        println!(
+            "NVMe: whole-range passes cover the first {} KiB and the last {} KiB of each namespace; deallocated \
+             blocks (trim, DSM, zone reset) must read back what Identify Namespace DLFEAT says; write zeroes reads \
+             zeroes; the block device read and written with O_DIRECT is the independent witness of every NVMe row; \
+             passthrough cells (nvme, uring_cmd, and emu/thrpool on char devices) refuse or fail (EINVAL) file-set \
+             I/O that is not whole LBAs",
+            DEV_BYTES / KIB,
+            TAIL_BYTES / KIB
+        );
+    }
+    if rows.iter().any(|r| r.kind.zoned()) {
+        println!(
+            "zoned: each cell owns one zone; writes at the write pointer succeed and move it; writes past or \
+             behind it fail (passthrough: Zone Invalid Write, SCT 1h SC BCh; block layer: EIO); zone append returns \
+             the LBA it wrote (passthrough; the block layer has none: Invalid Command Opcode); finish makes the \
+             zone full (writes: Zone Is Full / EIO); reset empties it (report: empty, write pointer at the start; \
+             data reads back as DLFEAT says); the block-layer queues (libaio, io_uring, posix) refuse zone \
+             management and zone append at submit (checked), so their cells manage zones through Device::pass"
+        );
+    }
 
     let mut others = String::new();
     for ((ri, ci), cell) in &results {
-        let at = format!("{} / {}", rows[*ri].label, Col::ALL[*ci].label());
+        let at = format!("{} / {}", rows[*ri].label, rows[*ri].kind.cols()[*ci].label());
         match &cell.state {
             CellState::Skip(why) => {
                 let _ = writeln!(others, "  skip {at}: {why}");

@@ -17,7 +17,7 @@
 //! | flush | `FSYNC` with `IORING_FSYNC_DATASYNC` |
 //! | trim on a regular file | `FALLOCATE` with `PUNCH_HOLE \| KEEP_SIZE` |
 //! | write zeroes on a regular file | `FALLOCATE` with `ZERO_RANGE \| KEEP_SIZE` (`PUNCH_HOLE` where the file system has no zero range, as on tmpfs: the first `EOPNOTSUPP` resubmits the command as a hole punch and later ones go straight to it) |
-//! | dataset management; trim and write zeroes on block devices; flush, trim and write zeroes with `iopoll=1`; reads and writes over 2 GiB − 64 KiB | run inline, see below |
+//! | dataset management; trim and write zeroes on block devices; flush, trim and write zeroes with `iopoll=1`; reads and writes over 2 GiB − 64 KiB; with `iopoll=1`, reads and writes the block layer would split (see below) | run inline, see below |
 //! | NVMe passthrough | refused: use `async=io_uring_cmd` |
 //!
 //! *Inline commands* run at `submit` through the device's sync interface (BLKDISCARD,
@@ -34,6 +34,17 @@
 //! queues, checked at open; every `poke` enters the kernel once to poll),
 //! `register_files=1` (the descriptor is registered and commands name it as fixed file 0)
 //! and `register_buffers=1`.
+//!
+//! **IOPOLL and split bios.** A polled O_DIRECT read or write that the block layer splits
+//! into several bios never completes on Linux 6.1 (seen in the test guest: io_uring
+//! IOPOLL on an NVMe namespace with poll queues; a write of two 512-byte buffers, or of
+//! one 1 MiB buffer, still pending after minutes, while the same commands complete
+//! without IOPOLL). With `iopoll=1` the queue therefore runs inline (through the sync
+//! interface, not polled) every read and write the disk's queue limits would make the
+//! kernel split, read from sysfs at queue creation: more bytes than
+//! `queue/max_sectors_kb`, more pages than `queue/max_segments`, or buffers that meet
+//! off `queue/virt_boundary_mask` (NVMe: each buffer but the last must end, and each but
+//! the first must start, on a controller page).
 //!
 //! **Registered buffers.** The queue keeps a sparse table of registered buffers, bounded
 //! (twice the depth, within 16..=1024 entries). A buffer is registered the first time it
@@ -184,6 +195,68 @@ fn check_iopoll(dev: &Inner) -> Result<(), Error> {
     }
 }
 
+/// The sysfs directory of the disk behind the descriptor (the block device itself, or
+/// the disk holding the file).
+fn disk_of_fd(fd: RawFd) -> Option<PathBuf> {
+    // SAFETY: stat is plain data; all-zero is a valid value.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: st is a valid out pointer; a bad descriptor only makes fstat fail.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return None;
+    }
+    let devno = if st.st_mode & libc::S_IFMT == libc::S_IFBLK { st.st_rdev } else { st.st_dev };
+    disk_sysfs_dir(libc::major(devno), libc::minor(devno))
+}
+
+/// The queue limits past which the block layer splits a bio (see "IOPOLL and split bios"
+/// in the module docs).
+#[derive(Clone, Copy, Debug)]
+struct SplitLimits {
+    max_bytes: u64,
+    max_pages: u64,
+    /// `queue/virt_boundary_mask` (0: none).
+    boundary: u64,
+}
+
+impl SplitLimits {
+    /// Reads the limits of the disk behind `fd`; unknown ones are taken as the smallest
+    /// the kernel allows, so an unreadable sysfs errs on the side of running inline.
+    fn of(fd: RawFd) -> SplitLimits {
+        let disk = disk_of_fd(fd);
+        let q = |attr: &str| -> Option<u64> {
+            fs::read_to_string(disk.as_ref()?.join("queue").join(attr)).ok()?.trim().parse().ok()
+        };
+        SplitLimits {
+            max_bytes: q("max_sectors_kb").map_or(4096, |kb| kb * 1024),
+            max_pages: q("max_segments").unwrap_or(1),
+            boundary: q("virt_boundary_mask").unwrap_or(0),
+        }
+    }
+
+    /// Whether the first `len` bytes of `bufs`, as one O_DIRECT bio, exceed the limits.
+    fn splits(&self, len: u64, bufs: &[Buffer]) -> bool {
+        if len > self.max_bytes {
+            return true;
+        }
+        let page = crate::dev::page_size() as u64;
+        let (mut left, mut pages, mut prev_end) = (len, 0u64, None::<u64>);
+        for b in bufs {
+            if left == 0 {
+                break;
+            }
+            let start = b.as_ptr() as u64;
+            let end = start + left.min(b.len() as u64);
+            if prev_end.is_some_and(|pe| (pe | start) & self.boundary != 0) {
+                return true;
+            }
+            pages += end.div_ceil(page) - start / page;
+            left -= end - start;
+            prev_end = Some(end);
+        }
+        pages > self.max_pages
+    }
+}
+
 /// The sysfs directory of the whole disk `maj:min` is (or is a partition of).
 fn disk_sysfs_dir(maj: u32, min: u32) -> Option<PathBuf> {
     let dir = fs::canonicalize(format!("/sys/dev/block/{maj}:{min}")).ok()?;
@@ -328,6 +401,8 @@ pub(crate) struct IoUringQueue {
     fixed_file: bool,
     sqpoll: bool,
     iopoll: bool,
+    /// With IOPOLL: the limits past which a read or write runs inline.
+    split: Option<SplitLimits>,
     /// Trim and write zeroes go to the ring as fallocate (a regular file, no IOPOLL).
     fallocate: bool,
     /// FALLOC_FL_ZERO_RANGE works here (cleared by the first EOPNOTSUPP).
@@ -410,6 +485,7 @@ impl IoUringQueue {
             fixed_file: o.register_files,
             sqpoll: o.sqpoll,
             iopoll: o.iopoll,
+            split: o.iopoll.then(|| SplitLimits::of(fd)),
             fallocate: dev.ident.kind == DevKind::File && !o.iopoll,
             zero_range: true,
             depth,
@@ -625,7 +701,9 @@ impl AsyncQueue for IoUringQueue {
             return Err((self.busy(), data));
         }
         match io.op {
-            Op::Read | Op::Write if io.len <= MAX_RW => self.submit_rw(io, cmd, data, tag),
+            Op::Read | Op::Write if io.len <= MAX_RW && !self.split.is_some_and(|l| l.splits(io.len, data.bufs())) => {
+                self.submit_rw(io, cmd, data, tag)
+            }
             Op::Flush if !self.iopoll => {
                 let e = on_fd!(self, |t| opcode::Fsync::new(t).flags(types::FsyncFlags::DATASYNC).build());
                 self.submit_other(Kind::Other, e, data, tag)
@@ -655,8 +733,9 @@ impl AsyncQueue for IoUringQueue {
                 };
                 Err((e, data))
             }
-            // Oversized reads and writes, DSM, and what IOPOLL rings or block devices
-            // cannot take as a ring operation.
+            // Oversized reads and writes (and with IOPOLL those the block layer would
+            // split), DSM, and what IOPOLL rings or block devices cannot take as a ring
+            // operation.
             _ => self.inline(io, cmd, data, tag),
         }
     }

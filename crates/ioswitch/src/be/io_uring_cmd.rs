@@ -30,6 +30,18 @@
 //! They run at `submit` through the NVMe ioctl on the same descriptor instead (one
 //! counted syscall; the submit blocks for the command), and their completions wait in a
 //! ring preallocated at queue creation that `reap` hands out first.
+//!
+//! The same kernel bug has a second trigger: with several IOPOLL rings polling the
+//! namespace's poll queues, one ring's poll can complete another ring's command between
+//! its issue and the moment the submitting task stores the poll cookie, so the driver
+//! takes the completion for an interrupt-driven one and clobbers the cookie (seen in the
+//! test guest: four threads, one queue each, general protection fault in `bio_poll`
+//! called from `nvme_ns_chr_uring_cmd_iopoll`). So every `io_uring_enter` of an IOPOLL
+//! queue (submitting, polling, or both) takes a process-wide lock: no queue polls while
+//! another one is submitting. IOPOLL queues of one process therefore submit and poll one
+//! at a time; other processes polling the same poll queues are not covered, nor are
+//! SQPOLL kernel threads (`sqpoll=1` with `iopoll=1` on several queues).
+//!
 //! `register_buffers=1` is refused at open (fixed buffers for uring_cmd are not
 //! implemented). Dropping the queue waits for commands in flight and leaks their data if
 //! it cannot.
@@ -53,6 +65,15 @@ const IFACE: &str = "io_uring_cmd";
 const ENTER_GETEVENTS: u32 = 1;
 const ENTER_SQ_WAKEUP: u32 = 2;
 const SQPOLL_IDLE_MS: u32 = 1000;
+
+/// Held across every `io_uring_enter` of an IOPOLL queue (see the module docs).
+static IOPOLL_ENTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The IOPOLL lock when `iopoll` (a poisoned lock is still a lock: the guarded data is
+/// nothing).
+fn iopoll_guard(iopoll: bool) -> Option<std::sync::MutexGuard<'static, ()>> {
+    iopoll.then(|| IOPOLL_ENTER.lock().unwrap_or_else(|p| p.into_inner()))
+}
 
 type Ring = IoUring<squeue::Entry128, cqueue::Entry32>;
 
@@ -283,6 +304,7 @@ impl UringCmdQueue {
             sq.len() as u32
         };
         self.syscalls += 1;
+        let _guard = iopoll_guard(self.iopoll && !self.sqpoll);
         // SAFETY: no argument pointer; every SQE in the ring points to memory owned by an
         // in-flight slot (see `submit`).
         let r = unsafe { self.ring.submitter().enter::<libc::sigset_t>(to_submit, want, flags, None) };
@@ -424,6 +446,7 @@ impl AsyncQueue for UringCmdQueue {
         let mut pushed = 0;
         while pending > 0 {
             self.syscalls += 1;
+            let _guard = iopoll_guard(self.iopoll);
             // SAFETY: no argument pointer and no flags; SQEs as in `submit`.
             let r = unsafe { self.ring.submitter().enter::<libc::sigset_t>(pending, 0, 0, None) };
             match r {

@@ -130,11 +130,8 @@ pub fn engine_opts(spec: &JobSpec) -> Result<(Opts, Mode), String> {
             }
         }
         IoEngine::Mmap => {
-            return Err(err(
-                spec,
-                "ioengine",
-                "ioengine=mmap: the memory-mapped interface is not in ioswitch yet".into(),
-            ))
+            o.sync = Some(SyncIface::Mmap);
+            Mode::Sync
         }
         IoEngine::Xnvme => {
             let x = &spec.xnvme;

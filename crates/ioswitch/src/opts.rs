@@ -64,6 +64,9 @@ iface_enum!(
         Nvme = "nvme",
         /// Completes every command at once and moves no data (the sync twin of async nil).
         Nil = "nil",
+        /// A shared memory mapping of the file or block device: reads and writes are
+        /// memory copies, flush is msync.
+        Mmap = "mmap",
     }
 );
 
@@ -152,7 +155,7 @@ pub struct Opts {
 
 /// Every key an option string accepts, with a one-line meaning (for `--help` texts).
 pub const KEYS: &[(&str, &str)] = &[
-    ("sync", "synchronous interface: psync, block, ramdisk, nvme, nil"),
+    ("sync", "synchronous interface: psync, block, ramdisk, nvme, nil, mmap"),
     ("async", "asynchronous interface: nil, emu, thrpool, libaio, io_uring, io_uring_cmd, posix"),
     ("admin", "admin interface: emulated, nvme"),
     ("mem", "buffer memory: posix"),

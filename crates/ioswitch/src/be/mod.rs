@@ -12,6 +12,7 @@ pub(crate) mod emu;
 pub(crate) mod io_uring;
 pub(crate) mod io_uring_cmd;
 pub(crate) mod libaio;
+pub(crate) mod mmap;
 pub(crate) mod nil;
 pub(crate) mod nvme;
 pub(crate) mod posix_aio;
@@ -109,6 +110,9 @@ pub(crate) fn sync_refusal(iface: SyncIface, kind: DevKind) -> Option<&'static s
     match (iface, kind) {
         (SyncIface::Nil, NvmeCtrl) => Some("an NVMe controller takes admin commands only"),
         (SyncIface::Nil, _) => None,
+        (SyncIface::Mmap, File | Block | NvmeBlock) => None,
+        (SyncIface::Mmap, Ramdisk) => Some("a ramdisk is memory already; use sync=ramdisk"),
+        (SyncIface::Mmap, _) => Some("only files and block devices can be memory-mapped"),
         (SyncIface::Psync, File | Block | NvmeBlock) => None,
         (SyncIface::Psync, Ramdisk) => Some("a ramdisk has no file descriptor; use sync=ramdisk"),
         (SyncIface::Psync, NvmeChar) => Some("an NVMe generic char device has no read/write; use sync=nvme"),
@@ -191,6 +195,7 @@ pub(crate) fn new_sync(dev: &Inner, iface: SyncIface) -> Result<Box<dyn SyncIo>,
         SyncIface::Block => Ok(Box::new(psync::Psync::new(dev, true))),
         SyncIface::Ramdisk => Ok(Box::new(ramdisk::Ramdisk::new(dev)?)),
         SyncIface::Nil => Ok(Box::new(nil::NilSync)),
+        SyncIface::Mmap => Ok(Box::new(mmap::Mmap::new(dev)?)),
         SyncIface::Nvme => {
             nvme::check(dev, "sync=nvme")?;
             Ok(Box::new(nvme::Nvme::new(dev)))

@@ -1,0 +1,162 @@
+//! `mmap`: the device as a shared memory mapping (MAP_SHARED of the whole file or block
+//! device). Reads and writes are memory copies between the mapping and the buffers; flush
+//! is `msync(MS_SYNC)`; trim, write zeroes and DSM deallocate zero the range in the
+//! mapping (reads return zeroes afterwards; the storage is not deallocated).
+//!
+//! The mapping is shared with the kernel and with every other user of the file, as any
+//! MAP_SHARED mapping is: like a disk, overlapping concurrent writes leave one of them.
+
+use super::{dsm_ranges, Io, Op, SyncIo};
+use crate::buf::Buffer;
+use crate::cmd::Cmd;
+use crate::dev::Inner;
+use crate::error::Error;
+use crate::spec::{errno_to_status, Status};
+use std::io;
+use std::ptr::NonNull;
+
+pub(crate) struct Mmap {
+    base: NonNull<u8>,
+    len: usize,
+    lba_size: u64,
+}
+
+// SAFETY: the mapping is plain shared memory owned by this value until drop; every access
+// goes through raw copies bounded by `len` (checked by `prepare`), never through references
+// that could alias.
+unsafe impl Send for Mmap {}
+// SAFETY: as above: concurrent calls only copy bytes in and out of the mapping.
+unsafe impl Sync for Mmap {}
+
+impl Mmap {
+    pub(crate) fn new(dev: &Inner) -> Result<Mmap, Error> {
+        let len = usize::try_from(dev.geo.bytes)
+            .map_err(|_| dev.unsupported("sync=mmap", "the device is larger than the address space"))?;
+        if len == 0 {
+            return Err(dev.unsupported("sync=mmap", "an empty file cannot be mapped; give size= to extend it"));
+        }
+        if dev.opts.wronly {
+            return Err(dev.unsupported("sync=mmap", "a mapping needs read access; wronly=1 excludes it"));
+        }
+        let prot = if dev.opts.rdonly { libc::PROT_READ } else { libc::PROT_READ | libc::PROT_WRITE };
+        // SAFETY: a fresh mapping at an address the kernel chooses; fd is the device's open
+        // descriptor; len is its size, checked non-zero.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, dev.raw_fd(), 0) };
+        if p == libc::MAP_FAILED {
+            return Err(Error::Os {
+                dev: dev.uri.clone(),
+                what: format!("mmap {len} bytes (sync=mmap)"),
+                source: io::Error::last_os_error(),
+            });
+        }
+        let base = NonNull::new(p as *mut u8).expect("mmap returned a non-null address");
+        Ok(Mmap { base, len, lba_size: dev.geo.lba_size as u64 })
+    }
+
+    /// Zeroes `len` bytes at `off` (bounds checked by `prepare`).
+    fn zero(&self, off: u64, len: u64) {
+        // SAFETY: off + len ≤ the mapping's length (prepare checked the range).
+        unsafe { std::ptr::write_bytes(self.base.as_ptr().add(off as usize), 0, len as usize) }
+    }
+}
+
+impl SyncIo for Mmap {
+    fn exec(&self, io: &Io, _cmd: &Cmd, bufs: &mut [Buffer]) -> Result<u64, Status> {
+        match io.op {
+            Op::Read | Op::Write => {
+                let mut pos = io.offset as usize;
+                let end = pos + io.len as usize;
+                debug_assert!(end <= self.len);
+                for b in bufs.iter_mut() {
+                    if pos == end {
+                        break;
+                    }
+                    let n = (end - pos).min(b.len());
+                    // SAFETY: pos + n ≤ end ≤ the mapping's length (prepare checked the
+                    // range); n ≤ b.len(); the buffer and the mapping do not overlap (the
+                    // buffer is heap memory of ours).
+                    unsafe {
+                        let m = self.base.as_ptr().add(pos);
+                        if io.op == Op::Read {
+                            std::ptr::copy_nonoverlapping(m, b.as_mut_ptr(), n);
+                        } else {
+                            std::ptr::copy_nonoverlapping(b.as_ptr(), m, n);
+                        }
+                    }
+                    pos += n;
+                }
+                Ok(io.len)
+            }
+            Op::Flush => {
+                // SAFETY: the whole mapping, which this value owns.
+                if unsafe { libc::msync(self.base.as_ptr() as *mut libc::c_void, self.len, libc::MS_SYNC) } != 0 {
+                    return Err(errno_to_status(io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)));
+                }
+                Ok(0)
+            }
+            Op::Trim | Op::WriteZeroes => {
+                self.zero(io.offset, io.len);
+                Ok(0)
+            }
+            Op::Dsm { nr, deallocate } => {
+                if deallocate {
+                    for r in dsm_ranges(bufs, nr) {
+                        self.zero(r.slba * self.lba_size, r.nlb as u64 * self.lba_size);
+                    }
+                }
+                Ok(0)
+            }
+            Op::Passthru => Err(errno_to_status(libc::EOPNOTSUPP)),
+        }
+    }
+
+    fn syscalls_per_cmd(&self) -> u64 {
+        0
+    }
+}
+
+impl Drop for Mmap {
+    fn drop(&mut self) {
+        // SAFETY: base/len are exactly the mapping made in new; nothing uses it any more
+        // (the device and its queues are gone when the sync interface is dropped).
+        unsafe { libc::munmap(self.base.as_ptr() as *mut libc::c_void, self.len) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::be::testutil::{buf, open, open_uri, pattern, temp_in};
+    use crate::Cmd;
+
+    #[test]
+    fn writes_through_the_mapping_reach_the_file() {
+        let t = temp_in(&std::env::temp_dir(), "mmap");
+        let dev = open(&t, "sync=mmap,create=1,size=64KiB");
+        let nsid = dev.ident().nsid;
+        let mut w = buf(&dev, &pattern(5, 8192));
+        dev.pass(&Cmd::write(nsid, 16, 16), std::slice::from_mut(&mut w)).unwrap();
+        dev.pass(&Cmd::flush(nsid), &mut []).unwrap();
+        let on_disk = std::fs::read(&t.0).unwrap();
+        assert_eq!(&on_disk[8192..16384], &pattern(5, 8192)[..]);
+        // And data written by others is visible through it.
+        std::fs::write(&t.0, pattern(9, 65536)).unwrap();
+        let mut r = dev.alloc(4096).unwrap();
+        dev.pass(&Cmd::read(nsid, 0, 8), std::slice::from_mut(&mut r)).unwrap();
+        assert_eq!(&r[..], &pattern(9, 65536)[..4096]);
+        dev.pass(&Cmd::fs_trim(0, 4096), &mut []).unwrap();
+        dev.pass(&Cmd::read(nsid, 0, 8), std::slice::from_mut(&mut r)).unwrap();
+        assert!(r.iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn what_cannot_be_mapped_is_refused_at_open() {
+        let t = temp_in(&std::env::temp_dir(), "mmap");
+        std::fs::write(&t.0, b"").unwrap();
+        let e = crate::Device::open(t.0.to_str().unwrap(), &"sync=mmap".parse().unwrap()).unwrap_err().to_string();
+        assert!(e.contains("empty file"), "{e}");
+        let e = crate::Device::open("1MiB", &"sync=mmap".parse().unwrap()).unwrap_err().to_string();
+        assert!(e.contains("ramdisk") && e.contains("sync=mmap"), "{e}");
+        let dev = open_uri(t.0.to_str().unwrap(), "size=4096");
+        assert_eq!(dev.geometry().bytes, 4096);
+    }
+}

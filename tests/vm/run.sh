@@ -111,7 +111,7 @@ truncate -s 128M "$tmp/ns3.img"
     done < <(compgen -e)
     echo 'export TMPDIR=/tmp IOSWITCH_VM=1 IOSWITCH_VM_MODROOT=/run/ioswitch-vm/modroot'
     printf 'cd -- %q || { echo %q >&2; exit 125; }\n' "$PWD" \
-        "vm: cannot cd to $PWD in the guest (under /tmp? the guest's /tmp is a fresh tmpfs)"
+        "vm: cannot cd to $PWD in the guest"
     printf 'exec'
     printf ' %q' "$@"
     echo
@@ -128,8 +128,19 @@ for d in "${rw_dirs[@]}"; do
     rw_args+=(-virtfs "local,path=$d,mount_tag=rw$i,security_model=none,multidevs=remap")
     i=$((i + 1))
 done
+# The working directory stays visible in the guest even under /tmp (which the guest
+# replaces with a fresh tmpfs): its top directory below /tmp is bound back in.
+keep_tmp=
+case $PWD in
+    /tmp/*)
+        top=${PWD#/tmp/}
+        keep_tmp="/tmp/${top%%/*}"
+        [[ $keep_tmp =~ ^[A-Za-z0-9_./+-]+$ ]] || die "working directory $PWD: only plain path characters are supported under /tmp"
+        ;;
+esac
 {
     echo "NS_EXPECT=3"
+    echo "KEEP_TMP='$keep_tmp'"
     echo "RW_SHARES='${rw_conf# }'"
     echo "KMODDIR='$kdir/modules'"
 } >"$tmp/guest.conf"

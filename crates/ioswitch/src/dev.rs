@@ -833,7 +833,7 @@ pub fn enumerate() -> Result<Vec<Listing>> {
         names.sort();
         for name in names {
             let dir = Path::new("/sys/class").join(class).join(&name);
-            out.push(Listing {
+            let mut l = Listing {
                 path: Path::new("/dev").join(&name),
                 kind,
                 bytes: 0,
@@ -841,7 +841,16 @@ pub fn enumerate() -> Result<Vec<Listing>> {
                 zoned: ZonedModel::None,
                 driver: Some("nvme".into()),
                 model: read_sysfs(&dir.join("model")).or_else(|| read_sysfs(&dir.join("device/model"))),
-            });
+            };
+            // A generic char device ngXnY is the same namespace as the block device
+            // nvmeXnY when the kernel has one: take size, LBA size and zoning from it.
+            if let Some(blk) = name.strip_prefix("ng").map(|rest| format!("nvme{rest}")) {
+                if let Some(b) = out.iter().find(|b| b.path == Path::new("/dev").join(&blk)) {
+                    (l.bytes, l.lba_size, l.zoned) = (b.bytes, b.lba_size, b.zoned);
+                    l.model = l.model.or_else(|| b.model.clone());
+                }
+            }
+            out.push(l);
         }
     }
     Ok(out)

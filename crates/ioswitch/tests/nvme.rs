@@ -151,6 +151,22 @@ fn defaults_and_refusals_per_nvme_device_kind() {
 }
 
 #[test]
+fn enumerate_lists_controller_namespaces_and_char_devices_with_sizes() {
+    let env = need_env!("enumerate_lists_controller_namespaces_and_char_devices_with_sizes");
+    let all = ioswitch::enumerate().unwrap();
+    let find = |p: &str| all.iter().find(|l| l.path == Path::new(p)).unwrap_or_else(|| panic!("{p} not listed"));
+    assert_eq!(find("/dev/nvme0").kind, ioswitch::DevKind::NvmeCtrl);
+    for nsid in 1..=3 {
+        let (b, c) = (find(env.block(nsid)), find(env.char(nsid)));
+        assert_eq!(b.kind, ioswitch::DevKind::NvmeBlock);
+        assert_eq!(c.kind, ioswitch::DevKind::NvmeChar);
+        assert!(b.bytes > 0 && (c.bytes, c.lba_size, c.zoned) == (b.bytes, b.lba_size, b.zoned), "{b:?} vs {c:?}");
+    }
+    assert_eq!(find(env.block(2)).lba_size, 4096);
+    assert_eq!(find(env.char(3)).zoned, ioswitch::ZonedModel::HostManaged);
+}
+
+#[test]
 fn geometry_comes_from_identify() {
     let env = need_env!("geometry_comes_from_identify");
     let want = [(1u32, 512u32, 256 * MIB), (2, 4096, 256 * MIB), (3, 512, 128 * MIB)];

@@ -810,11 +810,24 @@ fn commit(run: &mut Run, q: &mut Queue, slots: &mut [Slot], uncommitted: &mut Ve
     }
 }
 
-/// Reads back every block written and checks its header and checksum.
+/// Reads back every block written and checks its header and checksum; the reads count
+/// as reads of the job, as fio counts its verify phase.
 fn verify_phase(run: &mut Run) {
-    let bs = run.job.bs[1];
     let blocks: Vec<u64> =
         (0..run.written.len() as u64 * 64).filter(|b| run.written[(b / 64) as usize] & (1 << (b % 64)) != 0).collect();
+    verify_blocks(run, run.job.bs[1], blocks, true);
+}
+
+/// A read job with `verify=`: re-reads its whole region after the measured part and checks
+/// every block (not counted as reads: the measured reads already were).
+fn verify_region(run: &mut Run, region: u64) {
+    let bs = run.job.bs[0];
+    verify_blocks(run, bs, 0..region / bs, false);
+}
+
+/// Reads `blocks` (block numbers of size `bs` from the job's offset) and checks each; stops
+/// at the first bad one, naming its offset.
+fn verify_blocks(run: &mut Run, bs: u64, blocks: impl IntoIterator<Item = u64>, count_reads: bool) {
     let mut buf = match run.dev.alloc(bs as usize) {
         Ok(b) => b,
         Err(e) => return run.fail(libc::ENOMEM, e.to_string()),
@@ -826,35 +839,12 @@ fn verify_phase(run: &mut Run) {
         if let Err(e) = run.dev.pass(&cmd, std::slice::from_mut(&mut buf)) {
             return run.fail(e.errno().unwrap_or(libc::EIO), format!("verify read at offset {off}: {e}"));
         }
-        // fio counts verify reads as reads of the job.
-        let took = now_ns() - start;
-        run.res.read.ios += 1;
-        run.res.read.bytes += bs;
-        run.res.read.clat.record(took);
-        run.res.read.lat.record(took);
-        if let Err(why) = verify::check(run.job.verify, &buf, off) {
-            return run.fail(libc::EILSEQ, format!("verify: bad block at offset {off}: {why}"));
-        }
-        run.res.verified += 1;
-    }
-}
-
-/// Verify for read-only jobs (`rw=read`/`randread` with `verify=`): checks every block of
-/// the job's region, as an earlier job with the same `verify` wrote it (fio's pattern: a
-/// write job with `do_verify=0`, later a read job with `verify=`). fio checks each block
-/// as the measured reads complete; this reads the region once more after the measured
-/// part, so that checking costs no measured time, and stops at the first bad block.
-fn verify_region(run: &mut Run, region: u64) {
-    let bs = run.job.bs[0];
-    let mut buf = match run.dev.alloc(bs as usize) {
-        Ok(b) => b,
-        Err(e) => return run.fail(libc::ENOMEM, e.to_string()),
-    };
-    for b in 0..region / bs {
-        let off = run.job.offset + b * bs;
-        let cmd = make_cmd(run.dev, false, off, bs);
-        if let Err(e) = run.dev.pass(&cmd, std::slice::from_mut(&mut buf)) {
-            return run.fail(e.errno().unwrap_or(libc::EIO), format!("verify read at offset {off}: {e}"));
+        if count_reads {
+            let took = now_ns() - start;
+            run.res.read.ios += 1;
+            run.res.read.bytes += bs;
+            run.res.read.clat.record(took);
+            run.res.read.lat.record(took);
         }
         if let Err(why) = verify::check(run.job.verify, &buf, off) {
             return run.fail(libc::EILSEQ, format!("verify: bad block at offset {off}: {why}"));

@@ -465,7 +465,7 @@ fn status_loop<T>(
             "\r\x1b[KJobs: {running}/{threads} [{:.1}% done] [{}/s] [{} IOPS] [eta {:02}m:{:02}s]",
             frac * 100.0,
             human_bytes(bw),
-            human_count(iops),
+            crate::compare::fmt_count(iops),
             (eta as u64) / 60,
             (eta as u64) % 60
         );
@@ -483,15 +483,4 @@ pub fn human_bytes(b: f64) -> String {
         i += 1;
     }
     format!("{v:.1}{}", U[i])
-}
-
-/// `950`, `31.5k`, `1.2M`.
-pub fn human_count(n: f64) -> String {
-    if n >= 1e6 {
-        format!("{:.1}M", n / 1e6)
-    } else if n >= 1e3 {
-        format!("{:.1}k", n / 1e3)
-    } else {
-        format!("{n:.0}")
-    }
 }

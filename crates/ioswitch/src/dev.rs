@@ -451,6 +451,12 @@ fn disk_dir(dir: &Path) -> PathBuf {
     }
 }
 
+/// The sysfs directory of the whole disk behind block device `maj:min` (the disk
+/// itself, or the parent of a partition): where `queue/` lives.
+pub(crate) fn disk_sysfs_dir(maj: u32, min: u32) -> Option<PathBuf> {
+    sysfs_dir("block", maj, min).map(|d| disk_dir(&d))
+}
+
 fn driver_of(disk: &Path) -> Option<String> {
     let name = disk.file_name()?.to_string_lossy().into_owned();
     if name.starts_with("loop") {

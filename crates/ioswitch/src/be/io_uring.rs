@@ -170,7 +170,7 @@ fn check_iopoll(dev: &Inner) -> Result<(), Error> {
         (st.st_dev, "disk holding the file")
     };
     let (maj, min) = (libc::major(devno), libc::minor(devno));
-    let Some(disk) = disk_sysfs_dir(maj, min) else {
+    let Some(disk) = crate::dev::disk_sysfs_dir(maj, min) else {
         return Err(dev.unsupported(
             iface,
             &format!(
@@ -205,7 +205,7 @@ fn disk_of_fd(fd: RawFd) -> Option<PathBuf> {
         return None;
     }
     let devno = if st.st_mode & libc::S_IFMT == libc::S_IFBLK { st.st_rdev } else { st.st_dev };
-    disk_sysfs_dir(libc::major(devno), libc::minor(devno))
+    crate::dev::disk_sysfs_dir(libc::major(devno), libc::minor(devno))
 }
 
 /// The queue limits past which the block layer splits a bio (see "IOPOLL and split bios"
@@ -255,15 +255,6 @@ impl SplitLimits {
         }
         pages > self.max_pages
     }
-}
-
-/// The sysfs directory of the whole disk `maj:min` is (or is a partition of).
-fn disk_sysfs_dir(maj: u32, min: u32) -> Option<PathBuf> {
-    let dir = fs::canonicalize(format!("/sys/dev/block/{maj}:{min}")).ok()?;
-    if dir.join("partition").exists() {
-        return dir.parent().map(|p| p.to_path_buf());
-    }
-    Some(dir)
 }
 
 /// SQPOLL: the CPU must exist, and the kernel must let this process have a poll thread.

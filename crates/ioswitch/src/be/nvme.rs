@@ -36,7 +36,7 @@ use crate::spec::{errno_to_status, Sqe, Status};
 use std::fs;
 use std::io;
 use std::os::fd::RawFd;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The kernel's `struct nvme_passthru_cmd64` (include/uapi/linux/nvme_ioctl.h): the
 /// command fields of a submission entry plus user pointers, and the result written back.
@@ -397,13 +397,7 @@ pub(crate) fn ns_info(uri: &str, fd: RawFd, devno: (u32, u32), kind: DevKind) ->
     }
     let block_dir = match kind {
         DevKind::NvmeChar => char_block_dir(devno, nsid),
-        _ => fs::canonicalize(format!("/sys/dev/block/{}:{}", devno.0, devno.1)).ok().map(|d| {
-            if d.join("partition").exists() {
-                d.parent().map(Path::to_path_buf).unwrap_or(d)
-            } else {
-                d
-            }
-        }),
+        _ => crate::dev::disk_sysfs_dir(devno.0, devno.1),
     };
     let q = |attr: &str| -> Option<u64> {
         let p = block_dir.as_ref()?.join("queue").join(attr);

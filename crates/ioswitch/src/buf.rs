@@ -13,12 +13,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// An owned, aligned, zero-initialised byte buffer.
+///
+/// 32 bytes: the start address, the length, the allocation's size and one word holding a
+/// unique id and the alignment. The allocation starts at the start address rounded down
+/// to the alignment (the offset past it is always less than the alignment).
 pub struct Buffer {
-    base: NonNull<u8>,
-    layout: Layout,
-    offset: usize,
+    ptr: NonNull<u8>,
     len: usize,
-    id: u64,
+    /// Bytes allocated from the aligned base.
+    size: usize,
+    /// `id << 6 | log2(alignment)`.
+    meta: u64,
 }
 
 /// Allocation granule: allocations are rounded up to whole multiples of their alignment
@@ -40,11 +45,13 @@ impl Buffer {
 
     /// Allocates `len` zeroed bytes that start `offset` bytes past an `align`-aligned
     /// address. With `offset` not a multiple of the device's alignment this makes a
-    /// deliberately misaligned buffer (for testing how direct I/O rejects it).
+    /// deliberately misaligned buffer (for testing how direct I/O rejects it). Only
+    /// `offset % align` matters: the start is that far past an aligned address.
     pub fn with_alignment(len: usize, align: usize, offset: usize) -> Result<Buffer, String> {
         if !align.is_power_of_two() {
             return Err(format!("buffer alignment {align} is not a power of two"));
         }
+        let offset = offset % align;
         let size = len
             .checked_add(offset)
             .and_then(|n| n.max(1).checked_next_multiple_of(align.max(GRANULE)))
@@ -54,7 +61,10 @@ impl Buffer {
         // SAFETY: layout has a non-zero size (at least one granule).
         let p = unsafe { alloc::alloc_zeroed(layout) };
         let base = NonNull::new(p).ok_or_else(|| format!("out of memory allocating a {len}-byte buffer"))?;
-        Ok(Buffer { base, layout, offset, len, id: NEXT_ID.fetch_add(1, Ordering::Relaxed) })
+        // SAFETY: offset < align <= size, inside the allocation.
+        let ptr = unsafe { base.add(offset) };
+        let meta = NEXT_ID.fetch_add(1, Ordering::Relaxed) << 6 | align.trailing_zeros() as u64;
+        Ok(Buffer { ptr, len, size, meta })
     }
 
     /// A buffer holding a copy of `bytes`, aligned to `align`.
@@ -65,32 +75,41 @@ impl Buffer {
     }
 
     /// Length in bytes.
+    #[inline]
     pub fn len(&self) -> usize {
         self.len
     }
     /// True when the buffer holds no bytes.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
     /// Start address, for alignment checks and for handing to the kernel.
+    #[inline]
     pub fn as_ptr(&self) -> *const u8 {
-        // SAFETY: offset is within the allocation (size = len + offset, at least 1).
-        unsafe { self.base.as_ptr().add(self.offset) }
+        self.ptr.as_ptr()
     }
     /// Start address, writable.
+    #[inline]
     pub fn as_mut_ptr(&mut self) -> *mut u8 {
-        // SAFETY: as in as_ptr.
-        unsafe { self.base.as_ptr().add(self.offset) }
+        self.ptr.as_ptr()
+    }
+    fn align(&self) -> usize {
+        1 << (self.meta & 63)
+    }
+    /// Bytes from the start to the aligned base of the allocation.
+    fn offset(&self) -> usize {
+        self.ptr.as_ptr() as usize & (self.align() - 1)
     }
     /// Bytes allocated from [`as_ptr`](Buffer::as_ptr) to the end of the allocation
     /// (≥ `len`; whole multiples of the alignment and of 4 KiB from an aligned start).
     pub fn capacity(&self) -> usize {
-        self.layout.size() - self.offset
+        self.size - self.offset()
     }
     /// A number that no other buffer alive or dead in this process has had; interfaces
     /// that register buffers with the kernel use it to tell buffers apart.
     pub fn id(&self) -> u64 {
-        self.id
+        self.meta >> 6
     }
 }
 
@@ -112,8 +131,11 @@ impl DerefMut for Buffer {
 
 impl Drop for Buffer {
     fn drop(&mut self) {
-        // SAFETY: base was allocated with exactly this layout in with_alignment.
-        unsafe { alloc::dealloc(self.base.as_ptr(), self.layout) }
+        let base = self.ptr.as_ptr().wrapping_sub(self.offset());
+        // SAFETY: base and this layout are exactly what with_alignment allocated: the
+        // start is less than one alignment past the aligned base, and size and alignment
+        // were validated there.
+        unsafe { alloc::dealloc(base, Layout::from_size_align_unchecked(self.size, self.align())) }
     }
 }
 
@@ -201,6 +223,18 @@ mod tests {
         let b = Buffer::with_alignment(512, 4096, 3).unwrap();
         assert_eq!(b.as_ptr() as usize % 4096, 3);
         assert_eq!(b.len(), 512);
+        assert_eq!(b.capacity(), 4093);
+        let far = Buffer::with_alignment(512, 512, 512 * 3 + 7).unwrap();
+        assert_eq!(far.as_ptr() as usize % 512, 7, "only the offset modulo the alignment matters");
+        assert!(far.capacity() >= 512);
+    }
+
+    #[test]
+    fn buffers_and_data_stay_small() {
+        // They move through every submission and completion.
+        assert_eq!(std::mem::size_of::<Buffer>(), 32);
+        assert!(std::mem::size_of::<Data>() <= 40);
+        assert!(std::mem::size_of::<crate::Completion>() <= 64, "a completion fits a cache line");
     }
 
     #[test]

@@ -98,10 +98,12 @@ impl DsmRange {
     }
 }
 
+#[inline]
 fn nvm(opcode: u8, nsid: u32) -> Cmd {
     Cmd { sqe: Sqe { opcode, nsid, ..Sqe::default() }, set: CmdSet::Nvm }
 }
 
+#[inline]
 fn fs(opcode: u8, offset: u64, len: u64) -> Cmd {
     let sqe = Sqe {
         opcode,
@@ -114,6 +116,7 @@ fn fs(opcode: u8, offset: u64, len: u64) -> Cmd {
     Cmd { sqe, set: CmdSet::Fs }
 }
 
+#[inline]
 fn lba_range(mut c: Cmd, slba: u64, nlb: u32) -> Cmd {
     assert!((1..=65536).contains(&nlb), "nlb must be 1..=65536 (NVMe carries it 0-based in 16 bits), got {nlb}");
     c.sqe.cdw10 = slba as u32;
@@ -127,6 +130,7 @@ impl Cmd {
     ///
     /// # Panics
     /// When `nlb` is 0 or above 65536: the count does not fit the command.
+    #[inline]
     pub fn read(nsid: u32, slba: u64, nlb: u32) -> Cmd {
         lba_range(nvm(opc::READ, nsid), slba, nlb)
     }
@@ -134,6 +138,7 @@ impl Cmd {
     ///
     /// # Panics
     /// When `nlb` is 0 or above 65536.
+    #[inline]
     pub fn write(nsid: u32, slba: u64, nlb: u32) -> Cmd {
         lba_range(nvm(opc::WRITE, nsid), slba, nlb)
     }
@@ -141,10 +146,12 @@ impl Cmd {
     ///
     /// # Panics
     /// When `nlb` is 0 or above 65536.
+    #[inline]
     pub fn write_zeroes(nsid: u32, slba: u64, nlb: u32) -> Cmd {
         lba_range(nvm(opc::WRITE_ZEROES, nsid), slba, nlb)
     }
     /// NVM Flush.
+    #[inline]
     pub fn flush(nsid: u32) -> Cmd {
         nvm(opc::FLUSH, nsid)
     }
@@ -161,30 +168,36 @@ impl Cmd {
         c
     }
     /// Sets Force Unit Access on a read or write.
+    #[inline]
     pub fn fua(mut self) -> Cmd {
         self.sqe.cdw12 |= 1 << 30;
         self
     }
 
     /// File set: read `len` bytes at byte `offset`.
+    #[inline]
     pub fn fs_read(offset: u64, len: u64) -> Cmd {
         fs(opc::FS_READ, offset, len)
     }
     /// File set: write `len` bytes at byte `offset`.
+    #[inline]
     pub fn fs_write(offset: u64, len: u64) -> Cmd {
         fs(opc::FS_WRITE, offset, len)
     }
     /// File set: flush written data to stable storage (fdatasync).
+    #[inline]
     pub fn fs_flush() -> Cmd {
         fs(opc::FS_FLUSH, 0, 0)
     }
     /// File set: trim `len` bytes at byte `offset` (hole punch on files, discard on
     /// block devices); reads of the range return zeroes afterwards.
+    #[inline]
     pub fn fs_trim(offset: u64, len: u64) -> Cmd {
         fs(opc::FS_TRIM, offset, len)
     }
 
     /// Any I/O command from a raw submission entry.
+    #[inline]
     pub fn io(sqe: Sqe) -> Cmd {
         Cmd { sqe, set: CmdSet::Nvm }
     }
@@ -194,6 +207,7 @@ impl Cmd {
     }
 
     /// True for an NVM read or write with Force Unit Access set.
+    #[inline]
     pub fn is_fua(&self) -> bool {
         self.set == CmdSet::Nvm && matches!(self.sqe.opcode, opc::READ | opc::WRITE) && self.sqe.cdw12 & (1 << 30) != 0
     }
@@ -225,10 +239,12 @@ impl Cmd {
     }
 
     /// Byte offset of a file-set command.
+    #[inline]
     pub fn fs_offset(&self) -> u64 {
         self.sqe.cdw10 as u64 | (self.sqe.cdw11 as u64) << 32
     }
     /// Byte length of a file-set command.
+    #[inline]
     pub fn fs_len(&self) -> u64 {
         self.sqe.cdw12 as u64 | (self.sqe.cdw13 as u64) << 32
     }

@@ -81,7 +81,8 @@ pub struct QueueStats {
 
 /// An asynchronous queue on a device's async interface.
 pub struct Queue {
-    be: Box<dyn AsyncQueue>,
+    be: be::Backend,
+    lim: be::Limits,
     dev: Device,
     iface: AsyncIface,
     depth: u32,
@@ -107,26 +108,47 @@ impl Queue {
             });
         }
         let be = be::new_queue(&dev.inner, iface, depth)?;
-        Ok(Queue { be, dev, iface, depth, outstanding: 0, submitted: 0, completed: 0 })
+        let lim = be::Limits::new(&dev.inner);
+        Ok(Queue { be, lim, dev, iface, depth, outstanding: 0, submitted: 0, completed: 0 })
     }
 
     /// Submits a command with its data (moved in; handed back by the completion) and a
     /// tag of the caller's choice. Never blocks; returns [`Error::Busy`] in
     /// [`Rejected::error`] when `depth` commands are outstanding. The command reaches the
     /// kernel at the next [`commit`](Queue::commit), `poke`, `wait` or `drain`.
-    #[inline]
+    #[inline(always)]
     pub fn submit(&mut self, cmd: &Cmd, data: Data, tag: u64) -> Result<(), Rejected> {
+        // The common command (one buffer, a read or write that passes every check) takes
+        // the inlined fast check; everything else, refusals included, the full one.
+        if self.outstanding < self.depth {
+            if let Some(io) = be::fast_check(&self.lim, cmd, &data) {
+                return self.submit_checked(&io, cmd, data, tag);
+            }
+        }
+        self.submit_slow(cmd, data, tag)
+    }
+
+    #[inline(never)]
+    fn submit_slow(&mut self, cmd: &Cmd, data: Data, tag: u64) -> Result<(), Rejected> {
         if self.outstanding >= self.depth {
             return Err(Rejected { error: Error::Busy { depth: self.depth }, data });
         }
-        let io = match be::prepare(&self.dev.inner, cmd, data.bufs()) {
-            Ok(io) => io,
-            Err(error) => return Err(Rejected { error, data }),
-        };
-        self.be.submit(&io, cmd, data, tag).map_err(|(error, data)| Rejected { error, data })?;
-        self.outstanding += 1;
-        self.submitted += 1;
-        Ok(())
+        match be::prepare(&self.dev.inner, cmd, data.bufs()) {
+            Ok(io) => self.submit_checked(&io, cmd, data, tag),
+            Err(error) => Err(Rejected { error, data }),
+        }
+    }
+
+    #[inline(always)]
+    fn submit_checked(&mut self, io: &be::Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), Rejected> {
+        match self.be.submit(io, cmd, data, tag) {
+            Ok(()) => {
+                self.outstanding += 1;
+                self.submitted += 1;
+                Ok(())
+            }
+            Err((error, data)) => Err(Rejected { error, data }),
+        }
     }
 
     /// Pushes every command submitted since the last commit to the kernel (one syscall for
@@ -138,14 +160,14 @@ impl Queue {
 
     /// Commits, then reaps what has completed without waiting, at most `max` (0: no
     /// limit), calling `f` for each. Returns how many were reaped.
-    #[inline]
+    #[inline(always)]
     pub fn poke(&mut self, max: u32, mut f: impl FnMut(Completion)) -> Result<u32> {
-        self.be.commit()?;
         if self.outstanding == 0 {
+            self.be.commit()?;
             return Ok(0);
         }
         let max = if max == 0 { u32::MAX } else { max };
-        self.reap(false, 0, max, &mut f)
+        self.reap(0, max, &mut f)
     }
 
     /// Commits, then waits until at least `min` commands (at most all outstanding) have
@@ -157,7 +179,7 @@ impl Queue {
             return Ok(0);
         }
         let min = min.min(self.outstanding);
-        self.reap(true, min, u32::MAX, &mut f)
+        self.reap(min, u32::MAX, &mut f)
     }
 
     /// Commits, then waits for every outstanding command. Returns how many were reaped.
@@ -168,14 +190,15 @@ impl Queue {
         }
         let mut n = 0;
         while self.outstanding > 0 {
-            n += self.reap(true, self.outstanding, u32::MAX, &mut f)?;
+            n += self.reap(self.outstanding, u32::MAX, &mut f)?;
         }
         Ok(n)
     }
 
-    #[inline]
-    fn reap(&mut self, commit: bool, min: u32, max: u32, f: &mut dyn FnMut(Completion)) -> Result<u32> {
-        let n = if commit { self.be.commit_and_reap(min, max, f)? } else { self.be.reap(min, max, f)? };
+    /// Commits, then reaps (one syscall where the interface can do both at once).
+    #[inline(always)]
+    fn reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32> {
+        let n = self.be.commit_and_reap(min, max, f)?;
         self.outstanding -= n;
         self.completed += n as u64;
         if n == 0 && min > 0 {

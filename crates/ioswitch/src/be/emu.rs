@@ -40,7 +40,7 @@ impl AsyncQueue for Emu {
         Ok(0)
     }
 
-    fn reap(&mut self, _min: u32, max: u32, f: &mut dyn FnMut(Completion)) -> Result<u32, Error> {
+    fn reap(&mut self, _min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
         let Some(sync) = self.dev.sync() else {
             // Device::open refuses emu without a sync interface; keep the queue safe anyway.
             return Err(Error::Queue {

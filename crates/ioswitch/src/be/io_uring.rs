@@ -298,8 +298,8 @@ fn check_sqpoll(dev: &Inner) -> Result<(), Error> {
 }
 
 /// Creates a queue of `depth` slots.
-pub(crate) fn new_queue(dev: &Arc<Inner>, depth: u32) -> Result<Box<dyn AsyncQueue>, Error> {
-    Ok(Box::new(IoUringQueue::new(dev, depth)?))
+pub(crate) fn new_queue(dev: &Arc<Inner>, depth: u32) -> Result<super::Backend, Error> {
+    Ok(super::Backend::IoUring(Box::new(IoUringQueue::new(dev, depth)?)))
 }
 
 fn queue_error(dev: &Inner, what: &'static str, source: io::Error) -> Error {
@@ -644,7 +644,7 @@ impl IoUringQueue {
 
     /// Takes up to `limit` completions from the CQ ring, without a syscall.
     #[inline]
-    fn take_cqes(&mut self, limit: u32, f: &mut dyn FnMut(Completion)) -> u32 {
+    fn take_cqes(&mut self, limit: u32, f: &mut impl FnMut(Completion)) -> u32 {
         let mut n = 0;
         while n < limit {
             let Some(cqe) = self.ring.completion().next() else { break };
@@ -779,7 +779,7 @@ impl AsyncQueue for IoUringQueue {
         Ok(pushed)
     }
 
-    fn reap(&mut self, min: u32, max: u32, f: &mut dyn FnMut(Completion)) -> Result<u32, Error> {
+    fn reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
         let mut n = 0;
         while n < max {
             let Some(c) = self.ready.pop_front() else { break };
@@ -816,7 +816,7 @@ impl AsyncQueue for IoUringQueue {
 
     /// A waiting reap enters the kernel with everything queued as `to_submit`, so the
     /// submission rides on the wait: one `io_uring_enter` instead of two.
-    fn commit_and_reap(&mut self, min: u32, max: u32, f: &mut dyn FnMut(Completion)) -> Result<u32, Error> {
+    fn commit_and_reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
         if self.sqpoll || min == 0 {
             self.commit()?;
             return self.reap(min, max, f);

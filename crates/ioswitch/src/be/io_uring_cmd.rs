@@ -191,8 +191,8 @@ fn check_poll_queues(dev: &Inner) -> Result<(), Error> {
 }
 
 /// Creates a queue of `depth` slots.
-pub(crate) fn new_queue(dev: &Arc<Inner>, depth: u32) -> Result<Box<dyn AsyncQueue>, Error> {
-    Ok(Box::new(UringCmdQueue::new(dev, depth)?))
+pub(crate) fn new_queue(dev: &Arc<Inner>, depth: u32) -> Result<super::Backend, Error> {
+    Ok(super::Backend::IoUringCmd(Box::new(UringCmdQueue::new(dev, depth)?)))
 }
 
 /// A slot's iovec array; stable in memory (the slot table never moves or grows).
@@ -316,7 +316,7 @@ impl UringCmdQueue {
     }
 
     #[inline]
-    fn take_cqes(&mut self, limit: u32, f: &mut dyn FnMut(Completion)) -> u32 {
+    fn take_cqes(&mut self, limit: u32, f: &mut impl FnMut(Completion)) -> u32 {
         let mut n = 0;
         while n < limit {
             let Some(cqe) = self.ring.completion().next() else { break };
@@ -468,7 +468,7 @@ impl AsyncQueue for UringCmdQueue {
         Ok(pushed)
     }
 
-    fn reap(&mut self, min: u32, max: u32, f: &mut dyn FnMut(Completion)) -> Result<u32, Error> {
+    fn reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
         let mut n = 0;
         while n < max {
             let Some(c) = self.ready.pop_front() else { break };

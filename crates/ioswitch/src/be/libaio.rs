@@ -154,8 +154,8 @@ pub(crate) fn probe(dev: &Inner) -> Result<(), Error> {
 }
 
 /// Creates a queue of `depth` slots.
-pub(crate) fn new_queue(dev: &Arc<Inner>, depth: u32) -> Result<Box<dyn AsyncQueue>, Error> {
-    Ok(Box::new(Libaio::new(dev, depth)?))
+pub(crate) fn new_queue(dev: &Arc<Inner>, depth: u32) -> Result<super::Backend, Error> {
+    Ok(super::Backend::Libaio(Box::new(Libaio::new(dev, depth)?)))
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -403,7 +403,7 @@ impl AsyncQueue for Libaio {
         Ok(pushed)
     }
 
-    fn reap(&mut self, min: u32, max: u32, f: &mut dyn FnMut(Completion)) -> Result<u32, Error> {
+    fn reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
         if !self.queued.is_empty() {
             self.commit()?;
         }
@@ -729,7 +729,7 @@ mod tests {
     }
 
     /// Runs one command through a backend queue made directly (not through `Queue`).
-    fn run_one(be: &mut Box<dyn AsyncQueue>, dev: &Inner, cmd: Cmd, data: Data, tag: u64) -> Completion {
+    fn run_one(be: &mut super::super::Backend, dev: &Inner, cmd: Cmd, data: Data, tag: u64) -> Completion {
         let io = prepare(dev, &cmd, data.bufs()).unwrap();
         be.submit(&io, &cmd, data, tag).map_err(|(e, _)| e).unwrap();
         be.commit().unwrap();

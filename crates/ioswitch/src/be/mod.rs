@@ -91,16 +91,85 @@ pub(crate) trait AsyncQueue: Send {
     /// Contract: once `f` has been called, the reap returns `Ok(n)` with the number of
     /// calls, even if a later step failed (report that failure on the next reap); an
     /// `Err` means `f` was not called at all. The queue's outstanding count relies on it.
-    fn reap(&mut self, min: u32, max: u32, f: &mut dyn FnMut(Completion)) -> Result<u32, Error>;
+    fn reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error>;
     /// Syscalls made so far by this queue (submission, completion and wake-ups).
     fn syscalls(&self) -> u64;
 
     /// [`commit`](AsyncQueue::commit), then [`reap`](AsyncQueue::reap) with the same
     /// contract. Interfaces whose waiting reap can submit in the same syscall override it
     /// (io_uring: one `io_uring_enter` both submits and waits).
-    fn commit_and_reap(&mut self, min: u32, max: u32, f: &mut dyn FnMut(Completion)) -> Result<u32, Error> {
+    fn commit_and_reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
         self.commit()?;
         self.reap(min, max, f)
+    }
+}
+
+/// One async interface's queue. An enum rather than a trait object: the calls are
+/// dispatched by one `match` the compiler can see through, so a small interface (nil)
+/// inlines into [`Queue`](crate::Queue) and the completion callback stays a generic
+/// closure down to the interface's reaping loop (no indirect call per completion).
+pub(crate) enum Backend {
+    Nil(nil::Nil),
+    Emu(emu::Emu),
+    IoUring(Box<io_uring::IoUringQueue>),
+    IoUringCmd(Box<io_uring_cmd::UringCmdQueue>),
+    Libaio(Box<libaio::Libaio>),
+    Posix(Box<posix_aio::PosixAio>),
+    Thrpool(Box<thrpool::Thrpool>),
+}
+
+/// Calls a method on the interface's queue: one `match`, inlined into
+/// [`Queue`](crate::Queue).
+macro_rules! dispatch {
+    ($self:ident, $q:ident => $e:expr) => {
+        match $self {
+            Backend::Nil($q) => $e,
+            Backend::Emu($q) => $e,
+            Backend::IoUring($q) => $e,
+            Backend::IoUringCmd($q) => $e,
+            Backend::Libaio($q) => $e,
+            Backend::Posix($q) => $e,
+            Backend::Thrpool($q) => $e,
+        }
+    };
+}
+
+/// Reaping: nil runs the caller's callback inlined (a nil cycle costs what the library
+/// costs); the other interfaces take it as a `dyn FnMut`: one instance of their reaping
+/// code for all callbacks, and one indirect call per completion, next to the system calls
+/// they make.
+macro_rules! dispatch_reap {
+    ($self:ident, $f:ident, $q:ident => $e:expr) => {
+        match $self {
+            Backend::Nil($q) => $e,
+            other => {
+                let mut g: &mut dyn FnMut(Completion) = $f;
+                let $f = &mut g;
+                dispatch!(other, $q => $e)
+            }
+        }
+    };
+}
+
+impl AsyncQueue for Backend {
+    #[inline(always)]
+    fn submit(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
+        dispatch!(self, q => q.submit(io, cmd, data, tag))
+    }
+    #[inline(always)]
+    fn commit(&mut self) -> Result<u32, Error> {
+        dispatch!(self, q => q.commit())
+    }
+    #[inline(always)]
+    fn reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
+        dispatch_reap!(self, f, q => q.reap(min, max, f))
+    }
+    fn syscalls(&self) -> u64 {
+        dispatch!(self, q => q.syscalls())
+    }
+    #[inline(always)]
+    fn commit_and_reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
+        dispatch_reap!(self, f, q => q.commit_and_reap(min, max, f))
     }
 }
 
@@ -229,10 +298,10 @@ pub(crate) fn probe_async(dev: &Inner, iface: AsyncIface) -> Result<(), Error> {
 }
 
 /// Creates a queue of `depth` slots on the device's async interface.
-pub(crate) fn new_queue(dev: &Arc<Inner>, iface: AsyncIface, depth: u32) -> Result<Box<dyn AsyncQueue>, Error> {
+pub(crate) fn new_queue(dev: &Arc<Inner>, iface: AsyncIface, depth: u32) -> Result<Backend, Error> {
     match iface {
-        AsyncIface::Nil => Ok(Box::new(nil::Nil::new(depth))),
-        AsyncIface::Emu => Ok(Box::new(emu::Emu::new(dev.clone(), depth))),
+        AsyncIface::Nil => Ok(Backend::Nil(nil::Nil::new(depth))),
+        AsyncIface::Emu => Ok(Backend::Emu(emu::Emu::new(dev.clone(), depth))),
         AsyncIface::IoUring => io_uring::new_queue(dev, depth),
         AsyncIface::Libaio => libaio::new_queue(dev, depth),
         AsyncIface::Posix => posix_aio::new_queue(dev, depth),
@@ -252,6 +321,76 @@ pub(crate) fn prepare(dev: &Inner, cmd: &Cmd, bufs: &[Buffer]) -> Result<Io, Err
         Ok(io) => Ok(io),
         Err(why) => Err(refuse(dev, cmd, bufs, why)),
     }
+}
+
+/// What the checks of a plain one-buffer read or write need, copied out of the device
+/// once per queue so the common command is checked without chasing the device's
+/// structures. Anything else (and any refusal) goes through [`prepare`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limits {
+    nsid: u32,
+    /// log2 of the LBA size.
+    lba_shift: u32,
+    nlbas: u64,
+    bytes: u64,
+    max_transfer: u64,
+    read: bool,
+    write: bool,
+    /// With direct I/O: offset/length and address alignment minus one; 0 otherwise.
+    off_mask: u64,
+    mem_mask: u64,
+    /// False when a geometry value is not a power of two: every command takes [`prepare`].
+    fast: bool,
+}
+
+impl Limits {
+    pub(crate) fn new(dev: &Inner) -> Limits {
+        let g = &dev.geo;
+        let direct = dev.opts.direct;
+        let pow2 = |v: u32| v.is_power_of_two();
+        Limits {
+            nsid: dev.ident.nsid,
+            lba_shift: g.lba_size.trailing_zeros(),
+            nlbas: g.nlbas,
+            bytes: g.bytes,
+            max_transfer: g.max_transfer,
+            read: !dev.opts.wronly,
+            write: !dev.opts.rdonly,
+            off_mask: if direct { g.dio_offset_align as u64 - 1 } else { 0 },
+            mem_mask: if direct { g.dio_mem_align as u64 - 1 } else { 0 },
+            fast: pow2(g.lba_size) && (!direct || (pow2(g.dio_offset_align) && pow2(g.dio_mem_align))),
+        }
+    }
+}
+
+/// The check of a one-buffer read or write that passes every check of [`prepare`], with
+/// the same [`Io`]; `None` for everything else (which then takes `prepare`).
+#[inline(always)]
+pub(crate) fn fast_check(lim: &Limits, cmd: &Cmd, data: &Data) -> Option<Io> {
+    let (Data::One(b), true) = (data, lim.fast) else { return None };
+    let s = &cmd.sqe;
+    let (op, offset, len) = match (cmd.set, s.opcode) {
+        (CmdSet::Nvm, opc::READ | opc::WRITE) if s.nsid == lim.nsid => {
+            let (slba, nlb) = (s.slba(), s.nlb() as u64);
+            if slba.checked_add(nlb)? > lim.nlbas {
+                return None;
+            }
+            let op = if s.opcode == opc::READ { Op::Read } else { Op::Write };
+            (op, slba << lim.lba_shift, nlb << lim.lba_shift)
+        }
+        (CmdSet::Fs, opc::FS_READ | opc::FS_WRITE) => {
+            let (offset, len) = (cmd.fs_offset(), cmd.fs_len());
+            if len == 0 || offset.checked_add(len)? > lim.bytes {
+                return None;
+            }
+            let op = if s.opcode == opc::FS_READ { Op::Read } else { Op::Write };
+            (op, offset, len)
+        }
+        _ => return None,
+    };
+    let allowed = if op == Op::Read { lim.read } else { lim.write };
+    let aligned = (offset | len) & lim.off_mask == 0 && b.as_ptr() as u64 & lim.mem_mask == 0;
+    (allowed && len <= lim.max_transfer && b.len() as u64 >= len && aligned).then_some(Io { op, offset, len })
 }
 
 /// Why a command was refused, cheap to return.

@@ -120,8 +120,8 @@ fn probe_once() -> Result<(), String> {
 }
 
 /// Creates a queue of `depth` slots.
-pub(crate) fn new_queue(dev: &Arc<Inner>, depth: u32) -> Result<Box<dyn AsyncQueue>, Error> {
-    Ok(Box::new(PosixAio::new(dev, depth)?))
+pub(crate) fn new_queue(dev: &Arc<Inner>, depth: u32) -> Result<super::Backend, Error> {
+    Ok(super::Backend::Posix(Box::new(PosixAio::new(dev, depth)?)))
 }
 
 struct Slot {
@@ -396,7 +396,7 @@ impl PosixAio {
         Ok(())
     }
 
-    fn hand_out(&mut self, n: &mut u32, max: u32, f: &mut dyn FnMut(Completion)) {
+    fn hand_out(&mut self, n: &mut u32, max: u32, f: &mut impl FnMut(Completion)) {
         while *n < max {
             let Some(c) = self.ready.pop_front() else { break };
             f(c);
@@ -452,7 +452,7 @@ impl AsyncQueue for PosixAio {
         Ok(0)
     }
 
-    fn reap(&mut self, min: u32, max: u32, f: &mut dyn FnMut(Completion)) -> Result<u32, Error> {
+    fn reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
         let mut n = 0;
         loop {
             self.hand_out(&mut n, max, f);
@@ -734,7 +734,7 @@ mod tests {
     }
 
     /// Runs one command through a backend queue made directly (not through `Queue`).
-    fn run_one(be: &mut Box<dyn AsyncQueue>, dev: &Inner, cmd: Cmd, data: Data, tag: u64) -> Completion {
+    fn run_one(be: &mut super::super::Backend, dev: &Inner, cmd: Cmd, data: Data, tag: u64) -> Completion {
         let io = prepare(dev, &cmd, data.bufs()).unwrap();
         be.submit(&io, &cmd, data, tag).map_err(|(e, _)| e).unwrap();
         be.commit().unwrap();

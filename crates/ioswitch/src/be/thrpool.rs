@@ -59,8 +59,8 @@ pub(crate) fn probe(dev: &Inner) -> Result<(), Error> {
 }
 
 /// Creates a queue of `depth` slots served by `threads` workers.
-pub(crate) fn new_queue(dev: &Arc<Inner>, depth: u32) -> Result<Box<dyn AsyncQueue>, Error> {
-    Ok(Box::new(Thrpool::new(dev, depth)?))
+pub(crate) fn new_queue(dev: &Arc<Inner>, depth: u32) -> Result<super::Backend, Error> {
+    Ok(super::Backend::Thrpool(Box::new(Thrpool::new(dev, depth)?)))
 }
 
 struct Job {
@@ -265,7 +265,7 @@ impl AsyncQueue for Thrpool {
         Ok(n)
     }
 
-    fn reap(&mut self, min: u32, max: u32, f: &mut dyn FnMut(Completion)) -> Result<u32, Error> {
+    fn reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
         if !self.batch.is_empty() {
             self.commit()?;
         }

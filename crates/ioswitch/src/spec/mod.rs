@@ -66,12 +66,14 @@ const _: () = assert!(std::mem::size_of::<Cqe>() == 16);
 
 impl Sqe {
     /// The starting LBA of an NVM command (CDW10 and CDW11).
+    #[inline]
     pub fn slba(&self) -> u64 {
         self.cdw10 as u64 | (self.cdw11 as u64) << 32
     }
 
     /// The number of logical blocks of an NVM read/write/write-zeroes command (CDW12
     /// bits 15:0 hold the 0-based count; this returns the 1-based count).
+    #[inline]
     pub fn nlb(&self) -> u32 {
         (self.cdw12 & 0xffff) + 1
     }

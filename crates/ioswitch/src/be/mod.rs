@@ -648,3 +648,84 @@ pub(crate) fn exec_to_completion(sync: &dyn SyncIo, io: &Io, cmd: &Cmd, mut data
         Err(status) => Completion { tag, status, result: 0, data },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::be::testutil::{open, open_uri, temp_in};
+
+    /// xorshift: deterministic, so a failure can be replayed.
+    fn next(x: &mut u64) -> u64 {
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+        *x
+    }
+
+    /// The fast check must accept exactly a subset of what `prepare` accepts, with the same
+    /// decoded command: random commands near the edges, over devices with every option
+    /// that changes the checks.
+    #[test]
+    fn the_fast_check_agrees_with_prepare() {
+        let t = temp_in(&std::env::temp_dir(), "fastcheck");
+        let devs = [
+            open(&t, "create=1,size=1MiB,async=nil"),
+            open(&t, "direct=1,async=nil"),
+            open(&t, "rdonly=1,async=nil"),
+            open(&t, "wronly=1,async=nil"),
+            open_uri("64KiB", "async=nil"),
+        ];
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let (mut fast, mut total) = (0, 0);
+        for dev in &devs {
+            let inner = &dev.inner;
+            let lim = Limits::new(inner);
+            let g = &inner.geo;
+            let lba = g.lba_size as u64;
+            for _ in 0..20_000 {
+                let r = next(&mut seed);
+                let near = |v: u64, x: u64| v.saturating_sub(x % 3).saturating_add((x >> 2) % 3);
+                let cmd = match r % 6 {
+                    0 | 1 => {
+                        let nlb = 1 + (r >> 8) % 16;
+                        let slba = near(g.nlbas.saturating_sub(nlb), r >> 16) % (g.nlbas + 4);
+                        let nsid = if r & (1 << 40) != 0 { inner.ident.nsid + 1 } else { inner.ident.nsid };
+                        if r % 6 == 0 {
+                            Cmd::read(nsid, slba, nlb as u32)
+                        } else {
+                            Cmd::write(nsid, slba, nlb as u32)
+                        }
+                    }
+                    2 | 3 => {
+                        let len = [0, 1, 511, 512, 4096, 4097, 8192][((r >> 8) % 7) as usize];
+                        let off = near(g.bytes.saturating_sub(len), r >> 16) & !((r >> 30) % 2 * 511);
+                        if r % 6 == 2 {
+                            Cmd::fs_read(off, len)
+                        } else {
+                            Cmd::fs_write(off, len)
+                        }
+                    }
+                    4 => Cmd::flush(inner.ident.nsid),
+                    _ => Cmd::fs_trim((r >> 8) % g.bytes, lba),
+                };
+                let len = [0usize, 511, 512, 4096, 8192, 16384, 65536][((r >> 44) % 7) as usize];
+                let align = [1usize, 512, 4096][((r >> 50) % 3) as usize];
+                let buf = Buffer::with_alignment(len, align.max(1), (r >> 52) as usize % 2 * 3).unwrap();
+                let data = match (r >> 56) % 4 {
+                    0 => Data::None,
+                    1 => Data::Vec(vec![buf]),
+                    _ => Data::One(buf),
+                };
+                total += 1;
+                if let Some(io) = fast_check(&lim, &cmd, &data) {
+                    fast += 1;
+                    let full = prepare(inner, &cmd, data.bufs())
+                        .unwrap_or_else(|e| panic!("fast check took {cmd:?} that prepare refuses: {e}"));
+                    assert_eq!((io.op, io.offset, io.len), (full.op, full.offset, full.len), "{cmd:?}");
+                }
+            }
+        }
+        // The test means something only if both paths were taken often.
+        assert!(fast > total / 20 && fast < total * 9 / 10, "fast path took {fast} of {total}");
+    }
+}

@@ -171,6 +171,8 @@ impl Inner {
 #[derive(Clone)]
 pub struct Device {
     pub(crate) inner: Arc<Inner>,
+    /// What the fast check of a read or write needs, copied out of `inner` at open.
+    pub(crate) lim: be::Limits,
 }
 
 impl fmt::Debug for Device {
@@ -227,7 +229,8 @@ impl Device {
         }
         inner.admin = be::new_admin(&inner, ifaces.admin)?;
         check_tunables(&inner)?;
-        Ok(Device { inner: Arc::new(inner) })
+        let lim = be::Limits::new(&inner);
+        Ok(Device { inner: Arc::new(inner), lim })
     }
 
     /// The URI the device was opened with.
@@ -273,15 +276,33 @@ impl Device {
     /// (read into, or written from; several buffers make vectored I/O). Returns the
     /// command-specific result: bytes moved for data commands on files and block devices,
     /// completion DW0-1 for NVMe.
+    #[inline]
     pub fn pass(&self, cmd: &Cmd, bufs: &mut [Buffer]) -> Result<u64> {
+        // A one-buffer read or write that passes the fast check goes straight to the
+        // interface; everything else, refusals included, takes the full check.
+        if let ([b], Some(sync)) = (&*bufs, self.inner.sync()) {
+            if let Some(io) = be::fast_check_buf(&self.lim, cmd, b) {
+                return match sync.exec(&io, cmd, bufs) {
+                    Ok(v) => Ok(v),
+                    Err(status) => Err(self.command_error(cmd, status)),
+                };
+            }
+        }
+        self.pass_slow(cmd, bufs)
+    }
+
+    #[inline(never)]
+    fn pass_slow(&self, cmd: &Cmd, bufs: &mut [Buffer]) -> Result<u64> {
         let sync =
             self.inner.sync().ok_or_else(|| self.inner.unsupported("sync", "the device has no sync interface"))?;
         let io = be::prepare(&self.inner, cmd, bufs)?;
-        sync.exec(&io, cmd, bufs).map_err(|status| Error::Command {
-            dev: self.inner.uri.clone(),
-            what: cmd.describe(),
-            status,
-        })
+        sync.exec(&io, cmd, bufs).map_err(|status| self.command_error(cmd, status))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn command_error(&self, cmd: &Cmd, status: crate::spec::Status) -> Error {
+        Error::Command { dev: self.inner.uri.clone(), what: cmd.describe(), status }
     }
 
     /// Runs an admin command (identify, get log page, get/set features, …) synchronously

@@ -108,7 +108,7 @@ impl Queue {
             });
         }
         let be = be::new_queue(&dev.inner, iface, depth)?;
-        let lim = be::Limits::new(&dev.inner);
+        let lim = dev.lim;
         Ok(Queue { be, lim, dev, iface, depth, outstanding: 0, submitted: 0, completed: 0 })
     }
 

@@ -44,6 +44,7 @@ impl Psync {
     /// Reads or writes `len` bytes at `offset` through `bufs`, looping over short
     /// transfers (a signal, a huge request); a transfer that makes no progress is EIO.
     /// `fua` writes through to stable storage (pwritev2 with RWF_DSYNC).
+    #[inline(always)]
     fn rw(&self, write: bool, fua: bool, offset: u64, len: u64, bufs: &mut [Buffer]) -> Result<u64, Status> {
         if let ([buf], false) = (&mut *bufs, fua) {
             // One buffer: pread/pwrite straight from it, no iovec to build.
@@ -59,8 +60,14 @@ impl Psync {
             if r as u64 == len {
                 return Ok(len);
             }
-            // An error, or a short transfer: the general loop below retries and reports.
+            // An error, or a short transfer: the general loop retries and reports.
         }
+        self.rw_vectored(write, fua, offset, len, bufs)
+    }
+
+    /// [`rw`](Psync::rw) for several buffers, FUA, and transfers to retry.
+    #[inline(never)]
+    fn rw_vectored(&self, write: bool, fua: bool, offset: u64, len: u64, bufs: &mut [Buffer]) -> Result<u64, Status> {
         let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; MAX_SEGMENTS];
         let n = fill_iovecs(bufs, len, &mut iov);
         let mut iov = &mut iov[..n];
@@ -153,6 +160,21 @@ impl SyncIo for Psync {
         match io.op {
             Op::Read => self.rw(false, false, io.offset, io.len, bufs),
             Op::Write => self.rw(true, cmd.is_fua(), io.offset, io.len, bufs),
+            _ => self.exec_other(io, cmd, bufs),
+        }
+    }
+
+    fn syscalls_per_cmd(&self) -> u64 {
+        1
+    }
+}
+
+impl Psync {
+    /// Everything but reads and writes.
+    #[inline(never)]
+    fn exec_other(&self, io: &Io, cmd: &Cmd, bufs: &mut [Buffer]) -> Result<u64, Status> {
+        match io.op {
+            Op::Read | Op::Write => self.rw(io.op == Op::Write, cmd.is_fua(), io.offset, io.len, bufs),
             Op::Flush => {
                 // SAFETY: fdatasync takes a descriptor.
                 if unsafe { libc::fdatasync(self.fd) } != 0 {
@@ -175,9 +197,5 @@ impl SyncIo for Psync {
                 None => Err(errno_to_status(libc::EOPNOTSUPP)),
             },
         }
-    }
-
-    fn syscalls_per_cmd(&self) -> u64 {
-        1
     }
 }

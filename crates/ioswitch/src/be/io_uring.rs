@@ -545,9 +545,13 @@ impl IoUringQueue {
             if write && cmd.set == CmdSet::Nvm && cmd.sqe.cdw12 & NVM_FUA != 0 { libc::RWF_DSYNC } else { 0 };
         let slot = &mut self.slots[idx as usize];
         slot.data = data;
-        let n = fill_iovecs(slot.data.bufs(), io.len, &mut slot.iov.0);
+        // One buffer (the common case) needs no iovec.
+        let n = match &slot.data {
+            Data::One(_) => 1,
+            d => fill_iovecs(d.bufs(), io.len, &mut slot.iov.0),
+        };
         let entry = if n == 1 {
-            // fill_iovecs used the first buffer only.
+            // One buffer, or fill_iovecs used the first buffer only.
             let buf = &mut slot.data.bufs_mut()[0];
             let ptr = buf.as_mut_ptr();
             let fixed = match &mut self.reg {

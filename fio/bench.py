@@ -2,18 +2,22 @@
 """Benchmarks of the fio external engine, as recorded in docs/BENCHMARKS.md.
 
   fio/bench.py [--engine PATH] [--reps N] [--runtime S] [--disk FILE] [--only nil|uring]
+               [--callgrind N [--callgrind-only] [--keep-profiles DIR]]
 
 1. Library overhead: fio + the engine on ioswitch's `nil` interface against fio's own
    `null` engine, 4 KiB random reads at iodepth=1, thread=1. The engine runs in its
-   default asynchronous mode and with ioswitch_inline=1 (completion inside ->queue(), a
-   synchronous engine, which is what fio's null engine is at iodepth=1).
+   default asynchronous mode, with ioswitch_inline=1 (the async interface, completed
+   inside ->queue(): a synchronous engine, which is what fio's null engine is at
+   iodepth=1), and on the sync interface (ioswitch_sync=nil: ioswitch_pass inside
+   ->queue(), the closest analogue of fio's null engine).
 2. io_uring: fio's io_uring engine against the engine on ioswitch's io_uring, 4 KiB
    random reads from a file on disk opened with O_DIRECT, iodepth 1 and 16.
-3. With --callgrind: user-space instructions per I/O of the three configurations of 1
+3. With --callgrind: user-space instructions per I/O of the configurations of 1
    (valgrind --tool=callgrind, runs of N and 2N I/Os, the difference divided by N, so
    setup cancels), split by where the instructions run: fio (with libc), the engine,
    the C ABI (crates/ioswitch-capi) and the library (crates/ioswitch). Stable where
-   wall-clock time on a shared 2-core VM is not.
+   wall-clock time on a shared 2-core VM is not. --callgrind-only skips the wall-clock
+   runs of 1; --keep-profiles DIR keeps the profiles (for callgrind_annotate) in DIR.
 
 Configurations are interleaved: each repetition runs every configuration once, in an
 order rotated by one each repetition; reported figures are medians over repetitions.
@@ -94,7 +98,8 @@ def callgrind_split(path):
             part = "library"
         elif src.endswith("ioswitch-engine.c"):
             part = "engine"
-        elif src.startswith("/rustc/") and ("ioswitch::be::" in func or "ioswitch::queue::Queue" in func):
+        elif src.startswith("/rustc/") and any(
+                f in func for f in ("ioswitch::be::", "ioswitch::queue::Queue", "ioswitch::dev::Device::")):
             part = "library"  # standard library code inlined into the library's functions
         elif src.startswith("/rustc/") or "libioswitch" in func:
             part = "C ABI"
@@ -104,20 +109,23 @@ def callgrind_split(path):
     return parts
 
 
-def callgrind(configs, n):
+def callgrind(configs, n, keep=None):
     print(f"| configuration | fio + libc | engine | C ABI | library | total | vs {configs[0][0]} |")
     print("|---|---|---|---|---|---|---|")
     base = None
     for name, args in configs:
         runs = []
         for ios in (n, 2 * n):
-            prof = f"/tmp/ioswitch-fio-bench.{os.getpid()}.{ios}.callgrind"
+            tag = re.sub(r"\W+", "-", name)
+            prof = (os.path.join(keep, f"{tag}.{ios}.callgrind") if keep
+                    else f"/tmp/ioswitch-fio-bench.{os.getpid()}.{ios}.callgrind")
             args_n = [a for a in args if not a.startswith(("--time_based", "--runtime"))]
             subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={prof}", "fio",
                             "--output-format=terse", f"--number_ios={ios}"] + args_n,
                            check=True, capture_output=True)
             runs.append(callgrind_split(prof))
-            os.unlink(prof)
+            if not keep:
+                os.unlink(prof)
         per = {k: (runs[1][k] - runs[0][k]) / n for k in runs[0]}
         total = sum(per.values())
         base = total if base is None else base
@@ -134,6 +142,8 @@ def main():
     ap.add_argument("--disk", default="/var/tmp/ioswitch-fio-bench.img", help="file on a disk file system")
     ap.add_argument("--only", choices=["nil", "uring"])
     ap.add_argument("--callgrind", type=int, metavar="N", help="also count instructions per I/O (runs of N and 2N I/Os)")
+    ap.add_argument("--callgrind-only", action="store_true", help="with --callgrind: no wall-clock runs (nil only)")
+    ap.add_argument("--keep-profiles", metavar="DIR", help="with --callgrind: keep the profiles in DIR")
     a = ap.parse_args()
     engine = a.engine or subprocess.run(
         [os.path.join(HERE, "build.sh")], check=True, capture_output=True, text=True
@@ -153,17 +163,21 @@ def main():
             ("ioswitch nil", ["--name=nil", ext, "--ioswitch_async=nil", f"--filename={nil_file}"] + qd1),
             ("ioswitch nil inline", ["--name=nil", ext, "--ioswitch_async=nil", "--ioswitch_inline=1",
                                      f"--filename={nil_file}"] + qd1),
+            ("ioswitch nil sync", ["--name=nil", ext, "--ioswitch_sync=nil", f"--filename={nil_file}"] + qd1),
         ]
         print("## nil vs null, 4 KiB random read, iodepth=1\n")
         show(configs)
-        table(interleave(configs, a.reps), base="fio null")
+        if not (a.callgrind and a.callgrind_only):
+            table(interleave(configs, a.reps), base="fio null")
         if a.callgrind:
             print(f"Instructions per I/O (callgrind, {a.callgrind} and {2 * a.callgrind} I/Os, "
                   "--number_ios instead of --time_based/--runtime):\n")
-            callgrind(configs, a.callgrind)
+            if a.keep_profiles:
+                os.makedirs(a.keep_profiles, exist_ok=True)
+            callgrind(configs, a.callgrind, a.keep_profiles)
         os.unlink(nil_file)
 
-    if a.only in (None, "uring"):
+    if a.only in (None, "uring") and not (a.callgrind and a.callgrind_only):
         disk = a.disk
         if not os.path.exists(disk) or os.path.getsize(disk) < (1 << 30):
             subprocess.run(["dd", "if=/dev/urandom", f"of={disk}", "bs=1M", "count=1024", "status=none"], check=True)

@@ -122,6 +122,13 @@ struct iosw_file {
 	struct ioswitch_geo geo;
 	int nvm; /* NVM (LBA) commands: NVMe char devices; others take file-set commands */
 	uint32_t nsid;
+	unsigned int lba_shift; /* log2(geo.lba_size) */
+	/*
+	 * The read and write commands, built once at open: per I/O only the dwords that
+	 * address the data change (ioswitch copies a command at submission, so one per
+	 * direction is enough).
+	 */
+	struct ioswitch_cmd rw[2];
 };
 
 /* Per job thread. */
@@ -129,11 +136,13 @@ struct iosw_data {
 	int sync_mode;
 	int inline_mode; /* async interface, completed inside ->queue() */
 	char devopts[1024];
-	/* Completions not yet handed to fio: a ring of iodepth entries. */
+	/*
+	 * Completions not yet handed to fio: a ring of iodepth entries. What the last
+	 * ->getevents() returned stays in the ring from `base` on, for ->event() (fio reads
+	 * every event before it queues or reaps again).
+	 */
 	struct io_u **ring;
-	unsigned int cap, head, count;
-	/* What the last ->getevents() returned, read by ->event(). */
-	struct io_u **out;
+	unsigned int cap, head, count, base;
 	/* Open files with a queue, for ->getevents(). */
 	struct iosw_file **open;
 	unsigned int nopen;
@@ -177,11 +186,9 @@ static int iosw_init(struct thread_data *td)
 		return 1;
 	ed->cap = depth;
 	ed->ring = calloc(depth, sizeof(*ed->ring));
-	ed->out = calloc(depth, sizeof(*ed->out));
 	ed->open = calloc(td->o.nr_files ? td->o.nr_files : 1, sizeof(*ed->open));
-	if (!ed->ring || !ed->out || !ed->open) {
+	if (!ed->ring || !ed->open) {
 		free(ed->ring);
-		free(ed->out);
 		free(ed->open);
 		free(ed);
 		return 1;
@@ -210,7 +217,6 @@ static void iosw_cleanup(struct thread_data *td)
 	if (!ed)
 		return;
 	free(ed->ring);
-	free(ed->out);
 	free(ed->open);
 	free(ed->bufs);
 	free(ed);
@@ -257,6 +263,12 @@ static void iosw_io_u_free(struct thread_data *td, struct io_u *io_u)
 	ed->bufs[io_u->index] = NULL;
 }
 
+/* Ring position i (< 2 * cap): no division per completion. */
+static inline unsigned int ring_index(const struct iosw_data *ed, unsigned int i)
+{
+	return i < ed->cap ? i : i - ed->cap;
+}
+
 static void iosw_complete(const struct ioswitch_cpl *cpl, void *arg)
 {
 	struct iosw_data *ed = arg;
@@ -270,7 +282,7 @@ static void iosw_complete(const struct ioswitch_cpl *cpl, void *arg)
 	}
 	if (ed->inline_mode)
 		return;
-	ed->ring[(ed->head + ed->count) % ed->cap] = io_u;
+	ed->ring[ring_index(ed, ed->head + ed->count)] = io_u;
 	ed->count++;
 }
 
@@ -293,6 +305,19 @@ static int iosw_open_file(struct thread_data *td, struct fio_file *f)
 	ioswitch_dev_ident(fd->dev, &id);
 	fd->nvm = id.kind == IOSWITCH_KIND_NVME_CHAR;
 	fd->nsid = id.nsid;
+	fd->lba_shift = __builtin_ctz(fd->geo.lba_size ? fd->geo.lba_size : 512);
+	if (fd->nvm)
+		err = ioswitch_cmd_read(fd->nsid, 0, 1, &fd->rw[DDIR_READ]) ||
+		      ioswitch_cmd_write(fd->nsid, 0, 1, &fd->rw[DDIR_WRITE]);
+	else
+		err = ioswitch_cmd_fs_read(0, 0, &fd->rw[DDIR_READ]) ||
+		      ioswitch_cmd_fs_write(0, 0, &fd->rw[DDIR_WRITE]);
+	if (err) {
+		iosw_fail(td, EINVAL, "ioswitch_cmd_read");
+		ioswitch_dev_close(fd->dev);
+		free(fd);
+		return 1;
+	}
 	if (fd->geo.buffer_align > (uint32_t)page_size) {
 		log_err("ioswitch: %s needs buffers aligned to %u bytes; the engine aligns to the "
 			"page size (%ld)\n", f->file_name, fd->geo.buffer_align, page_size);
@@ -385,70 +410,59 @@ static int iosw_invalidate(struct thread_data *td, struct fio_file *f)
 }
 
 /*
- * Commands are filled in here rather than with the ioswitch_cmd_* builders (one call
+ * Reads and writes use the file's prebuilt commands (iosw_open_file) with only the
+ * addressing dwords filled in here, rather than the ioswitch_cmd_* builders (one call
  * less per I/O): the header documents the encoding (file set: CDW10-11 byte offset,
  * CDW12-13 byte length; NVM: CDW10-11 starting LBA, CDW12 bits 15:0 blocks - 1).
  */
-static inline void fs_cmd(struct ioswitch_cmd *cmd, uint8_t opcode, uint64_t off, uint64_t len)
+static inline int rw_cmd(struct iosw_file *fd, struct io_u *io_u, struct ioswitch_cmd **cmd)
 {
-	memset(cmd, 0, sizeof(*cmd));
-	cmd->set = IOSWITCH_SET_FS;
-	cmd->sqe.opcode = opcode;
-	cmd->sqe.cdw10 = (uint32_t)off;
-	cmd->sqe.cdw11 = (uint32_t)(off >> 32);
-	cmd->sqe.cdw12 = (uint32_t)len;
-	cmd->sqe.cdw13 = (uint32_t)(len >> 32);
+	struct ioswitch_cmd *c = &fd->rw[io_u->ddir];
+	uint64_t off = io_u->offset, len = io_u->xfer_buflen;
+
+	if (!fd->nvm) {
+		c->sqe.cdw10 = (uint32_t)off;
+		c->sqe.cdw11 = (uint32_t)(off >> 32);
+		c->sqe.cdw12 = (uint32_t)len;
+		c->sqe.cdw13 = (uint32_t)(len >> 32);
+	} else {
+		uint64_t mask = ((uint64_t)1 << fd->lba_shift) - 1;
+		uint64_t slba = off >> fd->lba_shift, nlb = len >> fd->lba_shift;
+
+		if ((off & mask) || (len & mask) || nlb < 1 || nlb > 65536)
+			return -EINVAL;
+		c->sqe.cdw10 = (uint32_t)slba;
+		c->sqe.cdw11 = (uint32_t)(slba >> 32);
+		c->sqe.cdw12 = (uint32_t)(nlb - 1);
+	}
+	*cmd = c;
+	return 1;
 }
 
-static inline int nvm_cmd(struct ioswitch_cmd *cmd, uint8_t opcode, uint32_t nsid, uint64_t off,
-			  uint64_t len, uint64_t lba)
+/*
+ * The command for an io_u in *cmd (the file's prebuilt read or write, or `other` for
+ * the rest); 1 when it carries the io_u's buffer, 0 when none, -errno when impossible.
+ */
+static inline int build(struct iosw_file *fd, struct io_u *io_u, struct ioswitch_cmd *other,
+			struct ioswitch_cmd **cmd)
 {
-	uint64_t nlb = len / lba;
-
-	if (off % lba || len % lba || nlb < 1 || nlb > 65536)
-		return -EINVAL;
-	memset(cmd, 0, sizeof(*cmd));
-	cmd->set = IOSWITCH_SET_NVM;
-	cmd->sqe.opcode = opcode;
-	cmd->sqe.nsid = nsid;
-	cmd->sqe.cdw10 = (uint32_t)(off / lba);
-	cmd->sqe.cdw11 = (uint32_t)((off / lba) >> 32);
-	cmd->sqe.cdw12 = (uint32_t)(nlb - 1);
-	return 0;
-}
-
-/* The command for an io_u; 1 when it carries the io_u's buffer, -errno when impossible. */
-static inline int build(const struct iosw_file *fd, struct io_u *io_u, struct ioswitch_cmd *cmd)
-{
-	uint64_t lba = fd->geo.lba_size;
-	int err;
-
 	switch (io_u->ddir) {
 	case DDIR_READ:
-		if (!fd->nvm) {
-			fs_cmd(cmd, IOSWITCH_OPC_FS_READ, io_u->offset, io_u->xfer_buflen);
-			return 1;
-		}
-		err = nvm_cmd(cmd, IOSWITCH_OPC_READ, fd->nsid, io_u->offset, io_u->xfer_buflen, lba);
-		return err ? err : 1;
 	case DDIR_WRITE:
-		if (!fd->nvm) {
-			fs_cmd(cmd, IOSWITCH_OPC_FS_WRITE, io_u->offset, io_u->xfer_buflen);
-			return 1;
-		}
-		err = nvm_cmd(cmd, IOSWITCH_OPC_WRITE, fd->nsid, io_u->offset, io_u->xfer_buflen, lba);
-		return err ? err : 1;
+		return rw_cmd(fd, io_u, cmd);
 	case DDIR_SYNC:
 	case DDIR_DATASYNC:
 		if (fd->nvm)
-			ioswitch_cmd_flush(fd->nsid, cmd);
+			ioswitch_cmd_flush(fd->nsid, other);
 		else
-			ioswitch_cmd_fs_flush(cmd);
+			ioswitch_cmd_fs_flush(other);
+		*cmd = other;
 		return 0;
 	case DDIR_TRIM:
 		if (fd->nvm)
 			return -EOPNOTSUPP;
-		ioswitch_cmd_fs_trim(io_u->offset, io_u->xfer_buflen, cmd);
+		ioswitch_cmd_fs_trim(io_u->offset, io_u->xfer_buflen, other);
+		*cmd = other;
 		return 0;
 	default:
 		return -EOPNOTSUPP;
@@ -459,19 +473,19 @@ static enum fio_q_status iosw_queue(struct thread_data *td, struct io_u *io_u)
 {
 	struct iosw_data *ed = td->io_ops_data;
 	struct iosw_file *fd = FILE_ENG_DATA(io_u->file);
-	struct ioswitch_cmd cmd;
+	struct ioswitch_cmd other, *cmd;
 	struct ioswitch_cpl cpl;
 	void *buf = io_u->xfer_buf;
 	int nbufs, err;
 
 	fio_ro_check(td, io_u);
-	nbufs = build(fd, io_u, &cmd);
+	nbufs = build(fd, io_u, &other, &cmd);
 	if (nbufs < 0) {
 		io_u->error = -nbufs;
 		return FIO_Q_COMPLETED;
 	}
 	if (ed->sync_mode) {
-		err = ioswitch_pass(fd->dev, &cmd, &buf, nbufs, &cpl);
+		err = ioswitch_pass(fd->dev, cmd, &buf, nbufs, &cpl);
 		if (err) {
 			io_u->error = -err;
 			if (!ed->reported++)
@@ -481,7 +495,7 @@ static enum fio_q_status iosw_queue(struct thread_data *td, struct io_u *io_u)
 		}
 		return FIO_Q_COMPLETED;
 	}
-	err = ioswitch_queue_submit(fd->q, &cmd, &buf, nbufs, io_u);
+	err = ioswitch_queue_submit(fd->q, cmd, &buf, nbufs, io_u);
 	if (err == -EBUSY && ioswitch_queue_outstanding(fd->q) >= (int)ed->cap)
 		return FIO_Q_BUSY;
 	if (err) {
@@ -563,9 +577,8 @@ static int iosw_getevents(struct thread_data *td, unsigned int min, unsigned int
 		}
 	}
 	n = ed->count < max ? ed->count : max;
-	for (i = 0; i < n; i++)
-		ed->out[i] = ed->ring[(ed->head + i) % ed->cap];
-	ed->head = (ed->head + n) % ed->cap;
+	ed->base = ed->head;
+	ed->head = ring_index(ed, ed->head + n);
 	ed->count -= n;
 	return n;
 }
@@ -574,7 +587,7 @@ static struct io_u *iosw_event(struct thread_data *td, int event)
 {
 	struct iosw_data *ed = td->io_ops_data;
 
-	return ed->out[event];
+	return ed->ring[ring_index(ed, ed->base + event)];
 }
 
 struct ioengine_ops ioengine = {

@@ -96,6 +96,8 @@ verify_job "async=libaio 2 files + verify" --ioswitch_async=libaio --nrfiles=2 -
 where=(--filename="$file")
 
 fails_naming "nil moves no data: verify fails" "verify: bad" --thread=1 --ioswitch_async=nil --rw=write --verify=crc32c
+fails_naming "sync=nil (synchronous engine) moves no data: verify fails" "verify: bad" --thread=1 \
+    --ioswitch_sync=nil --rw=write --verify=crc32c
 fails_naming "thread=1 is required" "needs thread=1" --ioswitch_async=io_uring --rw=write
 fails_naming "an unknown interface is named" 'unknown async interface "bogus"' --thread=1 --ioswitch_async=bogus --rw=write
 fails_naming "a bad option is named" '"bogus_key"' --thread=1 --ioswitch_opts=bogus_key=1 --rw=write

@@ -139,22 +139,24 @@ impl From<Cmd> for ioswitch_cmd {
 
 /// The library command of a C command; `Err` (with the message recorded) for an unknown
 /// command set.
-#[inline]
+#[inline(always)]
 pub(crate) fn to_cmd(c: &ioswitch_cmd, func: &str) -> Result<Cmd, c_int> {
     let set = match c.set {
         IOSWITCH_SET_NVM => CmdSet::Nvm,
         IOSWITCH_SET_ADMIN => CmdSet::Admin,
         IOSWITCH_SET_FS => CmdSet::Fs,
-        other => {
-            return Err(fail(
-                libc::EINVAL,
-                format!(
-                "{func}: cmd->set is {other}; use IOSWITCH_SET_NVM (0), IOSWITCH_SET_ADMIN (1) or IOSWITCH_SET_FS (2)"
-            ),
-            ))
-        }
+        other => return Err(bad_set(func, other)),
     };
     Ok(Cmd { sqe: c.sqe.into(), set })
+}
+
+#[cold]
+#[inline(never)]
+fn bad_set(func: &str, set: u32) -> c_int {
+    fail(
+        libc::EINVAL,
+        format!("{func}: cmd->set is {set}; use IOSWITCH_SET_NVM (0), IOSWITCH_SET_ADMIN (1) or IOSWITCH_SET_FS (2)"),
+    )
 }
 
 /// Writes `cmd` to `out` after the null check every builder does.

@@ -249,9 +249,10 @@ pub struct ioswitch_ident {
 ///
 /// # Safety
 /// `dev` is NULL or a live device from `ioswitch_dev_open`.
+#[inline(always)]
 pub(crate) unsafe fn dev_arg<'a>(func: &str, dev: *const ioswitch_dev) -> Result<&'a ioswitch_dev, c_int> {
     // SAFETY: dev is null or live (caller contract).
-    unsafe { dev.as_ref() }.ok_or_else(|| fail(libc::EINVAL, format!("{func}: dev is NULL")))
+    unsafe { dev.as_ref() }.ok_or_else(|| null_arg(func, "dev"))
 }
 
 /// Fills `*geo` with the device's geometry. Returns 0, or -EINVAL for NULL arguments.
@@ -572,6 +573,8 @@ pub(crate) unsafe fn take_bufs(
     Ok(())
 }
 
+#[cold]
+#[inline(never)]
 fn refusal(func: &str, i: usize, n: u32, p: *mut c_void, r: Refusal) -> c_int {
     match r {
         Refusal::Busy => fail(
@@ -589,6 +592,7 @@ fn refusal(func: &str, i: usize, n: u32, p: *mut c_void, r: Refusal) -> c_int {
 ///
 /// # Safety
 /// `cpl` is NULL or valid for writing one struct.
+#[inline(always)]
 unsafe fn write_cpl(cpl: *mut ioswitch_cpl, status: Status, result: u64) {
     if !cpl.is_null() {
         // SAFETY: cpl is non-null and valid for a write (caller contract).
@@ -600,32 +604,50 @@ unsafe fn write_cpl(cpl: *mut ioswitch_cpl, status: Status, result: u64) {
 ///
 /// # Safety
 /// `cpl` is NULL or valid for writing one struct.
-unsafe fn sync_error(func: &str, cpl: *mut ioswitch_cpl, e: &Error) -> c_int {
+#[cold]
+#[inline(never)]
+unsafe fn sync_error(func: &str, cpl: *mut ioswitch_cpl, e: Error) -> c_int {
     let status = match e {
-        Error::Command { status, .. } => *status,
-        other => errno_to_status(other.errno().unwrap_or(libc::EIO)),
+        Error::Command { status, .. } => status,
+        ref other => errno_to_status(other.errno().unwrap_or(libc::EIO)),
     };
     // SAFETY: forwarded caller contract on cpl.
     unsafe { write_cpl(cpl, status, 0) };
-    from_error(func, e)
+    from_error(func, &e)
 }
 
-type SyncCall = fn(&Device, &ioswitch_rs::Cmd, &mut [Buffer]) -> ioswitch_rs::Result<u64>;
+/// The return value of a synchronous call, with `*cpl` filled.
+///
+/// # Safety
+/// `cpl` is NULL or valid for writing one struct.
+#[inline(always)]
+unsafe fn sync_done(func: &str, cpl: *mut ioswitch_cpl, r: ioswitch_rs::Result<u64>) -> c_int {
+    match r {
+        Ok(result) => {
+            // SAFETY: forwarded caller contract on cpl.
+            unsafe { write_cpl(cpl, Status::OK, result) };
+            0
+        }
+        // SAFETY: as above.
+        Err(e) => unsafe { sync_error(func, cpl, e) },
+    }
+}
 
 /// The shared body of `ioswitch_pass` and `ioswitch_pass_admin`.
 ///
 /// # Safety
 /// As `ioswitch_pass`.
+#[inline(always)]
 unsafe fn pass_with(
     func: &str,
-    call: SyncCall,
+    call: impl Fn(&Device, &ioswitch_rs::Cmd, &mut [Buffer]) -> ioswitch_rs::Result<u64>,
     dev: *const ioswitch_dev,
     cmd: *const ioswitch_cmd,
     bufs: *const *mut c_void,
     nbufs: u32,
     cpl: *mut ioswitch_cpl,
 ) -> c_int {
-    guard(func, -libc::EIO, || {
+    guard(func, -libc::EIO, move || {
         // SAFETY: dev is null or open (caller contract).
         let d = match unsafe { dev_arg(func, dev) } {
             Ok(d) => d,
@@ -633,12 +655,25 @@ unsafe fn pass_with(
         };
         // SAFETY: cmd is null or valid (caller contract).
         let Some(c) = (unsafe { cmd.as_ref() }) else {
-            return fail(libc::EINVAL, format!("{func}: cmd is NULL"));
+            return null_arg(func, "cmd");
         };
         let c = match to_cmd(c, func) {
             Ok(c) => c,
             Err(e) => return e,
         };
+        if nbufs == 1 && !bufs.is_null() {
+            // The common case: one buffer, lent to the call in its table slot (busy while
+            // the call runs), not moved out and back, no allocation.
+            // SAFETY: bufs is valid for one pointer (caller contract).
+            let p = unsafe { *bufs };
+            // SAFETY: cpl is null or valid (caller contract).
+            return match table::with(p as usize, |b| unsafe {
+                sync_done(func, cpl, call(&d.dev, &c, std::slice::from_mut(b)))
+            }) {
+                Ok(r) => r,
+                Err(why) => refusal(func, 0, 1, p, why),
+            };
+        }
         let mut taken = Taken { slots: Vec::new(), bufs: Vec::new() };
         // SAFETY: bufs is valid for nbufs pointers (caller contract).
         if let Err(e) = unsafe {
@@ -651,16 +686,16 @@ unsafe fn pass_with(
         }
         let r = call(&d.dev, &c, &mut taken.bufs);
         drop(taken);
-        match r {
-            Ok(result) => {
-                // SAFETY: cpl is null or valid (caller contract).
-                unsafe { write_cpl(cpl, Status::OK, result) };
-                0
-            }
-            // SAFETY: as above.
-            Err(e) => unsafe { sync_error(func, cpl, &e) },
-        }
+        // SAFETY: cpl is null or valid (caller contract).
+        unsafe { sync_done(func, cpl, r) }
     })
+}
+
+/// Records "`func`: `what` is NULL" and returns -EINVAL.
+#[cold]
+#[inline(never)]
+pub(crate) fn null_arg(func: &str, what: &str) -> c_int {
+    fail(libc::EINVAL, format!("{func}: {what} is NULL"))
 }
 
 /// Runs an I/O command synchronously on the device's sync interface, with `nbufs`
@@ -773,6 +808,43 @@ mod tests {
             assert!(!ioswitch_cpl_ok(&cpl));
             assert_eq!(ioswitch_buf_free(w), 0);
             assert_eq!(ioswitch_buf_free(r), 0);
+            ioswitch_dev_close(dev);
+        }
+    }
+
+    #[test]
+    fn pass_refuses_busy_inner_and_freed_buffers_and_keeps_them_usable() {
+        use crate::queue::{ioswitch_queue_drain, ioswitch_queue_init, ioswitch_queue_submit, ioswitch_queue_term};
+        let (r, dev) = open("1MiB", "sync=nil,async=nil");
+        assert_eq!(r, 0, "{}", last_string());
+        // SAFETY: dev is open; buffers and the queue are used as the API says.
+        unsafe {
+            let b = ioswitch_buf_alloc(dev, 4096);
+            let mut c = crate::cmd::ioswitch_cmd::default();
+            let mut cpl = std::mem::zeroed::<ioswitch_cpl>();
+            ioswitch_cmd_read(1, 0, 8, &mut c);
+            assert_eq!(ioswitch_pass(dev, &c, &b, 1, &mut cpl), 0, "{}", last_string());
+            assert_eq!(cpl.result, 4096);
+            // A buffer submitted to a queue belongs to it until its completion.
+            let mut q = ptr::null_mut();
+            assert_eq!(ioswitch_queue_init(dev, 1, &mut q), 0);
+            assert_eq!(ioswitch_queue_submit(q, &c, &b, 1, ptr::null_mut()), 0);
+            assert_eq!(ioswitch_pass(dev, &c, &b, 1, ptr::null_mut()), -libc::EBUSY);
+            assert!(last_string().contains("already belongs to a command"), "{}", last_string());
+            assert_eq!(ioswitch_queue_drain(q), 1);
+            assert_eq!(ioswitch_pass(dev, &c, &b, 1, ptr::null_mut()), 0, "{}", last_string());
+            assert_eq!(ioswitch_queue_term(q), 0);
+            // A pointer into the middle of a buffer, and a freed buffer, are unknown.
+            let inner = (b as *mut u8).add(512) as *mut c_void;
+            assert_eq!(ioswitch_pass(dev, &c, &inner, 1, ptr::null_mut()), -libc::EINVAL);
+            assert!(last_string().contains("not the start of a live buffer"), "{}", last_string());
+            assert_eq!(ioswitch_buf_free(b), 0, "idle again after every pass");
+            assert_eq!(ioswitch_pass(dev, &c, &b, 1, ptr::null_mut()), -libc::EINVAL);
+            // NULL arguments.
+            assert_eq!(ioswitch_pass(ptr::null(), &c, &b, 1, ptr::null_mut()), -libc::EINVAL);
+            assert!(last_string().contains("dev is NULL"), "{}", last_string());
+            assert_eq!(ioswitch_pass(dev, ptr::null(), &b, 1, ptr::null_mut()), -libc::EINVAL);
+            assert!(last_string().contains("cmd is NULL"), "{}", last_string());
             ioswitch_dev_close(dev);
         }
     }

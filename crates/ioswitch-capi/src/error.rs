@@ -59,19 +59,31 @@ pub(crate) fn from_error(context: &str, e: &Error) -> c_int {
 
 /// Runs one entry point's body; a panic becomes `fallback` with `-EIO`'s message recorded
 /// instead of unwinding into C (which would be undefined behaviour).
+///
+/// Always inlined: `catch_unwind` costs nothing while nothing panics (the landing pad is
+/// in the unwind tables), and inlined it also costs no copies of the body's captures; the
+/// panic path is out of line in [`panicked`].
+#[inline(always)]
 pub(crate) fn guard<T>(func: &str, fallback: T, body: impl FnOnce() -> T) -> T {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(v) => v,
         Err(payload) => {
-            let why = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
-            set(format!("{func}: internal error (a bug in ioswitch, please report it): {why}"));
+            panicked(func, payload);
             fallback
         }
     }
+}
+
+/// Records the message of a panic caught by [`guard`].
+#[cold]
+#[inline(never)]
+fn panicked(func: &str, payload: Box<dyn std::any::Any + Send>) {
+    let why = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into());
+    set(format!("{func}: internal error (a bug in ioswitch, please report it): {why}"));
 }
 
 /// The pointer `ioswitch_last_error` returns.

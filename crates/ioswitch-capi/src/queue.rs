@@ -1,14 +1,16 @@
 //! Asynchronous queues: submit, commit, poke, wait, drain, with completion callbacks.
 //!
 //! Every command in flight has a context, preallocated at `ioswitch_queue_init`: the
-//! user argument, the callback, and the table slots of its buffers. Completions reaped
-//! from the library queue are parked in a preallocated list and their callbacks run only
-//! after the library call returned, with no Rust borrow of the queue alive, so a callback
-//! may submit, poke or wait on the same queue.
+//! user argument, the callback, and the table slots of its buffers. A completion reaped
+//! from the library queue is finished at once (its buffers go back to their table slots,
+//! its context is freed) and, when it has a callback, parked in a preallocated list as a
+//! ready C completion; the callbacks run only after the library call returned, with no
+//! Rust borrow of the queue alive, so a callback may submit, poke or wait on the same
+//! queue.
 
 use crate::cmd::{ioswitch_cmd, to_cmd};
 use crate::cpl::ioswitch_cpl;
-use crate::dev::{busy_message, dev_arg, ioswitch_dev, take_bufs};
+use crate::dev::{busy_message, dev_arg, ioswitch_dev, null_arg, take_bufs};
 use crate::error::{fail, from_error, guard};
 use crate::table::{self, Refusal, Slot};
 use ioswitch_rs::{Buffer, Completion, Data, Error, Queue};
@@ -27,7 +29,9 @@ pub struct ioswitch_queue {
     rq: Queue,
     ctxs: Box<[Ctx]>,
     free: Vec<u32>,
-    done: VecDeque<Completion>,
+    /// Callbacks to run: completions reaped and finished, waiting for the library call
+    /// that reaped them to return.
+    parked: VecDeque<Delivery>,
     cb: ioswitch_queue_cb,
     cb_arg: *mut c_void,
     in_cb: u32,
@@ -47,7 +51,20 @@ struct Ctx {
 impl Ctx {
     /// Puts the buffers a completion (or a rejected submission) hands back into their
     /// table slots, in submission order.
+    #[inline(always)]
     fn restore(&mut self, data: Data) {
+        match (data, self.one.take()) {
+            (Data::One(b), Some(slot)) => table::put(slot, b),
+            (data, one) => {
+                self.one = one;
+                self.restore_other(data);
+            }
+        }
+    }
+
+    /// [`restore`](Ctx::restore) for everything but one buffer from one slot.
+    #[inline(never)]
+    fn restore_other(&mut self, data: Data) {
         match data {
             Data::None => {}
             Data::One(b) => match self.one.take() {
@@ -82,45 +99,66 @@ impl Ctx {
     }
 }
 
+/// A callback to run: the function, its argument, and the completion it reports.
 type Delivery = (unsafe extern "C" fn(*const ioswitch_cpl, *mut c_void), *mut c_void, ioswitch_cpl);
 
-impl ioswitch_queue {
-    /// Returns a completion's buffers and context; the callback to run, if any.
-    #[inline]
-    fn finish(&mut self, c: Completion) -> Option<Delivery> {
+/// The parts of a queue that finishing a completion touches: everything but the library
+/// queue, which is borrowed by the reaping call meanwhile.
+struct Finisher<'a> {
+    ctxs: &'a mut [Ctx],
+    free: &'a mut Vec<u32>,
+    parked: &'a mut VecDeque<Delivery>,
+    cb: ioswitch_queue_cb,
+    cb_arg: *mut c_void,
+}
+
+impl Finisher<'_> {
+    /// Returns a completion's buffers to their table slots and frees its context; parks
+    /// its callback (with the C completion) when it has one and `deliver` is set.
+    #[inline(always)]
+    fn finish(&mut self, c: Completion, deliver: bool) {
         let idx = c.tag as usize;
-        let ctx = self.ctxs.get_mut(idx)?;
+        let Some(ctx) = self.ctxs.get_mut(idx) else {
+            // Cannot happen (tags are context indices); C may still hold the addresses,
+            // so the buffers are leaked rather than freed.
+            std::mem::forget(c.data);
+            return;
+        };
         ctx.restore(c.data);
-        let cpl = ioswitch_cpl::new(ctx.user_arg, c.status, c.result);
         let (cb, arg) = if ctx.own_cb { (ctx.cb, ctx.cb_arg) } else { (self.cb, self.cb_arg) };
+        let user_arg = ctx.user_arg;
         self.free.push(idx as u32);
-        cb.map(|f| (f, arg, cpl))
+        if let (true, Some(f)) = (deliver, cb) {
+            self.parked.push_back((f, arg, ioswitch_cpl::new(user_arg, c.status, c.result)));
+        }
     }
 }
 
-/// Runs the callbacks of parked completions. No borrow of the queue lives across a
-/// callback, so callbacks may use the queue.
+impl ioswitch_queue {
+    /// Splits the queue into the library queue and what finishing completions needs.
+    #[inline(always)]
+    fn split(&mut self) -> (&mut Queue, Finisher<'_>) {
+        let ioswitch_queue { rq, ctxs, free, parked, cb, cb_arg, .. } = self;
+        (rq, Finisher { ctxs, free, parked, cb: *cb, cb_arg: *cb_arg })
+    }
+}
+
+/// Runs the parked callbacks. No borrow of the queue lives across a callback, so
+/// callbacks may use the queue.
 ///
 /// # Safety
 /// `q` is a live queue, used by this thread only.
-#[inline]
+#[inline(always)]
 unsafe fn deliver(q: *mut ioswitch_queue) {
-    loop {
-        let next = {
-            // SAFETY: q is live (caller contract); this borrow ends before the callback.
-            let qq = unsafe { &mut *q };
-            let Some(c) = qq.done.pop_front() else { break };
-            qq.finish(c)
-        };
-        if let Some((f, arg, cpl)) = next {
-            // SAFETY: q is live; a place expression through the raw pointer creates no
-            // lasting borrow.
-            unsafe { (*q).in_cb += 1 };
-            // SAFETY: f is a C function given by the caller; cpl lives across the call.
-            unsafe { f(&cpl, arg) };
-            // SAFETY: as for the increment; term refuses to free q while in_cb > 0.
-            unsafe { (*q).in_cb -= 1 };
-        }
+    // SAFETY: q is live (caller contract); this borrow ends before the callback.
+    while let Some((f, arg, cpl)) = unsafe { (*q).parked.pop_front() } {
+        // SAFETY: q is live; a place expression through the raw pointer creates no
+        // lasting borrow.
+        unsafe { (*q).in_cb += 1 };
+        // SAFETY: f is a C function given by the caller; cpl lives across the call.
+        unsafe { f(&cpl, arg) };
+        // SAFETY: as for the increment; term refuses to free q while in_cb > 0.
+        unsafe { (*q).in_cb -= 1 };
     }
 }
 
@@ -168,7 +206,7 @@ pub unsafe extern "C" fn ioswitch_queue_init(
             rq,
             ctxs,
             free: (0..depth).rev().collect(),
-            done: VecDeque::with_capacity(depth as usize),
+            parked: VecDeque::with_capacity(depth as usize),
             cb: None,
             cb_arg: ptr::null_mut(),
             in_cb: 0,
@@ -201,12 +239,8 @@ pub unsafe extern "C" fn ioswitch_queue_term(q: *mut ioswitch_queue) -> c_int {
         }
         // SAFETY: q came from Box::into_raw in ioswitch_queue_init; no callback of it runs.
         let mut qb = unsafe { Box::from_raw(q) };
-        let qr = &mut *qb;
-        let done = &mut qr.done;
-        let r = qr.rq.drain(|c| done.push_back(c));
-        while let Some(c) = qr.done.pop_front() {
-            let _ = qr.finish(c);
-        }
+        let (rq, mut fin) = qb.split();
+        let r = rq.drain(|c| fin.finish(c, false));
         drop(qb);
         match r {
             Ok(_) => 0,
@@ -244,7 +278,7 @@ pub unsafe extern "C" fn ioswitch_queue_set_cb(
 ///
 /// # Safety
 /// As `ioswitch_queue_submit`.
-#[inline]
+#[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn submit(
     func: &str,
@@ -257,23 +291,22 @@ unsafe fn submit(
     cb: ioswitch_queue_cb,
     cb_arg: *mut c_void,
 ) -> c_int {
-    guard(func, -libc::EIO, || {
+    guard(func, -libc::EIO, move || {
         // SAFETY: q is null or live and used by this thread only (caller contract); no
         // callback runs while this borrow lives.
         let Some(q) = (unsafe { q.as_mut() }) else {
-            return fail(libc::EINVAL, format!("{func}: q is NULL"));
+            return null_arg(func, "q");
         };
         // SAFETY: cmd is null or valid (caller contract).
         let Some(c) = (unsafe { cmd.as_ref() }) else {
-            return fail(libc::EINVAL, format!("{func}: cmd is NULL"));
+            return null_arg(func, "cmd");
         };
         let c = match to_cmd(c, func) {
             Ok(c) => c,
             Err(e) => return e,
         };
         let Some(idx) = q.free.pop() else {
-            busy_message();
-            return -libc::EBUSY;
+            return busy();
         };
         let ctx = &mut q.ctxs[idx as usize];
         let data = if nbufs == 1 && !bufs.is_null() {
@@ -286,16 +319,7 @@ unsafe fn submit(
                 }
                 Err(r) => {
                     q.free.push(idx);
-                    return match r {
-                        Refusal::Busy => fail(
-                            libc::EBUSY,
-                            format!("{func}: buffer {p:p} already belongs to a command that has not completed"),
-                        ),
-                        Refusal::Unknown => fail(
-                            libc::EINVAL,
-                            format!("{func}: buffer {p:p} is not the start of a live buffer from ioswitch_buf_alloc"),
-                        ),
-                    };
+                    return refused(func, p, r);
                 }
             }
         } else if nbufs == 0 {
@@ -329,15 +353,44 @@ unsafe fn submit(
             Err(rejected) => {
                 q.ctxs[idx as usize].restore(rejected.data);
                 q.free.push(idx);
-                if let Error::Busy { .. } = rejected.error {
-                    busy_message();
-                    -libc::EBUSY
-                } else {
-                    from_error(func, &rejected.error)
-                }
+                rejection(func, rejected.error)
             }
         }
     })
+}
+
+/// Records the "queue full" message and returns -EBUSY.
+#[cold]
+#[inline(never)]
+fn busy() -> c_int {
+    busy_message();
+    -libc::EBUSY
+}
+
+/// Records why a submission's one buffer was refused; returns the negative errno.
+#[cold]
+#[inline(never)]
+fn refused(func: &str, p: *mut c_void, r: Refusal) -> c_int {
+    match r {
+        Refusal::Busy => {
+            fail(libc::EBUSY, format!("{func}: buffer {p:p} already belongs to a command that has not completed"))
+        }
+        Refusal::Unknown => fail(
+            libc::EINVAL,
+            format!("{func}: buffer {p:p} is not the start of a live buffer from ioswitch_buf_alloc"),
+        ),
+    }
+}
+
+/// Records why the library refused a submission; returns the negative errno.
+#[cold]
+#[inline(never)]
+fn rejection(func: &str, e: Error) -> c_int {
+    if let Error::Busy { .. } = e {
+        busy()
+    } else {
+        from_error(func, &e)
+    }
 }
 
 /// Submits a command with `nbufs` (0..=64) buffers from `ioswitch_buf_alloc` as its data
@@ -401,7 +454,7 @@ pub unsafe extern "C" fn ioswitch_queue_commit(q: *mut ioswitch_queue) -> c_int 
     guard(F, -libc::EIO, || {
         // SAFETY: q is null or live, used by this thread only (caller contract).
         let Some(q) = (unsafe { q.as_mut() }) else {
-            return fail(libc::EINVAL, format!("{F}: q is NULL"));
+            return null_arg(F, "q");
         };
         match q.rq.commit() {
             Ok(n) => n as c_int,
@@ -420,23 +473,22 @@ enum Reap {
 
 /// # Safety
 /// `q` null or a live queue used by this thread only.
-#[inline]
+#[inline(always)]
 unsafe fn reap(func: &str, q: *mut ioswitch_queue, how: Reap) -> c_int {
-    guard(func, -libc::EIO, || {
+    guard(func, -libc::EIO, move || {
         if q.is_null() {
-            return fail(libc::EINVAL, format!("{func}: q is NULL"));
+            return null_arg(func, "q");
         }
         let mut total: u32 = 0;
         loop {
             let r = {
                 // SAFETY: q is live (caller contract); the borrow ends before deliver runs
                 // callbacks.
-                let qq = unsafe { &mut *q };
-                let done = &mut qq.done;
+                let (rq, mut fin) = unsafe { &mut *q }.split();
                 match how {
-                    Reap::Poke(max) => qq.rq.poke(max, |c| done.push_back(c)),
-                    Reap::Wait(min) => qq.rq.wait(min, |c| done.push_back(c)),
-                    Reap::Drain => qq.rq.drain(|c| done.push_back(c)),
+                    Reap::Poke(max) => rq.poke(max, |c| fin.finish(c, true)),
+                    Reap::Wait(min) => rq.wait(min, |c| fin.finish(c, true)),
+                    Reap::Drain => rq.drain(|c| fin.finish(c, true)),
                 }
             };
             // Completions reaped before a failure still get their callbacks.

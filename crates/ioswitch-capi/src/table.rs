@@ -190,6 +190,42 @@ pub(crate) fn take(addr: usize) -> Result<(&'static Slot, Buffer), Refusal> {
     }
 }
 
+/// Lends the buffer that starts at `addr` to `f` for the duration of the call, without
+/// moving it out of its slot: the slot is busy while `f` runs (so the buffer can be
+/// neither taken nor freed meanwhile) and idle again afterwards, also when `f` panics.
+/// The synchronous path uses this: one lookup, one compare-and-swap, one store.
+#[inline]
+pub(crate) fn with<R>(addr: usize, f: impl FnOnce(&mut Buffer) -> R) -> Result<R, Refusal> {
+    /// Makes the slot idle again when dropped.
+    struct Lent(&'static Slot);
+    impl Drop for Lent {
+        #[inline]
+        fn drop(&mut self) {
+            self.0.state.store(IDLE, Ordering::Release);
+        }
+    }
+    let slot = lookup(addr).ok_or(Refusal::Unknown)?;
+    match slot.state.compare_exchange(IDLE, BUSY, Ordering::Acquire, Ordering::Relaxed) {
+        Ok(_) => {}
+        Err(BUSY) => return Err(Refusal::Busy),
+        Err(_) => return Err(Refusal::Unknown),
+    }
+    let lent = Lent(slot);
+    if slot.addr.load(Ordering::Relaxed) != addr {
+        // A stale lookup raced with a free and a re-use of the slot for another address.
+        return Err(Refusal::Unknown);
+    }
+    // SAFETY: winning IDLE -> BUSY gives this thread the cell until `lent` stores IDLE
+    // again, after the last use of this borrow.
+    match unsafe { (*slot.buf.get()).as_mut() } {
+        Some(b) => Ok(f(b)),
+        None => {
+            drop(lent);
+            Err(Refusal::Unknown)
+        }
+    }
+}
+
 /// Puts a buffer taken with [`take`] back; the slot is idle again.
 #[inline]
 pub(crate) fn put(slot: &'static Slot, buf: Buffer) {
@@ -251,6 +287,25 @@ mod tests {
         assert_eq!(free(p), Ok(()));
         assert_eq!(free(p), Err(Refusal::Unknown));
         assert_eq!(take(p).err(), Some(Refusal::Unknown));
+    }
+
+    #[test]
+    fn a_lent_buffer_is_busy_during_the_call_only() {
+        let p = insert(buffer(4096)).unwrap() as usize;
+        let r = with(p, |b| {
+            assert_eq!(b.as_ptr() as usize, p);
+            assert_eq!(take(p).err(), Some(Refusal::Busy));
+            assert_eq!(with(p, |_| ()).err(), Some(Refusal::Busy));
+            assert_eq!(free(p), Err(Refusal::Busy));
+            7
+        });
+        assert_eq!(r, Ok(7));
+        let caught = std::panic::catch_unwind(|| with(p, |_| panic!("in the call")));
+        assert!(caught.is_err());
+        assert_eq!(with(p, |b| b.len()), Ok(4096), "idle again after a panic");
+        assert_eq!(with(p + 1, |_| ()).err(), Some(Refusal::Unknown));
+        assert_eq!(free(p), Ok(()));
+        assert_eq!(with(p, |_| ()).err(), Some(Refusal::Unknown));
     }
 
     #[test]

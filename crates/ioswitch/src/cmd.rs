@@ -45,18 +45,25 @@ pub mod opc {
 }
 
 /// Which command set (and so which queue, I/O or admin) a command belongs to.
+/// `repr(u32)` with fixed values, so a [`Cmd`] has the layout of the C API's command.
+#[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum CmdSet {
     /// NVM (and ZNS) I/O commands, LBA addressed.
-    Nvm,
+    Nvm = 0,
     /// Admin commands.
-    Admin,
+    Admin = 1,
     /// ioswitch's byte-addressed file commands (offset and length in bytes): CDW10-11
     /// hold the offset, CDW12-13 the length. Served by every non-passthrough interface.
-    Fs,
+    Fs = 2,
 }
 
 /// A command: an NVMe submission entry plus the set it belongs to.
+///
+/// `repr(C)`: the 64-byte entry, then the set as a 32-bit value (0 NVM, 1 admin, 2 file
+/// set), 72 bytes in all, the layout of `struct ioswitch_cmd` in the C API, which can
+/// then lend a caller's command after checking its set.
+#[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Cmd {
     /// The 64-byte submission entry.
@@ -64,6 +71,9 @@ pub struct Cmd {
     /// The command set.
     pub set: CmdSet,
 }
+
+const _: () = assert!(std::mem::size_of::<Cmd>() == 72 && std::mem::align_of::<Cmd>() == 8);
+const _: () = assert!(std::mem::offset_of!(Cmd, set) == 64);
 
 /// One Dataset Management range (NVM spec, 16 bytes), written into a DSM command's buffer.
 #[repr(C)]

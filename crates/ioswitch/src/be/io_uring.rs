@@ -496,7 +496,7 @@ impl IoUringQueue {
 
     /// Writes one SQE for slot `idx`. False when the SQ is full (it cannot be: it has at
     /// least `depth` entries and every SQE holds a slot).
-    #[inline]
+    #[inline(always)]
     fn push(&mut self, idx: u32, entry: squeue::Entry) -> bool {
         let entry = entry.user_data(idx as u64);
         // SAFETY: everything the entry points to (buffers, the iovec array) is owned by
@@ -506,7 +506,7 @@ impl IoUringQueue {
     }
 
     /// Fills slot `idx` and writes its SQE; on failure frees the slot and hands back the data.
-    #[inline]
+    #[inline(always)]
     fn launch(&mut self, idx: u32, kind: Kind, tag: u64, entry: squeue::Entry) -> Result<(), (Error, Data)> {
         let slot = &mut self.slots[idx as usize];
         slot.kind = kind;
@@ -536,7 +536,7 @@ impl IoUringQueue {
         data
     }
 
-    #[inline]
+    #[inline(always)]
     fn submit_rw(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
         let Some(idx) = self.free.pop() else { return Err((self.busy(), data)) };
         let write = io.op == Op::Write;
@@ -647,7 +647,7 @@ impl IoUringQueue {
     }
 
     /// Takes up to `limit` completions from the CQ ring, without a syscall.
-    #[inline]
+    #[inline(always)]
     fn take_cqes(&mut self, limit: u32, f: &mut impl FnMut(Completion)) -> u32 {
         let mut n = 0;
         while n < limit {
@@ -661,7 +661,7 @@ impl IoUringQueue {
     }
 
     /// Turns a CQE into the completion of its slot (None: not a command's end).
-    #[inline]
+    #[inline(always)]
     fn finish(&mut self, user_data: u64, res: i32) -> Option<Completion> {
         let idx = u32::try_from(user_data).ok().filter(|&i| (i as usize) < self.slots.len())?;
         let kind = self.slots[idx as usize].kind;
@@ -784,6 +784,40 @@ impl AsyncQueue for IoUringQueue {
     }
 
     fn reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
+        self.reap_inline(min, max, f)
+    }
+
+    fn syscalls(&self) -> u64 {
+        self.syscalls
+    }
+
+    /// A waiting reap enters the kernel with everything queued as `to_submit`, so the
+    /// submission rides on the wait: one `io_uring_enter` instead of two.
+    fn commit_and_reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
+        if self.sqpoll || min == 0 {
+            self.commit()?;
+            return self.reap_inline(min, max, f);
+        }
+        let n = self.reap_inline(min, max, f)?;
+        if self.ring.submission().is_empty() {
+            self.queued = 0;
+        } else {
+            // Completions were already there, so reap never entered: submit now. Once
+            // callbacks ran the reap must report them; a failed submit shows again at the
+            // next commit.
+            match self.commit() {
+                Err(e) if n == 0 => return Err(e),
+                _ => {}
+            }
+        }
+        Ok(n)
+    }
+}
+
+impl IoUringQueue {
+    /// [`AsyncQueue::reap`], inlined into both reaping entry points.
+    #[inline(always)]
+    fn reap_inline(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
         let mut n = 0;
         while n < max {
             let Some(c) = self.ready.pop_front() else { break };
@@ -810,32 +844,6 @@ impl AsyncQueue for IoUringQueue {
             }
             self.enter_wait(min - n)?;
             entered = true;
-        }
-        Ok(n)
-    }
-
-    fn syscalls(&self) -> u64 {
-        self.syscalls
-    }
-
-    /// A waiting reap enters the kernel with everything queued as `to_submit`, so the
-    /// submission rides on the wait: one `io_uring_enter` instead of two.
-    fn commit_and_reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
-        if self.sqpoll || min == 0 {
-            self.commit()?;
-            return self.reap(min, max, f);
-        }
-        let n = self.reap(min, max, f)?;
-        if self.ring.submission().is_empty() {
-            self.queued = 0;
-        } else {
-            // Completions were already there, so reap never entered: submit now. Once
-            // callbacks ran the reap must report them; a failed submit shows again at the
-            // next commit.
-            match self.commit() {
-                Err(e) if n == 0 => return Err(e),
-                _ => {}
-            }
         }
         Ok(n)
     }

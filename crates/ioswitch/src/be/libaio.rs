@@ -3,12 +3,16 @@
 //!
 //! Each queue owns one AIO context sized to its depth and a slot table of `depth` slots,
 //! all allocated when the queue is created: per slot an `iocb`, an iovec array for
-//! vectored commands, and the command's data and tag. `submit` fills the slot's iocb
-//! (read/write for one buffer, readv/writev for several, fdsync for flush; a write with
-//! Force Unit Access carries RWF_DSYNC) and queues it;
-//! `commit` hands every queued iocb to the kernel in **one** `io_submit`; `reap` takes
-//! completions with `io_getevents` (blocking when it must wait, a zero timeout when it
-//! only looks). The iocb's `aio_data` carries the slot index.
+//! vectored commands, and the command's data and tag. `submit` fills the slot's iocb in
+//! place (read/write for one buffer, readv/writev for several, fdsync for flush; a write
+//! with Force Unit Access carries RWF_DSYNC) and appends its pointer to the array
+//! `io_submit` reads; `commit` hands every queued iocb to the kernel in **one**
+//! `io_submit` (on a partial submission the rest move to the front and go again);
+//! `reap` takes completions with `io_getevents` (blocking when it must wait, a zero
+//! timeout when it only looks) into an event array and hands them out one by one from
+//! there. The iocb's `aio_data` carries the slot index. If a completion callback panics,
+//! the events harvested after it stay in the array: the next reap hands them out, and
+//! dropping the queue finishes them before it waits for the rest.
 //!
 //! Trim, write zeroes and dataset management have no AIO opcode: they run inline, at
 //! submit, through the device's sync interface, and their completions wait in a ring
@@ -158,21 +162,14 @@ pub(crate) fn new_queue(dev: &Arc<Inner>, depth: u32) -> Result<super::Backend, 
     Ok(super::Backend::Libaio(Box::new(Libaio::new(dev, depth)?)))
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
-    Free,
-    /// Filled by submit, waiting for commit.
-    Queued,
-    /// Accepted by io_submit; the kernel owns the buffers until the event is reaped.
-    InFlight,
-}
-
 struct Slot {
     data: Data,
     tag: u64,
     /// Bytes the command must move (0 for flush); fewer is a short transfer.
     expect: u64,
-    state: State,
+    /// Taken by submit (queued, in flight, or its event harvested and not yet handed
+    /// out); free again once its completion is made.
+    busy: bool,
 }
 
 pub(crate) struct Libaio {
@@ -180,17 +177,27 @@ pub(crate) struct Libaio {
     ctx: AioContext,
     fd: u32,
     slots: Box<[Slot]>,
+    /// One iocb per slot. `aio_data` (the slot index) and `aio_fildes` are written once,
+    /// at creation; `aio_key`, `aio_reqprio`, `aio_reserved2`, `aio_flags` and `aio_resfd`
+    /// stay 0 (the kernel writes 0 into `aio_key`). Submit writes the rest.
     iocbs: Box<[Iocb]>,
     iovecs: Box<[[libc::iovec; MAX_SEGMENTS]]>,
-    /// Free slot indices.
-    free: Vec<u32>,
-    /// Slots submitted and not yet accepted by io_submit, in submission order.
-    queued: Vec<u32>,
-    /// The iocb pointer array io_submit reads, filled from `queued` at commit.
+    /// Free slot indices: `free[..nfree]`.
+    free: Box<[u32]>,
+    nfree: u32,
+    /// The iocb pointer array io_submit reads: `ptrs[..nqueued]` are the commands
+    /// submitted and not yet accepted by io_submit, in submission order.
     ptrs: Box<[*mut Iocb]>,
+    nqueued: u32,
+    /// Events io_getevents harvested: `events[ev_head..ev_len]` are not handed out yet
+    /// (a reap asks for no more than it may hand out, so only a callback that panicked
+    /// leaves some there).
     events: Box<[IoEvent]>,
+    ev_head: u32,
+    ev_len: u32,
     /// Completions that did not come from the kernel (inline commands, refused iocbs).
     ready: VecDeque<Completion>,
+    /// Commands accepted by io_submit whose events have not been harvested yet.
     in_flight: u32,
     syscalls: u64,
 }
@@ -220,17 +227,21 @@ impl Libaio {
         })?;
         let n = depth as usize;
         let iov0 = libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 };
+        let fd = fd as u32;
         Ok(Libaio {
             dev: dev.clone(),
             ctx,
-            fd: fd as u32,
-            slots: (0..n).map(|_| Slot { data: Data::None, tag: 0, expect: 0, state: State::Free }).collect(),
-            iocbs: vec![Iocb::default(); n].into_boxed_slice(),
+            fd,
+            slots: (0..n).map(|_| Slot { data: Data::None, tag: 0, expect: 0, busy: false }).collect(),
+            iocbs: (0..depth).map(|i| Iocb { aio_data: i as u64, aio_fildes: fd, ..Iocb::default() }).collect(),
             iovecs: vec![[iov0; MAX_SEGMENTS]; n].into_boxed_slice(),
             free: (0..depth).rev().collect(),
-            queued: Vec::with_capacity(n),
+            nfree: depth,
             ptrs: vec![std::ptr::null_mut(); n].into_boxed_slice(),
+            nqueued: 0,
             events: vec![IoEvent::default(); n].into_boxed_slice(),
+            ev_head: 0,
+            ev_len: 0,
             ready: VecDeque::with_capacity(n),
             in_flight: 0,
             syscalls: 0,
@@ -239,6 +250,84 @@ impl Libaio {
 
     fn bad_command(&self, cmd: &Cmd, why: &str) -> Error {
         Error::BadCommand { dev: self.dev.uri.clone(), iface: IFACE, what: cmd.describe(), why: why.into() }
+    }
+
+    /// Takes a free slot, or `None` when all are busy.
+    #[inline(always)]
+    fn take_slot(&mut self) -> Option<usize> {
+        let k = self.nfree.checked_sub(1)?;
+        self.nfree = k;
+        Some(self.free[k as usize] as usize)
+    }
+
+    /// Gives a slot back to the free list.
+    #[inline(always)]
+    fn put_slot(&mut self, idx: usize) {
+        self.free[self.nfree as usize] = idx as u32;
+        self.nfree += 1;
+    }
+
+    /// Fills the slot and queues its iocb (already written) for the next commit.
+    #[inline(always)]
+    fn queue(&mut self, idx: usize, data: Data, tag: u64, expect: u64) {
+        // Every index first (nqueued < depth: every queued command holds one of the depth
+        // slots, and this one holds a slot that was free), then the writes.
+        let cb: *mut Iocb = &mut self.iocbs[idx];
+        let p = &mut self.ptrs[self.nqueued as usize];
+        let slot = &mut self.slots[idx];
+        *p = cb;
+        self.nqueued += 1;
+        slot.tag = tag;
+        slot.expect = expect;
+        slot.busy = true;
+        // A free slot holds Data::None (whoever freed it took its data): nothing to drop.
+        std::mem::forget(std::mem::replace(&mut slot.data, data));
+    }
+
+    /// Everything but a read or write of one buffer without FUA: flush, vectored I/O,
+    /// FUA writes, inline commands, refusals.
+    #[inline(never)]
+    fn submit_other(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
+        match io.op {
+            Op::Read | Op::Write | Op::Flush => {}
+            Op::Trim | Op::WriteZeroes | Op::Dsm { .. } => return self.run_inline(io, cmd, data, tag),
+            Op::Passthru => {
+                let e =
+                    self.bad_command(cmd, "Linux AIO carries reads, writes and flushes only; use an NVMe interface");
+                return Err((e, data));
+            }
+        }
+        let Some(i) = self.take_slot() else {
+            return Err((Error::Busy { depth: self.slots.len() as u32 }, data));
+        };
+        let mut cb = Iocb { aio_data: i as u64, aio_fildes: self.fd, ..Iocb::default() };
+        if io.op == Op::Flush {
+            cb.aio_lio_opcode = IOCB_CMD_FDSYNC;
+        } else {
+            let iov = &mut self.iovecs[i];
+            let n = fill_iovecs(data.bufs(), io.len, iov);
+            let write = io.op == Op::Write;
+            if n == 1 {
+                cb.aio_lio_opcode = if write { IOCB_CMD_PWRITE } else { IOCB_CMD_PREAD };
+                cb.aio_buf = iov[0].iov_base as u64;
+                cb.aio_nbytes = iov[0].iov_len as u64;
+            } else if n > 1 {
+                cb.aio_lio_opcode = if write { IOCB_CMD_PWRITEV } else { IOCB_CMD_PREADV };
+                cb.aio_buf = iov.as_ptr() as u64;
+                cb.aio_nbytes = n as u64;
+            } else {
+                self.put_slot(i);
+                return Err((self.bad_command(cmd, "it moves data but carries no buffer"), data));
+            }
+            cb.aio_offset = io.offset as i64;
+            if write && cmd.is_fua() {
+                cb.aio_rw_flags = libc::RWF_DSYNC;
+            }
+        }
+        self.iocbs[i] = cb;
+        let expect = if io.op == Op::Flush { 0 } else { io.len };
+        self.queue(i, data, tag, expect);
+        Ok(())
     }
 
     /// Runs a command with no AIO opcode through the sync interface, now.
@@ -252,16 +341,31 @@ impl Libaio {
         Ok(())
     }
 
+    /// The slot index of the first queued command.
+    fn first_queued(&self) -> usize {
+        (self.ptrs[0] as usize - self.iocbs.as_ptr() as usize) / std::mem::size_of::<Iocb>()
+    }
+
+    /// Takes the first `k` queued commands off the queue (io_submit took them, or
+    /// refused the first); the rest move to the front.
+    fn unqueue_front(&mut self, k: u32) {
+        let n = self.nqueued as usize;
+        self.ptrs.copy_within(k as usize..n, 0);
+        self.nqueued -= k;
+    }
+
     /// Completes the first queued command with `errno` (io_submit refused its iocb).
     /// Kernels before 4.18 have no AIO fdsync (EINVAL): a flush then runs through the
     /// sync interface instead.
+    #[cold]
     fn refuse_first(&mut self, errno: i32) {
-        let idx = self.queued.remove(0);
-        let fdsync = self.iocbs[idx as usize].aio_lio_opcode == IOCB_CMD_FDSYNC;
-        let slot = &mut self.slots[idx as usize];
+        let idx = self.first_queued();
+        self.unqueue_front(1);
+        let fdsync = self.iocbs[idx].aio_lio_opcode == IOCB_CMD_FDSYNC;
+        let slot = &mut self.slots[idx];
         let (data, tag) = (std::mem::take(&mut slot.data), slot.tag);
-        slot.state = State::Free;
-        self.free.push(idx);
+        slot.busy = false;
+        self.put_slot(idx);
         let c = match self.dev.sync() {
             Some(sync) if fdsync && errno == libc::EINVAL => {
                 self.syscalls += sync.syscalls_per_cmd();
@@ -273,26 +377,71 @@ impl Libaio {
         self.ready.push_back(c);
     }
 
-    /// Turns one kernel event into a completion and frees its slot.
-    fn finish(&mut self, ev: &IoEvent) -> Option<Completion> {
-        let idx = ev.data as usize;
-        let slot = self.slots.get_mut(idx).filter(|s| s.state == State::InFlight)?;
-        let data = std::mem::take(&mut slot.data);
-        slot.state = State::Free;
-        let (status, result) = if ev.res < 0 {
-            (errno_to_status(ev.res.unsigned_abs().min(i32::MAX as u64) as i32), 0)
-        } else if ev.res as u64 != slot.expect {
-            (errno_to_status(libc::EIO), ev.res as u64)
-        } else {
-            (Status::OK, ev.res as u64)
-        };
-        let c = Completion { tag: slot.tag, status, result, data };
-        self.free.push(idx as u32);
-        self.in_flight -= 1;
-        Some(c)
+    /// What io_submit did not take at once: a partial submission, a refusal, EINTR.
+    #[cold]
+    #[inline(never)]
+    fn commit_rest(&mut self, mut r: libc::c_long) -> u32 {
+        let mut pushed = 0u32;
+        loop {
+            if r > 0 {
+                let r = (r as u32).min(self.nqueued);
+                self.unqueue_front(r);
+                self.in_flight += r;
+                pushed += r;
+            } else if r == 0 {
+                // Nothing taken and no error: report it on the first command rather than spin.
+                self.refuse_first(libc::EAGAIN);
+            } else {
+                let errno = last_errno();
+                if errno != libc::EINTR {
+                    // io_submit reports the error of the first iocb when it took none.
+                    self.refuse_first(errno);
+                }
+            }
+            if self.nqueued == 0 {
+                return pushed;
+            }
+            r = self.io_submit();
+        }
     }
 
-    /// One io_getevents call; returns how many events landed in `self.events`.
+    /// One io_submit of every queued iocb; returns what the syscall returned.
+    #[inline(always)]
+    fn io_submit(&mut self) -> libc::c_long {
+        self.syscalls += 1;
+        // SAFETY: ctx is live; ptrs[..nqueued] point into the iocb table at filled iocbs
+        // whose buffers (and iovec arrays) are owned by their slots and stay put until
+        // the events are reaped; the kernel copies the iocbs and iovecs during the call.
+        unsafe { libc::syscall(libc::SYS_io_submit, self.ctx, self.nqueued as libc::c_long, self.ptrs.as_mut_ptr()) }
+    }
+
+    /// Takes the next harvested event: the slot it completes, and its result. `None`
+    /// when none is left; `Some((None, _))` for an event that names no busy slot.
+    #[inline(always)]
+    fn next_event(&mut self) -> Option<(Option<usize>, i64)> {
+        if self.ev_head >= self.ev_len {
+            return None;
+        }
+        let ev = &self.events[self.ev_head as usize];
+        self.ev_head += 1;
+        let idx = ev.data as usize;
+        let busy = self.slots.get(idx).is_some_and(|s| s.busy);
+        Some((busy.then_some(idx), ev.res))
+    }
+
+    /// Turns a busy slot's event result into its completion and frees the slot.
+    #[inline(always)]
+    fn finish(&mut self, idx: usize, res: i64) -> Completion {
+        self.put_slot(idx);
+        let slot = &mut self.slots[idx];
+        slot.busy = false;
+        let (status, result) =
+            if res >= 0 && res as u64 == slot.expect { (Status::OK, res as u64) } else { failed(res) };
+        Completion { tag: slot.tag, status, result, data: std::mem::take(&mut slot.data) }
+    }
+
+    /// One io_getevents call into `self.events`; returns how many events landed there.
+    #[inline(always)]
     fn getevents(&mut self, min: u32, max: u32, wait: bool) -> Result<usize, i32> {
         let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
         let timeout: *const libc::timespec = if wait { std::ptr::null() } else { &zero };
@@ -315,140 +464,129 @@ impl Libaio {
         }
         Ok((r as usize).min(max))
     }
-}
 
-impl AsyncQueue for Libaio {
-    fn submit(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
-        match io.op {
-            Op::Read | Op::Write | Op::Flush => {}
-            Op::Trim | Op::WriteZeroes | Op::Dsm { .. } => return self.run_inline(io, cmd, data, tag),
-            Op::Passthru => {
-                let e =
-                    self.bad_command(cmd, "Linux AIO carries reads, writes and flushes only; use an NVMe interface");
-                return Err((e, data));
-            }
-        }
-        let Some(idx) = self.free.pop() else {
-            return Err((Error::Busy { depth: self.slots.len() as u32 }, data));
-        };
-        let i = idx as usize;
-        let mut cb = Iocb { aio_data: idx as u64, aio_fildes: self.fd, ..Iocb::default() };
-        if io.op == Op::Flush {
-            cb.aio_lio_opcode = IOCB_CMD_FDSYNC;
-        } else {
-            let iov = &mut self.iovecs[i];
-            let n = fill_iovecs(data.bufs(), io.len, iov);
-            let write = io.op == Op::Write;
-            if n == 1 {
-                cb.aio_lio_opcode = if write { IOCB_CMD_PWRITE } else { IOCB_CMD_PREAD };
-                cb.aio_buf = iov[0].iov_base as u64;
-                cb.aio_nbytes = iov[0].iov_len as u64;
-            } else if n > 1 {
-                cb.aio_lio_opcode = if write { IOCB_CMD_PWRITEV } else { IOCB_CMD_PREADV };
-                cb.aio_buf = iov.as_ptr() as u64;
-                cb.aio_nbytes = n as u64;
-            } else {
-                self.free.push(idx);
-                return Err((self.bad_command(cmd, "it moves data but carries no buffer"), data));
-            }
-            cb.aio_offset = io.offset as i64;
-            if write && cmd.is_fua() {
-                cb.aio_rw_flags = libc::RWF_DSYNC;
-            }
-        }
-        self.iocbs[i] = cb;
-        let slot = &mut self.slots[i];
-        slot.data = data;
-        slot.tag = tag;
-        slot.expect = if io.op == Op::Flush { 0 } else { io.len };
-        slot.state = State::Queued;
-        self.queued.push(idx);
-        Ok(())
-    }
-
-    fn commit(&mut self) -> Result<u32, Error> {
-        let mut pushed = 0u32;
-        while !self.queued.is_empty() {
-            let n = self.queued.len();
-            let base = self.iocbs.as_mut_ptr();
-            for (p, &idx) in self.ptrs.iter_mut().zip(&self.queued) {
-                // SAFETY: idx < depth = iocbs.len(), so the pointer stays inside the table.
-                *p = unsafe { base.add(idx as usize) };
-            }
-            self.syscalls += 1;
-            // SAFETY: ctx is live; ptrs[..n] point to filled iocbs whose buffers (and
-            // iovec arrays) are owned by their slots and stay put until the events are
-            // reaped; the kernel copies the iocbs and iovecs during the call.
-            let r = unsafe { libc::syscall(libc::SYS_io_submit, self.ctx, n as libc::c_long, self.ptrs.as_mut_ptr()) };
-            if r > 0 {
-                let r = (r as usize).min(n);
-                for &idx in &self.queued[..r] {
-                    self.slots[idx as usize].state = State::InFlight;
-                }
-                self.queued.drain(..r);
-                self.in_flight += r as u32;
-                pushed += r as u32;
-            } else if r == 0 {
-                // Nothing taken and no error: report it on the first command rather than spin.
-                self.refuse_first(libc::EAGAIN);
-            } else {
-                let errno = last_errno();
-                if errno == libc::EINTR {
-                    continue;
-                }
-                // io_submit reports the error of the first iocb when it took none.
-                self.refuse_first(errno);
-            }
-        }
-        Ok(pushed)
-    }
-
-    fn reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
-        if !self.queued.is_empty() {
-            self.commit()?;
-        }
+    /// Hands out the completions waiting in `ready`, at most `max`.
+    #[inline(never)]
+    fn hand_out_ready(&mut self, max: u32, f: &mut impl FnMut(Completion)) -> u32 {
         let mut n = 0u32;
         while n < max {
             let Some(c) = self.ready.pop_front() else { break };
             f(c);
             n += 1;
         }
+        n
+    }
+
+    /// Reaps without committing: what `ready` holds, then the harvested events, then
+    /// io_getevents as `min` and `max` ask.
+    #[inline(always)]
+    fn reap_now(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
+        let mut n = 0u32;
+        if !self.ready.is_empty() {
+            n = self.hand_out_ready(max, f);
+        }
+        let mut polled = false;
         loop {
-            if n >= max || self.in_flight == 0 || (min > 0 && n >= min) {
+            // The head moves past an event before its callback runs: if the callback
+            // panics, the events after it stay here for the next reap (or for drop).
+            while n < max {
+                let Some((slot, res)) = self.next_event() else { break };
+                if let Some(idx) = slot {
+                    f(self.finish(idx, res));
+                    n += 1;
+                }
+            }
+            if n >= max || self.in_flight == 0 || (min > 0 && n >= min) || polled {
                 return Ok(n);
             }
             let want_max = (max - n).min(self.in_flight);
             let want_min = min.saturating_sub(n).min(want_max);
-            let got = match self.getevents(want_min, want_max, want_min > 0) {
-                Ok(got) => got,
+            match self.getevents(want_min, want_max, want_min > 0) {
+                Ok(got) => {
+                    self.ev_head = 0;
+                    self.ev_len = got as u32;
+                    self.in_flight -= got as u32;
+                }
                 Err(libc::EINTR) => continue,
                 Err(_) if n > 0 => return Ok(n),
-                Err(errno) => {
-                    return Err(Error::Queue {
-                        dev: self.dev.uri.clone(),
-                        iface: IFACE,
-                        what: "io_getevents",
-                        source: io::Error::from_raw_os_error(errno),
-                    })
-                }
-            };
-            // Park the whole batch first: the kernel has handed these events over, so if a
-            // callback panics the rest must still be reachable (drop waits for the others).
-            for k in 0..got {
-                let ev = self.events[k];
-                if let Some(c) = self.finish(&ev) {
-                    self.ready.push_back(c);
-                }
+                Err(errno) => return Err(self.getevents_failed(errno)),
             }
-            while n < max {
-                let Some(c) = self.ready.pop_front() else { break };
-                f(c);
-                n += 1;
-            }
-            if want_min == 0 {
-                return Ok(n);
-            }
+            polled = want_min == 0;
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn getevents_failed(&self, errno: i32) -> Error {
+        Error::Queue {
+            dev: self.dev.uri.clone(),
+            iface: IFACE,
+            what: "io_getevents",
+            source: io::Error::from_raw_os_error(errno),
+        }
+    }
+}
+
+/// The status and result of an event that is not a full transfer: an error (negative
+/// errno) or a short transfer (EIO with the bytes moved).
+#[cold]
+#[inline(never)]
+fn failed(res: i64) -> (Status, u64) {
+    if res < 0 {
+        (errno_to_status(res.unsigned_abs().min(i32::MAX as u64) as i32), 0)
+    } else {
+        (errno_to_status(libc::EIO), res as u64)
+    }
+}
+
+impl AsyncQueue for Libaio {
+    #[inline]
+    fn submit(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
+        // The common command: a read, or a write without FUA, of one buffer. The iocb is
+        // written in place (the fields submit does not write never change).
+        let opcode = match (io.op, &data) {
+            (Op::Read, Data::One(_)) => IOCB_CMD_PREAD,
+            (Op::Write, Data::One(_)) if !cmd.is_fua() => IOCB_CMD_PWRITE,
+            _ => return self.submit_other(io, cmd, data, tag),
+        };
+        let Some(i) = self.take_slot() else {
+            return Err((Error::Busy { depth: self.slots.len() as u32 }, data));
+        };
+        let Data::One(b) = &data else { unreachable!() };
+        let cb = &mut self.iocbs[i];
+        cb.aio_rw_flags = 0;
+        cb.aio_lio_opcode = opcode;
+        cb.aio_buf = b.as_ptr() as u64;
+        // The checks made sure the buffer holds at least `len` bytes.
+        cb.aio_nbytes = io.len;
+        cb.aio_offset = io.offset as i64;
+        self.queue(i, data, tag, io.len);
+        Ok(())
+    }
+
+    #[inline]
+    fn commit(&mut self) -> Result<u32, Error> {
+        if self.nqueued == 0 {
+            return Ok(0);
+        }
+        let n = self.nqueued;
+        let r = self.io_submit();
+        if r == n as libc::c_long {
+            self.nqueued = 0;
+            self.in_flight += n;
+            return Ok(n);
+        }
+        Ok(self.commit_rest(r))
+    }
+
+    fn reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
+        self.commit()?;
+        self.reap_now(min, max, f)
+    }
+
+    fn commit_and_reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
+        self.commit()?;
+        self.reap_now(min, max, f)
     }
 
     fn syscalls(&self) -> u64 {
@@ -456,17 +594,38 @@ impl AsyncQueue for Libaio {
     }
 }
 
-impl Drop for Libaio {
-    fn drop(&mut self) {
-        // Queued commands never reached the kernel: their data drops with the slots.
+impl Libaio {
+    /// Ends everything the queue holds, for drop: queued commands are dropped, harvested
+    /// events finished, commands in flight waited for (or, if waiting fails, their
+    /// buffers leaked, since the kernel may still write into them).
+    fn settle(&mut self) {
+        // Queued commands never reached the kernel: their data can go now.
+        while self.nqueued > 0 {
+            let idx = self.first_queued();
+            self.unqueue_front(1);
+            let slot = &mut self.slots[idx];
+            slot.busy = false;
+            drop(std::mem::take(&mut slot.data));
+            self.put_slot(idx);
+        }
+        // Events already harvested (a callback panicked) will not come again: finish them
+        // before waiting for the rest.
+        while let Some((slot, res)) = self.next_event() {
+            if let Some(idx) = slot {
+                drop(self.finish(idx, res));
+            }
+        }
         // Commands in flight must finish before their buffers are freed.
         while self.in_flight > 0 {
             let n = self.in_flight;
             match self.getevents(n, n, true) {
                 Ok(got) => {
-                    for k in 0..got {
-                        let ev = self.events[k];
-                        drop(self.finish(&ev));
+                    self.in_flight -= got as u32;
+                    (self.ev_head, self.ev_len) = (0, got as u32);
+                    while let Some((slot, res)) = self.next_event() {
+                        if let Some(idx) = slot {
+                            drop(self.finish(idx, res));
+                        }
                     }
                 }
                 Err(libc::EINTR) => continue,
@@ -475,10 +634,16 @@ impl Drop for Libaio {
         }
         if self.in_flight > 0 {
             // The kernel may still write into these buffers: leak them rather than free.
-            for slot in self.slots.iter_mut().filter(|s| s.state == State::InFlight) {
+            for slot in self.slots.iter_mut().filter(|s| s.busy) {
                 std::mem::forget(std::mem::take(&mut slot.data));
             }
         }
+    }
+}
+
+impl Drop for Libaio {
+    fn drop(&mut self) {
+        self.settle();
         destroy_in_background(self.ctx);
     }
 }
@@ -792,5 +957,167 @@ mod tests {
         assert!(r.to_string().contains("async=libaio"), "{r}");
         assert_eq!(r.data.total_len(), 512);
         assert_eq!(q.outstanding(), 0);
+    }
+
+    /// Submits one command to a backend made directly; returns the data on refusal.
+    fn put(be: &mut Libaio, dev: &Device, cmd: Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
+        let io = prepare(&dev.inner, &cmd, data.bufs()).unwrap();
+        be.submit(&io, &cmd, data, tag)
+    }
+
+    /// Every slot free and empty, nothing queued, harvested or in flight.
+    fn assert_idle(be: &Libaio) {
+        assert_eq!(be.nfree as usize, be.slots.len(), "every slot is free");
+        assert!(be.slots.iter().all(|s| !s.busy && matches!(s.data, Data::None)), "no slot holds data");
+        assert_eq!((be.nqueued, be.ev_head, be.ev_len, be.in_flight), (0, be.ev_len, be.ev_len, 0));
+        assert!(be.ready.is_empty());
+    }
+
+    #[test]
+    fn libaio_a_panicking_callback_leaves_the_rest_for_the_next_reap() {
+        let t = temp_in(&std::env::temp_dir(), "libaio");
+        let dev = open(&t, "async=libaio,create=1,size=1MiB");
+        let mut be = Libaio::new(&dev.inner, 8).unwrap();
+        for round in 0..2u64 {
+            for i in 0..8u64 {
+                put(&mut be, &dev, Cmd::fs_read(i * 4096, 4096), dev.alloc(4096).unwrap().into(), i).unwrap();
+            }
+            assert_eq!(be.commit().unwrap(), 8);
+            let mut calls = 0;
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                be.reap(8, 8, &mut |_c: Completion| {
+                    calls += 1;
+                    if calls == 2 {
+                        panic!("callback fails on its second completion");
+                    }
+                })
+            }));
+            assert!(r.is_err(), "the callback panicked");
+            assert_eq!(calls, 2);
+            // All 8 events were harvested in one io_getevents; 6 are still to hand out.
+            assert_eq!((be.ev_len - be.ev_head, be.in_flight), (6, 0), "round {round}");
+            let sys = be.syscalls();
+            let mut tags = vec![];
+            let n = be.reap(0, u32::MAX, &mut |c: Completion| {
+                assert!(c.status.is_ok() && c.result == 4096, "{}", c.status);
+                assert_eq!(c.data.total_len(), 4096);
+                tags.push(c.tag);
+            });
+            assert_eq!(n.unwrap(), 6);
+            assert_eq!(be.syscalls(), sys, "the harvested events need no syscall");
+            tags.sort();
+            tags.dedup();
+            assert_eq!(tags.len(), 6, "six distinct commands: {tags:?}");
+            // Every slot came back, and the queue takes a full batch again.
+            assert_idle(&be);
+        }
+    }
+
+    #[test]
+    fn libaio_drop_finishes_harvested_events_before_waiting_for_the_rest() {
+        let t = temp_in(&std::env::temp_dir(), "libaio");
+        let dev = open(&t, "async=libaio,create=1,size=1MiB");
+        let mut be = Libaio::new(&dev.inner, 18).unwrap();
+        for i in 0..16u64 {
+            put(&mut be, &dev, Cmd::fs_read(i * 4096, 4096), dev.alloc(4096).unwrap().into(), i).unwrap();
+        }
+        be.commit().unwrap();
+        // Harvest 4 of 16; the first callback panics: 3 harvested and 12 with the kernel.
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            be.reap(4, 4, &mut |_c: Completion| panic!("callback fails"))
+        }));
+        assert!(r.is_err());
+        assert_eq!((be.ev_len - be.ev_head, be.in_flight), (3, 12));
+        // Two more queued and never committed.
+        for i in 0..2u64 {
+            put(&mut be, &dev, Cmd::fs_read(i * 4096, 4096), dev.alloc(4096).unwrap().into(), 20 + i).unwrap();
+        }
+        // What drop does: it must not wait for the 3 harvested events (it would hang), and
+        // it must free every buffer (no slot left holding data).
+        be.settle();
+        assert_idle(&be);
+        drop(be);
+    }
+
+    #[test]
+    fn libaio_partial_io_submit_refuses_the_bad_iocb_and_submits_the_rest() {
+        let t = temp_in(&std::env::temp_dir(), "libaio");
+        let dev = open(&t, "async=libaio,create=1,size=64KiB");
+        let mut be = Libaio::new(&dev.inner, 4).unwrap();
+        for i in 0..4u64 {
+            put(&mut be, &dev, Cmd::fs_write(i * 4096, 4096), buf(&dev, &pattern(i, 4096)).into(), i).unwrap();
+        }
+        // The second iocb carries an opcode the kernel does not know: io_submit takes the
+        // first, stops there (1), refuses the second (EINVAL), then takes the last two.
+        let second = (be.ptrs[1] as usize - be.iocbs.as_ptr() as usize) / std::mem::size_of::<Iocb>();
+        assert_ne!(be.first_queued(), second);
+        be.iocbs[second].aio_lio_opcode = 0x7fff;
+        assert_eq!(be.commit().unwrap(), 3);
+        assert_eq!(be.syscalls(), 3, "io_submit: 1 taken, the bad one refused, 2 taken");
+        assert_eq!(be.nqueued, 0);
+        let mut seen = vec![];
+        while seen.len() < 4 {
+            be.reap(1, 4, &mut |c: Completion| {
+                assert_eq!(c.data.total_len(), 4096, "the data comes back");
+                seen.push((c.tag, c.status.errno(), c.result));
+            })
+            .unwrap();
+        }
+        seen.sort();
+        assert_eq!(seen, [(0, None, 4096), (1, Some(libc::EINVAL), 0), (2, None, 4096), (3, None, 4096)]);
+        assert_idle(&be);
+    }
+
+    #[test]
+    fn libaio_backend_is_busy_when_every_slot_is_taken() {
+        let t = temp_in(&std::env::temp_dir(), "libaio");
+        let dev = open(&t, "async=libaio,create=1,size=64KiB");
+        let mut be = Libaio::new(&dev.inner, 2).unwrap();
+        put(&mut be, &dev, Cmd::fs_read(0, 4096), dev.alloc(4096).unwrap().into(), 1).unwrap();
+        put(&mut be, &dev, Cmd::flush(dev.ident().nsid), Data::None, 2).unwrap();
+        // Both paths: the one-buffer read and everything else (here a vectored read).
+        let (e, data) = put(&mut be, &dev, Cmd::fs_read(0, 4096), dev.alloc(4096).unwrap().into(), 3).unwrap_err();
+        assert!(matches!(e, Error::Busy { depth: 2 }), "{e}");
+        assert_eq!(data.total_len(), 4096);
+        let two: Data = vec![dev.alloc(2048).unwrap(), dev.alloc(2048).unwrap()].into();
+        let (e, data) = put(&mut be, &dev, Cmd::fs_read(0, 4096), two, 4).unwrap_err();
+        assert!(matches!(e, Error::Busy { depth: 2 }), "{e}");
+        assert_eq!(data.bufs().len(), 2);
+        let mut n = 0;
+        while n < 2 {
+            n += be.reap(2, 2, &mut |c: Completion| assert!(c.status.is_ok(), "{}", c.status)).unwrap();
+        }
+        assert_idle(&be);
+    }
+
+    #[test]
+    fn libaio_one_slot_reused_by_every_kind_of_command_keeps_its_iocb_right() {
+        for dir in dirs() {
+            let t = temp_in(&dir, "libaio");
+            let dev = open(&t, "async=libaio,create=1,size=64KiB");
+            let nsid = dev.ident().nsid;
+            let mut be = new_queue(&dev.inner, 1).unwrap();
+            // FUA write (RWF_DSYNC), plain read, flush, vectored write, plain write, read:
+            // all through slot 0, so every path must leave the iocb right for the next.
+            let c = run_one(&mut be, &dev.inner, Cmd::write(nsid, 0, 8).fua(), buf(&dev, &pattern(1, 4096)).into(), 1);
+            assert!(c.status.is_ok() && c.result == 4096, "{}", c.status);
+            let c = run_one(&mut be, &dev.inner, Cmd::fs_read(0, 4096), dev.alloc(4096).unwrap().into(), 2);
+            assert_eq!(&c.data.into_one().unwrap()[..], &pattern(1, 4096)[..]);
+            let c = run_one(&mut be, &dev.inner, Cmd::flush(nsid), Data::None, 3);
+            assert!(c.status.is_ok() && c.result == 0, "{}", c.status);
+            let data = pattern(2, 8192);
+            let bufs: Vec<Buffer> = data.chunks(4096).map(|c| buf(&dev, c)).collect();
+            let c = run_one(&mut be, &dev.inner, Cmd::fs_write(4096, 8192), bufs.into(), 4);
+            assert!(c.status.is_ok() && c.result == 8192, "{}", c.status);
+            let c = run_one(&mut be, &dev.inner, Cmd::fs_write(16384, 4096), buf(&dev, &pattern(3, 4096)).into(), 5);
+            assert!(c.status.is_ok() && c.result == 4096, "{}", c.status);
+            let c = run_one(&mut be, &dev.inner, Cmd::fs_read(0, 20480), dev.alloc(20480).unwrap().into(), 6);
+            assert!(c.status.is_ok() && c.result == 20480, "{}", c.status);
+            let b = c.data.into_one().unwrap();
+            assert_eq!(&b[..4096], &pattern(1, 4096)[..]);
+            assert_eq!(&b[4096..12288], &data[..]);
+            assert!(b[12288..16384].iter().all(|&x| x == 0));
+            assert_eq!(&b[16384..], &pattern(3, 4096)[..]);
+        }
     }
 }

@@ -835,7 +835,7 @@ impl IoUringQueue {
             }
             if n >= min {
                 // With IOPOLL nothing completes unless someone polls: poll once.
-                if (self.iopoll || self.ring.submission().taskrun()) && !entered {
+                if !entered && (self.iopoll || self.ring.submission().taskrun()) {
                     self.enter_wait(0)?;
                     entered = true;
                     continue;

@@ -88,7 +88,6 @@ pub struct Queue {
     depth: u32,
     outstanding: u32,
     submitted: u64,
-    completed: u64,
 }
 
 /// Largest queue depth.
@@ -109,7 +108,7 @@ impl Queue {
         }
         let be = be::new_queue(&dev.inner, iface, depth)?;
         let lim = dev.lim;
-        Ok(Queue { be, lim, dev, iface, depth, outstanding: 0, submitted: 0, completed: 0 })
+        Ok(Queue { be, lim, dev, iface, depth, outstanding: 0, submitted: 0 })
     }
 
     /// Submits a command with its data (moved in; handed back by the completion) and a
@@ -200,7 +199,6 @@ impl Queue {
     fn reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32> {
         let n = self.be.commit_and_reap(min, max, f)?;
         self.outstanding -= n;
-        self.completed += n as u64;
         if n == 0 && min > 0 {
             // A waiting reap that returns nothing would make drain spin forever.
             return Err(self.nothing_reaped());
@@ -240,7 +238,9 @@ impl Queue {
     }
     /// Counters: submitted, completed, syscalls.
     pub fn stats(&self) -> QueueStats {
-        QueueStats { submitted: self.submitted, completed: self.completed, syscalls: self.be.syscalls() }
+        // Every command submitted and no longer outstanding has been handed to a callback.
+        let completed = self.submitted - self.outstanding as u64;
+        QueueStats { submitted: self.submitted, completed, syscalls: self.be.syscalls() }
     }
 }
 

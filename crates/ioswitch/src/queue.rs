@@ -9,9 +9,9 @@
 //! is freed while the kernel may still write into it.
 //!
 //! A completion callback that panics leaves the queue's outstanding count ahead of the
-//! interface's (the completions handed out in that call are not subtracted, nor counted as
-//! completed in [`QueueStats`]); the queue
-//! stays memory-safe and its drop does not hang, but it should be dropped, not reused.
+//! interface's (the completions handed out in that call are not subtracted, nor counted
+//! as completed in [`QueueStats`]); the queue stays memory-safe and its drop does not
+//! hang, but it should be dropped, not reused.
 
 use crate::be::{self, AsyncQueue};
 use crate::buf::Data;

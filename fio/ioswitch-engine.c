@@ -121,6 +121,7 @@ struct iosw_file {
 	struct ioswitch_queue *q;
 	struct ioswitch_geo geo;
 	int nvm; /* NVM (LBA) commands: NVMe char devices; others take file-set commands */
+	int sync_fs; /* synchronous mode with file-set commands: iosw_queue's fast path */
 	uint32_t nsid;
 	unsigned int lba_shift; /* log2(geo.lba_size) */
 	/*
@@ -326,6 +327,7 @@ static int iosw_open_file(struct thread_data *td, struct fio_file *f)
 		free(fd);
 		return 1;
 	}
+	fd->sync_fs = ed->sync_mode && !fd->nvm;
 	if (!ed->sync_mode) {
 		err = ioswitch_queue_init(fd->dev, ed->cap, &fd->q);
 		if (err) {
@@ -409,6 +411,23 @@ static int iosw_invalidate(struct thread_data *td, struct fio_file *f)
 	return ret;
 }
 
+_Static_assert(offsetof(struct ioswitch_sqe, cdw11) == offsetof(struct ioswitch_sqe, cdw10) + 4 &&
+		       offsetof(struct ioswitch_sqe, cdw13) == offsetof(struct ioswitch_sqe, cdw12) + 4 &&
+		       offsetof(struct ioswitch_sqe, cdw10) % 8 == 0 &&
+		       offsetof(struct ioswitch_sqe, cdw12) % 8 == 0,
+	       "CDW10-11 and CDW12-13 hold 64-bit values, low dword first, 8-byte aligned");
+
+/* A 64-bit value in two consecutive command dwords (low dword first, as the header says). */
+static inline void set_dwords(uint32_t *lo, uint64_t v)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	memcpy(lo, &v, sizeof(v)); /* one store */
+#else
+	lo[0] = (uint32_t)v;
+	lo[1] = (uint32_t)(v >> 32);
+#endif
+}
+
 /*
  * Reads and writes use the file's prebuilt commands (iosw_open_file) with only the
  * addressing dwords filled in here, rather than the ioswitch_cmd_* builders (one call
@@ -421,10 +440,8 @@ static inline int rw_cmd(struct iosw_file *fd, struct io_u *io_u, struct ioswitc
 	uint64_t off = io_u->offset, len = io_u->xfer_buflen;
 
 	if (!fd->nvm) {
-		c->sqe.cdw10 = (uint32_t)off;
-		c->sqe.cdw11 = (uint32_t)(off >> 32);
-		c->sqe.cdw12 = (uint32_t)len;
-		c->sqe.cdw13 = (uint32_t)(len >> 32);
+		set_dwords(&c->sqe.cdw10, off);
+		set_dwords(&c->sqe.cdw12, len);
 	} else {
 		uint64_t mask = ((uint64_t)1 << fd->lba_shift) - 1;
 		uint64_t slba = off >> fd->lba_shift, nlb = len >> fd->lba_shift;
@@ -469,16 +486,28 @@ static inline int build(struct iosw_file *fd, struct io_u *io_u, struct ioswitch
 	}
 }
 
-static enum fio_q_status iosw_queue(struct thread_data *td, struct io_u *io_u)
+/* Records a failed synchronous command in the io_u (the first failure is logged). */
+static void __attribute__((noinline, cold)) sync_failed(struct thread_data *td, struct io_u *io_u,
+							int err)
 {
 	struct iosw_data *ed = td->io_ops_data;
-	struct iosw_file *fd = FILE_ENG_DATA(io_u->file);
+
+	io_u->error = -err;
+	if (!ed->reported++)
+		log_err("ioswitch: %s\n", ioswitch_last_error());
+}
+
+/* Everything but the synchronous reads and writes of iosw_queue's fast path. */
+static enum fio_q_status __attribute__((noinline)) queue_other(struct thread_data *td,
+							      struct io_u *io_u,
+							      struct iosw_file *fd)
+{
+	struct iosw_data *ed = td->io_ops_data;
 	struct ioswitch_cmd other, *cmd;
 	struct ioswitch_cpl cpl;
 	void *buf = io_u->xfer_buf;
 	int nbufs, err;
 
-	fio_ro_check(td, io_u);
 	nbufs = build(fd, io_u, &other, &cmd);
 	if (nbufs < 0) {
 		io_u->error = -nbufs;
@@ -486,13 +515,10 @@ static enum fio_q_status iosw_queue(struct thread_data *td, struct io_u *io_u)
 	}
 	if (ed->sync_mode) {
 		err = ioswitch_pass(fd->dev, cmd, &buf, nbufs, &cpl);
-		if (err) {
-			io_u->error = -err;
-			if (!ed->reported++)
-				log_err("ioswitch: %s\n", ioswitch_last_error());
-		} else if (nbufs && !fd->nvm && cpl.result < io_u->xfer_buflen) {
+		if (err)
+			sync_failed(td, io_u, err);
+		else if (nbufs && !fd->nvm && cpl.result < io_u->xfer_buflen)
 			io_u->resid = io_u->xfer_buflen - cpl.result;
-		}
 		return FIO_Q_COMPLETED;
 	}
 	err = ioswitch_queue_submit(fd->q, cmd, &buf, nbufs, io_u);
@@ -521,6 +547,35 @@ static enum fio_q_status iosw_queue(struct thread_data *td, struct io_u *io_u)
 		td_vmsg(td, -err, ioswitch_last_error(), "ioswitch_queue_commit");
 	}
 	return FIO_Q_QUEUED;
+}
+
+/*
+ * The fast path, decided at open time (iosw_file.sync_fs): a synchronous read or write
+ * with a file-set command, the file's prebuilt command with its byte offset and length
+ * filled in, passed with the io_u's buffer in place (no copies of the pointer, no
+ * builder call). The rest (async and inline modes, NVM commands, syncs, trims) is
+ * queue_other's.
+ */
+static enum fio_q_status iosw_queue(struct thread_data *td, struct io_u *io_u)
+{
+	struct iosw_file *fd = FILE_ENG_DATA(io_u->file);
+
+	fio_ro_check(td, io_u);
+	if (__builtin_expect(fd->sync_fs && ddir_rw(io_u->ddir), 1)) {
+		struct ioswitch_cmd *c = &fd->rw[io_u->ddir];
+		struct ioswitch_cpl cpl;
+		int err;
+
+		set_dwords(&c->sqe.cdw10, io_u->offset);
+		set_dwords(&c->sqe.cdw12, io_u->xfer_buflen);
+		err = ioswitch_pass(fd->dev, c, &io_u->xfer_buf, 1, &cpl);
+		if (__builtin_expect(err != 0, 0))
+			sync_failed(td, io_u, err);
+		else if (cpl.result < io_u->xfer_buflen)
+			io_u->resid = io_u->xfer_buflen - cpl.result;
+		return FIO_Q_COMPLETED;
+	}
+	return queue_other(td, io_u, fd);
 }
 
 static int iosw_getevents(struct thread_data *td, unsigned int min, unsigned int max,

@@ -93,6 +93,8 @@ verify_job "async=thrpool threads=2 batch 4 + verify" --ioswitch_async=thrpool -
 mkdir -p "$tmp/files"
 where=(--directory="$tmp/files")
 verify_job "async=libaio 2 files + verify" --ioswitch_async=libaio --nrfiles=2 --rw=randwrite --iodepth=8
+verify_job "sync=psync 2 files fsync=8 (synchronous engine) + verify" --ioswitch_sync=psync --nrfiles=2 \
+    --rw=randwrite --fsync=8
 where=(--filename="$file")
 
 fails_naming "nil moves no data: verify fails" "verify: bad" --thread=1 --ioswitch_async=nil --rw=write --verify=crc32c

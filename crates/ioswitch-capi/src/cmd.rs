@@ -137,17 +137,47 @@ impl From<Cmd> for ioswitch_cmd {
     }
 }
 
-/// The library command of a C command; `Err` (with the message recorded) for an unknown
-/// command set.
+// `ioswitch_cmd` and the library's `Cmd` have one layout (both `repr(C)`: the 64-byte
+// entry, then the set as a 32-bit value whose valid values are `CmdSet`'s discriminants),
+// which lets `to_cmd` lend a caller's command to the library without copying it.
+const _: () = {
+    use std::mem::{align_of, offset_of, size_of};
+    assert!(size_of::<ioswitch_sqe>() == size_of::<Sqe>() && align_of::<ioswitch_sqe>() == align_of::<Sqe>());
+    assert!(offset_of!(ioswitch_sqe, opcode) == offset_of!(Sqe, opcode));
+    assert!(offset_of!(ioswitch_sqe, flags) == offset_of!(Sqe, flags));
+    assert!(offset_of!(ioswitch_sqe, cid) == offset_of!(Sqe, cid));
+    assert!(offset_of!(ioswitch_sqe, nsid) == offset_of!(Sqe, nsid));
+    assert!(offset_of!(ioswitch_sqe, cdw2) == offset_of!(Sqe, cdw2));
+    assert!(offset_of!(ioswitch_sqe, cdw3) == offset_of!(Sqe, cdw3));
+    assert!(offset_of!(ioswitch_sqe, mptr) == offset_of!(Sqe, mptr));
+    assert!(offset_of!(ioswitch_sqe, dptr) == offset_of!(Sqe, dptr));
+    assert!(offset_of!(ioswitch_sqe, cdw10) == offset_of!(Sqe, cdw10));
+    assert!(offset_of!(ioswitch_sqe, cdw11) == offset_of!(Sqe, cdw11));
+    assert!(offset_of!(ioswitch_sqe, cdw12) == offset_of!(Sqe, cdw12));
+    assert!(offset_of!(ioswitch_sqe, cdw13) == offset_of!(Sqe, cdw13));
+    assert!(offset_of!(ioswitch_sqe, cdw14) == offset_of!(Sqe, cdw14));
+    assert!(offset_of!(ioswitch_sqe, cdw15) == offset_of!(Sqe, cdw15));
+    assert!(size_of::<ioswitch_cmd>() == size_of::<Cmd>() && align_of::<ioswitch_cmd>() == align_of::<Cmd>());
+    assert!(offset_of!(ioswitch_cmd, sqe) == offset_of!(Cmd, sqe));
+    assert!(offset_of!(ioswitch_cmd, set) == offset_of!(Cmd, set));
+    assert!(size_of::<CmdSet>() == size_of::<u32>());
+    assert!(CmdSet::Nvm as u32 == IOSWITCH_SET_NVM);
+    assert!(CmdSet::Admin as u32 == IOSWITCH_SET_ADMIN);
+    assert!(CmdSet::Fs as u32 == IOSWITCH_SET_FS);
+};
+
+/// The library command of a C command, lent without a copy; `Err` (with the message
+/// recorded) for an unknown command set. Callers that need an owned `Cmd` copy it.
 #[inline(always)]
-pub(crate) fn to_cmd(c: &ioswitch_cmd, func: &str) -> Result<Cmd, c_int> {
-    let set = match c.set {
-        IOSWITCH_SET_NVM => CmdSet::Nvm,
-        IOSWITCH_SET_ADMIN => CmdSet::Admin,
-        IOSWITCH_SET_FS => CmdSet::Fs,
-        other => return Err(bad_set(func, other)),
-    };
-    Ok(Cmd { sqe: c.sqe.into(), set })
+pub(crate) fn to_cmd<'a>(c: &'a ioswitch_cmd, func: &str) -> Result<&'a Cmd, c_int> {
+    if c.set > IOSWITCH_SET_FS {
+        return Err(bad_set(func, c.set));
+    }
+    // SAFETY: the two types have the same size, alignment and field offsets (checked at
+    // compile time above), every bit pattern is a valid `Sqe` (integers only), and `set`
+    // is 0, 1 or 2 (checked just now), a valid `CmdSet` (`repr(u32)` with those values).
+    // The borrow keeps `c`'s lifetime, and neither type has interior mutability.
+    Ok(unsafe { &*(c as *const ioswitch_cmd).cast::<Cmd>() })
 }
 
 #[cold]
@@ -328,14 +358,34 @@ mod tests {
         let mut c = ioswitch_cmd::default();
         // SAFETY: c is a valid out location.
         assert_eq!(unsafe { ioswitch_cmd_write(1, 77, 8, &mut c) }, 0);
-        assert_eq!(to_cmd(&c, "t").unwrap(), Cmd::write(1, 77, 8));
+        assert_eq!(*to_cmd(&c, "t").unwrap(), Cmd::write(1, 77, 8));
         // SAFETY: as above.
         assert_eq!(unsafe { ioswitch_cmd_fua(&mut c) }, 0);
         assert!(to_cmd(&c, "t").unwrap().is_fua());
         // SAFETY: as above.
         assert_eq!(unsafe { ioswitch_cmd_fs_read(1 << 40, 4096, &mut c) }, 0);
         assert_eq!(c.set, IOSWITCH_SET_FS);
-        assert_eq!(to_cmd(&c, "t").unwrap(), Cmd::fs_read(1 << 40, 4096));
+        assert_eq!(*to_cmd(&c, "t").unwrap(), Cmd::fs_read(1 << 40, 4096));
+    }
+
+    #[test]
+    fn a_command_is_lent_to_the_library_in_place() {
+        let mut c: ioswitch_cmd = Cmd::write(7, 1 << 33, 16).into();
+        c.sqe.cdw15 = 0xdead_beef;
+        for (set, lib) in
+            [(IOSWITCH_SET_NVM, CmdSet::Nvm), (IOSWITCH_SET_ADMIN, CmdSet::Admin), (IOSWITCH_SET_FS, CmdSet::Fs)]
+        {
+            c.set = set;
+            let lent = to_cmd(&c, "t").unwrap();
+            assert!(std::ptr::eq((lent as *const Cmd).cast::<u8>(), (&c as *const ioswitch_cmd).cast::<u8>()));
+            assert_eq!(lent.set, lib);
+            assert_eq!(ioswitch_sqe::from(lent.sqe), c.sqe);
+        }
+        for set in [3, 0x100, u32::MAX] {
+            c.set = set;
+            assert!(to_cmd(&c, "t").is_err(), "set {set}");
+            assert!(crate::error::last_string().contains(&format!("cmd->set is {set}")));
+        }
     }
 
     #[test]

@@ -635,6 +635,9 @@ unsafe fn sync_done(func: &str, cpl: *mut ioswitch_cpl, r: ioswitch_rs::Result<u
 
 /// The shared body of `ioswitch_pass` and `ioswitch_pass_admin`.
 ///
+/// The common case (valid arguments, one buffer) stays inline and small; NULL
+/// arguments, several buffers and every failure take out-of-line paths.
+///
 /// # Safety
 /// As `ioswitch_pass`.
 #[inline(always)]
@@ -648,47 +651,70 @@ unsafe fn pass_with(
     cpl: *mut ioswitch_cpl,
 ) -> c_int {
     guard(func, -libc::EIO, move || {
-        // SAFETY: dev is null or open (caller contract).
-        let d = match unsafe { dev_arg(func, dev) } {
-            Ok(d) => d,
-            Err(e) => return e,
-        };
-        // SAFETY: cmd is null or valid (caller contract).
-        let Some(c) = (unsafe { cmd.as_ref() }) else {
-            return null_arg(func, "cmd");
+        // SAFETY: dev and cmd are null or valid (caller contract).
+        let (Some(d), Some(c)) = (unsafe { dev.as_ref() }, unsafe { cmd.as_ref() }) else {
+            return null_dev_or_cmd(func, dev);
         };
         let c = match to_cmd(c, func) {
             Ok(c) => c,
             Err(e) => return e,
         };
-        if nbufs == 1 && !bufs.is_null() {
-            // The common case: one buffer, lent to the call in its table slot (busy while
-            // the call runs), not moved out and back, no allocation.
-            // SAFETY: bufs is valid for one pointer (caller contract).
-            let p = unsafe { *bufs };
+        if nbufs != 1 || bufs.is_null() {
+            // SAFETY: forwarded caller contract.
+            return unsafe { pass_many(func, &call, d, c, bufs, nbufs, cpl) };
+        }
+        // The common case: one buffer, lent to the call in its table slot (busy while
+        // the call runs), not moved out and back, no allocation.
+        // SAFETY: bufs is valid for one pointer (caller contract).
+        let p = unsafe { *bufs };
+        let lent = |b: &mut Buffer| {
+            let r = call(&d.dev, c, std::slice::from_mut(b));
             // SAFETY: cpl is null or valid (caller contract).
-            return match table::with(p as usize, |b| unsafe {
-                sync_done(func, cpl, call(&d.dev, &c, std::slice::from_mut(b)))
-            }) {
-                Ok(r) => r,
-                Err(why) => refusal(func, 0, 1, p, why),
-            };
+            unsafe { sync_done(func, cpl, r) }
+        };
+        match table::with(p as usize, lent) {
+            Ok(r) => r,
+            Err(why) => refusal(func, 0, 1, p, why),
         }
-        let mut taken = Taken { slots: Vec::new(), bufs: Vec::new() };
-        // SAFETY: bufs is valid for nbufs pointers (caller contract).
-        if let Err(e) = unsafe {
-            take_bufs(func, bufs, nbufs, |s, b| {
-                taken.slots.push(s);
-                taken.bufs.push(b);
-            })
-        } {
-            return e;
-        }
-        let r = call(&d.dev, &c, &mut taken.bufs);
-        drop(taken);
-        // SAFETY: cpl is null or valid (caller contract).
-        unsafe { sync_done(func, cpl, r) }
     })
+}
+
+/// `ioswitch_pass` with no buffer or several (or a NULL `bufs`): the buffers taken out
+/// of the table for the call and put back after it.
+///
+/// # Safety
+/// As `ioswitch_pass`.
+#[inline(never)]
+unsafe fn pass_many(
+    func: &str,
+    call: &impl Fn(&Device, &ioswitch_rs::Cmd, &mut [Buffer]) -> ioswitch_rs::Result<u64>,
+    d: &ioswitch_dev,
+    c: &ioswitch_rs::Cmd,
+    bufs: *const *mut c_void,
+    nbufs: u32,
+    cpl: *mut ioswitch_cpl,
+) -> c_int {
+    let mut taken = Taken { slots: Vec::new(), bufs: Vec::new() };
+    // SAFETY: bufs is valid for nbufs pointers (caller contract).
+    if let Err(e) = unsafe {
+        take_bufs(func, bufs, nbufs, |s, b| {
+            taken.slots.push(s);
+            taken.bufs.push(b);
+        })
+    } {
+        return e;
+    }
+    let r = call(&d.dev, c, &mut taken.bufs);
+    drop(taken);
+    // SAFETY: cpl is null or valid (caller contract).
+    unsafe { sync_done(func, cpl, r) }
+}
+
+/// Records which of `dev` and `cmd` is NULL (`dev` when both) and returns -EINVAL.
+#[cold]
+#[inline(never)]
+fn null_dev_or_cmd(func: &str, dev: *const ioswitch_dev) -> c_int {
+    null_arg(func, if dev.is_null() { "dev" } else { "cmd" })
 }
 
 /// Records "`func`: `what` is NULL" and returns -EINVAL.

@@ -341,7 +341,7 @@ unsafe fn submit(
             }
             Data::Vec(v)
         };
-        match q.rq.submit(&c, data, idx as u64) {
+        match q.rq.submit(c, data, idx as u64) {
             Ok(()) => {
                 let ctx = &mut q.ctxs[idx as usize];
                 ctx.user_arg = user_arg;

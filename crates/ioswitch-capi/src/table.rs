@@ -8,7 +8,10 @@
 //!
 //! The hot path (take and put, once per command and buffer) takes no lock: the address
 //! is looked up in a radix tree whose nodes are never freed, and a slot changes hands by
-//! one compare-and-swap. Only allocating and freeing buffers lock.
+//! one compare-and-swap. Only allocating and freeing buffers lock. In front of the tree
+//! sits a small direct-mapped cache of slots recently found by address: a hint only,
+//! since what makes a slot the buffer's is the compare-and-swap and the address check
+//! after it, which every lookup does anyway (see [`claim`]).
 //!
 //! Slots are never freed either: a freed slot goes to a pool for the next allocation, so
 //! a stale pointer from C finds a free (or re-used, detected by its address) slot instead
@@ -70,6 +73,24 @@ type Mid = Node<Leaf>;
 type Upper = Node<Mid>;
 
 static TOP: [AtomicPtr<Upper>; 1 << TOP_BITS] = [const { AtomicPtr::new(ptr::null_mut()) }; 1 << TOP_BITS];
+
+const CACHE_BITS: u32 = 10;
+/// Slots recently found by address, at `(address >> 12) % 1024`. Any slot may be in any
+/// entry (stale, freed, re-used, or the buffer of another address): an entry is a guess
+/// that [`claim`] checks like a tree lookup's answer. Written on inserts and on tree
+/// lookups only, so the hot path only reads it.
+static CACHE: [AtomicPtr<Slot>; 1 << CACHE_BITS] = [const { AtomicPtr::new(ptr::null_mut()) }; 1 << CACHE_BITS];
+
+#[inline(always)]
+fn cache_entry(addr: usize) -> &'static AtomicPtr<Slot> {
+    &CACHE[(addr >> SHIFT) & ((1 << CACHE_BITS) - 1)]
+}
+
+/// Remembers `slot` as the one for `addr`.
+#[inline(always)]
+fn remember(addr: usize, slot: &'static Slot) {
+    cache_entry(addr).store(slot as *const Slot as *mut Slot, Ordering::Release);
+}
 
 /// Serialises changes to the tree and the slot pool (allocation and free only).
 static WRITER: Mutex<Vec<&'static Slot>> = Mutex::new(Vec::new());
@@ -163,12 +184,50 @@ pub(crate) fn insert(mut buf: Buffer) -> Result<*mut u8, String> {
     unsafe { *slot.buf.get() = Some(buf) };
     slot.state.store(IDLE, Ordering::Release);
     at.store(slot as *const Slot as *mut Slot, Ordering::Release);
+    remember(addr, slot);
     Ok(ptr)
 }
 
-/// Takes the buffer that starts at `addr` out of its slot (the slot becomes busy).
-#[inline]
-pub(crate) fn take(addr: usize) -> Result<(&'static Slot, Buffer), Refusal> {
+/// Makes the slot of the buffer that starts at `addr` busy (IDLE -> BUSY) and returns it:
+/// this thread then owns the slot's cell until it stores IDLE again.
+#[inline(always)]
+fn claim(addr: usize) -> Result<&'static Slot, Refusal> {
+    match claim_cached(addr) {
+        Some(slot) => Ok(slot),
+        None => claim_from_tree(addr),
+    }
+}
+
+/// [`claim`] by the slot the cache names for `addr`, when that slot says it holds
+/// `addr`; `None` for anything else (no entry, another address, a free or busy slot),
+/// which the tree then decides.
+///
+/// The answer is trusted only after winning the slot's compare-and-swap and finding
+/// `addr` in it again, exactly as for a slot found in the tree: a cache entry is no more
+/// stale than a tree lookup that raced with a free and a re-use.
+#[inline(always)]
+fn claim_cached(addr: usize) -> Option<&'static Slot> {
+    // SAFETY: slots are leaked (never freed) and published with Release after their
+    // fields are set; the cache's entries are stored with Release after that.
+    let slot = unsafe { cache_entry(addr).load(Ordering::Acquire).as_ref() }?;
+    // The address check before the swap keeps a guess for another buffer from making that
+    // buffer busy, even for a moment.
+    if slot.addr.load(Ordering::Relaxed) != addr
+        || slot.state.compare_exchange(IDLE, BUSY, Ordering::Acquire, Ordering::Relaxed).is_err()
+    {
+        return None;
+    }
+    if slot.addr.load(Ordering::Relaxed) != addr {
+        // Freed and re-used for another address between the check and the swap.
+        slot.state.store(IDLE, Ordering::Release);
+        return None;
+    }
+    Some(slot)
+}
+
+/// [`claim`] by the tree; remembers the slot found in the cache.
+#[inline(never)]
+fn claim_from_tree(addr: usize) -> Result<&'static Slot, Refusal> {
     let slot = lookup(addr).ok_or(Refusal::Unknown)?;
     match slot.state.compare_exchange(IDLE, BUSY, Ordering::Acquire, Ordering::Relaxed) {
         Ok(_) => {}
@@ -180,6 +239,14 @@ pub(crate) fn take(addr: usize) -> Result<(&'static Slot, Buffer), Refusal> {
         slot.state.store(IDLE, Ordering::Release);
         return Err(Refusal::Unknown);
     }
+    remember(addr, slot);
+    Ok(slot)
+}
+
+/// Takes the buffer that starts at `addr` out of its slot (the slot becomes busy).
+#[inline]
+pub(crate) fn take(addr: usize) -> Result<(&'static Slot, Buffer), Refusal> {
+    let slot = claim(addr)?;
     // SAFETY: winning IDLE -> BUSY gives this thread the cell until it stores IDLE again.
     match unsafe { (*slot.buf.get()).take() } {
         Some(b) => Ok((slot, b)),
@@ -193,9 +260,17 @@ pub(crate) fn take(addr: usize) -> Result<(&'static Slot, Buffer), Refusal> {
 /// Lends the buffer that starts at `addr` to `f` for the duration of the call, without
 /// moving it out of its slot: the slot is busy while `f` runs (so the buffer can be
 /// neither taken nor freed meanwhile) and idle again afterwards, also when `f` panics.
-/// The synchronous path uses this: one lookup, one compare-and-swap, one store.
+/// The synchronous path uses this: one (usually cached) lookup, one compare-and-swap,
+/// one store.
 #[inline]
 pub(crate) fn with<R>(addr: usize, f: impl FnOnce(&mut Buffer) -> R) -> Result<R, Refusal> {
+    lend(claim(addr)?, f)
+}
+
+/// Lends the buffer of `slot`, which this thread has claimed, to `f`; the slot is idle
+/// again afterwards.
+#[inline(always)]
+fn lend<R>(slot: &'static Slot, f: impl FnOnce(&mut Buffer) -> R) -> Result<R, Refusal> {
     /// Makes the slot idle again when dropped.
     struct Lent(&'static Slot);
     impl Drop for Lent {
@@ -204,19 +279,9 @@ pub(crate) fn with<R>(addr: usize, f: impl FnOnce(&mut Buffer) -> R) -> Result<R
             self.0.state.store(IDLE, Ordering::Release);
         }
     }
-    let slot = lookup(addr).ok_or(Refusal::Unknown)?;
-    match slot.state.compare_exchange(IDLE, BUSY, Ordering::Acquire, Ordering::Relaxed) {
-        Ok(_) => {}
-        Err(BUSY) => return Err(Refusal::Busy),
-        Err(_) => return Err(Refusal::Unknown),
-    }
     let lent = Lent(slot);
-    if slot.addr.load(Ordering::Relaxed) != addr {
-        // A stale lookup raced with a free and a re-use of the slot for another address.
-        return Err(Refusal::Unknown);
-    }
-    // SAFETY: winning IDLE -> BUSY gives this thread the cell until `lent` stores IDLE
-    // again, after the last use of this borrow.
+    // SAFETY: winning IDLE -> BUSY (the caller's claim) gives this thread the cell until
+    // `lent` stores IDLE again, after the last use of this borrow.
     match unsafe { (*slot.buf.get()).as_mut() } {
         Some(b) => Ok(f(b)),
         None => {
@@ -317,6 +382,85 @@ mod tests {
             assert_eq!(take(a).err(), Some(Refusal::Unknown));
         }
         free(b).unwrap();
+    }
+
+    #[test]
+    fn buffers_sharing_a_cache_entry_stay_apart() {
+        // 4 MiB alignment: every such buffer has the cache entry of index 0.
+        let big = |len| Buffer::alloc(len, 4096 << CACHE_BITS).unwrap();
+        let a = insert(big(4096)).unwrap() as usize;
+        let b = insert(big(8192)).unwrap() as usize;
+        assert!(ptr::eq(cache_entry(a), cache_entry(b)));
+        for _ in 0..3 {
+            assert_eq!(with(a, |x| x.len()), Ok(4096));
+            assert_eq!(with(b, |x| x.len()), Ok(8192));
+        }
+        // Lending one leaves the other free to use, whichever the entry names.
+        let r = with(a, |_| {
+            assert_eq!(take(a).err(), Some(Refusal::Busy));
+            assert_eq!(with(b, |x| x.len()), Ok(8192));
+            assert_eq!(take(a).err(), Some(Refusal::Busy), "busy also once the entry names b");
+            assert_eq!(free(a), Err(Refusal::Busy));
+        });
+        assert_eq!(r, Ok(()));
+        let (slot, buf) = take(b).unwrap();
+        assert_eq!(with(a, |x| x.len()), Ok(4096));
+        assert_eq!(with(b, |_| ()).err(), Some(Refusal::Busy));
+        put(slot, buf);
+        // A freed buffer stays unknown while the entry still names its slot.
+        assert_eq!(with(a, |_| ()), Ok(()));
+        assert_eq!(free(a), Ok(()));
+        assert_eq!(with(a, |_| ()).err(), Some(Refusal::Unknown));
+        assert_eq!(take(a).err(), Some(Refusal::Unknown));
+        assert_eq!(with(b, |x| x.len()), Ok(8192));
+        assert_eq!(free(b), Ok(()));
+        assert_eq!(with(b, |_| ()).err(), Some(Refusal::Unknown));
+    }
+
+    #[test]
+    fn a_stale_cache_entry_grants_nothing() {
+        // Entries that name slots since freed and re-used for other addresses (a slot
+        // keeps its last address while free, and takes a new one when re-used).
+        let mut freed = Vec::new();
+        for _ in 0..8 {
+            let p = insert(buffer(4096)).unwrap() as usize;
+            assert_eq!(with(p, |_| ()), Ok(()));
+            free(p).unwrap();
+            freed.push(p);
+        }
+        let live: Vec<usize> = (0..8).map(|_| insert(buffer(4096)).unwrap() as usize).collect();
+        for &p in &freed {
+            if !live.contains(&p) {
+                assert_eq!(with(p, |_| ()).err(), Some(Refusal::Unknown));
+                assert_eq!(take(p).err(), Some(Refusal::Unknown));
+            }
+        }
+        for &p in &live {
+            assert_eq!(with(p, |b| b.as_ptr() as usize), Ok(p));
+            free(p).unwrap();
+        }
+    }
+
+    #[test]
+    fn threads_lending_buffers_that_share_cache_entries_never_see_each_others_busy() {
+        let big = |len| Buffer::alloc(len, 4096 << CACHE_BITS).unwrap();
+        let ps: Vec<usize> = (0..4).map(|_| insert(big(4096)).unwrap() as usize).collect();
+        let threads: Vec<_> = ps
+            .iter()
+            .map(|&p| {
+                std::thread::spawn(move || {
+                    for _ in 0..20_000 {
+                        assert_eq!(with(p, |b| b.as_ptr() as usize), Ok(p));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        for p in ps {
+            free(p).unwrap();
+        }
     }
 
     #[test]

@@ -154,7 +154,7 @@ def main():
           f"{a.reps} interleaved repetitions of {a.runtime} s, medians\n")
 
     if a.only in (None, "nil"):
-        nil_file = "/tmp/ioswitch-fio-bench-nil.img"
+        nil_file = f"/tmp/ioswitch-fio-bench-nil.{os.getpid()}.img"  # one per run: runs may overlap
         with open(nil_file, "a") as f:
             f.truncate(1 << 30)
         qd1 = common + ["--iodepth=1", "--size=1g"]
@@ -175,7 +175,7 @@ def main():
             if a.keep_profiles:
                 os.makedirs(a.keep_profiles, exist_ok=True)
             callgrind(configs, a.callgrind, a.keep_profiles)
-        os.unlink(nil_file)
+        os.unlink(nil_file)  # a sparse file: nil moves no data
 
     if a.only in (None, "uring") and not (a.callgrind and a.callgrind_only):
         disk = a.disk

@@ -24,21 +24,25 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "p" | "pb" | "pib" => 1 << 50,
         other => return Err(format!("unknown unit {other:?} in {s:?} (use b, k/KiB, m/MiB, g/GiB, t/TiB, p/PiB)")),
     };
+    let too_large = || format!("{s:?} is too large");
     if let Some((int, frac)) = num.split_once('.') {
-        let int: u64 = if int.is_empty() { 0 } else { int.parse().map_err(|_| format!("bad number in {s:?}"))? };
         if frac.is_empty() || frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
             return Err(format!("bad number in {s:?}"));
         }
+        // All digits here, so a parse can only fail by overflowing.
+        let int: u64 = if int.is_empty() { 0 } else { int.parse().map_err(|_| too_large())? };
         let scale = 10u128.pow(frac.len() as u32);
         let frac_v: u128 = frac.parse().map_err(|_| format!("bad number in {s:?}"))?;
-        let total = (int as u128 * scale + frac_v) * mult as u128;
+        // Beyond u128 is beyond u64 too (2^64 * 10^9 * 2^50 does not fit in u128).
+        let total = (int as u128 * scale + frac_v).checked_mul(mult as u128).ok_or_else(too_large)?;
         if total % scale != 0 {
             return Err(format!("{s:?} is not a whole number of bytes"));
         }
-        u64::try_from(total / scale).map_err(|_| format!("{s:?} is too large"))
+        u64::try_from(total / scale).map_err(|_| too_large())
     } else {
-        let n: u64 = num.parse().map_err(|_| format!("bad number in {s:?}"))?;
-        n.checked_mul(mult).ok_or_else(|| format!("{s:?} is too large"))
+        // All digits here, so a parse can only fail by overflowing.
+        let n: u64 = num.parse().map_err(|_| too_large())?;
+        n.checked_mul(mult).ok_or_else(too_large)
     }
 }
 
@@ -76,6 +80,8 @@ mod tests {
         assert!(parse_size("12q").unwrap_err().contains("unknown unit"));
         assert!(parse_size("0.3b").unwrap_err().contains("whole number"));
         assert!(parse_size("99999999999p").unwrap_err().contains("too large"));
+        assert!(parse_size("99999999999999999999999").unwrap_err().contains("too large"));
+        assert!(parse_size("18446744073709551615.999999999p").unwrap_err().contains("too large"));
     }
 
     #[test]

@@ -6,7 +6,10 @@
 //! commands) and writes one SQE whose `user_data` is the slot index. `commit` hands every
 //! SQE written since the last commit to the kernel with one `io_uring_enter`; `reap`
 //! takes completions from the CQ ring without a syscall and enters the kernel only when it
-//! must wait. No allocation, no locking and no formatting happens on these paths.
+//! must wait. No allocation, no locking and no formatting happens on these paths. `reap`
+//! reads each batch of CQEs through one view of the CQ ring and frees a slot before its
+//! callback runs, so a callback that panics consumes only the completions handed out so
+//! far; the rest stay in the ring for the next reap or the drop.
 //!
 //! How each command travels:
 //!
@@ -76,7 +79,7 @@ use ::io_uring::{opcode, squeue, types, IoUring, Submitter};
 use std::collections::VecDeque;
 use std::fs;
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -348,18 +351,27 @@ macro_rules! on_fd {
     };
 }
 
-/// What a slot's command is, for turning its CQE into a completion.
+/// What a slot holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
     /// The slot is free.
     Free,
-    /// A read or write that must move exactly `expect` bytes.
-    Rw { expect: u32 },
+    /// A read or write: any result but `Slot::expect` bytes is a failure.
+    Rw,
     /// Fsync or fallocate: any non-negative result is success.
     Other,
-    /// Write zeroes as FALLOC_FL_ZERO_RANGE; resubmitted as a hole punch on EOPNOTSUPP.
-    ZeroRange { offset: u64, len: u64 },
+    /// Write zeroes as FALLOC_FL_ZERO_RANGE over `Slot::zero`; resubmitted as a hole punch
+    /// on EOPNOTSUPP.
+    ZeroRange,
+    /// An inline command: its completion waits in `ready`; the slot counts it against the
+    /// depth until it is handed out.
+    Ready,
 }
+
+/// `Slot::expect` of a slot with no command in the ring: no CQE result equals it.
+const NO_EXPECT: u64 = u64::MAX;
+/// End of the free list.
+const NO_SLOT: u32 = u32::MAX;
 
 /// The iovec array of one slot: stable in memory for as long as the queue lives.
 struct Iovecs([libc::iovec; MAX_SEGMENTS]);
@@ -369,29 +381,113 @@ struct Iovecs([libc::iovec; MAX_SEGMENTS]);
 unsafe impl Send for Iovecs {}
 
 struct Slot {
+    /// The CQE result (read as `u32`, zero-extended) with which the command is complete
+    /// and successful as it stands: the byte count of a read or write, 0 for fsync and
+    /// fallocate; NO_EXPECT when the slot has no command in the ring. Every other result
+    /// goes through [`outcome`].
+    expect: u64,
     tag: u64,
     data: Data,
     kind: Kind,
     /// Registered-buffer table entry the command uses, or NO_REG.
     reg: u32,
+    /// Next free slot (NO_SLOT: none), while this one is free.
+    next_free: u32,
+    /// `Kind::ZeroRange`: offset and length of the range.
+    zero: (u64, u64),
     iov: Box<Iovecs>,
 }
 
 impl Slot {
-    fn new() -> Slot {
+    fn new(next_free: u32) -> Slot {
         let empty = libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 };
-        Slot { tag: 0, data: Data::None, kind: Kind::Free, reg: NO_REG, iov: Box::new(Iovecs([empty; MAX_SEGMENTS])) }
+        Slot {
+            expect: NO_EXPECT,
+            tag: 0,
+            data: Data::None,
+            kind: Kind::Free,
+            reg: NO_REG,
+            next_free,
+            zero: (0, 0),
+            iov: Box::new(Iovecs([empty; MAX_SEGMENTS])),
+        }
+    }
+}
+
+/// How a CQE whose result is not its slot's `expect` ends.
+enum Outcome {
+    /// The command's completion, with this status and result.
+    Done(Status, u64),
+    /// Not a command's end (no command in that slot).
+    Stray,
+    /// A zero range the file system lacks: resubmit as a hole punch.
+    Punch,
+}
+
+/// The end of a command whose CQE result is not the expected one (errors, short
+/// transfers, positive fsync/fallocate results, the zero-range fallback, stray CQEs).
+#[cold]
+#[inline(never)]
+fn outcome(slot: &Slot, res: i32) -> Outcome {
+    match slot.kind {
+        Kind::Free | Kind::Ready => Outcome::Stray,
+        // No zero range on this file system (tmpfs): a punched hole reads back as zeroes,
+        // which is what write zeroes promises (as psync does).
+        Kind::ZeroRange if res == -libc::EOPNOTSUPP => Outcome::Punch,
+        _ if res < 0 => Outcome::Done(errno_to_status(res.wrapping_neg()), 0),
+        Kind::Rw if res as u64 != slot.expect => Outcome::Done(errno_to_status(libc::EIO), res as u64),
+        _ => Outcome::Done(Status::OK, res as u64),
+    }
+}
+
+/// Frees slot `idx` (puts it on the free list, ends its use of a registered buffer) and
+/// returns its data. A free function over the fields it needs, so it can run while a
+/// view of the ring is borrowed.
+#[inline(always)]
+fn release(slots: &mut [Slot], free_head: &mut u32, reg: &mut Option<RegTable>, idx: u32) -> Data {
+    let slot = &mut slots[idx as usize];
+    slot.kind = Kind::Free;
+    slot.expect = NO_EXPECT;
+    if slot.reg != NO_REG {
+        unuse_reg(slot, reg);
+    }
+    slot.next_free = *free_head;
+    *free_head = idx;
+    std::mem::take(&mut slot.data)
+}
+
+#[cold]
+#[inline(never)]
+fn unuse_reg(slot: &mut Slot, reg: &mut Option<RegTable>) {
+    if let Some(t) = reg {
+        t.unuse(slot.reg as usize);
+    }
+    slot.reg = NO_REG;
+}
+
+/// RWF_DSYNC for an NVM write with Force Unit Access.
+#[inline(always)]
+fn rw_flags(cmd: &Cmd) -> i32 {
+    if cmd.set == CmdSet::Nvm && cmd.sqe.cdw12 & NVM_FUA != 0 {
+        libc::RWF_DSYNC
+    } else {
+        0
     }
 }
 
 /// A queue on one io_uring ring.
 pub(crate) struct IoUringQueue {
     ring: IoUring,
+    /// The ring's descriptor, for `io_uring_enter`.
+    ring_fd: RawFd,
     dev: Arc<Inner>,
     fd: RawFd,
     fixed_file: bool,
     sqpoll: bool,
     iopoll: bool,
+    /// One-buffer reads and writes take the fast path in `submit`: no registered file or
+    /// buffers, no IOPOLL split check.
+    plain: bool,
     /// With IOPOLL: the limits past which a read or write runs inline.
     split: Option<SplitLimits>,
     /// Trim and write zeroes go to the ring as fallocate (a regular file, no IOPOLL).
@@ -400,14 +496,16 @@ pub(crate) struct IoUringQueue {
     zero_range: bool,
     depth: u32,
     slots: Box<[Slot]>,
-    /// Free slot indices; capacity `depth`, so pushing never allocates.
-    free: Vec<u32>,
-    /// Slots holding a command the kernel has or will have.
+    /// First free slot (NO_SLOT: none); the list runs through `Slot::next_free`.
+    free_head: u32,
+    /// Slots holding a command the kernel has or will have (not counting `Kind::Ready`).
     inflight: u32,
-    /// Commands submitted since the last commit.
-    queued: u32,
-    /// Completions of inline commands; capacity `depth`.
-    ready: VecDeque<Completion>,
+    /// Without SQPOLL: SQEs written and not yet consumed by the kernel (the kernel takes
+    /// SQEs only in an `io_uring_enter` of ours, which says how many it took). With
+    /// SQPOLL: SQEs written since the last commit.
+    unsubmitted: u32,
+    /// Completions of inline commands, with their slots; capacity `depth`.
+    ready: VecDeque<(u32, Completion)>,
     reg: Option<RegTable>,
     syscalls: u64,
 }
@@ -470,28 +568,46 @@ impl IoUringQueue {
             None
         };
         Ok(IoUringQueue {
+            ring_fd: ring.as_raw_fd(),
             ring,
             dev: dev.clone(),
             fd,
             fixed_file: o.register_files,
             sqpoll: o.sqpoll,
             iopoll: o.iopoll,
+            plain: !o.register_files && !o.register_buffers && !o.iopoll,
             split: o.iopoll.then(|| SplitLimits::of(fd)),
             fallocate: dev.ident.kind == DevKind::File && !o.iopoll,
             zero_range: true,
             depth,
-            slots: (0..depth).map(|_| Slot::new()).collect(),
-            free: (0..depth).rev().collect(),
+            slots: (0..depth).map(|i| Slot::new(if i + 1 < depth { i + 1 } else { NO_SLOT })).collect(),
+            free_head: 0,
             inflight: 0,
-            queued: 0,
+            unsubmitted: 0,
             ready: VecDeque::with_capacity(depth as usize),
             reg,
             syscalls: 0,
         })
     }
 
+    #[cold]
     fn busy(&self) -> Error {
         Error::Busy { depth: self.depth }
+    }
+
+    /// Takes a free slot off the list.
+    #[inline(always)]
+    fn take_slot(&mut self) -> Option<u32> {
+        let idx = self.free_head;
+        let slot = self.slots.get(idx as usize)?;
+        self.free_head = slot.next_free;
+        Some(idx)
+    }
+
+    /// Frees a slot and returns its data.
+    #[inline]
+    fn release(&mut self, idx: u32) -> Data {
+        release(&mut self.slots, &mut self.free_head, &mut self.reg, idx)
     }
 
     /// Writes one SQE for slot `idx`. False when the SQ is full (it cannot be: it has at
@@ -505,47 +621,101 @@ impl IoUringQueue {
         unsafe { self.ring.submission().push(&entry) }.is_ok()
     }
 
-    /// Fills slot `idx` and writes its SQE; on failure frees the slot and hands back the data.
+    /// Writes the SQE of slot `idx`, whose fields are set; on failure frees the slot and
+    /// hands back the data.
     #[inline(always)]
-    fn launch(&mut self, idx: u32, kind: Kind, tag: u64, entry: squeue::Entry) -> Result<(), (Error, Data)> {
-        let slot = &mut self.slots[idx as usize];
-        slot.kind = kind;
-        slot.tag = tag;
+    fn launch(&mut self, idx: u32, entry: squeue::Entry) -> Result<(), (Error, Data)> {
         if self.push(idx, entry) {
             self.inflight += 1;
-            self.queued += 1;
+            self.unsubmitted += 1;
             return Ok(());
         }
+        self.launch_failed(idx)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn launch_failed(&mut self, idx: u32) -> Result<(), (Error, Data)> {
         let data = self.release(idx);
         Err((self.busy(), data))
     }
 
-    /// Frees a slot and returns its data.
-    #[inline]
-    fn release(&mut self, idx: u32) -> Data {
+    /// The fast path: a one-buffer read or write with no registered file or buffer.
+    #[inline(always)]
+    fn submit_one(&mut self, io: &Io, cmd: &Cmd, ptr: *mut u8, data: Data, tag: u64) -> Result<(), (Error, Data)> {
+        let Some(idx) = self.take_slot() else { return Err((self.busy(), data)) };
+        let len = io.len as u32; // io.len <= MAX_RW, checked by the caller
+        let t = types::Fd(self.fd);
+        let entry = if io.op == Op::Write {
+            opcode::Write::new(t, ptr, len).offset(io.offset).rw_flags(rw_flags(cmd)).build()
+        } else {
+            opcode::Read::new(t, ptr, len).offset(io.offset).build()
+        };
         let slot = &mut self.slots[idx as usize];
-        slot.kind = Kind::Free;
-        let data = std::mem::take(&mut slot.data);
-        if slot.reg != NO_REG {
-            if let Some(t) = &mut self.reg {
-                t.unuse(slot.reg as usize);
-            }
-            slot.reg = NO_REG;
-        }
-        self.free.push(idx);
-        data
+        // A free slot's data is Data::None: nothing to drop.
+        std::mem::forget(std::mem::replace(&mut slot.data, data));
+        slot.tag = tag;
+        slot.kind = Kind::Rw;
+        slot.expect = len as u64;
+        self.launch(idx, entry)
     }
 
-    #[inline(always)]
+    /// Everything but the fast path.
+    #[inline(never)]
+    fn submit_slow(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
+        if self.free_head == NO_SLOT {
+            return Err((self.busy(), data));
+        }
+        match io.op {
+            Op::Read | Op::Write if io.len <= MAX_RW && !self.split.is_some_and(|l| l.splits(io.len, data.bufs())) => {
+                self.submit_rw(io, cmd, data, tag)
+            }
+            Op::Flush if !self.iopoll => {
+                let e = on_fd!(self, |t| opcode::Fsync::new(t).flags(types::FsyncFlags::DATASYNC).build());
+                self.submit_other(Kind::Other, e, data, tag)
+            }
+            Op::Trim if self.fallocate => {
+                let e = self.fallocate_entry(io.offset, io.len, libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE);
+                self.submit_other(Kind::Other, e, data, tag)
+            }
+            Op::WriteZeroes if self.fallocate => {
+                let keep = libc::FALLOC_FL_KEEP_SIZE;
+                if self.zero_range {
+                    let e = self.fallocate_entry(io.offset, io.len, libc::FALLOC_FL_ZERO_RANGE | keep);
+                    self.submit_zero_range(e, (io.offset, io.len), data, tag)
+                } else {
+                    let e = self.fallocate_entry(io.offset, io.len, libc::FALLOC_FL_PUNCH_HOLE | keep);
+                    self.submit_other(Kind::Other, e, data, tag)
+                }
+            }
+            Op::Passthru => {
+                let e = Error::BadCommand {
+                    dev: self.dev.uri.clone(),
+                    iface: IFACE,
+                    what: cmd.describe(),
+                    why: "io_uring carries only read, write, flush, trim, write zeroes and dataset management \
+                          here; NVMe passthrough needs async=io_uring_cmd on /dev/ngXnY"
+                        .into(),
+                };
+                Err((e, data))
+            }
+            // Oversized reads and writes (and with IOPOLL those the block layer would
+            // split), DSM, and what IOPOLL rings or block devices cannot take as a ring
+            // operation.
+            _ => self.inline(io, cmd, data, tag),
+        }
+    }
+
+    /// A read or write in general: several buffers, registered files or buffers.
     fn submit_rw(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
-        let Some(idx) = self.free.pop() else { return Err((self.busy(), data)) };
+        let Some(idx) = self.take_slot() else { return Err((self.busy(), data)) };
         let write = io.op == Op::Write;
         let len = io.len as u32; // io.len <= MAX_RW, checked by the caller
-        let rw_flags =
-            if write && cmd.set == CmdSet::Nvm && cmd.sqe.cdw12 & NVM_FUA != 0 { libc::RWF_DSYNC } else { 0 };
+        let rw_flags = if write { rw_flags(cmd) } else { 0 };
         let slot = &mut self.slots[idx as usize];
         slot.data = data;
-        // One buffer (the common case) needs no iovec.
+        slot.tag = tag;
+        // One buffer needs no iovec.
         let n = match &slot.data {
             Data::One(_) => 1,
             d => fill_iovecs(d.bufs(), io.len, &mut slot.iov.0),
@@ -590,24 +760,49 @@ impl IoUringQueue {
                 on_fd!(self, |t| opcode::Readv::new(t, iov, n).offset(off).build())
             }
         };
-        self.launch(idx, Kind::Rw { expect: len }, tag, entry)
+        let slot = &mut self.slots[idx as usize];
+        slot.kind = Kind::Rw;
+        slot.expect = len as u64;
+        self.launch(idx, entry)
     }
 
     /// Fsync or fallocate: commands with no data in the ring.
-    #[inline]
     fn submit_other(&mut self, kind: Kind, entry: squeue::Entry, data: Data, tag: u64) -> Result<(), (Error, Data)> {
-        let Some(idx) = self.free.pop() else { return Err((self.busy(), data)) };
-        self.slots[idx as usize].data = data;
-        self.launch(idx, kind, tag, entry)
+        let Some(idx) = self.take_slot() else { return Err((self.busy(), data)) };
+        let slot = &mut self.slots[idx as usize];
+        slot.data = data;
+        slot.tag = tag;
+        slot.kind = kind;
+        slot.expect = 0;
+        self.launch(idx, entry)
+    }
+
+    fn submit_zero_range(
+        &mut self,
+        entry: squeue::Entry,
+        range: (u64, u64),
+        data: Data,
+        tag: u64,
+    ) -> Result<(), (Error, Data)> {
+        let Some(idx) = self.take_slot() else { return Err((self.busy(), data)) };
+        self.slots[idx as usize].zero = range;
+        let slot = &mut self.slots[idx as usize];
+        slot.data = data;
+        slot.tag = tag;
+        slot.kind = Kind::ZeroRange;
+        slot.expect = 0;
+        self.launch(idx, entry)
     }
 
     fn fallocate_entry(&self, offset: u64, len: u64, mode: i32) -> squeue::Entry {
         on_fd!(self, |t| opcode::Fallocate::new(t, len).offset(offset).mode(mode).build())
     }
 
-    /// Runs a command now through the sync interface; its completion waits in `ready`.
+    /// Runs a command now through the sync interface; its completion waits in `ready`,
+    /// holding a slot until it is handed out.
     fn inline(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
-        let Some(sync) = self.dev.sync() else {
+        let dev = self.dev.clone();
+        let Some(sync) = dev.sync() else {
             let e = Error::BadCommand {
                 dev: self.dev.uri.clone(),
                 iface: IFACE,
@@ -617,137 +812,206 @@ impl IoUringQueue {
             };
             return Err((e, data));
         };
+        let Some(idx) = self.take_slot() else { return Err((self.busy(), data)) };
+        self.slots[idx as usize].kind = Kind::Ready;
         self.syscalls += sync.syscalls_per_cmd();
         let c = exec_to_completion(sync, io, cmd, data, tag);
-        self.ready.push_back(c);
+        self.ready.push_back((idx, c));
         Ok(())
     }
 
-    /// One `io_uring_enter` that submits what is queued and waits for `want` completions
-    /// (polls once, with IOPOLL, when `want` is 0). An interrupted wait is not an error:
-    /// the caller loops.
-    fn enter_wait(&mut self, want: u32) -> Result<(), Error> {
-        let mut flags = ENTER_GETEVENTS;
-        let to_submit = {
-            let sq = self.ring.submission();
-            if self.sqpoll && sq.need_wakeup() {
-                flags |= ENTER_SQ_WAKEUP;
-            }
-            sq.len() as u32
-        };
-        self.syscalls += 1;
-        // SAFETY: no argument pointer is passed (None) and GETEVENTS/SQ_WAKEUP take none;
-        // every SQE in the ring points to memory owned by an in-flight slot (see `push`).
-        let r = unsafe { self.ring.submitter().enter::<libc::sigset_t>(to_submit, want, flags, None) };
-        match r {
-            Ok(_) => Ok(()),
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::EAGAIN | libc::EBUSY)) => Ok(()),
-            Err(e) => Err(queue_error(&self.dev, "io_uring_enter (wait for completions)", e)),
-        }
-    }
-
-    /// Takes up to `limit` completions from the CQ ring, without a syscall.
-    #[inline(always)]
-    fn take_cqes(&mut self, limit: u32, f: &mut impl FnMut(Completion)) -> u32 {
+    /// Hands out completions of inline commands, at most `max`.
+    #[cold]
+    #[inline(never)]
+    fn hand_out_ready(&mut self, max: u32, f: &mut impl FnMut(Completion)) -> u32 {
         let mut n = 0;
-        while n < limit {
-            let Some(cqe) = self.ring.completion().next() else { break };
-            if let Some(c) = self.finish(cqe.user_data(), cqe.result()) {
-                f(c);
-                n += 1;
-            }
+        while n < max {
+            let Some((idx, c)) = self.ready.pop_front() else { break };
+            self.release(idx);
+            f(c);
+            n += 1;
         }
         n
     }
 
-    /// Turns a CQE into the completion of its slot (None: not a command's end).
-    #[inline(always)]
-    fn finish(&mut self, user_data: u64, res: i32) -> Option<Completion> {
-        let idx = u32::try_from(user_data).ok().filter(|&i| (i as usize) < self.slots.len())?;
-        let kind = self.slots[idx as usize].kind;
-        let (status, result) = match kind {
-            Kind::Free => return None,
-            Kind::ZeroRange { offset, len } if res == -libc::EOPNOTSUPP => {
-                // No zero range on this file system (tmpfs): a punched hole reads back as
-                // zeroes, which is what write zeroes promises (as psync does).
-                self.zero_range = false;
-                self.slots[idx as usize].kind = Kind::Other;
-                let e = self.fallocate_entry(offset, len, libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE);
-                if self.push(idx, e) {
-                    return None;
-                }
-                (errno_to_status(libc::EOPNOTSUPP), 0)
-            }
-            _ if res < 0 => (errno_to_status(res.wrapping_neg()), 0),
-            Kind::Rw { expect } if res as u32 != expect => (errno_to_status(libc::EIO), res as u64),
-            _ => (Status::OK, res as u64),
+    /// One `io_uring_enter` on the ring, counted. Made here rather than through the
+    /// crate's `Submitter` (which builds a view of the ring's registers per call): the
+    /// queue knows what it submits.
+    #[inline]
+    fn enter(&mut self, to_submit: u32, want: u32, flags: u32) -> io::Result<u32> {
+        self.syscalls += 1;
+        // SAFETY: io_uring_enter on this queue's ring, which lives as long as `self`, with
+        // no argument pointer (NULL, size 0), as GETEVENTS and SQ_WAKEUP allow; every SQE
+        // in the ring points to memory owned by an in-flight slot (see `push`).
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_io_uring_enter,
+                self.ring_fd as libc::c_long,
+                to_submit as libc::c_long,
+                want as libc::c_long,
+                flags as libc::c_long,
+                std::ptr::null::<libc::sigset_t>(),
+                0 as libc::c_long,
+            )
         };
+        if r < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(r as u32)
+        }
+    }
+
+    /// Without SQPOLL: after an `io_uring_enter` that was given `to_submit` SQEs and took
+    /// `took` (None: it failed), how many are left. Anything but all of them taken is
+    /// rare; then the SQ ring's head says.
+    #[inline(always)]
+    fn took(&mut self, to_submit: u32, took: Option<u32>) {
+        if to_submit == 0 {
+            return;
+        }
+        match took {
+            Some(k) if k >= to_submit => self.unsubmitted -= to_submit,
+            _ => self.resync_unsubmitted(),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn resync_unsubmitted(&mut self) {
+        self.unsubmitted = self.ring.submission().len() as u32;
+    }
+
+    /// One `io_uring_enter` that submits what is queued and waits for `want` completions
+    /// (polls once, with IOPOLL, when `want` is 0). An interrupted wait is not an error:
+    /// the caller loops. Fails with the errno (see [`Self::wait_failed`]).
+    #[inline(always)]
+    fn enter_wait(&mut self, want: u32) -> Result<(), i32> {
+        let (to_submit, flags) =
+            if self.sqpoll { self.sqpoll_enter_args() } else { (self.unsubmitted, ENTER_GETEVENTS) };
+        let r = self.enter(to_submit, want, flags);
+        if !self.sqpoll {
+            self.took(to_submit, r.as_ref().ok().copied());
+        }
+        match r {
+            Ok(_) => Ok(()),
+            Err(e) => match e.raw_os_error() {
+                Some(libc::EINTR | libc::EAGAIN | libc::EBUSY) => Ok(()),
+                errno => Err(errno.unwrap_or(libc::EIO)),
+            },
+        }
+    }
+
+    /// With SQPOLL: what to enter with to wait (everything in the SQ, and a wake-up if the
+    /// poll thread sleeps).
+    #[cold]
+    #[inline(never)]
+    fn sqpoll_enter_args(&mut self) -> (u32, u32) {
+        let sq = self.ring.submission();
+        let wake = if sq.need_wakeup() { ENTER_SQ_WAKEUP } else { 0 };
+        (sq.len() as u32, ENTER_GETEVENTS | wake)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn wait_failed(&self, errno: i32) -> Error {
+        queue_error(&self.dev, "io_uring_enter (wait for completions)", io::Error::from_raw_os_error(errno))
+    }
+
+    /// Takes up to `limit` completions from the CQ ring, without a syscall.
+    ///
+    /// One view of the CQ serves the whole batch; dropping it publishes the new head, also
+    /// when a callback panics: a completion is counted out of `inflight` and its slot
+    /// freed before its callback runs, so the CQEs handed out are consumed exactly once
+    /// and the rest stay in the ring for the next reap (or the drop).
+    #[inline(always)]
+    fn take_cqes(&mut self, limit: u32, f: &mut impl FnMut(Completion)) -> u32 {
+        let mut n = 0;
+        loop {
+            let mut punch = None;
+            let mut cq = self.ring.completion();
+            while n < limit {
+                let Some(cqe) = cq.next() else { break };
+                let (user_data, res) = (cqe.user_data(), cqe.result());
+                let Some(slot) = usize::try_from(user_data).ok().and_then(|i| self.slots.get(i)) else { continue };
+                let idx = user_data as u32;
+                let (status, result) = if res as u32 as u64 == slot.expect {
+                    (Status::OK, res as u64)
+                } else {
+                    match outcome(slot, res) {
+                        Outcome::Done(status, result) => (status, result),
+                        Outcome::Stray => continue,
+                        Outcome::Punch => {
+                            punch = Some(idx);
+                            break;
+                        }
+                    }
+                };
+                let tag = slot.tag;
+                let data = release(&mut self.slots, &mut self.free_head, &mut self.reg, idx);
+                self.inflight -= 1;
+                f(Completion { tag, status, result, data });
+                n += 1;
+            }
+            drop(cq);
+            // The hole-punch resubmission writes to the SQ, so it waits until the CQ view
+            // is gone (its CQE already consumed; no callback runs in between).
+            let Some(idx) = punch else { return n };
+            if let Some(c) = self.punch_instead(idx) {
+                f(c);
+                n += 1;
+            }
+        }
+    }
+
+    /// Resubmits slot `idx`, a write zeroes that found no zero range, as a hole punch;
+    /// returns its completion (EOPNOTSUPP) if the SQ does not take it.
+    #[cold]
+    #[inline(never)]
+    fn punch_instead(&mut self, idx: u32) -> Option<Completion> {
+        self.zero_range = false;
+        let slot = &mut self.slots[idx as usize];
+        let (offset, len) = slot.zero;
+        slot.kind = Kind::Other;
+        let e = self.fallocate_entry(offset, len, libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE);
+        if self.push(idx, e) {
+            self.unsubmitted += 1;
+            return None;
+        }
         let tag = self.slots[idx as usize].tag;
         let data = self.release(idx);
         self.inflight -= 1;
-        Some(Completion { tag, status, result, data })
+        Some(Completion { tag, status: errno_to_status(libc::EOPNOTSUPP), result: 0, data })
+    }
+
+    /// Whether the kernel has completions of punted work to post (COOP_TASKRUN).
+    #[inline]
+    fn taskrun(&mut self) -> bool {
+        self.ring.submission().taskrun()
     }
 }
 
 impl AsyncQueue for IoUringQueue {
-    #[inline]
+    #[inline(always)]
     fn submit(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
-        if self.inflight as usize + self.ready.len() >= self.depth as usize {
-            return Err((self.busy(), data));
+        if let (true, Op::Read | Op::Write, Data::One(b)) = (self.plain, io.op, &data) {
+            if io.len <= MAX_RW {
+                let ptr = b.as_ptr().cast_mut();
+                return self.submit_one(io, cmd, ptr, data, tag);
+            }
         }
-        match io.op {
-            Op::Read | Op::Write if io.len <= MAX_RW && !self.split.is_some_and(|l| l.splits(io.len, data.bufs())) => {
-                self.submit_rw(io, cmd, data, tag)
-            }
-            Op::Flush if !self.iopoll => {
-                let e = on_fd!(self, |t| opcode::Fsync::new(t).flags(types::FsyncFlags::DATASYNC).build());
-                self.submit_other(Kind::Other, e, data, tag)
-            }
-            Op::Trim if self.fallocate => {
-                let e = self.fallocate_entry(io.offset, io.len, libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE);
-                self.submit_other(Kind::Other, e, data, tag)
-            }
-            Op::WriteZeroes if self.fallocate => {
-                let keep = libc::FALLOC_FL_KEEP_SIZE;
-                if self.zero_range {
-                    let e = self.fallocate_entry(io.offset, io.len, libc::FALLOC_FL_ZERO_RANGE | keep);
-                    self.submit_other(Kind::ZeroRange { offset: io.offset, len: io.len }, e, data, tag)
-                } else {
-                    let e = self.fallocate_entry(io.offset, io.len, libc::FALLOC_FL_PUNCH_HOLE | keep);
-                    self.submit_other(Kind::Other, e, data, tag)
-                }
-            }
-            Op::Passthru => {
-                let e = Error::BadCommand {
-                    dev: self.dev.uri.clone(),
-                    iface: IFACE,
-                    what: cmd.describe(),
-                    why: "io_uring carries only read, write, flush, trim, write zeroes and dataset management \
-                          here; NVMe passthrough needs async=io_uring_cmd on /dev/ngXnY"
-                        .into(),
-                };
-                Err((e, data))
-            }
-            // Oversized reads and writes (and with IOPOLL those the block layer would
-            // split), DSM, and what IOPOLL rings or block devices cannot take as a ring
-            // operation.
-            _ => self.inline(io, cmd, data, tag),
-        }
+        self.submit_slow(io, cmd, data, tag)
     }
 
     fn commit(&mut self) -> Result<u32, Error> {
-        let queued = std::mem::take(&mut self.queued);
         if self.sqpoll {
+            let queued = std::mem::take(&mut self.unsubmitted);
             // The SQEs are already visible to the poll thread; enter only to wake it.
             let wake = {
                 let sq = self.ring.submission();
                 !sq.is_empty() && sq.need_wakeup()
             };
             if wake {
-                self.syscalls += 1;
-                // SAFETY: no argument pointer; SQ_WAKEUP takes none; SQEs as in `push`.
-                let r = unsafe { self.ring.submitter().enter::<libc::sigset_t>(0, 0, ENTER_SQ_WAKEUP, None) };
-                if let Err(e) = r {
+                if let Err(e) = self.enter(0, 0, ENTER_SQ_WAKEUP) {
                     if !matches!(e.raw_os_error(), Some(libc::EINTR | libc::EAGAIN | libc::EBUSY)) {
                         return Err(queue_error(&self.dev, "io_uring_enter (wake the SQPOLL thread)", e));
                     }
@@ -755,22 +1019,17 @@ impl AsyncQueue for IoUringQueue {
             }
             return Ok(queued);
         }
-        let mut pending = self.ring.submission().len() as u32;
         let mut pushed = 0;
-        while pending > 0 {
-            self.syscalls += 1;
-            // SAFETY: no argument pointer and no flags; SQEs as in `push`.
-            let r = unsafe { self.ring.submitter().enter::<libc::sigset_t>(pending, 0, 0, None) };
+        while self.unsubmitted > 0 {
+            let pending = self.unsubmitted;
+            let r = self.enter(pending, 0, 0);
+            self.took(pending, r.as_ref().ok().copied());
+            // Fewer than asked: an SQE failed early (its CQE says why); submit the rest.
+            let k = pending - self.unsubmitted;
+            pushed += k;
             match r {
-                // Fewer than asked: an SQE failed early (its CQE says why); submit the rest.
-                Ok(k) => {
-                    let k = (k as u32).min(pending);
-                    if k == 0 {
-                        break;
-                    }
-                    pushed += k;
-                    pending -= k;
-                }
+                Ok(_) if k == 0 => break,
+                Ok(_) => {}
                 Err(e) => match e.raw_os_error() {
                     Some(libc::EINTR) => {}
                     // Out of kernel resources for now: the rest stays queued and goes with
@@ -799,9 +1058,7 @@ impl AsyncQueue for IoUringQueue {
             return self.reap_inline(min, max, f);
         }
         let n = self.reap_inline(min, max, f)?;
-        if self.ring.submission().is_empty() {
-            self.queued = 0;
-        } else {
+        if self.unsubmitted > 0 {
             // Completions were already there, so reap never entered: submit now. Once
             // callbacks ran the reap must report them; a failed submit shows again at the
             // next commit.
@@ -815,34 +1072,41 @@ impl AsyncQueue for IoUringQueue {
 }
 
 impl IoUringQueue {
-    /// [`AsyncQueue::reap`], inlined into both reaping entry points.
+    /// [`AsyncQueue::reap`], inlined into both reaping entry points. A failure to enter
+    /// after callbacks ran is not reported (the trait's contract): the next reap meets it.
     #[inline(always)]
     fn reap_inline(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
         let mut n = 0;
-        while n < max {
-            let Some(c) = self.ready.pop_front() else { break };
-            f(c);
-            n += 1;
+        if !self.ready.is_empty() {
+            n = self.hand_out_ready(max, f);
         }
         let min = min.min(max).min(n.saturating_add(self.inflight));
         let mut entered = false;
+        // Without SQPOLL the kernel has seen none of the SQEs still in the SQ: when those
+        // are all the commands in flight, no CQE can be waiting and the first look is
+        // skipped.
+        let mut look = self.sqpoll || self.inflight != self.unsubmitted;
         loop {
-            if n < max {
+            if look && n < max {
                 n += self.take_cqes(max - n, f);
             }
+            look = true;
             if n >= max || self.inflight == 0 {
                 break;
             }
-            if n >= min {
-                // With IOPOLL nothing completes unless someone polls: poll once.
-                if !entered && (self.iopoll || self.ring.submission().taskrun()) {
-                    self.enter_wait(0)?;
-                    entered = true;
-                    continue;
+            let want = if n >= min {
+                // With IOPOLL nothing completes unless someone polls: poll once. With
+                // COOP_TASKRUN, completions of punted work wait for an enter.
+                if entered || !(self.iopoll || self.taskrun()) {
+                    break;
                 }
-                break;
+                0
+            } else {
+                min - n
+            };
+            if let Err(errno) = self.enter_wait(want) {
+                return if n > 0 { Ok(n) } else { Err(self.wait_failed(errno)) };
             }
-            self.enter_wait(min - n)?;
             entered = true;
         }
         Ok(n)
@@ -1329,6 +1593,205 @@ mod tests {
         let mut out = None;
         assert_eq!(q.reap(1, 1, &mut |c| out = Some(c)).unwrap(), 1);
         out.unwrap()
+    }
+
+    /// Submits a command to the backend directly (no commit).
+    fn put(q: &mut IoUringQueue, dev: &Device, cmd: &Cmd, data: Data, tag: u64) -> Result<(), Error> {
+        let io = super::super::prepare(&dev.inner, cmd, data.bufs()).unwrap();
+        q.submit(&io, cmd, data, tag).map_err(|(e, _)| e)
+    }
+
+    /// Every slot free, on the free list once, nothing in flight or queued.
+    fn assert_idle(q: &IoUringQueue) {
+        assert_eq!(q.inflight, 0);
+        assert_eq!(q.unsubmitted, 0);
+        assert!(q.ready.is_empty());
+        let mut seen = vec![false; q.slots.len()];
+        let mut i = q.free_head;
+        while i != NO_SLOT {
+            assert!(!seen[i as usize], "slot {i} twice on the free list");
+            seen[i as usize] = true;
+            i = q.slots[i as usize].next_free;
+        }
+        assert!(seen.iter().all(|&x| x), "a slot is missing from the free list");
+        for s in q.slots.iter() {
+            assert!(s.kind == Kind::Free && s.expect == NO_EXPECT && s.reg == NO_REG);
+            assert!(matches!(s.data, Data::None));
+        }
+    }
+
+    #[test]
+    fn a_panicking_callback_mid_batch_leaves_the_rest_for_the_next_reap() {
+        let t = TempPath::new(Path::new("/dev/shm"), "panic");
+        let dev = open(&t, "async=io_uring,create=1,size=1MiB");
+        for i in 0..16u64 {
+            dev.pass(&Cmd::fs_write(i * 4096, 4096), &mut [filled(&dev, i, 4096)]).unwrap();
+        }
+        let mut q = IoUringQueue::new(&dev.inner, 16).unwrap();
+        for i in 0..16u64 {
+            put(&mut q, &dev, &Cmd::fs_read(i * 4096, 4096), dev.alloc(4096).unwrap().into(), i).unwrap();
+        }
+        // Submit and wait until all 16 CQEs are in the ring, without reaping any.
+        while q.unsubmitted > 0 || q.ring.completion().len() < 16 {
+            q.enter_wait(16).unwrap();
+        }
+        let mut seen = Vec::new();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            q.reap(1, u32::MAX, &mut |c: Completion| {
+                seen.push(c.tag);
+                if seen.len() == 5 {
+                    panic!("callback panics");
+                }
+            })
+        }));
+        assert!(r.is_err());
+        assert_eq!(seen.len(), 5);
+        assert_eq!(q.inflight, 11);
+        let mut rest = Vec::new();
+        let n = q
+            .reap(11, u32::MAX, &mut |c: Completion| {
+                assert!(c.status.is_ok() && c.result == 4096, "{}", c.status);
+                assert!(c.data.bufs()[0][..] == pattern(c.tag, 4096)[..], "read {} returned other data", c.tag);
+                rest.push(c.tag);
+            })
+            .unwrap();
+        assert_eq!(n, 11);
+        seen.extend(rest);
+        seen.sort_unstable();
+        assert_eq!(seen, (0..16).collect::<Vec<u64>>(), "a completion lost or handed out twice");
+        assert_idle(&q);
+        // Again, and this time the queue is dropped with the rest still in the ring.
+        for i in 0..16u64 {
+            put(&mut q, &dev, &Cmd::fs_read(i * 4096, 4096), dev.alloc(4096).unwrap().into(), i).unwrap();
+        }
+        q.commit().unwrap();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            q.reap(1, u32::MAX, &mut |_| panic!("callback panics"))
+        }));
+        assert!(r.is_err());
+        assert_eq!(q.inflight, 15);
+        drop(q);
+        // Through a Queue: a panicking callback, then the drop does not hang.
+        let mut q = dev.queue(16).unwrap();
+        for i in 0..16u64 {
+            q.submit(&Cmd::fs_read(i * 4096, 4096), dev.alloc(4096).unwrap().into(), i).unwrap();
+        }
+        let mut k = 0;
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            q.drain(|_| {
+                k += 1;
+                if k == 3 {
+                    panic!("callback panics");
+                }
+            })
+        }));
+        assert!(r.is_err());
+        drop(q);
+    }
+
+    #[test]
+    fn one_slot_reused_by_every_kind_of_command_keeps_its_data_right() {
+        let t = TempPath::new(&std::env::temp_dir(), "reuse");
+        let dev = open(&t, "async=io_uring,create=1,size=1MiB");
+        let nsid = dev.ident().nsid;
+        // The file ends 2048 bytes short of the device: the last read of each round is short.
+        fs::OpenOptions::new().write(true).open(&t.0).unwrap().set_len((1 << 20) - 2048).unwrap();
+        let mut q = IoUringQueue::new(&dev.inner, 1).unwrap();
+        let read = |q: &mut IoUringQueue, off: u64, len: usize| -> Vec<u8> {
+            let c = run(q, &dev, &Cmd::fs_read(off, len as u64), dev.alloc(len).unwrap().into(), 7);
+            assert!(c.status.is_ok() && c.result == len as u64, "{} {}", c.status, c.result);
+            assert_eq!(c.tag, 7);
+            c.data.into_one().unwrap().to_vec()
+        };
+        for round in 0..3u64 {
+            let base = round * 131072;
+            // One-buffer write, then read.
+            let c = run(&mut q, &dev, &Cmd::fs_write(base, 4096), filled(&dev, round, 4096).into(), 1);
+            assert!(c.status.is_ok() && c.result == 4096 && c.tag == 1);
+            assert_eq!(c.data.total_len(), 4096);
+            assert!(read(&mut q, base, 4096) == pattern(round, 4096));
+            // FUA write (NVM command: 512-byte LBAs).
+            let c =
+                run(&mut q, &dev, &Cmd::write(nsid, base / 512 + 8, 8).fua(), filled(&dev, 10 + round, 4096).into(), 2);
+            assert!(c.status.is_ok() && c.result == 4096 && c.tag == 2, "{}", c.status);
+            assert!(read(&mut q, base + 4096, 4096) == pattern(10 + round, 4096));
+            // Vectored write and read.
+            let whole = pattern(20 + round, 12288);
+            let parts: Vec<Buffer> =
+                (0..3).map(|i| Buffer::from_slice(&whole[i * 4096..(i + 1) * 4096], 4096).unwrap()).collect();
+            let c = run(&mut q, &dev, &Cmd::fs_write(base + 8192, 12288), parts.into(), 3);
+            assert!(c.status.is_ok() && c.result == 12288 && c.tag == 3, "{}", c.status);
+            let bufs = vec![dev.alloc(8192).unwrap(), dev.alloc(4096).unwrap()];
+            let c = run(&mut q, &dev, &Cmd::fs_read(base + 8192, 12288), bufs.into(), 4);
+            assert!(c.status.is_ok() && c.result == 12288 && c.tag == 4, "{}", c.status);
+            let got: Vec<u8> = c.data.bufs().iter().flat_map(|b| b.iter().copied()).collect();
+            assert!(got == whole);
+            assert!(read(&mut q, base, 4096) == pattern(round, 4096));
+            // Flush, trim, write zeroes.
+            let c = run(&mut q, &dev, &Cmd::fs_flush(), Data::None, 5);
+            assert!(c.status.is_ok() && c.result == 0 && c.tag == 5);
+            let c = run(&mut q, &dev, &Cmd::fs_trim(base, 4096), Data::None, 6);
+            assert!(c.status.is_ok() && c.tag == 6);
+            assert!(read(&mut q, base, 4096).iter().all(|&x| x == 0));
+            let c = run(&mut q, &dev, &Cmd::write_zeroes(nsid, base / 512 + 8, 8), Data::None, 8);
+            assert!(c.status.is_ok() && c.tag == 8);
+            assert!(read(&mut q, base + 4096, 4096).iter().all(|&x| x == 0));
+            // An inline command (DSM) holds the slot until it is handed out.
+            let mut ranges = dev.alloc(4096).unwrap();
+            ranges[..16].copy_from_slice(&DsmRange { cattr: 0, nlb: 8, slba: base / 512 + 16 }.to_bytes());
+            put(&mut q, &dev, &Cmd::dsm(nsid, 1, true), ranges.into(), 9).unwrap();
+            let busy = put(&mut q, &dev, &Cmd::fs_read(0, 4096), dev.alloc(4096).unwrap().into(), 10).unwrap_err();
+            assert!(matches!(busy, Error::Busy { depth: 1 }), "{busy}");
+            let mut out = None;
+            assert_eq!(q.reap(1, 1, &mut |c| out = Some(c)).unwrap(), 1);
+            let c = out.unwrap();
+            assert!(c.status.is_ok() && c.tag == 9 && c.data.total_len() == 4096, "{}", c.status);
+            assert!(read(&mut q, base + 8192, 4096).iter().all(|&x| x == 0));
+            assert!(read(&mut q, base + 12288, 8192) == whole[4096..]);
+            // A read over the end of the file: short, EIO with the bytes moved.
+            let c = run(&mut q, &dev, &Cmd::fs_read((1 << 20) - 4096, 4096), dev.alloc(4096).unwrap().into(), 11);
+            assert_eq!(c.status.errno(), Some(libc::EIO), "{}", c.status);
+            assert_eq!(c.result, 2048);
+            assert_idle(&q);
+        }
+    }
+
+    #[test]
+    fn a_reap_that_finds_completions_submits_what_is_queued() {
+        let t = TempPath::new(&std::env::temp_dir(), "ridealong");
+        let dev = open(&t, "async=io_uring,create=1,size=1MiB");
+        let mut q = IoUringQueue::new(&dev.inner, 4).unwrap();
+        for i in 0..2u64 {
+            put(&mut q, &dev, &Cmd::fs_write(i * 4096, 4096), filled(&dev, i, 4096).into(), i).unwrap();
+        }
+        assert_eq!(q.unsubmitted, 2);
+        while q.unsubmitted > 0 || q.ring.completion().len() < 2 {
+            q.enter_wait(2).unwrap();
+        }
+        for i in 2..4u64 {
+            put(&mut q, &dev, &Cmd::fs_write(i * 4096, 4096), filled(&dev, i, 4096).into(), i).unwrap();
+        }
+        assert_eq!(q.unsubmitted, 2);
+        let before = q.syscalls();
+        let mut tags = Vec::new();
+        assert_eq!(q.commit_and_reap(1, 1, &mut |c| tags.push(c.tag)).unwrap(), 1);
+        // One completion was there: no wait, one enter to submit the two queued.
+        assert_eq!(q.syscalls() - before, 1);
+        assert_eq!(q.unsubmitted, 0);
+        assert_eq!(q.inflight, 3);
+        while q.inflight > 0 {
+            q.commit_and_reap(q.inflight, u32::MAX, &mut |c| {
+                assert!(c.status.is_ok() && c.result == 4096);
+                tags.push(c.tag);
+            })
+            .unwrap();
+        }
+        tags.sort_unstable();
+        assert_eq!(tags, [0, 1, 2, 3]);
+        assert_idle(&q);
+        for i in 0..4u64 {
+            assert!(sync_read(&dev, i * 4096, 4096) == pattern(i, 4096));
+        }
     }
 
     #[test]

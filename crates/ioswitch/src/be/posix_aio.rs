@@ -515,7 +515,7 @@ impl Drop for PosixAio {
 mod tests {
     use super::*;
     use crate::be::prepare;
-    use crate::be::testutil::{buf, dirs, open, pattern, temp_in};
+    use crate::be::testutil::{behind_readonly_fd, buf, dirs, open, pattern, run_one, temp_in};
     use crate::{Buffer, Cmd, Device, Opts};
 
     fn round_trip(dev: &Device) {
@@ -733,36 +733,11 @@ mod tests {
         q.drain(|c| assert_eq!(&c.data.into_one().unwrap()[..], &pattern(31, 4096)[..])).unwrap();
     }
 
-    /// Runs one command through a backend queue made directly (not through `Queue`).
-    fn run_one(be: &mut super::super::Backend, dev: &Inner, cmd: Cmd, data: Data, tag: u64) -> Completion {
-        let io = prepare(dev, &cmd, data.bufs()).unwrap();
-        be.submit(&io, &cmd, data, tag).map_err(|(e, _)| e).unwrap();
-        be.commit().unwrap();
-        let mut out = None;
-        while out.is_none() {
-            be.reap(1, 1, &mut |c| out = Some(c)).unwrap();
-        }
-        out.unwrap()
-    }
-
     #[test]
     fn posix_errors_complete_with_the_errno_as_status() {
         let t = temp_in(&std::env::temp_dir(), "posix");
         let dev = open(&t, "async=posix,create=1,size=64KiB");
-        // The same device behind a read-only descriptor that the checks do not know
-        // about, so the write reaches the kernel and fails there.
-        let ro: std::os::fd::OwnedFd = std::fs::File::open(&t.0).unwrap().into();
-        let i = &dev.inner;
-        let inner = Arc::new(Inner {
-            uri: i.uri.clone(),
-            ident: i.ident.clone(),
-            geo: i.geo.clone(),
-            ifaces: i.ifaces,
-            opts: i.opts.clone(),
-            fd: Some(ro),
-            sync: None,
-            admin: None,
-        });
+        let inner = behind_readonly_fd(&dev, &t);
         let mut be = new_queue(&inner, 4).unwrap();
         let c = run_one(&mut be, &inner, Cmd::fs_write(0, 4096), buf(&dev, &pattern(0, 4096)).into(), 5);
         assert_eq!((c.tag, c.status.errno(), c.result), (5, Some(libc::EBADF), 0), "{}", c.status);

@@ -1,8 +1,13 @@
 //! Helpers shared by the backends' unit tests: temporary files, opening, data patterns.
 
-use crate::{Buffer, Device, Opts};
+use crate::be::{prepare, AsyncQueue, Backend};
+use crate::buf::Data;
+use crate::dev::Inner;
+use crate::queue::Completion;
+use crate::{Buffer, Cmd, Device, Opts};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 /// A file that is removed when the test ends.
 pub(crate) struct Temp(pub(crate) PathBuf);
@@ -50,4 +55,33 @@ pub(crate) fn buf(dev: &Device, bytes: &[u8]) -> Buffer {
     let mut b = dev.alloc(bytes.len()).unwrap();
     b.copy_from_slice(bytes);
     b
+}
+
+/// Runs one command through a backend queue made directly (not through `Queue`).
+pub(crate) fn run_one(be: &mut Backend, dev: &Inner, cmd: Cmd, data: Data, tag: u64) -> Completion {
+    let io = prepare(dev, &cmd, data.bufs()).unwrap();
+    be.submit(&io, &cmd, data, tag).map_err(|(e, _)| e).unwrap();
+    be.commit().unwrap();
+    let mut out = None;
+    while out.is_none() {
+        be.reap(1, 1, &mut |c| out = Some(c)).unwrap();
+    }
+    out.unwrap()
+}
+
+/// The device of temporary file `t` behind a read-only descriptor that the checks do not
+/// know about (no sync interface), so a write reaches the kernel and fails there.
+pub(crate) fn behind_readonly_fd(dev: &Device, t: &Temp) -> Arc<Inner> {
+    let ro: std::os::fd::OwnedFd = std::fs::File::open(&t.0).unwrap().into();
+    let i = &dev.inner;
+    Arc::new(Inner {
+        uri: i.uri.clone(),
+        ident: i.ident.clone(),
+        geo: i.geo.clone(),
+        ifaces: i.ifaces,
+        opts: i.opts.clone(),
+        fd: Some(ro),
+        sync: None,
+        admin: None,
+    })
 }

@@ -83,7 +83,6 @@ pub struct QueueStats {
 /// An asynchronous queue on a device's async interface.
 pub struct Queue {
     be: be::Backend,
-    lim: be::Limits,
     dev: Device,
     iface: AsyncIface,
     depth: u32,
@@ -108,8 +107,7 @@ impl Queue {
             });
         }
         let be = be::new_queue(&dev.inner, iface, depth)?;
-        let lim = dev.lim;
-        Ok(Queue { be, lim, dev, iface, depth, outstanding: 0, submitted: 0 })
+        Ok(Queue { be, dev, iface, depth, outstanding: 0, submitted: 0 })
     }
 
     /// Submits a command with its data (moved in; handed back by the completion) and a
@@ -121,7 +119,7 @@ impl Queue {
         // The common command (one buffer, a read or write that passes every check) takes
         // the inlined fast check; everything else, refusals included, the full one.
         if self.outstanding < self.depth {
-            if let Some(io) = be::fast_check(&self.lim, cmd, &data) {
+            if let Some(io) = be::fast_check(&self.dev.lim, cmd, &data) {
                 return self.submit_checked(&io, cmd, data, tag);
             }
         }

@@ -325,9 +325,10 @@ pub(crate) fn prepare(dev: &Inner, cmd: &Cmd, bufs: &[Buffer]) -> Result<Io, Err
     }
 }
 
-/// What the checks of a plain one-buffer read or write need, copied out of the device
-/// once per queue so the common command is checked without chasing the device's
-/// structures. Anything else (and any refusal) goes through [`prepare`].
+/// What the checks of a plain one-buffer read or write need, copied out of the device at
+/// open into [`Device`](crate::Device) (which every `Queue` holds), so the common command
+/// is checked without chasing the device's structures. Anything else (and any refusal)
+/// goes through [`prepare`].
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Limits {
     nsid: u32,

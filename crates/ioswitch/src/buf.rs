@@ -6,6 +6,7 @@
 //! it back, so no buffer can be freed or reused while the kernel may still touch it.
 
 use std::alloc::{self, Layout};
+use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -65,6 +66,23 @@ impl Buffer {
         let ptr = unsafe { base.add(offset) };
         let meta = NEXT_ID.fetch_add(1, Ordering::Relaxed) << 6 | align.trailing_zeros() as u64;
         Ok(Buffer { ptr, len, size, meta })
+    }
+
+    /// A buffer over memory the caller owns, lent for as long as the returned value is
+    /// in use: for interfaces that take caller memory for one call, as the C ABI's
+    /// `ioswitch_pass_raw` does (like `pread(2)`). It is wrapped in [`ManuallyDrop`]:
+    /// dropping it frees nothing. Its id is 0, which no allocated buffer has, so
+    /// interfaces that register buffers with the kernel never register it; its alignment
+    /// is whatever its address has, so direct I/O checks it as for any buffer.
+    ///
+    /// # Safety
+    /// `ptr` must be valid for reads and writes of `len` bytes while the returned value
+    /// is in use, and nothing else may read or write that memory meanwhile. The `Buffer`
+    /// must never be taken out of the `ManuallyDrop` (its drop would free memory this
+    /// crate did not allocate).
+    pub unsafe fn borrow_raw(ptr: NonNull<u8>, len: usize) -> ManuallyDrop<Buffer> {
+        // Alignment 1: offset() is 0, so capacity() is len and nothing reads past it.
+        ManuallyDrop::new(Buffer { ptr, len, size: len, meta: 0 })
     }
 
     /// A buffer holding a copy of `bytes`, aligned to `align`.
@@ -235,6 +253,21 @@ mod tests {
         assert_eq!(std::mem::size_of::<Buffer>(), 32);
         assert!(std::mem::size_of::<Data>() <= 40);
         assert!(std::mem::size_of::<crate::Completion>() <= 64, "a completion fits a cache line");
+    }
+
+    #[test]
+    fn a_borrowed_buffer_covers_the_callers_memory_and_frees_nothing() {
+        let mut mem = vec![7u8; 4096 + 512];
+        let off = mem.as_ptr().align_offset(512);
+        let p = NonNull::new(mem[off..].as_mut_ptr()).unwrap();
+        {
+            // SAFETY: mem outlives the borrow and nothing else touches it meanwhile.
+            let mut b = unsafe { Buffer::borrow_raw(p, 4096) };
+            assert_eq!((b.as_ptr(), b.len(), b.capacity(), b.id()), (p.as_ptr() as *const u8, 4096, 4096, 0));
+            b[0] = 1;
+            b[4095] = 2;
+        } // dropping the ManuallyDrop frees nothing: mem is still whole below
+        assert_eq!((mem[off], mem[off + 4095], mem[off + 4096]), (1, 2, 7));
     }
 
     #[test]

@@ -1165,10 +1165,11 @@ impl RegTable {
     /// counted in `syscalls`); None when the command must use a plain read/write (buffer
     /// too large to register, or every entry in use). Marks the entry used.
     fn index_for(&mut self, sub: &Submitter<'_>, buf: &Buffer, syscalls: &mut u64) -> io::Result<Option<u16>> {
-        if buf.len() > MAX_REG_BYTES {
+        let id = buf.id();
+        if buf.len() > MAX_REG_BYTES || id == 0 {
+            // Too large, or borrowed caller memory (id 0, Buffer::borrow_raw).
             return Ok(None);
         }
-        let id = buf.id();
         if let Some(e) = self.map.get(id) {
             self.users[e as usize] += 1;
             return Ok(Some(e));

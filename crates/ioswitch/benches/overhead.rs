@@ -425,10 +425,11 @@ impl Runner for NilRunner {
         let mask = self.q.device().geometry().nlbas / nlb as u64 - 1;
         let rounds = ios / self.qd as u64;
         let mut ok = true;
+        let mut cmd = Cmd::read(self.nsid, 0, nlb);
         let t = Clock::start();
         for _ in 0..rounds {
             for tag in 0..self.qd {
-                let cmd = Cmd::read(self.nsid, (rng.next() & mask) * nlb as u64, nlb);
+                cmd.sqe.set_slba((rng.next() & mask) * nlb as u64);
                 let data = std::mem::take(&mut self.slots[tag as usize]);
                 if let Err(r) = self.q.submit(&cmd, data, tag as u64) {
                     panic!("nil submit: {r}");
@@ -450,7 +451,7 @@ impl Runner for NilRunner {
     }
 }
 
-/// A reference for the nil numbers, not a target: the same cycle (command built, data
+/// A reference for the nil numbers, not a target: the same cycle (command LBA set, data
 /// moved in and handed back through a `dyn FnMut` callback with a [`Completion`]) through
 /// the least a queue of this API shape must do, written here: a ring of completions, no
 /// command checks, no trait object, no counters. Calls are kept out of line, as a
@@ -501,10 +502,11 @@ impl Runner for FloorRunner {
         let (nlb, mask) = (8u32, (1u64 << 20) / BS - 1);
         let rounds = ios / self.qd as u64;
         let mut ok = true;
+        let mut cmd = Cmd::read(1, 0, nlb);
         let t = Clock::start();
         for _ in 0..rounds {
             for tag in 0..self.qd {
-                let cmd = Cmd::read(1, (rng.next() & mask) * nlb as u64, nlb);
+                cmd.sqe.set_slba((rng.next() & mask) * nlb as u64);
                 let data = std::mem::take(&mut self.slots[tag as usize]);
                 if self.q.submit(&cmd, data, tag as u64).is_err() {
                     panic!("floor queue full");
@@ -570,9 +572,10 @@ impl Runner for IoswitchPsync {
         let mut rng = Rng::new(seed);
         let nsid = self.dev.ident().nsid;
         let mut ok = true;
+        let mut cmd = Cmd::read(nsid, 0, self.nlb);
         let t = Clock::start();
         for _ in 0..ios {
-            let cmd = Cmd::read(nsid, (rng.next() & self.mask) * self.nlb as u64, self.nlb);
+            cmd.sqe.set_slba((rng.next() & self.mask) * self.nlb as u64);
             match self.dev.pass(&cmd, std::slice::from_mut(&mut self.buf)) {
                 Ok(n) => ok &= n == BS,
                 Err(e) => panic!("ioswitch psync read: {e}"),
@@ -591,11 +594,12 @@ impl Runner for IoswitchQueue {
         let (mut issued, mut done) = (0u64, 0u64);
         let mut ok = true;
         let sys0 = self.q.stats().syscalls;
+        let mut cmd = Cmd::read(self.nsid, 0, self.nlb);
         let t = Clock::start();
         while done < ios {
             while issued < ios {
                 let Some(tag) = self.free.pop() else { break };
-                let cmd = Cmd::read(self.nsid, (rng.next() & self.mask) * self.nlb as u64, self.nlb);
+                cmd.sqe.set_slba((rng.next() & self.mask) * self.nlb as u64);
                 let data = std::mem::take(&mut self.slots[tag as usize]);
                 if let Err(r) = self.q.submit(&cmd, data, tag as u64) {
                     panic!("ioswitch submit: {r}");

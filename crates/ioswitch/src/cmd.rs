@@ -390,6 +390,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_reused_command_takes_a_new_slba_and_keeps_the_rest() {
+        let mut c = Cmd::read(1, 5, 8);
+        c.sqe.set_slba(0x1_2345_6789);
+        assert_eq!(c.sqe, Cmd::read(1, 0x1_2345_6789, 8).sqe);
+        c.sqe.set_slba(7);
+        assert_eq!((c.sqe.slba(), c.sqe.cdw11, c.sqe.nlb()), (7, 0, 8));
+    }
+
+    #[test]
     fn nvm_read_encodes_slba_and_zero_based_nlb() {
         let c = Cmd::read(1, 0x1_0000_0002, 8);
         assert_eq!(c.sqe.opcode, 0x02);

@@ -334,16 +334,18 @@ pub(crate) struct Limits {
     nsid: u32,
     /// log2 of the LBA size.
     lba_shift: u32,
+    /// LBAs and bytes a fast-checked command may reach; 0 when a geometry value is not a
+    /// power of two, so that every range check fails and every command takes [`prepare`].
     nlbas: u64,
     bytes: u64,
+    /// Longest fast-checked transfer: the device's maximum, and never more than `bytes`
+    /// (so `bytes - len` cannot wrap once `len` has passed it).
     max_transfer: u64,
     read: bool,
     write: bool,
     /// With direct I/O: offset/length and address alignment minus one; 0 otherwise.
     off_mask: u64,
     mem_mask: u64,
-    /// False when a geometry value is not a power of two: every command takes [`prepare`].
-    fast: bool,
 }
 
 impl Limits {
@@ -351,17 +353,18 @@ impl Limits {
         let g = &dev.geo;
         let direct = dev.opts.direct;
         let pow2 = |v: u32| v.is_power_of_two();
+        let fast = pow2(g.lba_size) && (!direct || (pow2(g.dio_offset_align) && pow2(g.dio_mem_align)));
+        let (nlbas, bytes) = if fast { (g.nlbas, g.bytes) } else { (0, 0) };
         Limits {
             nsid: dev.ident.nsid,
             lba_shift: g.lba_size.trailing_zeros(),
-            nlbas: g.nlbas,
-            bytes: g.bytes,
-            max_transfer: g.max_transfer,
+            nlbas,
+            bytes,
+            max_transfer: g.max_transfer.min(bytes),
             read: !dev.opts.wronly,
             write: !dev.opts.rdonly,
             off_mask: if direct { g.dio_offset_align as u64 - 1 } else { 0 },
             mem_mask: if direct { g.dio_mem_align as u64 - 1 } else { 0 },
-            fast: pow2(g.lba_size) && (!direct || (pow2(g.dio_offset_align) && pow2(g.dio_mem_align))),
         }
     }
 }
@@ -376,33 +379,34 @@ pub(crate) fn fast_check(lim: &Limits, cmd: &Cmd, data: &Data) -> Option<Io> {
     }
 }
 
+// fast_check_buf tells reads from writes by bit 1 of the opcode.
+const _: () = assert!(opc::READ & 2 != 0 && opc::FS_READ & 2 != 0 && opc::WRITE & 2 == 0 && opc::FS_WRITE & 2 == 0);
+
 /// [`fast_check`] of a command with one buffer.
 #[inline(always)]
 pub(crate) fn fast_check_buf(lim: &Limits, cmd: &Cmd, b: &Buffer) -> Option<Io> {
-    if !lim.fast {
-        return None;
-    }
     let s = &cmd.sqe;
-    let (op, offset, len) = match (cmd.set, s.opcode) {
+    let (offset, len) = match (cmd.set, s.opcode) {
         (CmdSet::Nvm, opc::READ | opc::WRITE) if s.nsid == lim.nsid => {
+            // nlb is 1..=65536: slba + nlb cannot wrap once slba has passed nlbas.
             let (slba, nlb) = (s.slba(), s.nlb() as u64);
-            if slba.checked_add(nlb)? > lim.nlbas {
+            if slba >= lim.nlbas || nlb > lim.nlbas - slba {
                 return None;
             }
-            let op = if s.opcode == opc::READ { Op::Read } else { Op::Write };
-            (op, slba << lim.lba_shift, nlb << lim.lba_shift)
+            (slba << lim.lba_shift, nlb << lim.lba_shift)
         }
         (CmdSet::Fs, opc::FS_READ | opc::FS_WRITE) => {
             let (offset, len) = (cmd.fs_offset(), cmd.fs_len());
-            if len == 0 || offset.checked_add(len)? > lim.bytes {
+            // 1 <= len <= max_transfer <= bytes (one comparison), then offset + len <= bytes.
+            if len.wrapping_sub(1) >= lim.max_transfer || offset > lim.bytes - len {
                 return None;
             }
-            let op = if s.opcode == opc::FS_READ { Op::Read } else { Op::Write };
-            (op, offset, len)
+            (offset, len)
         }
         _ => return None,
     };
-    let allowed = if op == Op::Read { lim.read } else { lim.write };
+    // READ (0x02) and FS_READ (0xF2) are the only reads here: bit 1 of the opcode.
+    let (op, allowed) = if s.opcode & 2 != 0 { (Op::Read, lim.read) } else { (Op::Write, lim.write) };
     let aligned = (offset | len) & lim.off_mask == 0 && b.as_ptr() as u64 & lim.mem_mask == 0;
     (allowed && len <= lim.max_transfer && b.len() as u64 >= len && aligned).then_some(Io { op, offset, len })
 }

@@ -71,6 +71,14 @@ impl Sqe {
         self.cdw10 as u64 | (self.cdw11 as u64) << 32
     }
 
+    /// Sets the starting LBA of an NVM command (CDW10 and CDW11), e.g. to reuse one
+    /// command for a stream of reads.
+    #[inline]
+    pub fn set_slba(&mut self, slba: u64) {
+        self.cdw10 = slba as u32;
+        self.cdw11 = (slba >> 32) as u32;
+    }
+
     /// The number of logical blocks of an NVM read/write/write-zeroes command (CDW12
     /// bits 15:0 hold the 0-based count; this returns the 1-based count).
     #[inline]

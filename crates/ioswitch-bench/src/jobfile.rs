@@ -166,8 +166,11 @@ pub enum JobError {
         source: std::io::Error,
     },
     /// Nothing to run: no job section, no `--name`.
-    #[error("no job defined (job files and command line only set global options)")]
-    NoJobs,
+    #[error("no job defined: {read} set only global options (a job is a [section] other than [global], or --name)")]
+    NoJobs {
+        /// What was read: the job files by name, and the command line if it was.
+        read: String,
+    },
 }
 
 /// One `key[=value]` as written, with its place.
@@ -1090,6 +1093,10 @@ pub struct JobReader {
     jobs: Vec<RawJob>,
     sections: Vec<String>,
     files_read: usize,
+    /// Names of the job files read, in order, for an error that must name them.
+    names_read: Vec<String>,
+    /// A command line was read.
+    args_read: bool,
     output_format: OutputFormat,
     output: Option<PathBuf>,
 }
@@ -1113,6 +1120,8 @@ impl JobReader {
             jobs: Vec::new(),
             sections: Vec::new(),
             files_read: 0,
+            names_read: Vec::new(),
+            args_read: false,
             output_format: OutputFormat::default(),
             output: None,
         }
@@ -1146,6 +1155,7 @@ impl JobReader {
     pub fn read_str(&mut self, name: &str, text: &str) -> Result<(), JobError> {
         let mut file_stonewall = self.files_read > 0;
         self.files_read += 1;
+        self.names_read.push(name.to_string());
         let mut cur = Cur::None;
         self.read_lines(&Arc::from(name), text, &mut cur, 0, &mut file_stonewall)
     }
@@ -1251,6 +1261,7 @@ impl JobReader {
         S: AsRef<str>,
     {
         let args: Vec<String> = args.into_iter().map(|a| a.as_ref().to_string()).collect();
+        self.args_read = true;
         let mut files = Vec::new();
         let mut cur = Cur::None;
         let mut i = 0;
@@ -1307,11 +1318,24 @@ impl JobReader {
         Ok(files)
     }
 
+    /// "a.fio", "a.fio, b.fio and the command line", "the command line", … for errors.
+    fn what_was_read(&self) -> String {
+        let mut parts: Vec<&str> = self.names_read.iter().map(String::as_str).collect();
+        if self.args_read || parts.is_empty() {
+            parts.push("the command line");
+        }
+        match parts.split_last() {
+            Some((last, [])) => last.to_string(),
+            Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+            None => unreachable!("parts is never empty"),
+        }
+    }
+
     /// Interprets every job read: fio's defaults, then the job's globals, then its own
     /// options; checks each job as a whole.
     pub fn finish(self) -> Result<JobSet, JobError> {
         if self.jobs.is_empty() {
-            return Err(JobError::NoJobs);
+            return Err(JobError::NoJobs { read: self.what_was_read() });
         }
         let jobs = self.jobs.iter().map(JobSpec::from_raw).collect::<Result<Vec<_>, _>>()?;
         Ok(JobSet { jobs, global_options: self.globals, output_format: self.output_format, output: self.output })
@@ -1593,7 +1617,10 @@ mod tests {
         assert_eq!(err("[j\n"), "job.fio:1: bad section header '[j': expected [name]");
         assert_eq!(err("[]\n"), "job.fio:1: bad section header '[]': expected [name]");
         assert_eq!(err("[j]\n=4k\n"), "job.fio:2: '=4k' has no option name");
-        assert_eq!(err("[global]\nbs=4k\n"), JobError::NoJobs.to_string());
+        assert_eq!(
+            err("[global]\nbs=4k\n"),
+            "no job defined: job.fio set only global options (a job is a [section] other than [global], or --name)"
+        );
         assert_eq!(err("include x.fio\n"), "job.fio:1: include outside of a [section]");
         let e = err("[j]\ninclude /nonexistent/ioswitch-x.fio\n");
         assert!(e.starts_with("job.fio:2: cannot read included file '/nonexistent/ioswitch-x.fio'"), "{e}");
@@ -1678,7 +1705,8 @@ mod tests {
         assert!(e.starts_with("command line argument 1: option 'name' needs a value"), "{e}");
         let e = JobSet::from_args(["--output-format=terse", "--name=j"]).unwrap_err().to_string();
         assert!(e.contains("not supported"), "{e}");
-        assert!(matches!(JobSet::from_args(["--rw=read"]), Err(JobError::NoJobs)));
+        let e = JobSet::from_args(["--rw=read"]).unwrap_err();
+        assert!(matches!(&e, JobError::NoJobs { read } if read == "the command line"), "{e}");
         assert!(matches!(JobSet::from_args(["--name=j", "/nonexistent/x.fio"]), Err(JobError::Read { .. })));
     }
 

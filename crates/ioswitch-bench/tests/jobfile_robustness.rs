@@ -363,7 +363,8 @@ fn line_key(line: &str) -> &str {
 fn check_file_error(place: &str, name: &str, text: &str, e: &JobError) {
     let msg = e.to_string();
     assert!(!msg.trim().is_empty(), "{place}: empty error");
-    if let JobError::NoJobs = e {
+    if let JobError::NoJobs { read } = e {
+        assert!(read.contains(name), "{place}: NoJobs must name {name}: {msg}");
         return;
     }
     let Some(rest) = msg.strip_prefix(&format!("{name}:")) else {
@@ -422,7 +423,7 @@ fn read_text(fz: &mut Fuzz, seed: u64, case: usize, name: &str, text: &str) -> R
         if let Ok(set) = &set {
             assert_eq!(set.jobs.len(), raw, "one JobSpec per job read");
         }
-        if let Err(JobError::NoJobs) = &set {
+        if let Err(JobError::NoJobs { .. }) = &set {
             assert_eq!(raw, 0, "NoJobs with jobs read");
         }
         set
@@ -616,7 +617,10 @@ fn check_args_error(place: &str, args: &[String], e: &JobError) {
     let msg = e.to_string();
     assert!(!msg.trim().is_empty(), "{place}: empty error");
     match e {
-        JobError::NoJobs => return,
+        JobError::NoJobs { read } => {
+            assert!(read.contains("the command line"), "{place}: NoJobs must name the command line: {msg}");
+            return;
+        }
         JobError::Read { path, .. } => {
             assert!(
                 args.iter().any(|a| std::path::Path::new(a) == path),

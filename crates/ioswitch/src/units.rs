@@ -8,7 +8,7 @@
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
     if t.is_empty() {
-        return Err("empty size".into());
+        return Err(if s.is_empty() { "empty size".into() } else { format!("empty size {s:?}") });
     }
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
@@ -75,7 +75,8 @@ mod tests {
 
     #[test]
     fn bad_sizes_are_rejected_with_the_input_named() {
-        assert!(parse_size("").is_err());
+        assert_eq!(parse_size(""), Err("empty size".into()));
+        assert_eq!(parse_size("  \t"), Err("empty size \"  \\t\"".into()));
         assert!(parse_size("k").unwrap_err().contains("\"k\""));
         assert!(parse_size("12q").unwrap_err().contains("unknown unit"));
         assert!(parse_size("0.3b").unwrap_err().contains("whole number"));

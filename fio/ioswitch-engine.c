@@ -303,8 +303,8 @@ static void iosw_complete(const struct ioswitch_cpl *cpl, void *arg)
 
 	if ((cpl->status & 0x7ff) || cpl->errnum) { /* ioswitch_cpl_ok(), without a call */
 		io_u->error = cpl->errnum ? cpl->errnum : EIO;
-	} else if (ddir_rw(io_u->ddir) && !((struct iosw_file *)FILE_ENG_DATA(io_u->file))->nvm &&
-		   cpl->result < io_u->xfer_buflen) {
+	} else if ((unsigned int)io_u->ddir <= DDIR_WRITE && /* not ddir_rw(): trims move no data */
+		   !((struct iosw_file *)FILE_ENG_DATA(io_u->file))->nvm && cpl->result < io_u->xfer_buflen) {
 		io_u->resid = io_u->xfer_buflen - cpl->result;
 	}
 	if (ed->inline_mode)

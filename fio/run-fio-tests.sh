@@ -122,6 +122,7 @@ verify_job "sync=psync 2 files fsync=8 (synchronous engine) + verify" --ioswitch
     --rw=randwrite --fsync=8
 where=(--filename="$file")
 trim_job "sync=psync randtrim: every trim counted" --ioswitch_sync=psync
+trim_job "async=io_uring qd4 randtrim: every trim counted" --ioswitch_async=io_uring --iodepth=4
 
 fails_naming "nil moves no data: verify fails" "verify: bad" --thread=1 --ioswitch_async=nil --rw=write --verify=crc32c
 fails_naming "sync=nil (synchronous engine) moves no data: verify fails" "verify: bad" --thread=1 \

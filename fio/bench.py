@@ -8,7 +8,7 @@
    `null` engine, 4 KiB random reads at iodepth=1, thread=1. The engine runs in its
    default asynchronous mode, with ioswitch_inline=1 (the async interface, completed
    inside ->queue(): a synchronous engine, which is what fio's null engine is at
-   iodepth=1), and on the sync interface (ioswitch_sync=nil: ioswitch_pass inside
+   iodepth=1), and on the sync interface (ioswitch_sync=nil: ioswitch_pass_raw inside
    ->queue(), the closest analogue of fio's null engine).
 2. io_uring: fio's io_uring engine against the engine on ioswitch's io_uring, 4 KiB
    random reads from a file on disk opened with O_DIRECT, iodepth 1 and 16.

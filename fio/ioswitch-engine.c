@@ -28,9 +28,13 @@
  * the next call. In the synchronous modes (ioswitch_sync alone, or ioswitch_inline=1)
  * fio takes the issue time before ->queue() and there is no slat, as for fio's psync.
  *
- * Buffers: fio's I/O buffers are replaced, in ->post_init(), by buffers from
- * ioswitch_buf_alloc (one per io_u, initial contents copied), because ioswitch takes
- * ownership of a command's buffers while it is in flight and knows only its own.
+ * Buffers: in the queueing modes (ioswitch_async, also with ioswitch_inline=1) fio's I/O
+ * buffers are replaced, in ->post_init(), by buffers from ioswitch_buf_alloc (one per
+ * io_u, initial contents copied), because ioswitch takes ownership of a command's buffers
+ * while it is in a queue and knows only its own. The synchronous mode keeps fio's
+ * buffers and passes them with ioswitch_pass_raw (caller memory for the length of the
+ * call, like pread(2)); it asks fio for page-aligned buffers (FIO_RAWIO), as ioswitch's
+ * own would be, so that direct I/O accepts them.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -115,13 +119,22 @@ static struct fio_option options[] = {
 	},
 };
 
-/* One open file: its device and, in async mode, its queue. */
+/*
+ * One open file (a fio_file belongs to one job thread): its device and, in async mode,
+ * its queue.
+ */
 struct iosw_file {
 	struct ioswitch_dev *dev;
 	struct ioswitch_queue *q;
+	struct thread_data *td; /* the job that opened it */
+	/*
+	 * iosw_queue's fast path, by io_u->ddir & 7: the file's prebuilt read and write
+	 * commands (rw[]) in the synchronous mode with file-set commands, NULL for every
+	 * other direction and mode.
+	 */
+	struct ioswitch_cmd *fast[8];
 	struct ioswitch_geo geo;
 	int nvm; /* NVM (LBA) commands: NVMe char devices; others take file-set commands */
-	int sync_fs; /* synchronous mode with file-set commands: iosw_queue's fast path */
 	uint32_t nsid;
 	unsigned int lba_shift; /* log2(geo.lba_size) */
 	/*
@@ -147,7 +160,7 @@ struct iosw_data {
 	/* Open files with a queue, for ->getevents(). */
 	struct iosw_file **open;
 	unsigned int nopen;
-	/* ioswitch buffers that replaced fio's, by io_u index. */
+	/* ioswitch buffers that replaced fio's, by io_u index (not in sync_mode). */
 	void **bufs;
 	unsigned int nbufs;
 	int reported;
@@ -208,6 +221,14 @@ static int iosw_init(struct thread_data *td)
 		/* Like fio's own synchronous engines: this job's ->queue() completes. */
 		td->flags |= (unsigned long long)FIO_SYNCIO << TD_ENG_FLAG_SHIFT;
 	}
+	if (ed->sync_mode) {
+		/*
+		 * fio's own buffers carry the data (ioswitch_pass_raw): have fio align them
+		 * to the page (init_io_u, after ->init()), as it does for direct=1, also when
+		 * direct I/O comes from ioswitch_opts only.
+		 */
+		td->flags |= (unsigned long long)FIO_RAWIO << TD_ENG_FLAG_SHIFT;
+	}
 	return 0;
 }
 
@@ -224,13 +245,18 @@ static void iosw_cleanup(struct thread_data *td)
 	td->io_ops_data = NULL;
 }
 
-/* Swaps fio's I/O buffers for ioswitch buffers, keeping their contents. */
+/*
+ * Queueing modes: swaps fio's I/O buffers for ioswitch buffers, keeping their contents.
+ * The synchronous mode passes fio's own buffers (ioswitch_pass_raw).
+ */
 static int iosw_post_init(struct thread_data *td)
 {
 	struct iosw_data *ed = td->io_ops_data;
 	unsigned long long max_bs = td_max_bs(td);
 	unsigned int i, n = td->io_u_all.nr;
 
+	if (ed->sync_mode)
+		return 0;
 	ed->bufs = calloc(n ? n : 1, sizeof(*ed->bufs));
 	if (!ed->bufs)
 		return 1;
@@ -277,8 +303,8 @@ static void iosw_complete(const struct ioswitch_cpl *cpl, void *arg)
 
 	if ((cpl->status & 0x7ff) || cpl->errnum) { /* ioswitch_cpl_ok(), without a call */
 		io_u->error = cpl->errnum ? cpl->errnum : EIO;
-	} else if (ddir_rw(io_u->ddir) && !((struct iosw_file *)FILE_ENG_DATA(io_u->file))->nvm &&
-		   cpl->result < io_u->xfer_buflen) {
+	} else if ((unsigned int)io_u->ddir <= DDIR_WRITE && /* not ddir_rw(): trims move no data */
+		   !((struct iosw_file *)FILE_ENG_DATA(io_u->file))->nvm && cpl->result < io_u->xfer_buflen) {
 		io_u->resid = io_u->xfer_buflen - cpl->result;
 	}
 	if (ed->inline_mode)
@@ -327,7 +353,11 @@ static int iosw_open_file(struct thread_data *td, struct fio_file *f)
 		free(fd);
 		return 1;
 	}
-	fd->sync_fs = ed->sync_mode && !fd->nvm;
+	fd->td = td;
+	if (ed->sync_mode && !fd->nvm) {
+		fd->fast[DDIR_READ] = &fd->rw[DDIR_READ];
+		fd->fast[DDIR_WRITE] = &fd->rw[DDIR_WRITE];
+	}
 	if (!ed->sync_mode) {
 		err = ioswitch_queue_init(fd->dev, ed->cap, &fd->q);
 		if (err) {
@@ -497,6 +527,14 @@ static void __attribute__((noinline, cold)) sync_failed(struct thread_data *td, 
 		log_err("ioswitch: %s\n", ioswitch_last_error());
 }
 
+/* sync_failed for iosw_queue's fast path, which keeps only the io_u across the call. */
+static void __attribute__((noinline, cold)) fast_failed(struct io_u *io_u, int err)
+{
+	struct iosw_file *fd = FILE_ENG_DATA(io_u->file);
+
+	sync_failed(fd->td, io_u, err);
+}
+
 /* Everything but the synchronous reads and writes of iosw_queue's fast path. */
 static enum fio_q_status __attribute__((noinline)) queue_other(struct thread_data *td,
 							      struct io_u *io_u,
@@ -514,7 +552,9 @@ static enum fio_q_status __attribute__((noinline)) queue_other(struct thread_dat
 		return FIO_Q_COMPLETED;
 	}
 	if (ed->sync_mode) {
-		err = ioswitch_pass(fd->dev, cmd, &buf, nbufs, &cpl);
+		/* fio's buffer as caller memory; a command without data passes none. */
+		err = ioswitch_pass_raw(fd->dev, cmd, nbufs ? buf : NULL,
+					nbufs ? io_u->xfer_buflen : 0, &cpl);
 		if (err)
 			sync_failed(td, io_u, err);
 		else if (nbufs && !fd->nvm && cpl.result < io_u->xfer_buflen)
@@ -550,28 +590,30 @@ static enum fio_q_status __attribute__((noinline)) queue_other(struct thread_dat
 }
 
 /*
- * The fast path, decided at open time (iosw_file.sync_fs): a synchronous read or write
- * with a file-set command, the file's prebuilt command with its byte offset and length
- * filled in, passed with the io_u's buffer in place (no copies of the pointer, no
+ * The fast path, decided at open time (iosw_file.fast): a synchronous read or write with
+ * a file-set command, the file's prebuilt command with its byte offset and length filled
+ * in, passed with fio's buffer as caller memory (ioswitch_pass_raw: no buffer lookup, no
  * builder call). The rest (async and inline modes, NVM commands, syncs, trims) is
- * queue_other's.
+ * queue_other's. Only io_u lives across the call (a failure finds td through the file).
  */
 static enum fio_q_status iosw_queue(struct thread_data *td, struct io_u *io_u)
 {
 	struct iosw_file *fd = FILE_ENG_DATA(io_u->file);
+	/* One load answers both the mode and the direction (DDIR_INVAL & 7 is DDIR_LAST). */
+	struct ioswitch_cmd *c = fd->fast[io_u->ddir & 7];
 
 	fio_ro_check(td, io_u);
-	if (__builtin_expect(fd->sync_fs && ddir_rw(io_u->ddir), 1)) {
-		struct ioswitch_cmd *c = &fd->rw[io_u->ddir];
+	if (__builtin_expect(c != NULL, 1)) {
+		unsigned long long len = io_u->xfer_buflen;
 		struct ioswitch_cpl cpl;
 		int err;
 
 		set_dwords(&c->sqe.cdw10, io_u->offset);
-		set_dwords(&c->sqe.cdw12, io_u->xfer_buflen);
-		err = ioswitch_pass(fd->dev, c, &io_u->xfer_buf, 1, &cpl);
+		set_dwords(&c->sqe.cdw12, len);
+		err = ioswitch_pass_raw(fd->dev, c, io_u->xfer_buf, len, &cpl);
 		if (__builtin_expect(err != 0, 0))
-			sync_failed(td, io_u, err);
-		else if (cpl.result < io_u->xfer_buflen)
+			fast_failed(io_u, err);
+		else if (__builtin_expect(cpl.result < io_u->xfer_buflen, 0))
 			io_u->resid = io_u->xfer_buflen - cpl.result;
 		return FIO_Q_COMPLETED;
 	}

@@ -67,6 +67,25 @@ PY
     result $? "$name"
 }
 
+# A trim job that must succeed and count every byte it trimmed.
+trim_job() {
+    local name=$1
+    shift
+    rm -f "$file" "$tmp/out.json"
+    if ! fio --name=trim --filename="$file" --ioengine="external:$engine" --thread=1 --size=1m --bs=4k \
+        --rw=randtrim --output-format=json --output="$tmp/out.json" "$@" >"$tmp/log" 2>&1; then
+        result 1 "$name"
+        return
+    fi
+    python3 - "$tmp/out.json" >>"$tmp/log" 2>&1 <<'PY'
+import json, sys
+job = json.load(open(sys.argv[1]))["jobs"][0]
+print("error", job["error"], "trimmed", job["trim"]["io_bytes"], "in", job["trim"]["total_ios"])
+sys.exit(0 if job["error"] == 0 and job["trim"]["io_bytes"] == 1 << 20 else 1)
+PY
+    result $? "$name"
+}
+
 # A job that must fail with a message containing the given text.
 fails_naming() {
     local name=$1 want=$2
@@ -85,6 +104,12 @@ for iface in io_uring libaio emu thrpool posix; do
     verify_job "async=$iface qd16 randwrite + verify" --ioswitch_async="$iface" --rw=randwrite --iodepth=16
 done
 verify_job "sync=psync (synchronous engine) write + verify" --ioswitch_sync=psync --rw=write
+# The synchronous engine passes fio's own buffers (ioswitch_pass_raw), page-aligned by fio
+# for direct I/O: with fio's direct=1, and with direct=1 given to ioswitch only.
+verify_job "sync=psync direct=1 (synchronous engine, fio's buffers) randwrite + verify" --ioswitch_sync=psync \
+    --direct=1 --rw=randwrite
+verify_job "sync=psync ioswitch_opts=direct=1 (fio aligns its buffers) write + verify" --ioswitch_sync=psync \
+    --ioswitch_opts=direct=1 --rw=write --bs=16k
 verify_job "async=io_uring direct=1 qd8 + verify" --ioswitch_async=io_uring --direct=1 --rw=randwrite --iodepth=8
 verify_job "async=io_uring qd1 + verify" --ioswitch_async=io_uring --rw=write --iodepth=1
 verify_job "async=io_uring qd1 inline + verify" --ioswitch_async=io_uring --ioswitch_inline=1 --rw=randwrite --iodepth=1
@@ -96,10 +121,14 @@ verify_job "async=libaio 2 files + verify" --ioswitch_async=libaio --nrfiles=2 -
 verify_job "sync=psync 2 files fsync=8 (synchronous engine) + verify" --ioswitch_sync=psync --nrfiles=2 \
     --rw=randwrite --fsync=8
 where=(--filename="$file")
+trim_job "sync=psync randtrim: every trim counted" --ioswitch_sync=psync
+trim_job "async=io_uring qd4 randtrim: every trim counted" --ioswitch_async=io_uring --iodepth=4
 
 fails_naming "nil moves no data: verify fails" "verify: bad" --thread=1 --ioswitch_async=nil --rw=write --verify=crc32c
 fails_naming "sync=nil (synchronous engine) moves no data: verify fails" "verify: bad" --thread=1 \
     --ioswitch_sync=nil --rw=write --verify=crc32c
+fails_naming "sync=psync direct=1: misaligned fio buffers are refused by name" \
+    "direct I/O needs buffer address aligned" --thread=1 --ioswitch_sync=psync --direct=1 --mem_align=1 --rw=write
 fails_naming "thread=1 is required" "needs thread=1" --ioswitch_async=io_uring --rw=write
 fails_naming "an unknown interface is named" 'unknown async interface "bogus"' --thread=1 --ioswitch_async=bogus --rw=write
 fails_naming "a bad option is named" '"bogus_key"' --thread=1 --ioswitch_opts=bogus_key=1 --rw=write

@@ -13,6 +13,12 @@
  *     ioswitch_buf_free(), never with free(). Commands take buffers by their start
  *     address: exactly the pointer ioswitch_buf_alloc() returned.
  *   - ioswitch_pass() holds the buffers for the duration of the call.
+ *   - ioswitch_pass_raw() takes any caller memory instead (malloc, the stack, another
+ *     library's buffers), like pread(2): it must be valid for reading and writing len
+ *     bytes and used by nothing else (no other thread, no queued command) during the
+ *     call; ioswitch keeps no reference to it afterwards. For direct I/O it must be
+ *     aligned as the device needs (ioswitch_geo.dio_mem_align); misaligned memory is
+ *     refused with -EINVAL. Memory given to a queue must come from ioswitch_buf_alloc().
  *   - ioswitch_queue_submit() moves the buffers into the queue: from a successful submit
  *     until the command's completion callback runs (or drain/term returns), the caller
  *     must not read, write or free them; ioswitch_buf_free() answers -EBUSY meanwhile,
@@ -735,6 +741,42 @@ int ioswitch_pass(const struct ioswitch_dev *dev,
                   void *const *bufs,
                   uint32_t nbufs,
                   struct ioswitch_cpl *cpl);
+
+/**
+ * Runs an I/O command synchronously on the device's sync interface with any caller
+ * memory as its data, like `pread(2)` / `pwrite(2)`: `len` bytes at `data` are read into
+ * or written from. No buffer from `ioswitch_buf_alloc` is needed, and none is looked up.
+ *
+ * Contract for `data`:
+ * - it must be valid for reading and writing `len` bytes (for a write command too: not
+ *   read-only memory such as a string literal), and nothing else may use those bytes
+ *   during the call: no other thread, and no command submitted to a queue (memory given
+ *   to `ioswitch_queue_submit` must be from `ioswitch_buf_alloc`). The library keeps no
+ *   reference to it after the call returns;
+ * - for direct I/O (`direct=1`) it must be aligned as the device needs
+ *   (`ioswitch_geo.dio_mem_align`, with lengths and offsets multiples of
+ *   `dio_offset_align`): the library checks alignment, range and size as for any
+ *   buffer and refuses a misaligned one with -EINVAL and a message saying what is
+ *   misaligned;
+ * - `len` 0 means the command moves no data (flush, write zeroes, trim); `data` is then
+ *   not looked at and may be NULL. A NULL `data` with `len` > 0 is refused (-EINVAL).
+ *
+ * Returns 0 on success, or a negative errno as `ioswitch_pass` (-EINVAL for a bad
+ * command, a NULL argument, or memory too small or misaligned for the command; -ERANGE
+ * out of range), with `ioswitch_last_error()` saying why. When `cpl` is not NULL it
+ * receives the status and result of a command that was run or refused by the device's
+ * checks; a call refused for its arguments (a NULL `dev`, `cmd` or `data`) leaves it
+ * unchanged.
+ *
+ * # Safety
+ * `dev` an open device; `cmd` a valid command; `data` as above; `cpl` NULL or valid for
+ * writing one struct.
+ */
+int ioswitch_pass_raw(const struct ioswitch_dev *dev,
+                      const struct ioswitch_cmd *cmd,
+                      void *data,
+                      size_t len,
+                      struct ioswitch_cpl *cpl);
 
 /**
  * Runs an admin command (identify, get log page, get/set features, …; `cmd->set` must be

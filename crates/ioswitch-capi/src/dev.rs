@@ -748,6 +748,96 @@ pub unsafe extern "C" fn ioswitch_pass(
     unsafe { pass_with("ioswitch_pass", Device::pass, dev, cmd, bufs, nbufs, cpl) }
 }
 
+/// Runs an I/O command synchronously on the device's sync interface with any caller
+/// memory as its data, like `pread(2)` / `pwrite(2)`: `len` bytes at `data` are read into
+/// or written from. No buffer from `ioswitch_buf_alloc` is needed, and none is looked up.
+///
+/// Contract for `data`:
+/// - it must be valid for reading and writing `len` bytes (for a write command too: not
+///   read-only memory such as a string literal), and nothing else may use those bytes
+///   during the call: no other thread, and no command submitted to a queue (memory given
+///   to `ioswitch_queue_submit` must be from `ioswitch_buf_alloc`). The library keeps no
+///   reference to it after the call returns;
+/// - for direct I/O (`direct=1`) it must be aligned as the device needs
+///   (`ioswitch_geo.dio_mem_align`, with lengths and offsets multiples of
+///   `dio_offset_align`): the library checks alignment, range and size as for any
+///   buffer and refuses a misaligned one with -EINVAL and a message saying what is
+///   misaligned;
+/// - `len` 0 means the command moves no data (flush, write zeroes, trim); `data` is then
+///   not looked at and may be NULL. A NULL `data` with `len` > 0 is refused (-EINVAL).
+///
+/// Returns 0 on success, or a negative errno as `ioswitch_pass` (-EINVAL for a bad
+/// command, a NULL argument, or memory too small or misaligned for the command; -ERANGE
+/// out of range), with `ioswitch_last_error()` saying why. When `cpl` is not NULL it
+/// receives the status and result of a command that was run or refused by the device's
+/// checks; a call refused for its arguments (a NULL `dev`, `cmd` or `data`) leaves it
+/// unchanged.
+///
+/// # Safety
+/// `dev` an open device; `cmd` a valid command; `data` as above; `cpl` NULL or valid for
+/// writing one struct.
+#[no_mangle]
+pub unsafe extern "C" fn ioswitch_pass_raw(
+    dev: *const ioswitch_dev,
+    cmd: *const ioswitch_cmd,
+    data: *mut c_void,
+    len: usize,
+    cpl: *mut ioswitch_cpl,
+) -> c_int {
+    const F: &str = "ioswitch_pass_raw";
+    guard(F, -libc::EIO, move || {
+        // SAFETY: dev and cmd are null or valid (caller contract).
+        let (Some(d), Some(c)) = (unsafe { dev.as_ref() }, unsafe { cmd.as_ref() }) else {
+            return null_dev_or_cmd(F, dev);
+        };
+        let c = match to_cmd(c, F) {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
+        // One compare for both 0 < len and len <= isize::MAX (what a slice may span); no
+        // data, a NULL `data` and an impossible length go out of line.
+        let r = match ptr::NonNull::new(data.cast::<u8>()) {
+            Some(p) if len.wrapping_sub(1) < isize::MAX as usize => {
+                // SAFETY: data is valid for reads and writes of len bytes, and nothing
+                // else uses them during this call (caller contract); `b` is used only
+                // for this call and stays in its ManuallyDrop.
+                let mut b = unsafe { Buffer::borrow_raw(p, len) };
+                d.dev.pass(c, std::slice::from_mut(&mut *b))
+            }
+            // SAFETY: cpl is null or valid (caller contract).
+            _ => return unsafe { pass_raw_other(F, d, c, data, len, cpl) },
+        };
+        // SAFETY: cpl is null or valid (caller contract).
+        unsafe { sync_done(F, cpl, r) }
+    })
+}
+
+/// `ioswitch_pass_raw` without data (`len` 0), or refused: a NULL `data` with a length,
+/// or a length no memory can have.
+///
+/// # Safety
+/// `cpl` is NULL or valid for writing one struct.
+#[cold]
+#[inline(never)]
+unsafe fn pass_raw_other(
+    func: &str,
+    d: &ioswitch_dev,
+    c: &ioswitch_rs::Cmd,
+    data: *mut c_void,
+    len: usize,
+    cpl: *mut ioswitch_cpl,
+) -> c_int {
+    if len == 0 {
+        let r = d.dev.pass(c, &mut []);
+        // SAFETY: forwarded caller contract on cpl.
+        return unsafe { sync_done(func, cpl, r) };
+    }
+    if data.is_null() {
+        return fail(libc::EINVAL, format!("{func}: data is NULL but len is {len}"));
+    }
+    fail(libc::EINVAL, format!("{func}: len {len} is larger than any memory can be (at most {})", isize::MAX))
+}
+
 /// Runs an admin command (identify, get log page, get/set features, …; `cmd->set` must be
 /// `IOSWITCH_SET_ADMIN`) synchronously on the admin interface, with `nbufs` buffers as its
 /// data. Returns and reports as `ioswitch_pass`; the result is completion DW0-1.
@@ -871,6 +961,188 @@ mod tests {
             assert!(last_string().contains("dev is NULL"), "{}", last_string());
             assert_eq!(ioswitch_pass(dev, ptr::null(), &b, 1, ptr::null_mut()), -libc::EINVAL);
             assert!(last_string().contains("cmd is NULL"), "{}", last_string());
+            ioswitch_dev_close(dev);
+        }
+    }
+
+    /// A file path unique to this process and test, removed on drop.
+    struct TempPath(std::path::PathBuf);
+
+    impl TempPath {
+        fn new(dir: &Path, name: &str) -> TempPath {
+            let p = dir.join(format!("ioswitch-capi-{name}-{}.img", std::process::id()));
+            let _ = std::fs::remove_file(&p);
+            TempPath(p)
+        }
+        fn uri(&self) -> &str {
+            self.0.to_str().unwrap()
+        }
+    }
+
+    impl Drop for TempPath {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    fn fill(p: &mut [u8], seed: u8) {
+        for (i, b) in p.iter_mut().enumerate() {
+            *b = (i as u8).wrapping_mul(31).wrapping_add(seed).wrapping_add((i >> 9) as u8);
+        }
+    }
+
+    /// Writes 8 KiB from `w` at byte 4096 with ioswitch_pass_raw and reads it back into `r`.
+    ///
+    /// # Safety
+    /// `dev` is open; `w` and `r` are valid for 8192 bytes each and used by nothing else.
+    unsafe fn raw_round_trip(dev: *mut ioswitch_dev, w: *mut u8, r: *mut u8) {
+        use crate::cmd::{ioswitch_cmd_fs_read, ioswitch_cmd_fs_write};
+        // SAFETY: caller contract on dev, w and r.
+        unsafe {
+            let (ws, rs) = (std::slice::from_raw_parts_mut(w, 8192), std::slice::from_raw_parts_mut(r, 8192));
+            fill(ws, 7);
+            rs.fill(0);
+            let mut c = crate::cmd::ioswitch_cmd::default();
+            let mut cpl = std::mem::zeroed::<ioswitch_cpl>();
+            ioswitch_cmd_fs_write(4096, 8192, &mut c);
+            assert_eq!(ioswitch_pass_raw(dev, &c, w.cast(), 8192, &mut cpl), 0, "{}", last_string());
+            assert!(ioswitch_cpl_ok(&cpl));
+            assert_eq!(cpl.result, 8192);
+            ioswitch_cmd_fs_read(4096, 8192, &mut c);
+            cpl.result = 0;
+            assert_eq!(ioswitch_pass_raw(dev, &c, r.cast(), 8192, &mut cpl), 0, "{}", last_string());
+            assert_eq!(cpl.result, 8192);
+            assert!(ioswitch_cpl_ok(&cpl));
+            assert!(ws == rs, "data read back differs");
+            // NVM commands too: 512-byte LBAs, so byte 4096 is LBA 8.
+            rs.fill(0);
+            ioswitch_cmd_read(1, 8, 16, &mut c);
+            assert_eq!(ioswitch_pass_raw(dev, &c, r.cast(), 8192, &mut cpl), 0, "{}", last_string());
+            assert!(ws == rs, "data read back with an NVM read differs");
+        }
+    }
+
+    #[test]
+    fn pass_raw_round_trips_vec_and_malloc_memory_on_a_ramdisk_and_a_file() {
+        let file = TempPath::new(&std::env::temp_dir(), "raw-rt");
+        for (uri, opts) in [("1MiB", ""), (file.uri(), "create=1,size=1MiB,sync=psync")] {
+            let (r, dev) = open(uri, opts);
+            assert_eq!(r, 0, "{uri}: {}", last_string());
+            let (mut w, mut rd) = (vec![0u8; 8192], vec![0u8; 8192]);
+            // SAFETY: dev is open; the Vecs hold 8192 bytes each and nothing else uses them.
+            unsafe { raw_round_trip(dev, w.as_mut_ptr(), rd.as_mut_ptr()) };
+            // SAFETY: malloc'ed memory of 8192 bytes each, used by nothing else, freed once.
+            unsafe {
+                let (w, rd) = (libc::malloc(8192).cast::<u8>(), libc::malloc(8192).cast::<u8>());
+                assert!(!w.is_null() && !rd.is_null());
+                raw_round_trip(dev, w, rd);
+                libc::free(w.cast());
+                libc::free(rd.cast());
+                ioswitch_dev_close(dev);
+            }
+        }
+    }
+
+    #[test]
+    fn pass_raw_with_no_data_runs_a_flush() {
+        use crate::cmd::{ioswitch_cmd_flush, ioswitch_cmd_fs_flush};
+        let file = TempPath::new(&std::env::temp_dir(), "raw-flush");
+        for (uri, opts) in [("1MiB", ""), (file.uri(), "create=1,size=1MiB")] {
+            let (r, dev) = open(uri, opts);
+            assert_eq!(r, 0, "{uri}: {}", last_string());
+            // SAFETY: dev is open; no data is passed.
+            unsafe {
+                let mut c = crate::cmd::ioswitch_cmd::default();
+                let mut cpl = std::mem::zeroed::<ioswitch_cpl>();
+                cpl.errnum = -1;
+                ioswitch_cmd_fs_flush(&mut c);
+                assert_eq!(ioswitch_pass_raw(dev, &c, ptr::null_mut(), 0, &mut cpl), 0, "{}", last_string());
+                assert!(ioswitch_cpl_ok(&cpl));
+                ioswitch_cmd_flush(1, &mut c);
+                assert_eq!(ioswitch_pass_raw(dev, &c, ptr::null_mut(), 0, ptr::null_mut()), 0, "{}", last_string());
+                // len 0: the pointer is not looked at.
+                let mut byte = 0u8;
+                assert_eq!(ioswitch_pass_raw(dev, &c, (&raw mut byte).cast(), 0, ptr::null_mut()), 0);
+                ioswitch_dev_close(dev);
+            }
+        }
+    }
+
+    #[test]
+    fn pass_raw_names_null_arguments_and_refuses_bad_ranges_and_sizes() {
+        let (r, dev) = open("1MiB", "");
+        assert_eq!(r, 0, "{}", last_string());
+        let mut mem = vec![0u8; 4096];
+        let p: *mut c_void = mem.as_mut_ptr().cast();
+        // SAFETY: dev is open; mem holds 4096 bytes used by nothing else; the NULL and
+        // too-long arguments are refused before anything is read.
+        unsafe {
+            let mut c = crate::cmd::ioswitch_cmd::default();
+            let mut cpl = std::mem::zeroed::<ioswitch_cpl>();
+            ioswitch_cmd_read(1, 0, 8, &mut c);
+            assert_eq!(ioswitch_pass_raw(ptr::null(), &c, p, 4096, &mut cpl), -libc::EINVAL);
+            assert!(last_string().contains("ioswitch_pass_raw: dev is NULL"), "{}", last_string());
+            assert_eq!(ioswitch_pass_raw(dev, ptr::null(), p, 4096, &mut cpl), -libc::EINVAL);
+            assert!(last_string().contains("ioswitch_pass_raw: cmd is NULL"), "{}", last_string());
+            assert_eq!(ioswitch_pass_raw(dev, &c, ptr::null_mut(), 4096, &mut cpl), -libc::EINVAL);
+            assert!(last_string().contains("ioswitch_pass_raw: data is NULL but len is 4096"), "{}", last_string());
+            assert_eq!(ioswitch_pass_raw(dev, &c, p, usize::MAX, &mut cpl), -libc::EINVAL);
+            assert!(last_string().contains("len"), "{}", last_string());
+            // A read past the end of the device: -ERANGE, reported in the completion too.
+            ioswitch_cmd_read(1, 2047, 2, &mut c);
+            assert_eq!(ioswitch_pass_raw(dev, &c, p, 4096, &mut cpl), -libc::ERANGE);
+            assert!(!ioswitch_cpl_ok(&cpl));
+            assert!(last_string().contains("out of range"), "{}", last_string());
+            // Memory smaller than the command moves.
+            ioswitch_cmd_read(1, 0, 16, &mut c);
+            assert_eq!(ioswitch_pass_raw(dev, &c, p, 4096, &mut cpl), -libc::EINVAL);
+            assert!(last_string().contains("moves 8192 bytes"), "{}", last_string());
+            // A bad command set.
+            c.set = 7;
+            assert_eq!(ioswitch_pass_raw(dev, &c, p, 4096, &mut cpl), -libc::EINVAL);
+            assert!(last_string().contains("cmd->set is 7"), "{}", last_string());
+            ioswitch_dev_close(dev);
+        }
+    }
+
+    #[test]
+    fn pass_raw_refuses_misaligned_memory_for_direct_io() {
+        use crate::cmd::{ioswitch_cmd_fs_read, ioswitch_cmd_fs_write};
+        // On a disk file system: O_DIRECT needs one (tmpfs may not have it).
+        let file = TempPath::new(Path::new("/var/tmp"), "raw-direct");
+        let (r, dev) = open(file.uri(), "create=1,size=1MiB,direct=1,sync=psync");
+        assert_eq!(r, 0, "{}", last_string());
+        let mut geo = ioswitch_geo::default();
+        // SAFETY: dev is open; geo is a valid out location.
+        assert_eq!(unsafe { ioswitch_dev_geo(dev, &mut geo) }, 0);
+        assert!(geo.dio_mem_align > 1, "direct I/O on {} needs no memory alignment", file.uri());
+        let align = geo.buffer_align as usize;
+        let mut mem = vec![0u8; 4096 + 2 * align];
+        let off = mem.as_ptr().align_offset(align);
+        // SAFETY: dev is open; both pointers lie inside mem with 4096 bytes after them,
+        // used by nothing else.
+        unsafe {
+            let aligned = mem.as_mut_ptr().add(off);
+            fill(std::slice::from_raw_parts_mut(aligned, 4096), 3);
+            let mut c = crate::cmd::ioswitch_cmd::default();
+            let mut cpl = std::mem::zeroed::<ioswitch_cpl>();
+            ioswitch_cmd_fs_write(0, 4096, &mut c);
+            assert_eq!(ioswitch_pass_raw(dev, &c, aligned.cast(), 4096, &mut cpl), 0, "{}", last_string());
+            assert_eq!(cpl.result, 4096);
+            let misaligned = aligned.add(1);
+            ioswitch_cmd_fs_read(0, 4096, &mut c);
+            assert_eq!(ioswitch_pass_raw(dev, &c, misaligned.cast(), 4096, &mut cpl), -libc::EINVAL);
+            assert!(!ioswitch_cpl_ok(&cpl));
+            let m = last_string();
+            assert!(
+                m.starts_with("ioswitch_pass_raw: ") && m.contains("direct I/O needs buffer address aligned"),
+                "{m}"
+            );
+            // The aligned memory still reads back what was written.
+            let mut back = vec![0u8; 4096 + align];
+            let b = back.as_mut_ptr().add(back.as_ptr().align_offset(align));
+            assert_eq!(ioswitch_pass_raw(dev, &c, b.cast(), 4096, &mut cpl), 0, "{}", last_string());
+            assert!(std::slice::from_raw_parts(b, 4096) == std::slice::from_raw_parts(aligned, 4096));
             ioswitch_dev_close(dev);
         }
     }

@@ -10,7 +10,9 @@
 //! Buffers are owned by ioswitch and handed to C as plain pointers; the handle table in
 //! [`table`] lets the Rust side move a buffer into a queue on submission and back on
 //! completion exactly as the Rust API does, so C can never free memory the kernel may
-//! still write.
+//! still write. `ioswitch_pass_raw` is the one exception: a synchronous call on the
+//! caller's own memory for the length of the call (`Buffer::borrow_raw`, like
+//! `pread(2)`), with no table lookup.
 #![allow(non_camel_case_types)]
 #![deny(unsafe_op_in_unsafe_fn)]
 

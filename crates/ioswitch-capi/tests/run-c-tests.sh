@@ -43,7 +43,7 @@ export PKG_CONFIG_PATH=$prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH
 check "pkg-config finds ioswitch" pkg-config --exists ioswitch
 
 cflags="-Wall -Wextra -Werror -O2 -g"
-examples="info sync_rw async_rw"
+examples="info sync_rw async_rw raw_rw"
 for e in $examples; do
     # shellcheck disable=SC2046,SC2086
     check "cc $e.c (shared)" cc $cflags -o "$tmp/$e" "$capi/examples/$e.c" $(pkg-config --cflags --libs ioswitch)
@@ -82,12 +82,21 @@ for iface in io_uring libaio thrpool emu posix; do
 done
 check "async_rw async=io_uring direct=1" run "$tmp/async_rw" "$file" "create=1,size=1MiB,async=io_uring,direct=1"
 check "async_rw ramdisk" "$tmp/async_rw" 1MiB ""
+check "raw_rw sync=psync" run "$tmp/raw_rw" "$file" "create=1,size=1MiB,sync=psync"
+check "raw_rw sync=psync direct=1" run "$tmp/raw_rw" "$file" "create=1,size=1MiB,sync=psync,direct=1"
+check "raw_rw ramdisk" "$tmp/raw_rw" 1MiB ""
 
 if command -v valgrind >/dev/null; then
     vg="valgrind -q --leak-check=full --errors-for-leak-kinds=definite,possible --error-exitcode=1"
     vg="$vg --suppressions=$here/valgrind.supp"
     # shellcheck disable=SC2086
     check "valgrind info" run $vg "$tmp/info" "$file" "create=1,size=1MiB"
+    # shellcheck disable=SC2086
+    check "valgrind raw_rw sync=psync" run $vg "$tmp/raw_rw" "$file" "create=1,size=1MiB,sync=psync"
+    # shellcheck disable=SC2086
+    check "valgrind raw_rw sync=psync direct=1" run $vg "$tmp/raw_rw" "$file" "create=1,size=1MiB,sync=psync,direct=1"
+    # shellcheck disable=SC2086
+    check "valgrind raw_rw ramdisk" $vg "$tmp/raw_rw" 1MiB ""
     for iface in io_uring libaio thrpool emu posix; do
         opts="create=1,size=1MiB,sync=psync,async=$iface"
         # shellcheck disable=SC2086

@@ -276,7 +276,7 @@ impl Device {
     /// (read into, or written from; several buffers make vectored I/O). Returns the
     /// command-specific result: bytes moved for data commands on files and block devices,
     /// completion DW0-1 for NVMe.
-    #[inline]
+    #[inline(always)]
     pub fn pass(&self, cmd: &Cmd, bufs: &mut [Buffer]) -> Result<u64> {
         // A one-buffer read or write that passes the fast check goes straight to the
         // interface; everything else, refusals included, takes the full check.

@@ -390,10 +390,11 @@ pub(crate) fn fast_check_buf(lim: &Limits, cmd: &Cmd, b: &Buffer) -> Option<Io> 
         (CmdSet::Nvm, opc::READ | opc::WRITE) if s.nsid == lim.nsid => {
             // nlb is 1..=65536: slba + nlb cannot wrap once slba has passed nlbas.
             let (slba, nlb) = (s.slba(), s.nlb() as u64);
-            if slba >= lim.nlbas || nlb > lim.nlbas - slba {
+            let len = nlb << lim.lba_shift;
+            if slba >= lim.nlbas || nlb > lim.nlbas - slba || len > lim.max_transfer {
                 return None;
             }
-            (slba << lim.lba_shift, nlb << lim.lba_shift)
+            (slba << lim.lba_shift, len)
         }
         (CmdSet::Fs, opc::FS_READ | opc::FS_WRITE) => {
             let (offset, len) = (cmd.fs_offset(), cmd.fs_len());
@@ -408,7 +409,7 @@ pub(crate) fn fast_check_buf(lim: &Limits, cmd: &Cmd, b: &Buffer) -> Option<Io> 
     // READ (0x02) and FS_READ (0xF2) are the only reads here: bit 1 of the opcode.
     let (op, allowed) = if s.opcode & 2 != 0 { (Op::Read, lim.read) } else { (Op::Write, lim.write) };
     let aligned = (offset | len) & lim.off_mask == 0 && b.as_ptr() as u64 & lim.mem_mask == 0;
-    (allowed && len <= lim.max_transfer && b.len() as u64 >= len && aligned).then_some(Io { op, offset, len })
+    (allowed && b.len() as u64 >= len && aligned).then_some(Io { op, offset, len })
 }
 
 /// Why a command was refused, cheap to return.
@@ -745,5 +746,23 @@ mod tests {
         }
         // The test means something only if both paths were taken often.
         assert!(fast > total / 20 && fast < total * 9 / 10, "fast path took {fast} of {total}");
+    }
+
+    /// The longest transfer: the random commands above never reach it (a file's is 65536
+    /// LBAs), so both sides of the limit are tried here on a sparse file larger than it.
+    #[test]
+    fn the_fast_check_stops_at_the_longest_transfer() {
+        let t = temp_in(&std::env::temp_dir(), "fastmax");
+        let dev = open(&t, "create=1,size=64MiB,async=nil");
+        let lim = Limits::new(&dev.inner);
+        let max = dev.geometry().max_transfer;
+        assert!(max < dev.geometry().bytes, "the file must be larger than the longest transfer");
+        let buf = Buffer::alloc(max as usize + 4096, 4096).unwrap();
+        for (len, ok) in [(max, true), (max + 512, false)] {
+            let cmd = Cmd::fs_read(0, len);
+            let full = prepare(&dev.inner, &cmd, std::slice::from_ref(&buf));
+            assert_eq!(full.is_ok(), ok, "prepare of {len} bytes (longest transfer {max})");
+            assert_eq!(fast_check_buf(&lim, &cmd, &buf).is_some(), ok, "fast check of {len} bytes");
+        }
     }
 }

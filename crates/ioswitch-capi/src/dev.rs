@@ -652,11 +652,8 @@ unsafe fn pass_with(
 ) -> c_int {
     guard(func, -libc::EIO, move || {
         // SAFETY: dev and cmd are null or valid (caller contract).
-        let (Some(d), Some(c)) = (unsafe { dev.as_ref() }, unsafe { cmd.as_ref() }) else {
-            return null_dev_or_cmd(func, dev);
-        };
-        let c = match to_cmd(c, func) {
-            Ok(c) => c,
+        let (d, c) = match unsafe { dev_and_cmd(func, dev, cmd) } {
+            Ok(dc) => dc,
             Err(e) => return e,
         };
         if nbufs != 1 || bufs.is_null() {
@@ -677,6 +674,24 @@ unsafe fn pass_with(
             Err(why) => refusal(func, 0, 1, p, why),
         }
     })
+}
+
+/// The device and the command of a pass, or the error code after recording which is NULL
+/// or that the command set is unknown.
+///
+/// # Safety
+/// `dev` and `cmd` are NULL or valid for the lifetime the caller gives them.
+#[inline(always)]
+unsafe fn dev_and_cmd<'a>(
+    func: &str,
+    dev: *const ioswitch_dev,
+    cmd: *const ioswitch_cmd,
+) -> Result<(&'a ioswitch_dev, &'a ioswitch_rs::Cmd), c_int> {
+    // SAFETY: forwarded caller contract.
+    let (Some(d), Some(c)) = (unsafe { dev.as_ref() }, unsafe { cmd.as_ref() }) else {
+        return Err(null_dev_or_cmd(func, dev));
+    };
+    Ok((d, to_cmd(c, func)?))
 }
 
 /// `ioswitch_pass` with no buffer or several (or a NULL `bufs`): the buffers taken out
@@ -787,11 +802,8 @@ pub unsafe extern "C" fn ioswitch_pass_raw(
     const F: &str = "ioswitch_pass_raw";
     guard(F, -libc::EIO, move || {
         // SAFETY: dev and cmd are null or valid (caller contract).
-        let (Some(d), Some(c)) = (unsafe { dev.as_ref() }, unsafe { cmd.as_ref() }) else {
-            return null_dev_or_cmd(F, dev);
-        };
-        let c = match to_cmd(c, F) {
-            Ok(c) => c,
+        let (d, c) = match unsafe { dev_and_cmd(F, dev, cmd) } {
+            Ok(dc) => dc,
             Err(e) => return e,
         };
         // One compare for both 0 < len and len <= isize::MAX (what a slice may span); no

@@ -19,14 +19,19 @@
  * thread=1 is required: the library runs helper threads and keeps per-process state
  * that must not be split across fio's forked job processes.
  *
- * Timestamps follow fio's rules for an engine without a ->commit() hook: ->queue()
- * submits the command to the kernel itself (ioswitch_queue_submit, then
- * ioswitch_queue_commit), fio takes the issue time when ->queue() returns (slat =
- * issue - start) and the completion time when ->getevents() returns (clat = complete -
- * issue). ->getevents() pokes the queues (no waiting) and waits only for what is still
- * missing to reach fio's minimum; completions beyond fio's maximum wait in a ring for
- * the next call. In the synchronous modes (ioswitch_sync alone, or ioswitch_inline=1)
- * fio takes the issue time before ->queue() and there is no slat, as for fio's psync.
+ * Timestamps follow fio's rules for an engine with a ->commit() hook, as fio's libaio
+ * and io_uring engines do: ->queue() only queues the command (ioswitch_queue_submit);
+ * ->commit() pushes every queued command to the kernel (ioswitch_queue_commit: one
+ * system call per queue where the interface batches, so iodepth_batch_submit batches
+ * for real), then takes the issue time once for the batch and records each command's
+ * slat (issue - start) with fio's io_u_queued(), and its submit depth. fio takes the
+ * completion time when ->getevents() returns (clat = complete - issue). ->getevents()
+ * pokes the queues (no waiting) and waits only for what is still missing to reach fio's
+ * minimum; completions beyond fio's maximum wait in a ring for the next call. In the
+ * synchronous modes (ioswitch_sync alone, or ioswitch_inline=1) fio takes the issue
+ * time before ->queue() and there is no slat, as for fio's psync; there ->queue()
+ * records the submit and complete depths of each command itself (fio does that only
+ * for engines without a ->commit() hook), so fio's "IO depths" report stays whole.
  *
  * Buffers: in the queueing modes (ioswitch_async, also with ioswitch_inline=1) fio's I/O
  * buffers are replaced, in ->post_init(), by buffers from ioswitch_buf_alloc (one per
@@ -157,6 +162,9 @@ struct iosw_data {
 	 */
 	struct io_u **ring;
 	unsigned int cap, head, count, base;
+	/* Queued by ->queue() and not yet committed (async mode), at most iodepth. */
+	struct io_u **pending;
+	unsigned int npending;
 	/* Open files with a queue, for ->getevents(). */
 	struct iosw_file **open;
 	unsigned int nopen;
@@ -165,6 +173,8 @@ struct iosw_data {
 	unsigned int nbufs;
 	int reported;
 };
+
+static int iosw_commit(struct thread_data *td);
 
 static int iosw_fail(struct thread_data *td, int err, const char *func)
 {
@@ -200,9 +210,11 @@ static int iosw_init(struct thread_data *td)
 		return 1;
 	ed->cap = depth;
 	ed->ring = calloc(depth, sizeof(*ed->ring));
+	ed->pending = calloc(depth, sizeof(*ed->pending));
 	ed->open = calloc(td->o.nr_files ? td->o.nr_files : 1, sizeof(*ed->open));
-	if (!ed->ring || !ed->open) {
+	if (!ed->ring || !ed->pending || !ed->open) {
 		free(ed->ring);
+		free(ed->pending);
 		free(ed->open);
 		free(ed);
 		return 1;
@@ -220,6 +232,9 @@ static int iosw_init(struct thread_data *td)
 	if (ed->sync_mode || ed->inline_mode) {
 		/* Like fio's own synchronous engines: this job's ->queue() completes. */
 		td->flags |= (unsigned long long)FIO_SYNCIO << TD_ENG_FLAG_SHIFT;
+	} else {
+		/* ->commit() takes the issue time when the commands reach the kernel. */
+		td->flags |= (unsigned long long)FIO_ASYNCIO_SETS_ISSUE_TIME << TD_ENG_FLAG_SHIFT;
 	}
 	if (ed->sync_mode) {
 		/*
@@ -239,6 +254,7 @@ static void iosw_cleanup(struct thread_data *td)
 	if (!ed)
 		return;
 	free(ed->ring);
+	free(ed->pending);
 	free(ed->open);
 	free(ed->bufs);
 	free(ed);
@@ -382,6 +398,9 @@ static int iosw_close_file(struct thread_data *td, struct fio_file *f)
 	if (!fd)
 		return 0;
 	if (fd->q) {
+		/* fio quiesces before it closes; should a command still wait, push it now. */
+		if (ed->npending && iosw_commit(td) < 0)
+			ret = 1;
 		for (unsigned int i = 0; i < ed->nopen; i++) {
 			if (ed->open[i] == fd) {
 				ed->open[i] = ed->open[--ed->nopen];
@@ -516,6 +535,20 @@ static inline int build(struct iosw_file *fd, struct io_u *io_u, struct ioswitch
 	}
 }
 
+/*
+ * What fio records in td_io_queue() for an engine without a ->commit() hook, for a
+ * command that completes inside ->queue(): one submission and one completion of depth 1
+ * (bucket 1 holds depths 1 to 4 in fio's __io_u_mark_map()). Inline stores rather than
+ * calls of io_u_mark_submit()/io_u_mark_complete().
+ */
+static inline void mark_completed_in_queue(struct thread_data *td)
+{
+	td->ts.io_u_submit[1]++;
+	td->ts.total_submit++;
+	td->ts.io_u_complete[1]++;
+	td->ts.total_complete++;
+}
+
 /* Records a failed synchronous command in the io_u (the first failure is logged). */
 static void __attribute__((noinline, cold)) sync_failed(struct thread_data *td, struct io_u *io_u,
 							int err)
@@ -548,10 +581,12 @@ static enum fio_q_status __attribute__((noinline)) queue_other(struct thread_dat
 
 	nbufs = build(fd, io_u, &other, &cmd);
 	if (nbufs < 0) {
+		mark_completed_in_queue(td);
 		io_u->error = -nbufs;
 		return FIO_Q_COMPLETED;
 	}
 	if (ed->sync_mode) {
+		mark_completed_in_queue(td);
 		/* fio's buffer as caller memory; a command without data passes none. */
 		err = ioswitch_pass_raw(fd->dev, cmd, nbufs ? buf : NULL,
 					nbufs ? io_u->xfer_buflen : 0, &cpl);
@@ -566,6 +601,7 @@ static enum fio_q_status __attribute__((noinline)) queue_other(struct thread_dat
 		return FIO_Q_BUSY;
 	if (err) {
 		/* e.g. fio advanced xfer_buf after a short transfer: not a buffer start */
+		mark_completed_in_queue(td);
 		io_u->error = -err;
 		if (!ed->reported++)
 			log_err("ioswitch: %s\n", ioswitch_last_error());
@@ -573,6 +609,7 @@ static enum fio_q_status __attribute__((noinline)) queue_other(struct thread_dat
 	}
 	if (ed->inline_mode) {
 		/* Completed here; the callback records the outcome in the io_u. */
+		mark_completed_in_queue(td);
 		err = ioswitch_queue_wait(fd->q, 1);
 		if (err < 0) {
 			io_u->error = -err;
@@ -580,13 +617,51 @@ static enum fio_q_status __attribute__((noinline)) queue_other(struct thread_dat
 		}
 		return FIO_Q_COMPLETED;
 	}
-	/* No ->commit() hook: the command must reach the kernel before ->queue() returns. */
-	err = ioswitch_queue_commit(fd->q);
-	if (err < 0) {
-		log_err("ioswitch: %s\n", ioswitch_last_error());
-		td_vmsg(td, -err, ioswitch_last_error(), "ioswitch_queue_commit");
-	}
+	/*
+	 * Queued in ioswitch, not yet in the kernel: ->commit() pushes it. The queue holds
+	 * at most iodepth (ed->cap) commands, so `pending` cannot overflow.
+	 */
+	ed->pending[ed->npending++] = io_u;
 	return FIO_Q_QUEUED;
+}
+
+/*
+ * ->commit(): pushes every queued command to the kernel, then records what fio's libaio
+ * and io_uring engines record when their commands reach the kernel: the issue time
+ * (one clock read for the batch), the slat of each command (io_u_queued()) and the
+ * batch's submit depth. A failed push is reported; the library completes a command it
+ * could not push with an error, or pushes it at the next commit or reap, so each
+ * command still comes back through ->getevents().
+ */
+static int iosw_commit(struct thread_data *td)
+{
+	struct iosw_data *ed = td->io_ops_data;
+	unsigned int i, n = ed->npending;
+	int err, ret = 0;
+
+	if (!n)
+		return 0;
+	for (i = 0; i < ed->nopen; i++) {
+		err = ioswitch_queue_commit(ed->open[i]->q);
+		if (err < 0 && !ret) {
+			log_err("ioswitch: %s\n", ioswitch_last_error());
+			ret = err;
+		}
+	}
+	ed->npending = 0;
+	if (fio_fill_issue_time(td)) {
+		struct timespec now;
+
+		fio_gettime(&now, NULL);
+		for (i = 0; i < n; i++) {
+			ed->pending[i]->issue_time = now;
+			io_u_queued(td, ed->pending[i]);
+		}
+		if (td->o.read_iolog_file)
+			td->last_issue = now; /* fio uses it for iolog replay only */
+	}
+	io_u_mark_submit(td, n);
+	return ret;
 }
 
 /*
@@ -608,6 +683,7 @@ static enum fio_q_status iosw_queue(struct thread_data *td, struct io_u *io_u)
 		struct ioswitch_cpl cpl;
 		int err;
 
+		mark_completed_in_queue(td); /* before the call: td need not outlive it */
 		set_dwords(&c->sqe.cdw10, io_u->offset);
 		set_dwords(&c->sqe.cdw12, len);
 		err = ioswitch_pass_raw(fd->dev, c, io_u->xfer_buf, len, &cpl);
@@ -628,6 +704,12 @@ static int iosw_getevents(struct thread_data *td, unsigned int min, unsigned int
 	int err;
 
 	(void)t;
+	/* fio commits before it waits (min > 0); a reap without waiting may come first. */
+	if (ed->npending) {
+		err = iosw_commit(td);
+		if (err < 0)
+			return err; /* logged; fio records it (td_io_getevents) */
+	}
 	/* Poke every queue once: no waiting. */
 	for (i = 0; i < ed->nopen && ed->count < max; i++) {
 		err = ioswitch_queue_poke(ed->open[i]->q, max - ed->count);
@@ -694,6 +776,7 @@ struct ioengine_ops ioengine = {
 	.post_init = iosw_post_init,
 	.cleanup = iosw_cleanup,
 	.queue = iosw_queue,
+	.commit = iosw_commit,
 	.getevents = iosw_getevents,
 	.event = iosw_event,
 	.open_file = iosw_open_file,

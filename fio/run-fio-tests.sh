@@ -86,6 +86,41 @@ PY
     result $? "$name"
 }
 
+# A 4 KiB random read job whose statistics must show how the engine queued: every I/O
+# has a clat; with slat=yes every I/O has a slat (async modes: the commit hook records
+# it) and with slat=no none has (synchronous modes, as fio's psync); submit_bucket is
+# the key of fio's "IO depths: submit" histogram that must hold 100 % of the submissions
+# ("4": 1 to 4 commands per submission, "8": 5 to 8), and complete_bucket likewise.
+stats_job() {
+    local name=$1 slat=$2 submit_bucket=$3 complete_bucket=$4
+    shift 4
+    rm -f "$file" "$tmp/out.json"
+    if ! fio --name=stats --filename="$file" --ioengine="external:$engine" --thread=1 --size=4m --bs=4k \
+        --rw=randread --output-format=json --output="$tmp/out.json" "$@" >"$tmp/log" 2>&1; then
+        result 1 "$name"
+        return
+    fi
+    python3 - "$tmp/out.json" "$slat" "$submit_bucket" "$complete_bucket" >>"$tmp/log" 2>&1 <<'PY'
+import json, sys
+job = json.load(open(sys.argv[1]))["jobs"][0]
+slat, submit, complete = sys.argv[2] == "yes", sys.argv[3], sys.argv[4]
+r = job["read"]
+n = r["total_ios"]
+print("error", job["error"], "ios", n, "slat", r["slat_ns"], "clat N", r["clat_ns"]["N"])
+print("submit", job["iodepth_submit"], "complete", job["iodepth_complete"])
+ok = job["error"] == 0 and n == 1024 and r["clat_ns"]["N"] == n
+if slat:
+    # Every I/O's slat, and the mean latency is slat + clat (both from one issue time).
+    ok = ok and r["slat_ns"]["N"] == n and r["slat_ns"]["min"] > 0
+    ok = ok and abs(r["lat_ns"]["mean"] - r["slat_ns"]["mean"] - r["clat_ns"]["mean"]) < 1
+else:
+    ok = ok and r["slat_ns"]["N"] == 0
+ok = ok and job["iodepth_submit"][submit] == 100.0 and job["iodepth_complete"][complete] == 100.0
+sys.exit(0 if ok else 1)
+PY
+    result $? "$name"
+}
+
 # A job that must fail with a message containing the given text.
 fails_naming() {
     local name=$1 want=$2
@@ -123,6 +158,15 @@ verify_job "sync=psync 2 files fsync=8 (synchronous engine) + verify" --ioswitch
 where=(--filename="$file")
 trim_job "sync=psync randtrim: every trim counted" --ioswitch_sync=psync
 trim_job "async=io_uring qd4 randtrim: every trim counted" --ioswitch_async=io_uring --iodepth=4
+
+# The commit hook: iodepth_batch_submit=8 reaches the kernel 8 commands at a time (one
+# ioswitch_queue_commit), each with its slat; the default batch of 1 commits each command.
+stats_job "async=io_uring qd16 iodepth_batch_submit=8: batches of 8, slat of each" yes 8 8 \
+    --ioswitch_async=io_uring --iodepth=16 --iodepth_batch_submit=8 --iodepth_batch_complete_min=8
+stats_job "async=libaio qd1: each command committed with its slat" yes 4 4 --ioswitch_async=libaio --iodepth=1
+# Synchronous modes: no slat; the engine records fio's submit/complete depths itself.
+stats_job "sync=psync: no slat, IO depths recorded as by fio's psync" no 4 4 --ioswitch_sync=psync
+stats_job "async=nil qd1 inline: no slat, IO depths recorded" no 4 4 --ioswitch_async=nil --ioswitch_inline=1
 
 fails_naming "nil moves no data: verify fails" "verify: bad" --thread=1 --ioswitch_async=nil --rw=write --verify=crc32c
 fails_naming "sync=nil (synchronous engine) moves no data: verify fails" "verify: bad" --thread=1 \

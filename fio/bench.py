@@ -20,7 +20,8 @@
    runs of 1; --keep-profiles DIR keeps the profiles (for callgrind_annotate) in DIR.
 
 Configurations are interleaved: each repetition runs every configuration once, in an
-order rotated by one each repetition; reported figures are medians over repetitions.
+order rotated by one each repetition; reported figures are medians over repetitions, and
+against the baseline also the median of the per-repetition differences.
 Every fio command line is printed.
 """
 import argparse
@@ -65,14 +66,22 @@ def med(samples, key):
 
 
 def table(samples, base=None):
-    print(f"| configuration | IOPS | mean lat (ns) | mean slat (ns) | mean clat (ns) | lat vs {base or '-'} |")
-    print("|---|---|---|---|---|---|")
+    """Medians per configuration; against `base`, the difference of the medians and the
+    median [min-max] of the per-repetition differences (each repetition runs both within
+    seconds of each other, so a difference there is less exposed to the machine's drift)."""
+    print(f"| configuration | IOPS | mean lat (ns) | mean slat (ns) | mean clat (ns) | lat vs {base or '-'} "
+          f"| per repetition, median [min-max] |")
+    print("|---|---|---|---|---|---|---|")
     for name, s in samples.items():
         lat = med(s, "lat")
-        diff = f"{lat - med(samples[base], 'lat'):+.1f} ns" if base and name != base else ""
+        diff = pair = ""
+        if base and name != base:
+            diff = f"{lat - med(samples[base], 'lat'):+.1f} ns"
+            d = [x["lat"] - b["lat"] for x, b in zip(s, samples[base])]
+            pair = f"{statistics.median(d):+.1f} [{min(d):+.1f} to {max(d):+.1f}] ns"
         print(
             f"| {name} | {med(s, 'iops') / 1000:.0f} k | {lat:.1f} | {med(s, 'slat'):.1f} | "
-            f"{med(s, 'clat'):.1f} | {diff} |"
+            f"{med(s, 'clat'):.1f} | {diff} | {pair} |"
         )
     print()
 

@@ -730,7 +730,11 @@ size_t ioswitch_buf_size(const void *buf);
  *
  * Returns 0 on success, or a negative errno (the OS error when there is one, -EIO for a
  * device error without one, -EINVAL for a bad command or buffer, -ERANGE out of range).
- * When `cpl` is not NULL it receives the status and result either way.
+ * When `cpl` is not NULL it receives the status and result of a command that was run,
+ * or refused by the device's checks (out of range, misaligned, too small a buffer); a
+ * call refused for its arguments (a NULL `dev` or `cmd`, an unknown command set, a
+ * pointer that is not a live buffer from `ioswitch_buf_alloc`, a buffer already in use)
+ * leaves it unchanged.
  *
  * # Safety
  * `dev` an open device; `cmd` a valid command; `bufs` valid for reading `nbufs` pointers

@@ -746,7 +746,11 @@ pub(crate) fn null_arg(func: &str, what: &str) -> c_int {
 ///
 /// Returns 0 on success, or a negative errno (the OS error when there is one, -EIO for a
 /// device error without one, -EINVAL for a bad command or buffer, -ERANGE out of range).
-/// When `cpl` is not NULL it receives the status and result either way.
+/// When `cpl` is not NULL it receives the status and result of a command that was run,
+/// or refused by the device's checks (out of range, misaligned, too small a buffer); a
+/// call refused for its arguments (a NULL `dev` or `cmd`, an unknown command set, a
+/// pointer that is not a live buffer from `ioswitch_buf_alloc`, a buffer already in use)
+/// leaves it unchanged.
 ///
 /// # Safety
 /// `dev` an open device; `cmd` a valid command; `bufs` valid for reading `nbufs` pointers
@@ -966,6 +970,12 @@ mod tests {
             let inner = (b as *mut u8).add(512) as *mut c_void;
             assert_eq!(ioswitch_pass(dev, &c, &inner, 1, ptr::null_mut()), -libc::EINVAL);
             assert!(last_string().contains("not the start of a live buffer"), "{}", last_string());
+            // A call refused for its arguments leaves the completion as it was (the
+            // header says so); a command refused by the device's checks fills it.
+            let mut kept = std::mem::zeroed::<ioswitch_cpl>();
+            kept.result = 0x5eed;
+            assert_eq!(ioswitch_pass(dev, &c, &inner, 1, &mut kept), -libc::EINVAL);
+            assert_eq!(kept.result, 0x5eed, "a refused buffer must leave cpl unchanged");
             assert_eq!(ioswitch_buf_free(b), 0, "idle again after every pass");
             assert_eq!(ioswitch_pass(dev, &c, &b, 1, ptr::null_mut()), -libc::EINVAL);
             // NULL arguments.

@@ -79,7 +79,7 @@ pub enum Error {
         align: u64,
     },
     /// The data buffers are smaller than the command's transfer; nothing was done.
-    #[error("{dev}: {what} moves {need} bytes but the buffers hold {have}")]
+    #[error("{dev}: {what} moves {need} bytes but its data (buffers or caller memory) holds only {have}")]
     BufferSize {
         /// The device.
         dev: String,

@@ -540,7 +540,7 @@ fn failed(res: i64) -> (Status, u64) {
 }
 
 impl AsyncQueue for Libaio {
-    #[inline]
+    #[inline(always)]
     fn submit(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
         // The common command: a read, or a write without FUA, of one buffer. The iocb is
         // written in place (the fields submit does not write never change).

@@ -1052,6 +1052,7 @@ impl AsyncQueue for IoUringQueue {
 
     /// A waiting reap enters the kernel with everything queued as `to_submit`, so the
     /// submission rides on the wait: one `io_uring_enter` instead of two.
+    #[inline(always)]
     fn commit_and_reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
         if self.sqpoll || min == 0 {
             self.commit()?;

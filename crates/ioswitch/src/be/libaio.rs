@@ -584,6 +584,7 @@ impl AsyncQueue for Libaio {
         self.reap_now(min, max, f)
     }
 
+    #[inline(always)]
     fn commit_and_reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
         self.commit()?;
         self.reap_now(min, max, f)

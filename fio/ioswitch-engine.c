@@ -644,7 +644,8 @@ static int iosw_commit(struct thread_data *td)
 	for (i = 0; i < ed->nopen; i++) {
 		err = ioswitch_queue_commit(ed->open[i]->q);
 		if (err < 0 && !ret) {
-			log_err("ioswitch: %s\n", ioswitch_last_error());
+			log_err("ioswitch: committing %u queued commands (ioswitch_queue_commit): %s\n",
+				n, ioswitch_last_error());
 			ret = err;
 		}
 	}

@@ -257,7 +257,9 @@ struct ioswitch_cpl {
     void *user_arg;
     /**
      * Command-specific result: bytes moved for data commands on files and block devices,
-     * completion DW0-1 for NVMe.
+     * completion DW0-1 for NVMe. A read or write that succeeds moved every byte (the
+     * result is its length); one that ends short fails with EIO (its result, where the
+     * interface reports it, the bytes that did move).
      */
     uint64_t result;
     /**

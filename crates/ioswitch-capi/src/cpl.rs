@@ -15,7 +15,9 @@ pub struct ioswitch_cpl {
     /// The `user_arg` given to `ioswitch_queue_submit` (NULL for `ioswitch_pass`).
     pub user_arg: *mut c_void,
     /// Command-specific result: bytes moved for data commands on files and block devices,
-    /// completion DW0-1 for NVMe.
+    /// completion DW0-1 for NVMe. A read or write that succeeds moved every byte (the
+    /// result is its length); one that ends short fails with EIO (its result, where the
+    /// interface reports it, the bytes that did move).
     pub result: u64,
     /// The NVMe status field (completion DW3 bits 31:17, shifted down: bits 7:0 SC,
     /// 10:8 SCT, 12:11 CRD, 13 More, 14 DNR); 0 on success.

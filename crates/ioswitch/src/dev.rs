@@ -274,8 +274,9 @@ impl Device {
 
     /// Runs an I/O command synchronously on the sync interface. `bufs` is the data
     /// (read into, or written from; several buffers make vectored I/O). Returns the
-    /// command-specific result: bytes moved for data commands on files and block devices,
-    /// completion DW0-1 for NVMe.
+    /// command-specific result: bytes moved for data commands on files and block devices
+    /// (a read or write that succeeds moved every byte; one that ends short, say at the
+    /// end of a file that shrank, fails with EIO), completion DW0-1 for NVMe.
     #[inline(always)]
     pub fn pass(&self, cmd: &Cmd, bufs: &mut [Buffer]) -> Result<u64> {
         // A one-buffer read or write that passes the fast check goes straight to the

@@ -31,7 +31,9 @@ pub struct Completion {
     /// Success, or the NVMe status (and errno) of the failure.
     pub status: Status,
     /// Command-specific result: bytes moved for data commands on files and block devices,
-    /// completion DW0-1 for NVMe.
+    /// completion DW0-1 for NVMe. A read or write that succeeds moved every byte (the
+    /// result is its length); one that ends short fails with EIO (its result, where the
+    /// interface reports it, the bytes that did move).
     pub result: u64,
     /// The data given at submission, handed back.
     pub data: Data,

@@ -1714,7 +1714,29 @@ fn case_errno(ctx: &Ctx) -> Res {
         let end = ctx.end();
         f.set_len(end - 4 * u).map_err(|e| format!("shrink the file: {e}"))?;
         let o = ctx.r(end - 2 * u, 2 * u).and_then(|op| r.one(op));
+        // A read that starts before the new end and runs past it moves only part of its
+        // bytes: that is a failure too, never a success with a smaller result (callers
+        // such as the fio engine rely on it: success means every byte moved).
+        let straddle = ctx.r(end - 5 * u, 2 * u).and_then(|op| r.one(op));
         let restored = f.set_len(end).map_err(|e| format!("restore the file size: {e}"));
+        match straddle? {
+            Outcome::Done { status, result, .. } if status.is_ok() => {
+                return Err(format!(
+                    "a read of 2 LBAs across the end of a file that shrank under the device succeeded \
+                     (result {result} of {} bytes); a short transfer must fail with EIO",
+                    2 * u
+                ));
+            }
+            Outcome::Done { status, .. } => {
+                ensure!(
+                    status.errno() == Some(libc::EIO),
+                    "a short read across a shrunk file's end failed with {status}, not EIO"
+                );
+            }
+            Outcome::Rejected(e, _) => {
+                return Err(format!("a read across a shrunk file's end was refused before I/O: {e}"))
+            }
+        }
         let status = match o? {
             Outcome::Done { status, result, .. } if status.is_ok() => {
                 return Err(format!(

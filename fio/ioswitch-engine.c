@@ -317,12 +317,13 @@ static void iosw_complete(const struct ioswitch_cpl *cpl, void *arg)
 	struct iosw_data *ed = arg;
 	struct io_u *io_u = cpl->user_arg;
 
-	if ((cpl->status & 0x7ff) || cpl->errnum) { /* ioswitch_cpl_ok(), without a call */
+	/*
+	 * ioswitch_cpl_ok(), without a call. A read or write that succeeds moved every byte
+	 * (a short one fails with EIO: ioswitch.h, struct ioswitch_cpl), so there is never
+	 * a residual to report.
+	 */
+	if ((cpl->status & 0x7ff) || cpl->errnum)
 		io_u->error = cpl->errnum ? cpl->errnum : EIO;
-	} else if ((unsigned int)io_u->ddir <= DDIR_WRITE && /* not ddir_rw(): trims move no data */
-		   !((struct iosw_file *)FILE_ENG_DATA(io_u->file))->nvm && cpl->result < io_u->xfer_buflen) {
-		io_u->resid = io_u->xfer_buflen - cpl->result;
-	}
 	if (ed->inline_mode)
 		return;
 	ed->ring[ring_index(ed, ed->head + ed->count)] = io_u;
@@ -575,7 +576,6 @@ static enum fio_q_status __attribute__((noinline)) queue_other(struct thread_dat
 {
 	struct iosw_data *ed = td->io_ops_data;
 	struct ioswitch_cmd other, *cmd;
-	struct ioswitch_cpl cpl;
 	void *buf = io_u->xfer_buf;
 	int nbufs, err;
 
@@ -587,13 +587,14 @@ static enum fio_q_status __attribute__((noinline)) queue_other(struct thread_dat
 	}
 	if (ed->sync_mode) {
 		mark_completed_in_queue(td);
-		/* fio's buffer as caller memory; a command without data passes none. */
+		/*
+		 * fio's buffer as caller memory; a command without data passes none. No
+		 * completion is needed, as in iosw_queue: success means every byte moved.
+		 */
 		err = ioswitch_pass_raw(fd->dev, cmd, nbufs ? buf : NULL,
-					nbufs ? io_u->xfer_buflen : 0, &cpl);
+					nbufs ? io_u->xfer_buflen : 0, NULL);
 		if (err)
 			sync_failed(td, io_u, err);
-		else if (nbufs && !fd->nvm && cpl.result < io_u->xfer_buflen)
-			io_u->resid = io_u->xfer_buflen - cpl.result;
 		return FIO_Q_COMPLETED;
 	}
 	err = ioswitch_queue_submit(fd->q, cmd, &buf, nbufs, io_u);

@@ -15,16 +15,52 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// An owned, aligned, zero-initialised byte buffer.
 ///
-/// 32 bytes: the start address, the length, the allocation's size and one word holding a
-/// unique id and the alignment. The allocation starts at the start address rounded down
-/// to the alignment (the offset past it is always less than the alignment).
+/// 32 bytes, four words: the start address, the length, a unique id and the alignment.
+/// The allocation starts at the start address rounded down to the alignment (the offset
+/// past it is always less than the alignment); its size follows from the length, that
+/// offset and the alignment ([`alloc_size`]).
+///
+/// The alignment is kept as a [`Log2`], a word with only 64 valid values: the others are
+/// a niche that lets [`Data`] tell its variants apart without a tag word. So a `Data` is
+/// 32 bytes too and moves as whole words. (With a tag word it was 40 bytes, rebuilt on
+/// the stack from 8-byte pieces and reloaded 16 bytes at a time, which stalls
+/// store-to-load forwarding on every submission and completion.)
 pub struct Buffer {
     ptr: NonNull<u8>,
     len: usize,
-    /// Bytes allocated from the aligned base.
-    size: usize,
-    /// `id << 6 | log2(alignment)`.
-    meta: u64,
+    id: u64,
+    align: Log2,
+}
+
+/// log2 of a buffer's alignment, 0..=63, as a whole word whose other values are invalid
+/// (a niche; see [`Buffer`]). A word rather than a byte, so that moving a `Buffer` or a
+/// `Data` copies four whole words and never a byte apart.
+#[derive(Clone, Copy)]
+#[repr(u64)]
+#[rustfmt::skip]
+#[allow(dead_code)] // the variants are made by transmute in Log2::of
+enum Log2 {
+    L0, L1, L2, L3, L4, L5, L6, L7, L8, L9, L10, L11, L12, L13, L14, L15,
+    L16, L17, L18, L19, L20, L21, L22, L23, L24, L25, L26, L27, L28, L29, L30, L31,
+    L32, L33, L34, L35, L36, L37, L38, L39, L40, L41, L42, L43, L44, L45, L46, L47,
+    L48, L49, L50, L51, L52, L53, L54, L55, L56, L57, L58, L59, L60, L61, L62, L63,
+}
+
+impl Log2 {
+    /// log2 of `align`, a power of two.
+    fn of(align: usize) -> Log2 {
+        debug_assert!(align.is_power_of_two());
+        let n = align.trailing_zeros() as u64 & 63;
+        // SAFETY: Log2 is repr(u64) with the 64 variants 0..=63, and n <= 63.
+        unsafe { std::mem::transmute::<u64, Log2>(n) }
+    }
+}
+
+/// Bytes allocated from the aligned base for `len` bytes starting `offset` past it, with
+/// this alignment: whole multiples of the alignment and of [`GRANULE`], at least one.
+/// `None` when that does not fit a `usize`.
+fn alloc_size(len: usize, offset: usize, align: usize) -> Option<usize> {
+    len.checked_add(offset).and_then(|n| n.max(1).checked_next_multiple_of(align.max(GRANULE)))
 }
 
 /// Allocation granule: allocations are rounded up to whole multiples of their alignment
@@ -53,10 +89,7 @@ impl Buffer {
             return Err(format!("buffer alignment {align} is not a power of two"));
         }
         let offset = offset % align;
-        let size = len
-            .checked_add(offset)
-            .and_then(|n| n.max(1).checked_next_multiple_of(align.max(GRANULE)))
-            .ok_or_else(|| format!("buffer of {len} bytes is too large"))?;
+        let size = alloc_size(len, offset, align).ok_or_else(|| format!("buffer of {len} bytes is too large"))?;
         let layout = Layout::from_size_align(size, align)
             .map_err(|_| format!("buffer of {len} bytes aligned to {align} is too large"))?;
         // SAFETY: layout has a non-zero size (at least one granule).
@@ -64,8 +97,8 @@ impl Buffer {
         let base = NonNull::new(p).ok_or_else(|| format!("out of memory allocating a {len}-byte buffer"))?;
         // SAFETY: offset < align <= size, inside the allocation.
         let ptr = unsafe { base.add(offset) };
-        let meta = NEXT_ID.fetch_add(1, Ordering::Relaxed) << 6 | align.trailing_zeros() as u64;
-        Ok(Buffer { ptr, len, size, meta })
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        Ok(Buffer { ptr, len, id, align: Log2::of(align) })
     }
 
     /// A buffer over memory the caller owns, lent for as long as the returned value is
@@ -81,8 +114,8 @@ impl Buffer {
     /// must never be taken out of the `ManuallyDrop` (its drop would free memory this
     /// crate did not allocate).
     pub unsafe fn borrow_raw(ptr: NonNull<u8>, len: usize) -> ManuallyDrop<Buffer> {
-        // Alignment 1: offset() is 0, so capacity() is len and nothing reads past it.
-        ManuallyDrop::new(Buffer { ptr, len, size: len, meta: 0 })
+        // Id 0: capacity() is len, and nothing reads past it.
+        ManuallyDrop::new(Buffer { ptr, len, id: 0, align: Log2::of(1) })
     }
 
     /// A buffer holding a copy of `bytes`, aligned to `align`.
@@ -113,7 +146,7 @@ impl Buffer {
         self.ptr.as_ptr()
     }
     fn align(&self) -> usize {
-        1 << (self.meta & 63)
+        1 << self.align as u64
     }
     /// Bytes from the start to the aligned base of the allocation.
     fn offset(&self) -> usize {
@@ -122,12 +155,20 @@ impl Buffer {
     /// Bytes allocated from [`as_ptr`](Buffer::as_ptr) to the end of the allocation
     /// (≥ `len`; whole multiples of the alignment and of 4 KiB from an aligned start).
     pub fn capacity(&self) -> usize {
-        self.size - self.offset()
+        if self.id == 0 {
+            return self.len; // borrowed memory: only what was lent
+        }
+        self.alloc_size() - self.offset()
+    }
+    /// Bytes allocated from the aligned base (what [`Buffer::with_alignment`] allocated).
+    fn alloc_size(&self) -> usize {
+        // It fitted when the buffer was allocated, and nothing here changes.
+        alloc_size(self.len, self.offset(), self.align()).unwrap_or(usize::MAX)
     }
     /// A number that no other buffer alive or dead in this process has had; interfaces
     /// that register buffers with the kernel use it to tell buffers apart.
     pub fn id(&self) -> u64 {
-        self.meta >> 6
+        self.id
     }
 }
 
@@ -151,9 +192,11 @@ impl Drop for Buffer {
     fn drop(&mut self) {
         let base = self.ptr.as_ptr().wrapping_sub(self.offset());
         // SAFETY: base and this layout are exactly what with_alignment allocated: the
-        // start is less than one alignment past the aligned base, and size and alignment
-        // were validated there.
-        unsafe { alloc::dealloc(base, Layout::from_size_align_unchecked(self.size, self.align())) }
+        // start is less than one alignment past the aligned base, the size follows from
+        // the same length, offset and alignment by the same function, and size and
+        // alignment were validated there. (Borrowed buffers, id 0, are never dropped:
+        // borrow_raw wraps them in ManuallyDrop.)
+        unsafe { alloc::dealloc(base, Layout::from_size_align_unchecked(self.alloc_size(), self.align())) }
     }
 }
 
@@ -251,8 +294,29 @@ mod tests {
     fn buffers_and_data_stay_small() {
         // They move through every submission and completion.
         assert_eq!(std::mem::size_of::<Buffer>(), 32);
-        assert!(std::mem::size_of::<Data>() <= 40);
+        assert_eq!(std::mem::size_of::<Data>(), 32, "Data's variants share the Buffer's niche, no tag word");
         assert!(std::mem::size_of::<crate::Completion>() <= 64, "a completion fits a cache line");
+    }
+
+    #[test]
+    fn capacity_is_what_was_allocated_from_the_start() {
+        // (len, align, offset) -> bytes from the start to the end of the allocation,
+        // worked out by hand: whole multiples of max(align, 4096) from the aligned base.
+        for (len, align, offset, capacity) in [
+            (0, 512, 0, 4096),
+            (1, 1, 0, 4096),
+            (4096, 4096, 0, 4096),
+            (4097, 4096, 0, 8192),
+            (512, 4096, 3, 4093),
+            (10_000, 8192, 5, 16_379),
+            (65_536, 1 << 16, 0, 65_536),
+            (100, 1 << 21, 4095, (1 << 21) - 4095),
+        ] {
+            let b = Buffer::with_alignment(len, align, offset).unwrap();
+            assert_eq!(b.capacity(), capacity, "len {len}, align {align}, offset {offset}");
+            assert_eq!(b.as_ptr() as usize % align, offset % align);
+            assert_eq!((b.len(), b.align()), (len, align));
+        } // each drop frees with the size recomputed from len, offset and alignment
     }
 
     #[test]

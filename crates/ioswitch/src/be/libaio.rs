@@ -2,8 +2,10 @@
 //! `io_getevents(2)` and `io_destroy(2)` — no libaio library is linked.
 //!
 //! Each queue owns one AIO context sized to its depth and a slot table of `depth` slots,
-//! all allocated when the queue is created: per slot an `iocb`, an iovec array for
-//! vectored commands, and the command's data and tag. `submit` fills the slot's iocb in
+//! all allocated when the queue is created: per slot an `iocb` with the command's data
+//! and tag beside it (one 128-byte entry), and an iovec array for vectored commands. The
+//! tables are a power of two long and indexed through a mask, so an index is always in
+//! bounds without a check. `submit` fills the slot's iocb in
 //! place (read/write for one buffer, readv/writev for several, fdsync for flush; a write
 //! with Force Unit Access carries RWF_DSYNC) and appends its pointer to the array
 //! `io_submit` reads; `commit` hands every queued iocb to the kernel in **one**
@@ -162,7 +164,15 @@ pub(crate) fn new_queue(dev: &Arc<Inner>, depth: u32) -> Result<super::Backend, 
     Ok(super::Backend::Libaio(Box::new(Libaio::new(dev, depth)?)))
 }
 
+/// One command's place: the iocb the kernel reads, and beside it, in the same two cache
+/// lines, what the command holds meanwhile. The iocb comes first, so a pointer to it is a
+/// pointer to its slot.
+#[repr(C, align(64))]
 struct Slot {
+    /// `aio_data` (the slot index) and `aio_fildes` are written once, at creation;
+    /// `aio_key`, `aio_reqprio`, `aio_reserved2`, `aio_flags` and `aio_resfd` stay 0 (the
+    /// kernel writes 0 into `aio_key`). Submit writes the rest.
+    iocb: Iocb,
     data: Data,
     tag: u64,
     /// Bytes the command must move (0 for flush); fewer is a short transfer.
@@ -176,13 +186,13 @@ pub(crate) struct Libaio {
     dev: Arc<Inner>,
     ctx: AioContext,
     fd: u32,
+    /// The queue's depth: slots `0..depth` are in use; the tables below are `mask + 1`
+    /// long (the depth rounded up to a power of two), so `i & mask` is always in bounds.
+    depth: u32,
+    mask: usize,
     slots: Box<[Slot]>,
-    /// One iocb per slot. `aio_data` (the slot index) and `aio_fildes` are written once,
-    /// at creation; `aio_key`, `aio_reqprio`, `aio_reserved2`, `aio_flags` and `aio_resfd`
-    /// stay 0 (the kernel writes 0 into `aio_key`). Submit writes the rest.
-    iocbs: Box<[Iocb]>,
     iovecs: Box<[[libc::iovec; MAX_SEGMENTS]]>,
-    /// Free slot indices: `free[..nfree]`.
+    /// Free slot indices: `free[..nfree]`, each below `depth`.
     free: Box<[u32]>,
     nfree: u32,
     /// The iocb pointer array io_submit reads: `ptrs[..nqueued]` are the commands
@@ -203,7 +213,7 @@ pub(crate) struct Libaio {
 }
 
 // SAFETY: the raw pointers in `ptrs` and in the iocbs/iovecs point into memory this
-// struct owns (its iocb and iovec tables and the buffers held in its slots); nothing is
+// struct owns (its slot and iovec tables and the buffers held in its slots); nothing is
 // tied to the thread that created it, and the AIO context may be used from any thread.
 unsafe impl Send for Libaio {}
 
@@ -225,17 +235,30 @@ impl Libaio {
             },
             source: io::Error::from_raw_os_error(errno),
         })?;
-        let n = depth as usize;
+        // The tables: a power of two long (the entries past depth are never used).
+        let n = (depth as usize).next_power_of_two();
         let iov0 = libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 };
         let fd = fd as u32;
+        let slot = |i: usize| Slot {
+            iocb: Iocb { aio_data: i as u64, aio_fildes: fd, ..Iocb::default() },
+            data: Data::None,
+            tag: 0,
+            expect: 0,
+            busy: false,
+        };
+        let mut free = vec![0u32; n].into_boxed_slice();
+        for (k, i) in (0..depth).rev().enumerate() {
+            free[k] = i;
+        }
         Ok(Libaio {
             dev: dev.clone(),
             ctx,
             fd,
-            slots: (0..n).map(|_| Slot { data: Data::None, tag: 0, expect: 0, busy: false }).collect(),
-            iocbs: (0..depth).map(|i| Iocb { aio_data: i as u64, aio_fildes: fd, ..Iocb::default() }).collect(),
+            depth,
+            mask: n - 1,
+            slots: (0..n).map(slot).collect(),
             iovecs: vec![[iov0; MAX_SEGMENTS]; n].into_boxed_slice(),
-            free: (0..depth).rev().collect(),
+            free,
             nfree: depth,
             ptrs: vec![std::ptr::null_mut(); n].into_boxed_slice(),
             nqueued: 0,
@@ -252,36 +275,51 @@ impl Libaio {
         Error::BadCommand { dev: self.dev.uri.clone(), iface: IFACE, what: cmd.describe(), why: why.into() }
     }
 
+    /// The slot at `i`, masked into the table (`i` is always below `depth` here; the
+    /// mask only spares the bounds check).
+    #[inline(always)]
+    fn slot(&mut self, i: usize) -> &mut Slot {
+        debug_assert!(i < self.depth as usize);
+        // SAFETY: i & mask < mask + 1 == slots.len().
+        unsafe { self.slots.get_unchecked_mut(i & self.mask) }
+    }
+
     /// Takes a free slot, or `None` when all are busy.
     #[inline(always)]
     fn take_slot(&mut self) -> Option<usize> {
         let k = self.nfree.checked_sub(1)?;
         self.nfree = k;
-        Some(self.free[k as usize] as usize)
+        // SAFETY: k & mask < mask + 1 == free.len(). (k < nfree <= depth: it is in use.)
+        Some(unsafe { *self.free.get_unchecked(k as usize & self.mask) } as usize)
     }
 
     /// Gives a slot back to the free list.
     #[inline(always)]
     fn put_slot(&mut self, idx: usize) {
-        self.free[self.nfree as usize] = idx as u32;
+        // nfree < depth: the slot given back was taken.
+        debug_assert!(self.nfree < self.depth);
+        // SAFETY: nfree & mask < mask + 1 == free.len().
+        unsafe { *self.free.get_unchecked_mut(self.nfree as usize & self.mask) = idx as u32 };
         self.nfree += 1;
     }
 
     /// Fills the slot and queues its iocb (already written) for the next commit.
     #[inline(always)]
     fn queue(&mut self, idx: usize, data: Data, tag: u64, expect: u64) {
-        // Every index first (nqueued < depth: every queued command holds one of the depth
-        // slots, and this one holds a slot that was free), then the writes.
-        let cb: *mut Iocb = &mut self.iocbs[idx];
-        let p = &mut self.ptrs[self.nqueued as usize];
-        let slot = &mut self.slots[idx];
-        *p = cb;
-        self.nqueued += 1;
+        // nqueued < depth: every queued command holds one of the depth slots, and this
+        // one holds a slot that was free.
+        debug_assert!(self.nqueued < self.depth);
+        let q = self.nqueued as usize & self.mask;
+        let slot = self.slot(idx);
+        let cb: *mut Iocb = &mut slot.iocb;
         slot.tag = tag;
         slot.expect = expect;
         slot.busy = true;
         // A free slot holds Data::None (whoever freed it took its data): nothing to drop.
         std::mem::forget(std::mem::replace(&mut slot.data, data));
+        // SAFETY: q = nqueued & mask < mask + 1 == ptrs.len().
+        unsafe { *self.ptrs.get_unchecked_mut(q) = cb };
+        self.nqueued += 1;
     }
 
     /// Everything but a read or write of one buffer without FUA: flush, vectored I/O,
@@ -298,7 +336,7 @@ impl Libaio {
             }
         }
         let Some(i) = self.take_slot() else {
-            return Err((Error::Busy { depth: self.slots.len() as u32 }, data));
+            return Err((Error::Busy { depth: self.depth }, data));
         };
         let mut cb = Iocb { aio_data: i as u64, aio_fildes: self.fd, ..Iocb::default() };
         if io.op == Op::Flush {
@@ -324,7 +362,7 @@ impl Libaio {
                 cb.aio_rw_flags = libc::RWF_DSYNC;
             }
         }
-        self.iocbs[i] = cb;
+        self.slot(i).iocb = cb;
         let expect = if io.op == Op::Flush { 0 } else { io.len };
         self.queue(i, data, tag, expect);
         Ok(())
@@ -343,7 +381,7 @@ impl Libaio {
 
     /// The slot index of the first queued command.
     fn first_queued(&self) -> usize {
-        (self.ptrs[0] as usize - self.iocbs.as_ptr() as usize) / std::mem::size_of::<Iocb>()
+        (self.ptrs[0] as usize - self.slots.as_ptr() as usize) / std::mem::size_of::<Slot>()
     }
 
     /// Takes the first `k` queued commands off the queue (io_submit took them, or
@@ -361,8 +399,8 @@ impl Libaio {
     fn refuse_first(&mut self, errno: i32) {
         let idx = self.first_queued();
         self.unqueue_front(1);
-        let fdsync = self.iocbs[idx].aio_lio_opcode == IOCB_CMD_FDSYNC;
         let slot = &mut self.slots[idx];
+        let fdsync = slot.iocb.aio_lio_opcode == IOCB_CMD_FDSYNC;
         let (data, tag) = (std::mem::take(&mut slot.data), slot.tag);
         slot.busy = false;
         self.put_slot(idx);
@@ -409,7 +447,7 @@ impl Libaio {
     #[inline(always)]
     fn io_submit(&mut self) -> libc::c_long {
         self.syscalls += 1;
-        // SAFETY: ctx is live; ptrs[..nqueued] point into the iocb table at filled iocbs
+        // SAFETY: ctx is live; ptrs[..nqueued] point into the slot table at filled iocbs
         // whose buffers (and iovec arrays) are owned by their slots and stay put until
         // the events are reaped; the kernel copies the iocbs and iovecs during the call.
         unsafe { libc::syscall(libc::SYS_io_submit, self.ctx, self.nqueued as libc::c_long, self.ptrs.as_mut_ptr()) }
@@ -422,18 +460,19 @@ impl Libaio {
         if self.ev_head >= self.ev_len {
             return None;
         }
-        let ev = &self.events[self.ev_head as usize];
+        // SAFETY: ev_head & mask < mask + 1 == events.len().
+        let ev = unsafe { self.events.get_unchecked(self.ev_head as usize & self.mask) };
+        let (idx, res) = (ev.data as usize, ev.res);
         self.ev_head += 1;
-        let idx = ev.data as usize;
-        let busy = self.slots.get(idx).is_some_and(|s| s.busy);
-        Some((busy.then_some(idx), ev.res))
+        let busy = idx < self.depth as usize && self.slot(idx).busy;
+        Some((busy.then_some(idx), res))
     }
 
     /// Turns a busy slot's event result into its completion and frees the slot.
     #[inline(always)]
     fn finish(&mut self, idx: usize, res: i64) -> Completion {
         self.put_slot(idx);
-        let slot = &mut self.slots[idx];
+        let slot = self.slot(idx);
         slot.busy = false;
         let (status, result) =
             if res >= 0 && res as u64 == slot.expect { (Status::OK, res as u64) } else { failed(res) };
@@ -550,10 +589,10 @@ impl AsyncQueue for Libaio {
             _ => return self.submit_other(io, cmd, data, tag),
         };
         let Some(i) = self.take_slot() else {
-            return Err((Error::Busy { depth: self.slots.len() as u32 }, data));
+            return Err((Error::Busy { depth: self.depth }, data));
         };
         let Data::One(b) = &data else { unreachable!() };
-        let cb = &mut self.iocbs[i];
+        let cb = &mut self.slot(i).iocb;
         cb.aio_rw_flags = 0;
         cb.aio_lio_opcode = opcode;
         cb.aio_buf = b.as_ptr() as u64;
@@ -943,10 +982,50 @@ mod tests {
 
     /// Every slot free and empty, nothing queued, harvested or in flight.
     fn assert_idle(be: &Libaio) {
-        assert_eq!(be.nfree as usize, be.slots.len(), "every slot is free");
+        assert_eq!(be.nfree, be.depth, "every slot is free");
         assert!(be.slots.iter().all(|s| !s.busy && matches!(s.data, Data::None)), "no slot holds data");
         assert_eq!((be.nqueued, be.ev_head, be.ev_len, be.in_flight), (0, be.ev_len, be.ev_len, 0));
         assert!(be.ready.is_empty());
+    }
+
+    #[test]
+    fn libaio_a_depth_that_is_no_power_of_two_uses_exactly_its_slots() {
+        // The tables are 8 long for depth 5 and indexed through a mask: the free list,
+        // the iocb pointers and the events must still stay within the 5 slots in use.
+        let t = temp_in(&std::env::temp_dir(), "libaio");
+        let dev = open(&t, "async=libaio,create=1,size=1MiB");
+        let mut be = Libaio::new(&dev.inner, 5).unwrap();
+        assert_eq!((be.depth, be.slots.len()), (5, 8));
+        for round in 0..4u64 {
+            for i in 0..5u64 {
+                let tag = round * 5 + i;
+                put(&mut be, &dev, Cmd::fs_write(tag * 4096, 4096), buf(&dev, &pattern(tag, 4096)).into(), tag)
+                    .unwrap();
+            }
+            let full = put(&mut be, &dev, Cmd::fs_write(0, 4096), dev.alloc(4096).unwrap().into(), 99);
+            assert!(matches!(full, Err((Error::Busy { depth: 5 }, _))), "the sixth command finds the queue full");
+            // Reap in uneven steps so that slots come back in varied orders.
+            let mut seen = vec![];
+            while seen.len() < 5 {
+                be.reap(1, 2, &mut |c: Completion| {
+                    assert!(c.status.is_ok() && c.result == 4096, "{}", c.status);
+                    seen.push(c.tag);
+                })
+                .unwrap();
+            }
+            seen.sort();
+            assert_eq!(seen, (round * 5..round * 5 + 5).collect::<Vec<_>>());
+            assert!(be.slots[5..].iter().all(|s| !s.busy), "the slots past the depth are never used");
+            assert_idle(&be);
+        }
+        for tag in 0..20u64 {
+            put(&mut be, &dev, Cmd::fs_read(tag * 4096, 4096), dev.alloc(4096).unwrap().into(), tag).unwrap();
+            be.reap(1, 1, &mut |c: Completion| {
+                assert_eq!(&c.data.into_one().unwrap()[..], &pattern(tag, 4096)[..], "block {tag}");
+            })
+            .unwrap();
+        }
+        assert_idle(&be);
     }
 
     #[test]
@@ -1025,9 +1104,9 @@ mod tests {
         }
         // The second iocb carries an opcode the kernel does not know: io_submit takes the
         // first, stops there (1), refuses the second (EINVAL), then takes the last two.
-        let second = (be.ptrs[1] as usize - be.iocbs.as_ptr() as usize) / std::mem::size_of::<Iocb>();
+        let second = (be.ptrs[1] as usize - be.slots.as_ptr() as usize) / std::mem::size_of::<Slot>();
         assert_ne!(be.first_queued(), second);
-        be.iocbs[second].aio_lio_opcode = 0x7fff;
+        be.slots[second].iocb.aio_lio_opcode = 0x7fff;
         assert_eq!(be.commit().unwrap(), 3);
         assert_eq!(be.syscalls(), 3, "io_submit: 1 taken, the bad one refused, 2 taken");
         assert_eq!(be.nqueued, 0);

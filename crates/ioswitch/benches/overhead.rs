@@ -21,13 +21,16 @@
 //! ```text
 //! cargo bench -p ioswitch --bench overhead -- [--quick] [--nil-only] [--only PATTERN,…]
 //!     [--reps N] [--ios N] [--shm FILE] [--disk FILE] [--keep-files] [--no-callgrind]
+//!     [--cpu N]
 //! ```
 //! A configuration is named `nil-qd1`, `shm-io_uring-qd16`, `disk-psync-qd1`, …; a
 //! pattern selects the names equal to it or starting with it and a `-` (`nil`, `shm`,
 //! `disk-libaio`). `--once ioswitch|raw` runs each selected configuration once, on one
 //! side (raw of nil: the floor), without warm-up: what the callgrind runs execute, e.g.
 //! `valgrind --tool=callgrind <bench binary> --once ioswitch --only nil-qd1 --ios 100000`.
-//! The data files (256 MiB in /dev/shm, 1 GiB in /var/tmp, which must be on a disk file
+//! `--cpu N` pins the bench (every side, and the callgrind runs it starts) to CPU N, so
+//! that both sides of every pair run on the same CPU and none migrates mid-run; without
+//! it the scheduler places the thread. The data files (256 MiB in /dev/shm, 1 GiB in /var/tmp, which must be on a disk file
 //! system) are written once and removed at the end unless `--keep-files`.
 
 use ioswitch::{Buffer, Cmd, Completion, Data, Device, Queue, Status};
@@ -138,6 +141,7 @@ struct Args {
     disk: PathBuf,
     keep_files: bool,
     callgrind: bool,
+    cpu: Option<usize>,
 }
 
 impl Args {
@@ -152,6 +156,7 @@ impl Args {
             disk: PathBuf::from("/var/tmp/ioswitch-overhead.dat"),
             keep_files: false,
             callgrind: true,
+            cpu: None,
         };
         let mut it = std::env::args().skip(1);
         while let Some(arg) = it.next() {
@@ -174,6 +179,10 @@ impl Args {
                 "--disk" => a.disk = val("a file").into(),
                 "--keep-files" => a.keep_files = true,
                 "--no-callgrind" => a.callgrind = false,
+                "--cpu" => {
+                    let v = val("a CPU number");
+                    a.cpu = Some(v.parse().unwrap_or_else(|_| usage(&format!("--cpu {v:?}: not a CPU number"))))
+                }
                 "-h" | "--help" => usage(""),
                 _ => usage(&format!("unknown argument {arg:?}")),
             }
@@ -216,7 +225,7 @@ fn usage(why: &str) -> ! {
     eprintln!(
         "usage: cargo bench -p ioswitch --bench overhead -- [--quick] [--nil-only] [--only PATTERN,...]\n\
          \x20      [--reps N] [--ios N] [--shm FILE] [--disk FILE] [--keep-files] [--no-callgrind]\n\
-         \x20      [--once ioswitch|raw]"
+         \x20      [--once ioswitch|raw] [--cpu N]"
     );
     std::process::exit(2)
 }
@@ -948,8 +957,38 @@ fn callgrind_count(out: &Path, args: &[String]) -> Result<u64, String> {
         .ok_or_else(|| "no 'Collected :' line in valgrind's output".into())
 }
 
+/// Pins this process to one CPU; exits with the reason when it cannot.
+fn pin_to_cpu(cpu: usize) {
+    // SAFETY: cpu_set_t is plain bits; zeroed is the empty set.
+    let mut allowed: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: allowed is a valid cpu_set_t of `size` bytes that the call fills.
+    let got = unsafe { libc::sched_getaffinity(0, size, &mut allowed) } == 0;
+    // SAFETY: CPU_ISSET reads the set; cpu is bounds-checked against CPU_SETSIZE first.
+    let ok = got && cpu < libc::CPU_SETSIZE as usize && unsafe { libc::CPU_ISSET(cpu, &allowed) };
+    if !ok {
+        // SAFETY: as above; i < CPU_SETSIZE.
+        let list: Vec<String> = (0..libc::CPU_SETSIZE as usize)
+            .filter(|&i| got && unsafe { libc::CPU_ISSET(i, &allowed) })
+            .map(|i| i.to_string())
+            .collect();
+        usage(&format!("--cpu {cpu}: not a CPU this process may run on (allowed: {})", list.join(",")));
+    }
+    // SAFETY: as above.
+    let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: cpu < CPU_SETSIZE (checked above).
+    unsafe { libc::CPU_SET(cpu, &mut one) };
+    // SAFETY: one is a valid cpu_set_t of `size` bytes.
+    if unsafe { libc::sched_setaffinity(0, size, &one) } != 0 {
+        usage(&format!("--cpu {cpu}: sched_setaffinity failed: {}", io::Error::last_os_error()));
+    }
+}
+
 fn main() {
     let args = Args::parse();
+    if let Some(cpu) = args.cpu {
+        pin_to_cpu(cpu);
+    }
     if let Some(side) = args.once {
         return run_once(&args, side);
     }
@@ -957,9 +996,10 @@ fn main() {
     let mut md = String::new(); // the summary, ready for docs/BENCHMARKS.md
     println!("ioswitch library overhead{}", if args.quick { " (--quick)" } else { "" });
     println!(
-        "kernel {}, {} CPUs, load average at start {}, {} repetitions per side",
+        "kernel {}, {} CPUs{}, load average at start {}, {} repetitions per side",
         uname_r(),
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        args.cpu.map(|c| format!(", pinned to CPU {c}")).unwrap_or_default(),
         loadavg(),
         reps
     );

@@ -3,7 +3,7 @@
 
 use super::{AsyncQueue, Io, SyncIo};
 use crate::buf::Buffer;
-use crate::buf::Data;
+use crate::buf::{Data, DataWords};
 use crate::cmd::Cmd;
 use crate::error::Error;
 use crate::queue::Completion;
@@ -11,11 +11,11 @@ use crate::spec::Status;
 use std::mem::MaybeUninit;
 
 /// A finished command waiting to be reaped: its completion without the status (always
-/// success), 8 bytes less to move.
+/// success), 8 bytes less to move. The data is kept as its four words (see [`DataWords`]).
 struct Done {
     tag: u64,
     result: u64,
-    data: Data,
+    data: DataWords,
 }
 
 pub(crate) struct Nil {
@@ -44,7 +44,7 @@ impl AsyncQueue for Nil {
         let i = (self.head + self.len) & self.mask;
         // SAFETY: i is masked into the ring (its length is mask + 1), and the entry is
         // free: the ring is not full, and entries from head + len on hold nothing.
-        unsafe { self.ring.get_unchecked_mut(i) }.write(Done { tag, result: io.len, data });
+        unsafe { self.ring.get_unchecked_mut(i) }.write(Done { tag, result: io.len, data: DataWords::new(data) });
         self.len += 1;
         Ok(())
     }
@@ -66,7 +66,7 @@ impl AsyncQueue for Nil {
             let d = unsafe { self.ring.get_unchecked(self.head).assume_init_read() };
             self.head = (self.head + 1) & self.mask;
             self.len -= 1;
-            f(Completion { tag: d.tag, status: Status::OK, result: d.result, data: d.data });
+            f(Completion { tag: d.tag, status: Status::OK, result: d.result, data: d.data.into_data() });
         }
         Ok(n as u32)
     }
@@ -86,7 +86,7 @@ impl Drop for Nil {
         // Completions never reaped (the queue was dropped, or a callback panicked).
         while self.len > 0 {
             // SAFETY: as in reap: the entry at head is initialised and read once.
-            drop(unsafe { self.ring.get_unchecked(self.head).assume_init_read() });
+            drop(unsafe { self.ring.get_unchecked(self.head).assume_init_read() }.data.into_data());
             self.head = (self.head + 1) & self.mask;
             self.len -= 1;
         }

@@ -18,9 +18,9 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 /// 32 bytes, four words: the start address, the length, a unique id and the alignment.
 /// The allocation starts at the start address rounded down to the alignment (the offset
 /// past it is always less than the alignment); its size follows from the length, that
-/// offset and the alignment ([`alloc_size`]).
+/// offset and the alignment.
 ///
-/// The alignment is kept as a [`Log2`], a word with only 64 valid values: the others are
+/// The alignment is kept as its log2 in a word with only 64 valid values: the others are
 /// a niche that lets [`Data`] tell its variants apart without a tag word. So a `Data` is
 /// 32 bytes too and moves as whole words. (With a tag word it was 40 bytes, rebuilt on
 /// the stack from 8-byte pieces and reloaded 16 bytes at a time, which stalls

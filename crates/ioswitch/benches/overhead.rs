@@ -963,13 +963,15 @@ fn pin_to_cpu(cpu: usize) {
     let mut allowed: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     let size = std::mem::size_of::<libc::cpu_set_t>();
     // SAFETY: allowed is a valid cpu_set_t of `size` bytes that the call fills.
-    let got = unsafe { libc::sched_getaffinity(0, size, &mut allowed) } == 0;
+    if unsafe { libc::sched_getaffinity(0, size, &mut allowed) } != 0 {
+        usage(&format!("--cpu {cpu}: sched_getaffinity failed: {}", io::Error::last_os_error()));
+    }
     // SAFETY: CPU_ISSET reads the set; cpu is bounds-checked against CPU_SETSIZE first.
-    let ok = got && cpu < libc::CPU_SETSIZE as usize && unsafe { libc::CPU_ISSET(cpu, &allowed) };
+    let ok = cpu < libc::CPU_SETSIZE as usize && unsafe { libc::CPU_ISSET(cpu, &allowed) };
     if !ok {
         // SAFETY: as above; i < CPU_SETSIZE.
         let list: Vec<String> = (0..libc::CPU_SETSIZE as usize)
-            .filter(|&i| got && unsafe { libc::CPU_ISSET(i, &allowed) })
+            .filter(|&i| unsafe { libc::CPU_ISSET(i, &allowed) })
             .map(|i| i.to_string())
             .collect();
         usage(&format!("--cpu {cpu}: not a CPU this process may run on (allowed: {})", list.join(",")));

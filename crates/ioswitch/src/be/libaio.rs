@@ -4,9 +4,9 @@
 //! Each queue owns one AIO context sized to its depth and a slot table of `depth` slots,
 //! all allocated when the queue is created: per slot an `iocb` with the command's data
 //! and tag beside it (one 128-byte entry), and an iovec array for vectored commands. The
-//! tables are a power of two long and indexed through a mask, so an index is always in
-//! bounds without a check. `submit` fills the slot's iocb in
-//! place (read/write for one buffer, readv/writev for several, fdsync for flush; a write
+//! tables the hot path indexes are a power of two long and indexed through a mask, so an
+//! index is always in bounds without a check. `submit` fills the slot's iocb in place
+//! (read/write for one buffer, readv/writev for several, fdsync for flush; a write
 //! with Force Unit Access carries RWF_DSYNC) and appends its pointer to the array
 //! `io_submit` reads; `commit` hands every queued iocb to the kernel in **one**
 //! `io_submit` (on a partial submission the rest move to the front and go again);
@@ -191,6 +191,8 @@ pub(crate) struct Libaio {
     depth: u32,
     mask: usize,
     slots: Box<[Slot]>,
+    /// One iovec array per slot in use (`depth` of them; only vectored commands, off
+    /// the hot path, use them).
     iovecs: Box<[[libc::iovec; MAX_SEGMENTS]]>,
     /// Free slot indices: `free[..nfree]`, each below `depth`.
     free: Box<[u32]>,
@@ -235,7 +237,7 @@ impl Libaio {
             },
             source: io::Error::from_raw_os_error(errno),
         })?;
-        // The tables: a power of two long (the entries past depth are never used).
+        // The masked tables: a power of two long (the entries past depth are never used).
         let n = (depth as usize).next_power_of_two();
         let iov0 = libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 };
         let fd = fd as u32;
@@ -257,7 +259,7 @@ impl Libaio {
             depth,
             mask: n - 1,
             slots: (0..n).map(slot).collect(),
-            iovecs: vec![[iov0; MAX_SEGMENTS]; n].into_boxed_slice(),
+            iovecs: vec![[iov0; MAX_SEGMENTS]; depth as usize].into_boxed_slice(),
             free,
             nfree: depth,
             ptrs: vec![std::ptr::null_mut(); n].into_boxed_slice(),
@@ -289,7 +291,7 @@ impl Libaio {
     fn take_slot(&mut self) -> Option<usize> {
         let k = self.nfree.checked_sub(1)?;
         self.nfree = k;
-        // SAFETY: k & mask < mask + 1 == free.len(). (k < nfree <= depth: it is in use.)
+        // SAFETY: k & mask < mask + 1 == free.len(). (k itself is below depth already.)
         Some(unsafe { *self.free.get_unchecked(k as usize & self.mask) } as usize)
     }
 

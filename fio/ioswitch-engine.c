@@ -337,6 +337,8 @@ static int iosw_open_file(struct thread_data *td, struct fio_file *f)
 	struct ioswitch_ident id;
 	int err;
 
+	if (!ed)
+		return iosw_fail(td, EINVAL, "open_file before the engine's init");
 	fd = calloc(1, sizeof(*fd));
 	if (!fd)
 		return 1;
@@ -420,7 +422,11 @@ static int iosw_close_file(struct thread_data *td, struct fio_file *f)
 	return ret;
 }
 
-/* A char device (/dev/ngXnY) has no size fio can stat; ask ioswitch. */
+/*
+ * A char device (/dev/ngXnY) has no size fio can stat; ask ioswitch. So for a block
+ * device: fio's generic way opens it through ->open_file(), which setup_files() calls
+ * before ->init() has made the engine's data.
+ */
 static int iosw_get_file_size(struct thread_data *td, struct fio_file *f)
 {
 	struct iosw_data *ed = td->io_ops_data;
@@ -430,7 +436,7 @@ static int iosw_get_file_size(struct thread_data *td, struct fio_file *f)
 
 	if (fio_file_size_known(f))
 		return 0;
-	if (f->filetype != FIO_TYPE_CHAR)
+	if (f->filetype != FIO_TYPE_CHAR && f->filetype != FIO_TYPE_BLOCK)
 		return generic_get_file_size(td, f);
 	err = ioswitch_dev_open(f->file_name, ed ? ed->devopts : NULL, &dev);
 	if (err)

@@ -226,6 +226,9 @@ static int iosw_init(struct thread_data *td)
 	append(ed->devopts, sizeof(ed->devopts), "", o->opts);
 	if (td->o.odirect && (!o->opts || !strstr(o->opts, "direct")))
 		append(ed->devopts, sizeof(ed->devopts), "direct=", "1");
+	/* fio's own guard covers block devices only; the library's covers /dev/ngXnY too. */
+	if (td->o.allow_mounted_write && (!o->opts || !strstr(o->opts, "allow_mounted_write")))
+		append(ed->devopts, sizeof(ed->devopts), "allow_mounted_write=", "1");
 	td->io_ops_data = ed;
 
 	ed->inline_mode = !ed->sync_mode && o->inline_qd1 && depth == 1;

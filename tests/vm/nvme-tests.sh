@@ -12,6 +12,10 @@
 #      - the conformance suite (crates/ioswitch/tests/conformance.rs): its file and loop
 #        rows on an ext4 file system made in the guest (a loop device over an image in
 #        /tmp), its NVMe rows on the guest's namespaces (block, char and zoned);
+#      - the mounted-device write guard (crates/ioswitch/tests/guard.rs, its ignored NVMe
+#        test included): loop devices with a mounted ext4, a partition, swap, a
+#        device-mapper device on top; namespace 1 mounted through /dev/nvme0n1 and
+#        written through /dev/ng0n1 (last: it puts a file system on namespace 1);
 #   3. prints a summary; exits non-zero when anything failed.
 #
 # Usage: tests/vm/nvme-tests.sh [-- EXTRA ARGS FOR THE NVME TEST BINARY]
@@ -24,8 +28,8 @@ root=$(cd -- "$here/../.." && pwd)
 
 if [[ ${1:-} == --guest ]]; then
     # ------------------------------------------------------------ inside the guest
-    nvme_exe=$2 conf_exe=$3
-    shift 3
+    nvme_exe=$2 conf_exe=$3 guard_exe=$4
+    shift 4
     [[ ${1:-} == -- ]] && shift
     out=$(mktemp -d)
     if modprobe -d "${IOSWITCH_VM_MODROOT:-/}" null_blk nr_devices=1 zoned=1 zone_size=4 zone_capacity=3 \
@@ -57,6 +61,12 @@ if [[ ${1:-} == --guest ]]; then
     echo "==== conformance suite: $conf_exe"
     TMPDIR=$conf_tmp "$conf_exe" 2>&1 | tee "$out/conf.log"
     conf_rc=${PIPESTATUS[0]}
+    echo "==== write guard: $guard_exe"
+    if ! modprobe -d "${IOSWITCH_VM_MODROOT:-/}" dm_mod 2>"$out/dm.err"; then
+        echo "guest: cannot load dm_mod (the device-mapper case will fail): $(cat "$out/dm.err")"
+    fi
+    "$guard_exe" --include-ignored --test-threads=1 2>&1 | tee "$out/guard.log"
+    guard_rc=${PIPESTATUS[0]}
     set -e
     echo
     echo "==== summary (guest kernel $(uname -r))"
@@ -68,7 +78,11 @@ if [[ ${1:-} == --guest ]]; then
     grep -E '^test .* FAILED$' "$out/nvme.log" | sed 's/^/      /' || true
     printf '%-5s conformance.rs: %s\n' "$( ((conf_rc == 0)) && echo PASS || echo FAIL)" \
         "${conf_line:-no summary line (exit $conf_rc)}"
-    if ((nvme_rc != 0 || conf_rc != 0)); then exit 1; fi
+    guard_line=$(grep -E '^test result:' "$out/guard.log" | tail -n 1)
+    printf '%-5s guard.rs:       %s\n' "$( ((guard_rc == 0)) && echo PASS || echo FAIL)" \
+        "${guard_line:-no libtest summary (exit $guard_rc)}"
+    grep -E '^test .* FAILED$' "$out/guard.log" | sed 's/^/      /' || true
+    if ((nvme_rc != 0 || conf_rc != 0 || guard_rc != 0)); then exit 1; fi
     exit 0
 fi
 
@@ -83,15 +97,17 @@ exe_of() {
 }
 nvme_exe=$(exe_of nvme)
 conf_exe=$(exe_of conformance)
-if [[ -z $nvme_exe || -z $conf_exe ]]; then
-    echo "nvme-tests: cannot find the test executables in cargo's output (nvme: '${nvme_exe}', conformance: '${conf_exe}')" >&2
+guard_exe=$(exe_of guard)
+if [[ -z $nvme_exe || -z $conf_exe || -z $guard_exe ]]; then
+    echo "nvme-tests: cannot find the test executables in cargo's output (nvme: '${nvme_exe}', conformance: '${conf_exe}', guard: '${guard_exe}')" >&2
     exit 2
 fi
 echo "nvme:        $nvme_exe"
 echo "conformance: $conf_exe"
+echo "guard:       $guard_exe"
 "$here/setup.sh" --quick >/dev/null
 args=()
 [[ ${1:-} == -- ]] && { shift; args=(-- "$@"); }
 echo "==== running in the guest (tests/vm/run.sh)"
 exec "$here/run.sh" --timeout "${IOSWITCH_VM_TIMEOUT:-600}" -- \
-    bash "$here/nvme-tests.sh" --guest "$nvme_exe" "$conf_exe" "${args[@]}"
+    bash "$here/nvme-tests.sh" --guest "$nvme_exe" "$conf_exe" "$guard_exe" "${args[@]}"

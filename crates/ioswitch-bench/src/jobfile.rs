@@ -454,6 +454,10 @@ pub struct JobSpec {
     pub thread: bool,
     /// `direct` (O_DIRECT); `buffered=0` is the same as `direct=1`.
     pub direct: bool,
+    /// `allow_mounted_write`: write to a device that is mounted, swapped on or held by
+    /// another kernel user (refused otherwise, as fio refuses it); the library's option
+    /// of the same name.
+    pub allow_mounted_write: bool,
     /// `runtime` / `timeout`: time limit; `None` = none.
     pub runtime: Option<Duration>,
     /// `time_based`: repeat the workload until `runtime` is over.
@@ -598,6 +602,7 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("number_ios", &[], Kind::Value),
     ("norandommap", &[], Kind::Bool),
     ("invalidate", &[], Kind::Bool),
+    ("allow_mounted_write", &[], Kind::Bool),
     ("randrepeat", &[], Kind::Bool),
     ("randseed", &[], Kind::Value),
     ("cpus_allowed", &[], Kind::Value),
@@ -816,6 +821,7 @@ impl JobSpec {
             fixedbufs: false,
             registerfiles: false,
             fsync: 0,
+            allow_mounted_write: false,
             verify: Verify::None,
             do_verify: true,
             percentile_list: DEFAULT_PERCENTILES.to_vec(),
@@ -971,6 +977,7 @@ impl JobSpec {
             "number_ios" => self.number_ios = Some(count(0)?).filter(|&n| n > 0),
             "norandommap" => self.norandommap = flag()?,
             "invalidate" => self.invalidate = flag()?,
+            "allow_mounted_write" => self.allow_mounted_write = flag()?,
             "randrepeat" => self.randrepeat = flag()?,
             "randseed" => self.randseed = Some(count(0)?),
             "cpus_allowed" => {

@@ -179,6 +179,9 @@ pub fn engine_opts(spec: &JobSpec) -> Result<(Opts, Mode), String> {
     if spec.direct {
         o.direct = true;
     }
+    if spec.allow_mounted_write {
+        o.allow_mounted_write = true;
+    }
     let uring = o.r#async == Some(AsyncIface::IoUring) || o.r#async == Some(AsyncIface::IoUringCmd);
     for (on, name) in [
         (spec.hipri, "hipri"),
@@ -259,6 +262,15 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
         }
     }
     let dev = Device::open(&filename, &opts).map_err(|e| err(spec, "filename", e.to_string()))?;
+    // As fio: a job that writes does not start on a device in use (the library would
+    // refuse each write; refusing the job says so once, before anything runs).
+    if let Some(why) = dev.ident().in_use.as_deref().filter(|_| spec.rw.writes()) {
+        return Err(err(
+            spec,
+            "filename",
+            format!("{filename}: {why}; a job that writes would destroy that data (allow_mounted_write=1 overrides)"),
+        ));
+    }
     let bytes = dev.geometry().bytes;
     let offset = resolve_size(spec.offset, bytes);
     let size = spec.size.map(|s| resolve_size(s, bytes));

@@ -408,6 +408,14 @@ struct ioswitch_ident {
      * The memory interface; static.
      */
     const char *mem_iface;
+    /**
+     * Why commands that may write are refused ("/dev/loop0p1 is mounted on /mnt
+     * (ext4)"): the device, a partition of it or its disk is mounted, swapped on or held
+     * by another kernel user; NULL when writes are not guarded (nothing uses the device,
+     * a file or ramdisk, `rdonly=1`, or `allow_mounted_write=1`). Such refusals fail
+     * with -EBUSY.
+     */
+    const char *in_use;
 };
 
 /**

@@ -72,6 +72,7 @@ struct Strings {
     block_name: Option<CString>,
     model: Option<CString>,
     serial: Option<CString>,
+    in_use: Option<CString>,
 }
 
 fn cstring(s: &str) -> CString {
@@ -152,6 +153,7 @@ pub unsafe extern "C" fn ioswitch_dev_open(
             block_name: id.block_name.as_deref().map(cstring),
             model: id.model.as_deref().map(cstring),
             serial: id.serial.as_deref().map(cstring),
+            in_use: id.in_use.as_deref().map(cstring),
         };
         let handle = Box::new(ioswitch_dev { dev, strings });
         // SAFETY: as above.
@@ -243,6 +245,12 @@ pub struct ioswitch_ident {
     pub admin_iface: *const c_char,
     /// The memory interface; static.
     pub mem_iface: *const c_char,
+    /// Why commands that may write are refused ("/dev/loop0p1 is mounted on /mnt
+    /// (ext4)"): the device, a partition of it or its disk is mounted, swapped on or held
+    /// by another kernel user; NULL when writes are not guarded (nothing uses the device,
+    /// a file or ramdisk, `rdonly=1`, or `allow_mounted_write=1`). Such refusals fail
+    /// with -EBUSY.
+    pub in_use: *const c_char,
 }
 
 /// A device argument; `Err` with the message recorded when NULL.
@@ -335,6 +343,7 @@ pub unsafe extern "C" fn ioswitch_dev_ident(dev: *const ioswitch_dev, ident: *mu
             async_iface: ifaces.r#async.map_or(ptr::null(), |i| static_cstr(i.as_str()).as_ptr()),
             admin_iface: static_cstr(ifaces.admin.as_str()).as_ptr(),
             mem_iface: static_cstr(ifaces.mem.as_str()).as_ptr(),
+            in_use: opt_ptr(&s.in_use),
         };
         // SAFETY: ident is non-null and valid for a write (caller contract).
         unsafe { ident.write(out) };

@@ -83,6 +83,9 @@ fn info_text(r: &InfoReport) -> String {
     kv.item("block device", or_dash(&id.block_name));
     kv.item("model", or_dash(&id.model));
     kv.item("serial", or_dash(&id.serial));
+    if let Some(why) = &id.in_use {
+        kv.item("writes", format!("refused: {why} (allow_mounted_write=1 overrides)"));
+    }
     kv.render()
 }
 

@@ -88,6 +88,9 @@ pub struct Ident {
     model: Option<String>,
     /// Serial number, when the device reports one.
     serial: Option<String>,
+    /// Why writes are refused (the device, a partition of it or its disk is mounted,
+    /// swapped on or held; `allow_mounted_write=True` lifts it), or None.
+    in_use: Option<String>,
 }
 
 #[pymethods]
@@ -108,6 +111,7 @@ impl Ident {
             block_name: i.block_name.clone(),
             model: i.model.clone(),
             serial: i.serial.clone(),
+            in_use: i.in_use.clone(),
         }
     }
 }

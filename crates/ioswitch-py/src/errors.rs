@@ -70,6 +70,14 @@ create_exception!(
 );
 create_exception!(
     ioswitch,
+    InUseError,
+    Error,
+    "A command that may write, refused because the device (a partition of it, or its disk) \
+     is mounted, swapped on or held by another kernel user; nothing was done, and \
+     allow_mounted_write=True lifts the guard (errno EBUSY; attributes: device, what, why)."
+);
+create_exception!(
+    ioswitch,
     CommandError,
     Error,
     "The command ran and failed (attributes: device, status = SCT<<8|SC, sct, sc, dnr, \
@@ -102,6 +110,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("BufferSizeError", py.get_type::<BufferSizeError>())?;
     m.add("BadCommandError", py.get_type::<BadCommandError>())?;
     m.add("BusyError", py.get_type::<BusyError>())?;
+    m.add("InUseError", py.get_type::<InUseError>())?;
     m.add("CommandError", py.get_type::<CommandError>())?;
     m.add("QueueError", py.get_type::<QueueError>())?;
     m.add("BenchError", py.get_type::<BenchError>())?;
@@ -190,6 +199,12 @@ pub fn to_py(py: Python<'_>, e: ioswitch::Error) -> PyErr {
             &[("device", obj(py, dev)), ("interface", obj(py, iface)), ("what", obj(py, what)), ("why", obj(py, why))],
         ),
         E::Busy { depth } => make::<BusyError>(py, errno, msg, &[("depth", obj(py, depth))]),
+        E::InUse { dev, what, why } => make::<InUseError>(
+            py,
+            errno,
+            msg,
+            &[("device", obj(py, dev)), ("what", obj(py, what)), ("why", obj(py, why))],
+        ),
         E::Command { dev, what, status } => make::<CommandError>(
             py,
             errno,

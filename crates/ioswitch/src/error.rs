@@ -102,6 +102,20 @@ pub enum Error {
         /// Why not.
         why: String,
     },
+    /// A command that may write, refused because the device holds data another user
+    /// relies on: it (a partition of it, or its disk) is mounted, swapped on or held by
+    /// another kernel user. Nothing was done; `allow_mounted_write=1` lifts the guard.
+    #[error(
+        "{dev}: {what} refused: {why}; writing there could destroy that data (allow_mounted_write=1 overrides this)"
+    )]
+    InUse {
+        /// The device.
+        dev: String,
+        /// The command.
+        what: String,
+        /// Who uses the device: the mount point, swap area or holder.
+        why: String,
+    },
     /// The queue already holds as many commands as its depth; retry after a poke.
     #[error("queue full: {depth} commands outstanding")]
     Busy {
@@ -139,7 +153,7 @@ impl Error {
         match self {
             Error::Os { source, .. } | Error::Queue { source, .. } => source.raw_os_error(),
             Error::Command { status, .. } => status.errno(),
-            Error::Busy { .. } => Some(libc::EBUSY),
+            Error::Busy { .. } | Error::InUse { .. } => Some(libc::EBUSY),
             Error::OutOfRange { .. } => Some(libc::ERANGE),
             Error::Unsupported { .. } => Some(libc::EOPNOTSUPP),
             Error::BadUri { .. }

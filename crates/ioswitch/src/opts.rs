@@ -151,6 +151,11 @@ pub struct Opts {
     pub single_issuer: bool,
     /// Worker threads of the `thrpool` interface (default 4).
     pub threads: Option<u32>,
+    /// Lift the mounted-device write guard (fio's name): allow commands that may write to
+    /// a block device or NVMe namespace that is mounted, swapped on or held by another
+    /// kernel user (device-mapper, md). Without it such commands are refused and reads
+    /// stay allowed.
+    pub allow_mounted_write: bool,
 }
 
 /// Every key an option string accepts, with a one-line meaning (for `--help` texts).
@@ -173,6 +178,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("register_buffers", "io_uring: register buffers, use fixed read/write"),
     ("single_issuer", "io_uring: only the creating thread uses a queue (defers task work, as fio)"),
     ("threads", "thrpool: number of worker threads"),
+    ("allow_mounted_write", "allow writes to a device that is mounted, swapped on or held (refused otherwise)"),
 ];
 
 fn parse_bool(key: &str, v: &str) -> Result<bool, Error> {
@@ -248,6 +254,7 @@ impl Opts {
                 }
                 self.threads = Some(n)
             }
+            "allow_mounted_write" => self.allow_mounted_write = parse_bool(key, value)?,
             _ => {
                 let known: Vec<&str> = KEYS.iter().map(|(k, _)| *k).collect();
                 return Err(Error::BadOpt {
@@ -346,6 +353,9 @@ impl fmt::Display for Opts {
         if let Some(v) = self.threads {
             items.push(format!("threads={v}"));
         }
+        if self.allow_mounted_write {
+            items.push("allow_mounted_write=1".into());
+        }
         f.write_str(&items.join(","))
     }
 }
@@ -367,7 +377,7 @@ mod tests {
 
     #[test]
     fn option_strings_round_trip_through_display() {
-        let s = "sync=block,async=libaio,admin=emulated,nsid=2,direct=1,create=1,register_files=1,single_issuer=1";
+        let s = "sync=block,async=libaio,admin=emulated,nsid=2,direct=1,create=1,register_files=1,single_issuer=1,allow_mounted_write=1";
         let o: Opts = s.parse().unwrap();
         assert_eq!(o.to_string().parse::<Opts>().unwrap(), o);
     }

@@ -16,6 +16,7 @@ __all__ = [
     "Buffer",
     "BufferSizeError",
     "BusyError",
+    "InUseError",
     "CommandError",
     "Completion",
     "Device",
@@ -104,6 +105,15 @@ class BusyError(Error):
     """The queue is full (``depth`` commands outstanding): reap, then submit again."""
 
     depth: int
+
+class InUseError(Error):
+    """A command that may write, refused (errno EBUSY) because the device, a partition of
+    it or its disk is mounted, swapped on or held by another kernel user; nothing was
+    done. ``allow_mounted_write=True`` at open lifts the guard."""
+
+    device: str
+    what: str
+    why: str
 
 class CommandError(Error):
     """The command ran and failed."""
@@ -197,6 +207,9 @@ class Ident:
     @property
     def serial(self) -> str | None:
         """Serial number, when reported."""
+    @property
+    def in_use(self) -> str | None:
+        """Why writes are refused (mounted, swapped on or held), or None."""
 
 @final
 class Buffer:

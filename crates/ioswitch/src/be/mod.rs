@@ -369,7 +369,8 @@ impl Limits {
             bytes,
             max_transfer: g.max_transfer.min(bytes),
             read: !dev.opts.wronly,
-            write: !dev.opts.rdonly,
+            // Writes to a guarded device take prepare, which refuses them.
+            write: !dev.opts.rdonly && dev.ident.in_use.is_none(),
             off_mask: if direct { g.dio_offset_align as u64 - 1 } else { 0 },
             mem_mask: if direct { g.dio_mem_align as u64 - 1 } else { 0 },
         }
@@ -434,6 +435,7 @@ enum Why {
     BufferSize(u64),
     Misaligned { what: &'static str, value: u64, align: u64 },
     PassthruBuffer(usize),
+    InUse,
 }
 
 #[inline]
@@ -472,6 +474,9 @@ fn check(dev: &Inner, cmd: &Cmd, bufs: &[Buffer]) -> Result<Io, Why> {
                     if deallocate && dev.opts.rdonly {
                         return Err(Why::ReadOnly);
                     }
+                    if deallocate && dev.ident.in_use.is_some() {
+                        return Err(Why::InUse);
+                    }
                     return Ok(Io { op: Op::Dsm { nr, deallocate }, offset: 0, len: need });
                 }
                 _ => Io { op: Op::Passthru, offset: 0, len: 0 },
@@ -496,6 +501,9 @@ fn check(dev: &Inner, cmd: &Cmd, bufs: &[Buffer]) -> Result<Io, Why> {
         }
         CmdSet::Admin => return Err(Why::Admin),
     };
+    if dev.ident.in_use.is_some() && may_write(cmd, &io) {
+        return Err(Why::InUse);
+    }
     match io.op {
         Op::Read | Op::Write => {
             if io.op == Op::Read && dev.opts.wronly {
@@ -519,6 +527,17 @@ fn check(dev: &Inner, cmd: &Cmd, bufs: &[Buffer]) -> Result<Io, Why> {
         _ => {}
     }
     Ok(io)
+}
+
+/// Whether a checked command may change the medium (see the write guard in `dev`).
+#[cold]
+fn may_write(cmd: &Cmd, io: &Io) -> bool {
+    match io.op {
+        Op::Read | Op::Flush => false,
+        Op::Dsm { deallocate, .. } => deallocate,
+        Op::Passthru => !crate::dev::guard::nvm_opcode_reads_only(cmd.sqe.opcode),
+        Op::Write | Op::WriteZeroes | Op::Trim => true,
+    }
 }
 
 #[inline]
@@ -600,6 +619,11 @@ fn refuse(dev: &Inner, cmd: &Cmd, bufs: &[Buffer], why: Why) -> Error {
         }
         Why::Admin => bad("admin commands go to pass_admin, not the I/O path".into()),
         Why::ReadOnly => bad("the device was opened read-only (rdonly=1)".into()),
+        Why::InUse => Error::InUse {
+            dev: dev.uri.clone(),
+            what: cmd.describe(),
+            why: dev.ident.in_use.clone().unwrap_or_default(),
+        },
         Why::WriteOnly => bad("the device was opened write-only (wronly=1)".into()),
         Why::MaxTransfer(len) => {
             bad(format!("{len} bytes exceed the device's max transfer of {} bytes; split the request", g.max_transfer))

@@ -548,6 +548,7 @@ mod tests {
             block_name: None,
             model: None,
             serial: None,
+            in_use: None,
         };
         let ifaces = Interfaces {
             sync: None,

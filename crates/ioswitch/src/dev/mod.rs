@@ -1,5 +1,7 @@
 //! Devices: opening, kinds, geometry, identity, and enumeration.
 
+pub(crate) mod guard;
+
 use crate::be::{self, AdminIo, SyncIo};
 use crate::buf::Buffer;
 use crate::cmd::Cmd;
@@ -128,6 +130,12 @@ pub struct Ident {
     pub model: Option<String>,
     /// Serial number, when the device reports one.
     pub serial: Option<String>,
+    /// Why commands that may write are refused: the device, a partition of it or its
+    /// disk is mounted, swapped on or held by another kernel user (device-mapper, md), in
+    /// words (`"/dev/loop0p1 is mounted on /mnt (ext4)"`). Taken at open; `None` when
+    /// nothing uses it, for files and ramdisks, with `rdonly=1`, and with
+    /// `allow_mounted_write=1`.
+    pub in_use: Option<String>,
 }
 
 /// The interfaces serving an open device.
@@ -324,6 +332,7 @@ impl Device {
         }
         if iface == AdminIface::Nvme {
             be::check_passthru_bufs(&self.inner, cmd, bufs)?;
+            admin_guard(&self.inner, cmd)?;
         }
         admin.admin(cmd, bufs).map_err(|status| Error::Command {
             dev: self.inner.uri.clone(),
@@ -342,6 +351,28 @@ impl Device {
     /// Creates an asynchronous queue of `depth` slots (1..=4096) on the async interface.
     pub fn queue(&self, depth: u32) -> Result<Queue> {
         Queue::new(self.clone(), depth)
+    }
+}
+
+/// Whether the write guard applies: writes are possible and not explicitly allowed.
+fn guarded(opts: &Opts) -> bool {
+    !opts.rdonly && !opts.allow_mounted_write
+}
+
+/// Refuses an admin command that may change data (format, sanitize, …) while a namespace
+/// it reaches is in use (see [`guard`]); looked up at the command, not at open.
+fn admin_guard(d: &Inner, cmd: &Cmd) -> Result<()> {
+    if d.opts.allow_mounted_write || guard::admin_opcode_keeps_data(cmd.sqe.opcode) {
+        return Ok(());
+    }
+    let Some(path) = &d.ident.path else { return Ok(()) };
+    let md = fs::metadata(path).map_err(|e| os(&d.uri, "stat", e))?;
+    let class = if md.file_type().is_block_device() { "block" } else { "char" };
+    let dir = sysfs_dir(class, libc::major(md.rdev()), libc::minor(md.rdev()));
+    let why = dir.as_deref().and_then(guard::controller_dir).and_then(|c| guard::controller_in_use(&c, cmd.sqe.nsid));
+    match why {
+        Some(why) => Err(Error::InUse { dev: d.uri.clone(), what: cmd.describe(), why }),
+        None => Ok(()),
     }
 }
 
@@ -411,6 +442,7 @@ fn open_ramdisk(uri: &str, bytes: u64, opts: &Opts) -> Result<(DevKind, Option<O
         block_name: None,
         model: None,
         serial: None,
+        in_use: None,
     };
     Ok((DevKind::Ramdisk, None, geo, ident))
 }
@@ -676,6 +708,10 @@ fn open_path(uri: &str, path: &Path, opts: &Opts) -> Result<(DevKind, Option<Own
             Err(e) => return Err(e),
         }
     }
+    if kind != DevKind::File && guarded(opts) {
+        let md = fs::metadata(path).map_err(|e| os(uri, "stat", e))?;
+        ident.in_use = guard::block_in_use(path, (libc::major(md.rdev()), libc::minor(md.rdev())));
+    }
     Ok((kind, Some(fd), geo, ident))
 }
 
@@ -727,6 +763,9 @@ fn open_nvme_char(
     let info = be::nvme::ns_info(uri, raw, devno, kind)?;
     geo.dio_mem_align = info.dma_align;
     apply_ns_info(uri, opts, &info, &mut geo, &mut ident)?;
+    if guarded(opts) {
+        ident.in_use = info.block_dir.as_deref().and_then(guard::namespace_in_use);
+    }
     Ok((kind, Some(fd), geo, ident))
 }
 
@@ -770,6 +809,7 @@ fn base_ident(uri: &str, path: &Path, kind: DevKind, opts: &Opts) -> Ident {
         block_name: None,
         model: None,
         serial: None,
+        in_use: None,
     }
 }
 

@@ -630,13 +630,11 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("ioswitch_opts", &[], Kind::Value),
 ];
 
-/// Options that only some engines have: (option, engines).
+/// Options that only some engines have, besides fio's names of the library's interface
+/// tunables (see [`engines_for`]): (option, engines).
 const ENGINE_OPTIONS: &[(&str, &[IoEngine])] = &[
-    ("hipri", &[IoEngine::IoUring, IoEngine::IoUringCmd, IoEngine::Pvsync2]),
-    ("sqthread_poll", &[IoEngine::IoUring, IoEngine::IoUringCmd]),
-    ("sqthread_poll_cpu", &[IoEngine::IoUring, IoEngine::IoUringCmd]),
-    ("fixedbufs", &[IoEngine::IoUring, IoEngine::IoUringCmd]),
-    ("registerfiles", &[IoEngine::IoUring, IoEngine::IoUringCmd]),
+    // pvsync2's hipri is RWF_HIPRI, not an interface tunable.
+    ("hipri", &[IoEngine::Pvsync2]),
     ("xnvme_be", &[IoEngine::Xnvme]),
     ("xnvme_async", &[IoEngine::Xnvme]),
     ("xnvme_sync", &[IoEngine::Xnvme]),
@@ -645,6 +643,19 @@ const ENGINE_OPTIONS: &[(&str, &[IoEngine])] = &[
     ("xnvme_iovec", &[IoEngine::Xnvme]),
     ("ioswitch_opts", &[IoEngine::Ioswitch]),
 ];
+
+/// The engines that take an engine-only option, or `None` for an option every engine takes:
+/// those of the interfaces whose tunables fio spells `option` (the library's interface
+/// table), then [`ENGINE_OPTIONS`].
+fn engines_for(option: &str) -> Option<Vec<IoEngine>> {
+    let mut out: Vec<IoEngine> = ioswitch::interfaces()
+        .iter()
+        .filter(|d| d.tunables.iter().any(|(_, fio)| *fio == Some(option)))
+        .flat_map(|d| d.fio_engines.iter().filter_map(|n| IoEngine::parse(n)))
+        .collect();
+    out.extend(ENGINE_OPTIONS.iter().filter(|(o, _)| *o == option).flat_map(|(_, e)| e.iter().copied()));
+    (!out.is_empty()).then_some(out)
+}
 
 /// The canonical name and kind of an option (or alias).
 fn lookup(key: &str) -> Option<(&'static str, Kind)> {
@@ -1055,8 +1066,9 @@ impl JobSpec {
 
     /// fio's cross-option checks and fix-ups, after every option is applied.
     fn fix_up(&mut self) -> Result<(), JobError> {
-        for (option, engines) in ENGINE_OPTIONS {
-            if self.origins.contains_key(option) && !engines.contains(&self.ioengine) {
+        for option in self.origins.keys() {
+            let Some(engines) = engines_for(option) else { continue };
+            if !engines.contains(&self.ioengine) {
                 let names: Vec<&str> = engines.iter().map(|e| e.as_str()).collect();
                 return Err(self.error_at(
                     option,

@@ -3,7 +3,7 @@
 
 use crate::engine::{self, Job, JobResult, Mode, Progress, Usage};
 use crate::jobfile::{IoEngine, JobSpec, SizeSpec};
-use ioswitch::{AsyncIface, Device, Opts, SyncIface};
+use ioswitch::{AsyncIface, Device, Opts, Role};
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
@@ -61,31 +61,12 @@ fn err(spec: &JobSpec, option: &str, msg: String) -> String {
     }
 }
 
-fn xnvme_async(spec: &JobSpec, name: &str) -> Result<AsyncIface, String> {
-    match name {
-        "io_uring" => Ok(AsyncIface::IoUring),
-        "io_uring_cmd" => Ok(AsyncIface::IoUringCmd),
-        "libaio" => Ok(AsyncIface::Libaio),
-        "posix" => Ok(AsyncIface::Posix),
-        "emu" => Ok(AsyncIface::Emu),
-        "thrpool" => Ok(AsyncIface::Thrpool),
-        "nil" => Ok(AsyncIface::Nil),
-        other => Err(err(
-            spec,
-            "xnvme_async",
-            format!("xnvme_async={other:?} has no ioswitch interface (io_uring, io_uring_cmd, libaio, posix, emu, thrpool, nil)"),
-        )),
-    }
-}
-
-fn xnvme_sync(spec: &JobSpec, name: &str) -> Result<SyncIface, String> {
-    match name {
-        "psync" => Ok(SyncIface::Psync),
-        "nvme" => Ok(SyncIface::Nvme),
-        "block" => Ok(SyncIface::Block),
-        other => {
-            Err(err(spec, "xnvme_sync", format!("xnvme_sync={other:?} has no ioswitch interface (psync, nvme, block)")))
-        }
+/// An xNVMe interface name (`xnvme_async`, `xnvme_sync`) as the ioswitch interface of
+/// the same name; `allowed` lists those xNVMe has for the role.
+fn xnvme_iface<T: std::str::FromStr>(spec: &JobSpec, option: &str, name: &str, allowed: &[&str]) -> Result<T, String> {
+    match name.parse().ok().filter(|_| allowed.contains(&name)) {
+        Some(i) => Ok(i),
+        None => Err(err(spec, option, format!("{option}={name:?} has no ioswitch interface ({})", allowed.join(", ")))),
     }
 }
 
@@ -96,43 +77,6 @@ pub fn engine_opts(spec: &JobSpec) -> Result<(Opts, Mode), String> {
         _ => Opts::default(),
     };
     let mode = match spec.ioengine {
-        IoEngine::Psync | IoEngine::Pvsync | IoEngine::Pvsync2 | IoEngine::Sync => {
-            o.sync = Some(SyncIface::Psync);
-            Mode::Sync
-        }
-        IoEngine::Libaio => {
-            o.r#async = Some(AsyncIface::Libaio);
-            Mode::Async
-        }
-        IoEngine::IoUring => {
-            o.r#async = Some(AsyncIface::IoUring);
-            // fio's io_uring engine sets up SINGLE_ISSUER|DEFER_TASKRUN where the kernel
-            // has them (not with SQPOLL); every worker creates and uses its own queue.
-            o.single_issuer = !spec.sqthread_poll && ioswitch::io_uring_single_issuer_supported();
-            Mode::Async
-        }
-        IoEngine::IoUringCmd => {
-            o.r#async = Some(AsyncIface::IoUringCmd);
-            Mode::Async
-        }
-        IoEngine::Posixaio => {
-            o.r#async = Some(AsyncIface::Posix);
-            Mode::Async
-        }
-        IoEngine::Null => {
-            // fio's null engine is synchronous at iodepth 1 and queues above it.
-            o.sync = Some(SyncIface::Nil);
-            o.r#async = Some(AsyncIface::Nil);
-            if spec.iodepth <= 1 {
-                Mode::Sync
-            } else {
-                Mode::Async
-            }
-        }
-        IoEngine::Mmap => {
-            o.sync = Some(SyncIface::Mmap);
-            Mode::Sync
-        }
         IoEngine::Xnvme => {
             let x = &spec.xnvme;
             if let Some(be) = &x.be {
@@ -145,10 +89,11 @@ pub fn engine_opts(spec: &JobSpec) -> Result<(Opts, Mode), String> {
                 }
             }
             if let Some(a) = &x.r#async {
-                o.r#async = Some(xnvme_async(spec, a)?);
+                let all: Vec<&str> = AsyncIface::ALL.iter().map(|a| a.as_str()).collect();
+                o.r#async = Some(xnvme_iface(spec, "xnvme_async", a, &all)?);
             }
             if let Some(s) = &x.sync {
-                o.sync = Some(xnvme_sync(spec, s)?);
+                o.sync = Some(xnvme_iface(spec, "xnvme_sync", s, &["psync", "nvme", "block"])?);
             }
             if let Some(a) = &x.admin {
                 o.admin = Some(match a.as_str() {
@@ -175,6 +120,31 @@ pub fn engine_opts(spec: &JobSpec) -> Result<(Opts, Mode), String> {
                 Mode::Async
             }
         }
+        // Every other engine runs on the interfaces the library's table names for it.
+        engine => {
+            let rows = ioswitch::interfaces().iter().filter(|d| d.fio_engines.contains(&engine.as_str()));
+            for d in rows {
+                match d.role {
+                    Role::Sync => o.sync = d.name.parse().ok(),
+                    Role::Async => o.r#async = d.name.parse().ok(),
+                    Role::Admin | Role::Mem => {}
+                }
+            }
+            if o.sync.is_none() && o.r#async.is_none() {
+                return Err(err(spec, "ioengine", format!("ioengine={engine} has no ioswitch interface")));
+            }
+            if engine == IoEngine::IoUring {
+                // fio's io_uring engine sets up SINGLE_ISSUER|DEFER_TASKRUN where the kernel
+                // has them (not with SQPOLL); every worker creates and uses its own queue.
+                o.single_issuer = !spec.sqthread_poll && ioswitch::io_uring_single_issuer_supported();
+            }
+            // An engine with both (fio's null) is synchronous at iodepth 1 and queues above.
+            if o.r#async.is_some() && (o.sync.is_none() || spec.iodepth > 1) {
+                Mode::Async
+            } else {
+                Mode::Sync
+            }
+        }
     };
     if spec.direct {
         o.direct = true;
@@ -182,24 +152,30 @@ pub fn engine_opts(spec: &JobSpec) -> Result<(Opts, Mode), String> {
     if spec.allow_mounted_write {
         o.allow_mounted_write = true;
     }
-    let uring = o.r#async == Some(AsyncIface::IoUring) || o.r#async == Some(AsyncIface::IoUringCmd);
-    for (on, name) in [
-        (spec.hipri, "hipri"),
-        (spec.sqthread_poll, "sqthread_poll"),
-        (spec.fixedbufs, "fixedbufs"),
-        (spec.registerfiles, "registerfiles"),
+    // fio's spellings of interface tunables (hipri, sqthread_poll, ...): the table says
+    // which interface takes each and what the library calls it.
+    for (fio_name, value) in [
+        ("hipri", spec.hipri.then(|| "1".to_string())),
+        ("sqthread_poll", spec.sqthread_poll.then(|| "1".to_string())),
+        ("sqthread_poll_cpu", spec.sqthread_poll_cpu.map(|c| c.to_string())),
+        ("fixedbufs", spec.fixedbufs.then(|| "1".to_string())),
+        ("registerfiles", spec.registerfiles.then(|| "1".to_string())),
     ] {
-        if on && !uring {
-            return Err(err(spec, name, format!("{name} is an io_uring option; ioengine is {}", spec.ioengine)));
-        }
+        let Some(value) = value else { continue };
+        let chosen = o.r#async.map(|a| a.as_str());
+        let owner = ioswitch::interfaces().iter().find_map(|d| {
+            let key = d.tunables.iter().find(|(_, f)| *f == Some(fio_name)).map(|(k, _)| *k)?;
+            (d.role == Role::Async && Some(d.name) == chosen).then_some(key)
+        });
+        let Some(key) = owner else {
+            return Err(err(
+                spec,
+                fio_name,
+                format!("{fio_name} is an io_uring option; ioengine is {}", spec.ioengine),
+            ));
+        };
+        o.set(key, &value).map_err(|e| err(spec, fio_name, e.to_string()))?;
     }
-    o.iopoll |= spec.hipri;
-    o.sqpoll |= spec.sqthread_poll;
-    if spec.sqthread_poll_cpu.is_some() {
-        o.sqpoll_cpu = spec.sqthread_poll_cpu;
-    }
-    o.register_buffers |= spec.fixedbufs;
-    o.register_files |= spec.registerfiles;
     Ok((o, mode))
 }
 

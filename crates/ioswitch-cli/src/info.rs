@@ -5,6 +5,7 @@ use crate::output::{self, human, human_exact, serde_name, Format, KeyValues};
 use ioswitch::dev::Listing;
 use ioswitch::{Device, Geometry, Ident, Interfaces, Opts, ZonedModel};
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 /// Everything `info` reports, in the shape JSON and YAML show it.
 #[derive(Serialize)]
@@ -14,6 +15,8 @@ struct InfoReport<'a> {
     geometry: &'a Geometry,
     /// The option string the device was opened with (defaults left out).
     opts: String,
+    /// Every interface that can serve this kind of device, by role (the library's table).
+    available: BTreeMap<&'static str, Vec<&'static str>>,
 }
 
 /// Opens `uri` with `opts` and prints its kind, interfaces, geometry and identity.
@@ -24,12 +27,22 @@ pub fn info(uri: &str, opts: &Opts, format: Format) -> Outcome {
         interfaces: dev.interfaces(),
         geometry: dev.geometry(),
         opts: opts.to_string(),
+        available: available(dev.ident().kind),
     };
     let text = match format {
         Format::Text => info_text(&report),
         _ => output::structured(format, &report)?,
     };
     output::stdout(&text)
+}
+
+/// The interfaces the table says can serve `kind`, by role.
+fn available(kind: ioswitch::DevKind) -> BTreeMap<&'static str, Vec<&'static str>> {
+    let mut m: BTreeMap<&'static str, Vec<&'static str>> = BTreeMap::new();
+    for d in ioswitch::interfaces().iter().filter(|d| (d.refusal)(kind).is_none()) {
+        m.entry(d.role.key()).or_default().push(d.name);
+    }
+    m
 }
 
 fn or_dash(v: &Option<String>) -> String {
@@ -59,6 +72,10 @@ fn info_text(r: &InfoReport) -> String {
     kv.item("async", i.r#async.map_or("none".to_string(), |a| a.to_string()));
     kv.item("admin", i.admin.to_string());
     kv.item("mem", i.mem.to_string());
+    for role in ["sync", "async", "admin"] {
+        let names = r.available.get(role).map(|v| v.join(", ")).unwrap_or_else(|| "none".into());
+        kv.item(&format!("{role} can be"), names);
+    }
 
     let lba = g.lba_size as u64;
     kv.heading("geometry");

@@ -7,6 +7,7 @@ mod bench;
 mod bench_tools;
 mod fail;
 mod info;
+mod interfaces;
 mod io_cmd;
 mod nvme_cmds;
 mod output;
@@ -110,6 +111,10 @@ enum Command {
     /// List the block and NVMe devices of this machine.
     #[command(name = "enum", after_long_help = "Example:\n  ioswitch enum --output json")]
     Enum,
+    /// List the I/O interfaces of this build: which kinds of device each serves (and why
+    /// not), the defaults, their tunables and the fio engines that run on them.
+    #[command(after_long_help = "Examples:\n  ioswitch interfaces\n  ioswitch interfaces --output json")]
+    Interfaces,
     /// Identify a controller, a namespace, or their command set specific data (ZNS).
     #[command(after_long_help = nvme_cmds::IDFY_EXAMPLES)]
     Idfy(nvme_cmds::IdfyArgs),
@@ -261,6 +266,7 @@ fn run(cli: Cli) -> Outcome {
     match cli.command {
         Command::Info(d) => info::info(&d.uri, &opts(&d.opts)?, format),
         Command::Enum => info::list(format),
+        Command::Interfaces => interfaces::interfaces(format),
         Command::Idfy(a) => nvme_cmds::idfy(&a, format),
         Command::Log(a) => nvme_cmds::log_page(&a, format),
         Command::Feature(c) => nvme_cmds::feature(&c, format),

@@ -32,6 +32,7 @@ pub mod spec;
 pub mod units;
 pub mod uri;
 
+pub use be::{Descriptor, Role};
 pub use buf::{Buffer, Data};
 pub use cmd::Cmd;
 pub use dev::{enumerate, DevKind, Device, Geometry, Ident, Interfaces, Zoned, ZonedModel};
@@ -50,3 +51,10 @@ pub fn io_uring_single_issuer_supported() -> bool {
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 struct ReadmeDoctests;
+
+/// Every interface of this build, with what it serves and the options it takes: the
+/// table [`Device::open`] chooses from (by role, in the order of preference for
+/// defaults).
+pub fn interfaces() -> &'static [&'static Descriptor] {
+    be::TABLE
+}

@@ -266,6 +266,22 @@ impl Opts {
         Ok(())
     }
 
+    /// The keys of the interface tunables set (`sqpoll`, `threads`, …): options that only
+    /// some interfaces take (the interface table says which).
+    pub(crate) fn tunables_set(&self) -> impl Iterator<Item = &'static str> {
+        [
+            (self.sqpoll, "sqpoll"),
+            (self.sqpoll_cpu.is_some(), "sqpoll_cpu"),
+            (self.iopoll, "iopoll"),
+            (self.register_files, "register_files"),
+            (self.register_buffers, "register_buffers"),
+            (self.single_issuer, "single_issuer"),
+            (self.threads.is_some(), "threads"),
+        ]
+        .into_iter()
+        .filter_map(|(on, key)| on.then_some(key))
+    }
+
     /// Checks combinations that are wrong whatever the device (rdonly with wronly, …).
     pub fn validate(&self) -> Result<(), Error> {
         let bad = |key: &str, why: &str| Err(Error::BadOpt { key: key.into(), why: why.into() });

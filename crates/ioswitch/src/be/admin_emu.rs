@@ -19,6 +19,7 @@
 //! Invalid Command Opcode.
 
 use super::AdminIo;
+use super::{Build, Descriptor, Role};
 use crate::buf::Buffer;
 use crate::cmd::{opc, Cmd};
 use crate::dev::{DevKind, Geometry, Ident, Inner};
@@ -26,6 +27,19 @@ use crate::spec::idfy::{cns, IDENTIFY_LEN};
 use crate::spec::log::{lid, SmartLog, ERROR_ENTRY_LEN, FW_SLOT_LEN, SMART_LEN};
 use crate::spec::Status;
 use std::path::PathBuf;
+
+/// `admin=emulated`: identify data emulated from stat, sysfs and block ioctls.
+pub(crate) const DESCRIPTOR: Descriptor = Descriptor {
+    name: "emulated",
+    role: Role::Admin,
+    summary: "identify data emulated from stat, sysfs and block ioctls",
+    refusal: |_| None,
+    default_for: &[DevKind::File, DevKind::Block, DevKind::Ramdisk],
+    tunables: &[],
+    fio_engines: &[],
+    usable: super::always,
+    build: Build::Admin(|dev| Ok(Box::new(AdminEmu::new(dev)))),
+};
 
 /// Invalid Command Opcode (generic, DNR).
 const INVALID_OPCODE: Status = Status { raw: 0x01 | 1 << 14, errno_raw: 0 };

@@ -3,13 +3,34 @@
 //! threads: the simplest way to use any sync interface through the async API.
 
 use super::{exec_to_completion, AsyncQueue, Io};
+use super::{Build, Descriptor, Role};
 use crate::buf::Data;
 use crate::cmd::Cmd;
+use crate::dev::DevKind;
 use crate::dev::Inner;
 use crate::error::Error;
 use crate::queue::Completion;
 use std::collections::VecDeque;
 use std::sync::Arc;
+
+/// `async=emu`: the async API over the sync interface, run when the queue is poked.
+pub(crate) const DESCRIPTOR: Descriptor = Descriptor {
+    name: "emu",
+    role: Role::Async,
+    summary: "async API over the sync interface, executed when the queue is poked",
+    refusal: |kind| match kind {
+        DevKind::NvmeCtrl => Some("an NVMe controller takes admin commands only"),
+        _ => None,
+    },
+    default_for: &[DevKind::Ramdisk],
+    tunables: &[],
+    fio_engines: &[],
+    usable: super::always,
+    build: Build::Async {
+        probe: super::no_probe,
+        queue: |dev, depth| Ok(super::Backend::Emu(Emu::new(dev.clone(), depth))),
+    },
+};
 
 struct Pending {
     io: Io,

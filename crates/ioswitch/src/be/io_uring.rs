@@ -69,6 +69,7 @@
 //! of those commands is leaked, never freed while the kernel may still write into it.
 
 use super::{exec_to_completion, fill_iovecs, AsyncQueue, Io, Op, MAX_SEGMENTS};
+use super::{Build, Descriptor, Role};
 use crate::buf::{Buffer, Data};
 use crate::cmd::{Cmd, CmdSet};
 use crate::dev::{DevKind, Inner};
@@ -82,6 +83,31 @@ use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::path::PathBuf;
 use std::sync::Arc;
+
+/// `async=io_uring`: io_uring read/write/readv/writev/fsync.
+pub(crate) const DESCRIPTOR: Descriptor = Descriptor {
+    name: "io_uring",
+    role: Role::Async,
+    summary: "io_uring read/write/readv/writev/fsync",
+    refusal: |kind| match kind {
+        DevKind::File | DevKind::Block | DevKind::NvmeBlock => None,
+        DevKind::NvmeCtrl => Some("an NVMe controller takes admin commands only"),
+        DevKind::Ramdisk => Some("a ramdisk has no file descriptor; use async=emu or async=thrpool"),
+        DevKind::NvmeChar => Some("needs a file or block device; use io_uring_cmd or nvme on /dev/ngXnY"),
+    },
+    default_for: &[DevKind::File, DevKind::Block, DevKind::NvmeBlock],
+    tunables: &[
+        ("sqpoll", Some("sqthread_poll")),
+        ("sqpoll_cpu", Some("sqthread_poll_cpu")),
+        ("iopoll", Some("hipri")),
+        ("register_files", Some("registerfiles")),
+        ("register_buffers", Some("fixedbufs")),
+        ("single_issuer", None),
+    ],
+    fio_engines: &["io_uring"],
+    usable: super::io_uring_usable,
+    build: Build::Async { probe, queue: new_queue },
+};
 
 const IFACE: &str = "io_uring";
 /// `IORING_ENTER_GETEVENTS`: wait for (or, with IOPOLL, poll for) completions.

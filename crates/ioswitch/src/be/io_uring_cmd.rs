@@ -48,8 +48,10 @@
 
 use super::nvme::{self, WireData, NVME_URING_CMD_IO, NVME_URING_CMD_IO_VEC};
 use super::{fill_iovecs, AsyncQueue, Io, MAX_SEGMENTS};
+use super::{Build, Descriptor, Role};
 use crate::buf::Data;
 use crate::cmd::Cmd;
+use crate::dev::DevKind;
 use crate::dev::Inner;
 use crate::error::Error;
 use crate::queue::Completion;
@@ -60,6 +62,34 @@ use std::fs;
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::Arc;
+
+/// `async=io_uring_cmd`: io_uring NVMe passthrough (IORING_OP_URING_CMD) on /dev/ngXnY.
+pub(crate) const DESCRIPTOR: Descriptor = Descriptor {
+    name: "io_uring_cmd",
+    role: Role::Async,
+    summary: "io_uring NVMe passthrough (IORING_OP_URING_CMD) on /dev/ngXnY",
+    refusal: |kind| match kind {
+        DevKind::NvmeChar => None,
+        DevKind::NvmeCtrl => Some("an NVMe controller takes admin commands only"),
+        DevKind::NvmeBlock => Some(
+            "IORING_OP_URING_CMD NVMe passthrough runs on the namespace's generic char device (/dev/ngXnY), \
+             not its block device; use async=io_uring here",
+        ),
+        _ => Some("IORING_OP_URING_CMD NVMe passthrough needs an NVMe generic char device (/dev/ngXnY)"),
+    },
+    default_for: &[DevKind::NvmeChar],
+    tunables: &[
+        ("sqpoll", Some("sqthread_poll")),
+        ("sqpoll_cpu", Some("sqthread_poll_cpu")),
+        ("iopoll", Some("hipri")),
+        ("register_files", Some("registerfiles")),
+        ("register_buffers", Some("fixedbufs")),
+        ("single_issuer", None),
+    ],
+    fio_engines: &["io_uring_cmd"],
+    usable: super::io_uring_usable,
+    build: Build::Async { probe, queue: new_queue },
+};
 
 const IFACE: &str = "io_uring_cmd";
 const ENTER_GETEVENTS: u32 = 1;

@@ -32,8 +32,10 @@
 //! `io_destroy` waits for an RCU grace period (~30 ms) even on an idle context.
 
 use super::{exec_to_completion, fill_iovecs, AsyncQueue, Io, Op, MAX_SEGMENTS};
+use super::{Build, Descriptor, Role};
 use crate::buf::Data;
 use crate::cmd::Cmd;
+use crate::dev::DevKind;
 use crate::dev::Inner;
 use crate::error::Error;
 use crate::queue::Completion;
@@ -41,6 +43,24 @@ use crate::spec::{errno_to_status, Status};
 use std::collections::VecDeque;
 use std::io;
 use std::sync::{Arc, OnceLock};
+
+/// `async=libaio`: Linux AIO (io_setup/io_submit/io_getevents).
+pub(crate) const DESCRIPTOR: Descriptor = Descriptor {
+    name: "libaio",
+    role: Role::Async,
+    summary: "Linux AIO (io_setup/io_submit/io_getevents)",
+    refusal: |kind| match kind {
+        DevKind::File | DevKind::Block | DevKind::NvmeBlock => None,
+        DevKind::NvmeCtrl => Some("an NVMe controller takes admin commands only"),
+        DevKind::Ramdisk => Some("a ramdisk has no file descriptor; use async=emu or async=thrpool"),
+        DevKind::NvmeChar => Some("needs a file or block device; use io_uring_cmd or nvme on /dev/ngXnY"),
+    },
+    default_for: &[DevKind::File, DevKind::Block, DevKind::NvmeBlock],
+    tunables: &[],
+    fio_engines: &["libaio"],
+    usable: super::always,
+    build: Build::Async { probe, queue: new_queue },
+};
 
 const IFACE: &str = "async=libaio";
 

@@ -7,13 +7,32 @@
 //! MAP_SHARED mapping is: like a disk, overlapping concurrent writes leave one of them.
 
 use super::{dsm_ranges, Io, Op, SyncIo};
+use super::{Build, Descriptor, Role};
 use crate::buf::Buffer;
 use crate::cmd::Cmd;
+use crate::dev::DevKind;
 use crate::dev::Inner;
 use crate::error::Error;
 use crate::spec::{errno_to_status, Status};
 use std::io;
 use std::ptr::NonNull;
+
+/// `sync=mmap`: a shared mapping of the file or block device.
+pub(crate) const DESCRIPTOR: Descriptor = Descriptor {
+    name: "mmap",
+    role: Role::Sync,
+    summary: "a shared memory mapping of the file or block device: reads and writes are memory copies, flush is msync",
+    refusal: |kind| match kind {
+        DevKind::File | DevKind::Block | DevKind::NvmeBlock => None,
+        DevKind::Ramdisk => Some("a ramdisk is memory already; use sync=ramdisk"),
+        _ => Some("only files and block devices can be memory-mapped"),
+    },
+    default_for: &[],
+    tunables: &[],
+    fio_engines: &["mmap"],
+    usable: super::always,
+    build: Build::Sync(|dev| Ok(Box::new(Mmap::new(dev)?))),
+};
 
 pub(crate) struct Mmap {
     base: NonNull<u8>,

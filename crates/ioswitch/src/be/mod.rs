@@ -182,82 +182,139 @@ impl AsyncQueue for Backend {
     }
 }
 
-/// Why an interface cannot serve a device kind, or `None` when it can.
-pub(crate) fn sync_refusal(iface: SyncIface, kind: DevKind) -> Option<&'static str> {
-    use DevKind::*;
-    match (iface, kind) {
-        (SyncIface::Nil, NvmeCtrl) => Some("an NVMe controller takes admin commands only"),
-        (SyncIface::Nil, _) => None,
-        (SyncIface::Mmap, File | Block | NvmeBlock) => None,
-        (SyncIface::Mmap, Ramdisk) => Some("a ramdisk is memory already; use sync=ramdisk"),
-        (SyncIface::Mmap, _) => Some("only files and block devices can be memory-mapped"),
-        (SyncIface::Psync, File | Block | NvmeBlock) => None,
-        (SyncIface::Psync, Ramdisk) => Some("a ramdisk has no file descriptor; use sync=ramdisk"),
-        (SyncIface::Psync, NvmeChar) => Some("an NVMe generic char device has no read/write; use sync=nvme"),
-        (SyncIface::Block, Block | NvmeBlock) => None,
-        (SyncIface::Block, File) => Some("block-layer ioctls need a block device; use sync=psync"),
-        (SyncIface::Ramdisk, Ramdisk) => None,
-        (SyncIface::Ramdisk, _) => Some("only a ramdisk (a size as URI, e.g. 1GiB) is served from memory"),
-        (SyncIface::Nvme, NvmeBlock | NvmeChar) => None,
-        (SyncIface::Nvme, NvmeCtrl) => {
-            Some("an NVMe controller takes admin commands only; open a namespace (/dev/nvmeXnY or /dev/ngXnY) for I/O")
+/// The role an interface plays for a device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Synchronous I/O (`sync=`).
+    Sync,
+    /// Asynchronous I/O through a [`Queue`](crate::Queue) (`async=`).
+    Async,
+    /// Admin commands (`admin=`).
+    Admin,
+    /// Buffer memory (`mem=`).
+    Mem,
+}
+
+impl Role {
+    /// The option key that names an interface of this role.
+    pub fn key(self) -> &'static str {
+        match self {
+            Role::Sync => "sync",
+            Role::Async => "async",
+            Role::Admin => "admin",
+            Role::Mem => "mem",
         }
-        (SyncIface::Nvme, _) => Some("NVMe ioctls need an NVMe device (/dev/nvmeXnY or /dev/ngXnY)"),
-        (_, NvmeCtrl) => Some("an NVMe controller takes admin commands only"),
-        (_, Ramdisk) => Some("a ramdisk has no file descriptor; use sync=ramdisk"),
-        (SyncIface::Block, _) => Some("block-layer ioctls need a block device"),
     }
 }
 
-/// Why an async interface cannot serve a device kind, or `None` when it can.
-pub(crate) fn async_refusal(iface: AsyncIface, kind: DevKind) -> Option<&'static str> {
-    use AsyncIface::*;
-    use DevKind::*;
-    if kind == NvmeCtrl {
-        return Some("an NVMe controller takes admin commands only");
-    }
-    match iface {
-        Nil | Emu | Thrpool => None,
-        Libaio | IoUring | Posix => match kind {
-            File | Block | NvmeBlock => None,
-            Ramdisk => Some("a ramdisk has no file descriptor; use async=emu or async=thrpool"),
-            _ => Some("needs a file or block device; use io_uring_cmd or nvme on /dev/ngXnY"),
-        },
-        IoUringCmd => match kind {
-            NvmeChar => None,
-            NvmeBlock => Some(
-                "IORING_OP_URING_CMD NVMe passthrough runs on the namespace's generic char device (/dev/ngXnY), \
-                 not its block device; use async=io_uring here",
-            ),
-            _ => Some("IORING_OP_URING_CMD NVMe passthrough needs an NVMe generic char device (/dev/ngXnY)"),
-        },
+/// How an interface is set up for an opened device.
+pub(crate) enum Build {
+    /// A sync interface: its backend.
+    Sync(fn(&Inner) -> Result<Box<dyn SyncIo>, Error>),
+    /// An async interface: the check made at open (kernel support, tunables), and a queue.
+    Async { probe: fn(&Inner) -> Result<(), Error>, queue: fn(&Arc<Inner>, u32) -> Result<Backend, Error> },
+    /// An admin interface: its backend.
+    Admin(fn(&Inner) -> Result<Box<dyn AdminIo>, Error>),
+    /// A memory interface: buffers come from [`Buffer::alloc`].
+    Mem,
+}
+
+/// One interface, as the rest of the library, the CLI and the bench see it: each
+/// interface file exports its descriptor, and [`TABLE`] lists them.
+pub struct Descriptor {
+    /// The name in option strings (`io_uring`).
+    pub name: &'static str,
+    /// Its role.
+    pub role: Role,
+    /// What it is, in one line.
+    pub summary: &'static str,
+    /// Why it cannot serve a kind of device; `None` when it can.
+    pub refusal: fn(DevKind) -> Option<&'static str>,
+    /// The kinds of device it serves by default. When several interfaces of a role claim
+    /// a kind, the first in [`TABLE`] whose kernel support is there wins.
+    pub default_for: &'static [DevKind],
+    /// The options only this interface takes (`sqpoll`, `threads`), with fio's name for
+    /// each where fio has one (`sqthread_poll`).
+    pub tunables: &'static [(&'static str, Option<&'static str>)],
+    /// The fio ioengines that run on it in `ioswitch bench` (`libaio`).
+    pub fio_engines: &'static [&'static str],
+    /// Whether the kernel supports it (for the choice of defaults; an explicit choice is
+    /// checked by the interface itself at open).
+    pub(crate) usable: fn() -> bool,
+    pub(crate) build: Build,
+}
+
+impl std::fmt::Debug for Descriptor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Descriptor").field("name", &self.name).field("role", &self.role).finish()
     }
 }
 
-/// Why an admin interface cannot serve a device kind, or `None` when it can.
-pub(crate) fn admin_refusal(iface: AdminIface, kind: DevKind) -> Option<&'static str> {
-    match (iface, kind) {
-        (AdminIface::Emulated, _) => None,
-        (AdminIface::Nvme, DevKind::NvmeBlock | DevKind::NvmeChar | DevKind::NvmeCtrl) => None,
-        (AdminIface::Nvme, _) => Some("NVMe admin commands need an NVMe device"),
+impl Descriptor {
+    /// The option item that selects it (`async=io_uring`).
+    pub fn option(&self) -> String {
+        format!("{}={}", self.role.key(), self.name)
     }
 }
 
-/// The interfaces a device kind gets when the options name none.
-pub(crate) fn defaults(kind: DevKind) -> (Option<SyncIface>, Option<AsyncIface>, AdminIface) {
-    use DevKind::*;
-    let fd_async = if io_uring_usable() { AsyncIface::IoUring } else { AsyncIface::Libaio };
-    match kind {
-        File => (Some(SyncIface::Psync), Some(fd_async), AdminIface::Emulated),
-        Block => (Some(SyncIface::Block), Some(fd_async), AdminIface::Emulated),
-        NvmeBlock => (Some(SyncIface::Block), Some(fd_async), AdminIface::Nvme),
-        Ramdisk => (Some(SyncIface::Ramdisk), Some(AsyncIface::Emu), AdminIface::Emulated),
-        NvmeChar => {
-            let a = if io_uring_usable() { AsyncIface::IoUringCmd } else { AsyncIface::Thrpool };
-            (Some(SyncIface::Nvme), Some(a), AdminIface::Nvme)
-        }
-        NvmeCtrl => (None, None, AdminIface::Nvme),
-    }
+/// Kernel support every interface has.
+pub(crate) fn always() -> bool {
+    true
+}
+
+/// Every interface of this build, by role; within a role, in the order of preference for
+/// defaults. Adding an interface is adding its file and one row here.
+pub(crate) static TABLE: &[&Descriptor] = &[
+    &psync::PSYNC,
+    &psync::BLOCK,
+    &ramdisk::DESCRIPTOR,
+    &nvme::SYNC,
+    &nil::SYNC,
+    &mmap::DESCRIPTOR,
+    &nil::ASYNC,
+    &emu::DESCRIPTOR,
+    &io_uring::DESCRIPTOR,
+    &io_uring_cmd::DESCRIPTOR,
+    &libaio::DESCRIPTOR,
+    &posix_aio::DESCRIPTOR,
+    &thrpool::DESCRIPTOR,
+    &admin_emu::DESCRIPTOR,
+    &nvme::ADMIN,
+    &MEM_POSIX,
+];
+
+/// `mem=posix`: aligned heap memory.
+pub(crate) const MEM_POSIX: Descriptor = Descriptor {
+    name: "posix",
+    role: Role::Mem,
+    summary: "aligned heap memory",
+    refusal: |_| None,
+    default_for: &[
+        DevKind::File,
+        DevKind::Block,
+        DevKind::NvmeBlock,
+        DevKind::NvmeChar,
+        DevKind::NvmeCtrl,
+        DevKind::Ramdisk,
+    ],
+    tunables: &[],
+    fio_engines: &[],
+    usable: always,
+    build: Build::Mem,
+};
+
+/// The descriptor of an interface.
+pub(crate) fn descriptor(role: Role, name: &str) -> &'static Descriptor {
+    TABLE
+        .iter()
+        .find(|d| d.role == role && d.name == name)
+        .unwrap_or_else(|| panic!("interface {}={name} has no row in be::TABLE", role.key()))
+}
+
+/// The interface of `role` a kind of device gets when the options name none.
+pub(crate) fn default_for(role: Role, kind: DevKind) -> Option<&'static Descriptor> {
+    TABLE.iter().copied().find(|d| d.role == role && d.default_for.contains(&kind) && (d.usable)())
 }
 
 /// True when this kernel lets the process create an io_uring (probed once).
@@ -268,55 +325,40 @@ pub(crate) fn io_uring_usable() -> bool {
 
 /// Builds the sync backend for an opened device.
 pub(crate) fn new_sync(dev: &Inner, iface: SyncIface) -> Result<Box<dyn SyncIo>, Error> {
-    match iface {
-        SyncIface::Psync => Ok(Box::new(psync::Psync::new(dev, false))),
-        SyncIface::Block => Ok(Box::new(psync::Psync::new(dev, true))),
-        SyncIface::Ramdisk => Ok(Box::new(ramdisk::Ramdisk::new(dev)?)),
-        SyncIface::Nil => Ok(Box::new(nil::NilSync)),
-        SyncIface::Mmap => Ok(Box::new(mmap::Mmap::new(dev)?)),
-        SyncIface::Nvme => {
-            nvme::check(dev, "sync=nvme")?;
-            Ok(Box::new(nvme::Nvme::new(dev)))
-        }
+    match descriptor(Role::Sync, iface.as_str()).build {
+        Build::Sync(new) => new(dev),
+        _ => unreachable!("a sync row builds a sync backend"),
     }
 }
 
-/// Builds the admin backend for an opened device; `None` when the interface has no
-/// implementation in this build yet (admin commands then fail with a clear error).
-pub(crate) fn new_admin(dev: &Inner, iface: AdminIface) -> Result<Option<Box<dyn AdminIo>>, Error> {
-    match iface {
-        AdminIface::Emulated => Ok(Some(Box::new(admin_emu::AdminEmu::new(dev)))),
-        AdminIface::Nvme => {
-            nvme::check(dev, "admin=nvme")?;
-            Ok(Some(Box::new(nvme::Nvme::new(dev))))
-        }
+/// Builds the admin backend for an opened device.
+pub(crate) fn new_admin(dev: &Inner, iface: AdminIface) -> Result<Box<dyn AdminIo>, Error> {
+    match descriptor(Role::Admin, iface.as_str()).build {
+        Build::Admin(new) => new(dev),
+        _ => unreachable!("an admin row builds an admin backend"),
     }
 }
 
 /// Checks, at open, that an async interface will work for this device (kernel support,
 /// tunables that need device features), so failures surface before any queue exists.
 pub(crate) fn probe_async(dev: &Inner, iface: AsyncIface) -> Result<(), Error> {
-    match iface {
-        AsyncIface::IoUring => io_uring::probe(dev),
-        AsyncIface::Libaio => libaio::probe(dev),
-        AsyncIface::Posix => posix_aio::probe(dev),
-        AsyncIface::Thrpool => thrpool::probe(dev),
-        AsyncIface::IoUringCmd => io_uring_cmd::probe(dev),
-        AsyncIface::Nil | AsyncIface::Emu => Ok(()),
+    match descriptor(Role::Async, iface.as_str()).build {
+        Build::Async { probe, .. } => probe(dev),
+        _ => unreachable!("an async row has a probe"),
     }
 }
 
 /// Creates a queue of `depth` slots on the device's async interface.
 pub(crate) fn new_queue(dev: &Arc<Inner>, iface: AsyncIface, depth: u32) -> Result<Backend, Error> {
-    match iface {
-        AsyncIface::Nil => Ok(Backend::Nil(nil::Nil::new(depth))),
-        AsyncIface::Emu => Ok(Backend::Emu(emu::Emu::new(dev.clone(), depth))),
-        AsyncIface::IoUring => io_uring::new_queue(dev, depth),
-        AsyncIface::Libaio => libaio::new_queue(dev, depth),
-        AsyncIface::Posix => posix_aio::new_queue(dev, depth),
-        AsyncIface::Thrpool => thrpool::new_queue(dev, depth),
-        AsyncIface::IoUringCmd => io_uring_cmd::new_queue(dev, depth),
+    match descriptor(Role::Async, iface.as_str()).build {
+        Build::Async { queue, .. } => queue(dev, depth),
+        _ => unreachable!("an async row makes queues"),
     }
+}
+
+/// An async interface that needs nothing at open.
+pub(crate) fn no_probe(_: &Inner) -> Result<(), Error> {
+    Ok(())
 }
 
 /// Decodes and checks a command against the device before anything is submitted.
@@ -777,6 +819,63 @@ mod tests {
         }
         // The test means something only if both paths were taken often.
         assert!(fast > total / 20 && fast < total * 9 / 10, "fast path took {fast} of {total}");
+    }
+
+    #[test]
+    fn every_interface_of_the_option_enums_has_one_row_and_every_row_an_enum_value() {
+        let names = |role: Role| -> Vec<&str> { TABLE.iter().filter(|d| d.role == role).map(|d| d.name).collect() };
+        let sync: Vec<&str> = SyncIface::ALL.iter().map(|i| i.as_str()).collect();
+        let asyn: Vec<&str> = AsyncIface::ALL.iter().map(|i| i.as_str()).collect();
+        let admin: Vec<&str> = AdminIface::ALL.iter().map(|i| i.as_str()).collect();
+        let mem: Vec<&str> = crate::opts::MemIface::ALL.iter().map(|i| i.as_str()).collect();
+        for (role, want) in [(Role::Sync, sync), (Role::Async, asyn), (Role::Admin, admin), (Role::Mem, mem)] {
+            let mut have = names(role);
+            let mut want = want;
+            have.sort_unstable();
+            want.sort_unstable();
+            assert_eq!(have, want, "{role:?} rows");
+        }
+    }
+
+    #[test]
+    fn every_kind_gets_an_admin_and_memory_interface_by_default_and_defaults_can_serve_it() {
+        use DevKind::*;
+        for kind in [File, Block, NvmeBlock, NvmeChar, NvmeCtrl, Ramdisk] {
+            assert!(default_for(Role::Admin, kind).is_some(), "{kind:?} has no default admin interface");
+            assert!(default_for(Role::Mem, kind).is_some(), "{kind:?} has no default memory interface");
+            for d in TABLE.iter().filter(|d| d.default_for.contains(&kind)) {
+                assert_eq!((d.refusal)(kind), None, "{} is a default for {kind:?} that refuses it", d.option());
+            }
+        }
+        // Only a controller has no I/O interface.
+        assert!(default_for(Role::Sync, NvmeCtrl).is_none() && default_for(Role::Async, NvmeCtrl).is_none());
+        for kind in [File, Block, NvmeBlock, NvmeChar, Ramdisk] {
+            assert!(default_for(Role::Sync, kind).is_some() && default_for(Role::Async, kind).is_some(), "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn tunables_are_option_keys_and_fio_engines_belong_to_one_interface_per_role() {
+        let keys: Vec<&str> = crate::opts::KEYS.iter().map(|(k, _)| *k).collect();
+        let mut seen: Vec<(Role, &str)> = Vec::new();
+        for d in TABLE {
+            for (k, _) in d.tunables {
+                assert!(keys.contains(k), "{} names tunable {k}, which is no option key", d.option());
+            }
+            for e in d.fio_engines {
+                assert!(!seen.contains(&(d.role, *e)), "fio engine {e} runs on two {:?} interfaces", d.role);
+                seen.push((d.role, *e));
+            }
+        }
+        // Every tunable Opts knows is some interface's.
+        let o: crate::Opts =
+            "sqpoll,sqpoll_cpu=0,iopoll,register_files,register_buffers,single_issuer,threads=2".parse().unwrap();
+        for t in o.tunables_set() {
+            assert!(
+                TABLE.iter().any(|d| d.tunables.iter().any(|(k, _)| *k == t)),
+                "tunable {t} belongs to no interface"
+            );
+        }
     }
 
     /// The longest transfer: the random commands above never reach it (a file's is 65536

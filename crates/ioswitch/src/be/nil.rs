@@ -2,13 +2,47 @@
 //! library itself costs per command.
 
 use super::{AsyncQueue, Io, SyncIo};
+use super::{Build, Descriptor, Role};
 use crate::buf::Buffer;
 use crate::buf::{Data, DataWords};
 use crate::cmd::Cmd;
+use crate::dev::DevKind;
 use crate::error::Error;
 use crate::queue::Completion;
 use crate::spec::Status;
 use std::mem::MaybeUninit;
+
+/// `sync=nil`: completes every command at once and moves no data.
+pub(crate) const SYNC: Descriptor = Descriptor {
+    name: "nil",
+    role: Role::Sync,
+    summary: "completes every command at once and moves no data (the sync twin of async nil)",
+    refusal: |kind| match kind {
+        DevKind::NvmeCtrl => Some("an NVMe controller takes admin commands only"),
+        _ => None,
+    },
+    default_for: &[],
+    tunables: &[],
+    fio_engines: &["null"],
+    usable: super::always,
+    build: Build::Sync(|_| Ok(Box::new(NilSync))),
+};
+
+/// `async=nil`: completes every command at once and moves no data: what the library costs.
+pub(crate) const ASYNC: Descriptor = Descriptor {
+    name: "nil",
+    role: Role::Async,
+    summary: "completes every command at once and moves no data: measures library overhead",
+    refusal: |kind| match kind {
+        DevKind::NvmeCtrl => Some("an NVMe controller takes admin commands only"),
+        _ => None,
+    },
+    default_for: &[],
+    tunables: &[],
+    fio_engines: &["null"],
+    usable: super::always,
+    build: Build::Async { probe: super::no_probe, queue: |_, depth| Ok(super::Backend::Nil(Nil::new(depth))) },
+};
 
 /// A finished command waiting to be reaped: its completion without the status (always
 /// success), 8 bytes less to move. The data is kept as its four words (see [`DataWords`]).

@@ -26,6 +26,7 @@
 //! geometry's max transfer, together with MDTS.
 
 use super::{fill_iovecs, Io, Op, SyncIo, MAX_SEGMENTS};
+use super::{Build, Descriptor, Role};
 use crate::buf::Buffer;
 use crate::cmd::opc::{self, ZONE_MGMT_RECV};
 use crate::cmd::{Cmd, CmdSet, DsmRange};
@@ -37,6 +38,47 @@ use std::fs;
 use std::io;
 use std::os::fd::RawFd;
 use std::path::PathBuf;
+
+/// `sync=nvme`: NVMe ioctl passthrough.
+pub(crate) const SYNC: Descriptor = Descriptor {
+    name: "nvme",
+    role: Role::Sync,
+    summary: "NVMe ioctl passthrough",
+    refusal: |kind| match kind {
+        DevKind::NvmeBlock | DevKind::NvmeChar => None,
+        DevKind::NvmeCtrl => {
+            Some("an NVMe controller takes admin commands only; open a namespace (/dev/nvmeXnY or /dev/ngXnY) for I/O")
+        }
+        _ => Some("NVMe ioctls need an NVMe device (/dev/nvmeXnY or /dev/ngXnY)"),
+    },
+    default_for: &[DevKind::NvmeChar],
+    tunables: &[],
+    fio_engines: &[],
+    usable: super::always,
+    build: Build::Sync(|dev| {
+        check(dev, "sync=nvme")?;
+        Ok(Box::new(Nvme::new(dev)))
+    }),
+};
+
+/// `admin=nvme`: NVMe admin ioctl passthrough.
+pub(crate) const ADMIN: Descriptor = Descriptor {
+    name: "nvme",
+    role: Role::Admin,
+    summary: "NVMe admin ioctl passthrough",
+    refusal: |kind| match kind {
+        DevKind::NvmeBlock | DevKind::NvmeChar | DevKind::NvmeCtrl => None,
+        _ => Some("NVMe admin commands need an NVMe device"),
+    },
+    default_for: &[DevKind::NvmeBlock, DevKind::NvmeChar, DevKind::NvmeCtrl],
+    tunables: &[],
+    fio_engines: &[],
+    usable: super::always,
+    build: Build::Admin(|dev| {
+        check(dev, "admin=nvme")?;
+        Ok(Box::new(Nvme::new(dev)))
+    }),
+};
 
 /// The kernel's `struct nvme_passthru_cmd64` (include/uapi/linux/nvme_ioctl.h): the
 /// command fields of a submission entry plus user pointers, and the result written back.

@@ -2,13 +2,31 @@
 //! time (a read-write lock), so queues on several threads can share it safely.
 
 use super::{dsm_ranges, Io, Op, SyncIo};
+use super::{Build, Descriptor, Role};
 use crate::buf::Buffer;
 use crate::cmd::Cmd;
+use crate::dev::DevKind;
 use crate::dev::Inner;
 use crate::error::Error;
 use crate::spec::{errno_to_status, Status};
 use std::io;
 use std::sync::RwLock;
+
+/// `sync=ramdisk`: the memory of a ramdisk.
+pub(crate) const DESCRIPTOR: Descriptor = Descriptor {
+    name: "ramdisk",
+    role: Role::Sync,
+    summary: "memory of a ramdisk (a size as URI)",
+    refusal: |kind| match kind {
+        DevKind::Ramdisk => None,
+        _ => Some("only a ramdisk (a size as URI, e.g. 1GiB) is served from memory"),
+    },
+    default_for: &[DevKind::Ramdisk],
+    tunables: &[],
+    fio_engines: &[],
+    usable: super::always,
+    build: Build::Sync(|dev| Ok(Box::new(Ramdisk::new(dev)?))),
+};
 
 pub(crate) struct Ramdisk {
     mem: RwLock<Vec<u8>>,

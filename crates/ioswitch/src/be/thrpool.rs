@@ -20,8 +20,10 @@
 //! after the job in hand and joins them; jobs still queued are dropped with their data.
 
 use super::{exec_to_completion, AsyncQueue, Io};
+use super::{Build, Descriptor, Role};
 use crate::buf::Data;
 use crate::cmd::Cmd;
+use crate::dev::DevKind;
 use crate::dev::Inner;
 use crate::error::Error;
 use crate::queue::Completion;
@@ -32,6 +34,22 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::{self, JoinHandle};
+
+/// `async=thrpool`: a pool of worker threads running the sync interface.
+pub(crate) const DESCRIPTOR: Descriptor = Descriptor {
+    name: "thrpool",
+    role: Role::Async,
+    summary: "a pool of worker threads running the sync interface",
+    refusal: |kind| match kind {
+        DevKind::NvmeCtrl => Some("an NVMe controller takes admin commands only"),
+        _ => None,
+    },
+    default_for: &[DevKind::NvmeChar],
+    tunables: &[("threads", None)],
+    fio_engines: &[],
+    usable: super::always,
+    build: Build::Async { probe, queue: new_queue },
+};
 
 const IFACE: &str = "async=thrpool";
 

@@ -2,7 +2,7 @@
 
 pub(crate) mod guard;
 
-use crate::be::{self, AdminIo, SyncIo};
+use crate::be::{self, AdminIo, Role, SyncIo};
 use crate::buf::Buffer;
 use crate::cmd::Cmd;
 use crate::error::{Error, Result};
@@ -206,23 +206,22 @@ impl Device {
             Target::Ramdisk(bytes) => open_ramdisk(uri, bytes, opts)?,
             Target::Path(p) => open_path(uri, &p, opts)?,
         };
-        let (dsync, dasync, dadmin) = be::defaults(kind);
         let ifaces = Interfaces {
-            sync: opts.sync.or(dsync),
-            r#async: opts.r#async.or(dasync),
-            admin: opts.admin.unwrap_or(dadmin),
-            mem: opts.mem.unwrap_or(MemIface::Posix),
+            sync: opts.sync.or_else(|| default_iface(Role::Sync, kind)),
+            r#async: opts.r#async.or_else(|| default_iface(Role::Async, kind)),
+            admin: opts.admin.or_else(|| default_iface(Role::Admin, kind)).unwrap_or(AdminIface::Emulated),
+            mem: opts.mem.or_else(|| default_iface(Role::Mem, kind)).unwrap_or(MemIface::Posix),
         };
         let mut inner =
             Inner { uri: uri.to_string(), ident, geo, ifaces, opts: opts.clone(), fd, sync: None, admin: None };
         if let Some(s) = ifaces.sync {
-            if let Some(why) = be::sync_refusal(s, kind) {
+            if let Some(why) = refusal(Role::Sync, s.as_str(), kind) {
                 return Err(inner.unsupported(&format!("sync={s}"), why));
             }
             inner.sync = Some(be::new_sync(&inner, s)?);
         }
         if let Some(a) = ifaces.r#async {
-            if let Some(why) = be::async_refusal(a, kind) {
+            if let Some(why) = refusal(Role::Async, a.as_str(), kind) {
                 return Err(inner.unsupported(&format!("async={a}"), why));
             }
             if matches!(a, AsyncIface::Emu | AsyncIface::Thrpool) && inner.sync.is_none() {
@@ -232,10 +231,10 @@ impl Device {
             }
             be::probe_async(&inner, a)?;
         }
-        if let Some(why) = be::admin_refusal(ifaces.admin, kind) {
+        if let Some(why) = refusal(Role::Admin, ifaces.admin.as_str(), kind) {
             return Err(inner.unsupported(&format!("admin={}", ifaces.admin), why));
         }
-        inner.admin = be::new_admin(&inner, ifaces.admin)?;
+        inner.admin = Some(be::new_admin(&inner, ifaces.admin)?);
         check_tunables(&inner)?;
         let lim = be::Limits::new(&inner);
         Ok(Device { inner: Arc::new(inner), lim })
@@ -376,31 +375,47 @@ fn admin_guard(d: &Inner, cmd: &Cmd) -> Result<()> {
     }
 }
 
+/// The interface of `role` the table gives a kind of device by default.
+fn default_iface<T: std::str::FromStr>(role: Role, kind: DevKind) -> Option<T> {
+    be::default_for(role, kind).and_then(|d| d.name.parse().ok())
+}
+
+/// Why the table says interface `name` of `role` cannot serve `kind`.
+fn refusal(role: Role, name: &str, kind: DevKind) -> Option<&'static str> {
+    (be::descriptor(role, name).refusal)(kind)
+}
+
+/// Every tunable set in the options must belong to an interface serving the device: the
+/// table says which interface takes which.
 fn check_tunables(d: &Inner) -> Result<()> {
-    let o = &d.opts;
-    let uring = d.ifaces.r#async == Some(AsyncIface::IoUring) || d.ifaces.r#async == Some(AsyncIface::IoUringCmd);
-    for (on, name) in [
-        (o.sqpoll, "sqpoll"),
-        (o.iopoll, "iopoll"),
-        (o.register_files, "register_files"),
-        (o.register_buffers, "register_buffers"),
-        (o.single_issuer, "single_issuer"),
-    ] {
-        if on && !uring {
-            let a = d.ifaces.r#async.map(|a| a.as_str()).unwrap_or("none");
-            return Err(Error::BadOpt {
-                key: name.into(),
-                why: format!("is an io_uring tunable, but the async interface is {a}"),
-            });
+    let i = &d.ifaces;
+    let chosen = |role: Role| -> Option<&'static str> {
+        match role {
+            Role::Sync => i.sync.map(|s| s.as_str()),
+            Role::Async => i.r#async.map(|a| a.as_str()),
+            Role::Admin => Some(i.admin.as_str()),
+            Role::Mem => Some(i.mem.as_str()),
         }
-    }
-    if o.threads.is_some() && d.ifaces.r#async != Some(AsyncIface::Thrpool) {
+    };
+    for key in d.opts.tunables_set() {
+        let owners: Vec<&be::Descriptor> =
+            be::TABLE.iter().copied().filter(|t| t.tunables.iter().any(|(k, _)| *k == key)).collect();
+        if owners.iter().any(|t| chosen(t.role) == Some(t.name)) {
+            continue;
+        }
+        let names: Vec<String> = owners.iter().map(|t| t.option()).collect();
+        let role = owners.first().map_or(Role::Async, |t| t.role);
         return Err(Error::BadOpt {
-            key: "threads".into(),
-            why: "sets the thrpool size, but the async interface is not thrpool".into(),
+            key: key.into(),
+            why: format!(
+                "is a tunable of {}, but the {} interface is {}",
+                names.join(" and "),
+                role.key(),
+                chosen(role).unwrap_or("none")
+            ),
         });
     }
-    if o.direct && d.ident.kind == DevKind::Ramdisk {
+    if d.opts.direct && d.ident.kind == DevKind::Ramdisk {
         return Err(d.unsupported("direct=1", "a ramdisk has no page cache to bypass"));
     }
     Ok(())

@@ -9,8 +9,6 @@
 
 pub(crate) mod admin_emu;
 pub(crate) mod emu;
-pub(crate) mod io_uring;
-pub(crate) mod io_uring_cmd;
 pub(crate) mod libaio;
 pub(crate) mod mmap;
 pub(crate) mod nil;
@@ -21,6 +19,7 @@ pub(crate) mod ramdisk;
 #[cfg(test)]
 pub(crate) mod testutil;
 pub(crate) mod thrpool;
+pub(crate) mod uring;
 pub(crate) mod zoned;
 
 use crate::buf::{Buffer, Data};
@@ -113,8 +112,8 @@ pub(crate) trait AsyncQueue: Send {
 pub(crate) enum Backend {
     Nil(nil::Nil),
     Emu(emu::Emu),
-    IoUring(Box<io_uring::IoUringQueue>),
-    IoUringCmd(Box<io_uring_cmd::UringCmdQueue>),
+    IoUring(Box<uring::file::IoUringQueue>),
+    IoUringCmd(Box<uring::cmd::UringCmdQueue>),
     Libaio(Box<libaio::Libaio>),
     Posix(Box<posix_aio::PosixAio>),
     Thrpool(Box<thrpool::Thrpool>),
@@ -297,11 +296,11 @@ pub(crate) fn new_admin(dev: &Inner, iface: AdminIface) -> Result<Option<Box<dyn
 /// tunables that need device features), so failures surface before any queue exists.
 pub(crate) fn probe_async(dev: &Inner, iface: AsyncIface) -> Result<(), Error> {
     match iface {
-        AsyncIface::IoUring => io_uring::probe(dev),
+        AsyncIface::IoUring => uring::file::probe(dev),
         AsyncIface::Libaio => libaio::probe(dev),
         AsyncIface::Posix => posix_aio::probe(dev),
         AsyncIface::Thrpool => thrpool::probe(dev),
-        AsyncIface::IoUringCmd => io_uring_cmd::probe(dev),
+        AsyncIface::IoUringCmd => uring::cmd::probe(dev),
         AsyncIface::Nil | AsyncIface::Emu => Ok(()),
     }
 }
@@ -311,11 +310,11 @@ pub(crate) fn new_queue(dev: &Arc<Inner>, iface: AsyncIface, depth: u32) -> Resu
     match iface {
         AsyncIface::Nil => Ok(Backend::Nil(nil::Nil::new(depth))),
         AsyncIface::Emu => Ok(Backend::Emu(emu::Emu::new(dev.clone(), depth))),
-        AsyncIface::IoUring => io_uring::new_queue(dev, depth),
+        AsyncIface::IoUring => uring::file::new_queue(dev, depth),
         AsyncIface::Libaio => libaio::new_queue(dev, depth),
         AsyncIface::Posix => posix_aio::new_queue(dev, depth),
         AsyncIface::Thrpool => thrpool::new_queue(dev, depth),
-        AsyncIface::IoUringCmd => io_uring_cmd::new_queue(dev, depth),
+        AsyncIface::IoUringCmd => uring::cmd::new_queue(dev, depth),
     }
 }
 

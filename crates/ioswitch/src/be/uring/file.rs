@@ -68,7 +68,7 @@
 //! Dropping the queue with commands in flight waits for them; if waiting fails the data
 //! of those commands is leaked, never freed while the kernel may still write into it.
 
-use super::{exec_to_completion, fill_iovecs, AsyncQueue, Io, Op, MAX_SEGMENTS};
+use crate::be::{exec_to_completion, fill_iovecs, AsyncQueue, Io, Op, MAX_SEGMENTS};
 use crate::buf::{Buffer, Data};
 use crate::cmd::{Cmd, CmdSet};
 use crate::dev::{DevKind, Inner};
@@ -107,7 +107,7 @@ const NVM_FUA: u32 = 1 << 30;
 /// created at all, and that the tunables asked for are possible (so they fail here, not
 /// at the first I/O).
 pub(crate) fn probe(dev: &Inner) -> Result<(), Error> {
-    if !super::io_uring_usable() {
+    if !crate::be::io_uring_usable() {
         let why = match IoUring::new(2) {
             Err(e) => format!(
                 "this process cannot create an io_uring (io_uring_setup: {e}); io_uring may be disabled \
@@ -301,8 +301,8 @@ fn check_sqpoll(dev: &Inner) -> Result<(), Error> {
 }
 
 /// Creates a queue of `depth` slots.
-pub(crate) fn new_queue(dev: &Arc<Inner>, depth: u32) -> Result<super::Backend, Error> {
-    Ok(super::Backend::IoUring(Box::new(IoUringQueue::new(dev, depth)?)))
+pub(crate) fn new_queue(dev: &Arc<Inner>, depth: u32) -> Result<crate::be::Backend, Error> {
+    Ok(crate::be::Backend::IoUring(Box::new(IoUringQueue::new(dev, depth)?)))
 }
 
 fn queue_error(dev: &Inner, what: &'static str, source: io::Error) -> Error {
@@ -1589,7 +1589,7 @@ mod tests {
 
     /// Runs one command on a backend queue directly and returns its completion.
     fn run(q: &mut IoUringQueue, dev: &Device, cmd: &Cmd, data: Data, tag: u64) -> Completion {
-        let io = super::super::prepare(&dev.inner, cmd, data.bufs()).unwrap();
+        let io = crate::be::prepare(&dev.inner, cmd, data.bufs()).unwrap();
         q.submit(&io, cmd, data, tag).map_err(|(e, _)| e).unwrap();
         q.commit().unwrap();
         let mut out = None;
@@ -1599,7 +1599,7 @@ mod tests {
 
     /// Submits a command to the backend directly (no commit).
     fn put(q: &mut IoUringQueue, dev: &Device, cmd: &Cmd, data: Data, tag: u64) -> Result<(), Error> {
-        let io = super::super::prepare(&dev.inner, cmd, data.bufs()).unwrap();
+        let io = crate::be::prepare(&dev.inner, cmd, data.bufs()).unwrap();
         q.submit(&io, cmd, data, tag).map_err(|(e, _)| e)
     }
 
@@ -1998,7 +1998,7 @@ mod tests {
         for i in 0..16u64 {
             let cmd = Cmd::fs_read(i * 65536, 65536);
             let data: Data = dev.alloc(65536).unwrap().into();
-            let io = super::super::prepare(&dev.inner, &cmd, data.bufs()).unwrap();
+            let io = crate::be::prepare(&dev.inner, &cmd, data.bufs()).unwrap();
             q.submit(&io, &cmd, data, i).map_err(|(e, _)| e).unwrap();
             if i == 7 {
                 q.commit().unwrap();

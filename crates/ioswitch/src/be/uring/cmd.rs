@@ -7,7 +7,7 @@
 //! `data_len` its length), carrying `struct nvme_uring_cmd` (the command's fields, as
 //! the caller built them) in the SQE's 80-byte command area. Any I/O command goes:
 //! NVM read/write/flush/write zeroes/DSM, ZNS commands, anything else raw; file-set
-//! commands go as NVM commands when they are whole LBAs (see [`super::nvme`]).
+//! commands go as NVM commands when they are whole LBAs (see [`crate::be::nvme`]).
 //!
 //! Completion: `cqe.res` is 0, the NVMe status field (positive: SC, SCT, CRD, More,
 //! DNR), or a negative errno when the kernel refused the command; the completion's
@@ -46,8 +46,8 @@
 //! implemented). Dropping the queue waits for commands in flight and leaks their data if
 //! it cannot.
 
-use super::nvme::{self, WireData, NVME_URING_CMD_IO, NVME_URING_CMD_IO_VEC};
-use super::{fill_iovecs, AsyncQueue, Io, MAX_SEGMENTS};
+use crate::be::nvme::{self, WireData, NVME_URING_CMD_IO, NVME_URING_CMD_IO_VEC};
+use crate::be::{fill_iovecs, AsyncQueue, Io, MAX_SEGMENTS};
 use crate::buf::Data;
 use crate::cmd::Cmd;
 use crate::dev::Inner;
@@ -100,7 +100,7 @@ fn builder(dev: &Inner) -> ::io_uring::Builder<squeue::Entry128, cqueue::Entry32
 /// tunables asked for will work here.
 pub(crate) fn probe(dev: &Inner) -> Result<(), Error> {
     let iface = "async=io_uring_cmd";
-    if !super::io_uring_usable() {
+    if !crate::be::io_uring_usable() {
         return Err(dev.unsupported(
             iface,
             "this process cannot create an io_uring (disabled by /proc/sys/kernel/io_uring_disabled or a seccomp filter)",
@@ -191,8 +191,8 @@ fn check_poll_queues(dev: &Inner) -> Result<(), Error> {
 }
 
 /// Creates a queue of `depth` slots.
-pub(crate) fn new_queue(dev: &Arc<Inner>, depth: u32) -> Result<super::Backend, Error> {
-    Ok(super::Backend::IoUringCmd(Box::new(UringCmdQueue::new(dev, depth)?)))
+pub(crate) fn new_queue(dev: &Arc<Inner>, depth: u32) -> Result<crate::be::Backend, Error> {
+    Ok(crate::be::Backend::IoUringCmd(Box::new(UringCmdQueue::new(dev, depth)?)))
 }
 
 /// A slot's iovec array; stable in memory (the slot table never moves or grows).

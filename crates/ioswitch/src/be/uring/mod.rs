@@ -1,9 +1,9 @@
 //! The io_uring interfaces and the one ring core they share.
 //!
-//! - [`file`]: `io_uring`, read/write/readv/writev/fsync/fallocate on files and block
-//!   devices, on a ring of 64-byte SQEs and 16-byte CQEs;
-//! - [`cmd`]: `io_uring_cmd`, NVMe passthrough (`IORING_OP_URING_CMD`) on `/dev/ngXnY`, on
-//!   a ring of 128-byte SQEs and 32-byte CQEs.
+//! - [`file`](mod@file): `io_uring`, read/write/readv/writev/fsync/fallocate on files
+//!   and block devices, on a ring of 64-byte SQEs and 16-byte CQEs;
+//! - [`cmd`]: `io_uring_cmd`, NVMe passthrough (`IORING_OP_URING_CMD`) on `/dev/ngXnY`,
+//!   on a ring of 128-byte SQEs and 32-byte CQEs.
 //!
 //! Both are a [`Ring`], generic over an [`Iface`] that names the io-uring crate's entry
 //! types (`squeue::Entry` / `Entry128`, `cqueue::Entry` / `Entry32`) and says only what is

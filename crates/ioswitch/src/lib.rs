@@ -44,7 +44,7 @@ pub use spec::{Cqe, Sqe, Status};
 /// True when this kernel supports the io_uring option `single_issuer=1`
 /// (IORING_SETUP_SINGLE_ISSUER|DEFER_TASKRUN, Linux 6.1). Probed once per process.
 pub fn io_uring_single_issuer_supported() -> bool {
-    be::io_uring::single_issuer_supported()
+    be::uring::single_issuer_supported()
 }
 
 /// The README's Rust examples, compiled and run as doc tests so they stay true.

@@ -9,8 +9,6 @@
 
 pub(crate) mod admin_emu;
 pub(crate) mod emu;
-pub(crate) mod io_uring;
-pub(crate) mod io_uring_cmd;
 pub(crate) mod libaio;
 pub(crate) mod mmap;
 pub(crate) mod nil;
@@ -21,6 +19,7 @@ pub(crate) mod ramdisk;
 #[cfg(test)]
 pub(crate) mod testutil;
 pub(crate) mod thrpool;
+pub(crate) mod uring;
 pub(crate) mod zoned;
 
 use crate::buf::{Buffer, Data};
@@ -113,8 +112,8 @@ pub(crate) trait AsyncQueue: Send {
 pub(crate) enum Backend {
     Nil(nil::Nil),
     Emu(emu::Emu),
-    IoUring(Box<io_uring::IoUringQueue>),
-    IoUringCmd(Box<io_uring_cmd::UringCmdQueue>),
+    IoUring(Box<uring::file::IoUringQueue>),
+    IoUringCmd(Box<uring::cmd::UringCmdQueue>),
     Libaio(Box<libaio::Libaio>),
     Posix(Box<posix_aio::PosixAio>),
     Thrpool(Box<thrpool::Thrpool>),
@@ -274,8 +273,8 @@ pub(crate) static TABLE: &[&Descriptor] = &[
     &mmap::DESCRIPTOR,
     &nil::ASYNC,
     &emu::DESCRIPTOR,
-    &io_uring::DESCRIPTOR,
-    &io_uring_cmd::DESCRIPTOR,
+    &uring::file::DESCRIPTOR,
+    &uring::cmd::DESCRIPTOR,
     &libaio::DESCRIPTOR,
     &posix_aio::DESCRIPTOR,
     &thrpool::DESCRIPTOR,

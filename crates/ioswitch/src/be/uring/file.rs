@@ -1,15 +1,13 @@
 //! `io_uring`: read/write/readv/writev/fsync/fallocate through an io_uring ring.
 //!
-//! One ring per [`Queue`](crate::Queue). The submission side never blocks and makes no
-//! syscall: `submit` fills a slot of a table preallocated at queue creation (the tag, the
-//! moved-in [`Data`], the bytes the command must move, a stable iovec array for vectored
-//! commands) and writes one SQE whose `user_data` is the slot index. `commit` hands every
-//! SQE written since the last commit to the kernel with one `io_uring_enter`; `reap`
-//! takes completions from the CQ ring without a syscall and enters the kernel only when it
-//! must wait. No allocation, no locking and no formatting happens on these paths. `reap`
-//! reads each batch of CQEs through one view of the CQ ring and frees a slot before its
-//! callback runs, so a callback that panics consumes only the completions handed out so
-//! far; the rest stay in the ring for the next reap or the drop.
+//! One ring of 64-byte SQEs per [`Queue`](crate::Queue), a [`Ring`] of the ring core
+//! (see [`super`]: setup, slots, commit, reap, drop); this file says how each command
+//! becomes an SQE and how its CQE ends it. `submit` fills a slot (the tag, the moved-in
+//! [`Data`], the bytes the command must move, a stable iovec array for vectored commands)
+//! and writes one SQE; a one-buffer read or write with no registered file or buffer
+//! takes a short path, inlined into the caller. A CQE whose result is the slot's expected
+//! one (the bytes of a read or write, 0 for fsync and fallocate) completes its command at
+//! once; any other result goes through one out-of-line function.
 //!
 //! How each command travels:
 //!
@@ -49,38 +47,30 @@
 //! off `queue/virt_boundary_mask` (NVMe: each buffer but the last must end, and each but
 //! the first must start, on a controller page).
 //!
-//! **Registered buffers.** The queue keeps a sparse table of registered buffers, bounded
-//! (twice the depth, within 16..=1024 entries). A buffer is registered the first time it
-//! is seen (one `IORING_REGISTER_BUFFERS_UPDATE` syscall, counted) and found again by
-//! [`Buffer::id`], which no other buffer of the process ever has, so a buffer freed and
-//! reallocated at the same address is registered afresh and the kernel only ever sees a
-//! fixed-buffer index whose registration covers exactly the buffer of that command. When
-//! the table is full an entry that no command in flight uses is replaced. Commands with
-//! several buffers use plain `READV`/`WRITEV`, as do buffers over 1 GiB (the kernel's
-//! limit for one registered buffer) and the rare command that finds every entry in use.
-//! A registered buffer's pages stay pinned until its entry is replaced or the queue is
-//! dropped, even after the buffer itself is freed.
+//! **Registered buffers** (`register_buffers=1`, see [`super::reg`]): a one-buffer read or
+//! write uses `READ_FIXED` / `WRITE_FIXED` with the buffer's entry in the ring's sparse
+//! table, registered the first time the buffer is seen. Commands with several buffers use
+//! plain `READV`/`WRITEV`, as do buffers over 1 GiB (the kernel's limit for one registered
+//! buffer) and the rare command that finds every entry in use. A registered buffer's
+//! pages stay pinned until its entry is replaced or the queue is dropped, even after the
+//! buffer itself is freed.
 //!
-//! The `syscalls` counter counts `io_uring_enter` calls, buffer registrations and the
-//! syscalls of inline commands; the setup of the ring (creating it, registering the
-//! descriptor and the empty buffer table) is not counted.
-//!
-//! Dropping the queue with commands in flight waits for them; if waiting fails the data
-//! of those commands is leaked, never freed while the kernel may still write into it.
+//! The `syscalls` counter also counts buffer registrations and the syscalls of inline
+//! commands. Dropping the queue with commands in flight waits for them, or leaks their
+//! data (see [`super`]).
 
-use super::{exec_to_completion, fill_iovecs, AsyncQueue, Io, Op, MAX_SEGMENTS};
-use super::{Build, Descriptor, Role};
+use super::{check_poll_queues, check_sqpoll, check_usable, on_fd, End, Iface, Ring, Slot, NO_SLOT};
+use crate::be::{exec_to_completion, fill_iovecs, Io, Op};
+use crate::be::{Build, Descriptor, Role};
 use crate::buf::{Buffer, Data};
 use crate::cmd::{Cmd, CmdSet};
 use crate::dev::{DevKind, Inner};
 use crate::error::Error;
-use crate::queue::Completion;
 use crate::spec::{errno_to_status, Status};
-use ::io_uring::{opcode, squeue, types, IoUring, Submitter};
-use std::collections::VecDeque;
+use ::io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::fs;
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::RawFd;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -105,27 +95,13 @@ pub(crate) const DESCRIPTOR: Descriptor = Descriptor {
         ("single_issuer", None),
     ],
     fio_engines: &["io_uring"],
-    usable: super::io_uring_usable,
+    usable: crate::be::io_uring_usable,
     build: Build::Async { probe, queue: new_queue },
 };
 
-const IFACE: &str = "io_uring";
-/// `IORING_ENTER_GETEVENTS`: wait for (or, with IOPOLL, poll for) completions.
-const ENTER_GETEVENTS: u32 = 1;
-/// `IORING_ENTER_SQ_WAKEUP`: wake a sleeping SQPOLL thread.
-const ENTER_SQ_WAKEUP: u32 = 2;
-/// How long the SQPOLL thread spins without work before it sleeps (the kernel default).
-const SQPOLL_IDLE_MS: u32 = 1000;
 /// Largest transfer one io_uring read/write carries in full: the kernel cuts each call
 /// at `MAX_RW_COUNT` (`INT_MAX` rounded down to a page; this holds for pages up to 64 KiB).
 const MAX_RW: u64 = i32::MAX as u64 & !0xffff;
-/// Largest buffer the kernel registers.
-const MAX_REG_BYTES: usize = 1 << 30;
-/// Bounds of the registered-buffer table.
-const REG_TABLE_MIN: u32 = 16;
-const REG_TABLE_MAX: u32 = 1024;
-/// `Slot::reg` when the command uses no registered buffer.
-const NO_REG: u32 = u32::MAX;
 /// Force Unit Access in CDW12 of an NVM write.
 const NVM_FUA: u32 = 1 << 30;
 
@@ -133,25 +109,13 @@ const NVM_FUA: u32 = 1 << 30;
 /// created at all, and that the tunables asked for are possible (so they fail here, not
 /// at the first I/O).
 pub(crate) fn probe(dev: &Inner) -> Result<(), Error> {
-    if !super::io_uring_usable() {
-        let why = match IoUring::new(2) {
-            Err(e) => format!(
-                "this process cannot create an io_uring (io_uring_setup: {e}); io_uring may be disabled \
-                 (/proc/sys/kernel/io_uring_disabled) or blocked by a seccomp filter"
-            ),
-            Ok(_) => "creating an io_uring failed when it was first tried".to_string(),
-        };
-        return Err(dev.unsupported("async=io_uring", &why));
-    }
-    if dev.raw_fd() < 0 {
-        return Err(dev.unsupported("async=io_uring", "the device has no file descriptor"));
-    }
+    check_usable(dev, "async=io_uring")?;
     let o = &dev.opts;
     if o.iopoll {
         check_iopoll(dev)?;
     }
     if o.sqpoll {
-        check_sqpoll(dev)?;
+        check_sqpoll::<File>(dev)?;
     }
     if o.single_issuer {
         let iface = "async=io_uring (single_issuer=1)";
@@ -160,14 +124,15 @@ pub(crate) fn probe(dev: &Inner) -> Result<(), Error> {
                 dev.unsupported(iface, "deferred task work and an SQPOLL thread exclude each other; choose one")
             );
         }
-        if !single_issuer_supported() {
+        if !super::single_issuer_supported() {
             return Err(
                 dev.unsupported(iface, "the kernel refused IORING_SETUP_SINGLE_ISSUER|DEFER_TASKRUN (needs Linux 6.1)")
             );
         }
     }
     if o.register_buffers {
-        let ring = IoUring::new(2).map_err(|e| queue_error(dev, "create a ring to probe register_buffers", e))?;
+        let ring = IoUring::new(2)
+            .map_err(|e| super::queue_error::<File>(dev, "create a ring to probe register_buffers", e))?;
         if let Err(e) = ring.submitter().register_buffers_sparse(1) {
             return Err(dev.unsupported(
                 "async=io_uring (register_buffers=1)",
@@ -191,7 +156,7 @@ fn check_iopoll(dev: &Inner) -> Result<(), Error> {
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: the descriptor is open (probe checked it) and st is a valid out pointer.
     if unsafe { libc::fstat(dev.raw_fd(), &mut st) } != 0 {
-        return Err(queue_error(dev, "fstat (to find the disk for iopoll)", io::Error::last_os_error()));
+        return Err(super::queue_error::<File>(dev, "fstat (to find the disk for iopoll)", io::Error::last_os_error()));
     }
     let (devno, what) = if st.st_mode & libc::S_IFMT == libc::S_IFBLK {
         (st.st_rdev, "block device")
@@ -209,19 +174,13 @@ fn check_iopoll(dev: &Inner) -> Result<(), Error> {
         ));
     };
     let name = disk.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let poll = fs::read_to_string(disk.join("queue/io_poll")).map(|s| s.trim().to_string());
-    match poll.as_deref() {
-        Ok("1") => Ok(()),
-        Ok(v) => Err(dev.unsupported(
-            iface,
-            &format!(
-                "the {what}, {name} ({maj}:{min}), has no poll queues (queue/io_poll is {v}); \
-                 NVMe gets them with the nvme driver's poll_queues parameter"
-            ),
-        )),
-        Err(e) => Err(dev
-            .unsupported(iface, &format!("the {what}, {name} ({maj}:{min}), has no poll queues (queue/io_poll: {e})"))),
-    }
+    check_poll_queues(
+        dev,
+        iface,
+        &disk,
+        &format!("the {what}, {name} ({maj}:{min}),"),
+        "NVMe gets them with the nvme driver's poll_queues parameter",
+    )
 }
 
 /// The sysfs directory of the disk behind the descriptor (the block device itself, or
@@ -286,95 +245,25 @@ impl SplitLimits {
     }
 }
 
-/// SQPOLL: the CPU must exist, and the kernel must let this process have a poll thread.
-fn check_sqpoll(dev: &Inner) -> Result<(), Error> {
-    let o = &dev.opts;
-    if let Some(cpu) = o.sqpoll_cpu {
-        // SAFETY: sysconf has no memory-safety preconditions.
-        let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-        if online > 0 && cpu as libc::c_long >= online {
-            return Err(dev.unsupported(
-                "async=io_uring (sqpoll_cpu)",
-                &format!("CPU {cpu} does not exist: {online} CPUs are online (0..={})", online - 1),
-            ));
-        }
-    }
-    let mut b = IoUring::<squeue::Entry>::builder();
-    b.setup_sqpoll(SQPOLL_IDLE_MS);
-    if let Some(cpu) = o.sqpoll_cpu {
-        b.setup_sqpoll_cpu(cpu);
-    }
-    match b.build(2) {
-        Ok(ring) => {
-            if !ring.params().is_feature_sqpoll_nonfixed() && !o.register_files {
-                return Err(dev.unsupported(
-                    "async=io_uring (sqpoll=1)",
-                    "this kernel's SQPOLL thread only takes registered files (before Linux 5.11): \
-                     add register_files=1",
-                ));
-            }
-            Ok(())
-        }
-        Err(e) => {
-            let hint = match e.raw_os_error() {
-                Some(libc::EPERM) => " (before Linux 5.11 SQPOLL needs CAP_SYS_ADMIN)",
-                Some(libc::EINVAL) if o.sqpoll_cpu.is_some() => " (is that CPU online and allowed for this process?)",
-                _ => "",
-            };
-            Err(dev.unsupported("async=io_uring (sqpoll=1)", &format!("the kernel refused an SQPOLL ring: {e}{hint}")))
-        }
-    }
-}
-
 /// Creates a queue of `depth` slots.
-pub(crate) fn new_queue(dev: &Arc<Inner>, depth: u32) -> Result<super::Backend, Error> {
-    Ok(super::Backend::IoUring(Box::new(IoUringQueue::new(dev, depth)?)))
+pub(crate) fn new_queue(dev: &Arc<Inner>, depth: u32) -> Result<crate::be::Backend, Error> {
+    Ok(crate::be::Backend::IoUring(Box::new(IoUringQueue::new(dev, depth)?)))
 }
 
-fn queue_error(dev: &Inner, what: &'static str, source: io::Error) -> Error {
-    let source = if source.raw_os_error() == Some(libc::EEXIST) && dev.opts.single_issuer {
-        io::Error::new(
-            source.kind(),
-            format!(
-                "{source}: with single_issuer=1 only the thread that created the queue may use it; \
-                 create the queue in the thread that uses it"
-            ),
-        )
-    } else {
-        source
-    };
-    Error::Queue { dev: dev.uri.clone(), iface: IFACE, what, source }
-}
+/// A queue of the `io_uring` interface.
+pub(crate) type IoUringQueue = Ring<File>;
 
-/// True when this kernel takes IORING_SETUP_SINGLE_ISSUER|DEFER_TASKRUN (Linux 6.1), which
-/// the `single_issuer=1` option asks for (probed once).
-pub(crate) fn single_issuer_supported() -> bool {
-    static OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *OK.get_or_init(|| {
-        let mut b = IoUring::<squeue::Entry>::builder();
-        b.setup_coop_taskrun().setup_taskrun_flag().setup_single_issuer().setup_defer_taskrun();
-        b.build(2).is_ok()
-    })
-}
-
-/// True when this kernel takes IORING_SETUP_COOP_TASKRUN with TASKRUN_FLAG (Linux 6.0);
-/// rings then get completions of punted work without being interrupted (probed once).
-fn coop_taskrun() -> bool {
-    static OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *OK.get_or_init(|| IoUring::<squeue::Entry>::builder().setup_coop_taskrun().setup_taskrun_flag().build(2).is_ok())
-}
-
-/// Builds an SQE on the device's descriptor: fixed file 0 when it is registered.
-macro_rules! on_fd {
-    ($q:ident, |$t:ident| $body:expr) => {
-        if $q.fixed_file {
-            let $t = types::Fixed(0);
-            $body
-        } else {
-            let $t = types::Fd($q.fd);
-            $body
-        }
-    };
+/// What is particular to the `io_uring` interface in a [`Ring`].
+pub(crate) struct File {
+    /// One-buffer reads and writes take the fast path in `submit`: no registered file or
+    /// buffers, no IOPOLL split check.
+    plain: bool,
+    /// With IOPOLL: the limits past which a read or write runs inline.
+    split: Option<SplitLimits>,
+    /// Trim and write zeroes go to the ring as fallocate (a regular file, no IOPOLL).
+    fallocate: bool,
+    /// FALLOC_FL_ZERO_RANGE works here (cleared by the first EOPNOTSUPP).
+    zero_range: bool,
 }
 
 /// What a slot holds.
@@ -382,113 +271,47 @@ macro_rules! on_fd {
 enum Kind {
     /// The slot is free.
     Free,
-    /// A read or write: any result but `Slot::expect` bytes is a failure.
+    /// A read or write: any result but `FileSlot::expect` bytes is a failure.
     Rw,
     /// Fsync or fallocate: any non-negative result is success.
     Other,
-    /// Write zeroes as FALLOC_FL_ZERO_RANGE over `Slot::zero`; resubmitted as a hole punch
-    /// on EOPNOTSUPP.
+    /// Write zeroes as FALLOC_FL_ZERO_RANGE over `FileSlot::zero`; resubmitted as a hole
+    /// punch on EOPNOTSUPP.
     ZeroRange,
-    /// An inline command: its completion waits in `ready`; the slot counts it against the
-    /// depth until it is handed out.
+    /// An inline command: its completion waits in the ring's `ready`; the slot counts it
+    /// against the depth until it is handed out.
     Ready,
 }
 
-/// `Slot::expect` of a slot with no command in the ring: no CQE result equals it.
+/// `FileSlot::expect` of a slot with no command in the ring: no CQE result equals it.
 const NO_EXPECT: u64 = u64::MAX;
-/// End of the free list.
-const NO_SLOT: u32 = u32::MAX;
 
-/// The iovec array of one slot: stable in memory for as long as the queue lives.
-struct Iovecs([libc::iovec; MAX_SEGMENTS]);
-
-// SAFETY: the iovecs only ever point into buffers owned by the same slot's `Data`, which
-// is Send; nothing here is tied to a thread.
-unsafe impl Send for Iovecs {}
-
-struct Slot {
+/// The `io_uring` state of a slot.
+pub(crate) struct FileSlot {
     /// The CQE result (read as `u32`, zero-extended) with which the command is complete
     /// and successful as it stands: the byte count of a read or write, 0 for fsync and
     /// fallocate; NO_EXPECT when the slot has no command in the ring. Every other result
     /// goes through [`outcome`].
     expect: u64,
-    tag: u64,
-    data: Data,
     kind: Kind,
-    /// Registered-buffer table entry the command uses, or NO_REG.
-    reg: u32,
-    /// Next free slot (NO_SLOT: none), while this one is free.
-    next_free: u32,
     /// `Kind::ZeroRange`: offset and length of the range.
     zero: (u64, u64),
-    iov: Box<Iovecs>,
-}
-
-impl Slot {
-    fn new(next_free: u32) -> Slot {
-        let empty = libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 };
-        Slot {
-            expect: NO_EXPECT,
-            tag: 0,
-            data: Data::None,
-            kind: Kind::Free,
-            reg: NO_REG,
-            next_free,
-            zero: (0, 0),
-            iov: Box::new(Iovecs([empty; MAX_SEGMENTS])),
-        }
-    }
-}
-
-/// How a CQE whose result is not its slot's `expect` ends.
-enum Outcome {
-    /// The command's completion, with this status and result.
-    Done(Status, u64),
-    /// Not a command's end (no command in that slot).
-    Stray,
-    /// A zero range the file system lacks: resubmit as a hole punch.
-    Punch,
 }
 
 /// The end of a command whose CQE result is not the expected one (errors, short
 /// transfers, positive fsync/fallocate results, the zero-range fallback, stray CQEs).
 #[cold]
 #[inline(never)]
-fn outcome(slot: &Slot, res: i32) -> Outcome {
+fn outcome(slot: &FileSlot, res: i32) -> End {
     match slot.kind {
-        Kind::Free | Kind::Ready => Outcome::Stray,
+        Kind::Free | Kind::Ready => End::Stray,
         // No zero range on this file system (tmpfs): a punched hole reads back as zeroes,
         // which is what write zeroes promises (as psync does).
-        Kind::ZeroRange if res == -libc::EOPNOTSUPP => Outcome::Punch,
-        _ if res < 0 => Outcome::Done(errno_to_status(res.wrapping_neg()), 0),
-        Kind::Rw if res as u64 != slot.expect => Outcome::Done(errno_to_status(libc::EIO), res as u64),
-        _ => Outcome::Done(Status::OK, res as u64),
+        Kind::ZeroRange if res == -libc::EOPNOTSUPP => End::Again,
+        _ if res < 0 => End::Done(errno_to_status(res.wrapping_neg()), 0),
+        Kind::Rw if res as u64 != slot.expect => End::Done(errno_to_status(libc::EIO), res as u64),
+        _ => End::Done(Status::OK, res as u64),
     }
-}
-
-/// Frees slot `idx` (puts it on the free list, ends its use of a registered buffer) and
-/// returns its data. A free function over the fields it needs, so it can run while a
-/// view of the ring is borrowed.
-#[inline(always)]
-fn release(slots: &mut [Slot], free_head: &mut u32, reg: &mut Option<RegTable>, idx: u32) -> Data {
-    let slot = &mut slots[idx as usize];
-    slot.kind = Kind::Free;
-    slot.expect = NO_EXPECT;
-    if slot.reg != NO_REG {
-        unuse_reg(slot, reg);
-    }
-    slot.next_free = *free_head;
-    *free_head = idx;
-    std::mem::take(&mut slot.data)
-}
-
-#[cold]
-#[inline(never)]
-fn unuse_reg(slot: &mut Slot, reg: &mut Option<RegTable>) {
-    if let Some(t) = reg {
-        t.unuse(slot.reg as usize);
-    }
-    slot.reg = NO_REG;
 }
 
 /// RWF_DSYNC for an NVM write with Force Unit Access.
@@ -501,169 +324,75 @@ fn rw_flags(cmd: &Cmd) -> i32 {
     }
 }
 
-/// A queue on one io_uring ring.
-pub(crate) struct IoUringQueue {
-    ring: IoUring,
-    /// The ring's descriptor, for `io_uring_enter`.
-    ring_fd: RawFd,
-    dev: Arc<Inner>,
-    fd: RawFd,
-    fixed_file: bool,
-    sqpoll: bool,
-    iopoll: bool,
-    /// One-buffer reads and writes take the fast path in `submit`: no registered file or
-    /// buffers, no IOPOLL split check.
-    plain: bool,
-    /// With IOPOLL: the limits past which a read or write runs inline.
-    split: Option<SplitLimits>,
-    /// Trim and write zeroes go to the ring as fallocate (a regular file, no IOPOLL).
-    fallocate: bool,
-    /// FALLOC_FL_ZERO_RANGE works here (cleared by the first EOPNOTSUPP).
-    zero_range: bool,
-    depth: u32,
-    slots: Box<[Slot]>,
-    /// First free slot (NO_SLOT: none); the list runs through `Slot::next_free`.
-    free_head: u32,
-    /// Slots holding a command the kernel has or will have (not counting `Kind::Ready`).
-    inflight: u32,
-    /// Without SQPOLL: SQEs written and not yet consumed by the kernel (the kernel takes
-    /// SQEs only in an `io_uring_enter` of ours, which says how many it took). With
-    /// SQPOLL: SQEs written since the last commit.
-    unsubmitted: u32,
-    /// Completions of inline commands, with their slots; capacity `depth`.
-    ready: VecDeque<(u32, Completion)>,
-    reg: Option<RegTable>,
-    syscalls: u64,
-}
+impl Iface for File {
+    type Sqe = squeue::Entry;
+    type Cqe = cqueue::Entry;
+    type Slot = FileSlot;
+    const NAME: &'static str = "io_uring";
+    const SINGLE_ISSUER: bool = true;
+    const FIXED_BUFFERS: bool = true;
+    const LOCK_IOPOLL_ENTER: bool = false;
 
-impl IoUringQueue {
-    fn new(dev: &Arc<Inner>, depth: u32) -> Result<IoUringQueue, Error> {
-        let o = &dev.opts;
-        let fd = dev.raw_fd();
-        if fd < 0 {
-            return Err(dev.unsupported("async=io_uring", "the device has no file descriptor"));
-        }
-        let depth = depth.max(1);
-        let mut b = IoUring::<squeue::Entry>::builder();
-        if o.sqpoll {
-            b.setup_sqpoll(SQPOLL_IDLE_MS);
-            if let Some(cpu) = o.sqpoll_cpu {
-                b.setup_sqpoll_cpu(cpu);
+    fn new_slot() -> FileSlot {
+        FileSlot { expect: NO_EXPECT, kind: Kind::Free, zero: (0, 0) }
+    }
+
+    #[inline(always)]
+    fn free(slot: &mut FileSlot) {
+        slot.kind = Kind::Free;
+        slot.expect = NO_EXPECT;
+    }
+
+    #[inline(always)]
+    fn submit(q: &mut Ring<File>, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
+        if let (true, Op::Read | Op::Write, Data::One(b)) = (q.iface.plain, io.op, &data) {
+            if io.len <= MAX_RW {
+                let ptr = b.as_ptr().cast_mut();
+                return q.submit_one(io, cmd, ptr, data, tag);
             }
         }
-        if o.iopoll {
-            b.setup_iopoll();
-        }
-        if !o.sqpoll && coop_taskrun() {
-            // Completions of work the kernel punted to its workers are posted when this
-            // task next enters the kernel, not by interrupting it (as fio sets up its
-            // rings); the flag in the SQ ring says when such work is pending.
-            b.setup_coop_taskrun();
-            b.setup_taskrun_flag();
-        }
-        if o.single_issuer && !o.sqpoll {
-            b.setup_single_issuer();
-            b.setup_defer_taskrun();
-        }
-        // The kernel rounds the SQ up to a power of two and makes the CQ twice as large, so
-        // neither can overflow with at most `depth` commands in flight. An SQPOLL thread
-        // moves the SQ head only after its whole batch, while completions of that batch
-        // can already be reaped and their slots reused: twice the depth keeps the SQ from
-        // looking full then.
-        let entries = if o.sqpoll { depth.saturating_mul(2) } else { depth };
-        let ring = b.build(entries).map_err(|e| queue_error(dev, "create the ring (io_uring_setup)", e))?;
-        if ring.params().sq_entries() < depth {
-            let why = io::Error::other(format!(
-                "the kernel gave {} SQ entries for depth {depth}",
-                ring.params().sq_entries()
-            ));
-            return Err(queue_error(dev, "create the ring (io_uring_setup)", why));
-        }
-        if o.register_files {
-            ring.submitter()
-                .register_files(&[fd])
-                .map_err(|e| queue_error(dev, "register the file descriptor (register_files=1)", e))?;
-        }
-        let reg = if o.register_buffers {
-            let len = (depth.saturating_mul(2)).clamp(REG_TABLE_MIN, REG_TABLE_MAX);
-            ring.submitter()
-                .register_buffers_sparse(len)
-                .map_err(|e| queue_error(dev, "register an empty buffer table (register_buffers=1)", e))?;
-            Some(RegTable::new(len as usize))
+        q.submit_slow(io, cmd, data, tag)
+    }
+
+    #[inline(always)]
+    fn end(slot: &Slot<FileSlot>, cqe: &cqueue::Entry) -> End {
+        let res = cqe.result();
+        if res as u32 as u64 == slot.x.expect {
+            End::Done(Status::OK, res as u64)
         } else {
-            None
-        };
-        Ok(IoUringQueue {
-            ring_fd: ring.as_raw_fd(),
-            ring,
-            dev: dev.clone(),
-            fd,
-            fixed_file: o.register_files,
-            sqpoll: o.sqpoll,
-            iopoll: o.iopoll,
+            outcome(&slot.x, res)
+        }
+    }
+
+    /// A write zeroes that found no zero range goes again as a hole punch; if the SQ does
+    /// not take it, the command ends with the EOPNOTSUPP it got.
+    fn again(q: &mut Ring<File>, idx: u32) -> Result<(), Status> {
+        q.iface.zero_range = false;
+        let slot = &mut q.slots[idx as usize];
+        let (offset, len) = slot.x.zero;
+        slot.x.kind = Kind::Other;
+        let e = q.fallocate_entry(offset, len, libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE);
+        // SAFETY: a fallocate entry points to no memory.
+        if unsafe { q.push(idx, e) } {
+            Ok(())
+        } else {
+            Err(errno_to_status(libc::EOPNOTSUPP))
+        }
+    }
+}
+
+impl Ring<File> {
+    /// A queue of `depth` slots on a new ring.
+    pub(crate) fn new(dev: &Arc<Inner>, depth: u32) -> Result<IoUringQueue, Error> {
+        let o = &dev.opts;
+        let fd = dev.raw_fd();
+        let file = File {
             plain: !o.register_files && !o.register_buffers && !o.iopoll,
             split: o.iopoll.then(|| SplitLimits::of(fd)),
             fallocate: dev.ident.kind == DevKind::File && !o.iopoll,
             zero_range: true,
-            depth,
-            slots: (0..depth).map(|i| Slot::new(if i + 1 < depth { i + 1 } else { NO_SLOT })).collect(),
-            free_head: 0,
-            inflight: 0,
-            unsubmitted: 0,
-            ready: VecDeque::with_capacity(depth as usize),
-            reg,
-            syscalls: 0,
-        })
-    }
-
-    #[cold]
-    fn busy(&self) -> Error {
-        Error::Busy { depth: self.depth }
-    }
-
-    /// Takes a free slot off the list.
-    #[inline(always)]
-    fn take_slot(&mut self) -> Option<u32> {
-        let idx = self.free_head;
-        let slot = self.slots.get(idx as usize)?;
-        self.free_head = slot.next_free;
-        Some(idx)
-    }
-
-    /// Frees a slot and returns its data.
-    #[inline]
-    fn release(&mut self, idx: u32) -> Data {
-        release(&mut self.slots, &mut self.free_head, &mut self.reg, idx)
-    }
-
-    /// Writes one SQE for slot `idx`. False when the SQ is full (it cannot be: it has at
-    /// least `depth` entries and every SQE holds a slot).
-    #[inline(always)]
-    fn push(&mut self, idx: u32, entry: squeue::Entry) -> bool {
-        let entry = entry.user_data(idx as u64);
-        // SAFETY: everything the entry points to (buffers, the iovec array) is owned by
-        // slot `idx`, which keeps it, unmoved and untouched, until the CQE of that slot is
-        // reaped or the queue is dropped (which waits for it, or leaks it).
-        unsafe { self.ring.submission().push(&entry) }.is_ok()
-    }
-
-    /// Writes the SQE of slot `idx`, whose fields are set; on failure frees the slot and
-    /// hands back the data.
-    #[inline(always)]
-    fn launch(&mut self, idx: u32, entry: squeue::Entry) -> Result<(), (Error, Data)> {
-        if self.push(idx, entry) {
-            self.inflight += 1;
-            self.unsubmitted += 1;
-            return Ok(());
-        }
-        self.launch_failed(idx)
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn launch_failed(&mut self, idx: u32) -> Result<(), (Error, Data)> {
-        let data = self.release(idx);
-        Err((self.busy(), data))
+        };
+        Ring::setup(dev, depth, file)
     }
 
     /// The fast path: a one-buffer read or write with no registered file or buffer.
@@ -681,9 +410,10 @@ impl IoUringQueue {
         // A free slot's data is Data::None: nothing to drop.
         std::mem::forget(std::mem::replace(&mut slot.data, data));
         slot.tag = tag;
-        slot.kind = Kind::Rw;
-        slot.expect = len as u64;
-        self.launch(idx, entry)
+        slot.x.kind = Kind::Rw;
+        slot.x.expect = len as u64;
+        // SAFETY: the entry points into the buffer of `data`, now owned by slot `idx`.
+        unsafe { self.launch(idx, entry) }
     }
 
     /// Everything but the fast path.
@@ -693,20 +423,22 @@ impl IoUringQueue {
             return Err((self.busy(), data));
         }
         match io.op {
-            Op::Read | Op::Write if io.len <= MAX_RW && !self.split.is_some_and(|l| l.splits(io.len, data.bufs())) => {
+            Op::Read | Op::Write
+                if io.len <= MAX_RW && !self.iface.split.is_some_and(|l| l.splits(io.len, data.bufs())) =>
+            {
                 self.submit_rw(io, cmd, data, tag)
             }
             Op::Flush if !self.iopoll => {
                 let e = on_fd!(self, |t| opcode::Fsync::new(t).flags(types::FsyncFlags::DATASYNC).build());
                 self.submit_other(Kind::Other, e, data, tag)
             }
-            Op::Trim if self.fallocate => {
+            Op::Trim if self.iface.fallocate => {
                 let e = self.fallocate_entry(io.offset, io.len, libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE);
                 self.submit_other(Kind::Other, e, data, tag)
             }
-            Op::WriteZeroes if self.fallocate => {
+            Op::WriteZeroes if self.iface.fallocate => {
                 let keep = libc::FALLOC_FL_KEEP_SIZE;
-                if self.zero_range {
+                if self.iface.zero_range {
                     let e = self.fallocate_entry(io.offset, io.len, libc::FALLOC_FL_ZERO_RANGE | keep);
                     self.submit_zero_range(e, (io.offset, io.len), data, tag)
                 } else {
@@ -717,7 +449,7 @@ impl IoUringQueue {
             Op::Passthru => {
                 let e = Error::BadCommand {
                     dev: self.dev.uri.clone(),
-                    iface: IFACE,
+                    iface: File::NAME,
                     what: cmd.describe(),
                     why: "io_uring carries only read, write, flush, trim, write zeroes and dataset management \
                           here; NVMe passthrough needs async=io_uring_cmd on /dev/ngXnY"
@@ -759,7 +491,7 @@ impl IoUringQueue {
                 Err(e) => {
                     let data = self.release(idx);
                     let what = "register a buffer (IORING_REGISTER_BUFFERS_UPDATE)";
-                    return Err((queue_error(&self.dev, what, e), data));
+                    return Err((self.error(what, e), data));
                 }
             };
             let off = io.offset;
@@ -787,9 +519,11 @@ impl IoUringQueue {
             }
         };
         let slot = &mut self.slots[idx as usize];
-        slot.kind = Kind::Rw;
-        slot.expect = len as u64;
-        self.launch(idx, entry)
+        slot.x.kind = Kind::Rw;
+        slot.x.expect = len as u64;
+        // SAFETY: the entry points into the buffers of the slot's data, or to the slot's
+        // iovec array (which points into them), all owned by slot `idx`.
+        unsafe { self.launch(idx, entry) }
     }
 
     /// Fsync or fallocate: commands with no data in the ring.
@@ -798,9 +532,10 @@ impl IoUringQueue {
         let slot = &mut self.slots[idx as usize];
         slot.data = data;
         slot.tag = tag;
-        slot.kind = kind;
-        slot.expect = 0;
-        self.launch(idx, entry)
+        slot.x.kind = kind;
+        slot.x.expect = 0;
+        // SAFETY: fsync and fallocate entries point to no memory.
+        unsafe { self.launch(idx, entry) }
     }
 
     fn submit_zero_range(
@@ -811,13 +546,14 @@ impl IoUringQueue {
         tag: u64,
     ) -> Result<(), (Error, Data)> {
         let Some(idx) = self.take_slot() else { return Err((self.busy(), data)) };
-        self.slots[idx as usize].zero = range;
         let slot = &mut self.slots[idx as usize];
+        slot.x.zero = range;
         slot.data = data;
         slot.tag = tag;
-        slot.kind = Kind::ZeroRange;
-        slot.expect = 0;
-        self.launch(idx, entry)
+        slot.x.kind = Kind::ZeroRange;
+        slot.x.expect = 0;
+        // SAFETY: a fallocate entry points to no memory.
+        unsafe { self.launch(idx, entry) }
     }
 
     fn fallocate_entry(&self, offset: u64, len: u64, mode: i32) -> squeue::Entry {
@@ -831,7 +567,7 @@ impl IoUringQueue {
         let Some(sync) = dev.sync() else {
             let e = Error::BadCommand {
                 dev: self.dev.uri.clone(),
-                iface: IFACE,
+                iface: File::NAME,
                 what: cmd.describe(),
                 why: "io_uring has no native operation for it here, and the device has no sync interface to run it"
                     .into(),
@@ -839,494 +575,21 @@ impl IoUringQueue {
             return Err((e, data));
         };
         let Some(idx) = self.take_slot() else { return Err((self.busy(), data)) };
-        self.slots[idx as usize].kind = Kind::Ready;
+        self.slots[idx as usize].x.kind = Kind::Ready;
         self.syscalls += sync.syscalls_per_cmd();
         let c = exec_to_completion(sync, io, cmd, data, tag);
-        self.ready.push_back((idx, c));
+        self.hold_ready(idx, c);
         Ok(())
-    }
-
-    /// Hands out completions of inline commands, at most `max`.
-    #[cold]
-    #[inline(never)]
-    fn hand_out_ready(&mut self, max: u32, f: &mut impl FnMut(Completion)) -> u32 {
-        let mut n = 0;
-        while n < max {
-            let Some((idx, c)) = self.ready.pop_front() else { break };
-            self.release(idx);
-            f(c);
-            n += 1;
-        }
-        n
-    }
-
-    /// One `io_uring_enter` on the ring, counted. Made here rather than through the
-    /// crate's `Submitter` (which builds a view of the ring's registers per call): the
-    /// queue knows what it submits.
-    #[inline]
-    fn enter(&mut self, to_submit: u32, want: u32, flags: u32) -> io::Result<u32> {
-        self.syscalls += 1;
-        // SAFETY: io_uring_enter on this queue's ring, which lives as long as `self`, with
-        // no argument pointer (NULL, size 0), as GETEVENTS and SQ_WAKEUP allow; every SQE
-        // in the ring points to memory owned by an in-flight slot (see `push`).
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_io_uring_enter,
-                self.ring_fd as libc::c_long,
-                to_submit as libc::c_long,
-                want as libc::c_long,
-                flags as libc::c_long,
-                std::ptr::null::<libc::sigset_t>(),
-                0 as libc::c_long,
-            )
-        };
-        if r < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(r as u32)
-        }
-    }
-
-    /// Without SQPOLL: after an `io_uring_enter` that was given `to_submit` SQEs and took
-    /// `took` (None: it failed), how many are left. Anything but all of them taken is
-    /// rare; then the SQ ring's head says.
-    #[inline(always)]
-    fn took(&mut self, to_submit: u32, took: Option<u32>) {
-        if to_submit == 0 {
-            return;
-        }
-        match took {
-            Some(k) if k >= to_submit => self.unsubmitted -= to_submit,
-            _ => self.resync_unsubmitted(),
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn resync_unsubmitted(&mut self) {
-        self.unsubmitted = self.ring.submission().len() as u32;
-    }
-
-    /// One `io_uring_enter` that submits what is queued and waits for `want` completions
-    /// (polls once, with IOPOLL, when `want` is 0). An interrupted wait is not an error:
-    /// the caller loops. Fails with the errno (see [`Self::wait_failed`]).
-    #[inline(always)]
-    fn enter_wait(&mut self, want: u32) -> Result<(), i32> {
-        let (to_submit, flags) =
-            if self.sqpoll { self.sqpoll_enter_args() } else { (self.unsubmitted, ENTER_GETEVENTS) };
-        let r = self.enter(to_submit, want, flags);
-        if !self.sqpoll {
-            self.took(to_submit, r.as_ref().ok().copied());
-        }
-        match r {
-            Ok(_) => Ok(()),
-            Err(e) => match e.raw_os_error() {
-                Some(libc::EINTR | libc::EAGAIN | libc::EBUSY) => Ok(()),
-                errno => Err(errno.unwrap_or(libc::EIO)),
-            },
-        }
-    }
-
-    /// With SQPOLL: what to enter with to wait (everything in the SQ, and a wake-up if the
-    /// poll thread sleeps).
-    #[cold]
-    #[inline(never)]
-    fn sqpoll_enter_args(&mut self) -> (u32, u32) {
-        let sq = self.ring.submission();
-        let wake = if sq.need_wakeup() { ENTER_SQ_WAKEUP } else { 0 };
-        (sq.len() as u32, ENTER_GETEVENTS | wake)
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn wait_failed(&self, errno: i32) -> Error {
-        queue_error(&self.dev, "io_uring_enter (wait for completions)", io::Error::from_raw_os_error(errno))
-    }
-
-    /// Takes up to `limit` completions from the CQ ring, without a syscall.
-    ///
-    /// One view of the CQ serves the whole batch; dropping it publishes the new head, also
-    /// when a callback panics: a completion is counted out of `inflight` and its slot
-    /// freed before its callback runs, so the CQEs handed out are consumed exactly once
-    /// and the rest stay in the ring for the next reap (or the drop).
-    #[inline(always)]
-    fn take_cqes(&mut self, limit: u32, f: &mut impl FnMut(Completion)) -> u32 {
-        let mut n = 0;
-        loop {
-            let mut punch = None;
-            let mut cq = self.ring.completion();
-            while n < limit {
-                let Some(cqe) = cq.next() else { break };
-                let (user_data, res) = (cqe.user_data(), cqe.result());
-                let Some(slot) = usize::try_from(user_data).ok().and_then(|i| self.slots.get(i)) else { continue };
-                let idx = user_data as u32;
-                let (status, result) = if res as u32 as u64 == slot.expect {
-                    (Status::OK, res as u64)
-                } else {
-                    match outcome(slot, res) {
-                        Outcome::Done(status, result) => (status, result),
-                        Outcome::Stray => continue,
-                        Outcome::Punch => {
-                            punch = Some(idx);
-                            break;
-                        }
-                    }
-                };
-                let tag = slot.tag;
-                let data = release(&mut self.slots, &mut self.free_head, &mut self.reg, idx);
-                self.inflight -= 1;
-                f(Completion { tag, status, result, data });
-                n += 1;
-            }
-            drop(cq);
-            // The hole-punch resubmission writes to the SQ, so it waits until the CQ view
-            // is gone (its CQE already consumed; no callback runs in between).
-            let Some(idx) = punch else { return n };
-            if let Some(c) = self.punch_instead(idx) {
-                f(c);
-                n += 1;
-            }
-        }
-    }
-
-    /// Resubmits slot `idx`, a write zeroes that found no zero range, as a hole punch;
-    /// returns its completion (EOPNOTSUPP) if the SQ does not take it.
-    #[cold]
-    #[inline(never)]
-    fn punch_instead(&mut self, idx: u32) -> Option<Completion> {
-        self.zero_range = false;
-        let slot = &mut self.slots[idx as usize];
-        let (offset, len) = slot.zero;
-        slot.kind = Kind::Other;
-        let e = self.fallocate_entry(offset, len, libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE);
-        if self.push(idx, e) {
-            self.unsubmitted += 1;
-            return None;
-        }
-        let tag = self.slots[idx as usize].tag;
-        let data = self.release(idx);
-        self.inflight -= 1;
-        Some(Completion { tag, status: errno_to_status(libc::EOPNOTSUPP), result: 0, data })
-    }
-
-    /// Whether the kernel has completions of punted work to post (COOP_TASKRUN).
-    #[inline]
-    fn taskrun(&mut self) -> bool {
-        self.ring.submission().taskrun()
-    }
-}
-
-impl AsyncQueue for IoUringQueue {
-    #[inline(always)]
-    fn submit(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
-        if let (true, Op::Read | Op::Write, Data::One(b)) = (self.plain, io.op, &data) {
-            if io.len <= MAX_RW {
-                let ptr = b.as_ptr().cast_mut();
-                return self.submit_one(io, cmd, ptr, data, tag);
-            }
-        }
-        self.submit_slow(io, cmd, data, tag)
-    }
-
-    fn commit(&mut self) -> Result<u32, Error> {
-        if self.sqpoll {
-            let queued = std::mem::take(&mut self.unsubmitted);
-            // The SQEs are already visible to the poll thread; enter only to wake it.
-            let wake = {
-                let sq = self.ring.submission();
-                !sq.is_empty() && sq.need_wakeup()
-            };
-            if wake {
-                if let Err(e) = self.enter(0, 0, ENTER_SQ_WAKEUP) {
-                    if !matches!(e.raw_os_error(), Some(libc::EINTR | libc::EAGAIN | libc::EBUSY)) {
-                        return Err(queue_error(&self.dev, "io_uring_enter (wake the SQPOLL thread)", e));
-                    }
-                }
-            }
-            return Ok(queued);
-        }
-        let mut pushed = 0;
-        while self.unsubmitted > 0 {
-            let pending = self.unsubmitted;
-            let r = self.enter(pending, 0, 0);
-            self.took(pending, r.as_ref().ok().copied());
-            // Fewer than asked: an SQE failed early (its CQE says why); submit the rest.
-            let k = pending - self.unsubmitted;
-            pushed += k;
-            match r {
-                Ok(_) if k == 0 => break,
-                Ok(_) => {}
-                Err(e) => match e.raw_os_error() {
-                    Some(libc::EINTR) => {}
-                    // Out of kernel resources for now: the rest stays queued and goes with
-                    // the next commit or wait.
-                    Some(libc::EAGAIN | libc::EBUSY) => break,
-                    _ => return Err(queue_error(&self.dev, "io_uring_enter (submit)", e)),
-                },
-            }
-        }
-        Ok(pushed)
-    }
-
-    fn reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
-        self.reap_inline(min, max, f)
-    }
-
-    fn syscalls(&self) -> u64 {
-        self.syscalls
-    }
-
-    /// A waiting reap enters the kernel with everything queued as `to_submit`, so the
-    /// submission rides on the wait: one `io_uring_enter` instead of two.
-    #[inline(always)]
-    fn commit_and_reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
-        if self.sqpoll || min == 0 {
-            self.commit()?;
-            return self.reap_inline(min, max, f);
-        }
-        let n = self.reap_inline(min, max, f)?;
-        if self.unsubmitted > 0 {
-            // Completions were already there, so reap never entered: submit now. Once
-            // callbacks ran the reap must report them; a failed submit shows again at the
-            // next commit.
-            match self.commit() {
-                Err(e) if n == 0 => return Err(e),
-                _ => {}
-            }
-        }
-        Ok(n)
-    }
-}
-
-impl IoUringQueue {
-    /// [`AsyncQueue::reap`], inlined into both reaping entry points. A failure to enter
-    /// after callbacks ran is not reported (the trait's contract): the next reap meets it.
-    #[inline(always)]
-    fn reap_inline(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
-        let mut n = 0;
-        if !self.ready.is_empty() {
-            n = self.hand_out_ready(max, f);
-        }
-        let min = min.min(max).min(n.saturating_add(self.inflight));
-        let mut entered = false;
-        // Without SQPOLL the kernel has seen none of the SQEs still in the SQ: when those
-        // are all the commands in flight, no CQE can be waiting and the first look is
-        // skipped.
-        let mut look = self.sqpoll || self.inflight != self.unsubmitted;
-        loop {
-            if look && n < max {
-                n += self.take_cqes(max - n, f);
-            }
-            look = true;
-            if n >= max || self.inflight == 0 {
-                break;
-            }
-            let want = if n >= min {
-                // With IOPOLL nothing completes unless someone polls: poll once. With
-                // COOP_TASKRUN, completions of punted work wait for an enter.
-                if entered || !(self.iopoll || self.taskrun()) {
-                    break;
-                }
-                0
-            } else {
-                min - n
-            };
-            if let Err(errno) = self.enter_wait(want) {
-                return if n > 0 { Ok(n) } else { Err(self.wait_failed(errno)) };
-            }
-            entered = true;
-        }
-        Ok(n)
-    }
-}
-
-impl Drop for IoUringQueue {
-    fn drop(&mut self) {
-        // Queue::drop drains first; this is the safety net. Wait for every command the
-        // kernel may still be working on, so no buffer is freed under it.
-        let mut sink = |c: Completion| drop(c);
-        while self.inflight > 0 {
-            let want = self.inflight.saturating_add(self.ready.len() as u32);
-            if self.reap(want, u32::MAX, &mut sink).is_err() {
-                // Cannot prove the kernel is done: leak the data (and the iovec arrays)
-                // of the commands in flight rather than free memory it may write into.
-                for s in self.slots.iter_mut().filter(|s| s.kind != Kind::Free) {
-                    std::mem::forget(std::mem::take(&mut s.data));
-                }
-                std::mem::forget(std::mem::take(&mut self.slots));
-                return;
-            }
-        }
-    }
-}
-
-/// The registered-buffer table: which buffer (by id) each entry of the kernel's sparse
-/// table holds, how many commands in flight use it, and an id → entry map.
-struct RegTable {
-    /// Buffer id registered at each entry (0: empty; buffer ids start at 1).
-    ids: Box<[u64]>,
-    /// Commands in flight using each entry.
-    users: Box<[u32]>,
-    map: IdMap,
-    /// Entries handed out so far (entries past it were never registered).
-    filled: usize,
-    /// Clock hand for choosing an entry to replace.
-    hand: usize,
-    /// Registrations made (one syscall each).
-    registrations: u64,
-}
-
-impl RegTable {
-    fn new(len: usize) -> RegTable {
-        RegTable {
-            ids: vec![0; len].into_boxed_slice(),
-            users: vec![0; len].into_boxed_slice(),
-            map: IdMap::new(len),
-            filled: 0,
-            hand: 0,
-            registrations: 0,
-        }
-    }
-
-    /// The table entry holding `buf`, registering it first if needed (one syscall,
-    /// counted in `syscalls`); None when the command must use a plain read/write (buffer
-    /// too large to register, or every entry in use). Marks the entry used.
-    fn index_for(&mut self, sub: &Submitter<'_>, buf: &Buffer, syscalls: &mut u64) -> io::Result<Option<u16>> {
-        let id = buf.id();
-        if buf.len() > MAX_REG_BYTES || id == 0 {
-            // Too large, or borrowed caller memory (id 0, Buffer::borrow_raw).
-            return Ok(None);
-        }
-        if let Some(e) = self.map.get(id) {
-            self.users[e as usize] += 1;
-            return Ok(Some(e));
-        }
-        let Some(e) = self.victim() else { return Ok(None) };
-        let old = std::mem::replace(&mut self.ids[e], 0);
-        if old != 0 {
-            self.map.remove(old);
-        }
-        let iov = libc::iovec { iov_base: buf.as_ptr() as *mut libc::c_void, iov_len: buf.len() };
-        *syscalls += 1;
-        // SAFETY: the iovec covers exactly `buf`, which is alive now. The kernel pins its
-        // pages, so the registration itself never touches freed memory; and the kernel
-        // only writes through it for a command naming entry `e`, which this table hands
-        // out only for the buffer whose id is recorded here, while that buffer is owned
-        // by the command's slot. The previous registration at `e` had no user.
-        unsafe { sub.register_buffers_update(e as u32, std::slice::from_ref(&iov), None) }?;
-        self.registrations += 1;
-        self.ids[e] = id;
-        self.map.insert(id, e as u16);
-        self.users[e] += 1;
-        Ok(Some(e as u16))
-    }
-
-    /// An entry to (re)register: a never-used one, else one no command in flight uses.
-    fn victim(&mut self) -> Option<usize> {
-        let len = self.ids.len();
-        if self.filled < len {
-            self.filled += 1;
-            return Some(self.filled - 1);
-        }
-        for _ in 0..len {
-            let e = self.hand;
-            self.hand = (self.hand + 1) % len;
-            if self.users[e] == 0 {
-                return Some(e);
-            }
-        }
-        None
-    }
-
-    fn unuse(&mut self, e: usize) {
-        if let Some(u) = self.users.get_mut(e) {
-            *u = u.saturating_sub(1);
-        }
-    }
-}
-
-/// A fixed-capacity map from buffer id (non-zero) to table entry: open addressing with
-/// linear probing and backward-shift deletion, at most half full, never allocating after
-/// creation.
-struct IdMap {
-    keys: Box<[u64]>,
-    vals: Box<[u16]>,
-    mask: usize,
-    shift: u32,
-}
-
-impl IdMap {
-    /// A map for up to `n` ids.
-    fn new(n: usize) -> IdMap {
-        let cap = (n.max(1) * 2).next_power_of_two();
-        IdMap {
-            keys: vec![0; cap].into_boxed_slice(),
-            vals: vec![0; cap].into_boxed_slice(),
-            mask: cap - 1,
-            shift: 64 - cap.trailing_zeros(),
-        }
-    }
-
-    #[inline]
-    fn home(&self, id: u64) -> usize {
-        // Fibonacci hashing: the top bits of the product.
-        (id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift.min(63)) as usize & self.mask
-    }
-
-    #[inline]
-    fn get(&self, id: u64) -> Option<u16> {
-        let mut i = self.home(id);
-        loop {
-            match self.keys[i] {
-                k if k == id => return Some(self.vals[i]),
-                0 => return None,
-                _ => i = (i + 1) & self.mask,
-            }
-        }
-    }
-
-    fn insert(&mut self, id: u64, v: u16) {
-        let mut i = self.home(id);
-        while self.keys[i] != 0 && self.keys[i] != id {
-            i = (i + 1) & self.mask;
-        }
-        self.keys[i] = id;
-        self.vals[i] = v;
-    }
-
-    fn remove(&mut self, id: u64) {
-        let mut i = self.home(id);
-        loop {
-            match self.keys[i] {
-                0 => return,
-                k if k == id => break,
-                _ => i = (i + 1) & self.mask,
-            }
-        }
-        // Shift later members of the probe run back into the hole when their home allows.
-        let mut hole = i;
-        let mut j = i;
-        loop {
-            j = (j + 1) & self.mask;
-            let k = self.keys[j];
-            if k == 0 {
-                break;
-            }
-            let home = self.home(k);
-            if (j.wrapping_sub(home) & self.mask) >= (j.wrapping_sub(hole) & self.mask) {
-                self.keys[hole] = k;
-                self.vals[hole] = self.vals[j];
-                hole = j;
-            }
-        }
-        self.keys[hole] = 0;
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::be::uring::{single_issuer_supported, NO_REG};
+    use crate::be::AsyncQueue;
     use crate::cmd::DsmRange;
+    use crate::queue::Completion;
     use crate::{Device, Opts, Queue, Sqe};
     use std::path::Path;
     use std::sync::atomic::{AtomicU32, Ordering};
@@ -1615,7 +878,7 @@ mod tests {
 
     /// Runs one command on a backend queue directly and returns its completion.
     fn run(q: &mut IoUringQueue, dev: &Device, cmd: &Cmd, data: Data, tag: u64) -> Completion {
-        let io = super::super::prepare(&dev.inner, cmd, data.bufs()).unwrap();
+        let io = crate::be::prepare(&dev.inner, cmd, data.bufs()).unwrap();
         q.submit(&io, cmd, data, tag).map_err(|(e, _)| e).unwrap();
         q.commit().unwrap();
         let mut out = None;
@@ -1625,7 +888,7 @@ mod tests {
 
     /// Submits a command to the backend directly (no commit).
     fn put(q: &mut IoUringQueue, dev: &Device, cmd: &Cmd, data: Data, tag: u64) -> Result<(), Error> {
-        let io = super::super::prepare(&dev.inner, cmd, data.bufs()).unwrap();
+        let io = crate::be::prepare(&dev.inner, cmd, data.bufs()).unwrap();
         q.submit(&io, cmd, data, tag).map_err(|(e, _)| e)
     }
 
@@ -1643,7 +906,7 @@ mod tests {
         }
         assert!(seen.iter().all(|&x| x), "a slot is missing from the free list");
         for s in q.slots.iter() {
-            assert!(s.kind == Kind::Free && s.expect == NO_EXPECT && s.reg == NO_REG);
+            assert!(s.x.kind == Kind::Free && s.x.expect == NO_EXPECT && s.reg == NO_REG);
             assert!(matches!(s.data, Data::None));
         }
     }
@@ -1882,34 +1145,11 @@ mod tests {
             assert!(c.status.is_ok(), "{}: {}", t.uri(), c.status);
             // tmpfs has no FALLOC_FL_ZERO_RANGE; ext4, xfs and btrfs have it.
             let fs_has_it = dev.ident().driver.as_deref() != Some("tmpfs");
-            assert_eq!(q.zero_range, fs_has_it, "{}", t.uri());
+            assert_eq!(q.iface.zero_range, fs_has_it, "{}", t.uri());
             let c = run(&mut q, &dev, &Cmd::write_zeroes(dev.ident().nsid, 8, 8), Data::None, 2);
             assert!(c.status.is_ok(), "{}: {}", t.uri(), c.status);
             assert!(sync_read(&dev, 0, 8192).iter().all(|&x| x == 0), "{}", t.uri());
         }
-    }
-
-    #[test]
-    fn id_map_finds_inserts_and_removes() {
-        let mut m = IdMap::new(16);
-        for id in 1..=16u64 {
-            m.insert(id * 1_000_003, id as u16);
-        }
-        for id in 1..=16u64 {
-            assert_eq!(m.get(id * 1_000_003), Some(id as u16));
-        }
-        for id in (1..=16u64).step_by(2) {
-            m.remove(id * 1_000_003);
-        }
-        for id in 1..=16u64 {
-            let want = if id % 2 == 0 { Some(id as u16) } else { None };
-            assert_eq!(m.get(id * 1_000_003), want, "id {id}");
-        }
-        m.remove(12345);
-        for id in 100..108u64 {
-            m.insert(id, 7);
-        }
-        assert_eq!(m.get(104), Some(7));
     }
 
     #[test]
@@ -2024,7 +1264,7 @@ mod tests {
         for i in 0..16u64 {
             let cmd = Cmd::fs_read(i * 65536, 65536);
             let data: Data = dev.alloc(65536).unwrap().into();
-            let io = super::super::prepare(&dev.inner, &cmd, data.bufs()).unwrap();
+            let io = crate::be::prepare(&dev.inner, &cmd, data.bufs()).unwrap();
             q.submit(&io, &cmd, data, i).map_err(|(e, _)| e).unwrap();
             if i == 7 {
                 q.commit().unwrap();

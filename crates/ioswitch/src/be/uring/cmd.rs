@@ -1,0 +1,274 @@
+//! `io_uring_cmd`: NVMe passthrough through io_uring (`IORING_OP_URING_CMD`) on an NVMe
+//! generic char device, `/dev/ngXnY`.
+//!
+//! The ring has 128-byte SQEs and 32-byte CQEs (`IORING_SETUP_SQE128 | CQE32`). Each
+//! command is one `URING_CMD` SQE with `cmd_op` `NVME_URING_CMD_IO` (one buffer or
+//! none) or `NVME_URING_CMD_IO_VEC` (several buffers: `addr` is an iovec array and
+//! `data_len` its length), carrying `struct nvme_uring_cmd` (the command's fields, as
+//! the caller built them) in the SQE's 80-byte command area. Any I/O command goes:
+//! NVM read/write/flush/write zeroes/DSM, ZNS commands, anything else raw; file-set
+//! commands go as NVM commands when they are whole LBAs (see [`crate::be::nvme`]).
+//!
+//! Completion: `cqe.res` is 0, the NVMe status field (positive: SC, SCT, CRD, More,
+//! DNR), or a negative errno when the kernel refused the command; the completion's
+//! DW0-1 (e.g. the LBA a Zone Append wrote) is in the big CQE's first extra dword pair
+//! and becomes the completion's `result`.
+//!
+//! The queue is a [`Ring`] of the ring core (see [`super`]: setup, slots, commit, reap,
+//! drop), as `io_uring`'s: `submit` writes one SQE (a slot's iovec array and DSM range
+//! stay in the slot until the command ends) and makes no syscall, `commit` pushes the
+//! batch with one `io_uring_enter`, `reap` takes CQEs without a syscall and enters only to
+//! wait (or, with IOPOLL, to poll). Tunables: `sqpoll=1` / `sqpoll_cpu=N`, `iopoll=1`
+//! (needs poll queues on the controller, the nvme driver's `poll_queues`; checked at
+//! open; no `direct=1` needed: passthrough never uses the page cache), `register_files=1`.
+//!
+//! With `iopoll=1`, commands that move no data (flush, write zeroes, zone management
+//! send, …) do not go to the ring: the driver cannot poll a request without a bio and
+//! completes it by interrupt, and on Linux 6.1 that completion's task work overwrites
+//! the poll cookie it shares a union with, so the next poll dereferences a function
+//! pointer as a bio and the kernel oopses (seen in the test guest, Debian 6.1.192).
+//! They run at `submit` through the NVMe ioctl on the same descriptor instead (one
+//! counted syscall; the submit blocks for the command), and their completions wait in a
+//! ring preallocated at queue creation that `reap` hands out first (holding their slots
+//! until then).
+//!
+//! The same kernel bug has a second trigger: with several IOPOLL rings polling the
+//! namespace's poll queues, one ring's poll can complete another ring's command between
+//! its issue and the moment the submitting task stores the poll cookie, so the driver
+//! takes the completion for an interrupt-driven one and clobbers the cookie (seen in the
+//! test guest: four threads, one queue each, general protection fault in `bio_poll`
+//! called from `nvme_ns_chr_uring_cmd_iopoll`). So every `io_uring_enter` of an IOPOLL
+//! queue (submitting, polling, or both) takes a process-wide lock
+//! ([`Iface::LOCK_IOPOLL_ENTER`]): no queue polls while another one is submitting.
+//! IOPOLL queues of one process therefore submit and poll one at a time; other processes
+//! polling the same poll queues are not covered, nor are SQPOLL kernel threads
+//! (`sqpoll=1` with `iopoll=1` on several queues).
+//!
+//! `register_buffers=1` is refused at open (fixed buffers for uring_cmd are not
+//! implemented).
+
+use super::{check_poll_queues, check_sqpoll, check_usable, on_fd, End, Iface, Ring, Slot};
+use crate::be::nvme::{self, WireData, NVME_URING_CMD_IO, NVME_URING_CMD_IO_VEC};
+use crate::be::{fill_iovecs, Build, Descriptor, Io, Role};
+use crate::buf::Data;
+use crate::cmd::Cmd;
+use crate::dev::{DevKind, Inner};
+use crate::error::Error;
+use crate::queue::Completion;
+use crate::spec::{errno_to_status, Status};
+use ::io_uring::{cqueue, opcode, squeue, IoUring};
+use std::io;
+use std::sync::Arc;
+
+/// `async=io_uring_cmd`: io_uring NVMe passthrough (IORING_OP_URING_CMD) on /dev/ngXnY.
+pub(crate) const DESCRIPTOR: Descriptor = Descriptor {
+    name: "io_uring_cmd",
+    role: Role::Async,
+    summary: "io_uring NVMe passthrough (IORING_OP_URING_CMD) on /dev/ngXnY",
+    refusal: |kind| match kind {
+        DevKind::NvmeChar => None,
+        DevKind::NvmeCtrl => Some("an NVMe controller takes admin commands only"),
+        DevKind::NvmeBlock => Some(
+            "IORING_OP_URING_CMD NVMe passthrough runs on the namespace's generic char device (/dev/ngXnY), \
+             not its block device; use async=io_uring here",
+        ),
+        _ => Some("IORING_OP_URING_CMD NVMe passthrough needs an NVMe generic char device (/dev/ngXnY)"),
+    },
+    default_for: &[DevKind::NvmeChar],
+    tunables: &[
+        ("sqpoll", Some("sqthread_poll")),
+        ("sqpoll_cpu", Some("sqthread_poll_cpu")),
+        ("iopoll", Some("hipri")),
+        ("register_files", Some("registerfiles")),
+        ("register_buffers", Some("fixedbufs")),
+        ("single_issuer", None),
+    ],
+    fio_engines: &["io_uring_cmd"],
+    usable: crate::be::io_uring_usable,
+    build: Build::Async { probe, queue: new_queue },
+};
+
+/// Checks at open that the kernel has big-SQE rings and `URING_CMD`, and that the
+/// tunables asked for will work here.
+pub(crate) fn probe(dev: &Inner) -> Result<(), Error> {
+    let iface = "async=io_uring_cmd";
+    check_usable(dev, iface)?;
+    let o = &dev.opts;
+    if o.register_buffers {
+        return Err(dev.unsupported(
+            "async=io_uring_cmd (register_buffers=1)",
+            "fixed buffers are not implemented for NVMe passthrough commands; leave register_buffers off",
+        ));
+    }
+    let ring = match IoUring::<squeue::Entry128, cqueue::Entry32>::builder().build(2) {
+        Ok(r) => r,
+        Err(e) => {
+            return Err(dev.unsupported(
+                iface,
+                &format!("the kernel refused a ring with 128-byte SQEs and 32-byte CQEs (needs Linux 5.19): {e}"),
+            ))
+        }
+    };
+    let mut p = ::io_uring::Probe::new();
+    if ring.submitter().register_probe(&mut p).is_ok() && !p.is_supported(opcode::UringCmd80::CODE) {
+        return Err(dev.unsupported(iface, "this kernel has no IORING_OP_URING_CMD (needs Linux 5.19)"));
+    }
+    drop(ring);
+    if o.iopoll {
+        check_iopoll(dev)?;
+    }
+    if o.sqpoll {
+        check_sqpoll::<UringCmd>(dev)?;
+    }
+    Ok(())
+}
+
+/// IOPOLL on a generic char device polls the namespace's poll queues: they must exist.
+fn check_iopoll(dev: &Inner) -> Result<(), Error> {
+    let iface = "async=io_uring_cmd (iopoll=1)";
+    // SAFETY: stat is plain data; all-zero is a valid value.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: the descriptor is open and st is a valid out pointer.
+    if unsafe { libc::fstat(dev.raw_fd(), &mut st) } != 0 {
+        return Err(super::queue_error::<UringCmd>(
+            dev,
+            "fstat (to find the namespace for iopoll)",
+            io::Error::last_os_error(),
+        ));
+    }
+    let devno = (libc::major(st.st_rdev), libc::minor(st.st_rdev));
+    let Some(dir) = nvme::char_block_dir(devno, dev.ident.nsid) else {
+        return Err(dev.unsupported(
+            iface,
+            &format!(
+                "cannot tell whether namespace {} has poll queues: no block device for it in sysfs",
+                dev.ident.nsid
+            ),
+        ));
+    };
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    check_poll_queues(dev, iface, &dir, &format!("the namespace ({name})"), "load the nvme driver with poll_queues=N")
+}
+
+/// Creates a queue of `depth` slots.
+pub(crate) fn new_queue(dev: &Arc<Inner>, depth: u32) -> Result<crate::be::Backend, Error> {
+    Ok(crate::be::Backend::IoUringCmd(Box::new(UringCmdQueue::new(dev, depth)?)))
+}
+
+/// A queue of the `io_uring_cmd` interface.
+pub(crate) type UringCmdQueue = Ring<UringCmd>;
+
+/// What is particular to the `io_uring_cmd` interface in a [`Ring`].
+pub(crate) struct UringCmd {
+    nsid: u32,
+    lba: u64,
+}
+
+/// The `io_uring_cmd` state of a slot.
+pub(crate) struct CmdSlot {
+    /// The slot's command is in the ring (a CQE for any other slot is stray).
+    in_ring: bool,
+    /// The DSM range of a file-set trim.
+    range: [u8; 16],
+}
+
+impl Iface for UringCmd {
+    type Sqe = squeue::Entry128;
+    type Cqe = cqueue::Entry32;
+    type Slot = CmdSlot;
+    const NAME: &'static str = "io_uring_cmd";
+    const SINGLE_ISSUER: bool = false;
+    const FIXED_BUFFERS: bool = false;
+    const LOCK_IOPOLL_ENTER: bool = true;
+
+    fn new_slot() -> CmdSlot {
+        CmdSlot { in_ring: false, range: [0; 16] }
+    }
+
+    #[inline(always)]
+    fn free(slot: &mut CmdSlot) {
+        slot.in_ring = false;
+    }
+
+    #[inline]
+    fn submit(q: &mut Ring<UringCmd>, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
+        q.submit_cmd(io, cmd, data, tag)
+    }
+
+    /// `res` is 0, the NVMe status field (positive), or a negative errno; the big CQE's
+    /// first extra dword pair is the completion's DW0-1.
+    #[inline(always)]
+    fn end(slot: &Slot<CmdSlot>, cqe: &cqueue::Entry32) -> End {
+        if !slot.x.in_ring {
+            return End::Stray;
+        }
+        let res = cqe.result();
+        if res < 0 {
+            End::Done(errno_to_status(res.wrapping_neg()), 0)
+        } else if res > 0 {
+            End::Done(Status::from_cqe_status((res as u16) << 1), cqe.big_cqe()[0])
+        } else {
+            End::Done(Status::OK, cqe.big_cqe()[0])
+        }
+    }
+}
+
+impl Ring<UringCmd> {
+    /// A queue of `depth` slots on a new big-SQE ring.
+    pub(crate) fn new(dev: &Arc<Inner>, depth: u32) -> Result<UringCmdQueue, Error> {
+        Ring::setup(dev, depth, UringCmd { nsid: dev.ident.nsid, lba: dev.geo.lba_size as u64 })
+    }
+
+    fn bad_command(&self, cmd: &Cmd, why: String) -> Error {
+        Error::BadCommand { dev: self.dev.uri.clone(), iface: UringCmd::NAME, what: cmd.describe(), why }
+    }
+
+    fn submit_cmd(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
+        let w = match nvme::wire(io, cmd, self.iface.nsid, self.iface.lba, data.bufs()) {
+            Ok(w) => w,
+            Err(why) => return Err((self.bad_command(cmd, why.into()), data)),
+        };
+        let Some(idx) = self.take_slot() else { return Err((self.busy(), data)) };
+        if self.iopoll && w.data == WireData::None {
+            // Not through the IOPOLL ring (see the module docs): through the ioctl, now.
+            let mut data = data;
+            self.syscalls += 1;
+            let c = match nvme::io_cmd(self.fd, &w, data.bufs_mut()) {
+                Ok(result) => Completion { tag, status: Status::OK, result, data },
+                Err(status) => Completion { tag, status, result: 0, data },
+            };
+            self.hold_ready(idx, c);
+            return Ok(());
+        }
+        let slot = &mut self.slots[idx as usize];
+        slot.data = data;
+        slot.tag = tag;
+        let (addr, len, op) = match w.data {
+            WireData::None => (0, 0, NVME_URING_CMD_IO),
+            WireData::Range(r) => {
+                slot.x.range = r.to_bytes();
+                (slot.x.range.as_ptr() as u64, 16, NVME_URING_CMD_IO)
+            }
+            WireData::Bufs(len) => {
+                let n = fill_iovecs(slot.data.bufs(), len, &mut slot.iov.0);
+                let covered: u64 = slot.iov.0[..n].iter().map(|v| v.iov_len as u64).sum();
+                if covered < len || len > u32::MAX as u64 {
+                    let data = self.release(idx);
+                    let why = format!("the buffers hold fewer than the {len} bytes the command moves");
+                    return Err((self.bad_command(cmd, why), data));
+                }
+                if n == 1 {
+                    (slot.iov.0[0].iov_base as u64, slot.iov.0[0].iov_len as u32, NVME_URING_CMD_IO)
+                } else {
+                    (slot.iov.0.as_ptr() as u64, n as u32, NVME_URING_CMD_IO_VEC)
+                }
+            }
+        };
+        let bytes = nvme::uring_cmd(&w.sqe, addr, len);
+        let entry = on_fd!(self, |t| opcode::UringCmd80::new(t, op).cmd(bytes).build());
+        self.slots[idx as usize].x.in_ring = true;
+        // SAFETY: everything the entry points to (the buffers, the slot's iovec array and
+        // DSM range) is owned by slot `idx`.
+        unsafe { self.launch(idx, entry) }
+    }
+}

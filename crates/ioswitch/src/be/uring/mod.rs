@@ -1,0 +1,829 @@
+//! The io_uring interfaces and the one ring core they share.
+//!
+//! - [`file`](mod@file): `io_uring`, read/write/readv/writev/fsync/fallocate on files
+//!   and block devices, on a ring of 64-byte SQEs and 16-byte CQEs;
+//! - [`cmd`]: `io_uring_cmd`, NVMe passthrough (`IORING_OP_URING_CMD`) on `/dev/ngXnY`,
+//!   on a ring of 128-byte SQEs and 32-byte CQEs.
+//!
+//! Both are a [`Ring`], generic over an [`Iface`] that names the io-uring crate's entry
+//! types (`squeue::Entry` / `Entry128`, `cqueue::Entry` / `Entry32`) and says only what is
+//! particular to the interface: how a command becomes an SQE (`Iface::submit`) and how a
+//! CQE ends a command (`Iface::end`). An entry of the wrong size cannot be pushed onto a
+//! ring: it does not compile. Everything else is written once, here:
+//!
+//! - **Setup from [`Opts`](crate::Opts)**: `sqpoll=1` / `sqpoll_cpu=N`, `iopoll=1`,
+//!   `IORING_SETUP_COOP_TASKRUN | TASKRUN_FLAG` where the kernel has them and there is no
+//!   SQPOLL thread (completions of punted work are posted when the task next enters the
+//!   kernel, instead of interrupting it, as fio sets up its rings), `single_issuer=1`
+//!   (`SINGLE_ISSUER | DEFER_TASKRUN`, where the interface takes it). The kernel rounds the
+//!   SQ up to a power of two and makes the CQ twice as large, so neither can overflow with
+//!   at most `depth` commands in flight. With SQPOLL the ring gets twice the depth: the
+//!   poll thread moves the SQ head only after its whole batch, while completions of that
+//!   batch can already be reaped and their slots reused, so a push never finds the SQ full
+//!   while a slot is free.
+//! - **Checks at open** shared by both interfaces: that the process can create a ring,
+//!   that the SQPOLL CPU exists and the kernel gives this process a poll thread, that a
+//!   disk has poll queues for IOPOLL (`queue/io_poll`).
+//! - **Registration**: the descriptor (`register_files=1`: commands name fixed file 0)
+//!   and, for the interfaces that use them, a sparse table of registered buffers
+//!   ([`reg::RegTable`]).
+//! - **Slots**: a table preallocated at queue creation, one slot per command (the tag,
+//!   the moved-in [`Data`], a stable iovec array, the interface's own state), a free list
+//!   threaded through the slots, and each SQE's `user_data` is its slot's index. No
+//!   allocation, no locking and no formatting happens on the submit and reap paths.
+//! - **Commit**: every SQE written since the last commit goes to the kernel with one
+//!   `io_uring_enter` (made directly, not through the crate's `Submitter`, which builds a
+//!   view of the ring's registers per call); with SQPOLL, commit enters only to wake a
+//!   sleeping poll thread.
+//! - **Reap**: completions come from the CQ ring without a syscall; the kernel is entered
+//!   only to wait, or once to poll (IOPOLL) or to run pending task work (the taskrun flag
+//!   of COOP_TASKRUN). Without SQPOLL, when every command in flight is still in the SQ no
+//!   CQE can be waiting and the first look at the CQ is skipped. A waiting reap submits
+//!   what is queued in the same `io_uring_enter` (`AsyncQueue::commit_and_reap`). Each
+//!   batch of CQEs is read through one view of the CQ ring, and a slot is freed before
+//!   its callback runs, so a callback that panics consumes only the completions handed
+//!   out so far; the rest stay in the ring for the next reap or the drop.
+//! - **Inline commands**: what an interface runs at submit through a synchronous call
+//!   (see each interface) holds a slot until its completion, kept in a ring preallocated
+//!   at queue creation, is handed out: reap hands those out before anything from the
+//!   kernel.
+//! - **Drop**: a queue dropped with commands in flight waits for them; if waiting fails
+//!   or makes no progress, the slot table and the data of every command in it are
+//!   leaked, never freed while the kernel may still write into them.
+//!
+//! The `syscalls` counter counts `io_uring_enter` calls, buffer registrations and the
+//! syscalls of inline commands; the setup of the ring (creating it, registering the
+//! descriptor and the empty buffer table) is not counted.
+
+pub(crate) mod cmd;
+pub(crate) mod file;
+mod reg;
+
+use crate::be::{AsyncQueue, Io, MAX_SEGMENTS};
+use crate::buf::Data;
+use crate::cmd::Cmd;
+use crate::dev::Inner;
+use crate::error::Error;
+use crate::queue::Completion;
+use crate::spec::{errno_to_status, Status};
+use ::io_uring::{cqueue, squeue, IoUring};
+use reg::RegTable;
+use std::collections::VecDeque;
+use std::fs;
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::path::Path;
+use std::sync::Arc;
+
+/// `IORING_ENTER_GETEVENTS`: wait for (or, with IOPOLL, poll for) completions.
+const ENTER_GETEVENTS: u32 = 1;
+/// `IORING_ENTER_SQ_WAKEUP`: wake a sleeping SQPOLL thread.
+const ENTER_SQ_WAKEUP: u32 = 2;
+/// How long the SQPOLL thread spins without work before it sleeps (the kernel default).
+const SQPOLL_IDLE_MS: u32 = 1000;
+/// End of the free list.
+const NO_SLOT: u32 = u32::MAX;
+/// `Slot::reg` when the command uses no registered buffer.
+const NO_REG: u32 = u32::MAX;
+
+/// A submission entry type of the io-uring crate: 64 bytes (`squeue::Entry`) or 128
+/// (`squeue::Entry128`).
+pub(crate) trait Sqe: squeue::EntryMarker + Send {
+    /// How a ring of these entries is described in errors ("" for the plain ring).
+    const RING: &'static str;
+    /// The entry with its `user_data` set.
+    fn with_user_data(self, user_data: u64) -> Self;
+}
+
+impl Sqe for squeue::Entry {
+    const RING: &'static str = "";
+    #[inline(always)]
+    fn with_user_data(self, user_data: u64) -> Self {
+        self.user_data(user_data)
+    }
+}
+
+impl Sqe for squeue::Entry128 {
+    const RING: &'static str = " with 128-byte SQEs";
+    #[inline(always)]
+    fn with_user_data(self, user_data: u64) -> Self {
+        self.user_data(user_data)
+    }
+}
+
+/// A completion entry type of the io-uring crate: 16 bytes (`cqueue::Entry`) or 32
+/// (`cqueue::Entry32`).
+pub(crate) trait Cqe: cqueue::EntryMarker {
+    /// The `user_data` of the SQE it completes: a slot index.
+    fn user_data(&self) -> u64;
+}
+
+impl Cqe for cqueue::Entry {
+    #[inline(always)]
+    fn user_data(&self) -> u64 {
+        cqueue::Entry::user_data(self)
+    }
+}
+
+impl Cqe for cqueue::Entry32 {
+    #[inline(always)]
+    fn user_data(&self) -> u64 {
+        cqueue::Entry32::user_data(self)
+    }
+}
+
+/// What is particular to one io_uring interface; the [`Ring`] does the rest.
+pub(crate) trait Iface: Send + Sized {
+    /// The ring's SQE type; commands are built as this type, so no other size can be
+    /// pushed.
+    type Sqe: Sqe;
+    /// The ring's CQE type.
+    type Cqe: Cqe;
+    /// The interface's own state in each slot.
+    type Slot: Send;
+    /// The interface's name, as in option strings (`io_uring`).
+    const NAME: &'static str;
+    /// Whether `single_issuer=1` sets its rings up with `SINGLE_ISSUER | DEFER_TASKRUN`.
+    const SINGLE_ISSUER: bool;
+    /// Whether `register_buffers=1` gives its rings a registered-buffer table.
+    const FIXED_BUFFERS: bool;
+    /// Whether every `io_uring_enter` of an IOPOLL ring without SQPOLL holds the
+    /// process-wide [`IOPOLL_ENTER`] lock (a kernel bug; see [`cmd`]).
+    const LOCK_IOPOLL_ENTER: bool;
+
+    /// The state of a free slot.
+    fn new_slot() -> Self::Slot;
+    /// Puts a slot's state back to that of a free slot.
+    fn free(slot: &mut Self::Slot);
+    /// Takes a checked command: writes its SQE (through [`Ring::launch`]) or runs it
+    /// inline (through [`Ring::hold_ready`]). Must not block on the ring. Returns the
+    /// data on error.
+    fn submit(q: &mut Ring<Self>, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)>;
+    /// How the CQE of a slot ends its command.
+    fn end(slot: &Slot<Self::Slot>, cqe: &Self::Cqe) -> End;
+    /// For [`End::Again`]: resubmits slot `idx`'s command in another form (through
+    /// [`Ring::push`]); when it cannot, the status the command completes with.
+    /// Interfaces whose `end` never says `Again` keep this default.
+    fn again(q: &mut Ring<Self>, idx: u32) -> Result<(), Status> {
+        let _ = (q, idx);
+        Err(errno_to_status(libc::EIO))
+    }
+}
+
+/// How a CQE ends the command of its slot.
+pub(crate) enum End {
+    /// The command's completion, with this status and result.
+    Done(Status, u64),
+    /// Not a command's end (no command of the ring in that slot): ignored.
+    Stray,
+    /// The command goes to the ring again in another form ([`Iface::again`]).
+    Again,
+}
+
+/// The iovec array of one slot: stable in memory for as long as the queue lives.
+struct Iovecs([libc::iovec; MAX_SEGMENTS]);
+
+// SAFETY: the iovecs only ever point into buffers owned by the same slot's `Data`, which
+// is Send; nothing here is tied to a thread.
+unsafe impl Send for Iovecs {}
+
+/// One command's place in the queue.
+pub(crate) struct Slot<X> {
+    tag: u64,
+    data: Data,
+    /// Registered-buffer table entry the command uses, or NO_REG.
+    reg: u32,
+    /// Next free slot (NO_SLOT: none), while this one is free.
+    next_free: u32,
+    iov: Box<Iovecs>,
+    /// The interface's state.
+    x: X,
+}
+
+impl<X> Slot<X> {
+    fn new(next_free: u32, x: X) -> Slot<X> {
+        let empty = libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 };
+        Slot { tag: 0, data: Data::None, reg: NO_REG, next_free, iov: Box::new(Iovecs([empty; MAX_SEGMENTS])), x }
+    }
+}
+
+/// Held across every `io_uring_enter` of an IOPOLL ring without SQPOLL of the interfaces
+/// that ask for it ([`Iface::LOCK_IOPOLL_ENTER`]).
+static IOPOLL_ENTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Builds an SQE on the queue's descriptor: fixed file 0 when it is registered.
+macro_rules! on_fd {
+    ($q:expr, |$t:ident| $body:expr) => {
+        if $q.fixed_file {
+            let $t = ::io_uring::types::Fixed(0);
+            $body
+        } else {
+            let $t = ::io_uring::types::Fd($q.fd);
+            $body
+        }
+    };
+}
+use on_fd;
+
+/// A queue on one io_uring ring, for the interface `I`.
+pub(crate) struct Ring<I: Iface> {
+    ring: IoUring<I::Sqe, I::Cqe>,
+    /// The ring's descriptor, for `io_uring_enter`.
+    ring_fd: RawFd,
+    dev: Arc<Inner>,
+    fd: RawFd,
+    fixed_file: bool,
+    sqpoll: bool,
+    iopoll: bool,
+    depth: u32,
+    slots: Box<[Slot<I::Slot>]>,
+    /// First free slot (NO_SLOT: none); the list runs through `Slot::next_free`.
+    free_head: u32,
+    /// Slots holding a command the kernel has or will have (not counting inline ones).
+    inflight: u32,
+    /// Without SQPOLL: SQEs written and not yet consumed by the kernel (the kernel takes
+    /// SQEs only in an `io_uring_enter` of ours, which says how many it took). With
+    /// SQPOLL: SQEs written since the last commit.
+    unsubmitted: u32,
+    /// Completions of inline commands, with their slots; capacity `depth`.
+    ready: VecDeque<(u32, Completion)>,
+    reg: Option<RegTable>,
+    syscalls: u64,
+    /// The interface's own state.
+    iface: I,
+}
+
+/// The error of a ring operation on `dev`; with `single_issuer=1`, EEXIST says which
+/// thread may use the queue.
+fn queue_error<I: Iface>(dev: &Inner, what: &'static str, source: io::Error) -> Error {
+    let source = if I::SINGLE_ISSUER && source.raw_os_error() == Some(libc::EEXIST) && dev.opts.single_issuer {
+        io::Error::new(
+            source.kind(),
+            format!(
+                "{source}: with single_issuer=1 only the thread that created the queue may use it; \
+                 create the queue in the thread that uses it"
+            ),
+        )
+    } else {
+        source
+    };
+    Error::Queue { dev: dev.uri.clone(), iface: I::NAME, what, source }
+}
+
+/// True when this kernel takes IORING_SETUP_SINGLE_ISSUER|DEFER_TASKRUN (Linux 6.1), which
+/// the `single_issuer=1` option asks for (probed once).
+pub(crate) fn single_issuer_supported() -> bool {
+    static OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OK.get_or_init(|| {
+        let mut b = IoUring::<squeue::Entry>::builder();
+        b.setup_coop_taskrun().setup_taskrun_flag().setup_single_issuer().setup_defer_taskrun();
+        b.build(2).is_ok()
+    })
+}
+
+/// True when this kernel takes IORING_SETUP_COOP_TASKRUN with TASKRUN_FLAG (Linux 6.0);
+/// rings then get completions of punted work without being interrupted (probed once).
+fn coop_taskrun() -> bool {
+    static OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OK.get_or_init(|| IoUring::<squeue::Entry>::builder().setup_coop_taskrun().setup_taskrun_flag().build(2).is_ok())
+}
+
+/// Checks at open what every io_uring interface needs: that this process can create a
+/// ring, and a descriptor.
+fn check_usable(dev: &Inner, iface: &str) -> Result<(), Error> {
+    if !crate::be::io_uring_usable() {
+        let why = match IoUring::new(2) {
+            Err(e) => format!(
+                "this process cannot create an io_uring (io_uring_setup: {e}); io_uring may be disabled \
+                 (/proc/sys/kernel/io_uring_disabled) or blocked by a seccomp filter"
+            ),
+            Ok(_) => "creating an io_uring failed when it was first tried".to_string(),
+        };
+        return Err(dev.unsupported(iface, &why));
+    }
+    if dev.raw_fd() < 0 {
+        return Err(dev.unsupported(iface, "the device has no file descriptor"));
+    }
+    Ok(())
+}
+
+/// SQPOLL: the CPU must exist, and the kernel must give this process a poll thread on a
+/// ring of the interface's entries.
+fn check_sqpoll<I: Iface>(dev: &Inner) -> Result<(), Error> {
+    let o = &dev.opts;
+    if let Some(cpu) = o.sqpoll_cpu {
+        // SAFETY: sysconf has no memory-safety preconditions.
+        let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+        if online > 0 && cpu as libc::c_long >= online {
+            return Err(dev.unsupported(
+                &format!("async={} (sqpoll_cpu)", I::NAME),
+                &format!("CPU {cpu} does not exist: {online} CPUs are online (0..={})", online - 1),
+            ));
+        }
+    }
+    let iface = format!("async={} (sqpoll=1)", I::NAME);
+    let mut b = IoUring::<I::Sqe, I::Cqe>::builder();
+    b.setup_sqpoll(SQPOLL_IDLE_MS);
+    if let Some(cpu) = o.sqpoll_cpu {
+        b.setup_sqpoll_cpu(cpu);
+    }
+    match b.build(2) {
+        Ok(ring) => {
+            if !ring.params().is_feature_sqpoll_nonfixed() && !o.register_files {
+                return Err(dev.unsupported(
+                    &iface,
+                    "this kernel's SQPOLL thread only takes registered files (before Linux 5.11): \
+                     add register_files=1",
+                ));
+            }
+            Ok(())
+        }
+        Err(e) => {
+            let hint = match e.raw_os_error() {
+                Some(libc::EPERM) => " (before Linux 5.11 SQPOLL needs CAP_SYS_ADMIN)",
+                Some(libc::EINVAL) if o.sqpoll_cpu.is_some() => " (is that CPU online and allowed for this process?)",
+                _ => "",
+            };
+            let ring = <I::Sqe as Sqe>::RING;
+            Err(dev.unsupported(&iface, &format!("the kernel refused an SQPOLL ring{ring}: {e}{hint}")))
+        }
+    }
+}
+
+/// IOPOLL: the disk `dir` (a sysfs block directory) must have poll queues. `subject` names
+/// it in the refusal, `hint` says how to get them.
+fn check_poll_queues(dev: &Inner, iface: &str, dir: &Path, subject: &str, hint: &str) -> Result<(), Error> {
+    match fs::read_to_string(dir.join("queue/io_poll")).map(|s| s.trim().to_string()).as_deref() {
+        Ok("1") => Ok(()),
+        Ok(v) => Err(dev.unsupported(iface, &format!("{subject} has no poll queues (queue/io_poll is {v}); {hint}"))),
+        Err(e) => Err(dev.unsupported(iface, &format!("{subject} has no poll queues (queue/io_poll: {e})"))),
+    }
+}
+
+impl<I: Iface> Ring<I> {
+    /// Sets up a ring of `depth` slots for the device's options, with the interface's
+    /// state `iface`.
+    fn setup(dev: &Arc<Inner>, depth: u32, iface: I) -> Result<Ring<I>, Error> {
+        let o = &dev.opts;
+        let fd = dev.raw_fd();
+        if fd < 0 {
+            return Err(dev.unsupported(&format!("async={}", I::NAME), "the device has no file descriptor"));
+        }
+        let depth = depth.max(1);
+        let mut b = IoUring::<I::Sqe, I::Cqe>::builder();
+        if o.sqpoll {
+            b.setup_sqpoll(SQPOLL_IDLE_MS);
+            if let Some(cpu) = o.sqpoll_cpu {
+                b.setup_sqpoll_cpu(cpu);
+            }
+        }
+        if o.iopoll {
+            b.setup_iopoll();
+        }
+        if !o.sqpoll && coop_taskrun() {
+            b.setup_coop_taskrun();
+            b.setup_taskrun_flag();
+        }
+        if I::SINGLE_ISSUER && o.single_issuer && !o.sqpoll {
+            b.setup_single_issuer();
+            b.setup_defer_taskrun();
+        }
+        let entries = if o.sqpoll { depth.saturating_mul(2) } else { depth };
+        let ring = b.build(entries).map_err(|e| queue_error::<I>(dev, "create the ring (io_uring_setup)", e))?;
+        if ring.params().sq_entries() < depth {
+            let why = io::Error::other(format!(
+                "the kernel gave {} SQ entries for depth {depth}",
+                ring.params().sq_entries()
+            ));
+            return Err(queue_error::<I>(dev, "create the ring (io_uring_setup)", why));
+        }
+        if o.register_files {
+            ring.submitter()
+                .register_files(&[fd])
+                .map_err(|e| queue_error::<I>(dev, "register the file descriptor (register_files=1)", e))?;
+        }
+        let reg = if I::FIXED_BUFFERS && o.register_buffers {
+            let len = RegTable::len_for(depth);
+            ring.submitter()
+                .register_buffers_sparse(len)
+                .map_err(|e| queue_error::<I>(dev, "register an empty buffer table (register_buffers=1)", e))?;
+            Some(RegTable::new(len as usize))
+        } else {
+            None
+        };
+        Ok(Ring {
+            ring_fd: ring.as_raw_fd(),
+            ring,
+            dev: dev.clone(),
+            fd,
+            fixed_file: o.register_files,
+            sqpoll: o.sqpoll,
+            iopoll: o.iopoll,
+            depth,
+            slots: (0..depth).map(|i| Slot::new(if i + 1 < depth { i + 1 } else { NO_SLOT }, I::new_slot())).collect(),
+            free_head: 0,
+            inflight: 0,
+            unsubmitted: 0,
+            ready: VecDeque::with_capacity(depth as usize),
+            reg,
+            syscalls: 0,
+            iface,
+        })
+    }
+
+    /// The error of a ring operation.
+    #[cold]
+    #[inline(never)]
+    fn error(&self, what: &'static str, source: io::Error) -> Error {
+        queue_error::<I>(&self.dev, what, source)
+    }
+
+    #[cold]
+    fn busy(&self) -> Error {
+        Error::Busy { depth: self.depth }
+    }
+
+    /// Takes a free slot off the list.
+    #[inline(always)]
+    fn take_slot(&mut self) -> Option<u32> {
+        let idx = self.free_head;
+        let slot = self.slots.get(idx as usize)?;
+        self.free_head = slot.next_free;
+        Some(idx)
+    }
+
+    /// Frees a slot and returns its data.
+    #[inline]
+    fn release(&mut self, idx: u32) -> Data {
+        release::<I>(&mut self.slots[idx as usize], idx, &mut self.free_head, &mut self.reg)
+    }
+
+    /// Writes one SQE for slot `idx`. False when the SQ is full (it cannot be: it has at
+    /// least `depth` entries and every SQE holds a slot).
+    ///
+    /// # Safety
+    ///
+    /// Everything the entry points to (buffers, the slot's iovec array, the interface's
+    /// slot state) must be owned by slot `idx` and stay there, unmoved and untouched,
+    /// until the CQE of that slot is reaped or the queue is dropped (which waits for it,
+    /// or leaks it): the slot table is a boxed slice that never moves or grows.
+    #[inline(always)]
+    unsafe fn push(&mut self, idx: u32, entry: I::Sqe) -> bool {
+        let entry = entry.with_user_data(idx as u64);
+        // SAFETY: the caller keeps what the entry points to alive and in place until its
+        // CQE is reaped (this function's contract).
+        unsafe { self.ring.submission().push(&entry) }.is_ok()
+    }
+
+    /// Writes the SQE of slot `idx`, whose fields are set; on failure frees the slot and
+    /// hands back the data.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Self::push`].
+    #[inline(always)]
+    unsafe fn launch(&mut self, idx: u32, entry: I::Sqe) -> Result<(), (Error, Data)> {
+        // SAFETY: passed on from the caller.
+        if unsafe { self.push(idx, entry) } {
+            self.inflight += 1;
+            self.unsubmitted += 1;
+            return Ok(());
+        }
+        self.launch_failed(idx)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn launch_failed(&mut self, idx: u32) -> Result<(), (Error, Data)> {
+        let data = self.release(idx);
+        Err((self.busy(), data))
+    }
+
+    /// The completion of an inline command in slot `idx`: it waits in `ready`, holding
+    /// the slot until it is handed out.
+    #[inline]
+    fn hold_ready(&mut self, idx: u32, c: Completion) {
+        self.ready.push_back((idx, c));
+    }
+
+    /// Hands out completions of inline commands, at most `max`.
+    #[cold]
+    #[inline(never)]
+    fn hand_out_ready(&mut self, max: u32, f: &mut impl FnMut(Completion)) -> u32 {
+        let mut n = 0;
+        while n < max {
+            let Some((idx, c)) = self.ready.pop_front() else { break };
+            self.release(idx);
+            f(c);
+            n += 1;
+        }
+        n
+    }
+
+    /// One `io_uring_enter` on the ring, counted.
+    #[inline]
+    fn enter(&mut self, to_submit: u32, want: u32, flags: u32) -> io::Result<u32> {
+        self.syscalls += 1;
+        let _guard = (I::LOCK_IOPOLL_ENTER && self.iopoll && !self.sqpoll)
+            .then(|| IOPOLL_ENTER.lock().unwrap_or_else(|p| p.into_inner()));
+        // SAFETY: io_uring_enter on this queue's ring, which lives as long as `self`, with
+        // no argument pointer (NULL, size 0), as GETEVENTS and SQ_WAKEUP allow; every SQE
+        // in the ring points to memory owned by an in-flight slot (see `push`).
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_io_uring_enter,
+                self.ring_fd as libc::c_long,
+                to_submit as libc::c_long,
+                want as libc::c_long,
+                flags as libc::c_long,
+                std::ptr::null::<libc::sigset_t>(),
+                0 as libc::c_long,
+            )
+        };
+        if r < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(r as u32)
+        }
+    }
+
+    /// Without SQPOLL: after an `io_uring_enter` that was given `to_submit` SQEs and took
+    /// `took` (None: it failed), how many are left. Anything but all of them taken is
+    /// rare; then the SQ ring's head says.
+    #[inline(always)]
+    fn took(&mut self, to_submit: u32, took: Option<u32>) {
+        if to_submit == 0 {
+            return;
+        }
+        match took {
+            Some(k) if k >= to_submit => self.unsubmitted -= to_submit,
+            _ => self.resync_unsubmitted(),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn resync_unsubmitted(&mut self) {
+        self.unsubmitted = self.ring.submission().len() as u32;
+    }
+
+    /// One `io_uring_enter` that submits what is queued and waits for `want` completions
+    /// (polls once, with IOPOLL, when `want` is 0). An interrupted wait is not an error:
+    /// the caller loops. Fails with the errno (see [`Self::wait_failed`]).
+    #[inline(always)]
+    fn enter_wait(&mut self, want: u32) -> Result<(), i32> {
+        let (to_submit, flags) =
+            if self.sqpoll { self.sqpoll_enter_args() } else { (self.unsubmitted, ENTER_GETEVENTS) };
+        let r = self.enter(to_submit, want, flags);
+        if !self.sqpoll {
+            self.took(to_submit, r.as_ref().ok().copied());
+        }
+        match r {
+            Ok(_) => Ok(()),
+            Err(e) => match e.raw_os_error() {
+                Some(libc::EINTR | libc::EAGAIN | libc::EBUSY) => Ok(()),
+                errno => Err(errno.unwrap_or(libc::EIO)),
+            },
+        }
+    }
+
+    /// With SQPOLL: what to enter with to wait (everything in the SQ, and a wake-up if the
+    /// poll thread sleeps).
+    #[cold]
+    #[inline(never)]
+    fn sqpoll_enter_args(&mut self) -> (u32, u32) {
+        let sq = self.ring.submission();
+        let wake = if sq.need_wakeup() { ENTER_SQ_WAKEUP } else { 0 };
+        (sq.len() as u32, ENTER_GETEVENTS | wake)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn wait_failed(&self, errno: i32) -> Error {
+        self.error("io_uring_enter (wait for completions)", io::Error::from_raw_os_error(errno))
+    }
+
+    /// Takes up to `limit` completions from the CQ ring, without a syscall.
+    ///
+    /// One view of the CQ serves the whole batch; dropping it publishes the new head, also
+    /// when a callback panics: a completion is counted out of `inflight` and its slot
+    /// freed before its callback runs, so the CQEs handed out are consumed exactly once
+    /// and the rest stay in the ring for the next reap (or the drop).
+    #[inline(always)]
+    fn take_cqes(&mut self, limit: u32, f: &mut impl FnMut(Completion)) -> u32 {
+        let mut n = 0;
+        loop {
+            let mut again = None;
+            let mut cq = self.ring.completion();
+            while n < limit {
+                let Some(cqe) = cq.next() else { break };
+                let user_data = cqe.user_data();
+                let Some(slot) = usize::try_from(user_data).ok().and_then(|i| self.slots.get_mut(i)) else {
+                    continue;
+                };
+                let idx = user_data as u32;
+                let (status, result) = match I::end(slot, &cqe) {
+                    End::Done(status, result) => (status, result),
+                    End::Stray => continue,
+                    End::Again => {
+                        again = Some(idx);
+                        break;
+                    }
+                };
+                let tag = slot.tag;
+                let data = release::<I>(slot, idx, &mut self.free_head, &mut self.reg);
+                self.inflight -= 1;
+                f(Completion { tag, status, result, data });
+                n += 1;
+            }
+            drop(cq);
+            // The resubmission writes to the SQ, so it waits until the CQ view is gone (its
+            // CQE already consumed; no callback runs in between).
+            let Some(idx) = again else { return n };
+            if let Some(c) = self.again(idx) {
+                f(c);
+                n += 1;
+            }
+        }
+    }
+
+    /// Resubmits slot `idx` ([`Iface::again`]); returns its completion if it cannot.
+    #[cold]
+    #[inline(never)]
+    fn again(&mut self, idx: u32) -> Option<Completion> {
+        let Err(status) = I::again(self, idx) else {
+            self.unsubmitted += 1;
+            return None;
+        };
+        let tag = self.slots[idx as usize].tag;
+        let data = self.release(idx);
+        self.inflight -= 1;
+        Some(Completion { tag, status, result: 0, data })
+    }
+
+    /// Whether the kernel has completions of punted work to post (COOP_TASKRUN).
+    #[inline]
+    fn taskrun(&mut self) -> bool {
+        self.ring.submission().taskrun()
+    }
+
+    /// [`AsyncQueue::reap`], inlined into both reaping entry points. A failure to enter
+    /// after callbacks ran is not reported (the trait's contract): the next reap meets it.
+    #[inline(always)]
+    fn reap_inline(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
+        let mut n = 0;
+        if !self.ready.is_empty() {
+            n = self.hand_out_ready(max, f);
+        }
+        let min = min.min(max).min(n.saturating_add(self.inflight));
+        let mut entered = false;
+        // Without SQPOLL the kernel has seen none of the SQEs still in the SQ: when those
+        // are all the commands in flight, no CQE can be waiting and the first look is
+        // skipped.
+        let mut look = self.sqpoll || self.inflight != self.unsubmitted;
+        loop {
+            if look && n < max {
+                n += self.take_cqes(max - n, f);
+            }
+            look = true;
+            if n >= max || self.inflight == 0 {
+                break;
+            }
+            let want = if n >= min {
+                // With IOPOLL nothing completes unless someone polls: poll once. With
+                // COOP_TASKRUN, completions of punted work wait for an enter.
+                if entered || !(self.iopoll || self.taskrun()) {
+                    break;
+                }
+                0
+            } else {
+                min - n
+            };
+            if let Err(errno) = self.enter_wait(want) {
+                return if n > 0 { Ok(n) } else { Err(self.wait_failed(errno)) };
+            }
+            entered = true;
+        }
+        Ok(n)
+    }
+}
+
+/// Frees `slot`, whose index is `idx` (puts it on the free list, ends its use of a
+/// registered buffer), and returns its data. A free function over the fields it needs, so
+/// it can run while a view of the ring is borrowed.
+#[inline(always)]
+fn release<I: Iface>(slot: &mut Slot<I::Slot>, idx: u32, free_head: &mut u32, reg: &mut Option<RegTable>) -> Data {
+    I::free(&mut slot.x);
+    if slot.reg != NO_REG {
+        unuse_reg(&mut slot.reg, reg);
+    }
+    slot.next_free = *free_head;
+    *free_head = idx;
+    std::mem::take(&mut slot.data)
+}
+
+#[cold]
+#[inline(never)]
+fn unuse_reg(slot_reg: &mut u32, reg: &mut Option<RegTable>) {
+    if let Some(t) = reg {
+        t.unuse(*slot_reg as usize);
+    }
+    *slot_reg = NO_REG;
+}
+
+impl<I: Iface> AsyncQueue for Ring<I> {
+    #[inline(always)]
+    fn submit(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
+        I::submit(self, io, cmd, data, tag)
+    }
+
+    fn commit(&mut self) -> Result<u32, Error> {
+        if self.sqpoll {
+            let queued = std::mem::take(&mut self.unsubmitted);
+            // The SQEs are already visible to the poll thread; enter only to wake it.
+            let wake = {
+                let sq = self.ring.submission();
+                !sq.is_empty() && sq.need_wakeup()
+            };
+            if wake {
+                if let Err(e) = self.enter(0, 0, ENTER_SQ_WAKEUP) {
+                    if !matches!(e.raw_os_error(), Some(libc::EINTR | libc::EAGAIN | libc::EBUSY)) {
+                        return Err(self.error("io_uring_enter (wake the SQPOLL thread)", e));
+                    }
+                }
+            }
+            return Ok(queued);
+        }
+        let mut pushed = 0;
+        while self.unsubmitted > 0 {
+            let pending = self.unsubmitted;
+            let r = self.enter(pending, 0, 0);
+            self.took(pending, r.as_ref().ok().copied());
+            // Fewer than asked: an SQE failed early (its CQE says why); submit the rest.
+            let k = pending - self.unsubmitted;
+            pushed += k;
+            match r {
+                Ok(_) if k == 0 => break,
+                Ok(_) => {}
+                Err(e) => match e.raw_os_error() {
+                    Some(libc::EINTR) => {}
+                    // Out of kernel resources for now: the rest stays queued and goes with
+                    // the next commit or wait.
+                    Some(libc::EAGAIN | libc::EBUSY) => break,
+                    _ => return Err(self.error("io_uring_enter (submit)", e)),
+                },
+            }
+        }
+        Ok(pushed)
+    }
+
+    fn reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
+        self.reap_inline(min, max, f)
+    }
+
+    fn syscalls(&self) -> u64 {
+        self.syscalls
+    }
+
+    /// A waiting reap enters the kernel with everything queued as `to_submit`, so the
+    /// submission rides on the wait: one `io_uring_enter` instead of two.
+    #[inline(always)]
+    fn commit_and_reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
+        if self.sqpoll || min == 0 {
+            self.commit()?;
+            return self.reap_inline(min, max, f);
+        }
+        let n = self.reap_inline(min, max, f)?;
+        if self.unsubmitted > 0 {
+            // Completions were already there, so reap never entered: submit now. Once
+            // callbacks ran the reap must report them; a failed submit shows again at the
+            // next commit.
+            match self.commit() {
+                Err(e) if n == 0 => return Err(e),
+                _ => {}
+            }
+        }
+        Ok(n)
+    }
+}
+
+impl<I: Iface> Drop for Ring<I> {
+    fn drop(&mut self) {
+        // Queue::drop drains first; this is the safety net. Wait for every command the
+        // kernel may still be working on, so no buffer is freed under it.
+        let mut sink = |c: Completion| drop(c);
+        while self.inflight > 0 {
+            let want = self.inflight.saturating_add(self.ready.len() as u32);
+            match self.reap_inline(want, u32::MAX, &mut sink) {
+                Ok(n) if n > 0 => {}
+                _ => {
+                    // Cannot prove the kernel is done (waiting failed, or made no
+                    // progress): leak the slot table, with the data and the iovec arrays
+                    // of the commands in flight, rather than free memory it may write into.
+                    std::mem::forget(std::mem::take(&mut self.slots));
+                    return;
+                }
+            }
+        }
+    }
+}

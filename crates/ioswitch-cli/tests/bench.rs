@@ -402,6 +402,23 @@ fn compare_sweep_and_overhead_run_and_name_bad_input() {
 }
 
 #[test]
+fn overhead_targets_runs_the_recorded_benchmark_and_names_bad_input() {
+    let _one = serial();
+    let o = bench(&["overhead", "targets", "--once", "ioswitch", "--only", "nil-qd1", "--ios", "1000"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("nil-qd1: 1000 cycles"), "{}", text(&o.stdout));
+    let o = bench(&["overhead", "targets", "--only", "nil-qd16", "--reps", "1", "--ios", "1600", "--no-callgrind"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("| qd16 |"), "{}", text(&o.stdout));
+    let o = bench(&["overhead", "targets", "--reps"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("--reps needs a number"), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("usage: ioswitch bench overhead targets"), "{}", text(&o.stderr));
+    let o = bench(&["overhead", "--help"]);
+    assert!(o.status.success() && text(&o.stdout).contains("overhead targets"), "{}", text(&o.stdout));
+}
+
+#[test]
 fn the_mmap_engine_writes_and_verifies_through_a_mapping() {
     let _one = serial();
     let s = Scratch::new("mmap");

@@ -26,15 +26,19 @@ use ioswitch::{
     AsyncIface, Buffer, Cmd, Completion, Data, DevKind, Device, Error, Opts, Queue, Sqe, Status, SyncIface, Zoned,
     ZonedModel,
 };
+use ioswitch_testkit::dirs::{direct_works, disk_dir, fs_type, is_mem_fs};
+use ioswitch_testkit::lock;
+use ioswitch_testkit::loopdev::{detach_attached, LoopDev};
+use ioswitch_testkit::pattern::{self, compare, describe, fill, SENTINEL};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::fs;
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Size of every device: 1 MiB plus three 4 KiB blocks, so a chunked pass over it ends
@@ -49,8 +53,8 @@ const KIB: u64 = 1024;
 const QD: u32 = 16;
 /// A case that runs longer than this is a hang: the run stops with a failure.
 const CASE_LIMIT: Duration = Duration::from_secs(30);
-/// Read buffers start filled with this, so a read that moves no data is caught.
-const SENTINEL: u8 = 0xA5;
+/// What the files this suite makes (loop backing files, probes) are named after.
+const PREFIX: &str = "ioswitch-conformance";
 const NOT_DONE: &str = "not part of this build";
 
 type Res = Result<String, String>;
@@ -410,15 +414,10 @@ struct Row {
 
 static CURRENT: Mutex<Option<(String, Instant)>> = Mutex::new(None);
 static PANICS: Mutex<Vec<String>> = Mutex::new(Vec::new());
-static LOOP_DEV: Mutex<Option<PathBuf>> = Mutex::new(None);
 static TALLY: Mutex<(u32, u32, u32)> = Mutex::new((0, 0, 0));
 /// Every failure so far, one line each, for the final report (or the watchdog's).
 static FAILS: Mutex<Vec<String>> = Mutex::new(Vec::new());
 static SEED: AtomicU64 = AtomicU64::new(0x5EED);
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// A seed no other write of this run has used, so stale data is told from fresh.
 fn seed() -> u64 {
@@ -432,7 +431,7 @@ fn start_watchdog() {
         if let Some(name) = hung {
             println!();
             println!("FAIL {name}: still running after {}s: a hang; stopping the run", CASE_LIMIT.as_secs());
-            if let Some(e) = detach_loop() {
+            if let Some(e) = detach_attached() {
                 println!("{e}");
             }
             let fails = lock(&FAILS);
@@ -447,46 +446,6 @@ fn start_watchdog() {
             std::process::exit(1);
         }
     });
-}
-
-fn detach_loop() -> Option<String> {
-    let dev = lock(&LOOP_DEV).take()?;
-    detach(&dev).err()
-}
-
-/// `losetup -d`, retried briefly: udev may hold a just-used loop device open for a moment.
-fn detach(dev: &Path) -> Result<(), String> {
-    let mut last = String::new();
-    for _ in 0..5 {
-        match Command::new("losetup").arg("-d").arg(dev).output() {
-            Ok(o) if o.status.success() => return Ok(()),
-            Ok(o) => last = String::from_utf8_lossy(&o.stderr).trim().to_string(),
-            Err(e) => return Err(format!("losetup -d {}: {e}", dev.display())),
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    Err(format!("losetup -d {}: {last}", dev.display()))
-}
-
-/// Detaches loop devices an earlier run of this suite left behind when it was killed
-/// (their backing file names the pid of a process that no longer exists).
-fn reap_stale_loops() {
-    let Ok(out) = Command::new("losetup").arg("-a").output() else { return };
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let Some((dev, rest)) = line.split_once(':') else { continue };
-        let Some(i) = rest.find("ioswitch-conformance-") else { continue };
-        let tail = &rest[i + "ioswitch-conformance-".len()..];
-        let Some(pid) = tail.strip_suffix(")").unwrap_or(tail).split_once("-loop.img").map(|(p, _)| p) else {
-            continue;
-        };
-        if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) || Path::new("/proc").join(pid).exists() {
-            continue;
-        }
-        match detach(Path::new(dev)) {
-            Ok(()) => println!("detached {dev}, left behind by an earlier run (pid {pid})"),
-            Err(e) => println!("could not detach {dev}, left behind by an earlier run: {e}"),
-        }
-    }
 }
 
 /// Runs `f` under the watchdog, turning a panic into an error.
@@ -519,88 +478,8 @@ fn install_panic_hook() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Data patterns
+// Data: chunks of a range, the bytes of a command's buffers
 // ---------------------------------------------------------------------------------------
-
-fn mix(seed: u64) -> u64 {
-    seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1
-}
-
-/// The pattern word at absolute byte `pos` (a multiple of 8): its 512-byte sector and
-/// word index, scrambled by the seed. Misplaced data, zeroes and stale data all differ.
-fn word(pos: u64, seed: u64) -> u64 {
-    ((pos >> 9) << 24 | (pos & 511) >> 3) ^ mix(seed)
-}
-
-fn fill(b: &mut [u8], pos: u64, seed: u64) {
-    assert_eq!(pos % 8, 0, "pattern positions are multiples of 8");
-    let m = mix(seed);
-    let whole = b.len() / 8;
-    for k in 0..whole {
-        let p = pos + 8 * k as u64;
-        let w = ((p >> 9) << 24 | (p & 511) >> 3) ^ m;
-        b[8 * k..8 * k + 8].copy_from_slice(&w.to_le_bytes());
-    }
-    let tail = b.len() - 8 * whole;
-    if tail > 0 {
-        let w = word(pos + 8 * whole as u64, seed).to_le_bytes();
-        b[8 * whole..].copy_from_slice(&w[..tail]);
-    }
-}
-
-fn pattern(pos: u64, len: u64, seed: u64) -> Vec<u8> {
-    let mut v = vec![0u8; len as usize];
-    fill(&mut v, pos, seed);
-    v
-}
-
-fn describe(got: u64, at: u64, seed: Option<u64>) -> String {
-    if got == 0 {
-        return "zeroes".into();
-    }
-    if got == u64::from_le_bytes([SENTINEL; 8]) {
-        return "the read buffer's sentinel: no data arrived".into();
-    }
-    if let Some(seed) = seed {
-        let v = got ^ mix(seed);
-        if v >> 56 == 0 && v & 0xff_ffff < 64 {
-            let from = (v >> 24) * 512 + (v & 0xff_ffff) * 8;
-            if from == at {
-                return "the pattern's own word for this byte: the data was not changed as expected".into();
-            }
-            return format!("the pattern's word for byte {from}: misplaced data");
-        }
-    }
-    "other data (an older write, or garbage)".into()
-}
-
-/// Compares `got` with `want` (both starting at absolute byte `pos`), naming the first
-/// difference.
-fn compare(got: &[u8], want: &[u8], pos: u64, seed: Option<u64>, what: &str) -> Result<(), String> {
-    if got == want {
-        return Ok(());
-    }
-    ensure!(got.len() == want.len(), "{what}: got {} bytes, expected {}", got.len(), want.len());
-    for (i, (g, w)) in got.chunks(8).zip(want.chunks(8)).enumerate() {
-        if g != w {
-            let at = pos + 8 * i as u64;
-            let mut gw = [0u8; 8];
-            gw[..g.len()].copy_from_slice(g);
-            let mut ww = [0u8; 8];
-            ww[..w.len()].copy_from_slice(w);
-            let (gw, ww) = (u64::from_le_bytes(gw), u64::from_le_bytes(ww));
-            let bad = got.chunks(8).zip(want.chunks(8)).filter(|(g, w)| g != w).count();
-            return Err(format!(
-                "{what}: first difference at byte {at} (sector {}): expected {ww:#018x}, got {gw:#018x} \
-                 ({}); {bad} of {} words differ",
-                at / 512,
-                describe(gw, at, seed),
-                want.len().div_ceil(8)
-            ));
-        }
-    }
-    Ok(())
-}
 
 fn split(pos: u64, len: u64, chunk: u64) -> Vec<(u64, u64)> {
     let mut v = Vec::new();
@@ -1074,7 +953,7 @@ fn case_rw(ctx: &Ctx) -> Res {
     let mut notes = Vec::new();
 
     let s0 = seed();
-    let head = pattern(0, 64 * KIB, s0);
+    let head = pattern::at(0, 64 * KIB, s0);
     if ctx.oracle_write(0, &head)? {
         let got = read_range(&mut r, ctx, 0, 64 * KIB, chunk)?;
         compare(&got, &head, 0, Some(s0), "library read of data written with std::fs")?;
@@ -1090,7 +969,7 @@ fn case_rw(ctx: &Ctx) -> Res {
     for &(pos, len) in &regions {
         writes += write_pattern(&mut r, ctx, pos, len, chunk, s)?;
         let got = read_range(&mut r, ctx, pos, len, chunk)?;
-        let want = pattern(pos, len, s);
+        let want = pattern::at(pos, len, s);
         let what =
             if len == end { "whole-device read back".to_string() } else { format!("read back of [{pos}, +{len})") };
         compare(&got, &want, pos, Some(s), &what)?;
@@ -1143,7 +1022,7 @@ fn case_vectored(ctx: &Ctx) -> Res {
     let o = r.one((Cmd::fs_read(a, total), Data::Vec(rb)))?;
     let d = done(o, "vectored file read of 4 buffers", Some(total))?;
     ensure!(d.bufs().len() == 4, "the vectored read handed back {} buffers, not 4", d.bufs().len());
-    let want = pattern(a, total, s);
+    let want = pattern::at(a, total, s);
     compare(&data_bytes(&d), &want, a, Some(s), "vectored write, vectored read")?;
     let got = read_range(&mut r, ctx, a, total, total)?;
     compare(&got, &want, a, Some(s), "vectored write, single-buffer read")?;
@@ -1164,7 +1043,7 @@ fn case_vectored(ctx: &Ctx) -> Res {
     let rb = (0..8).map(|_| ctx.sentinel(u)).collect::<Result<Vec<_>, _>>()?;
     let o = r.one((Cmd::read(ctx.nsid, b / u, 8), Data::Vec(rb)))?;
     let d = done(o, "vectored NVM read of 8 buffers", Some(total))?;
-    let want = pattern(b, total, s2);
+    let want = pattern::at(b, total, s2);
     compare(&data_bytes(&d), &want, b, Some(s2), "vectored file write, vectored NVM read")?;
 
     // Many buffers in one command, both directions.
@@ -1174,7 +1053,7 @@ fn case_vectored(ctx: &Ctx) -> Res {
     done(r.one((Cmd::write(ctx.nsid, m / u, 32), Data::Vec(bufs)))?, "write of 32 buffers", Some(32 * u))?;
     let rb = (0..32).map(|_| ctx.sentinel(u)).collect::<Result<Vec<_>, _>>()?;
     let d = done(r.one((Cmd::read(ctx.nsid, m / u, 32), Data::Vec(rb)))?, "read into 32 buffers", Some(32 * u))?;
-    compare(&data_bytes(&d), &pattern(m, 32 * u, s3), m, Some(s3), "32-buffer write, 32-buffer read")?;
+    compare(&data_bytes(&d), &pattern::at(m, 32 * u, s3), m, Some(s3), "32-buffer write, 32-buffer read")?;
 
     // C: buffers larger than the transfer: the bytes past it stay untouched.
     let rb = vec![ctx.sentinel(4 * u)?, ctx.sentinel(4 * u)?];
@@ -1292,7 +1171,7 @@ fn case_out_of_range(ctx: &Ctx) -> Res {
     );
     if !ctx.nil() {
         let got = read_range(&mut r, ctx, end - 2 * u, 2 * u, 2 * u)?;
-        let want = pattern(end - 2 * u, 2 * u, s);
+        let want = pattern::at(end - 2 * u, 2 * u, s);
         compare(&got, &want, end - 2 * u, Some(s), "the last two LBAs after the refused requests")?;
         ctx.oracle_check(end - 2 * u, &want, Some(s), "the last two LBAs")?;
     }
@@ -1343,7 +1222,7 @@ fn case_alignment(ctx: &Ctx) -> Res {
     let len = 4 * u;
     let s_old = seed();
     write_pattern(&mut r, ctx, a, len, len, s_old)?;
-    let old = pattern(a, len, s_old);
+    let old = pattern::at(a, len, s_old);
     let align = ctx.dev.buffer_align();
     let s = seed();
     let misaligned = |off: usize, pos: u64, fill_seed: Option<u64>| -> Result<Buffer, String> {
@@ -1432,7 +1311,7 @@ fn case_alignment(ctx: &Ctx) -> Res {
             "read into a misaligned buffer",
             Some(len),
         )?;
-        let mut want = pattern(a, len, s);
+        let mut want = pattern::at(a, len, s);
         compare(&data_bytes(&d), &want, a, Some(s), "misaligned write, misaligned read")?;
         let (off, l) = (1000u64, 1000u64);
         if ctx.passthru {
@@ -1487,7 +1366,7 @@ fn case_trim(ctx: &Ctx) -> Res {
     let o = r.one((Cmd::write_zeroes(ctx.nsid, (t + 52 * KIB) / ctx.lba, ctx.nlb(8 * KIB)), Data::None))?;
     done(o, "write zeroes of 8 KiB", None)?;
     let got = read_range(&mut r, ctx, t, len, 16 * KIB)?;
-    let mut want = pattern(t, len, s);
+    let mut want = pattern::at(t, len, s);
     // Deallocated ranges read back as the device's deallocated value (files: holes, so
     // zeroes; NVMe: what DLFEAT says); write zeroes always reads back zeroes.
     for (p, l, zeroes) in [(4, 16, false), (24, 8, false), (40, 4, false), (52, 8, true)] {
@@ -1518,7 +1397,7 @@ fn case_flush(ctx: &Ctx) -> Res {
     done(r.one((Cmd::flush(ctx.nsid), Data::None))?, "NVM flush", None)?;
     done(r.one((Cmd::fs_flush(), Data::None))?, "file flush", None)?;
     let got = read_range(&mut r, ctx, p, 4 * KIB, 4 * KIB)?;
-    compare(&got, &pattern(p, 4 * KIB, s), p, Some(s), "data after flush")?;
+    compare(&got, &pattern::at(p, 4 * KIB, s), p, Some(s), "data after flush")?;
     r.finish()?;
     Ok(String::new())
 }
@@ -1602,7 +1481,7 @@ fn case_bad_request(ctx: &Ctx) -> Res {
     ensure!(r.submitted() == submitted0, "refused submissions were counted as submitted");
     if !ctx.nil() {
         let got = read_range(&mut r, ctx, z, 4 * u, 4 * u)?;
-        compare(&got, &pattern(z, 4 * u, s), z, Some(s), "data after refused requests")?;
+        compare(&got, &pattern::at(z, 4 * u, s), z, Some(s), "data after refused requests")?;
     }
     r.finish()?;
     notes.insert(0, format!("{count} requests refused"));
@@ -1679,7 +1558,7 @@ fn case_errno(ctx: &Ctx) -> Res {
         let mut rr = Runner::new(&ro, 4)?;
         let d = done(rr.one(ro.r(0, u)?)?, "read on a rdonly=1 device", Some(u))?;
         // Another open of a ramdisk size is another ramdisk: it starts zeroed.
-        let want = if ctx.row == RowKind::Ram { vec![0; u as usize] } else { pattern(0, u, s) };
+        let want = if ctx.row == RowKind::Ram { vec![0; u as usize] } else { pattern::at(0, u, s) };
         compare(&data_bytes(&d), &want, 0, Some(s), "read on a rdonly=1 device")?;
         let what = format!("write on a device opened with {opts_s:?}");
         notes.push(format!("rdonly write {}", forbidden(rr.one(ro.w(0, u, seed())?)?, &what, libc::EBADF)?));
@@ -1702,7 +1581,7 @@ fn case_errno(ctx: &Ctx) -> Res {
         rw.finish()?;
     }
     let got = read_range(&mut r, ctx, 0, 2 * u, 2 * u)?;
-    compare(&got, &pattern(0, 2 * u, s), 0, Some(s), "data after the forbidden commands")?;
+    compare(&got, &pattern::at(0, 2 * u, s), 0, Some(s), "data after the forbidden commands")?;
 
     if ctx.col == Col::Mmap {
         // Touching a mapping past the end of a file that shrank raises SIGBUS (as for any
@@ -1778,7 +1657,7 @@ fn case_multi(ctx: &Ctx) -> Res {
                     write_pattern(&mut r, ctx, pos, region, chunk, s)?;
                     if !ctx.nil() {
                         let got = read_range(&mut r, ctx, pos, region, chunk)?;
-                        compare(&got, &pattern(pos, region, s), pos, Some(s), &format!("thread {t}'s own region"))?;
+                        compare(&got, &pattern::at(pos, region, s), pos, Some(s), &format!("thread {t}'s own region"))?;
                     }
                     r.finish()?;
                     Ok(s)
@@ -1803,7 +1682,13 @@ fn case_multi(ctx: &Ctx) -> Res {
         for (t, s) in seeds.iter().enumerate() {
             let pos = t as u64 * region;
             let slice = &got[pos as usize..(pos + region) as usize];
-            compare(slice, &pattern(pos, region, *s), pos, Some(*s), &format!("thread {t}'s region after all joined"))?;
+            compare(
+                slice,
+                &pattern::at(pos, region, *s),
+                pos,
+                Some(*s),
+                &format!("thread {t}'s region after all joined"),
+            )?;
         }
         r.finish()?;
     }
@@ -1879,7 +1764,7 @@ fn case_queue_full(ctx: &Ctx) -> Res {
     if !ctx.nil() {
         let mut r = Runner::new(ctx, QD)?;
         let got = read_range(&mut r, ctx, w, 2 * u, 2 * u)?;
-        compare(&got, &pattern(w, 2 * u, s), w, Some(s), "the write that was first refused with Busy")?;
+        compare(&got, &pattern::at(w, 2 * u, s), w, Some(s), "the write that was first refused with Busy")?;
         r.finish()?;
     }
     Ok(String::new())
@@ -1939,7 +1824,13 @@ fn case_drain(ctx: &Ctx) -> Res {
         ensure!(c.status.is_ok() && c.result == ctx.moved(blk), "read tag {}: {} result {}", c.tag, c.status, c.result);
         if !ctx.nil() {
             let pos = d + c.tag * blk;
-            compare(&data_bytes(&c.data), &pattern(pos, blk, s), pos, Some(s), &format!("poked read tag {}", c.tag))?;
+            compare(
+                &data_bytes(&c.data),
+                &pattern::at(pos, blk, s),
+                pos,
+                Some(s),
+                &format!("poked read tag {}", c.tag),
+            )?;
         }
     }
 
@@ -1998,9 +1889,9 @@ fn case_drop(ctx: &Ctx) -> Res {
         for sec in 0..span / 512 {
             let pos = half as u64 * span + sec * 512;
             let g = &got[pos as usize..pos as usize + 512];
-            if g == pattern(pos, 512, new).as_slice() {
+            if g == pattern::at(pos, 512, new).as_slice() {
                 newer[half] += 1;
-            } else if g != pattern(pos, 512, old).as_slice() {
+            } else if g != pattern::at(pos, 512, old).as_slice() {
                 return Err(format!(
                     "sector {} after dropping a queue ({}) holds neither the old nor the new data: {}",
                     pos / 512,
@@ -2013,7 +1904,7 @@ fn case_drop(ctx: &Ctx) -> Res {
     let s = seed();
     write_pattern(&mut r, ctx, 0, 32 * KIB, chunk, s)?;
     let got = read_range(&mut r, ctx, 0, 32 * KIB, chunk)?;
-    compare(&got, &pattern(0, 32 * KIB, s), 0, Some(s), "a round trip after the drops")?;
+    compare(&got, &pattern::at(0, 32 * KIB, s), 0, Some(s), "a round trip after the drops")?;
     r.finish()?;
     let sectors = span / 512;
     Ok(format!(
@@ -2299,7 +2190,7 @@ fn case_zone_write(ctx: &Ctx) -> Res {
         d.wp,
         zslba + 32
     );
-    let want = pattern(pos, 32 * u, s);
+    let want = pattern::at(pos, 32 * u, s);
     let got = read_range(&mut r, ctx, pos, 32 * u, 32 * u)?;
     compare(&got, &want, pos, Some(s), "data written at the write pointer")?;
     ctx.oracle_check(pos, &want, Some(s), "data written at the write pointer")?;
@@ -2333,7 +2224,7 @@ fn case_zone_invalid_write(ctx: &Ctx) -> Res {
     let d = zone_report(&mut r, ctx, zslba)?;
     ensure!(d.wp == zslba + 8, "the refused writes moved the write pointer: {} (expected {})", d.wp, zslba + 8);
     let got = read_range(&mut r, ctx, pos, 8 * u, 8 * u)?;
-    compare(&got, &pattern(pos, 8 * u, s), pos, Some(s), "data after the refused writes")?;
+    compare(&got, &pattern::at(pos, 8 * u, s), pos, Some(s), "data after the refused writes")?;
     if let Some(b) = ctx.dealloc.byte() {
         let got = read_range(&mut r, ctx, pos + 16 * u, 8 * u, 8 * u)?;
         compare(&got, &vec![b; 8 * u as usize], pos + 16 * u, Some(s2), "LBAs past the write pointer")?;
@@ -2394,7 +2285,13 @@ fn case_zone_append(ctx: &Ctx) -> Res {
     for (&lba, &k) in &at {
         let got = read_range(&mut r, ctx, lba * u, 2 * u, 2 * u)?;
         let from = (zslba + 2 * k) * u;
-        compare(&got, &pattern(from, 2 * u, s), from, Some(s), &format!("append #{k}, read at the LBA it returned"))?;
+        compare(
+            &got,
+            &pattern::at(from, 2 * u, s),
+            from,
+            Some(s),
+            &format!("append #{k}, read at the LBA it returned"),
+        )?;
     }
     let o = r.one((Cmd::zone_append(ctx.nsid, zslba, 2), ctx.pat(0, 2 * u, s)?.into()))?;
     let (status, result) = match o {
@@ -2452,14 +2349,14 @@ fn case_zone_reset(ctx: &Ctx) -> Res {
             format!("reads back as {b:#04x} bytes")
         }
         None => {
-            ensure!(got != pattern(pos, 16 * u, s), "a reset zone still reads back its old data");
+            ensure!(got != pattern::at(pos, 16 * u, s), "a reset zone still reads back its old data");
             "old data gone".into()
         }
     };
     let s2 = seed();
     done(r.one(ctx.w(pos, 4 * u, s2)?)?, "write at the start of the reset zone", Some(4 * u))?;
     let got = read_range(&mut r, ctx, pos, 4 * u, 4 * u)?;
-    compare(&got, &pattern(pos, 4 * u, s2), pos, Some(s2), "a write after the reset")?;
+    compare(&got, &pattern::at(pos, 4 * u, s2), pos, Some(s2), "a write after the reset")?;
     zone_action(&mut r, ctx, zslba, ZoneAction::Reset)?;
     r.finish()?;
     Ok(format!("reset: empty, write pointer at the zone start, {note}"))
@@ -2691,115 +2588,6 @@ fn run_cell(row: &Row, col: Col, probe: Option<Result<String, String>>) -> Cell 
 // Setting up the rows
 // ---------------------------------------------------------------------------------------
 
-/// The file system type holding `path`, from /proc/self/mountinfo (longest mount point
-/// that contains it).
-fn fs_type(path: &Path) -> Option<String> {
-    let path = fs::canonicalize(path).ok()?;
-    let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let mut best: Option<(usize, String)> = None;
-    for line in info.lines() {
-        let f: Vec<&str> = line.split(' ').collect();
-        let Some(sep) = f.iter().position(|&x| x == "-") else { continue };
-        let (Some(mp), Some(ty)) = (f.get(4), f.get(sep + 1)) else { continue };
-        let mp = mp.replace("\\040", " ");
-        if path.starts_with(&mp) && !matches!(&best, Some((l, _)) if mp.len() < *l) {
-            best = Some((mp.len(), ty.to_string()));
-        }
-    }
-    best.map(|(_, t)| t)
-}
-
-fn is_mem_fs(t: &str) -> bool {
-    matches!(t, "tmpfs" | "ramfs")
-}
-
-/// A directory on a disk file system: the test's own target tmpdir, else the temp dir.
-fn disk_dir() -> Result<(PathBuf, String), String> {
-    let mut seen = Vec::new();
-    for dir in [PathBuf::from(env!("CARGO_TARGET_TMPDIR")), std::env::temp_dir()] {
-        if fs::create_dir_all(&dir).is_err() {
-            seen.push(format!("{} (cannot create)", dir.display()));
-            continue;
-        }
-        let probe = dir.join(format!("ioswitch-conformance-{}-write-probe", std::process::id()));
-        if let Err(e) = fs::File::create(&probe) {
-            seen.push(format!("{} is not writable ({e})", dir.display()));
-            continue;
-        }
-        let _ = fs::remove_file(&probe);
-        match fs_type(&dir) {
-            Some(t) if !is_mem_fs(&t) => return Ok((dir, t)),
-            t => seen.push(format!("{} is {}", dir.display(), t.unwrap_or_else(|| "of unknown type".into()))),
-        }
-    }
-    Err(format!("no directory on a disk file system: {}", seen.join(", ")))
-}
-
-fn direct_works(dir: &Path) -> Result<(), String> {
-    let p = dir.join(format!("ioswitch-conformance-{}-odirect-probe", std::process::id()));
-    let r =
-        fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).custom_flags(libc::O_DIRECT).open(&p);
-    let _ = fs::remove_file(&p);
-    r.map(|_| ()).map_err(|e| format!("the file system of {} refuses O_DIRECT: {e}", dir.display()))
-}
-
-/// A loop device over a backing file; detached (and the file removed) on drop.
-struct LoopDev {
-    dev: PathBuf,
-    backing: PathBuf,
-}
-
-impl LoopDev {
-    fn setup(dir: &Path) -> Result<LoopDev, String> {
-        let uid = fs::metadata("/proc/self").map(|m| m.uid()).map_err(|e| format!("stat /proc/self: {e}"))?;
-        ensure!(uid == 0, "needs root to attach a loop device (running as uid {uid})");
-        match Command::new("losetup").arg("--version").output() {
-            Ok(o) if o.status.success() => {}
-            Ok(_) | Err(_) => return Err("losetup is not installed".into()),
-        }
-        reap_stale_loops();
-        let backing = dir.join(format!("ioswitch-conformance-{}-loop.img", std::process::id()));
-        let f = fs::File::create(&backing).map_err(|e| format!("create {}: {e}", backing.display()))?;
-        f.set_len(DEV_BYTES).map_err(|e| format!("size {}: {e}", backing.display()))?;
-        drop(f);
-        let out = Command::new("losetup").arg("--find").arg("--show").arg(&backing).output();
-        let out = match out {
-            Ok(o) if o.status.success() => o,
-            Ok(o) => {
-                let _ = fs::remove_file(&backing);
-                return Err(format!("losetup --find --show failed: {}", String::from_utf8_lossy(&o.stderr).trim()));
-            }
-            Err(e) => {
-                let _ = fs::remove_file(&backing);
-                return Err(format!("losetup: {e}"));
-            }
-        };
-        let dev = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-        *lock(&LOOP_DEV) = Some(dev.clone());
-        if !dev.starts_with("/dev/") {
-            let _ = detach_loop();
-            let _ = fs::remove_file(&backing);
-            return Err(format!("losetup printed {:?}, not a device", dev));
-        }
-        Ok(LoopDev { dev, backing })
-    }
-
-    /// Detaches; returns what went wrong, if anything.
-    fn teardown(self) -> Option<String> {
-        let r = detach_loop();
-        let _ = fs::remove_file(&self.backing);
-        std::mem::forget(self);
-        r
-    }
-}
-
-impl Drop for LoopDev {
-    fn drop(&mut self) {
-        let _ = detach_loop();
-        let _ = fs::remove_file(&self.backing);
-    }
-}
-
 /// The environment variable that lets the NVMe rows run outside the test guest: they
 /// write over the namespaces, so they run only on a throw-away device.
 const NVME_ENV: &str = "IOSWITCH_CONFORMANCE_NVME";
@@ -2906,11 +2694,11 @@ fn nvme_rows(found: &[NvmeNs]) -> Vec<Row> {
 }
 
 fn setup_rows() -> (Vec<Row>, Option<LoopDev>) {
-    let disk = disk_dir();
+    let disk = disk_dir(&[PathBuf::from(env!("CARGO_TARGET_TMPDIR")), std::env::temp_dir()], PREFIX);
     let mut loopdev = None;
     let loop_place: Result<Place, String> = match &disk {
         Err(e) => Err(e.clone()),
-        Ok((dir, _)) => LoopDev::setup(dir).map(|l| {
+        Ok((dir, _)) => LoopDev::setup(dir, PREFIX, DEV_BYTES).map(|l| {
             let p = Place::Loop { dev: l.dev.clone(), backing: l.backing.clone() };
             loopdev = Some(l);
             p
@@ -2928,7 +2716,7 @@ fn setup_rows() -> (Vec<Row>, Option<LoopDev>) {
                 Err(e) => ("file (disk)".into(), Err(e.clone())),
             },
             RowKind::FileDirect => match &disk {
-                Ok((d, t)) => (format!("file ({t}) direct"), direct_works(d).map(|_| Place::Dir(d.clone()))),
+                Ok((d, t)) => (format!("file ({t}) direct"), direct_works(d, PREFIX).map(|_| Place::Dir(d.clone()))),
                 Err(e) => ("file (disk) direct".into(), Err(e.clone())),
             },
             RowKind::Shm => {

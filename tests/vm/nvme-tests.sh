@@ -9,7 +9,7 @@
 #      - the NVMe test binary (crates/ioswitch/tests/nvme.rs): nvme ioctl passthrough,
 #        io_uring_cmd (plain, vectored, iopoll, sqpoll), identify geometry, NVMe status
 #        decoding, zones through passthrough and through the block layer;
-#      - the conformance suite (crates/ioswitch/tests/conformance.rs): its file and loop
+#      - the conformance suite (crates/ioswitch/tests/conformance/): its file and loop
 #        rows on an ext4 file system made in the guest (a loop device over an image in
 #        /tmp), its NVMe rows on the guest's namespaces (block, char and zoned);
 #      - the mounted-device write guard (crates/ioswitch/tests/guard.rs, its ignored NVMe
@@ -76,7 +76,7 @@ if [[ ${1:-} == --guest ]]; then
     printf '%-5s nvme.rs:        %s%s\n' "$( ((nvme_rc == 0)) && echo PASS || echo FAIL)" \
         "${nvme_line:-no libtest summary (exit $nvme_rc)}" "$( ((skipped)) && echo " ($skipped skipped, see above)")"
     grep -E '^test .* FAILED$' "$out/nvme.log" | sed 's/^/      /' || true
-    printf '%-5s conformance.rs: %s\n' "$( ((conf_rc == 0)) && echo PASS || echo FAIL)" \
+    printf '%-5s conformance/:   %s\n' "$( ((conf_rc == 0)) && echo PASS || echo FAIL)" \
         "${conf_line:-no summary line (exit $conf_rc)}"
     guard_line=$(grep -E '^test result:' "$out/guard.log" | tail -n 1)
     printf '%-5s guard.rs:       %s\n' "$( ((guard_rc == 0)) && echo PASS || echo FAIL)" \

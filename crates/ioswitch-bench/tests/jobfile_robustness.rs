@@ -18,10 +18,7 @@ use std::path::PathBuf;
 
 use ioswitch_bench::jobfile::Rw;
 use ioswitch_bench::{JobError, JobReader, JobSet, JobSpec};
-
-#[path = "../../ioswitch/tests/robust/mod.rs"]
-mod robust;
-use robust::*;
+use ioswitch_testkit::robust::*;
 
 // ---------------------------------------------------------------------------------------
 // Job generator: valid by construction, as a job file and as a command line.

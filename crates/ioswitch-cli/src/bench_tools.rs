@@ -6,7 +6,7 @@ use crate::output;
 use clap::Parser;
 use ioswitch_bench::compare::{self, Comparison, Iface};
 use ioswitch_bench::jobfile::{JobSet, JobSpec};
-use ioswitch_bench::overhead::{self, OverheadOpts};
+use ioswitch_bench::overhead::{self, targets, OverheadOpts};
 use ioswitch_bench::sweep::{self, SweepPlan};
 use std::path::PathBuf;
 
@@ -148,7 +148,13 @@ issuing the same syscalls without ioswitch, on the same file, interleaved. The p
 ns per I/O with its spread, and a check tells whether it stays flat across qd and bs.
 
 Example:
-  ioswitch bench overhead --engines nil,io_uring --qd 1,16 --bs 4k,64k --reps 7"
+  ioswitch bench overhead --engines nil,io_uring --qd 1,16 --bs 4k,64k --reps 7
+
+The runs behind the targets in docs/BENCHMARKS.md (nil cycle, 4 KiB reads on /dev/shm and on
+a disk file against raw loops, callgrind instruction counts; the same tool as
+`cargo bench -p ioswitch --bench overhead`):
+  ioswitch bench overhead targets [--quick] [--only PATTERN,...] [--reps N] [--cpu N] ...
+  ioswitch bench overhead targets --help"
 )]
 struct OverheadArgs {
     /// Interfaces among nil, psync, libaio, io_uring.
@@ -226,6 +232,17 @@ pub fn nested(word: &str, args: &[String]) -> Outcome {
                 say(&format!("wrote {}", f.display()));
             }
             Ok(())
+        }
+        "overhead" if args.first().is_some_and(|a| a == "targets") => {
+            let exe = std::env::current_exe().map_err(|e| Failure::io("the path of the ioswitch executable", e))?;
+            let mut reenter = vec![exe.into_os_string()];
+            reenter.extend(["bench", "overhead", "targets"].map(Into::into));
+            let inv = targets::Invocation {
+                reenter,
+                profiles: std::env::temp_dir().join("ioswitch-overhead-callgrind"),
+                name: "ioswitch bench overhead targets".into(),
+            };
+            targets::run(&inv, &args[1..]).map_err(Failure::new)
         }
         "overhead" => {
             let a: OverheadArgs = parse(word, args);

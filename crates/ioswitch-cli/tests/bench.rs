@@ -6,59 +6,39 @@
 //! The tests take one lock each so that they run one at a time: two of them compare
 //! throughput, which other tests running beside them on a 2-CPU machine would distort.
 
+use ioswitch_testkit::dirs::Scratch;
+use ioswitch_testkit::{lock, pattern};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn serial() -> MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    lock(&ONE_AT_A_TIME)
 }
 
 /// A scratch directory for one test, removed when the test ends.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(test: &str) -> Scratch {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("bench-{test}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).expect("create scratch directory");
-        Scratch(dir)
-    }
-    fn path(&self, name: &str) -> String {
-        self.0.join(name).to_string_lossy().into_owned()
-    }
-    /// A file of `len` bytes that are not all the same.
-    fn data_file(&self, name: &str, len: usize) -> String {
-        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
-        let bytes: Vec<u8> = (0..len / 8)
-            .flat_map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x.to_le_bytes()
-            })
-            .collect();
-        let p = self.path(name);
-        fs::write(&p, bytes).expect("write data file");
-        p
-    }
-    fn text_file(&self, name: &str, text: &str) -> String {
-        let p = self.path(name);
-        fs::write(&p, text).expect("write job file");
-        p
-    }
+fn scratch(test: &str) -> Scratch {
+    Scratch::new(env!("CARGO_TARGET_TMPDIR"), &format!("bench-{test}"))
 }
 
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
+/// A file of `len` bytes that are not all the same in `s`; its path.
+fn data_file(s: &Scratch, name: &str, len: usize) -> String {
+    let p = s.path(name);
+    fs::write(&p, pattern::bytes(1, len)).expect("write data file");
+    p
+}
+
+/// A file holding `text` in `s`; its path.
+fn text_file(s: &Scratch, name: &str, text: &str) -> String {
+    let p = s.path(name);
+    fs::write(&p, text).expect("write job file");
+    p
 }
 
 fn run(program: &str, args: &[&str]) -> Output {
@@ -166,9 +146,9 @@ fn json_has_every_key_fio_emits_with_fios_types() {
     if !have_fio("json_has_every_key_fio_emits_with_fios_types") {
         return;
     }
-    let s = Scratch::new("keys");
-    let file = s.data_file("data", 16 << 20);
-    let job = s.text_file("two.fio", &TWO_JOBS.replace("{file}", &file));
+    let s = scratch("keys");
+    let file = data_file(&s, "data", 16 << 20);
+    let job = text_file(&s, "two.fio", &TWO_JOBS.replace("{file}", &file));
     let fio = fio_json(&[&job]);
     let ours = bench_json(&[&job]);
     let (mut theirs, mut mine) = (BTreeMap::new(), BTreeMap::new());
@@ -220,8 +200,8 @@ fn iops_are_close_to_fios_on_the_same_job() {
     if !have_fio("iops_are_close_to_fios_on_the_same_job") {
         return;
     }
-    let s = Scratch::new("iops");
-    let file = s.data_file("data", 16 << 20);
+    let s = scratch("iops");
+    let file = data_file(&s, "data", 16 << 20);
     let filename = format!("--filename={file}");
     // 64 KiB page-cache reads: the copy dominates, so an unoptimized test build of
     // ioswitch still measures what fio measures. Both drop the file's pages before a job
@@ -255,7 +235,7 @@ fn flip_byte(path: &str, offset: u64) {
 #[test]
 fn verify_passes_on_good_data_and_names_the_offset_of_a_bad_block() {
     let _one = serial();
-    let s = Scratch::new("verify");
+    let s = scratch("verify");
     let file = s.path("v.dat");
     let filename = format!("--filename={file}");
     let f = filename.as_str();
@@ -284,8 +264,8 @@ fn verify_passes_on_good_data_and_names_the_offset_of_a_bad_block() {
 #[test]
 fn an_unknown_option_names_itself_and_its_line() {
     let _one = serial();
-    let s = Scratch::new("unknown");
-    let job = s.text_file("bad.fio", "[global]\nsize=1m\n[j]\nrw=read\nbogus_option=1\n");
+    let s = scratch("unknown");
+    let job = text_file(&s, "bad.fio", "[global]\nsize=1m\n[j]\nrw=read\nbogus_option=1\n");
     let o = bench(&[&job]);
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
@@ -302,8 +282,8 @@ fn an_unknown_option_names_itself_and_its_line() {
 #[test]
 fn async_latencies_add_up_and_text_is_fio_like() {
     let _one = serial();
-    let s = Scratch::new("async");
-    let file = s.data_file("data", 4 << 20);
+    let s = scratch("async");
+    let file = data_file(&s, "data", 4 << 20);
     let filename = format!("--filename={file}");
     let args =
         ["--name=a", filename.as_str(), "--size=4m", "--bs=4k", "--rw=randread", "--ioengine=io_uring", "--iodepth=8"];
@@ -356,8 +336,8 @@ fn the_default_run_compares_every_interface_in_one_table() {
 #[test]
 fn compare_sweep_and_overhead_run_and_name_bad_input() {
     let _one = serial();
-    let s = Scratch::new("nested");
-    let f = s.data_file("f", 4 << 20);
+    let s = scratch("nested");
+    let f = data_file(&s, "f", 4 << 20);
     let job = [
         "--name=j",
         &format!("--filename={f}"),
@@ -402,9 +382,26 @@ fn compare_sweep_and_overhead_run_and_name_bad_input() {
 }
 
 #[test]
+fn overhead_targets_runs_the_recorded_benchmark_and_names_bad_input() {
+    let _one = serial();
+    let o = bench(&["overhead", "targets", "--once", "ioswitch", "--only", "nil-qd1", "--ios", "1000"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("nil-qd1: 1000 cycles"), "{}", text(&o.stdout));
+    let o = bench(&["overhead", "targets", "--only", "nil-qd16", "--reps", "1", "--ios", "1600", "--no-callgrind"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("| qd16 |"), "{}", text(&o.stdout));
+    let o = bench(&["overhead", "targets", "--reps"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("--reps needs a number"), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("usage: ioswitch bench overhead targets"), "{}", text(&o.stderr));
+    let o = bench(&["overhead", "--help"]);
+    assert!(o.status.success() && text(&o.stdout).contains("overhead targets"), "{}", text(&o.stdout));
+}
+
+#[test]
 fn the_mmap_engine_writes_and_verifies_through_a_mapping() {
     let _one = serial();
-    let s = Scratch::new("mmap");
+    let s = scratch("mmap");
     let f = s.path("m");
     let v = bench_json(&[
         "--name=m",

@@ -1,50 +1,16 @@
 //! The `ioswitch` binary, driven as a user drives it: arguments in, text/JSON/YAML and
 //! data out, exit status 0 (done), 1 (the request failed) or 2 (bad usage).
 
+use ioswitch_testkit::dirs::Scratch;
+use ioswitch_testkit::pattern;
 use std::fs;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 /// A scratch directory for one test, removed when the test ends.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(test: &str) -> Scratch {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli-{test}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).expect("create scratch directory");
-        Scratch(dir)
-    }
-    /// A path in the directory, as a string for the command line.
-    fn path(&self, name: &str) -> String {
-        self.0.join(name).to_string_lossy().into_owned()
-    }
-    /// A file of `len` zero bytes.
-    fn file(&self, name: &str, len: u64) -> String {
-        let p = self.path(name);
-        fs::File::create(&p).and_then(|f| f.set_len(len)).expect("create test file");
-        p
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Bytes that differ from chunk to chunk, so misplaced or reordered data shows.
-fn pattern(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+fn scratch(test: &str) -> Scratch {
+    Scratch::new(env!("CARGO_TARGET_TMPDIR"), &format!("cli-{test}"))
 }
 
 fn ioswitch(args: &[&str], stdin: Option<&[u8]>) -> Output {
@@ -104,7 +70,7 @@ fn not_built(iface: &str, o: &Output) -> bool {
 
 #[test]
 fn info_shows_a_file_as_aligned_key_value_lines() {
-    let s = Scratch::new("info-text");
+    let s = scratch("info-text");
     let f = s.file("disk.img", 1 << 20);
     let text = stdout(&ok(&["info", &f], None));
     let line = |key: &str| -> String {
@@ -129,7 +95,7 @@ fn info_shows_a_file_as_aligned_key_value_lines() {
 
 #[test]
 fn info_json_and_yaml_give_the_library_structures() {
-    let s = Scratch::new("info-json");
+    let s = scratch("info-json");
     let f = s.file("disk.img", 3 << 20);
     let j = json(&ok(&["info", &f, "--output", "json"], None));
     assert_eq!(j["ident"]["kind"], "file");
@@ -155,9 +121,9 @@ fn info_json_and_yaml_give_the_library_structures() {
 
 #[test]
 fn write_then_read_back_through_files_by_offset_and_by_lba() {
-    let s = Scratch::new("files");
+    let s = scratch("files");
     let dev = s.file("disk.img", 1 << 20);
-    let data = pattern(40960, 1);
+    let data = pattern::bytes(1, 40960);
     let src = s.path("data");
     fs::write(&src, &data).unwrap();
 
@@ -178,9 +144,9 @@ fn write_then_read_back_through_files_by_offset_and_by_lba() {
 
 #[test]
 fn stdin_and_stdout_carry_the_data_and_nothing_else() {
-    let s = Scratch::new("pipes");
+    let s = scratch("pipes");
     let dev = s.file("disk.img", 1 << 20);
-    let data = pattern(8192, 2);
+    let data = pattern::bytes(2, 8192);
     let w = ok(&["write", &dev, "--opts", "async=emu", "--offset", "4k", "--data", "-"], Some(&data));
     assert!(w.stdout.is_empty(), "write printed on stdout: {}", stdout(&w));
     assert!(stderr(&w).contains("8KiB (8192 bytes)"), "{}", stderr(&w));
@@ -199,10 +165,10 @@ fn stdin_and_stdout_carry_the_data_and_nothing_else() {
 
 #[test]
 fn every_async_interface_moves_the_data() {
-    let s = Scratch::new("ifaces");
+    let s = scratch("ifaces");
     let dev = s.file("disk.img", 4 << 20);
     for (n, iface) in ["emu", "thrpool", "libaio", "io_uring", "posix"].into_iter().enumerate() {
-        let data = pattern(3 << 20, 10 + n as u64);
+        let data = pattern::bytes(10 + n as u64, 3 << 20);
         let src = s.path("data");
         fs::write(&src, &data).unwrap();
         let opts = format!("async={iface}");
@@ -223,9 +189,9 @@ fn every_async_interface_moves_the_data() {
 
 #[test]
 fn the_default_and_the_sync_interfaces_move_the_data() {
-    let s = Scratch::new("sync");
+    let s = scratch("sync");
     let dev = s.file("disk.img", 1 << 20);
-    let data = pattern(5000, 3);
+    let data = pattern::bytes(3, 5000);
     ok(&["write", &dev, "--sync", "--offset", "777", "--data", "-", "--chunk", "1000"], Some(&data));
     let r = ok(&["read", &dev, "--sync", "--offset", "777", "--length", "5000", "--out", "-"], None);
     assert_eq!(r.stdout, data);
@@ -241,9 +207,9 @@ fn the_default_and_the_sync_interfaces_move_the_data() {
 
 #[test]
 fn requests_larger_than_one_command_are_split() {
-    let s = Scratch::new("split");
+    let s = scratch("split");
     let dev = s.file("disk.img", 8 << 20);
-    let data = pattern((5 << 20) + 512, 4);
+    let data = pattern::bytes(4, (5 << 20) + 512);
     let src = s.path("data");
     fs::write(&src, &data).unwrap();
     // The default command size is 1 MiB (or less when the device's max transfer is less).
@@ -275,10 +241,10 @@ fn requests_larger_than_one_command_are_split() {
 
 #[test]
 fn slba_writes_of_partial_lbas_are_refused_without_padding() {
-    let s = Scratch::new("partial");
+    let s = scratch("partial");
     let dev = s.file("disk.img", 1 << 20);
     let src = s.path("data");
-    fs::write(&src, pattern(1000, 5)).unwrap();
+    fs::write(&src, pattern::bytes(5, 1000)).unwrap();
     let e = fails(1, &["write", &dev, "--opts", "async=emu", "--slba", "0", "--data", &src]);
     assert!(e.starts_with("ioswitch: error: ") && e.contains("1000 bytes") && e.contains("512-byte LBA"), "{e}");
     assert!(fs::read(&dev).unwrap().iter().all(|&b| b == 0), "nothing was written");
@@ -288,7 +254,7 @@ fn slba_writes_of_partial_lbas_are_refused_without_padding() {
 
 #[test]
 fn out_of_range_requests_name_the_range_and_change_nothing() {
-    let s = Scratch::new("range");
+    let s = scratch("range");
     let dev = s.file("disk.img", 1 << 20);
     let out = s.path("out");
     let e = fails(1, &["read", &dev, "--opts", "async=emu", "--slba", "2040", "--nlb", "16", "--out", &out]);
@@ -298,7 +264,7 @@ fn out_of_range_requests_name_the_range_and_change_nothing() {
     assert!(e.contains("[1048576, 1048577)"), "{e}");
 
     let src = s.path("data");
-    fs::write(&src, pattern(3 << 20, 6)).unwrap();
+    fs::write(&src, pattern::bytes(6, 3 << 20)).unwrap();
     let e = fails(1, &["write", &dev, "--opts", "async=emu", "--offset", "0", "--data", &src]);
     assert!(e.contains("[0, 3145728)") && e.contains("size="), "{e}");
     assert!(fs::read(&dev).unwrap().iter().all(|&b| b == 0), "nothing was written");
@@ -306,7 +272,7 @@ fn out_of_range_requests_name_the_range_and_change_nothing() {
 
 #[test]
 fn library_errors_are_one_line_with_status_1() {
-    let s = Scratch::new("errors");
+    let s = scratch("errors");
     let dev = s.file("disk.img", 1 << 20);
     let e = fails(1, &["info", &dev, "--opts", "asynk=emu"]);
     assert!(e.starts_with("ioswitch: error: ") && e.contains("\"asynk\""), "{e}");
@@ -328,7 +294,7 @@ fn library_errors_are_one_line_with_status_1() {
 
 #[test]
 fn misaligned_direct_io_is_refused() {
-    let s = Scratch::new("direct");
+    let s = scratch("direct");
     let dev = s.file("disk.img", 1 << 20);
     let o = ioswitch(
         &["read", &dev, "--opts", "async=emu,direct=1", "--offset", "100", "--length", "4k", "--out", "-"],
@@ -358,7 +324,7 @@ fn usage_errors_exit_2() {
 
 #[test]
 fn ramdisks_work_for_the_life_of_the_command() {
-    let data = pattern(4096, 7);
+    let data = pattern::bytes(7, 4096);
     let w = ok(&["write", "1MiB", "--slba", "8", "--data", "-", "--output", "json"], Some(&data));
     let j = json(&w);
     assert_eq!((j["interface"].as_str(), j["commands"].as_u64()), (Some("emu"), Some(1)), "{j}");

@@ -2,29 +2,12 @@
 //! they answer from emulated identify data, and refuse what they cannot do with a clear
 //! error. The same commands on real NVMe run in the QEMU guest (tests/vm/oracle-tests.sh).
 
-use std::path::PathBuf;
+use ioswitch_testkit::dirs::Scratch;
 use std::process::{Command, Output};
 
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(test: &str) -> Scratch {
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("device-{test}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-    fn file(&self, name: &str, len: u64) -> String {
-        let p = self.0.join(name);
-        std::fs::File::create(&p).unwrap().set_len(len).unwrap();
-        p.to_string_lossy().into_owned()
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// A scratch directory for one test, removed when the test ends.
+fn scratch(test: &str) -> Scratch {
+    Scratch::new(env!("CARGO_TARGET_TMPDIR"), &format!("device-{test}"))
 }
 
 fn ioswitch(args: &[&str]) -> Output {
@@ -47,7 +30,7 @@ fn fails(args: &[&str]) -> String {
 
 #[test]
 fn identify_namespace_of_a_file_reports_its_size_and_lba_format() {
-    let s = Scratch::new("idns");
+    let s = scratch("idns");
     let f = s.file("f", 3 << 20);
     let ns = json(&["idfy", "ns", &f, "--output", "json"]);
     assert_eq!(ns["nsze"], 3 * 2048, "{ns}");
@@ -60,7 +43,7 @@ fn identify_namespace_of_a_file_reports_its_size_and_lba_format() {
 
 #[test]
 fn identify_controller_names_the_emulation() {
-    let s = Scratch::new("idctrl");
+    let s = scratch("idctrl");
     let f = s.file("f", 1 << 20);
     let c = json(&["idfy", "ctrl", &f, "--output", "json"]);
     assert!(c["mn"].as_str().unwrap().contains("emulated"), "{c}");
@@ -71,7 +54,7 @@ fn identify_controller_names_the_emulation() {
 
 #[test]
 fn health_log_and_raw_passthrough_work_on_a_file() {
-    let s = Scratch::new("log");
+    let s = scratch("log");
     let f = s.file("f", 1 << 20);
     let h = json(&["log", "health", &f, "--output", "json"]);
     assert_eq!(h["critical_warning"]["raw"], 0, "an emulated device reports no warning: {h}");
@@ -82,7 +65,7 @@ fn health_log_and_raw_passthrough_work_on_a_file() {
 
 #[test]
 fn what_a_file_cannot_do_is_refused_with_the_reason() {
-    let s = Scratch::new("refuse");
+    let s = scratch("refuse");
     let f = s.file("f", 1 << 20);
     let e = fails(&["zone", "report", &f]);
     assert!(e.contains("not a zoned device"), "{e}");

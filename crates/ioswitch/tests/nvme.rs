@@ -14,6 +14,7 @@
 use ioswitch::spec::idfy::{cns, csi, IdCtrl, IdNs, IdNsZns, IDENTIFY_LEN};
 use ioswitch::spec::zns::{ZoneAction, ZoneFilter, ZoneReport, ZoneState};
 use ioswitch::{AsyncIface, Buffer, Cmd, Data, DevKind, Device, Error, Opts, Sqe, Status, SyncIface};
+use ioswitch_testkit::{lock, pattern};
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
@@ -72,21 +73,9 @@ fn open(path: &str, o: &str) -> Device {
     Device::open(path, &opts(o)).unwrap_or_else(|e| panic!("open {path} with {o:?}: {e}"))
 }
 
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
 fn filled(dev: &Device, seed: u64, len: usize) -> Buffer {
     let mut b = dev.alloc(len).unwrap();
-    b.copy_from_slice(&pattern(seed, len));
+    b.copy_from_slice(&pattern::bytes(seed, len));
     b
 }
 
@@ -100,7 +89,7 @@ fn status_of(e: &Error) -> Status {
 /// Zone tests run one at a time.
 fn zone_lock() -> MutexGuard<'static, ()> {
     static L: Mutex<()> = Mutex::new(());
-    L.lock().unwrap_or_else(|p| p.into_inner())
+    lock(&L)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -323,7 +312,7 @@ fn queue_data(d: &Device, lba0: u64, seed: u64) {
     }
     q.drain(|c| {
         assert!(c.status.is_ok(), "{what}: read {}: {}", c.tag, c.status);
-        assert!(c.data.bufs()[0][..] == pattern(seed + c.tag, chunk)[..], "{what}: read {} differs", c.tag);
+        assert!(c.data.bufs()[0][..] == pattern::bytes(seed + c.tag, chunk)[..], "{what}: read {} differs", c.tag);
     })
     .unwrap();
     // Vectored write and read.
@@ -375,7 +364,7 @@ fn io_uring_cmd_at_qd16_plain_and_vectored() {
     let s = open(env.char(1), "sync=nvme");
     let mut r = s.alloc(2048).unwrap();
     s.pass(&Cmd::read(1, 4096 + 8, 4), std::slice::from_mut(&mut r)).unwrap();
-    assert!(r[..] == pattern(10 + 2, 2048)[..]);
+    assert!(r[..] == pattern::bytes(10 + 2, 2048)[..]);
 }
 
 #[test]
@@ -632,7 +621,7 @@ fn zones_through_nvme_passthrough() {
     for (lba, tag) in at {
         let mut r = d.alloc(1024).unwrap();
         d.pass(&Cmd::read(3, lba, 2), std::slice::from_mut(&mut r)).unwrap();
-        assert!(r[..] == pattern(50 + tag, 1024)[..], "append {tag} at {lba}");
+        assert!(r[..] == pattern::bytes(50 + tag, 1024)[..], "append {tag} at {lba}");
     }
     // A write off the write pointer through io_uring_cmd: Zone Invalid Write.
     q.submit(&Cmd::write(3, zslba + 100, 1), filled(&d, 1, 512).into(), 9).map_err(|r| r.error).unwrap();

@@ -18,8 +18,7 @@ use ioswitch::units::{fmt_size, parse_size};
 use ioswitch::uri::{self, Target};
 use ioswitch::{AdminIface, AsyncIface, MemIface, Opts, SyncIface};
 
-mod robust;
-use robust::*;
+use ioswitch_testkit::robust::*;
 
 // ---------------------------------------------------------------------------------------
 // Sizes.

@@ -22,13 +22,14 @@
 use crate::compare::{fmt_count, Iface, Skipped, Spread, Table, TempDir};
 use crate::engine::{now_ns, Rng};
 use ioswitch::{AsyncIface, Buffer, Cmd, Completion, Data, Device, Opts, Queue, SyncIface};
+use raw::{open_raw, thread_cpu_ns, AioContext, AlignedBuf, IoEvent, Iocb, IOCB_CMD_PREAD};
 use serde_json::{json, Value};
-use std::alloc::{self, Layout};
 use std::fs::File;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::ptr::NonNull;
+
+mod raw;
+pub mod targets;
 
 /// The interfaces with a raw reference loop.
 pub const SUPPORTED: [Iface; 4] = [
@@ -456,14 +457,6 @@ trait SyncSide {
     fn syscalls(&self) -> u64;
 }
 
-/// CPU time of the calling thread, ns (CLOCK_THREAD_CPUTIME_ID).
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes one timespec through a valid pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// Memory both loops reuse between runs, so a run allocates nothing.
 struct Scratch {
     starts: Vec<u64>,
@@ -612,40 +605,6 @@ impl SyncSide for LibSync {
 
 // ---------------------------------------------------------------------------------------
 // Raw sides: no ioswitch.
-
-/// Page-aligned memory owned by a raw side.
-struct AlignedBuf {
-    ptr: NonNull<u8>,
-    layout: Layout,
-}
-
-impl AlignedBuf {
-    fn new(len: usize) -> Result<AlignedBuf, String> {
-        let layout = Layout::from_size_align(len.max(1), 4096).map_err(|e| format!("a {len}-byte buffer: {e}"))?;
-        // SAFETY: the layout has a non-zero size.
-        let p = unsafe { alloc::alloc_zeroed(layout) };
-        let ptr = NonNull::new(p).ok_or_else(|| format!("out of memory allocating a {len}-byte buffer"))?;
-        Ok(AlignedBuf { ptr, layout })
-    }
-    fn as_mut_ptr(&self) -> *mut u8 {
-        self.ptr.as_ptr()
-    }
-}
-
-impl Drop for AlignedBuf {
-    fn drop(&mut self) {
-        // SAFETY: ptr was allocated in `new` with exactly this layout.
-        unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) }
-    }
-}
-
-fn open_raw(path: &Path, direct: bool) -> Result<File, String> {
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(if direct { libc::O_DIRECT } else { 0 })
-        .open(path)
-        .map_err(|e| format!("opening {} for the raw loop: {e}", path.display()))
-}
 
 /// The bookkeeping of a queue without the library: the buffer moves into a pending
 /// ring at submit (after a range check, as any queue does) and back out at reap.
@@ -826,42 +785,10 @@ impl Drop for RawUring {
     }
 }
 
-/// `struct iocb` of linux/aio_abi.h (64 bytes; on big-endian machines `aio_key` and
-/// `aio_rw_flags` trade places, both are 0 here).
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct Iocb {
-    aio_data: u64,
-    aio_key: u32,
-    aio_rw_flags: i32,
-    aio_lio_opcode: u16,
-    aio_reqprio: i16,
-    aio_fildes: u32,
-    aio_buf: u64,
-    aio_nbytes: u64,
-    aio_offset: i64,
-    aio_reserved2: u64,
-    aio_flags: u32,
-    aio_resfd: u32,
-}
-
-/// `struct io_event`.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct IoEvent {
-    data: u64,
-    obj: u64,
-    res: i64,
-    res2: i64,
-}
-
-const _: () = assert!(std::mem::size_of::<Iocb>() == 64 && std::mem::size_of::<IoEvent>() == 32);
-const IOCB_CMD_PREAD: u16 = 0;
-
 /// Linux AIO through raw syscalls: one `io_submit` per commit, one blocking
 /// `io_getevents(min 1)` per reap.
 struct RawAio {
-    ctx: libc::c_ulong,
+    ctx: AioContext,
     file: File,
     bufs: Vec<AlignedBuf>,
     iocbs: Box<[Iocb]>,
@@ -877,12 +804,7 @@ impl RawAio {
     fn new(path: &Path, direct: bool, depth: u32, bs: u64) -> Result<RawAio, String> {
         let file = open_raw(path, direct)?;
         let bufs = (0..depth).map(|_| AlignedBuf::new(bs as usize)).collect::<Result<Vec<_>, _>>()?;
-        let mut ctx: libc::c_ulong = 0;
-        // SAFETY: io_setup writes one aio_context_t through a valid pointer.
-        let r = unsafe { libc::syscall(libc::SYS_io_setup, depth as libc::c_long, &mut ctx as *mut libc::c_ulong) };
-        if r < 0 {
-            return Err(format!("io_setup({depth}) for the raw loop: {}", std::io::Error::last_os_error()));
-        }
+        let ctx = AioContext::new(depth).map_err(|e| format!("io_setup({depth}) for the raw loop: {e}"))?;
         let n = depth as usize;
         Ok(RawAio {
             ctx,
@@ -902,22 +824,7 @@ impl RawAio {
     fn getevents(&mut self, min: u32, nr: u32) -> Result<usize, std::io::Error> {
         self.calls += 1;
         let nr = (nr as usize).min(self.events.len());
-        // SAFETY: ctx is live; events has room for nr entries; a null timeout blocks.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_io_getevents,
-                self.ctx,
-                min as libc::c_long,
-                nr as libc::c_long,
-                self.events.as_mut_ptr(),
-                std::ptr::null::<libc::timespec>(),
-            )
-        };
-        if r < 0 {
-            Err(std::io::Error::last_os_error())
-        } else {
-            Ok((r as usize).min(nr))
-        }
+        self.ctx.getevents(min, &mut self.events[..nr]).map(|n| n.min(nr))
     }
 }
 
@@ -945,21 +852,17 @@ impl AsyncSide for RawAio {
                 *p = base.wrapping_add(s as usize);
             }
             self.calls += 1;
-            // SAFETY: ctx is live; ptrs[..n] point to filled iocbs in self.iocbs whose
-            // buffers (self.bufs) stay put until their events are reaped; the kernel copies
-            // the iocbs during the call.
-            let r = unsafe { libc::syscall(libc::SYS_io_submit, self.ctx, n as libc::c_long, self.ptrs.as_mut_ptr()) };
-            if r < 0 {
-                let e = std::io::Error::last_os_error();
-                if e.raw_os_error() == Some(libc::EINTR) {
-                    continue;
-                }
-                return Err(format!("io_submit: {e}"));
-            }
+            // SAFETY: ptrs[..n] point to filled iocbs in self.iocbs whose buffers
+            // (self.bufs) stay put until their events are reaped.
+            let r = match unsafe { self.ctx.submit(&self.ptrs[..n]) } {
+                Ok(r) => r,
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(e) => return Err(format!("io_submit: {e}")),
+            };
             if r == 0 {
                 return Err("io_submit took no iocb".into());
             }
-            let r = (r as usize).min(n);
+            let r = r.min(n);
             self.queued.drain(..r);
             self.inflight += r as u32;
         }
@@ -1008,8 +911,6 @@ impl Drop for RawAio {
                 }
             }
         }
-        // SAFETY: ctx came from io_setup and is destroyed once.
-        unsafe { libc::syscall(libc::SYS_io_destroy, self.ctx) };
     }
 }
 

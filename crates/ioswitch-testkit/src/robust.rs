@@ -1,11 +1,8 @@
-//! The harness of the parser robustness tests (deterministic fuzzing), shared by
-//! `crates/ioswitch/tests/parsers.rs` and `crates/ioswitch-bench/tests/jobfile_robustness.rs`
-//! (which includes this file by path): a seeded xorshift generator, a checker that fails
-//! on panics, slow calls and one-sided Ok/Err counts (with a watchdog for real hangs), and
-//! generators of random strings, extreme values and mutations of valid inputs.
-//!
-//! Not every test file uses every item.
-#![allow(dead_code)]
+//! The harness of the parser robustness tests (deterministic fuzzing) of
+//! `crates/ioswitch/tests/parsers.rs` and `crates/ioswitch-bench/tests/jobfile_robustness.rs`:
+//! a seeded xorshift generator, a checker that fails on panics, slow calls and one-sided
+//! Ok/Err counts (with a watchdog for real hangs), and generators of random strings,
+//! extreme values and mutations of valid inputs.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,21 +16,27 @@ use std::time::{Duration, Instant};
 pub struct Rng(u64);
 
 impl Rng {
+    /// The generator for `seed` (any value, 0 included).
     pub fn new(seed: u64) -> Rng {
         Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
     }
+    /// The next number. (An endless generator, not an `Iterator`.)
+    #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
+    /// A number in `0..n` (`n` > 0).
     pub fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
     }
+    /// True `percent` times in 100.
     pub fn chance(&mut self, percent: u64) -> bool {
         self.next() % 100 < percent
     }
+    /// One element of `xs` (not empty).
     pub fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
         &xs[self.below(xs.len())]
     }
@@ -48,7 +51,9 @@ impl Rng {
     }
 }
 
+/// The longest a parser may take on one input.
 pub const SLOW: Duration = Duration::from_millis(100);
+/// After this long without an answer a call counts as hung and the process exits.
 pub const WATCHDOG: Duration = Duration::from_secs(120);
 
 /// Runs the cases of one parser: catches panics, times every call, counts results, and
@@ -62,6 +67,7 @@ pub struct Fuzz {
 }
 
 impl Fuzz {
+    /// A checker for the parser named `what`, with its watchdog thread.
     pub fn new(what: &'static str) -> Fuzz {
         let current = Arc::new(Mutex::new(String::new()));
         let done = Arc::new(AtomicBool::new(false));
@@ -113,6 +119,7 @@ impl Fuzz {
         }
     }
 
+    /// Counts `r` as an Ok or an Err, for [`Fuzz::assert_balanced`].
     pub fn count<T, E>(&mut self, r: &Result<T, E>) {
         if r.is_ok() {
             self.ok += 1
@@ -255,6 +262,7 @@ pub fn extreme(rng: &mut Rng) -> String {
     }
 }
 
+/// Up to `max_parts` pieces of `alphabet`, with an extreme value now and then.
 pub fn random_string(rng: &mut Rng, alphabet: &[&str], max_parts: usize) -> String {
     let n = rng.below(max_parts + 1);
     let mut s = String::new();
@@ -327,6 +335,7 @@ pub fn mutate(rng: &mut Rng, valid: &str, seps: &[char], alphabet: &[&str]) -> S
     t.concat()
 }
 
+/// One of `xs` (not empty).
 pub fn rng_pick_str<'a>(rng: &mut Rng, xs: &[&'a str]) -> &'a str {
     xs[rng.below(xs.len())]
 }

@@ -1,0 +1,84 @@
+//! Conformance suite: one set of checks, run over every (device kind × interface) this
+//! machine supports (DESIGN.md, "Testing").
+//!
+//! A plain `main` (`harness = false`). It prints a matrix (one row per device kind, one
+//! column per interface), then every failure with its case and error, every skip and n/a
+//! with its reason, and ends with the line `N passed, N failed, N skipped` (counting
+//! cases; an n/a cell counts one passed case: its refusal at open was checked). It exits
+//! non-zero when anything failed.
+//!
+//! Every case runs under `catch_unwind` (one failing case does not hide the others) and a
+//! watchdog (a hang ends the run with a failure instead of blocking CI).
+//!
+//! Rows: files (on a disk file system and on /dev/shm), a loop device, a ramdisk; and,
+//! where NVMe namespaces exist and may be overwritten (the QEMU guest of tests/vm,
+//! `IOSWITCH_VM=1`, or `IOSWITCH_CONFORMANCE_NVME=1`), each namespace found through
+//! /sys/block/*/nsid: conventional ones as block device (buffered and direct=1) and
+//! generic char device with the NVMe columns (sync=nvme, io_uring with iopoll,
+//! io_uring_cmd with sqpoll / iopoll, ...), zoned ones as block device (direct=1) and
+//! char device with the zone cases. Elsewhere the NVMe rows are absent and the run says
+//! why. `tests/vm/nvme-tests.sh` runs the suite in the guest.
+
+use crate::probe::{probe_main, PROBE_ENV};
+use crate::rows::{find_nvme, nvme_rows, setup_rows};
+use crate::runner::{install_panic_hook, run_matrix, start_watchdog};
+use ioswitch_testkit::loopdev::LoopDev;
+use std::time::{Duration, Instant};
+
+/// Size of every device: 1 MiB plus three 4 KiB blocks, so a chunked pass over it ends
+/// with a short command that reaches the last LBA exactly.
+pub(crate) const DEV_BYTES: u64 = (1 << 20) + 12 * 1024;
+pub(crate) const RAMDISK_URI: &str = "1036KiB";
+/// NVMe namespaces are larger than DEV_BYTES: the whole-range passes cover their first
+/// DEV_BYTES and their last TAIL_BYTES (again no multiple of the chunk sizes).
+pub(crate) const TAIL_BYTES: u64 = 64 * 1024 + 12 * 1024;
+pub(crate) const KIB: u64 = 1024;
+/// Queue depth of the data passes.
+pub(crate) const QD: u32 = 16;
+/// A case that runs longer than this is a hang: the run stops with a failure.
+pub(crate) const CASE_LIMIT: Duration = Duration::from_secs(30);
+/// What the files this suite makes (loop backing files, probes) are named after.
+pub(crate) const PREFIX: &str = "ioswitch-conformance";
+pub(crate) const NOT_DONE: &str = "not part of this build";
+
+pub(crate) type Res = Result<String, String>;
+
+macro_rules! ensure {
+    ($cond:expr, $($msg:tt)+) => {
+        if !$cond {
+            return Err(format!($($msg)+));
+        }
+    };
+}
+
+mod cases;
+mod ctx;
+mod probe;
+mod report;
+mod rows;
+mod runner;
+
+fn main() {
+    if let Some(spec) = std::env::var_os(PROBE_ENV) {
+        std::process::exit(probe_main(&spec.to_string_lossy()));
+    }
+    install_panic_hook();
+    start_watchdog();
+    let t0 = Instant::now();
+    let verbose = std::env::var_os("IOSWITCH_CONFORMANCE_VERBOSE").is_some();
+    println!("ioswitch conformance: every (device kind x interface), {} KiB devices", DEV_BYTES / KIB);
+    let (mut rows, loopdev) = setup_rows();
+    match find_nvme() {
+        Ok(found) => {
+            for ns in &found {
+                println!("{}", ns.describe());
+            }
+            rows.extend(nvme_rows(&found));
+        }
+        Err(why) => println!("NVMe rows: none: {why}"),
+    }
+    let results = run_matrix(&rows, verbose);
+    let teardown = loopdev.and_then(LoopDev::teardown);
+    let failed = report::print(&rows, &results, teardown, t0);
+    std::process::exit(if failed { 1 } else { 0 });
+}

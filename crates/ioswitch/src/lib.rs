@@ -29,6 +29,7 @@ pub mod error;
 pub mod opts;
 pub mod queue;
 pub mod spec;
+mod sys;
 pub mod units;
 pub mod uri;
 

@@ -114,7 +114,7 @@ impl AdminEmu {
     pub(crate) fn new(dev: &Inner) -> AdminEmu {
         let stat = match dev.ident.kind {
             DevKind::Block | DevKind::NvmeBlock => {
-                dev.ident.block_name.as_ref().map(|n| PathBuf::from("/sys/class/block").join(n).join("stat"))
+                dev.ident.block_name.as_ref().map(|n| crate::sys::sysfs::class("block").join(n).join("stat"))
             }
             _ => None,
         };

@@ -631,7 +631,7 @@ fn direct(g: &crate::dev::Geometry, io: &Io, bufs: &[Buffer]) -> Result<(), Why>
 /// covering the buffer's pages, and the device writes as much as the command says: every
 /// buffer must start on a page and own whole pages, so nothing outside it can be hit.
 fn passthru_buffers(bufs: &[Buffer]) -> Result<(), Why> {
-    let page = crate::dev::page_size();
+    let page = crate::sys::page_size();
     match bufs.iter().position(|b| b.as_ptr() as usize % page != 0 || b.capacity() % page != 0) {
         Some(i) => Err(Why::PassthruBuffer(i)),
         None => Ok(()),

@@ -30,10 +30,11 @@ use super::{Build, Descriptor, Role};
 use crate::buf::Buffer;
 use crate::cmd::opc::{self, ZONE_MGMT_RECV};
 use crate::cmd::{Cmd, CmdSet, DsmRange};
-use crate::dev::{page_size, DevKind, Inner, Zoned};
+use crate::dev::{DevKind, Inner, Zoned};
 use crate::error::Error;
 use crate::spec::idfy::{cns, csi, IdCtrl, IdNs, IdNsZns, NsDescs, IDENTIFY_LEN};
 use crate::spec::{errno_to_status, Sqe, Status};
+use crate::sys::page_size;
 use std::fs;
 use std::io;
 use std::os::fd::RawFd;
@@ -439,7 +440,7 @@ pub(crate) fn ns_info(uri: &str, fd: RawFd, devno: (u32, u32), kind: DevKind) ->
     }
     let block_dir = match kind {
         DevKind::NvmeChar => char_block_dir(devno, nsid),
-        _ => crate::dev::disk_sysfs_dir(devno.0, devno.1),
+        _ => crate::sys::sysfs::disk_dir(devno),
     };
     let q = |attr: &str| -> Option<u64> {
         let p = block_dir.as_ref()?.join("queue").join(attr);
@@ -518,7 +519,7 @@ fn zone_info(fd: RawFd, nsid: u32, ns: &IdNs, uri: &str) -> Result<Option<Zoned>
 /// The block device of the namespace a generic char device (`ngXnY`, `maj:min`) serves:
 /// a sibling `nvme*` disk in the same controller directory with the same nsid.
 pub(crate) fn char_block_dir(devno: (u32, u32), nsid: u32) -> Option<PathBuf> {
-    let me = fs::canonicalize(format!("/sys/dev/char/{}:{}", devno.0, devno.1)).ok()?;
+    let me = crate::sys::sysfs::dev_dir("char", devno)?;
     let parent = me.parent()?;
     let mut names: Vec<PathBuf> = fs::read_dir(parent)
         .ok()?

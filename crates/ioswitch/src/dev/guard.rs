@@ -16,11 +16,11 @@
 
 use std::ffi::CString;
 use std::fs;
-use std::io;
-use std::os::fd::FromRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
+
+use crate::sys::{self, sysfs};
 
 /// A block device as the guard sees it: its name, number and sysfs directory.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,14 +33,9 @@ struct Blk {
 impl Blk {
     fn of_dir(dir: &Path) -> Option<Blk> {
         let name = dir.file_name()?.to_string_lossy().into_owned();
-        let devno = parse_devno(fs::read_to_string(dir.join("dev")).ok()?.trim())?;
+        let devno = sysfs::parse_devno(&fs::read_to_string(dir.join("dev")).ok()?)?;
         Some(Blk { name, devno, dir: dir.to_path_buf() })
     }
-}
-
-fn parse_devno(s: &str) -> Option<(u32, u32)> {
-    let (maj, min) = s.split_once(':')?;
-    Some((maj.parse().ok()?, min.parse().ok()?))
 }
 
 /// Why writes to the block device `devno` must be refused, or `None` when nothing uses it.
@@ -50,7 +45,7 @@ pub(crate) fn block_in_use(node: &Path, devno: (u32, u32)) -> Option<String> {
     if !exclusive_open_busy(node) {
         return None;
     }
-    let dir = fs::canonicalize(format!("/sys/dev/block/{}:{}", devno.0, devno.1)).ok();
+    let dir = sysfs::dev_dir("block", devno);
     let me = dir.as_deref().and_then(Blk::of_dir);
     if let Some(why) = me.as_ref().and_then(|b| users(&related(b), &Sources::read())) {
         return Some(why);
@@ -118,19 +113,9 @@ pub(crate) fn controller_dir(dev_dir: &Path) -> Option<PathBuf> {
     }
 }
 
-/// Whether an exclusive open of block device `node` fails with EBUSY (someone claims it,
-/// a partition of it or its disk). Any other failure says nothing about users: the
-/// tables decide then.
+/// Whether someone claims block device `node` (see [`sys::exclusive_open_busy`]).
 fn exclusive_open_busy(node: &Path) -> bool {
-    let Ok(c) = CString::new(node.as_os_str().as_bytes()) else { return false };
-    // SAFETY: c is a valid C string; open has no other preconditions.
-    let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_EXCL | libc::O_CLOEXEC | libc::O_NONBLOCK) };
-    if fd >= 0 {
-        // SAFETY: fd was just opened here and nothing else owns it.
-        drop(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) });
-        return false;
-    }
-    io::Error::last_os_error().raw_os_error() == Some(libc::EBUSY)
+    CString::new(node.as_os_str().as_bytes()).is_ok_and(|c| sys::exclusive_open_busy(&c))
 }
 
 /// The device, its partitions, and for a partition its whole disk: writing any of them
@@ -221,7 +206,7 @@ fn mounts(text: &str) -> Vec<Mount> {
                 return None;
             }
             Some(Mount {
-                devno: parse_devno(f[2])?,
+                devno: sysfs::parse_devno(f[2])?,
                 point: unescape(f[4]),
                 fstype: unescape(t[0]),
                 source: unescape(t[1]),
@@ -358,6 +343,53 @@ bad line without separator
         assert_eq!(why, "/dev/loop0p1 is mounted on /mnt/with space (ext4)");
         let other = [Blk { name: "loop5".into(), devno: (7, 5), dir: PathBuf::from("/nonexistent") }];
         assert_eq!(users(&other, &src), None);
+    }
+
+    /// A loop disk with two partitions, the second under device-mapper; an NVMe
+    /// controller whose namespace 2 is an md member: the holders are named, and a free
+    /// device has none.
+    #[test]
+    fn holders_of_a_device_its_partitions_and_its_disk_are_named_from_sysfs() {
+        let t = sysfs::Tree::new("guard");
+        let l = "devices/virtual/block/loop3";
+        t.block(l, (7, 3))
+            .block(&format!("{l}/loop3p1"), (259, 0))
+            .file(&format!("{l}/loop3p1/partition"), "1")
+            .block(&format!("{l}/loop3p2"), (259, 1))
+            .file(&format!("{l}/loop3p2/partition"), "2")
+            .dir(&format!("{l}/loop3p1/holders"))
+            .dir(&format!("{l}/holders"))
+            .block("devices/virtual/block/dm-0", (253, 0))
+            .file("devices/virtual/block/dm-0/dm/name", "vg-data")
+            .link(&format!("{l}/loop3p2/holders/dm-0"), "devices/virtual/block/dm-0");
+        let c = "devices/pci0000:00/0000:00:05.0/nvme/nvme0";
+        for (ns, min) in [(1, 1), (2, 2)] {
+            t.block(&format!("{c}/nvme0n{ns}"), (259, 10 + min))
+                .file(&format!("{c}/nvme0n{ns}/nsid"), &ns.to_string())
+                .dir(&format!("{c}/nvme0n{ns}/queue"));
+        }
+        t.block("devices/virtual/block/md0", (9, 0))
+            .dir("devices/virtual/block/md0/md")
+            .link(&format!("{c}/nvme0n2/holders/md0"), "devices/virtual/block/md0");
+        let none = Sources { mountinfo: String::new(), swaps: String::new() };
+        sysfs::with_root(&t.root, || {
+            let blk = |devno| Blk::of_dir(&sysfs::dev_dir("block", devno).unwrap()).unwrap();
+            let disk = blk((7, 3));
+            let names: Vec<String> = related(&disk).into_iter().map(|b| b.name).collect();
+            assert_eq!(names, ["loop3", "loop3p1", "loop3p2"]);
+            let want = "/dev/loop3p2 is held by device-mapper device vg-data (/dev/dm-0)";
+            assert_eq!(users(&related(&disk), &none).as_deref(), Some(want));
+            // A partition's users include its disk's, not its sibling's.
+            let p1: Vec<String> = related(&blk((259, 0))).into_iter().map(|b| b.name).collect();
+            assert_eq!(p1, ["loop3p1", "loop3"]);
+            assert_eq!(users(&related(&blk((259, 0))), &none), None);
+            let ctrl = t.root.join(c);
+            assert_eq!(controller_dir(&ctrl.join("nvme0n1")).unwrap(), ctrl);
+            assert_eq!(controller_in_use(&ctrl, 1), None);
+            let md = "/dev/nvme0n2 is held by md array /dev/md0";
+            assert_eq!(controller_in_use(&ctrl, 2).as_deref(), Some(md));
+            assert_eq!(controller_in_use(&ctrl, u32::MAX).as_deref(), Some(md), "a broadcast nsid reaches all");
+        });
     }
 
     #[test]

@@ -164,7 +164,7 @@ fn check_iopoll(dev: &Inner) -> Result<(), Error> {
         (st.st_dev, "disk holding the file")
     };
     let (maj, min) = (libc::major(devno), libc::minor(devno));
-    let Some(disk) = crate::dev::disk_sysfs_dir(maj, min) else {
+    let Some(disk) = crate::sys::sysfs::disk_dir((maj, min)) else {
         return Err(dev.unsupported(
             iface,
             &format!(
@@ -193,7 +193,7 @@ fn disk_of_fd(fd: RawFd) -> Option<PathBuf> {
         return None;
     }
     let devno = if st.st_mode & libc::S_IFMT == libc::S_IFBLK { st.st_rdev } else { st.st_dev };
-    crate::dev::disk_sysfs_dir(libc::major(devno), libc::minor(devno))
+    crate::sys::sysfs::disk_dir((libc::major(devno), libc::minor(devno)))
 }
 
 /// The queue limits past which the block layer splits a bio (see "IOPOLL and split bios"
@@ -226,7 +226,7 @@ impl SplitLimits {
         if len > self.max_bytes {
             return true;
         }
-        let page = crate::dev::page_size() as u64;
+        let page = crate::sys::page_size() as u64;
         let (mut left, mut pages, mut prev_end) = (len, 0u64, None::<u64>);
         for b in bufs {
             if left == 0 {

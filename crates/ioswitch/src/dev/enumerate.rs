@@ -1,0 +1,126 @@
+//! Enumeration: the block and NVMe devices of this machine, from sysfs.
+
+use super::open::is_nvme_ns_name;
+use super::{os, DevKind, ZonedModel};
+use crate::error::Result;
+use crate::sys::sysfs;
+use serde::Serialize;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// One device found by [`enumerate`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Listing {
+    /// Its path under /dev.
+    pub path: PathBuf,
+    /// Its kind.
+    pub kind: DevKind,
+    /// Size in bytes (0 for controllers).
+    pub bytes: u64,
+    /// Logical block size (0 for controllers and char devices).
+    pub lba_size: u32,
+    /// Zoned model.
+    pub zoned: ZonedModel,
+    /// The kernel driver.
+    pub driver: Option<String>,
+    /// Model string, when reported.
+    pub model: Option<String>,
+}
+
+/// Lists the block devices and NVMe devices (namespaces, generic char devices,
+/// controllers) on this machine, from sysfs. Empty loop and ram devices are left out.
+pub fn enumerate() -> Result<Vec<Listing>> {
+    let mut out = Vec::new();
+    let mut names: Vec<String> = match fs::read_dir(sysfs::class("block")) {
+        Ok(rd) => rd.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect(),
+        Err(e) => return Err(os(&sysfs::class("block").display().to_string(), "list block devices", e)),
+    };
+    names.sort();
+    for name in names {
+        let dir = fs::canonicalize(sysfs::class("block").join(&name)).unwrap_or_default();
+        let sectors: u64 = sysfs::read(&dir.join("size")).and_then(|s| s.parse().ok()).unwrap_or(0);
+        if sectors == 0 && (name.starts_with("loop") || name.starts_with("ram")) {
+            continue;
+        }
+        let disk = sysfs::disk_of(&dir);
+        let q = |a: &str| sysfs::read(&disk.join("queue").join(a));
+        out.push(Listing {
+            path: Path::new("/dev").join(&name),
+            kind: if is_nvme_ns_name(&name, "nvme") { DevKind::NvmeBlock } else { DevKind::Block },
+            bytes: sectors * 512,
+            lba_size: q("logical_block_size").and_then(|s| s.parse().ok()).unwrap_or(512),
+            zoned: match q("zoned").as_deref() {
+                Some("host-managed") => ZonedModel::HostManaged,
+                Some("host-aware") => ZonedModel::HostAware,
+                _ => ZonedModel::None,
+            },
+            driver: sysfs::driver_of(&disk),
+            model: sysfs::read(&disk.join("device/model")),
+        });
+    }
+    for (class, kind) in [("nvme-generic", DevKind::NvmeChar), ("nvme", DevKind::NvmeCtrl)] {
+        let Ok(rd) = fs::read_dir(sysfs::class(class)) else { continue };
+        let mut names: Vec<String> =
+            rd.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        for name in names {
+            let dir = sysfs::class(class).join(&name);
+            let mut l = Listing {
+                path: Path::new("/dev").join(&name),
+                kind,
+                bytes: 0,
+                lba_size: 0,
+                zoned: ZonedModel::None,
+                driver: Some("nvme".into()),
+                model: sysfs::read(&dir.join("model")).or_else(|| sysfs::read(&dir.join("device/model"))),
+            };
+            // A generic char device ngXnY is the same namespace as the block device
+            // nvmeXnY when the kernel has one: take size, LBA size and zoning from it.
+            if let Some(blk) = name.strip_prefix("ng").map(|rest| format!("nvme{rest}")) {
+                if let Some(b) = out.iter().find(|b| b.path == Path::new("/dev").join(&blk)) {
+                    (l.bytes, l.lba_size, l.zoned) = (b.bytes, b.lba_size, b.zoned);
+                    l.model = l.model.or_else(|| b.model.clone());
+                }
+            }
+            out.push(l);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enumeration_lists_disks_partitions_and_nvme_devices_from_sysfs() {
+        let t = sysfs::Tree::new("enum");
+        let c = "devices/pci0000:00/0000:00:05.0/nvme/nvme0";
+        t.block("devices/virtual/block/loop0", (7, 0))
+            .file("devices/virtual/block/loop0/size", "0")
+            .block("devices/virtual/block/loop1", (7, 1))
+            .file("devices/virtual/block/loop1/size", "2048")
+            .file("devices/virtual/block/loop1/queue/logical_block_size", "4096")
+            .block(&format!("{c}/nvme0n3"), (259, 3))
+            .file(&format!("{c}/nvme0n3/size"), "262144")
+            .file(&format!("{c}/nvme0n3/queue/logical_block_size",), "512")
+            .file(&format!("{c}/nvme0n3/queue/zoned"), "host-managed")
+            .file(&format!("{c}/model"), "QEMU NVMe Ctrl")
+            .link("class/nvme/nvme0", c)
+            .dir(&format!("{c}/ng0n3"))
+            .link("class/nvme-generic/ng0n3", &format!("{c}/ng0n3"));
+        let list = sysfs::with_root(&t.root, enumerate).unwrap();
+        let names: Vec<String> = list.iter().map(|l| l.path.display().to_string()).collect();
+        assert_eq!(names, ["/dev/loop1", "/dev/nvme0n3", "/dev/ng0n3", "/dev/nvme0"], "empty loop0 is left out");
+        assert_eq!((list[0].kind, list[0].bytes, list[0].lba_size), (DevKind::Block, 2048 * 512, 4096));
+        assert_eq!(list[0].driver.as_deref(), Some("loop"));
+        assert_eq!((list[1].kind, list[1].zoned), (DevKind::NvmeBlock, ZonedModel::HostManaged));
+        // The generic char device takes size, LBA size and zoning from its block device.
+        let ng = &list[2];
+        assert_eq!(
+            (ng.kind, ng.bytes, ng.lba_size, ng.zoned),
+            (DevKind::NvmeChar, 128 << 20, 512, ZonedModel::HostManaged)
+        );
+        assert_eq!((list[3].kind, list[3].model.as_deref()), (DevKind::NvmeCtrl, Some("QEMU NVMe Ctrl")));
+    }
+}

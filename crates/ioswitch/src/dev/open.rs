@@ -1,0 +1,348 @@
+//! Opening a device: what a URI names (kind detection from stat and sysfs), the open
+//! itself, and the geometry and identity a device of each kind has.
+
+use super::{guard, guarded, os, DevKind, Geometry, Ident, Zoned, ZonedModel};
+use crate::be;
+use crate::error::{Error, Result};
+use crate::opts::{Opts, SyncIface};
+use crate::sys::{self, sysfs};
+use std::ffi::CString;
+use std::fs;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::Path;
+
+pub(super) fn open_ramdisk(uri: &str, bytes: u64, opts: &Opts) -> Result<(DevKind, Option<OwnedFd>, Geometry, Ident)> {
+    if opts.create || opts.truncate || opts.size.is_some() {
+        return Err(Error::BadOpt {
+            key: "create/truncate/size".into(),
+            why: format!("apply to regular files; {uri} is a ramdisk"),
+        });
+    }
+    let geo = Geometry {
+        lba_size: 512,
+        nlbas: bytes / 512,
+        bytes,
+        max_transfer: 65536 * 512,
+        dio_mem_align: 512,
+        dio_offset_align: 512,
+        zoned: ZonedModel::None,
+        zones: None,
+    };
+    let ident = Ident {
+        uri: uri.into(),
+        path: None,
+        kind: DevKind::Ramdisk,
+        nsid: opts.nsid.unwrap_or(1),
+        driver: Some("ioswitch-ramdisk".into()),
+        block_name: None,
+        model: None,
+        serial: None,
+        in_use: None,
+    };
+    Ok((DevKind::Ramdisk, None, geo, ident))
+}
+
+fn classify(uri: &str, path: &Path, md: &fs::Metadata) -> Result<DevKind> {
+    let ft = md.file_type();
+    if ft.is_file() {
+        return Ok(DevKind::File);
+    }
+    if ft.is_dir() {
+        return Err(Error::BadUri { uri: uri.into(), why: "is a directory; give a file or a device".into() });
+    }
+    let rdev = md.rdev();
+    let (maj, min) = (libc::major(rdev), libc::minor(rdev));
+    if ft.is_block_device() {
+        let name = sysfs::dev_name("block", (maj, min)).unwrap_or_default();
+        return Ok(if is_nvme_ns_name(&name, "nvme") { DevKind::NvmeBlock } else { DevKind::Block });
+    }
+    if ft.is_char_device() {
+        let name = sysfs::dev_name("char", (maj, min)).unwrap_or_default();
+        if is_nvme_ns_name(&name, "ng") {
+            return Ok(DevKind::NvmeChar);
+        }
+        if name.strip_prefix("nvme").is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit())) {
+            return Ok(DevKind::NvmeCtrl);
+        }
+        return Err(Error::BadUri {
+            uri: uri.into(),
+            why: format!("{} is a character device ({maj}:{min}, {name:?}) that is not NVMe", path.display()),
+        });
+    }
+    Err(Error::BadUri { uri: uri.into(), why: "is not a file, block device or NVMe device".into() })
+}
+
+pub(super) fn is_nvme_ns_name(name: &str, prefix: &str) -> bool {
+    let Some(rest) = name.strip_prefix(prefix) else { return false };
+    let Some((c, n)) = rest.split_once('n') else { return false };
+    !c.is_empty() && !n.is_empty() && c.bytes().all(|b| b.is_ascii_digit()) && n.bytes().all(|b| b.is_ascii_digit())
+}
+
+pub(super) fn open_path(uri: &str, path: &Path, opts: &Opts) -> Result<(DevKind, Option<OwnedFd>, Geometry, Ident)> {
+    let existing = match fs::metadata(path) {
+        Ok(md) => Some(md),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            if !opts.create {
+                return Err(os(uri, "open (create=1 makes a new file)", e));
+            }
+            None
+        }
+        Err(e) => return Err(os(uri, "stat", e)),
+    };
+    let kind = match &existing {
+        Some(md) => classify(uri, path, md)?,
+        None => DevKind::File,
+    };
+    if kind != DevKind::File && (opts.create || opts.truncate || opts.size.is_some()) {
+        return Err(Error::BadOpt {
+            key: "create/truncate/size".into(),
+            why: format!("apply to regular files; {uri} is a {kind}"),
+        });
+    }
+    if kind == DevKind::NvmeCtrl || kind == DevKind::NvmeChar {
+        return open_nvme_char(uri, path, kind, opts, existing.as_ref().map(|m| m.rdev()).unwrap_or(0));
+    }
+    let mut flags = libc::O_CLOEXEC;
+    flags |= if opts.rdonly {
+        libc::O_RDONLY
+    } else if opts.wronly {
+        libc::O_WRONLY
+    } else {
+        libc::O_RDWR
+    };
+    if opts.direct {
+        flags |= libc::O_DIRECT;
+    }
+    if opts.create {
+        flags |= libc::O_CREAT;
+    }
+    if opts.truncate {
+        flags |= libc::O_TRUNC;
+    }
+    let cpath = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| Error::BadUri { uri: uri.into(), why: "contains a NUL byte".into() })?;
+    let fd = sys::open(&cpath, flags, 0o644).map_err(|e| {
+        let hint = match e.raw_os_error() {
+            Some(libc::EINVAL) if opts.direct => "open with O_DIRECT (the file system may not support direct=1)",
+            Some(libc::EACCES | libc::EROFS | libc::EPERM) if !opts.rdonly => {
+                "open read-write (rdonly=1 opens read-only)"
+            }
+            _ => "open",
+        };
+        os(uri, hint, e)
+    })?;
+
+    let mut ident = base_ident(uri, path, kind, opts);
+    let dio = sys::dio_align(&fd);
+    let geo = if kind == DevKind::File {
+        if let Some(size) = opts.size {
+            let cur = fd_size(uri, &fd)?;
+            if size > cur {
+                sys::set_file_size(&fd, size).map_err(|e| os(uri, format!("extend the file to {size} bytes"), e))?;
+            }
+        }
+        let bytes = fd_size(uri, &fd)?;
+        let (mem, off) = dio.unwrap_or((4096, 4096));
+        let lba_size = if opts.direct { off.max(512) } else { 512 };
+        let md = fs::metadata(path).map_err(|e| os(uri, "stat", e))?;
+        let dev = md.dev();
+        if let Some(dir) = sysfs::dev_dir("block", (libc::major(dev), libc::minor(dev))) {
+            ident.block_name = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+        }
+        ident.driver = sys::fs_magic(&fd).map(fs_name);
+        Geometry {
+            lba_size,
+            nlbas: bytes / lba_size as u64,
+            bytes,
+            max_transfer: 65536 * lba_size as u64,
+            dio_mem_align: mem,
+            dio_offset_align: off,
+            zoned: ZonedModel::None,
+            zones: None,
+        }
+    } else {
+        let lba = sys::blk_logical_block_size(&fd).map_err(|e| os(uri, "BLKSSZGET (logical block size)", e))?;
+        let bytes = sys::blk_size(&fd).map_err(|e| os(uri, "BLKGETSIZE64 (device size)", e))?;
+        let md = fs::metadata(path).map_err(|e| os(uri, "stat", e))?;
+        let dir = sysfs::dev_dir("block", (libc::major(md.rdev()), libc::minor(md.rdev())));
+        let disk = dir.as_deref().map(sysfs::disk_of);
+        let q = |attr: &str| disk.as_ref().and_then(|d| sysfs::read(&d.join("queue").join(attr)));
+        let zoned = match q("zoned").as_deref() {
+            Some("host-managed") => ZonedModel::HostManaged,
+            Some("host-aware") => ZonedModel::HostAware,
+            _ => ZonedModel::None,
+        };
+        let zones = (zoned != ZonedModel::None).then(|| {
+            let zone_sectors: u64 = q("chunk_sectors").and_then(|s| s.parse().ok()).unwrap_or(0);
+            let zone_size = zone_sectors * 512 / lba as u64;
+            // The capacity of zone 0 from a zone report (BLKREPORTZONE): zones may be
+            // writable over less than their size.
+            let zone_capacity = be::zoned::zone0(fd.as_raw_fd())
+                .map(|(_, cap)| cap * 512 / lba as u64)
+                .filter(|&c| c > 0 && c <= zone_size)
+                .unwrap_or(zone_size);
+            Zoned {
+                zone_size,
+                zone_capacity,
+                nr_zones: q("nr_zones").and_then(|s| s.parse().ok()).unwrap_or(0),
+                max_open: q("max_open_zones").and_then(|s| s.parse().ok()).unwrap_or(0),
+                max_active: q("max_active_zones").and_then(|s| s.parse().ok()).unwrap_or(0),
+            }
+        });
+        if let Some(d) = &dir {
+            ident.block_name = d.file_name().map(|n| n.to_string_lossy().into_owned());
+            ident.nsid = opts.nsid.or_else(|| sysfs::read_num(&d.join("nsid"))).unwrap_or(1);
+        }
+        if let Some(d) = &disk {
+            ident.driver = sysfs::driver_of(d);
+            ident.model = sysfs::read(&d.join("device/model"));
+            ident.serial = sysfs::read(&d.join("device/serial"));
+        }
+        let (mem, off) = dio.unwrap_or((lba, lba));
+        Geometry {
+            lba_size: lba,
+            nlbas: bytes / lba as u64,
+            bytes,
+            // The kernel splits larger requests at max_sectors_kb itself; the limit of one
+            // command is what an NVM command can express.
+            max_transfer: 65536 * lba as u64,
+            dio_mem_align: mem,
+            dio_offset_align: off,
+            zoned,
+            zones,
+        }
+    };
+    let mut geo = geo;
+    if kind == DevKind::NvmeBlock {
+        let md = fs::metadata(path).map_err(|e| os(uri, "stat", e))?;
+        let devno = (libc::major(md.rdev()), libc::minor(md.rdev()));
+        match be::nvme::ns_info(uri, fd.as_raw_fd(), devno, kind) {
+            Ok(info) => apply_ns_info(uri, opts, &info, &mut geo, &mut ident)?,
+            // Without identify (refused to this user) the block layer's geometry stands.
+            Err(e) if matches!(e.errno(), Some(libc::EACCES | libc::EPERM)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    if kind != DevKind::File && guarded(opts) {
+        let md = fs::metadata(path).map_err(|e| os(uri, "stat", e))?;
+        ident.in_use = guard::block_in_use(path, (libc::major(md.rdev()), libc::minor(md.rdev())));
+    }
+    Ok((kind, Some(fd), geo, ident))
+}
+
+/// Opens an NVMe generic char device (`/dev/ngXnY`) or controller (`/dev/nvmeX`):
+/// read-write (read-only with `rdonly=1`), never O_DIRECT (passthrough bypasses the page
+/// cache anyway). A namespace's geometry comes from identify; a controller has none.
+fn open_nvme_char(
+    uri: &str,
+    path: &Path,
+    kind: DevKind,
+    opts: &Opts,
+    rdev: u64,
+) -> Result<(DevKind, Option<OwnedFd>, Geometry, Ident)> {
+    let flags = libc::O_CLOEXEC | if opts.rdonly { libc::O_RDONLY } else { libc::O_RDWR };
+    let cpath = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| Error::BadUri { uri: uri.into(), why: "contains a NUL byte".into() })?;
+    let fd = sys::open(&cpath, flags, 0).map_err(|e| {
+        let hint = match e.raw_os_error() {
+            Some(libc::EACCES | libc::EPERM) if !opts.rdonly => "open read-write (rdonly=1 opens read-only)",
+            _ => "open",
+        };
+        os(uri, hint, e)
+    })?;
+    let raw = fd.as_raw_fd();
+    let mut ident = base_ident(uri, path, kind, opts);
+    ident.driver = Some("nvme".into());
+    let mut geo = Geometry {
+        lba_size: 512,
+        nlbas: 0,
+        bytes: 0,
+        max_transfer: 0,
+        dio_mem_align: 4,
+        dio_offset_align: 512,
+        zoned: ZonedModel::None,
+        zones: None,
+    };
+    if kind == DevKind::NvmeCtrl {
+        if let Ok(c) = be::nvme::identify_ctrl(raw) {
+            ident.model = Some(c.mn);
+            ident.serial = Some(c.sn);
+        }
+        return Ok((kind, Some(fd), geo, ident));
+    }
+    let devno = (libc::major(rdev), libc::minor(rdev));
+    let info = be::nvme::ns_info(uri, raw, devno, kind)?;
+    geo.dio_mem_align = info.dma_align;
+    apply_ns_info(uri, opts, &info, &mut geo, &mut ident)?;
+    if guarded(opts) {
+        ident.in_use = info.block_dir.as_deref().and_then(guard::namespace_in_use);
+    }
+    Ok((kind, Some(fd), geo, ident))
+}
+
+/// Geometry and identity of an NVMe namespace from identify (see `be::nvme::ns_info`).
+fn apply_ns_info(uri: &str, opts: &Opts, info: &be::nvme::NsInfo, geo: &mut Geometry, ident: &mut Ident) -> Result<()> {
+    if let Some(n) = opts.nsid.filter(|&n| n != info.nsid) {
+        return Err(Error::BadOpt {
+            key: "nsid".into(),
+            why: format!("{uri} is namespace {}, not {n}; open the namespace's own device", info.nsid),
+        });
+    }
+    geo.lba_size = info.lba_size;
+    geo.nlbas = info.nlbas;
+    geo.bytes = info.nlbas * info.lba_size as u64;
+    // Passthrough commands reach the device as they are: MDTS and the driver's limits
+    // bound them. Through the block layer (a namespace block device without sync=nvme)
+    // the kernel splits, and the limit stays what one NVM command can express.
+    let passthrough = ident.kind != DevKind::NvmeBlock || opts.sync == Some(SyncIface::Nvme);
+    geo.max_transfer = if passthrough { info.max_transfer } else { 65536 * info.lba_size as u64 };
+    geo.dio_offset_align = geo.dio_offset_align.max(info.lba_size);
+    geo.zoned = if info.zones.is_some() { ZonedModel::HostManaged } else { ZonedModel::None };
+    geo.zones = info.zones;
+    ident.nsid = info.nsid;
+    ident.driver = Some("nvme".into());
+    ident.model = Some(info.model.clone());
+    ident.serial = Some(info.serial.clone());
+    if ident.block_name.is_none() {
+        ident.block_name =
+            info.block_dir.as_ref().and_then(|d| d.file_name()).map(|n| n.to_string_lossy().into_owned());
+    }
+    Ok(())
+}
+
+fn base_ident(uri: &str, path: &Path, kind: DevKind, opts: &Opts) -> Ident {
+    Ident {
+        uri: uri.into(),
+        path: Some(fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())),
+        kind,
+        nsid: opts.nsid.unwrap_or(1),
+        driver: None,
+        block_name: None,
+        model: None,
+        serial: None,
+        in_use: None,
+    }
+}
+
+fn fd_size(uri: &str, fd: &OwnedFd) -> Result<u64> {
+    sys::file_size(fd).map_err(|e| os(uri, "fstat", e))
+}
+
+/// A file system's name from its magic number (statfs(2)).
+fn fs_name(magic: u64) -> String {
+    let name = match magic {
+        0xEF53 => "ext4",
+        0x0102_1994 => "tmpfs",
+        0x5846_5342 => "xfs",
+        0x9123_683E => "btrfs",
+        0x794C_7630 => "overlayfs",
+        0x6969 => "nfs",
+        0xF2F5_2010 => "f2fs",
+        0x6462_6720 => "debugfs",
+        other => return format!("fs-magic-{other:#x}"),
+    };
+    name.into()
+}

@@ -1,0 +1,139 @@
+//! Raw kernel calls that the device layer makes on a file descriptor or a path: open,
+//! sizes, alignments, file-system type, block-layer ioctls; and [`sysfs`], read in one
+//! place. Each wrapper is safe to call and says what it asks of the kernel.
+//!
+//! Not here yet: the calls of the interfaces themselves (the aio syscalls, io_uring, the
+//! NVMe and zone ioctls), which still live in their `be/` files.
+
+pub(crate) mod sysfs;
+
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+/// The size of a memory page.
+pub(crate) fn page_size() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if n > 0 {
+        n as usize
+    } else {
+        4096
+    }
+}
+
+/// open(2): `path` with `flags` (O_CLOEXEC is the caller's to add), `mode` for a new file.
+pub(crate) fn open(path: &CStr, flags: libc::c_int, mode: libc::mode_t) -> io::Result<OwnedFd> {
+    // SAFETY: path is a valid C string; open has no other preconditions.
+    let raw = unsafe { libc::open(path.as_ptr(), flags, mode as libc::c_uint) };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: raw is a freshly opened descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+/// The direct-I/O alignments of an open file, `(memory, offset)`, from
+/// `statx(STATX_DIOALIGN)`; `None` where the kernel or file system does not say.
+pub(crate) fn dio_align(fd: &impl AsRawFd) -> Option<(u32, u32)> {
+    // SAFETY: statx is plain data; all-zero is a valid value.
+    let mut sx: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: fd is open, the path is a valid C string, and sx is a valid out pointer.
+    let rc = unsafe { libc::statx(fd.as_raw_fd(), c"".as_ptr(), libc::AT_EMPTY_PATH, libc::STATX_DIOALIGN, &mut sx) };
+    if rc != 0 || sx.stx_mask & libc::STATX_DIOALIGN == 0 || sx.stx_dio_mem_align == 0 {
+        return None;
+    }
+    Some((sx.stx_dio_mem_align, sx.stx_dio_offset_align))
+}
+
+/// A file's size in bytes (fstat).
+pub(crate) fn file_size(fd: &impl AsRawFd) -> io::Result<u64> {
+    // SAFETY: stat is plain data; all-zero is a valid value.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fd is open and st is a valid out pointer.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(st.st_size as u64)
+}
+
+/// Sets a file's size (ftruncate).
+pub(crate) fn set_file_size(fd: &impl AsRawFd, bytes: u64) -> io::Result<()> {
+    // SAFETY: fd is open; ftruncate has no memory-safety preconditions.
+    if unsafe { libc::ftruncate(fd.as_raw_fd(), bytes as libc::off_t) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The magic number of the file system holding an open file (fstatfs).
+pub(crate) fn fs_magic(fd: &impl AsRawFd) -> Option<u64> {
+    // SAFETY: statfs is plain data; all-zero is valid.
+    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: fd is open and s is a valid out pointer.
+    if unsafe { libc::fstatfs(fd.as_raw_fd(), &mut s) } != 0 {
+        return None;
+    }
+    Some(s.f_type as u64)
+}
+
+const BLKSSZGET: libc::c_ulong = 0x1268;
+const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
+
+/// A block device's logical block size (BLKSSZGET).
+pub(crate) fn blk_logical_block_size(fd: &impl AsRawFd) -> io::Result<u32> {
+    let mut lba: libc::c_int = 0;
+    // SAFETY: BLKSSZGET writes one int through the pointer, which is valid.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), BLKSSZGET as _, &mut lba) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(lba as u32)
+}
+
+/// A block device's size in bytes (BLKGETSIZE64).
+pub(crate) fn blk_size(fd: &impl AsRawFd) -> io::Result<u64> {
+    let mut bytes: u64 = 0;
+    // SAFETY: BLKGETSIZE64 writes one u64 through the pointer, which is valid.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), BLKGETSIZE64 as _, &mut bytes) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(bytes)
+}
+
+/// Whether an exclusive open of block device `path` fails with EBUSY: someone (a file
+/// system, swap, device-mapper, md, a program holding `O_EXCL`) claims it, a partition of
+/// it or its disk. The probe's descriptor is closed at once. Any other failure says
+/// nothing about users and answers `false`.
+pub(crate) fn exclusive_open_busy(path: &CStr) -> bool {
+    match open(path, libc::O_RDONLY | libc::O_EXCL | libc::O_CLOEXEC | libc::O_NONBLOCK, 0) {
+        Ok(_probe) => false,
+        Err(e) => e.raw_os_error() == Some(libc::EBUSY),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ioctl_numbers_match_the_kernel_headers() {
+        // _IO(0x12, 104) and _IOR(0x12, 114, size_t).
+        assert_eq!(BLKSSZGET, (0x12 << 8) | 104);
+        assert_eq!(BLKGETSIZE64, (2 << 30) | (8 << 16) | (0x12 << 8) | 114);
+    }
+
+    #[test]
+    fn a_file_opened_here_reports_size_and_file_system() {
+        let p = std::env::temp_dir().join(format!("ioswitch-sys-{}", std::process::id()));
+        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+        let fd = open(&c, libc::O_RDWR | libc::O_CREAT | libc::O_CLOEXEC, 0o600).unwrap();
+        set_file_size(&fd, 12345).unwrap();
+        assert_eq!(file_size(&fd).unwrap(), 12345);
+        assert!(fs_magic(&fd).is_some());
+        assert!(blk_size(&fd).is_err(), "a regular file is no block device");
+        let _ = std::fs::remove_file(&p);
+        let missing = c"/nonexistent/ioswitch";
+        assert_eq!(open(missing, libc::O_RDONLY, 0).unwrap_err().raw_os_error(), Some(libc::ENOENT));
+        assert!(!exclusive_open_busy(missing));
+    }
+}

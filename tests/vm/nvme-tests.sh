@@ -36,11 +36,11 @@ if [[ ${1:-} == --guest ]]; then
         gb=1 memory_backed=1 2>"$out/nullb.err"; then
         echo "guest: zoned null_blk loaded: /dev/nullb0 ($(cat /sys/block/nullb0/queue/zoned), $(cat /sys/block/nullb0/queue/nr_zones) zones)"
     else
-        echo "guest: no zoned null_blk (the non-NVMe zone test will skip): $(cat "$out/nullb.err")"
+        echo "guest: no zoned null_blk (the non-NVMe zone test will fail): $(cat "$out/nullb.err")"
     fi
     echo "==== NVMe tests: $nvme_exe"
     set +e
-    "$nvme_exe" --test-threads=2 "$@" 2>&1 | tee "$out/nvme.log"
+    "$nvme_exe" --include-ignored --test-threads=2 "$@" 2>&1 | tee "$out/nvme.log"
     nvme_rc=${PIPESTATUS[0]}
     # The conformance suite's file and loop rows need a directory on a disk file system
     # (the guest's root is read-only, /tmp is tmpfs): ext4 on a loop device over a
@@ -70,19 +70,39 @@ if [[ ${1:-} == --guest ]]; then
     set -e
     echo
     echo "==== summary (guest kernel $(uname -r))"
-    nvme_line=$(grep -E '^test result:' "$out/nvme.log" | tail -n 1)
+    # In the guest nothing may go untested: every test of a libtest binary ran and passed
+    # (its count from --list, ignored ones included), and the conformance suite has its
+    # NVMe rows for all $NS_EXPECT namespaces and no skipped case.
+    complete() { # exe log rc -> prints a problem, or nothing
+        local listed line
+        listed=$("$1" --list --include-ignored 2>/dev/null | grep -c ': test$')
+        line=$(grep -E '^test result:' "$2" | tail -n 1)
+        if [[ -z $line ]]; then
+            echo "no libtest summary (exit $3)"
+        elif [[ ! $line =~ ok\.\ ${listed}\ passed\;\ 0\ failed\;\ 0\ ignored ]]; then
+            echo "$listed tests listed, but: $line"
+        fi
+    }
+    NS_EXPECT=3
+    verdict() { (($1 == 0)) && [[ -z $2 ]] && echo PASS || echo FAIL; }
+    nvme_bad=$(complete "$nvme_exe" "$out/nvme.log" "$nvme_rc")
+    guard_bad=$(complete "$guard_exe" "$out/guard.log" "$guard_rc")
     conf_line=$(grep -E '[0-9]+ passed, [0-9]+ failed' "$out/conf.log" | tail -n 1)
-    skipped=$(grep -c '^skipping' "$out/nvme.log" || true)
-    printf '%-5s nvme.rs:        %s%s\n' "$( ((nvme_rc == 0)) && echo PASS || echo FAIL)" \
-        "${nvme_line:-no libtest summary (exit $nvme_rc)}" "$( ((skipped)) && echo " ($skipped skipped, see above)")"
+    conf_ns=$(grep -c '^NVMe: nvme[0-9]* nsid ' "$out/conf.log" || true)
+    conf_bad=
+    if [[ ! $conf_line =~ ,\ 0\ skipped$ ]]; then
+        conf_bad="cases were skipped or no summary line: ${conf_line:-none}"
+    elif ((conf_ns != NS_EXPECT)); then
+        conf_bad="NVMe rows for $conf_ns namespaces, not $NS_EXPECT"
+    fi
+    printf '%-5s nvme.rs:        %s\n' "$(verdict "$nvme_rc" "$nvme_bad")" \
+        "$(grep -E '^test result:' "$out/nvme.log" | tail -n 1)${nvme_bad:+ — $nvme_bad}"
     grep -E '^test .* FAILED$' "$out/nvme.log" | sed 's/^/      /' || true
-    printf '%-5s conformance/:   %s\n' "$( ((conf_rc == 0)) && echo PASS || echo FAIL)" \
-        "${conf_line:-no summary line (exit $conf_rc)}"
-    guard_line=$(grep -E '^test result:' "$out/guard.log" | tail -n 1)
-    printf '%-5s guard.rs:       %s\n' "$( ((guard_rc == 0)) && echo PASS || echo FAIL)" \
-        "${guard_line:-no libtest summary (exit $guard_rc)}"
+    printf '%-5s conformance/:   %s\n' "$(verdict "$conf_rc" "$conf_bad")" "${conf_line}${conf_bad:+ — $conf_bad}"
+    printf '%-5s guard.rs:       %s\n' "$(verdict "$guard_rc" "$guard_bad")" \
+        "$(grep -E '^test result:' "$out/guard.log" | tail -n 1)${guard_bad:+ — $guard_bad}"
     grep -E '^test .* FAILED$' "$out/guard.log" | sed 's/^/      /' || true
-    if ((nvme_rc != 0 || conf_rc != 0 || guard_rc != 0)); then exit 1; fi
+    if ((nvme_rc != 0 || conf_rc != 0 || guard_rc != 0)) || [[ -n $nvme_bad$conf_bad$guard_bad ]]; then exit 1; fi
     exit 0
 fi
 

@@ -290,6 +290,9 @@ pub(crate) enum Dealloc {
     /// The device does not say (DLFEAT bits 2:0 = 000b): only the commands' success and
     /// the blocks around them are checked.
     Unknown(String),
+    /// DLFEAT could not be read (Identify Namespace failed): the trim cases fail, since
+    /// what deallocated blocks read back as would go unchecked for no reason the device gave.
+    Unreadable(String),
 }
 
 impl Dealloc {
@@ -304,7 +307,7 @@ impl Dealloc {
         match self {
             Dealloc::Zeroes => Some(0),
             Dealloc::Ones => Some(0xFF),
-            Dealloc::Unknown(_) => None,
+            Dealloc::Unknown(_) | Dealloc::Unreadable(_) => None,
         }
     }
 }
@@ -509,7 +512,7 @@ impl NvmeNs {
             Ok(Dealloc::Zeroes) => "DLFEAT: deallocated blocks read 0x00 (checked)".to_string(),
             Ok(Dealloc::Ones) => "DLFEAT: deallocated blocks read 0xFF (checked)".to_string(),
             Ok(Dealloc::Unknown(w)) => format!("{w} (not checked)"),
-            Err(e) => format!("DLFEAT unknown: {e} (not checked)"),
+            Ok(Dealloc::Unreadable(e)) | Err(e) => format!("DLFEAT unreadable: {e} (the trim cases fail)"),
         };
         let zones = if self.nr_zones > 0 {
             format!(", zoned: {} zones of {} KiB", self.nr_zones, self.zone_lbas * self.lba / KIB)

@@ -218,7 +218,7 @@ pub(crate) fn run_cell(row: &Row, col: Col, probe: Option<Result<String, String>
             let dealloc = match ns.as_ref().map(|n| &n.dealloc) {
                 None => Dealloc::Zeroes,
                 Some(Ok(d)) => d.clone(),
-                Some(Err(e)) => Dealloc::Unknown(e.clone()),
+                Some(Err(e)) => Dealloc::Unreadable(e.clone()),
             };
             let zone = ns.as_ref().filter(|n| n.nr_zones > 0).map_or(0, |n| next_zone(n.nr_zones));
             let ctx = Ctx {

@@ -674,6 +674,74 @@ fn unknown_option(name: &str, loc: &Loc) -> JobError {
     JobError::UnknownOption { name: name.to_string(), loc: loc.clone(), hint }
 }
 
+/// One option's value as written, read as the kind the option takes; the errors name
+/// the option, the value and where it was given.
+struct OptValue<'a> {
+    opt: &'a RawOption,
+}
+
+impl<'a> OptValue<'a> {
+    /// The value is not what the option takes.
+    fn bad(&self, expected: &str) -> JobError {
+        JobError::BadValue {
+            name: self.opt.key.clone(),
+            value: self.opt.value.as_deref().unwrap_or_default().to_string(),
+            loc: self.opt.loc.clone(),
+            expected: expected.to_string(),
+        }
+    }
+
+    /// The value, trimmed; an error when there is none.
+    fn value(&self, expected: &str) -> Result<&'a str, JobError> {
+        match self.opt.value.as_deref().map(str::trim) {
+            Some(v) if !v.is_empty() => Ok(v),
+            _ => Err(JobError::MissingValue {
+                name: self.opt.key.clone(),
+                loc: self.opt.loc.clone(),
+                expected: expected.to_string(),
+            }),
+        }
+    }
+
+    /// A boolean; the bare option means 1.
+    fn flag(&self) -> Result<bool, JobError> {
+        let raw = self.opt.value.as_deref();
+        match raw {
+            Some(v) if v.trim().is_empty() => Err(self.bad(EXPECT_BOOL)),
+            _ => parse_bool(raw).ok_or_else(|| self.bad(EXPECT_BOOL)),
+        }
+    }
+
+    /// A whole number (with fio's units) of at least `min`.
+    fn count(&self, min: u64) -> Result<u64, JobError> {
+        let expected = if min == 0 { EXPECT_COUNT.to_string() } else { format!("a whole number of at least {min}") };
+        parse_bytes(self.value(&expected)?).filter(|&n| n >= min).ok_or_else(|| self.bad(&expected))
+    }
+
+    /// [`count`](Self::count) that fits 32 bits.
+    fn count32(&self, min: u64) -> Result<u32, JobError> {
+        let n = self.count(min)?;
+        u32::try_from(n).map_err(|_| self.bad("a whole number below 2^32"))
+    }
+
+    /// A percentage from 0 to 100.
+    fn percent(&self) -> Result<u32, JobError> {
+        let expected = "a percentage from 0 to 100";
+        self.value(expected)?.parse::<u32>().ok().filter(|p| *p <= 100).ok_or_else(|| self.bad(expected))
+    }
+
+    /// Any text that is not empty.
+    fn text(&self) -> Result<String, JobError> {
+        self.value("some text").map(str::to_string)
+    }
+
+    /// A time; zero means none.
+    fn time(&self) -> Result<Option<Duration>, JobError> {
+        let d = parse_time(self.value(EXPECT_TIME)?).ok_or_else(|| self.bad(EXPECT_TIME))?;
+        Ok((!d.is_zero()).then_some(d))
+    }
+}
+
 const EXPECT_BOOL: &str = "1 or 0 (or the bare option for 1)";
 const EXPECT_SIZE: &str =
     "a size such as 4096, 4k, 64m or 1g (k, m, g, t, p: powers of 1024; kib, mib, ...: powers of 1000, as in fio)";
@@ -878,86 +946,76 @@ impl JobSpec {
         JobError::Invalid { job: self.name.clone(), loc, msg: msg.into() }
     }
 
-    /// Applies one option.
+    /// Applies one option: each group of options has its own function, which reports
+    /// whether the option was one of its own.
     fn apply(&mut self, opt: &RawOption) -> Result<(), JobError> {
         let (canon, _) = lookup(&opt.key).ok_or_else(|| unknown_option(&opt.key, &opt.loc))?;
-        let raw = opt.value.as_deref();
-        let bad = |expected: &str| JobError::BadValue {
-            name: opt.key.clone(),
-            value: raw.unwrap_or_default().to_string(),
-            loc: opt.loc.clone(),
-            expected: expected.to_string(),
-        };
-        let value = |expected: &str| -> Result<&str, JobError> {
-            match raw.map(str::trim) {
-                Some(v) if !v.is_empty() => Ok(v),
-                _ => Err(JobError::MissingValue {
-                    name: opt.key.clone(),
-                    loc: opt.loc.clone(),
-                    expected: expected.to_string(),
-                }),
-            }
-        };
-        let flag = || -> Result<bool, JobError> {
-            match raw {
-                Some(v) if v.trim().is_empty() => Err(bad(EXPECT_BOOL)),
-                _ => parse_bool(raw).ok_or_else(|| bad(EXPECT_BOOL)),
-            }
-        };
-        let count = |min: u64| -> Result<u64, JobError> {
-            let expected =
-                if min == 0 { EXPECT_COUNT.to_string() } else { format!("a whole number of at least {min}") };
-            parse_bytes(value(&expected)?).filter(|&n| n >= min).ok_or_else(|| bad(&expected))
-        };
-        let count32 = |min: u64| -> Result<u32, JobError> {
-            let n = count(min)?;
-            u32::try_from(n).map_err(|_| bad("a whole number below 2^32"))
-        };
-        let percent = || -> Result<u32, JobError> {
-            let expected = "a percentage from 0 to 100";
-            value(expected)?.parse::<u32>().ok().filter(|p| *p <= 100).ok_or_else(|| bad(expected))
-        };
-        let text = || -> Result<String, JobError> { value("some text").map(str::to_string) };
-        let time = || -> Result<Option<Duration>, JobError> {
-            let d = parse_time(value(EXPECT_TIME)?).ok_or_else(|| bad(EXPECT_TIME))?;
-            Ok((!d.is_zero()).then_some(d))
-        };
+        let val = OptValue { opt };
+        let known = self.apply_job_and_target(canon, &val)?
+            || self.apply_workload(canon, &val)?
+            || self.apply_timing(canon, &val)?
+            || self.apply_concurrency(canon, &val)?
+            || self.apply_engine_tunables(canon, &val)?
+            || self.apply_verify_and_report(canon, &val)?;
+        if !known {
+            return Err(unknown_option(&opt.key, &opt.loc));
+        }
+        self.origins.insert(canon, opt.loc.clone());
+        Ok(())
+    }
 
+    /// The job's name and engine, and what it runs on: files, their size and region, and how they are opened.
+    fn apply_job_and_target(&mut self, canon: &str, val: &OptValue) -> Result<bool, JobError> {
         match canon {
-            "name" => self.name = text()?,
-            "description" => self.description = Some(text()?),
+            "name" => self.name = val.text()?,
+            "description" => self.description = Some(val.text()?),
             "ioengine" => {
-                let v = value("an ioengine name")?;
+                let v = val.value("an ioengine name")?;
                 self.ioengine = IoEngine::parse(v).ok_or_else(|| {
                     let known: Vec<&str> = IoEngine::ALL.iter().map(|e| e.as_str()).collect();
-                    bad(&format!("one of {} (other fio engines are not supported)", known.join(", ")))
+                    val.bad(&format!("one of {} (other fio engines are not supported)", known.join(", ")))
                 })?;
             }
             "filename" => {
-                let names = split_filenames(value("a file or device name")?);
+                let names = split_filenames(val.value("a file or device name")?);
                 if names.is_empty() {
-                    return Err(bad("a file or device name"));
+                    return Err(val.bad("a file or device name"));
                 }
                 self.filename = names;
             }
             "size" => {
-                self.size =
-                    match parse_size_spec(value(EXPECT_SIZE_PCT)?, 1..=100).ok_or_else(|| bad(EXPECT_SIZE_PCT))? {
-                        SizeSpec::Bytes(0) => None,
-                        s => Some(s),
-                    }
+                self.size = match parse_size_spec(val.value(EXPECT_SIZE_PCT)?, 1..=100)
+                    .ok_or_else(|| val.bad(EXPECT_SIZE_PCT))?
+                {
+                    SizeSpec::Bytes(0) => None,
+                    s => Some(s),
+                }
             }
             "filesize" => {
-                let n = parse_bytes(value(EXPECT_SIZE)?).filter(|&n| n > 0).ok_or_else(|| bad(EXPECT_SIZE))?;
+                let n = parse_bytes(val.value(EXPECT_SIZE)?).filter(|&n| n > 0).ok_or_else(|| val.bad(EXPECT_SIZE))?;
                 self.filesize = Some(n);
             }
             "offset" => {
-                self.offset = parse_size_spec(value(EXPECT_SIZE_PCT)?, 0..=100).ok_or_else(|| bad(EXPECT_SIZE_PCT))?
+                self.offset =
+                    parse_size_spec(val.value(EXPECT_SIZE_PCT)?, 0..=100).ok_or_else(|| val.bad(EXPECT_SIZE_PCT))?
             }
+            "direct" => self.direct = val.flag()?,
+            "buffered" => self.direct = !val.flag()?,
+            "invalidate" => self.invalidate = val.flag()?,
+            "allow_mounted_write" => self.allow_mounted_write = val.flag()?,
+            "fsync" => self.fsync = val.count32(0)?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The I/O pattern: direction, mix, block sizes, how many I/Os, and where random offsets come from.
+    fn apply_workload(&mut self, canon: &str, val: &OptValue) -> Result<bool, JobError> {
+        match canon {
             "rw" => {
-                let v = value(EXPECT_RW)?;
+                let v = val.value(EXPECT_RW)?;
                 if v.contains(':') {
-                    return Err(bad("a pattern without a ':<n>' suffix (fio's offset modifier is not supported)"));
+                    return Err(val.bad("a pattern without a ':<n>' suffix (fio's offset modifier is not supported)"));
                 }
                 self.rw = match v {
                     "read" => Rw::Read,
@@ -967,78 +1025,106 @@ impl JobSpec {
                     "rw" | "readwrite" => Rw::ReadWrite,
                     "randrw" => Rw::RandRw,
                     "trim" | "randtrim" | "trimwrite" | "randtrimwrite" => {
-                        return Err(bad(&format!("{EXPECT_RW} (trim workloads are not supported)")))
+                        return Err(val.bad(&format!("{EXPECT_RW} (trim workloads are not supported)")))
                     }
-                    _ => return Err(bad(EXPECT_RW)),
+                    _ => return Err(val.bad(EXPECT_RW)),
                 };
             }
-            "rwmixread" => self.rwmixread = percent()?,
-            "rwmixwrite" => self.rwmixread = 100 - percent()?,
-            "bs" => self.bs = self.parse_bs(value(EXPECT_SIZE)?).ok_or_else(|| bad(EXPECT_SIZE))?,
-            "iodepth" => self.iodepth = count32(1)?,
-            "iodepth_batch_submit" => self.iodepth_batch_submit = count32(0)?,
-            "iodepth_batch_complete_min" => self.iodepth_batch_complete_min = count32(0)?,
-            "numjobs" => self.numjobs = count32(1)?,
-            "thread" => self.thread = flag()?,
-            "direct" => self.direct = flag()?,
-            "buffered" => self.direct = !flag()?,
-            "runtime" => self.runtime = time()?,
-            "time_based" => self.time_based = flag()?,
-            "ramp_time" => self.ramp_time = time()?,
-            "number_ios" => self.number_ios = Some(count(0)?).filter(|&n| n > 0),
-            "norandommap" => self.norandommap = flag()?,
-            "invalidate" => self.invalidate = flag()?,
-            "allow_mounted_write" => self.allow_mounted_write = flag()?,
-            "randrepeat" => self.randrepeat = flag()?,
-            "randseed" => self.randseed = Some(count(0)?),
+            "rwmixread" => self.rwmixread = val.percent()?,
+            "rwmixwrite" => self.rwmixread = 100 - val.percent()?,
+            "bs" => self.bs = self.parse_bs(val.value(EXPECT_SIZE)?).ok_or_else(|| val.bad(EXPECT_SIZE))?,
+            "number_ios" => self.number_ios = Some(val.count(0)?).filter(|&n| n > 0),
+            "norandommap" => self.norandommap = val.flag()?,
+            "randrepeat" => self.randrepeat = val.flag()?,
+            "randseed" => self.randseed = Some(val.count(0)?),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// How long the job runs.
+    fn apply_timing(&mut self, canon: &str, val: &OptValue) -> Result<bool, JobError> {
+        match canon {
+            "runtime" => self.runtime = val.time()?,
+            "time_based" => self.time_based = val.flag()?,
+            "ramp_time" => self.ramp_time = val.time()?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Queue depth and batching, job copies and threads, CPUs, and reporting groups and phases.
+    fn apply_concurrency(&mut self, canon: &str, val: &OptValue) -> Result<bool, JobError> {
+        match canon {
+            "iodepth" => self.iodepth = val.count32(1)?,
+            "iodepth_batch_submit" => self.iodepth_batch_submit = val.count32(0)?,
+            "iodepth_batch_complete_min" => self.iodepth_batch_complete_min = val.count32(0)?,
+            "numjobs" => self.numjobs = val.count32(1)?,
+            "thread" => self.thread = val.flag()?,
             "cpus_allowed" => {
                 let expected = format!("a CPU list such as 0-1,3 (CPUs below {MAX_CPUS})");
-                self.cpus_allowed = Some(parse_cpu_list(value(&expected)?).ok_or_else(|| bad(&expected))?);
+                self.cpus_allowed = Some(parse_cpu_list(val.value(&expected)?).ok_or_else(|| val.bad(&expected))?);
             }
-            "group_reporting" => self.group_reporting = flag()?,
-            "stonewall" => self.stonewall = flag()?,
-            "new_group" => self.new_group = flag()?,
-            "hipri" => self.hipri = flag()?,
-            "sqthread_poll" => self.sqthread_poll = flag()?,
-            "sqthread_poll_cpu" => self.sqthread_poll_cpu = Some(count32(0)?),
-            "fixedbufs" => self.fixedbufs = flag()?,
-            "registerfiles" => self.registerfiles = flag()?,
-            "fsync" => self.fsync = count32(0)?,
+            "group_reporting" => self.group_reporting = val.flag()?,
+            "stonewall" => self.stonewall = val.flag()?,
+            "new_group" => self.new_group = val.flag()?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Engine-specific options: io_uring's tunables, the xNVMe engine's interfaces, ioswitch's option string.
+    fn apply_engine_tunables(&mut self, canon: &str, val: &OptValue) -> Result<bool, JobError> {
+        match canon {
+            "hipri" => self.hipri = val.flag()?,
+            "sqthread_poll" => self.sqthread_poll = val.flag()?,
+            "sqthread_poll_cpu" => self.sqthread_poll_cpu = Some(val.count32(0)?),
+            "fixedbufs" => self.fixedbufs = val.flag()?,
+            "registerfiles" => self.registerfiles = val.flag()?,
+            "xnvme_be" => self.xnvme.be = Some(val.text()?),
+            "xnvme_async" => self.xnvme.r#async = Some(val.text()?),
+            "xnvme_sync" => self.xnvme.sync = Some(val.text()?),
+            "xnvme_admin" => self.xnvme.admin = Some(val.text()?),
+            "xnvme_dev_nsid" => self.xnvme.dev_nsid = Some(val.count32(1)?),
+            "xnvme_iovec" => self.xnvme.iovec = val.flag()?,
+            "ioswitch_opts" => {
+                let v = val.value("an ioswitch option string such as async=io_uring,sqpoll=1")?;
+                let opts =
+                    v.parse::<ioswitch::Opts>().map_err(|e| val.bad(&format!("an ioswitch option string ({e})")))?;
+                self.ioswitch_opts = Some(opts);
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Data verification and which latency percentiles are reported.
+    fn apply_verify_and_report(&mut self, canon: &str, val: &OptValue) -> Result<bool, JobError> {
+        match canon {
             "verify" => {
-                self.verify = match value(EXPECT_VERIFY)? {
+                self.verify = match val.value(EXPECT_VERIFY)? {
                     "none" | "0" => Verify::None,
                     "crc32c" | "crc32c-intel" => Verify::Crc32c,
                     "md5" => Verify::Md5,
                     "crc64" | "crc32" | "crc16" | "crc7" | "sha1" | "sha256" | "sha512" | "sha3-224" | "sha3-256"
                     | "sha3-384" | "sha3-512" | "xxhash" | "pattern" | "meta" | "null" => {
-                        return Err(bad(&format!("{EXPECT_VERIFY} (this fio method is not supported)")))
+                        return Err(val.bad(&format!("{EXPECT_VERIFY} (this fio method is not supported)")))
                     }
-                    _ => return Err(bad(EXPECT_VERIFY)),
+                    _ => return Err(val.bad(EXPECT_VERIFY)),
                 }
             }
-            "do_verify" => self.do_verify = flag()?,
+            "do_verify" => self.do_verify = val.flag()?,
             "percentile_list" => {
                 let expected = format!("up to {MAX_PERCENTILES} percentiles above 0 and at most 100, separated by ':'");
-                self.percentile_list = parse_percentile_list(value(&expected)?).ok_or_else(|| bad(&expected))?;
+                self.percentile_list =
+                    parse_percentile_list(val.value(&expected)?).ok_or_else(|| val.bad(&expected))?;
             }
-            "clat_percentiles" => self.clat_percentiles = flag()?,
-            "lat_percentiles" => self.lat_percentiles = flag()?,
-            "slat_percentiles" => self.slat_percentiles = flag()?,
-            "xnvme_be" => self.xnvme.be = Some(text()?),
-            "xnvme_async" => self.xnvme.r#async = Some(text()?),
-            "xnvme_sync" => self.xnvme.sync = Some(text()?),
-            "xnvme_admin" => self.xnvme.admin = Some(text()?),
-            "xnvme_dev_nsid" => self.xnvme.dev_nsid = Some(count32(1)?),
-            "xnvme_iovec" => self.xnvme.iovec = flag()?,
-            "ioswitch_opts" => {
-                let v = value("an ioswitch option string such as async=io_uring,sqpoll=1")?;
-                let opts = v.parse::<ioswitch::Opts>().map_err(|e| bad(&format!("an ioswitch option string ({e})")))?;
-                self.ioswitch_opts = Some(opts);
-            }
-            _ => return Err(unknown_option(&opt.key, &opt.loc)),
+            "clat_percentiles" => self.clat_percentiles = val.flag()?,
+            "lat_percentiles" => self.lat_percentiles = val.flag()?,
+            "slat_percentiles" => self.slat_percentiles = val.flag()?,
+            _ => return Ok(false),
         }
-        self.origins.insert(canon, opt.loc.clone());
-        Ok(())
+        Ok(true)
     }
 
     /// `bs=R`, `bs=R,W` or `bs=R,W,T`; an empty side keeps the current value.

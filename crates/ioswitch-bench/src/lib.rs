@@ -18,6 +18,7 @@ pub mod compare;
 pub mod engine;
 pub mod hist;
 pub mod jobfile;
+pub mod measure;
 pub mod overhead;
 pub mod plot;
 pub mod report;

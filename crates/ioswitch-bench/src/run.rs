@@ -453,7 +453,7 @@ fn status_loop<T>(
             "\r\x1b[KJobs: {running}/{threads} [{:.1}% done] [{}/s] [{} IOPS] [eta {:02}m:{:02}s]",
             frac * 100.0,
             human_bytes(bw),
-            crate::compare::fmt_count(iops),
+            crate::measure::fmt_count(iops),
             (eta as u64) / 60,
             (eta as u64) % 60
         );

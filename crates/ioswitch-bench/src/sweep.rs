@@ -8,8 +8,8 @@
 //! Sync interfaces have no queue: they run once per block size, at queue depth 1, and
 //! show as one point on the queue-depth plots.
 
-use crate::compare::{self, Iface, Item, Sample, Skipped, Summary, Table};
 use crate::jobfile::JobSpec;
+use crate::measure::{self, Iface, Item, Point, Sample, Skipped, Table};
 use crate::plot::{LineChart, Scale, Series, TickFormat};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
@@ -81,23 +81,6 @@ pub fn parse_bss(list: &str) -> Result<Vec<u64>, String> {
     Ok(out)
 }
 
-/// One (interface, queue depth, block size) point.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Point {
-    /// The interface asked for.
-    pub iface: Iface,
-    /// The interface the device reported serving the I/O.
-    pub interface: String,
-    /// Queue depth it ran at (1 for sync interfaces).
-    pub qd: u32,
-    /// Block size, bytes.
-    pub bs: u64,
-    /// One sample per repetition.
-    pub samples: Vec<Sample>,
-    /// Medians and spreads.
-    pub summary: Summary,
-}
-
 /// The result of [`sweep`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct SweepResult {
@@ -135,56 +118,33 @@ pub fn sweep(base: &JobSpec, plan: &SweepPlan, say: &mut dyn FnMut(&str)) -> Res
         return Err("sweep: block size 0".into());
     }
     let mut items = Vec::new();
-    let mut at: Vec<(u32, u64)> = Vec::new();
     for &bs in &plan.bss {
         for (k, &qd) in plan.qds.iter().enumerate() {
             for &iface in &plan.interfaces {
                 if iface.is_sync() && k > 0 {
                     continue;
                 }
-                let mut spec = compare::spec_for(base, iface);
+                let mut spec = measure::spec_for(base, iface);
                 spec.iodepth = qd;
                 spec.bs.read = bs;
                 spec.bs.write = bs;
                 spec.name = format!("{}-{}-qd{qd}-bs{bs}", base.name, iface);
                 items.push(Item { iface, spec });
-                at.push((if iface.is_sync() { 1 } else { qd }, bs));
             }
         }
     }
-    let (measured, skipped) = compare::measure(&items, plan.reps, plan.skip_unavailable, say)?;
-    let mut points: Vec<Point> = items
-        .iter()
-        .zip(measured)
-        .zip(at)
-        .filter_map(|((it, m), (qd, bs))| {
-            let m = m?;
-            Some(Point {
-                iface: it.iface,
-                interface: m.interface,
-                qd,
-                bs,
-                summary: Summary::of(&m.samples),
-                samples: m.samples,
-            })
-        })
-        .collect();
+    let (mut points, skipped) = measure::measure(&items, plan.reps, plan.skip_unavailable, say)?;
     if points.is_empty() {
-        let why: Vec<String> = skipped.iter().map(|s| format!("{}: {}", s.iface, s.reason)).collect();
-        return Err(format!(
-            "sweep: no interface could run the job on {}: {}",
-            compare::target_of(base),
-            why.join("; ")
-        ));
+        return Err(format!("sweep: {}", measure::none_ran(base, &skipped)));
     }
     let order = |i: Iface| plan.interfaces.iter().position(|&x| x == i).unwrap_or(usize::MAX);
     points.sort_by_key(|p| (order(p.iface), p.bs, p.qd));
     let interfaces = plan.interfaces.iter().copied().filter(|&i| points.iter().any(|p| p.iface == i)).collect();
-    let mut job = compare::describe(base);
+    let mut job = measure::describe(base);
     job = job.split(' ').filter(|w| !w.starts_with("bs=") && !w.starts_with("iodepth=")).collect::<Vec<_>>().join(" ");
     Ok(SweepResult {
         job,
-        target: compare::target_of(base),
+        target: measure::target_of(base),
         reps: plan.reps,
         interfaces,
         qds: plan.qds.clone(),
@@ -293,14 +253,14 @@ impl SweepResult {
                 p.iface.to_string(),
                 p.qd.to_string(),
                 ioswitch::units::fmt_size(p.bs),
-                compare::fmt_count(m.iops.median),
-                format!("{}–{}", compare::fmt_count(m.iops.min), compare::fmt_count(m.iops.max)),
+                measure::fmt_count(m.iops.median),
+                format!("{}–{}", measure::fmt_count(m.iops.min), measure::fmt_count(m.iops.max)),
                 format!("{}/s", crate::run::human_bytes(m.bw.median)),
-                compare::fmt_ns(m.lat_mean.median),
-                compare::fmt_ns(m.lat_p50.median),
-                compare::fmt_ns(m.lat_p99.median),
-                m.slat_mean.map(|x| compare::fmt_ns(x.median)).unwrap_or_else(|| "-".into()),
-                compare::fmt_ns(m.clat_mean.median),
+                measure::fmt_ns(m.lat_mean.median),
+                measure::fmt_ns(m.lat_p50.median),
+                measure::fmt_ns(m.lat_p99.median),
+                m.slat_mean.map(|x| measure::fmt_ns(x.median)).unwrap_or_else(|| "-".into()),
+                measure::fmt_ns(m.clat_mean.median),
                 format!("{:.2}", m.syscalls_per_io.median),
             ]);
         }
@@ -402,8 +362,8 @@ impl SweepResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compare::TempDir;
     use crate::jobfile::{Rw, SizeSpec};
+    use crate::measure::{Summary, TempDir};
     use ioswitch::{AsyncIface, SyncIface};
 
     fn hand_built() -> SweepResult {

@@ -1,24 +1,24 @@
 //! `ioswitch`: devices and I/O from the command line, over any I/O interface.
 //!
 //! This file parses arguments and shows results; the work is done by the library, called
-//! from `info` (info, enum) and `io_cmd` (read, write).
+//! from `info` (info, enum) and `read_write` (read, write).
 
+mod admin;
 mod bench;
 mod bench_tools;
 mod fail;
 mod info;
 mod interfaces;
-mod io_cmd;
-mod nvme_cmds;
 mod output;
+mod read_write;
 mod spec_out;
-mod zone_cmd;
+mod zone;
 
 use clap::{Args, Parser, Subcommand};
 use fail::Outcome;
-use io_cmd::{Length, Start, Transfer};
 use ioswitch::Opts;
 use output::Format;
+use read_write::{Length, Start, Transfer};
 use std::process::ExitCode;
 
 const URI_HELP: &str = "\
@@ -116,20 +116,20 @@ enum Command {
     #[command(after_long_help = "Examples:\n  ioswitch interfaces\n  ioswitch interfaces --output json")]
     Interfaces,
     /// Identify a controller, a namespace, or their command set specific data (ZNS).
-    #[command(after_long_help = nvme_cmds::IDFY_EXAMPLES)]
-    Idfy(nvme_cmds::IdfyArgs),
+    #[command(after_long_help = admin::IDFY_EXAMPLES)]
+    Idfy(admin::IdfyArgs),
     /// Read a log page: health (SMART), error, firmware slots, changed namespaces, raw.
-    #[command(after_long_help = nvme_cmds::LOG_EXAMPLES)]
-    Log(nvme_cmds::LogArgs),
+    #[command(after_long_help = admin::LOG_EXAMPLES)]
+    Log(admin::LogArgs),
     /// Get or set a feature (arbitration, power, temperature threshold, write cache, queues).
-    #[command(subcommand, after_long_help = nvme_cmds::FEATURE_EXAMPLES)]
-    Feature(nvme_cmds::FeatureCmd),
+    #[command(subcommand, after_long_help = admin::FEATURE_EXAMPLES)]
+    Feature(admin::FeatureCmd),
     /// Zoned namespaces: report zones, open/close/finish/reset/offline them, append.
-    #[command(subcommand, after_long_help = zone_cmd::ZONE_EXAMPLES)]
-    Zone(zone_cmd::ZoneCmd),
+    #[command(subcommand, after_long_help = zone::ZONE_EXAMPLES)]
+    Zone(zone::ZoneCmd),
     /// Send a raw admin or I/O command built from its dwords; prints the completion.
-    #[command(subcommand, after_long_help = nvme_cmds::PASSTHRU_EXAMPLES)]
-    Passthru(nvme_cmds::PassthruCmd),
+    #[command(subcommand, after_long_help = admin::PASSTHRU_EXAMPLES)]
+    Passthru(admin::PassthruCmd),
     /// Measure I/O with fio's options, job files and reports (`ioswitch bench --help`).
     Bench(bench::BenchArgs),
 }
@@ -267,15 +267,15 @@ fn run(cli: Cli) -> Outcome {
         Command::Info(d) => info::info(&d.uri, &opts(&d.opts)?, format),
         Command::Enum => info::list(format),
         Command::Interfaces => interfaces::interfaces(format),
-        Command::Idfy(a) => nvme_cmds::idfy(&a, format),
-        Command::Log(a) => nvme_cmds::log_page(&a, format),
-        Command::Feature(c) => nvme_cmds::feature(&c, format),
-        Command::Zone(c) => zone_cmd::zone(&c, format),
-        Command::Passthru(c) => nvme_cmds::passthru(&c, format),
+        Command::Idfy(a) => admin::idfy(&a, format),
+        Command::Log(a) => admin::log_page(&a, format),
+        Command::Feature(c) => admin::feature(&c, format),
+        Command::Zone(c) => zone::zone(&c, format),
+        Command::Passthru(c) => admin::passthru(&c, format),
         Command::Bench(b) => bench::run(&b.args),
         Command::Write(w) => {
             let o = opts(&w.dev.opts)?;
-            io_cmd::write(&w.dev.uri, &o, w.start.start(), &w.data, &w.transfer.transfer(), format)
+            read_write::write(&w.dev.uri, &o, w.start.start(), &w.data, &w.transfer.transfer(), format)
         }
         Command::Read(r) => {
             let o = opts(&r.dev.opts)?;
@@ -283,7 +283,7 @@ fn run(cli: Cli) -> Outcome {
                 (_, Some(n)) => Length::Lbas(n),
                 (b, None) => Length::Bytes(b.unwrap_or(0)),
             };
-            io_cmd::read(&r.dev.uri, &o, r.start.start(), length, &r.out, &r.transfer.transfer(), format)
+            read_write::read(&r.dev.uri, &o, r.start.start(), length, &r.out, &r.transfer.transfer(), format)
         }
     }
 }

@@ -114,7 +114,7 @@ The commands are ZNS commands on the device's namespace (--opts nsid=N for anoth
 /// Opens the device, refusing one the kernel reports as not zoned (NVMe namespaces opened
 /// as char devices are asked: their geometry does not come from the block layer).
 fn open(d: &DevArgs) -> Outcome<Device> {
-    let dev = crate::nvme_cmds::open(d)?;
+    let dev = crate::admin::open(d)?;
     let kind = dev.ident().kind;
     if dev.geometry().zoned == ZonedModel::None && !matches!(kind, DevKind::NvmeChar | DevKind::NvmeCtrl) {
         return Err(Failure::new(format!("{}: not a zoned device (a {kind}, zoned model: none)", dev.uri())));

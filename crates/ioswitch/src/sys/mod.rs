@@ -2,13 +2,16 @@
 //! sizes, alignments, file-system type, block-layer ioctls; and [`sysfs`], read in one
 //! place. Each wrapper is safe to call and says what it asks of the kernel.
 //!
-//! Not here yet: the calls of the interfaces themselves (the aio syscalls, io_uring, the
-//! NVMe and zone ioctls), which still live in their `be/` files.
+//! The calls of the interfaces sit in one file per kernel interface: [`io`] (positioned
+//! reads and writes, fallocate, fdatasync, discard), [`blkzone`] (the zone ioctls),
+//! [`mem`] (shared mappings).
 
+pub(crate) mod blkzone;
+pub(crate) mod io;
+pub(crate) mod mem;
 pub(crate) mod sysfs;
 
 use std::ffi::CStr;
-use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 /// The size of a memory page.
@@ -23,11 +26,11 @@ pub(crate) fn page_size() -> usize {
 }
 
 /// open(2): `path` with `flags` (O_CLOEXEC is the caller's to add), `mode` for a new file.
-pub(crate) fn open(path: &CStr, flags: libc::c_int, mode: libc::mode_t) -> io::Result<OwnedFd> {
+pub(crate) fn open(path: &CStr, flags: libc::c_int, mode: libc::mode_t) -> std::io::Result<OwnedFd> {
     // SAFETY: path is a valid C string; open has no other preconditions.
     let raw = unsafe { libc::open(path.as_ptr(), flags, mode as libc::c_uint) };
     if raw < 0 {
-        return Err(io::Error::last_os_error());
+        return Err(std::io::Error::last_os_error());
     }
     // SAFETY: raw is a freshly opened descriptor that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(raw) })
@@ -47,21 +50,21 @@ pub(crate) fn dio_align(fd: &impl AsRawFd) -> Option<(u32, u32)> {
 }
 
 /// A file's size in bytes (fstat).
-pub(crate) fn file_size(fd: &impl AsRawFd) -> io::Result<u64> {
+pub(crate) fn file_size(fd: &impl AsRawFd) -> std::io::Result<u64> {
     // SAFETY: stat is plain data; all-zero is a valid value.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: fd is open and st is a valid out pointer.
     if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-        return Err(io::Error::last_os_error());
+        return Err(std::io::Error::last_os_error());
     }
     Ok(st.st_size as u64)
 }
 
 /// Sets a file's size (ftruncate).
-pub(crate) fn set_file_size(fd: &impl AsRawFd, bytes: u64) -> io::Result<()> {
+pub(crate) fn set_file_size(fd: &impl AsRawFd, bytes: u64) -> std::io::Result<()> {
     // SAFETY: fd is open; ftruncate has no memory-safety preconditions.
     if unsafe { libc::ftruncate(fd.as_raw_fd(), bytes as libc::off_t) } != 0 {
-        return Err(io::Error::last_os_error());
+        return Err(std::io::Error::last_os_error());
     }
     Ok(())
 }
@@ -81,21 +84,21 @@ const BLKSSZGET: libc::c_ulong = 0x1268;
 const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
 
 /// A block device's logical block size (BLKSSZGET).
-pub(crate) fn blk_logical_block_size(fd: &impl AsRawFd) -> io::Result<u32> {
+pub(crate) fn blk_logical_block_size(fd: &impl AsRawFd) -> std::io::Result<u32> {
     let mut lba: libc::c_int = 0;
     // SAFETY: BLKSSZGET writes one int through the pointer, which is valid.
     if unsafe { libc::ioctl(fd.as_raw_fd(), BLKSSZGET as _, &mut lba) } != 0 {
-        return Err(io::Error::last_os_error());
+        return Err(std::io::Error::last_os_error());
     }
     Ok(lba as u32)
 }
 
 /// A block device's size in bytes (BLKGETSIZE64).
-pub(crate) fn blk_size(fd: &impl AsRawFd) -> io::Result<u64> {
+pub(crate) fn blk_size(fd: &impl AsRawFd) -> std::io::Result<u64> {
     let mut bytes: u64 = 0;
     // SAFETY: BLKGETSIZE64 writes one u64 through the pointer, which is valid.
     if unsafe { libc::ioctl(fd.as_raw_fd(), BLKGETSIZE64 as _, &mut bytes) } != 0 {
-        return Err(io::Error::last_os_error());
+        return Err(std::io::Error::last_os_error());
     }
     Ok(bytes)
 }

@@ -6,7 +6,7 @@
 //! On zoned block devices the ZNS commands (zone management send / receive) run through
 //! the block layer's zone ioctls (`be/zoned.rs`), under either name.
 
-use super::{dsm_ranges, Io, Op, SyncIo, MAX_SEGMENTS};
+use super::{dsm_ranges, segments, Io, Op, SyncIo, MAX_SEGMENTS};
 use super::{Build, Descriptor, Role};
 use crate::buf::Buffer;
 use crate::cmd::Cmd;
@@ -145,16 +145,6 @@ impl Psync {
             r => r.map_err(status),
         }
     }
-}
-
-/// The first `len` bytes of `bufs`, as at most [`MAX_SEGMENTS`] slices.
-fn segments(bufs: &mut [Buffer], len: u64) -> impl Iterator<Item = &mut [u8]> {
-    let mut left = len as usize;
-    bufs.iter_mut().take(MAX_SEGMENTS).map_while(move |b| {
-        let take = left.min(b.len());
-        left -= take;
-        (take > 0).then(|| &mut b[..take])
-    })
 }
 
 /// Moves `len` bytes from `offset` with `step(skip, offset + done)`, which first drops

@@ -4,11 +4,12 @@
 //!
 //! The calls of the interfaces sit in one file per kernel interface: [`io`] (positioned
 //! reads and writes, fallocate, fdatasync, discard), [`blkzone`] (the zone ioctls),
-//! [`mem`] (shared mappings).
+//! [`mem`] (shared mappings), [`nvme`] (the NVMe driver's ioctls).
 
 pub(crate) mod blkzone;
 pub(crate) mod io;
 pub(crate) mod mem;
+pub(crate) mod nvme;
 pub(crate) mod sysfs;
 
 use std::ffi::CStr;

@@ -48,7 +48,7 @@
 //! implemented).
 
 use super::{check_poll_queues, check_sqpoll, check_usable, on_fd, End, Iface, Ring, Slot};
-use crate::be::nvme::{self, WireData, NVME_URING_CMD_IO, NVME_URING_CMD_IO_VEC};
+use crate::be::nvme::{self, WireData};
 use crate::be::{fill_iovecs, Build, Descriptor, Io, Role};
 use crate::buf::Data;
 use crate::cmd::Cmd;
@@ -56,6 +56,7 @@ use crate::dev::{DevKind, Inner};
 use crate::error::Error;
 use crate::queue::Completion;
 use crate::spec::{errno_to_status, Status};
+use crate::sys::nvme::{NVME_URING_CMD_IO, NVME_URING_CMD_IO_VEC};
 use ::io_uring::{cqueue, opcode, squeue, IoUring};
 use std::io;
 use std::sync::Arc;

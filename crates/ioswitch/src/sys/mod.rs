@@ -50,15 +50,42 @@ pub(crate) fn dio_align(fd: &impl AsRawFd) -> Option<(u32, u32)> {
     Some((sx.stx_dio_mem_align, sx.stx_dio_offset_align))
 }
 
-/// A file's size in bytes (fstat).
-pub(crate) fn file_size(fd: &impl AsRawFd) -> std::io::Result<u64> {
+/// fstat(2) of an open descriptor.
+pub(crate) fn fstat(fd: &impl AsRawFd) -> std::io::Result<libc::stat> {
     // SAFETY: stat is plain data; all-zero is a valid value.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: fd is open and st is a valid out pointer.
+    // SAFETY: st is a valid out pointer; a bad descriptor only makes fstat fail.
     if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    Ok(st.st_size as u64)
+    Ok(st)
+}
+
+/// The number of CPUs online (`sysconf(_SC_NPROCESSORS_ONLN)`; -1 where unknown).
+pub(crate) fn cpus_online() -> libc::c_long {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }
+}
+
+/// The 64 bytes of an NVMe submission entry, in place.
+pub(crate) fn sqe_bytes(sqe: &crate::spec::Sqe) -> &[u8; 64] {
+    const _: () = assert!(std::mem::size_of::<crate::spec::Sqe>() == 64);
+    // SAFETY: Sqe is repr(C), 64 bytes (checked above), has no padding (every field is
+    // naturally aligned and the sizes add up to 64), and any byte pattern is a valid
+    // [u8; 64], whose alignment (1) Sqe's satisfies.
+    unsafe { &*(sqe as *const crate::spec::Sqe as *const [u8; 64]) }
+}
+
+/// An NVMe submission entry from its 64 bytes.
+pub(crate) fn sqe_from_bytes(bytes: &[u8; 64]) -> crate::spec::Sqe {
+    // SAFETY: every bit pattern is a valid Sqe (plain integers, no padding), the source is
+    // exactly 64 bytes, and read_unaligned has no alignment requirement.
+    unsafe { std::ptr::read_unaligned(bytes.as_ptr() as *const crate::spec::Sqe) }
+}
+
+/// A file's size in bytes (fstat).
+pub(crate) fn file_size(fd: &impl AsRawFd) -> std::io::Result<u64> {
+    Ok(fstat(fd)?.st_size as u64)
 }
 
 /// Sets a file's size (ftruncate).

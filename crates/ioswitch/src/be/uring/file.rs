@@ -69,7 +69,6 @@ use crate::error::Error;
 use crate::spec::{errno_to_status, Status};
 use ::io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::fs;
-use std::io;
 use std::os::fd::RawFd;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -152,12 +151,8 @@ fn check_iopoll(dev: &Inner) -> Result<(), Error> {
             "polled completions need direct=1: only O_DIRECT I/O completes through the block layer's poll queues",
         ));
     }
-    // SAFETY: stat is plain data; all-zero is a valid value.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: the descriptor is open (probe checked it) and st is a valid out pointer.
-    if unsafe { libc::fstat(dev.raw_fd(), &mut st) } != 0 {
-        return Err(super::queue_error::<File>(dev, "fstat (to find the disk for iopoll)", io::Error::last_os_error()));
-    }
+    let st = crate::sys::fstat(&dev.raw_fd())
+        .map_err(|e| super::queue_error::<File>(dev, "fstat (to find the disk for iopoll)", e))?;
     let (devno, what) = if st.st_mode & libc::S_IFMT == libc::S_IFBLK {
         (st.st_rdev, "block device")
     } else {
@@ -186,12 +181,7 @@ fn check_iopoll(dev: &Inner) -> Result<(), Error> {
 /// The sysfs directory of the disk behind the descriptor (the block device itself, or
 /// the disk holding the file).
 fn disk_of_fd(fd: RawFd) -> Option<PathBuf> {
-    // SAFETY: stat is plain data; all-zero is a valid value.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: st is a valid out pointer; a bad descriptor only makes fstat fail.
-    if unsafe { libc::fstat(fd, &mut st) } != 0 {
-        return None;
-    }
+    let st = crate::sys::fstat(&fd).ok()?;
     let devno = if st.st_mode & libc::S_IFMT == libc::S_IFBLK { st.st_rdev } else { st.st_dev };
     crate::sys::sysfs::disk_dir((libc::major(devno), libc::minor(devno)))
 }

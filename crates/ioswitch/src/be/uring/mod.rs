@@ -312,8 +312,7 @@ fn check_usable(dev: &Inner, iface: &str) -> Result<(), Error> {
 fn check_sqpoll<I: Iface>(dev: &Inner) -> Result<(), Error> {
     let o = &dev.opts;
     if let Some(cpu) = o.sqpoll_cpu {
-        // SAFETY: sysconf has no memory-safety preconditions.
-        let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+        let online = crate::sys::cpus_online();
         if online > 0 && cpu as libc::c_long >= online {
             return Err(dev.unsupported(
                 &format!("async={} (sqpoll_cpu)", I::NAME),

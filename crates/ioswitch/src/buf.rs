@@ -5,6 +5,9 @@
 //! an asynchronous submission moves its [`Data`] into the queue and the completion hands
 //! it back, so no buffer can be freed or reused while the kernel may still touch it.
 
+// Buffer internals (the allocation, the word-level moves of Data, the completion ring).
+#![allow(unsafe_code)]
+
 use std::alloc::{self, Layout};
 use std::mem::{ManuallyDrop, MaybeUninit};
 use std::ops::{Deref, DerefMut};

@@ -47,6 +47,10 @@
 //! `register_buffers=1` is refused at open (fixed buffers for uring_cmd are not
 //! implemented).
 
+// Calls the ring core's `unsafe fn launch` (see the note in mod.rs): each entry built
+// here points into its own slot, which is what launch's contract asks.
+#![allow(unsafe_code)]
+
 use super::{check_poll_queues, check_sqpoll, check_usable, on_fd, End, Iface, Ring, Slot};
 use crate::be::nvme::{self, WireData};
 use crate::be::{fill_iovecs, Build, Descriptor, Io, Role};

@@ -327,6 +327,12 @@ impl<T> Fifo<T> {
         self.slots.len()
     }
 
+    /// Whether it holds as many values as it can.
+    #[inline(always)]
+    pub(crate) fn is_full(&self) -> bool {
+        self.len == self.slots.len()
+    }
+
     /// Appends `v`, or gives it back when the ring is full.
     #[inline(always)]
     pub(crate) fn push(&mut self, v: T) -> Result<(), T> {

@@ -87,8 +87,7 @@ impl Psync {
             // One buffer: pread/pwrite straight from it, no iovec to build (prepare
             // checked len <= buf.len(), so the slice is always there).
             if let Some(b) = buf.get_mut(..len as usize) {
-                let r = if write { io::pwrite(self.fd, b, offset) } else { io::pread(self.fd, b, offset) };
-                if matches!(r, Ok(n) if n as u64 == len) {
+                if if write { io::pwrite_all(self.fd, b, offset) } else { io::pread_all(self.fd, b, offset) } {
                     return Ok(len);
                 }
             }

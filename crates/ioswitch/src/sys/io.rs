@@ -30,16 +30,42 @@ fn unit(rc: libc::c_int) -> io::Result<()> {
 /// pread(2): reads into `buf` from byte `offset` of `fd`.
 #[inline(always)]
 pub(crate) fn pread(fd: RawFd, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-    // SAFETY: the kernel writes at most buf.len() bytes into buf, which is borrowed
-    // mutably for the call.
-    bytes(unsafe { libc::pread(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len(), offset as libc::off_t) })
+    bytes(pread_raw(fd, buf, offset))
 }
 
 /// pwrite(2): writes `buf` at byte `offset` of `fd`.
 #[inline(always)]
 pub(crate) fn pwrite(fd: RawFd, buf: &[u8], offset: u64) -> io::Result<usize> {
+    bytes(pwrite_raw(fd, buf, offset))
+}
+
+/// [`pread`] for a hot path: whether the whole of `buf` was read. Anything else (an
+/// error, a short read) is `false`, for the caller to redo on a path that retries and
+/// reports; errno is not read.
+#[inline(always)]
+pub(crate) fn pread_all(fd: RawFd, buf: &mut [u8], offset: u64) -> bool {
+    let len = buf.len();
+    pread_raw(fd, buf, offset) as usize == len
+}
+
+/// [`pwrite`] for a hot path: whether the whole of `buf` was written (see
+/// [`pread_all`]).
+#[inline(always)]
+pub(crate) fn pwrite_all(fd: RawFd, buf: &[u8], offset: u64) -> bool {
+    pwrite_raw(fd, buf, offset) as usize == buf.len()
+}
+
+#[inline(always)]
+fn pread_raw(fd: RawFd, buf: &mut [u8], offset: u64) -> isize {
+    // SAFETY: the kernel writes at most buf.len() bytes into buf, which is borrowed
+    // mutably for the call.
+    unsafe { libc::pread(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len(), offset as libc::off_t) }
+}
+
+#[inline(always)]
+fn pwrite_raw(fd: RawFd, buf: &[u8], offset: u64) -> isize {
     // SAFETY: the kernel reads at most buf.len() bytes from buf, borrowed for the call.
-    bytes(unsafe { libc::pwrite(fd, buf.as_ptr() as *const libc::c_void, buf.len(), offset as libc::off_t) })
+    unsafe { libc::pwrite(fd, buf.as_ptr() as *const libc::c_void, buf.len(), offset as libc::off_t) }
 }
 
 /// preadv(2): reads into the slices of `iov`, in order, from byte `offset`.
@@ -113,6 +139,8 @@ mod tests {
         let mut buf = [0u8; 4];
         assert_eq!(pread(fd, &mut buf, 3).unwrap(), 4);
         assert_eq!(&buf, b"hell");
+        assert!(pread_all(fd, &mut buf, 9) && !pread_all(fd, &mut buf, 11), "a short read is not all");
+        assert!(pwrite_all(fd, b"x", 13) && !pwrite_all(-1, b"x", 13));
         let (mut a, mut b) = ([0u8; 3], [0u8; 7]);
         let n = preadv(fd, &mut [IoSliceMut::new(&mut a), IoSliceMut::new(&mut b)], 3).unwrap();
         assert_eq!((n, &a, &b), (10, b"hel", b"loabcd!"));

@@ -5,6 +5,9 @@
 //! an asynchronous submission moves its [`Data`] into the queue and the completion hands
 //! it back, so no buffer can be freed or reused while the kernel may still touch it.
 
+// Buffer internals (the allocation, the word-level moves of Data, the completion ring).
+#![allow(unsafe_code)]
+
 use std::alloc::{self, Layout};
 use std::mem::{ManuallyDrop, MaybeUninit};
 use std::ops::{Deref, DerefMut};
@@ -293,8 +296,104 @@ impl From<Vec<Buffer>> for Data {
     }
 }
 
+/// A first-in first-out ring of at most a power-of-two number of values, without bounds
+/// checks on the hot path: positions wrap through a mask, so they are always in bounds,
+/// and `len` says which entries hold a value. nil's completion ring.
+pub(crate) struct Fifo<T> {
+    /// `len` initialised entries from `head` (wrapping).
+    slots: Box<[MaybeUninit<T>]>,
+    mask: usize,
+    head: usize,
+    len: usize,
+}
+
+impl<T> Fifo<T> {
+    /// An empty ring for at least `min` values (`min` rounded up to a power of two, at
+    /// least 1).
+    pub(crate) fn new(min: usize) -> Fifo<T> {
+        let size = min.next_power_of_two();
+        Fifo { slots: (0..size).map(|_| MaybeUninit::uninit()).collect(), mask: size - 1, head: 0, len: 0 }
+    }
+
+    /// How many values it holds.
+    #[inline(always)]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// How many values it can hold.
+    #[cfg(test)]
+    pub(crate) fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Whether it holds as many values as it can.
+    #[inline(always)]
+    pub(crate) fn is_full(&self) -> bool {
+        self.len == self.slots.len()
+    }
+
+    /// Appends `v`, or gives it back when the ring is full.
+    #[inline(always)]
+    pub(crate) fn push(&mut self, v: T) -> Result<(), T> {
+        if self.len == self.slots.len() {
+            return Err(v);
+        }
+        let i = (self.head + self.len) & self.mask;
+        // SAFETY: i is masked into the ring (its length is mask + 1), and the entry is
+        // free: the ring is not full, and entries from head + len on hold nothing.
+        unsafe { self.slots.get_unchecked_mut(i) }.write(v);
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Takes up to `max` values from the front, oldest first, into `f`; returns how many.
+    /// Each value leaves the ring before `f` sees it, so a panicking `f` loses none twice.
+    #[inline(always)]
+    pub(crate) fn drain_front(&mut self, max: usize, mut f: impl FnMut(T)) -> usize {
+        let n = self.len.min(max);
+        let mut left = n;
+        while left > 0 {
+            left -= 1;
+            // SAFETY: head is masked into the ring and, with len > 0, holds an initialised
+            // value; head and len move on before f runs, so the entry is read exactly once.
+            let v = unsafe { self.slots.get_unchecked(self.head).assume_init_read() };
+            self.head = (self.head + 1) & self.mask;
+            self.len -= 1;
+            f(v);
+        }
+        n
+    }
+}
+
+impl<T> Drop for Fifo<T> {
+    fn drop(&mut self) {
+        self.drain_front(usize::MAX, drop);
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_fifo_gives_values_back_in_order_and_refuses_when_full() {
+        let mut f = super::Fifo::new(3);
+        for i in 0..4 {
+            f.push(i).unwrap();
+        }
+        assert_eq!(f.push(9), Err(9));
+        let mut got = vec![];
+        assert_eq!(f.drain_front(3, |v| got.push(v)), 3);
+        f.push(4).unwrap();
+        f.push(5).unwrap();
+        assert_eq!(f.drain_front(usize::MAX, |v| got.push(v)), 3);
+        assert_eq!((got, f.len()), (vec![0, 1, 2, 3, 4, 5], 0));
+        let rc = std::rc::Rc::new(1);
+        let mut d = super::Fifo::new(2);
+        d.push(std::rc::Rc::clone(&rc)).unwrap();
+        drop(d);
+        assert_eq!(std::rc::Rc::strong_count(&rc), 1, "a dropped ring drops what it holds");
+    }
+
     use super::*;
 
     #[test]

@@ -14,8 +14,7 @@ use crate::dev::DevKind;
 use crate::dev::Inner;
 use crate::error::Error;
 use crate::spec::{errno_to_status, Status};
-use std::io;
-use std::ptr::NonNull;
+use crate::sys::mem::Mapping;
 
 /// `sync=mmap`: a shared mapping of the file or block device.
 pub(crate) const DESCRIPTOR: Descriptor = Descriptor {
@@ -35,17 +34,9 @@ pub(crate) const DESCRIPTOR: Descriptor = Descriptor {
 };
 
 pub(crate) struct Mmap {
-    base: NonNull<u8>,
-    len: usize,
+    map: Mapping,
     lba_size: u64,
 }
-
-// SAFETY: the mapping is plain shared memory owned by this value until drop; every access
-// goes through raw copies bounded by `len` (checked by `prepare`), never through references
-// that could alias.
-unsafe impl Send for Mmap {}
-// SAFETY: as above: concurrent calls only copy bytes in and out of the mapping.
-unsafe impl Sync for Mmap {}
 
 impl Mmap {
     pub(crate) fn new(dev: &Inner) -> Result<Mmap, Error> {
@@ -57,25 +48,17 @@ impl Mmap {
         if dev.opts.wronly {
             return Err(dev.unsupported("sync=mmap", "a mapping needs read access; wronly=1 excludes it"));
         }
-        let prot = if dev.opts.rdonly { libc::PROT_READ } else { libc::PROT_READ | libc::PROT_WRITE };
-        // SAFETY: a fresh mapping at an address the kernel chooses; fd is the device's open
-        // descriptor; len is its size, checked non-zero.
-        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, dev.raw_fd(), 0) };
-        if p == libc::MAP_FAILED {
-            return Err(Error::Os {
-                dev: dev.uri.clone(),
-                what: format!("mmap {len} bytes (sync=mmap)"),
-                source: io::Error::last_os_error(),
-            });
-        }
-        let base = NonNull::new(p as *mut u8).expect("mmap returned a non-null address");
-        Ok(Mmap { base, len, lba_size: dev.geo.lba_size as u64 })
+        let map = Mapping::shared(dev.raw_fd(), len, !dev.opts.rdonly).map_err(|source| Error::Os {
+            dev: dev.uri.clone(),
+            what: format!("mmap {len} bytes (sync=mmap)"),
+            source,
+        })?;
+        Ok(Mmap { map, lba_size: dev.geo.lba_size as u64 })
     }
 
     /// Zeroes `len` bytes at `off` (bounds checked by `prepare`).
     fn zero(&self, off: u64, len: u64) {
-        // SAFETY: off + len ≤ the mapping's length (prepare checked the range).
-        unsafe { std::ptr::write_bytes(self.base.as_ptr().add(off as usize), 0, len as usize) }
+        self.map.zero(off as usize, len as usize)
     }
 }
 
@@ -85,32 +68,23 @@ impl SyncIo for Mmap {
             Op::Read | Op::Write => {
                 let mut pos = io.offset as usize;
                 let end = pos + io.len as usize;
-                debug_assert!(end <= self.len);
+                debug_assert!(end <= self.map.len());
                 for b in bufs.iter_mut() {
                     if pos == end {
                         break;
                     }
                     let n = (end - pos).min(b.len());
-                    // SAFETY: pos + n ≤ end ≤ the mapping's length (prepare checked the
-                    // range); n ≤ b.len(); the buffer and the mapping do not overlap (the
-                    // buffer is heap memory of ours).
-                    unsafe {
-                        let m = self.base.as_ptr().add(pos);
-                        if io.op == Op::Read {
-                            std::ptr::copy_nonoverlapping(m, b.as_mut_ptr(), n);
-                        } else {
-                            std::ptr::copy_nonoverlapping(b.as_ptr(), m, n);
-                        }
+                    if io.op == Op::Read {
+                        self.map.read_at(pos, &mut b[..n]);
+                    } else {
+                        self.map.write_at(pos, &b[..n]);
                     }
                     pos += n;
                 }
                 Ok(io.len)
             }
             Op::Flush => {
-                // SAFETY: the whole mapping, which this value owns.
-                if unsafe { libc::msync(self.base.as_ptr() as *mut libc::c_void, self.len, libc::MS_SYNC) } != 0 {
-                    return Err(errno_to_status(io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)));
-                }
+                self.map.sync().map_err(|e| errno_to_status(e.raw_os_error().unwrap_or(libc::EIO)))?;
                 Ok(0)
             }
             Op::Trim | Op::WriteZeroes => {
@@ -131,14 +105,6 @@ impl SyncIo for Mmap {
 
     fn syscalls_per_cmd(&self) -> u64 {
         0
-    }
-}
-
-impl Drop for Mmap {
-    fn drop(&mut self) {
-        // SAFETY: base/len are exactly the mapping made in new; nothing uses it any more
-        // (the device and its queues are gone when the sync interface is dropped).
-        unsafe { libc::munmap(self.base.as_ptr() as *mut libc::c_void, self.len) };
     }
 }
 

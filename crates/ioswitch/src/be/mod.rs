@@ -730,6 +730,16 @@ pub(crate) fn fill_iovecs(bufs: &[Buffer], len: u64, out: &mut [libc::iovec]) ->
     n
 }
 
+/// The first `len` bytes of `bufs`, as at most [`MAX_SEGMENTS`] slices.
+pub(crate) fn segments(bufs: &mut [Buffer], len: u64) -> impl Iterator<Item = &mut [u8]> {
+    let mut left = len as usize;
+    bufs.iter_mut().take(MAX_SEGMENTS).map_while(move |b| {
+        let take = left.min(b.len());
+        left -= take;
+        (take > 0).then(|| &mut b[..take])
+    })
+}
+
 /// Runs a command synchronously through the device's sync interface and turns the outcome
 /// into a completion: what `emu` and `thrpool` do, and what other async interfaces do for
 /// commands they have no native operation for.

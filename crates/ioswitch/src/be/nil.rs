@@ -4,13 +4,12 @@
 use super::{AsyncQueue, Io, SyncIo};
 use super::{Build, Descriptor, Role};
 use crate::buf::Buffer;
-use crate::buf::{Data, DataWords};
+use crate::buf::{Data, DataWords, Fifo};
 use crate::cmd::Cmd;
 use crate::dev::DevKind;
 use crate::error::Error;
 use crate::queue::Completion;
 use crate::spec::Status;
-use std::mem::MaybeUninit;
 
 /// `sync=nil`: completes every command at once and moves no data.
 pub(crate) const SYNC: Descriptor = Descriptor {
@@ -53,33 +52,27 @@ struct Done {
 }
 
 pub(crate) struct Nil {
-    /// A ring of completions: `len` initialised entries from `head` (wrapping). The
-    /// [`Queue`](crate::Queue) never lets more than `depth` be outstanding; the ring holds
-    /// at least that many (a power of two, so an index wraps with `mask`).
-    ring: Box<[MaybeUninit<Done>]>,
-    mask: usize,
-    head: usize,
-    len: usize,
+    /// The completions. The [`Queue`](crate::Queue) never lets more than `depth` be
+    /// outstanding; the ring holds at least that many.
+    ring: Fifo<Done>,
 }
 
 impl Nil {
     pub(crate) fn new(depth: u32) -> Nil {
-        let size = (depth as usize).next_power_of_two();
-        Nil { ring: (0..size).map(|_| MaybeUninit::uninit()).collect(), mask: size - 1, head: 0, len: 0 }
+        Nil { ring: Fifo::new(depth as usize) }
     }
 }
 
 impl AsyncQueue for Nil {
     #[inline(always)]
     fn submit(&mut self, io: &Io, _cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
-        if self.len == self.ring.len() {
-            return Err((Error::Busy { depth: self.len as u32 }, data));
+        if self.ring.is_full() {
+            return Err((Error::Busy { depth: self.ring.len() as u32 }, data));
         }
-        let i = (self.head + self.len) & self.mask;
-        // SAFETY: i is masked into the ring (its length is mask + 1), and the entry is
-        // free: the ring is not full, and entries from head + len on hold nothing.
-        unsafe { self.ring.get_unchecked_mut(i) }.write(Done { tag, result: io.len, data: DataWords::new(data) });
-        self.len += 1;
+        // Not full, so the push cannot fail (and the check inside it folds into the one
+        // above).
+        let pushed = self.ring.push(Done { tag, result: io.len, data: DataWords::new(data) });
+        debug_assert!(pushed.is_ok());
         Ok(())
     }
 
@@ -90,18 +83,9 @@ impl AsyncQueue for Nil {
 
     #[inline(always)]
     fn reap(&mut self, _min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
-        let n = self.len.min(max as usize);
-        let mut left = n;
-        while left > 0 {
-            left -= 1;
-            // SAFETY: head is masked into the ring and, with len > 0, holds an initialised
-            // completion; head and len move on before the callback runs, so the entry is
-            // read exactly once.
-            let d = unsafe { self.ring.get_unchecked(self.head).assume_init_read() };
-            self.head = (self.head + 1) & self.mask;
-            self.len -= 1;
-            f(Completion { tag: d.tag, status: Status::OK, result: d.result, data: d.data.into_data() });
-        }
+        let n = self.ring.drain_front(max as usize, |d| {
+            f(Completion { tag: d.tag, status: Status::OK, result: d.result, data: d.data.into_data() })
+        });
         Ok(n as u32)
     }
 
@@ -118,12 +102,7 @@ impl AsyncQueue for Nil {
 impl Drop for Nil {
     fn drop(&mut self) {
         // Completions never reaped (the queue was dropped, or a callback panicked).
-        while self.len > 0 {
-            // SAFETY: as in reap: the entry at head is initialised and read once.
-            drop(unsafe { self.ring.get_unchecked(self.head).assume_init_read() }.data.into_data());
-            self.head = (self.head + 1) & self.mask;
-            self.len -= 1;
-        }
+        self.ring.drain_front(usize::MAX, |d| drop(d.data.into_data()));
     }
 }
 
@@ -154,14 +133,14 @@ mod tests {
     #[test]
     fn partial_reaps_keep_order_and_never_grow_the_ring() {
         let mut nil = Nil::new(2);
-        let size = nil.ring.len();
+        let size = nil.ring.capacity();
         let cmd = Cmd::fs_read(0, 512);
         let mut seen = vec![];
         nil.submit(&io(), &cmd, Data::None, 0).unwrap();
         for tag in 1..1000u64 {
             nil.submit(&io(), &cmd, Data::None, tag).unwrap();
             assert_eq!(nil.reap(0, 1, &mut |c: Completion| seen.push(c.tag)).unwrap(), 1);
-            assert_eq!((nil.ring.len(), nil.len), (size, 1), "the ring keeps its size");
+            assert_eq!((nil.ring.capacity(), nil.ring.len()), (size, 1), "the ring keeps its size");
         }
         assert_eq!(nil.reap(0, u32::MAX, &mut |c: Completion| seen.push(c.tag)).unwrap(), 1);
         assert_eq!(seen, (0..1000).collect::<Vec<_>>(), "completions come in submission order");
@@ -179,7 +158,7 @@ mod tests {
         let mut left = vec![];
         assert_eq!(nil.reap(0, 1, &mut |c: Completion| left.push((c.tag, c.data.total_len()))).unwrap(), 1);
         assert_eq!(left, [(2, 0)], "the oldest completion comes first");
-        assert_eq!(nil.len, 1, "tag 3 and its buffer are still in the ring");
+        assert_eq!(nil.ring.len(), 1, "tag 3 and its buffer are still in the ring");
         // Dropping the queue now drops tag 3's buffer through `Drop for Nil` (a double
         // free there would abort the test; a leak shows only under valgrind or miri).
         drop(nil);

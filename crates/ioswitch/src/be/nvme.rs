@@ -25,7 +25,7 @@
 //! passthrough command and does not split; [`ns_info`] folds those limits into the
 //! geometry's max transfer, together with MDTS.
 
-use super::{fill_iovecs, Io, Op, SyncIo, MAX_SEGMENTS};
+use super::{segments, Io, Op, SyncIo, MAX_SEGMENTS};
 use super::{Build, Descriptor, Role};
 use crate::buf::Buffer;
 use crate::cmd::opc::{self, ZONE_MGMT_RECV};
@@ -34,9 +34,10 @@ use crate::dev::{DevKind, Inner, Zoned};
 use crate::error::Error;
 use crate::spec::idfy::{cns, csi, IdCtrl, IdNs, IdNsZns, NsDescs, IDENTIFY_LEN};
 use crate::spec::{errno_to_status, Sqe, Status};
+use crate::sys::nvme::{self, PassthruCmd64};
 use crate::sys::page_size;
 use std::fs;
-use std::io;
+use std::io::{self, IoSliceMut};
 use std::os::fd::RawFd;
 use std::path::PathBuf;
 
@@ -80,67 +81,6 @@ pub(crate) const ADMIN: Descriptor = Descriptor {
         Ok(Box::new(Nvme::new(dev)))
     }),
 };
-
-/// The kernel's `struct nvme_passthru_cmd64` (include/uapi/linux/nvme_ioctl.h): the
-/// command fields of a submission entry plus user pointers, and the result written back.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-struct PassthruCmd64 {
-    opcode: u8,
-    flags: u8,
-    rsvd1: u16,
-    nsid: u32,
-    cdw2: u32,
-    cdw3: u32,
-    metadata: u64,
-    addr: u64,
-    metadata_len: u32,
-    /// Bytes of data, or the number of iovecs for the vectored ioctl (`vec_cnt`).
-    data_len: u32,
-    cdw10: u32,
-    cdw11: u32,
-    cdw12: u32,
-    cdw13: u32,
-    cdw14: u32,
-    cdw15: u32,
-    timeout_ms: u32,
-    rsvd2: u32,
-    result: u64,
-}
-
-/// Size of `struct nvme_uring_cmd`: `nvme_passthru_cmd64` without the result.
-pub(crate) const URING_CMD_LEN: usize = 72;
-
-const _: () = assert!(std::mem::size_of::<PassthruCmd64>() == 80);
-const _: () = assert!(std::mem::offset_of!(PassthruCmd64, addr) == 24);
-const _: () = assert!(std::mem::offset_of!(PassthruCmd64, data_len) == 36);
-const _: () = assert!(std::mem::offset_of!(PassthruCmd64, cdw10) == 40);
-const _: () = assert!(std::mem::offset_of!(PassthruCmd64, timeout_ms) == 64);
-const _: () = assert!(std::mem::offset_of!(PassthruCmd64, result) == 72);
-
-/// `_IOC(dir, type, nr, size)` of the generic Linux ioctl encoding (x86, arm, riscv).
-const fn ioc(dir: u64, ty: u8, nr: u8, size: usize) -> u64 {
-    (dir << 30) | ((size as u64) << 16) | ((ty as u64) << 8) | nr as u64
-}
-const IOC_NONE: u64 = 0;
-const IOC_READ_WRITE: u64 = 3;
-
-/// `_IO('N', 0x40)`: the namespace id of a namespace device.
-const NVME_IOCTL_ID: u64 = ioc(IOC_NONE, b'N', 0x40, 0);
-/// `_IOWR('N', 0x47, struct nvme_passthru_cmd64)`.
-const NVME_IOCTL_ADMIN64_CMD: u64 = ioc(IOC_READ_WRITE, b'N', 0x47, 80);
-/// `_IOWR('N', 0x48, struct nvme_passthru_cmd64)`.
-const NVME_IOCTL_IO64_CMD: u64 = ioc(IOC_READ_WRITE, b'N', 0x48, 80);
-/// `_IOWR('N', 0x49, struct nvme_passthru_cmd64)`: `addr` is an iovec array.
-const NVME_IOCTL_IO64_CMD_VEC: u64 = ioc(IOC_READ_WRITE, b'N', 0x49, 80);
-/// `_IOWR('N', 0x80, struct nvme_uring_cmd)`: io_uring command op for an I/O command.
-pub(crate) const NVME_URING_CMD_IO: u32 = ioc(IOC_READ_WRITE, b'N', 0x80, URING_CMD_LEN) as u32;
-/// `_IOWR('N', 0x81, struct nvme_uring_cmd)`: the vectored form.
-pub(crate) const NVME_URING_CMD_IO_VEC: u32 = ioc(IOC_READ_WRITE, b'N', 0x81, URING_CMD_LEN) as u32;
-
-const _: () = assert!(NVME_IOCTL_IO64_CMD == 0xC050_4E48);
-const _: () = assert!(NVME_IOCTL_ADMIN64_CMD == 0xC050_4E47);
-const _: () = assert!(NVME_URING_CMD_IO == 0xC048_4E80);
 
 /// Dataset Management attribute: deallocate.
 const DSM_AD: u32 = 1 << 2;
@@ -268,61 +208,35 @@ pub(crate) fn uring_cmd(sqe: &Sqe, addr: u64, data_len: u32) -> [u8; 80] {
 }
 
 /// Runs one passthrough ioctl; returns the result dword(s) or the status.
-fn ioctl_cmd(fd: RawFd, req: u64, c: &mut PassthruCmd64) -> Result<u64, Status> {
-    // SAFETY: `c` is a valid nvme_passthru_cmd64 (size checked at compile time) that the
-    // kernel reads and writes back (result); the data pointer in it, set by the caller,
-    // points to memory borrowed for the duration of this call.
-    let rc = unsafe { libc::ioctl(fd, req as _, c as *mut PassthruCmd64) };
-    if rc == 0 {
-        return Ok(c.result);
-    }
-    let errno = if rc < 0 { io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO) } else { 0 };
-    Err(ioctl_status(rc, errno))
+fn ioctl_cmd(fd: RawFd, queue: nvme::Queue, sqe: &Sqe, data: nvme::Data<'_, '_>) -> Result<u64, Status> {
+    nvme::passthru(fd, queue, &mut passthru(sqe), data).map_err(|(rc, errno)| ioctl_status(rc, errno))
 }
 
 /// Sends an I/O command with the data `w` describes, in `bufs` (or the range).
 pub(crate) fn io_cmd(fd: RawFd, w: &Wire, bufs: &mut [Buffer]) -> Result<u64, Status> {
-    let mut c = passthru(&w.sqe);
-    let mut req = NVME_IOCTL_IO64_CMD;
-    // Both live on this frame until the ioctl returns.
-    let range = match w.data {
-        WireData::Range(r) => r.to_bytes(),
-        _ => [0u8; 16],
-    };
-    let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; MAX_SEGMENTS];
     match w.data {
-        WireData::None => {}
-        WireData::Range(_) => {
-            c.addr = range.as_ptr() as u64;
-            c.data_len = range.len() as u32;
-        }
+        WireData::None => ioctl_cmd(fd, nvme::Queue::Io, &w.sqe, nvme::Data::None),
+        WireData::Range(r) => ioctl_cmd(fd, nvme::Queue::Io, &w.sqe, nvme::Data::One(&mut r.to_bytes())),
         WireData::Bufs(len) => {
-            let n = fill_iovecs(bufs, len, &mut iov);
-            let covered: u64 = iov[..n].iter().map(|v| v.iov_len as u64).sum();
+            let mut iov: [IoSliceMut<'_>; MAX_SEGMENTS] = std::array::from_fn(|_| IoSliceMut::new(&mut []));
+            let n = iov.iter_mut().zip(segments(bufs, len)).map(|(v, s)| *v = IoSliceMut::new(s)).count();
+            let covered: u64 = iov[..n].iter().map(|v| v.len() as u64).sum();
             if covered < len || len > u32::MAX as u64 {
                 return Err(errno_to_status(libc::EINVAL));
             }
-            if n == 1 {
-                c.addr = iov[0].iov_base as u64;
-                c.data_len = iov[0].iov_len as u32;
-            } else {
-                c.addr = iov.as_ptr() as u64;
-                c.data_len = n as u32;
-                req = NVME_IOCTL_IO64_CMD_VEC;
-            }
+            let data = match &mut iov[..n] {
+                [one] => nvme::Data::One(one),
+                v => nvme::Data::Vectored(v),
+            };
+            ioctl_cmd(fd, nvme::Queue::Io, &w.sqe, data)
         }
     }
-    ioctl_cmd(fd, req, &mut c)
 }
 
 /// Sends an admin command with `buf` (may be empty) as its data.
 fn admin_cmd(fd: RawFd, sqe: &Sqe, buf: &mut [u8]) -> Result<u64, Status> {
-    let mut c = passthru(sqe);
-    if !buf.is_empty() {
-        c.addr = buf.as_mut_ptr() as u64;
-        c.data_len = u32::try_from(buf.len()).map_err(|_| errno_to_status(libc::EINVAL))?;
-    }
-    ioctl_cmd(fd, NVME_IOCTL_ADMIN64_CMD, &mut c)
+    let data = if buf.is_empty() { nvme::Data::None } else { nvme::Data::One(buf) };
+    ioctl_cmd(fd, nvme::Queue::Admin, sqe, data)
 }
 
 /// The `nvme` sync and admin interface on one descriptor.
@@ -370,12 +284,7 @@ pub(crate) fn check(dev: &Inner, iface: &str) -> Result<(), Error> {
 
 /// The namespace id of a namespace device (`NVME_IOCTL_ID`).
 pub(crate) fn ioctl_nsid(fd: RawFd) -> io::Result<u32> {
-    // SAFETY: NVME_IOCTL_ID takes no argument.
-    let rc = unsafe { libc::ioctl(fd, NVME_IOCTL_ID as _) };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(rc as u32)
+    nvme::ioctl_id(fd)
 }
 
 /// Runs an Identify into a fresh page-aligned page (as every passthrough buffer: see
@@ -539,13 +448,6 @@ pub(crate) fn char_block_dir(devno: (u32, u32), nsid: u32) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ioctl_numbers_match_the_kernel_headers() {
-        assert_eq!(NVME_IOCTL_ID, 0x4E40);
-        assert_eq!(NVME_IOCTL_IO64_CMD_VEC, 0xC050_4E49);
-        assert_eq!(NVME_URING_CMD_IO_VEC, 0xC048_4E81);
-    }
 
     #[test]
     fn ioctl_return_values_decode_to_status() {

@@ -6,14 +6,15 @@
 //! On zoned block devices the ZNS commands (zone management send / receive) run through
 //! the block layer's zone ioctls (`be/zoned.rs`), under either name.
 
-use super::{dsm_ranges, fill_iovecs, Io, Op, SyncIo, MAX_SEGMENTS};
+use super::{dsm_ranges, segments, Io, Op, SyncIo, MAX_SEGMENTS};
 use super::{Build, Descriptor, Role};
 use crate::buf::Buffer;
 use crate::cmd::Cmd;
 use crate::dev::DevKind;
 use crate::dev::Inner;
 use crate::spec::{errno_to_status, Status};
-use std::io;
+use crate::sys::io;
+use std::io::{IoSlice, IoSliceMut};
 use std::os::fd::RawFd;
 
 /// `sync=psync`: pread/pwrite/preadv/pwritev/fdatasync; trim by hole punching.
@@ -53,9 +54,6 @@ pub(crate) const BLOCK: Descriptor = Descriptor {
     build: Build::Sync(|dev| Ok(Box::new(Psync::new(dev, true)))),
 };
 
-const BLKDISCARD: libc::c_ulong = 0x1277;
-const BLKZEROOUT: libc::c_ulong = 0x127f;
-
 pub(crate) struct Psync {
     fd: RawFd,
     block: bool,
@@ -64,8 +62,8 @@ pub(crate) struct Psync {
     zoned: Option<super::zoned::ZonedBlock>,
 }
 
-fn last_errno() -> Status {
-    errno_to_status(io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO))
+fn status(e: std::io::Error) -> Status {
+    errno_to_status(e.raw_os_error().unwrap_or(libc::EIO))
 }
 
 impl Psync {
@@ -86,18 +84,12 @@ impl Psync {
     #[inline(always)]
     fn rw(&self, write: bool, fua: bool, offset: u64, len: u64, bufs: &mut [Buffer]) -> Result<u64, Status> {
         if let ([buf], false) = (&mut *bufs, fua) {
-            // One buffer: pread/pwrite straight from it, no iovec to build.
-            let p = buf.as_mut_ptr() as *mut libc::c_void;
-            let r = if write {
-                // SAFETY: p..p+len lies inside `buf` (prepare checked len <= buf.len()),
-                // which `bufs` borrows for this call.
-                unsafe { libc::pwrite(self.fd, p, len as usize, offset as libc::off_t) }
-            } else {
-                // SAFETY: as above; the buffer is borrowed mutably, so writing is allowed.
-                unsafe { libc::pread(self.fd, p, len as usize, offset as libc::off_t) }
-            };
-            if r as u64 == len {
-                return Ok(len);
+            // One buffer: pread/pwrite straight from it, no iovec to build (prepare
+            // checked len <= buf.len(), so the slice is always there).
+            if let Some(b) = buf.get_mut(..len as usize) {
+                if if write { io::pwrite_all(self.fd, b, offset) } else { io::pread_all(self.fd, b, offset) } {
+                    return Ok(len);
+                }
             }
             // An error, or a short transfer: the general loop retries and reports.
         }
@@ -107,91 +99,70 @@ impl Psync {
     /// [`rw`](Psync::rw) for several buffers, FUA, and transfers to retry.
     #[inline(never)]
     fn rw_vectored(&self, write: bool, fua: bool, offset: u64, len: u64, bufs: &mut [Buffer]) -> Result<u64, Status> {
-        let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; MAX_SEGMENTS];
-        let n = fill_iovecs(bufs, len, &mut iov);
-        let mut iov = &mut iov[..n];
-        let mut done: u64 = 0;
-        while done < len {
-            let off = (offset + done) as libc::off_t;
-            let r = if fua {
-                // SAFETY: every iovec points into a buffer borrowed from `bufs`.
-                unsafe { libc::pwritev2(self.fd, iov.as_ptr(), iov.len() as libc::c_int, off, libc::RWF_DSYNC) }
-            } else if iov.len() == 1 {
-                let (p, l) = (iov[0].iov_base, iov[0].iov_len);
-                if write {
-                    // SAFETY: p..p+l lies inside a buffer that `bufs` borrows for this call.
-                    unsafe { libc::pwrite(self.fd, p, l, off) }
+        let fd = self.fd;
+        if write {
+            let mut iov = [IoSlice::new(&[]); MAX_SEGMENTS];
+            let n = iov.iter_mut().zip(segments(bufs, len)).map(|(v, s)| *v = IoSlice::new(s)).count();
+            let mut iov = &mut iov[..n];
+            retry(offset, len, |skip, off| {
+                IoSlice::advance_slices(&mut iov, skip);
+                if fua {
+                    io::pwritev(fd, iov, off, libc::RWF_DSYNC)
+                } else if iov.len() == 1 {
+                    io::pwrite(fd, &iov[0], off)
                 } else {
-                    // SAFETY: as above; the buffer is borrowed mutably, so writing is allowed.
-                    unsafe { libc::pread(self.fd, p, l, off) }
+                    io::pwritev(fd, iov, off, 0)
                 }
-            } else if write {
-                // SAFETY: every iovec points into a buffer borrowed from `bufs`.
-                unsafe { libc::pwritev(self.fd, iov.as_ptr(), iov.len() as libc::c_int, off) }
-            } else {
-                // SAFETY: as above, borrowed mutably.
-                unsafe { libc::preadv(self.fd, iov.as_ptr(), iov.len() as libc::c_int, off) }
-            };
-            if r < 0 {
-                let e = io::Error::last_os_error();
-                if e.raw_os_error() == Some(libc::EINTR) {
-                    continue;
+            })
+        } else {
+            let mut iov: [IoSliceMut<'_>; MAX_SEGMENTS] = std::array::from_fn(|_| IoSliceMut::new(&mut []));
+            let n = iov.iter_mut().zip(segments(bufs, len)).map(|(v, s)| *v = IoSliceMut::new(s)).count();
+            let mut iov = &mut iov[..n];
+            retry(offset, len, |skip, off| {
+                IoSliceMut::advance_slices(&mut iov, skip);
+                if iov.len() == 1 {
+                    io::pread(fd, &mut iov[0], off)
+                } else {
+                    io::preadv(fd, iov, off)
                 }
-                return Err(errno_to_status(e.raw_os_error().unwrap_or(libc::EIO)));
-            }
-            if r == 0 {
-                // End of file inside the device's range: the file shrank under us.
-                return Err(errno_to_status(libc::EIO));
-            }
-            done += r as u64;
-            iov = advance(iov, r as usize);
+            })
         }
-        Ok(done)
     }
 
     fn punch(&self, offset: u64, len: u64, zero: bool) -> Result<(), Status> {
         if self.block {
-            let range = [offset, len];
-            let req = if zero { BLKZEROOUT } else { BLKDISCARD };
-            // SAFETY: both ioctls read a [u64; 2] (start, length) through the pointer.
-            if unsafe { libc::ioctl(self.fd, req as _, range.as_ptr()) } != 0 {
-                return Err(last_errno());
-            }
-            return Ok(());
+            return io::blk_discard(self.fd, offset, len, zero).map_err(status);
         }
         let keep = libc::FALLOC_FL_KEEP_SIZE;
         let mode = if zero { libc::FALLOC_FL_ZERO_RANGE | keep } else { libc::FALLOC_FL_PUNCH_HOLE | keep };
-        // SAFETY: fallocate takes plain integers.
-        let mut rc = unsafe { libc::fallocate(self.fd, mode, offset as libc::off_t, len as libc::off_t) };
-        if rc != 0 && zero && io::Error::last_os_error().raw_os_error() == Some(libc::EOPNOTSUPP) {
+        match io::fallocate(self.fd, mode, offset, len) {
             // Some file systems (tmpfs) cannot zero a range in place; a punched hole reads
             // back as zeroes, which is what write zeroes promises.
-            // SAFETY: as above.
-            rc = unsafe {
-                libc::fallocate(self.fd, libc::FALLOC_FL_PUNCH_HOLE | keep, offset as libc::off_t, len as libc::off_t)
-            };
+            Err(e) if zero && e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+                io::fallocate(self.fd, libc::FALLOC_FL_PUNCH_HOLE | keep, offset, len).map_err(status)
+            }
+            r => r.map_err(status),
         }
-        if rc != 0 {
-            return Err(last_errno());
-        }
-        Ok(())
     }
 }
 
-/// Drops the first `n` bytes from an iovec list.
-fn advance(mut iov: &mut [libc::iovec], mut n: usize) -> &mut [libc::iovec] {
-    while n > 0 && !iov.is_empty() {
-        if n >= iov[0].iov_len {
-            n -= iov[0].iov_len;
-            iov = &mut iov[1..];
-        } else {
-            // SAFETY: n < iov_len, so the new base stays inside the same buffer.
-            iov[0].iov_base = unsafe { (iov[0].iov_base as *mut u8).add(n) } as *mut libc::c_void;
-            iov[0].iov_len -= n;
-            n = 0;
+/// Moves `len` bytes from `offset` with `step(skip, offset + done)`, which first drops
+/// the `skip` bytes the previous step moved from its iovecs: retries after EINTR and
+/// short transfers; a step that moves nothing (the file shrank under us) is EIO.
+fn retry(offset: u64, len: u64, mut step: impl FnMut(usize, u64) -> std::io::Result<usize>) -> Result<u64, Status> {
+    let (mut done, mut skip) = (0u64, 0usize);
+    while done < len {
+        match step(skip, offset + done) {
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => skip = 0,
+            Err(e) => return Err(status(e)),
+            Ok(0) => return Err(errno_to_status(libc::EIO)),
+            Ok(r) => {
+                done += r as u64;
+                skip = r;
+            }
         }
     }
-    iov
+    Ok(done)
 }
 
 impl SyncIo for Psync {
@@ -215,10 +186,7 @@ impl Psync {
         match io.op {
             Op::Read | Op::Write => self.rw(io.op == Op::Write, cmd.is_fua(), io.offset, io.len, bufs),
             Op::Flush => {
-                // SAFETY: fdatasync takes a descriptor.
-                if unsafe { libc::fdatasync(self.fd) } != 0 {
-                    return Err(last_errno());
-                }
+                io::fdatasync(self.fd).map_err(status)?;
                 Ok(0)
             }
             Op::Trim => self.punch(io.offset, io.len, false).map(|_| 0),

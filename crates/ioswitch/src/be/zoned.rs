@@ -28,28 +28,9 @@ use crate::buf::Buffer;
 use crate::cmd::opc::{ZONE_APPEND, ZONE_MGMT_RECV, ZONE_MGMT_SEND};
 use crate::cmd::Cmd;
 use crate::spec::{errno_to_status, Status};
-use std::io;
+use crate::sys::blkzone::{self, report, BlkZone, Report, ZoneAction};
 use std::os::fd::RawFd;
 
-const fn ioc(dir: u64, nr: u8, size: usize) -> u64 {
-    (dir << 30) | ((size as u64) << 16) | (0x12 << 8) | nr as u64
-}
-const IOC_WRITE: u64 = 1;
-const IOC_READ_WRITE: u64 = 3;
-/// `_IOWR(0x12, 130, struct blk_zone_report)`.
-const BLKREPORTZONE: u64 = ioc(IOC_READ_WRITE, 130, 16);
-/// `_IOW(0x12, 131, struct blk_zone_range)`.
-const BLKRESETZONE: u64 = ioc(IOC_WRITE, 131, 16);
-/// `_IOW(0x12, 134, struct blk_zone_range)`.
-const BLKOPENZONE: u64 = ioc(IOC_WRITE, 134, 16);
-/// `_IOW(0x12, 135, struct blk_zone_range)`.
-const BLKCLOSEZONE: u64 = ioc(IOC_WRITE, 135, 16);
-/// `_IOW(0x12, 136, struct blk_zone_range)`.
-const BLKFINISHZONE: u64 = ioc(IOC_WRITE, 136, 16);
-const _: () = assert!(BLKREPORTZONE == 0xC010_1282 && BLKRESETZONE == 0x4010_1283);
-
-/// `blk_zone_report.flags`: the zones' `capacity` field is valid.
-const BLK_ZONE_REP_CAPACITY: u32 = 1;
 /// Zone conditions of the block layer (= NVMe zone states).
 const COND_EMPTY: u8 = 0x1;
 const COND_IMP_OPEN: u8 = 0x2;
@@ -59,52 +40,11 @@ const COND_READONLY: u8 = 0xD;
 const COND_FULL: u8 = 0xE;
 const COND_OFFLINE: u8 = 0xF;
 
-/// The kernel's `struct blk_zone` (include/uapi/linux/blkzoned.h), 64 bytes.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-struct BlkZone {
-    start: u64,
-    len: u64,
-    wp: u64,
-    kind: u8,
-    cond: u8,
-    non_seq: u8,
-    reset: u8,
-    resv: [u8; 4],
-    capacity: u64,
-    reserved: [u8; 24],
-}
-
-/// `struct blk_zone_report` followed by room for `CHUNK` zones.
-#[repr(C)]
-struct Report {
-    sector: u64,
-    nr_zones: u32,
-    flags: u32,
-    zones: [BlkZone; CHUNK],
-}
-
-/// `struct blk_zone_range`.
-#[repr(C)]
-struct Range {
-    sector: u64,
-    nr_sectors: u64,
-}
-
-const CHUNK: usize = 64;
-const _: () = assert!(std::mem::size_of::<BlkZone>() == 64);
-const _: () = assert!(std::mem::offset_of!(BlkZone, capacity) == 32);
-const _: () = assert!(std::mem::offset_of!(Report, zones) == 16);
-
 /// Zone actions of Zone Management Send.
 const ZSA_CLOSE: u8 = 0x01;
 const ZSA_FINISH: u8 = 0x02;
 const ZSA_OPEN: u8 = 0x03;
 const ZSA_RESET: u8 = 0x04;
-
-fn errno() -> i32 {
-    io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
-}
 
 /// errno of a zone ioctl → NVMe status.
 fn zone_status(e: i32) -> Status {
@@ -119,37 +59,14 @@ fn invalid_field() -> Status {
     errno_to_status(libc::EINVAL)
 }
 
-/// Reads up to `CHUNK` zones starting with the one holding `sector`; returns how many,
-/// and whether they carry a capacity.
-fn report(fd: RawFd, sector: u64, r: &mut Report) -> Result<(usize, bool), i32> {
-    r.sector = sector;
-    r.nr_zones = CHUNK as u32;
-    r.flags = 0;
-    // SAFETY: `r` is a blk_zone_report header followed by room for `nr_zones` zones, which
-    // is all the kernel writes.
-    if unsafe { libc::ioctl(fd, BLKREPORTZONE as _, r as *mut Report) } != 0 {
-        return Err(errno());
-    }
-    Ok(((r.nr_zones as usize).min(CHUNK), r.flags & BLK_ZONE_REP_CAPACITY != 0))
-}
-
-fn new_report() -> Box<Report> {
-    Box::new(Report { sector: 0, nr_zones: 0, flags: 0, zones: [BlkZone::default(); CHUNK] })
-}
-
-fn range_ioctl(fd: RawFd, req: u64, sector: u64, nr_sectors: u64) -> Result<(), Status> {
-    let r = Range { sector, nr_sectors };
-    // SAFETY: the zone management ioctls read one blk_zone_range through the pointer.
-    if unsafe { libc::ioctl(fd, req as _, &r as *const Range) } != 0 {
-        return Err(zone_status(errno()));
-    }
-    Ok(())
+fn range_ioctl(fd: RawFd, action: ZoneAction, sector: u64, nr_sectors: u64) -> Result<(), Status> {
+    blkzone::manage(fd, action, sector, nr_sectors).map_err(zone_status)
 }
 
 /// Zone 0's length and capacity, in 512-byte sectors (capacity = length when the
 /// kernel does not report capacities); `None` when the report fails.
 pub(crate) fn zone0(fd: RawFd) -> Option<(u64, u64)> {
-    let mut r = new_report();
+    let mut r = Report::new();
     let (n, cap) = report(fd, 0, &mut r).ok()?;
     let z = r.zones[..n].first()?;
     Some((z.len, if cap && z.capacity != 0 { z.capacity } else { z.len }))
@@ -193,10 +110,10 @@ impl ZonedBlock {
         let zsa = cmd.sqe.cdw13 as u8;
         let all = cmd.sqe.cdw13 & (1 << 8) != 0;
         let req = match zsa {
-            ZSA_CLOSE => BLKCLOSEZONE,
-            ZSA_FINISH => BLKFINISHZONE,
-            ZSA_OPEN => BLKOPENZONE,
-            ZSA_RESET => BLKRESETZONE,
+            ZSA_CLOSE => ZoneAction::Close,
+            ZSA_FINISH => ZoneAction::Finish,
+            ZSA_OPEN => ZoneAction::Open,
+            ZSA_RESET => ZoneAction::Reset,
             _ => return Err(invalid_field()),
         };
         if all {
@@ -209,7 +126,7 @@ impl ZonedBlock {
                 ZSA_OPEN => cond == COND_CLOSED,
                 _ => matches!(cond, COND_IMP_OPEN | COND_EXP_OPEN | COND_CLOSED),
             };
-            let mut r = new_report();
+            let mut r = Report::new();
             let mut sector = 0;
             while sector < end {
                 let (n, _) = report(self.fd, sector, &mut r).map_err(zone_status)?;
@@ -231,7 +148,7 @@ impl ZonedBlock {
             return Err(Status::new(0, 0x80, true));
         }
         let sector = slba * self.spl;
-        let mut r = new_report();
+        let mut r = Report::new();
         let (n, _) = report(self.fd, sector, &mut r).map_err(zone_status)?;
         let z = r.zones[..n].first().copied().ok_or_else(invalid_field)?;
         if z.start != sector {
@@ -273,7 +190,7 @@ impl ZonedBlock {
         let (mut matched, mut written) = (0u64, 0usize);
         let end = self.nlbas * self.spl;
         let mut sector = slba * self.spl;
-        let mut r = new_report();
+        let mut r = Report::new();
         'scan: while sector < end {
             let (n, cap) = report(self.fd, sector, &mut r).map_err(zone_status)?;
             if n == 0 {

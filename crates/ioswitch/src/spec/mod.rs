@@ -88,16 +88,11 @@ impl Sqe {
 
     /// Views the entry as its 64 raw bytes (little-endian host assumed, as NVMe).
     pub fn as_bytes(&self) -> &[u8; 64] {
-        // SAFETY: Sqe is repr(C), 64 bytes (checked at compile time), has no padding
-        // (every field is naturally aligned and the sizes add up to 64), and any byte
-        // pattern is a valid [u8; 64].
-        unsafe { &*(self as *const Sqe as *const [u8; 64]) }
+        crate::sys::sqe_bytes(self)
     }
 
     /// Builds an entry from 64 raw bytes.
     pub fn from_bytes(bytes: &[u8; 64]) -> Sqe {
-        // SAFETY: every bit pattern is a valid Sqe (plain integers, no padding), the
-        // source is exactly 64 bytes, and read_unaligned has no alignment requirement.
-        unsafe { std::ptr::read_unaligned(bytes.as_ptr() as *const Sqe) }
+        crate::sys::sqe_from_bytes(bytes)
     }
 }

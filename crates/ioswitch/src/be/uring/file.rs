@@ -59,6 +59,10 @@
 //! commands. Dropping the queue with commands in flight waits for them, or leaks their
 //! data (see [`super`]).
 
+// Calls the ring core's `unsafe fn launch` (see the note in mod.rs): each entry built
+// here points into its own slot, which is what launch's contract asks.
+#![allow(unsafe_code)]
+
 use super::{check_poll_queues, check_sqpoll, check_usable, on_fd, End, Iface, Ring, Slot, NO_SLOT};
 use crate::be::{exec_to_completion, fill_iovecs, Io, Op};
 use crate::be::{Build, Descriptor, Role};
@@ -69,7 +73,6 @@ use crate::error::Error;
 use crate::spec::{errno_to_status, Status};
 use ::io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::fs;
-use std::io;
 use std::os::fd::RawFd;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -152,12 +155,8 @@ fn check_iopoll(dev: &Inner) -> Result<(), Error> {
             "polled completions need direct=1: only O_DIRECT I/O completes through the block layer's poll queues",
         ));
     }
-    // SAFETY: stat is plain data; all-zero is a valid value.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: the descriptor is open (probe checked it) and st is a valid out pointer.
-    if unsafe { libc::fstat(dev.raw_fd(), &mut st) } != 0 {
-        return Err(super::queue_error::<File>(dev, "fstat (to find the disk for iopoll)", io::Error::last_os_error()));
-    }
+    let st = crate::sys::fstat(&dev.raw_fd())
+        .map_err(|e| super::queue_error::<File>(dev, "fstat (to find the disk for iopoll)", e))?;
     let (devno, what) = if st.st_mode & libc::S_IFMT == libc::S_IFBLK {
         (st.st_rdev, "block device")
     } else {
@@ -186,12 +185,7 @@ fn check_iopoll(dev: &Inner) -> Result<(), Error> {
 /// The sysfs directory of the disk behind the descriptor (the block device itself, or
 /// the disk holding the file).
 fn disk_of_fd(fd: RawFd) -> Option<PathBuf> {
-    // SAFETY: stat is plain data; all-zero is a valid value.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: st is a valid out pointer; a bad descriptor only makes fstat fail.
-    if unsafe { libc::fstat(fd, &mut st) } != 0 {
-        return None;
-    }
+    let st = crate::sys::fstat(&fd).ok()?;
     let devno = if st.st_mode & libc::S_IFMT == libc::S_IFBLK { st.st_rdev } else { st.st_dev };
     crate::sys::sysfs::disk_dir((libc::major(devno), libc::minor(devno)))
 }

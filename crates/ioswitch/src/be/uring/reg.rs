@@ -8,6 +8,10 @@
 //! fixed-buffer index whose registration covers exactly the buffer of that command. When
 //! the table is full an entry that no command in flight uses is replaced.
 
+// `register_buffers_update` gives the kernel a buffer's address until it is replaced or
+// the ring is dropped; the table here keeps each registered buffer alive that long.
+#![allow(unsafe_code)]
+
 use crate::buf::Buffer;
 use ::io_uring::Submitter;
 use std::io;

@@ -1,0 +1,158 @@
+//! Positioned reads and writes on a descriptor, and the calls that change a file's
+//! blocks: pread(2)/pwrite(2), preadv(2)/pwritev(2)/pwritev2(2), fallocate(2),
+//! fdatasync(2). Each takes the memory it transfers as a borrowed slice, so it is safe:
+//! the kernel touches nothing beyond the slices, and only while the call runs.
+//!
+//! Every call returns what the kernel returned: the number of bytes moved (short
+//! transfers are the caller's to retry), or the errno as an `io::Error`. A descriptor
+//! that is not open is an error (EBADF), never memory unsafety.
+
+use std::io::{self, IoSlice, IoSliceMut};
+use std::os::fd::RawFd;
+
+#[inline(always)]
+fn bytes(r: isize) -> io::Result<usize> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as usize)
+    }
+}
+
+fn unit(rc: libc::c_int) -> io::Result<()> {
+    if rc != 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// pread(2): reads into `buf` from byte `offset` of `fd`.
+#[inline(always)]
+pub(crate) fn pread(fd: RawFd, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    bytes(pread_raw(fd, buf, offset))
+}
+
+/// pwrite(2): writes `buf` at byte `offset` of `fd`.
+#[inline(always)]
+pub(crate) fn pwrite(fd: RawFd, buf: &[u8], offset: u64) -> io::Result<usize> {
+    bytes(pwrite_raw(fd, buf, offset))
+}
+
+/// [`pread`] for a hot path: whether the whole of `buf` was read. Anything else (an
+/// error, a short read) is `false`, for the caller to redo on a path that retries and
+/// reports; errno is not read.
+#[inline(always)]
+pub(crate) fn pread_all(fd: RawFd, buf: &mut [u8], offset: u64) -> bool {
+    let len = buf.len();
+    pread_raw(fd, buf, offset) as usize == len
+}
+
+/// [`pwrite`] for a hot path: whether the whole of `buf` was written (see
+/// [`pread_all`]).
+#[inline(always)]
+pub(crate) fn pwrite_all(fd: RawFd, buf: &[u8], offset: u64) -> bool {
+    pwrite_raw(fd, buf, offset) as usize == buf.len()
+}
+
+#[inline(always)]
+fn pread_raw(fd: RawFd, buf: &mut [u8], offset: u64) -> isize {
+    // SAFETY: the kernel writes at most buf.len() bytes into buf, which is borrowed
+    // mutably for the call.
+    unsafe { libc::pread(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len(), offset as libc::off_t) }
+}
+
+#[inline(always)]
+fn pwrite_raw(fd: RawFd, buf: &[u8], offset: u64) -> isize {
+    // SAFETY: the kernel reads at most buf.len() bytes from buf, borrowed for the call.
+    unsafe { libc::pwrite(fd, buf.as_ptr() as *const libc::c_void, buf.len(), offset as libc::off_t) }
+}
+
+/// preadv(2): reads into the slices of `iov`, in order, from byte `offset`.
+pub(crate) fn preadv(fd: RawFd, iov: &mut [IoSliceMut<'_>], offset: u64) -> io::Result<usize> {
+    let n = iov.len().min(libc::c_int::MAX as usize) as libc::c_int;
+    // SAFETY: IoSliceMut is ABI-compatible with struct iovec (std guarantees it on Unix);
+    // each one borrows its memory mutably, and `iov` is borrowed for the call.
+    bytes(unsafe { libc::preadv(fd, iov.as_ptr() as *const libc::iovec, n, offset as libc::off_t) })
+}
+
+/// pwritev2(2): writes the slices of `iov`, in order, at byte `offset`, with `RWF_*`
+/// `flags` (0: plain pwritev(2)).
+pub(crate) fn pwritev(fd: RawFd, iov: &[IoSlice<'_>], offset: u64, flags: libc::c_int) -> io::Result<usize> {
+    let n = iov.len().min(libc::c_int::MAX as usize) as libc::c_int;
+    let p = iov.as_ptr() as *const libc::iovec;
+    // SAFETY: IoSlice is ABI-compatible with struct iovec (std guarantees it on Unix);
+    // each one borrows its memory, and `iov` is borrowed for the call.
+    let r = unsafe {
+        if flags == 0 {
+            libc::pwritev(fd, p, n, offset as libc::off_t)
+        } else {
+            libc::pwritev2(fd, p, n, offset as libc::off_t, flags)
+        }
+    };
+    bytes(r)
+}
+
+/// fallocate(2): `mode` (`FALLOC_FL_*`) over `len` bytes at `offset`.
+pub(crate) fn fallocate(fd: RawFd, mode: libc::c_int, offset: u64, len: u64) -> io::Result<()> {
+    // SAFETY: fallocate takes plain integers.
+    unit(unsafe { libc::fallocate(fd, mode, offset as libc::off_t, len as libc::off_t) })
+}
+
+/// fdatasync(2).
+pub(crate) fn fdatasync(fd: RawFd) -> io::Result<()> {
+    // SAFETY: fdatasync takes a descriptor.
+    unit(unsafe { libc::fdatasync(fd) })
+}
+
+const BLKDISCARD: libc::c_ulong = 0x1277;
+const BLKZEROOUT: libc::c_ulong = 0x127f;
+
+/// BLKDISCARD (`zero` false) or BLKZEROOUT (`zero` true) over `len` bytes at `offset` of
+/// a block device.
+pub(crate) fn blk_discard(fd: RawFd, offset: u64, len: u64, zero: bool) -> io::Result<()> {
+    let range = [offset, len];
+    let req = if zero { BLKZEROOUT } else { BLKDISCARD };
+    // SAFETY: both ioctls read a [u64; 2] (start, length) through the pointer.
+    unit(unsafe { libc::ioctl(fd, req as _, range.as_ptr()) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn ioctl_numbers_match_the_kernel_headers() {
+        // _IO(0x12, 119) and _IO(0x12, 127).
+        assert_eq!(BLKDISCARD, (0x12 << 8) | 119);
+        assert_eq!(BLKZEROOUT, (0x12 << 8) | 127);
+    }
+
+    #[test]
+    fn reads_and_writes_move_exactly_the_slices() {
+        let f = tempfile();
+        let fd = f.as_raw_fd();
+        assert_eq!(pwrite(fd, b"hello", 3).unwrap(), 5);
+        assert_eq!(pwritev(fd, &[IoSlice::new(b"ab"), IoSlice::new(b"cd")], 8, 0).unwrap(), 4);
+        assert_eq!(pwritev(fd, &[IoSlice::new(b"!")], 12, libc::RWF_DSYNC).unwrap(), 1);
+        let mut buf = [0u8; 4];
+        assert_eq!(pread(fd, &mut buf, 3).unwrap(), 4);
+        assert_eq!(&buf, b"hell");
+        assert!(pread_all(fd, &mut buf, 9) && !pread_all(fd, &mut buf, 11), "a short read is not all");
+        assert!(pwrite_all(fd, b"x", 13) && !pwrite_all(-1, b"x", 13));
+        let (mut a, mut b) = ([0u8; 3], [0u8; 7]);
+        let n = preadv(fd, &mut [IoSliceMut::new(&mut a), IoSliceMut::new(&mut b)], 3).unwrap();
+        assert_eq!((n, &a, &b), (10, b"hel", b"loabcd!"));
+        fdatasync(fd).unwrap();
+        assert_eq!(pread(-1, &mut buf, 0).unwrap_err().raw_os_error(), Some(libc::EBADF));
+        assert!(blk_discard(fd, 0, 4096, false).is_err(), "a regular file is no block device");
+    }
+
+    fn tempfile() -> std::fs::File {
+        let p = std::env::temp_dir().join(format!("ioswitch-sys-io-{}", std::process::id()));
+        let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&p).unwrap();
+        let _ = std::fs::remove_file(&p);
+        f
+    }
+}

@@ -1081,7 +1081,7 @@ pub fn overhead(opts: &OverheadOpts, say: &mut dyn FnMut(&str)) -> Result<Overhe
     let path = match &opts.file {
         Some(f) => f.clone(),
         None => {
-            tmp = TempDir::new(&opts.dir)?;
+            tmp = TempDir::new(&opts.dir).map_err(|e| e.to_string())?;
             let p = tmp.path().join("data");
             say(&format!("Laying out {} ({} bytes)", p.display(), opts.file_size));
             lay_out(&p, opts.file_size)?;
@@ -1315,13 +1315,13 @@ mod tests {
     #[test]
     fn bad_options_are_errors_that_name_them() {
         let o = OverheadOpts { interfaces: vec![Iface::Async(AsyncIface::Emu)], ..OverheadOpts::default() };
-        assert!(overhead(&o, &mut |_| {}).unwrap_err().contains("emu"));
+        assert!(overhead(&o, &mut |_| {}).unwrap_err().to_string().contains("emu"));
         let o = OverheadOpts { bss: vec![1000], ..OverheadOpts::default() };
-        assert!(overhead(&o, &mut |_| {}).unwrap_err().contains("1000"));
+        assert!(overhead(&o, &mut |_| {}).unwrap_err().to_string().contains("1000"));
         let o = OverheadOpts { reps: 0, ..OverheadOpts::default() };
         assert!(overhead(&o, &mut |_| {}).is_err());
         let o = OverheadOpts { dir: "/nonexistent/ioswitch".into(), ..OverheadOpts::default() };
-        assert!(overhead(&o, &mut |_| {}).unwrap_err().contains("/nonexistent/ioswitch"));
+        assert!(overhead(&o, &mut |_| {}).unwrap_err().to_string().contains("/nonexistent/ioswitch"));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! What can go wrong in the bench: one [`BenchError`] that every fallible function of
 //! this crate returns, and the smaller errors of one operation that convert into it
 //! ([`JobError`] for job files, [`CheckError`] for a job that does not fit its device,
-//! [`VerifyError`] for a block read back, [`UnknownIface`], [`OutputFormatError`]).
+//! [`VerifyError`] for a block read back, [`OverheadError`] and [`LoopError`] for the
+//! overhead benchmark, [`UnknownIface`], [`OutputFormatError`]).
 //!
 //! Each variant carries what was being done to what (the job, the option and its
 //! file:line, the list and the item, the path), and the cause, where there is one, as
@@ -513,6 +514,9 @@ pub enum BenchError {
         #[source]
         source: serde_json::Error,
     },
+    /// `ioswitch bench overhead`: options that do not fit, or nothing measured.
+    #[error("overhead: {0}")]
+    Overhead(#[from] OverheadError),
     /// Writing an output file failed.
     #[error("writing {}: {source}", path.display())]
     Write {
@@ -526,4 +530,214 @@ pub enum BenchError {
 
 fn reasons(skipped: &[Skipped]) -> String {
     skipped.iter().map(|s| format!("{}: {}", s.iface, s.reason)).collect::<Vec<_>>().join("; ")
+}
+
+/// What stops one side of an overhead pair: the library's loop or the raw reference
+/// loop it is compared with (setting it up, or one of its reads).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoopError {
+    /// The library refused (opening, allocating, a queue, a synchronous read).
+    #[error(transparent)]
+    Lib(#[from] ioswitch::Error),
+    /// A slot reused before its read came back.
+    #[error("slot {slot} has no buffer")]
+    NoBuffer {
+        /// The slot.
+        slot: u32,
+    },
+    /// The device handed out no buffer.
+    #[error("no buffer")]
+    NoBuffers,
+    /// The library refused a read at submission.
+    #[error("submit at offset {offset}: {source}")]
+    Submit {
+        /// Where the read was to go.
+        offset: u64,
+        /// Why.
+        #[source]
+        source: ioswitch::Error,
+    },
+    /// The library's commit failed.
+    #[error("commit: {0}")]
+    Commit(#[source] ioswitch::Error),
+    /// Reaping the library's completions failed.
+    #[error("reap: {0}")]
+    Reap(#[source] ioswitch::Error),
+    /// A read of the library's loop completed with an error status.
+    #[error("read failed: {0}")]
+    ReadFailed(ioswitch::Status),
+    /// A read outside the file.
+    #[error("offset {offset} + {bs} is past the end ({size})")]
+    PastEnd {
+        /// Where the read was to go.
+        offset: u64,
+        /// Its length.
+        bs: u64,
+        /// The file's size.
+        size: u64,
+    },
+    /// A raw read that failed.
+    #[error("{call} at offset {offset}: {source}")]
+    ReadError {
+        /// `pread`, `io_uring read`, `aio read`.
+        call: &'static str,
+        /// Where (0 where the completion does not say).
+        offset: u64,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// A raw read that moved fewer bytes than asked.
+    #[error("{call} at offset {offset}: {got} bytes of {want}")]
+    ShortRead {
+        /// `pread`, `io_uring read`, `aio read`.
+        call: &'static str,
+        /// Where (0 where the completion does not say).
+        offset: u64,
+        /// Bytes read.
+        got: i64,
+        /// Bytes asked for.
+        want: u64,
+    },
+    /// A system call of a raw loop that failed.
+    #[error("{call}: {source}")]
+    Sys {
+        /// The call, with what it was for.
+        call: String,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// Reading the size of a raw loop's file failed.
+    #[error("{}: {source}", path.display())]
+    Metadata {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// Opening the file for a raw loop failed.
+    #[error("opening {} for the raw loop: {source}", path.display())]
+    OpenRaw {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// A block size one io_uring read cannot carry.
+    #[error("block size {bs} is too large for one io_uring read")]
+    TooLarge {
+        /// The block size.
+        bs: u64,
+    },
+    /// The raw io_uring loop found its submission queue full.
+    #[error("the submission queue is full")]
+    SqFull,
+    /// `io_uring_enter` submitted nothing.
+    #[error("io_uring_enter took none of {pending} entries")]
+    EnterTookNone {
+        /// Entries waiting.
+        pending: u32,
+    },
+    /// `io_submit` submitted nothing.
+    #[error("io_submit took no iocb")]
+    SubmitTookNone,
+    /// A raw loop's buffer that cannot be laid out.
+    #[error("a {len}-byte buffer: {source}")]
+    Layout {
+        /// Its length.
+        len: usize,
+        /// Why.
+        #[source]
+        source: std::alloc::LayoutError,
+    },
+    /// A raw loop's buffer that cannot be allocated.
+    #[error("out of memory allocating a {len}-byte buffer")]
+    OutOfMemory {
+        /// Its length.
+        len: usize,
+    },
+    /// A block size that is not a whole number of the device's logical blocks.
+    #[error("block size {bs} is not 1..=65536 logical blocks of {lba} bytes")]
+    BlockSize {
+        /// The block size.
+        bs: u64,
+        /// The logical block size.
+        lba: u64,
+    },
+    /// An interface without a raw loop to compare with.
+    #[error("{iface} has no raw reference loop")]
+    NoRawLoop {
+        /// The interface.
+        iface: ioswitch::AsyncIface,
+    },
+}
+
+/// Options of `ioswitch bench overhead` that do not fit, and runs where nothing could be
+/// measured; shown after `overhead: `.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OverheadError {
+    /// Zero repetitions.
+    #[error("repetitions: 0 given; use 1 or more")]
+    NoRepetitions,
+    /// Zero run time.
+    #[error("run time per side: 0 ms given; use 1 or more")]
+    NoRunTime,
+    /// An empty grid.
+    #[error("give at least one interface, queue depth and block size")]
+    EmptyGrid,
+    /// An interface without a raw reference loop.
+    #[error("interface {iface} has no raw reference loop; use {}", supported.iter().map(|i| i.as_str()).collect::<Vec<_>>().join(", "))]
+    NoRawLoop {
+        /// The interface.
+        iface: Iface,
+        /// Those that have one.
+        supported: Vec<Iface>,
+    },
+    /// A queue depth out of range.
+    #[error("queue depth {qd} is out of range (1..={max})")]
+    QdRange {
+        /// The queue depth.
+        qd: u32,
+        /// The largest allowed.
+        max: u32,
+    },
+    /// A block size that is not a multiple of 512.
+    #[error("block size {bs} is not a multiple of 512")]
+    BlockSize {
+        /// The block size.
+        bs: u64,
+    },
+    /// A negative or not finite tolerance floor.
+    #[error("tolerance floor {ns} ns is not a non-negative number")]
+    ToleranceFloor {
+        /// The floor given.
+        ns: f64,
+    },
+    /// A file smaller than the largest block.
+    #[error("file size {size} is smaller than the largest block size")]
+    FileSize {
+        /// The file size given.
+        size: u64,
+    },
+    /// Every interface was skipped before measuring.
+    #[error("nothing could run on {}: {}", path.display(), reasons(skipped))]
+    NothingRan {
+        /// The file.
+        path: PathBuf,
+        /// The interfaces, each with its reason.
+        skipped: Vec<Skipped>,
+    },
+    /// Every interface failed while measuring.
+    #[error("every interface failed on {}: {}", path.display(), reasons(skipped))]
+    AllFailed {
+        /// The file.
+        path: PathBuf,
+        /// The interfaces, each with its reason.
+        skipped: Vec<Skipped>,
+    },
 }

@@ -258,7 +258,7 @@ pub fn nested(word: &str, args: &[String]) -> Outcome {
                 direct: a.direct,
                 ..OverheadOpts::default()
             };
-            let r = overhead::overhead(&opts, &mut say).map_err(Failure::new)?;
+            let r = overhead::overhead(&opts, &mut say)?;
             match a.format {
                 Format::Text => output::stdout(&r.to_text()),
                 Format::Json => output::stdout(&format!("{:#}\n", r.to_json())),

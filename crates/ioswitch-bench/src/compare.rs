@@ -12,6 +12,7 @@
 //! The measurement is [`crate::measure`]'s: one [`Point`] per interface, as a
 //! sweep has one per grid point.
 
+use crate::error::BenchError;
 use crate::jobfile::{JobSpec, Rw, SizeSpec};
 use crate::measure::{self, describe, fmt_ns, spec_for, target_of, Item, Point, Sample};
 use crate::run;
@@ -51,11 +52,11 @@ pub fn compare(
     reps: u32,
     skip_unavailable: bool,
     say: &mut dyn FnMut(&str),
-) -> Result<Comparison, String> {
+) -> Result<Comparison, BenchError> {
     let items: Vec<Item> = interfaces.iter().map(|&iface| Item { iface, spec: spec_for(base, iface) }).collect();
     let (rows, skipped) = measure::measure(&items, reps, skip_unavailable, say)?;
     if rows.is_empty() {
-        return Err(measure::none_ran(base, &skipped));
+        return Err(measure::none_ran(base, skipped));
     }
     let mut notes = Vec::new();
     if base.sqthread_poll || base.hipri || base.fixedbufs || base.registerfiles {
@@ -206,7 +207,7 @@ pub fn default_job(file: &Path) -> JobSpec {
 /// interface of [`Iface::DEFAULT_SET`] this machine can run (others are skipped with the
 /// reason), [`DEFAULT_REPS`] repetitions interleaved, about fifteen seconds in all. The
 /// temporary directory is removed afterwards, also on failure.
-pub fn default_run(dir: &Path, say: &mut dyn FnMut(&str)) -> Result<Comparison, String> {
+pub fn default_run(dir: &Path, say: &mut dyn FnMut(&str)) -> Result<Comparison, BenchError> {
     let tmp = TempDir::new(dir)?;
     let file = tmp.path().join("data");
     let base = default_job(&file);
@@ -327,7 +328,7 @@ mod tests {
         assert_eq!(c.rows[0].interface, "nil");
         assert!(c.to_text().contains("emu"));
         // Without `all`, an interface that cannot open the target is an error naming it.
-        let e = compare(&base, &ifaces, 1, false, &mut |_| {}).unwrap_err();
+        let e = compare(&base, &ifaces, 1, false, &mut |_| {}).unwrap_err().to_string();
         assert!(e.contains("block"), "{e}");
         drop(tmp);
         assert!(!kept.exists());
@@ -336,8 +337,11 @@ mod tests {
     #[test]
     fn zero_repetitions_and_a_missing_directory_are_errors() {
         let base = JobSpec::new("j");
-        assert!(compare(&base, &[Iface::Async(AsyncIface::Nil)], 0, false, &mut |_| {}).unwrap_err().contains("0"));
-        let e = default_run(Path::new("/nonexistent/ioswitch"), &mut |_| {}).unwrap_err();
+        assert!(compare(&base, &[Iface::Async(AsyncIface::Nil)], 0, false, &mut |_| {})
+            .unwrap_err()
+            .to_string()
+            .contains("0"));
+        let e = default_run(Path::new("/nonexistent/ioswitch"), &mut |_| {}).unwrap_err().to_string();
         assert!(e.contains("/nonexistent/ioswitch"), "{e}");
     }
 }

@@ -15,6 +15,7 @@
 //! every `iodepth_batch_submit` submissions), then wait for at least
 //! `iodepth_batch_complete_min` completions and reap everything that is done.
 
+use crate::error::CheckError;
 use crate::stats::{LatStats, Stats};
 use crate::verify::{self, Verify};
 use ioswitch::{Buffer, Cmd, Completion, Data, Device, Queue, QueueStats};
@@ -359,37 +360,46 @@ struct Slot {
 }
 
 /// Errors that stop a job before it starts: named after the job and the device.
-pub fn check_job(job: &Job, dev: &Device) -> Result<u64, String> {
+pub fn check_job(job: &Job, dev: &Device) -> Result<u64, CheckError> {
     let g = dev.geometry();
+    let name = || job.name.clone();
     if job.offset >= g.bytes {
-        return Err(format!(
-            "job {}: offset {} is at or past the end of {} ({} bytes)",
-            job.name, job.offset, job.filename, g.bytes
-        ));
+        return Err(CheckError::OffsetPastEnd {
+            job: name(),
+            offset: job.offset,
+            filename: job.filename.clone(),
+            bytes: g.bytes,
+        });
     }
     let region = job.size.unwrap_or(g.bytes - job.offset);
     if job.offset.checked_add(region).is_none_or(|e| e > g.bytes) {
-        return Err(format!(
-            "job {}: offset {} + size {} reaches past the end of {} ({} bytes)",
-            job.name, job.offset, region, job.filename, g.bytes
-        ));
+        return Err(CheckError::RegionPastEnd {
+            job: name(),
+            offset: job.offset,
+            region,
+            filename: job.filename.clone(),
+            bytes: g.bytes,
+        });
     }
     for (dir, bs) in [("read", job.bs[0]), ("write", job.bs[1])] {
         if bs == 0 || bs > region {
-            return Err(format!("job {}: {dir} block size {bs} must be 1..={region} (the region size)", job.name));
+            return Err(CheckError::BlockSize { job: name(), dir, bs, region });
         }
         if bs > g.max_transfer && g.max_transfer > 0 {
-            return Err(format!(
-                "job {}: {dir} block size {bs} exceeds the max transfer of {} ({} bytes)",
-                job.name, job.filename, g.max_transfer
-            ));
+            return Err(CheckError::MaxTransfer {
+                job: name(),
+                dir,
+                bs,
+                filename: job.filename.clone(),
+                max: g.max_transfer,
+            });
         }
     }
     if job.verify != Verify::None && job.time_based {
-        return Err(format!("job {}: verify needs a size-based job (time_based is set)", job.name));
+        return Err(CheckError::VerifyTimeBased { job: name() });
     }
     if job.verify != Verify::None && job.bs[1] < verify::HEADER_LEN as u64 {
-        return Err(format!("job {}: verify needs blocks of at least {} bytes", job.name, verify::HEADER_LEN));
+        return Err(CheckError::VerifyBlockSize { job: name(), min: verify::HEADER_LEN });
     }
     Ok(region)
 }
@@ -539,9 +549,9 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
     let mut res = JobResult { name: job.name.clone(), instance, ..JobResult::default() };
     let region = match check_job(job, dev) {
         Ok(r) => r,
-        Err(msg) => {
+        Err(e) => {
             res.error = libc::EINVAL;
-            res.error_msg = Some(msg);
+            res.error_msg = Some(e.to_string());
             return res;
         }
     };

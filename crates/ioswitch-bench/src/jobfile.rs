@@ -53,6 +53,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::error::OutputFormatError;
 use crate::hist::DEFAULT_PERCENTILES;
 
 /// Nested `include` levels allowed (also stops include cycles).
@@ -218,9 +219,9 @@ impl Default for OutputFormat {
 }
 
 impl std::str::FromStr for OutputFormat {
-    type Err = String;
+    type Err = OutputFormatError;
     /// Parses fio's spelling: `normal`, `json`, `json+`, comma-separated.
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, OutputFormatError> {
         let mut f = OutputFormat { normal: false, json: false, json_plus: false };
         for item in s.split(',') {
             match item.trim() {
@@ -230,10 +231,8 @@ impl std::str::FromStr for OutputFormat {
                     f.json = true;
                     f.json_plus = true;
                 }
-                "terse" | "minimal" | "csv" => {
-                    return Err(format!("output format '{item}' (fio's terse) is not supported"))
-                }
-                other => return Err(format!("unknown output format '{other}'")),
+                "terse" | "minimal" | "csv" => return Err(OutputFormatError::Terse(item.to_string())),
+                other => return Err(OutputFormatError::Unknown(other.to_string())),
             }
         }
         Ok(f)
@@ -1403,7 +1402,7 @@ impl JobReader {
                 "output" => self.output = Some(PathBuf::from(value.ok_or_else(|| need_value("a file name"))?)),
                 "output-format" => {
                     let v = value.ok_or_else(|| need_value("normal, json or json+"))?;
-                    self.output_format = v.parse().map_err(|why: String| JobError::BadValue {
+                    self.output_format = v.parse().map_err(|why: OutputFormatError| JobError::BadValue {
                         name: key.to_string(),
                         value: v.clone(),
                         loc: loc.clone(),

@@ -16,6 +16,7 @@
 
 pub mod compare;
 pub mod engine;
+pub mod error;
 pub mod hist;
 pub mod jobfile;
 pub mod measure;
@@ -27,6 +28,7 @@ pub mod stats;
 pub mod sweep;
 pub mod verify;
 
+pub use error::BenchError;
 pub use hist::Histogram;
 pub use jobfile::{JobError, JobReader, JobSet, JobSpec};
 pub use stats::{LatStats, Stats};

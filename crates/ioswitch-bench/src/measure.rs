@@ -8,6 +8,7 @@
 //! a grid of interfaces × queue depths × block sizes.
 
 use crate::engine::{self, JobResult};
+use crate::error::{BenchError, ListKind, UnknownIface};
 use crate::jobfile::{IoEngine, JobSpec, Rw, SizeSpec};
 use crate::run::{self, JobRun, Prepared, RunOpts};
 use crate::stats::LatStats;
@@ -67,16 +68,15 @@ impl fmt::Display for Iface {
 }
 
 impl FromStr for Iface {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Iface, String> {
+    type Err = UnknownIface;
+    fn from_str(s: &str) -> Result<Iface, UnknownIface> {
         if let Some(&a) = AsyncIface::ALL.iter().find(|a| a.as_str() == s) {
             return Ok(Iface::Async(a));
         }
         if let Some(&y) = SyncIface::ALL.iter().find(|y| y.as_str() == s) {
             return Ok(Iface::Sync(y));
         }
-        let known: Vec<&str> = Iface::all().iter().map(|i| i.as_str()).collect();
-        Err(format!("unknown interface {s:?}; known: {}, or all", known.join(", ")))
+        Err(UnknownIface { name: s.to_string() })
     }
 }
 
@@ -91,10 +91,10 @@ pub struct Selection {
 }
 
 /// Parses `io_uring,libaio,psync` or `all`. Errors name the list and the bad item.
-pub fn parse_interfaces(list: &str) -> Result<Selection, String> {
+pub fn parse_interfaces(list: &str) -> Result<Selection, BenchError> {
     let items: Vec<&str> = list.split(',').map(str::trim).collect();
     if items.iter().all(|s| s.is_empty()) {
-        return Err(format!("interface list {list:?} is empty (e.g. io_uring,libaio,psync or all)"));
+        return Err(BenchError::EmptyInterfaceList { list: list.to_string() });
     }
     if items == ["all"] {
         return Ok(Selection { ifaces: Iface::all(), all: true });
@@ -102,11 +102,15 @@ pub fn parse_interfaces(list: &str) -> Result<Selection, String> {
     let mut ifaces = Vec::new();
     for item in items {
         if item == "all" {
-            return Err(format!("interface list {list:?}: `all` stands alone"));
+            return Err(BenchError::AllStandsAlone { list: list.to_string() });
         }
-        let i: Iface = item.parse().map_err(|e| format!("interface list {list:?}: {e}"))?;
+        let i: Iface = item.parse().map_err(|source| BenchError::ListIface { list: list.to_string(), source })?;
         if ifaces.contains(&i) {
-            return Err(format!("interface list {list:?}: {item} is given twice"));
+            return Err(BenchError::Twice {
+                kind: ListKind::Interfaces,
+                list: list.to_string(),
+                item: item.to_string(),
+            });
         }
         ifaces.push(i);
     }
@@ -220,7 +224,7 @@ pub struct Sample {
 impl Sample {
     /// The sample of one run of one job; an error when an instance failed or no I/O
     /// completed.
-    pub fn of(run: &JobRun) -> Result<Sample, String> {
+    pub fn of(run: &JobRun) -> Result<Sample, BenchError> {
         let mut lat = LatStats::new();
         let mut slat = LatStats::new();
         let mut clat = LatStats::new();
@@ -246,7 +250,7 @@ impl Sample {
             completed += r.queue.completed;
         }
         if ios == 0 || runtime == 0 {
-            return Err(format!("job {}: no I/O completed in the measured time", run.spec.name));
+            return Err(BenchError::NoIo { job: run.spec.name.clone() });
         }
         let secs = runtime as f64 / 1e9;
         let pct = |ns: u64, of: u64| if of == 0 { 0.0 } else { ns as f64 * 100.0 / of as f64 };
@@ -294,9 +298,9 @@ impl Sample {
     }
 }
 
-fn result_error(r: &JobResult) -> String {
+fn result_error(r: &JobResult) -> BenchError {
     let msg = r.error_msg.clone().unwrap_or_else(|| std::io::Error::from_raw_os_error(r.error).to_string());
-    format!("job {} instance {}: {msg}", r.name, r.instance)
+    BenchError::Instance { job: r.name.clone(), instance: r.instance, errno: r.error, msg }
 }
 
 /// Every figure of [`Sample`] over the repetitions.
@@ -426,12 +430,12 @@ pub(crate) fn measure(
     reps: u32,
     skip_unavailable: bool,
     say: &mut dyn FnMut(&str),
-) -> Result<(Vec<Point>, Vec<Skipped>), String> {
+) -> Result<(Vec<Point>, Vec<Skipped>), BenchError> {
     if reps == 0 {
-        return Err("repetitions: 0 given; use 1 or more".into());
+        return Err(BenchError::NoRepetitions);
     }
     if items.is_empty() {
-        return Err("nothing to run: no interfaces".into());
+        return Err(BenchError::NothingToRun);
     }
     let mut skipped: Vec<Skipped> = Vec::new();
     let mut prepared: Vec<Option<Prepared>> = Vec::with_capacity(items.len());
@@ -445,9 +449,9 @@ pub(crate) fn measure(
             Err(e) if skip_unavailable => {
                 drop_iface(&mut prepared, items, item.iface);
                 prepared.push(None);
-                skipped.push(Skipped { iface: item.iface.to_string(), reason: e });
+                skipped.push(Skipped { iface: item.iface.to_string(), reason: e.to_string() });
             }
-            Err(e) => return Err(format!("interface {}: {e}", item.iface)),
+            Err(e) => return Err(BenchError::Interface { iface: item.iface, source: Box::new(e) }),
         }
     }
     let mut out: Vec<Option<Point>> = prepared
@@ -476,7 +480,7 @@ pub(crate) fn measure(
             let sample = report
                 .jobs
                 .first()
-                .ok_or_else(|| "the run returned no job".to_string())
+                .ok_or(BenchError::NoJob)
                 .and_then(|j| Sample::of(j).map(|s| (j.interface.clone(), s)));
             match sample {
                 Ok((interface, s)) => {
@@ -495,7 +499,9 @@ pub(crate) fn measure(
                     }
                     skipped.push(Skipped { iface: iface.to_string(), reason: format!("repetition {}: {e}", rep + 1) });
                 }
-                Err(e) => return Err(format!("interface {}: repetition {}: {e}", items[i].iface, rep + 1)),
+                Err(e) => {
+                    return Err(BenchError::Repetition { iface: items[i].iface, rep: rep + 1, source: Box::new(e) })
+                }
             }
         }
     }
@@ -568,9 +574,8 @@ pub(crate) fn job_bs(spec: &JobSpec) -> u64 {
 }
 
 /// The error of a measurement where every interface was skipped: each with its reason.
-pub(crate) fn none_ran(base: &JobSpec, skipped: &[Skipped]) -> String {
-    let why: Vec<String> = skipped.iter().map(|s| format!("{}: {}", s.iface, s.reason)).collect();
-    format!("no interface could run the job on {}: {}", target_of(base), why.join("; "))
+pub(crate) fn none_ran(base: &JobSpec, skipped: Vec<Skipped>) -> BenchError {
+    BenchError::NoneRan { target: target_of(base), skipped }
 }
 
 /// ns as `812ns`, `4.21µs`, `65.1µs`, `1.23ms`, `2.50s` (three significant digits).
@@ -655,14 +660,15 @@ pub(crate) struct TempDir(PathBuf);
 
 impl TempDir {
     /// Creates `parent/ioswitch-bench-<pid>-<n>`.
-    pub(crate) fn new(parent: &Path) -> Result<TempDir, String> {
-        let meta = std::fs::metadata(parent).map_err(|e| format!("directory {}: {e}", parent.display()))?;
+    pub(crate) fn new(parent: &Path) -> Result<TempDir, BenchError> {
+        let meta =
+            std::fs::metadata(parent).map_err(|source| BenchError::Dir { path: parent.to_path_buf(), source })?;
         if !meta.is_dir() {
-            return Err(format!("{} is not a directory", parent.display()));
+            return Err(BenchError::NotADir { path: parent.to_path_buf() });
         }
         let stamp = engine::now_ns();
         let path = parent.join(format!("ioswitch-bench-{}-{stamp}", std::process::id()));
-        std::fs::create_dir(&path).map_err(|e| format!("creating {}: {e}", path.display()))?;
+        std::fs::create_dir(&path).map_err(|source| BenchError::CreateTemp { path: path.clone(), source })?;
         Ok(TempDir(path))
     }
 
@@ -698,10 +704,10 @@ mod tests {
         assert!(!s.all);
         let all = parse_interfaces("all").unwrap();
         assert!(all.all && all.ifaces.len() == SyncIface::ALL.len() + AsyncIface::ALL.len());
-        assert!(parse_interfaces("io_uring,bogus").unwrap_err().contains("\"bogus\""));
-        assert!(parse_interfaces("nil,nil").unwrap_err().contains("twice"));
-        assert!(parse_interfaces("").unwrap_err().contains("empty"));
-        assert!(parse_interfaces("all,nil").unwrap_err().contains("alone"));
+        assert!(parse_interfaces("io_uring,bogus").unwrap_err().to_string().contains("\"bogus\""));
+        assert!(parse_interfaces("nil,nil").unwrap_err().to_string().contains("twice"));
+        assert!(parse_interfaces("").unwrap_err().to_string().contains("empty"));
+        assert!(parse_interfaces("all,nil").unwrap_err().to_string().contains("alone"));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! instance, stonewall phases, and the live status line.
 
 use crate::engine::{self, Job, JobResult, Mode, Progress, Usage};
+use crate::error::{At, BenchError};
 use crate::jobfile::{IoEngine, JobSpec, SizeSpec};
 use ioswitch::{AsyncIface, Device, Opts, Role};
 use std::io::{IsTerminal, Write};
@@ -54,24 +55,26 @@ pub struct Report {
     pub wall_ns: u64,
 }
 
-fn err(spec: &JobSpec, option: &str, msg: String) -> String {
-    match spec.origin(option) {
-        Some(loc) => format!("{loc}: job {}: {msg}", spec.name),
-        None => format!("job {}: {msg}", spec.name),
-    }
-}
-
 /// An xNVMe interface name (`xnvme_async`, `xnvme_sync`) as the ioswitch interface of
 /// the same name; `allowed` lists those xNVMe has for the role.
-fn xnvme_iface<T: std::str::FromStr>(spec: &JobSpec, option: &str, name: &str, allowed: &[&str]) -> Result<T, String> {
+fn xnvme_iface<T: std::str::FromStr>(
+    spec: &JobSpec,
+    option: &str,
+    name: &str,
+    allowed: &[&'static str],
+) -> Result<T, BenchError> {
     match name.parse().ok().filter(|_| allowed.contains(&name)) {
         Some(i) => Ok(i),
-        None => Err(err(spec, option, format!("{option}={name:?} has no ioswitch interface ({})", allowed.join(", ")))),
+        None => Err(BenchError::XnvmeIface {
+            at: At::new(spec, option),
+            value: name.to_string(),
+            allowed: allowed.to_vec(),
+        }),
     }
 }
 
 /// The library options and mode for a spec's engine.
-pub fn engine_opts(spec: &JobSpec) -> Result<(Opts, Mode), String> {
+pub fn engine_opts(spec: &JobSpec) -> Result<(Opts, Mode), BenchError> {
     let mut o = match (&spec.ioengine, &spec.ioswitch_opts) {
         (IoEngine::Ioswitch, Some(o)) => o.clone(),
         _ => Opts::default(),
@@ -81,11 +84,7 @@ pub fn engine_opts(spec: &JobSpec) -> Result<(Opts, Mode), String> {
             let x = &spec.xnvme;
             if let Some(be) = &x.be {
                 if be != "linux" {
-                    return Err(err(
-                        spec,
-                        "xnvme_be",
-                        format!("xnvme_be={be:?}: only the linux backend exists in ioswitch"),
-                    ));
+                    return Err(BenchError::XnvmeBackend { at: At::new(spec, "xnvme_be"), value: be.clone() });
                 }
             }
             if let Some(a) = &x.r#async {
@@ -100,11 +99,10 @@ pub fn engine_opts(spec: &JobSpec) -> Result<(Opts, Mode), String> {
                     "nvme" => ioswitch::AdminIface::Nvme,
                     "block" | "file_as_ns" | "emulated" => ioswitch::AdminIface::Emulated,
                     other => {
-                        return Err(err(
-                            spec,
-                            "xnvme_admin",
-                            format!("xnvme_admin={other:?} has no ioswitch interface"),
-                        ))
+                        return Err(BenchError::XnvmeAdmin {
+                            at: At::new(spec, "xnvme_admin"),
+                            value: other.to_string(),
+                        })
                     }
                 });
             }
@@ -131,7 +129,7 @@ pub fn engine_opts(spec: &JobSpec) -> Result<(Opts, Mode), String> {
                 }
             }
             if o.sync.is_none() && o.r#async.is_none() {
-                return Err(err(spec, "ioengine", format!("ioengine={engine} has no ioswitch interface")));
+                return Err(BenchError::Engine { at: At::new(spec, "ioengine"), engine });
             }
             if engine == IoEngine::IoUring {
                 // fio's io_uring engine sets up SINGLE_ISSUER|DEFER_TASKRUN where the kernel
@@ -168,13 +166,9 @@ pub fn engine_opts(spec: &JobSpec) -> Result<(Opts, Mode), String> {
             (d.role == Role::Async && Some(d.name) == chosen).then_some(key)
         });
         let Some(key) = owner else {
-            return Err(err(
-                spec,
-                fio_name,
-                format!("{fio_name} is an io_uring option; ioengine is {}", spec.ioengine),
-            ));
+            return Err(BenchError::IoUringOnly { at: At::new(spec, fio_name), engine: spec.ioengine });
         };
-        o.set(key, &value).map_err(|e| err(spec, fio_name, e.to_string()))?;
+        o.set(key, &value).map_err(|source| BenchError::Tunable { at: At::new(spec, fio_name), source })?;
     }
     Ok((o, mode))
 }
@@ -193,19 +187,19 @@ fn default_filename(spec: &JobSpec) -> String {
 
 /// Opens the job's device (creating and laying out a file as fio does) and resolves the
 /// spec into an engine job. `say` receives progress messages ("Laying out IO file").
-pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Result<Prepared, String> {
+pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Result<Prepared, BenchError> {
     let (opts, mode) = engine_opts(spec)?;
     let filename = match spec.filename.as_slice() {
         [] if spec.ioengine == IoEngine::Null => {
             let size = match spec.size {
                 Some(SizeSpec::Bytes(b)) => b,
-                _ => return Err(err(spec, "size", "ioengine=null without a filename needs size=BYTES".into())),
+                _ => return Err(BenchError::NullNeedsSize { at: At::new(spec, "size") }),
             };
             format!("ramdisk:{}", size.max(512).next_multiple_of(512))
         }
         [] => default_filename(spec),
         [one] => one.clone(),
-        more => return Err(err(spec, "filename", format!("{} files: ioswitch runs one file per job", more.len()))),
+        more => return Err(BenchError::ManyFiles { at: At::new(spec, "filename"), count: more.len() }),
     };
     let is_path = !filename.starts_with("ramdisk:")
         && ioswitch::uri::parse(&filename).is_ok_and(|t| matches!(t, ioswitch::uri::Target::Path(_)));
@@ -224,28 +218,24 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
     if regular {
         let cur = path.metadata().map(|m| m.len()).unwrap_or(0);
         match want_file {
-            Some(w) if w > cur => {
-                lay_out(path, cur, w, say).map_err(|e| err(spec, "filename", format!("laying out {filename}: {e}")))?
-            }
-            None if creating => {
-                return Err(err(
-                    spec,
-                    "size",
-                    format!("{filename} does not exist: give size= or filesize= to create it"),
-                ))
-            }
+            Some(w) if w > cur => lay_out(path, cur, w, say).map_err(|source| BenchError::LayOut {
+                at: At::new(spec, "filename"),
+                filename: filename.clone(),
+                source,
+            })?,
+            None if creating => return Err(BenchError::NoSize { at: At::new(spec, "size"), filename }),
             _ => {}
         }
     }
-    let dev = Device::open(&filename, &opts).map_err(|e| err(spec, "filename", e.to_string()))?;
+    let dev = Device::open(&filename, &opts).map_err(|source| BenchError::Open {
+        at: At::new(spec, "filename"),
+        filename: filename.clone(),
+        source,
+    })?;
     // As fio: a job that writes does not start on a device in use (the library would
     // refuse each write; refusing the job says so once, before anything runs).
     if let Some(why) = dev.ident().in_use.as_deref().filter(|_| spec.rw.writes()) {
-        return Err(err(
-            spec,
-            "filename",
-            format!("{filename}: {why}; a job that writes would destroy that data (allow_mounted_write=1 overrides)"),
-        ));
+        return Err(BenchError::InUse { at: At::new(spec, "filename"), filename, why: why.to_string() });
     }
     let bytes = dev.geometry().bytes;
     let offset = resolve_size(spec.offset, bytes);
@@ -274,10 +264,11 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
         verify: spec.verify,
         do_verify: spec.do_verify,
     };
-    engine::check_job(&job, &dev).map_err(|e| err(spec, "size", e))?;
+    engine::check_job(&job, &dev).map_err(|source| BenchError::Check { at: At::new(spec, "size"), source })?;
     if spec.invalidate && !job.opts.direct && is_path {
-        invalidate(&job.filename, job.offset, size.unwrap_or(bytes - job.offset))
-            .map_err(|e| err(spec, "invalidate", format!("dropping the page cache of {}: {e}", job.filename)))?;
+        invalidate(&job.filename, job.offset, size.unwrap_or(bytes - job.offset)).map_err(|source| {
+            BenchError::Invalidate { at: At::new(spec, "invalidate"), filename: job.filename.clone(), source }
+        })?;
     }
     Ok(Prepared { spec: spec.clone(), job, dev, groupid })
 }

@@ -8,6 +8,7 @@
 //! Sync interfaces have no queue: they run once per block size, at queue depth 1, and
 //! show as one point on the queue-depth plots.
 
+use crate::error::{BenchError, ListKind};
 use crate::jobfile::JobSpec;
 use crate::measure::{self, Iface, Item, Point, Sample, Skipped, Table};
 use crate::plot::{LineChart, Scale, Series, TickFormat};
@@ -50,15 +51,23 @@ impl Default for SweepPlan {
 }
 
 /// Parses `1,2,4,8` (queue depths 1..=4096, no repeats).
-pub fn parse_qds(list: &str) -> Result<Vec<u32>, String> {
+pub fn parse_qds(list: &str) -> Result<Vec<u32>, BenchError> {
     let mut out = Vec::new();
     for item in list.split(',').map(str::trim) {
-        let qd: u32 = item.parse().map_err(|_| format!("queue depth list {list:?}: {item:?} is not a whole number"))?;
+        let qd: u32 = item.parse().map_err(|source| BenchError::QdNotANumber {
+            list: list.to_string(),
+            item: item.to_string(),
+            source,
+        })?;
         if qd == 0 || qd > MAX_QD {
-            return Err(format!("queue depth list {list:?}: {qd} is out of range (1..={MAX_QD})"));
+            return Err(BenchError::QdRange { list: Some(list.to_string()), qd, max: MAX_QD });
         }
         if out.contains(&qd) {
-            return Err(format!("queue depth list {list:?}: {qd} is given twice"));
+            return Err(BenchError::Twice {
+                kind: ListKind::QueueDepths,
+                list: list.to_string(),
+                item: qd.to_string(),
+            });
         }
         out.push(qd);
     }
@@ -66,15 +75,23 @@ pub fn parse_qds(list: &str) -> Result<Vec<u32>, String> {
 }
 
 /// Parses `512,4k,32k,128k` (sizes with fio's units, no repeats).
-pub fn parse_bss(list: &str) -> Result<Vec<u64>, String> {
+pub fn parse_bss(list: &str) -> Result<Vec<u64>, BenchError> {
     let mut out = Vec::new();
     for item in list.split(',').map(str::trim) {
-        let bs = ioswitch::units::parse_size(item).map_err(|e| format!("block size list {list:?}: {e}"))?;
+        let bs = ioswitch::units::parse_size(item).map_err(|reason| BenchError::BadBlockSize {
+            list: list.to_string(),
+            item: item.to_string(),
+            reason,
+        })?;
         if bs == 0 {
-            return Err(format!("block size list {list:?}: block size 0"));
+            return Err(BenchError::ZeroBlockSize { list: Some(list.to_string()) });
         }
         if out.contains(&bs) {
-            return Err(format!("block size list {list:?}: {item} is given twice"));
+            return Err(BenchError::Twice {
+                kind: ListKind::BlockSizes,
+                list: list.to_string(),
+                item: item.to_string(),
+            });
         }
         out.push(bs);
     }
@@ -104,18 +121,18 @@ pub struct SweepResult {
 
 /// Runs `base` over the grid of `plan` (its `bs` and `iodepth` replaced at each point),
 /// interleaved, `plan.reps` times. `say` receives progress messages.
-pub fn sweep(base: &JobSpec, plan: &SweepPlan, say: &mut dyn FnMut(&str)) -> Result<SweepResult, String> {
+pub fn sweep(base: &JobSpec, plan: &SweepPlan, say: &mut dyn FnMut(&str)) -> Result<SweepResult, BenchError> {
     if plan.interfaces.is_empty() {
-        return Err("sweep: no interfaces given".into());
+        return Err(BenchError::SweepNoInterfaces);
     }
     if plan.qds.is_empty() || plan.bss.is_empty() {
-        return Err("sweep: give at least one queue depth and one block size".into());
+        return Err(BenchError::SweepEmptyGrid);
     }
     if let Some(&qd) = plan.qds.iter().find(|&&q| q == 0 || q > MAX_QD) {
-        return Err(format!("sweep: queue depth {qd} is out of range (1..={MAX_QD})"));
+        return Err(BenchError::QdRange { list: None, qd, max: MAX_QD });
     }
     if plan.bss.contains(&0) {
-        return Err("sweep: block size 0".into());
+        return Err(BenchError::ZeroBlockSize { list: None });
     }
     let mut items = Vec::new();
     for &bs in &plan.bss {
@@ -135,7 +152,7 @@ pub fn sweep(base: &JobSpec, plan: &SweepPlan, say: &mut dyn FnMut(&str)) -> Res
     }
     let (mut points, skipped) = measure::measure(&items, plan.reps, plan.skip_unavailable, say)?;
     if points.is_empty() {
-        return Err(format!("sweep: {}", measure::none_ran(base, &skipped)));
+        return Err(BenchError::Sweep(Box::new(measure::none_ran(base, skipped))));
     }
     let order = |i: Iface| plan.interfaces.iter().position(|&x| x == i).unwrap_or(usize::MAX);
     points.sort_by_key(|p| (order(p.iface), p.bs, p.qd));
@@ -344,15 +361,17 @@ impl SweepResult {
 
     /// Writes `sweep.csv`, `sweep.json` and the three SVG plots into `dir` (created when
     /// missing); returns the paths written.
-    pub fn write_all(&self, dir: &Path) -> Result<Vec<PathBuf>, String> {
-        std::fs::create_dir_all(dir).map_err(|e| format!("creating output directory {}: {e}", dir.display()))?;
-        let json = serde_json::to_string_pretty(&self.to_json()).map_err(|e| format!("encoding sweep.json: {e}"))?;
+    pub fn write_all(&self, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
+        std::fs::create_dir_all(dir)
+            .map_err(|source| BenchError::CreateOutputDir { path: dir.to_path_buf(), source })?;
+        let json = serde_json::to_string_pretty(&self.to_json())
+            .map_err(|source| BenchError::Encode { file: "sweep.json", source })?;
         let mut files = vec![("sweep.csv", self.to_csv()), ("sweep.json", json + "\n")];
         files.extend(self.charts().into_iter().map(|(name, c)| (name, c.to_svg())));
         let mut written = Vec::new();
         for (name, text) in files {
             let path = dir.join(name);
-            std::fs::write(&path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
+            std::fs::write(&path, text).map_err(|source| BenchError::Write { path: path.clone(), source })?;
             written.push(path);
         }
         Ok(written)
@@ -416,11 +435,11 @@ mod tests {
     fn lists_parse_and_bad_items_are_named() {
         assert_eq!(parse_qds("1, 2,4").unwrap(), [1, 2, 4]);
         assert_eq!(parse_bss("512,4k,32k,128k").unwrap(), [512, 4096, 32768, 131072]);
-        assert!(parse_qds("1,x").unwrap_err().contains("\"x\""));
-        assert!(parse_qds("0").unwrap_err().contains("out of range"));
-        assert!(parse_qds("2,2").unwrap_err().contains("twice"));
-        assert!(parse_bss("4q").unwrap_err().contains("4q"));
-        assert!(parse_bss("0").unwrap_err().contains("0"));
+        assert!(parse_qds("1,x").unwrap_err().to_string().contains("\"x\""));
+        assert!(parse_qds("0").unwrap_err().to_string().contains("out of range"));
+        assert!(parse_qds("2,2").unwrap_err().to_string().contains("twice"));
+        assert!(parse_bss("4q").unwrap_err().to_string().contains("4q"));
+        assert!(parse_bss("0").unwrap_err().to_string().contains("0"));
     }
 
     #[test]
@@ -502,8 +521,8 @@ mod tests {
     fn an_empty_plan_is_an_error() {
         let base = JobSpec::new("j");
         let plan = SweepPlan { qds: vec![], ..SweepPlan::default() };
-        assert!(sweep(&base, &plan, &mut |_| {}).unwrap_err().contains("queue depth"));
+        assert!(sweep(&base, &plan, &mut |_| {}).unwrap_err().to_string().contains("queue depth"));
         let plan = SweepPlan { interfaces: vec![], ..SweepPlan::default() };
-        assert!(sweep(&base, &plan, &mut |_| {}).unwrap_err().contains("interfaces"));
+        assert!(sweep(&base, &plan, &mut |_| {}).unwrap_err().to_string().contains("interfaces"));
     }
 }

@@ -7,6 +7,7 @@
 //! fails the check, and the error says which.
 
 use crate::engine::Rng;
+use crate::error::VerifyError;
 
 pub use crate::jobfile::Verify;
 
@@ -59,29 +60,28 @@ pub fn fill(kind: Verify, block: &mut [u8], offset: u64, seed: u64) {
 }
 
 /// Checks a block read back from byte `offset`; says what is wrong when it is.
-pub fn check(kind: Verify, block: &[u8], offset: u64) -> Result<(), String> {
+pub fn check(kind: Verify, block: &[u8], offset: u64) -> Result<(), VerifyError> {
     let u32_at = |i: usize| u32::from_le_bytes(block[i..i + 4].try_into().expect("4 bytes"));
     let u64_at = |i: usize| u64::from_le_bytes(block[i..i + 8].try_into().expect("8 bytes"));
     if block.len() < HEADER_LEN {
-        return Err(format!("block of {} bytes is shorter than the {HEADER_LEN}-byte header", block.len()));
+        return Err(VerifyError::Short { len: block.len(), header: HEADER_LEN });
     }
     if u32_at(0) != MAGIC {
-        return Err(format!("no verify header (magic {:#010x}): never written, or overwritten", u32_at(0)));
+        return Err(VerifyError::NoHeader { magic: u32_at(0) });
     }
     if u32_at(4) as usize != block.len() {
-        return Err(format!("header says {} bytes, block has {}", u32_at(4), block.len()));
+        return Err(VerifyError::Length { stored: u32_at(4), len: block.len() });
     }
     if u64_at(8) != offset {
-        return Err(format!("block belongs at offset {}, found at {offset}", u64_at(8)));
+        return Err(VerifyError::Offset { stored: u64_at(8), offset });
     }
     let want = digest(kind, block);
     if block[24..40] != want {
-        return Err(format!(
-            "{} mismatch: stored {}, computed {}",
-            name(kind),
-            hex(&block[24..40], kind),
-            hex(&want, kind)
-        ));
+        return Err(VerifyError::Digest {
+            digest: name(kind),
+            stored: hex(&block[24..40], kind),
+            computed: hex(&want, kind),
+        });
     }
     Ok(())
 }
@@ -101,12 +101,12 @@ mod tests {
             let mut b = vec![0u8; 4096];
             fill(kind, &mut b, 8192, 99);
             assert_eq!(check(kind, &b, 8192), Ok(()));
-            assert!(check(kind, &b, 4096).unwrap_err().contains("belongs at offset 8192"));
+            assert!(check(kind, &b, 4096).unwrap_err().to_string().contains("belongs at offset 8192"));
             let mut torn = b.clone();
             torn[3000] ^= 1;
-            assert!(check(kind, &torn, 8192).unwrap_err().contains("mismatch"));
+            assert!(check(kind, &torn, 8192).unwrap_err().to_string().contains("mismatch"));
             let zero = vec![0u8; 4096];
-            assert!(check(kind, &zero, 8192).unwrap_err().contains("never written"));
+            assert!(check(kind, &zero, 8192).unwrap_err().to_string().contains("never written"));
         }
     }
 

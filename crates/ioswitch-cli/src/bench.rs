@@ -205,7 +205,8 @@ fn fio(args: &[String]) -> Outcome {
                 output::stderr_line(&line);
             }
         };
-        let p = run::prepare(spec, groupid, &mut say).map_err(|e| Failure::new(renumber(&e, &own.positions)))?;
+        let p = run::prepare(spec, groupid, &mut say)
+            .map_err(|e| Failure::new(renumber(&e.to_string(), &own.positions)))?;
         prepared.push(p);
     }
     if format.normal {

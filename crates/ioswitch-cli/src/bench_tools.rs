@@ -35,7 +35,7 @@ pub fn default_run() -> Outcome {
          (about 15 s; `ioswitch bench --help` for fio-style jobs)",
         dir.display()
     ));
-    let c = compare::default_run(&dir, &mut say).map_err(Failure::new)?;
+    let c = compare::default_run(&dir, &mut say)?;
     print_cmp(&c, Format::Text)
 }
 
@@ -53,7 +53,7 @@ fn base_job(args: &[String]) -> Outcome<JobSpec> {
 }
 
 fn parse_ifaces(list: &str) -> Outcome<(Vec<Iface>, bool)> {
-    let sel = compare::parse_interfaces(list).map_err(Failure::new)?;
+    let sel = compare::parse_interfaces(list)?;
     Ok((sel.ifaces, sel.all))
 }
 
@@ -203,7 +203,7 @@ pub fn nested(word: &str, args: &[String]) -> Outcome {
             } else {
                 base_job(&a.fio)?
             };
-            let c = compare::compare(&base, &ifaces, a.reps, all, &mut say).map_err(Failure::new)?;
+            let c = compare::compare(&base, &ifaces, a.reps, all, &mut say)?;
             print_cmp(&c, a.format)
         }
         "sweep" => {
@@ -211,8 +211,8 @@ pub fn nested(word: &str, args: &[String]) -> Outcome {
             let (interfaces, all) = parse_ifaces(&a.engines)?;
             let plan = SweepPlan {
                 interfaces,
-                qds: sweep::parse_qds(&a.qd).map_err(Failure::new)?,
-                bss: sweep::parse_bss(&a.bs).map_err(Failure::new)?,
+                qds: sweep::parse_qds(&a.qd)?,
+                bss: sweep::parse_bss(&a.bs)?,
                 reps: a.reps,
                 skip_unavailable: all,
             };
@@ -225,8 +225,8 @@ pub fn nested(word: &str, args: &[String]) -> Outcome {
             } else {
                 base_job(&a.fio)?
             };
-            let r = sweep::sweep(&base, &plan, &mut say).map_err(Failure::new)?;
-            let files = r.write_all(&a.out).map_err(Failure::new)?;
+            let r = sweep::sweep(&base, &plan, &mut say)?;
+            let files = r.write_all(&a.out)?;
             output::stdout(&r.to_text())?;
             for f in files {
                 say(&format!("wrote {}", f.display()));
@@ -251,14 +251,14 @@ pub fn nested(word: &str, args: &[String]) -> Outcome {
                 dir: compare::default_dir(),
                 file: a.file,
                 interfaces,
-                qds: sweep::parse_qds(&a.qd).map_err(Failure::new)?,
-                bss: sweep::parse_bss(&a.bs).map_err(Failure::new)?,
+                qds: sweep::parse_qds(&a.qd)?,
+                bss: sweep::parse_bss(&a.bs)?,
                 reps: a.reps,
                 run_ms: a.run_ms,
                 direct: a.direct,
                 ..OverheadOpts::default()
             };
-            let r = overhead::overhead(&opts, &mut say).map_err(Failure::new)?;
+            let r = overhead::overhead(&opts, &mut say)?;
             match a.format {
                 Format::Text => output::stdout(&r.to_text()),
                 Format::Json => output::stdout(&format!("{:#}\n", r.to_json())),

@@ -45,6 +45,12 @@ impl From<ioswitch::Error> for Failure {
     }
 }
 
+impl From<ioswitch_bench::BenchError> for Failure {
+    fn from(e: ioswitch_bench::BenchError) -> Failure {
+        Failure::new(e.to_string())
+    }
+}
+
 impl From<ioswitch::Rejected> for Failure {
     fn from(r: ioswitch::Rejected) -> Failure {
         Failure::from(r.error)

@@ -5,6 +5,7 @@ use crate::errors;
 use ioswitch_bench::jobfile::{JobError, JobSet};
 use ioswitch_bench::report::{self, Json};
 use ioswitch_bench::run::{self, RunOpts};
+use ioswitch_bench::BenchError;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple};
@@ -152,10 +153,11 @@ pub fn bench_run(py: Python<'_>, job: &Bound<'_, PyAny>, plus: bool, check: bool
         for (spec, &groupid) in set.jobs.iter().zip(&groups) {
             prepared.push(run::prepare(spec, groupid, &mut |_| {})?);
         }
-        Ok::<_, String>(run::run(prepared, &RunOpts::default()))
+        Ok::<_, BenchError>(run::run(prepared, &RunOpts::default()))
     });
-    let rep = result
-        .map_err(|e| errors::make::<errors::BenchError>(py, libc::EINVAL, a.rename(e), &[("report", py.None())]))?;
+    let rep = result.map_err(|e| {
+        errors::make::<errors::BenchError>(py, libc::EINVAL, a.rename(e.to_string()), &[("report", py.None())])
+    })?;
     let out = json_to_py(py, &report::json(&rep, &set.global_options, plus))?;
     let failed = report::errors(&rep);
     if check && !failed.is_empty() {

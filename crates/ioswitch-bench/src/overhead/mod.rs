@@ -21,6 +21,7 @@
 
 use crate::compare::{fmt_count, Iface, Skipped, Spread, Table, TempDir};
 use crate::engine::{now_ns, Rng};
+use crate::error::{BenchError, LoopError, OverheadError};
 use ioswitch::{AsyncIface, Buffer, Cmd, Completion, Data, Device, Opts, Queue, SyncIface};
 use raw::{open_raw, thread_cpu_ns, AioContext, AlignedBuf, IoEvent, Iocb, IOCB_CMD_PREAD};
 use serde_json::{json, Value};
@@ -440,11 +441,11 @@ impl OverheadResult {
 /// A queue-like side: commands go in by slot, come back by slot.
 trait AsyncSide {
     /// Queues a read of the side's block size at `offset` into slot `slot`'s buffer.
-    fn submit(&mut self, slot: u32, offset: u64) -> Result<(), String>;
+    fn submit(&mut self, slot: u32, offset: u64) -> Result<(), LoopError>;
     /// Hands queued reads to the kernel.
-    fn commit(&mut self) -> Result<(), String>;
+    fn commit(&mut self) -> Result<(), LoopError>;
     /// Reaps at least one completion (waiting if needed), calling `f` with each slot.
-    fn reap<F: FnMut(u32)>(&mut self, f: F) -> Result<(), String>;
+    fn reap<F: FnMut(u32)>(&mut self, f: F) -> Result<(), LoopError>;
     /// Syscalls so far.
     fn syscalls(&self) -> u64;
 }
@@ -452,7 +453,7 @@ trait AsyncSide {
 /// A synchronous side.
 trait SyncSide {
     /// Reads the side's block size at `offset`.
-    fn read(&mut self, offset: u64) -> Result<(), String>;
+    fn read(&mut self, offset: u64) -> Result<(), LoopError>;
     /// Syscalls so far.
     fn syscalls(&self) -> u64;
 }
@@ -473,7 +474,7 @@ fn drive_async<T: AsyncSide>(
     blocks: u64,
     seed: u64,
     sc: &mut Scratch,
-) -> Result<SideRun, String> {
+) -> Result<SideRun, LoopError> {
     sc.free.clear();
     sc.free.extend((0..depth).rev());
     let mut rng = Rng::new(seed);
@@ -507,7 +508,7 @@ fn drive_async<T: AsyncSide>(
 }
 
 /// One run through a synchronous side.
-fn drive_sync<T: SyncSide>(t: &mut T, n: u64, bs: u64, blocks: u64, seed: u64) -> Result<SideRun, String> {
+fn drive_sync<T: SyncSide>(t: &mut T, n: u64, bs: u64, blocks: u64, seed: u64) -> Result<SideRun, LoopError> {
     let mut rng = Rng::new(seed);
     let s0 = t.syscalls();
     let mut lat = 0u128;
@@ -540,25 +541,25 @@ struct LibQueue {
 
 impl AsyncSide for LibQueue {
     #[inline]
-    fn submit(&mut self, slot: u32, offset: u64) -> Result<(), String> {
+    fn submit(&mut self, slot: u32, offset: u64) -> Result<(), LoopError> {
         let Some(buf) = self.bufs[slot as usize].take() else {
-            return Err(format!("slot {slot} has no buffer"));
+            return Err(LoopError::NoBuffer { slot });
         };
         let cmd = Cmd::read(self.nsid, offset / self.lba, self.nlb);
         match self.q.submit(&cmd, Data::One(buf), slot as u64) {
             Ok(()) => Ok(()),
             Err(r) => {
                 self.bufs[slot as usize] = r.data.into_one();
-                Err(format!("submit at offset {offset}: {}", r.error))
+                Err(LoopError::Submit { offset, source: r.error })
             }
         }
     }
     #[inline]
-    fn commit(&mut self) -> Result<(), String> {
-        self.q.commit().map(|_| ()).map_err(|e| format!("commit: {e}"))
+    fn commit(&mut self) -> Result<(), LoopError> {
+        self.q.commit().map(|_| ()).map_err(LoopError::Commit)
     }
     #[inline]
-    fn reap<F: FnMut(u32)>(&mut self, mut f: F) -> Result<(), String> {
+    fn reap<F: FnMut(u32)>(&mut self, mut f: F) -> Result<(), LoopError> {
         let bufs = &mut self.bufs;
         let mut failed = None;
         let mut cb = |c: Completion| {
@@ -570,9 +571,9 @@ impl AsyncSide for LibQueue {
             f(slot as u32);
         };
         let r = if self.poke { self.q.poke(0, &mut cb) } else { self.q.wait(1, &mut cb) };
-        r.map_err(|e| format!("reap: {e}"))?;
+        r.map_err(LoopError::Reap)?;
         match failed {
-            Some(s) => Err(format!("read failed: {s}")),
+            Some(s) => Err(LoopError::ReadFailed(s)),
             None => Ok(()),
         }
     }
@@ -593,10 +594,10 @@ struct LibSync {
 
 impl SyncSide for LibSync {
     #[inline]
-    fn read(&mut self, offset: u64) -> Result<(), String> {
+    fn read(&mut self, offset: u64) -> Result<(), LoopError> {
         self.calls += 1;
         let cmd = Cmd::read(self.nsid, offset / self.lba, self.nlb);
-        self.dev.pass(&cmd, std::slice::from_mut(&mut self.buf)).map(|_| ()).map_err(|e| e.to_string())
+        self.dev.pass(&cmd, std::slice::from_mut(&mut self.buf)).map(|_| ()).map_err(LoopError::Lib)
     }
     fn syscalls(&self) -> u64 {
         self.calls * self.dev.sync_syscalls_per_cmd()
@@ -617,22 +618,22 @@ struct BareQueue {
 
 impl AsyncSide for BareQueue {
     #[inline]
-    fn submit(&mut self, slot: u32, offset: u64) -> Result<(), String> {
+    fn submit(&mut self, slot: u32, offset: u64) -> Result<(), LoopError> {
         if offset.checked_add(self.bs).is_none_or(|end| end > self.size) {
-            return Err(format!("offset {offset} + {} is past the end ({})", self.bs, self.size));
+            return Err(LoopError::PastEnd { offset, bs: self.bs, size: self.size });
         }
         let Some(buf) = self.bufs[slot as usize].take() else {
-            return Err(format!("slot {slot} has no buffer"));
+            return Err(LoopError::NoBuffer { slot });
         };
         self.pending.push_back((slot, buf));
         Ok(())
     }
     #[inline]
-    fn commit(&mut self) -> Result<(), String> {
+    fn commit(&mut self) -> Result<(), LoopError> {
         Ok(())
     }
     #[inline]
-    fn reap<F: FnMut(u32)>(&mut self, mut f: F) -> Result<(), String> {
+    fn reap<F: FnMut(u32)>(&mut self, mut f: F) -> Result<(), LoopError> {
         while let Some((slot, buf)) = self.pending.pop_front() {
             self.bufs[slot as usize] = Some(buf);
             f(slot);
@@ -654,7 +655,7 @@ struct RawPsync {
 
 impl SyncSide for RawPsync {
     #[inline]
-    fn read(&mut self, offset: u64) -> Result<(), String> {
+    fn read(&mut self, offset: u64) -> Result<(), LoopError> {
         self.calls += 1;
         // SAFETY: buf holds at least bs bytes and lives in self for the whole call; the
         // descriptor is open.
@@ -670,12 +671,12 @@ impl SyncSide for RawPsync {
     }
 }
 
-fn short(call: &str, r: i64, want: u64, offset: u64) -> String {
+fn short(call: &'static str, r: i64, want: u64, offset: u64) -> LoopError {
     if r < 0 {
         let e = if r == -1 { std::io::Error::last_os_error() } else { std::io::Error::from_raw_os_error(-r as i32) };
-        format!("{call} at offset {offset}: {e}")
+        LoopError::ReadError { call, offset, source: e }
     } else {
-        format!("{call} at offset {offset}: {r} bytes of {want}")
+        LoopError::ShortRead { call, offset, got: r, want }
     }
 }
 
@@ -694,10 +695,11 @@ struct RawUring {
 }
 
 impl RawUring {
-    fn new(path: &Path, direct: bool, depth: u32, bs: u64) -> Result<RawUring, String> {
-        let ring = io_uring::IoUring::new(depth).map_err(|e| format!("io_uring_setup for the raw loop: {e}"))?;
+    fn new(path: &Path, direct: bool, depth: u32, bs: u64) -> Result<RawUring, LoopError> {
+        let ring = io_uring::IoUring::new(depth)
+            .map_err(|source| LoopError::Sys { call: "io_uring_setup for the raw loop".into(), source })?;
         let bufs = (0..depth).map(|_| AlignedBuf::new(bs as usize)).collect::<Result<Vec<_>, _>>()?;
-        let bs = u32::try_from(bs).map_err(|_| format!("block size {bs} is too large for one io_uring read"))?;
+        let bs = u32::try_from(bs).map_err(|_| LoopError::TooLarge { bs })?;
         Ok(RawUring { ring, file: open_raw(path, direct)?, bufs, bs, inflight: 0, calls: 0 })
     }
 
@@ -711,33 +713,33 @@ impl RawUring {
 
 impl AsyncSide for RawUring {
     #[inline]
-    fn submit(&mut self, slot: u32, offset: u64) -> Result<(), String> {
+    fn submit(&mut self, slot: u32, offset: u64) -> Result<(), LoopError> {
         let fd = io_uring::types::Fd(self.file.as_raw_fd());
         let ptr = self.bufs[slot as usize].as_mut_ptr();
         let e = io_uring::opcode::Read::new(fd, ptr, self.bs).offset(offset).build().user_data(slot as u64);
         // SAFETY: the entry points into bufs[slot], which self owns and the loop does not
         // hand out again before this entry's completion is reaped; Drop waits for every
         // entry in flight before the buffers are freed.
-        unsafe { self.ring.submission().push(&e) }.map_err(|_| "the submission queue is full".to_string())?;
+        unsafe { self.ring.submission().push(&e) }.map_err(|_| LoopError::SqFull)?;
         self.inflight += 1;
         Ok(())
     }
     #[inline]
-    fn commit(&mut self) -> Result<(), String> {
+    fn commit(&mut self) -> Result<(), LoopError> {
         let mut pending = self.ring.submission().len() as u32;
         while pending > 0 {
             match self.enter(pending, 0, 0) {
                 // Waiting with entries left unsubmitted would never end: stop here.
-                Ok(0) => return Err(format!("io_uring_enter took none of {pending} entries")),
+                Ok(0) => return Err(LoopError::EnterTookNone { pending }),
                 Ok(k) => pending -= (k as u32).min(pending),
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
-                Err(e) => return Err(format!("io_uring_enter (submit): {e}")),
+                Err(source) => return Err(LoopError::Sys { call: "io_uring_enter (submit)".into(), source }),
             }
         }
         Ok(())
     }
     #[inline]
-    fn reap<F: FnMut(u32)>(&mut self, mut f: F) -> Result<(), String> {
+    fn reap<F: FnMut(u32)>(&mut self, mut f: F) -> Result<(), LoopError> {
         loop {
             let mut got = 0u32;
             let mut bad = None;
@@ -758,7 +760,7 @@ impl AsyncSide for RawUring {
             match self.enter(0, 1, ENTER_GETEVENTS) {
                 Ok(_) => {}
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
-                Err(e) => return Err(format!("io_uring_enter (wait): {e}")),
+                Err(source) => return Err(LoopError::Sys { call: "io_uring_enter (wait)".into(), source }),
             }
         }
     }
@@ -801,10 +803,11 @@ struct RawAio {
 }
 
 impl RawAio {
-    fn new(path: &Path, direct: bool, depth: u32, bs: u64) -> Result<RawAio, String> {
+    fn new(path: &Path, direct: bool, depth: u32, bs: u64) -> Result<RawAio, LoopError> {
         let file = open_raw(path, direct)?;
         let bufs = (0..depth).map(|_| AlignedBuf::new(bs as usize)).collect::<Result<Vec<_>, _>>()?;
-        let ctx = AioContext::new(depth).map_err(|e| format!("io_setup({depth}) for the raw loop: {e}"))?;
+        let ctx = AioContext::new(depth)
+            .map_err(|source| LoopError::Sys { call: format!("io_setup({depth}) for the raw loop"), source })?;
         let n = depth as usize;
         Ok(RawAio {
             ctx,
@@ -830,7 +833,7 @@ impl RawAio {
 
 impl AsyncSide for RawAio {
     #[inline]
-    fn submit(&mut self, slot: u32, offset: u64) -> Result<(), String> {
+    fn submit(&mut self, slot: u32, offset: u64) -> Result<(), LoopError> {
         self.iocbs[slot as usize] = Iocb {
             aio_data: slot as u64,
             aio_lio_opcode: IOCB_CMD_PREAD,
@@ -844,7 +847,7 @@ impl AsyncSide for RawAio {
         Ok(())
     }
     #[inline]
-    fn commit(&mut self) -> Result<(), String> {
+    fn commit(&mut self) -> Result<(), LoopError> {
         while !self.queued.is_empty() {
             let n = self.queued.len();
             let base = self.iocbs.as_mut_ptr();
@@ -857,10 +860,10 @@ impl AsyncSide for RawAio {
             let r = match unsafe { self.ctx.submit(&self.ptrs[..n]) } {
                 Ok(r) => r,
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-                Err(e) => return Err(format!("io_submit: {e}")),
+                Err(source) => return Err(LoopError::Sys { call: "io_submit".into(), source }),
             };
             if r == 0 {
-                return Err("io_submit took no iocb".into());
+                return Err(LoopError::SubmitTookNone);
             }
             let r = r.min(n);
             self.queued.drain(..r);
@@ -869,7 +872,7 @@ impl AsyncSide for RawAio {
         Ok(())
     }
     #[inline]
-    fn reap<F: FnMut(u32)>(&mut self, mut f: F) -> Result<(), String> {
+    fn reap<F: FnMut(u32)>(&mut self, mut f: F) -> Result<(), LoopError> {
         if self.inflight == 0 {
             return Ok(());
         }
@@ -877,7 +880,7 @@ impl AsyncSide for RawAio {
             match self.getevents(1, self.inflight) {
                 Ok(n) => break n,
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
-                Err(e) => return Err(format!("io_getevents: {e}")),
+                Err(source) => return Err(LoopError::Sys { call: "io_getevents".into(), source }),
             }
         };
         self.inflight -= got as u32;
@@ -935,7 +938,7 @@ impl Side {
         blocks: u64,
         seed: u64,
         sc: &mut Scratch,
-    ) -> Result<SideRun, String> {
+    ) -> Result<SideRun, LoopError> {
         match self {
             Side::LibQueue(t) => drive_async(t, depth, n, bs, blocks, seed, sc),
             Side::Bare(t) => drive_async(t, depth, n, bs, blocks, seed, sc),
@@ -954,12 +957,12 @@ struct Pair {
     blocks: u64,
 }
 
-fn lib_device(path: &Path, iface: Iface, direct: bool) -> Result<Device, String> {
+fn lib_device(path: &Path, iface: Iface, direct: bool) -> Result<Device, ioswitch::Error> {
     let mut o = Opts { sync: Some(SyncIface::Psync), direct, ..Opts::default() };
     if let Iface::Async(a) = iface {
         o.r#async = Some(a);
     }
-    Device::open(&path.display().to_string(), &o).map_err(|e| e.to_string())
+    Device::open(&path.display().to_string(), &o)
 }
 
 fn make_pair(
@@ -970,18 +973,17 @@ fn make_pair(
     bs: u64,
     size: u64,
     direct: bool,
-) -> Result<Pair, String> {
+) -> Result<Pair, LoopError> {
     let lba = dev.geometry().lba_size as u64;
     if lba == 0 || bs % lba != 0 || bs / lba > 65536 {
-        return Err(format!("block size {bs} is not 1..=65536 logical blocks of {lba} bytes"));
+        return Err(LoopError::BlockSize { bs, lba });
     }
     let nlb = (bs / lba) as u32;
     let nsid = dev.ident().nsid;
-    let alloc =
-        |n: u32| (0..n).map(|_| dev.alloc(bs as usize).map_err(|e| e.to_string())).collect::<Result<Vec<_>, _>>();
+    let alloc = |n: u32| (0..n).map(|_| dev.alloc(bs as usize)).collect::<Result<Vec<_>, _>>();
     let (lib, raw) = match iface {
         Iface::Sync(_) => {
-            let buf = alloc(1)?.pop().ok_or("no buffer")?;
+            let buf = alloc(1)?.pop().ok_or(LoopError::NoBuffers)?;
             let lib = Side::LibSync(LibSync { dev: dev.clone(), buf, nsid, lba, nlb, calls: 0 });
             let raw = Side::Pread(RawPsync {
                 file: open_raw(path, direct)?,
@@ -992,7 +994,7 @@ fn make_pair(
             (lib, raw)
         }
         Iface::Async(a) => {
-            let q = dev.queue(qd).map_err(|e| e.to_string())?;
+            let q = dev.queue(qd)?;
             let bufs = alloc(qd)?.into_iter().map(Some).collect();
             let lib = Side::LibQueue(LibQueue { q, bufs, nsid, lba, nlb, poke: a == AsyncIface::Nil });
             let raw = match a {
@@ -1004,7 +1006,7 @@ fn make_pair(
                 }),
                 AsyncIface::Libaio => Side::Aio(RawAio::new(path, direct, qd, bs)?),
                 AsyncIface::IoUring => Side::Uring(RawUring::new(path, direct, qd, bs)?),
-                other => return Err(format!("{other} has no raw reference loop")),
+                other => return Err(LoopError::NoRawLoop { iface: other }),
             };
             (lib, raw)
         }
@@ -1019,9 +1021,9 @@ fn make_pair(
 
 /// Writes `size` bytes of pseudo-random data into a new file (so reads move real data),
 /// then syncs it so write-back does not disturb the measurement.
-fn lay_out(path: &Path, size: u64) -> Result<(), String> {
+fn lay_out(path: &Path, size: u64) -> Result<(), BenchError> {
     use std::io::Write;
-    let ctx = |e: std::io::Error| format!("writing {}: {e}", path.display());
+    let ctx = |source: std::io::Error| BenchError::Write { path: path.to_path_buf(), source };
     let mut f = File::create(path).map_err(ctx)?;
     let mut chunk = vec![0u8; 1 << 20];
     let mut rng = Rng::new(0xDA7A);
@@ -1038,33 +1040,30 @@ fn lay_out(path: &Path, size: u64) -> Result<(), String> {
     f.sync_all().map_err(ctx)
 }
 
-fn check_opts(o: &OverheadOpts) -> Result<(), String> {
+fn check_opts(o: &OverheadOpts) -> Result<(), OverheadError> {
     if o.reps == 0 {
-        return Err("overhead: repetitions: 0 given; use 1 or more".into());
+        return Err(OverheadError::NoRepetitions);
     }
     if o.run_ms == 0 {
-        return Err("overhead: run time per side: 0 ms given; use 1 or more".into());
+        return Err(OverheadError::NoRunTime);
     }
     if o.interfaces.is_empty() || o.qds.is_empty() || o.bss.is_empty() {
-        return Err("overhead: give at least one interface, queue depth and block size".into());
+        return Err(OverheadError::EmptyGrid);
     }
-    for i in &o.interfaces {
-        if !SUPPORTED.contains(i) {
-            let names: Vec<&str> = SUPPORTED.iter().map(|s| s.as_str()).collect();
-            return Err(format!("overhead: interface {i} has no raw reference loop; use {}", names.join(", ")));
-        }
+    if let Some(&iface) = o.interfaces.iter().find(|i| !SUPPORTED.contains(i)) {
+        return Err(OverheadError::NoRawLoop { iface, supported: SUPPORTED.to_vec() });
     }
-    if let Some(q) = o.qds.iter().find(|&&q| q == 0 || q > crate::sweep::MAX_QD) {
-        return Err(format!("overhead: queue depth {q} is out of range (1..={})", crate::sweep::MAX_QD));
+    if let Some(&qd) = o.qds.iter().find(|&&q| q == 0 || q > crate::sweep::MAX_QD) {
+        return Err(OverheadError::QdRange { qd, max: crate::sweep::MAX_QD });
     }
-    if let Some(b) = o.bss.iter().find(|&&b| b == 0 || b % 512 != 0) {
-        return Err(format!("overhead: block size {b} is not a multiple of 512"));
+    if let Some(&bs) = o.bss.iter().find(|&&b| b == 0 || b % 512 != 0) {
+        return Err(OverheadError::BlockSize { bs });
     }
     if !o.tolerance_floor_ns.is_finite() || o.tolerance_floor_ns < 0.0 {
-        return Err(format!("overhead: tolerance floor {} ns is not a non-negative number", o.tolerance_floor_ns));
+        return Err(OverheadError::ToleranceFloor { ns: o.tolerance_floor_ns });
     }
     if o.file.is_none() && o.file_size < o.bss.iter().copied().max().unwrap_or(0) {
-        return Err(format!("overhead: file size {} is smaller than the largest block size", o.file_size));
+        return Err(OverheadError::FileSize { size: o.file_size });
     }
     Ok(())
 }
@@ -1075,7 +1074,7 @@ const MIN_IOS: u64 = 256;
 const MAX_IOS: u64 = 50_000_000;
 
 /// Runs the overhead measurement. `say` receives progress messages.
-pub fn overhead(opts: &OverheadOpts, say: &mut dyn FnMut(&str)) -> Result<OverheadResult, String> {
+pub fn overhead(opts: &OverheadOpts, say: &mut dyn FnMut(&str)) -> Result<OverheadResult, BenchError> {
     check_opts(opts)?;
     let tmp;
     let path = match &opts.file {
@@ -1095,7 +1094,7 @@ pub fn overhead(opts: &OverheadOpts, say: &mut dyn FnMut(&str)) -> Result<Overhe
         let dev = match lib_device(&path, iface, opts.direct) {
             Ok(d) => d,
             Err(e) => {
-                skipped.push(Skipped { iface: iface.to_string(), reason: e });
+                skipped.push(Skipped { iface: iface.to_string(), reason: e.to_string() });
                 continue;
             }
         };
@@ -1130,8 +1129,7 @@ pub fn overhead(opts: &OverheadOpts, say: &mut dyn FnMut(&str)) -> Result<Overhe
         }
     }
     if pairs.is_empty() {
-        let why: Vec<String> = skipped.iter().map(|s| format!("{}: {}", s.iface, s.reason)).collect();
-        return Err(format!("overhead: nothing could run on {}: {}", path.display(), why.join("; ")));
+        return Err(OverheadError::NothingRan { path, skipped }.into());
     }
     let max_qd = pairs.iter().map(|p| p.point.qd).max().unwrap_or(1) as usize;
     let mut sc = Scratch { starts: vec![0; max_qd], free: Vec::with_capacity(max_qd) };
@@ -1190,8 +1188,7 @@ pub fn overhead(opts: &OverheadOpts, say: &mut dyn FnMut(&str)) -> Result<Overhe
         drop_failed(&mut pairs, &mut skipped, dropped);
     }
     if pairs.is_empty() {
-        let why: Vec<String> = skipped.iter().map(|s| format!("{}: {}", s.iface, s.reason)).collect();
-        return Err(format!("overhead: every interface failed on {}: {}", path.display(), why.join("; ")));
+        return Err(OverheadError::AllFailed { path, skipped }.into());
     }
     let points: Vec<OverheadPoint> = pairs.into_iter().map(|p| p.point).collect();
     let flatness = opts
@@ -1315,13 +1312,13 @@ mod tests {
     #[test]
     fn bad_options_are_errors_that_name_them() {
         let o = OverheadOpts { interfaces: vec![Iface::Async(AsyncIface::Emu)], ..OverheadOpts::default() };
-        assert!(overhead(&o, &mut |_| {}).unwrap_err().contains("emu"));
+        assert!(overhead(&o, &mut |_| {}).unwrap_err().to_string().contains("emu"));
         let o = OverheadOpts { bss: vec![1000], ..OverheadOpts::default() };
-        assert!(overhead(&o, &mut |_| {}).unwrap_err().contains("1000"));
+        assert!(overhead(&o, &mut |_| {}).unwrap_err().to_string().contains("1000"));
         let o = OverheadOpts { reps: 0, ..OverheadOpts::default() };
         assert!(overhead(&o, &mut |_| {}).is_err());
         let o = OverheadOpts { dir: "/nonexistent/ioswitch".into(), ..OverheadOpts::default() };
-        assert!(overhead(&o, &mut |_| {}).unwrap_err().contains("/nonexistent/ioswitch"));
+        assert!(overhead(&o, &mut |_| {}).unwrap_err().to_string().contains("/nonexistent/ioswitch"));
     }
 
     #[test]

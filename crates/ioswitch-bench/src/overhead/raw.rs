@@ -7,6 +7,8 @@ use std::fs::File;
 use std::io;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+
+use crate::error::LoopError;
 use std::ptr::NonNull;
 
 /// `struct iocb` of linux/aio_abi.h (64 bytes; on big-endian machines `aio_key` and
@@ -113,11 +115,11 @@ pub(crate) struct AlignedBuf {
 
 impl AlignedBuf {
     /// `len` bytes (at least 1), 4096-aligned.
-    pub(crate) fn new(len: usize) -> Result<AlignedBuf, String> {
-        let layout = Layout::from_size_align(len.max(1), 4096).map_err(|e| format!("a {len}-byte buffer: {e}"))?;
+    pub(crate) fn new(len: usize) -> Result<AlignedBuf, LoopError> {
+        let layout = Layout::from_size_align(len.max(1), 4096).map_err(|source| LoopError::Layout { len, source })?;
         // SAFETY: the layout has a non-zero size.
         let p = unsafe { alloc::alloc_zeroed(layout) };
-        let ptr = NonNull::new(p).ok_or_else(|| format!("out of memory allocating a {len}-byte buffer"))?;
+        let ptr = NonNull::new(p).ok_or(LoopError::OutOfMemory { len })?;
         Ok(AlignedBuf { ptr, layout })
     }
 
@@ -136,12 +138,12 @@ impl Drop for AlignedBuf {
 }
 
 /// Opens `path` read-only for a raw loop, with O_DIRECT when `direct`.
-pub(crate) fn open_raw(path: &Path, direct: bool) -> Result<File, String> {
+pub(crate) fn open_raw(path: &Path, direct: bool) -> Result<File, LoopError> {
     std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(if direct { libc::O_DIRECT } else { 0 })
         .open(path)
-        .map_err(|e| format!("opening {} for the raw loop: {e}", path.display()))
+        .map_err(|source| LoopError::OpenRaw { path: path.to_path_buf(), source })
 }
 
 /// CPU time of the calling thread (user + system), ns (`CLOCK_THREAD_CPUTIME_ID`).

@@ -38,6 +38,7 @@
 //! system) are written once and removed at the end unless `--keep-files`.
 
 use super::raw::{open_raw, thread_cpu_ns, AioContext, AlignedBuf, IoEvent, Iocb, IOCB_CMD_PREAD};
+use crate::error::LoopError;
 use ioswitch::{Buffer, Cmd, Completion, Data, Device, Queue, Status};
 use std::collections::VecDeque;
 use std::ffi::{CString, OsString};
@@ -714,9 +715,9 @@ struct RawAio {
 }
 
 impl RawAio {
-    fn new(file: File, qd: u32, mask: u64) -> Result<RawAio, String> {
+    fn new(file: File, qd: u32, mask: u64) -> Result<RawAio, LoopError> {
         Ok(RawAio {
-            ctx: AioContext::new(qd).map_err(|e| format!("io_setup({qd}): {e}"))?,
+            ctx: AioContext::new(qd).map_err(|source| LoopError::Sys { call: format!("io_setup({qd})"), source })?,
             file,
             bufs: buffers(qd)?,
             iocbs: vec![Iocb::default(); qd as usize],
@@ -785,20 +786,21 @@ impl Runner for RawAio {
 }
 
 /// `n` buffers of one I/O each.
-fn buffers(n: u32) -> Result<Vec<AlignedBuf>, String> {
+fn buffers(n: u32) -> Result<Vec<AlignedBuf>, LoopError> {
     (0..n).map(|_| AlignedBuf::new(BS as usize)).collect()
 }
 
-fn raw_side(c: &Config, path: &Path) -> Result<Box<dyn Runner>, String> {
+fn raw_side(c: &Config, path: &Path) -> Result<Box<dyn Runner>, LoopError> {
     let direct = c.place == Place::Disk;
     let file = open_raw(path, direct)?;
-    let blocks = file.metadata().map_err(|e| format!("{}: {e}", path.display()))?.len() / BS;
+    let blocks = file.metadata().map_err(|source| LoopError::Metadata { path: path.to_path_buf(), source })?.len() / BS;
     assert!(blocks.is_power_of_two(), "{}: size must be a power of two of 4 KiB blocks", path.display());
     let mask = blocks - 1;
     Ok(match c.iface {
         Iface::Psync => Box::new(RawPsync { file, buf: AlignedBuf::new(BS as usize)?, mask }),
         Iface::IoUring => Box::new(RawUring {
-            ring: io_uring::IoUring::new(c.qd).map_err(|e| format!("io_uring_setup({}): {e}", c.qd))?,
+            ring: io_uring::IoUring::new(c.qd)
+                .map_err(|source| LoopError::Sys { call: format!("io_uring_setup({})", c.qd), source })?,
             file,
             bufs: buffers(c.qd)?,
             free: (0..c.qd).rev().collect(),

@@ -85,11 +85,10 @@ impl Psync {
     fn rw(&self, write: bool, fua: bool, offset: u64, len: u64, bufs: &mut [Buffer]) -> Result<u64, Status> {
         if let ([buf], false) = (&mut *bufs, fua) {
             // One buffer: pread/pwrite straight from it, no iovec to build (prepare
-            // checked len <= buf.len(), so the slice is always there).
-            if let Some(b) = buf.get_mut(..len as usize) {
-                if if write { io::pwrite_all(self.fd, b, offset) } else { io::pread_all(self.fd, b, offset) } {
-                    return Ok(len);
-                }
+            // checked len <= buf.len()).
+            let (fd, n) = (self.fd, len as usize);
+            if if write { io::pwrite_all(fd, buf, n, offset) } else { io::pread_all(fd, buf, n, offset) } {
+                return Ok(len);
             }
             // An error, or a short transfer: the general loop retries and reports.
         }

@@ -19,6 +19,7 @@ pub mod engine;
 pub mod hist;
 pub mod jobfile;
 pub mod measure;
+pub mod membw;
 pub mod overhead;
 pub mod plot;
 pub mod report;

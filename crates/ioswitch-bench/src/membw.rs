@@ -900,7 +900,7 @@ fn measure_with(opts: &MembwOpts, nt: Option<NtMethod>, say: &mut dyn FnMut(&str
         let pinned: Vec<usize> = pins.iter().flatten().copied().collect();
         let placement = if pinned.len() == threads {
             let list: Vec<String> = pinned.iter().map(|c| c.to_string()).collect();
-            format!("pinned to CPUs {}", list.join(","))
+            format!("pinned to CPU{} {}", if threads == 1 { "" } else { "s" }, list.join(","))
         } else if cpus.len() < threads {
             format!("not pinned: {threads} threads but {} CPUs allowed (sched_getaffinity)", cpus.len())
         } else {

@@ -45,11 +45,11 @@ Examples:
   ioswitch bench jobs.fio --section randread
   ioswitch bench --name=v --filename=f --size=16m --rw=write --verify=crc32c     # write, then check
 
-Nested benchmarks: ioswitch bench compare|sweep|overhead … (see their --help).";
+Nested benchmarks: ioswitch bench compare|sweep|overhead|membw … (see their --help).";
 
 /// Words that name a nested benchmark when they come first (`ioswitch bench compare …`)
 /// instead of a job file.
-pub const NESTED: [&str; 3] = ["compare", "sweep", "overhead"];
+pub const NESTED: [&str; 4] = ["compare", "sweep", "overhead", "membw"];
 
 /// `ioswitch bench`: clap only collects the arguments, untouched, for fio's reader.
 #[derive(Parser, Debug)]

@@ -10,8 +10,11 @@
 //! | scale | `b = s·c` | 16 (2 arrays) |
 //! | add | `c = a + b` | 24 (3 arrays) |
 //! | triad | `a = b + s·c` | 24 (3 arrays) |
-//! | memcpy | `c.copy_from_slice(a)` (the C library's `memcpy`) | 16 (read + written) |
-//! | nt_copy | `c = a` with non-temporal (cache-bypassing) stores, then `sfence` | 16 (read + written) |
+//! | memcpy | `c.copy_from_slice(b)` (the C library's `memcpy`) | 16 (read + written) |
+//! | nt_copy | `b = a` with non-temporal (cache-bypassing) stores, then `sfence` | 16 (read + written) |
+//!
+//! memcpy and nt_copy copy between different arrays, so that each kernel's output differs
+//! from what was there before it ran and a kernel that does nothing cannot go unseen.
 //!
 //! The counting is STREAM's: every array a kernel names is counted once, reads and writes
 //! alike, and write-allocate traffic (the read of a line before it is written, which plain
@@ -82,9 +85,9 @@ pub enum Kernel {
     Add,
     /// `a = b + s·c`.
     Triad,
-    /// `c.copy_from_slice(a)`: the C library's `memcpy`.
+    /// `c.copy_from_slice(b)`: the C library's `memcpy`.
     Memcpy,
-    /// `c = a` through non-temporal stores, then `sfence`.
+    /// `b = a` through non-temporal stores, then `sfence`.
     NtCopy,
 }
 
@@ -112,8 +115,8 @@ impl Kernel {
             Kernel::Scale => "b = s*c",
             Kernel::Add => "c = a + b",
             Kernel::Triad => "a = b + s*c",
-            Kernel::Memcpy => "memcpy(c, a)",
-            Kernel::NtCopy => "c = a, non-temporal stores",
+            Kernel::Memcpy => "memcpy(c, b)",
+            Kernel::NtCopy => "b = a, non-temporal stores",
         }
     }
 
@@ -168,8 +171,8 @@ fn k_triad(a: &mut [f64], b: &[f64], c: &[f64], s: f64) {
 }
 
 #[inline(never)]
-fn k_memcpy(c: &mut [f64], a: &[f64]) {
-    c.copy_from_slice(a);
+fn k_memcpy(dst: &mut [f64], src: &[f64]) {
+    dst.copy_from_slice(src);
 }
 
 /// The non-temporal store instructions this CPU has, best first.
@@ -347,10 +350,15 @@ impl Arrays {
             Kernel::Scale => k_scale(black_box(b), black_box(c), s),
             Kernel::Add => k_add(black_box(c), black_box(a), black_box(b)),
             Kernel::Triad => k_triad(black_box(a), black_box(b), black_box(c), s),
-            Kernel::Memcpy => k_memcpy(black_box(c), black_box(a)),
+            Kernel::Memcpy => k_memcpy(black_box(c), black_box(b)),
             Kernel::NtCopy => match nt {
-                Some(m) => k_nt_copy(black_box(c), black_box(a), m),
-                None => return false,
+                Some(m) => k_nt_copy(black_box(b), black_box(a), m),
+                // Not measured, but done with ordinary stores so the sequence (and the check)
+                // stays the same.
+                None => {
+                    k_memcpy(b, a);
+                    return false;
+                }
             },
         }
         let (a, b, c) = self.parts();
@@ -368,8 +376,9 @@ pub fn reference(a0: f64, passes: u32) -> (f64, f64, f64) {
         b = SCALAR * c;
         c = a + b;
         a = b + SCALAR * c;
-        // memcpy and nt_copy: c = a.
-        c = a;
+        // memcpy: c = b; nt_copy: b = a.
+        c = b;
+        b = a;
     }
     (a, b, c)
 }
@@ -978,7 +987,9 @@ mod tests {
                 assert!(arr.run(k, NtMethod::detect()) || k == Kernel::NtCopy);
                 for j in 0..n {
                     match k {
-                        Kernel::Copy | Kernel::Memcpy | Kernel::NtCopy => c0[j] = a0[j],
+                        Kernel::Copy => c0[j] = a0[j],
+                        Kernel::Memcpy => c0[j] = b0[j],
+                        Kernel::NtCopy => b0[j] = a0[j],
                         Kernel::Scale => b0[j] = SCALAR * c0[j],
                         Kernel::Add => c0[j] = a0[j] + b0[j],
                         Kernel::Triad => a0[j] = b0[j] + SCALAR * c0[j],
@@ -1029,6 +1040,21 @@ mod tests {
             arr.run(k, NtMethod::detect());
         }
         assert!(arr.check(2).is_err());
+    }
+
+    #[test]
+    fn a_kernel_that_does_nothing_is_caught() {
+        for skip in Kernel::ALL {
+            for passes in [1, 3] {
+                let mut arr = small(40);
+                for _ in 0..passes {
+                    for k in Kernel::ALL.into_iter().filter(|&k| k != skip) {
+                        arr.run(k, NtMethod::detect());
+                    }
+                }
+                assert!(arr.check(passes).is_err(), "{} skipped in {passes} passes went unseen", skip.name());
+            }
+        }
     }
 
     #[test]
@@ -1124,9 +1150,10 @@ mod tests {
 
     #[test]
     fn the_reference_follows_the_kernel_sequence() {
-        // a0 = 1: c=1, b=3, c=4, a=3+12=15, c=15.
-        assert_eq!(reference(1.0, 1), (15.0, 3.0, 15.0));
-        assert_eq!(reference(1.0, 2), (225.0, 45.0, 225.0));
+        // a0 = 1: c=1, b=3, c=4, a=3+12=15, c=b=3, b=a=15.
+        assert_eq!(reference(1.0, 1), (15.0, 15.0, 3.0));
+        // c=15, b=45, c=60, a=45+180=225, c=45, b=225.
+        assert_eq!(reference(1.0, 2), (225.0, 225.0, 45.0));
     }
 
     #[test]

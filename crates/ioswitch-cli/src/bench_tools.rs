@@ -204,8 +204,8 @@ read-for-ownership of a line before a plain store writes it is not counted):
   scale    b = 3.0*c                          2 arrays
   add      c = a + b                          3 arrays
   triad    a = b + 3.0*c                      3 arrays
-  memcpy   the C library's memcpy(c, a)       bytes read + bytes written (2 arrays)
-  nt_copy  c = a with non-temporal stores     bytes read + bytes written (2 arrays)
+  memcpy   the C library's memcpy(c, b)       bytes read + bytes written (2 arrays)
+  nt_copy  b = a with non-temporal stores     bytes read + bytes written (2 arrays)
            (x86-64 AVX _mm256_stream_si256 or SSE2 _mm_stream_si128 after a CPUID check,
            then sfence; said so and left out where the CPU has none)
 

@@ -14,6 +14,7 @@ use crate::fail::{Failure, Outcome};
 use crate::output;
 use clap::{CommandFactory, Parser};
 use ioswitch_bench::jobfile::JobSet;
+use ioswitch_bench::membw;
 use ioswitch_bench::report;
 use ioswitch_bench::run::{self, Prepared, RunOpts};
 use std::ffi::OsString;
@@ -211,7 +212,18 @@ fn fio(args: &[String]) -> Outcome {
     if format.normal {
         sink.put(&format!("{}{notes}", report::preamble(&prepared)))?;
     }
-    let report = run::run(prepared, &RunOpts { progress: own.progress });
+    let mut report = run::run(prepared, &RunOpts { progress: own.progress });
+    if report.uses_mmap() {
+        // After the jobs, so that it does not disturb them: the ceiling their rate is
+        // reported against.
+        let caches = membw::read_caches(std::path::Path::new("/sys/devices/system/cpu"));
+        let bytes = membw::default_array_bytes(&caches);
+        output::stderr_line(&format!(
+            "measuring the single-thread copy ceiling for the mmap job(s): memcpy of {} MiB, about 1 s",
+            bytes >> 20
+        ));
+        report.copy_ceiling_bps = Some(membw::copy_ceiling(bytes));
+    }
     if format.normal {
         sink.put(&format!("\n{}", report::text(&report)))?;
     }

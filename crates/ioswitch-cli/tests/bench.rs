@@ -442,6 +442,19 @@ fn the_mmap_engine_writes_and_verifies_through_a_mapping() {
     assert_eq!(job["write"]["total_ios"], 1024, "{job}");
     assert_eq!(job["read"]["total_ios"], 1024, "verify reads every block back: {job}");
     assert_eq!(job["ioswitch"]["interface"], "mmap", "{job}");
+    // An mmap job's rate as a fraction of the copy ceiling measured in the same run.
+    assert!(job["ioswitch"]["copy_ceiling_bps"].as_f64().is_some_and(|c| c > 0.0), "{job}");
+    assert!(job["ioswitch"]["copy_ceiling_fraction"].as_f64().is_some_and(|f| f > 0.0), "{job}");
+    let o = bench(&["--name=m", &format!("--filename={f}"), "--size=4m", "--ioengine=mmap", "--rw=read", "--bs=64k"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("ioswitch mem :") && out.contains("of the single-thread copy ceiling measured in this run"),
+        "{out}"
+    );
+    // Other interfaces get neither.
+    let o = bench(&["--name=p", &format!("--filename={f}"), "--size=4m", "--ioengine=psync", "--rw=read", "--bs=64k"]);
+    assert!(o.status.success() && !text(&o.stdout).contains("ioswitch mem"), "{}", text(&o.stdout));
 }
 
 #[test]

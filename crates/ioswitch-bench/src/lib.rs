@@ -20,6 +20,7 @@ pub mod error;
 pub mod hist;
 pub mod jobfile;
 pub mod measure;
+pub mod membw;
 pub mod overhead;
 pub mod plot;
 pub mod report;

@@ -9,6 +9,9 @@
 //! by the backend, and the CPU of the *whole process* (fio's `usr_cpu`/`sys_cpu` are the
 //! job thread's only, which misses io_uring workers, SQPOLL threads and helper threads;
 //! the difference is reported as "other threads").
+//! Jobs on `mmap` also get their rate as a fraction of the single-thread copy ceiling
+//! measured in the same run (`ioswitch mem` line; `copy_ceiling_bps`, `copy_ceiling_fraction`)
+//! when the caller measured one ([`Report::copy_ceiling_bps`]).
 //!
 //! # What one report entry is
 //!
@@ -401,6 +404,17 @@ impl<'a> Entry<'a> {
         self.interfaces.join(",")
     }
 
+    /// This entry's data rate (read + written, bytes/s) as a fraction of the single-thread
+    /// copy ceiling, when it ran on `mmap` and a ceiling was measured: each byte through a
+    /// mapping is one byte copied, which the ceiling (STREAM-counted) counts twice.
+    fn copy_fraction(&self, ceiling: Option<f64>) -> Option<f64> {
+        let c = ceiling.filter(|&c| c > 0.0)?;
+        if !self.interfaces.iter().any(|i| i == "mmap") {
+            return None;
+        }
+        Some(2.0 * (self.dirs[0].bw_bytes() + self.dirs[1].bw_bytes()) as f64 / c)
+    }
+
     fn total_ios(&self) -> u64 {
         self.dirs[0].ios + self.dirs[1].ios
     }
@@ -656,7 +670,7 @@ fn pct_map(keys: &[&str], vals: &[f64]) -> Json {
     Json::Obj(keys.iter().zip(vals).map(|(k, &v)| (k.to_string(), v.into())).collect())
 }
 
-fn entry_json(e: &Entry<'_>, gd: &[(u32, [GroupDir; 2])], plus: bool) -> Json {
+fn entry_json(e: &Entry<'_>, gd: &[(u32, [GroupDir; 2])], plus: bool, ceiling: Option<f64>) -> Json {
     let spec = e.spec();
     let p = Pct {
         list: &spec.percentile_list,
@@ -687,6 +701,14 @@ fn entry_json(e: &Entry<'_>, gd: &[(u32, [GroupDir; 2])], plus: bool) -> Json {
         ("verified_blocks", e.verified.into()),
         ("error_msg", e.error_msg.clone().unwrap_or_default().into()),
     ]);
+    let ioswitch = match (ioswitch, e.copy_fraction(ceiling)) {
+        (Json::Obj(mut pairs), Some(f)) => {
+            pairs.push(("copy_ceiling_bps".into(), ceiling.unwrap_or_default().into()));
+            pairs.push(("copy_ceiling_fraction".into(), f.into()));
+            Json::Obj(pairs)
+        }
+        (j, _) => j,
+    };
     let mut pairs = vec![
         ("jobname", e.name().into()),
         ("groupid", e.groupid.into()),
@@ -741,7 +763,10 @@ pub fn json(report: &Report, global_options: &[RawOption], plus: bool) -> Json {
     if !globals.is_empty() {
         top.push(("global options".into(), options_json(&globals)));
     }
-    top.push(("jobs".into(), Json::Arr(entries.iter().map(|e| entry_json(e, &gd, plus)).collect())));
+    top.push((
+        "jobs".into(),
+        Json::Arr(entries.iter().map(|e| entry_json(e, &gd, plus, report.copy_ceiling_bps)).collect()),
+    ));
     Json::Obj(top)
 }
 
@@ -919,7 +944,7 @@ fn pct_row(keys: &[&str], vals: &[f64; 7]) -> String {
     keys.iter().zip(vals).map(|(k, v)| format!("{k}={v:3.1}%")).collect::<Vec<_>>().join(", ")
 }
 
-fn entry_text(out: &mut String, e: &Entry<'_>, gd: &[(u32, [GroupDir; 2])], when: &str) {
+fn entry_text(out: &mut String, e: &Entry<'_>, gd: &[(u32, [GroupDir; 2])], when: &str, ceiling: Option<f64>) {
     let err = match (&e.error_msg, e.error) {
         (_, 0) => String::new(),
         (Some(m), _) => format!(" ({m})"),
@@ -992,6 +1017,16 @@ fn entry_text(out: &mut String, e: &Entry<'_>, gd: &[(u32, [GroupDir; 2])], when
         e.cpu.other_sys(),
         e.cpu.phase_ns / 1_000_000
     );
+    if let (Some(f), Some(c)) = (e.copy_fraction(ceiling), ceiling) {
+        let _ = writeln!(
+            out,
+            "  ioswitch mem : {:.1}% of the single-thread copy ceiling measured in this run \
+             (memcpy {:.2} GB/s counted read + written, i.e. {:.2} GB/s copied)",
+            f * 100.0,
+            c / 1e9,
+            c / 2e9
+        );
+    }
 }
 
 fn group_text(out: &mut String, groupid: u32, gds: &[GroupDir; 2]) {
@@ -1027,7 +1062,7 @@ pub fn text(report: &Report) -> String {
     let when = ctime(end.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs());
     let mut out = String::new();
     for e in &entries {
-        entry_text(&mut out, e, &gd, &when);
+        entry_text(&mut out, e, &gd, &when, report.copy_ceiling_bps);
     }
     for (g, gds) in &gd {
         group_text(&mut out, *g, gds);
@@ -1194,7 +1229,12 @@ mod tests {
     }
 
     fn report(jobs: Vec<JobRun>) -> Report {
-        Report { jobs, started: SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000), wall_ns: 2_000_000_000 }
+        Report {
+            jobs,
+            started: SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
+            wall_ns: 2_000_000_000,
+            copy_ceiling_bps: None,
+        }
     }
 
     fn parse(j: &Json) -> serde_json::Value {

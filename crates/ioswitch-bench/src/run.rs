@@ -53,6 +53,17 @@ pub struct Report {
     pub started: SystemTime,
     /// Whole run, ns.
     pub wall_ns: u64,
+    /// The single-thread copy ceiling measured in this run, bytes/s counted read + written
+    /// ([`crate::membw::copy_ceiling`]); the caller sets it when a job ran on `mmap`, and
+    /// the reports then give each `mmap` job's rate as a fraction of it.
+    pub copy_ceiling_bps: Option<f64>,
+}
+
+impl Report {
+    /// Whether any job ran on the `mmap` interface.
+    pub fn uses_mmap(&self) -> bool {
+        self.jobs.iter().any(|j| j.interface == "mmap")
+    }
 }
 
 /// An xNVMe interface name (`xnvme_async`, `xnvme_sync`) as the ioswitch interface of
@@ -344,7 +355,7 @@ pub fn run(prepared: Vec<Prepared>, opts: &RunOpts) -> Report {
     for (i, phase) in phases.into_iter().enumerate() {
         jobs.extend(run_phase(phase, i as u32, opts));
     }
-    Report { jobs, started, wall_ns: engine::now_ns() - t0 }
+    Report { jobs, started, wall_ns: engine::now_ns() - t0, copy_ceiling_bps: None }
 }
 
 fn run_phase(phase: Vec<Prepared>, phase_no: u32, opts: &RunOpts) -> Vec<JobRun> {

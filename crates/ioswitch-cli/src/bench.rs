@@ -14,6 +14,7 @@ use crate::fail::{Failure, Outcome};
 use crate::output;
 use clap::{CommandFactory, Parser};
 use ioswitch_bench::jobfile::JobSet;
+use ioswitch_bench::membw;
 use ioswitch_bench::report;
 use ioswitch_bench::run::{self, Prepared, RunOpts};
 use std::ffi::OsString;
@@ -45,11 +46,11 @@ Examples:
   ioswitch bench jobs.fio --section randread
   ioswitch bench --name=v --filename=f --size=16m --rw=write --verify=crc32c     # write, then check
 
-Nested benchmarks: ioswitch bench compare|sweep|overhead … (see their --help).";
+Nested benchmarks: ioswitch bench compare|sweep|overhead|membw … (see their --help).";
 
 /// Words that name a nested benchmark when they come first (`ioswitch bench compare …`)
 /// instead of a job file.
-pub const NESTED: [&str; 3] = ["compare", "sweep", "overhead"];
+pub const NESTED: [&str; 4] = ["compare", "sweep", "overhead", "membw"];
 
 /// `ioswitch bench`: clap only collects the arguments, untouched, for fio's reader.
 #[derive(Parser, Debug)]
@@ -212,7 +213,18 @@ fn fio(args: &[String]) -> Outcome {
     if format.normal {
         sink.put(&format!("{}{notes}", report::preamble(&prepared)))?;
     }
-    let report = run::run(prepared, &RunOpts { progress: own.progress });
+    let mut report = run::run(prepared, &RunOpts { progress: own.progress });
+    if report.uses_mmap() {
+        // After the jobs, so that it does not disturb them: the ceiling their rate is
+        // reported against.
+        let caches = membw::read_caches(std::path::Path::new("/sys/devices/system/cpu"));
+        let bytes = membw::default_array_bytes(&caches);
+        output::stderr_line(&format!(
+            "measuring the single-thread copy ceiling for the mmap job(s): memcpy of {} MiB, about 1 s",
+            bytes >> 20
+        ));
+        report.copy_ceiling_bps = Some(membw::copy_ceiling(bytes));
+    }
     if format.normal {
         sink.put(&format!("\n{}", report::text(&report)))?;
     }

@@ -1,11 +1,12 @@
 //! `ioswitch bench` with no arguments (the built-in comparison) and the nested
-//! benchmarks `compare`, `sweep` and `overhead`.
+//! benchmarks `compare`, `sweep`, `overhead` and `membw`.
 
 use crate::fail::{Failure, Outcome};
 use crate::output;
 use clap::Parser;
 use ioswitch_bench::compare::{self, Comparison, Iface};
 use ioswitch_bench::jobfile::{JobSet, JobSpec};
+use ioswitch_bench::membw::{self, MembwOpts};
 use ioswitch_bench::overhead::{self, targets, OverheadOpts};
 use ioswitch_bench::sweep::{self, SweepPlan};
 use std::path::PathBuf;
@@ -183,6 +184,86 @@ struct OverheadArgs {
     format: Format,
 }
 
+/// `--output-format` of `ioswitch bench membw` (fio's word for text, `normal`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum MembwFormat {
+    Normal,
+    Json,
+}
+
+/// `ioswitch bench membw`.
+#[derive(Parser, Debug)]
+#[command(
+    name = "ioswitch bench membw",
+    about = "Memory-bandwidth ceiling: STREAM copy/scale/add/triad, memcpy and a non-temporal copy",
+    after_help = "\
+Kernels, over three arrays of f64 a, b, c, in this order every repetition, with bytes counted as
+STREAM counts them (every array a kernel names counted once, whether read or written; the
+read-for-ownership of a line before a plain store writes it is not counted):
+  copy     c = a, element by element          2 arrays x 8 B per element
+  scale    b = 3.0*c                          2 arrays
+  add      c = a + b                          3 arrays
+  triad    a = b + 3.0*c                      3 arrays
+  memcpy   the C library's memcpy(c, b)       bytes read + bytes written (2 arrays)
+  nt_copy  b = a with non-temporal stores     bytes read + bytes written (2 arrays)
+           (x86-64 AVX _mm256_stream_si256 or SSE2 _mm_stream_si128 after a CPUID check,
+           then sfence; said so and left out where the CPU has none)
+
+Each of N threads owns a slice of every array (allocated and first touched by itself, pinned to
+its own CPU when there are enough CPUs; the report says where they ran). One warm-up repetition
+is not counted; of the others the table gives the best rate (what STREAM reports), the median
+and the spread min..max, in GB/s = 10^9 bytes/s. Every element is checked against a scalar
+replay after the run: a kernel that computed the wrong thing fails the run.
+
+Why a ceiling: an mmap or pmem interface moves data with the CPU (a read is a copy out of the
+mapping, a write a copy into it), so one thread of mmap/pmem I/O cannot go faster than one
+thread's copy rate here; memcpy is the copy such interfaces actually do, nt_copy what a pmem
+library's streaming writes do.
+
+The default array size follows STREAM's rule: each array at least 4 times all caches together
+(read from /sys/devices/system/cpu/cpu*/cache/index*/size; the report prints them).
+
+Example:
+  ioswitch bench membw --threads 1,2 --reps 10
+  ioswitch bench membw --size 1g --output-format json"
+)]
+struct MembwArgs {
+    /// Thread counts, one run each (default: 1 and every CPU this process may use).
+    #[arg(long)]
+    threads: Option<String>,
+    /// Bytes of each array, all threads' slices together (1g, 512m, …); default: STREAM's rule.
+    #[arg(long)]
+    size: Option<String>,
+    /// Timed repetitions of every kernel (after one warm-up), 1 to 100.
+    #[arg(long, default_value_t = membw::DEFAULT_REPS)]
+    reps: u32,
+    /// normal (text tables) or json.
+    #[arg(long = "output-format", value_enum, default_value = "normal")]
+    format: MembwFormat,
+}
+
+fn membw_run(a: MembwArgs) -> Outcome {
+    let fail = |e: membw::MembwError| Failure::new(e.to_string());
+    let threads = match &a.threads {
+        Some(t) => membw::parse_threads(t).map_err(fail)?,
+        None => {
+            let n = membw::allowed_cpus().len().max(1);
+            if n == 1 {
+                vec![1]
+            } else {
+                vec![1, n]
+            }
+        }
+    };
+    let array_bytes = a.size.as_deref().map(membw::parse_array_size).transpose().map_err(fail)?;
+    let opts = MembwOpts { threads, array_bytes, reps: a.reps };
+    let r = membw::measure(&opts, &mut say).map_err(fail)?;
+    match a.format {
+        MembwFormat::Normal => output::stdout(&r.to_text()),
+        MembwFormat::Json => output::stdout(&format!("{:#}\n", r.to_json())),
+    }
+}
+
 /// Parses a nested benchmark's options; `--help` prints and exits 0, a usage error
 /// prints and exits 2 (clap's convention, as for every other subcommand).
 fn parse<T: Parser>(word: &str, args: &[String]) -> T {
@@ -190,7 +271,7 @@ fn parse<T: Parser>(word: &str, args: &[String]) -> T {
     T::try_parse_from(argv).unwrap_or_else(|e| e.exit())
 }
 
-/// Runs `ioswitch bench WORD ARGS…` for WORD in compare, sweep, overhead.
+/// Runs `ioswitch bench WORD ARGS…` for WORD in compare, sweep, overhead, membw.
 pub fn nested(word: &str, args: &[String]) -> Outcome {
     match word {
         "compare" => {
@@ -264,6 +345,9 @@ pub fn nested(word: &str, args: &[String]) -> Outcome {
                 Format::Json => output::stdout(&format!("{:#}\n", r.to_json())),
             }
         }
-        other => Err(Failure::new(format!("ioswitch bench {other}: no such benchmark (compare, sweep, overhead)"))),
+        "membw" => membw_run(parse(word, args)),
+        other => {
+            Err(Failure::new(format!("ioswitch bench {other}: no such benchmark (compare, sweep, overhead, membw)")))
+        }
     }
 }

@@ -442,4 +442,65 @@ fn the_mmap_engine_writes_and_verifies_through_a_mapping() {
     assert_eq!(job["write"]["total_ios"], 1024, "{job}");
     assert_eq!(job["read"]["total_ios"], 1024, "verify reads every block back: {job}");
     assert_eq!(job["ioswitch"]["interface"], "mmap", "{job}");
+    // An mmap job's rate as a fraction of the copy ceiling measured in the same run.
+    assert!(job["ioswitch"]["copy_ceiling_bps"].as_f64().is_some_and(|c| c > 0.0), "{job}");
+    assert!(job["ioswitch"]["copy_ceiling_fraction"].as_f64().is_some_and(|f| f > 0.0), "{job}");
+    let o = bench(&["--name=m", &format!("--filename={f}"), "--size=4m", "--ioengine=mmap", "--rw=read", "--bs=64k"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("ioswitch mem :") && out.contains("of the single-thread copy ceiling measured in this run"),
+        "{out}"
+    );
+    // Other interfaces get neither.
+    let o = bench(&["--name=p", &format!("--filename={f}"), "--size=4m", "--ioengine=psync", "--rw=read", "--bs=64k"]);
+    assert!(o.status.success() && !text(&o.stdout).contains("ioswitch mem"), "{}", text(&o.stdout));
+}
+
+#[test]
+fn membw_prints_every_kernel_and_names_bad_input() {
+    let _one = serial();
+    let kernels = ["copy", "scale", "add", "triad", "memcpy", "nt_copy"];
+    let o = bench(&["membw", "--size", "1m", "--reps", "2", "--threads", "1,2"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    let nt = !out.contains("nt_copy: not measured");
+    for k in kernels.iter().filter(|&&k| nt || k != "nt_copy") {
+        let rows: Vec<&str> = out.lines().filter(|l| l.split_whitespace().next() == Some(*k)).collect();
+        assert_eq!(rows.len(), 2, "one {k} row per thread count:\n{out}");
+        for row in rows {
+            // kernel, what it computes (several words), counts, best, median, spread, best time.
+            let cols: Vec<&str> = row.split_whitespace().collect();
+            let n = cols.len();
+            let (best, median) = (cols[n - 5], cols[n - 4]);
+            for v in [best, median] {
+                assert!(v.parse::<f64>().is_ok_and(|x| x > 0.0), "{k}: {row}");
+            }
+        }
+    }
+    assert!(out.contains("pinned to CPU") || out.contains("not pinned"), "{out}");
+
+    let o = bench(&["membw", "--size", "1m", "--reps", "2", "--threads", "1", "--output-format", "json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("membw JSON parses");
+    let ks = v["runs"][0]["kernels"].as_array().expect("kernels");
+    assert_eq!(ks.len(), if nt { 6 } else { 5 }, "{v:#}");
+    for k in ks {
+        assert!(k["best_bps"].as_f64().is_some_and(|x| x > 0.0), "{k}");
+        assert!(k["bytes_per_rep"].as_u64().is_some_and(|x| x > 0), "{k}");
+    }
+    assert_eq!(v["runs"][0]["array_bytes"], 1 << 20);
+
+    let o = bench(&["membw", "--threads", "0"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("--threads"), "{}", text(&o.stderr));
+    let o = bench(&["membw", "--size", "12q"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("--size"), "{}", text(&o.stderr));
+    let o = bench(&["membw", "--output-format", "xml"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = text(&o.stderr);
+    assert!(err.contains("--output-format") && err.contains("xml"), "{err}");
+    let o = bench(&["membw", "--help"]);
+    assert!(o.status.success() && text(&o.stdout).contains("ceiling"), "{}", text(&o.stdout));
 }

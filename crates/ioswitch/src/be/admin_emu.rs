@@ -29,17 +29,14 @@ use crate::spec::Status;
 use std::path::PathBuf;
 
 /// `admin=emulated`: identify data emulated from stat, sysfs and block ioctls.
-pub(crate) const DESCRIPTOR: Descriptor = Descriptor {
-    name: "emulated",
-    role: Role::Admin,
-    summary: "identify data emulated from stat, sysfs and block ioctls",
-    refusal: |_| None,
-    default_for: &[DevKind::File, DevKind::Block, DevKind::Ramdisk],
-    tunables: &[],
-    fio_engines: &[],
-    usable: super::always,
-    build: Build::Admin(|dev| Ok(Box::new(AdminEmu::new(dev)))),
-};
+pub(crate) const DESCRIPTOR: Descriptor = Descriptor::new(
+    "emulated",
+    Role::Admin,
+    "identify data emulated from stat, sysfs and block ioctls",
+    |_| None,
+    Build::Admin(|dev| Ok(Box::new(AdminEmu::new(dev)))),
+)
+.defaults(&[DevKind::File, DevKind::Block, DevKind::Ramdisk]);
 
 /// Invalid Command Opcode (generic, DNR).
 const INVALID_OPCODE: Status = Status { raw: 0x01 | 1 << 14, errno_raw: 0 };

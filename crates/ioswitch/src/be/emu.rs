@@ -14,23 +14,14 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// `async=emu`: the async API over the sync interface, run when the queue is poked.
-pub(crate) const DESCRIPTOR: Descriptor = Descriptor {
-    name: "emu",
-    role: Role::Async,
-    summary: "async API over the sync interface, executed when the queue is poked",
-    refusal: |kind| match kind {
-        DevKind::NvmeCtrl => Some("an NVMe controller takes admin commands only"),
-        _ => None,
-    },
-    default_for: &[DevKind::Ramdisk],
-    tunables: &[],
-    fio_engines: &[],
-    usable: super::always,
-    build: Build::Async {
-        probe: super::no_probe,
-        queue: |dev, depth| Ok(super::Backend::Emu(Emu::new(dev.clone(), depth))),
-    },
-};
+pub(crate) const DESCRIPTOR: Descriptor = Descriptor::new(
+    "emu",
+    Role::Async,
+    "async API over the sync interface, executed when the queue is poked",
+    super::controller_only,
+    Build::Async { probe: super::no_probe, queue: |dev, depth| Ok(super::Backend::Emu(Emu::new(dev.clone(), depth))) },
+)
+.defaults(&[DevKind::Ramdisk]);
 
 struct Pending {
     io: Io,

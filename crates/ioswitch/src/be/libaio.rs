@@ -51,22 +51,15 @@ use std::io;
 use std::sync::{Arc, OnceLock};
 
 /// `async=libaio`: Linux AIO (io_setup/io_submit/io_getevents).
-pub(crate) const DESCRIPTOR: Descriptor = Descriptor {
-    name: "libaio",
-    role: Role::Async,
-    summary: "Linux AIO (io_setup/io_submit/io_getevents)",
-    refusal: |kind| match kind {
-        DevKind::File | DevKind::Block | DevKind::NvmeBlock => None,
-        DevKind::NvmeCtrl => Some("an NVMe controller takes admin commands only"),
-        DevKind::Ramdisk => Some("a ramdisk has no file descriptor; use async=emu or async=thrpool"),
-        DevKind::NvmeChar => Some("needs a file or block device; use io_uring_cmd or nvme on /dev/ngXnY"),
-    },
-    default_for: &[DevKind::File, DevKind::Block, DevKind::NvmeBlock],
-    tunables: &[],
-    fio_engines: &["libaio"],
-    usable: super::always,
-    build: Build::Async { probe, queue: new_queue },
-};
+pub(crate) const DESCRIPTOR: Descriptor = Descriptor::new(
+    "libaio",
+    Role::Async,
+    "Linux AIO (io_setup/io_submit/io_getevents)",
+    super::needs_fd,
+    Build::Async { probe, queue: new_queue },
+)
+.defaults(&[DevKind::File, DevKind::Block, DevKind::NvmeBlock])
+.fio(&["libaio"]);
 
 const IFACE: &str = "async=libaio";
 

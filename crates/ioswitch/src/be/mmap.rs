@@ -17,21 +17,18 @@ use crate::spec::{errno_to_status, Status};
 use crate::sys::mem::Mapping;
 
 /// `sync=mmap`: a shared mapping of the file or block device.
-pub(crate) const DESCRIPTOR: Descriptor = Descriptor {
-    name: "mmap",
-    role: Role::Sync,
-    summary: "a shared memory mapping of the file or block device: reads and writes are memory copies, flush is msync",
-    refusal: |kind| match kind {
+pub(crate) const DESCRIPTOR: Descriptor = Descriptor::new(
+    "mmap",
+    Role::Sync,
+    "a shared memory mapping of the file or block device: reads and writes are memory copies, flush is msync",
+    |kind| match kind {
         DevKind::File | DevKind::Block | DevKind::NvmeBlock => None,
         DevKind::Ramdisk => Some("a ramdisk is memory already; use sync=ramdisk"),
         _ => Some("only files and block devices can be memory-mapped"),
     },
-    default_for: &[],
-    tunables: &[],
-    fio_engines: &["mmap"],
-    usable: super::always,
-    build: Build::Sync(|dev| Ok(Box::new(Mmap::new(dev)?))),
-};
+    Build::Sync(|dev| Ok(Box::new(Mmap::new(dev)?))),
+)
+.fio(&["mmap"]);
 
 pub(crate) struct Mmap {
     map: Mapping,

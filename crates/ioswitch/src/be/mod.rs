@@ -251,6 +251,49 @@ impl std::fmt::Debug for Descriptor {
 }
 
 impl Descriptor {
+    /// A row with the required facts; the optional ones (defaults, tunables, fio engines,
+    /// kernel support) default to none, none, none and always, and are set by the
+    /// builder methods below.
+    pub(crate) const fn new(
+        name: &'static str,
+        role: Role,
+        summary: &'static str,
+        refusal: fn(DevKind) -> Option<&'static str>,
+        build: Build,
+    ) -> Descriptor {
+        Descriptor {
+            name,
+            role,
+            summary,
+            refusal,
+            default_for: &[],
+            tunables: &[],
+            fio_engines: &[],
+            usable: always,
+            build,
+        }
+    }
+    /// The kinds of device it serves by default.
+    pub(crate) const fn defaults(mut self, kinds: &'static [DevKind]) -> Descriptor {
+        self.default_for = kinds;
+        self
+    }
+    /// The options only it takes, with fio's names.
+    pub(crate) const fn tunables(mut self, t: &'static [(&'static str, Option<&'static str>)]) -> Descriptor {
+        self.tunables = t;
+        self
+    }
+    /// The fio ioengines that run on it.
+    pub(crate) const fn fio(mut self, engines: &'static [&'static str]) -> Descriptor {
+        self.fio_engines = engines;
+        self
+    }
+    /// Its kernel support probe.
+    pub(crate) const fn usable(mut self, f: fn() -> bool) -> Descriptor {
+        self.usable = f;
+        self
+    }
+
     /// The option item that selects it (`async=io_uring`).
     pub fn option(&self) -> String {
         format!("{}={}", self.role.key(), self.name)
@@ -260,6 +303,26 @@ impl Descriptor {
 /// Kernel support every interface has.
 pub(crate) fn always() -> bool {
     true
+}
+
+/// The refusal of an interface that serves every kind of device with I/O: all but a
+/// controller.
+pub(crate) fn controller_only(kind: DevKind) -> Option<&'static str> {
+    match kind {
+        DevKind::NvmeCtrl => Some("an NVMe controller takes admin commands only"),
+        _ => None,
+    }
+}
+
+/// The refusal of an async interface on a file descriptor's reads and writes (libaio,
+/// io_uring, POSIX aio): files and block devices only.
+pub(crate) fn needs_fd(kind: DevKind) -> Option<&'static str> {
+    match kind {
+        DevKind::File | DevKind::Block | DevKind::NvmeBlock => None,
+        DevKind::NvmeCtrl => Some("an NVMe controller takes admin commands only"),
+        DevKind::Ramdisk => Some("a ramdisk has no file descriptor; use async=emu or async=thrpool"),
+        DevKind::NvmeChar => Some("needs a file or block device; use io_uring_cmd or nvme on /dev/ngXnY"),
+    }
 }
 
 /// Every interface of this build, by role; within a role, in the order of preference for
@@ -284,24 +347,17 @@ pub(crate) static TABLE: &[&Descriptor] = &[
 ];
 
 /// `mem=posix`: aligned heap memory.
-pub(crate) const MEM_POSIX: Descriptor = Descriptor {
-    name: "posix",
-    role: Role::Mem,
-    summary: "aligned heap memory",
-    refusal: |_| None,
-    default_for: &[
-        DevKind::File,
-        DevKind::Block,
-        DevKind::NvmeBlock,
-        DevKind::NvmeChar,
-        DevKind::NvmeCtrl,
-        DevKind::Ramdisk,
-    ],
-    tunables: &[],
-    fio_engines: &[],
-    usable: always,
-    build: Build::Mem,
-};
+pub(crate) const MEM_POSIX: Descriptor =
+    Descriptor::new("posix", Role::Mem, "aligned heap memory", |_| None, Build::Mem)
+        .defaults(&[
+            DevKind::File,
+            DevKind::Block,
+            DevKind::NvmeBlock,
+            DevKind::NvmeChar,
+            DevKind::NvmeCtrl,
+            DevKind::Ramdisk,
+        ])
+        .usable(always);
 
 /// The descriptor of an interface.
 pub(crate) fn descriptor(role: Role, name: &str) -> &'static Descriptor {

@@ -6,42 +6,29 @@ use super::{Build, Descriptor, Role};
 use crate::buf::Buffer;
 use crate::buf::{Data, DataWords, Fifo};
 use crate::cmd::Cmd;
-use crate::dev::DevKind;
 use crate::error::Error;
 use crate::queue::Completion;
 use crate::spec::Status;
 
 /// `sync=nil`: completes every command at once and moves no data.
-pub(crate) const SYNC: Descriptor = Descriptor {
-    name: "nil",
-    role: Role::Sync,
-    summary: "completes every command at once and moves no data (the sync twin of async nil)",
-    refusal: |kind| match kind {
-        DevKind::NvmeCtrl => Some("an NVMe controller takes admin commands only"),
-        _ => None,
-    },
-    default_for: &[],
-    tunables: &[],
-    fio_engines: &["null"],
-    usable: super::always,
-    build: Build::Sync(|_| Ok(Box::new(NilSync))),
-};
+pub(crate) const SYNC: Descriptor = Descriptor::new(
+    "nil",
+    Role::Sync,
+    "completes every command at once and moves no data (the sync twin of async nil)",
+    super::controller_only,
+    Build::Sync(|_| Ok(Box::new(NilSync))),
+)
+.fio(&["null"]);
 
 /// `async=nil`: completes every command at once and moves no data: what the library costs.
-pub(crate) const ASYNC: Descriptor = Descriptor {
-    name: "nil",
-    role: Role::Async,
-    summary: "completes every command at once and moves no data: measures library overhead",
-    refusal: |kind| match kind {
-        DevKind::NvmeCtrl => Some("an NVMe controller takes admin commands only"),
-        _ => None,
-    },
-    default_for: &[],
-    tunables: &[],
-    fio_engines: &["null"],
-    usable: super::always,
-    build: Build::Async { probe: super::no_probe, queue: |_, depth| Ok(super::Backend::Nil(Nil::new(depth))) },
-};
+pub(crate) const ASYNC: Descriptor = Descriptor::new(
+    "nil",
+    Role::Async,
+    "completes every command at once and moves no data: measures library overhead",
+    super::controller_only,
+    Build::Async { probe: super::no_probe, queue: |_, depth| Ok(super::Backend::Nil(Nil::new(depth))) },
+)
+.fio(&["null"]);
 
 /// A finished command waiting to be reaped: its completion without the status (always
 /// success), 8 bytes less to move. The data is kept as its four words (see [`DataWords`]).

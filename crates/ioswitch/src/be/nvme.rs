@@ -42,45 +42,39 @@ use std::os::fd::RawFd;
 use std::path::PathBuf;
 
 /// `sync=nvme`: NVMe ioctl passthrough.
-pub(crate) const SYNC: Descriptor = Descriptor {
-    name: "nvme",
-    role: Role::Sync,
-    summary: "NVMe ioctl passthrough",
-    refusal: |kind| match kind {
+pub(crate) const SYNC: Descriptor = Descriptor::new(
+    "nvme",
+    Role::Sync,
+    "NVMe ioctl passthrough",
+    |kind| match kind {
         DevKind::NvmeBlock | DevKind::NvmeChar => None,
         DevKind::NvmeCtrl => {
             Some("an NVMe controller takes admin commands only; open a namespace (/dev/nvmeXnY or /dev/ngXnY) for I/O")
         }
         _ => Some("NVMe ioctls need an NVMe device (/dev/nvmeXnY or /dev/ngXnY)"),
     },
-    default_for: &[DevKind::NvmeChar],
-    tunables: &[],
-    fio_engines: &[],
-    usable: super::always,
-    build: Build::Sync(|dev| {
+    Build::Sync(|dev| {
         check(dev, "sync=nvme")?;
         Ok(Box::new(Nvme::new(dev)))
     }),
-};
+)
+.defaults(&[DevKind::NvmeChar]);
 
 /// `admin=nvme`: NVMe admin ioctl passthrough.
-pub(crate) const ADMIN: Descriptor = Descriptor {
-    name: "nvme",
-    role: Role::Admin,
-    summary: "NVMe admin ioctl passthrough",
-    refusal: |kind| match kind {
+pub(crate) const ADMIN: Descriptor = Descriptor::new(
+    "nvme",
+    Role::Admin,
+    "NVMe admin ioctl passthrough",
+    |kind| match kind {
         DevKind::NvmeBlock | DevKind::NvmeChar | DevKind::NvmeCtrl => None,
         _ => Some("NVMe admin commands need an NVMe device"),
     },
-    default_for: &[DevKind::NvmeBlock, DevKind::NvmeChar, DevKind::NvmeCtrl],
-    tunables: &[],
-    fio_engines: &[],
-    usable: super::always,
-    build: Build::Admin(|dev| {
+    Build::Admin(|dev| {
         check(dev, "admin=nvme")?;
         Ok(Box::new(Nvme::new(dev)))
     }),
-};
+)
+.defaults(&[DevKind::NvmeBlock, DevKind::NvmeChar, DevKind::NvmeCtrl]);
 
 /// Dataset Management attribute: deallocate.
 const DSM_AD: u32 = 1 << 2;

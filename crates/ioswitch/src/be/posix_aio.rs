@@ -45,7 +45,6 @@ use super::{exec_to_completion, AsyncQueue, Io, Op, MAX_SEGMENTS};
 use super::{Build, Descriptor, Role};
 use crate::buf::Data;
 use crate::cmd::Cmd;
-use crate::dev::DevKind;
 use crate::dev::Inner;
 use crate::error::Error;
 use crate::queue::Completion;
@@ -56,22 +55,14 @@ use std::io;
 use std::sync::{Arc, OnceLock};
 
 /// `async=posix`: POSIX aio (aio_read/aio_write/aio_fsync).
-pub(crate) const DESCRIPTOR: Descriptor = Descriptor {
-    name: "posix",
-    role: Role::Async,
-    summary: "POSIX aio (aio_read/aio_write/aio_fsync)",
-    refusal: |kind| match kind {
-        DevKind::File | DevKind::Block | DevKind::NvmeBlock => None,
-        DevKind::NvmeCtrl => Some("an NVMe controller takes admin commands only"),
-        DevKind::Ramdisk => Some("a ramdisk has no file descriptor; use async=emu or async=thrpool"),
-        DevKind::NvmeChar => Some("needs a file or block device; use io_uring_cmd or nvme on /dev/ngXnY"),
-    },
-    default_for: &[],
-    tunables: &[],
-    fio_engines: &["posixaio"],
-    usable: super::always,
-    build: Build::Async { probe, queue: new_queue },
-};
+pub(crate) const DESCRIPTOR: Descriptor = Descriptor::new(
+    "posix",
+    Role::Async,
+    "POSIX aio (aio_read/aio_write/aio_fsync)",
+    super::needs_fd,
+    Build::Async { probe, queue: new_queue },
+)
+.fio(&["posixaio"]);
 
 const IFACE: &str = "async=posix";
 

@@ -18,41 +18,36 @@ use std::io::{IoSlice, IoSliceMut};
 use std::os::fd::RawFd;
 
 /// `sync=psync`: pread/pwrite/preadv/pwritev/fdatasync; trim by hole punching.
-pub(crate) const PSYNC: Descriptor = Descriptor {
-    name: "psync",
-    role: Role::Sync,
-    summary: "pread/pwrite/preadv/pwritev/fdatasync; trim by hole punching",
-    refusal: |kind| match kind {
+pub(crate) const PSYNC: Descriptor = Descriptor::new(
+    "psync",
+    Role::Sync,
+    "pread/pwrite/preadv/pwritev/fdatasync; trim by hole punching",
+    |kind| match kind {
         DevKind::File | DevKind::Block | DevKind::NvmeBlock => None,
         DevKind::Ramdisk => Some("a ramdisk has no file descriptor; use sync=ramdisk"),
         DevKind::NvmeChar => Some("an NVMe generic char device has no read/write; use sync=nvme"),
         DevKind::NvmeCtrl => Some("an NVMe controller takes admin commands only"),
     },
-    default_for: &[DevKind::File],
-    tunables: &[],
-    fio_engines: &["psync", "sync", "pvsync", "pvsync2"],
-    usable: super::always,
-    build: Build::Sync(|dev| Ok(Box::new(Psync::new(dev, false)))),
-};
+    Build::Sync(|dev| Ok(Box::new(Psync::new(dev, false)))),
+)
+.defaults(&[DevKind::File])
+.fio(&["psync", "sync", "pvsync", "pvsync2"]);
 
 /// `sync=block`: psync plus the block-layer ioctls (BLKDISCARD, BLKZEROOUT, sizes).
-pub(crate) const BLOCK: Descriptor = Descriptor {
-    name: "block",
-    role: Role::Sync,
-    summary: "psync plus the block-layer ioctls (BLKDISCARD, BLKZEROOUT, zones)",
-    refusal: |kind| match kind {
+pub(crate) const BLOCK: Descriptor = Descriptor::new(
+    "block",
+    Role::Sync,
+    "psync plus the block-layer ioctls (BLKDISCARD, BLKZEROOUT, zones)",
+    |kind| match kind {
         DevKind::Block | DevKind::NvmeBlock => None,
         DevKind::File => Some("block-layer ioctls need a block device; use sync=psync"),
         DevKind::NvmeCtrl => Some("an NVMe controller takes admin commands only"),
         DevKind::Ramdisk => Some("a ramdisk has no file descriptor; use sync=ramdisk"),
         DevKind::NvmeChar => Some("block-layer ioctls need a block device"),
     },
-    default_for: &[DevKind::Block, DevKind::NvmeBlock],
-    tunables: &[],
-    fio_engines: &[],
-    usable: super::always,
-    build: Build::Sync(|dev| Ok(Box::new(Psync::new(dev, true)))),
-};
+    Build::Sync(|dev| Ok(Box::new(Psync::new(dev, true)))),
+)
+.defaults(&[DevKind::Block, DevKind::NvmeBlock]);
 
 pub(crate) struct Psync {
     fd: RawFd,

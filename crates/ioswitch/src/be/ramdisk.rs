@@ -13,20 +13,17 @@ use std::io;
 use std::sync::RwLock;
 
 /// `sync=ramdisk`: the memory of a ramdisk.
-pub(crate) const DESCRIPTOR: Descriptor = Descriptor {
-    name: "ramdisk",
-    role: Role::Sync,
-    summary: "memory of a ramdisk (a size as URI)",
-    refusal: |kind| match kind {
+pub(crate) const DESCRIPTOR: Descriptor = Descriptor::new(
+    "ramdisk",
+    Role::Sync,
+    "memory of a ramdisk (a size as URI)",
+    |kind| match kind {
         DevKind::Ramdisk => None,
         _ => Some("only a ramdisk (a size as URI, e.g. 1GiB) is served from memory"),
     },
-    default_for: &[DevKind::Ramdisk],
-    tunables: &[],
-    fio_engines: &[],
-    usable: super::always,
-    build: Build::Sync(|dev| Ok(Box::new(Ramdisk::new(dev)?))),
-};
+    Build::Sync(|dev| Ok(Box::new(Ramdisk::new(dev)?))),
+)
+.defaults(&[DevKind::Ramdisk]);
 
 pub(crate) struct Ramdisk {
     mem: RwLock<Vec<u8>>,

@@ -36,20 +36,15 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::{self, JoinHandle};
 
 /// `async=thrpool`: a pool of worker threads running the sync interface.
-pub(crate) const DESCRIPTOR: Descriptor = Descriptor {
-    name: "thrpool",
-    role: Role::Async,
-    summary: "a pool of worker threads running the sync interface",
-    refusal: |kind| match kind {
-        DevKind::NvmeCtrl => Some("an NVMe controller takes admin commands only"),
-        _ => None,
-    },
-    default_for: &[DevKind::NvmeChar],
-    tunables: &[("threads", None)],
-    fio_engines: &[],
-    usable: super::always,
-    build: Build::Async { probe, queue: new_queue },
-};
+pub(crate) const DESCRIPTOR: Descriptor = Descriptor::new(
+    "thrpool",
+    Role::Async,
+    "a pool of worker threads running the sync interface",
+    super::controller_only,
+    Build::Async { probe, queue: new_queue },
+)
+.defaults(&[DevKind::NvmeChar])
+.tunables(&[("threads", None)]);
 
 const IFACE: &str = "async=thrpool";
 

@@ -65,11 +65,11 @@ use ::io_uring::{cqueue, opcode, squeue, IoUring};
 use std::sync::Arc;
 
 /// `async=io_uring_cmd`: io_uring NVMe passthrough (IORING_OP_URING_CMD) on /dev/ngXnY.
-pub(crate) const DESCRIPTOR: Descriptor = Descriptor {
-    name: "io_uring_cmd",
-    role: Role::Async,
-    summary: "io_uring NVMe passthrough (IORING_OP_URING_CMD) on /dev/ngXnY",
-    refusal: |kind| match kind {
+pub(crate) const DESCRIPTOR: Descriptor = Descriptor::new(
+    "io_uring_cmd",
+    Role::Async,
+    "io_uring NVMe passthrough (IORING_OP_URING_CMD) on /dev/ngXnY",
+    |kind| match kind {
         DevKind::NvmeChar => None,
         DevKind::NvmeCtrl => Some("an NVMe controller takes admin commands only"),
         DevKind::NvmeBlock => Some(
@@ -78,19 +78,12 @@ pub(crate) const DESCRIPTOR: Descriptor = Descriptor {
         ),
         _ => Some("IORING_OP_URING_CMD NVMe passthrough needs an NVMe generic char device (/dev/ngXnY)"),
     },
-    default_for: &[DevKind::NvmeChar],
-    tunables: &[
-        ("sqpoll", Some("sqthread_poll")),
-        ("sqpoll_cpu", Some("sqthread_poll_cpu")),
-        ("iopoll", Some("hipri")),
-        ("register_files", Some("registerfiles")),
-        ("register_buffers", Some("fixedbufs")),
-        ("single_issuer", None),
-    ],
-    fio_engines: &["io_uring_cmd"],
-    usable: crate::be::io_uring_usable,
-    build: Build::Async { probe, queue: new_queue },
-};
+    Build::Async { probe, queue: new_queue },
+)
+.defaults(&[DevKind::NvmeChar])
+.tunables(super::TUNABLES)
+.fio(&["io_uring_cmd"])
+.usable(crate::be::io_uring_usable);
 
 /// Checks at open that the kernel has big-SQE rings and `URING_CMD`, and that the
 /// tunables asked for will work here.

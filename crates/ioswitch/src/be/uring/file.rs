@@ -78,29 +78,17 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 /// `async=io_uring`: io_uring read/write/readv/writev/fsync.
-pub(crate) const DESCRIPTOR: Descriptor = Descriptor {
-    name: "io_uring",
-    role: Role::Async,
-    summary: "io_uring read/write/readv/writev/fsync",
-    refusal: |kind| match kind {
-        DevKind::File | DevKind::Block | DevKind::NvmeBlock => None,
-        DevKind::NvmeCtrl => Some("an NVMe controller takes admin commands only"),
-        DevKind::Ramdisk => Some("a ramdisk has no file descriptor; use async=emu or async=thrpool"),
-        DevKind::NvmeChar => Some("needs a file or block device; use io_uring_cmd or nvme on /dev/ngXnY"),
-    },
-    default_for: &[DevKind::File, DevKind::Block, DevKind::NvmeBlock],
-    tunables: &[
-        ("sqpoll", Some("sqthread_poll")),
-        ("sqpoll_cpu", Some("sqthread_poll_cpu")),
-        ("iopoll", Some("hipri")),
-        ("register_files", Some("registerfiles")),
-        ("register_buffers", Some("fixedbufs")),
-        ("single_issuer", None),
-    ],
-    fio_engines: &["io_uring"],
-    usable: crate::be::io_uring_usable,
-    build: Build::Async { probe, queue: new_queue },
-};
+pub(crate) const DESCRIPTOR: Descriptor = Descriptor::new(
+    "io_uring",
+    Role::Async,
+    "io_uring read/write/readv/writev/fsync",
+    crate::be::needs_fd,
+    Build::Async { probe, queue: new_queue },
+)
+.defaults(&[DevKind::File, DevKind::Block, DevKind::NvmeBlock])
+.tunables(super::TUNABLES)
+.fio(&["io_uring"])
+.usable(crate::be::io_uring_usable);
 
 /// Largest transfer one io_uring read/write carries in full: the kernel cuts each call
 /// at `MAX_RW_COUNT` (`INT_MAX` rounded down to a page; this holds for pages up to 64 KiB).

@@ -81,6 +81,16 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::path::Path;
 use std::sync::Arc;
 
+/// The tunables both io_uring interfaces take, with fio's name for each.
+pub(crate) const TUNABLES: &[(&str, Option<&str>)] = &[
+    ("sqpoll", Some("sqthread_poll")),
+    ("sqpoll_cpu", Some("sqthread_poll_cpu")),
+    ("iopoll", Some("hipri")),
+    ("register_files", Some("registerfiles")),
+    ("register_buffers", Some("fixedbufs")),
+    ("single_issuer", None),
+];
+
 /// `IORING_ENTER_GETEVENTS`: wait for (or, with IOPOLL, poll for) completions.
 const ENTER_GETEVENTS: u32 = 1;
 /// `IORING_ENTER_SQ_WAKEUP`: wake a sleeping SQPOLL thread.

@@ -1,6 +1,7 @@
 //! Devices: opening, kinds, geometry, identity, and enumeration.
 
 mod enumerate;
+mod geometry;
 pub(crate) mod guard;
 mod open;
 

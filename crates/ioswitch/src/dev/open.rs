@@ -1,10 +1,10 @@
 //! Opening a device: what a URI names (kind detection from stat and sysfs), the open
 //! itself, and the geometry and identity a device of each kind has.
 
-use super::{guard, guarded, os, DevKind, Geometry, Ident, Zoned, ZonedModel};
+use super::{geometry, guard, guarded, os, DevKind, Geometry, Ident, ZonedModel};
 use crate::be;
 use crate::error::{Error, Result};
-use crate::opts::{Opts, SyncIface};
+use crate::opts::Opts;
 use crate::sys::{self, sysfs};
 use std::ffi::CString;
 use std::fs;
@@ -145,53 +145,20 @@ pub(super) fn open_path(uri: &str, path: &Path, opts: &Opts) -> Result<(DevKind,
             }
         }
         let bytes = fd_size(uri, &fd)?;
-        let (mem, off) = dio.unwrap_or((4096, 4096));
-        let lba_size = if opts.direct { off.max(512) } else { 512 };
         let md = fs::metadata(path).map_err(|e| os(uri, "stat", e))?;
         let dev = md.dev();
         if let Some(dir) = sysfs::dev_dir("block", (libc::major(dev), libc::minor(dev))) {
             ident.block_name = dir.file_name().map(|n| n.to_string_lossy().into_owned());
         }
         ident.driver = sys::fs_magic(&fd).map(fs_name);
-        Geometry {
-            lba_size,
-            nlbas: bytes / lba_size as u64,
-            bytes,
-            max_transfer: 65536 * lba_size as u64,
-            dio_mem_align: mem,
-            dio_offset_align: off,
-            zoned: ZonedModel::None,
-            zones: None,
-        }
+        geometry::file(bytes, dio, opts.direct)
     } else {
         let lba = sys::blk_logical_block_size(&fd).map_err(|e| os(uri, "BLKSSZGET (logical block size)", e))?;
         let bytes = sys::blk_size(&fd).map_err(|e| os(uri, "BLKGETSIZE64 (device size)", e))?;
         let md = fs::metadata(path).map_err(|e| os(uri, "stat", e))?;
         let dir = sysfs::dev_dir("block", (libc::major(md.rdev()), libc::minor(md.rdev())));
         let disk = dir.as_deref().map(sysfs::disk_of);
-        let q = |attr: &str| disk.as_ref().and_then(|d| sysfs::read(&d.join("queue").join(attr)));
-        let zoned = match q("zoned").as_deref() {
-            Some("host-managed") => ZonedModel::HostManaged,
-            Some("host-aware") => ZonedModel::HostAware,
-            _ => ZonedModel::None,
-        };
-        let zones = (zoned != ZonedModel::None).then(|| {
-            let zone_sectors: u64 = q("chunk_sectors").and_then(|s| s.parse().ok()).unwrap_or(0);
-            let zone_size = zone_sectors * 512 / lba as u64;
-            // The capacity of zone 0 from a zone report (BLKREPORTZONE): zones may be
-            // writable over less than their size.
-            let zone_capacity = be::zoned::zone0(fd.as_raw_fd())
-                .map(|(_, cap)| cap * 512 / lba as u64)
-                .filter(|&c| c > 0 && c <= zone_size)
-                .unwrap_or(zone_size);
-            Zoned {
-                zone_size,
-                zone_capacity,
-                nr_zones: q("nr_zones").and_then(|s| s.parse().ok()).unwrap_or(0),
-                max_open: q("max_open_zones").and_then(|s| s.parse().ok()).unwrap_or(0),
-                max_active: q("max_active_zones").and_then(|s| s.parse().ok()).unwrap_or(0),
-            }
-        });
+        let (zoned, zones) = geometry::zones(disk.as_deref(), lba, || be::zoned::zone0(fd.as_raw_fd()));
         if let Some(d) = &dir {
             ident.block_name = d.file_name().map(|n| n.to_string_lossy().into_owned());
             ident.nsid = opts.nsid.or_else(|| sysfs::read_num(&d.join("nsid"))).unwrap_or(1);
@@ -201,26 +168,14 @@ pub(super) fn open_path(uri: &str, path: &Path, opts: &Opts) -> Result<(DevKind,
             ident.model = sysfs::read(&d.join("device/model"));
             ident.serial = sysfs::read(&d.join("device/serial"));
         }
-        let (mem, off) = dio.unwrap_or((lba, lba));
-        Geometry {
-            lba_size: lba,
-            nlbas: bytes / lba as u64,
-            bytes,
-            // The kernel splits larger requests at max_sectors_kb itself; the limit of one
-            // command is what an NVM command can express.
-            max_transfer: 65536 * lba as u64,
-            dio_mem_align: mem,
-            dio_offset_align: off,
-            zoned,
-            zones,
-        }
+        geometry::block(lba, bytes, dio, zoned, zones)
     };
     let mut geo = geo;
     if kind == DevKind::NvmeBlock {
         let md = fs::metadata(path).map_err(|e| os(uri, "stat", e))?;
         let devno = (libc::major(md.rdev()), libc::minor(md.rdev()));
         match be::nvme::ns_info(uri, fd.as_raw_fd(), devno, kind) {
-            Ok(info) => apply_ns_info(uri, opts, &info, &mut geo, &mut ident)?,
+            Ok(info) => geometry::apply_ns_info(uri, opts, &info, &mut geo, &mut ident)?,
             // Without identify (refused to this user) the block layer's geometry stands.
             Err(e) if matches!(e.errno(), Some(libc::EACCES | libc::EPERM)) => {}
             Err(e) => return Err(e),
@@ -276,41 +231,11 @@ fn open_nvme_char(
     let devno = (libc::major(rdev), libc::minor(rdev));
     let info = be::nvme::ns_info(uri, raw, devno, kind)?;
     geo.dio_mem_align = info.dma_align;
-    apply_ns_info(uri, opts, &info, &mut geo, &mut ident)?;
+    geometry::apply_ns_info(uri, opts, &info, &mut geo, &mut ident)?;
     if guarded(opts) {
         ident.in_use = info.block_dir.as_deref().and_then(guard::namespace_in_use);
     }
     Ok((kind, Some(fd), geo, ident))
-}
-
-/// Geometry and identity of an NVMe namespace from identify (see `be::nvme::ns_info`).
-fn apply_ns_info(uri: &str, opts: &Opts, info: &be::nvme::NsInfo, geo: &mut Geometry, ident: &mut Ident) -> Result<()> {
-    if let Some(n) = opts.nsid.filter(|&n| n != info.nsid) {
-        return Err(Error::BadOpt {
-            key: "nsid".into(),
-            why: format!("{uri} is namespace {}, not {n}; open the namespace's own device", info.nsid),
-        });
-    }
-    geo.lba_size = info.lba_size;
-    geo.nlbas = info.nlbas;
-    geo.bytes = info.nlbas * info.lba_size as u64;
-    // Passthrough commands reach the device as they are: MDTS and the driver's limits
-    // bound them. Through the block layer (a namespace block device without sync=nvme)
-    // the kernel splits, and the limit stays what one NVM command can express.
-    let passthrough = ident.kind != DevKind::NvmeBlock || opts.sync == Some(SyncIface::Nvme);
-    geo.max_transfer = if passthrough { info.max_transfer } else { 65536 * info.lba_size as u64 };
-    geo.dio_offset_align = geo.dio_offset_align.max(info.lba_size);
-    geo.zoned = if info.zones.is_some() { ZonedModel::HostManaged } else { ZonedModel::None };
-    geo.zones = info.zones;
-    ident.nsid = info.nsid;
-    ident.driver = Some("nvme".into());
-    ident.model = Some(info.model.clone());
-    ident.serial = Some(info.serial.clone());
-    if ident.block_name.is_none() {
-        ident.block_name =
-            info.block_dir.as_ref().and_then(|d| d.file_name()).map(|n| n.to_string_lossy().into_owned());
-    }
-    Ok(())
 }
 
 fn base_ident(uri: &str, path: &Path, kind: DevKind, opts: &Opts) -> Ident {

@@ -295,6 +295,36 @@ pub(crate) fn identify_ctrl(fd: RawFd) -> Result<IdCtrl, Status> {
     IdCtrl::from_bytes(&page).map_err(|_| errno_to_status(libc::EIO))
 }
 
+/// What [`ns_info`] asks a namespace device. The device answers through its descriptor's
+/// ioctls; a unit test answers with canned pages, so the geometry logic is tested on any
+/// host.
+pub(crate) trait Ask {
+    /// The namespace id of the device (`NVME_IOCTL_ID`).
+    fn nsid(&self) -> io::Result<u32>;
+    /// An Identify page.
+    fn identify(&self, cns: u8, nsid: u32, csi: u8) -> Result<Buffer, Status>;
+    /// A Zone Management Receive report into `rep` (one zone descriptor, partial).
+    fn zone_report(&self, nsid: u32, rep: &mut Buffer) -> Result<u64, Status>;
+}
+
+/// The device itself, through the ioctls of its descriptor.
+pub(crate) struct Fd(pub(crate) RawFd);
+
+impl Ask for Fd {
+    fn nsid(&self) -> io::Result<u32> {
+        ioctl_nsid(self.0)
+    }
+    fn identify(&self, cns: u8, nsid: u32, csi: u8) -> Result<Buffer, Status> {
+        identify(self.0, cns, nsid, csi)
+    }
+    fn zone_report(&self, nsid: u32, rep: &mut Buffer) -> Result<u64, Status> {
+        let len = rep.len() as u32;
+        let sqe = Sqe { opcode: ZONE_MGMT_RECV, nsid, cdw12: (len / 4) - 1, cdw13: 1 << 16, ..Sqe::default() };
+        let w = Wire { sqe, data: WireData::Bufs(len as u64) };
+        io_cmd(self.0, &w, std::slice::from_mut(rep))
+    }
+}
+
 /// What identify says about a namespace, for the device's geometry and identity.
 #[derive(Clone, Debug)]
 pub(crate) struct NsInfo {
@@ -321,14 +351,31 @@ const MPSMIN: u64 = 4096;
 /// Controller), and for zoned namespaces the zone size, open/active limits (ZNS Identify
 /// Namespace) and zone capacity (a Zone Management Receive report of zone 0).
 pub(crate) fn ns_info(uri: &str, fd: RawFd, devno: (u32, u32), kind: DevKind) -> Result<NsInfo, Error> {
+    let block_dir = |nsid| match kind {
+        DevKind::NvmeChar => char_block_dir(devno, nsid),
+        _ => crate::sys::sysfs::disk_dir(devno),
+    };
+    ns_info_from(uri, &Fd(fd), block_dir)
+}
+
+/// [`ns_info`] from what `dev` answers, with the namespace's block device directory in
+/// sysfs (for the queue limits) from `block_dir(nsid)`.
+pub(crate) fn ns_info_from(
+    uri: &str,
+    dev: &impl Ask,
+    block_dir: impl FnOnce(u32) -> Option<PathBuf>,
+) -> Result<NsInfo, Error> {
     let failed = |what: &str, status: Status| Error::Command { dev: uri.into(), what: what.into(), status };
-    let nsid = ioctl_nsid(fd).map_err(|e| Error::Os {
+    let nsid = dev.nsid().map_err(|e| Error::Os {
         dev: uri.into(),
         what: "NVME_IOCTL_ID (namespace id of the device)".into(),
         source: e,
     })?;
-    let ctrl = identify_ctrl(fd).map_err(|s| failed("Identify Controller (CNS 01h) at open", s))?;
-    let page = identify(fd, cns::NS, nsid, 0).map_err(|s| failed("Identify Namespace (CNS 00h) at open", s))?;
+    let ctrl = dev
+        .identify(cns::CTRL, 0, 0)
+        .and_then(|p| IdCtrl::from_bytes(&p).map_err(|_| errno_to_status(libc::EIO)))
+        .map_err(|s| failed("Identify Controller (CNS 01h) at open", s))?;
+    let page = dev.identify(cns::NS, nsid, 0).map_err(|s| failed("Identify Namespace (CNS 00h) at open", s))?;
     let ns = IdNs::from_bytes(&page).map_err(|_| failed("Identify Namespace", errno_to_status(libc::EIO)))?;
     let lbaf = ns.lbaf_in_use().copied().unwrap_or_default();
     let lba_size = lbaf.data_size();
@@ -341,10 +388,7 @@ pub(crate) fn ns_info(uri: &str, fd: RawFd, devno: (u32, u32), kind: DevKind) ->
             ),
         });
     }
-    let block_dir = match kind {
-        DevKind::NvmeChar => char_block_dir(devno, nsid),
-        _ => crate::sys::sysfs::disk_dir(devno),
-    };
+    let block_dir = block_dir(nsid);
     let q = |attr: &str| -> Option<u64> {
         let p = block_dir.as_ref()?.join("queue").join(attr);
         fs::read_to_string(p).ok()?.trim().parse().ok()
@@ -362,7 +406,7 @@ pub(crate) fn ns_info(uri: &str, fd: RawFd, devno: (u32, u32), kind: DevKind) ->
     }
     max = (max / lba_size as u64).max(1) * lba_size as u64;
     let dma_align = q("dma_alignment").map(|a| (a + 1) as u32).filter(|a| a.is_power_of_two()).unwrap_or(4);
-    let zones = zone_info(fd, nsid, &ns, uri)?;
+    let zones = zone_info(dev, nsid, &ns, uri)?;
     Ok(NsInfo {
         nsid,
         lba_size,
@@ -377,18 +421,19 @@ pub(crate) fn ns_info(uri: &str, fd: RawFd, devno: (u32, u32), kind: DevKind) ->
 }
 
 /// Zone layout of a zoned namespace, `None` for others.
-fn zone_info(fd: RawFd, nsid: u32, ns: &IdNs, uri: &str) -> Result<Option<Zoned>, Error> {
+fn zone_info(dev: &impl Ask, nsid: u32, ns: &IdNs, uri: &str) -> Result<Option<Zoned>, Error> {
     let failed = |what: &str, status: Status| Error::Command { dev: uri.into(), what: what.into(), status };
     // The command set of the namespace, from its descriptor list; controllers that
     // predate it (NVMe < 1.3) have no ZNS either.
-    let zoned = match identify(fd, cns::NS_DESC_LIST, nsid, 0) {
+    let zoned = match dev.identify(cns::NS_DESC_LIST, nsid, 0) {
         Ok(page) => NsDescs::from_bytes(&page).ok().and_then(|d| d.csi) == Some(csi::ZNS),
         Err(_) => false,
     };
     if !zoned {
         return Ok(None);
     }
-    let page = identify(fd, cns::CSI_NS, nsid, csi::ZNS)
+    let page = dev
+        .identify(cns::CSI_NS, nsid, csi::ZNS)
         .map_err(|s| failed("ZNS Identify Namespace (CNS 05h, CSI 02h) at open", s))?;
     let z = IdNsZns::from_bytes(&page, ns.nlbaf)
         .map_err(|_| failed("ZNS Identify Namespace", errno_to_status(libc::EIO)))?;
@@ -403,10 +448,7 @@ fn zone_info(fd: RawFd, nsid: u32, ns: &IdNs, uri: &str) -> Result<Option<Zoned>
         what: "allocating a zone report buffer".into(),
         source: io::Error::new(io::ErrorKind::OutOfMemory, why),
     })?;
-    let sqe = Sqe { opcode: ZONE_MGMT_RECV, nsid, cdw12: (128 / 4) - 1, cdw13: 1 << 16, ..Sqe::default() };
-    let w = Wire { sqe, data: WireData::Bufs(128) };
-    io_cmd(fd, &w, std::slice::from_mut(&mut rep))
-        .map_err(|s| failed("Zone Management Receive (report of zone 0) at open", s))?;
+    dev.zone_report(nsid, &mut rep).map_err(|s| failed("Zone Management Receive (report of zone 0) at open", s))?;
     let nr = u64::from_le_bytes(rep[0..8].try_into().unwrap_or([0; 8]));
     let zcap = u64::from_le_bytes(rep[72..80].try_into().unwrap_or([0; 8]));
     let zone_capacity = if nr >= 1 && zcap != 0 { zcap } else { zone_size };
@@ -442,6 +484,111 @@ pub(crate) fn char_block_dir(devno: (u32, u32), nsid: u32) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A namespace that answers from canned pages: its Identify pages by CNS, and zone 0's
+    /// capacity for a zone report.
+    struct Canned {
+        nsid: u32,
+        pages: Vec<(u8, Vec<u8>)>,
+        zcap: u64,
+    }
+
+    impl Ask for Canned {
+        fn nsid(&self) -> io::Result<u32> {
+            Ok(self.nsid)
+        }
+        fn identify(&self, cns: u8, _nsid: u32, _csi: u8) -> Result<Buffer, Status> {
+            let (_, p) = self.pages.iter().find(|(c, _)| *c == cns).ok_or(errno_to_status(libc::EINVAL))?;
+            let mut b = Buffer::alloc(IDENTIFY_LEN, 4096).unwrap();
+            b.copy_from_slice(p);
+            Ok(b)
+        }
+        fn zone_report(&self, _nsid: u32, rep: &mut Buffer) -> Result<u64, Status> {
+            rep[0..8].copy_from_slice(&1u64.to_le_bytes());
+            rep[72..80].copy_from_slice(&self.zcap.to_le_bytes());
+            Ok(0)
+        }
+    }
+
+    /// Identify Controller with MDTS `mdts`; Identify Namespace of `nsze` LBAs of 2^`ds`
+    /// bytes; for a zoned namespace (`zsze` > 0) the descriptor list naming ZNS and the ZNS
+    /// page with zone size and open/active limits.
+    fn canned(mdts: u8, nsze: u64, ds: u8, zsze: u64, zcap: u64) -> Canned {
+        let mut ctrl = vec![0u8; IDENTIFY_LEN];
+        ctrl[4..24].copy_from_slice(b"canned-serial       ");
+        ctrl[24..64].copy_from_slice(&[b' '; 40]);
+        ctrl[24..30].copy_from_slice(b"Canned");
+        ctrl[77] = mdts;
+        let mut ns = vec![0u8; IDENTIFY_LEN];
+        ns[0..8].copy_from_slice(&nsze.to_le_bytes());
+        ns[128..132].copy_from_slice(&((ds as u32) << 16).to_le_bytes());
+        let mut pages = vec![(cns::CTRL, ctrl), (cns::NS, ns)];
+        if zsze > 0 {
+            let mut desc = vec![0u8; IDENTIFY_LEN];
+            desc[0..5].copy_from_slice(&[4, 1, 0, 0, csi::ZNS]);
+            let mut zns = vec![0u8; IDENTIFY_LEN];
+            zns[4..8].copy_from_slice(&13u32.to_le_bytes()); // MAR: 14 active
+            zns[8..12].copy_from_slice(&11u32.to_le_bytes()); // MOR: 12 open
+            zns[2816..2824].copy_from_slice(&zsze.to_le_bytes());
+            pages.push((cns::NS_DESC_LIST, desc));
+            pages.push((cns::CSI_NS, zns));
+        }
+        Canned { nsid: 3, pages, zcap }
+    }
+
+    #[test]
+    fn namespace_geometry_comes_from_identify_and_the_queue_limits() {
+        let t = crate::sys::sysfs::Tree::new("nsinfo");
+        t.file("nvme0n3/queue/max_hw_sectors_kb", "512")
+            .file("nvme0n3/queue/max_segments", "33")
+            .file("nvme0n3/queue/dma_alignment", "3");
+        let dir = t.root.join("nvme0n3");
+        // MDTS 7 (512 KiB) and 512 KiB of hardware sectors, but 33 segments: 132 KiB.
+        let i = ns_info_from("canned", &canned(7, 1 << 18, 9, 0, 0), |n| {
+            assert_eq!(n, 3, "the block directory of the device's own namespace");
+            Some(dir.clone())
+        })
+        .unwrap();
+        assert_eq!((i.nsid, i.lba_size, i.nlbas, i.dma_align), (3, 512, 1 << 18, 4));
+        assert_eq!(i.max_transfer, 33 * page_size() as u64);
+        assert_eq!((i.model.as_str(), i.serial.as_str()), ("Canned", "canned-serial"));
+        assert_eq!(i.zones, None);
+        // Without sysfs limits: MDTS 5 of 4 KiB pages (128 KiB), whole 4 KiB LBAs.
+        let i = ns_info_from("canned", &canned(5, 1000, 12, 0, 0), |_| None).unwrap();
+        assert_eq!((i.lba_size, i.max_transfer, i.dma_align), (4096, 128 << 10, 4));
+    }
+
+    #[test]
+    fn a_zoned_namespace_takes_zone_size_limits_and_zone_0s_capacity() {
+        let i = ns_info_from("canned", &canned(0, 8192 * 10 + 5, 9, 8192, 6144), |_| None).unwrap();
+        let z = i.zones.unwrap();
+        assert_eq!((z.zone_size, z.zone_capacity, z.nr_zones, z.max_open, z.max_active), (8192, 6144, 11, 12, 14));
+        assert_eq!(i.max_transfer, 65536 * 512, "no MDTS: what one command can express");
+        // A report without a capacity: the zone size.
+        let z = ns_info_from("canned", &canned(0, 8192, 9, 8192, 0), |_| None).unwrap().zones.unwrap();
+        assert_eq!(z.zone_capacity, 8192);
+    }
+
+    #[test]
+    fn unusable_namespaces_are_refused_by_name() {
+        let e = ns_info_from("canned", &canned(0, 8, 0, 0, 0), |_| None).unwrap_err().to_string();
+        assert!(e.contains("unusable LBA format") && e.contains("namespace 3"), "{e}");
+        let e = ns_info_from("canned", &canned(0, 8, 9, 0, 0).without(cns::NS), |_| None).unwrap_err().to_string();
+        assert!(e.contains("Identify Namespace (CNS 00h)"), "{e}");
+        let mut z = canned(0, 8, 9, 1, 0);
+        if let Some((_, p)) = z.pages.iter_mut().find(|(c, _)| *c == cns::CSI_NS) {
+            p[2816..2824].fill(0);
+        }
+        let e = ns_info_from("canned", &z, |_| None).unwrap_err().to_string();
+        assert!(e.contains("zone size of 0"), "{e}");
+    }
+
+    impl Canned {
+        fn without(mut self, cns: u8) -> Canned {
+            self.pages.retain(|(c, _)| *c != cns);
+            self
+        }
+    }
 
     #[test]
     fn ioctl_return_values_decode_to_status() {

@@ -263,50 +263,70 @@ pub(crate) unsafe fn dev_arg<'a>(func: &str, dev: *const ioswitch_dev) -> Result
     unsafe { dev.as_ref() }.ok_or_else(|| null_arg(func, "dev"))
 }
 
+/// The body of a getter that fills one struct from a device: under `guard`, checks `dev`
+/// and `out` (`what` names it; NULL is -EINVAL with the message recorded), writes what
+/// `make` builds from the device, returns 0.
+///
+/// # Safety
+/// `dev` is NULL or a live device; `out` NULL or valid for writing one `T`.
+unsafe fn fill<T>(
+    func: &str,
+    dev: *const ioswitch_dev,
+    out: *mut T,
+    what: &str,
+    make: impl FnOnce(&ioswitch_dev) -> T,
+) -> c_int {
+    guard(func, -libc::EIO, || {
+        // SAFETY: dev is null or open (caller contract).
+        let d = match unsafe { dev_arg(func, dev) } {
+            Ok(d) => d,
+            Err(e) => return e,
+        };
+        if out.is_null() {
+            return null_arg(func, what);
+        }
+        let v = make(d);
+        // SAFETY: out is non-null and valid for a write (caller contract).
+        unsafe { out.write(v) };
+        0
+    })
+}
+
 /// Fills `*geo` with the device's geometry. Returns 0, or -EINVAL for NULL arguments.
 ///
 /// # Safety
 /// `dev` must be NULL or an open device; `geo` NULL or valid for writing one struct.
 #[no_mangle]
 pub unsafe extern "C" fn ioswitch_dev_geo(dev: *const ioswitch_dev, geo: *mut ioswitch_geo) -> c_int {
-    const F: &str = "ioswitch_dev_geo";
-    guard(F, -libc::EIO, || {
-        // SAFETY: dev is null or open (caller contract).
-        let d = match unsafe { dev_arg(F, dev) } {
-            Ok(d) => d,
-            Err(e) => return e,
-        };
-        if geo.is_null() {
-            return fail(libc::EINVAL, format!("{F}: geo is NULL"));
-        }
-        let g = d.dev.geometry();
-        let z = g.zones.unwrap_or(ioswitch_rs::Zoned {
-            zone_size: 0,
-            zone_capacity: 0,
-            nr_zones: 0,
-            max_open: 0,
-            max_active: 0,
-        });
-        let out = ioswitch_geo {
-            lba_size: g.lba_size,
-            buffer_align: d.dev.buffer_align().max(MIN_ALIGN) as u32,
-            nlbas: g.nlbas,
-            bytes: g.bytes,
-            max_transfer: g.max_transfer,
-            dio_mem_align: g.dio_mem_align,
-            dio_offset_align: g.dio_offset_align,
-            zoned: zoned_code(g.zoned),
-            max_open: z.max_open,
-            zone_size: z.zone_size,
-            zone_capacity: z.zone_capacity,
-            nr_zones: z.nr_zones,
-            max_active: z.max_active,
-            reserved: 0,
-        };
-        // SAFETY: geo is non-null and valid for a write (caller contract).
-        unsafe { geo.write(out) };
-        0
-    })
+    // SAFETY: dev is null or open, geo null or writable (caller contract).
+    unsafe { fill("ioswitch_dev_geo", dev, geo, "geo", geo_of) }
+}
+
+fn geo_of(d: &ioswitch_dev) -> ioswitch_geo {
+    let g = d.dev.geometry();
+    let z = g.zones.unwrap_or(ioswitch_rs::Zoned {
+        zone_size: 0,
+        zone_capacity: 0,
+        nr_zones: 0,
+        max_open: 0,
+        max_active: 0,
+    });
+    ioswitch_geo {
+        lba_size: g.lba_size,
+        buffer_align: d.dev.buffer_align().max(MIN_ALIGN) as u32,
+        nlbas: g.nlbas,
+        bytes: g.bytes,
+        max_transfer: g.max_transfer,
+        dio_mem_align: g.dio_mem_align,
+        dio_offset_align: g.dio_offset_align,
+        zoned: zoned_code(g.zoned),
+        max_open: z.max_open,
+        zone_size: z.zone_size,
+        zone_capacity: z.zone_capacity,
+        nr_zones: z.nr_zones,
+        max_active: z.max_active,
+        reserved: 0,
+    }
 }
 
 /// Fills `*ident` with who the device is; the strings stay valid until the device is
@@ -316,39 +336,30 @@ pub unsafe extern "C" fn ioswitch_dev_geo(dev: *const ioswitch_dev, geo: *mut io
 /// `dev` must be NULL or an open device; `ident` NULL or valid for writing one struct.
 #[no_mangle]
 pub unsafe extern "C" fn ioswitch_dev_ident(dev: *const ioswitch_dev, ident: *mut ioswitch_ident) -> c_int {
-    const F: &str = "ioswitch_dev_ident";
-    guard(F, -libc::EIO, || {
-        // SAFETY: dev is null or open (caller contract).
-        let d = match unsafe { dev_arg(F, dev) } {
-            Ok(d) => d,
-            Err(e) => return e,
-        };
-        if ident.is_null() {
-            return fail(libc::EINVAL, format!("{F}: ident is NULL"));
-        }
-        let id = d.dev.ident();
-        let ifaces = d.dev.interfaces();
-        let s = &d.strings;
-        let out = ioswitch_ident {
-            uri: s.uri.as_ptr(),
-            path: opt_ptr(&s.path),
-            kind: kind_code(id.kind),
-            nsid: id.nsid,
-            kind_name: static_cstr(id.kind.as_str()).as_ptr(),
-            driver: opt_ptr(&s.driver),
-            block_name: opt_ptr(&s.block_name),
-            model: opt_ptr(&s.model),
-            serial: opt_ptr(&s.serial),
-            sync_iface: ifaces.sync.map_or(ptr::null(), |i| static_cstr(i.as_str()).as_ptr()),
-            async_iface: ifaces.r#async.map_or(ptr::null(), |i| static_cstr(i.as_str()).as_ptr()),
-            admin_iface: static_cstr(ifaces.admin.as_str()).as_ptr(),
-            mem_iface: static_cstr(ifaces.mem.as_str()).as_ptr(),
-            in_use: opt_ptr(&s.in_use),
-        };
-        // SAFETY: ident is non-null and valid for a write (caller contract).
-        unsafe { ident.write(out) };
-        0
-    })
+    // SAFETY: dev is null or open, ident null or writable (caller contract).
+    unsafe { fill("ioswitch_dev_ident", dev, ident, "ident", ident_of) }
+}
+
+fn ident_of(d: &ioswitch_dev) -> ioswitch_ident {
+    let id = d.dev.ident();
+    let ifaces = d.dev.interfaces();
+    let s = &d.strings;
+    ioswitch_ident {
+        uri: s.uri.as_ptr(),
+        path: opt_ptr(&s.path),
+        kind: kind_code(id.kind),
+        nsid: id.nsid,
+        kind_name: static_cstr(id.kind.as_str()).as_ptr(),
+        driver: opt_ptr(&s.driver),
+        block_name: opt_ptr(&s.block_name),
+        model: opt_ptr(&s.model),
+        serial: opt_ptr(&s.serial),
+        sync_iface: ifaces.sync.map_or(ptr::null(), |i| static_cstr(i.as_str()).as_ptr()),
+        async_iface: ifaces.r#async.map_or(ptr::null(), |i| static_cstr(i.as_str()).as_ptr()),
+        admin_iface: static_cstr(ifaces.admin.as_str()).as_ptr(),
+        mem_iface: static_cstr(ifaces.mem.as_str()).as_ptr(),
+        in_use: opt_ptr(&s.in_use),
+    }
 }
 
 /// One device found by `ioswitch_enumerate`. The strings are valid during the callback
@@ -914,6 +925,24 @@ mod tests {
         let r = unsafe { ioswitch_dev_open(ptr::null(), ptr::null(), &mut ptr::null_mut()) };
         assert_eq!(r, -libc::EINVAL);
         assert!(last_string().contains("uri is NULL"));
+    }
+
+    #[test]
+    fn geo_and_ident_refuse_null_arguments_naming_them() {
+        let (r, dev) = open("1MiB", "");
+        assert_eq!(r, 0, "{}", last_string());
+        // SAFETY: NULL arguments are refused before anything is read or written.
+        unsafe {
+            assert_eq!(ioswitch_dev_geo(ptr::null(), &mut ioswitch_geo::default()), -libc::EINVAL);
+            assert_eq!(last_string(), "ioswitch_dev_geo: dev is NULL");
+            assert_eq!(ioswitch_dev_geo(dev, ptr::null_mut()), -libc::EINVAL);
+            assert_eq!(last_string(), "ioswitch_dev_geo: geo is NULL");
+            assert_eq!(ioswitch_dev_ident(ptr::null(), &mut std::mem::zeroed()), -libc::EINVAL);
+            assert_eq!(last_string(), "ioswitch_dev_ident: dev is NULL");
+            assert_eq!(ioswitch_dev_ident(dev, ptr::null_mut()), -libc::EINVAL);
+            assert_eq!(last_string(), "ioswitch_dev_ident: ident is NULL");
+            ioswitch_dev_close(dev);
+        }
     }
 
     #[test]

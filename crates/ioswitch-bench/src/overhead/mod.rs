@@ -101,37 +101,30 @@ pub struct SideRun {
 }
 
 impl SideRun {
-    /// Wall time per I/O (1/IOPS), ns.
-    pub fn ns_per_io(&self) -> f64 {
+    /// `total` spread over the I/Os (0 when there were none); u128 holds every counter
+    /// exactly, so the quotient is the one each counter's own type gave.
+    fn per_io(&self, total: u128) -> f64 {
         if self.ios == 0 {
             0.0
         } else {
-            self.wall_ns as f64 / self.ios as f64
+            total as f64 / self.ios as f64
         }
+    }
+    /// Wall time per I/O (1/IOPS), ns.
+    pub fn ns_per_io(&self) -> f64 {
+        self.per_io(self.wall_ns.into())
     }
     /// Mean latency, ns.
     pub fn lat_mean(&self) -> f64 {
-        if self.ios == 0 {
-            0.0
-        } else {
-            self.lat_sum_ns as f64 / self.ios as f64
-        }
+        self.per_io(self.lat_sum_ns)
     }
     /// Thread CPU time per I/O, ns.
     pub fn cpu_per_io(&self) -> f64 {
-        if self.ios == 0 {
-            0.0
-        } else {
-            self.cpu_ns as f64 / self.ios as f64
-        }
+        self.per_io(self.cpu_ns.into())
     }
     /// Syscalls per I/O.
     pub fn syscalls_per_io(&self) -> f64 {
-        if self.ios == 0 {
-            0.0
-        } else {
-            self.syscalls as f64 / self.ios as f64
-        }
+        self.per_io(self.syscalls.into())
     }
 }
 

@@ -713,40 +713,14 @@ impl Drop for Libaio {
 mod tests {
     use super::*;
     use crate::be::prepare;
-    use crate::be::testutil::{behind_readonly_fd, buf, dirs, open, pattern, run_one, temp_in};
-    use crate::{Buffer, Cmd, Device, Opts};
-
-    /// Writes 16 blocks at qd16, reads them back at qd16, compares.
-    fn round_trip(dev: &Device) {
-        let nsid = dev.ident().nsid;
-        let lba = dev.geometry().lba_size as usize;
-        let bs = 4096.max(lba);
-        let nlb = (bs / lba) as u32;
-        let mut q = dev.queue(16).unwrap();
-        for i in 0..16u64 {
-            q.submit(&Cmd::write(nsid, i * nlb as u64, nlb), buf(dev, &pattern(i, bs)).into(), i).unwrap();
-        }
-        let mut done = 0;
-        q.drain(|c| {
-            assert!(c.status.is_ok(), "write {}: {}", c.tag, c.status);
-            assert_eq!(c.result, bs as u64);
-            done += 1;
-        })
-        .unwrap();
-        assert_eq!(done, 16);
-        for i in 0..16u64 {
-            q.submit(&Cmd::read(nsid, i * nlb as u64, nlb), dev.alloc(bs).unwrap().into(), i).unwrap();
-        }
-        let mut done = 0;
-        q.drain(|c| {
-            assert!(c.status.is_ok(), "read {}: {}", c.tag, c.status);
-            assert_eq!(&c.data.into_one().unwrap()[..], &pattern(c.tag, bs)[..], "block {}", c.tag);
-            done += 1;
-        })
-        .unwrap();
-        assert_eq!(done, 16);
-        assert_eq!(q.stats().completed, 32);
-    }
+    use crate::be::testutil::{
+        buf, busy_when_full_and_takes_more_after_a_wait, direct_io_on_a_disk_file_round_trips, dirs,
+        dropping_with_commands_in_flight_is_safe, errors_complete_with_the_errno_as_status, flush_completes,
+        in_each_dir, in_temp, open, pattern, refuses_passthrough_commands_and_keeps_the_data, round_trip, run_one,
+        short_transfers_complete_with_eio_and_the_bytes_moved, temp_in, trim_and_write_zeroes_read_back_zeroes,
+        vectored_io_round_trips, InFlight,
+    };
+    use crate::{Buffer, Cmd, Device};
 
     #[test]
     fn iocb_and_io_event_match_the_kernel_layout() {
@@ -774,60 +748,22 @@ mod tests {
 
     #[test]
     fn libaio_writes_then_reads_back_a_pattern_at_qd16() {
-        for dir in dirs() {
-            let t = temp_in(&dir, "libaio");
-            let dev = open(&t, "async=libaio,create=1,size=1MiB");
-            round_trip(&dev);
-        }
+        in_each_dir("async=libaio,create=1,size=1MiB", round_trip);
     }
 
     #[test]
     fn libaio_direct_io_on_a_disk_file_round_trips() {
-        let t = temp_in(&std::env::temp_dir(), "libaio");
-        let o: Opts = "async=libaio,create=1,size=1MiB,direct=1".parse().unwrap();
-        match Device::open(t.0.to_str().unwrap(), &o) {
-            Ok(dev) => round_trip(&dev),
-            Err(e) if e.errno() == Some(libc::EINVAL) => eprintln!("skipped: no O_DIRECT on the temp dir: {e}"),
-            Err(e) => panic!("{e}"),
-        }
+        direct_io_on_a_disk_file_round_trips("async=libaio");
     }
 
     #[test]
     fn libaio_vectored_io_round_trips() {
-        for dir in dirs() {
-            let t = temp_in(&dir, "libaio");
-            let dev = open(&t, "async=libaio,create=1,size=1MiB");
-            let mut q = dev.queue(4).unwrap();
-            let data = pattern(9, 3 * 4096);
-            let bufs: Vec<Buffer> = data.chunks(4096).map(|c| buf(&dev, c)).collect();
-            q.submit(&Cmd::fs_write(8192, data.len() as u64), bufs.into(), 1).unwrap();
-            q.drain(|c| assert!(c.status.is_ok() && c.result == 3 * 4096, "{}", c.status)).unwrap();
-            let bufs: Vec<Buffer> = (0..3).map(|_| dev.alloc(4096).unwrap()).collect();
-            q.submit(&Cmd::fs_read(8192, data.len() as u64), bufs.into(), 2).unwrap();
-            q.drain(|c| {
-                assert!(c.status.is_ok(), "{}", c.status);
-                let got: Vec<u8> = c.data.bufs().iter().flat_map(|b| b.iter().copied()).collect();
-                assert_eq!(got, data);
-            })
-            .unwrap();
-        }
+        in_each_dir("async=libaio,create=1,size=1MiB", vectored_io_round_trips);
     }
 
     #[test]
     fn libaio_flush_completes() {
-        let t = temp_in(&std::env::temp_dir(), "libaio");
-        let dev = open(&t, "async=libaio,create=1,size=64KiB");
-        let mut q = dev.queue(2).unwrap();
-        q.submit(&Cmd::fs_write(0, 4096), buf(&dev, &pattern(1, 4096)).into(), 1).unwrap();
-        q.submit(&Cmd::flush(dev.ident().nsid), Data::None, 2).unwrap();
-        let mut tags = vec![];
-        q.drain(|c| {
-            assert!(c.status.is_ok(), "{}", c.status);
-            tags.push(c.tag);
-        })
-        .unwrap();
-        tags.sort();
-        assert_eq!(tags, [1, 2]);
+        in_temp("async=libaio,create=1,size=64KiB", |dev| flush_completes(dev, Cmd::flush(dev.ident().nsid)));
     }
 
     #[test]
@@ -843,53 +779,12 @@ mod tests {
 
     #[test]
     fn libaio_trim_and_write_zeroes_read_back_zeroes() {
-        for dir in dirs() {
-            let t = temp_in(&dir, "libaio");
-            let dev = open(&t, "async=libaio,create=1,size=256KiB");
-            let nsid = dev.ident().nsid;
-            let mut q = dev.queue(4).unwrap();
-            q.submit(&Cmd::fs_write(0, 65536), buf(&dev, &pattern(3, 65536)).into(), 0).unwrap();
-            q.drain(|c| assert!(c.status.is_ok(), "{}", c.status)).unwrap();
-            q.submit(&Cmd::fs_trim(0, 16384), Data::None, 1).unwrap();
-            q.submit(&Cmd::write_zeroes(nsid, 64, 32), Data::None, 2).unwrap();
-            let mut n = 0;
-            q.drain(|c| {
-                assert!(c.status.is_ok(), "{}: {}", c.tag, c.status);
-                n += 1;
-            })
-            .unwrap();
-            assert_eq!(n, 2);
-            q.submit(&Cmd::fs_read(0, 65536), dev.alloc(65536).unwrap().into(), 3).unwrap();
-            q.drain(|c| {
-                let b = c.data.into_one().unwrap();
-                let want = pattern(3, 65536);
-                assert!(b[..16384].iter().all(|&x| x == 0), "trimmed range reads zeroes");
-                assert_eq!(&b[16384..32768], &want[16384..32768]);
-                assert!(b[32768..49152].iter().all(|&x| x == 0), "zeroed range reads zeroes");
-                assert_eq!(&b[49152..], &want[49152..]);
-            })
-            .unwrap();
-        }
+        in_each_dir("async=libaio,create=1,size=256KiB", |dev| trim_and_write_zeroes_read_back_zeroes(dev, false));
     }
 
     #[test]
     fn libaio_is_busy_when_full_and_takes_more_after_a_wait() {
-        let t = temp_in(&std::env::temp_dir(), "libaio");
-        let dev = open(&t, "async=libaio,create=1,size=64KiB");
-        let mut q = dev.queue(4).unwrap();
-        for i in 0..4 {
-            q.submit(&Cmd::fs_read(i * 4096, 4096), dev.alloc(4096).unwrap().into(), i).unwrap();
-        }
-        let r = q.submit(&Cmd::fs_read(0, 4096), dev.alloc(4096).unwrap().into(), 9).unwrap_err();
-        assert!(matches!(r.error, Error::Busy { depth: 4 }), "{r}");
-        assert_eq!(r.data.total_len(), 4096, "the data comes back");
-        assert!(q.wait(1, |c| assert!(c.status.is_ok())).unwrap() >= 1);
-        q.submit(&Cmd::fs_read(0, 4096), r.data, 9).unwrap();
-        let mut seen = 0;
-        while q.outstanding() > 0 {
-            seen += q.poke(0, |c| assert!(c.status.is_ok())).unwrap();
-        }
-        assert!(seen >= 1);
+        in_temp("async=libaio,create=1,size=64KiB", busy_when_full_and_takes_more_after_a_wait);
     }
 
     #[test]
@@ -910,30 +805,8 @@ mod tests {
 
     #[test]
     fn libaio_dropping_with_commands_in_flight_is_safe() {
-        let t = temp_in(&std::env::temp_dir(), "libaio");
-        let dev = open(&t, "async=libaio,create=1,size=1MiB,direct=1");
-        // Through the public queue (its drop drains).
-        let mut q = dev.queue(32).unwrap();
-        for i in 0..32 {
-            q.submit(&Cmd::fs_write(i * 4096, 4096), buf(&dev, &pattern(i, 4096)).into(), i).unwrap();
-        }
-        q.commit().unwrap();
-        drop(q);
-        // The backend alone, with some commands in flight and some never committed.
-        let mut be = new_queue(&dev.inner, 16).unwrap();
-        for i in 0..16u64 {
-            let cmd = Cmd::fs_read(i * 4096, 4096);
-            let data: Data = dev.alloc(4096).unwrap().into();
-            let io = prepare(&dev.inner, &cmd, data.bufs()).unwrap();
-            be.submit(&io, &cmd, data, i).map_err(|(e, _)| e).unwrap();
-            if i == 11 {
-                be.commit().unwrap();
-            }
-        }
-        drop(be);
-        let mut q = dev.queue(1).unwrap();
-        q.submit(&Cmd::fs_read(31 * 4096, 4096), dev.alloc(4096).unwrap().into(), 0).unwrap();
-        q.drain(|c| assert_eq!(&c.data.into_one().unwrap()[..], &pattern(31, 4096)[..])).unwrap();
+        let how = InFlight { commit_queue: true, reads: 16, commit_after: Some(11), segments: 1 };
+        dropping_with_commands_in_flight_is_safe("async=libaio,create=1,size=1MiB,direct=1", new_queue, how);
     }
 
     #[test]
@@ -956,43 +829,17 @@ mod tests {
 
     #[test]
     fn libaio_errors_complete_with_the_errno_as_status() {
-        let t = temp_in(&std::env::temp_dir(), "libaio");
-        let dev = open(&t, "async=libaio,create=1,size=64KiB");
-        let inner = behind_readonly_fd(&dev, &t);
-        let mut be = new_queue(&inner, 4).unwrap();
-        let c = run_one(&mut be, &inner, Cmd::fs_write(0, 4096), buf(&dev, &pattern(0, 4096)).into(), 5);
-        assert_eq!((c.tag, c.status.errno(), c.result), (5, Some(libc::EBADF), 0), "{}", c.status);
-        assert_eq!(c.data.total_len(), 4096, "the data comes back");
-        let c = run_one(&mut be, &inner, Cmd::fs_read(0, 4096), dev.alloc(4096).unwrap().into(), 6);
-        assert!(c.status.is_ok(), "{}", c.status);
+        errors_complete_with_the_errno_as_status("async=libaio", new_queue);
     }
 
     #[test]
     fn libaio_short_transfers_complete_with_eio_and_the_bytes_moved() {
-        let t = temp_in(&std::env::temp_dir(), "libaio");
-        let dev = open(&t, "async=libaio,create=1,size=64KiB");
-        // The file shrinks under the open device: reads past the new end come up short.
-        std::fs::OpenOptions::new().write(true).open(&t.0).unwrap().set_len(6144).unwrap();
-        let mut q = dev.queue(2).unwrap();
-        q.submit(&Cmd::fs_read(4096, 4096), dev.alloc(4096).unwrap().into(), 1).unwrap();
-        q.submit(&Cmd::fs_read(16384, 4096), dev.alloc(4096).unwrap().into(), 2).unwrap();
-        let mut seen = vec![];
-        q.drain(|c| seen.push((c.tag, c.status.errno(), c.result))).unwrap();
-        seen.sort();
-        assert_eq!(seen, [(1, Some(libc::EIO), 2048), (2, Some(libc::EIO), 0)]);
+        short_transfers_complete_with_eio_and_the_bytes_moved("async=libaio");
     }
 
     #[test]
     fn libaio_refuses_passthrough_commands_and_keeps_the_data() {
-        let t = temp_in(&std::env::temp_dir(), "libaio");
-        let dev = open(&t, "async=libaio,create=1,size=64KiB");
-        let mut q = dev.queue(4).unwrap();
-        let sqe = crate::Sqe { opcode: 0x80, nsid: dev.ident().nsid, ..Default::default() };
-        let r = q.submit(&Cmd::io(sqe), dev.alloc(512).unwrap().into(), 1).unwrap_err();
-        assert!(matches!(r.error, Error::BadCommand { .. }), "{r}");
-        assert!(r.to_string().contains("async=libaio"), "{r}");
-        assert_eq!(r.data.total_len(), 512);
-        assert_eq!(q.outstanding(), 0);
+        refuses_passthrough_commands_and_keeps_the_data("async=libaio");
     }
 
     /// Submits one command to a backend made directly; returns the data on refusal.

@@ -1,10 +1,11 @@
-//! Helpers shared by the backends' unit tests: temporary files, opening, data patterns.
+//! Helpers shared by the backends' unit tests: temporary files, opening, data patterns,
+//! and the test bodies that the async backends (libaio, posix, thrpool) share.
 
 use crate::be::{prepare, AsyncQueue, Backend};
 use crate::buf::Data;
 use crate::dev::Inner;
 use crate::queue::Completion;
-use crate::{Buffer, Cmd, Device, Opts};
+use crate::{Buffer, Cmd, Device, Error, Opts};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -84,4 +85,253 @@ pub(crate) fn behind_readonly_fd(dev: &Device, t: &Temp) -> Arc<Inner> {
         sync: None,
         admin: None,
     })
+}
+
+/// The constructor of one async backend's queues (its `new_queue`).
+pub(crate) type NewQueue = fn(&Arc<Inner>, u32) -> Result<Backend, Error>;
+
+/// The interface an option string names with `async=`, which tags its temporary files:
+/// "async=thrpool,threads=2,create=1" gives "thrpool".
+fn tag(opts: &str) -> &str {
+    let iface = opts.split(',').find_map(|o| o.strip_prefix("async="));
+    iface.expect("the options name an async interface")
+}
+
+/// Runs `f` on a fresh temporary file in the temp dir, opened with `opts`.
+pub(crate) fn in_temp(opts: &str, f: impl FnOnce(&Device)) {
+    let t = temp_in(&std::env::temp_dir(), tag(opts));
+    f(&open(&t, opts));
+}
+
+/// Runs `f` on a fresh temporary file in each of [`dirs`], opened with `opts`.
+pub(crate) fn in_each_dir(opts: &str, f: impl Fn(&Device)) {
+    for dir in dirs() {
+        let t = temp_in(&dir, tag(opts));
+        f(&open(&t, opts));
+    }
+}
+
+/// Writes 16 blocks at qd16, reads them back at qd16, compares.
+pub(crate) fn round_trip(dev: &Device) {
+    let nsid = dev.ident().nsid;
+    let lba = dev.geometry().lba_size as usize;
+    let bs = 4096.max(lba);
+    let nlb = (bs / lba) as u32;
+    let mut q = dev.queue(16).unwrap();
+    for i in 0..16u64 {
+        q.submit(&Cmd::write(nsid, i * nlb as u64, nlb), buf(dev, &pattern(i, bs)).into(), i).unwrap();
+    }
+    let mut done = 0;
+    q.drain(|c| {
+        assert!(c.status.is_ok(), "write {}: {}", c.tag, c.status);
+        assert_eq!(c.result, bs as u64);
+        done += 1;
+    })
+    .unwrap();
+    assert_eq!(done, 16);
+    for i in 0..16u64 {
+        q.submit(&Cmd::read(nsid, i * nlb as u64, nlb), dev.alloc(bs).unwrap().into(), i).unwrap();
+    }
+    let mut done = 0;
+    q.drain(|c| {
+        assert!(c.status.is_ok(), "read {}: {}", c.tag, c.status);
+        assert_eq!(&c.data.into_one().unwrap()[..], &pattern(c.tag, bs)[..], "block {}", c.tag);
+        done += 1;
+    })
+    .unwrap();
+    assert_eq!(done, 16);
+    assert_eq!(q.stats().completed, 32);
+}
+
+/// [`round_trip`] on a 1 MiB temporary file opened with `iface` and `direct=1`; skipped
+/// (with a note) where the temp dir has no O_DIRECT.
+pub(crate) fn direct_io_on_a_disk_file_round_trips(iface: &str) {
+    let t = temp_in(&std::env::temp_dir(), tag(iface));
+    let o: Opts = format!("{iface},create=1,size=1MiB,direct=1").parse().unwrap();
+    match Device::open(t.0.to_str().unwrap(), &o) {
+        Ok(dev) => round_trip(&dev),
+        Err(e) if e.errno() == Some(libc::EINVAL) => eprintln!("skipped: no O_DIRECT on the temp dir: {e}"),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// Writes three 4 KiB buffers as one command at byte 8192, reads them back into three.
+pub(crate) fn vectored_io_round_trips(dev: &Device) {
+    let mut q = dev.queue(4).unwrap();
+    let data = pattern(9, 3 * 4096);
+    let bufs: Vec<Buffer> = data.chunks(4096).map(|c| buf(dev, c)).collect();
+    q.submit(&Cmd::fs_write(8192, data.len() as u64), bufs.into(), 1).unwrap();
+    q.drain(|c| assert!(c.status.is_ok() && c.result == 3 * 4096, "{}", c.status)).unwrap();
+    let bufs: Vec<Buffer> = (0..3).map(|_| dev.alloc(4096).unwrap()).collect();
+    q.submit(&Cmd::fs_read(8192, data.len() as u64), bufs.into(), 2).unwrap();
+    q.drain(|c| {
+        assert!(c.status.is_ok(), "{}", c.status);
+        let got: Vec<u8> = c.data.bufs().iter().flat_map(|b| b.iter().copied()).collect();
+        assert_eq!(got, data);
+    })
+    .unwrap();
+}
+
+/// A write then `flush` at qd2: both complete.
+pub(crate) fn flush_completes(dev: &Device, flush: Cmd) {
+    let mut q = dev.queue(2).unwrap();
+    q.submit(&Cmd::fs_write(0, 4096), buf(dev, &pattern(1, 4096)).into(), 1).unwrap();
+    q.submit(&flush, Data::None, 2).unwrap();
+    let mut tags = vec![];
+    q.drain(|c| {
+        assert!(c.status.is_ok(), "{}", c.status);
+        tags.push(c.tag);
+    })
+    .unwrap();
+    tags.sort();
+    assert_eq!(tags, [1, 2]);
+}
+
+/// Writes 64 KiB, trims the first 16 KiB and zeroes the third (after a flush when
+/// `flush_first`), then reads back zeroes there and the data elsewhere.
+pub(crate) fn trim_and_write_zeroes_read_back_zeroes(dev: &Device, flush_first: bool) {
+    let nsid = dev.ident().nsid;
+    let mut q = dev.queue(4).unwrap();
+    q.submit(&Cmd::fs_write(0, 65536), buf(dev, &pattern(3, 65536)).into(), 0).unwrap();
+    q.drain(|c| assert!(c.status.is_ok(), "{}", c.status)).unwrap();
+    let mut tag = 0;
+    if flush_first {
+        tag += 1;
+        q.submit(&Cmd::flush(nsid), Data::None, tag).unwrap();
+    }
+    q.submit(&Cmd::fs_trim(0, 16384), Data::None, tag + 1).unwrap();
+    q.submit(&Cmd::write_zeroes(nsid, 64, 32), Data::None, tag + 2).unwrap();
+    let mut n = 0;
+    let reaped = q
+        .drain(|c| {
+            assert!(c.status.is_ok(), "{}: {}", c.tag, c.status);
+            n += 1;
+        })
+        .unwrap();
+    assert_eq!(reaped as u64, tag + 2);
+    assert_eq!(n, tag + 2);
+    q.submit(&Cmd::fs_read(0, 65536), dev.alloc(65536).unwrap().into(), tag + 3).unwrap();
+    q.drain(|c| {
+        let b = c.data.into_one().unwrap();
+        let want = pattern(3, 65536);
+        assert!(b[..16384].iter().all(|&x| x == 0), "trimmed range reads zeroes");
+        assert_eq!(&b[16384..32768], &want[16384..32768]);
+        assert!(b[32768..49152].iter().all(|&x| x == 0), "zeroed range reads zeroes");
+        assert_eq!(&b[49152..], &want[49152..]);
+    })
+    .unwrap();
+}
+
+/// A qd4 queue with 4 reads in flight refuses a fifth (Busy, the data back), takes it
+/// after a wait, then pokes until nothing is outstanding.
+pub(crate) fn busy_when_full_and_takes_more_after_a_wait(dev: &Device) {
+    let mut q = dev.queue(4).unwrap();
+    for i in 0..4 {
+        q.submit(&Cmd::fs_read(i * 4096, 4096), dev.alloc(4096).unwrap().into(), i).unwrap();
+    }
+    let r = q.submit(&Cmd::fs_read(0, 4096), dev.alloc(4096).unwrap().into(), 9).unwrap_err();
+    assert!(matches!(r.error, Error::Busy { depth: 4 }), "{r}");
+    assert_eq!(r.data.total_len(), 4096, "the data comes back");
+    assert!(q.wait(1, |c| assert!(c.status.is_ok())).unwrap() >= 1);
+    q.submit(&Cmd::fs_read(0, 4096), r.data, 9).unwrap();
+    let mut seen = 0;
+    while q.outstanding() > 0 {
+        seen += q.poke(0, |c| assert!(c.status.is_ok())).unwrap();
+    }
+    assert!(seen >= 1);
+    assert_eq!(q.stats().completed, 5);
+}
+
+/// How [`dropping_with_commands_in_flight_is_safe`] leaves commands in flight.
+pub(crate) struct InFlight {
+    /// Whether the public queue commits its 32 writes before it is dropped.
+    pub(crate) commit_queue: bool,
+    /// Reads (of block `i % 32`) submitted to the backend alone, which has as many slots.
+    pub(crate) reads: u64,
+    /// The read after which the backend commits, if any (the rest stay uncommitted).
+    pub(crate) commit_after: Option<u64>,
+    /// Buffers per 4 KiB read: 1, or that many equal segments.
+    pub(crate) segments: usize,
+}
+
+/// On a temporary file opened with `opts`: drops a public queue with 32 writes in flight
+/// (its drop drains), then a backend queue made by `new_queue` with reads in flight, some
+/// maybe never committed; then the last block written reads back.
+pub(crate) fn dropping_with_commands_in_flight_is_safe(opts: &str, new_queue: NewQueue, how: InFlight) {
+    in_temp(opts, |dev| drop_with_commands_in_flight(dev, new_queue, how));
+}
+
+fn drop_with_commands_in_flight(dev: &Device, new_queue: NewQueue, how: InFlight) {
+    // Through the public queue (its drop drains).
+    let mut q = dev.queue(32).unwrap();
+    for i in 0..32 {
+        q.submit(&Cmd::fs_write(i * 4096, 4096), buf(dev, &pattern(i, 4096)).into(), i).unwrap();
+    }
+    if how.commit_queue {
+        q.commit().unwrap();
+    }
+    drop(q);
+    // The backend alone, with the commands in flight.
+    let mut be = new_queue(&dev.inner, how.reads as u32).unwrap();
+    for i in 0..how.reads {
+        let cmd = Cmd::fs_read((i % 32) * 4096, 4096);
+        let data: Data = if how.segments == 1 {
+            dev.alloc(4096).unwrap().into()
+        } else {
+            let bufs: Vec<Buffer> = (0..how.segments).map(|_| dev.alloc(4096 / how.segments).unwrap()).collect();
+            bufs.into()
+        };
+        let io = prepare(&dev.inner, &cmd, data.bufs()).unwrap();
+        be.submit(&io, &cmd, data, i).map_err(|(e, _)| e).unwrap();
+        if Some(i) == how.commit_after {
+            be.commit().unwrap();
+        }
+    }
+    drop(be);
+    let mut q = dev.queue(1).unwrap();
+    q.submit(&Cmd::fs_read(31 * 4096, 4096), dev.alloc(4096).unwrap().into(), 0).unwrap();
+    q.drain(|c| assert_eq!(&c.data.into_one().unwrap()[..], &pattern(31, 4096)[..])).unwrap();
+}
+
+/// A write through a descriptor opened read-only completes with EBADF as its status and
+/// gives its data back; a read on the same queue then succeeds.
+pub(crate) fn errors_complete_with_the_errno_as_status(iface: &str, new_queue: NewQueue) {
+    let t = temp_in(&std::env::temp_dir(), tag(iface));
+    let dev = open(&t, &format!("{iface},create=1,size=64KiB"));
+    let inner = behind_readonly_fd(&dev, &t);
+    let mut be = new_queue(&inner, 4).unwrap();
+    let c = run_one(&mut be, &inner, Cmd::fs_write(0, 4096), buf(&dev, &pattern(0, 4096)).into(), 5);
+    assert_eq!((c.tag, c.status.errno(), c.result), (5, Some(libc::EBADF), 0), "{}", c.status);
+    assert_eq!(c.data.total_len(), 4096, "the data comes back");
+    let c = run_one(&mut be, &inner, Cmd::fs_read(0, 4096), dev.alloc(4096).unwrap().into(), 6);
+    assert!(c.status.is_ok(), "{}", c.status);
+}
+
+/// Reads past the end of a file that shrank under the open device complete with EIO and
+/// the bytes they moved.
+pub(crate) fn short_transfers_complete_with_eio_and_the_bytes_moved(iface: &str) {
+    let t = temp_in(&std::env::temp_dir(), tag(iface));
+    let dev = open(&t, &format!("{iface},create=1,size=64KiB"));
+    // The file shrinks under the open device: reads past the new end come up short.
+    std::fs::OpenOptions::new().write(true).open(&t.0).unwrap().set_len(6144).unwrap();
+    let mut q = dev.queue(2).unwrap();
+    q.submit(&Cmd::fs_read(4096, 4096), dev.alloc(4096).unwrap().into(), 1).unwrap();
+    q.submit(&Cmd::fs_read(16384, 4096), dev.alloc(4096).unwrap().into(), 2).unwrap();
+    let mut seen = vec![];
+    q.drain(|c| seen.push((c.tag, c.status.errno(), c.result))).unwrap();
+    seen.sort();
+    assert_eq!(seen, [(1, Some(libc::EIO), 2048), (2, Some(libc::EIO), 0)]);
+}
+
+/// An NVMe passthrough command is refused (naming the interface) with its data back.
+pub(crate) fn refuses_passthrough_commands_and_keeps_the_data(iface: &str) {
+    let t = temp_in(&std::env::temp_dir(), tag(iface));
+    let dev = open(&t, &format!("{iface},create=1,size=64KiB"));
+    let mut q = dev.queue(4).unwrap();
+    let sqe = crate::Sqe { opcode: 0x80, nsid: dev.ident().nsid, ..Default::default() };
+    let r = q.submit(&Cmd::io(sqe), dev.alloc(512).unwrap().into(), 1).unwrap_err();
+    assert!(matches!(r.error, Error::BadCommand { .. }), "{r}");
+    assert!(r.to_string().contains(iface), "{r}");
+    assert_eq!(r.data.total_len(), 512);
+    assert_eq!(q.outstanding(), 0);
 }

@@ -345,7 +345,11 @@ impl Drop for Thrpool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::be::testutil::{buf, dirs, open, open_uri, pattern, temp_in};
+    use crate::be::testutil::{
+        buf, busy_when_full_and_takes_more_after_a_wait, dirs, dropping_with_commands_in_flight_is_safe, in_each_dir,
+        in_temp, open, open_uri, pattern, temp_in, trim_and_write_zeroes_read_back_zeroes, vectored_io_round_trips,
+        InFlight,
+    };
     use crate::be::{prepare, SyncIo};
     use crate::buf::Buffer;
     use crate::dev::{DevKind, Geometry, Ident, Interfaces, ZonedModel};
@@ -419,89 +423,23 @@ mod tests {
 
     #[test]
     fn thrpool_vectored_io_round_trips() {
-        let t = temp_in(&std::env::temp_dir(), "thrpool");
-        let dev = open(&t, "async=thrpool,create=1,size=1MiB");
-        let mut q = dev.queue(4).unwrap();
-        let data = pattern(9, 3 * 4096);
-        let bufs: Vec<Buffer> = data.chunks(4096).map(|c| buf(&dev, c)).collect();
-        q.submit(&Cmd::fs_write(8192, data.len() as u64), bufs.into(), 1).unwrap();
-        q.drain(|c| assert!(c.status.is_ok() && c.result == 3 * 4096, "{}", c.status)).unwrap();
-        let bufs: Vec<Buffer> = (0..3).map(|_| dev.alloc(4096).unwrap()).collect();
-        q.submit(&Cmd::fs_read(8192, data.len() as u64), bufs.into(), 2).unwrap();
-        q.drain(|c| {
-            let got: Vec<u8> = c.data.bufs().iter().flat_map(|b| b.iter().copied()).collect();
-            assert_eq!(got, data);
-        })
-        .unwrap();
+        in_temp("async=thrpool,create=1,size=1MiB", vectored_io_round_trips);
     }
 
     #[test]
     fn thrpool_flush_trim_and_write_zeroes() {
-        for dir in dirs() {
-            let t = temp_in(&dir, "thrpool");
-            let dev = open(&t, "async=thrpool,create=1,size=256KiB");
-            let nsid = dev.ident().nsid;
-            let mut q = dev.queue(4).unwrap();
-            q.submit(&Cmd::fs_write(0, 65536), buf(&dev, &pattern(3, 65536)).into(), 0).unwrap();
-            q.drain(|c| assert!(c.status.is_ok(), "{}", c.status)).unwrap();
-            q.submit(&Cmd::flush(nsid), Data::None, 1).unwrap();
-            q.submit(&Cmd::fs_trim(0, 16384), Data::None, 2).unwrap();
-            q.submit(&Cmd::write_zeroes(nsid, 64, 32), Data::None, 3).unwrap();
-            assert_eq!(q.drain(|c| assert!(c.status.is_ok(), "{}: {}", c.tag, c.status)).unwrap(), 3);
-            q.submit(&Cmd::fs_read(0, 65536), dev.alloc(65536).unwrap().into(), 4).unwrap();
-            q.drain(|c| {
-                let b = c.data.into_one().unwrap();
-                let want = pattern(3, 65536);
-                assert!(b[..16384].iter().all(|&x| x == 0), "trimmed range reads zeroes");
-                assert_eq!(&b[16384..32768], &want[16384..32768]);
-                assert!(b[32768..49152].iter().all(|&x| x == 0), "zeroed range reads zeroes");
-                assert_eq!(&b[49152..], &want[49152..]);
-            })
-            .unwrap();
-        }
+        in_each_dir("async=thrpool,create=1,size=256KiB", |dev| trim_and_write_zeroes_read_back_zeroes(dev, true));
     }
 
     #[test]
     fn thrpool_is_busy_when_full_and_takes_more_after_a_wait() {
-        let dev = open_uri("1MiB", "async=thrpool,threads=2");
-        let mut q = dev.queue(4).unwrap();
-        for i in 0..4 {
-            q.submit(&Cmd::fs_read(i * 4096, 4096), dev.alloc(4096).unwrap().into(), i).unwrap();
-        }
-        let r = q.submit(&Cmd::fs_read(0, 4096), dev.alloc(4096).unwrap().into(), 9).unwrap_err();
-        assert!(matches!(r.error, Error::Busy { depth: 4 }), "{r}");
-        assert!(q.wait(1, |c| assert!(c.status.is_ok())).unwrap() >= 1);
-        q.submit(&Cmd::fs_read(0, 4096), r.data, 9).unwrap();
-        while q.outstanding() > 0 {
-            q.poke(0, |c| assert!(c.status.is_ok())).unwrap();
-        }
-        assert_eq!(q.stats().completed, 5);
+        busy_when_full_and_takes_more_after_a_wait(&open_uri("1MiB", "async=thrpool,threads=2"));
     }
 
     #[test]
     fn thrpool_dropping_with_commands_in_flight_is_safe() {
-        let t = temp_in(&std::env::temp_dir(), "thrpool");
-        let dev = open(&t, "async=thrpool,threads=2,create=1,size=1MiB");
-        let mut q = dev.queue(32).unwrap();
-        for i in 0..32 {
-            q.submit(&Cmd::fs_write(i * 4096, 4096), buf(&dev, &pattern(i, 4096)).into(), i).unwrap();
-        }
-        q.commit().unwrap();
-        drop(q);
-        let mut be = new_queue(&dev.inner, 64).unwrap();
-        for i in 0..64u64 {
-            let cmd = Cmd::fs_read((i % 32) * 4096, 4096);
-            let data: Data = dev.alloc(4096).unwrap().into();
-            let io = prepare(&dev.inner, &cmd, data.bufs()).unwrap();
-            be.submit(&io, &cmd, data, i).map_err(|(e, _)| e).unwrap();
-            if i == 40 {
-                be.commit().unwrap();
-            }
-        }
-        drop(be);
-        let mut q = dev.queue(1).unwrap();
-        q.submit(&Cmd::fs_read(31 * 4096, 4096), dev.alloc(4096).unwrap().into(), 0).unwrap();
-        q.drain(|c| assert_eq!(&c.data.into_one().unwrap()[..], &pattern(31, 4096)[..])).unwrap();
+        let how = InFlight { commit_queue: true, reads: 64, commit_after: Some(40), segments: 1 };
+        dropping_with_commands_in_flight_is_safe("async=thrpool,threads=2,create=1,size=1MiB", new_queue, how);
     }
 
     #[test]

@@ -7,14 +7,15 @@
 # that replays it is printed.
 #
 # Usage: fuzz/run.sh [TARGET...]      (default: every target)
-# Environment: FUZZ_SECONDS (per target, default 20), FUZZ_KEEP_CORPUS=1 keeps the grown
+# Environment: FUZZ_SECONDS (per target, default 15: the whole stage, build
+# included, stays under 5 minutes on 2 cores), FUZZ_KEEP_CORPUS=1 keeps the grown
 # corpora (their folder is printed).
 # Needs the nightly toolchain (cargo fuzz builds with -Zsanitizer=address); installs
 # cargo-fuzz itself when `cargo fuzz` is missing.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-seconds="${FUZZ_SECONDS:-20}"
+seconds="${FUZZ_SECONDS:-15}"
 start=$(date +%s)
 
 if ! rustup toolchain list 2>/dev/null | grep -q '^nightly'; then

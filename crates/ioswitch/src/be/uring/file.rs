@@ -674,7 +674,14 @@ mod tests {
 
     #[test]
     fn single_issuer_rings_work_on_their_thread_and_refuse_another() {
-        if !single_issuer_supported() {
+        // Asked of the kernel through the io-uring crate, not through ioswitch's own probe.
+        let kernel_has_it = ::io_uring::IoUring::<::io_uring::squeue::Entry>::builder()
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .build(2)
+            .is_ok();
+        assert_eq!(single_issuer_supported(), kernel_has_it, "ioswitch's probe disagrees with the kernel");
+        if !kernel_has_it {
             eprintln!("skip: this kernel has no IORING_SETUP_DEFER_TASKRUN (Linux 6.1)");
             return;
         }
@@ -1137,13 +1144,13 @@ mod tests {
     #[test]
     fn sqpoll_reads_and_writes() {
         let t = TempPath::new(&std::env::temp_dir(), "sqpoll");
-        let dev = match Device::open(t.uri(), &opts("async=io_uring,sqpoll=1,create=1,size=1MiB")) {
-            Ok(d) => d,
-            Err(e) => {
-                eprintln!("skipping sqpoll_reads_and_writes: the kernel refuses SQPOLL here: {e}");
-                return;
-            }
-        };
+        // Asked of the kernel directly: where it gives this process an SQPOLL ring,
+        // ioswitch must open one too.
+        if let Err(e) = ::io_uring::IoUring::<::io_uring::squeue::Entry>::builder().setup_sqpoll(1000).build(2) {
+            eprintln!("skipping sqpoll_reads_and_writes: the kernel refuses SQPOLL here: {e}");
+            return;
+        }
+        let dev = open(&t, "async=io_uring,sqpoll=1,create=1,size=1MiB");
         write_read_qd16(&dev, 4096);
         let mut q = dev.queue(16).unwrap();
         for i in 0..16u64 {
@@ -1170,10 +1177,18 @@ mod tests {
     #[test]
     fn iopoll_is_refused_at_open_without_poll_queues() {
         let t = TempPath::new(&std::env::temp_dir(), "iopoll");
-        match Device::open(t.uri(), &opts("async=io_uring,iopoll=1,direct=1,create=1,size=1MiB")) {
-            Ok(_) => eprintln!("skipping the iopoll refusal: the disk under the temp dir has poll queues"),
-            Err(e) => {
+        // Whether the disk under the temp dir polls, from its own sysfs attribute.
+        let polls = std::fs::metadata(std::env::temp_dir()).ok().and_then(|m| {
+            use std::os::unix::fs::MetadataExt;
+            let dir = crate::sys::sysfs::disk_dir((libc::major(m.dev()), libc::minor(m.dev())))?;
+            crate::sys::sysfs::read(&dir.join("queue/io_poll"))
+        });
+        match (Device::open(t.uri(), &opts("async=io_uring,iopoll=1,direct=1,create=1,size=1MiB")), polls.as_deref()) {
+            (Ok(_), Some("1")) => {}
+            (Ok(_), p) => panic!("iopoll opened on a disk whose queue/io_poll is {p:?}"),
+            (Err(e), p) => {
                 let e = e.to_string();
+                assert_ne!(p, Some("1"), "refused on a disk with poll queues: {e}");
                 assert!(e.contains(t.uri()) && e.contains("no poll queues") && e.contains("iopoll"), "{e}");
             }
         }
@@ -1189,13 +1204,18 @@ mod tests {
     #[test]
     fn direct_io_on_a_disk_file() {
         let t = TempPath::new(&std::env::temp_dir(), "direct");
-        let dev = match Device::open(t.uri(), &opts("async=io_uring,direct=1,create=1,size=1MiB")) {
-            Ok(d) => d,
-            Err(e) => {
-                eprintln!("skipping direct_io_on_a_disk_file: the temp dir takes no O_DIRECT: {e}");
-                return;
-            }
+        // Asked of the file system directly: where it takes O_DIRECT, ioswitch must too.
+        let probe = std::env::temp_dir().join(format!("ioswitch-odirect-{}", std::process::id()));
+        let direct = {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new().write(true).create(true).custom_flags(libc::O_DIRECT).open(&probe)
         };
+        let _ = std::fs::remove_file(&probe);
+        if let Err(e) = direct {
+            eprintln!("skipping direct_io_on_a_disk_file: the temp dir takes no O_DIRECT: {e}");
+            return;
+        }
+        let dev = open(&t, "async=io_uring,direct=1,create=1,size=1MiB");
         write_read_qd16(&dev, 4096);
         let align = dev.geometry().dio_mem_align as usize;
         if align > 1 {

@@ -11,9 +11,21 @@
 //! so for async interfaces every lat sample is exactly its slat plus its clat, and
 //! mean(lat) = mean(slat) + mean(clat).
 //!
-//! The loop follows fio's: submit until the queue holds `iodepth` commands (committing
-//! every `iodepth_batch_submit` submissions), then wait for at least
-//! `iodepth_batch_complete_min` completions and reap everything that is done.
+//! The loop follows fio 3.33's `do_io` and `wait_for_completions` (backend.c), with
+//! `td_io_getevents`' bounds (ioengines.c): submit until the queue holds `iodepth`
+//! commands (committing every `iodepth_batch_submit` submissions); when it is full (or
+//! after every submission when `iodepth_batch_complete_min` and `_max` are both 0), reap
+//! batches of at least `min(iodepth_batch_complete_min, in flight)` (at least 1) and at
+//! most `iodepth_batch_complete_max` (at least that min) completions, until no more than
+//! `iodepth_low` are in flight; then fill the queue again. fio's defaults (1, 1,
+//! `iodepth`) reap one completion and refill at once, so the queue stays at `iodepth`.
+//! At the end, everything in flight is reaped as one batch, as fio does.
+//!
+//! The library's [`Queue::wait`] takes a minimum but no maximum, so a blocking reap may
+//! return more completions than the batch may take; the extra ones are kept, unreaped as
+//! far as the job is concerned (their slots stay busy, their completion time is the time
+//! of the batch that takes them), exactly as they would wait in the kernel's ring for
+//! fio's next `getevents`.
 
 use crate::error::CheckError;
 use crate::stats::{LatStats, Stats};
@@ -54,8 +66,15 @@ pub struct Job {
     pub iodepth: u32,
     /// Submissions per commit (fio's `iodepth_batch_submit`; default 1).
     pub batch_submit: u32,
-    /// Completions to wait for when the queue is full (fio's `iodepth_batch_complete_min`).
+    /// Completions to wait for when the queue is full (fio's `iodepth_batch_complete_min`;
+    /// 0 with `batch_complete_max` 0 is fio's reap-after-every-submission mode).
     pub batch_complete_min: u32,
+    /// The most completions one reap takes (fio's `iodepth_batch_complete_max`; values
+    /// below `batch_complete_min` mean `batch_complete_min`).
+    pub batch_complete_max: u32,
+    /// Once the queue is full, reap until at most this many are in flight (fio's
+    /// `iodepth_low`; 0 or above `iodepth`: `iodepth`).
+    pub iodepth_low: u32,
     /// Start of the region, bytes.
     pub offset: u64,
     /// Bytes of I/O per job and size of the region; `None`: the device from `offset` on.
@@ -141,6 +160,11 @@ pub struct JobResult {
     pub submit_level: [u64; 7],
     /// fio's `iodepth_complete`: completions per reap, same buckets.
     pub complete_level: [u64; 7],
+    /// Reaps (batches of completions taken), the end-of-job drain included.
+    pub reaps: u64,
+    /// Sum over submissions of the commands in flight right after each (so
+    /// `depth_sum / submissions` is the mean depth fio's `iodepth_level` buckets).
+    pub depth_sum: u64,
     /// Total-latency distribution: `[0..10]` ns, `[10..20]` µs groups, `[20..32]` ms groups.
     pub lat_dist: [u64; 32],
     /// errno of the first failure (0: none), as fio's `error`.
@@ -657,6 +681,8 @@ fn run_sync(run: &mut Run) {
         run.issued_bytes += len;
         run.issued_ios += 1;
         run.res.depth_level[0] += 1;
+        run.res.depth_sum += 1;
+        run.res.reaps += 1;
         let r = run.dev.pass(&cmd, std::slice::from_mut(&mut buf));
         let complete = now_ns();
         run.res.queue.submitted += 1;
@@ -694,92 +720,105 @@ fn run_sync(run: &mut Run) {
     run.progress.ios.fetch_add(batch, Ordering::Relaxed);
 }
 
-fn run_async(run: &mut Run) {
-    let depth = run.job.iodepth.max(1);
-    let mut q = match run.dev.queue(depth) {
-        Ok(q) => q,
-        Err(e) => {
-            run.fail(e.errno().unwrap_or(libc::EINVAL), e.to_string());
-            return;
+/// fio's reaping rule, resolved for one job (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ReapPolicy {
+    /// `iodepth_batch_complete_min`, capped at the depth.
+    min: u32,
+    /// `iodepth_batch_complete_max`, at least `min`.
+    max: u32,
+    /// `iodepth_low`.
+    low: u32,
+    /// Both `iodepth_batch_complete_min` and `_max` are 0: reap after every submission.
+    polling: bool,
+}
+
+impl ReapPolicy {
+    fn new(job: &Job, depth: u32) -> ReapPolicy {
+        let min = job.batch_complete_min.min(depth);
+        let low = if job.iodepth_low == 0 || job.iodepth_low > depth { depth } else { job.iodepth_low };
+        ReapPolicy {
+            min,
+            max: job.batch_complete_max.max(min),
+            low,
+            polling: job.batch_complete_min == 0 && job.batch_complete_max == 0,
         }
-    };
-    let Some(bufs) = alloc_buffers(run, depth) else { return };
-    let mut slots: Vec<Slot> =
-        bufs.into_iter().map(|b| Slot { buf: Some(b), start: 0, issue: 0, write: false, offset: 0 }).collect();
-    let mut free: Vec<u32> = (0..depth).rev().collect();
-    let mut uncommitted: Vec<u32> = Vec::with_capacity(depth as usize);
-    let batch_submit = run.job.batch_submit.max(1);
-    let complete_min = run.job.batch_complete_min.clamp(1, depth);
-    let mut stop = false;
-    let mut done: Vec<(u32, Completion)> = Vec::with_capacity(depth as usize);
-    loop {
-        // Submit until the queue is full (fio's loop), committing every batch_submit.
-        while !stop && q.outstanding() < depth {
-            let start = now_ns();
-            if !run.more(start) {
-                stop = true;
-                break;
-            }
-            let (write, off, len) = run.pick();
-            let s = free.pop().expect("a free slot whenever the queue is not full");
-            let slot = &mut slots[s as usize];
-            let mut buf = slot.buf.take().expect("an idle slot holds its buffer");
-            if write {
-                run.fill(&mut buf, off);
-            }
-            let cmd = make_cmd(run.dev, write, off, len);
-            slot.start = start;
-            slot.write = write;
-            slot.offset = off;
-            if let Err(rej) = q.submit(&cmd, Data::One(buf), s as u64) {
-                slots[s as usize].buf = rej.data.into_one();
-                free.push(s);
-                run.fail(rej.error.errno().unwrap_or(libc::EIO), rej.error.to_string());
-                stop = true;
-                break;
-            }
-            run.issued_bytes += len;
-            run.issued_ios += 1;
-            run.res.depth_level[depth_bucket(q.outstanding())] += 1;
-            uncommitted.push(s);
-            if uncommitted.len() as u32 >= batch_submit {
-                commit(run, &mut q, &mut slots, &mut uncommitted);
-            }
+    }
+
+    /// The bounds of one reap with `inflight` commands in flight: fio's
+    /// `wait_for_completions` waits for `min(iodepth_batch_complete_min, in flight)`, and
+    /// for 1 where that is 0 (`iodepth_batch_complete_min=0` included: fio 3.33's code
+    /// waits there although its HOWTO says it does not); `td_io_getevents` takes at most
+    /// `min(iodepth_batch_complete_max, in flight)`, and never fewer than that min.
+    fn batch(&self, inflight: u32) -> (u32, u32) {
+        let min = self.min.min(inflight).max(1).min(inflight);
+        (min, self.max.min(inflight).max(min))
+    }
+}
+
+/// A queue with fio's view of it: the slots of commands not yet reaped by a batch, and
+/// the completions the queue handed over beyond what a batch could take.
+struct Flight {
+    q: Queue,
+    depth: u32,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    uncommitted: Vec<u32>,
+    /// Reaped from the queue but not yet taken by a batch, oldest first.
+    pending: std::collections::VecDeque<Completion>,
+    batch: Vec<Completion>,
+}
+
+impl Flight {
+    /// Commands in flight as fio counts them (`cur_depth`): submitted and not yet taken
+    /// by a batch.
+    #[inline]
+    fn inflight(&self) -> u32 {
+        self.depth - self.free.len() as u32
+    }
+
+    fn commit(&mut self, run: &mut Run) {
+        if !self.uncommitted.is_empty() {
+            commit(run, &mut self.q, &mut self.slots, &mut self.uncommitted);
         }
-        if !uncommitted.is_empty() {
-            commit(run, &mut q, &mut slots, &mut uncommitted);
-        }
-        if q.outstanding() == 0 {
-            break;
-        }
-        // Reap: at least complete_min when full, everything that is left when stopping.
-        let min = if stop { 1 } else { complete_min };
-        let mut complete = 0u64;
-        let r = q.wait(min, |c| {
-            if complete == 0 {
-                complete = now_ns();
-            }
-            done.push((c.tag as u32, c));
-        });
+    }
+
+    /// One reap, as fio's `io_u_queued_complete`: commits, takes at least `min` and at most
+    /// `max` completions (waiting for `min`), stamps them with one completion time and
+    /// accounts them. Returns how many were taken, or `None` when the queue failed.
+    fn reap(&mut self, run: &mut Run, min: u32, max: u32) -> Option<u32> {
+        self.commit(run);
+        let have = self.pending.len() as u32;
+        let pending = &mut self.pending;
+        let r = if have < min {
+            self.q.wait(min - have, |c| pending.push_back(c)).map(drop)
+        } else if have < max {
+            self.q.poke(max - have, |c| pending.push_back(c)).map(drop)
+        } else {
+            Ok(())
+        };
         if let Err(e) = r {
             run.fail(e.errno().unwrap_or(libc::EIO), e.to_string());
-            break;
+            return None;
         }
-        let n = done.len() as u32;
+        let complete = now_ns();
+        let n = (self.pending.len() as u32).min(max);
+        self.batch.extend(self.pending.drain(..n as usize));
         run.res.complete_level[batch_bucket(n)] += 1;
+        run.res.reaps += 1;
         let mut bytes = 0;
-        for (s, c) in done.drain(..) {
-            let slot = &mut slots[s as usize];
+        for c in self.batch.drain(..) {
+            let s = c.tag as u32;
+            let slot = &mut self.slots[s as usize];
             let (write, start, issue, off) = (slot.write, slot.start, slot.issue, slot.offset);
             let len = run.job.bs[write as usize];
             slot.buf = c.data.into_one();
-            free.push(s);
+            self.free.push(s);
             if !c.status.is_ok() {
                 run.fail(
                     c.status.errno().unwrap_or(libc::EIO),
                     format!("{} at offset {off}: {}", if write { "write" } else { "read" }, c.status),
                 );
-                stop = true;
                 continue;
             }
             bytes += len;
@@ -788,22 +827,106 @@ fn run_async(run: &mut Run) {
         run.sample(complete);
         run.progress.ios.fetch_add(n as u64, Ordering::Relaxed);
         run.progress.bytes.fetch_add(bytes, Ordering::Relaxed);
-        if run.job.fsync > 0 && run.job.rw.writes() && !stop {
-            run.writes_since_sync += n;
-            if run.writes_since_sync >= run.job.fsync {
-                run.writes_since_sync = 0;
-                let s = now_ns();
-                if let Err(e) = q.drain(|_| {}) {
-                    run.fail(e.errno().unwrap_or(libc::EIO), e.to_string());
+        Some(n)
+    }
+
+    /// Reaps everything in flight as one batch, as fio does at the end of a job.
+    fn reap_all(&mut self, run: &mut Run) -> Option<u32> {
+        match self.inflight() {
+            0 => Some(0),
+            n => self.reap(run, n, n),
+        }
+    }
+}
+
+fn run_async(run: &mut Run) {
+    let depth = run.job.iodepth.max(1);
+    let q = match run.dev.queue(depth) {
+        Ok(q) => q,
+        Err(e) => {
+            run.fail(e.errno().unwrap_or(libc::EINVAL), e.to_string());
+            return;
+        }
+    };
+    let Some(bufs) = alloc_buffers(run, depth) else { return };
+    let mut f = Flight {
+        q,
+        depth,
+        slots: bufs.into_iter().map(|b| Slot { buf: Some(b), start: 0, issue: 0, write: false, offset: 0 }).collect(),
+        free: (0..depth).rev().collect(),
+        uncommitted: Vec::with_capacity(depth as usize),
+        pending: std::collections::VecDeque::with_capacity(depth as usize),
+        batch: Vec::with_capacity(depth as usize),
+    };
+    let batch_submit = run.job.batch_submit.max(1);
+    let policy = ReapPolicy::new(run.job, depth);
+    // fio's do_io: one I/O per turn; reap when the queue is full (or after every I/O when
+    // polling), until no more than iodepth_low are in flight.
+    'io: loop {
+        let start = now_ns();
+        if !run.more(start) {
+            break;
+        }
+        let (write, off, len) = run.pick();
+        let s = f.free.pop().expect("a free slot whenever the queue is not full");
+        let slot = &mut f.slots[s as usize];
+        let mut buf = slot.buf.take().expect("an idle slot holds its buffer");
+        if write {
+            run.fill(&mut buf, off);
+        }
+        let cmd = make_cmd(run.dev, write, off, len);
+        slot.start = start;
+        slot.write = write;
+        slot.offset = off;
+        if let Err(rej) = f.q.submit(&cmd, Data::One(buf), s as u64) {
+            f.slots[s as usize].buf = rej.data.into_one();
+            f.free.push(s);
+            run.fail(rej.error.errno().unwrap_or(libc::EIO), rej.error.to_string());
+            break;
+        }
+        run.issued_bytes += len;
+        run.issued_ios += 1;
+        let inflight = f.inflight();
+        run.res.depth_level[depth_bucket(inflight)] += 1;
+        run.res.depth_sum += inflight as u64;
+        f.uncommitted.push(s);
+        if f.uncommitted.len() as u32 >= batch_submit {
+            f.commit(run);
+        }
+        let full = f.free.is_empty();
+        if !full && !policy.polling {
+            continue;
+        }
+        loop {
+            let (min, max) = policy.batch(f.inflight());
+            let Some(n) = f.reap(run, min, max) else { break 'io };
+            if run.res.error != 0 {
+                break 'io;
+            }
+            if run.job.fsync > 0 && run.job.rw.writes() {
+                run.writes_since_sync += n;
+                if run.writes_since_sync >= run.job.fsync {
+                    run.writes_since_sync = 0;
+                    let s = now_ns();
+                    // Everything in flight completes before the flush, accounted as a batch.
+                    if f.reap_all(run).is_none() {
+                        break 'io;
+                    }
+                    if let Err(e) = run.dev.pass(&Cmd::flush(run.dev.ident().nsid), &mut []) {
+                        run.fail(e.errno().unwrap_or(libc::EIO), format!("fsync: {e}"));
+                        break 'io;
+                    }
+                    run.res.sync.record(now_ns() - s);
                 }
-                if let Err(e) = run.dev.pass(&Cmd::flush(run.dev.ident().nsid), &mut []) {
-                    run.fail(e.errno().unwrap_or(libc::EIO), format!("fsync: {e}"));
-                }
-                run.res.sync.record(now_ns() - s);
+            }
+            if !(full && f.inflight() > policy.low) {
+                break;
             }
         }
     }
-    run.res.queue = q.stats();
+    // The end (or a failure): everything still in flight, as one batch.
+    f.reap_all(run);
+    run.res.queue = f.q.stats();
 }
 
 #[inline]
@@ -919,6 +1042,8 @@ mod run_tests {
             iodepth: qd,
             batch_submit: 1,
             batch_complete_min: 1,
+            batch_complete_max: 1,
+            iodepth_low: qd,
             offset: 0,
             size: Some(1 << 20),
             runtime: None,
@@ -982,6 +1107,95 @@ mod run_tests {
         assert_eq!(r.error, 0, "{:?}", r.error_msg);
         assert_eq!(r.verified, 256);
         assert_eq!(r.read.ios, 256, "verify reads count as reads, as in fio");
+    }
+
+    /// A 16 MiB random-read job of 4096 I/Os at depth `qd` with fio's reaping options.
+    fn reap_job(opts: &str, qd: u32, min: u32, max: u32, low: u32) -> JobResult {
+        let mut j = job("16MiB", opts, Mode::Async, Rw::RandRead, qd);
+        j.size = Some(16 << 20);
+        (j.batch_complete_min, j.batch_complete_max, j.iodepth_low) = (min, max, low);
+        let r = run(&j);
+        assert_eq!(r.error, 0, "{:?}", r.error_msg);
+        assert_eq!(r.read.ios, N);
+        r
+    }
+    const N: u64 = 4096;
+
+    #[test]
+    fn fio_default_policy_reaps_one_and_keeps_the_queue_at_iodepth() {
+        for opts in ["async=nil", "async=emu"] {
+            for qd in [4u32, 16, 32] {
+                let r = reap_job(opts, qd, 1, 1, qd);
+                // One completion per reap while running, then the qd-1 left in one batch.
+                assert_eq!(r.reaps, N - qd as u64 + 2, "{opts} qd{qd}");
+                assert_eq!(r.depth_level.iter().sum::<u64>(), N);
+                // Little's law in counts: the queue is at iodepth at every submission once
+                // filled, so the mean depth is qd within 5% (exactly known here).
+                let want = (qd as u64 * (qd as u64 + 1) / 2 + (N - qd as u64) * qd as u64) as f64 / N as f64;
+                let mean = r.depth_sum as f64 / N as f64;
+                assert_eq!(mean, want, "{opts} qd{qd}");
+                assert!((mean / qd as f64 - 1.0).abs() < 0.05, "{opts} qd{qd}: mean depth {mean}");
+                // qd is a power of two: its bucket holds depth qd alone.
+                let at_qd = r.depth_level[depth_bucket(qd)];
+                assert_eq!(at_qd, N - qd as u64 + 1, "{opts} qd{qd}: {:?}", r.depth_level);
+            }
+        }
+    }
+
+    #[test]
+    fn a_larger_complete_max_reaps_bigger_batches() {
+        for opts in ["async=nil", "async=emu"] {
+            let r = reap_job(opts, 16, 1, 16, 16);
+            // Everything is done at once on these interfaces: each reap takes all 16.
+            assert_eq!(r.reaps, N / 16, "{opts}");
+            assert_eq!(r.complete_level, [0, 0, 0, N / 16, 0, 0, 0], "{opts}");
+            assert_eq!(r.depth_sum, (N / 16) * (16 * 17 / 2), "{opts}");
+        }
+    }
+
+    #[test]
+    fn iodepth_low_lets_the_queue_drain_before_refilling() {
+        // fio's HOWTO example: iodepth=16, iodepth_low=4: fill to 16, reap one at a time
+        // down to 4, fill again. After the first fill every cycle submits at 5..=16.
+        let r = reap_job("async=emu", 16, 1, 1, 4);
+        let cycles = (N - 16) / 12;
+        assert_eq!(r.depth_level, [1, 2, 4 + 3 * cycles, 8 + 8 * cycles, 1 + cycles, 0, 0]);
+        // (fio 3.33 reports this job's depths as 4=25.0%, 8=66.7%, 16=8.3%.) Twelve reaps
+        // of one after each fill, then the four left as one batch.
+        assert_eq!(r.reaps, 12 * (cycles + 1) + 1);
+    }
+
+    #[test]
+    fn both_complete_bounds_zero_reap_after_every_submission_as_fio_3_33_does() {
+        // fio 3.33 waits for one completion after each submission here (backend.c
+        // wait_for_completions sets min_evts = 1), so the depth never passes 1.
+        let r = reap_job("async=emu", 8, 0, 0, 8);
+        assert_eq!(r.depth_level, [N, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(r.reaps, N);
+    }
+
+    #[test]
+    fn complete_min_waits_for_that_many() {
+        // min 4 of 16: each reap takes exactly 4 on emu (max = min), refilled at once.
+        let r = reap_job("async=emu", 16, 4, 4, 16);
+        assert_eq!(r.reaps, (N - 16) / 4 + 1 + 1);
+        assert_eq!(r.complete_level[1], (N - 16) / 4 + 1);
+    }
+
+    #[test]
+    fn the_policy_bounds_follow_fio() {
+        let mut j = job("4MiB", "async=emu", Mode::Async, Rw::RandRead, 16);
+        (j.batch_complete_min, j.batch_complete_max, j.iodepth_low) = (1, 1, 0);
+        let p = ReapPolicy::new(&j, 16);
+        assert_eq!((p.batch(16), p.low, p.polling), ((1, 1), 16, false));
+        (j.batch_complete_min, j.batch_complete_max) = (0, 16);
+        let p = ReapPolicy::new(&j, 16);
+        assert_eq!((p.batch(16), p.batch(3), p.polling), ((1, 16), (1, 3), false));
+        (j.batch_complete_min, j.batch_complete_max, j.iodepth_low) = (8, 2, 40);
+        let p = ReapPolicy::new(&j, 16);
+        assert_eq!((p.batch(16), p.batch(5), p.low), ((8, 8), (5, 5), 16));
+        (j.batch_complete_min, j.batch_complete_max) = (0, 0);
+        assert!(ReapPolicy::new(&j, 16).polling);
     }
 
     #[test]

@@ -444,8 +444,16 @@ pub struct JobSpec {
     /// means `iodepth`, as fio fixes it up).
     pub iodepth_batch_submit: u32,
     /// `iodepth_batch_complete_min` / `iodepth_batch_complete` (default 1; capped at
-    /// `iodepth`, since fio never waits for more than are in flight).
+    /// `iodepth`, since fio never waits for more than are in flight). With
+    /// `iodepth_batch_complete_max` also 0, fio reaps after every submission.
     pub iodepth_batch_complete_min: u32,
+    /// `iodepth_batch_complete_max`: the most completions one reap takes (default: the
+    /// same as `iodepth_batch_complete_min`; below it means `iodepth_batch_complete_min`,
+    /// as fio fixes it up; capped at `iodepth`, as fio caps it at the depth in flight).
+    pub iodepth_batch_complete_max: u32,
+    /// `iodepth_low`: once the queue is full, reap until no more than this many are in
+    /// flight before filling it again (default, 0, or more than `iodepth`: `iodepth`).
+    pub iodepth_low: u32,
     /// `numjobs`: clones of this job (default 1).
     pub numjobs: u32,
     /// `thread`: threads instead of processes (this benchmark always uses threads; kept
@@ -591,6 +599,8 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("iodepth", &[], Kind::Value),
     ("iodepth_batch_submit", &["iodepth_batch"], Kind::Value),
     ("iodepth_batch_complete_min", &["iodepth_batch_complete"], Kind::Value),
+    ("iodepth_batch_complete_max", &[], Kind::Value),
+    ("iodepth_low", &[], Kind::Value),
     ("numjobs", &[], Kind::Value),
     ("thread", &[], Kind::Bool),
     ("direct", &[], Kind::Bool),
@@ -878,6 +888,9 @@ impl JobSpec {
             iodepth: 1,
             iodepth_batch_submit: 1,
             iodepth_batch_complete_min: 1,
+            // fio's fix-ups of the unset options at the default iodepth=1 (see fix_up).
+            iodepth_batch_complete_max: 1,
+            iodepth_low: 1,
             numjobs: 1,
             thread: false,
             direct: false,
@@ -1058,6 +1071,8 @@ impl JobSpec {
             "iodepth" => self.iodepth = val.count32(1)?,
             "iodepth_batch_submit" => self.iodepth_batch_submit = val.count32(0)?,
             "iodepth_batch_complete_min" => self.iodepth_batch_complete_min = val.count32(0)?,
+            "iodepth_batch_complete_max" => self.iodepth_batch_complete_max = val.count32(0)?,
+            "iodepth_low" => self.iodepth_low = val.count32(0)?,
             "numjobs" => self.numjobs = val.count32(1)?,
             "thread" => self.thread = val.flag()?,
             "cpus_allowed" => {
@@ -1172,6 +1187,17 @@ impl JobSpec {
             self.iodepth_batch_submit = self.iodepth;
         }
         self.iodepth_batch_complete_min = self.iodepth_batch_complete_min.min(self.iodepth);
+        // fio's fixup_options (init.c): a max below the min (the default, 0, included) is
+        // the min; a low water mark of 0 or above iodepth is iodepth.
+        // An option never set has fio's default 0 here.
+        let set = |o: &str| self.origins.contains_key(o);
+        if !set("iodepth_batch_complete_max") || self.iodepth_batch_complete_max < self.iodepth_batch_complete_min {
+            self.iodepth_batch_complete_max = self.iodepth_batch_complete_min;
+        }
+        self.iodepth_batch_complete_max = self.iodepth_batch_complete_max.min(self.iodepth);
+        if !set("iodepth_low") || self.iodepth_low == 0 || self.iodepth_low > self.iodepth {
+            self.iodepth_low = self.iodepth;
+        }
         Ok(())
     }
 }
@@ -1683,6 +1709,48 @@ mod tests {
         assert_eq!((j.iodepth_batch_submit, j.iodepth_batch_complete_min), (16, 16));
         let j = one("[j]\niodepth=4\niodepth_batch=32\niodepth_batch_complete=0\n");
         assert_eq!((j.iodepth_batch_submit, j.iodepth_batch_complete_min), (4, 0));
+    }
+
+    #[test]
+    fn reaping_options_default_to_fio_policy() {
+        // fio's defaults: reap at least 1 and at most 1, refill at once (iodepth_low = iodepth).
+        let j = one("[j]\niodepth=16\n");
+        let got = (j.iodepth_batch_complete_min, j.iodepth_batch_complete_max, j.iodepth_low);
+        assert_eq!(got, (1, 1, 16));
+        let j = one("[j]\n");
+        assert_eq!((j.iodepth_batch_complete_max, j.iodepth_low), (1, 1));
+    }
+
+    #[test]
+    fn reaping_options_take_fio_values_and_fix_ups() {
+        let j = one("[j]\niodepth=32\niodepth_batch_complete_min=2\niodepth_batch_complete_max=16\niodepth_low=4\n");
+        let got = (j.iodepth_batch_complete_min, j.iodepth_batch_complete_max, j.iodepth_low);
+        assert_eq!(got, (2, 16, 4));
+        // A max below the min is the min; 0 or above iodepth for iodepth_low is iodepth.
+        let j = one("[j]\niodepth=16\niodepth_batch_complete=8\niodepth_batch_complete_max=2\niodepth_low=0\n");
+        assert_eq!((j.iodepth_batch_complete_min, j.iodepth_batch_complete_max, j.iodepth_low), (8, 8, 16));
+        let j = one("[j]\niodepth=8\niodepth_batch_complete_max=64\niodepth_low=9\n");
+        assert_eq!((j.iodepth_batch_complete_max, j.iodepth_low), (8, 8));
+        // fio's polling mode: both 0.
+        let j = one("[j]\niodepth=8\niodepth_batch_complete_min=0\niodepth_batch_complete_max=0\n");
+        assert_eq!((j.iodepth_batch_complete_min, j.iodepth_batch_complete_max), (0, 0));
+        // Globals carry to jobs, and the command line takes the same spellings.
+        let set = read("[global]\niodepth=16\niodepth_low=8\n[a]\n").unwrap();
+        assert_eq!(set.jobs[0].iodepth_low, 8);
+        let set = JobSet::from_args(["--name=a", "--iodepth=4", "--iodepth_batch_complete_max=4"]).unwrap();
+        assert_eq!(set.jobs[0].iodepth_batch_complete_max, 4);
+    }
+
+    #[test]
+    fn bad_reaping_values_name_the_option_and_line() {
+        let e = err("[j]\niodepth=4\niodepth_batch_complete_max=-1\n");
+        assert!(e.starts_with("job.fio:3: bad value '-1' for option 'iodepth_batch_complete_max'"), "{e}");
+        let e = err("[j]\n\niodepth_low=lots\n");
+        assert!(e.starts_with("job.fio:3: bad value 'lots' for option 'iodepth_low'"), "{e}");
+        let e = err("[j]\niodepth_low=5000000000\n");
+        assert!(e.contains("option 'iodepth_low'") && e.contains("below 2^32"), "{e}");
+        let e = err("[j]\niodepth_batch_complete_max\n");
+        assert!(e.starts_with("job.fio:2: option 'iodepth_batch_complete_max' needs a value"), "{e}");
     }
 
     #[test]

@@ -1160,6 +1160,8 @@ mod tests {
             iodepth: if mode == Mode::Async { 4 } else { 1 },
             batch_submit: 1,
             batch_complete_min: 1,
+            batch_complete_max: 1,
+            iodepth_low: if mode == Mode::Async { 4 } else { 1 },
             offset: 0,
             size: Some(1 << 20),
             runtime: None,

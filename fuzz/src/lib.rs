@@ -24,6 +24,8 @@ pub fn job_fields(j: &JobSpec) -> Vec<String> {
         iodepth,
         iodepth_batch_submit,
         iodepth_batch_complete_min,
+        iodepth_batch_complete_max,
+        iodepth_low,
         numjobs,
         thread,
         direct,

@@ -307,7 +307,7 @@ pub enum BenchError {
         source: ioswitch::Error,
     },
     /// A job that writes, on a device in use.
-    #[error("{at}: {filename}: {why}; a job that writes would destroy that data (allow_mounted_write=1 overrides)")]
+    #[error("{at}: writes to {filename} refused before the job ran: {why}; writing there could destroy that data (allow_mounted_write=1 overrides)")]
     InUse {
         /// The job and option (`filename`).
         at: At,

@@ -2,7 +2,8 @@
 //! this crate returns, and the smaller errors of one operation that convert into it
 //! ([`JobError`] for job files, [`CheckError`] for a job that does not fit its device,
 //! [`VerifyError`] for a block read back, [`OverheadError`] and [`LoopError`] for the
-//! overhead benchmark, [`UnknownIface`], [`OutputFormatError`]).
+//! overhead benchmark, [`TargetsError`] for its targets tool, [`UnknownIface`],
+//! [`OutputFormatError`]).
 //!
 //! Each variant carries what was being done to what (the job, the option and its
 //! file:line, the list and the item, the path), and the cause, where there is one, as
@@ -739,5 +740,81 @@ pub enum OverheadError {
         path: PathBuf,
         /// The interfaces, each with its reason.
         skipped: Vec<Skipped>,
+    },
+}
+
+/// What the overhead targets tool (`overhead::targets`) refuses or cannot do: an argument,
+/// `--cpu`, or one of the callgrind runs it starts.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TargetsError {
+    /// An argument refused, or `--help` (then `why` is empty): shown before the usage text.
+    #[error("{}{}", if why.is_empty() { String::new() } else { format!("overhead: {why}\n") }, targets_usage(tool))]
+    Usage {
+        /// How the tool was invoked (`cargo bench -p ioswitch --bench overhead --`, …).
+        tool: String,
+        /// What was wrong.
+        why: String,
+    },
+    /// `--cpu N` cannot be had; shown before the usage text.
+    #[error("overhead: {source}\n{}", targets_usage(tool))]
+    Pin {
+        /// How the tool was invoked.
+        tool: String,
+        /// Why.
+        #[source]
+        source: PinError,
+    },
+    /// valgrind could not be started.
+    #[error("valgrind: {0}")]
+    ValgrindStart(#[source] io::Error),
+    /// valgrind ran and failed; the last line of what it wrote on stderr.
+    #[error("valgrind failed: {last_line}")]
+    ValgrindFailed {
+        /// The last line of its stderr.
+        last_line: String,
+    },
+    /// valgrind succeeded but printed no instruction count.
+    #[error("no 'Collected :' line in valgrind's output")]
+    NoCount,
+}
+
+fn targets_usage(tool: &str) -> String {
+    format!(
+        "usage: {tool} [--quick] [--nil-only] [--only PATTERN,...]\n\
+         \x20      [--reps N] [--ios N] [--shm FILE] [--disk FILE] [--keep-files] [--no-callgrind]\n\
+         \x20      [--once ioswitch|raw] [--cpu N]"
+    )
+}
+
+/// Why this process cannot be pinned to CPU `cpu` (`--cpu`).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PinError {
+    /// Reading the CPUs this process may run on failed.
+    #[error("--cpu {cpu}: sched_getaffinity failed: {source}")]
+    GetAffinity {
+        /// The CPU asked for.
+        cpu: usize,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// The CPU is not one this process may run on.
+    #[error("--cpu {cpu}: not a CPU this process may run on (allowed: {})", allowed.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(","))]
+    NotAllowed {
+        /// The CPU asked for.
+        cpu: usize,
+        /// Those it may run on.
+        allowed: Vec<usize>,
+    },
+    /// Pinning failed.
+    #[error("--cpu {cpu}: sched_setaffinity failed: {source}")]
+    SetAffinity {
+        /// The CPU asked for.
+        cpu: usize,
+        /// Why.
+        #[source]
+        source: io::Error,
     },
 }

@@ -323,7 +323,7 @@ pub fn nested(word: &str, args: &[String]) -> Outcome {
                 profiles: std::env::temp_dir().join("ioswitch-overhead-callgrind"),
                 name: "ioswitch bench overhead targets".into(),
             };
-            targets::run(&inv, &args[1..]).map_err(Failure::new)
+            targets::run(&inv, &args[1..]).map_err(|e| Failure::new(e.to_string()))
         }
         "overhead" => {
             let a: OverheadArgs = parse(word, args);

@@ -39,6 +39,7 @@
 
 use super::raw::{open_raw, thread_cpu_ns, AioContext, AlignedBuf, IoEvent, Iocb, IOCB_CMD_PREAD};
 use crate::error::LoopError;
+use crate::error::{PinError, TargetsError};
 use ioswitch::{Buffer, Cmd, Completion, Data, Device, Queue, Status};
 use std::collections::VecDeque;
 use std::ffi::{CString, OsString};
@@ -174,7 +175,7 @@ struct Args {
 
 impl Args {
     /// Reads the arguments; an error is the usage text with what was wrong.
-    fn parse(inv: &Invocation, args: &[String]) -> Result<Args, String> {
+    fn parse(inv: &Invocation, args: &[String]) -> Result<Args, TargetsError> {
         let mut a = Args {
             quick: false,
             only: Vec::new(),
@@ -247,15 +248,9 @@ impl Args {
     }
 }
 
-/// The usage text, after `why` (the reason the arguments were refused, if any).
-fn usage(inv: &Invocation, why: &str) -> String {
-    let why = if why.is_empty() { String::new() } else { format!("overhead: {why}\n") };
-    format!(
-        "{why}usage: {} [--quick] [--nil-only] [--only PATTERN,...]\n\
-         \x20      [--reps N] [--ios N] [--shm FILE] [--disk FILE] [--keep-files] [--no-callgrind]\n\
-         \x20      [--once ioswitch|raw] [--cpu N]",
-        inv.name
-    )
+/// The refusal of the arguments for `why` (empty for `--help`), with the usage text.
+fn usage(inv: &Invocation, why: &str) -> TargetsError {
+    TargetsError::Usage { tool: inv.name.clone(), why: why.into() }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -862,41 +857,38 @@ fn uname_r() -> String {
 }
 
 /// Runs this tool under callgrind with `args`; returns the instructions it executed.
-fn callgrind_count(inv: &Invocation, out: &Path, args: &[String]) -> Result<u64, String> {
+fn callgrind_count(inv: &Invocation, out: &Path, args: &[String]) -> Result<u64, TargetsError> {
     let o = Command::new("valgrind")
         .arg("--tool=callgrind")
         .arg(format!("--callgrind-out-file={}", out.display()))
         .args(&inv.reenter)
         .args(args)
         .output()
-        .map_err(|e| format!("valgrind: {e}"))?;
+        .map_err(TargetsError::ValgrindStart)?;
     let err = String::from_utf8_lossy(&o.stderr);
     if !o.status.success() {
-        return Err(format!("valgrind failed: {}", err.lines().last().unwrap_or("")));
+        return Err(TargetsError::ValgrindFailed { last_line: err.lines().last().unwrap_or("").into() });
     }
     err.lines()
         .find_map(|l| l.split("Collected :").nth(1).and_then(|n| n.trim().parse().ok()))
-        .ok_or_else(|| "no 'Collected :' line in valgrind's output".into())
+        .ok_or(TargetsError::NoCount)
 }
 
 /// Pins this process to one CPU; the error says why it cannot.
-fn pin_to_cpu(cpu: usize) -> Result<(), String> {
+fn pin_to_cpu(cpu: usize) -> Result<(), PinError> {
     // SAFETY: cpu_set_t is plain bits; zeroed is the empty set.
     let mut allowed: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     let size = std::mem::size_of::<libc::cpu_set_t>();
     // SAFETY: allowed is a valid cpu_set_t of `size` bytes that the call fills.
     if unsafe { libc::sched_getaffinity(0, size, &mut allowed) } != 0 {
-        return Err(format!("--cpu {cpu}: sched_getaffinity failed: {}", io::Error::last_os_error()));
+        return Err(PinError::GetAffinity { cpu, source: io::Error::last_os_error() });
     }
     // SAFETY: CPU_ISSET reads the set; cpu is bounds-checked against CPU_SETSIZE first.
     let ok = cpu < libc::CPU_SETSIZE as usize && unsafe { libc::CPU_ISSET(cpu, &allowed) };
     if !ok {
         // SAFETY: as above; i < CPU_SETSIZE.
-        let list: Vec<String> = (0..libc::CPU_SETSIZE as usize)
-            .filter(|&i| unsafe { libc::CPU_ISSET(i, &allowed) })
-            .map(|i| i.to_string())
-            .collect();
-        return Err(format!("--cpu {cpu}: not a CPU this process may run on (allowed: {})", list.join(",")));
+        let allowed = (0..libc::CPU_SETSIZE as usize).filter(|&i| unsafe { libc::CPU_ISSET(i, &allowed) }).collect();
+        return Err(PinError::NotAllowed { cpu, allowed });
     }
     // SAFETY: as above.
     let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
@@ -904,7 +896,7 @@ fn pin_to_cpu(cpu: usize) -> Result<(), String> {
     unsafe { libc::CPU_SET(cpu, &mut one) };
     // SAFETY: one is a valid cpu_set_t of `size` bytes.
     if unsafe { libc::sched_setaffinity(0, size, &one) } != 0 {
-        return Err(format!("--cpu {cpu}: sched_setaffinity failed: {}", io::Error::last_os_error()));
+        return Err(PinError::SetAffinity { cpu, source: io::Error::last_os_error() });
     }
     Ok(())
 }
@@ -912,10 +904,10 @@ fn pin_to_cpu(cpu: usize) -> Result<(), String> {
 /// Runs the tool with `args` (the arguments after the ones that name it); prints the
 /// report on stdout. An error is a refused argument (with the usage text) or a `--cpu` that
 /// cannot be had; a run that fails panics with what failed.
-pub fn run(inv: &Invocation, args: &[String]) -> Result<(), String> {
+pub fn run(inv: &Invocation, args: &[String]) -> Result<(), TargetsError> {
     let args = Args::parse(inv, args)?;
     if let Some(cpu) = args.cpu {
-        pin_to_cpu(cpu).map_err(|e| usage(inv, &e))?;
+        pin_to_cpu(cpu).map_err(|source| TargetsError::Pin { tool: inv.name.clone(), source })?;
     }
     if let Some(side) = args.once {
         run_once(&args, side);

@@ -1,20 +1,17 @@
 //! `libaio`: Linux native AIO through the raw syscalls `io_setup(2)`, `io_submit(2)`,
 //! `io_getevents(2)` and `io_destroy(2)` — no libaio library is linked.
 //!
-//! Each queue owns one AIO context sized to its depth and a slot table of `depth` slots,
-//! all allocated when the queue is created: per slot an `iocb` with the command's data
-//! and tag beside it (one 128-byte entry), and an iovec array for vectored commands. The
-//! tables the hot path indexes are a power of two long and indexed through a mask, so an
-//! index is always in bounds without a check. `submit` fills the slot's iocb in place
-//! (read/write for one buffer, readv/writev for several, fdsync for flush; a write
-//! with Force Unit Access carries RWF_DSYNC) and appends its pointer to the array
-//! `io_submit` reads; `commit` hands every queued iocb to the kernel in **one**
-//! `io_submit` (on a partial submission the rest move to the front and go again);
-//! `reap` takes completions with `io_getevents` (blocking when it must wait, a zero
-//! timeout when it only looks) into an event array and hands them out one by one from
-//! there. The iocb's `aio_data` carries the slot index. If a completion callback panics,
-//! the events harvested after it stay in the array: the next reap hands them out, and
-//! dropping the queue finishes them before it waits for the rest.
+//! Each queue owns one [`sys::aio::Aio`](crate::sys::aio::Aio): the AIO context, sized
+//! to the depth, and a slot table of `depth` slots, allocated when the queue is created,
+//! that owns each command's iocb and data until the kernel is done with them. `submit`
+//! fills a slot's iocb in place (read/write for one buffer, readv/writev for several,
+//! fdsync for flush; a write with Force Unit Access carries RWF_DSYNC) and queues it;
+//! `commit` hands every queued iocb to the kernel in **one** `io_submit` (on a partial
+//! submission the rest move to the front and go again); `reap` takes completions with
+//! `io_getevents` (blocking when it must wait, a zero timeout when it only looks) into an
+//! event array and hands them out one by one from there. If a completion callback
+//! panics, the events harvested after it stay in the array: the next reap hands them
+//! out, and dropping the queue finishes them before it waits for the rest.
 //!
 //! Trim, write zeroes and dataset management have no AIO opcode: they run inline, at
 //! submit, through the device's sync interface, and their completions wait in a ring
@@ -31,13 +28,7 @@
 //! kernel may still write), then destroys the context on a short-lived thread, because
 //! `io_destroy` waits for an RCU grace period (~30 ms) even on an idle context.
 
-// Raw AIO syscalls and the iocb slots they point into stay here for now: io_submit hands
-// the kernel pointers to iocbs and buffers that this queue's slot table keeps alive until
-// io_getevents returns them, and moving that ownership into `sys` means rewriting the
-// queue (issue 12, part 3: what is left). Every block says why it is sound.
-#![allow(unsafe_code)]
-
-use super::{exec_to_completion, fill_iovecs, AsyncQueue, Io, Op, MAX_SEGMENTS};
+use super::{exec_to_completion, AsyncQueue, Io, Op};
 use super::{Build, Descriptor, Role};
 use crate::buf::Data;
 use crate::cmd::Cmd;
@@ -46,6 +37,7 @@ use crate::dev::Inner;
 use crate::error::Error;
 use crate::queue::Completion;
 use crate::spec::{errno_to_status, Status};
+use crate::sys::aio::{Aio, Done, Refused};
 use std::collections::VecDeque;
 use std::io;
 use std::sync::{Arc, OnceLock};
@@ -62,87 +54,6 @@ pub(crate) const DESCRIPTOR: Descriptor = Descriptor::new(
 .fio(&["libaio"]);
 
 const IFACE: &str = "async=libaio";
-
-/// `aio_context_t` of linux/aio_abi.h.
-type AioContext = libc::c_ulong;
-
-/// `IOCB_CMD_*` opcodes of linux/aio_abi.h.
-const IOCB_CMD_PREAD: u16 = 0;
-const IOCB_CMD_PWRITE: u16 = 1;
-const IOCB_CMD_FDSYNC: u16 = 3;
-const IOCB_CMD_PREADV: u16 = 7;
-const IOCB_CMD_PWRITEV: u16 = 8;
-
-/// `struct iocb` of linux/aio_abi.h: 64 bytes; `aio_key` and `aio_rw_flags` swap places
-/// on big-endian machines.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-struct Iocb {
-    aio_data: u64,
-    #[cfg(target_endian = "little")]
-    aio_key: u32,
-    aio_rw_flags: i32,
-    #[cfg(target_endian = "big")]
-    aio_key: u32,
-    aio_lio_opcode: u16,
-    aio_reqprio: i16,
-    aio_fildes: u32,
-    aio_buf: u64,
-    aio_nbytes: u64,
-    aio_offset: i64,
-    aio_reserved2: u64,
-    aio_flags: u32,
-    aio_resfd: u32,
-}
-
-/// `struct io_event` of linux/aio_abi.h.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-struct IoEvent {
-    data: u64,
-    obj: u64,
-    res: i64,
-    res2: i64,
-}
-
-const _: () = assert!(std::mem::size_of::<Iocb>() == 64);
-const _: () = assert!(std::mem::size_of::<IoEvent>() == 32);
-
-fn last_errno() -> i32 {
-    io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
-}
-
-/// Creates an AIO context for `nr` events.
-fn io_setup(nr: u32) -> Result<AioContext, i32> {
-    let mut ctx: AioContext = 0;
-    // SAFETY: io_setup writes one aio_context_t through the pointer, which is valid and
-    // initialised to 0 as the syscall requires.
-    let r = unsafe { libc::syscall(libc::SYS_io_setup, nr as libc::c_uint, &mut ctx as *mut AioContext) };
-    if r < 0 {
-        return Err(last_errno());
-    }
-    Ok(ctx)
-}
-
-fn io_destroy(ctx: AioContext) {
-    // SAFETY: ctx came from io_setup and is destroyed once; the kernel waits for requests
-    // still in flight before it releases the context.
-    unsafe { libc::syscall(libc::SYS_io_destroy, ctx) };
-}
-
-/// Destroys an AIO context on a short-lived thread of its own: io_destroy blocks for an
-/// RCU grace period (about 30 ms on a small VM) even when nothing is in flight, which
-/// would make every queue drop that slow. The caller must be done with the context and
-/// with every buffer the kernel could still write (reaped, or leaked on purpose).
-fn destroy_in_background(ctx: AioContext) {
-    let spawned = std::thread::Builder::new()
-        .name("ioswitch-aio-destroy".into())
-        .stack_size(64 * 1024)
-        .spawn(move || io_destroy(ctx));
-    if spawned.is_err() {
-        io_destroy(ctx);
-    }
-}
 
 /// Why io_setup failed, in words, for the open-time probe.
 fn setup_failure(errno: i32) -> String {
@@ -168,14 +79,9 @@ pub(crate) fn probe(dev: &Inner) -> Result<(), Error> {
     if WORKS.get().is_some() {
         return Ok(());
     }
-    match io_setup(1) {
-        Ok(ctx) => {
-            destroy_in_background(ctx);
-            let _ = WORKS.set(());
-            Ok(())
-        }
-        Err(errno) => Err(dev.unsupported(IFACE, &setup_failure(errno))),
-    }
+    crate::sys::aio::probe().map_err(|errno| dev.unsupported(IFACE, &setup_failure(errno)))?;
+    let _ = WORKS.set(());
+    Ok(())
 }
 
 /// Creates a queue of `depth` slots.
@@ -183,60 +89,14 @@ pub(crate) fn new_queue(dev: &Arc<Inner>, depth: u32) -> Result<super::Backend, 
     Ok(super::Backend::Libaio(Box::new(Libaio::new(dev, depth)?)))
 }
 
-/// One command's place: the iocb the kernel reads, and beside it, in the same two cache
-/// lines, what the command holds meanwhile. The iocb comes first, so a pointer to it is a
-/// pointer to its slot.
-#[repr(C, align(64))]
-struct Slot {
-    /// `aio_data` (the slot index) and `aio_fildes` are written once, at creation;
-    /// `aio_key`, `aio_reqprio`, `aio_reserved2`, `aio_flags` and `aio_resfd` stay 0 (the
-    /// kernel writes 0 into `aio_key`). Submit writes the rest.
-    iocb: Iocb,
-    data: Data,
-    tag: u64,
-    /// Bytes the command must move (0 for flush); fewer is a short transfer.
-    expect: u64,
-    /// Taken by submit (queued, in flight, or its event harvested and not yet handed
-    /// out); free again once its completion is made.
-    busy: bool,
-}
-
 pub(crate) struct Libaio {
+    /// First, so that dropping the queue settles what is in flight before the device goes.
+    aio: Aio,
     dev: Arc<Inner>,
-    ctx: AioContext,
-    fd: u32,
-    /// The queue's depth: slots `0..depth` are in use; the tables below are `mask + 1`
-    /// long (the depth rounded up to a power of two), so `i & mask` is always in bounds.
-    depth: u32,
-    mask: usize,
-    slots: Box<[Slot]>,
-    /// One iovec array per slot in use (`depth` of them; only vectored commands, off
-    /// the hot path, use them).
-    iovecs: Box<[[libc::iovec; MAX_SEGMENTS]]>,
-    /// Free slot indices: `free[..nfree]`, each below `depth`.
-    free: Box<[u32]>,
-    nfree: u32,
-    /// The iocb pointer array io_submit reads: `ptrs[..nqueued]` are the commands
-    /// submitted and not yet accepted by io_submit, in submission order.
-    ptrs: Box<[*mut Iocb]>,
-    nqueued: u32,
-    /// Events io_getevents harvested: `events[ev_head..ev_len]` are not handed out yet
-    /// (a reap asks for no more than it may hand out, so only a callback that panicked
-    /// leaves some there).
-    events: Box<[IoEvent]>,
-    ev_head: u32,
-    ev_len: u32,
     /// Completions that did not come from the kernel (inline commands, refused iocbs).
     ready: VecDeque<Completion>,
-    /// Commands accepted by io_submit whose events have not been harvested yet.
-    in_flight: u32,
     syscalls: u64,
 }
-
-// SAFETY: the raw pointers in `ptrs` and in the iocbs/iovecs point into memory this
-// struct owns (its slot and iovec tables and the buffers held in its slots); nothing is
-// tied to the thread that created it, and the AIO context may be used from any thread.
-unsafe impl Send for Libaio {}
 
 impl Libaio {
     fn new(dev: &Arc<Inner>, depth: u32) -> Result<Libaio, Error> {
@@ -244,7 +104,7 @@ impl Libaio {
         if fd < 0 {
             return Err(dev.unsupported(IFACE, "the device has no file descriptor"));
         }
-        let ctx = io_setup(depth).map_err(|errno| Error::Queue {
+        let aio = Aio::new(fd as u32, depth).map_err(|errno| Error::Queue {
             dev: dev.uri.clone(),
             iface: IFACE,
             what: match errno {
@@ -256,137 +116,39 @@ impl Libaio {
             },
             source: io::Error::from_raw_os_error(errno),
         })?;
-        // The masked tables: a power of two long (the entries past depth are never used).
-        let n = (depth as usize).next_power_of_two();
-        let iov0 = libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 };
-        let fd = fd as u32;
-        let slot = |i: usize| Slot {
-            iocb: Iocb { aio_data: i as u64, aio_fildes: fd, ..Iocb::default() },
-            data: Data::None,
-            tag: 0,
-            expect: 0,
-            busy: false,
-        };
-        let mut free = vec![0u32; n].into_boxed_slice();
-        for (k, i) in (0..depth).rev().enumerate() {
-            free[k] = i;
-        }
-        Ok(Libaio {
-            dev: dev.clone(),
-            ctx,
-            fd,
-            depth,
-            mask: n - 1,
-            slots: (0..n).map(slot).collect(),
-            iovecs: vec![[iov0; MAX_SEGMENTS]; depth as usize].into_boxed_slice(),
-            free,
-            nfree: depth,
-            ptrs: vec![std::ptr::null_mut(); n].into_boxed_slice(),
-            nqueued: 0,
-            events: vec![IoEvent::default(); n].into_boxed_slice(),
-            ev_head: 0,
-            ev_len: 0,
-            ready: VecDeque::with_capacity(n),
-            in_flight: 0,
-            syscalls: 0,
-        })
+        let ready = VecDeque::with_capacity((depth as usize).next_power_of_two());
+        Ok(Libaio { aio, dev: dev.clone(), ready, syscalls: 0 })
     }
 
     fn bad_command(&self, cmd: &Cmd, why: &str) -> Error {
         Error::BadCommand { dev: self.dev.uri.clone(), iface: IFACE, what: cmd.describe(), why: why.into() }
     }
 
-    /// The slot at `i`, masked into the table (`i` is always below `depth` here; the
-    /// mask only spares the bounds check).
-    #[inline(always)]
-    fn slot(&mut self, i: usize) -> &mut Slot {
-        debug_assert!(i < self.depth as usize);
-        // SAFETY: i & mask < mask + 1 == slots.len().
-        unsafe { self.slots.get_unchecked_mut(i & self.mask) }
-    }
-
-    /// Takes a free slot, or `None` when all are busy.
-    #[inline(always)]
-    fn take_slot(&mut self) -> Option<usize> {
-        let k = self.nfree.checked_sub(1)?;
-        self.nfree = k;
-        // SAFETY: k & mask < mask + 1 == free.len(). (k itself is below depth already.)
-        Some(unsafe { *self.free.get_unchecked(k as usize & self.mask) } as usize)
-    }
-
-    /// Gives a slot back to the free list.
-    #[inline(always)]
-    fn put_slot(&mut self, idx: usize) {
-        // nfree < depth: the slot given back was taken.
-        debug_assert!(self.nfree < self.depth);
-        // SAFETY: nfree & mask < mask + 1 == free.len().
-        unsafe { *self.free.get_unchecked_mut(self.nfree as usize & self.mask) = idx as u32 };
-        self.nfree += 1;
-    }
-
-    /// Fills the slot and queues its iocb (already written) for the next commit.
-    #[inline(always)]
-    fn queue(&mut self, idx: usize, data: Data, tag: u64, expect: u64) {
-        // nqueued < depth: every queued command holds one of the depth slots, and this
-        // one holds a slot that was free.
-        debug_assert!(self.nqueued < self.depth);
-        let q = self.nqueued as usize & self.mask;
-        let slot = self.slot(idx);
-        let cb: *mut Iocb = &mut slot.iocb;
-        slot.tag = tag;
-        slot.expect = expect;
-        slot.busy = true;
-        // A free slot holds Data::None (whoever freed it took its data): nothing to drop.
-        std::mem::forget(std::mem::replace(&mut slot.data, data));
-        // SAFETY: q = nqueued & mask < mask + 1 == ptrs.len().
-        unsafe { *self.ptrs.get_unchecked_mut(q) = cb };
-        self.nqueued += 1;
+    fn busy(&self, data: Data) -> (Error, Data) {
+        (Error::Busy { depth: self.aio.depth() }, data)
     }
 
     /// Everything but a read or write of one buffer without FUA: flush, vectored I/O,
     /// FUA writes, inline commands, refusals.
     #[inline(never)]
     fn submit_other(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
-        match io.op {
-            Op::Read | Op::Write | Op::Flush => {}
+        let write = match io.op {
+            Op::Flush => return self.aio.queue_fdsync(data, tag).map_err(|d| self.busy(d)),
+            Op::Read => false,
+            Op::Write => true,
             Op::Trim | Op::WriteZeroes | Op::Dsm { .. } => return self.run_inline(io, cmd, data, tag),
             Op::Passthru => {
                 let e =
                     self.bad_command(cmd, "Linux AIO carries reads, writes and flushes only; use an NVMe interface");
                 return Err((e, data));
             }
-        }
-        let Some(i) = self.take_slot() else {
-            return Err((Error::Busy { depth: self.depth }, data));
         };
-        let mut cb = Iocb { aio_data: i as u64, aio_fildes: self.fd, ..Iocb::default() };
-        if io.op == Op::Flush {
-            cb.aio_lio_opcode = IOCB_CMD_FDSYNC;
-        } else {
-            let iov = &mut self.iovecs[i];
-            let n = fill_iovecs(data.bufs(), io.len, iov);
-            let write = io.op == Op::Write;
-            if n == 1 {
-                cb.aio_lio_opcode = if write { IOCB_CMD_PWRITE } else { IOCB_CMD_PREAD };
-                cb.aio_buf = iov[0].iov_base as u64;
-                cb.aio_nbytes = iov[0].iov_len as u64;
-            } else if n > 1 {
-                cb.aio_lio_opcode = if write { IOCB_CMD_PWRITEV } else { IOCB_CMD_PREADV };
-                cb.aio_buf = iov.as_ptr() as u64;
-                cb.aio_nbytes = n as u64;
-            } else {
-                self.put_slot(i);
-                return Err((self.bad_command(cmd, "it moves data but carries no buffer"), data));
-            }
-            cb.aio_offset = io.offset as i64;
-            if write && cmd.is_fua() {
-                cb.aio_rw_flags = libc::RWF_DSYNC;
-            }
-        }
-        self.slot(i).iocb = cb;
-        let expect = if io.op == Op::Flush { 0 } else { io.len };
-        self.queue(i, data, tag, expect);
-        Ok(())
+        self.aio.queue_vectored(write, data, io.len, io.offset, write && cmd.is_fua(), tag).map_err(
+            |(why, d)| match why {
+                Refused::Full => self.busy(d),
+                Refused::Empty => (self.bad_command(cmd, "it moves data but carries no buffer"), d),
+            },
+        )
     }
 
     /// Runs a command with no AIO opcode through the sync interface, now.
@@ -400,31 +162,12 @@ impl Libaio {
         Ok(())
     }
 
-    /// The slot index of the first queued command.
-    fn first_queued(&self) -> usize {
-        (self.ptrs[0] as usize - self.slots.as_ptr() as usize) / std::mem::size_of::<Slot>()
-    }
-
-    /// Takes the first `k` queued commands off the queue (io_submit took them, or
-    /// refused the first); the rest move to the front.
-    fn unqueue_front(&mut self, k: u32) {
-        let n = self.nqueued as usize;
-        self.ptrs.copy_within(k as usize..n, 0);
-        self.nqueued -= k;
-    }
-
     /// Completes the first queued command with `errno` (io_submit refused its iocb).
     /// Kernels before 4.18 have no AIO fdsync (EINVAL): a flush then runs through the
     /// sync interface instead.
     #[cold]
     fn refuse_first(&mut self, errno: i32) {
-        let idx = self.first_queued();
-        self.unqueue_front(1);
-        let slot = &mut self.slots[idx];
-        let fdsync = slot.iocb.aio_lio_opcode == IOCB_CMD_FDSYNC;
-        let (data, tag) = (std::mem::take(&mut slot.data), slot.tag);
-        slot.busy = false;
-        self.put_slot(idx);
+        let (tag, data, fdsync) = self.aio.refuse_first();
         let c = match self.dev.sync() {
             Some(sync) if fdsync && errno == libc::EINVAL => {
                 self.syscalls += sync.syscalls_per_cmd();
@@ -439,90 +182,29 @@ impl Libaio {
     /// What io_submit did not take at once: a partial submission, a refusal, EINTR.
     #[cold]
     #[inline(never)]
-    fn commit_rest(&mut self, mut r: libc::c_long) -> u32 {
+    fn commit_rest(&mut self, mut r: Result<u32, i32>) -> u32 {
         let mut pushed = 0u32;
         loop {
-            if r > 0 {
-                let r = (r as u32).min(self.nqueued);
-                self.unqueue_front(r);
-                self.in_flight += r;
-                pushed += r;
-            } else if r == 0 {
-                // Nothing taken and no error: report it on the first command rather than spin.
-                self.refuse_first(libc::EAGAIN);
-            } else {
-                let errno = last_errno();
-                if errno != libc::EINTR {
-                    // io_submit reports the error of the first iocb when it took none.
-                    self.refuse_first(errno);
-                }
+            match r {
+                Ok(0) => self.refuse_first(libc::EAGAIN), // nothing taken and no error: do not spin
+                Ok(n) => pushed += n,
+                Err(libc::EINTR) => {}
+                Err(errno) => self.refuse_first(errno), // the error of the first iocb
             }
-            if self.nqueued == 0 {
+            if self.aio.queued() == 0 {
                 return pushed;
             }
-            r = self.io_submit();
+            self.syscalls += 1;
+            r = self.aio.submit();
         }
     }
 
-    /// One io_submit of every queued iocb; returns what the syscall returned.
+    /// Turns an event into its completion.
     #[inline(always)]
-    fn io_submit(&mut self) -> libc::c_long {
-        self.syscalls += 1;
-        // SAFETY: ctx is live; ptrs[..nqueued] point into the slot table at filled iocbs
-        // whose buffers (and iovec arrays) are owned by their slots and stay put until
-        // the events are reaped; the kernel copies the iocbs and iovecs during the call.
-        unsafe { libc::syscall(libc::SYS_io_submit, self.ctx, self.nqueued as libc::c_long, self.ptrs.as_mut_ptr()) }
-    }
-
-    /// Takes the next harvested event: the slot it completes, and its result. `None`
-    /// when none is left; `Some((None, _))` for an event that names no busy slot.
-    #[inline(always)]
-    fn next_event(&mut self) -> Option<(Option<usize>, i64)> {
-        if self.ev_head >= self.ev_len {
-            return None;
-        }
-        // SAFETY: ev_head & mask < mask + 1 == events.len().
-        let ev = unsafe { self.events.get_unchecked(self.ev_head as usize & self.mask) };
-        let (idx, res) = (ev.data as usize, ev.res);
-        self.ev_head += 1;
-        let busy = idx < self.depth as usize && self.slot(idx).busy;
-        Some((busy.then_some(idx), res))
-    }
-
-    /// Turns a busy slot's event result into its completion and frees the slot.
-    #[inline(always)]
-    fn finish(&mut self, idx: usize, res: i64) -> Completion {
-        self.put_slot(idx);
-        let slot = self.slot(idx);
-        slot.busy = false;
+    fn finish(d: Done) -> Completion {
         let (status, result) =
-            if res >= 0 && res as u64 == slot.expect { (Status::OK, res as u64) } else { failed(res) };
-        Completion { tag: slot.tag, status, result, data: std::mem::take(&mut slot.data) }
-    }
-
-    /// One io_getevents call into `self.events`; returns how many events landed there.
-    #[inline(always)]
-    fn getevents(&mut self, min: u32, max: u32, wait: bool) -> Result<usize, i32> {
-        let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        let timeout: *const libc::timespec = if wait { std::ptr::null() } else { &zero };
-        let max = (max as usize).min(self.events.len());
-        self.syscalls += 1;
-        // SAFETY: ctx is live; events has room for `max` entries; timeout is null or
-        // points to `zero`, which outlives the call.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_io_getevents,
-                self.ctx,
-                min as libc::c_long,
-                max as libc::c_long,
-                self.events.as_mut_ptr(),
-                timeout,
-            )
-        };
-        if r < 0 {
-            return Err(last_errno());
-        }
-        Ok((r as usize).min(max))
+            if d.res >= 0 && d.res as u64 == d.expect { (Status::OK, d.res as u64) } else { failed(d.res) };
+        Completion { tag: d.tag, status, result, data: d.data }
     }
 
     /// Hands out the completions waiting in `ready`, at most `max`.
@@ -547,26 +229,21 @@ impl Libaio {
         }
         let mut polled = false;
         loop {
-            // The head moves past an event before its callback runs: if the callback
-            // panics, the events after it stay here for the next reap (or for drop).
             while n < max {
-                let Some((slot, res)) = self.next_event() else { break };
-                if let Some(idx) = slot {
-                    f(self.finish(idx, res));
+                let Some(event) = self.aio.next_event() else { break };
+                if let Some(d) = event {
+                    f(Self::finish(d));
                     n += 1;
                 }
             }
-            if n >= max || self.in_flight == 0 || (min > 0 && n >= min) || polled {
+            if n >= max || self.aio.in_flight() == 0 || (min > 0 && n >= min) || polled {
                 return Ok(n);
             }
-            let want_max = (max - n).min(self.in_flight);
+            let want_max = (max - n).min(self.aio.in_flight());
             let want_min = min.saturating_sub(n).min(want_max);
-            match self.getevents(want_min, want_max, want_min > 0) {
-                Ok(got) => {
-                    self.ev_head = 0;
-                    self.ev_len = got as u32;
-                    self.in_flight -= got as u32;
-                }
+            self.syscalls += 1;
+            match self.aio.harvest(want_min, want_max, want_min > 0) {
+                Ok(_) => {}
                 Err(libc::EINTR) => continue,
                 Err(_) if n > 0 => return Ok(n),
                 Err(errno) => return Err(self.getevents_failed(errno)),
@@ -602,41 +279,27 @@ fn failed(res: i64) -> (Status, u64) {
 impl AsyncQueue for Libaio {
     #[inline(always)]
     fn submit(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
-        // The common command: a read, or a write without FUA, of one buffer. The iocb is
-        // written in place (the fields submit does not write never change).
-        let opcode = match (io.op, &data) {
-            (Op::Read, Data::One(_)) => IOCB_CMD_PREAD,
-            (Op::Write, Data::One(_)) if !cmd.is_fua() => IOCB_CMD_PWRITE,
-            _ => return self.submit_other(io, cmd, data, tag),
+        // The common command: a read, or a write without FUA, of one buffer (the checks
+        // made sure the buffer holds at least `len` bytes).
+        let r = match (io.op, data) {
+            (Op::Read, Data::One(b)) => self.aio.queue_rw(false, b, io.len, io.offset, tag),
+            (Op::Write, Data::One(b)) if !cmd.is_fua() => self.aio.queue_rw(true, b, io.len, io.offset, tag),
+            (_, data) => return self.submit_other(io, cmd, data, tag),
         };
-        let Some(i) = self.take_slot() else {
-            return Err((Error::Busy { depth: self.depth }, data));
-        };
-        let Data::One(b) = &data else { unreachable!() };
-        let cb = &mut self.slot(i).iocb;
-        cb.aio_rw_flags = 0;
-        cb.aio_lio_opcode = opcode;
-        cb.aio_buf = b.as_ptr() as u64;
-        // The checks made sure the buffer holds at least `len` bytes.
-        cb.aio_nbytes = io.len;
-        cb.aio_offset = io.offset as i64;
-        self.queue(i, data, tag, io.len);
-        Ok(())
+        r.map_err(|b| self.busy(Data::One(b)))
     }
 
     #[inline]
     fn commit(&mut self) -> Result<u32, Error> {
-        if self.nqueued == 0 {
+        let n = self.aio.queued();
+        if n == 0 {
             return Ok(0);
         }
-        let n = self.nqueued;
-        let r = self.io_submit();
-        if r == n as libc::c_long {
-            self.nqueued = 0;
-            self.in_flight += n;
-            return Ok(n);
+        self.syscalls += 1;
+        match self.aio.submit() {
+            Ok(r) if r == n => Ok(n),
+            r => Ok(self.commit_rest(r)),
         }
-        Ok(self.commit_rest(r))
     }
 
     fn reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
@@ -655,60 +318,6 @@ impl AsyncQueue for Libaio {
     }
 }
 
-impl Libaio {
-    /// Ends everything the queue holds, for drop: queued commands are dropped, harvested
-    /// events finished, commands in flight waited for (or, if waiting fails, their
-    /// buffers leaked, since the kernel may still write into them).
-    fn settle(&mut self) {
-        // Queued commands never reached the kernel: their data can go now.
-        while self.nqueued > 0 {
-            let idx = self.first_queued();
-            self.unqueue_front(1);
-            let slot = &mut self.slots[idx];
-            slot.busy = false;
-            drop(std::mem::take(&mut slot.data));
-            self.put_slot(idx);
-        }
-        // Events already harvested (a callback panicked) will not come again: finish them
-        // before waiting for the rest.
-        while let Some((slot, res)) = self.next_event() {
-            if let Some(idx) = slot {
-                drop(self.finish(idx, res));
-            }
-        }
-        // Commands in flight must finish before their buffers are freed.
-        while self.in_flight > 0 {
-            let n = self.in_flight;
-            match self.getevents(n, n, true) {
-                Ok(got) => {
-                    self.in_flight -= got as u32;
-                    (self.ev_head, self.ev_len) = (0, got as u32);
-                    while let Some((slot, res)) = self.next_event() {
-                        if let Some(idx) = slot {
-                            drop(self.finish(idx, res));
-                        }
-                    }
-                }
-                Err(libc::EINTR) => continue,
-                Err(_) => break,
-            }
-        }
-        if self.in_flight > 0 {
-            // The kernel may still write into these buffers: leak them rather than free.
-            for slot in self.slots.iter_mut().filter(|s| s.busy) {
-                std::mem::forget(std::mem::take(&mut slot.data));
-            }
-        }
-    }
-}
-
-impl Drop for Libaio {
-    fn drop(&mut self) {
-        self.settle();
-        destroy_in_background(self.ctx);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -721,19 +330,6 @@ mod tests {
         vectored_io_round_trips, InFlight,
     };
     use crate::{Buffer, Cmd, Device};
-
-    #[test]
-    fn iocb_and_io_event_match_the_kernel_layout() {
-        use std::mem::offset_of;
-        assert_eq!(offset_of!(Iocb, aio_lio_opcode), 16);
-        assert_eq!(offset_of!(Iocb, aio_fildes), 20);
-        assert_eq!(offset_of!(Iocb, aio_buf), 24);
-        assert_eq!(offset_of!(Iocb, aio_nbytes), 32);
-        assert_eq!(offset_of!(Iocb, aio_offset), 40);
-        assert_eq!(offset_of!(Iocb, aio_flags), 56);
-        assert_eq!(offset_of!(Iocb, aio_resfd), 60);
-        assert_eq!(offset_of!(IoEvent, res), 16);
-    }
 
     #[test]
     fn io_setup_failures_are_explained() {
@@ -850,9 +446,10 @@ mod tests {
 
     /// Every slot free and empty, nothing queued, harvested or in flight.
     fn assert_idle(be: &Libaio) {
-        assert_eq!(be.nfree, be.depth, "every slot is free");
-        assert!(be.slots.iter().all(|s| !s.busy && matches!(s.data, Data::None)), "no slot holds data");
-        assert_eq!((be.nqueued, be.ev_head, be.ev_len, be.in_flight), (0, be.ev_len, be.ev_len, 0));
+        let (nfree, held, _, queued, harvested, in_flight) = be.aio.state();
+        assert_eq!(nfree, be.aio.depth(), "every slot is free");
+        assert_eq!(held, 0, "no slot is busy or holds data");
+        assert_eq!((queued, harvested, in_flight), (0, 0, 0));
         assert!(be.ready.is_empty());
     }
 
@@ -863,7 +460,7 @@ mod tests {
         let t = temp_in(&std::env::temp_dir(), "libaio");
         let dev = open(&t, "async=libaio,create=1,size=1MiB");
         let mut be = Libaio::new(&dev.inner, 5).unwrap();
-        assert_eq!((be.depth, be.slots.len()), (5, 8));
+        assert_eq!((be.aio.depth(), be.aio.state().2), (5, 8));
         for round in 0..4u64 {
             for i in 0..5u64 {
                 let tag = round * 5 + i;
@@ -883,7 +480,7 @@ mod tests {
             }
             seen.sort();
             assert_eq!(seen, (round * 5..round * 5 + 5).collect::<Vec<_>>());
-            assert!(be.slots[5..].iter().all(|s| !s.busy), "the slots past the depth are never used");
+            assert!(!be.aio.busy_from(5), "the slots past the depth are never used");
             assert_idle(&be);
         }
         for tag in 0..20u64 {
@@ -918,7 +515,7 @@ mod tests {
             assert!(r.is_err(), "the callback panicked");
             assert_eq!(calls, 2);
             // All 8 events were harvested in one io_getevents; 6 are still to hand out.
-            assert_eq!((be.ev_len - be.ev_head, be.in_flight), (6, 0), "round {round}");
+            assert_eq!((be.aio.harvested(), be.aio.in_flight()), (6, 0), "round {round}");
             let sys = be.syscalls();
             let mut tags = vec![];
             let n = be.reap(0, u32::MAX, &mut |c: Completion| {
@@ -950,14 +547,14 @@ mod tests {
             be.reap(4, 4, &mut |_c: Completion| panic!("callback fails"))
         }));
         assert!(r.is_err());
-        assert_eq!((be.ev_len - be.ev_head, be.in_flight), (3, 12));
+        assert_eq!((be.aio.harvested(), be.aio.in_flight()), (3, 12));
         // Two more queued and never committed.
         for i in 0..2u64 {
             put(&mut be, &dev, Cmd::fs_read(i * 4096, 4096), dev.alloc(4096).unwrap().into(), 20 + i).unwrap();
         }
         // What drop does: it must not wait for the 3 harvested events (it would hang), and
         // it must free every buffer (no slot left holding data).
-        be.settle();
+        be.aio.settle();
         assert_idle(&be);
         drop(be);
     }
@@ -972,12 +569,11 @@ mod tests {
         }
         // The second iocb carries an opcode the kernel does not know: io_submit takes the
         // first, stops there (1), refuses the second (EINVAL), then takes the last two.
-        let second = (be.ptrs[1] as usize - be.slots.as_ptr() as usize) / std::mem::size_of::<Slot>();
-        assert_ne!(be.first_queued(), second);
-        be.slots[second].iocb.aio_lio_opcode = 0x7fff;
+        let (second, first) = be.aio.break_queued(1);
+        assert_ne!(first, second);
         assert_eq!(be.commit().unwrap(), 3);
         assert_eq!(be.syscalls(), 3, "io_submit: 1 taken, the bad one refused, 2 taken");
-        assert_eq!(be.nqueued, 0);
+        assert_eq!(be.aio.queued(), 0);
         let mut seen = vec![];
         while seen.len() < 4 {
             be.reap(1, 4, &mut |c: Completion| {

@@ -10,6 +10,7 @@
 // backend file that says why it is not yet.
 #![allow(unsafe_code)]
 
+pub(crate) mod aio;
 pub(crate) mod blkzone;
 pub(crate) mod io;
 pub(crate) mod mem;

@@ -35,12 +35,6 @@
 //! - trim, write zeroes and dataset management, which run inline through the device's
 //!   sync interface: what that interface says one command costs.
 
-// The aiocbs handed to aio_read/aio_write/lio_listio must stay in place until aio_return:
-// this queue's control-block table owns them, so the calls stay beside it until that
-// ownership moves into `sys` (issue 12, part 3: what is left). Every block says why it is
-// sound.
-#![allow(unsafe_code)]
-
 use super::{exec_to_completion, AsyncQueue, Io, Op, MAX_SEGMENTS};
 use super::{Build, Descriptor, Role};
 use crate::buf::Data;
@@ -49,7 +43,7 @@ use crate::dev::Inner;
 use crate::error::Error;
 use crate::queue::Completion;
 use crate::spec::{errno_to_status, Status};
-use std::cell::UnsafeCell;
+use crate::sys::posix_aio::{Cbs, Finished, Seg, Started};
 use std::collections::VecDeque;
 use std::io;
 use std::sync::{Arc, OnceLock};
@@ -66,22 +60,6 @@ pub(crate) const DESCRIPTOR: Descriptor = Descriptor::new(
 
 const IFACE: &str = "async=posix";
 
-/// Most control blocks one `aio_suspend` call waits on (glibc puts two arrays of that
-/// many entries on the caller's stack).
-const SUSPEND_MAX: usize = 1024;
-
-fn last_errno() -> i32 {
-    io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
-}
-
-/// A zeroed control block with no notification.
-fn blank_aiocb() -> libc::aiocb {
-    // SAFETY: aiocb is plain C data (integers and pointers); all-zero is a valid value.
-    let mut cb: libc::aiocb = unsafe { std::mem::zeroed() };
-    cb.aio_sigevent.sigev_notify = libc::SIGEV_NONE;
-    cb
-}
-
 /// Checks at open that POSIX aio works in this process: one 1-byte `aio_read` of
 /// /dev/null (which starts a glibc helper thread), done once per process when it works.
 pub(crate) fn probe(dev: &Inner) -> Result<(), Error> {
@@ -89,51 +67,9 @@ pub(crate) fn probe(dev: &Inner) -> Result<(), Error> {
     if WORKS.get().is_some() {
         return Ok(());
     }
-    probe_once().map_err(|why| dev.unsupported(IFACE, &why))?;
+    crate::sys::posix_aio::probe().map_err(|why| dev.unsupported(IFACE, &why))?;
     let _ = WORKS.set(());
     Ok(())
-}
-
-fn probe_once() -> Result<(), String> {
-    let null =
-        std::fs::File::open("/dev/null").map_err(|e| format!("cannot open /dev/null to probe POSIX aio: {e}"))?;
-    let mut byte = Box::new([0u8; 1]);
-    let mut cb = Box::new(blank_aiocb());
-    cb.aio_fildes = std::os::fd::AsRawFd::as_raw_fd(&null);
-    cb.aio_buf = byte.as_mut_ptr() as *mut libc::c_void;
-    cb.aio_nbytes = 1;
-    let p: *mut libc::aiocb = &mut *cb;
-    // SAFETY: the control block and the byte it reads into are boxed and live until the
-    // request has finished (waited for below).
-    if unsafe { libc::aio_read(p) } != 0 {
-        let e = io::Error::last_os_error();
-        return Err(format!("aio_read failed ({e}): glibc could not start its POSIX aio helper thread"));
-    }
-    loop {
-        // SAFETY: p is the control block of a request this function started.
-        let err = unsafe { libc::aio_error(p) };
-        let list = [p as *const libc::aiocb];
-        // SAFETY: list holds one valid control block. With the request finished this
-        // returns at once, and passing glibc's request lock means its helper is done
-        // with the control block.
-        let rc = unsafe { libc::aio_suspend(list.as_ptr(), 1, std::ptr::null()) };
-        if err == libc::EINPROGRESS {
-            if rc != 0 && !matches!(last_errno(), libc::EINTR | libc::EAGAIN) {
-                // The request may still run: leak what it uses rather than free it.
-                std::mem::forget(cb);
-                std::mem::forget(byte);
-                return Err(format!("aio_suspend failed: {}", io::Error::last_os_error()));
-            }
-            continue;
-        }
-        // SAFETY: the request has finished; aio_return is called once.
-        let r = unsafe { libc::aio_return(p) };
-        if err != 0 || r != 0 {
-            let e = io::Error::from_raw_os_error(if err != 0 { err } else { libc::EIO });
-            return Err(format!("a test read of /dev/null through POSIX aio failed: {e}"));
-        }
-        return Ok(());
-    }
 }
 
 /// Creates a queue of `depth` slots.
@@ -141,8 +77,9 @@ pub(crate) fn new_queue(dev: &Arc<Inner>, depth: u32) -> Result<super::Backend, 
     Ok(super::Backend::Posix(Box::new(PosixAio::new(dev, depth)?)))
 }
 
+/// A command's state; its data is held by the control-block pool, beside the requests
+/// that use it.
 struct Slot {
-    data: Data,
     tag: u64,
     op: Op,
     /// Byte offset where the next segment starts.
@@ -172,35 +109,20 @@ impl Slot {
 }
 
 pub(crate) struct PosixAio {
+    /// First, so that dropping the queue waits for glibc's helpers before the device goes.
+    cbs: Cbs,
     dev: Arc<Inner>,
-    fd: libc::c_int,
     depth: u32,
     slots: Box<[Slot]>,
     free: Vec<u32>,
-    /// Control blocks; glibc's helpers write into those in flight, so they are only
-    /// touched through raw pointers.
-    cbs: Box<[UnsafeCell<libc::aiocb>]>,
-    /// Per control block: the slot it serves and the bytes it asks for.
-    cb_slot: Box<[u32]>,
-    cb_len: Box<[u64]>,
-    cb_free: Vec<u32>,
-    /// Control blocks in flight, oldest first.
-    running: Vec<u32>,
-    /// Scratch: control blocks found finished by one scan.
-    finished: Vec<u32>,
+    /// Scratch: segments found finished by one scan.
+    finished: Vec<Finished>,
     /// Slots with segments still to start, in submission order.
     pending: VecDeque<u32>,
-    /// The list `aio_suspend` reads.
-    suspend: Box<[*const libc::aiocb]>,
     /// Completions waiting to be reaped.
     ready: VecDeque<Completion>,
     syscalls: u64,
 }
-
-// SAFETY: the raw pointers (in `suspend` and inside the control blocks) point into memory
-// this struct owns: its control block table and the buffers held in its slots. glibc's
-// helper threads use them whichever thread owns the queue.
-unsafe impl Send for PosixAio {}
 
 impl PosixAio {
     fn new(dev: &Arc<Inner>, depth: u32) -> Result<PosixAio, Error> {
@@ -211,7 +133,6 @@ impl PosixAio {
         let n = depth as usize;
         let pool = n + MAX_SEGMENTS;
         let slot = || Slot {
-            data: Data::None,
             tag: 0,
             op: Op::Flush,
             offset: 0,
@@ -225,19 +146,13 @@ impl PosixAio {
             short: false,
         };
         Ok(PosixAio {
+            cbs: Cbs::new(fd, n, pool),
             dev: dev.clone(),
-            fd,
             depth,
             slots: (0..n).map(|_| slot()).collect(),
             free: (0..depth).rev().collect(),
-            cbs: (0..pool).map(|_| UnsafeCell::new(blank_aiocb())).collect(),
-            cb_slot: vec![0; pool].into_boxed_slice(),
-            cb_len: vec![0; pool].into_boxed_slice(),
-            cb_free: (0..pool as u32).rev().collect(),
-            running: Vec::with_capacity(pool),
             finished: Vec::with_capacity(pool),
             pending: VecDeque::with_capacity(n),
-            suspend: vec![std::ptr::null(); pool.min(SUSPEND_MAX)].into_boxed_slice(),
             ready: VecDeque::with_capacity(n),
             syscalls: 0,
         })
@@ -249,63 +164,49 @@ impl PosixAio {
 
     /// Starts the next segment of slot `s`; false when no control block is free.
     fn start_segment(&mut self, s: u32) -> bool {
-        let Some(cb) = self.cb_free.pop() else { return false };
         let slot = &mut self.slots[s as usize];
-        let mut a = blank_aiocb();
-        a.aio_fildes = self.fd;
-        let (sync, cost) = (slot.flush_todo, if slot.flush_todo { 3 } else { 2 });
-        if sync {
-            slot.flush_todo = false;
-            self.cb_len[cb as usize] = 0;
+        let (seg, cost) = if slot.flush_todo {
+            (Seg::Fsync, 3)
         } else {
-            let bufs = slot.data.bufs();
+            let bufs = self.cbs.data(s).bufs();
             while slot.next_buf < bufs.len() && bufs[slot.next_buf].is_empty() {
                 slot.next_buf += 1;
             }
-            let Some(b) = bufs.get(slot.next_buf) else {
+            if slot.next_buf >= bufs.len() {
                 // Cannot happen for a checked command; end it rather than loop.
                 slot.left = 0;
                 slot.errno = libc::EINVAL;
-                self.cb_free.push(cb);
                 self.finish_if_done(s);
                 return true;
-            };
-            let len = slot.left.min(b.len() as u64);
-            a.aio_buf = b.as_ptr() as *mut libc::c_void;
-            a.aio_nbytes = len as usize;
-            a.aio_offset = slot.offset as libc::off_t;
-            self.cb_len[cb as usize] = len;
-            slot.offset += len;
-            slot.left -= len;
-            slot.next_buf += 1;
-        }
-        let op = slot.op;
-        let p = self.cbs[cb as usize].get();
-        // SAFETY: this control block is free (not in flight), so nothing else reads or
-        // writes it; p points into the boxed table.
-        unsafe { p.write(a) };
-        // SAFETY: p is a filled control block at a stable address; the buffer it names
-        // is owned by slot `s`, which keeps it until every segment has finished.
-        let rc = unsafe {
-            match op {
-                _ if sync => libc::aio_fsync(libc::O_DSYNC, p),
-                Op::Read => libc::aio_read(p),
-                _ => libc::aio_write(p),
             }
+            let write = slot.op != Op::Read;
+            (Seg::Rw { write, buf: slot.next_buf, offset: slot.offset, len: slot.left }, 2)
         };
-        self.syscalls += cost;
+        let started = self.cbs.start(s, seg);
         let slot = &mut self.slots[s as usize];
-        if rc != 0 {
-            if slot.errno == 0 {
-                slot.errno = last_errno();
+        match started {
+            Started::NoCb => return false,
+            Started::Running(len) => {
+                slot.running += 1;
+                if let Seg::Fsync = seg {
+                    slot.flush_todo = false;
+                } else {
+                    slot.offset += len;
+                    slot.left -= len;
+                    slot.next_buf += 1;
+                }
             }
-            slot.left = 0;
-            self.cb_free.push(cb);
+            Started::Failed(errno) => {
+                if slot.errno == 0 {
+                    slot.errno = errno;
+                }
+                slot.flush_todo = false;
+                slot.left = 0;
+            }
+        }
+        self.syscalls += cost;
+        if !matches!(started, Started::Running(_)) {
             self.finish_if_done(s);
-        } else {
-            slot.running += 1;
-            self.cb_slot[cb as usize] = s;
-            self.running.push(cb);
         }
         true
     }
@@ -343,39 +244,17 @@ impl PosixAio {
         } else {
             (Status::OK, slot.moved)
         };
-        let data = std::mem::take(&mut slot.data);
+        // Nothing of the command runs (checked above): its data comes back.
+        let data = self.cbs.take(s).unwrap_or_default();
         self.ready.push_back(Completion { tag: slot.tag, status, result, data });
         self.free.push(s);
     }
 
     /// Scans the control blocks in flight and completes the commands that are done.
     fn collect(&mut self) {
-        let mut keep = 0;
-        for r in 0..self.running.len() {
-            let cb = self.running[r];
-            // SAFETY: cb is a control block of a request this queue started.
-            let e = unsafe { libc::aio_error(self.cbs[cb as usize].get()) };
-            if e == libc::EINPROGRESS {
-                self.running[keep] = cb;
-                keep += 1;
-            } else {
-                self.finished.push(cb);
-            }
-        }
-        self.running.truncate(keep);
-        let Some(&first) = self.finished.first() else { return };
-        let list = [self.cbs[first as usize].get() as *const libc::aiocb];
-        // SAFETY: list holds one finished control block, so this returns at once; it takes
-        // glibc's request lock, after which no helper touches the finished blocks.
-        unsafe { libc::aio_suspend(list.as_ptr(), 1, std::ptr::null()) };
+        self.cbs.collect(&mut self.finished);
         for k in 0..self.finished.len() {
-            let cb = self.finished[k];
-            let p = self.cbs[cb as usize].get();
-            // SAFETY: the request has finished and glibc is done with the block; each
-            // finished request is asked for its error and return value once.
-            let (e, r) = unsafe { (libc::aio_error(p), libc::aio_return(p)) };
-            let s = self.cb_slot[cb as usize];
-            let want = self.cb_len[cb as usize];
+            let Finished { slot: s, want, error: e, ret: r } = self.finished[k];
             let slot = &mut self.slots[s as usize];
             slot.running -= 1;
             if e != 0 {
@@ -391,7 +270,6 @@ impl PosixAio {
                     slot.left = 0;
                 }
             }
-            self.cb_free.push(cb);
             self.finish_if_done(s);
         }
         self.finished.clear();
@@ -399,18 +277,8 @@ impl PosixAio {
 
     /// Blocks in `aio_suspend` until one of the oldest requests in flight finishes.
     fn suspend(&mut self) -> Result<(), i32> {
-        let k = self.running.len().min(self.suspend.len());
-        for (dst, &cb) in self.suspend.iter_mut().zip(&self.running[..k]) {
-            *dst = self.cbs[cb as usize].get();
-        }
         self.syscalls += 1;
-        // SAFETY: suspend[..k] point to control blocks of requests in flight, which stay
-        // put until they are collected.
-        let rc = unsafe { libc::aio_suspend(self.suspend.as_ptr(), k as libc::c_int, std::ptr::null()) };
-        if rc != 0 {
-            return Err(last_errno());
-        }
-        Ok(())
+        self.cbs.suspend()
     }
 
     fn hand_out(&mut self, n: &mut u32, max: u32, f: &mut impl FnMut(Completion)) {
@@ -444,10 +312,14 @@ impl AsyncQueue for PosixAio {
         let Some(s) = self.free.pop() else {
             return Err((Error::Busy { depth: self.depth }, data));
         };
+        // A free slot has nothing running, so the pool takes its data.
+        if let Err(data) = self.cbs.hold(s, data) {
+            self.free.push(s);
+            return Err((Error::Busy { depth: self.depth }, data));
+        }
         let slot = &mut self.slots[s as usize];
         let flush = io.op == Op::Flush;
         *slot = Slot {
-            data,
             tag,
             op: io.op,
             offset: io.offset,
@@ -473,16 +345,16 @@ impl AsyncQueue for PosixAio {
         let mut n = 0;
         loop {
             self.hand_out(&mut n, max, f);
-            if n >= max || (self.running.is_empty() && self.pending.is_empty()) {
+            if n >= max || ((self.cbs.running() == 0) && self.pending.is_empty()) {
                 return Ok(n);
             }
             self.collect();
             self.pump();
             self.hand_out(&mut n, max, f);
-            if n >= max || n >= min || (self.running.is_empty() && self.ready.is_empty()) {
+            if n >= max || n >= min || ((self.cbs.running() == 0) && self.ready.is_empty()) {
                 return Ok(n);
             }
-            if self.running.is_empty() {
+            if self.cbs.running() == 0 {
                 continue;
             }
             match self.suspend() {
@@ -502,29 +374,6 @@ impl AsyncQueue for PosixAio {
 
     fn syscalls(&self) -> u64 {
         self.syscalls
-    }
-}
-
-impl Drop for PosixAio {
-    fn drop(&mut self) {
-        // Start nothing new; wait for what glibc's helpers hold before freeing it.
-        self.pending.clear();
-        loop {
-            self.collect();
-            if self.running.is_empty() {
-                return;
-            }
-            match self.suspend() {
-                Ok(()) | Err(libc::EINTR | libc::EAGAIN) => {}
-                Err(_) => break,
-            }
-        }
-        // Helpers may still write into these control blocks and buffers: leak them.
-        for k in 0..self.running.len() {
-            let s = self.cb_slot[self.running[k] as usize];
-            std::mem::forget(std::mem::take(&mut self.slots[s as usize].data));
-        }
-        std::mem::forget(std::mem::take(&mut self.cbs));
     }
 }
 

@@ -15,6 +15,7 @@ pub(crate) mod blkzone;
 pub(crate) mod io;
 pub(crate) mod mem;
 pub(crate) mod nvme;
+pub(crate) mod posix_aio;
 pub(crate) mod sysfs;
 
 use std::ffi::CStr;

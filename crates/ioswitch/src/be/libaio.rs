@@ -22,22 +22,18 @@
 //! inline, what the sync interface says one command costs.
 //!
 //! Without O_DIRECT, Linux AIO on most file systems performs the I/O inside `io_submit`
-//! (it is asynchronous only for direct I/O): correct, but with no overlap.
-//!
-//! Dropping a queue reaps everything in flight (or, if that fails, leaks the buffers the
-//! kernel may still write), then destroys the context on a short-lived thread, because
-//! `io_destroy` waits for an RCU grace period (~30 ms) even on an idle context.
+//! (it is asynchronous only for direct I/O): correct, but with no overlap. Dropping a
+//! queue settles and destroys its `Aio` (see there).
 
 use super::{exec_to_completion, AsyncQueue, Io, Op};
 use super::{Build, Descriptor, Role};
 use crate::buf::Data;
 use crate::cmd::Cmd;
-use crate::dev::DevKind;
-use crate::dev::Inner;
+use crate::dev::{DevKind, Inner};
 use crate::error::Error;
 use crate::queue::Completion;
-use crate::spec::{errno_to_status, Status};
-use crate::sys::aio::{Aio, Done, Refused};
+use crate::spec::errno_to_status;
+use crate::sys::aio::{Aio, Refused};
 use std::collections::VecDeque;
 use std::io;
 use std::sync::{Arc, OnceLock};
@@ -199,14 +195,6 @@ impl Libaio {
         }
     }
 
-    /// Turns an event into its completion.
-    #[inline(always)]
-    fn finish(d: Done) -> Completion {
-        let (status, result) =
-            if d.res >= 0 && d.res as u64 == d.expect { (Status::OK, d.res as u64) } else { failed(d.res) };
-        Completion { tag: d.tag, status, result, data: d.data }
-    }
-
     /// Hands out the completions waiting in `ready`, at most `max`.
     #[inline(never)]
     fn hand_out_ready(&mut self, max: u32, f: &mut impl FnMut(Completion)) -> u32 {
@@ -231,8 +219,8 @@ impl Libaio {
         loop {
             while n < max {
                 let Some(event) = self.aio.next_event() else { break };
-                if let Some(d) = event {
-                    f(Self::finish(d));
+                if let Some(c) = event {
+                    f(c);
                     n += 1;
                 }
             }
@@ -264,29 +252,17 @@ impl Libaio {
     }
 }
 
-/// The status and result of an event that is not a full transfer: an error (negative
-/// errno) or a short transfer (EIO with the bytes moved).
-#[cold]
-#[inline(never)]
-fn failed(res: i64) -> (Status, u64) {
-    if res < 0 {
-        (errno_to_status(res.unsigned_abs().min(i32::MAX as u64) as i32), 0)
-    } else {
-        (errno_to_status(libc::EIO), res as u64)
-    }
-}
-
 impl AsyncQueue for Libaio {
     #[inline(always)]
     fn submit(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
         // The common command: a read, or a write without FUA, of one buffer (the checks
         // made sure the buffer holds at least `len` bytes).
-        let r = match (io.op, data) {
-            (Op::Read, Data::One(b)) => self.aio.queue_rw(false, b, io.len, io.offset, tag),
-            (Op::Write, Data::One(b)) if !cmd.is_fua() => self.aio.queue_rw(true, b, io.len, io.offset, tag),
-            (_, data) => return self.submit_other(io, cmd, data, tag),
+        let write = match (io.op, &data) {
+            (Op::Read, Data::One(_)) => false,
+            (Op::Write, Data::One(_)) if !cmd.is_fua() => true,
+            _ => return self.submit_other(io, cmd, data, tag),
         };
-        r.map_err(|b| self.busy(Data::One(b)))
+        self.aio.queue_one(write, data, io.len, io.offset, tag).map_err(|d| self.busy(d))
     }
 
     #[inline]

@@ -17,11 +17,9 @@
 //! `aio_error`; when it must wait, it calls `aio_suspend` on them (the oldest 1024 at
 //! most) until `min` commands are done.
 //!
-//! glibc's helper still reads a control block (its notification field) under glibc's
-//! request lock right after it stores the final error code. glibc 2.34 and later read
-//! that code under the same lock in `aio_error`; older versions do not, so before a
-//! finished control block is reused or freed the queue passes through the lock once per
-//! batch, with an `aio_suspend` on a finished request (which returns at once).
+//! The control blocks and the data they point into are owned by a
+//! [`sys::posix_aio::Cbs`](crate::sys::posix_aio::Cbs), which also keeps glibc's locking
+//! rules and waits for glibc's helpers when the queue is dropped.
 //!
 //! Syscalls counted — POSIX aio makes them partly in our thread, partly in glibc's helper:
 //! - `aio_read`, `aio_write`: 2 — handing the request over (a futex wake or a new helper

@@ -5,7 +5,7 @@
 //! creation: per slot an `iocb`, the command's [`Data`] (which the iocb points into) with
 //! its tag beside it (one 128-byte entry), and an iovec array for vectored commands. A
 //! command's data moves into its slot when it is queued and comes out only when the
-//! kernel is done with it: in the [`Done`] of its event, when io_submit refused it, or when
+//! kernel is done with it: when its event is handed out, when io_submit refused it, or when
 //! it never reached the kernel. The iocbs are written only here, from the data they point
 //! into, so no safe call can hand the kernel a pointer that outlives what it points to.
 //! Dropping an `Aio` waits for every command in flight (or, if waiting fails, leaks the
@@ -16,7 +16,9 @@
 //! so an index is always in bounds without a check.
 
 use crate::be::{fill_iovecs, MAX_SEGMENTS};
-use crate::buf::{Buffer, Data};
+use crate::buf::Data;
+use crate::queue::Completion;
+use crate::spec::{errno_to_status, Status};
 use std::io;
 
 /// `aio_context_t` of linux/aio_abi.h.
@@ -115,19 +117,6 @@ struct Slot {
     expect: u64,
     /// Taken (queued, in flight, or its event harvested and not yet handed out).
     busy: bool,
-}
-
-/// A finished command: its tag, the kernel's result (bytes moved, or a negative errno),
-/// the bytes it had to move, and its data back.
-pub(crate) struct Done {
-    /// The tag it was queued with.
-    pub tag: u64,
-    /// `io_event.res`.
-    pub res: i64,
-    /// The bytes it had to move (0 for fdsync).
-    pub expect: u64,
-    /// The data it was queued with.
-    pub data: Data,
 }
 
 /// One AIO context and the slots of its commands (see the module's text).
@@ -248,19 +237,21 @@ impl Aio {
         self.nqueued += 1;
     }
 
-    /// Queues a read (or write) of `len` bytes (at most the buffer's length) of one buffer
-    /// at `offset`, writing only the fields that change; the buffer comes back when the
-    /// queue is full.
+    /// Queues a read (or write) of `len` bytes (at most the buffer's length) of the one
+    /// buffer of `data` at `offset`, writing only the fields that change; the data comes
+    /// back when the queue is full or `data` is not one buffer.
     #[inline(always)]
-    pub(crate) fn queue_rw(&mut self, write: bool, b: Buffer, len: u64, offset: u64, tag: u64) -> Result<(), Buffer> {
-        let Some(i) = self.take_slot() else { return Err(b) };
+    pub(crate) fn queue_one(&mut self, write: bool, data: Data, len: u64, offset: u64, tag: u64) -> Result<(), Data> {
+        let Data::One(b) = &data else { return Err(data) };
+        let (ptr, max) = (b.as_ptr() as u64, b.len() as u64);
+        let Some(i) = self.take_slot() else { return Err(data) };
         let cb = &mut self.slot(i).iocb;
         cb.aio_rw_flags = 0;
         cb.aio_lio_opcode = if write { IOCB_CMD_PWRITE } else { IOCB_CMD_PREAD };
-        cb.aio_buf = b.as_ptr() as u64;
-        cb.aio_nbytes = len.min(b.len() as u64);
+        cb.aio_buf = ptr;
+        cb.aio_nbytes = len.min(max);
         cb.aio_offset = offset as i64;
-        self.queue(i, Data::One(b), tag, len);
+        self.queue(i, data, tag, len);
         Ok(())
     }
 
@@ -317,11 +308,18 @@ impl Aio {
     }
 
     /// Takes the first `k` queued commands off the queue; the rest move to the front.
+    #[inline(always)]
     fn unqueue_front(&mut self, k: u32) {
         if k < self.nqueued {
-            self.ptrs.copy_within(k as usize..self.nqueued as usize, 0);
+            self.move_rest_to_front(k);
         }
         self.nqueued -= k;
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn move_rest_to_front(&mut self, k: u32) {
+        self.ptrs.copy_within(k as usize..self.nqueued as usize, 0);
     }
 
     /// One io_submit of every queued iocb: the number it took (now in flight), or its
@@ -356,11 +354,13 @@ impl Aio {
         (tag, data, fdsync)
     }
 
-    /// Takes the next harvested event. `None` when none is left; `Some(None)` for an
-    /// event that names no busy slot. The head moves past the event and its slot is
-    /// freed before this returns, so a caller that panics on it loses only this one.
+    /// Takes the next harvested event and makes its command's completion: OK with the
+    /// bytes moved when it moved all it had to, the errno when the kernel failed it, EIO
+    /// with the bytes moved when it moved fewer. `None` when no event is left; `Some(None)`
+    /// for an event that names no busy slot. The head moves past the event and its slot
+    /// is freed before this returns, so a caller that panics on it loses only this one.
     #[inline(always)]
-    pub(crate) fn next_event(&mut self) -> Option<Option<Done>> {
+    pub(crate) fn next_event(&mut self) -> Option<Option<Completion>> {
         if self.ev_head >= self.ev_len {
             return None;
         }
@@ -374,7 +374,9 @@ impl Aio {
         self.put_slot(idx);
         let slot = self.slot(idx);
         slot.busy = false;
-        Some(Some(Done { tag: slot.tag, res, expect: slot.expect, data: std::mem::take(&mut slot.data) }))
+        let (status, result) =
+            if res >= 0 && res as u64 == slot.expect { (Status::OK, res as u64) } else { failed(res) };
+        Some(Some(Completion { tag: slot.tag, status, result, data: std::mem::take(&mut slot.data) }))
     }
 
     /// Events not handed out yet: `next_event` returns them without a syscall.
@@ -420,9 +422,7 @@ impl Aio {
             drop(self.refuse_first());
         }
         loop {
-            while let Some(done) = self.next_event() {
-                drop(done);
-            }
+            while self.next_event().is_some() {}
             if self.in_flight == 0 {
                 return;
             }
@@ -458,6 +458,18 @@ impl Aio {
         let idx = (self.ptrs[k] as usize - self.slots.as_ptr() as usize) / std::mem::size_of::<Slot>();
         self.slots[idx].iocb.aio_lio_opcode = 0x7fff;
         (idx, self.first_queued())
+    }
+}
+
+/// The status and result of an event that is not a full transfer: an error (negative
+/// errno) or a short transfer (EIO with the bytes moved).
+#[cold]
+#[inline(never)]
+fn failed(res: i64) -> (Status, u64) {
+    if res < 0 {
+        (errno_to_status(res.unsigned_abs().min(i32::MAX as u64) as i32), 0)
+    } else {
+        (errno_to_status(libc::EIO), res as u64)
     }
 }
 

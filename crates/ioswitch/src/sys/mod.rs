@@ -4,10 +4,12 @@
 //!
 //! The calls of the interfaces sit in one file per kernel interface: [`io`] (positioned
 //! reads and writes, fallocate, fdatasync, discard), [`blkzone`] (the zone ioctls),
-//! [`mem`] (shared mappings), [`nvme`] (the NVMe driver's ioctls).
+//! [`mem`] (shared mappings), [`nvme`] (the NVMe driver's ioctls), [`aio`] (Linux AIO)
+//! and [`posix_aio`] (glibc's POSIX aio), the last two owning what the kernel or glibc
+//! holds until it is done.
 
-// The raw-call layer: every unsafe block of the crate outside buf.rs is here or in a
-// backend file that says why it is not yet.
+// The raw-call layer: every unsafe block of the crate outside buf.rs is here or in the
+// io_uring ring core, which says why it is not yet.
 #![allow(unsafe_code)]
 
 pub(crate) mod aio;

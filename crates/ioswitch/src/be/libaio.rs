@@ -1,17 +1,13 @@
 //! `libaio`: Linux native AIO through the raw syscalls `io_setup(2)`, `io_submit(2)`,
 //! `io_getevents(2)` and `io_destroy(2)` — no libaio library is linked.
 //!
-//! Each queue owns one [`sys::aio::Aio`](crate::sys::aio::Aio): the AIO context, sized
-//! to the depth, and a slot table of `depth` slots, allocated when the queue is created,
-//! that owns each command's iocb and data until the kernel is done with them. `submit`
-//! fills a slot's iocb in place (read/write for one buffer, readv/writev for several,
-//! fdsync for flush; a write with Force Unit Access carries RWF_DSYNC) and queues it;
-//! `commit` hands every queued iocb to the kernel in **one** `io_submit` (on a partial
-//! submission the rest move to the front and go again); `reap` takes completions with
-//! `io_getevents` (blocking when it must wait, a zero timeout when it only looks) into an
-//! event array and hands them out one by one from there. If a completion callback
-//! panics, the events harvested after it stay in the array: the next reap hands them
-//! out, and dropping the queue finishes them before it waits for the rest.
+//! Each queue owns one [`sys::aio::Aio`](crate::sys::aio::Aio) sized to its depth (the
+//! context, and the slots that own each command's iocb and data until the kernel is done).
+//! `submit` fills a slot's iocb (read/write for one buffer, readv/writev for several,
+//! fdsync for flush; a FUA write carries RWF_DSYNC); `commit` hands every queued iocb to
+//! the kernel in **one** `io_submit`; `reap` takes completions with `io_getevents`
+//! (blocking only when it must wait) and hands them out one by one; events harvested
+//! after a panicking callback stay for the next reap or the drop.
 //!
 //! Trim, write zeroes and dataset management have no AIO opcode: they run inline, at
 //! submit, through the device's sync interface, and their completions wait in a ring
@@ -191,7 +187,7 @@ impl Libaio {
                 return pushed;
             }
             self.syscalls += 1;
-            r = self.aio.submit();
+            r = self.aio.submit().or_else(|part| part);
         }
     }
 
@@ -218,11 +214,9 @@ impl Libaio {
         let mut polled = false;
         loop {
             while n < max {
-                let Some(event) = self.aio.next_event() else { break };
-                if let Some(c) = event {
-                    f(c);
-                    n += 1;
-                }
+                let Some(c) = self.aio.next_event() else { break };
+                f(c);
+                n += 1;
             }
             if n >= max || self.aio.in_flight() == 0 || (min > 0 && n >= min) || polled {
                 return Ok(n);
@@ -267,14 +261,13 @@ impl AsyncQueue for Libaio {
 
     #[inline]
     fn commit(&mut self) -> Result<u32, Error> {
-        let n = self.aio.queued();
-        if n == 0 {
+        if self.aio.queued() == 0 {
             return Ok(0);
         }
         self.syscalls += 1;
         match self.aio.submit() {
-            Ok(r) if r == n => Ok(n),
-            r => Ok(self.commit_rest(r)),
+            Ok(n) => Ok(n),
+            Err(part) => Ok(self.commit_rest(part)),
         }
     }
 

@@ -308,30 +308,34 @@ impl Aio {
     }
 
     /// Takes the first `k` queued commands off the queue; the rest move to the front.
-    #[inline(always)]
     fn unqueue_front(&mut self, k: u32) {
-        if k < self.nqueued {
-            self.move_rest_to_front(k);
-        }
+        self.ptrs.copy_within(k as usize..self.nqueued as usize, 0);
         self.nqueued -= k;
     }
 
-    #[cold]
-    #[inline(never)]
-    fn move_rest_to_front(&mut self, k: u32) {
-        self.ptrs.copy_within(k as usize..self.nqueued as usize, 0);
-    }
-
-    /// One io_submit of every queued iocb: the number it took (now in flight), or its
-    /// errno (when it took none, the error of the first iocb).
+    /// One io_submit of every queued iocb: `Ok` with their number when it took them all
+    /// (now in flight), else `Err` with what it did: `Ok` with the number it took (the
+    /// rest stay queued, at the front), or its errno (when it took none, the error of
+    /// the first iocb).
     #[inline(always)]
-    pub(crate) fn submit(&mut self) -> Result<u32, i32> {
+    pub(crate) fn submit(&mut self) -> Result<u32, Result<u32, i32>> {
+        let n = self.nqueued;
         // SAFETY: ctx is live; ptrs[..nqueued] point into the slot table at iocbs written
         // by the queue_* functions from the data their slots own, which stays put until
         // the events are harvested; the kernel copies the iocbs and iovecs during the call.
-        let r = unsafe {
-            libc::syscall(libc::SYS_io_submit, self.ctx, self.nqueued as libc::c_long, self.ptrs.as_mut_ptr())
-        };
+        let r = unsafe { libc::syscall(libc::SYS_io_submit, self.ctx, n as libc::c_long, self.ptrs.as_mut_ptr()) };
+        if r == n as libc::c_long {
+            self.nqueued = 0;
+            self.in_flight += n;
+            return Ok(n);
+        }
+        Err(self.submitted_part(r))
+    }
+
+    /// What io_submit did when it did not take everything.
+    #[cold]
+    #[inline(never)]
+    fn submitted_part(&mut self, r: libc::c_long) -> Result<u32, i32> {
         if r < 0 {
             return Err(last_errno());
         }
@@ -356,27 +360,28 @@ impl Aio {
 
     /// Takes the next harvested event and makes its command's completion: OK with the
     /// bytes moved when it moved all it had to, the errno when the kernel failed it, EIO
-    /// with the bytes moved when it moved fewer. `None` when no event is left; `Some(None)`
-    /// for an event that names no busy slot. The head moves past the event and its slot
-    /// is freed before this returns, so a caller that panics on it loses only this one.
+    /// with the bytes moved when it moved fewer. `None` when no event is left (events that
+    /// name no busy slot are passed over). The head moves past the event and its slot is
+    /// freed before this returns, so a caller that panics on it loses only this one.
     #[inline(always)]
-    pub(crate) fn next_event(&mut self) -> Option<Option<Completion>> {
-        if self.ev_head >= self.ev_len {
-            return None;
+    pub(crate) fn next_event(&mut self) -> Option<Completion> {
+        loop {
+            if self.ev_head >= self.ev_len {
+                return None;
+            }
+            // SAFETY: ev_head & mask < mask + 1 == events.len().
+            let ev = unsafe { self.events.get_unchecked(self.ev_head as usize & self.mask) };
+            let (idx, res) = (ev.data as usize, ev.res);
+            self.ev_head += 1;
+            if idx < self.depth as usize && self.slot(idx).busy {
+                self.put_slot(idx);
+                let slot = self.slot(idx);
+                slot.busy = false;
+                let (status, result) =
+                    if res >= 0 && res as u64 == slot.expect { (Status::OK, res as u64) } else { failed(res) };
+                return Some(Completion { tag: slot.tag, status, result, data: std::mem::take(&mut slot.data) });
+            }
         }
-        // SAFETY: ev_head & mask < mask + 1 == events.len().
-        let ev = unsafe { self.events.get_unchecked(self.ev_head as usize & self.mask) };
-        let (idx, res) = (ev.data as usize, ev.res);
-        self.ev_head += 1;
-        if idx >= self.depth as usize || !self.slot(idx).busy {
-            return Some(None);
-        }
-        self.put_slot(idx);
-        let slot = self.slot(idx);
-        slot.busy = false;
-        let (status, result) =
-            if res >= 0 && res as u64 == slot.expect { (Status::OK, res as u64) } else { failed(res) };
-        Some(Some(Completion { tag: slot.tag, status, result, data: std::mem::take(&mut slot.data) }))
     }
 
     /// Events not handed out yet: `next_event` returns them without a syscall.
@@ -436,29 +441,6 @@ impl Aio {
             std::mem::forget(std::mem::take(&mut slot.data));
         }
     }
-
-    /// What the tests check: `(free slots, slots holding data or busy, table length,
-    /// queued, harvested, in flight)`.
-    #[cfg(test)]
-    pub(crate) fn state(&self) -> (u32, usize, usize, u32, u32, u32) {
-        let held = self.slots.iter().filter(|s| s.busy || !matches!(s.data, Data::None)).count();
-        (self.nfree, held, self.slots.len(), self.nqueued, self.harvested(), self.in_flight)
-    }
-
-    /// Whether any slot at or past `from` was ever left busy.
-    #[cfg(test)]
-    pub(crate) fn busy_from(&self, from: usize) -> bool {
-        self.slots[from..].iter().any(|s| s.busy)
-    }
-
-    /// Gives the `k`-th queued iocb an opcode the kernel does not know; returns its slot
-    /// and the slot of the first queued one.
-    #[cfg(test)]
-    pub(crate) fn break_queued(&mut self, k: usize) -> (usize, usize) {
-        let idx = (self.ptrs[k] as usize - self.slots.as_ptr() as usize) / std::mem::size_of::<Slot>();
-        self.slots[idx].iocb.aio_lio_opcode = 0x7fff;
-        (idx, self.first_queued())
-    }
 }
 
 /// The status and result of an event that is not a full transfer: an error (negative
@@ -493,6 +475,29 @@ impl Drop for Aio {
 mod tests {
     use super::*;
     use std::mem::offset_of;
+
+    /// What the unit tests of `be::libaio` look at.
+    impl Aio {
+        /// What the tests check: `(free slots, slots holding data or busy, table length,
+        /// queued, harvested, in flight)`.
+        pub(crate) fn state(&self) -> (u32, usize, usize, u32, u32, u32) {
+            let held = self.slots.iter().filter(|s| s.busy || !matches!(s.data, Data::None)).count();
+            (self.nfree, held, self.slots.len(), self.nqueued, self.harvested(), self.in_flight)
+        }
+
+        /// Whether any slot at or past `from` was ever left busy.
+        pub(crate) fn busy_from(&self, from: usize) -> bool {
+            self.slots[from..].iter().any(|s| s.busy)
+        }
+
+        /// Gives the `k`-th queued iocb an opcode the kernel does not know; returns its slot
+        /// and the slot of the first queued one.
+        pub(crate) fn break_queued(&mut self, k: usize) -> (usize, usize) {
+            let idx = (self.ptrs[k] as usize - self.slots.as_ptr() as usize) / std::mem::size_of::<Slot>();
+            self.slots[idx].iocb.aio_lio_opcode = 0x7fff;
+            (idx, self.first_queued())
+        }
+    }
 
     #[test]
     fn iocb_and_io_event_match_the_kernel_layout() {

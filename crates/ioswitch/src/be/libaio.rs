@@ -214,8 +214,9 @@ impl Libaio {
         let mut polled = false;
         loop {
             while n < max {
-                let Some(c) = self.aio.next_event() else { break };
-                f(c);
+                if !self.aio.hand_out_next(f) {
+                    break;
+                }
                 n += 1;
             }
             if n >= max || self.aio.in_flight() == 0 || (min > 0 && n >= min) || polled {

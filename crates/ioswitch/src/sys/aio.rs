@@ -358,16 +358,16 @@ impl Aio {
         (tag, data, fdsync)
     }
 
-    /// Takes the next harvested event and makes its command's completion: OK with the
-    /// bytes moved when it moved all it had to, the errno when the kernel failed it, EIO
-    /// with the bytes moved when it moved fewer. `None` when no event is left (events that
+    /// Hands the completion of the next harvested event to `f`: OK with the bytes moved
+    /// when the command moved all it had to, the errno when the kernel failed it, EIO
+    /// with the bytes moved when it moved fewer. False when no event is left (events that
     /// name no busy slot are passed over). The head moves past the event and its slot is
-    /// freed before this returns, so a caller that panics on it loses only this one.
+    /// freed before `f` runs, so an `f` that panics loses only this one.
     #[inline(always)]
-    pub(crate) fn next_event(&mut self) -> Option<Completion> {
+    pub(crate) fn hand_out_next(&mut self, f: &mut impl FnMut(Completion)) -> bool {
         loop {
             if self.ev_head >= self.ev_len {
-                return None;
+                return false;
             }
             // SAFETY: ev_head & mask < mask + 1 == events.len().
             let ev = unsafe { self.events.get_unchecked(self.ev_head as usize & self.mask) };
@@ -379,12 +379,13 @@ impl Aio {
                 slot.busy = false;
                 let (status, result) =
                     if res >= 0 && res as u64 == slot.expect { (Status::OK, res as u64) } else { failed(res) };
-                return Some(Completion { tag: slot.tag, status, result, data: std::mem::take(&mut slot.data) });
+                f(Completion { tag: slot.tag, status, result, data: std::mem::take(&mut slot.data) });
+                return true;
             }
         }
     }
 
-    /// Events not handed out yet: `next_event` returns them without a syscall.
+    /// Events not handed out yet: `hand_out_next` hands them out without a syscall.
     pub(crate) fn harvested(&self) -> u32 {
         self.ev_len - self.ev_head
     }
@@ -427,7 +428,7 @@ impl Aio {
             drop(self.refuse_first());
         }
         loop {
-            while self.next_event().is_some() {}
+            while self.hand_out_next(&mut drop) {}
             if self.in_flight == 0 {
                 return;
             }

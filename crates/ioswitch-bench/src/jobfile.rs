@@ -409,8 +409,6 @@ pub struct XnvmeOpts {
     pub admin: Option<String>,
     /// `xnvme_dev_nsid`: namespace id.
     pub dev_nsid: Option<u32>,
-    /// `xnvme_iovec`: vectored I/O.
-    pub iovec: bool,
 }
 
 /// One job, validated, with fio's defaults for everything not given.
@@ -1100,7 +1098,13 @@ impl JobSpec {
             "xnvme_sync" => self.xnvme.sync = Some(val.text()?),
             "xnvme_admin" => self.xnvme.admin = Some(val.text()?),
             "xnvme_dev_nsid" => self.xnvme.dev_nsid = Some(val.count32(1)?),
-            "xnvme_iovec" => self.xnvme.iovec = val.flag()?,
+            "xnvme_iovec" => {
+                if val.flag()? {
+                    return Err(val.bad(
+                        "0 (xNVMe's vectored commands, xnvme_iovec=1, are not run: ioswitch bench submits one buffer per command)",
+                    ));
+                }
+            }
             "ioswitch_opts" => {
                 let v = val.value("an ioswitch option string such as async=io_uring,sqpoll=1")?;
                 let opts =
@@ -1757,10 +1761,11 @@ mod tests {
     fn engine_options_need_their_engine() {
         let e = err("[j]\nioengine=libaio\nfixedbufs\n");
         assert_eq!(e, "job.fio:3: job 'j': option 'fixedbufs' belongs to ioengine io_uring or io_uring_cmd, but the job uses ioengine=libaio");
+        // Accepted here and run as RWF_HIPRI by the runner (run.rs tests).
         assert!(one("[j]\nioengine=pvsync2\nhipri\n").hipri);
         let e = err("[global]\nxnvme_async=io_uring\n[j]\nioengine=psync\n");
         assert!(e.starts_with("job.fio:2: job 'j': option 'xnvme_async' belongs to ioengine xnvme"), "{e}");
-        let j = one("[j]\nioengine=xnvme\nxnvme_be=linux\nxnvme_async=io_uring_cmd\nxnvme_sync=nvme\nxnvme_admin=nvme\nxnvme_dev_nsid=1\nxnvme_iovec=1\n");
+        let j = one("[j]\nioengine=xnvme\nxnvme_be=linux\nxnvme_async=io_uring_cmd\nxnvme_sync=nvme\nxnvme_admin=nvme\nxnvme_dev_nsid=1\nxnvme_iovec=0\n");
         assert_eq!(
             j.xnvme,
             XnvmeOpts {
@@ -1769,9 +1774,12 @@ mod tests {
                 sync: Some("nvme".into()),
                 admin: Some("nvme".into()),
                 dev_nsid: Some(1),
-                iovec: true
             }
         );
+        let e = err("[j]\nioengine=xnvme\nxnvme_iovec=1\n");
+        assert!(e.starts_with("job.fio:3: bad value '1' for option 'xnvme_iovec'") && e.contains("not run"), "{e}");
+        let e = err("[j]\nioengine=xnvme\nxnvme_iovec\n");
+        assert!(e.starts_with("job.fio:3: bad value '' for option 'xnvme_iovec'"), "{e}");
         let j = one("[j]\nioengine=ioswitch\nioswitch_opts=async=io_uring,sqpoll=1\n");
         let opts = j.ioswitch_opts.unwrap();
         assert_eq!(opts.r#async, Some(ioswitch::AsyncIface::IoUring));

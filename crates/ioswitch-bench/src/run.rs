@@ -4,7 +4,7 @@
 use crate::engine::{self, Job, JobResult, Mode, Progress, Usage};
 use crate::error::{At, BenchError};
 use crate::jobfile::{IoEngine, JobSpec, SizeSpec};
-use ioswitch::{AsyncIface, Device, Opts, Role};
+use ioswitch::{AsyncIface, Device, Opts, PsyncCall, Role};
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
@@ -142,6 +142,15 @@ pub fn engine_opts(spec: &JobSpec) -> Result<(Opts, Mode), BenchError> {
             if o.sync.is_none() && o.r#async.is_none() {
                 return Err(BenchError::Engine { at: At::new(spec, "ioengine"), engine });
             }
+            // fio's synchronous engines differ only in the calls that move data.
+            o.psync_call = match engine {
+                IoEngine::Sync => Some(PsyncCall::Read),
+                IoEngine::Pvsync => Some(PsyncCall::Preadv),
+                IoEngine::Pvsync2 => Some(PsyncCall::Preadv2),
+                _ => None,
+            };
+            // pvsync2's hipri is RWF_HIPRI on each call, not an interface's polling mode.
+            o.rwf_hipri = engine == IoEngine::Pvsync2 && spec.hipri;
             if engine == IoEngine::IoUring {
                 // fio's io_uring engine sets up SINGLE_ISSUER|DEFER_TASKRUN where the kernel
                 // has them (not with SQPOLL); every worker creates and uses its own queue.
@@ -164,7 +173,7 @@ pub fn engine_opts(spec: &JobSpec) -> Result<(Opts, Mode), BenchError> {
     // fio's spellings of interface tunables (hipri, sqthread_poll, ...): the table says
     // which interface takes each and what the library calls it.
     for (fio_name, value) in [
-        ("hipri", spec.hipri.then(|| "1".to_string())),
+        ("hipri", (spec.hipri && spec.ioengine != IoEngine::Pvsync2).then(|| "1".to_string())),
         ("sqthread_poll", spec.sqthread_poll.then(|| "1".to_string())),
         ("sqthread_poll_cpu", spec.sqthread_poll_cpu.map(|c| c.to_string())),
         ("fixedbufs", spec.fixedbufs.then(|| "1".to_string())),
@@ -475,4 +484,40 @@ pub fn human_bytes(b: f64) -> String {
         i += 1;
     }
     format!("{v:.1}{}", U[i])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jobfile::JobSet;
+
+    fn opts_of(args: &str) -> Result<(Opts, Mode), BenchError> {
+        let set = JobSet::from_args(format!("--name=j {args}").split_whitespace()).unwrap();
+        engine_opts(&set.jobs[0])
+    }
+
+    #[test]
+    fn fio_sync_engines_run_their_own_calls() {
+        for (engine, call) in [
+            ("psync", None),
+            ("sync", Some(PsyncCall::Read)),
+            ("pvsync", Some(PsyncCall::Preadv)),
+            ("pvsync2", Some(PsyncCall::Preadv2)),
+        ] {
+            let (o, mode) = opts_of(&format!("--ioengine={engine}")).unwrap();
+            assert_eq!(
+                (o.sync, o.psync_call, o.rwf_hipri, mode),
+                (Some(ioswitch::SyncIface::Psync), call, false, Mode::Sync),
+                "{engine}"
+            );
+        }
+    }
+
+    #[test]
+    fn pvsync2_hipri_is_accepted_by_the_runner_too_as_rwf_hipri() {
+        let (o, _) = opts_of("--ioengine=pvsync2 --hipri").unwrap();
+        assert_eq!((o.psync_call, o.rwf_hipri, o.iopoll), (Some(PsyncCall::Preadv2), true, false));
+        let (o, _) = opts_of("--ioengine=io_uring --hipri").unwrap();
+        assert!(o.iopoll && !o.rwf_hipri, "io_uring's hipri stays IOPOLL");
+    }
 }

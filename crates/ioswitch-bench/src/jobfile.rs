@@ -11,6 +11,9 @@
 //! - `key=value`, or a bare `key` for a boolean (meaning `key=1`); blanks around the key
 //!   and the value are ignored. Everything from the first `;` or `#` of a line on is a
 //!   comment, as in fio (so values cannot contain those characters).
+//! - `${NAME}` in an option is the value of the environment variable NAME (fio's
+//!   substitution; a variable that is not set is an error here, where fio would put
+//!   nothing).
 //! - `include FILE` inside a section reads FILE's options into that section; a relative
 //!   FILE that does not exist as given is looked up next to the including file (fio's
 //!   rule). Included files may not start sections.
@@ -377,6 +380,43 @@ pub enum Verify {
     Md5,
 }
 
+/// Which errors a job counts and goes on after (`continue_on_error`): fio's error types;
+/// only EIO and EILSEQ are errors it may go on after (fio's default `ignore_error`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ContinueOn {
+    /// Read errors.
+    pub read: bool,
+    /// Write errors.
+    pub write: bool,
+    /// Verify failures (EILSEQ).
+    pub verify: bool,
+}
+
+/// The generator of random offsets (`random_generator`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RandomGenerator {
+    /// fio's default: a uniform generator, with the random map unless `norandommap`.
+    #[default]
+    Tausworthe,
+    /// The same with 64-bit state.
+    Tausworthe64,
+    /// A full-period sequence: every block exactly once per pass, with or without the
+    /// random map (`norandommap` changes nothing).
+    Lfsr,
+}
+
+/// `unified_rw_reporting`: how reads and writes are reported.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum UnifiedRw {
+    /// Separately (`none`, `0`; the default).
+    #[default]
+    None,
+    /// As one direction, `mixed` (`mixed`, `1`).
+    Mixed,
+    /// Separately and as `mixed` (`both`, `2`).
+    Both,
+}
+
 /// A size that may be relative to the file or device (`size`, `offset`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SizeSpec {
@@ -409,6 +449,65 @@ pub struct XnvmeOpts {
     pub admin: Option<String>,
     /// `xnvme_dev_nsid`: namespace id.
     pub dev_nsid: Option<u32>,
+}
+
+/// Options of fio that change how a job creates its file, ends, handles errors and
+/// measures (defaults: fio's).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Behaviour {
+    /// `directory`: where the job's file is (fio's `:`-separated list; a job with one file
+    /// uses the first).
+    pub directory: Vec<String>,
+    /// `allow_file_create` (default on): create a file that does not exist; off: refuse.
+    pub allow_file_create: bool,
+    /// `create_on_open`: create (and lay out) the file when the job starts, not when the
+    /// jobs are set up.
+    pub create_on_open: bool,
+    /// `refill_buffers`: new random data in every write buffer before each write
+    /// (default: filled once).
+    pub refill_buffers: bool,
+    /// `exitall`: when this job ends, every job running beside it stops.
+    pub exitall: bool,
+    /// `disable_slat`: no submission latency measured.
+    pub disable_slat: bool,
+    /// `disable_clat`: no completion latency measured.
+    pub disable_clat: bool,
+    /// `disable_lat`: no total latency measured.
+    pub disable_lat: bool,
+    /// `disable_bw_measurement` / `disable_bw`: no bandwidth and IOPS samples.
+    pub disable_bw: bool,
+    /// `verify_fatal`: a verify failure ends the job even with `continue_on_error=verify`.
+    pub verify_fatal: bool,
+    /// `continue_on_error`.
+    pub continue_on_error: ContinueOn,
+    /// `random_generator`.
+    pub random_generator: RandomGenerator,
+    /// `unified_rw_reporting`.
+    pub unified_rw_reporting: UnifiedRw,
+    /// `threads`: the tiobench profile's thread count; fio accepts it in any job and it
+    /// changes nothing there (ioswitch has no profiles): kept for the note that says so.
+    pub tiobench_threads: Option<u32>,
+}
+
+impl Default for Behaviour {
+    fn default() -> Self {
+        Behaviour {
+            directory: Vec::new(),
+            allow_file_create: true,
+            create_on_open: false,
+            refill_buffers: false,
+            exitall: false,
+            disable_slat: false,
+            disable_clat: false,
+            disable_lat: false,
+            disable_bw: false,
+            verify_fatal: false,
+            continue_on_error: ContinueOn::default(),
+            random_generator: RandomGenerator::default(),
+            unified_rw_reporting: UnifiedRw::default(),
+            tiobench_threads: None,
+        }
+    }
 }
 
 /// One job, validated, with fio's defaults for everything not given.
@@ -515,6 +614,8 @@ pub struct JobSpec {
     pub xnvme: XnvmeOpts,
     /// `ioswitch_opts`: interfaces and tunables (ioengine=ioswitch only), parsed.
     pub ioswitch_opts: Option<ioswitch::Opts>,
+    /// File creation, ending, errors and measurement options.
+    pub behaviour: Behaviour,
     /// Where the job's section (or `--name`) is; `None` for a job built in code.
     pub section: Option<Loc>,
     /// The job's own options as written (fio's "job options" in JSON), in order; the
@@ -635,6 +736,22 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("xnvme_dev_nsid", &[], Kind::Value),
     ("xnvme_iovec", &[], Kind::Bool),
     ("ioswitch_opts", &[], Kind::Value),
+    ("directory", &[], Kind::Value),
+    ("allow_file_create", &[], Kind::Bool),
+    ("create_on_open", &[], Kind::Bool),
+    ("refill_buffers", &[], Kind::Bool),
+    ("exitall", &[], Kind::Bool),
+    ("gtod_reduce", &[], Kind::Bool),
+    ("disable_lat", &[], Kind::Bool),
+    ("disable_clat", &[], Kind::Bool),
+    ("disable_slat", &[], Kind::Bool),
+    ("disable_bw_measurement", &["disable_bw"], Kind::Bool),
+    ("verify_fatal", &[], Kind::Bool),
+    ("continue_on_error", &[], Kind::Value),
+    ("random_generator", &[], Kind::Value),
+    ("unified_rw_reporting", &[], Kind::Value),
+    ("io_submit_mode", &[], Kind::Value),
+    ("threads", &[], Kind::Value),
 ];
 
 /// Options that only some engines have, besides fio's names of the library's interface
@@ -919,6 +1036,7 @@ impl JobSpec {
             slat_percentiles: false,
             xnvme: XnvmeOpts::default(),
             ioswitch_opts: None,
+            behaviour: Behaviour::default(),
             section: None,
             options: Vec::new(),
             origins: BTreeMap::new(),
@@ -966,7 +1084,8 @@ impl JobSpec {
             || self.apply_timing(canon, &val)?
             || self.apply_concurrency(canon, &val)?
             || self.apply_engine_tunables(canon, &val)?
-            || self.apply_verify_and_report(canon, &val)?;
+            || self.apply_verify_and_report(canon, &val)?
+            || self.apply_behaviour(canon, &val)?;
         if !known {
             return Err(unknown_option(&opt.key, &opt.loc));
         }
@@ -1140,6 +1259,78 @@ impl JobSpec {
             "clat_percentiles" => self.clat_percentiles = val.flag()?,
             "lat_percentiles" => self.lat_percentiles = val.flag()?,
             "slat_percentiles" => self.slat_percentiles = val.flag()?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// File creation, ending, error handling and measurement ([`Behaviour`]).
+    fn apply_behaviour(&mut self, canon: &str, val: &OptValue) -> Result<bool, JobError> {
+        let b = &mut self.behaviour;
+        match canon {
+            "directory" => {
+                let dirs = split_filenames(val.value("a directory")?);
+                if dirs.is_empty() {
+                    return Err(val.bad("a directory"));
+                }
+                b.directory = dirs;
+            }
+            "allow_file_create" => b.allow_file_create = val.flag()?,
+            "create_on_open" => b.create_on_open = val.flag()?,
+            "refill_buffers" => b.refill_buffers = val.flag()?,
+            "exitall" => b.exitall = val.flag()?,
+            // fio's callback sets the four it stands for, each of which a later option
+            // may set again.
+            "gtod_reduce" => {
+                let on = val.flag()?;
+                (b.disable_lat, b.disable_clat, b.disable_slat, b.disable_bw) = (on, on, on, on);
+            }
+            "disable_lat" => b.disable_lat = val.flag()?,
+            "disable_clat" => b.disable_clat = val.flag()?,
+            "disable_slat" => b.disable_slat = val.flag()?,
+            "disable_bw_measurement" => b.disable_bw = val.flag()?,
+            "verify_fatal" => b.verify_fatal = val.flag()?,
+            "continue_on_error" => {
+                const EXPECT: &str = "none, read, write, io, verify, all, 0 or 1";
+                let (read, write, verify) = match val.value(EXPECT)? {
+                    "none" | "0" => (false, false, false),
+                    "read" => (true, false, false),
+                    "write" => (false, true, false),
+                    "io" => (true, true, false),
+                    "verify" => (false, false, true),
+                    "all" | "1" => (true, true, true),
+                    _ => return Err(val.bad(EXPECT)),
+                };
+                b.continue_on_error = ContinueOn { read, write, verify };
+            }
+            "random_generator" => {
+                const EXPECT: &str = "tausworthe, lfsr or tausworthe64";
+                b.random_generator = match val.value(EXPECT)? {
+                    "tausworthe" => RandomGenerator::Tausworthe,
+                    "tausworthe64" => RandomGenerator::Tausworthe64,
+                    "lfsr" => RandomGenerator::Lfsr,
+                    _ => return Err(val.bad(EXPECT)),
+                };
+            }
+            "unified_rw_reporting" => {
+                const EXPECT: &str = "none, mixed, both, 0, 1 or 2";
+                b.unified_rw_reporting = match val.value(EXPECT)? {
+                    "none" | "0" => UnifiedRw::None,
+                    "mixed" | "1" => UnifiedRw::Mixed,
+                    "both" | "2" => UnifiedRw::Both,
+                    _ => return Err(val.bad(EXPECT)),
+                };
+            }
+            "io_submit_mode" => match val.value("inline or offload")? {
+                "inline" => {}
+                "offload" => {
+                    return Err(val.bad(
+                        "inline (offload, fio's pool of submission threads, is not run: each job submits from its own thread)",
+                    ))
+                }
+                _ => return Err(val.bad("inline or offload")),
+            },
+            "threads" => b.tiobench_threads = Some(val.count32(1)?),
             _ => return Ok(false),
         }
         Ok(true)
@@ -1342,6 +1533,8 @@ impl JobReader {
                 self.read_lines(&Arc::from(path.to_string_lossy().as_ref()), &text, cur, depth + 1, file_stonewall)?;
                 continue;
             }
+            let line = substitute_env(line, &loc, &process_env)?;
+            let line = line.as_str();
             let (key, value) = match line.split_once('=') {
                 Some((k, v)) => (k.trim(), Some(v.trim().to_string())),
                 None => (line, None),
@@ -1403,6 +1596,7 @@ impl JobReader {
             let loc = Loc::Arg { index: i + 1 };
             let arg = &args[i];
             i += 1;
+            let arg = &substitute_env(arg, &loc, &process_env)?;
             let Some(body) = arg.strip_prefix("--").filter(|b| !b.is_empty()) else {
                 files.push(PathBuf::from(arg));
                 continue;
@@ -1474,6 +1668,33 @@ impl JobReader {
         let jobs = self.jobs.iter().map(JobSpec::from_raw).collect::<Result<Vec<_>, _>>()?;
         Ok(JobSet { jobs, global_options: self.globals, output_format: self.output_format, output: self.output })
     }
+}
+
+/// fio's `${VAR}` substitution: every `${NAME}` in an option becomes the value of the
+/// environment variable NAME (`env` looks it up). fio substitutes nothing for a variable
+/// that is not set; that is an error here, naming the variable, because the option that
+/// results (`rw=`, `filename=/x`) is never what the job file meant.
+fn substitute_env(text: &str, loc: &Loc, env: &dyn Fn(&str) -> Option<String>) -> Result<String, JobError> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("${") {
+        let Some(len) = rest[at + 2..].find('}').filter(|&n| n > 0) else { break };
+        let name = &rest[at + 2..at + 2 + len];
+        let value = env(name).ok_or_else(|| JobError::Syntax {
+            loc: loc.clone(),
+            msg: format!("'{text}' names the environment variable {name}, which is not set"),
+        })?;
+        out.push_str(&rest[..at]);
+        out.push_str(&value);
+        rest = &rest[at + 3 + len..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// The process environment, for [`substitute_env`].
+fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
 }
 
 /// fio's include lookup: the path as given if it exists, else next to the including file.
@@ -1784,6 +2005,78 @@ mod tests {
         let opts = j.ioswitch_opts.unwrap();
         assert_eq!(opts.r#async, Some(ioswitch::AsyncIface::IoUring));
         assert!(opts.sqpoll);
+    }
+
+    #[test]
+    fn environment_variables_are_substituted_and_unset_ones_named() {
+        let env = |n: &str| match n {
+            "FIO_BS" => Some("64k".to_string()),
+            "EMPTY" => Some(String::new()),
+            _ => None,
+        };
+        let loc = Loc::Arg { index: 1 };
+        assert_eq!(substitute_env("bs=${FIO_BS}", &loc, &env).unwrap(), "bs=64k");
+        assert_eq!(substitute_env("a${EMPTY}b${FIO_BS}c", &loc, &env).unwrap(), "ab64kc");
+        assert_eq!(substitute_env("x=${}y${open", &loc, &env).unwrap(), "x=${}y${open", "not variables");
+        let e = substitute_env("rw=${FIO_NOPE}", &loc, &env).unwrap_err().to_string();
+        assert!(e.contains("FIO_NOPE") && e.contains("not set") && e.contains("argument 1"), "{e}");
+        // Through a job file, with the process environment.
+        std::env::set_var("IOSWITCH_TEST_JOBFILE_RW", "randwrite");
+        let j = one("[j]\nrw=${IOSWITCH_TEST_JOBFILE_RW}\n");
+        assert_eq!(j.rw, Rw::RandWrite);
+        let e = err("[j]\nbs=${IOSWITCH_TEST_JOBFILE_UNSET}\n");
+        assert!(e.starts_with("job.fio:2: ") && e.contains("IOSWITCH_TEST_JOBFILE_UNSET"), "{e}");
+    }
+
+    #[test]
+    fn behaviour_options_take_fio_values() {
+        let b = one("[j]\ndirectory=/a\\:b:/c\nallow_file_create=0\ncreate_on_open\nrefill_buffers\nexitall\n\
+                     verify_fatal=1\ncontinue_on_error=io\nrandom_generator=lfsr\nunified_rw_reporting=both\n\
+                     io_submit_mode=inline\nthreads=4\n")
+        .behaviour;
+        assert_eq!(b.directory, vec!["/a:b", "/c"]);
+        assert!(!b.allow_file_create && b.create_on_open && b.refill_buffers && b.exitall && b.verify_fatal);
+        assert_eq!(b.continue_on_error, ContinueOn { read: true, write: true, verify: false });
+        assert_eq!((b.random_generator, b.unified_rw_reporting), (RandomGenerator::Lfsr, UnifiedRw::Both));
+        assert_eq!(b.tiobench_threads, Some(4));
+        let d = JobSpec::new("d").behaviour;
+        assert!(d.allow_file_create && !d.exitall && !d.refill_buffers && d.directory.is_empty());
+        for (v, want) in [
+            ("none", ContinueOn::default()),
+            ("0", ContinueOn::default()),
+            ("read", ContinueOn { read: true, ..ContinueOn::default() }),
+            ("write", ContinueOn { write: true, ..ContinueOn::default() }),
+            ("verify", ContinueOn { verify: true, ..ContinueOn::default() }),
+            ("all", ContinueOn { read: true, write: true, verify: true }),
+            ("1", ContinueOn { read: true, write: true, verify: true }),
+        ] {
+            assert_eq!(one(&format!("[j]\ncontinue_on_error={v}\n")).behaviour.continue_on_error, want, "{v}");
+        }
+        for (v, want) in
+            [("0", UnifiedRw::None), ("mixed", UnifiedRw::Mixed), ("1", UnifiedRw::Mixed), ("2", UnifiedRw::Both)]
+        {
+            assert_eq!(one(&format!("[j]\nunified_rw_reporting={v}\n")).behaviour.unified_rw_reporting, want, "{v}");
+        }
+        let e = err("[j]\nio_submit_mode=offload\n");
+        assert!(
+            e.starts_with("job.fio:2: bad value 'offload' for option 'io_submit_mode'") && e.contains("not run"),
+            "{e}"
+        );
+        let e = err("[j]\ncontinue_on_error=sometimes\n");
+        assert!(e.contains("none, read, write, io, verify, all"), "{e}");
+        let e = err("[j]\nrandom_generator=mt19937\n");
+        assert!(e.contains("tausworthe, lfsr or tausworthe64"), "{e}");
+    }
+
+    #[test]
+    fn gtod_reduce_sets_the_four_it_stands_for_and_later_options_win() {
+        let b = one("[j]\ngtod_reduce=1\n").behaviour;
+        assert!(b.disable_lat && b.disable_clat && b.disable_slat && b.disable_bw);
+        let b = one("[j]\ngtod_reduce=1\ndisable_clat=0\n").behaviour;
+        assert!(b.disable_lat && !b.disable_clat && b.disable_slat && b.disable_bw);
+        let b = one("[j]\ndisable_clat=1\ngtod_reduce=0\n").behaviour;
+        assert!(!b.disable_clat, "gtod_reduce=0 clears them too, as fio's callback does");
+        assert!(one("[j]\ndisable_bw=1\n").behaviour.disable_bw);
     }
 
     #[test]

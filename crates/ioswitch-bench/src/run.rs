@@ -221,6 +221,17 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
         [one] => one.clone(),
         more => return Err(BenchError::ManyFiles { at: At::new(spec, "filename"), count: more.len() }),
     };
+    // fio's `directory` prefixes every file name (add_file: "DIR/" + name); a job with
+    // one file takes the first directory of a list.
+    let filename = match spec.behaviour.directory.first() {
+        Some(dir) if !filename.starts_with("ramdisk:") => format!("{dir}/{filename}"),
+        _ => filename,
+    };
+    if let Some(n) = spec.behaviour.tiobench_threads {
+        say(&format!(
+            "threads={n} is fio's tiobench-profile option: it changes nothing in a job, in fio as here (numjobs sets the job's threads)"
+        ));
+    }
     let is_path = !filename.starts_with("ramdisk:")
         && ioswitch::uri::parse(&filename).is_ok_and(|t| matches!(t, ioswitch::uri::Target::Path(_)));
     let path = std::path::Path::new(&filename);
@@ -234,8 +245,23 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
         _ => None,
     });
     let creating = is_path && !path.exists();
+    if creating && !spec.behaviour.allow_file_create {
+        return Err(BenchError::NoCreate { at: At::new(spec, "allow_file_create"), filename });
+    }
     let regular = is_path && (creating || path.metadata().map(|m| m.is_file()).unwrap_or(false));
-    if regular {
+    // fio's create_on_open: the file is not laid out; it is created (sparse, at the size
+    // the job needs) when it is opened.
+    let mut opts = opts;
+    if regular && spec.behaviour.create_on_open {
+        match want_file {
+            Some(w) if creating || w > path.metadata().map(|m| m.len()).unwrap_or(0) => {
+                opts.create = true;
+                opts.size = Some(w);
+            }
+            None if creating => return Err(BenchError::NoSize { at: At::new(spec, "size"), filename }),
+            _ => {}
+        }
+    } else if regular {
         let cur = path.metadata().map(|m| m.len()).unwrap_or(0);
         match want_file {
             Some(w) if w > cur => lay_out(path, cur, w, say).map_err(|source| BenchError::LayOut {
@@ -285,6 +311,7 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
         fsync: spec.fsync,
         verify: spec.verify,
         do_verify: spec.do_verify,
+        behaviour: spec.behaviour.clone(),
     };
     engine::check_job(&job, &dev).map_err(|source| BenchError::Check { at: At::new(spec, "size"), source })?;
     if spec.invalidate && !job.opts.direct && is_path {
@@ -519,5 +546,70 @@ mod tests {
         assert_eq!((o.psync_call, o.rwf_hipri, o.iopoll), (Some(PsyncCall::Preadv2), true, false));
         let (o, _) = opts_of("--ioengine=io_uring --hipri").unwrap();
         assert!(o.iopoll && !o.rwf_hipri, "io_uring's hipri stays IOPOLL");
+    }
+
+    fn spec(text: &str) -> JobSpec {
+        let mut r = crate::jobfile::JobReader::new();
+        r.read_str("t.fio", text).unwrap();
+        r.finish().unwrap().jobs.remove(0)
+    }
+
+    fn scratch(test: &str) -> ioswitch_testkit::dirs::Scratch {
+        ioswitch_testkit::dirs::Scratch::new(std::env::temp_dir(), &format!("ioswitch-run-{test}"))
+    }
+
+    #[test]
+    fn directory_prefixes_the_file_name_and_the_default_name() {
+        let s = scratch("dir");
+        let d = s.dir().display();
+        let p = prepare(&spec(&format!("[j]\ndirectory={d}\nsize=64k\nfilename=data\n")), 0, &mut |_| {}).unwrap();
+        assert_eq!(p.job.filename, format!("{d}/data"));
+        assert_eq!(std::fs::metadata(s.path("data")).unwrap().len(), 65536);
+        let p = prepare(&spec(&format!("[jj]\ndirectory={d}:/elsewhere\nsize=64k\n")), 0, &mut |_| {}).unwrap();
+        assert_eq!(p.job.filename, format!("{d}/jj.0.0"), "fio's name, in the first directory");
+        assert!(s.dir().join("jj.0.0").exists());
+    }
+
+    #[test]
+    fn allow_file_create_0_refuses_a_missing_file_and_takes_an_existing_one() {
+        let s = scratch("nocreate");
+        let missing = s.path("missing");
+        let e = prepare(&spec(&format!("[j]\nfilename={missing}\nsize=64k\nallow_file_create=0\n")), 0, &mut |_| {})
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("t.fio:4") && e.contains("allow_file_create=0") && e.contains(&missing), "{e}");
+        assert!(!std::path::Path::new(&missing).exists());
+        let there = s.file("there", 65536);
+        prepare(&spec(&format!("[j]\nfilename={there}\nsize=64k\nallow_file_create=0\n")), 0, &mut |_| {}).unwrap();
+    }
+
+    #[test]
+    fn create_on_open_creates_the_file_without_laying_it_out() {
+        let s = scratch("coo");
+        for coo in [false, true] {
+            let f = s.path(&format!("f{coo}"));
+            let mut said = Vec::new();
+            let text = format!("[j]\nfilename={f}\nsize=1m\ncreate_on_open={}\n", coo as u8);
+            let p = prepare(&spec(&text), 0, &mut |m| said.push(m.to_string())).unwrap();
+            let meta = std::fs::metadata(&f).unwrap();
+            assert_eq!(meta.len(), 1 << 20, "create_on_open={coo}");
+            use std::os::unix::fs::MetadataExt;
+            let allocated = meta.blocks() * 512;
+            assert_eq!(allocated < 1 << 20, coo, "create_on_open={coo}: {allocated} bytes allocated; {said:?}");
+            assert_eq!(said.iter().any(|m| m.contains("Laying out")), !coo);
+            assert_eq!(p.dev.geometry().bytes, 1 << 20);
+        }
+    }
+
+    #[test]
+    fn threads_is_accepted_as_fio_does_and_said_to_change_nothing() {
+        let s = scratch("threads");
+        let mut said = Vec::new();
+        let f = s.path("f");
+        let p =
+            prepare(&spec(&format!("[j]\nfilename={f}\nsize=64k\nthreads=4\n")), 0, &mut |m| said.push(m.to_string()))
+                .unwrap();
+        assert_eq!(p.spec.numjobs, 1, "threads is not numjobs, in fio either");
+        assert!(said.iter().any(|m| m.contains("tiobench") && m.contains("threads=4")), "{said:?}");
     }
 }

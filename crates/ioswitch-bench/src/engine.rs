@@ -641,7 +641,8 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
         progress,
         ramp_end,
         deadline,
-        budget: region,
+        // fio's loops: the region that many times over.
+        budget: region.saturating_mul(u64::from(job.behaviour.loops.max(1))),
         issued_bytes: 0,
         issued_ios: 0,
         mix: Rng::new(job.seed ^ salt ^ 0xA5A5),
@@ -1257,6 +1258,20 @@ mod run_tests {
                 assert!(took >= Duration::from_millis(300), "without exitall the other job runs its time");
                 assert!(!progress.stop.load(Ordering::Relaxed));
             }
+        }
+    }
+
+    #[test]
+    fn loops_go_over_the_region_that_many_times() {
+        for (rw, loops) in [(Rw::Read, 1), (Rw::Read, 3), (Rw::RandRead, 3)] {
+            let mut j = job("4MiB", "", Mode::Sync, rw, 1);
+            j.behaviour.loops = loops;
+            let r = run(&j);
+            assert_eq!(
+                (r.error, r.read.ios, r.read.bytes),
+                (0, 256 * loops as u64, (1 << 20) * loops as u64),
+                "{rw:?}"
+            );
         }
     }
 

@@ -484,6 +484,10 @@ pub struct Behaviour {
     pub random_generator: RandomGenerator,
     /// `unified_rw_reporting`.
     pub unified_rw_reporting: UnifiedRw,
+    /// `loops`: how many times the job goes over its region (default 1).
+    pub loops: u32,
+    /// `wait_for`: the job starts once every instance of the named earlier job is done.
+    pub wait_for: Option<String>,
     /// `threads`: the tiobench profile's thread count; fio accepts it in any job and it
     /// changes nothing there (ioswitch has no profiles): kept for the note that says so.
     pub tiobench_threads: Option<u32>,
@@ -505,6 +509,8 @@ impl Default for Behaviour {
             continue_on_error: ContinueOn::default(),
             random_generator: RandomGenerator::default(),
             unified_rw_reporting: UnifiedRw::default(),
+            loops: 1,
+            wait_for: None,
             tiobench_threads: None,
         }
     }
@@ -752,6 +758,10 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("unified_rw_reporting", &[], Kind::Value),
     ("io_submit_mode", &[], Kind::Value),
     ("threads", &[], Kind::Value),
+    ("loops", &[], Kind::Value),
+    ("wait_for", &[], Kind::Value),
+    ("cmd_type", &[], Kind::Value),
+    ("nonvectored", &[], Kind::Value),
 ];
 
 /// Options that only some engines have, besides fio's names of the library's interface
@@ -766,6 +776,8 @@ const ENGINE_OPTIONS: &[(&str, &[IoEngine])] = &[
     ("xnvme_dev_nsid", &[IoEngine::Xnvme]),
     ("xnvme_iovec", &[IoEngine::Xnvme]),
     ("ioswitch_opts", &[IoEngine::Ioswitch]),
+    ("cmd_type", &[IoEngine::IoUringCmd]),
+    ("nonvectored", &[IoEngine::IoUring, IoEngine::IoUringCmd]),
 ];
 
 /// The engines that take an engine-only option, or `None` for an option every engine takes:
@@ -1331,6 +1343,23 @@ impl JobSpec {
                 _ => return Err(val.bad("inline or offload")),
             },
             "threads" => b.tiobench_threads = Some(val.count32(1)?),
+            "loops" => b.loops = val.count32(1)?,
+            "wait_for" => b.wait_for = Some(val.text()?),
+            // io_uring_cmd's command set: fio knows only NVMe, as ioswitch does.
+            "cmd_type" => {
+                if val.value("nvme")? != "nvme" {
+                    return Err(val.bad("nvme"));
+                }
+            }
+            // fio's default (-1) and any other value but 0 mean non-vectored commands,
+            // which is what a job of one buffer per command submits.
+            "nonvectored" => {
+                const EXPECT: &str = "-1 or 1 (non-vectored commands; nonvectored=0, vectored commands for one buffer, is not run)";
+                match val.value(EXPECT)?.parse::<i64>() {
+                    Ok(0) | Err(_) => return Err(val.bad(EXPECT)),
+                    Ok(_) => {}
+                }
+            }
             _ => return Ok(false),
         }
         Ok(true)
@@ -1666,6 +1695,14 @@ impl JobReader {
             return Err(JobError::NoJobs { read: self.what_was_read() });
         }
         let jobs = self.jobs.iter().map(JobSpec::from_raw).collect::<Result<Vec<_>, _>>()?;
+        // fio's wait_for: the waitee is an earlier job (no forward references).
+        for (i, j) in jobs.iter().enumerate() {
+            if let Some(w) = &j.behaviour.wait_for {
+                if !jobs[..i].iter().any(|e| &e.name == w) {
+                    return Err(j.error_at("wait_for", format!("wait_for={w}: no job named {w} before this one")));
+                }
+            }
+        }
         Ok(JobSet { jobs, global_options: self.globals, output_format: self.output_format, output: self.output })
     }
 }
@@ -2066,6 +2103,23 @@ mod tests {
         assert!(e.contains("none, read, write, io, verify, all"), "{e}");
         let e = err("[j]\nrandom_generator=mt19937\n");
         assert!(e.contains("tausworthe, lfsr or tausworthe64"), "{e}");
+    }
+
+    #[test]
+    fn loops_wait_for_and_io_uring_cmd_spellings() {
+        let set = read("[a]\nrw=read\n[b]\nwait_for=a\nloops=3\n").unwrap();
+        assert_eq!((set.jobs[0].behaviour.loops, set.jobs[1].behaviour.loops), (1, 3));
+        assert_eq!(set.jobs[1].behaviour.wait_for.as_deref(), Some("a"));
+        let e = err("[a]\nwait_for=b\n[b]\nrw=read\n");
+        assert_eq!(e, "job.fio:2: job 'a': wait_for=b: no job named b before this one");
+        assert!(err("[a]\nloops=0\n").contains("at least 1"));
+        one("[j]\nioengine=io_uring_cmd\ncmd_type=nvme\nnonvectored=1\n");
+        one("[j]\nioengine=io_uring\nnonvectored=-1\n");
+        let e = err("[j]\nioengine=io_uring\nnonvectored=0\n");
+        assert!(e.contains("bad value '0' for option 'nonvectored'") && e.contains("not run"), "{e}");
+        assert!(err("[j]\nioengine=io_uring_cmd\ncmd_type=scsi\n").contains("expected nvme"));
+        let e = err("[j]\nioengine=libaio\ncmd_type=nvme\n");
+        assert!(e.contains("belongs to ioengine io_uring_cmd"), "{e}");
     }
 
     #[test]

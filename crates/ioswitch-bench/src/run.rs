@@ -7,6 +7,7 @@ use crate::jobfile::{IoEngine, JobSpec, SizeSpec};
 use ioswitch::{AsyncIface, Device, Opts, PsyncCall, Role};
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::Ordering;
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, SystemTime};
 
 /// A job spec resolved and opened, ready to run `numjobs` instances.
@@ -405,17 +406,33 @@ fn run_phase(phase: Vec<Prepared>, phase_no: u32, opts: &RunOpts) -> Vec<JobRun>
     let budget: u64 = phase
         .iter()
         .filter(|p| !p.job.time_based)
-        .map(|p| p.job.size.unwrap_or(p.dev.geometry().bytes - p.job.offset) * p.spec.numjobs.max(1) as u64)
+        .map(|p| {
+            p.job.size.unwrap_or(p.dev.geometry().bytes - p.job.offset)
+                * p.spec.numjobs.max(1) as u64
+                * p.spec.behaviour.loops.max(1) as u64
+        })
         .sum();
     let longest = phase.iter().filter_map(|p| p.job.runtime.map(|r| r + p.job.ramp)).max();
+    // fio's wait_for: a job starts once every instance of its waitee (an earlier job of
+    // this phase; one of an earlier phase is done already) has ended.
+    let waitee: Vec<Option<usize>> = phase
+        .iter()
+        .map(|p| p.spec.behaviour.wait_for.as_ref().and_then(|w| phase.iter().position(|q| &q.spec.name == w)))
+        .collect();
+    let running =
+        Running { left: Mutex::new(phase.iter().map(|p| p.spec.numjobs.max(1)).collect()), done: Condvar::new() };
     let results: Vec<Vec<JobResult>> = std::thread::scope(|s| {
         let handles: Vec<Vec<_>> = phase
             .iter()
-            .map(|p| {
+            .enumerate()
+            .map(|(j, p)| {
                 (0..p.spec.numjobs.max(1))
                     .map(|i| {
-                        let progress = &progress;
-                        s.spawn(move || engine::run_job(&p.job, i, &p.dev, progress))
+                        let (progress, running, waitee) = (&progress, &running, waitee[j]);
+                        s.spawn(move || {
+                            let _ends = running.instance(j, waitee);
+                            engine::run_job(&p.job, i, &p.dev, progress)
+                        })
                     })
                     .collect()
             })
@@ -456,6 +473,40 @@ fn run_phase(phase: Vec<Prepared>, phase_no: u32, opts: &RunOpts) -> Vec<JobRun>
             phase_ns,
         })
         .collect()
+}
+
+/// How many instances of each job of a phase have not ended yet (for `wait_for`).
+struct Running {
+    left: Mutex<Vec<u32>>,
+    done: Condvar,
+}
+
+impl Running {
+    /// Waits until every instance of job `waitee` has ended, then returns the guard that
+    /// counts one instance of job `job` as ended when dropped (a panic included).
+    fn instance(&self, job: usize, waitee: Option<usize>) -> InstanceEnd<'_> {
+        if let Some(w) = waitee {
+            let mut left = self.left.lock().unwrap_or_else(|e| e.into_inner());
+            while left[w] > 0 {
+                left = self.done.wait(left).unwrap_or_else(|e| e.into_inner());
+            }
+        }
+        InstanceEnd { running: self, job }
+    }
+}
+
+/// One running job instance; see [`Running::instance`].
+struct InstanceEnd<'a> {
+    running: &'a Running,
+    job: usize,
+}
+
+impl Drop for InstanceEnd<'_> {
+    fn drop(&mut self) {
+        let mut left = self.running.left.lock().unwrap_or_else(|e| e.into_inner());
+        left[self.job] -= 1;
+        self.running.done.notify_all();
+    }
 }
 
 fn status_loop<T>(
@@ -611,5 +662,31 @@ mod tests {
                 .unwrap();
         assert_eq!(p.spec.numjobs, 1, "threads is not numjobs, in fio either");
         assert!(said.iter().any(|m| m.contains("tiobench") && m.contains("threads=4")), "{said:?}");
+    }
+
+    #[test]
+    fn wait_for_starts_a_job_after_every_instance_of_its_waitee_ended() {
+        let s = scratch("waitfor");
+        let d = s.dir().display();
+        let text = format!(
+            "[global]\ndirectory={d}\nsize=1m\n[first]\nnumjobs=2\nrw=read\nruntime=300ms\ntime_based\n\
+             [free]\nrw=read\nruntime=300ms\ntime_based\n[second]\nwait_for=first\nrw=read\nruntime=200ms\ntime_based\n"
+        );
+        let mut r = crate::jobfile::JobReader::new();
+        r.read_str("t.fio", &text).unwrap();
+        let set = r.finish().unwrap();
+        let prepared: Vec<Prepared> = set.jobs.iter().map(|j| prepare(j, 0, &mut |_| {}).unwrap()).collect();
+        let t0 = engine::now_ns();
+        let report = run(prepared, &RunOpts::default());
+        let took = Duration::from_nanos(engine::now_ns() - t0);
+        assert!(report.jobs.iter().all(|j| j.results.iter().all(|r| r.error == 0)));
+        assert_eq!(report.jobs.iter().map(|j| j.phase).collect::<Vec<_>>(), [0, 0, 0], "one phase: no stonewall");
+        let second = &report.jobs[2].results[0];
+        // second's 200 ms came after first's 300 ms: its clock started at least 250 ms
+        // into the run (without the wait, the run would take ~300 ms and second's 200 ms
+        // would start at once).
+        assert!(took >= Duration::from_millis(500), "{took:?}");
+        let late = took.as_nanos() as u64 - second.elapsed_ns;
+        assert!(late >= 250_000_000, "second started {late} ns into a run of {took:?}");
     }
 }

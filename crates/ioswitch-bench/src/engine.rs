@@ -630,6 +630,14 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
     if !job.cpus.is_empty() {
         pin(&job.cpus);
     }
+    if let Some(d) = job.behaviour.startdelay {
+        // fio's startdelay: the job starts (and its clock with it) this much later.
+        let until = t0 + d.as_nanos() as u64;
+        while now_ns() < until && !progress.stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_nanos((until - now_ns().min(until)).min(10_000_000)));
+        }
+    }
+    let t0 = now_ns();
     let salt = instance as u64 * 0x1000_0001;
     let ramp_end = t0 + job.ramp.as_nanos() as u64;
     let deadline = job.runtime.map(|r| ramp_end + r.as_nanos() as u64).unwrap_or(u64::MAX);
@@ -641,8 +649,8 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
         progress,
         ramp_end,
         deadline,
-        // fio's loops: the region that many times over.
-        budget: region.saturating_mul(u64::from(job.behaviour.loops.max(1))),
+        // fio's io_size (how much I/O per loop; the region is still `size`) and loops.
+        budget: io_size(job, dev, region).saturating_mul(u64::from(job.behaviour.loops.max(1))),
         issued_bytes: 0,
         issued_ios: 0,
         mix: Rng::new(job.seed ^ salt ^ 0xA5A5),
@@ -681,6 +689,15 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
         progress.stop.store(true, Ordering::Relaxed);
     }
     res
+}
+
+/// Bytes of I/O per loop: `io_size` (a percentage is of the device), or the region.
+fn io_size(job: &Job, dev: &Device, region: u64) -> u64 {
+    match job.behaviour.io_size {
+        None => region,
+        Some(crate::jobfile::SizeSpec::Bytes(b)) => b,
+        Some(crate::jobfile::SizeSpec::Percent(p)) => dev.geometry().bytes / 100 * p as u64,
+    }
 }
 
 fn pin(cpus: &[usize]) {
@@ -1273,6 +1290,45 @@ mod run_tests {
                 "{rw:?}"
             );
         }
+    }
+
+    #[test]
+    fn io_size_sets_the_io_done_and_size_the_region() {
+        use crate::jobfile::SizeSpec;
+        for (io, ios) in
+            [(SizeSpec::Bytes(256 << 10), 64u64), (SizeSpec::Bytes(3 << 20), 768), (SizeSpec::Percent(50), 512)]
+        {
+            let mut j = job("4MiB", "", Mode::Sync, Rw::RandRead, 1);
+            j.behaviour.io_size = Some(io);
+            j.behaviour.loops = if ios == 512 { 2 } else { 1 };
+            let r = run(&j);
+            let want = if ios == 512 { 1024 } else { ios };
+            assert_eq!((r.error, r.read.ios), (0, want), "{io:?}");
+        }
+        // 3 MiB of I/O over a 1 MiB region: every block three times (the random map's passes).
+        let mut j = job("4MiB", "", Mode::Sync, Rw::Write, 1);
+        j.behaviour.io_size = Some(SizeSpec::Bytes(3 << 20));
+        j.verify = Verify::Crc32c;
+        j.do_verify = true;
+        let r = run(&j);
+        assert_eq!((r.error, r.write.ios, r.verified), (0, 768, 256), "{:?}", r.error_msg);
+    }
+
+    #[test]
+    fn startdelay_starts_the_job_and_its_clock_later() {
+        let mut j = job("4MiB", "", Mode::Sync, Rw::RandRead, 1);
+        j.number_ios = Some(10);
+        j.behaviour.startdelay = Some(Duration::from_millis(300));
+        let t0 = now_ns();
+        let r = run(&j);
+        let took = now_ns() - t0;
+        assert_eq!((r.error, r.read.ios), (0, 10));
+        assert!(took >= 300_000_000, "{took} ns");
+        assert!(
+            r.elapsed_ns < took - 250_000_000,
+            "the job's clock started after the delay: {} of {took}",
+            r.elapsed_ns
+        );
     }
 
     #[test]

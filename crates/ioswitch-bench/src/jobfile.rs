@@ -484,6 +484,13 @@ pub struct Behaviour {
     pub random_generator: RandomGenerator,
     /// `unified_rw_reporting`.
     pub unified_rw_reporting: UnifiedRw,
+    /// `io_size`: how much I/O the job does (per loop) within its region; `None`: as
+    /// much as the region (`size`). A percentage is of the file's or device's size.
+    pub io_size: Option<SizeSpec>,
+    /// `startdelay`: how long the job waits before it starts.
+    pub startdelay: Option<Duration>,
+    /// `unlink`: remove the job's file (a regular file only) when the job is done.
+    pub unlink: bool,
     /// `loops`: how many times the job goes over its region (default 1).
     pub loops: u32,
     /// `wait_for`: the job starts once every instance of the named earlier job is done.
@@ -509,6 +516,9 @@ impl Default for Behaviour {
             continue_on_error: ContinueOn::default(),
             random_generator: RandomGenerator::default(),
             unified_rw_reporting: UnifiedRw::default(),
+            io_size: None,
+            startdelay: None,
+            unlink: false,
             loops: 1,
             wait_for: None,
             tiobench_threads: None,
@@ -759,6 +769,9 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("io_submit_mode", &[], Kind::Value),
     ("threads", &[], Kind::Value),
     ("loops", &[], Kind::Value),
+    ("io_size", &["io_limit"], Kind::Value),
+    ("startdelay", &[], Kind::Value),
+    ("unlink", &[], Kind::Bool),
     ("wait_for", &[], Kind::Value),
     ("cmd_type", &[], Kind::Value),
     ("nonvectored", &[], Kind::Value),
@@ -1344,6 +1357,22 @@ impl JobSpec {
             },
             "threads" => b.tiobench_threads = Some(val.count32(1)?),
             "loops" => b.loops = val.count32(1)?,
+            "io_size" => {
+                b.io_size = match parse_size_spec(val.value(EXPECT_SIZE_PCT)?, 1..=100)
+                    .ok_or_else(|| val.bad(EXPECT_SIZE_PCT))?
+                {
+                    SizeSpec::Bytes(0) => None,
+                    s => Some(s),
+                }
+            }
+            "startdelay" => {
+                let v = val.value(EXPECT_TIME)?;
+                if v.contains('-') {
+                    return Err(val.bad(&format!("{EXPECT_TIME} (a range of delays is not run)")));
+                }
+                b.startdelay = val.time()?;
+            }
+            "unlink" => b.unlink = val.flag()?,
             "wait_for" => b.wait_for = Some(val.text()?),
             // io_uring_cmd's command set: fio knows only NVMe, as ioswitch does.
             "cmd_type" => {
@@ -2103,6 +2132,17 @@ mod tests {
         assert!(e.contains("none, read, write, io, verify, all"), "{e}");
         let e = err("[j]\nrandom_generator=mt19937\n");
         assert!(e.contains("tausworthe, lfsr or tausworthe64"), "{e}");
+    }
+
+    #[test]
+    fn io_size_startdelay_and_unlink() {
+        let b = one("[j]\nio_size=40m\nstartdelay=250ms\nunlink\n").behaviour;
+        assert_eq!(
+            (b.io_size, b.startdelay, b.unlink),
+            (Some(SizeSpec::Bytes(40 << 20)), Some(Duration::from_millis(250)), true)
+        );
+        assert_eq!(one("[j]\nio_limit=50%\n").behaviour.io_size, Some(SizeSpec::Percent(50)));
+        assert!(err("[j]\nstartdelay=1-5\n").contains("a range of delays is not run"));
     }
 
     #[test]

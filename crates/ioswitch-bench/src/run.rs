@@ -459,6 +459,10 @@ fn run_phase(phase: Vec<Prepared>, phase_no: u32, opts: &RunOpts) -> Vec<JobRun>
     });
     let process = Usage::now(libc::RUSAGE_SELF).since(before);
     let phase_ns = engine::now_ns() - t0;
+    for p in phase.iter().filter(|p| p.spec.behaviour.unlink && p.dev.ident().kind == ioswitch::DevKind::File) {
+        // fio's unlink: the job's (regular) file goes when the job is done; never a device.
+        let _ = std::fs::remove_file(&p.job.filename);
+    }
     phase
         .into_iter()
         .zip(results)
@@ -688,5 +692,58 @@ mod tests {
         assert!(took >= Duration::from_millis(500), "{took:?}");
         let late = took.as_nanos() as u64 - second.elapsed_ns;
         assert!(late >= 250_000_000, "second started {late} ns into a run of {took:?}");
+    }
+
+    /// Pages of `path` in the page cache (mincore over a mapping of the whole file).
+    fn resident_pages(path: &str) -> usize {
+        use std::os::fd::AsRawFd;
+        let f = std::fs::File::open(path).unwrap();
+        let len = f.metadata().unwrap().len() as usize;
+        let page = 4096;
+        // SAFETY: a read-only shared mapping of an open file, unmapped below; mincore
+        // writes one byte per page into `vec`, which has that many.
+        unsafe {
+            let p = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, f.as_raw_fd(), 0);
+            assert_ne!(p, libc::MAP_FAILED);
+            let mut vec = vec![0u8; len.div_ceil(page)];
+            assert_eq!(libc::mincore(p, len, vec.as_mut_ptr()), 0);
+            libc::munmap(p, len);
+            vec.iter().filter(|&&b| b & 1 != 0).count()
+        }
+    }
+
+    #[test]
+    fn invalidate_drops_the_files_pages_from_the_cache_and_0_keeps_them() {
+        let candidates = [std::env::temp_dir(), "/var/tmp".into()];
+        let (dir, _) = match ioswitch_testkit::dirs::disk_dir(&candidates, "invalidate") {
+            Ok(d) => d,
+            Err(why) => return eprintln!("skipped: the page cache of a memory file system cannot be dropped: {why}"),
+        };
+        let f = dir.join(format!("ioswitch-run-invalidate-{}", std::process::id())).display().to_string();
+        for inv in [0, 1] {
+            let _ = std::fs::remove_file(&f);
+            // Laid out here (the writes leave its 256 pages cached), then invalidated or not.
+            let p = prepare(&spec(&format!("[j]\nfilename={f}\nsize=1m\ninvalidate={inv}\n")), 0, &mut |_| {}).unwrap();
+            let resident = resident_pages(&f);
+            if inv == 0 {
+                assert!(resident > 128, "invalidate=0 keeps the laid-out pages: {resident} of 256 resident");
+            } else {
+                assert_eq!(resident, 0, "invalidate=1 drops them");
+            }
+            drop(p);
+        }
+        let _ = std::fs::remove_file(&f);
+    }
+
+    #[test]
+    fn unlink_removes_the_jobs_file_when_done() {
+        let s = scratch("unlink");
+        for unlink in [0, 1] {
+            let f = s.path(&format!("f{unlink}"));
+            let p = prepare(&spec(&format!("[j]\nfilename={f}\nsize=64k\nunlink={unlink}\n")), 0, &mut |_| {}).unwrap();
+            let report = run(vec![p], &RunOpts::default());
+            assert_eq!(report.jobs[0].results[0].read.ios, 16);
+            assert_eq!(std::path::Path::new(&f).exists(), unlink == 0, "unlink={unlink}");
+        }
     }
 }

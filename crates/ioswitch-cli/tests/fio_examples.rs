@@ -2,7 +2,7 @@
 //! `--parse-only` on the file as shipped, then, for each one that parses, a real run with
 //! every `filename` and `directory` rewritten into a scratch directory (never this
 //! machine's disks: several examples name `/dev/sdX` or `/dev/nvme0n1`), sizes capped at
-//! 16 MiB and run times at 2 s. None may crash or hang; a file that parses must run, or
+//! 16 MiB and run times (and start delays) at 2 s. None may crash or hang; a file that parses must run, or
 //! be refused because its engine needs another kind of device than a file. The tally is
 //! printed (docs/BENCHMARKS.md records it):
 //!
@@ -158,7 +158,7 @@ fn rewrite(text: &str, dir: &Path) -> String {
                 size_of(value).filter(|&s| s > MAX_SIZE).map(|_| format!("{}m", MAX_SIZE >> 20))
             }
             "loops" => value.parse::<u64>().ok().filter(|&n| n > 2).map(|_| "2".to_string()),
-            "runtime" | "timeout" | "ramp_time" => {
+            "runtime" | "timeout" | "ramp_time" | "startdelay" => {
                 seconds_of(value).filter(|&s| s > MAX_RUNTIME_S as f64).map(|_| format!("{MAX_RUNTIME_S}s"))
             }
             _ => None,

@@ -86,7 +86,7 @@ texts("jobfile", [
     "[a]\nstonewall\n[b]\n[c]\nnew_group\n[d]\nstonewall\n[e]\n",
     "[j]\nioengine=ioswitch\nioswitch_opts=async=io_uring,sqpoll=1\nrw=randrw\nrwmixwrite=30\n",
     "[j]\nbs=4k,64k\nsize=50%\noffset=10%\nfilename=/dev/nvme0n1:/tmp/a\\:b\nruntime=500ms\ntime_based\n",
-    "[x]\nioengine=xnvme\nxnvme_async=io_uring_cmd\nxnvme_dev_nsid=1\nxnvme_iovec\nverify=md5\n",
+    "[x]\nioengine=xnvme\nxnvme_async=io_uring_cmd\nxnvme_dev_nsid=1\nxnvme_iovec=0\nverify=md5\n",
     "[j]\ncpus_allowed=0-1,3\npercentile_list=50:99:99.9\nnumber_ios=0x100\nrandseed=42\n",
     "[j]\nhipri\nioengine=pvsync2\nfsync=8\ndo_verify=0\nrw=write ; comment\n",
     "[j\nbs=4k\n", "bs=4k\n[j]\n", "[j]\nrw=trim\n", "[j]\nbogus=1\n", "[j]\nbs\n",

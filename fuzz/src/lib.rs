@@ -56,6 +56,7 @@ pub fn job_fields(j: &JobSpec) -> Vec<String> {
         slat_percentiles,
         xnvme,
         ioswitch_opts,
+        behaviour,
     )
 }
 

@@ -35,6 +35,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 pub use crate::jobfile::Rw;
+use crate::jobfile::{Behaviour, RandomGenerator};
 
 /// How the job drives the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,6 +100,9 @@ pub struct Job {
     pub verify: Verify,
     /// Read back and check what was written after the write phase.
     pub do_verify: bool,
+    /// fio's options for file creation, ending, errors and measurement
+    /// (`refill_buffers`, `exitall`, `disable_*lat`, `continue_on_error`, …).
+    pub behaviour: Behaviour,
 }
 
 /// What one direction (read or write) did.
@@ -173,6 +177,10 @@ pub struct JobResult {
     pub error_msg: Option<String>,
     /// Blocks read back and checked by verify.
     pub verified: u64,
+    /// Errors the job went on after (`continue_on_error`), as fio's `total_err`.
+    pub total_err: u64,
+    /// errno of the first of them, as fio's `first_error`.
+    pub first_error: i32,
 }
 
 /// Progress counters shared with the status line; updated once per reaped batch.
@@ -355,7 +363,9 @@ impl Offsets {
             bs,
             blocks,
             seq: 0,
-            map: (random && !job.norandommap).then(|| RandMap::new(blocks, job.seed ^ salt)),
+            // lfsr visits every block once per pass whatever norandommap says.
+            map: (random && (!job.norandommap || job.behaviour.random_generator == RandomGenerator::Lfsr))
+                .then(|| RandMap::new(blocks, job.seed ^ salt)),
             rng: Rng::new(job.seed ^ salt ^ 0x5151),
             random,
         }
@@ -465,6 +475,8 @@ struct Run<'a> {
     verify_seq: u64,
     first_done: u64,
     last_done: u64,
+    /// Random data for `refill_buffers`.
+    refill: Rng,
 }
 
 impl<'a> Run<'a> {
@@ -516,11 +528,16 @@ impl<'a> Run<'a> {
         let d = if write { &mut self.res.write } else { &mut self.res.read };
         d.ios += 1;
         d.bytes += len;
-        if has_slat {
+        let b = &self.job.behaviour;
+        if has_slat && !b.disable_slat {
             d.slat.record(issue - start);
         }
-        d.clat.record(complete - issue);
-        d.lat.record(complete - start);
+        if !b.disable_clat {
+            d.clat.record(complete - issue);
+        }
+        if !b.disable_lat {
+            d.lat.record(complete - start);
+        }
         self.res.lat_dist[lat_bucket(complete - start)] += 1;
         let w = &mut self.window[write as usize];
         w.0 += 1;
@@ -545,7 +562,7 @@ impl<'a> Run<'a> {
                 0 => self.job.rw.reads(),
                 _ => self.job.rw.writes(),
             };
-            if active {
+            if active && !self.job.behaviour.disable_bw {
                 d.iops_samples.add(ios * 1_000_000_000 / span);
                 d.bw_samples.add(bytes * 1_000_000_000 / span / 1024);
             }
@@ -554,7 +571,38 @@ impl<'a> Run<'a> {
         self.window_start = now;
     }
 
+    /// Whether an error of an I/O in direction `write` (`verify`: a verify failure) is
+    /// one the job goes on after (fio's `continue_on_error`: only EIO and EILSEQ, its
+    /// default `ignore_error`; a verify failure with `verify_fatal` never); if so, counts
+    /// it as fio's `total_err` / `first_error`.
+    fn goes_on_after(&mut self, write: bool, verify: bool, errno: i32) -> bool {
+        let b = &self.job.behaviour;
+        let c = b.continue_on_error;
+        let on = if verify {
+            c.verify && !b.verify_fatal
+        } else if write {
+            c.write
+        } else {
+            c.read
+        };
+        if !on || !(errno == libc::EIO || errno == libc::EILSEQ) {
+            return false;
+        }
+        self.res.total_err += 1;
+        if self.res.total_err == 1 {
+            self.res.first_error = errno;
+        }
+        true
+    }
+
     fn fill(&mut self, buf: &mut Buffer, offset: u64) {
+        if self.job.behaviour.refill_buffers && self.job.verify == Verify::None {
+            // fio's refill_buffers: new random contents before every write.
+            for chunk in buf.chunks_mut(8) {
+                let r = self.refill.next().to_le_bytes();
+                chunk.copy_from_slice(&r[..chunk.len()]);
+            }
+        }
         if self.job.verify != Verify::None {
             self.verify_seq += 1;
             verify::fill(self.job.verify, buf, offset, self.job.seed ^ self.verify_seq);
@@ -582,6 +630,14 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
     if !job.cpus.is_empty() {
         pin(&job.cpus);
     }
+    if let Some(d) = job.behaviour.startdelay {
+        // fio's startdelay: the job starts (and its clock with it) this much later.
+        let until = t0 + d.as_nanos() as u64;
+        while now_ns() < until && !progress.stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_nanos((until - now_ns().min(until)).min(10_000_000)));
+        }
+    }
+    let t0 = now_ns();
     let salt = instance as u64 * 0x1000_0001;
     let ramp_end = t0 + job.ramp.as_nanos() as u64;
     let deadline = job.runtime.map(|r| ramp_end + r.as_nanos() as u64).unwrap_or(u64::MAX);
@@ -593,7 +649,8 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
         progress,
         ramp_end,
         deadline,
-        budget: region,
+        // fio's io_size (how much I/O per loop; the region is still `size`) and loops.
+        budget: io_size(job, dev, region).saturating_mul(u64::from(job.behaviour.loops.max(1))),
         issued_bytes: 0,
         issued_ios: 0,
         mix: Rng::new(job.seed ^ salt ^ 0xA5A5),
@@ -605,6 +662,7 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
         verify_seq: 0,
         first_done: 0,
         last_done: 0,
+        refill: Rng::new(job.seed ^ salt ^ 0xF111),
     };
     match job.mode {
         Mode::Sync => run_sync(&mut run),
@@ -626,7 +684,20 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
     res.majf = u.majf;
     res.minf = u.minf;
     res.elapsed_ns = now_ns() - t0;
+    if job.behaviour.exitall {
+        // fio's exitall: this job's end ends every job running beside it.
+        progress.stop.store(true, Ordering::Relaxed);
+    }
     res
+}
+
+/// Bytes of I/O per loop: `io_size` (a percentage is of the device), or the region.
+fn io_size(job: &Job, dev: &Device, region: u64) -> u64 {
+    match job.behaviour.io_size {
+        None => region,
+        Some(crate::jobfile::SizeSpec::Bytes(b)) => b,
+        Some(crate::jobfile::SizeSpec::Percent(p)) => dev.geometry().bytes / 100 * p as u64,
+    }
 }
 
 fn pin(cpus: &[usize]) {
@@ -692,8 +763,10 @@ fn run_sync(run: &mut Run) {
             Ok(_) => run.account(write, len, start, start, complete, false),
             Err(e) => {
                 let errno = e.errno().unwrap_or(libc::EIO);
-                run.fail(errno, format!("{} at offset {off}: {e}", if write { "write" } else { "read" }));
-                break;
+                if !run.goes_on_after(write, false, errno) {
+                    run.fail(errno, format!("{} at offset {off}: {e}", if write { "write" } else { "read" }));
+                    break;
+                }
             }
         }
         if write && run.job.fsync > 0 {
@@ -815,10 +888,10 @@ impl Flight {
             slot.buf = c.data.into_one();
             self.free.push(s);
             if !c.status.is_ok() {
-                run.fail(
-                    c.status.errno().unwrap_or(libc::EIO),
-                    format!("{} at offset {off}: {}", if write { "write" } else { "read" }, c.status),
-                );
+                let errno = c.status.errno().unwrap_or(libc::EIO);
+                if !run.goes_on_after(write, false, errno) {
+                    run.fail(errno, format!("{} at offset {off}: {}", if write { "write" } else { "read" }, c.status));
+                }
                 continue;
             }
             bytes += len;
@@ -970,7 +1043,11 @@ fn verify_blocks(run: &mut Run, bs: u64, blocks: impl IntoIterator<Item = u64>, 
         let cmd = make_cmd(run.dev, false, off, bs);
         let start = now_ns();
         if let Err(e) = run.dev.pass(&cmd, std::slice::from_mut(&mut buf)) {
-            return run.fail(e.errno().unwrap_or(libc::EIO), format!("verify read at offset {off}: {e}"));
+            let errno = e.errno().unwrap_or(libc::EIO);
+            if run.goes_on_after(false, false, errno) {
+                continue;
+            }
+            return run.fail(errno, format!("verify read at offset {off}: {e}"));
         }
         if count_reads {
             let took = now_ns() - start;
@@ -980,6 +1057,9 @@ fn verify_blocks(run: &mut Run, bs: u64, blocks: impl IntoIterator<Item = u64>, 
             run.res.read.lat.record(took);
         }
         if let Err(why) = verify::check(run.job.verify, &buf, off) {
+            if run.goes_on_after(false, true, libc::EILSEQ) {
+                continue;
+            }
             return run.fail(libc::EILSEQ, format!("verify: bad block at offset {off}: {why}"));
         }
         run.res.verified += 1;
@@ -1056,6 +1136,7 @@ mod run_tests {
             fsync: 0,
             verify: Verify::None,
             do_verify: false,
+            behaviour: Behaviour::default(),
         }
     }
 
@@ -1096,6 +1177,220 @@ mod run_tests {
         let r = run(&j);
         assert_eq!(r.read.ios + r.write.ios, 200);
         assert!((110..=170).contains(&r.read.ios), "reads {}", r.read.ios);
+    }
+
+    fn scratch(test: &str) -> ioswitch_testkit::dirs::Scratch {
+        ioswitch_testkit::dirs::Scratch::new(std::env::temp_dir(), &format!("ioswitch-engine-{test}"))
+    }
+
+    /// A 1 MiB file job whose file is cut to half its size after the device is open, so
+    /// that every I/O in the second half ends with EIO (a transfer that moves nothing).
+    fn half_gone(s: &ioswitch_testkit::dirs::Scratch, mode: Mode, rw: Rw, behaviour: Behaviour) -> JobResult {
+        let path = s.file("f", 1 << 20);
+        let mut j = job(&path, "", mode, rw, if mode == Mode::Sync { 1 } else { 4 });
+        if mode == Mode::Async {
+            j.opts = "async=emu".parse().unwrap();
+        }
+        j.behaviour = behaviour;
+        let dev = Device::open(&j.filename, &j.opts).unwrap();
+        std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(512 << 10).unwrap();
+        run_job(&j, 0, &dev, &Progress::default())
+    }
+
+    #[test]
+    fn continue_on_error_counts_eio_and_goes_on_only_for_its_direction() {
+        let s = scratch("coe");
+        for mode in [Mode::Sync, Mode::Async] {
+            let r = half_gone(&s, mode, Rw::RandRead, Behaviour::default());
+            assert_eq!(r.error, libc::EIO, "{mode:?}: without continue_on_error an EIO ends the job");
+            assert_eq!(r.total_err, 0);
+            let mut b = Behaviour::default();
+            b.continue_on_error.read = true;
+            let r = half_gone(&s, mode, Rw::RandRead, b.clone());
+            assert_eq!(r.error, 0, "{mode:?}: {:?}", r.error_msg);
+            assert_eq!((r.total_err, r.first_error, r.read.ios), (128, libc::EIO, 128), "{mode:?}");
+            b.continue_on_error = crate::jobfile::ContinueOn { write: true, verify: true, read: false };
+            let r = half_gone(&s, mode, Rw::RandRead, b);
+            assert_eq!((r.error, r.total_err), (libc::EIO, 0), "{mode:?}: write and verify do not cover reads");
+        }
+    }
+
+    #[test]
+    fn verify_failures_go_on_with_continue_on_error_unless_verify_fatal() {
+        let s = scratch("vfatal");
+        let path = s.file("f", 1 << 20);
+        let mut w = job(&path, "", Mode::Sync, Rw::Write, 1);
+        w.verify = Verify::Crc32c;
+        w.do_verify = true;
+        assert_eq!(run(&w).error, 0);
+        // One bad block (the 5th).
+        use std::os::unix::fs::FileExt;
+        std::fs::OpenOptions::new().write(true).open(&path).unwrap().write_all_at(b"garbage!", 4 * 4096 + 100).unwrap();
+        let mut r = job(&path, "", Mode::Sync, Rw::Read, 1);
+        r.verify = Verify::Crc32c;
+        r.do_verify = true;
+        let res = run(&r);
+        assert_eq!(res.error, libc::EILSEQ, "by default a bad block ends the job");
+        r.behaviour.continue_on_error.verify = true;
+        let res = run(&r);
+        assert_eq!((res.error, res.total_err, res.first_error, res.verified), (0, 1, libc::EILSEQ, 255));
+        r.behaviour.verify_fatal = true;
+        let res = run(&r);
+        assert_eq!((res.error, res.total_err), (libc::EILSEQ, 0), "verify_fatal wins over continue_on_error");
+    }
+
+    #[test]
+    fn exitall_stops_the_jobs_beside_it_when_it_ends() {
+        let short = {
+            let mut j = job("4MiB", "", Mode::Sync, Rw::RandRead, 1);
+            j.number_ios = Some(100);
+            j
+        };
+        let long = {
+            let mut j = job("4MiB", "", Mode::Sync, Rw::RandRead, 1);
+            j.time_based = true;
+            j.runtime = Some(Duration::from_secs(30));
+            j
+        };
+        for exitall in [true, false] {
+            let mut short = short.clone();
+            short.behaviour.exitall = exitall;
+            let mut long = long.clone();
+            if !exitall {
+                long.runtime = Some(Duration::from_millis(300));
+            }
+            let progress = Progress::default();
+            let (d1, d2) = (Device::open("4MiB", &short.opts).unwrap(), Device::open("4MiB", &long.opts).unwrap());
+            let t0 = now_ns();
+            let (a, b) = std::thread::scope(|s| {
+                let a = s.spawn(|| run_job(&short, 0, &d1, &progress));
+                let b = s.spawn(|| run_job(&long, 0, &d2, &progress));
+                (a.join().unwrap(), b.join().unwrap())
+            });
+            let took = Duration::from_nanos(now_ns() - t0);
+            assert_eq!((a.error, b.error, a.read.ios), (0, 0, 100));
+            if exitall {
+                assert!(took < Duration::from_secs(10), "the 30 s job ran on for {took:?}");
+            } else {
+                assert!(took >= Duration::from_millis(300), "without exitall the other job runs its time");
+                assert!(!progress.stop.load(Ordering::Relaxed));
+            }
+        }
+    }
+
+    #[test]
+    fn loops_go_over_the_region_that_many_times() {
+        for (rw, loops) in [(Rw::Read, 1), (Rw::Read, 3), (Rw::RandRead, 3)] {
+            let mut j = job("4MiB", "", Mode::Sync, rw, 1);
+            j.behaviour.loops = loops;
+            let r = run(&j);
+            assert_eq!(
+                (r.error, r.read.ios, r.read.bytes),
+                (0, 256 * loops as u64, (1 << 20) * loops as u64),
+                "{rw:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn io_size_sets_the_io_done_and_size_the_region() {
+        use crate::jobfile::SizeSpec;
+        for (io, ios) in
+            [(SizeSpec::Bytes(256 << 10), 64u64), (SizeSpec::Bytes(3 << 20), 768), (SizeSpec::Percent(50), 512)]
+        {
+            let mut j = job("4MiB", "", Mode::Sync, Rw::RandRead, 1);
+            j.behaviour.io_size = Some(io);
+            j.behaviour.loops = if ios == 512 { 2 } else { 1 };
+            let r = run(&j);
+            let want = if ios == 512 { 1024 } else { ios };
+            assert_eq!((r.error, r.read.ios), (0, want), "{io:?}");
+        }
+        // 3 MiB of I/O over a 1 MiB region: every block three times (the random map's passes).
+        let mut j = job("4MiB", "", Mode::Sync, Rw::Write, 1);
+        j.behaviour.io_size = Some(SizeSpec::Bytes(3 << 20));
+        j.verify = Verify::Crc32c;
+        j.do_verify = true;
+        let r = run(&j);
+        assert_eq!((r.error, r.write.ios, r.verified), (0, 768, 256), "{:?}", r.error_msg);
+    }
+
+    #[test]
+    fn startdelay_starts_the_job_and_its_clock_later() {
+        let mut j = job("4MiB", "", Mode::Sync, Rw::RandRead, 1);
+        j.number_ios = Some(10);
+        j.behaviour.startdelay = Some(Duration::from_millis(300));
+        let t0 = now_ns();
+        let r = run(&j);
+        let took = now_ns() - t0;
+        assert_eq!((r.error, r.read.ios), (0, 10));
+        assert!(took >= 300_000_000, "{took} ns");
+        assert!(
+            r.elapsed_ns < took - 250_000_000,
+            "the job's clock started after the delay: {} of {took}",
+            r.elapsed_ns
+        );
+    }
+
+    #[test]
+    fn refill_buffers_writes_new_data_every_time() {
+        let s = scratch("refill");
+        for refill in [false, true] {
+            let path = s.file(&format!("f{refill}"), 8192);
+            let mut j = job(&path, "", Mode::Sync, Rw::Write, 1);
+            j.size = Some(8192);
+            j.behaviour.refill_buffers = refill;
+            assert_eq!(run(&j).error, 0);
+            let data = std::fs::read(&path).unwrap();
+            assert!(data[..4096].iter().any(|&b| b != 0), "random data, not zeroes");
+            assert_eq!(data[..4096] != data[4096..], refill, "refill_buffers={refill}");
+        }
+    }
+
+    #[test]
+    fn disabled_latencies_are_not_measured_and_gtod_reduce_drops_all() {
+        let mut j = job("4MiB", "async=emu", Mode::Async, Rw::RandRead, 4);
+        j.behaviour.disable_clat = true;
+        let r = run(&j);
+        assert_eq!((r.read.clat.samples(), r.read.slat.samples(), r.read.lat.samples()), (0, 256, 256));
+        j.behaviour.disable_clat = false;
+        j.behaviour.disable_slat = true;
+        j.behaviour.disable_lat = true;
+        let r = run(&j);
+        assert_eq!((r.read.clat.samples(), r.read.slat.samples(), r.read.lat.samples()), (256, 0, 0));
+        // gtod_reduce: nothing timed, nothing sampled; the I/Os still run and count.
+        let mut j = job("4MiB", "async=emu", Mode::Async, Rw::RandRead, 4);
+        j.time_based = true;
+        j.runtime = Some(Duration::from_millis(1100));
+        let on = run(&j);
+        assert!(
+            on.read.iops_samples.samples() > 0 && on.read.bw_samples.samples() > 0,
+            "windows of 500 ms were sampled"
+        );
+        let b = &mut j.behaviour;
+        (b.disable_lat, b.disable_clat, b.disable_slat, b.disable_bw) = (true, true, true, true);
+        let off = run(&j);
+        assert!(off.read.ios > 0);
+        assert_eq!((off.read.lat.samples(), off.read.clat.samples(), off.read.slat.samples()), (0, 0, 0));
+        assert_eq!((off.read.iops_samples.samples(), off.read.bw_samples.samples()), (0, 0));
+    }
+
+    #[test]
+    fn lfsr_visits_every_block_once_per_pass_even_without_the_random_map() {
+        for (generator, norandommap, once) in [
+            (RandomGenerator::Lfsr, true, true),
+            (RandomGenerator::Lfsr, false, true),
+            (RandomGenerator::Tausworthe, false, true),
+            (RandomGenerator::Tausworthe, true, false),
+        ] {
+            let mut j = job("4MiB", "", Mode::Sync, Rw::RandRead, 1);
+            j.norandommap = norandommap;
+            j.behaviour.random_generator = generator;
+            let mut o = Offsets::new(&j, 1 << 20, 4096, 3);
+            let mut seen: Vec<u64> = (0..256).map(|_| o.next()).collect();
+            seen.sort_unstable();
+            seen.dedup();
+            assert_eq!(seen.len() == 256, once, "{generator:?} norandommap={norandommap}: {} distinct", seen.len());
+        }
     }
 
     #[test]

@@ -277,6 +277,14 @@ pub enum BenchError {
         /// How many were given.
         count: usize,
     },
+    /// A file that does not exist, with `allow_file_create=0`.
+    #[error("{at}: {filename} does not exist, and allow_file_create=0 forbids creating it")]
+    NoCreate {
+        /// The job and option (`allow_file_create`).
+        at: At,
+        /// The file.
+        filename: String,
+    },
     /// A file to create without a size.
     #[error("{at}: {filename} does not exist: give size= or filesize= to create it")]
     NoSize {

@@ -11,6 +11,9 @@
 //! - `key=value`, or a bare `key` for a boolean (meaning `key=1`); blanks around the key
 //!   and the value are ignored. Everything from the first `;` or `#` of a line on is a
 //!   comment, as in fio (so values cannot contain those characters).
+//! - `${NAME}` in an option is the value of the environment variable NAME (fio's
+//!   substitution; a variable that is not set is an error here, where fio would put
+//!   nothing).
 //! - `include FILE` inside a section reads FILE's options into that section; a relative
 //!   FILE that does not exist as given is looked up next to the including file (fio's
 //!   rule). Included files may not start sections.
@@ -377,6 +380,43 @@ pub enum Verify {
     Md5,
 }
 
+/// Which errors a job counts and goes on after (`continue_on_error`): fio's error types;
+/// only EIO and EILSEQ are errors it may go on after (fio's default `ignore_error`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ContinueOn {
+    /// Read errors.
+    pub read: bool,
+    /// Write errors.
+    pub write: bool,
+    /// Verify failures (EILSEQ).
+    pub verify: bool,
+}
+
+/// The generator of random offsets (`random_generator`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RandomGenerator {
+    /// fio's default: a uniform generator, with the random map unless `norandommap`.
+    #[default]
+    Tausworthe,
+    /// The same with 64-bit state.
+    Tausworthe64,
+    /// A full-period sequence: every block exactly once per pass, with or without the
+    /// random map (`norandommap` changes nothing).
+    Lfsr,
+}
+
+/// `unified_rw_reporting`: how reads and writes are reported.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum UnifiedRw {
+    /// Separately (`none`, `0`; the default).
+    #[default]
+    None,
+    /// As one direction, `mixed` (`mixed`, `1`).
+    Mixed,
+    /// Separately and as `mixed` (`both`, `2`).
+    Both,
+}
+
 /// A size that may be relative to the file or device (`size`, `offset`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SizeSpec {
@@ -409,8 +449,81 @@ pub struct XnvmeOpts {
     pub admin: Option<String>,
     /// `xnvme_dev_nsid`: namespace id.
     pub dev_nsid: Option<u32>,
-    /// `xnvme_iovec`: vectored I/O.
-    pub iovec: bool,
+}
+
+/// Options of fio that change how a job creates its file, ends, handles errors and
+/// measures (defaults: fio's).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Behaviour {
+    /// `directory`: where the job's file is (fio's `:`-separated list; a job with one file
+    /// uses the first).
+    pub directory: Vec<String>,
+    /// `allow_file_create` (default on): create a file that does not exist; off: refuse.
+    pub allow_file_create: bool,
+    /// `create_on_open`: create (and lay out) the file when the job starts, not when the
+    /// jobs are set up.
+    pub create_on_open: bool,
+    /// `refill_buffers`: new random data in every write buffer before each write
+    /// (default: filled once).
+    pub refill_buffers: bool,
+    /// `exitall`: when this job ends, every job running beside it stops.
+    pub exitall: bool,
+    /// `disable_slat`: no submission latency measured.
+    pub disable_slat: bool,
+    /// `disable_clat`: no completion latency measured.
+    pub disable_clat: bool,
+    /// `disable_lat`: no total latency measured.
+    pub disable_lat: bool,
+    /// `disable_bw_measurement` / `disable_bw`: no bandwidth and IOPS samples.
+    pub disable_bw: bool,
+    /// `verify_fatal`: a verify failure ends the job even with `continue_on_error=verify`.
+    pub verify_fatal: bool,
+    /// `continue_on_error`.
+    pub continue_on_error: ContinueOn,
+    /// `random_generator`.
+    pub random_generator: RandomGenerator,
+    /// `unified_rw_reporting`.
+    pub unified_rw_reporting: UnifiedRw,
+    /// `io_size`: how much I/O the job does (per loop) within its region; `None`: as
+    /// much as the region (`size`). A percentage is of the file's or device's size.
+    pub io_size: Option<SizeSpec>,
+    /// `startdelay`: how long the job waits before it starts.
+    pub startdelay: Option<Duration>,
+    /// `unlink`: remove the job's file (a regular file only) when the job is done.
+    pub unlink: bool,
+    /// `loops`: how many times the job goes over its region (default 1).
+    pub loops: u32,
+    /// `wait_for`: the job starts once every instance of the named earlier job is done.
+    pub wait_for: Option<String>,
+    /// `threads`: the tiobench profile's thread count; fio accepts it in any job and it
+    /// changes nothing there (ioswitch has no profiles): kept for the note that says so.
+    pub tiobench_threads: Option<u32>,
+}
+
+impl Default for Behaviour {
+    fn default() -> Self {
+        Behaviour {
+            directory: Vec::new(),
+            allow_file_create: true,
+            create_on_open: false,
+            refill_buffers: false,
+            exitall: false,
+            disable_slat: false,
+            disable_clat: false,
+            disable_lat: false,
+            disable_bw: false,
+            verify_fatal: false,
+            continue_on_error: ContinueOn::default(),
+            random_generator: RandomGenerator::default(),
+            unified_rw_reporting: UnifiedRw::default(),
+            io_size: None,
+            startdelay: None,
+            unlink: false,
+            loops: 1,
+            wait_for: None,
+            tiobench_threads: None,
+        }
+    }
 }
 
 /// One job, validated, with fio's defaults for everything not given.
@@ -517,6 +630,8 @@ pub struct JobSpec {
     pub xnvme: XnvmeOpts,
     /// `ioswitch_opts`: interfaces and tunables (ioengine=ioswitch only), parsed.
     pub ioswitch_opts: Option<ioswitch::Opts>,
+    /// File creation, ending, errors and measurement options.
+    pub behaviour: Behaviour,
     /// Where the job's section (or `--name`) is; `None` for a job built in code.
     pub section: Option<Loc>,
     /// The job's own options as written (fio's "job options" in JSON), in order; the
@@ -637,6 +752,29 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("xnvme_dev_nsid", &[], Kind::Value),
     ("xnvme_iovec", &[], Kind::Bool),
     ("ioswitch_opts", &[], Kind::Value),
+    ("directory", &[], Kind::Value),
+    ("allow_file_create", &[], Kind::Bool),
+    ("create_on_open", &[], Kind::Bool),
+    ("refill_buffers", &[], Kind::Bool),
+    ("exitall", &[], Kind::Bool),
+    ("gtod_reduce", &[], Kind::Bool),
+    ("disable_lat", &[], Kind::Bool),
+    ("disable_clat", &[], Kind::Bool),
+    ("disable_slat", &[], Kind::Bool),
+    ("disable_bw_measurement", &["disable_bw"], Kind::Bool),
+    ("verify_fatal", &[], Kind::Bool),
+    ("continue_on_error", &[], Kind::Value),
+    ("random_generator", &[], Kind::Value),
+    ("unified_rw_reporting", &[], Kind::Value),
+    ("io_submit_mode", &[], Kind::Value),
+    ("threads", &[], Kind::Value),
+    ("loops", &[], Kind::Value),
+    ("io_size", &["io_limit"], Kind::Value),
+    ("startdelay", &[], Kind::Value),
+    ("unlink", &[], Kind::Bool),
+    ("wait_for", &[], Kind::Value),
+    ("cmd_type", &[], Kind::Value),
+    ("nonvectored", &[], Kind::Value),
 ];
 
 /// Options that only some engines have, besides fio's names of the library's interface
@@ -651,6 +789,8 @@ const ENGINE_OPTIONS: &[(&str, &[IoEngine])] = &[
     ("xnvme_dev_nsid", &[IoEngine::Xnvme]),
     ("xnvme_iovec", &[IoEngine::Xnvme]),
     ("ioswitch_opts", &[IoEngine::Ioswitch]),
+    ("cmd_type", &[IoEngine::IoUringCmd]),
+    ("nonvectored", &[IoEngine::IoUring, IoEngine::IoUringCmd]),
 ];
 
 /// The engines that take an engine-only option, or `None` for an option every engine takes:
@@ -921,6 +1061,7 @@ impl JobSpec {
             slat_percentiles: false,
             xnvme: XnvmeOpts::default(),
             ioswitch_opts: None,
+            behaviour: Behaviour::default(),
             section: None,
             options: Vec::new(),
             origins: BTreeMap::new(),
@@ -968,7 +1109,8 @@ impl JobSpec {
             || self.apply_timing(canon, &val)?
             || self.apply_concurrency(canon, &val)?
             || self.apply_engine_tunables(canon, &val)?
-            || self.apply_verify_and_report(canon, &val)?;
+            || self.apply_verify_and_report(canon, &val)?
+            || self.apply_behaviour(canon, &val)?;
         if !known {
             return Err(unknown_option(&opt.key, &opt.loc));
         }
@@ -1100,7 +1242,13 @@ impl JobSpec {
             "xnvme_sync" => self.xnvme.sync = Some(val.text()?),
             "xnvme_admin" => self.xnvme.admin = Some(val.text()?),
             "xnvme_dev_nsid" => self.xnvme.dev_nsid = Some(val.count32(1)?),
-            "xnvme_iovec" => self.xnvme.iovec = val.flag()?,
+            "xnvme_iovec" => {
+                if val.flag()? {
+                    return Err(val.bad(
+                        "0 (xNVMe's vectored commands, xnvme_iovec=1, are not run: ioswitch bench submits one buffer per command)",
+                    ));
+                }
+            }
             "ioswitch_opts" => {
                 let v = val.value("an ioswitch option string such as async=io_uring,sqpoll=1")?;
                 let opts =
@@ -1136,6 +1284,111 @@ impl JobSpec {
             "clat_percentiles" => self.clat_percentiles = val.flag()?,
             "lat_percentiles" => self.lat_percentiles = val.flag()?,
             "slat_percentiles" => self.slat_percentiles = val.flag()?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// File creation, ending, error handling and measurement ([`Behaviour`]).
+    fn apply_behaviour(&mut self, canon: &str, val: &OptValue) -> Result<bool, JobError> {
+        let b = &mut self.behaviour;
+        match canon {
+            "directory" => {
+                let dirs = split_filenames(val.value("a directory")?);
+                if dirs.is_empty() {
+                    return Err(val.bad("a directory"));
+                }
+                b.directory = dirs;
+            }
+            "allow_file_create" => b.allow_file_create = val.flag()?,
+            "create_on_open" => b.create_on_open = val.flag()?,
+            "refill_buffers" => b.refill_buffers = val.flag()?,
+            "exitall" => b.exitall = val.flag()?,
+            // fio's callback sets the four it stands for, each of which a later option
+            // may set again.
+            "gtod_reduce" => {
+                let on = val.flag()?;
+                (b.disable_lat, b.disable_clat, b.disable_slat, b.disable_bw) = (on, on, on, on);
+            }
+            "disable_lat" => b.disable_lat = val.flag()?,
+            "disable_clat" => b.disable_clat = val.flag()?,
+            "disable_slat" => b.disable_slat = val.flag()?,
+            "disable_bw_measurement" => b.disable_bw = val.flag()?,
+            "verify_fatal" => b.verify_fatal = val.flag()?,
+            "continue_on_error" => {
+                const EXPECT: &str = "none, read, write, io, verify, all, 0 or 1";
+                let (read, write, verify) = match val.value(EXPECT)? {
+                    "none" | "0" => (false, false, false),
+                    "read" => (true, false, false),
+                    "write" => (false, true, false),
+                    "io" => (true, true, false),
+                    "verify" => (false, false, true),
+                    "all" | "1" => (true, true, true),
+                    _ => return Err(val.bad(EXPECT)),
+                };
+                b.continue_on_error = ContinueOn { read, write, verify };
+            }
+            "random_generator" => {
+                const EXPECT: &str = "tausworthe, lfsr or tausworthe64";
+                b.random_generator = match val.value(EXPECT)? {
+                    "tausworthe" => RandomGenerator::Tausworthe,
+                    "tausworthe64" => RandomGenerator::Tausworthe64,
+                    "lfsr" => RandomGenerator::Lfsr,
+                    _ => return Err(val.bad(EXPECT)),
+                };
+            }
+            "unified_rw_reporting" => {
+                const EXPECT: &str = "none, mixed, both, 0, 1 or 2";
+                b.unified_rw_reporting = match val.value(EXPECT)? {
+                    "none" | "0" => UnifiedRw::None,
+                    "mixed" | "1" => UnifiedRw::Mixed,
+                    "both" | "2" => UnifiedRw::Both,
+                    _ => return Err(val.bad(EXPECT)),
+                };
+            }
+            "io_submit_mode" => match val.value("inline or offload")? {
+                "inline" => {}
+                "offload" => {
+                    return Err(val.bad(
+                        "inline (offload, fio's pool of submission threads, is not run: each job submits from its own thread)",
+                    ))
+                }
+                _ => return Err(val.bad("inline or offload")),
+            },
+            "threads" => b.tiobench_threads = Some(val.count32(1)?),
+            "loops" => b.loops = val.count32(1)?,
+            "io_size" => {
+                b.io_size = match parse_size_spec(val.value(EXPECT_SIZE_PCT)?, 1..=100)
+                    .ok_or_else(|| val.bad(EXPECT_SIZE_PCT))?
+                {
+                    SizeSpec::Bytes(0) => None,
+                    s => Some(s),
+                }
+            }
+            "startdelay" => {
+                let v = val.value(EXPECT_TIME)?;
+                if v.contains('-') {
+                    return Err(val.bad(&format!("{EXPECT_TIME} (a range of delays is not run)")));
+                }
+                b.startdelay = val.time()?;
+            }
+            "unlink" => b.unlink = val.flag()?,
+            "wait_for" => b.wait_for = Some(val.text()?),
+            // io_uring_cmd's command set: fio knows only NVMe, as ioswitch does.
+            "cmd_type" => {
+                if val.value("nvme")? != "nvme" {
+                    return Err(val.bad("nvme"));
+                }
+            }
+            // fio's default (-1) and any other value but 0 mean non-vectored commands,
+            // which is what a job of one buffer per command submits.
+            "nonvectored" => {
+                const EXPECT: &str = "-1 or 1 (non-vectored commands; nonvectored=0, vectored commands for one buffer, is not run)";
+                match val.value(EXPECT)?.parse::<i64>() {
+                    Ok(0) | Err(_) => return Err(val.bad(EXPECT)),
+                    Ok(_) => {}
+                }
+            }
             _ => return Ok(false),
         }
         Ok(true)
@@ -1338,6 +1591,8 @@ impl JobReader {
                 self.read_lines(&Arc::from(path.to_string_lossy().as_ref()), &text, cur, depth + 1, file_stonewall)?;
                 continue;
             }
+            let line = substitute_env(line, &loc, &process_env)?;
+            let line = line.as_str();
             let (key, value) = match line.split_once('=') {
                 Some((k, v)) => (k.trim(), Some(v.trim().to_string())),
                 None => (line, None),
@@ -1399,6 +1654,7 @@ impl JobReader {
             let loc = Loc::Arg { index: i + 1 };
             let arg = &args[i];
             i += 1;
+            let arg = &substitute_env(arg, &loc, &process_env)?;
             let Some(body) = arg.strip_prefix("--").filter(|b| !b.is_empty()) else {
                 files.push(PathBuf::from(arg));
                 continue;
@@ -1468,8 +1724,43 @@ impl JobReader {
             return Err(JobError::NoJobs { read: self.what_was_read() });
         }
         let jobs = self.jobs.iter().map(JobSpec::from_raw).collect::<Result<Vec<_>, _>>()?;
+        // fio's wait_for: the waitee is an earlier job (no forward references).
+        for (i, j) in jobs.iter().enumerate() {
+            if let Some(w) = &j.behaviour.wait_for {
+                if !jobs[..i].iter().any(|e| &e.name == w) {
+                    return Err(j.error_at("wait_for", format!("wait_for={w}: no job named {w} before this one")));
+                }
+            }
+        }
         Ok(JobSet { jobs, global_options: self.globals, output_format: self.output_format, output: self.output })
     }
+}
+
+/// fio's `${VAR}` substitution: every `${NAME}` in an option becomes the value of the
+/// environment variable NAME (`env` looks it up). fio substitutes nothing for a variable
+/// that is not set; that is an error here, naming the variable, because the option that
+/// results (`rw=`, `filename=/x`) is never what the job file meant.
+fn substitute_env(text: &str, loc: &Loc, env: &dyn Fn(&str) -> Option<String>) -> Result<String, JobError> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("${") {
+        let Some(len) = rest[at + 2..].find('}').filter(|&n| n > 0) else { break };
+        let name = &rest[at + 2..at + 2 + len];
+        let value = env(name).ok_or_else(|| JobError::Syntax {
+            loc: loc.clone(),
+            msg: format!("'{text}' names the environment variable {name}, which is not set"),
+        })?;
+        out.push_str(&rest[..at]);
+        out.push_str(&value);
+        rest = &rest[at + 3 + len..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// The process environment, for [`substitute_env`].
+fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
 }
 
 /// fio's include lookup: the path as given if it exists, else next to the including file.
@@ -1757,10 +2048,11 @@ mod tests {
     fn engine_options_need_their_engine() {
         let e = err("[j]\nioengine=libaio\nfixedbufs\n");
         assert_eq!(e, "job.fio:3: job 'j': option 'fixedbufs' belongs to ioengine io_uring or io_uring_cmd, but the job uses ioengine=libaio");
+        // Accepted here and run as RWF_HIPRI by the runner (run.rs tests).
         assert!(one("[j]\nioengine=pvsync2\nhipri\n").hipri);
         let e = err("[global]\nxnvme_async=io_uring\n[j]\nioengine=psync\n");
         assert!(e.starts_with("job.fio:2: job 'j': option 'xnvme_async' belongs to ioengine xnvme"), "{e}");
-        let j = one("[j]\nioengine=xnvme\nxnvme_be=linux\nxnvme_async=io_uring_cmd\nxnvme_sync=nvme\nxnvme_admin=nvme\nxnvme_dev_nsid=1\nxnvme_iovec=1\n");
+        let j = one("[j]\nioengine=xnvme\nxnvme_be=linux\nxnvme_async=io_uring_cmd\nxnvme_sync=nvme\nxnvme_admin=nvme\nxnvme_dev_nsid=1\nxnvme_iovec=0\n");
         assert_eq!(
             j.xnvme,
             XnvmeOpts {
@@ -1769,13 +2061,116 @@ mod tests {
                 sync: Some("nvme".into()),
                 admin: Some("nvme".into()),
                 dev_nsid: Some(1),
-                iovec: true
             }
         );
+        let e = err("[j]\nioengine=xnvme\nxnvme_iovec=1\n");
+        assert!(e.starts_with("job.fio:3: bad value '1' for option 'xnvme_iovec'") && e.contains("not run"), "{e}");
+        let e = err("[j]\nioengine=xnvme\nxnvme_iovec\n");
+        assert!(e.starts_with("job.fio:3: bad value '' for option 'xnvme_iovec'"), "{e}");
         let j = one("[j]\nioengine=ioswitch\nioswitch_opts=async=io_uring,sqpoll=1\n");
         let opts = j.ioswitch_opts.unwrap();
         assert_eq!(opts.r#async, Some(ioswitch::AsyncIface::IoUring));
         assert!(opts.sqpoll);
+    }
+
+    #[test]
+    fn environment_variables_are_substituted_and_unset_ones_named() {
+        let env = |n: &str| match n {
+            "FIO_BS" => Some("64k".to_string()),
+            "EMPTY" => Some(String::new()),
+            _ => None,
+        };
+        let loc = Loc::Arg { index: 1 };
+        assert_eq!(substitute_env("bs=${FIO_BS}", &loc, &env).unwrap(), "bs=64k");
+        assert_eq!(substitute_env("a${EMPTY}b${FIO_BS}c", &loc, &env).unwrap(), "ab64kc");
+        assert_eq!(substitute_env("x=${}y${open", &loc, &env).unwrap(), "x=${}y${open", "not variables");
+        let e = substitute_env("rw=${FIO_NOPE}", &loc, &env).unwrap_err().to_string();
+        assert!(e.contains("FIO_NOPE") && e.contains("not set") && e.contains("argument 1"), "{e}");
+        // Through a job file, with the process environment.
+        std::env::set_var("IOSWITCH_TEST_JOBFILE_RW", "randwrite");
+        let j = one("[j]\nrw=${IOSWITCH_TEST_JOBFILE_RW}\n");
+        assert_eq!(j.rw, Rw::RandWrite);
+        let e = err("[j]\nbs=${IOSWITCH_TEST_JOBFILE_UNSET}\n");
+        assert!(e.starts_with("job.fio:2: ") && e.contains("IOSWITCH_TEST_JOBFILE_UNSET"), "{e}");
+    }
+
+    #[test]
+    fn behaviour_options_take_fio_values() {
+        let b = one("[j]\ndirectory=/a\\:b:/c\nallow_file_create=0\ncreate_on_open\nrefill_buffers\nexitall\n\
+                     verify_fatal=1\ncontinue_on_error=io\nrandom_generator=lfsr\nunified_rw_reporting=both\n\
+                     io_submit_mode=inline\nthreads=4\n")
+        .behaviour;
+        assert_eq!(b.directory, vec!["/a:b", "/c"]);
+        assert!(!b.allow_file_create && b.create_on_open && b.refill_buffers && b.exitall && b.verify_fatal);
+        assert_eq!(b.continue_on_error, ContinueOn { read: true, write: true, verify: false });
+        assert_eq!((b.random_generator, b.unified_rw_reporting), (RandomGenerator::Lfsr, UnifiedRw::Both));
+        assert_eq!(b.tiobench_threads, Some(4));
+        let d = JobSpec::new("d").behaviour;
+        assert!(d.allow_file_create && !d.exitall && !d.refill_buffers && d.directory.is_empty());
+        for (v, want) in [
+            ("none", ContinueOn::default()),
+            ("0", ContinueOn::default()),
+            ("read", ContinueOn { read: true, ..ContinueOn::default() }),
+            ("write", ContinueOn { write: true, ..ContinueOn::default() }),
+            ("verify", ContinueOn { verify: true, ..ContinueOn::default() }),
+            ("all", ContinueOn { read: true, write: true, verify: true }),
+            ("1", ContinueOn { read: true, write: true, verify: true }),
+        ] {
+            assert_eq!(one(&format!("[j]\ncontinue_on_error={v}\n")).behaviour.continue_on_error, want, "{v}");
+        }
+        for (v, want) in
+            [("0", UnifiedRw::None), ("mixed", UnifiedRw::Mixed), ("1", UnifiedRw::Mixed), ("2", UnifiedRw::Both)]
+        {
+            assert_eq!(one(&format!("[j]\nunified_rw_reporting={v}\n")).behaviour.unified_rw_reporting, want, "{v}");
+        }
+        let e = err("[j]\nio_submit_mode=offload\n");
+        assert!(
+            e.starts_with("job.fio:2: bad value 'offload' for option 'io_submit_mode'") && e.contains("not run"),
+            "{e}"
+        );
+        let e = err("[j]\ncontinue_on_error=sometimes\n");
+        assert!(e.contains("none, read, write, io, verify, all"), "{e}");
+        let e = err("[j]\nrandom_generator=mt19937\n");
+        assert!(e.contains("tausworthe, lfsr or tausworthe64"), "{e}");
+    }
+
+    #[test]
+    fn io_size_startdelay_and_unlink() {
+        let b = one("[j]\nio_size=40m\nstartdelay=250ms\nunlink\n").behaviour;
+        assert_eq!(
+            (b.io_size, b.startdelay, b.unlink),
+            (Some(SizeSpec::Bytes(40 << 20)), Some(Duration::from_millis(250)), true)
+        );
+        assert_eq!(one("[j]\nio_limit=50%\n").behaviour.io_size, Some(SizeSpec::Percent(50)));
+        assert!(err("[j]\nstartdelay=1-5\n").contains("a range of delays is not run"));
+    }
+
+    #[test]
+    fn loops_wait_for_and_io_uring_cmd_spellings() {
+        let set = read("[a]\nrw=read\n[b]\nwait_for=a\nloops=3\n").unwrap();
+        assert_eq!((set.jobs[0].behaviour.loops, set.jobs[1].behaviour.loops), (1, 3));
+        assert_eq!(set.jobs[1].behaviour.wait_for.as_deref(), Some("a"));
+        let e = err("[a]\nwait_for=b\n[b]\nrw=read\n");
+        assert_eq!(e, "job.fio:2: job 'a': wait_for=b: no job named b before this one");
+        assert!(err("[a]\nloops=0\n").contains("at least 1"));
+        one("[j]\nioengine=io_uring_cmd\ncmd_type=nvme\nnonvectored=1\n");
+        one("[j]\nioengine=io_uring\nnonvectored=-1\n");
+        let e = err("[j]\nioengine=io_uring\nnonvectored=0\n");
+        assert!(e.contains("bad value '0' for option 'nonvectored'") && e.contains("not run"), "{e}");
+        assert!(err("[j]\nioengine=io_uring_cmd\ncmd_type=scsi\n").contains("expected nvme"));
+        let e = err("[j]\nioengine=libaio\ncmd_type=nvme\n");
+        assert!(e.contains("belongs to ioengine io_uring_cmd"), "{e}");
+    }
+
+    #[test]
+    fn gtod_reduce_sets_the_four_it_stands_for_and_later_options_win() {
+        let b = one("[j]\ngtod_reduce=1\n").behaviour;
+        assert!(b.disable_lat && b.disable_clat && b.disable_slat && b.disable_bw);
+        let b = one("[j]\ngtod_reduce=1\ndisable_clat=0\n").behaviour;
+        assert!(b.disable_lat && !b.disable_clat && b.disable_slat && b.disable_bw);
+        let b = one("[j]\ndisable_clat=1\ngtod_reduce=0\n").behaviour;
+        assert!(!b.disable_clat, "gtod_reduce=0 clears them too, as fio's callback does");
+        assert!(one("[j]\ndisable_bw=1\n").behaviour.disable_bw);
     }
 
     #[test]

@@ -29,7 +29,7 @@
 
 use crate::engine::{JobResult, Mode, Usage, LAT_MS_EDGES, LAT_NS_EDGES};
 use crate::hist::{percentile_key, Histogram};
-use crate::jobfile::{JobSpec, RawOption};
+use crate::jobfile::{ContinueOn, JobSpec, RawOption, UnifiedRw};
 use crate::run::{JobRun, Prepared, Report};
 use crate::stats::{LatStats, Stats};
 use crate::verify;
@@ -312,7 +312,11 @@ struct Entry<'a> {
     threads: u32,
     error: i32,
     error_msg: Option<String>,
-    dirs: [Dir; 2],
+    /// Reads, writes, and both together (fio's `mixed`, for `unified_rw_reporting`).
+    dirs: [Dir; 3],
+    /// Errors gone on after (`continue_on_error`), and the errno of the first.
+    total_err: u64,
+    first_error: i32,
     sync: LatStats,
     job_runtime_ns: u64,
     elapsed_ns: u64,
@@ -336,6 +340,8 @@ impl<'a> Entry<'a> {
             error: 0,
             error_msg: None,
             dirs: Default::default(),
+            total_err: 0,
+            first_error: 0,
             sync: LatStats::new(),
             job_runtime_ns: 0,
             elapsed_ns: 0,
@@ -359,6 +365,13 @@ impl<'a> Entry<'a> {
         }
         self.dirs[0].add(&r.read, r.runtime_ns);
         self.dirs[1].add(&r.write, r.runtime_ns);
+        // As fio's sum_thread_stats into a mixed ts: both directions into one.
+        self.dirs[2].add(&r.read, r.runtime_ns);
+        self.dirs[2].add(&r.write, r.runtime_ns);
+        if self.total_err == 0 {
+            self.first_error = r.first_error;
+        }
+        self.total_err += r.total_err;
         self.sync.merge(&r.sync);
         self.job_runtime_ns += r.elapsed_ns;
         self.elapsed_ns = self.elapsed_ns.max(r.elapsed_ns);
@@ -548,11 +561,11 @@ fn groups<'e, 'a>(entries: &'e [Entry<'a>]) -> Vec<(u32, Vec<&'e Entry<'a>>)> {
     out
 }
 
-fn group_dirs(entries: &[Entry<'_>]) -> Vec<(u32, [GroupDir; 2])> {
-    groups(entries).into_iter().map(|(g, es)| (g, [group_dir(&es, 0), group_dir(&es, 1)])).collect()
+fn group_dirs(entries: &[Entry<'_>]) -> Vec<(u32, [GroupDir; 3])> {
+    groups(entries).into_iter().map(|(g, es)| (g, [group_dir(&es, 0), group_dir(&es, 1), group_dir(&es, 2)])).collect()
 }
 
-fn group_of(gd: &[(u32, [GroupDir; 2])], groupid: u32, d: usize) -> GroupDir {
+fn group_of(gd: &[(u32, [GroupDir; 3])], groupid: u32, d: usize) -> GroupDir {
     gd.iter().find(|(g, _)| *g == groupid).map(|(_, v)| v[d]).unwrap_or_default()
 }
 
@@ -670,7 +683,17 @@ fn pct_map(keys: &[&str], vals: &[f64]) -> Json {
     Json::Obj(keys.iter().zip(vals).map(|(k, &v)| (k.to_string(), v.into())).collect())
 }
 
-fn entry_json(e: &Entry<'_>, gd: &[(u32, [GroupDir; 2])], plus: bool, ceiling: Option<f64>) -> Json {
+/// The directions an entry reports under `unified_rw_reporting`, by index into its dirs
+/// and name: fio's read, write (and trim), `mixed` instead of them, or both.
+fn reported_dirs(u: UnifiedRw) -> &'static [(usize, &'static str)] {
+    match u {
+        UnifiedRw::None => &[(0, "read"), (1, "write")],
+        UnifiedRw::Mixed => &[(2, "mixed")],
+        UnifiedRw::Both => &[(0, "read"), (1, "write"), (2, "mixed")],
+    }
+}
+
+fn entry_json(e: &Entry<'_>, gd: &[(u32, [GroupDir; 3])], plus: bool, ceiling: Option<f64>) -> Json {
     let spec = e.spec();
     let p = Pct {
         list: &spec.percentile_list,
@@ -716,9 +739,6 @@ fn entry_json(e: &Entry<'_>, gd: &[(u32, [GroupDir; 2])], plus: bool, ceiling: O
         ("eta", 0u64.into()),
         ("elapsed", e.elapsed_ns.div_ceil(1_000_000_000).into()),
         ("job options", options_json(&spec.options)),
-        ("read", dir_json(&e.dirs[0], &group_of(gd, e.groupid, 0), &p)),
-        ("write", dir_json(&e.dirs[1], &group_of(gd, e.groupid, 1), &p)),
-        ("trim", dir_json(&empty, &GroupDir::default(), &p)),
         ("sync", obj([("total_ios", e.sync.samples().into()), ("lat_ns", lat_json(&e.sync, p.clat, &p))])),
         ("job_runtime", (e.job_runtime_ns / 1_000_000).into()),
         ("usr_cpu", e.cpu_pct(e.usage.usr_ns).into()),
@@ -738,6 +758,23 @@ fn entry_json(e: &Entry<'_>, gd: &[(u32, [GroupDir; 2])], plus: bool, ceiling: O
         ("latency_window", 0u64.into()),
         ("ioswitch", ioswitch),
     ];
+    // fio's order: read, write, trim, (mixed with "both"); "mixed" alone with "mixed".
+    let unified = spec.behaviour.unified_rw_reporting;
+    let mut at = pairs.iter().position(|(k, _)| *k == "sync").unwrap_or(pairs.len());
+    for &(d, name) in reported_dirs(unified) {
+        pairs.insert(at, (name, dir_json(&e.dirs[d], &group_of(gd, e.groupid, d), &p)));
+        at += 1;
+        if d == 1 {
+            pairs.insert(at, ("trim", dir_json(&empty, &GroupDir::default(), &p)));
+            at += 1;
+        }
+    }
+    if spec.behaviour.continue_on_error != ContinueOn::default() {
+        // fio adds these only when continue_on_error is set.
+        let at = pairs.iter().position(|(k, _)| *k == "latency_depth").unwrap_or(pairs.len());
+        pairs.insert(at, ("first_error", e.first_error.into()));
+        pairs.insert(at, ("total_err", e.total_err.into()));
+    }
     if let Some(d) = &spec.description {
         pairs.insert(1, ("desc", d.as_str().into()));
     }
@@ -944,7 +981,7 @@ fn pct_row(keys: &[&str], vals: &[f64; 7]) -> String {
     keys.iter().zip(vals).map(|(k, v)| format!("{k}={v:3.1}%")).collect::<Vec<_>>().join(", ")
 }
 
-fn entry_text(out: &mut String, e: &Entry<'_>, gd: &[(u32, [GroupDir; 2])], when: &str, ceiling: Option<f64>) {
+fn entry_text(out: &mut String, e: &Entry<'_>, gd: &[(u32, [GroupDir; 3])], when: &str, ceiling: Option<f64>) {
     let err = match (&e.error_msg, e.error) {
         (_, 0) => String::new(),
         (Some(m), _) => format!(" ({m})"),
@@ -960,7 +997,7 @@ fn entry_text(out: &mut String, e: &Entry<'_>, gd: &[(u32, [GroupDir; 2])], when
         std::process::id()
     );
     let spec = e.spec();
-    for (d, name) in [(0, "read"), (1, "write")] {
+    for &(d, name) in reported_dirs(spec.behaviour.unified_rw_reporting) {
         if e.dirs[d].ios > 0 {
             dir_text(out, name, &e.dirs[d], &group_of(gd, e.groupid, d), spec);
         }
@@ -988,6 +1025,10 @@ fn entry_text(out: &mut String, e: &Entry<'_>, gd: &[(u32, [GroupDir; 2])], when
     let _ =
         writeln!(out, "     issued rwts: total={},{},0,0 short=0,0,0,0 dropped=0,0,0,0", e.dirs[0].ios, e.dirs[1].ios);
     let _ = writeln!(out, "     latency   : target=0, window=0, percentile=100.00%, depth={}", e.first.job.iodepth);
+    if spec.behaviour.continue_on_error != ContinueOn::default() {
+        let why = std::io::Error::from_raw_os_error(e.first_error);
+        let _ = writeln!(out, "     errors    : total={}, first_error={}/<{why}>", e.total_err, e.first_error);
+    }
     let verified = if e.verified > 0 {
         format!(", verified {} blocks ({})", e.verified, verify::name(spec.verify))
     } else {
@@ -1029,9 +1070,15 @@ fn entry_text(out: &mut String, e: &Entry<'_>, gd: &[(u32, [GroupDir; 2])], when
     }
 }
 
-fn group_text(out: &mut String, groupid: u32, gds: &[GroupDir; 2]) {
+fn group_text(out: &mut String, groupid: u32, gds: &[GroupDir; 3], unified: UnifiedRw) {
     let _ = writeln!(out, "\nRun status group {groupid} (all jobs):");
-    for (g, name) in gds.iter().zip(["READ", "WRITE"]) {
+    for &(d, name) in reported_dirs(unified) {
+        let g = &gds[d];
+        let name = match name {
+            "read" => "READ",
+            "write" => "WRITE",
+            _ => "MIXED",
+        };
         if g.bytes == 0 {
             continue;
         }
@@ -1065,7 +1112,8 @@ pub fn text(report: &Report) -> String {
         entry_text(&mut out, e, &gd, &when, report.copy_ceiling_bps);
     }
     for (g, gds) in &gd {
-        group_text(&mut out, *g, gds);
+        let unified = entries.iter().find(|e| e.groupid == *g).map(|e| e.spec().behaviour.unified_rw_reporting);
+        group_text(&mut out, *g, gds, unified.unwrap_or_default());
     }
     out
 }
@@ -1174,6 +1222,7 @@ mod tests {
             fsync: 0,
             verify: Verify::None,
             do_verify: false,
+            behaviour: Default::default(),
         }
     }
 
@@ -1241,6 +1290,64 @@ mod tests {
 
     fn parse(j: &Json) -> serde_json::Value {
         serde_json::from_str(&j.render()).expect("our JSON parses")
+    }
+
+    /// A job with reads and writes (the writes: a copy of the reads, with other values).
+    fn mixed_run(unified: UnifiedRw) -> Report {
+        let mut r = result("m", 0, 100, 1, Mode::Async);
+        r.write = result("m", 0, 60, 5, Mode::Async).read;
+        let mut jr = job_run("m", 0, vec![r], Mode::Async, false);
+        jr.spec.behaviour.unified_rw_reporting = unified;
+        report(vec![jr])
+    }
+
+    #[test]
+    fn unified_rw_reporting_reports_mixed_instead_of_or_beside_the_directions() {
+        let keys = |v: &serde_json::Value| -> Vec<String> {
+            v["jobs"][0]
+                .as_object()
+                .unwrap()
+                .keys()
+                .filter(|k| ["read", "write", "trim", "mixed"].contains(&k.as_str()))
+                .cloned()
+                .collect()
+        };
+        let none = parse(&json(&mixed_run(UnifiedRw::None), &[], false));
+        assert_eq!(keys(&none), ["read", "trim", "write"]);
+        let mixed = parse(&json(&mixed_run(UnifiedRw::Mixed), &[], false));
+        assert_eq!(keys(&mixed), ["mixed"]);
+        let m = &mixed["jobs"][0]["mixed"];
+        assert_eq!((m["total_ios"].as_u64(), m["io_bytes"].as_u64()), (Some(160), Some(160 * 4096)));
+        assert_eq!(m["clat_ns"]["N"].as_u64(), Some(160));
+        // The merged mean is the I/O-weighted mean of the two directions.
+        let (r, w) = (&none["jobs"][0]["read"]["clat_ns"]["mean"], &none["jobs"][0]["write"]["clat_ns"]["mean"]);
+        let want = (r.as_f64().unwrap() * 100.0 + w.as_f64().unwrap() * 60.0) / 160.0;
+        assert!((m["clat_ns"]["mean"].as_f64().unwrap() - want).abs() < 1e-6 * want, "{m}");
+        let both_text = json(&mixed_run(UnifiedRw::Both), &[], false).render();
+        let at =
+            |k: &str| both_text.find(&format!("\"{k}\" :")).or_else(|| both_text.find(&format!("\"{k}\":"))).expect(k);
+        assert!(at("read") < at("write") && at("write") < at("trim") && at("trim") < at("mixed"), "fio's order");
+        let both = parse(&json(&mixed_run(UnifiedRw::Both), &[], false));
+        assert_eq!(keys(&both), ["mixed", "read", "trim", "write"]);
+        assert_eq!(both["jobs"][0]["mixed"], *m);
+        let t = text(&mixed_run(UnifiedRw::Mixed));
+        assert!(t.contains("  mixed: IOPS=") && !t.contains("  read: IOPS=") && t.contains("  MIXED: bw="), "{t}");
+        let t = text(&mixed_run(UnifiedRw::Both));
+        assert!(t.contains("  mixed: IOPS=") && t.contains("  read: IOPS=") && t.contains("  write: IOPS="), "{t}");
+    }
+
+    #[test]
+    fn error_counts_are_reported_when_continue_on_error_is_set() {
+        let mut r = result("e", 0, 10, 1, Mode::Sync);
+        (r.total_err, r.first_error) = (3, libc::EIO);
+        let mut jr = job_run("e", 0, vec![r], Mode::Sync, false);
+        let plain = parse(&json(&report(vec![jr.clone()]), &[], false));
+        assert!(plain["jobs"][0].get("total_err").is_none(), "fio leaves them out without continue_on_error");
+        jr.spec.behaviour.continue_on_error.read = true;
+        let v = parse(&json(&report(vec![jr.clone()]), &[], false));
+        assert_eq!((v["jobs"][0]["total_err"].as_u64(), v["jobs"][0]["first_error"].as_i64()), (Some(3), Some(5)));
+        let t = text(&report(vec![jr]));
+        assert!(t.contains("errors    : total=3, first_error=5/<"), "{t}");
     }
 
     #[test]

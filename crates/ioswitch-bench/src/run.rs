@@ -4,9 +4,10 @@
 use crate::engine::{self, Job, JobResult, Mode, Progress, Usage};
 use crate::error::{At, BenchError};
 use crate::jobfile::{IoEngine, JobSpec, SizeSpec};
-use ioswitch::{AsyncIface, Device, Opts, Role};
+use ioswitch::{AsyncIface, Device, Opts, PsyncCall, Role};
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::Ordering;
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, SystemTime};
 
 /// A job spec resolved and opened, ready to run `numjobs` instances.
@@ -142,6 +143,15 @@ pub fn engine_opts(spec: &JobSpec) -> Result<(Opts, Mode), BenchError> {
             if o.sync.is_none() && o.r#async.is_none() {
                 return Err(BenchError::Engine { at: At::new(spec, "ioengine"), engine });
             }
+            // fio's synchronous engines differ only in the calls that move data.
+            o.psync_call = match engine {
+                IoEngine::Sync => Some(PsyncCall::Read),
+                IoEngine::Pvsync => Some(PsyncCall::Preadv),
+                IoEngine::Pvsync2 => Some(PsyncCall::Preadv2),
+                _ => None,
+            };
+            // pvsync2's hipri is RWF_HIPRI on each call, not an interface's polling mode.
+            o.rwf_hipri = engine == IoEngine::Pvsync2 && spec.hipri;
             if engine == IoEngine::IoUring {
                 // fio's io_uring engine sets up SINGLE_ISSUER|DEFER_TASKRUN where the kernel
                 // has them (not with SQPOLL); every worker creates and uses its own queue.
@@ -164,7 +174,7 @@ pub fn engine_opts(spec: &JobSpec) -> Result<(Opts, Mode), BenchError> {
     // fio's spellings of interface tunables (hipri, sqthread_poll, ...): the table says
     // which interface takes each and what the library calls it.
     for (fio_name, value) in [
-        ("hipri", spec.hipri.then(|| "1".to_string())),
+        ("hipri", (spec.hipri && spec.ioengine != IoEngine::Pvsync2).then(|| "1".to_string())),
         ("sqthread_poll", spec.sqthread_poll.then(|| "1".to_string())),
         ("sqthread_poll_cpu", spec.sqthread_poll_cpu.map(|c| c.to_string())),
         ("fixedbufs", spec.fixedbufs.then(|| "1".to_string())),
@@ -212,6 +222,17 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
         [one] => one.clone(),
         more => return Err(BenchError::ManyFiles { at: At::new(spec, "filename"), count: more.len() }),
     };
+    // fio's `directory` prefixes every file name (add_file: "DIR/" + name); a job with
+    // one file takes the first directory of a list.
+    let filename = match spec.behaviour.directory.first() {
+        Some(dir) if !filename.starts_with("ramdisk:") => format!("{dir}/{filename}"),
+        _ => filename,
+    };
+    if let Some(n) = spec.behaviour.tiobench_threads {
+        say(&format!(
+            "threads={n} is fio's tiobench-profile option: it changes nothing in a job, in fio as here (numjobs sets the job's threads)"
+        ));
+    }
     let is_path = !filename.starts_with("ramdisk:")
         && ioswitch::uri::parse(&filename).is_ok_and(|t| matches!(t, ioswitch::uri::Target::Path(_)));
     let path = std::path::Path::new(&filename);
@@ -225,8 +246,23 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
         _ => None,
     });
     let creating = is_path && !path.exists();
+    if creating && !spec.behaviour.allow_file_create {
+        return Err(BenchError::NoCreate { at: At::new(spec, "allow_file_create"), filename });
+    }
     let regular = is_path && (creating || path.metadata().map(|m| m.is_file()).unwrap_or(false));
-    if regular {
+    // fio's create_on_open: the file is not laid out; it is created (sparse, at the size
+    // the job needs) when it is opened.
+    let mut opts = opts;
+    if regular && spec.behaviour.create_on_open {
+        match want_file {
+            Some(w) if creating || w > path.metadata().map(|m| m.len()).unwrap_or(0) => {
+                opts.create = true;
+                opts.size = Some(w);
+            }
+            None if creating => return Err(BenchError::NoSize { at: At::new(spec, "size"), filename }),
+            _ => {}
+        }
+    } else if regular {
         let cur = path.metadata().map(|m| m.len()).unwrap_or(0);
         match want_file {
             Some(w) if w > cur => lay_out(path, cur, w, say).map_err(|source| BenchError::LayOut {
@@ -276,6 +312,7 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
         fsync: spec.fsync,
         verify: spec.verify,
         do_verify: spec.do_verify,
+        behaviour: spec.behaviour.clone(),
     };
     engine::check_job(&job, &dev).map_err(|source| BenchError::Check { at: At::new(spec, "size"), source })?;
     if spec.invalidate && !job.opts.direct && is_path {
@@ -369,17 +406,33 @@ fn run_phase(phase: Vec<Prepared>, phase_no: u32, opts: &RunOpts) -> Vec<JobRun>
     let budget: u64 = phase
         .iter()
         .filter(|p| !p.job.time_based)
-        .map(|p| p.job.size.unwrap_or(p.dev.geometry().bytes - p.job.offset) * p.spec.numjobs.max(1) as u64)
+        .map(|p| {
+            p.job.size.unwrap_or(p.dev.geometry().bytes - p.job.offset)
+                * p.spec.numjobs.max(1) as u64
+                * p.spec.behaviour.loops.max(1) as u64
+        })
         .sum();
     let longest = phase.iter().filter_map(|p| p.job.runtime.map(|r| r + p.job.ramp)).max();
+    // fio's wait_for: a job starts once every instance of its waitee (an earlier job of
+    // this phase; one of an earlier phase is done already) has ended.
+    let waitee: Vec<Option<usize>> = phase
+        .iter()
+        .map(|p| p.spec.behaviour.wait_for.as_ref().and_then(|w| phase.iter().position(|q| &q.spec.name == w)))
+        .collect();
+    let running =
+        Running { left: Mutex::new(phase.iter().map(|p| p.spec.numjobs.max(1)).collect()), done: Condvar::new() };
     let results: Vec<Vec<JobResult>> = std::thread::scope(|s| {
         let handles: Vec<Vec<_>> = phase
             .iter()
-            .map(|p| {
+            .enumerate()
+            .map(|(j, p)| {
                 (0..p.spec.numjobs.max(1))
                     .map(|i| {
-                        let progress = &progress;
-                        s.spawn(move || engine::run_job(&p.job, i, &p.dev, progress))
+                        let (progress, running, waitee) = (&progress, &running, waitee[j]);
+                        s.spawn(move || {
+                            let _ends = running.instance(j, waitee);
+                            engine::run_job(&p.job, i, &p.dev, progress)
+                        })
                     })
                     .collect()
             })
@@ -406,6 +459,10 @@ fn run_phase(phase: Vec<Prepared>, phase_no: u32, opts: &RunOpts) -> Vec<JobRun>
     });
     let process = Usage::now(libc::RUSAGE_SELF).since(before);
     let phase_ns = engine::now_ns() - t0;
+    for p in phase.iter().filter(|p| p.spec.behaviour.unlink && p.dev.ident().kind == ioswitch::DevKind::File) {
+        // fio's unlink: the job's (regular) file goes when the job is done; never a device.
+        let _ = std::fs::remove_file(&p.job.filename);
+    }
     phase
         .into_iter()
         .zip(results)
@@ -420,6 +477,40 @@ fn run_phase(phase: Vec<Prepared>, phase_no: u32, opts: &RunOpts) -> Vec<JobRun>
             phase_ns,
         })
         .collect()
+}
+
+/// How many instances of each job of a phase have not ended yet (for `wait_for`).
+struct Running {
+    left: Mutex<Vec<u32>>,
+    done: Condvar,
+}
+
+impl Running {
+    /// Waits until every instance of job `waitee` has ended, then returns the guard that
+    /// counts one instance of job `job` as ended when dropped (a panic included).
+    fn instance(&self, job: usize, waitee: Option<usize>) -> InstanceEnd<'_> {
+        if let Some(w) = waitee {
+            let mut left = self.left.lock().unwrap_or_else(|e| e.into_inner());
+            while left[w] > 0 {
+                left = self.done.wait(left).unwrap_or_else(|e| e.into_inner());
+            }
+        }
+        InstanceEnd { running: self, job }
+    }
+}
+
+/// One running job instance; see [`Running::instance`].
+struct InstanceEnd<'a> {
+    running: &'a Running,
+    job: usize,
+}
+
+impl Drop for InstanceEnd<'_> {
+    fn drop(&mut self) {
+        let mut left = self.running.left.lock().unwrap_or_else(|e| e.into_inner());
+        left[self.job] -= 1;
+        self.running.done.notify_all();
+    }
 }
 
 fn status_loop<T>(
@@ -475,4 +566,184 @@ pub fn human_bytes(b: f64) -> String {
         i += 1;
     }
     format!("{v:.1}{}", U[i])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jobfile::JobSet;
+
+    fn opts_of(args: &str) -> Result<(Opts, Mode), BenchError> {
+        let set = JobSet::from_args(format!("--name=j {args}").split_whitespace()).unwrap();
+        engine_opts(&set.jobs[0])
+    }
+
+    #[test]
+    fn fio_sync_engines_run_their_own_calls() {
+        for (engine, call) in [
+            ("psync", None),
+            ("sync", Some(PsyncCall::Read)),
+            ("pvsync", Some(PsyncCall::Preadv)),
+            ("pvsync2", Some(PsyncCall::Preadv2)),
+        ] {
+            let (o, mode) = opts_of(&format!("--ioengine={engine}")).unwrap();
+            assert_eq!(
+                (o.sync, o.psync_call, o.rwf_hipri, mode),
+                (Some(ioswitch::SyncIface::Psync), call, false, Mode::Sync),
+                "{engine}"
+            );
+        }
+    }
+
+    #[test]
+    fn pvsync2_hipri_is_accepted_by_the_runner_too_as_rwf_hipri() {
+        let (o, _) = opts_of("--ioengine=pvsync2 --hipri").unwrap();
+        assert_eq!((o.psync_call, o.rwf_hipri, o.iopoll), (Some(PsyncCall::Preadv2), true, false));
+        let (o, _) = opts_of("--ioengine=io_uring --hipri").unwrap();
+        assert!(o.iopoll && !o.rwf_hipri, "io_uring's hipri stays IOPOLL");
+    }
+
+    fn spec(text: &str) -> JobSpec {
+        let mut r = crate::jobfile::JobReader::new();
+        r.read_str("t.fio", text).unwrap();
+        r.finish().unwrap().jobs.remove(0)
+    }
+
+    fn scratch(test: &str) -> ioswitch_testkit::dirs::Scratch {
+        ioswitch_testkit::dirs::Scratch::new(std::env::temp_dir(), &format!("ioswitch-run-{test}"))
+    }
+
+    #[test]
+    fn directory_prefixes_the_file_name_and_the_default_name() {
+        let s = scratch("dir");
+        let d = s.dir().display();
+        let p = prepare(&spec(&format!("[j]\ndirectory={d}\nsize=64k\nfilename=data\n")), 0, &mut |_| {}).unwrap();
+        assert_eq!(p.job.filename, format!("{d}/data"));
+        assert_eq!(std::fs::metadata(s.path("data")).unwrap().len(), 65536);
+        let p = prepare(&spec(&format!("[jj]\ndirectory={d}:/elsewhere\nsize=64k\n")), 0, &mut |_| {}).unwrap();
+        assert_eq!(p.job.filename, format!("{d}/jj.0.0"), "fio's name, in the first directory");
+        assert!(s.dir().join("jj.0.0").exists());
+    }
+
+    #[test]
+    fn allow_file_create_0_refuses_a_missing_file_and_takes_an_existing_one() {
+        let s = scratch("nocreate");
+        let missing = s.path("missing");
+        let e = prepare(&spec(&format!("[j]\nfilename={missing}\nsize=64k\nallow_file_create=0\n")), 0, &mut |_| {})
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("t.fio:4") && e.contains("allow_file_create=0") && e.contains(&missing), "{e}");
+        assert!(!std::path::Path::new(&missing).exists());
+        let there = s.file("there", 65536);
+        prepare(&spec(&format!("[j]\nfilename={there}\nsize=64k\nallow_file_create=0\n")), 0, &mut |_| {}).unwrap();
+    }
+
+    #[test]
+    fn create_on_open_creates_the_file_without_laying_it_out() {
+        let s = scratch("coo");
+        for coo in [false, true] {
+            let f = s.path(&format!("f{coo}"));
+            let mut said = Vec::new();
+            let text = format!("[j]\nfilename={f}\nsize=1m\ncreate_on_open={}\n", coo as u8);
+            let p = prepare(&spec(&text), 0, &mut |m| said.push(m.to_string())).unwrap();
+            let meta = std::fs::metadata(&f).unwrap();
+            assert_eq!(meta.len(), 1 << 20, "create_on_open={coo}");
+            use std::os::unix::fs::MetadataExt;
+            let allocated = meta.blocks() * 512;
+            assert_eq!(allocated < 1 << 20, coo, "create_on_open={coo}: {allocated} bytes allocated; {said:?}");
+            assert_eq!(said.iter().any(|m| m.contains("Laying out")), !coo);
+            assert_eq!(p.dev.geometry().bytes, 1 << 20);
+        }
+    }
+
+    #[test]
+    fn threads_is_accepted_as_fio_does_and_said_to_change_nothing() {
+        let s = scratch("threads");
+        let mut said = Vec::new();
+        let f = s.path("f");
+        let p =
+            prepare(&spec(&format!("[j]\nfilename={f}\nsize=64k\nthreads=4\n")), 0, &mut |m| said.push(m.to_string()))
+                .unwrap();
+        assert_eq!(p.spec.numjobs, 1, "threads is not numjobs, in fio either");
+        assert!(said.iter().any(|m| m.contains("tiobench") && m.contains("threads=4")), "{said:?}");
+    }
+
+    #[test]
+    fn wait_for_starts_a_job_after_every_instance_of_its_waitee_ended() {
+        let s = scratch("waitfor");
+        let d = s.dir().display();
+        let text = format!(
+            "[global]\ndirectory={d}\nsize=1m\n[first]\nnumjobs=2\nrw=read\nruntime=300ms\ntime_based\n\
+             [free]\nrw=read\nruntime=300ms\ntime_based\n[second]\nwait_for=first\nrw=read\nruntime=200ms\ntime_based\n"
+        );
+        let mut r = crate::jobfile::JobReader::new();
+        r.read_str("t.fio", &text).unwrap();
+        let set = r.finish().unwrap();
+        let prepared: Vec<Prepared> = set.jobs.iter().map(|j| prepare(j, 0, &mut |_| {}).unwrap()).collect();
+        let t0 = engine::now_ns();
+        let report = run(prepared, &RunOpts::default());
+        let took = Duration::from_nanos(engine::now_ns() - t0);
+        assert!(report.jobs.iter().all(|j| j.results.iter().all(|r| r.error == 0)));
+        assert_eq!(report.jobs.iter().map(|j| j.phase).collect::<Vec<_>>(), [0, 0, 0], "one phase: no stonewall");
+        let second = &report.jobs[2].results[0];
+        // second's 200 ms came after first's 300 ms: its clock started at least 250 ms
+        // into the run (without the wait, the run would take ~300 ms and second's 200 ms
+        // would start at once).
+        assert!(took >= Duration::from_millis(500), "{took:?}");
+        let late = took.as_nanos() as u64 - second.elapsed_ns;
+        assert!(late >= 250_000_000, "second started {late} ns into a run of {took:?}");
+    }
+
+    /// Pages of `path` in the page cache (mincore over a mapping of the whole file).
+    fn resident_pages(path: &str) -> usize {
+        use std::os::fd::AsRawFd;
+        let f = std::fs::File::open(path).unwrap();
+        let len = f.metadata().unwrap().len() as usize;
+        let page = 4096;
+        // SAFETY: a read-only shared mapping of an open file, unmapped below; mincore
+        // writes one byte per page into `vec`, which has that many.
+        unsafe {
+            let p = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, f.as_raw_fd(), 0);
+            assert_ne!(p, libc::MAP_FAILED);
+            let mut vec = vec![0u8; len.div_ceil(page)];
+            assert_eq!(libc::mincore(p, len, vec.as_mut_ptr()), 0);
+            libc::munmap(p, len);
+            vec.iter().filter(|&&b| b & 1 != 0).count()
+        }
+    }
+
+    #[test]
+    fn invalidate_drops_the_files_pages_from_the_cache_and_0_keeps_them() {
+        let candidates = [std::env::temp_dir(), "/var/tmp".into()];
+        let (dir, _) = match ioswitch_testkit::dirs::disk_dir(&candidates, "invalidate") {
+            Ok(d) => d,
+            Err(why) => return eprintln!("skipped: the page cache of a memory file system cannot be dropped: {why}"),
+        };
+        let f = dir.join(format!("ioswitch-run-invalidate-{}", std::process::id())).display().to_string();
+        for inv in [0, 1] {
+            let _ = std::fs::remove_file(&f);
+            // Laid out here (the writes leave its 256 pages cached), then invalidated or not.
+            let p = prepare(&spec(&format!("[j]\nfilename={f}\nsize=1m\ninvalidate={inv}\n")), 0, &mut |_| {}).unwrap();
+            let resident = resident_pages(&f);
+            if inv == 0 {
+                assert!(resident > 128, "invalidate=0 keeps the laid-out pages: {resident} of 256 resident");
+            } else {
+                assert_eq!(resident, 0, "invalidate=1 drops them");
+            }
+            drop(p);
+        }
+        let _ = std::fs::remove_file(&f);
+    }
+
+    #[test]
+    fn unlink_removes_the_jobs_file_when_done() {
+        let s = scratch("unlink");
+        for unlink in [0, 1] {
+            let f = s.path(&format!("f{unlink}"));
+            let p = prepare(&spec(&format!("[j]\nfilename={f}\nsize=64k\nunlink={unlink}\n")), 0, &mut |_| {}).unwrap();
+            let report = run(vec![p], &RunOpts::default());
+            assert_eq!(report.jobs[0].results[0].read.ios, 16);
+            assert_eq!(std::path::Path::new(&f).exists(), unlink == 0, "unlink={unlink}");
+        }
+    }
 }

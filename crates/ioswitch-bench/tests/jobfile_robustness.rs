@@ -113,7 +113,7 @@ const ENGINES: &[(&str, &[Values])] = &[
             ("xnvme_sync", &["nvme"]),
             ("xnvme_admin", &["nvme"]),
             ("xnvme_dev_nsid", &["1", "4294967295"]),
-            ("xnvme_iovec", &["1", ""]),
+            ("xnvme_iovec", &["0"]),
         ],
     ),
     ("ioswitch", &[("ioswitch_opts", &["async=io_uring_cmd,sqpoll=1", "sync=nil", "async=thrpool,threads=8"])]),

@@ -3,9 +3,9 @@
 //!
 //! Everything after `bench` is read the way fio reads its command line
 //! ([`ioswitch_bench::JobSet::from_args`]): `--name=j --rw=randread --bs=4k …`, job file
-//! names, `--section NAME`, `--output FILE`, `--output-format normal|json|json+`. Two
-//! options are this command's own: `--no-progress` (no status line) and fio's
-//! `--eta=never|auto|always`.
+//! names, `--section NAME`, `--output FILE`, `--output-format normal|json|json+`. Three
+//! options are this command's own: `--no-progress` (no status line), fio's
+//! `--eta=never|auto|always`, and fio's `--parse-only` (check the jobs, run nothing).
 //!
 //! The first word may instead name a nested benchmark (`ioswitch bench compare …`); see
 //! [`NESTED`]. `ioswitch bench` with no arguments at all is the built-in default run.
@@ -36,6 +36,9 @@ does not run is an error, never ignored.
 Own options:
   --no-progress            no status line (it is shown on a terminal only, anyway)
   --eta=never|auto|always  fio's spelling of the same
+  --parse-only             check the job files and options (and the interfaces each job
+                           would run on) without opening, creating or running anything;
+                           prints one line per job
 
 An I/O error or a verify failure ends the job; it is reported, and the exit status is 1.";
 
@@ -100,6 +103,8 @@ fn help() -> Outcome {
 /// This command's own options, taken out of fio's arguments.
 struct Own {
     progress: bool,
+    /// fio's `--parse-only`.
+    parse_only: bool,
     /// The fio arguments left.
     fio_args: Vec<String>,
     /// Position (from 1) in the original arguments of each one left.
@@ -107,13 +112,17 @@ struct Own {
 }
 
 fn own_options(args: &[String]) -> Outcome<Own> {
-    let mut own = Own { progress: true, fio_args: Vec::new(), positions: Vec::new() };
+    let mut own = Own { progress: true, parse_only: false, fio_args: Vec::new(), positions: Vec::new() };
     let mut i = 0;
     while i < args.len() {
         let a = &args[i];
         i += 1;
         if a == "--no-progress" {
             own.progress = false;
+            continue;
+        }
+        if a == "--parse-only" {
+            own.parse_only = true;
             continue;
         }
         if a == "--eta" || a.starts_with("--eta=") {
@@ -184,6 +193,9 @@ impl Sink {
 fn fio(args: &[String]) -> Outcome {
     let own = own_options(args)?;
     let set = JobSet::from_args(&own.fio_args).map_err(|e| Failure::new(renumber(&e.to_string(), &own.positions)))?;
+    if own.parse_only {
+        return parse_only(&set, &own.positions);
+    }
     let format = set.output_format;
     let mut sink = match &set.output {
         None => Sink::Stdout,
@@ -241,6 +253,31 @@ fn fio(args: &[String]) -> Outcome {
             Err(Failure::new(last))
         }
     }
+}
+
+/// fio's `--parse-only`: every check that needs no device (the job files, each job's
+/// options together, the interfaces and tunables its engine maps to), then one line per
+/// job; nothing is opened, created or run.
+fn parse_only(set: &JobSet, positions: &[usize]) -> Outcome {
+    let mut out = String::new();
+    for spec in &set.jobs {
+        let (opts, mode) = run::engine_opts(spec).map_err(|e| Failure::new(renumber(&e.to_string(), positions)))?;
+        opts.validate().map_err(|e| Failure::new(format!("job '{}': {e}", spec.name)))?;
+        let at = spec.section.as_ref().map(|l| format!(" ({l})")).unwrap_or_default();
+        out.push_str(&format!(
+            "{}{at}: rw={}, ioengine={}, {} interface, options '{}'\n",
+            spec.name,
+            spec.rw,
+            spec.ioengine,
+            match mode {
+                ioswitch_bench::engine::Mode::Sync => "sync",
+                ioswitch_bench::engine::Mode::Async => "async",
+            },
+            opts
+        ));
+    }
+    out.push_str(&format!("{} job(s) parsed, none run (--parse-only)\n", set.jobs.len()));
+    output::stdout(&out)
 }
 
 #[cfg(test)]

@@ -504,3 +504,34 @@ fn membw_prints_every_kernel_and_names_bad_input() {
     let o = bench(&["membw", "--help"]);
     assert!(o.status.success() && text(&o.stdout).contains("ceiling"), "{}", text(&o.stdout));
 }
+
+#[test]
+fn parse_only_checks_the_jobs_and_runs_nothing() {
+    let _one = serial();
+    let s = scratch("parse-only");
+    let target = s.path("never-created");
+    let job = text_file(
+        &s,
+        "ok.fio",
+        &format!("[global]\nfilename={target}\nsize=1m\n[a]\nrw=randwrite\nioengine=sync\n[b]\nrw=read\nioengine=libaio\niodepth=4\n"),
+    );
+    let o = bench(&["--parse-only", &job]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(out.contains(&format!("a ({job}:4): rw=randwrite, ioengine=sync, sync interface")), "{out}");
+    assert!(out.contains("psync_call=read"), "{out}");
+    assert!(out.contains(&format!("b ({job}:7): rw=read, ioengine=libaio, async interface")), "{out}");
+    assert!(out.contains("2 job(s) parsed, none run"), "{out}");
+    assert!(!Path::new(&target).exists(), "--parse-only created the job's file");
+    // What a run would refuse before opening anything is refused here too, with its place.
+    let bad = text_file(&s, "bad.fio", &format!("[j]\nfilename={target}\nioengine=libaio\nsqthread_poll=1\n"));
+    let o = bench(&["--parse-only", &bad]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("sqthread_poll") && err.contains(&format!("{bad}:4")), "{err}");
+    let o = bench(&["--parse-only", "--name=j", "--rw=sideways"]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("sideways") && err.contains("argument 3"), "{err}");
+    assert!(!Path::new(&target).exists());
+}

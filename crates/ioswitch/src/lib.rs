@@ -42,7 +42,7 @@ pub use buf::{Buffer, Data};
 pub use cmd::Cmd;
 pub use dev::{enumerate, DevKind, Device, Geometry, Ident, Interfaces, Zoned, ZonedModel};
 pub use error::{Error, Result};
-pub use opts::{AdminIface, AsyncIface, MemIface, Opts, SyncIface};
+pub use opts::{AdminIface, AsyncIface, MemIface, Opts, PsyncCall, SyncIface};
 pub use queue::{Completion, Queue, QueueStats, Rejected};
 pub use spec::{Cqe, Sqe, Status};
 

@@ -108,6 +108,48 @@ iface_enum!(
     }
 );
 
+/// The system calls `sync=psync` moves data with (fio's engines `psync`, `sync`,
+/// `pvsync`, `pvsync2`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PsyncCall {
+    /// pread(2)/pwrite(2) (preadv/pwritev for several buffers): fio's `psync`.
+    #[default]
+    Pread,
+    /// lseek(2) (only when the offset is not where the last transfer ended) then
+    /// read(2)/write(2) (readv/writev for several buffers): fio's `sync`.
+    Read,
+    /// preadv(2)/pwritev(2), also for one buffer: fio's `pvsync`.
+    Preadv,
+    /// preadv2(2)/pwritev2(2), with `RWF_HIPRI` when `rwf_hipri` is set: fio's `pvsync2`.
+    Preadv2,
+}
+
+impl PsyncCall {
+    /// Every value, in the order they are documented.
+    pub const ALL: &'static [PsyncCall] = &[PsyncCall::Pread, PsyncCall::Read, PsyncCall::Preadv, PsyncCall::Preadv2];
+
+    /// The name in option strings.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PsyncCall::Pread => "pread",
+            PsyncCall::Read => "read",
+            PsyncCall::Preadv => "preadv",
+            PsyncCall::Preadv2 => "preadv2",
+        }
+    }
+}
+
+impl FromStr for PsyncCall {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        PsyncCall::ALL.iter().copied().find(|c| c.as_str() == s).ok_or_else(|| Error::BadOpt {
+            key: "psync_call".into(),
+            why: format!("unknown call {s:?}; known: pread, read, preadv, preadv2"),
+        })
+    }
+}
+
 /// Options for [`Device::open`](crate::Device::open).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Opts {
@@ -151,6 +193,11 @@ pub struct Opts {
     pub single_issuer: bool,
     /// Worker threads of the `thrpool` interface (default 4).
     pub threads: Option<u32>,
+    /// psync: the system calls that move data (`None`: pread/pwrite).
+    pub psync_call: Option<PsyncCall>,
+    /// psync with `psync_call=preadv2`: `RWF_HIPRI` on every read and write (polled
+    /// completion where the device has poll queues; fio's `hipri` of `pvsync2`).
+    pub rwf_hipri: bool,
     /// Lift the mounted-device write guard (fio's name): allow commands that may write to
     /// a block device or NVMe namespace that is mounted, swapped on or held by another
     /// kernel user (device-mapper, md). Without it such commands are refused and reads
@@ -178,6 +225,8 @@ pub const KEYS: &[(&str, &str)] = &[
     ("register_buffers", "io_uring: register buffers, use fixed read/write"),
     ("single_issuer", "io_uring: only the creating thread uses a queue (defers task work, as fio)"),
     ("threads", "thrpool: number of worker threads"),
+    ("psync_call", "psync: pread (default), read (lseek + read), preadv, preadv2"),
+    ("rwf_hipri", "psync with psync_call=preadv2: RWF_HIPRI (polled completions)"),
     ("allow_mounted_write", "allow writes to a device that is mounted, swapped on or held (refused otherwise)"),
 ];
 
@@ -254,6 +303,11 @@ impl Opts {
                 }
                 self.threads = Some(n)
             }
+            "psync_call" => {
+                need(value)?;
+                self.psync_call = Some(value.parse()?)
+            }
+            "rwf_hipri" => self.rwf_hipri = parse_bool(key, value)?,
             "allow_mounted_write" => self.allow_mounted_write = parse_bool(key, value)?,
             _ => {
                 let known: Vec<&str> = KEYS.iter().map(|(k, _)| *k).collect();
@@ -277,6 +331,8 @@ impl Opts {
             (self.register_buffers, "register_buffers"),
             (self.single_issuer, "single_issuer"),
             (self.threads.is_some(), "threads"),
+            (self.psync_call.is_some(), "psync_call"),
+            (self.rwf_hipri, "rwf_hipri"),
         ]
         .into_iter()
         .filter_map(|(on, key)| on.then_some(key))
@@ -293,6 +349,9 @@ impl Opts {
         }
         if self.sqpoll_cpu.is_some() && !self.sqpoll {
             return bad("sqpoll_cpu", "only means something with sqpoll=1");
+        }
+        if self.rwf_hipri && self.psync_call != Some(PsyncCall::Preadv2) {
+            return bad("rwf_hipri", "only means something with psync_call=preadv2");
         }
         Ok(())
     }
@@ -369,6 +428,12 @@ impl fmt::Display for Opts {
         if let Some(v) = self.threads {
             items.push(format!("threads={v}"));
         }
+        if let Some(v) = self.psync_call {
+            items.push(format!("psync_call={}", v.as_str()));
+        }
+        if self.rwf_hipri {
+            items.push("rwf_hipri=1".into());
+        }
         if self.allow_mounted_write {
             items.push("allow_mounted_write=1".into());
         }
@@ -396,6 +461,9 @@ mod tests {
         let s = "sync=block,async=libaio,admin=emulated,nsid=2,direct=1,create=1,register_files=1,single_issuer=1,allow_mounted_write=1";
         let o: Opts = s.parse().unwrap();
         assert_eq!(o.to_string().parse::<Opts>().unwrap(), o);
+        let s = "sync=psync,psync_call=preadv2,rwf_hipri=1";
+        let o: Opts = s.parse().unwrap();
+        assert_eq!(o.to_string().parse::<Opts>().unwrap(), o);
     }
 
     #[test]
@@ -412,6 +480,10 @@ mod tests {
         assert!(e.contains("exclude"), "{e}");
         let e = "threads=0".parse::<Opts>().unwrap_err().to_string();
         assert!(e.contains("threads"), "{e}");
+        let e = "psync_call=readv".parse::<Opts>().unwrap_err().to_string();
+        assert!(e.contains("\"readv\"") && e.contains("preadv2"), "{e}");
+        let e = "psync_call=preadv,rwf_hipri".parse::<Opts>().unwrap_err().to_string();
+        assert!(e.contains("rwf_hipri") && e.contains("psync_call=preadv2"), "{e}");
         let e = "async".parse::<Opts>().unwrap_err().to_string();
         assert!(e.contains("needs a value"), "{e}");
     }

@@ -934,7 +934,9 @@ mod tests {
         }
         // Every tunable Opts knows is some interface's.
         let o: crate::Opts =
-            "sqpoll,sqpoll_cpu=0,iopoll,register_files,register_buffers,single_issuer,threads=2".parse().unwrap();
+            "sqpoll,sqpoll_cpu=0,iopoll,register_files,register_buffers,single_issuer,threads=2,psync_call=preadv2,rwf_hipri"
+                .parse()
+                .unwrap();
         for t in o.tunables_set() {
             assert!(
                 TABLE.iter().any(|d| d.tunables.iter().any(|(k, _)| *k == t)),

@@ -1,7 +1,9 @@
 //! Positioned reads and writes on a descriptor, and the calls that change a file's
 //! blocks: pread(2)/pwrite(2), preadv(2)/pwritev(2)/pwritev2(2), fallocate(2),
-//! fdatasync(2). Each takes the memory it transfers as a borrowed slice, so it is safe:
-//! the kernel touches nothing beyond the slices, and only while the call runs.
+//! fdatasync(2); preadv2(2) (`RWF_HIPRI`), and lseek(2) with read(2)/write(2)/readv(2)/
+//! writev(2) at the file position (fio's `sync` engine). Each takes the memory it
+//! transfers as a borrowed slice, so it is safe: the kernel touches nothing beyond the
+//! slices, and only while the call runs.
 //!
 //! Every call returns what the kernel returned: the number of bytes moved (short
 //! transfers are the caller's to retry), or the errno as an `io::Error`. A descriptor
@@ -100,6 +102,65 @@ pub(crate) fn pwritev(fd: RawFd, iov: &[IoSlice<'_>], offset: u64, flags: libc::
     bytes(r)
 }
 
+/// preadv2(2): [`preadv`] with `RWF_*` `flags` (`RWF_HIPRI`: poll for the completion).
+pub(crate) fn preadv2(fd: RawFd, iov: &mut [IoSliceMut<'_>], offset: u64, flags: libc::c_int) -> io::Result<usize> {
+    let n = iov.len().min(libc::c_int::MAX as usize) as libc::c_int;
+    // SAFETY: IoSliceMut is ABI-compatible with struct iovec (std guarantees it on Unix);
+    // each one borrows its memory mutably, and `iov` is borrowed for the call.
+    bytes(unsafe { libc::preadv2(fd, iov.as_ptr() as *const libc::iovec, n, offset as libc::off_t, flags) })
+}
+
+/// lseek(2) with `SEEK_SET`: moves the file position of `fd` to `offset`.
+pub(crate) fn seek(fd: RawFd, offset: u64) -> io::Result<()> {
+    let off = libc::off_t::try_from(offset).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: lseek takes plain integers.
+    let r = unsafe { libc::lseek(fd, off, libc::SEEK_SET) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// lseek(2) with `SEEK_CUR`: the file position of `fd` (the tests check where the `sync`
+/// engine's calls leave it).
+#[cfg(test)]
+pub(crate) fn position(fd: RawFd) -> io::Result<u64> {
+    // SAFETY: lseek takes plain integers.
+    let r = unsafe { libc::lseek(fd, 0, libc::SEEK_CUR) };
+    u64::try_from(r).map_err(|_| io::Error::last_os_error())
+}
+
+/// readv(2): reads into the slices of `iov`, in order, at the file position of `fd`
+/// (read(2) when there is one slice), which it advances.
+pub(crate) fn readv(fd: RawFd, iov: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+    let r = match iov {
+        // SAFETY: the kernel writes at most s.len() bytes into s, borrowed mutably.
+        [s] => unsafe { libc::read(fd, s.as_mut_ptr() as *mut libc::c_void, s.len()) },
+        _ => {
+            let n = iov.len().min(libc::c_int::MAX as usize) as libc::c_int;
+            // SAFETY: as in preadv: iovec-compatible slices, borrowed mutably for the call.
+            unsafe { libc::readv(fd, iov.as_ptr() as *const libc::iovec, n) }
+        }
+    };
+    bytes(r)
+}
+
+/// writev(2): writes the slices of `iov`, in order, at the file position of `fd`
+/// (write(2) when there is one slice), which it advances.
+pub(crate) fn writev(fd: RawFd, iov: &[IoSlice<'_>]) -> io::Result<usize> {
+    let r = match iov {
+        // SAFETY: the kernel reads at most s.len() bytes from s, borrowed for the call.
+        [s] => unsafe { libc::write(fd, s.as_ptr() as *const libc::c_void, s.len()) },
+        _ => {
+            let n = iov.len().min(libc::c_int::MAX as usize) as libc::c_int;
+            // SAFETY: as in pwritev: iovec-compatible slices, borrowed for the call.
+            unsafe { libc::writev(fd, iov.as_ptr() as *const libc::iovec, n) }
+        }
+    };
+    bytes(r)
+}
+
 /// fallocate(2): `mode` (`FALLOC_FL_*`) over `len` bytes at `offset`.
 pub(crate) fn fallocate(fd: RawFd, mode: libc::c_int, offset: u64, len: u64) -> io::Result<()> {
     // SAFETY: fallocate takes plain integers.
@@ -154,6 +215,21 @@ mod tests {
         let (mut a, mut b) = ([0u8; 3], [0u8; 7]);
         let n = preadv(fd, &mut [IoSliceMut::new(&mut a), IoSliceMut::new(&mut b)], 3).unwrap();
         assert_eq!((n, &a, &b), (10, b"hel", b"loabcd!"));
+        let (mut a, mut b) = ([0u8; 2], [0u8; 3]);
+        let n = preadv2(fd, &mut [IoSliceMut::new(&mut a), IoSliceMut::new(&mut b)], 8, 0).unwrap();
+        assert_eq!((n, &a, &b), (5, b"ab", b"cd!"));
+        seek(fd, 4).unwrap();
+        assert_eq!(writev(fd, &[IoSlice::new(b"EL")]).unwrap(), 2, "write(2) at the position");
+        assert_eq!(writev(fd, &[IoSlice::new(b"L"), IoSlice::new(b"O")]).unwrap(), 2, "writev(2) after it");
+        seek(fd, 3).unwrap();
+        assert_eq!(position(fd).unwrap(), 3);
+        let mut one = [0u8; 5];
+        assert_eq!(readv(fd, &mut [IoSliceMut::new(&mut one)]).unwrap(), 5);
+        assert_eq!(&one, b"hELLO");
+        let (mut a, mut b) = ([0u8; 2], [0u8; 2]);
+        assert_eq!(readv(fd, &mut [IoSliceMut::new(&mut a), IoSliceMut::new(&mut b)]).unwrap(), 4, "readv(2) goes on");
+        assert_eq!((&a, &b), (b"ab", b"cd"));
+        assert_eq!(seek(fd, u64::MAX).unwrap_err().raw_os_error(), Some(libc::EINVAL));
         fdatasync(fd).unwrap();
         assert_eq!(pread(-1, &mut buf, 0).unwrap_err().raw_os_error(), Some(libc::EBADF));
         assert!(blk_discard(fd, 0, 4096, false).is_err(), "a regular file is no block device");

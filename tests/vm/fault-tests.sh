@@ -5,7 +5,8 @@
 #   1. builds the test binary crates/ioswitch/tests/faults.rs here;
 #   2. boots the guest of tests/vm (run.sh), loads loop, dm-flakey, dm-delay, dm-log-writes
 #      and scsi_debug (a 16 MiB disk with medium errors on sectors 4100..4107, opts=2) +
-#      sd_mod, and runs the binary with IOSWITCH_VM=1 (a skip fails);
+#      sd_mod, and runs the binary with IOSWITCH_VM=1 (a skip fails) and IOSWITCH_CLI (the
+#      CLI, whose `bench` is compared with fio on a failing device);
 #   3. fails unless every listed test ran and passed; prints the `fault:` and `crash:`
 #      lines, the rows of docs/RELIABILITY.md.
 #
@@ -51,7 +52,9 @@ fi
 
 # ---------------------------------------------------------------- on this machine
 cd "$root"
-echo "==== building the test binary (cargo test -p ioswitch --test faults --no-run)"
+echo "==== building the test binary (cargo test -p ioswitch --test faults --no-run) and the CLI"
+cargo build -p ioswitch-cli
+export IOSWITCH_CLI=$root/target/debug/ioswitch
 json=$(cargo test -p ioswitch --test faults --no-run --message-format=json)
 exe=$(printf '%s\n' "$json" | grep '"reason":"compiler-artifact"' | grep '"name":"faults"' |
     grep '"kind":\["test"\]' | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)

@@ -289,6 +289,8 @@ fn flakey_errors_end_exactly_the_commands_that_touch_the_failing_range() {
         ));
     }
     // The synchronous interfaces: the error of the one failing call.
+    // Not mmap: a read of a failing page of the mapping is a SIGBUS, which kills the process
+    // (docs/RELIABILITY.md, "Not yet").
     for iface in ["psync", "block"] {
         let dev = open(&dm, &format!("sync={iface},direct=1"));
         let mut failed = 0;
@@ -461,12 +463,15 @@ fn scsi_medium_errors_end_exactly_the_reads_of_the_bad_sectors() {
         Err(why) => return skip(T, &why),
     };
     let bad = |off: u64| off < (start + count) << 9 && off + BS > start << 9;
-    // Reads around the bad sectors and far from them.
+    // Reads of the two blocks holding the bad sectors, and reads far from them. No good
+    // read is next to a bad one: the block layer merges adjacent reads into one request,
+    // and a medium error fails the whole request past the bad sector (seen here: a read of
+    // sectors 4112..4119 submitted beside one of 4104..4111 failed with ENODATA).
     let first = (start << 9) / BS * BS;
     let ios: Vec<Io> = (0..32u64)
         .map(|i| Io {
             write: false,
-            off: if i % 4 == 0 { first + (i / 4 % 4) * BS } else { (8 << 20) + i * BS },
+            off: if i % 4 == 0 { first + (i / 4 % 2) * BS } else { (8 << 20) + i * BS },
             seed: 0,
         })
         .collect();

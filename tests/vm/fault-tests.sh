@@ -40,7 +40,7 @@ if [[ ${1:-} == --guest ]]; then
     line=$(grep -E '^test result:' "$out/faults.log" | tail -n 1)
     echo
     echo "==== summary (guest kernel $(uname -r))"
-    grep -E '^(fault|crash): ' "$out/faults.log" || true
+    grep -oE '(fault|crash): .*' "$out/faults.log" || true
     if ((rc != 0)) || [[ ! $line =~ ok\.\ ${listed}\ passed\;\ 0\ failed\;\ 0\ ignored ]]; then
         echo "FAIL  faults.rs: ${line:-no libtest summary (exit $rc)} ($listed tests listed)"
         grep -E '^test .* FAILED$' "$out/faults.log" | sed 's/^/      /' || true

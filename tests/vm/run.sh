@@ -12,6 +12,10 @@
 #                    (default $IOSWITCH_VM_TIMEOUT or 300); exit status 124
 #   --rw DIR         share DIR writable at the same path in the guest (repeatable)
 #   --timing         print boot and run times on stderr at the end
+#   --disk-dir DIR   keep the NVMe backing images in DIR (created when missing, reused
+#                    when there): a later run boots on the same disks
+#   --stop-on TEXT   cut the power (SIGKILL to qemu) as soon as COMMAND prints a line
+#                    containing TEXT on stdout; exit status 0 when it did
 #   --verbose, -v    stream the guest's kernel console to stderr
 #   --help, -h       this text
 #
@@ -35,6 +39,8 @@ usage() { sed -n '2,/^set -euo/{/^set -euo/d; s/^# \{0,1\}//; p}' "${BASH_SOURCE
 timeout=${IOSWITCH_VM_TIMEOUT:-300}
 timing=0
 verbose=0
+disk_dir=
+stop_on=
 rw_dirs=()
 while (($#)); do
     case $1 in
@@ -51,6 +57,16 @@ while (($#)); do
             ;;
         --rw=*) rw_dirs+=("${1#*=}"); shift ;;
         --timing) timing=1; shift ;;
+        --disk-dir)
+            (($# >= 2)) || die "--disk-dir needs a directory"
+            disk_dir=$2
+            shift 2
+            ;;
+        --stop-on)
+            (($# >= 2)) || die "--stop-on needs a text"
+            stop_on=$2
+            shift 2
+            ;;
         -v | --verbose) verbose=1; shift ;;
         -h | --help) usage; exit 0 ;;
         --) shift; break ;;
@@ -94,10 +110,16 @@ trap cleanup EXIT
 trap 'say "interrupted"; exit 130' INT
 trap 'say "terminated"; exit 143' TERM
 
-# NVMe backing images (sparse).
-truncate -s 256M "$tmp/ns1.img"
-truncate -s 256M "$tmp/ns2.img"
-truncate -s 128M "$tmp/ns3.img"
+# NVMe backing images (sparse): fresh in the run's temp dir, or kept in --disk-dir.
+imgdir=$tmp
+if [[ -n $disk_dir ]]; then
+    mkdir -p -- "$disk_dir" || die "--disk-dir $disk_dir: cannot create it"
+    imgdir=$(cd -- "$disk_dir" && pwd -P)
+    [[ $imgdir =~ ^[A-Za-z0-9_./+-]+$ ]] || die "--disk-dir $imgdir: only plain path characters are supported"
+fi
+for img in ns1:256M ns2:256M ns3:128M; do
+    [[ -e $imgdir/${img%%:*}.img ]] || truncate -s "${img#*:}" "$imgdir/${img%%:*}.img"
+done
 
 # The command: a bash script run by the host's bash inside the chroot.
 {
@@ -149,7 +171,19 @@ esac
 # virtio serial ports -> fifos -> readers here.  ctl carries "start UPTIME",
 # "exit RC UPTIME" or "fail MESSAGE"; each line is stamped on arrival.
 mkfifo "$tmp/out.fifo" "$tmp/err.fifo" "$tmp/ctl.fifo"
-cat "$tmp/out.fifo" &
+if [[ -n $stop_on ]]; then
+    (
+        while IFS= read -r line; do
+            printf '%s\n' "$line"
+            if [[ $line == *"$stop_on"* && ! -e $tmp/stopped ]]; then
+                : >"$tmp/stopped"
+                kill -KILL "$(cat "$tmp/qemu.pid" 2>/dev/null)" 2>/dev/null || true
+            fi
+        done <"$tmp/out.fifo"
+    ) &
+else
+    cat "$tmp/out.fifo" &
+fi
 readers+=($!)
 cat "$tmp/err.fifo" >&2 &
 readers+=($!)
@@ -181,12 +215,12 @@ append="console=ttyS0 loglevel=$loglevel panic=-1 tsc=reliable pci=noacpi crypto
 append+=" nvme.poll_queues=1 ioswitch.xfer=$tmp ${IOSWITCH_VM_APPEND:-}"
 # Extra qemu arguments (word-split): more devices, other firmware, ...
 read -r -a extra_qemu <<<"${IOSWITCH_VM_QEMU_ARGS:-}"
-drive() { echo "file=$tmp/$1.img,if=none,id=$1,format=raw,cache=unsafe,discard=unmap"; }
+drive() { echo "file=$imgdir/$1.img,if=none,id=$1,format=raw,cache=unsafe,discard=unmap"; }
 # shellcheck disable=SC2054 # the commas belong to qemu's option syntax
 qemu=(
     qemu-system-x86_64
     -accel tcg -cpu max -smp 2 -m 2G
-    -nodefaults -nographic -no-reboot
+    -nodefaults -nographic -no-reboot -pidfile "$tmp/qemu.pid"
     -kernel "$kernel" -initrd "$initrd" -append "$append"
     -chardev "file,id=con,path=$console_path" -serial chardev:con
     -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap
@@ -253,6 +287,10 @@ if ((qrc == 124 || qrc == 137)) && ((elapsed >= timeout)); then
         show_console
     fi
     exit 124
+fi
+if [[ -n $stop_on && -e $tmp/stopped ]]; then
+    say "power cut: qemu killed when the command printed '$stop_on'"
+    exit 0
 fi
 if [[ -n $fail_line ]]; then
     say "guest setup failed: ${fail_line#* fail }"

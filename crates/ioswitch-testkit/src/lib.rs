@@ -2,6 +2,7 @@
 //!
 //! - [`dirs`]: scratch directories removed at the end of a test, a directory on a disk
 //!   file system (not tmpfs), the file system type of a path, whether O_DIRECT works;
+//! - [`logwrites`]: a reader and replayer of device-mapper log-writes logs;
 //! - [`loopdev`]: a loop device over a backing file, detached on drop, and the sweep for
 //!   loop devices a killed run left behind;
 //! - [`pattern`]: test data: seeded byte streams, and position-stamped words that tell
@@ -11,6 +12,7 @@
 #![deny(missing_docs)]
 
 pub mod dirs;
+pub mod logwrites;
 pub mod loopdev;
 pub mod pattern;
 pub mod robust;

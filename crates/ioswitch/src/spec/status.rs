@@ -18,7 +18,7 @@
 //! | ERANGE, EOVERFLOW | 0x80 | LBA Out of Range |
 //! | ENOSPC, EFBIG, EDQUOT | 0x81 | Capacity Exceeded |
 //! | EAGAIN, EBUSY | 0x82 | Namespace Not Ready (DNR clear: retry) |
-//! | EILSEQ, EBADMSG | SCT 2, 0x81 | Unrecovered Read Error |
+//! | EILSEQ, EBADMSG, ENODATA (the block layer's medium error) | SCT 2, 0x81 | Unrecovered Read Error |
 //! | any other | 0x06 | Internal Error |
 //!
 //! Every mapped error except EAGAIN/EBUSY/EINTR sets Do Not Retry.
@@ -198,7 +198,7 @@ pub fn errno_to_status(errno: i32) -> Status {
         ERANGE | EOVERFLOW => (0, 0x80, true),
         ENOSPC | EFBIG | EDQUOT => (0, 0x81, true),
         EAGAIN | EBUSY => (0, 0x82, false),
-        EILSEQ | EBADMSG => (2, 0x81, true),
+        EILSEQ | EBADMSG | ENODATA => (2, 0x81, true),
         _ => (0, 0x06, true),
     };
     Status { errno_raw: errno, ..Status::new(sct, sc, dnr) }
@@ -233,6 +233,8 @@ mod tests {
         assert!(!s.dnr());
         assert_eq!(errno_to_status(libc::ENOSPC).sc(), 0x81);
         assert_eq!(errno_to_status(libc::EILSEQ).sct(), Sct::Media);
+        // A medium error of a block device (BLK_STS_MEDIUM) reaches user space as ENODATA.
+        assert_eq!(errno_to_status(libc::ENODATA).code(), 0x281);
         assert!(errno_to_status(0).is_ok());
         assert!(!errno_to_status(libc::ENOENT).is_ok());
     }

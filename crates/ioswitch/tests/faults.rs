@@ -1,0 +1,764 @@
+//! Fault injection and crash consistency with the kernel's own injectors (issue 17, parts 2
+//! and 3), for real: device-mapper `flakey` (I/O errors, dropped writes), `delay` (latency
+//! spikes, dropping a queue with delayed commands in flight), `log-writes` (every write and
+//! flush recorded, replayed up to each flush by `ioswitch_testkit::logwrites`) and
+//! `scsi_debug` (medium errors on chosen sectors), each over a loop device, through every
+//! interface that runs on a block device.
+//!
+//! The host kernel has no device-mapper and no scsi_debug: there every test says why it
+//! skips. `tests/vm/fault-tests.sh` loads the modules in the QEMU guest and runs this
+//! binary there with `IOSWITCH_VM=1`, where a skip is a failure. The tests print one
+//! `fault:` or `crash:` line per interface, the rows of docs/RELIABILITY.md.
+
+use ioswitch::{Cmd, Completion, Data, Device, Error, Opts, Queue, Status};
+use ioswitch_testkit::{logwrites::Log, pattern};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const BS: u64 = 4096;
+/// The async interfaces that run on a block device.
+const ASYNC: &[&str] = &["libaio", "io_uring", "thrpool", "posix", "emu"];
+
+/// Says why a test does not run, past libtest's capture; in the guest, fails instead.
+fn skip(test: &str, why: &str) {
+    if std::env::var_os("IOSWITCH_VM").is_some() {
+        panic!("{test}: would skip in the guest, where every skip is a failure: {why}");
+    }
+    let _ = writeln!(std::io::stderr(), "skipping {test}: {why}");
+}
+
+/// A result line for the tables of docs/RELIABILITY.md, past libtest's capture.
+fn report(line: String) {
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+fn run(prog: &str, args: &[&str]) -> Result<String, String> {
+    let out = Command::new(prog).args(args).output().map_err(|e| format!("{prog}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{prog} {} failed ({}): {}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// Root, losetup and the device-mapper targets `need`, as `dmsetup targets` (the kernel's
+/// own list of loaded targets) says.
+fn dm_targets(need: &[&str]) -> Result<(), String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("needs root (losetup, dmsetup)".into());
+    }
+    run("losetup", &["--version"]).map_err(|e| format!("losetup is not usable: {e}"))?;
+    let misc = std::fs::read_to_string("/proc/misc").unwrap_or_default();
+    if !misc.lines().any(|l| l.ends_with(" device-mapper")) {
+        return Err("no device-mapper in this kernel (/proc/misc lists none; load dm_mod)".into());
+    }
+    let targets = run("dmsetup", &["targets"]).map_err(|e| format!("dmsetup is not usable: {e}"))?;
+    for t in need {
+        if !targets.lines().any(|l| l.split_whitespace().next() == Some(t)) {
+            return Err(format!(
+                "the kernel has no dm target '{t}' loaded (dmsetup targets: {targets:?}; load dm-{t})"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Loop devices and dm devices to undo when a test ends, passed or failed.
+struct Setup {
+    undo: Vec<(String, Vec<String>)>,
+    dir: PathBuf,
+}
+
+impl Setup {
+    fn new(tag: &str) -> Setup {
+        let dir = std::env::temp_dir().join(format!("ioswitch-faults-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Setup { undo: Vec::new(), dir }
+    }
+    fn then_undo(&mut self, prog: &str, args: &[&str]) {
+        self.undo.push((prog.into(), args.iter().map(|s| s.to_string()).collect()));
+    }
+    /// A loop device over a new sparse image of `mib` MiB.
+    fn loop_dev(&mut self, mib: u64) -> (PathBuf, PathBuf) {
+        let img = self.dir.join(format!("disk{}.img", self.undo.len()));
+        let f = std::fs::File::create(&img).unwrap();
+        f.set_len(mib << 20).unwrap();
+        drop(f);
+        let dev = run("losetup", &["--find", "--show", img.to_str().unwrap()]).unwrap();
+        self.then_undo("losetup", &["-d", &dev]);
+        (PathBuf::from(dev), img)
+    }
+    /// A device-mapper device with this table (lines of "start length target args").
+    fn dm(&mut self, tag: &str, table: &str) -> (String, PathBuf) {
+        let name = format!("ioswitch-faults-{tag}-{}", std::process::id());
+        let file = self.dir.join(format!("{name}.table"));
+        std::fs::write(&file, table).unwrap();
+        run("dmsetup", &["create", &name, file.to_str().unwrap()]).unwrap();
+        self.then_undo("dmsetup", &["remove", "--retry", &name]);
+        // No udev in the guest: the /dev/mapper node comes from mknodes.
+        run("dmsetup", &["mknodes", &name]).unwrap();
+        let path = PathBuf::from(format!("/dev/mapper/{name}"));
+        (name, path)
+    }
+    /// Undoes the newest step now (the dm device, to read its log afterwards).
+    fn undo_last(&mut self) {
+        if let Some((prog, args)) = self.undo.pop() {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            run(&prog, &args).unwrap();
+        }
+    }
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        while let Some((prog, args)) = self.undo.pop() {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            if let Err(e) = run(&prog, &args) {
+                let _ = writeln!(std::io::stderr(), "clean-up: {e}");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn open(dev: &Path, opts: &str) -> Device {
+    let o: Opts = opts.parse().unwrap_or_else(|e| panic!("{opts}: {e}"));
+    Device::open(dev.to_str().unwrap(), &o).unwrap_or_else(|e| panic!("{} with {opts}: {e}", dev.display()))
+}
+
+/// Writes the pattern of `seed` over the first `bytes` of `dev` (1 MiB at a time).
+fn prefill(dev: &Path, bytes: u64, seed: u64) {
+    let d = open(dev, "sync=psync,direct=1");
+    let chunk = 1u64 << 20;
+    for off in (0..bytes).step_by(chunk as usize) {
+        let mut b = d.alloc(chunk as usize).unwrap();
+        pattern::fill(&mut b, off, seed);
+        d.pass(&Cmd::fs_write(off, chunk), &mut [b]).unwrap();
+    }
+}
+
+/// One command of a batch: write (the pattern of `seed`) or read `BS` bytes at `off`.
+#[derive(Clone, Copy, Debug)]
+struct Io {
+    write: bool,
+    off: u64,
+    seed: u64,
+}
+
+/// What came back for one tag.
+struct Done {
+    status: Status,
+    result: u64,
+    data: Data,
+    latency: Duration,
+}
+
+/// Runs `ios` through the queue (tag = index), waiting for completions whenever it is
+/// full; returns each tag's completion. Fails on a tag completed twice, or never.
+fn run_batch(dev: &Device, q: &mut Queue, ios: &[Io]) -> Vec<Done> {
+    let mut done: Vec<Option<Done>> = (0..ios.len()).map(|_| None).collect();
+    let mut started = vec![Instant::now(); ios.len()];
+    let record = |c: Completion, started: &[Instant], done: &mut [Option<Done>]| {
+        let t = c.tag as usize;
+        assert!(t < ios.len(), "completion with tag {t}, never submitted");
+        assert!(done[t].is_none(), "tag {t} completed twice");
+        done[t] = Some(Done { status: c.status, result: c.result, data: c.data, latency: started[t].elapsed() });
+    };
+    for (i, io) in ios.iter().enumerate() {
+        let mut b = dev.alloc(BS as usize).unwrap();
+        if io.write {
+            pattern::fill(&mut b, io.off, io.seed);
+        }
+        let cmd = if io.write { Cmd::fs_write(io.off, BS) } else { Cmd::fs_read(io.off, BS) };
+        let mut data: Data = b.into();
+        loop {
+            started[i] = Instant::now();
+            match q.submit(&cmd, data, i as u64) {
+                Ok(()) => break,
+                Err(r) if matches!(r.error, Error::Busy { .. }) => {
+                    data = r.data;
+                    q.wait(1, |c| record(c, &started, &mut done)).unwrap();
+                }
+                Err(r) => panic!("submit {io:?}: {}", r.error),
+            }
+        }
+    }
+    q.drain(|c| record(c, &started, &mut done)).unwrap();
+    assert_eq!(q.outstanding(), 0);
+    done.into_iter()
+        .enumerate()
+        .map(|(t, d)| d.unwrap_or_else(|| panic!("tag {t} ({:?}) never completed", ios[t])))
+        .collect()
+}
+
+/// Checks one successful completion: the whole length moved, and a read got `want_seed`'s
+/// pattern.
+fn check_ok(what: &str, io: &Io, d: &Done, want_seed: u64) {
+    assert!(d.status.is_ok(), "{what}: {io:?} failed: {}", d.status);
+    assert_eq!(d.result, BS, "{what}: {io:?} moved {} bytes", d.result);
+    if !io.write {
+        pattern::compare(&d.data.bufs()[0], &pattern::at(io.off, BS, want_seed), io.off, Some(want_seed), what)
+            .unwrap_or_else(|e| panic!("{what}: read {io:?}: {e}"));
+    }
+}
+
+/// The status every interface must give a command the device failed with EIO: the errno,
+/// and NVMe's Data Transfer Error (generic status 0x04) with Do Not Retry.
+fn check_eio(what: &str, io: &Io, s: Status) {
+    assert!(!s.is_ok(), "{what}: {io:?} on the failing range succeeded");
+    assert_eq!(s.errno(), Some(libc::EIO), "{what}: {io:?}: {s}");
+    assert_eq!((s.code(), s.dnr()), (0x004, true), "{what}: {io:?}: {s}");
+}
+
+// Sectors (512 B) of the injected range: 2 MiB .. 2 MiB + 256 KiB of a 16 MiB device.
+const DEV_MIB: u64 = 16;
+const BAD_START: u64 = 4096;
+const BAD_LEN: u64 = 512;
+
+/// A table that maps `target` over the bad range and `linear` over the rest of `lo`.
+fn table_with(lo: &Path, target: &str) -> String {
+    let l = lo.display();
+    let total = DEV_MIB << 11;
+    let end = BAD_START + BAD_LEN;
+    format!("0 {BAD_START} linear {l} 0\n{BAD_START} {BAD_LEN} {target}\n{end} {} linear {l} {end}\n", total - end)
+}
+
+/// A batch of 48 commands: every third in the bad range, the others on ranges of their
+/// own elsewhere; even tags write `seed`, odd tags read.
+fn mixed_batch(seed: u64) -> Vec<Io> {
+    (0..48u64)
+        .map(|i| {
+            let off = if i % 3 == 0 { (BAD_START << 9) + (i * BS) % (BAD_LEN << 9) } else { (8 << 20) + i * BS };
+            Io { write: i % 2 == 0, off, seed }
+        })
+        .collect()
+}
+
+fn in_bad(off: u64) -> bool {
+    (BAD_START << 9..(BAD_START + BAD_LEN) << 9).contains(&off)
+}
+
+#[test]
+fn flakey_errors_end_exactly_the_commands_that_touch_the_failing_range() {
+    const T: &str = "flakey_errors_end_exactly_the_commands_that_touch_the_failing_range";
+    if let Err(why) = dm_targets(&["flakey"]) {
+        return skip(T, &why);
+    }
+    let mut s = Setup::new("flakey");
+    let (lo, _) = s.loop_dev(DEV_MIB);
+    prefill(&lo, DEV_MIB << 20, 1);
+    // Up 0 s, down 1 s, no features: always down, every I/O of the range fails.
+    let (_, dm) = s.dm("flakey", &table_with(&lo, &format!("flakey {} {BAD_START} 0 1", lo.display())));
+    for (k, iface) in ASYNC.iter().enumerate() {
+        let seed = 10 + k as u64;
+        let dev = open(&dm, &format!("async={iface},direct=1"));
+        let mut q = dev.queue(8).unwrap();
+        let ios = mixed_batch(seed);
+        let done = run_batch(&dev, &mut q, &ios);
+        let mut failed = 0;
+        for (io, d) in ios.iter().zip(&done) {
+            if in_bad(io.off) {
+                check_eio(iface, io, d.status);
+                failed += 1;
+            } else {
+                check_ok(iface, io, d, 1);
+            }
+        }
+        // The queue keeps working: read back what the good writes wrote.
+        let back: Vec<Io> =
+            ios.iter().filter(|io| io.write && !in_bad(io.off)).map(|io| Io { write: false, ..*io }).collect();
+        for (io, d) in back.iter().zip(run_batch(&dev, &mut q, &back)) {
+            check_ok(iface, io, &d, seed);
+        }
+        let st = q.stats();
+        assert_eq!(st.submitted, st.completed, "{iface}: {st:?}");
+        report(format!(
+            "fault: flakey EIO: {iface}: {failed} of {} commands failed, each with its own tag, EIO / {}; {} good commands ok; {} reads after the errors ok",
+            ios.len(),
+            done.iter().find(|d| !d.status.is_ok()).map(|d| d.status.to_string()).unwrap_or_default(),
+            ios.len() - failed,
+            back.len()
+        ));
+    }
+    // The synchronous interfaces: the error of the one failing call.
+    // Not mmap: a read of a failing page of the mapping is a SIGBUS, which kills the process
+    // (docs/RELIABILITY.md, "Not yet").
+    for iface in ["psync", "block"] {
+        let dev = open(&dm, &format!("sync={iface},direct=1"));
+        let mut failed = 0;
+        for io in mixed_batch(20) {
+            let mut b = dev.alloc(BS as usize).unwrap();
+            if io.write {
+                pattern::fill(&mut b, io.off, io.seed);
+            }
+            let cmd = if io.write { Cmd::fs_write(io.off, BS) } else { Cmd::fs_read(io.off, BS) };
+            let mut bufs = [b];
+            match dev.pass(&cmd, &mut bufs) {
+                Ok(n) => {
+                    assert!(!in_bad(io.off), "{iface}: {io:?} on the failing range succeeded");
+                    assert_eq!(n, BS, "{iface}: {io:?}");
+                    if !io.write {
+                        pattern::compare(&bufs[0], &pattern::at(io.off, BS, 1), io.off, Some(1), iface).unwrap();
+                    }
+                }
+                Err(Error::Command { status, .. }) => {
+                    assert!(in_bad(io.off), "{iface}: {io:?} failed: {status}");
+                    check_eio(iface, &io, status);
+                    failed += 1;
+                }
+                Err(e) => panic!("{iface}: {io:?}: not a command error: {e}"),
+            }
+        }
+        report(format!(
+            "fault: flakey EIO: {iface}: {failed} of 48 calls failed with EIO / Data Transfer Error, the others ok"
+        ));
+    }
+}
+
+#[test]
+fn flakey_dropped_writes_are_acknowledged_and_absent_as_the_device_says() {
+    const T: &str = "flakey_dropped_writes_are_acknowledged_and_absent_as_the_device_says";
+    if let Err(why) = dm_targets(&["flakey"]) {
+        return skip(T, &why);
+    }
+    let mut s = Setup::new("drop");
+    let (lo, _) = s.loop_dev(DEV_MIB);
+    prefill(&lo, DEV_MIB << 20, 1);
+    let target = format!("flakey {} {BAD_START} 0 1 1 drop_writes", lo.display());
+    let (_, dm) = s.dm("drop", &table_with(&lo, &target));
+    for (k, iface) in ASYNC.iter().enumerate() {
+        let seed = 30 + k as u64;
+        let dev = open(&dm, &format!("async={iface},direct=1"));
+        let mut q = dev.queue(8).unwrap();
+        let ios = mixed_batch(seed);
+        for (io, d) in ios.iter().zip(run_batch(&dev, &mut q, &ios)) {
+            // The device acknowledges a dropped write: nothing below the library can tell.
+            check_ok(iface, io, &d, 1);
+        }
+        let back: Vec<Io> = ios.iter().filter(|io| io.write).map(|io| Io { write: false, ..*io }).collect();
+        let mut dropped = 0;
+        for (io, d) in back.iter().zip(run_batch(&dev, &mut q, &back)) {
+            // Dropped writes leave the old data; the others are there.
+            check_ok(iface, io, &d, if in_bad(io.off) { 1 } else { seed });
+            dropped += in_bad(io.off) as u32;
+        }
+        report(format!(
+            "fault: flakey drop_writes: {iface}: {} writes acknowledged ok, {dropped} of them dropped by the device (read back: the old data), the rest read back",
+            back.len()
+        ));
+    }
+}
+
+/// Latencies in milliseconds at percentile `p` (the first value whose rank reaches
+/// p/100·N, fio's rule).
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil().max(1.0) as usize;
+    sorted[rank - 1]
+}
+
+#[test]
+fn delayed_commands_show_in_the_latencies_and_do_not_wedge_or_hang_a_queue() {
+    const T: &str = "delayed_commands_show_in_the_latencies_and_do_not_wedge_or_hang_a_queue";
+    if let Err(why) = dm_targets(&["delay"]) {
+        return skip(T, &why);
+    }
+    let mut s = Setup::new("delay");
+    let (lo, _) = s.loop_dev(DEV_MIB);
+    prefill(&lo, DEV_MIB << 20, 1);
+    const DELAY_MS: u64 = 400;
+    let (_, dm) = s.dm("delay", &table_with(&lo, &format!("delay {} {BAD_START} {DELAY_MS}", lo.display())));
+    for iface in ASYNC {
+        let dev = open(&dm, &format!("async={iface},direct=1"));
+        let mut q = dev.queue(8).unwrap();
+        // 64 reads, one in 16 on the delayed range.
+        let ios: Vec<Io> = (0..64u64)
+            .map(|i| Io {
+                write: false,
+                off: if i % 16 == 5 { (BAD_START << 9) + i * BS } else { (8 << 20) + i * BS },
+                seed: 1,
+            })
+            .collect();
+        let done = run_batch(&dev, &mut q, &ios);
+        let mut lat: Vec<f64> = Vec::new();
+        for (io, d) in ios.iter().zip(&done) {
+            check_ok(iface, io, d, 1);
+            let ms = d.latency.as_secs_f64() * 1e3;
+            if in_bad(io.off) {
+                assert!(ms >= DELAY_MS as f64 * 0.9, "{iface}: a delayed read took {ms:.1} ms");
+            }
+            lat.push(ms);
+        }
+        lat.sort_by(f64::total_cmp);
+        let (p50, p99, max) = (percentile(&lat, 50.0), percentile(&lat, 99.0), lat[lat.len() - 1]);
+        assert!(p99 >= DELAY_MS as f64 * 0.9, "{iface}: p99 {p99:.1} ms does not show the {DELAY_MS} ms spike");
+        // emu runs one command at a time and glibc's POSIX aio one per file descriptor:
+        // there a delayed read holds up those behind it, by design.
+        if !matches!(*iface, "emu" | "posix") {
+            assert!(p50 < DELAY_MS as f64 * 0.9, "{iface}: p50 {p50:.1} ms: the undelayed reads were held up");
+        }
+        report(format!(
+            "fault: dm-delay {DELAY_MS} ms on 1 read in 16: {iface}: 64 reads ok, p50 {p50:.1} ms, p99 {p99:.1} ms, max {max:.1} ms"
+        ));
+        // Dropping a queue with delayed commands in flight waits for them, then the device
+        // takes a new queue.
+        let mut q = dev.queue(8).unwrap();
+        for i in 0..8u64 {
+            let b = dev.alloc(BS as usize).unwrap();
+            q.submit(&Cmd::fs_read((BAD_START << 9) + i * BS, BS), b.into(), i).map_err(|r| r.error).unwrap();
+        }
+        q.commit().unwrap();
+        let t = Instant::now();
+        drop(q);
+        let waited = t.elapsed();
+        assert!(waited < Duration::from_secs(60), "{iface}: dropping the queue took {waited:?}");
+        let mut q = dev.queue(4).unwrap();
+        let again = [Io { write: false, off: 8 << 20, seed: 1 }];
+        check_ok(iface, &again[0], &run_batch(&dev, &mut q, &again)[0], 1);
+        report(format!(
+            "fault: dm-delay: {iface}: queue dropped with 8 delayed reads in flight: drop returned after {:.0} ms, a new queue works",
+            waited.as_secs_f64() * 1e3
+        ));
+    }
+}
+
+/// The scsi_debug disk the stage loaded (`opts=2`, medium errors) and its error range in
+/// 512-byte sectors, as the module's own parameters say.
+fn scsi_debug_disk() -> Result<(PathBuf, u64, u64), String> {
+    let p = |n: &str| -> Result<u64, String> {
+        let v = std::fs::read_to_string(format!("/sys/module/scsi_debug/parameters/{n}"))
+            .map_err(|e| format!("scsi_debug is not loaded ({n}: {e}; the stage loads it with opts=2)"))?;
+        v.trim().parse().map_err(|e| format!("scsi_debug parameter {n} = {v:?}: {e}"))
+    };
+    let (opts, start, count) = (p("opts")?, p("medium_error_start")?, p("medium_error_count")?);
+    if opts & 2 == 0 {
+        return Err(format!("scsi_debug opts = {opts}: medium errors (2) are off"));
+    }
+    for e in std::fs::read_dir("/sys/block").map_err(|e| format!("/sys/block: {e}"))? {
+        let e = e.map_err(|e| e.to_string())?;
+        let model = std::fs::read_to_string(e.path().join("device/model")).unwrap_or_default();
+        if model.trim() == "scsi_debug" {
+            return Ok((Path::new("/dev").join(e.file_name()), start, count));
+        }
+    }
+    Err("scsi_debug is loaded but no disk of it is in /sys/block (load sd_mod)".into())
+}
+
+#[test]
+fn scsi_medium_errors_end_exactly_the_reads_of_the_bad_sectors() {
+    const T: &str = "scsi_medium_errors_end_exactly_the_reads_of_the_bad_sectors";
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return skip(T, "needs root");
+    }
+    let (disk, start, count) = match scsi_debug_disk() {
+        Ok(x) => x,
+        Err(why) => return skip(T, &why),
+    };
+    let bad = |off: u64| off < (start + count) << 9 && off + BS > start << 9;
+    // Reads of the two blocks holding the bad sectors, and reads far from them. No good
+    // read is next to a bad one: the block layer merges adjacent reads into one request,
+    // and a medium error fails the whole request past the bad sector (seen here: a read of
+    // sectors 4112..4119 submitted beside one of 4104..4111 failed with ENODATA).
+    let first = (start << 9) / BS * BS;
+    let ios: Vec<Io> = (0..32u64)
+        .map(|i| Io {
+            write: false,
+            off: if i % 4 == 0 { first + (i / 4 % 2) * BS } else { (8 << 20) + i * BS },
+            seed: 0,
+        })
+        .collect();
+    let errno_of = |s: Status| s.errno().unwrap_or(0);
+    for iface in ASYNC {
+        let dev = open(&disk, &format!("async={iface},direct=1"));
+        let mut q = dev.queue(8).unwrap();
+        let done = run_batch(&dev, &mut q, &ios);
+        let mut failed = Vec::new();
+        for (io, d) in ios.iter().zip(&done) {
+            if bad(io.off) {
+                assert!(!d.status.is_ok(), "{iface}: read {io:?} of a bad sector succeeded");
+                // The block layer reports a medium error as ENODATA ("critical medium
+                // error"): NVMe's Unrecovered Read Error.
+                assert_eq!(errno_of(d.status), libc::ENODATA, "{iface}: {io:?}: {}", d.status);
+                assert_eq!((d.status.code(), d.status.dnr()), (0x281, true), "{iface}: {io:?}: {}", d.status);
+                failed.push(d.status);
+            } else {
+                assert!(d.status.is_ok(), "{iface}: {io:?}: {}", d.status);
+                assert_eq!(d.result, BS);
+            }
+        }
+        assert!(!failed.is_empty(), "{iface}: no read touched the bad sectors {start}+{count}");
+        // The queue keeps working after the errors.
+        let again = [Io { write: false, off: 8 << 20, seed: 0 }];
+        assert!(run_batch(&dev, &mut q, &again)[0].status.is_ok(), "{iface}: read after the errors");
+        report(format!(
+            "fault: scsi_debug medium error (sectors {start}+{count}): {iface}: {} of {} reads failed, each with its own tag: {}; the others ok",
+            failed.len(),
+            ios.len(),
+            failed[0]
+        ));
+    }
+    for iface in ["psync", "block"] {
+        let dev = open(&disk, &format!("sync={iface},direct=1"));
+        let mut failed = 0;
+        for io in &ios {
+            let mut bufs = [dev.alloc(BS as usize).unwrap()];
+            match dev.pass(&Cmd::fs_read(io.off, BS), &mut bufs) {
+                Ok(n) => assert!(!bad(io.off) && n == BS, "{iface}: {io:?} gave {n}"),
+                Err(Error::Command { status, .. }) => {
+                    assert!(bad(io.off), "{iface}: {io:?}: {status}");
+                    assert_eq!(errno_of(status), libc::ENODATA, "{iface}: {status}");
+                    assert_eq!(status.code(), 0x281, "{iface}: {status}");
+                    failed += 1;
+                }
+                Err(e) => panic!("{iface}: {io:?}: {e}"),
+            }
+        }
+        report(format!("fault: scsi_debug medium error: {iface}: {failed} of {} calls failed with ENODATA / Unrecovered Read Error", ios.len()));
+    }
+}
+
+/// A device that flushes: a queue or the synchronous path.
+enum Path2 {
+    Sync(Device),
+    Async(Device, Queue),
+}
+
+impl Path2 {
+    fn write_all(&mut self, ios: &[Io]) {
+        match self {
+            Path2::Sync(d) => {
+                for io in ios {
+                    let mut b = d.alloc(BS as usize).unwrap();
+                    pattern::fill(&mut b, io.off, io.seed);
+                    d.pass(&Cmd::fs_write(io.off, BS), &mut [b]).unwrap();
+                }
+            }
+            Path2::Async(d, q) => {
+                for (io, r) in ios.iter().zip(run_batch(d, q, ios)) {
+                    check_ok("write", io, &r, 0);
+                }
+            }
+        }
+    }
+    fn flush(&mut self) {
+        match self {
+            Path2::Sync(d) => {
+                d.pass(&Cmd::fs_flush(), &mut []).unwrap();
+            }
+            Path2::Async(_, q) => {
+                q.submit(&Cmd::fs_flush(), Data::None, 7).map_err(|r| r.error).unwrap();
+                let mut st = None;
+                q.drain(|c| st = Some(c.status)).unwrap();
+                let st = st.expect("the flush completed");
+                assert!(st.is_ok(), "flush: {st}");
+            }
+        }
+    }
+}
+
+#[test]
+fn every_write_acknowledged_before_a_flush_is_in_the_log_before_that_flush() {
+    const T: &str = "every_write_acknowledged_before_a_flush_is_in_the_log_before_that_flush";
+    if let Err(why) = dm_targets(&["log-writes"]) {
+        return skip(T, &why);
+    }
+    const PHASES: u64 = 4;
+    const PER_PHASE: u64 = 24;
+    let configs: Vec<String> = ["psync", "mmap"]
+        .iter()
+        .flat_map(|i| {
+            if *i == "mmap" {
+                vec![format!("sync={i}")]
+            } else {
+                vec![format!("sync={i}"), format!("sync={i},direct=1")]
+            }
+        })
+        .chain(ASYNC.iter().flat_map(|i| [format!("async={i}"), format!("async={i},direct=1")]))
+        .collect();
+    let blocks = (DEV_MIB << 20) / BS;
+    for (k, opts) in configs.iter().enumerate() {
+        let mut s = Setup::new("lw");
+        let (data, _) = s.loop_dev(DEV_MIB);
+        let (log_dev, log_img) = s.loop_dev(64);
+        let table = format!("0 {} log-writes {} {}\n", DEV_MIB << 11, data.display(), log_dev.display());
+        let (name, dm) = s.dm("lw", &table);
+        let dev = open(&dm, opts);
+        let mut path = if opts.starts_with("sync=") {
+            Path2::Sync(dev)
+        } else {
+            let q = dev.queue(8).unwrap();
+            Path2::Async(dev, q)
+        };
+        // Phases of writes (later ones overwrite some blocks of earlier ones), each ended
+        // by a flush and a mark; the last phase is not flushed.
+        let mut model: BTreeMap<u64, u64> = BTreeMap::new();
+        let mut snapshots = Vec::new();
+        let mut unflushed = None;
+        let mut x = 0x9E37_79B9u64 ^ k as u64;
+        for phase in 0..=PHASES {
+            let seed = 1000 * (k as u64 + 1) + phase;
+            let ios: Vec<Io> = (0..PER_PHASE)
+                .map(|_| {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    Io { write: true, off: ((x >> 33) % blocks) * BS, seed }
+                })
+                .collect();
+            path.write_all(&ios);
+            for io in &ios {
+                model.insert(io.off, io.seed);
+            }
+            if phase == PHASES && opts == "sync=psync" {
+                run("dmsetup", &["message", &name, "0", "mark", "unflushed"]).unwrap();
+                unflushed = Some(ios.clone());
+            }
+            if phase < PHASES {
+                path.flush();
+                run("dmsetup", &["message", &name, "0", "mark", &format!("flushed-{phase}")]).unwrap();
+                snapshots.push(model.clone());
+            }
+        }
+        drop(path);
+        s.undo_last(); // dmsetup remove: the target writes what it holds and its super block
+        let log = Log::parse(std::fs::read(&log_img).unwrap()).unwrap_or_else(|e| panic!("{opts}: {e}"));
+        let (mut checked, mut lost) = (0u64, 0u64);
+        let mut prev_flush = None;
+        for (phase, want) in snapshots.iter().enumerate() {
+            let m = log
+                .mark(&format!("flushed-{phase}"))
+                .unwrap_or_else(|| panic!("{opts}: mark flushed-{phase} is not in the log"));
+            let f = log
+                .flush_before(m)
+                .unwrap_or_else(|| panic!("{opts}: no flush in the log before mark flushed-{phase}"));
+            assert!(
+                prev_flush.is_none_or(|p| f > p),
+                "{opts}: phase {phase}'s flush is not after phase {}'s",
+                phase.max(1) - 1
+            );
+            prev_flush = Some(f);
+            let mut img = vec![0u8; (DEV_MIB << 20) as usize];
+            log.replay(&mut img, f).unwrap();
+            for (&off, &seed) in want {
+                let got = &img[off as usize..(off + BS) as usize];
+                let exp = pattern::at(off, BS, seed);
+                lost += got.iter().zip(&exp).filter(|(a, b)| a != b).count() as u64;
+                checked += BS;
+            }
+        }
+        assert_eq!(
+            lost, 0,
+            "{opts}: {lost} of {checked} bytes acknowledged before a flush are missing in the replay up to that flush"
+        );
+        if let Some(ios) = &unflushed {
+            // The control: page-cache writes never flushed are not in the log before the
+            // mark that followed them, and the check above would have counted them lost.
+            let m = log.mark("unflushed").unwrap_or_else(|| panic!("{opts}: mark unflushed is not in the log"));
+            let f = log.flush_before(m).expect("flushes before the unflushed phase");
+            let mut img = vec![0u8; (DEV_MIB << 20) as usize];
+            log.replay(&mut img, f).unwrap();
+            let missing: u64 = ios
+                .iter()
+                .map(|io| {
+                    let got = &img[io.off as usize..(io.off + BS) as usize];
+                    got.iter().zip(pattern::at(io.off, BS, io.seed)).filter(|(a, b)| **a != *b).count() as u64
+                })
+                .sum();
+            assert!(missing > 0, "{opts}: the unflushed page-cache writes are all in the log before their mark");
+            report(format!(
+                "crash: control: {opts}: {missing} of {} bytes written to the page cache and not flushed are missing in the replay up to the last flush (the check sees missing data)",
+                ios.len() as u64 * BS
+            ));
+        }
+        report(format!(
+            "crash: dm-log-writes: {opts}: {} flush marks checked, {checked} bytes checked, {lost} bytes lost ({} log entries)",
+            snapshots.len(),
+            log.entries.len()
+        ));
+    }
+}
+
+/// The integer after `"key"` in the first object or array named `section` of a JSON text
+/// (fio's and `ioswitch bench`'s JSON: `"key" : 5` or `"key": 5`).
+fn json_int(text: &str, section: &str, key: &str) -> Option<i64> {
+    let name = format!("\"{section}\"");
+    let mut at = 0;
+    let s = loop {
+        let i = at + text[at..].find(&name)?;
+        let rest = text[i + name.len()..].trim_start();
+        if let Some(r) = rest.strip_prefix(':') {
+            if r.trim_start().starts_with(['{', '[']) {
+                break &text[i..];
+            }
+        }
+        at = i + name.len();
+    };
+    let s = &s[s.find(&format!("\"{key}\""))? + key.len() + 2..];
+    let s = s.trim_start().strip_prefix(':')?.trim_start();
+    let end = s.find(|c: char| !(c.is_ascii_digit() || c == '-')).unwrap_or(s.len());
+    s[..end].parse().ok()
+}
+
+#[test]
+fn bench_stops_at_the_first_failed_io_and_reports_it_as_fio_does() {
+    const T: &str = "bench_stops_at_the_first_failed_io_and_reports_it_as_fio_does";
+    if let Err(why) = dm_targets(&["flakey"]) {
+        return skip(T, &why);
+    }
+    let Some(cli) = std::env::var_os("IOSWITCH_CLI") else {
+        return skip(T, "IOSWITCH_CLI (the ioswitch binary) is not set; tests/vm/fault-tests.sh sets it");
+    };
+    if let Err(e) = run("fio", &["--version"]) {
+        return skip(T, &format!("fio is not usable: {e}"));
+    }
+    let mut s = Setup::new("bench");
+    let (lo, _) = s.loop_dev(DEV_MIB);
+    prefill(&lo, DEV_MIB << 20, 1);
+    let (_, dm) = s.dm("bench", &table_with(&lo, &format!("flakey {} {BAD_START} 0 1", lo.display())));
+    // Sequential jobs over the first 4 MiB run into the failing range at 2 MiB. The read
+    // job does not verify: the device holds no data with fio's verify headers.
+    for (rw, dir, verify) in [("write", "write", "crc32c"), ("read", "read", "0")] {
+        let args = [
+            "--name=j".to_string(),
+            format!("--filename={}", dm.display()),
+            format!("--rw={rw}"),
+            "--bs=4k".into(),
+            "--size=4m".into(),
+            "--ioengine=libaio".into(),
+            "--iodepth=1".into(),
+            "--direct=1".into(),
+            format!("--verify={verify}"),
+            "--output-format=json".into(),
+        ];
+        let fio = Command::new("fio").args(&args).output().unwrap();
+        let ours = Command::new(&cli).arg("bench").args(&args).output().unwrap();
+        let (fo, oo) = (String::from_utf8_lossy(&fio.stdout), String::from_utf8_lossy(&ours.stdout));
+        let fe = json_int(&fo, "jobs", "error").unwrap_or_else(|| panic!("fio {rw}: no error field: {fo}"));
+        let oe = json_int(&oo, "jobs", "error").unwrap_or_else(|| {
+            panic!("ioswitch bench {rw}: no error field: {oo} {}", String::from_utf8_lossy(&ours.stderr))
+        });
+        assert_eq!(fe, libc::EIO as i64, "fio {rw}: error {fe}");
+        assert_eq!(oe, fe, "{rw}: ioswitch bench reports error {oe}, fio {fe}");
+        let fb = json_int(&fo, dir, "io_bytes").unwrap();
+        let ob = json_int(&oo, dir, "io_bytes").unwrap();
+        assert_eq!(ob, fb, "{rw}: ioswitch bench moved {ob} bytes before stopping, fio {fb}");
+        assert_eq!(
+            ours.status.success(),
+            fio.status.success(),
+            "{rw}: exit status: ours {}, fio {}",
+            ours.status,
+            fio.status
+        );
+        report(format!(
+            "fault: flakey EIO under `bench --rw={rw} --verify={verify}` (libaio, qd1): job error {oe} (fio: {fe}), {ob} bytes before the stop (fio: {fb}), exit {} (fio: {})",
+            ours.status.code().unwrap_or(-1),
+            fio.status.code().unwrap_or(-1)
+        ));
+    }
+}

@@ -150,6 +150,11 @@ verify_job "async=io_uring qd1 + verify" --ioswitch_async=io_uring --rw=write --
 verify_job "async=io_uring qd1 inline + verify" --ioswitch_async=io_uring --ioswitch_inline=1 --rw=randwrite --iodepth=1
 verify_job "async=thrpool threads=2 batch 4 + verify" --ioswitch_async=thrpool --ioswitch_opts=threads=2 \
     --rw=randwrite --iodepth=16 --iodepth_batch_complete_min=4 --iodepth_batch_complete_max=8
+# fio takes at most 2 completions per ->getevents(): the library keeps the rest of a
+# reap (ioswitch_queue_reap) and hands them over first at the next call.
+verify_job "async=thrpool qd16 iodepth_batch_complete_max=2 (completions kept between reaps) + verify" \
+    --ioswitch_async=thrpool --rw=randwrite --iodepth=16 --iodepth_batch_complete_min=1 \
+    --iodepth_batch_complete_max=2
 mkdir -p "$tmp/files"
 where=(--directory="$tmp/files")
 verify_job "async=libaio 2 files + verify" --ioswitch_async=libaio --nrfiles=2 --rw=randwrite --iodepth=8
@@ -174,6 +179,8 @@ fails_naming "sync=nil (synchronous engine) moves no data: verify fails" "verify
 fails_naming "sync=psync direct=1: misaligned fio buffers are refused by name" \
     "direct I/O needs buffer address aligned" --thread=1 --ioswitch_sync=psync --direct=1 --mem_align=1 --rw=write
 fails_naming "thread=1 is required" "needs thread=1" --ioswitch_async=io_uring --rw=write
+fails_naming "ioswitch_inline=1 at iodepth=4 is refused by name" "ioswitch_inline=1 needs iodepth=1 (this job has iodepth=4)" \
+    --thread=1 --ioswitch_async=io_uring --ioswitch_inline=1 --iodepth=4 --rw=write
 fails_naming "an unknown interface is named" 'unknown async interface "bogus"' --thread=1 --ioswitch_async=bogus --rw=write
 fails_naming "a bad option is named" '"bogus_key"' --thread=1 --ioswitch_opts=bogus_key=1 --rw=write
 

@@ -782,6 +782,219 @@ static struct io_u *iosw_event(struct thread_data *td, int event)
 	return cpl_io_u(&ed->cpls[event]);
 }
 
+/*
+ * Zoned devices (fio's zonemode=zbd): the zoned model and limits come from the device's
+ * geometry; zone reports and write-pointer resets are NVMe Zone Management Receive and
+ * Send commands run with ioswitch_pass. ioswitch serves them on NVMe char devices
+ * (passthrough) and on zoned block devices (the block layer's zone ioctls) alike.
+ * fio asks for the model and the first report while it sets the files up, before it
+ * opens them: a file not open yet gets a device of its own for the call.
+ */
+#define ZNS_ZMS 0x79 /* Zone Management Send */
+#define ZNS_ZMR 0x7a /* Zone Management Receive */
+#define ZNS_ZSA_RESET 0x04
+#define ZNS_ZRA_REPORT 0x00
+#define ZNS_PARTIAL (1u << 16) /* report: the header counts the descriptors returned */
+
+struct zdev {
+	struct ioswitch_dev *dev;
+	struct ioswitch_geo geo;
+	uint32_t nsid;
+	unsigned int shift; /* log2(lba_size) */
+	int temporary;
+};
+
+static int zdev_get(struct thread_data *td, struct fio_file *f, struct zdev *z)
+{
+	struct iosw_data *ed = td->io_ops_data;
+	struct iosw_file *fd = FILE_ENG_DATA(f);
+	struct ioswitch_ident id;
+	int err;
+
+	memset(z, 0, sizeof(*z));
+	if (fd) {
+		z->dev = fd->dev;
+	} else {
+		err = ioswitch_dev_open(f->file_name, ed ? ed->devopts : NULL, &z->dev);
+		if (err) {
+			iosw_fail(td, -err, "ioswitch_dev_open");
+			return err;
+		}
+		z->temporary = 1;
+	}
+	ioswitch_dev_geo(z->dev, &z->geo);
+	ioswitch_dev_ident(z->dev, &id);
+	z->nsid = id.nsid;
+	z->shift = __builtin_ctz(z->geo.lba_size ? z->geo.lba_size : 512);
+	return 0;
+}
+
+static void zdev_put(struct zdev *z)
+{
+	if (z->temporary)
+		ioswitch_dev_close(z->dev);
+}
+
+static int iosw_get_zoned_model(struct thread_data *td, struct fio_file *f,
+				enum zbd_zoned_model *model)
+{
+	struct zdev z;
+	int err;
+
+	/* Regular files: fio's own emulation (zonemode=strided and the like). */
+	if (f->filetype != FIO_TYPE_CHAR && f->filetype != FIO_TYPE_BLOCK) {
+		*model = ZBD_NONE;
+		return 0;
+	}
+	err = zdev_get(td, f, &z);
+	if (err)
+		return err;
+	switch (z.geo.zoned) {
+	case IOSWITCH_ZONED_HOST_MANAGED:
+		*model = ZBD_HOST_MANAGED;
+		break;
+	case IOSWITCH_ZONED_HOST_AWARE:
+		*model = ZBD_HOST_AWARE;
+		break;
+	default:
+		*model = ZBD_NONE;
+		break;
+	}
+	zdev_put(&z);
+	return 0;
+}
+
+static inline uint64_t le64_at(const unsigned char *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return le64_to_cpu(v);
+}
+
+static int iosw_report_zones(struct thread_data *td, struct fio_file *f, uint64_t offset,
+			     struct zbd_zone *zones, unsigned int nr_zones)
+{
+	struct ioswitch_cmd cmd;
+	struct zdev z;
+	unsigned char *rep = NULL;
+	uint64_t zone_bytes, n, i, room = nr_zones;
+	size_t bytes;
+	int err;
+
+	err = zdev_get(td, f, &z);
+	if (err)
+		return err;
+	if (!z.geo.zoned || !z.geo.zone_size) {
+		log_err("ioswitch: %s is not a zoned device: no zones to report\n", f->file_name);
+		zdev_put(&z);
+		return -EINVAL;
+	}
+	zone_bytes = z.geo.zone_size << z.shift;
+	/* One report of at most max_transfer bytes; fio asks again from the next zone. */
+	if (z.geo.max_transfer && room > (z.geo.max_transfer - 64) / 64)
+		room = (z.geo.max_transfer - 64) / 64;
+	if (room > 4096)
+		room = 4096;
+	bytes = (room + 1) * 64;
+	/* An ioswitch buffer: passthrough wants whole pages the device may write. */
+	rep = ioswitch_buf_alloc(z.dev, bytes);
+	if (!rep) {
+		log_err("ioswitch: zone report of %s: %s\n", f->file_name, ioswitch_last_error());
+		zdev_put(&z);
+		return -ENOMEM;
+	}
+	memset(&cmd, 0, sizeof(cmd));
+	cmd.set = IOSWITCH_SET_NVM;
+	cmd.sqe.opcode = ZNS_ZMR;
+	cmd.sqe.nsid = z.nsid;
+	set_dwords(&cmd.sqe.cdw10, offset >> z.shift);
+	cmd.sqe.cdw12 = (uint32_t)(bytes / 4 - 1);
+	cmd.sqe.cdw13 = ZNS_ZRA_REPORT | ZNS_PARTIAL;
+	err = ioswitch_pass(z.dev, &cmd, (void *const *)&rep, 1, NULL);
+	if (err) {
+		log_err("ioswitch: zone report of %s from offset %llu: %s\n", f->file_name,
+			(unsigned long long)offset, ioswitch_last_error());
+		goto out;
+	}
+	n = le64_at(rep);
+	if (n > room)
+		n = room;
+	for (i = 0; i < n; i++) {
+		const unsigned char *d = rep + 64 * (i + 1);
+		struct zbd_zone *zz = &zones[i];
+		uint64_t start = le64_at(d + 16) << z.shift;
+		uint64_t wp = le64_at(d + 24) << z.shift;
+
+		zz->start = start;
+		zz->len = zone_bytes;
+		zz->capacity = le64_at(d + 8) << z.shift;
+		zz->type = (d[0] & 0xf) == 2 ? ZBD_ZONE_TYPE_SWR : ZBD_ZONE_TYPE_CNV;
+		zz->cond = (enum zbd_zone_cond)(d[1] >> 4);
+		/* The spec leaves the write pointer of full, read-only and offline zones open. */
+		if (wp < start || wp > start + zone_bytes)
+			wp = start + zz->capacity;
+		zz->wp = wp;
+	}
+	err = (int)n;
+out:
+	if (ioswitch_buf_free(rep))
+		log_err("ioswitch: %s\n", ioswitch_last_error());
+	zdev_put(&z);
+	return err;
+}
+
+static int iosw_reset_wp(struct thread_data *td, struct fio_file *f, uint64_t offset,
+			 uint64_t length)
+{
+	struct ioswitch_cmd cmd;
+	struct zdev z;
+	uint64_t zone_bytes, at;
+	int err;
+
+	err = zdev_get(td, f, &z);
+	if (err)
+		return err;
+	zone_bytes = z.geo.zone_size << z.shift;
+	if (!z.geo.zoned || !zone_bytes || offset % zone_bytes) {
+		log_err("ioswitch: write pointer reset of %s at offset %llu: %s\n", f->file_name,
+			(unsigned long long)offset,
+			zone_bytes ? "not the start of a zone" : "not a zoned device");
+		zdev_put(&z);
+		return -EINVAL;
+	}
+	for (at = offset; at < offset + length; at += zone_bytes) {
+		memset(&cmd, 0, sizeof(cmd));
+		cmd.set = IOSWITCH_SET_NVM;
+		cmd.sqe.opcode = ZNS_ZMS;
+		cmd.sqe.nsid = z.nsid;
+		set_dwords(&cmd.sqe.cdw10, at >> z.shift);
+		cmd.sqe.cdw13 = ZNS_ZSA_RESET;
+		err = ioswitch_pass_raw(z.dev, &cmd, NULL, 0, NULL);
+		if (err) {
+			log_err("ioswitch: write pointer reset of %s, zone at offset %llu: %s\n",
+				f->file_name, (unsigned long long)at, ioswitch_last_error());
+			break;
+		}
+	}
+	zdev_put(&z);
+	return err;
+}
+
+static int iosw_get_max_open_zones(struct thread_data *td, struct fio_file *f,
+				   unsigned int *max_open_zones)
+{
+	struct zdev z;
+	int err;
+
+	err = zdev_get(td, f, &z);
+	if (err)
+		return err;
+	*max_open_zones = z.geo.max_open; /* 0: no limit */
+	zdev_put(&z);
+	return 0;
+}
+
 struct ioengine_ops ioengine = {
 	.name = "ioswitch",
 	.version = FIO_IOOPS_VERSION,
@@ -797,6 +1010,10 @@ struct ioengine_ops ioengine = {
 	.get_file_size = iosw_get_file_size,
 	.invalidate = iosw_invalidate,
 	.io_u_free = iosw_io_u_free,
+	.get_zoned_model = iosw_get_zoned_model,
+	.report_zones = iosw_report_zones,
+	.reset_wp = iosw_reset_wp,
+	.get_max_open_zones = iosw_get_max_open_zones,
 	.option_struct_size = sizeof(struct iosw_options),
 	.options = options,
 };

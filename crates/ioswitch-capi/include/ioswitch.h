@@ -934,9 +934,9 @@ int ioswitch_queue_drain(struct ioswitch_queue *q);
  * `min` (waiting for them; at most as many as are outstanding) and at most `max`. Returns
  * how many it wrote to `cpls[0..n]`, or a negative errno: -EINVAL for a NULL argument,
  * `max` 0, or `min` above `max`; -EBUSY when called from a completion callback of the
- * same queue; an interface's failure otherwise (completions written before it are lost
- * to the caller only in that their count is not returned: their buffers are the
- * caller's again).
+ * same queue; an interface's failure otherwise, in which case the completions reaped
+ * before the failure stay in the queue (their buffers are the caller's again) and the
+ * next `ioswitch_queue_reap` hands them out first.
  *
  * This is the batch form of poke and wait for callers that keep their own per-command
  * state (fio's engine hands each `user_arg` to fio as an event): no callback runs, not

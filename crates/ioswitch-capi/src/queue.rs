@@ -614,9 +614,9 @@ pub unsafe extern "C" fn ioswitch_queue_drain(q: *mut ioswitch_queue) -> c_int {
 /// `min` (waiting for them; at most as many as are outstanding) and at most `max`. Returns
 /// how many it wrote to `cpls[0..n]`, or a negative errno: -EINVAL for a NULL argument,
 /// `max` 0, or `min` above `max`; -EBUSY when called from a completion callback of the
-/// same queue; an interface's failure otherwise (completions written before it are lost
-/// to the caller only in that their count is not returned: their buffers are the
-/// caller's again).
+/// same queue; an interface's failure otherwise, in which case the completions reaped
+/// before the failure stay in the queue (their buffers are the caller's again) and the
+/// next `ioswitch_queue_reap` hands them out first.
 ///
 /// This is the batch form of poke and wait for callers that keep their own per-command
 /// state (fio's engine hands each `user_arg` to fio as an event): no callback runs, not
@@ -682,7 +682,16 @@ pub unsafe extern "C" fn ioswitch_queue_reap(
         };
         match r {
             Ok(_) => n as c_int,
-            Err(e) => from_error(F, &e),
+            Err(e) => {
+                // The completions written before the failure are not lost: they go back
+                // to the front of the queue's kept list, in order, for the next reap.
+                for i in (0..n as usize).rev() {
+                    // SAFETY: i < n <= max; cpls[i] was written above.
+                    let c = unsafe { cpls.add(i).read() };
+                    kept.push_front((None, ptr::null_mut(), c));
+                }
+                from_error(F, &e)
+            }
         }
     })
 }

@@ -33,10 +33,13 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# The fio binary every run uses (fio/bench_vs_xnvme.py points it at a fio built with
+# xNVMe's engine).
+FIO = "fio"
 
 
 def fio(args):
-    cmd = ["fio", "--output-format=json"] + args
+    cmd = [FIO, "--output-format=json"] + args
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     job = json.loads(out[out.index("{"):])["jobs"][0]
     if job["error"]:
@@ -129,7 +132,7 @@ def callgrind(configs, n, keep=None):
             prof = (os.path.join(keep, f"{tag}.{ios}.callgrind") if keep
                     else f"/tmp/ioswitch-fio-bench.{os.getpid()}.{ios}.callgrind")
             args_n = [a for a in args if not a.startswith(("--time_based", "--runtime"))]
-            subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={prof}", "fio",
+            subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={prof}", FIO,
                             "--output-format=terse", f"--number_ios={ios}"] + args_n,
                            check=True, capture_output=True)
             runs.append(callgrind_split(prof))

@@ -13,9 +13,9 @@
  *   ioswitch_admin=IFACE   admin interface
  *   ioswitch_opts=K=V,...  further ioswitch device options (sqpoll=1, threads=8, ...);
  *                          fio's direct=1 adds direct=1
- *   ioswitch_inline=1      at iodepth=1 only: complete each command inside ->queue()
- *                          and run as a synchronous engine (no slat), as fio's null
- *                          engine does at iodepth=1
+ *   ioswitch_inline=1      at iodepth=1 only (refused at init otherwise): complete
+ *                          each command inside ->queue() and run as a synchronous
+ *                          engine (no slat), as fio's null engine does at iodepth=1
  * thread=1 is required: the library runs helper threads and keeps per-process state
  * that must not be split across fio's forked job processes.
  *
@@ -26,8 +26,10 @@
  * for real), then takes the issue time once for the batch and records each command's
  * slat (issue - start) with fio's io_u_queued(), and its submit depth. fio takes the
  * completion time when ->getevents() returns (clat = complete - issue). ->getevents()
- * pokes the queues (no waiting) and waits only for what is still missing to reach fio's
- * minimum; completions beyond fio's maximum wait in a ring for the next call. In the
+ * reaps with ioswitch_queue_reap, which writes each completion once, in place, into
+ * the engine's array that ->event() reads (no callbacks): what has completed, up to
+ * fio's maximum, waiting only for what fio's minimum still lacks; the library keeps
+ * what comes beyond the maximum for the next call. In the
  * synchronous modes (ioswitch_sync alone, or ioswitch_inline=1) fio takes the issue
  * time before ->queue() and there is no slat, as for fio's psync; there ->queue()
  * records the submit and complete depths of each command itself (fio does that only
@@ -156,12 +158,12 @@ struct iosw_data {
 	int inline_mode; /* async interface, completed inside ->queue() */
 	char devopts[1024];
 	/*
-	 * Completions not yet handed to fio: a ring of iodepth entries. What the last
-	 * ->getevents() returned stays in the ring from `base` on, for ->event() (fio reads
-	 * every event before it queues or reaps again).
+	 * The completions the last ->getevents() reaped (ioswitch_queue_reap writes them
+	 * here in place, iodepth entries at most): ->event() reads the io_u from each
+	 * (fio reads every event before it queues or reaps again).
 	 */
-	struct io_u **ring;
-	unsigned int cap, head, count, base;
+	struct ioswitch_cpl *cpls;
+	unsigned int cap;
 	/* Queued by ->queue() and not yet committed (async mode), at most iodepth. */
 	struct io_u **pending;
 	unsigned int npending;
@@ -209,11 +211,11 @@ static int iosw_init(struct thread_data *td)
 	if (!ed)
 		return 1;
 	ed->cap = depth;
-	ed->ring = calloc(depth, sizeof(*ed->ring));
+	ed->cpls = calloc(depth, sizeof(*ed->cpls));
 	ed->pending = calloc(depth, sizeof(*ed->pending));
 	ed->open = calloc(td->o.nr_files ? td->o.nr_files : 1, sizeof(*ed->open));
-	if (!ed->ring || !ed->pending || !ed->open) {
-		free(ed->ring);
+	if (!ed->cpls || !ed->pending || !ed->open) {
+		free(ed->cpls);
 		free(ed->pending);
 		free(ed->open);
 		free(ed);
@@ -231,7 +233,19 @@ static int iosw_init(struct thread_data *td)
 		append(ed->devopts, sizeof(ed->devopts), "allow_mounted_write=", "1");
 	td->io_ops_data = ed;
 
-	ed->inline_mode = !ed->sync_mode && o->inline_qd1 && depth == 1;
+	if (o->inline_qd1 && !ed->sync_mode && depth > 1) {
+		log_err("ioswitch: ioswitch_inline=1 needs iodepth=1 (this job has iodepth=%u): "
+			"inline completion runs one command at a time inside ->queue(); drop "
+			"ioswitch_inline or set iodepth=1\n", depth);
+		td_vmsg(td, EINVAL, "ioswitch_inline=1 needs iodepth=1", "init");
+		td->io_ops_data = NULL;
+		free(ed->cpls);
+		free(ed->pending);
+		free(ed->open);
+		free(ed);
+		return 1;
+	}
+	ed->inline_mode = !ed->sync_mode && o->inline_qd1;
 	if (ed->sync_mode || ed->inline_mode) {
 		/* Like fio's own synchronous engines: this job's ->queue() completes. */
 		td->flags |= (unsigned long long)FIO_SYNCIO << TD_ENG_FLAG_SHIFT;
@@ -256,7 +270,7 @@ static void iosw_cleanup(struct thread_data *td)
 
 	if (!ed)
 		return;
-	free(ed->ring);
+	free(ed->cpls);
 	free(ed->pending);
 	free(ed->open);
 	free(ed->bufs);
@@ -309,28 +323,18 @@ static void iosw_io_u_free(struct thread_data *td, struct io_u *io_u)
 	ed->bufs[io_u->index] = NULL;
 }
 
-/* Ring position i (< 2 * cap): no division per completion. */
-static inline unsigned int ring_index(const struct iosw_data *ed, unsigned int i)
+/*
+ * ioswitch_cpl_ok(), without a call. A read or write that succeeds moved every byte (a
+ * short one fails with EIO: ioswitch.h, struct ioswitch_cpl), so there is never a
+ * residual to report.
+ */
+static inline struct io_u *cpl_io_u(const struct ioswitch_cpl *cpl)
 {
-	return i < ed->cap ? i : i - ed->cap;
-}
-
-static void iosw_complete(const struct ioswitch_cpl *cpl, void *arg)
-{
-	struct iosw_data *ed = arg;
 	struct io_u *io_u = cpl->user_arg;
 
-	/*
-	 * ioswitch_cpl_ok(), without a call. A read or write that succeeds moved every byte
-	 * (a short one fails with EIO: ioswitch.h, struct ioswitch_cpl), so there is never
-	 * a residual to report.
-	 */
-	if ((cpl->status & 0x7ff) || cpl->errnum)
+	if (__builtin_expect((cpl->status & 0x7ff) || cpl->errnum, 0))
 		io_u->error = cpl->errnum ? cpl->errnum : EIO;
-	if (ed->inline_mode)
-		return;
-	ed->ring[ring_index(ed, ed->head + ed->count)] = io_u;
-	ed->count++;
+	return io_u;
 }
 
 static int iosw_open_file(struct thread_data *td, struct fio_file *f)
@@ -388,7 +392,6 @@ static int iosw_open_file(struct thread_data *td, struct fio_file *f)
 			free(fd);
 			return 1;
 		}
-		ioswitch_queue_set_cb(fd->q, iosw_complete, ed);
 		ed->open[ed->nopen++] = fd;
 	}
 	FILE_SET_ENG_DATA(f, fd);
@@ -618,12 +621,15 @@ static enum fio_q_status __attribute__((noinline)) queue_other(struct thread_dat
 		return FIO_Q_COMPLETED;
 	}
 	if (ed->inline_mode) {
-		/* Completed here; the callback records the outcome in the io_u. */
+		/* Completed here, its outcome recorded in the io_u (cpl_io_u). */
 		mark_completed_in_queue(td);
-		err = ioswitch_queue_wait(fd->q, 1);
-		if (err < 0) {
-			io_u->error = -err;
-			log_err("ioswitch: %s\n", ioswitch_last_error());
+		err = ioswitch_queue_reap(fd->q, 1, 1, ed->cpls);
+		if (err == 1) {
+			cpl_io_u(ed->cpls);
+		} else {
+			io_u->error = err < 0 ? -err : EIO;
+			log_err("ioswitch: ioswitch_queue_reap: %s\n",
+				err < 0 ? ioswitch_last_error() : "no completion");
 		}
 		return FIO_Q_COMPLETED;
 	}
@@ -709,77 +715,284 @@ static enum fio_q_status iosw_queue(struct thread_data *td, struct io_u *io_u)
 	return queue_other(td, io_u, fd);
 }
 
+/*
+ * Reaps straight into ed->cpls (ioswitch_queue_reap: no callbacks, no copies), which
+ * ->event() reads: commits what ->queue() left, then takes what has completed, up to
+ * max, waiting only for what fio's minimum still lacks.
+ */
 static int iosw_getevents(struct thread_data *td, unsigned int min, unsigned int max,
 			  const struct timespec *t)
 {
 	struct iosw_data *ed = td->io_ops_data;
-	unsigned int i, n;
+	unsigned int i, n = 0;
 	int err;
 
 	(void)t;
+	if (max > ed->cap)
+		max = ed->cap;
+	if (min > max)
+		min = max;
 	/* fio commits before it waits (min > 0); a reap without waiting may come first. */
 	if (ed->npending) {
 		err = iosw_commit(td);
 		if (err < 0)
 			return err; /* logged; fio records it (td_io_getevents) */
 	}
-	/* Poke every queue once: no waiting. */
-	for (i = 0; i < ed->nopen && ed->count < max; i++) {
-		err = ioswitch_queue_poke(ed->open[i]->q, max - ed->count);
+	if (__builtin_expect(ed->nopen == 1, 1)) {
+		err = ioswitch_queue_reap(ed->open[0]->q, min, max, ed->cpls);
 		if (err < 0) {
-			iosw_fail(td, -err, "ioswitch_queue_poke");
+			iosw_fail(td, -err, "ioswitch_queue_reap");
 			return err;
 		}
+		return err;
 	}
-	/* Wait only for what fio's minimum still lacks. */
-	while (ed->count < min) {
-		int progress = 0;
+	/* Several files: take from every queue without waiting, then block on a busy one. */
+	for (;;) {
+		int busy = -1;
 
-		for (i = 0; i < ed->nopen && ed->count < min; i++) {
+		for (i = 0; i < ed->nopen && n < max; i++) {
 			struct ioswitch_queue *q = ed->open[i]->q;
 
-			if (ioswitch_queue_outstanding(q) <= 0)
-				continue;
-			if (ed->nopen == 1)
-				err = ioswitch_queue_wait(q, min - ed->count);
-			else
-				err = ioswitch_queue_poke(q, max - ed->count);
+			err = ioswitch_queue_reap(q, 0, max - n, ed->cpls + n);
 			if (err < 0) {
-				iosw_fail(td, -err, "ioswitch_queue_wait");
+				iosw_fail(td, -err, "ioswitch_queue_reap");
 				return err;
 			}
-			progress += err;
+			n += err;
+			if (busy < 0 && ioswitch_queue_outstanding(q) > 0)
+				busy = i;
 		}
-		if (!progress && ed->nopen > 1) {
-			/* Several files and nothing done: block on the first busy queue. */
-			for (i = 0; i < ed->nopen; i++) {
-				if (ioswitch_queue_outstanding(ed->open[i]->q) > 0) {
-					err = ioswitch_queue_wait(ed->open[i]->q, 1);
-					if (err < 0) {
-						iosw_fail(td, -err, "ioswitch_queue_wait");
-						return err;
-					}
-					break;
-				}
-			}
-			if (i == ed->nopen)
-				break;
-		} else if (!progress) {
-			break;
+		if (n >= min || busy < 0)
+			return n;
+		err = ioswitch_queue_reap(ed->open[busy]->q, 1, max - n, ed->cpls + n);
+		if (err < 0) {
+			iosw_fail(td, -err, "ioswitch_queue_reap");
+			return err;
 		}
+		n += err;
+		if (n >= min)
+			return n;
 	}
-	n = ed->count < max ? ed->count : max;
-	ed->base = ed->head;
-	ed->head = ring_index(ed, ed->head + n);
-	ed->count -= n;
-	return n;
 }
 
 static struct io_u *iosw_event(struct thread_data *td, int event)
 {
 	struct iosw_data *ed = td->io_ops_data;
 
-	return ed->ring[ring_index(ed, ed->base + event)];
+	return cpl_io_u(&ed->cpls[event]);
+}
+
+/*
+ * Zoned devices (fio's zonemode=zbd): the zoned model and limits come from the device's
+ * geometry; zone reports and write-pointer resets are NVMe Zone Management Receive and
+ * Send commands run with ioswitch_pass. ioswitch serves them on NVMe char devices
+ * (passthrough) and on zoned block devices (the block layer's zone ioctls) alike.
+ * fio asks for the model and the first report while it sets the files up, before it
+ * opens them: a file not open yet gets a device of its own for the call.
+ */
+#define ZNS_ZMS 0x79 /* Zone Management Send */
+#define ZNS_ZMR 0x7a /* Zone Management Receive */
+#define ZNS_ZSA_RESET 0x04
+#define ZNS_ZRA_REPORT 0x00
+#define ZNS_PARTIAL (1u << 16) /* report: the header counts the descriptors returned */
+
+struct zdev {
+	struct ioswitch_dev *dev;
+	struct ioswitch_geo geo;
+	uint32_t nsid;
+	unsigned int shift; /* log2(lba_size) */
+	int temporary;
+};
+
+static int zdev_get(struct thread_data *td, struct fio_file *f, struct zdev *z)
+{
+	struct iosw_data *ed = td->io_ops_data;
+	struct iosw_file *fd = FILE_ENG_DATA(f);
+	struct ioswitch_ident id;
+	int err;
+
+	memset(z, 0, sizeof(*z));
+	if (fd) {
+		z->dev = fd->dev;
+	} else {
+		err = ioswitch_dev_open(f->file_name, ed ? ed->devopts : NULL, &z->dev);
+		if (err) {
+			iosw_fail(td, -err, "ioswitch_dev_open");
+			return err;
+		}
+		z->temporary = 1;
+	}
+	ioswitch_dev_geo(z->dev, &z->geo);
+	ioswitch_dev_ident(z->dev, &id);
+	z->nsid = id.nsid;
+	z->shift = __builtin_ctz(z->geo.lba_size ? z->geo.lba_size : 512);
+	return 0;
+}
+
+static void zdev_put(struct zdev *z)
+{
+	if (z->temporary)
+		ioswitch_dev_close(z->dev);
+}
+
+static int iosw_get_zoned_model(struct thread_data *td, struct fio_file *f,
+				enum zbd_zoned_model *model)
+{
+	struct zdev z;
+	int err;
+
+	/* Regular files: fio's own emulation (zonemode=strided and the like). */
+	if (f->filetype != FIO_TYPE_CHAR && f->filetype != FIO_TYPE_BLOCK) {
+		*model = ZBD_NONE;
+		return 0;
+	}
+	err = zdev_get(td, f, &z);
+	if (err)
+		return err;
+	switch (z.geo.zoned) {
+	case IOSWITCH_ZONED_HOST_MANAGED:
+		*model = ZBD_HOST_MANAGED;
+		break;
+	case IOSWITCH_ZONED_HOST_AWARE:
+		*model = ZBD_HOST_AWARE;
+		break;
+	default:
+		*model = ZBD_NONE;
+		break;
+	}
+	zdev_put(&z);
+	return 0;
+}
+
+static inline uint64_t le64_at(const unsigned char *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return le64_to_cpu(v);
+}
+
+static int iosw_report_zones(struct thread_data *td, struct fio_file *f, uint64_t offset,
+			     struct zbd_zone *zones, unsigned int nr_zones)
+{
+	struct ioswitch_cmd cmd;
+	struct zdev z;
+	unsigned char *rep = NULL;
+	uint64_t zone_bytes, n, i, room = nr_zones;
+	size_t bytes;
+	int err;
+
+	err = zdev_get(td, f, &z);
+	if (err)
+		return err;
+	if (!z.geo.zoned || !z.geo.zone_size) {
+		log_err("ioswitch: %s is not a zoned device: no zones to report\n", f->file_name);
+		zdev_put(&z);
+		return -EINVAL;
+	}
+	zone_bytes = z.geo.zone_size << z.shift;
+	/* One report of at most max_transfer bytes; fio asks again from the next zone. */
+	if (z.geo.max_transfer && room > (z.geo.max_transfer - 64) / 64)
+		room = (z.geo.max_transfer - 64) / 64;
+	if (room > 4096)
+		room = 4096;
+	bytes = (room + 1) * 64;
+	/* An ioswitch buffer: passthrough wants whole pages the device may write. */
+	rep = ioswitch_buf_alloc(z.dev, bytes);
+	if (!rep) {
+		log_err("ioswitch: zone report of %s: %s\n", f->file_name, ioswitch_last_error());
+		zdev_put(&z);
+		return -ENOMEM;
+	}
+	memset(&cmd, 0, sizeof(cmd));
+	cmd.set = IOSWITCH_SET_NVM;
+	cmd.sqe.opcode = ZNS_ZMR;
+	cmd.sqe.nsid = z.nsid;
+	set_dwords(&cmd.sqe.cdw10, offset >> z.shift);
+	cmd.sqe.cdw12 = (uint32_t)(bytes / 4 - 1);
+	cmd.sqe.cdw13 = ZNS_ZRA_REPORT | ZNS_PARTIAL;
+	err = ioswitch_pass(z.dev, &cmd, (void *const *)&rep, 1, NULL);
+	if (err) {
+		log_err("ioswitch: zone report of %s from offset %llu: %s\n", f->file_name,
+			(unsigned long long)offset, ioswitch_last_error());
+		goto out;
+	}
+	n = le64_at(rep);
+	if (n > room)
+		n = room;
+	for (i = 0; i < n; i++) {
+		const unsigned char *d = rep + 64 * (i + 1);
+		struct zbd_zone *zz = &zones[i];
+		uint64_t start = le64_at(d + 16) << z.shift;
+		uint64_t wp = le64_at(d + 24) << z.shift;
+
+		zz->start = start;
+		zz->len = zone_bytes;
+		zz->capacity = le64_at(d + 8) << z.shift;
+		zz->type = (d[0] & 0xf) == 2 ? ZBD_ZONE_TYPE_SWR : ZBD_ZONE_TYPE_CNV;
+		zz->cond = (enum zbd_zone_cond)(d[1] >> 4);
+		/* The spec leaves the write pointer of full, read-only and offline zones open. */
+		if (wp < start || wp > start + zone_bytes)
+			wp = start + zz->capacity;
+		zz->wp = wp;
+	}
+	err = (int)n;
+out:
+	if (ioswitch_buf_free(rep))
+		log_err("ioswitch: %s\n", ioswitch_last_error());
+	zdev_put(&z);
+	return err;
+}
+
+static int iosw_reset_wp(struct thread_data *td, struct fio_file *f, uint64_t offset,
+			 uint64_t length)
+{
+	struct ioswitch_cmd cmd;
+	struct zdev z;
+	uint64_t zone_bytes, at;
+	int err;
+
+	err = zdev_get(td, f, &z);
+	if (err)
+		return err;
+	zone_bytes = z.geo.zone_size << z.shift;
+	if (!z.geo.zoned || !zone_bytes || offset % zone_bytes) {
+		log_err("ioswitch: write pointer reset of %s at offset %llu: %s\n", f->file_name,
+			(unsigned long long)offset,
+			zone_bytes ? "not the start of a zone" : "not a zoned device");
+		zdev_put(&z);
+		return -EINVAL;
+	}
+	for (at = offset; at < offset + length; at += zone_bytes) {
+		memset(&cmd, 0, sizeof(cmd));
+		cmd.set = IOSWITCH_SET_NVM;
+		cmd.sqe.opcode = ZNS_ZMS;
+		cmd.sqe.nsid = z.nsid;
+		set_dwords(&cmd.sqe.cdw10, at >> z.shift);
+		cmd.sqe.cdw13 = ZNS_ZSA_RESET;
+		err = ioswitch_pass_raw(z.dev, &cmd, NULL, 0, NULL);
+		if (err) {
+			log_err("ioswitch: write pointer reset of %s, zone at offset %llu: %s\n",
+				f->file_name, (unsigned long long)at, ioswitch_last_error());
+			break;
+		}
+	}
+	zdev_put(&z);
+	return err;
+}
+
+static int iosw_get_max_open_zones(struct thread_data *td, struct fio_file *f,
+				   unsigned int *max_open_zones)
+{
+	struct zdev z;
+	int err;
+
+	err = zdev_get(td, f, &z);
+	if (err)
+		return err;
+	*max_open_zones = z.geo.max_open; /* 0: no limit */
+	zdev_put(&z);
+	return 0;
 }
 
 struct ioengine_ops ioengine = {
@@ -797,6 +1010,10 @@ struct ioengine_ops ioengine = {
 	.get_file_size = iosw_get_file_size,
 	.invalidate = iosw_invalidate,
 	.io_u_free = iosw_io_u_free,
+	.get_zoned_model = iosw_get_zoned_model,
+	.report_zones = iosw_report_zones,
+	.reset_wp = iosw_reset_wp,
+	.get_max_open_zones = iosw_get_max_open_zones,
 	.option_struct_size = sizeof(struct iosw_options),
 	.options = options,
 };

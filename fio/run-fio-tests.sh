@@ -150,6 +150,11 @@ verify_job "async=io_uring qd1 + verify" --ioswitch_async=io_uring --rw=write --
 verify_job "async=io_uring qd1 inline + verify" --ioswitch_async=io_uring --ioswitch_inline=1 --rw=randwrite --iodepth=1
 verify_job "async=thrpool threads=2 batch 4 + verify" --ioswitch_async=thrpool --ioswitch_opts=threads=2 \
     --rw=randwrite --iodepth=16 --iodepth_batch_complete_min=4 --iodepth_batch_complete_max=8
+# fio takes at most 2 completions per ->getevents(): the library keeps the rest of a
+# reap (ioswitch_queue_reap) and hands them over first at the next call.
+verify_job "async=thrpool qd16 iodepth_batch_complete_max=2 (completions kept between reaps) + verify" \
+    --ioswitch_async=thrpool --rw=randwrite --iodepth=16 --iodepth_batch_complete_min=1 \
+    --iodepth_batch_complete_max=2
 mkdir -p "$tmp/files"
 where=(--directory="$tmp/files")
 verify_job "async=libaio 2 files + verify" --ioswitch_async=libaio --nrfiles=2 --rw=randwrite --iodepth=8
@@ -174,8 +179,68 @@ fails_naming "sync=nil (synchronous engine) moves no data: verify fails" "verify
 fails_naming "sync=psync direct=1: misaligned fio buffers are refused by name" \
     "direct I/O needs buffer address aligned" --thread=1 --ioswitch_sync=psync --direct=1 --mem_align=1 --rw=write
 fails_naming "thread=1 is required" "needs thread=1" --ioswitch_async=io_uring --rw=write
+fails_naming "ioswitch_inline=1 at iodepth=4 is refused by name" "ioswitch_inline=1 needs iodepth=1 (this job has iodepth=4)" \
+    --thread=1 --ioswitch_async=io_uring --ioswitch_inline=1 --iodepth=4 --rw=write
 fails_naming "an unknown interface is named" 'unknown async interface "bogus"' --thread=1 --ioswitch_async=bogus --rw=write
 fails_naming "a bad option is named" '"bogus_key"' --thread=1 --ioswitch_opts=bogus_key=1 --rw=write
+
+# Several hosts: fio's client/server mode, on localhost. A server on a free
+# non-default port runs the job a client sends it; the engine loads on the server side.
+client_server_cases() {
+    local port spid
+    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    mkdir -p "$tmp/server"
+    (cd "$tmp/server" && exec fio --server="ip:127.0.0.1,$port") >"$tmp/server.log" 2>&1 &
+    spid=$!
+    if ! python3 - "$port" <<'PY'
+import socket, sys, time
+for _ in range(100):
+    try:
+        socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=1).close()
+        sys.exit(0)
+    except OSError:
+        time.sleep(0.1)
+sys.exit(1)
+PY
+    then
+        cp "$tmp/server.log" "$tmp/log"
+        result 1 "fio --server on 127.0.0.1,$port: not listening after 10 s"
+        kill "$spid" 2>/dev/null
+        return
+    fi
+    cat >"$tmp/cs.fio" <<JOB
+[verify]
+ioengine=external:$engine
+thread=1
+ioswitch_async=io_uring
+filename=$file
+size=8m
+bs=4k
+rw=randwrite
+iodepth=8
+verify=crc32c
+do_verify=1
+JOB
+    rm -f "$file" "$tmp/out.json"
+    timeout 120 fio --client="ip:127.0.0.1,$port" "$tmp/cs.fio" --output-format=json --output="$tmp/out.json" \
+        >"$tmp/log" 2>&1 &&
+        python3 - "$tmp/out.json" >>"$tmp/log" 2>&1 <<'PY'
+import json, sys
+job = json.load(open(sys.argv[1]))["client_stats"][0]
+size = 8 << 20
+print("error", job["error"], "written", job["write"]["io_bytes"], "verified", job["read"]["io_bytes"])
+sys.exit(0 if job["error"] == 0 and job["write"]["io_bytes"] == size and job["read"]["io_bytes"] == size else 1)
+PY
+    result $? "fio --client to fio --server (127.0.0.1,$port): async=io_uring qd8 randwrite + verify on the server"
+    # A job the engine refuses: the refusal reaches the client, by name.
+    sed -i 's/^iodepth=8$/iodepth=4\nioswitch_inline=1/' "$tmp/cs.fio"
+    timeout 120 fio --client="ip:127.0.0.1,$port" "$tmp/cs.fio" >"$tmp/log" 2>&1
+    grep -qF "ioswitch_inline=1 needs iodepth=1" "$tmp/log" && grep -Eq "err= *22" "$tmp/log"
+    result $? "fio --client: the engine's refusal on the server reaches the client by name"
+    kill "$spid" 2>/dev/null
+    wait "$spid" 2>/dev/null
+}
+client_server_cases
 
 # The mounted-device write guard: fio refuses a mounted block device by itself; with
 # fio's allow_mounted_write=1 the engine must hand the override to the library, which

@@ -20,12 +20,15 @@
  *     aligned as the device needs (ioswitch_geo.dio_mem_align); misaligned memory is
  *     refused with -EINVAL. Memory given to a queue must come from ioswitch_buf_alloc().
  *   - ioswitch_queue_submit() moves the buffers into the queue: from a successful submit
- *     until the command's completion callback runs (or drain/term returns), the caller
- *     must not read, write or free them; ioswitch_buf_free() answers -EBUSY meanwhile,
+ *     until the command's completion callback runs (or drain/term returns, or
+ *     ioswitch_queue_reap() hands its completion over), the caller must not read,
+ *     write or free them; ioswitch_buf_free() answers -EBUSY meanwhile,
  *     so memory the kernel may still write is never freed. A failed submit leaves them
  *     with the caller.
  *   - Completion callbacks run inside ioswitch_queue_poke/wait/drain on the calling
  *     thread; they may submit, poke and wait on the same queue, but not terminate it.
+ *     ioswitch_queue_reap() runs none: it writes the completions into the caller's
+ *     array instead.
  */
 
 
@@ -927,7 +930,34 @@ int ioswitch_queue_wait(struct ioswitch_queue *q,
 int ioswitch_queue_drain(struct ioswitch_queue *q);
 
 /**
- * Commands submitted and not yet reaped, or -EINVAL for a NULL queue.
+ * Commits, then reaps completions into `cpls` instead of running callbacks: at least
+ * `min` (waiting for them; at most as many as are outstanding) and at most `max`. Returns
+ * how many it wrote to `cpls[0..n]`, or a negative errno: -EINVAL for a NULL argument,
+ * `max` 0, or `min` above `max`; -EBUSY when called from a completion callback of the
+ * same queue; an interface's failure otherwise, in which case the completions reaped
+ * before the failure stay in the queue (their buffers are the caller's again) and the
+ * next `ioswitch_queue_reap` hands them out first.
+ *
+ * This is the batch form of poke and wait for callers that keep their own per-command
+ * state (fio's engine hands each `user_arg` to fio as an event): no callback runs, not
+ * the queue's nor a command's own, for the completions it returns. Each completion is
+ * written once, in place, with the command's buffers already back with the caller.
+ * Completions the interface delivers beyond `max` are kept in the queue and handed out
+ * first by the next `ioswitch_queue_reap` (or, with their callbacks, by the next poke,
+ * wait or drain); `ioswitch_queue_outstanding` counts them until then, and
+ * `ioswitch_queue_term` drops them.
+ *
+ * # Safety
+ * `q` a live queue used by this thread only; `cpls` valid for writing `max` completions.
+ */
+int ioswitch_queue_reap(struct ioswitch_queue *q,
+                        uint32_t min,
+                        uint32_t max,
+                        struct ioswitch_cpl *cpls);
+
+/**
+ * Commands submitted and not yet handed to the caller (by a callback or
+ * `ioswitch_queue_reap`), or -EINVAL for a NULL queue.
  *
  * # Safety
  * `q` NULL or a live queue.

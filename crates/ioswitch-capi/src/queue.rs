@@ -32,10 +32,17 @@ pub struct ioswitch_queue {
     /// Callbacks to run: completions reaped and finished, waiting for the library call
     /// that reaped them to return.
     parked: VecDeque<Delivery>,
+    /// Completions `ioswitch_queue_reap` reaped beyond its caller's `max`, with the
+    /// callback they would have had: handed out first by the next reaping call.
+    kept: VecDeque<Kept>,
     cb: ioswitch_queue_cb,
     cb_arg: *mut c_void,
     in_cb: u32,
 }
+
+/// A completion kept by `ioswitch_queue_reap`: its callback and argument (for
+/// poke/wait/drain) and the completion.
+type Kept = (ioswitch_queue_cb, *mut c_void, ioswitch_cpl);
 
 struct Ctx {
     user_arg: *mut c_void,
@@ -134,6 +141,25 @@ impl Finisher<'_> {
     }
 }
 
+impl Finisher<'_> {
+    /// As [`finish`](Finisher::finish) for `ioswitch_queue_reap`: returns the callback
+    /// the completion would have had and the C completion, running and parking nothing.
+    #[inline(always)]
+    fn take(&mut self, c: Completion) -> Kept {
+        let idx = c.tag as usize;
+        let Some(ctx) = self.ctxs.get_mut(idx) else {
+            // Cannot happen (tags are context indices); leaked as in finish.
+            std::mem::forget(c.data);
+            return (None, ptr::null_mut(), ioswitch_cpl::new(ptr::null_mut(), c.status, c.result));
+        };
+        ctx.restore(c.data);
+        let (cb, arg) = if ctx.own_cb { (ctx.cb, ctx.cb_arg) } else { (self.cb, self.cb_arg) };
+        let user_arg = ctx.user_arg;
+        self.free.push(idx as u32);
+        (cb, arg, ioswitch_cpl::new(user_arg, c.status, c.result))
+    }
+}
+
 impl ioswitch_queue {
     /// Splits the queue into the library queue and what finishing completions needs.
     #[inline(always)]
@@ -207,6 +233,7 @@ pub unsafe extern "C" fn ioswitch_queue_init(
             ctxs,
             free: (0..depth).rev().collect(),
             parked: VecDeque::with_capacity(depth as usize),
+            kept: VecDeque::with_capacity(depth as usize),
             cb: None,
             cb_arg: ptr::null_mut(),
             in_cb: 0,
@@ -479,7 +506,26 @@ unsafe fn reap(func: &str, q: *mut ioswitch_queue, how: Reap) -> c_int {
         if q.is_null() {
             return null_arg(func, "q");
         }
-        let mut total: u32 = 0;
+        // Completions an ioswitch_queue_reap kept come first, with their callbacks.
+        // SAFETY: q is live (caller contract); the borrow ends before deliver runs.
+        let (mut total, how) = match unsafe { &mut *q }.kept.len() {
+            0 => (0, how),
+            // SAFETY: as above.
+            _ => match unsafe { unkeep(&mut *q, how) } {
+                (n, Some(rest)) => (n, rest),
+                (n, None) => {
+                    // Enough for the caller already: commit only, as every reap does.
+                    // SAFETY: as above.
+                    let r = unsafe { &mut *q }.rq.commit();
+                    // SAFETY: q is live and used by this thread only.
+                    unsafe { deliver(q) };
+                    return match r {
+                        Ok(_) => n as c_int,
+                        Err(e) => from_error(func, &e),
+                    };
+                }
+            },
+        };
         loop {
             let r = {
                 // SAFETY: q is live (caller contract); the borrow ends before deliver runs
@@ -505,6 +551,28 @@ unsafe fn reap(func: &str, q: *mut ioswitch_queue, how: Reap) -> c_int {
             }
         }
     })
+}
+
+/// Parks the completions `ioswitch_queue_reap` kept (as many as `how` asks for) with
+/// their callbacks; returns how many, and what the library still has to reap (None:
+/// nothing, the caller's count is reached).
+#[cold]
+#[inline(never)]
+fn unkeep(q: &mut ioswitch_queue, how: Reap) -> (u32, Option<Reap>) {
+    let avail = q.kept.len() as u32;
+    let (n, rest) = match how {
+        Reap::Poke(max) if max != 0 && max <= avail => (max, None),
+        Reap::Poke(max) => (avail, Some(Reap::Poke(if max == 0 { 0 } else { max - avail }))),
+        Reap::Wait(min) if min <= avail => (avail, None),
+        Reap::Wait(min) => (avail, Some(Reap::Wait(min - avail))),
+        Reap::Drain => (avail, Some(Reap::Drain)),
+    };
+    for (cb, arg, cpl) in q.kept.drain(..n as usize) {
+        if let Some(f) = cb {
+            q.parked.push_back((f, arg, cpl));
+        }
+    }
+    (n, rest)
 }
 
 /// Commits, then reaps the commands that have completed, at most `max` (0: no limit),
@@ -542,7 +610,100 @@ pub unsafe extern "C" fn ioswitch_queue_drain(q: *mut ioswitch_queue) -> c_int {
     unsafe { reap("ioswitch_queue_drain", q, Reap::Drain) }
 }
 
-/// Commands submitted and not yet reaped, or -EINVAL for a NULL queue.
+/// Commits, then reaps completions into `cpls` instead of running callbacks: at least
+/// `min` (waiting for them; at most as many as are outstanding) and at most `max`. Returns
+/// how many it wrote to `cpls[0..n]`, or a negative errno: -EINVAL for a NULL argument,
+/// `max` 0, or `min` above `max`; -EBUSY when called from a completion callback of the
+/// same queue; an interface's failure otherwise, in which case the completions reaped
+/// before the failure stay in the queue (their buffers are the caller's again) and the
+/// next `ioswitch_queue_reap` hands them out first.
+///
+/// This is the batch form of poke and wait for callers that keep their own per-command
+/// state (fio's engine hands each `user_arg` to fio as an event): no callback runs, not
+/// the queue's nor a command's own, for the completions it returns. Each completion is
+/// written once, in place, with the command's buffers already back with the caller.
+/// Completions the interface delivers beyond `max` are kept in the queue and handed out
+/// first by the next `ioswitch_queue_reap` (or, with their callbacks, by the next poke,
+/// wait or drain); `ioswitch_queue_outstanding` counts them until then, and
+/// `ioswitch_queue_term` drops them.
+///
+/// # Safety
+/// `q` a live queue used by this thread only; `cpls` valid for writing `max` completions.
+#[no_mangle]
+pub unsafe extern "C" fn ioswitch_queue_reap(
+    q: *mut ioswitch_queue,
+    min: u32,
+    max: u32,
+    cpls: *mut ioswitch_cpl,
+) -> c_int {
+    const F: &str = "ioswitch_queue_reap";
+    guard(F, -libc::EIO, move || {
+        // SAFETY: q is null or live and used by this thread only (caller contract); no
+        // callback runs while this borrow lives (this function runs none).
+        let Some(q) = (unsafe { q.as_mut() }) else {
+            return null_arg(F, "q");
+        };
+        if cpls.is_null() {
+            return null_arg(F, "cpls");
+        }
+        if max == 0 || min > max {
+            return bad_reap_counts(min, max);
+        }
+        if q.in_cb > 0 {
+            return fail(libc::EBUSY, format!("{F}: called from a completion callback of the same queue"));
+        }
+        let mut n: u32 = 0;
+        while n < max {
+            let Some((_, _, c)) = q.kept.pop_front() else { break };
+            // SAFETY: n < max and cpls is valid for max completions (caller contract).
+            unsafe { cpls.add(n as usize).write(c) };
+            n += 1;
+        }
+        let ioswitch_queue { rq, ctxs, free, parked, kept, cb, cb_arg, .. } = q;
+        let mut fin = Finisher { ctxs, free, parked, cb: *cb, cb_arg: *cb_arg };
+        // Enough already, or nothing to wait for: take what is there, up to max.
+        let how = if n >= min { Reap::Poke(max - n) } else { Reap::Wait(min - n) };
+        let mut put = |c: Completion| {
+            let k = fin.take(c);
+            if n < max {
+                // SAFETY: as above.
+                unsafe { cpls.add(n as usize).write(k.2) };
+                n += 1;
+            } else {
+                // At most the queue's depth: kept is empty when the library reaps.
+                kept.push_back(k);
+            }
+        };
+        let r = match how {
+            Reap::Poke(0) => rq.commit(),
+            Reap::Poke(left) => rq.poke(left, &mut put),
+            Reap::Wait(need) => rq.wait(need, &mut put),
+            Reap::Drain => rq.drain(&mut put),
+        };
+        match r {
+            Ok(_) => n as c_int,
+            Err(e) => {
+                // The completions written before the failure are not lost: they go back
+                // to the front of the queue's kept list, in order, for the next reap.
+                for i in (0..n as usize).rev() {
+                    // SAFETY: i < n <= max; cpls[i] was written above.
+                    let c = unsafe { cpls.add(i).read() };
+                    kept.push_front((None, ptr::null_mut(), c));
+                }
+                from_error(F, &e)
+            }
+        }
+    })
+}
+
+#[cold]
+#[inline(never)]
+fn bad_reap_counts(min: u32, max: u32) -> c_int {
+    fail(libc::EINVAL, format!("ioswitch_queue_reap: min {min} and max {max}: max must be at least 1 and at least min"))
+}
+
+/// Commands submitted and not yet handed to the caller (by a callback or
+/// `ioswitch_queue_reap`), or -EINVAL for a NULL queue.
 ///
 /// # Safety
 /// `q` NULL or a live queue.
@@ -551,7 +712,7 @@ pub unsafe extern "C" fn ioswitch_queue_outstanding(q: *const ioswitch_queue) ->
     guard("ioswitch_queue_outstanding", -libc::EIO, || {
         // SAFETY: q is null or live (caller contract).
         match unsafe { q.as_ref() } {
-            Some(q) => q.rq.outstanding() as c_int,
+            Some(q) => (q.rq.outstanding() as usize + q.kept.len()) as c_int,
             None => fail(libc::EINVAL, "ioswitch_queue_outstanding: q is NULL"),
         }
     })
@@ -780,6 +941,90 @@ mod tests {
             for b in bufs {
                 assert_eq!(ioswitch_buf_free(b), 0, "{}", last_string());
             }
+        }
+    }
+
+    #[test]
+    fn reap_writes_completions_in_place_without_running_callbacks() {
+        let f = Fixture::new("reap", "async=thrpool", 4);
+        let bufs: Vec<_> = (0..4).map(|_| f.buf()).collect();
+        let mut n = 0u32;
+        let mut cpls = [ioswitch_cpl::new(ptr::null_mut(), ioswitch_rs::Status::OK, 0); 4];
+        // SAFETY: live queue and buffers; cpls has room for 4 completions.
+        unsafe {
+            assert_eq!(ioswitch_queue_set_cb(f.q, Some(count), &mut n as *mut u32 as *mut c_void), 0);
+            for (i, b) in bufs.iter().enumerate() {
+                let tag = (i + 1) as *mut c_void;
+                assert_eq!(ioswitch_queue_submit(f.q, &write_cmd(i as u64 * 4096), b, 1, tag), 0);
+            }
+            assert_eq!(ioswitch_queue_reap(f.q, 4, 4, cpls.as_mut_ptr()), 4, "{}", last_string());
+            assert_eq!(ioswitch_queue_outstanding(f.q), 0);
+            for b in &bufs {
+                assert_eq!(ioswitch_buf_free(*b), 0, "the buffer is the caller's again: {}", last_string());
+            }
+        }
+        assert_eq!(n, 0, "no callback ran");
+        let mut tags: Vec<usize> = cpls.iter().map(|c| c.user_arg as usize).collect();
+        tags.sort_unstable();
+        assert_eq!(tags, [1, 2, 3, 4]);
+        assert!(cpls.iter().all(|c| c.status == 0 && c.errnum == 0 && c.result == 4096));
+    }
+
+    #[test]
+    fn reap_keeps_what_exceeds_max_for_the_next_reaping_call() {
+        let f = Fixture::new("reapmax", "async=nil", 8);
+        let a = f.buf();
+        let mut n = 0u32;
+        let mut cpls = [ioswitch_cpl::new(ptr::null_mut(), ioswitch_rs::Status::OK, 0); 8];
+        // SAFETY: live queue and buffer; cpls has room for 8 completions.
+        unsafe {
+            assert_eq!(ioswitch_queue_set_cb(f.q, Some(count), &mut n as *mut u32 as *mut c_void), 0);
+            for i in 0..6usize {
+                // One write with a buffer, then flushes (no data); nil completes each at once.
+                let (c, bufs, nb) = if i == 0 {
+                    (write_cmd(0), &a as *const *mut c_void, 1)
+                } else {
+                    let mut c = ioswitch_cmd::default();
+                    assert_eq!(crate::cmd::ioswitch_cmd_fs_flush(&mut c), 0);
+                    (c, ptr::null(), 0)
+                };
+                assert_eq!(ioswitch_queue_submit(f.q, &c, bufs, nb, (i + 1) as *mut c_void), 0);
+            }
+            // Waiting for 1 reaps all 6 from nil; 2 are handed over, 4 kept.
+            assert_eq!(ioswitch_queue_reap(f.q, 1, 2, cpls.as_mut_ptr()), 2, "{}", last_string());
+            assert_eq!(ioswitch_queue_outstanding(f.q), 4, "kept completions count as outstanding");
+            assert_eq!(ioswitch_buf_free(a), 0, "the first command's buffer came back with its completion");
+            // The next reap hands over kept ones first, without waiting.
+            assert_eq!(ioswitch_queue_reap(f.q, 0, 3, cpls.as_mut_ptr().add(2)), 3);
+            assert_eq!(ioswitch_queue_outstanding(f.q), 1);
+            // A poke delivers the last kept one through the queue's callback.
+            assert_eq!(ioswitch_queue_poke(f.q, 0), 1);
+            assert_eq!(ioswitch_queue_outstanding(f.q), 0);
+        }
+        assert_eq!(n, 1, "only the poke ran a callback");
+        let mut tags: Vec<usize> = cpls[..5].iter().map(|c| c.user_arg as usize).collect();
+        tags.sort_unstable();
+        assert_eq!(tags.len(), 5);
+        tags.dedup();
+        assert_eq!(tags.len(), 5, "each completion handed out once: {tags:?}");
+        assert!(tags.iter().all(|t| (1..=6).contains(t)));
+    }
+
+    #[test]
+    fn reap_refuses_bad_counts_and_null_arguments_by_name() {
+        let f = Fixture::new("reapbad", "async=nil", 2);
+        let mut cpl = [ioswitch_cpl::new(ptr::null_mut(), ioswitch_rs::Status::OK, 0); 2];
+        // SAFETY: live queue; cpl has room for 2 completions.
+        unsafe {
+            assert_eq!(ioswitch_queue_reap(f.q, 0, 0, cpl.as_mut_ptr()), -libc::EINVAL);
+            assert!(last_string().contains("min 0 and max 0"), "{}", last_string());
+            assert_eq!(ioswitch_queue_reap(f.q, 2, 1, cpl.as_mut_ptr()), -libc::EINVAL);
+            assert!(last_string().contains("min 2 and max 1"), "{}", last_string());
+            assert_eq!(ioswitch_queue_reap(f.q, 0, 1, ptr::null_mut()), -libc::EINVAL);
+            assert!(last_string().contains("cpls"), "{}", last_string());
+            assert_eq!(ioswitch_queue_reap(ptr::null_mut(), 0, 1, cpl.as_mut_ptr()), -libc::EINVAL);
+            // Nothing outstanding: waiting for 1 returns 0 rather than blocking.
+            assert_eq!(ioswitch_queue_reap(f.q, 1, 2, cpl.as_mut_ptr()), 0);
         }
     }
 

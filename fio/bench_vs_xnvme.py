@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""The runs of fio/bench-vs-xnvme (which builds xNVMe, a fio with its engine, and the
+ioswitch engine, then calls this with --fio and --engine).
+
+  fio/bench_vs_xnvme.py --fio FIO --engine ENGINE [--reps N] [--runtime S]
+                        [--callgrind N] [--disk FILE] [--only nil|uring]
+
+4 KiB random reads, thread=1, one job, rows interleaved: each repetition runs every row
+of a group once, in an order rotated by one each repetition.
+
+- nil, qd1: fio `null`; xNVMe `nil`; the ioswitch engine on `nil` async (the default
+  mode), inline (`ioswitch_inline=1`) and sync (`ioswitch_sync=nil`).
+- nil, qd16: fio `null`; xNVMe `nil`; the ioswitch engine on `nil` async.
+- io_uring on a /dev/shm file and on an O_DIRECT file on disk, qd1 and qd16: fio
+  `io_uring`; xNVMe `io_uring`; the ioswitch engine on `io_uring`.
+- With --callgrind N: user-space instructions per I/O of the nil qd1 rows (runs of N and
+  2N I/Os, the difference divided by N), split as fio/bench.py splits them (xNVMe's
+  library counts under "fio + libc").
+
+Verdict statistic (declared before the runs): the median over repetitions of the
+per-repetition figure (latency difference to fio's baseline engine, IOPS ratio to the
+baseline and to xNVMe), shown with its [min-max] spread; medians of each row's own IOPS
+and latency are shown too.
+
+xNVMe's engine is given xnvme_be=linux and xnvme_sync=psync: on a regular file it
+otherwise picks the NVMe ioctl configuration (ENOTTY; ../shared/FACTS.md, "xNVMe").
+v0.7.5's linux backend has no `file_as_ns` admin (it answers EBUSY), and write +
+crc32c-verify jobs with these options on the /dev/shm and the O_DIRECT file pass.
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench  # noqa: E402  (fio/bench.py: fio(), interleave(), show(), callgrind())
+
+
+def spread(xs, fmt):
+    return f"{fmt(statistics.median(xs))} [{fmt(min(xs))} to {fmt(max(xs))}]"
+
+
+def report(samples, base, peer=None, lat=True):
+    """One table: per row the median IOPS and mean latency; against `base` the
+    per-repetition latency difference and IOPS ratio; against `peer` (xNVMe) the
+    per-repetition IOPS ratio."""
+    cols = ["configuration", "IOPS", "mean lat (ns)"]
+    if lat:
+        cols.append(f"lat − {base}, per rep.")
+    cols.append(f"IOPS / {base}, per rep.")
+    if peer:
+        cols.append(f"IOPS / {peer}, per rep.")
+    print("| " + " | ".join(cols) + " |")
+    print("|" + "---|" * len(cols))
+    for name, s in samples.items():
+        row = [name, f"{bench.med(s, 'iops') / 1e3:.0f} k", f"{bench.med(s, 'lat'):.1f}"]
+        b = samples[base]
+        if name == base:
+            row += [""] * (len(cols) - 3)
+        else:
+            if lat:
+                row.append(spread([x["lat"] - y["lat"] for x, y in zip(s, b)], lambda v: f"{v:+.1f} ns"))
+            row.append(spread([x["iops"] / y["iops"] for x, y in zip(s, b)], lambda v: f"{v:.3f}"))
+            if peer:
+                if not name.startswith("ioswitch"):
+                    row.append("")
+                else:
+                    p = samples[peer]
+                    row.append(spread([x["iops"] / y["iops"] for x, y in zip(s, p)], lambda v: f"{v:.3f}"))
+        print("| " + " | ".join(row) + " |")
+    print()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--fio", required=True, help="a fio with xNVMe's engine")
+    ap.add_argument("--engine", required=True, help="the ioswitch engine (.so)")
+    ap.add_argument("--reps", type=int, default=9)
+    ap.add_argument("--runtime", type=int, default=2, help="seconds per fio run")
+    ap.add_argument("--callgrind", type=int, metavar="N", help="instructions per I/O of the nil qd1 rows")
+    ap.add_argument("--disk", default="/var/tmp/ioswitch-fio-bench.img", help="file on a disk file system")
+    ap.add_argument("--only", choices=["nil", "uring"])
+    a = ap.parse_args()
+    bench.FIO = a.fio
+    ext = f"--ioengine=external:{a.engine}"
+    xnvme = ["--ioengine=xnvme", "--xnvme_be=linux", "--xnvme_sync=psync"]
+    common = ["--thread=1", "--bs=4k", "--rw=randread", "--norandommap", "--time_based", f"--runtime={a.runtime}"]
+    ver = subprocess.run([a.fio, "--version"], capture_output=True, text=True).stdout.strip()
+    print(f"{a.fio} ({ver}), {a.reps} interleaved repetitions of {a.runtime} s; "
+          f"load average at the start: {os.getloadavg()[0]:.2f}\n")
+
+    if a.only in (None, "nil"):
+        nil_file = f"/tmp/ioswitch-fio-bench-xnvme-nil.{os.getpid()}.img"
+        with open(nil_file, "a") as f:
+            f.truncate(1 << 30)
+        for qd in (1, 16):
+            base = common + [f"--iodepth={qd}", "--size=1g"]
+            on = [f"--filename={nil_file}"]
+            configs = [
+                ("fio null", ["--name=null", "--ioengine=null"] + base),
+                ("xNVMe nil", ["--name=xnil"] + xnvme + ["--xnvme_async=nil"] + on + base),
+                ("ioswitch nil", ["--name=nil", ext, "--ioswitch_async=nil"] + on + base),
+            ]
+            if qd == 1:
+                configs += [
+                    ("ioswitch nil inline", ["--name=nil", ext, "--ioswitch_async=nil", "--ioswitch_inline=1"] + on + base),
+                    ("ioswitch nil sync", ["--name=nil", ext, "--ioswitch_sync=nil"] + on + base),
+                ]
+            print(f"## nil vs null, 4 KiB random read, iodepth={qd}\n")
+            bench.show(configs)
+            report(bench.interleave(configs, a.reps), "fio null", "xNVMe nil")
+            if a.callgrind and qd == 1:
+                print(f"Instructions per I/O (callgrind, {a.callgrind} and {2 * a.callgrind} I/Os, "
+                      "--number_ios instead of --time_based/--runtime):\n")
+                bench.callgrind(configs, a.callgrind)
+        os.unlink(nil_file)
+
+    if a.only in (None, "uring"):
+        shm = f"/dev/shm/ioswitch-fio-bench-xnvme.{os.getpid()}.img"
+        subprocess.run(["dd", "if=/dev/urandom", f"of={shm}", "bs=1M", "count=256", "status=none"], check=True)
+        disk = a.disk
+        if not os.path.exists(disk) or os.path.getsize(disk) < (1 << 30):
+            subprocess.run(["dd", "if=/dev/urandom", f"of={disk}", "bs=1M", "count=1024", "status=none"], check=True)
+        for what, path, size, extra in (("/dev/shm file", shm, "256m", []),
+                                        ("O_DIRECT disk file", disk, "1g", ["--direct=1"])):
+            for qd in (1, 16):
+                base = common + extra + [f"--iodepth={qd}", f"--filename={path}", f"--size={size}"]
+                configs = [
+                    ("fio io_uring", ["--name=uring", "--ioengine=io_uring"] + base),
+                    ("xNVMe io_uring", ["--name=xuring"] + xnvme + ["--xnvme_async=io_uring"] + base),
+                    ("ioswitch io_uring", ["--name=uring", ext, "--ioswitch_async=io_uring"] + base),
+                ]
+                print(f"## io_uring, {what}, 4 KiB random read, iodepth={qd}\n")
+                bench.show(configs)
+                report(bench.interleave(configs, a.reps), "fio io_uring", "xNVMe io_uring", lat=qd == 1)
+        os.unlink(shm)
+
+
+if __name__ == "__main__":
+    main()

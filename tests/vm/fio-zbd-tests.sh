@@ -1,0 +1,90 @@
+#!/bin/bash
+# fio's zonemode=zbd through the ioswitch engine on the guest's zoned namespace (ZNS,
+# host-managed, 4 MiB zones of 3 MiB capacity): as the NVMe char device (/dev/ngXnY,
+# async=io_uring_cmd) and as the block device (/dev/nvmeXnY, async=io_uring, direct=1).
+# For each: a sequential write + crc32c verify job over 6 zones (fio takes the zone
+# model, the zone report and the zone limits from the engine's hooks), then the same job
+# again, which finds the zones full and must reset their write pointers through the
+# engine (fio counts "zone resets") before its writes and verification can pass.
+# One boot; one line per case, then `N passed, N failed`.
+#
+#   tests/vm/fio-zbd-tests.sh [--engine PATH]   (default: fio/build.sh builds it)
+#
+# Exit status: 0 all passed, 1 something failed, 2 could not run; 124/125 from run.sh.
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 2
+
+if [ "${IOSWITCH_VM:-}" != 1 ]; then
+    engine=""
+    if [ "${1:-}" = "--engine" ]; then
+        engine=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
+    else
+        engine=$(fio/build.sh | tail -1) || exit 2
+    fi
+    [ -f "$engine" ] || { echo "fio-zbd-tests: no engine at $engine" >&2; exit 2; }
+    exec tests/vm/run.sh --timeout "${IOSWITCH_VM_TIMEOUT:-600}" -- "$0" --engine "$engine"
+fi
+
+# In the guest.
+engine=$2
+passed=0
+failed=0
+result() {
+    if [ "$1" -eq 0 ]; then
+        passed=$((passed + 1))
+        echo "ok    $2"
+    else
+        failed=$((failed + 1))
+        echo "FAIL  $2"
+        sed -e 's/^/      /' /tmp/zbd.log | tail -25
+    fi
+}
+
+zoned=""
+for q in /sys/block/nvme*n*/queue/zoned; do
+    [ "$(cat "$q")" = host-managed ] && zoned=$(basename "$(dirname "$(dirname "$q")")")
+done
+if [ -z "$zoned" ]; then
+    echo "FAIL  no host-managed zoned namespace in the guest (/sys/block/nvme*n*/queue/zoned)"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+char=/dev/${zoned/nvme/ng}
+echo "zoned namespace: /dev/$zoned and $char ($(cat /sys/block/"$zoned"/queue/chunk_sectors) sectors per zone)"
+cd /tmp || exit 2
+
+# One write + verify job over 6 zones; checks fio's error, the bytes written and
+# verified (6 zones x 3 MiB capacity), and returns the zone resets fio counted.
+zbd_job() {
+    local name=$1 dev=$2 want_resets=$3
+    shift 3
+    fio --name=zbd --filename="$dev" --ioengine="external:$engine" --thread=1 --zonemode=zbd \
+        --rw=write --bs=64k --offset=0 --size=24m --iodepth=4 --verify=crc32c --do_verify=1 \
+        "$@" >/tmp/zbd.log 2>&1
+    local rc=$?
+    python3 - "$want_resets" >>/tmp/zbd.log 2>&1 <<'PY'
+import re, sys
+out = open("/tmp/zbd.log").read()
+err = re.search(r"err= *(\d+)", out)
+resets = [int(n) for n in re.findall(r"(\d+) zone resets", out)]
+io = dict(re.findall(r"^ *(READ|WRITE): .*?io=([\d.]+\w+)", out, re.M))
+want = sys.argv[1]
+print("err", err and err.group(1), "zone resets", resets, "io", io)
+ok = (err is not None and err.group(1) == "0" and io.get("WRITE") == "18.0MiB" and io.get("READ") == "18.0MiB"
+      and "verify:" not in out
+      and ((want == "none" and sum(resets) == 0) or (want == "some" and sum(resets) >= 6)))
+sys.exit(0 if ok else 1)
+PY
+    [ $rc -eq 0 ] && [ $? -eq 0 ]
+    result $? "$name"
+}
+
+zbd_job "$char async=io_uring_cmd: zonemode=zbd write + verify on empty zones" "$char" none \
+    --ioswitch_async=io_uring_cmd
+zbd_job "$char async=io_uring_cmd: again on the now full zones (write pointers reset)" "$char" some \
+    --ioswitch_async=io_uring_cmd
+zbd_job "/dev/$zoned async=io_uring direct=1: zonemode=zbd write + verify (zones reset first)" "/dev/$zoned" some \
+    --ioswitch_async=io_uring --direct=1
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

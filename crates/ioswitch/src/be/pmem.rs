@@ -11,6 +11,9 @@
 //! with plain `MAP_SHARED` and runs the same instructions on it, for measurements on
 //! ordinary memory (`/dev/shm`): nothing there is durable beyond the page cache.
 //!
+//! As with any shared mapping, touching the mapping past the end of a file that another
+//! user shrank raises SIGBUS; the file must keep the size it had at open.
+//!
 //! Ranges lent to the application ([`Device::pmem_range`](crate::Device::pmem_range))
 //! are not reachable through the command API while lent: a read or write overlapping one
 //! fails with EBUSY.

@@ -84,7 +84,7 @@ pub(crate) fn fsdax(name: &str) -> Option<Dax> {
 /// `[u8]`), and [`persist`](PmemSlice::persist) to make stores durable. It borrows the
 /// device, so it cannot outlive it:
 ///
-/// ```compile_fail
+/// ```compile_fail,E0597
 /// use ioswitch::{Device, Opts};
 /// let slice = {
 ///     let dev = Device::open("/dev/shm/x", &"sync=pmem,pmem_force=1,create=1,size=4KiB".parse().unwrap()).unwrap();

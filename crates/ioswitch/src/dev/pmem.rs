@@ -82,11 +82,23 @@ pub(crate) fn fsdax(name: &str) -> Option<Dax> {
 /// A range of a `pmem` device's mapping lent to the application
 /// ([`Device::pmem_range`]): plain memory to load from and store to (it dereferences to
 /// `[u8]`), and [`persist`](PmemSlice::persist) to make stores durable. It borrows the
-/// device, so it cannot outlive it:
+/// device:
+///
+/// ```no_run
+/// use ioswitch::Device;
+/// let dev = Device::open("/dev/shm/x", &"sync=pmem,pmem_force=1,create=1,size=4KiB".parse()?)?;
+/// let mut slice = dev.pmem_range(0, 4096)?;
+/// slice[0] = 1;
+/// slice.persist(0, 1)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// and so cannot outlive it (the same code with the device dropped first does not
+/// compile: borrowed value does not live long enough):
 ///
 /// ```compile_fail,E0597
-/// use ioswitch::{Device, Opts};
-/// let slice = {
+/// use ioswitch::Device;
+/// let mut slice = {
 ///     let dev = Device::open("/dev/shm/x", &"sync=pmem,pmem_force=1,create=1,size=4KiB".parse().unwrap()).unwrap();
 ///     dev.pmem_range(0, 4096).unwrap()
 /// }; // `dev` dropped here while still borrowed

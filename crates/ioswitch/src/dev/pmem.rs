@@ -231,3 +231,17 @@ mod tests {
         std::fs::remove_dir_all(&t).unwrap();
     }
 }
+
+#[cfg(test)]
+mod name_tests {
+    #[test]
+    fn devdax_names_are_dax_region_dot_instance() {
+        use super::super::open::is_devdax_name;
+        for ok in ["dax0.0", "dax12.3"] {
+            assert!(is_devdax_name(ok), "{ok}");
+        }
+        for bad in ["dax0", "dax.0", "dax0.", "daxa.0", "dax0.0p1", "pmem0", "dax_region"] {
+            assert!(!is_devdax_name(bad), "{bad}");
+        }
+    }
+}

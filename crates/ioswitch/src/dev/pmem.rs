@@ -106,7 +106,9 @@ pub(crate) fn fsdax(name: &str) -> Option<Dax> {
 /// Ranges lent at one time never overlap (a second, overlapping request is refused), and
 /// while a range is lent, reads and writes of it through the command API fail with EBUSY:
 /// the slice is the only way to it in this process. Other processes mapping the same file
-/// share the memory, as with any shared mapping.
+/// share the memory, as with any shared mapping. A command that another thread started
+/// before the range was lent is not waited for: do not lend a range that commands of
+/// other threads are reading or writing at that moment.
 pub struct PmemSlice<'a> {
     lent: Lent<'a>,
 }

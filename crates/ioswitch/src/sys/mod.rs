@@ -4,9 +4,9 @@
 //!
 //! The calls of the interfaces sit in one file per kernel interface: [`io`] (positioned
 //! reads and writes, fallocate, fdatasync, discard), [`blkzone`] (the zone ioctls),
-//! [`mem`] (shared mappings), [`nvme`] (the NVMe driver's ioctls), [`aio`] (Linux AIO)
-//! and [`posix_aio`] (glibc's POSIX aio), the last two owning what the kernel or glibc
-//! holds until it is done.
+//! [`mem`] (shared mappings), [`pmem`] (persistent-memory mappings and durable stores),
+//! [`nvme`] (the NVMe driver's ioctls), [`aio`] (Linux AIO) and [`posix_aio`] (glibc's
+//! POSIX aio), the last two owning what the kernel or glibc holds until it is done.
 
 // The raw-call layer: every unsafe block of the crate outside buf.rs is here or in the
 // io_uring ring core, which says why it is not yet.
@@ -17,6 +17,7 @@ pub(crate) mod blkzone;
 pub(crate) mod io;
 pub(crate) mod mem;
 pub(crate) mod nvme;
+pub(crate) mod pmem;
 pub(crate) mod posix_aio;
 pub(crate) mod sysfs;
 

@@ -131,6 +131,11 @@
 #define IOSWITCH_KIND_RAMDISK 5
 
 /**
+ * A device-DAX character device, `/dev/daxX.Y` (persistent memory; `sync=pmem` only).
+ */
+#define IOSWITCH_KIND_DEVDAX 6
+
+/**
  * Zoned model: not zoned.
  */
 #define IOSWITCH_ZONED_NONE 0

@@ -26,6 +26,8 @@ pub const IOSWITCH_KIND_NVME_CHAR: u32 = 3;
 pub const IOSWITCH_KIND_NVME_CTRL: u32 = 4;
 /// Device kind: memory given by a size (a ramdisk).
 pub const IOSWITCH_KIND_RAMDISK: u32 = 5;
+/// A device-DAX character device, `/dev/daxX.Y` (persistent memory; `sync=pmem` only).
+pub const IOSWITCH_KIND_DEVDAX: u32 = 6;
 
 /// Zoned model: not zoned.
 pub const IOSWITCH_ZONED_NONE: u32 = 0;
@@ -45,6 +47,7 @@ fn kind_code(k: DevKind) -> u32 {
         DevKind::NvmeChar => IOSWITCH_KIND_NVME_CHAR,
         DevKind::NvmeCtrl => IOSWITCH_KIND_NVME_CTRL,
         DevKind::Ramdisk => IOSWITCH_KIND_RAMDISK,
+        DevKind::DevDax => IOSWITCH_KIND_DEVDAX,
     }
 }
 

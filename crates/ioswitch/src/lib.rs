@@ -37,10 +37,11 @@ mod sys;
 pub mod units;
 pub mod uri;
 
+pub use be::pmem::PmemInfo;
 pub use be::{Descriptor, Role};
 pub use buf::{Buffer, Data};
 pub use cmd::Cmd;
-pub use dev::{enumerate, DevKind, Device, Geometry, Ident, Interfaces, Zoned, ZonedModel};
+pub use dev::{enumerate, Dax, DevKind, Device, Geometry, Ident, Interfaces, PmemSlice, Zoned, ZonedModel};
 pub use error::{Error, Result};
 pub use opts::{AdminIface, AsyncIface, MemIface, Opts, SyncIface};
 pub use queue::{Completion, Queue, QueueStats, Rejected};

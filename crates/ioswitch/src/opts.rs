@@ -67,6 +67,9 @@ iface_enum!(
         /// A shared memory mapping of the file or block device: reads and writes are
         /// memory copies, flush is msync.
         Mmap = "mmap",
+        /// Persistent memory (a DAX file mapped with MAP_SYNC, or devdax): durable
+        /// stores, flush is a fence.
+        Pmem = "pmem",
     }
 );
 
@@ -156,11 +159,14 @@ pub struct Opts {
     /// kernel user (device-mapper, md). Without it such commands are refused and reads
     /// stay allowed.
     pub allow_mounted_write: bool,
+    /// pmem: run on memory that is not DAX (a /dev/shm file) with the same instructions,
+    /// as libpmem's PMEM_IS_PMEM_FORCE; for measurements, nothing is made durable.
+    pub pmem_force: bool,
 }
 
 /// Every key an option string accepts, with a one-line meaning (for `--help` texts).
 pub const KEYS: &[(&str, &str)] = &[
-    ("sync", "synchronous interface: psync, block, ramdisk, nvme, nil, mmap"),
+    ("sync", "synchronous interface: psync, block, ramdisk, nvme, nil, mmap, pmem"),
     ("async", "asynchronous interface: nil, emu, thrpool, libaio, io_uring, io_uring_cmd, posix"),
     ("admin", "admin interface: emulated, nvme"),
     ("mem", "buffer memory: posix"),
@@ -179,6 +185,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("single_issuer", "io_uring: only the creating thread uses a queue (defers task work, as fio)"),
     ("threads", "thrpool: number of worker threads"),
     ("allow_mounted_write", "allow writes to a device that is mounted, swapped on or held (refused otherwise)"),
+    ("pmem_force", "pmem: run on memory that is not DAX (/dev/shm) with the same instructions (measurements only)"),
 ];
 
 fn parse_bool(key: &str, v: &str) -> Result<bool, Error> {
@@ -255,6 +262,7 @@ impl Opts {
                 self.threads = Some(n)
             }
             "allow_mounted_write" => self.allow_mounted_write = parse_bool(key, value)?,
+            "pmem_force" => self.pmem_force = parse_bool(key, value)?,
             _ => {
                 let known: Vec<&str> = KEYS.iter().map(|(k, _)| *k).collect();
                 return Err(Error::BadOpt {
@@ -277,6 +285,7 @@ impl Opts {
             (self.register_buffers, "register_buffers"),
             (self.single_issuer, "single_issuer"),
             (self.threads.is_some(), "threads"),
+            (self.pmem_force, "pmem_force"),
         ]
         .into_iter()
         .filter_map(|(on, key)| on.then_some(key))
@@ -372,6 +381,9 @@ impl fmt::Display for Opts {
         if self.allow_mounted_write {
             items.push("allow_mounted_write=1".into());
         }
+        if self.pmem_force {
+            items.push("pmem_force=1".into());
+        }
         f.write_str(&items.join(","))
     }
 }
@@ -393,7 +405,7 @@ mod tests {
 
     #[test]
     fn option_strings_round_trip_through_display() {
-        let s = "sync=block,async=libaio,admin=emulated,nsid=2,direct=1,create=1,register_files=1,single_issuer=1,allow_mounted_write=1";
+        let s = "sync=block,async=libaio,admin=emulated,nsid=2,direct=1,create=1,register_files=1,single_issuer=1,allow_mounted_write=1,pmem_force=1";
         let o: Opts = s.parse().unwrap();
         assert_eq!(o.to_string().parse::<Opts>().unwrap(), o);
     }

@@ -36,7 +36,7 @@ pub(crate) const DESCRIPTOR: Descriptor = Descriptor::new(
     |_| None,
     Build::Admin(|dev| Ok(Box::new(AdminEmu::new(dev)))),
 )
-.defaults(&[DevKind::File, DevKind::Block, DevKind::Ramdisk]);
+.defaults(&[DevKind::File, DevKind::Block, DevKind::Ramdisk, DevKind::DevDax]);
 
 /// Invalid Command Opcode (generic, DNR).
 const INVALID_OPCODE: Status = Status { raw: 0x01 | 1 << 14, errno_raw: 0 };
@@ -64,6 +64,7 @@ fn kind_word(kind: DevKind) -> &'static str {
         DevKind::NvmeChar => "nvme-char",
         DevKind::NvmeCtrl => "nvme-ctrl",
         DevKind::Ramdisk => "ramdisk",
+        DevKind::DevDax => "devdax",
     }
 }
 

@@ -21,7 +21,7 @@ pub(crate) const DESCRIPTOR: Descriptor = Descriptor::new(
     super::controller_only,
     Build::Async { probe: super::no_probe, queue: |dev, depth| Ok(super::Backend::Emu(Emu::new(dev.clone(), depth))) },
 )
-.defaults(&[DevKind::Ramdisk]);
+.defaults(&[DevKind::Ramdisk, DevKind::DevDax]);
 
 struct Pending {
     io: Io,

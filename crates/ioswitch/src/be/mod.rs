@@ -13,6 +13,7 @@ pub(crate) mod libaio;
 pub(crate) mod mmap;
 pub(crate) mod nil;
 pub(crate) mod nvme;
+pub(crate) mod pmem;
 pub(crate) mod posix_aio;
 pub(crate) mod psync;
 pub(crate) mod ramdisk;
@@ -67,6 +68,10 @@ pub(crate) trait SyncIo: Send + Sync {
     fn exec(&self, io: &Io, cmd: &Cmd, bufs: &mut [Buffer]) -> Result<u64, Status>;
     /// Syscalls one command costs (0 for memory backends).
     fn syscalls_per_cmd(&self) -> u64;
+    /// The persistent-memory mapping behind the interface (`pmem` only).
+    fn pmem(&self) -> Option<&pmem::Pmem> {
+        None
+    }
 }
 
 /// An admin interface: runs one admin command to completion (identify, logs, features).
@@ -322,8 +327,13 @@ pub(crate) fn needs_fd(kind: DevKind) -> Option<&'static str> {
         DevKind::NvmeCtrl => Some("an NVMe controller takes admin commands only"),
         DevKind::Ramdisk => Some("a ramdisk has no file descriptor; use async=emu or async=thrpool"),
         DevKind::NvmeChar => Some("needs a file or block device; use io_uring_cmd or nvme on /dev/ngXnY"),
+        DevKind::DevDax => Some(DEVDAX_ONLY_PMEM),
     }
 }
+
+/// Why interfaces other than `pmem` refuse a devdax device.
+pub(crate) const DEVDAX_ONLY_PMEM: &str =
+    "a devdax device takes no read/write system calls, only a memory mapping; use sync=pmem (async=emu or thrpool over it)";
 
 /// Every interface of this build, by role; within a role, in the order of preference for
 /// defaults. Adding an interface is adding its file and one row here.
@@ -334,6 +344,7 @@ pub(crate) static TABLE: &[&Descriptor] = &[
     &nvme::SYNC,
     &nil::SYNC,
     &mmap::DESCRIPTOR,
+    &pmem::DESCRIPTOR,
     &nil::ASYNC,
     &emu::DESCRIPTOR,
     &uring::file::DESCRIPTOR,
@@ -356,6 +367,7 @@ pub(crate) const MEM_POSIX: Descriptor =
             DevKind::NvmeChar,
             DevKind::NvmeCtrl,
             DevKind::Ramdisk,
+            DevKind::DevDax,
         ])
         .usable(always);
 

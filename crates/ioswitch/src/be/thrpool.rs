@@ -500,6 +500,7 @@ mod tests {
             model: None,
             serial: None,
             in_use: None,
+            dax: None,
         };
         let ifaces = Interfaces {
             sync: None,

@@ -4,8 +4,10 @@ mod enumerate;
 mod geometry;
 pub(crate) mod guard;
 mod open;
+mod pmem;
 
 pub use enumerate::{enumerate, Listing};
+pub use pmem::{Dax, PmemSlice};
 
 use crate::be::{self, AdminIo, Role, SyncIo};
 use crate::buf::Buffer;
@@ -39,6 +41,9 @@ pub enum DevKind {
     NvmeCtrl,
     /// Memory given by a size.
     Ramdisk,
+    /// A device-DAX character device, `/dev/daxX.Y`: persistent memory that is only
+    /// mapped (no read/write system calls).
+    DevDax,
 }
 
 impl DevKind {
@@ -51,6 +56,7 @@ impl DevKind {
             DevKind::NvmeChar => "NVMe generic char device",
             DevKind::NvmeCtrl => "NVMe controller",
             DevKind::Ramdisk => "ramdisk",
+            DevKind::DevDax => "devdax character device",
         }
     }
 }
@@ -139,6 +145,9 @@ pub struct Ident {
     /// nothing uses it, for files and ramdisks, with `rdonly=1`, and with
     /// `allow_mounted_write=1`.
     pub in_use: Option<String>,
+    /// For persistent memory (a devdax device, or a file on a DAX file system): the
+    /// namespace's mode, alignment and size.
+    pub dax: Option<Dax>,
 }
 
 /// The interfaces serving an open device.

@@ -41,6 +41,7 @@ pub(super) fn open_ramdisk(uri: &str, bytes: u64, opts: &Opts) -> Result<(DevKin
         model: None,
         serial: None,
         in_use: None,
+        dax: None,
     };
     Ok((DevKind::Ramdisk, None, geo, ident))
 }
@@ -67,12 +68,21 @@ fn classify(uri: &str, path: &Path, md: &fs::Metadata) -> Result<DevKind> {
         if name.strip_prefix("nvme").is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit())) {
             return Ok(DevKind::NvmeCtrl);
         }
+        if is_devdax_name(&name) {
+            return Ok(DevKind::DevDax);
+        }
         return Err(Error::BadUri {
             uri: uri.into(),
             why: format!("{} is a character device ({maj}:{min}, {name:?}) that is not NVMe", path.display()),
         });
     }
     Err(Error::BadUri { uri: uri.into(), why: "is not a file, block device or NVMe device".into() })
+}
+
+/// `daxX.Y`: a device-DAX character device.
+pub(super) fn is_devdax_name(name: &str) -> bool {
+    let Some((r, n)) = name.strip_prefix("dax").and_then(|r| r.split_once('.')) else { return false };
+    !r.is_empty() && !n.is_empty() && r.bytes().all(|b| b.is_ascii_digit()) && n.bytes().all(|b| b.is_ascii_digit())
 }
 
 pub(super) fn is_nvme_ns_name(name: &str, prefix: &str) -> bool {
@@ -104,6 +114,9 @@ pub(super) fn open_path(uri: &str, path: &Path, opts: &Opts) -> Result<(DevKind,
     }
     if kind == DevKind::NvmeCtrl || kind == DevKind::NvmeChar {
         return open_nvme_char(uri, path, kind, opts, existing.as_ref().map(|m| m.rdev()).unwrap_or(0));
+    }
+    if kind == DevKind::DevDax {
+        return open_devdax(uri, path, opts, existing.as_ref().map(|m| m.rdev()).unwrap_or(0));
     }
     let mut flags = libc::O_CLOEXEC;
     flags |= if opts.rdonly {
@@ -151,6 +164,7 @@ pub(super) fn open_path(uri: &str, path: &Path, opts: &Opts) -> Result<(DevKind,
             ident.block_name = dir.file_name().map(|n| n.to_string_lossy().into_owned());
         }
         ident.driver = sys::fs_magic(&fd).map(fs_name);
+        ident.dax = ident.block_name.as_deref().and_then(super::pmem::fsdax);
         geometry::file(bytes, dio, opts.direct)
     } else {
         let lba = sys::blk_logical_block_size(&fd).map_err(|e| os(uri, "BLKSSZGET (logical block size)", e))?;
@@ -238,6 +252,34 @@ fn open_nvme_char(
     Ok((kind, Some(fd), geo, ident))
 }
 
+/// Opens a devdax character device (`/dev/daxX.Y`): read-write (read-only with
+/// `rdonly=1`); its size and alignment come from sysfs, and only `pmem` can use it (the
+/// device has no read/write, only mmap). Offsets are byte offsets into one mapping of the
+/// whole device, made at an address aligned to the device's alignment.
+fn open_devdax(uri: &str, path: &Path, opts: &Opts, rdev: u64) -> Result<(DevKind, Option<OwnedFd>, Geometry, Ident)> {
+    if opts.direct {
+        return Err(Error::BadOpt {
+            key: "direct".into(),
+            why: format!("{uri} is a devdax device: there is no page cache to bypass"),
+        });
+    }
+    let devno = (libc::major(rdev), libc::minor(rdev));
+    let dax = super::pmem::devdax(devno).ok_or_else(|| Error::BadUri {
+        uri: uri.into(),
+        why: format!("{} is a devdax device ({}:{}) whose size sysfs does not give", path.display(), devno.0, devno.1),
+    })?;
+    let flags = libc::O_CLOEXEC | if opts.rdonly { libc::O_RDONLY } else { libc::O_RDWR };
+    let cpath = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| Error::BadUri { uri: uri.into(), why: "contains a NUL byte".into() })?;
+    let fd = sys::open(&cpath, flags, 0).map_err(|e| os(uri, "open", e))?;
+    let mut ident = base_ident(uri, path, DevKind::DevDax, opts);
+    ident.driver = Some("device_dax".into());
+    ident.block_name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    let geo = geometry::file(dax.size, None, false);
+    ident.dax = Some(dax);
+    Ok((DevKind::DevDax, Some(fd), geo, ident))
+}
+
 fn base_ident(uri: &str, path: &Path, kind: DevKind, opts: &Opts) -> Ident {
     Ident {
         uri: uri.into(),
@@ -249,6 +291,7 @@ fn base_ident(uri: &str, path: &Path, kind: DevKind, opts: &Opts) -> Ident {
         model: None,
         serial: None,
         in_use: None,
+        dax: None,
     }
 }
 

@@ -17,10 +17,15 @@
 //! generic char device with the NVMe columns (sync=nvme, io_uring with iopoll,
 //! io_uring_cmd with sqpoll / iopoll, ...), zoned ones as block device (direct=1) and
 //! char device with the zone cases. Elsewhere the NVMe rows are absent and the run says
-//! why. `tests/vm/nvme-tests.sh` runs the suite in the guest.
+//! why. Persistent memory: the `pmem` column (with `pmem_force=1` on the /dev/shm row;
+//! refused on a file that is not DAX), and the rows `pmem fsdax` (`IOSWITCH_PMEM_DIR`, a
+//! directory on ext4 mounted `-o dax`) and `pmem devdax` (`IOSWITCH_PMEM_DEVDAX`, a
+//! `/dev/daxX.Y`), skipped with the reason where unset on the host, failed in the guest
+//! when `IOSWITCH_PMEM=1` says they must be there, and absent (the run says why) in a
+//! guest run without `IOSWITCH_PMEM=1`. `tests/vm/nvme-tests.sh` runs the suite in the guest.
 
 use crate::probe::{probe_main, PROBE_ENV};
-use crate::rows::{find_nvme, nvme_rows, setup_rows};
+use crate::rows::{find_nvme, nvme_rows, pmem_required, pmem_rows, setup_rows};
 use crate::runner::{install_panic_hook, run_matrix, start_watchdog};
 use ioswitch_testkit::loopdev::LoopDev;
 use std::time::{Duration, Instant};
@@ -68,6 +73,14 @@ fn main() {
     let verbose = std::env::var_os("IOSWITCH_CONFORMANCE_VERBOSE").is_some();
     println!("ioswitch conformance: every (device kind x interface), {} KiB devices", DEV_BYTES / KIB);
     let (mut rows, loopdev) = setup_rows();
+    // In the guest, a run without the pmem stage (IOSWITCH_PMEM unset: nvme-tests.sh,
+    // which allows no skipped case) has no pmem rows, and says so.
+    let guest = std::env::var_os("IOSWITCH_VM").is_some_and(|v| v == "1");
+    if guest && !pmem_required() {
+        println!("pmem rows: none: IOSWITCH_PMEM=1 is not set (the guest's pmem stage sets it with the rows' devices)");
+    } else {
+        rows.extend(pmem_rows());
+    }
     match find_nvme() {
         Ok(found) => {
             for ns in &found {

@@ -30,15 +30,17 @@ pub(crate) enum Col {
     UringCmdIopoll,
     Nil,
     Mmap,
+    Pmem,
 }
 
 impl Col {
     /// The columns of the rows that are not NVMe (files, loop devices, ramdisk).
-    pub(crate) const ALL: [Col; 13] = [
+    pub(crate) const ALL: [Col; 14] = [
         Col::Psync,
         Col::Block,
         Col::Ram,
         Col::Mmap,
+        Col::Pmem,
         Col::Emu,
         Col::Thrpool,
         Col::Libaio,
@@ -108,6 +110,7 @@ impl Col {
             Col::UringCmdIopoll => "ucmd+iop",
             Col::Nil => "nil",
             Col::Mmap => "mmap",
+            Col::Pmem => "pmem",
         }
     }
 
@@ -133,6 +136,7 @@ impl Col {
             Col::UringCmdIopoll => "async=io_uring_cmd,iopoll=1",
             Col::Nil => "async=nil",
             Col::Mmap => "sync=mmap,async=emu",
+            Col::Pmem => "sync=pmem,async=emu",
         }
     }
 
@@ -143,13 +147,14 @@ impl Col {
             Col::Ram => Some(SyncIface::Ramdisk),
             Col::Nvme => Some(SyncIface::Nvme),
             Col::Mmap => Some(SyncIface::Mmap),
+            Col::Pmem => Some(SyncIface::Pmem),
             _ => None,
         }
     }
 
     pub(crate) fn async_iface(self) -> AsyncIface {
         match self {
-            Col::Psync | Col::Block | Col::Ram | Col::Nvme | Col::Mmap | Col::Emu => AsyncIface::Emu,
+            Col::Psync | Col::Block | Col::Ram | Col::Nvme | Col::Mmap | Col::Pmem | Col::Emu => AsyncIface::Emu,
             Col::Thrpool => AsyncIface::Thrpool,
             Col::Libaio => AsyncIface::Libaio,
             Col::Uring | Col::UringRegFiles | Col::UringRegBufs | Col::UringSqpoll | Col::UringIopoll => {
@@ -186,11 +191,12 @@ impl Col {
     pub(crate) fn expected_refusal(self, kind: DevKind, direct: bool) -> Option<String> {
         use DevKind::*;
         let table = match self {
-            Col::Psync => matches!(kind, Ramdisk | NvmeChar),
+            Col::Psync => matches!(kind, Ramdisk | NvmeChar | DevDax),
             Col::Block => !matches!(kind, Block | NvmeBlock),
             Col::Ram => kind != Ramdisk,
             Col::Nvme => !matches!(kind, NvmeBlock | NvmeChar),
             Col::Mmap => !matches!(kind, File | Block | NvmeBlock),
+            Col::Pmem => !matches!(kind, File | DevDax),
             Col::Emu | Col::Thrpool | Col::Nil => false,
             Col::Libaio
             | Col::Uring
@@ -198,7 +204,7 @@ impl Col {
             | Col::UringRegBufs
             | Col::UringSqpoll
             | Col::UringIopoll
-            | Col::Posix => matches!(kind, Ramdisk | NvmeChar),
+            | Col::Posix => matches!(kind, Ramdisk | NvmeChar | DevDax),
             Col::UringCmd | Col::UringCmdSqpoll | Col::UringCmdIopoll => kind != NvmeChar,
         };
         if table {
@@ -207,8 +213,46 @@ impl Col {
         if self == Col::UringIopoll && !direct {
             return Some("async=io_uring (iopoll=1)".into());
         }
+        if self == Col::Pmem && direct {
+            return Some(self.refusal_key());
+        }
         None
     }
+
+    /// What this column needs beyond the table on a row: `pmem` on a file that is not on
+    /// a DAX file system is refused at open (MAP_SYNC refused) unless `pmem_force=1`,
+    /// which the /dev/shm row gives it. Returns (extra options, the `iface` a refusal
+    /// must name).
+    pub(crate) fn row_specifics(self, row: RowKind, place: &Place) -> (&'static str, Option<String>) {
+        if self != Col::Pmem {
+            return ("", None);
+        }
+        match (row, place) {
+            (RowKind::Shm, _) => ("pmem_force=1", None),
+            (RowKind::File, Place::Dir(d)) if !mounted_dax(d) => ("", Some(self.refusal_key())),
+            _ => ("", None),
+        }
+    }
+}
+
+/// Whether the file system holding `dir` is mounted with `dax` (read from
+/// /proc/self/mountinfo, independently of the library): the longest mount point that
+/// contains the directory decides.
+pub(crate) fn mounted_dax(dir: &Path) -> bool {
+    let dir = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let info = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut best: Option<(usize, bool)> = None;
+    for l in info.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let (Some(mp), Some(mopts)) = (f.get(4), f.get(5)) else { continue };
+        let sep = f.iter().position(|x| *x == "-").unwrap_or(f.len());
+        let super_opts = f.get(sep + 3).copied().unwrap_or("");
+        if dir.starts_with(mp) && best.is_none_or(|(n, _)| mp.len() >= n) {
+            let dax = mopts.split(',').chain(super_opts.split(',')).any(|o| o == "dax" || o == "dax=always");
+            best = Some((mp.len(), dax));
+        }
+    }
+    best.is_some_and(|(_, d)| d)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -229,6 +273,11 @@ pub(crate) enum RowKind {
     ZnsBlockDirect,
     /// A zoned namespace's generic char device.
     ZnsChar,
+    /// A directory on a file system mounted with DAX (ext4 `-o dax`), from
+    /// `IOSWITCH_PMEM_DIR`.
+    PmemFsdax,
+    /// A devdax character device (`/dev/daxX.Y`), from `IOSWITCH_PMEM_DEVDAX`.
+    PmemDevdax,
 }
 
 impl RowKind {
@@ -237,7 +286,8 @@ impl RowKind {
 
     pub(crate) fn dev_kind(self) -> DevKind {
         match self {
-            RowKind::File | RowKind::FileDirect | RowKind::Shm => DevKind::File,
+            RowKind::File | RowKind::FileDirect | RowKind::Shm | RowKind::PmemFsdax => DevKind::File,
+            RowKind::PmemDevdax => DevKind::DevDax,
             RowKind::Loop | RowKind::LoopDirect => DevKind::Block,
             RowKind::Ram => DevKind::Ramdisk,
             RowKind::NvmeBlock | RowKind::NvmeBlockDirect | RowKind::ZnsBlockDirect => DevKind::NvmeBlock,
@@ -276,7 +326,13 @@ impl RowKind {
             RowKind::NvmeChar => "nvme-char",
             RowKind::ZnsBlockDirect => "zns-block-direct",
             RowKind::ZnsChar => "zns-char",
+            RowKind::PmemFsdax => "pmem-fsdax",
+            RowKind::PmemDevdax => "pmem-devdax",
         }
+    }
+    /// The persistent-memory rows.
+    pub(crate) fn pmem(self) -> bool {
+        matches!(self, RowKind::PmemFsdax | RowKind::PmemDevdax)
     }
 }
 
@@ -342,6 +398,8 @@ pub(crate) enum Place {
     Ram,
     /// An NVMe namespace device (block or char).
     Nvme { dev: PathBuf, ns: Box<NvmeNs> },
+    /// A devdax character device (no read/write: no oracle beside the library).
+    DevDax(PathBuf),
 }
 
 pub(crate) struct Row {
@@ -457,6 +515,67 @@ pub(crate) fn nvme_rows(found: &[NvmeNs]) -> Vec<Row> {
         }
     }
     rows
+}
+
+/// Set (to 1) by the guest stage that provides the persistent-memory rows: then a
+/// missing row is a failure, not a skip.
+pub(crate) const PMEM_ENV: &str = "IOSWITCH_PMEM";
+/// A directory on ext4 mounted `-o dax`.
+pub(crate) const PMEM_DIR_ENV: &str = "IOSWITCH_PMEM_DIR";
+/// A devdax device, `/dev/daxX.Y`.
+pub(crate) const PMEM_DEVDAX_ENV: &str = "IOSWITCH_PMEM_DEVDAX";
+
+/// Whether a missing persistent-memory row fails the run (the guest with IOSWITCH_PMEM=1).
+pub(crate) fn pmem_required() -> bool {
+    let on = |k: &str| std::env::var_os(k).is_some_and(|v| v == "1");
+    on("IOSWITCH_VM") && on(PMEM_ENV)
+}
+
+/// The persistent-memory rows: an fsdax directory and a devdax device, from the
+/// environment (the guest's pmem stage sets them), or why they are absent.
+pub(crate) fn pmem_rows() -> Vec<Row> {
+    let dir = match std::env::var_os(PMEM_DIR_ENV) {
+        None => Err(format!(
+            "{PMEM_DIR_ENV} is not set (a directory on ext4 mounted -o dax; the guest's pmem stage sets it)"
+        )),
+        Some(d) => {
+            let d = PathBuf::from(d);
+            if !d.is_dir() {
+                Err(format!("{PMEM_DIR_ENV}={} is not a directory", d.display()))
+            } else if !mounted_dax(&d) {
+                Err(format!(
+                    "{PMEM_DIR_ENV}={} is not on a file system mounted with dax (/proc/self/mountinfo)",
+                    d.display()
+                ))
+            } else {
+                Ok(Place::Dir(d))
+            }
+        }
+    };
+    let devdax = match std::env::var_os(PMEM_DEVDAX_ENV) {
+        None => Err(format!("{PMEM_DEVDAX_ENV} is not set (a /dev/daxX.Y device; the guest's pmem stage sets it)")),
+        Some(d) => {
+            let d = PathBuf::from(d);
+            use std::os::unix::fs::FileTypeExt;
+            match fs::metadata(&d) {
+                Ok(m) if m.file_type().is_char_device() => Ok(Place::DevDax(d)),
+                Ok(_) => Err(format!("{PMEM_DEVDAX_ENV}={} is not a character device", d.display())),
+                Err(e) => Err(format!("{PMEM_DEVDAX_ENV}={}: {e}", d.display())),
+            }
+        }
+    };
+    let dir_label = match &dir {
+        Ok(Place::Dir(d)) => format!("pmem fsdax ({})", d.display()),
+        _ => "pmem fsdax".into(),
+    };
+    let dax_label = match &devdax {
+        Ok(Place::DevDax(d)) => format!("pmem devdax ({})", d.display()),
+        _ => "pmem devdax".into(),
+    };
+    vec![
+        Row { kind: RowKind::PmemFsdax, label: dir_label, place: dir },
+        Row { kind: RowKind::PmemDevdax, label: dax_label, place: devdax },
+    ]
 }
 
 pub(crate) fn setup_rows() -> (Vec<Row>, Option<LoopDev>) {

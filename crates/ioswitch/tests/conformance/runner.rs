@@ -141,6 +141,12 @@ pub(crate) fn run_cell(row: &Row, col: Col, probe: Option<Result<String, String>
     let mut cell = Cell { state: CellState::Pass, cases: Vec::new(), ms: 0, case_ms: Vec::new() };
     let place = match &row.place {
         Ok(p) => p.clone(),
+        Err(why) if row.kind.pmem() && crate::rows::pmem_required() => {
+            let why = format!("IOSWITCH_PMEM=1 in the guest, but the row is missing: {why}");
+            cell.state = CellState::Fail;
+            cell.cases.push(("all", Verdict::Fail(why)));
+            return cell;
+        }
         Err(why) => {
             cell.state = CellState::Skip(why.clone());
             cell.cases.push(("all", Verdict::Skip(why.clone())));
@@ -166,19 +172,21 @@ pub(crate) fn run_cell(row: &Row, col: Col, probe: Option<Result<String, String>
             (dev.display().to_string(), String::new(), Some(dev.clone()), Some(backing.clone()), None)
         }
         Place::Ram => (RAMDISK_URI.to_string(), String::new(), None, None, None),
+        Place::DevDax(dev) => (dev.display().to_string(), String::new(), None, None, None),
         Place::Nvme { dev, ns: n } => {
             ns = Some(n.clone());
             // The namespace's block device, with O_DIRECT, witnesses both its rows.
             (dev.display().to_string(), String::new(), Some(n.block.clone()), None, None)
         }
     };
-    let opts_s = [col.opts(), extra.as_str(), if row.kind.direct() { "direct=1" } else { "" }]
+    let (col_extra, row_refusal) = col.row_specifics(row.kind, &place);
+    let opts_s = [col.opts(), extra.as_str(), if row.kind.direct() { "direct=1" } else { "" }, col_extra]
         .iter()
         .filter(|s| !s.is_empty())
         .copied()
         .collect::<Vec<_>>()
         .join(",");
-    let expected = col.expected_refusal(kind, row.kind.direct());
+    let expected = col.expected_refusal(kind, row.kind.direct()).or(row_refusal);
     let expect_refusal = expected.is_some();
     let opened = guarded(&format!("{name}: open"), || {
         let opts: Opts = opts_s.parse().map_err(|e| format!("option string {opts_s:?} does not parse: {e}"))?;
@@ -214,7 +222,8 @@ pub(crate) fn run_cell(row: &Row, col: Col, probe: Option<Result<String, String>
                     _ => false,
                 },
             };
-            let bytes = ns.as_ref().map_or(DEV_BYTES, |n| n.bytes);
+            // A devdax device is as large as its namespace.
+            let bytes = ns.as_ref().map_or(if kind == DevKind::DevDax { g.bytes } else { DEV_BYTES }, |n| n.bytes);
             let dealloc = match ns.as_ref().map(|n| &n.dealloc) {
                 None => Dealloc::Zeroes,
                 Some(Ok(d)) => d.clone(),

@@ -12,7 +12,9 @@ use std::sync::Mutex;
 
 /// Opens the cell's device again with one more option.
 pub(crate) fn reopen(ctx: &Ctx, extra: &str) -> Result<(Ctx, String), String> {
-    let opts_s = [ctx.col.opts(), if ctx.row.direct() { "direct=1" } else { "" }, extra]
+    // The row's pmem_force=1 (the /dev/shm row of the pmem column) carries over.
+    let force = if ctx.dev.opts().pmem_force { "pmem_force=1" } else { "" };
+    let opts_s = [ctx.col.opts(), if ctx.row.direct() { "direct=1" } else { "" }, force, extra]
         .iter()
         .filter(|s| !s.is_empty())
         .copied()
@@ -90,10 +92,10 @@ pub(crate) fn case_errno(ctx: &Ctx) -> Res {
         forbidden(rr.one((Cmd::write_zeroes(ctx.nsid, 0, 1), Data::None))?, &what, libc::EBADF)?;
         rr.finish()?;
     }
-    if ctx.col == Col::Mmap {
+    if matches!(ctx.col, Col::Mmap | Col::Pmem) {
         // A mapping needs read access: a write-only open is refused, with the reason.
-        let e = reopen(ctx, "wronly=1").err().ok_or("sync=mmap accepted wronly=1")?;
-        ensure!(e.contains("read access"), "wronly=1 with sync=mmap refused without the reason: {e}");
+        let e = reopen(ctx, "wronly=1").err().ok_or_else(|| format!("{} accepted wronly=1", ctx.col.opts()))?;
+        ensure!(e.contains("read access"), "wronly=1 with {} refused without the reason: {e}", ctx.col.opts());
         notes.push("wronly refused at open".into());
     } else {
         let (wo, opts_s) = reopen(ctx, "wronly=1")?;
@@ -105,9 +107,9 @@ pub(crate) fn case_errno(ctx: &Ctx) -> Res {
     let got = read_range(&mut r, ctx, 0, 2 * u, 2 * u)?;
     compare(&got, &pattern::at(0, 2 * u, s), 0, Some(s), "data after the forbidden commands")?;
 
-    if ctx.col == Col::Mmap {
+    if matches!(ctx.col, Col::Mmap | Col::Pmem) {
         // Touching a mapping past the end of a file that shrank raises SIGBUS (as for any
-        // mmap user); sync=mmap documents it and this case does not provoke it.
+        // mmap user); sync=mmap and sync=pmem document it and this case does not provoke it.
         notes.push("shrunk file not exercised: a mapping faults (SIGBUS) past a shrunk file's end".into());
     } else if ctx.row.dev_kind() == DevKind::File {
         let path = ctx.backing.clone().ok_or("a file row without a path")?;

@@ -1,0 +1,277 @@
+//! `pmem`: persistent memory without system calls. A file on a DAX file system is mapped
+//! with `MAP_SHARED_VALIDATE | MAP_SYNC`, a devdax character device (`/dev/daxX.Y`) at an
+//! address aligned to the device's alignment. Writes are persistent copies into the
+//! mapping ([`crate::sys::pmem`]: non-temporal stores for large copies, ordinary stores
+//! plus CLWB / CLFLUSHOPT / CLFLUSH for small ones) followed by one SFENCE, so a write
+//! that completed is durable; flush is therefore a fence only. Reads are memory copies.
+//! Trim and write zeroes zero the range the same way.
+//!
+//! Where the kernel refuses `MAP_SYNC` (the file is not on a DAX file system) the open
+//! fails and says so; `pmem_force=1` (libpmem's `PMEM_IS_PMEM_FORCE`) maps such a file
+//! with plain `MAP_SHARED` and runs the same instructions on it, for measurements on
+//! ordinary memory (`/dev/shm`): nothing there is durable beyond the page cache.
+//!
+//! As with any shared mapping, touching the mapping past the end of a file that another
+//! user shrank raises SIGBUS; the file must keep the size it had at open.
+//!
+//! Ranges lent to the application ([`Device::pmem_range`](crate::Device::pmem_range))
+//! are not reachable through the command API while lent: a read or write overlapping one
+//! fails with EBUSY.
+
+use super::{dsm_ranges, Io, Op, SyncIo};
+use super::{Build, Descriptor, Role};
+use crate::buf::Buffer;
+use crate::cmd::Cmd;
+use crate::dev::{DevKind, Inner};
+use crate::error::Error;
+use crate::spec::{errno_to_status, Status};
+#[cfg(test)]
+use crate::sys::pmem::Flush;
+use crate::sys::pmem::{fence, MapMode, PmemMap};
+
+/// `sync=pmem`: persistent memory mapped from a DAX file or a devdax device.
+pub(crate) const DESCRIPTOR: Descriptor = Descriptor::new(
+    "pmem",
+    Role::Sync,
+    "persistent memory (DAX file with MAP_SYNC, or devdax): writes are made durable with cache write-backs or non-temporal stores and a fence, flush is a fence",
+    refusal,
+    Build::Sync(|dev| Ok(Box::new(Pmem::new(dev)?))),
+)
+.defaults(&[DevKind::DevDax])
+.tunables(&[("pmem_force", None)])
+.fio(&["libpmem", "dev-dax"])
+.usable(usable);
+
+fn refusal(kind: DevKind) -> Option<&'static str> {
+    match kind {
+        DevKind::File | DevKind::DevDax => None,
+        DevKind::Ramdisk => Some("a ramdisk is process memory, not persistent memory; use sync=ramdisk"),
+        DevKind::Block | DevKind::NvmeBlock => {
+            Some("a block device is not byte-addressable memory; pmem maps a file on a DAX file system or /dev/daxX.Y")
+        }
+        DevKind::NvmeChar | DevKind::NvmeCtrl => {
+            Some("an NVMe device is not byte-addressable memory; pmem maps a file on a DAX file system or /dev/daxX.Y")
+        }
+    }
+}
+
+fn usable() -> bool {
+    cfg!(target_arch = "x86_64")
+}
+
+/// How a `pmem` device's memory was mapped, for identity and benchmark reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct PmemInfo {
+    /// `fsdax` (a file mapped with MAP_SYNC), `devdax`, or `forced` (`pmem_force=1` on
+    /// memory that is not known to be persistent).
+    pub mode: &'static str,
+    /// Whether `pmem_force=1` was given.
+    pub forced: bool,
+    /// The cache-line write-back instruction (`clwb`, `clflushopt`, `clflush`).
+    pub flush: &'static str,
+    /// Copies of at least this many bytes use non-temporal stores.
+    pub nt_threshold: usize,
+    /// The alignment the mapping's address has (a devdax device's; the page size
+    /// otherwise).
+    pub align: u64,
+}
+
+pub(crate) struct Pmem {
+    pub(crate) map: PmemMap,
+    pub(crate) info: PmemInfo,
+    lba_size: u64,
+}
+
+impl Pmem {
+    pub(crate) fn new(dev: &Inner) -> Result<Pmem, Error> {
+        let iface = "sync=pmem";
+        let len = usize::try_from(dev.geo.bytes)
+            .map_err(|_| dev.unsupported(iface, "the device is larger than the address space"))?;
+        if len == 0 {
+            return Err(dev.unsupported(iface, "an empty file cannot be mapped; give size= to extend it"));
+        }
+        if dev.opts.wronly {
+            return Err(dev.unsupported(iface, "a mapping needs read access; wronly=1 excludes it"));
+        }
+        if dev.opts.direct {
+            return Err(dev.unsupported(iface, "direct=1 means nothing to memory stores; leave it out"));
+        }
+        let force = dev.opts.pmem_force;
+        let page = crate::sys::page_size() as u64;
+        let (mode, map_mode, align) = match dev.ident.kind {
+            DevKind::DevDax => {
+                let align = dev.ident.dax.as_ref().map(|d| d.align).unwrap_or(page).max(page);
+                if len as u64 % align != 0 {
+                    return Err(dev.unsupported(
+                        iface,
+                        &format!("the device's size {len} is not a multiple of its alignment {align}"),
+                    ));
+                }
+                ("devdax", MapMode::Shared, align)
+            }
+            _ if force => ("forced", MapMode::Shared, page),
+            _ => ("fsdax", MapMode::Sync, page),
+        };
+        let writable = !dev.opts.rdonly;
+        let map = PmemMap::map(dev.raw_fd(), len, writable, map_mode, align as usize).map_err(|e| {
+            match (map_mode, e.raw_os_error()) {
+                (MapMode::Sync, Some(libc::EOPNOTSUPP | libc::EINVAL)) => dev.unsupported(
+                    iface,
+                    &format!(
+                        "the kernel refused MAP_SYNC ({e}): the file is not on a DAX file system{}, so stores to it \
+                         are not persistent; pmem_force=1 runs pmem on it anyway (for measurements; nothing is \
+                         made durable beyond the page cache)",
+                        dev.ident.driver.as_deref().map(|d| format!(" (it is on {d})")).unwrap_or_default()
+                    ),
+                ),
+                _ => {
+                    Error::Os { dev: dev.uri.clone(), what: format!("mmap {len} bytes (sync=pmem, {mode})"), source: e }
+                }
+            }
+        })?;
+        let info = PmemInfo {
+            mode,
+            forced: force,
+            flush: map.flush_kind().as_str(),
+            nt_threshold: crate::sys::pmem::NT_THRESHOLD,
+            align,
+        };
+        Ok(Pmem { map, info, lba_size: dev.geo.lba_size as u64 })
+    }
+
+    /// The write-back instruction in use.
+    #[cfg(test)]
+    pub(crate) fn flush(&self) -> Flush {
+        self.map.flush_kind()
+    }
+}
+
+impl SyncIo for Pmem {
+    fn exec(&self, io: &Io, _cmd: &Cmd, bufs: &mut [Buffer]) -> Result<u64, Status> {
+        match io.op {
+            Op::Read | Op::Write => {
+                let mut pos = io.offset as usize;
+                let end = pos + io.len as usize;
+                debug_assert!(end <= self.map.len());
+                if self.map.overlaps_lent(pos, end - pos) {
+                    return Err(errno_to_status(libc::EBUSY));
+                }
+                for b in bufs.iter_mut() {
+                    if pos == end {
+                        break;
+                    }
+                    let n = (end - pos).min(b.len());
+                    if io.op == Op::Read {
+                        self.map.read_at(pos, &mut b[..n]);
+                    } else {
+                        self.map.write_at(pos, &b[..n]);
+                    }
+                    pos += n;
+                }
+                if io.op == Op::Write {
+                    fence();
+                }
+                Ok(io.len)
+            }
+            // Every completed write is durable already: the fence orders this flush after
+            // them (and after stores made through lent ranges, which `persist` covers).
+            Op::Flush => {
+                fence();
+                Ok(0)
+            }
+            Op::Trim | Op::WriteZeroes => {
+                if self.map.overlaps_lent(io.offset as usize, io.len as usize) {
+                    return Err(errno_to_status(libc::EBUSY));
+                }
+                self.map.zero(io.offset as usize, io.len as usize);
+                fence();
+                Ok(0)
+            }
+            Op::Dsm { nr, deallocate } => {
+                if deallocate {
+                    for r in dsm_ranges(bufs, nr) {
+                        let (off, n) = ((r.slba * self.lba_size) as usize, (r.nlb as u64 * self.lba_size) as usize);
+                        if self.map.overlaps_lent(off, n) {
+                            return Err(errno_to_status(libc::EBUSY));
+                        }
+                        self.map.zero(off, n);
+                    }
+                    fence();
+                }
+                Ok(0)
+            }
+            Op::Passthru => Err(errno_to_status(libc::EOPNOTSUPP)),
+        }
+    }
+
+    fn syscalls_per_cmd(&self) -> u64 {
+        0
+    }
+
+    fn pmem(&self) -> Option<&Pmem> {
+        Some(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::be::testutil::{buf, open, pattern, temp_in};
+    use crate::Cmd;
+
+    fn shm() -> std::path::PathBuf {
+        let p = std::path::PathBuf::from("/dev/shm");
+        if p.is_dir() {
+            p
+        } else {
+            std::env::temp_dir()
+        }
+    }
+
+    #[test]
+    fn forced_pmem_writes_reach_the_file_and_reads_see_it() {
+        let t = temp_in(&shm(), "pmem");
+        let dev = open(&t, "sync=pmem,pmem_force=1,create=1,size=64KiB");
+        let nsid = dev.ident().nsid;
+        let p = dev.pmem().unwrap();
+        assert!(p.forced && p.mode == "forced");
+        let mut w = buf(&dev, &pattern(5, 8192));
+        dev.pass(&Cmd::write(nsid, 16, 16), std::slice::from_mut(&mut w)).unwrap();
+        dev.pass(&Cmd::flush(nsid), &mut []).unwrap();
+        let on_disk = std::fs::read(&t.0).unwrap();
+        assert_eq!(&on_disk[8192..16384], &pattern(5, 8192)[..]);
+        std::fs::write(&t.0, pattern(9, 65536)).unwrap();
+        let mut r = dev.alloc(4096).unwrap();
+        dev.pass(&Cmd::read(nsid, 0, 8), std::slice::from_mut(&mut r)).unwrap();
+        assert_eq!(&r[..], &pattern(9, 65536)[..4096]);
+        dev.pass(&Cmd::fs_trim(0, 4096), &mut []).unwrap();
+        dev.pass(&Cmd::read(nsid, 0, 8), std::slice::from_mut(&mut r)).unwrap();
+        assert!(r.iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn a_file_that_is_not_dax_is_refused_without_pmem_force() {
+        let t = temp_in(&shm(), "pmem");
+        std::fs::write(&t.0, vec![0u8; 8192]).unwrap();
+        let e = crate::Device::open(t.0.to_str().unwrap(), &"sync=pmem".parse().unwrap()).unwrap_err().to_string();
+        assert!(e.contains("MAP_SYNC") && e.contains("not on a DAX file system") && e.contains("pmem_force=1"), "{e}");
+        let e = crate::Device::open("1MiB", &"sync=pmem".parse().unwrap()).unwrap_err().to_string();
+        assert!(e.contains("sync=pmem") && e.contains("not persistent memory"), "{e}");
+        let e = crate::Device::open(t.0.to_str().unwrap(), &"sync=psync,pmem_force=1".parse().unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("pmem_force") && e.contains("sync=pmem"), "{e}");
+        let e = crate::Device::open(t.0.to_str().unwrap(), &"sync=pmem,pmem_force=1,direct=1".parse().unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("direct=1"), "{e}");
+    }
+
+    #[test]
+    fn the_instruction_in_use_is_the_detected_one() {
+        let t = temp_in(&shm(), "pmem");
+        let dev = open(&t, "sync=pmem,pmem_force=1,create=1,size=4KiB");
+        let d = dev.inner.sync().unwrap().pmem().unwrap();
+        assert_eq!(d.flush(), crate::sys::pmem::Flush::detect());
+        assert_eq!(dev.pmem().unwrap().flush, d.flush().as_str());
+    }
+}

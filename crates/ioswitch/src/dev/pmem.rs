@@ -1,0 +1,223 @@
+//! Persistent memory on a [`Device`]: the identity of DAX devices ([`Dax`], from sysfs)
+//! and load/store access to a `pmem` device's mapping ([`Device::pmem_range`]).
+
+use super::Device;
+use crate::be::pmem::PmemInfo;
+use crate::error::{Error, Result};
+use crate::sys::pmem::Lent;
+use crate::sys::sysfs;
+use serde::Serialize;
+use std::path::Path;
+
+/// The identity of persistent memory: what a devdax device, or the pmem block device
+/// under a DAX file system, says about its namespace.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Dax {
+    /// The namespace's mode: `devdax` or `fsdax` (as ndctl names them).
+    pub mode: String,
+    /// The namespace (`namespace0.0`), when sysfs names it.
+    pub namespace: Option<String>,
+    /// The alignment mappings must respect, in bytes (a devdax device's `align`; the
+    /// page size where sysfs gives none).
+    pub align: u64,
+    /// The namespace's size in bytes.
+    pub size: u64,
+}
+
+/// The first attribute of `names` (relative to `dir`) that parses as a number.
+fn first_num(dir: &Path, names: &[&str]) -> Option<u64> {
+    names.iter().find_map(|n| sysfs::read_num::<u64>(&dir.join(n)))
+}
+
+/// The identity of devdax device `maj:min` from its sysfs directory: its size, and its
+/// alignment from the device (`align`, Linux ≥ 5.10) or its region (`dax_region/align`).
+pub(crate) fn devdax(devno: (u32, u32)) -> Option<Dax> {
+    let dir = sysfs::dev_dir("char", devno)?;
+    devdax_in(&dir)
+}
+
+fn devdax_in(dir: &Path) -> Option<Dax> {
+    let size = first_num(dir, &["size"])?;
+    let page = crate::sys::page_size() as u64;
+    let align = first_num(
+        dir,
+        &["align", "device/align", "../dax_region/align", "device/dax_region/align", "dax_region/align", "../align"],
+    )
+    .filter(|a| a.is_power_of_two())
+    .unwrap_or(page);
+    let namespace = ["../namespace", "device/namespace"].iter().find_map(|n| sysfs::read(&dir.join(n)));
+    Some(Dax { mode: "devdax".into(), namespace, align, size })
+}
+
+/// The identity of the pmem block device `name` (`pmem0`) under a file: its namespace's
+/// mode (`fsdax`), alignment and size; `None` when it is not a pmem device.
+pub(crate) fn fsdax(name: &str) -> Option<Dax> {
+    if !name.starts_with("pmem") {
+        return None;
+    }
+    let disk = sysfs::root().join("block").join(name.trim_end_matches(|c: char| c == 'p' || c.is_ascii_digit()));
+    let disk = if disk.exists() { disk } else { sysfs::root().join("block").join(name) };
+    let disk = std::fs::canonicalize(&disk).ok()?;
+    let disk = sysfs::disk_of(&disk);
+    let size = sysfs::read_num::<u64>(&disk.join("size")).map(|s| s * 512)?;
+    let dev = disk.join("device");
+    // The parent is the namespace itself (raw/fsdax without a pfn) or its pfn device,
+    // whose `namespace` names the namespace.
+    let namespace = sysfs::read(&dev.join("namespace"))
+        .or_else(|| std::fs::canonicalize(&dev).ok()?.file_name().map(|n| n.to_string_lossy().into_owned()));
+    let ns_mode = namespace
+        .as_ref()
+        .and_then(|n| sysfs::read(&sysfs::root().join("bus/nd/devices").join(n).join("mode")))
+        .or_else(|| sysfs::read(&dev.join("mode")));
+    let mode = match ns_mode.as_deref() {
+        Some("memory") | Some("fsdax") | Some("pmem") | None => "fsdax".to_string(),
+        Some("dax") => "devdax".to_string(),
+        Some(other) => other.to_string(),
+    };
+    let page = crate::sys::page_size() as u64;
+    let align = first_num(&dev, &["align"]).filter(|a| a.is_power_of_two()).unwrap_or(page);
+    Some(Dax { mode, namespace, align, size })
+}
+
+/// A range of a `pmem` device's mapping lent to the application
+/// ([`Device::pmem_range`]): plain memory to load from and store to (it dereferences to
+/// `[u8]`), and [`persist`](PmemSlice::persist) to make stores durable. It borrows the
+/// device, so it cannot outlive it:
+///
+/// ```compile_fail
+/// use ioswitch::{Device, Opts};
+/// let slice = {
+///     let dev = Device::open("/dev/shm/x", &"sync=pmem,pmem_force=1,create=1,size=4KiB".parse().unwrap()).unwrap();
+///     dev.pmem_range(0, 4096).unwrap()
+/// }; // `dev` dropped here while still borrowed
+/// slice[0] = 1;
+/// ```
+///
+/// Ranges lent at one time never overlap (a second, overlapping request is refused), and
+/// while a range is lent, reads and writes of it through the command API fail with EBUSY:
+/// the slice is the only way to it in this process. Other processes mapping the same file
+/// share the memory, as with any shared mapping.
+pub struct PmemSlice<'a> {
+    lent: Lent<'a>,
+}
+
+impl PmemSlice<'_> {
+    /// The range's offset in the device, in bytes.
+    pub fn offset(&self) -> u64 {
+        self.lent.offset() as u64
+    }
+
+    /// Makes bytes `off .. off + len` of the range (relative to its start) durable:
+    /// writes their cache lines back (CLWB, CLFLUSHOPT or CLFLUSH) and fences. With
+    /// `pmem_force=1` the same instructions run, on memory that is not persistent.
+    pub fn persist(&self, off: usize, len: usize) -> Result<()> {
+        let n = self.lent.slice.len();
+        if off > n || len > n - off {
+            return Err(Error::BadOpt {
+                key: "persist".into(),
+                why: format!("{len} bytes at {off} reach past the end of a {n}-byte pmem range"),
+            });
+        }
+        self.lent.persist(off, len);
+        Ok(())
+    }
+
+    /// Makes the whole range durable ([`persist`](PmemSlice::persist) of all of it).
+    pub fn persist_all(&self) {
+        self.lent.persist(0, self.lent.slice.len());
+    }
+}
+
+impl std::ops::Deref for PmemSlice<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.lent.slice
+    }
+}
+
+impl std::ops::DerefMut for PmemSlice<'_> {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        self.lent.slice
+    }
+}
+
+impl std::fmt::Debug for PmemSlice<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PmemSlice").field("offset", &self.offset()).field("len", &self.lent.slice.len()).finish()
+    }
+}
+
+impl Device {
+    /// How the `pmem` interface mapped this device (mode, whether `pmem_force` is on, the
+    /// write-back instruction); `None` when the sync interface is not `pmem`.
+    pub fn pmem(&self) -> Option<PmemInfo> {
+        self.inner.sync().and_then(|s| s.pmem()).map(|p| p.info)
+    }
+
+    /// Lends bytes `offset .. offset + len` of a `pmem` device's mapping to the caller:
+    /// loads and stores go straight to the (persistent) memory, and
+    /// [`PmemSlice::persist`] makes stores durable. Refused when the sync interface is not
+    /// `pmem`, the range is empty or outside the device, the device is read-only, or the
+    /// range overlaps one lent now.
+    pub fn pmem_range(&self, offset: u64, len: usize) -> Result<PmemSlice<'_>> {
+        let uri = &self.inner.uri;
+        let p = self
+            .inner
+            .sync()
+            .and_then(|s| s.pmem())
+            .ok_or_else(|| self.inner.unsupported("pmem_range", "load/store access needs sync=pmem"))?;
+        let size = p.map.len() as u64;
+        if len == 0 {
+            return Err(Error::BadOpt {
+                key: "pmem_range".into(),
+                why: format!("an empty range at {offset} of {uri}"),
+            });
+        }
+        if offset > size || len as u64 > size - offset {
+            return Err(Error::OutOfRange {
+                dev: uri.clone(),
+                what: "pmem range",
+                start: offset,
+                end: offset.saturating_add(len as u64),
+                limit: size,
+                unit: "bytes",
+            });
+        }
+        if self.inner.opts.rdonly {
+            return Err(self.inner.unsupported("pmem_range", "the device was opened read-only (rdonly=1)"));
+        }
+        let lent = p.map.lend(offset as usize, len).ok_or_else(|| Error::BadOpt {
+            key: "pmem_range".into(),
+            why: format!("{len} bytes at {offset} of {uri} overlap a range lent out now"),
+        })?;
+        Ok(PmemSlice { lent })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_devdax_device_is_read_from_its_sysfs_directory() {
+        let t = std::env::temp_dir().join(format!("ioswitch-devdax-sysfs-{}", std::process::id()));
+        let region = t.join("region0/dax0.0");
+        let dev = region.join("dax0.0");
+        std::fs::create_dir_all(&dev).unwrap();
+        std::fs::write(dev.join("size"), "1071644672\n").unwrap();
+        std::fs::write(region.join("namespace"), "namespace0.0\n").unwrap();
+        std::fs::create_dir_all(region.join("dax_region")).unwrap();
+        std::fs::write(region.join("dax_region/align"), "2097152\n").unwrap();
+        let d = devdax_in(&dev).unwrap();
+        assert_eq!(
+            d,
+            Dax { mode: "devdax".into(), namespace: Some("namespace0.0".into()), align: 2 << 20, size: 1071644672 }
+        );
+        // The device's own align (Linux ≥ 5.10) comes first.
+        std::fs::write(dev.join("align"), "4096\n").unwrap();
+        assert_eq!(devdax_in(&dev).unwrap().align, 4096);
+        std::fs::remove_file(dev.join("size")).unwrap();
+        assert_eq!(devdax_in(&dev), None);
+        std::fs::remove_dir_all(&t).unwrap();
+    }
+}

@@ -1,0 +1,547 @@
+//! Persistent memory: a [`PmemMap`] of a file on a DAX file system (`MAP_SHARED_VALIDATE |
+//! MAP_SYNC`) or of a devdax character device, and the stores that make data in it
+//! durable without a system call: non-temporal stores for large copies, ordinary stores
+//! plus a cache-line write-back for small ones and for the unaligned head and tail of
+//! large ones, then one store fence.
+//!
+//! The write-back instruction is chosen once from CPUID ([`Flush::detect`]): CLWB, else
+//! CLFLUSHOPT, else CLFLUSH. All of this is x86-64 only; elsewhere `PmemMap::map` fails
+//! with `EOPNOTSUPP`.
+
+use std::io;
+use std::os::fd::RawFd;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// Linux `MAP_SYNC` (x86-64 value): page faults make the file system's metadata durable,
+/// so CPU cache flushes are enough to make stores durable. Only honoured together with
+/// `MAP_SHARED_VALIDATE`, which makes the kernel refuse it (EOPNOTSUPP) where it is not
+/// supported rather than ignore it.
+const MAP_SYNC: libc::c_int = 0x80000;
+
+/// A cache line, the unit of a write-back.
+pub(crate) const LINE: usize = 64;
+
+/// Copies of at least this many bytes use non-temporal stores (libpmem's default
+/// `PMEM_MOVNT_THRESHOLD` is 256 too); shorter ones use ordinary stores and write-backs.
+pub(crate) const NT_THRESHOLD: usize = 256;
+
+/// The cache-line write-back instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Flush {
+    /// CLWB: writes the line back and may keep it cached.
+    Clwb,
+    /// CLFLUSHOPT: writes the line back and evicts it; weakly ordered.
+    Clflushopt,
+    /// CLFLUSH: writes the line back and evicts it; ordered with other stores.
+    Clflush,
+}
+
+impl Flush {
+    /// The best instruction the CPU has (CPUID leaf 7 EBX bits 24 and 23), probed once.
+    pub(crate) fn detect() -> Flush {
+        static F: std::sync::OnceLock<Flush> = std::sync::OnceLock::new();
+        *F.get_or_init(|| {
+            let (clwb, clflushopt) = cpuid_flush_bits();
+            Flush::choose(clwb, clflushopt)
+        })
+    }
+
+    /// The choice from the CPU's feature bits: CLWB, else CLFLUSHOPT, else CLFLUSH
+    /// (which every x86-64 CPU has).
+    pub(crate) fn choose(clwb: bool, clflushopt: bool) -> Flush {
+        if clwb {
+            Flush::Clwb
+        } else if clflushopt {
+            Flush::Clflushopt
+        } else {
+            Flush::Clflush
+        }
+    }
+
+    /// The instruction's name.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Flush::Clwb => "clwb",
+            Flush::Clflushopt => "clflushopt",
+            Flush::Clflush => "clflush",
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn cpuid_flush_bits() -> (bool, bool) {
+    use std::arch::x86_64::{__cpuid, __cpuid_count};
+    #[allow(unused_unsafe)]
+    // SAFETY: CPUID exists on every x86-64 CPU; leaf 7 is read only when leaf 0 says the
+    // CPU has it.
+    let (max, ebx7) = unsafe {
+        let max = __cpuid(0).eax;
+        (max, if max >= 7 { __cpuid_count(7, 0).ebx } else { 0 })
+    };
+    let _ = max;
+    (ebx7 & (1 << 24) != 0, ebx7 & (1 << 23) != 0)
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn cpuid_flush_bits() -> (bool, bool) {
+    (false, false)
+}
+
+/// Writes back the cache lines covering `p .. p + n` with `how` (no fence).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn write_back(how: Flush, p: *const u8, n: usize) {
+    if n == 0 {
+        return;
+    }
+    let mut line = (p as usize) & !(LINE - 1);
+    let end = p as usize + n;
+    while line < end {
+        // SAFETY: each instruction only writes back (or evicts) the cache line holding
+        // `line`, an address inside the mapping the caller owns; none of them changes
+        // memory contents. CLWB and CLFLUSHOPT are executed only when CPUID said the CPU
+        // has them (Flush::detect), CLFLUSH exists on every x86-64 CPU.
+        unsafe {
+            match how {
+                Flush::Clwb => std::arch::asm!("clwb [{0}]", in(reg) line, options(nostack, preserves_flags)),
+                Flush::Clflushopt => {
+                    std::arch::asm!("clflushopt [{0}]", in(reg) line, options(nostack, preserves_flags))
+                }
+                Flush::Clflush => std::arch::asm!("clflush [{0}]", in(reg) line, options(nostack, preserves_flags)),
+            }
+        }
+        line += LINE;
+    }
+}
+
+/// SFENCE: every store and write-back before it is complete (durable on pmem) before any
+/// store after it.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+pub(crate) fn fence() {
+    // SAFETY: SFENCE only orders stores; SSE is part of x86-64.
+    unsafe { std::arch::x86_64::_mm_sfence() }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+pub(crate) fn fence() {}
+
+/// Copies `n` bytes from `src` to `dst` so that, after the next [`fence`], they are
+/// durable: non-temporal stores for the cache-line-aligned body of copies of at least
+/// [`NT_THRESHOLD`] bytes, ordinary stores plus write-backs for the rest.
+///
+/// # Safety
+/// `src .. src + n` readable, `dst .. dst + n` writable, the two not overlapping.
+#[cfg(target_arch = "x86_64")]
+pub(crate) unsafe fn persistent_copy(how: Flush, dst: *mut u8, src: *const u8, n: usize) {
+    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
+    if n < NT_THRESHOLD {
+        // SAFETY: the caller's contract.
+        unsafe { std::ptr::copy_nonoverlapping(src, dst, n) };
+        write_back(how, dst, n);
+        return;
+    }
+    // Head: up to the first cache-line boundary of dst.
+    let head = (LINE - (dst as usize & (LINE - 1))) & (LINE - 1);
+    // SAFETY: head < LINE ≤ NT_THRESHOLD ≤ n, inside both ranges.
+    unsafe { std::ptr::copy_nonoverlapping(src, dst, head) };
+    write_back(how, dst, head);
+    let body = (n - head) & !(LINE - 1);
+    // SAFETY: head + body ≤ n.
+    let (mut d, mut s) = unsafe { (dst.add(head), src.add(head)) };
+    // SAFETY: as above: head + body ≤ n.
+    let end = unsafe { d.add(body) };
+    while d < end {
+        // SAFETY: d is 64-byte aligned (so each 16-byte store is aligned, as MOVNTDQ
+        // needs) and d .. d + 64, s .. s + 64 lie inside the caller's ranges (d < end,
+        // body a multiple of 64); the loads are unaligned loads.
+        unsafe {
+            let a = _mm_loadu_si128(s as *const __m128i);
+            let b = _mm_loadu_si128(s.add(16) as *const __m128i);
+            let c = _mm_loadu_si128(s.add(32) as *const __m128i);
+            let e = _mm_loadu_si128(s.add(48) as *const __m128i);
+            _mm_stream_si128(d as *mut __m128i, a);
+            _mm_stream_si128(d.add(16) as *mut __m128i, b);
+            _mm_stream_si128(d.add(32) as *mut __m128i, c);
+            _mm_stream_si128(d.add(48) as *mut __m128i, e);
+            d = d.add(LINE);
+            s = s.add(LINE);
+        }
+    }
+    let tail = n - head - body;
+    // SAFETY: the last `tail` bytes of both ranges.
+    unsafe { std::ptr::copy_nonoverlapping(s, d, tail) };
+    write_back(how, d, tail);
+}
+
+/// Zeroes `n` bytes at `dst` durably (after the next [`fence`]), as [`persistent_copy`].
+///
+/// # Safety
+/// `dst .. dst + n` writable.
+#[cfg(target_arch = "x86_64")]
+pub(crate) unsafe fn persistent_zero(how: Flush, dst: *mut u8, n: usize) {
+    use std::arch::x86_64::{__m128i, _mm_setzero_si128, _mm_stream_si128};
+    if n < NT_THRESHOLD {
+        // SAFETY: the caller's contract.
+        unsafe { std::ptr::write_bytes(dst, 0, n) };
+        write_back(how, dst, n);
+        return;
+    }
+    let head = (LINE - (dst as usize & (LINE - 1))) & (LINE - 1);
+    // SAFETY: head < n.
+    unsafe { std::ptr::write_bytes(dst, 0, head) };
+    write_back(how, dst, head);
+    let body = (n - head) & !(LINE - 1);
+    // SAFETY: head + body ≤ n.
+    let mut d = unsafe { dst.add(head) };
+    // SAFETY: as above.
+    let end = unsafe { d.add(body) };
+    while d < end {
+        // SAFETY: d is 64-byte aligned and d .. d + 64 lies inside the caller's range.
+        unsafe {
+            let z = _mm_setzero_si128();
+            _mm_stream_si128(d as *mut __m128i, z);
+            _mm_stream_si128(d.add(16) as *mut __m128i, z);
+            _mm_stream_si128(d.add(32) as *mut __m128i, z);
+            _mm_stream_si128(d.add(48) as *mut __m128i, z);
+            d = d.add(LINE);
+        }
+    }
+    let tail = n - head - body;
+    // SAFETY: the last `tail` bytes of the range.
+    unsafe { std::ptr::write_bytes(d, 0, tail) };
+    write_back(how, d, tail);
+}
+
+/// A shared mapping of persistent memory (or, with `pmem_force`, of ordinary memory run
+/// with the same instructions), owned until drop.
+///
+/// Besides copies in and out, it lends ranges of itself to the application
+/// ([`PmemMap::lend`]): the ranges lent at one time never overlap, and reads and writes
+/// through [`PmemMap::read_at`]/[`PmemMap::write_at`] on a lent range are refused by the
+/// backend (it asks [`PmemMap::overlaps_lent`] first).
+pub(crate) struct PmemMap {
+    base: NonNull<u8>,
+    len: usize,
+    flush: Flush,
+    /// The ranges lent out now (offset, length).
+    lent: Mutex<Vec<(usize, usize)>>,
+    /// How many ranges are lent (so the I/O path looks at the list only when some are).
+    nlent: AtomicUsize,
+}
+
+// SAFETY: the mapping is shared memory owned by this value until drop; copies are
+// bounded by `len`, and lent ranges are handed out without overlap (the `lent` list).
+unsafe impl Send for PmemMap {}
+// SAFETY: as above.
+unsafe impl Sync for PmemMap {}
+
+/// How a mapping is asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MapMode {
+    /// `MAP_SHARED_VALIDATE | MAP_SYNC`: a file on a DAX file system; the kernel refuses
+    /// it (EOPNOTSUPP, or EINVAL on kernels without MAP_SHARED_VALIDATE) elsewhere.
+    Sync,
+    /// `MAP_SHARED`: a devdax device (always synchronous), or ordinary memory with
+    /// `pmem_force=1`.
+    Shared,
+}
+
+impl PmemMap {
+    /// mmap(2) of `len` bytes of `fd` from offset 0, readable and (when `writable`)
+    /// writable. The kernel picks an address aligned to `align` (a devdax device's
+    /// alignment) by over-reserving and trimming.
+    pub(crate) fn map(fd: RawFd, len: usize, writable: bool, mode: MapMode, align: usize) -> io::Result<PmemMap> {
+        if !cfg!(target_arch = "x86_64") {
+            return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
+        }
+        let prot = if writable { libc::PROT_READ | libc::PROT_WRITE } else { libc::PROT_READ };
+        let flags = match mode {
+            MapMode::Sync => libc::MAP_SHARED_VALIDATE | MAP_SYNC,
+            MapMode::Shared => libc::MAP_SHARED,
+        };
+        let page = super::page_size();
+        let mut hint: *mut libc::c_void = std::ptr::null_mut();
+        let mut reserved: Option<(*mut libc::c_void, usize)> = None;
+        if align > page {
+            // Reserve len + align of address space, and map at its first aligned address
+            // (MAP_FIXED replaces the reservation there); the rest is unmapped below.
+            let span = len.checked_add(align).ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
+            // SAFETY: a fresh anonymous reservation at an address the kernel chooses.
+            let r = unsafe {
+                libc::mmap(std::ptr::null_mut(), span, libc::PROT_NONE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+            };
+            if r == libc::MAP_FAILED {
+                return Err(io::Error::last_os_error());
+            }
+            hint = ((r as usize + align - 1) & !(align - 1)) as *mut libc::c_void;
+            reserved = Some((r, span));
+        }
+        let fixed = if reserved.is_some() { libc::MAP_FIXED } else { 0 };
+        // SAFETY: either a fresh mapping at an address the kernel chooses, or MAP_FIXED
+        // inside the reservation made just above (which only this function knows of).
+        let p = unsafe { libc::mmap(hint, len, prot, flags | fixed, fd, 0) };
+        let err = (p == libc::MAP_FAILED).then(io::Error::last_os_error);
+        if let Some((r, span)) = reserved {
+            let (r, p_addr) = (r as usize, if err.is_some() { r as usize } else { p as usize });
+            if err.is_some() {
+                // SAFETY: the whole reservation, which nothing uses.
+                unsafe { libc::munmap(r as *mut libc::c_void, span) };
+            } else {
+                let (before, after_start) = (p_addr - r, p_addr + len.next_multiple_of(page));
+                if before > 0 {
+                    // SAFETY: the reserved pages before the mapping.
+                    unsafe { libc::munmap(r as *mut libc::c_void, before) };
+                }
+                if r + span > after_start {
+                    // SAFETY: the reserved pages after the mapping.
+                    unsafe { libc::munmap(after_start as *mut libc::c_void, r + span - after_start) };
+                }
+            }
+        }
+        if let Some(e) = err {
+            return Err(e);
+        }
+        let base = NonNull::new(p as *mut u8).expect("mmap returned a non-null address");
+        Ok(PmemMap { base, len, flush: Flush::detect(), lent: Mutex::new(Vec::new()), nlent: AtomicUsize::new(0) })
+    }
+
+    /// The mapped length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The write-back instruction its stores use.
+    pub(crate) fn flush_kind(&self) -> Flush {
+        self.flush
+    }
+
+    /// The mapping's start address (for its alignment).
+    #[cfg(test)]
+    pub(crate) fn addr(&self) -> usize {
+        self.base.as_ptr() as usize
+    }
+
+    /// Panics unless `off .. off + n` lies inside the mapping; returns its start.
+    #[inline]
+    fn at(&self, off: usize, n: usize) -> *mut u8 {
+        assert!(off <= self.len && n <= self.len - off, "{n} bytes at {off} outside a mapping of {}", self.len);
+        // SAFETY: off ≤ len, so the pointer stays inside (or one past) the mapping.
+        unsafe { self.base.as_ptr().add(off) }
+    }
+
+    /// Copies `dst.len()` bytes at `off` of the mapping into `dst`.
+    pub(crate) fn read_at(&self, off: usize, dst: &mut [u8]) {
+        let m = self.at(off, dst.len());
+        // SAFETY: m .. m + len inside the mapping (`at`); dst is the caller's memory,
+        // not a lent range of this mapping (a lent slice is borrowed mutably by its
+        // holder, so it cannot be passed here as well).
+        unsafe { std::ptr::copy_nonoverlapping(m, dst.as_mut_ptr(), dst.len()) }
+    }
+
+    /// Copies `src` to `off` of the mapping with persistent stores; durable after
+    /// [`fence`].
+    pub(crate) fn write_at(&self, off: usize, src: &[u8]) {
+        let m = self.at(off, src.len());
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: m .. m + len inside the mapping (`at`), src the caller's memory.
+        unsafe {
+            persistent_copy(self.flush, m, src.as_ptr(), src.len())
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = m;
+    }
+
+    /// Zeroes `n` bytes at `off` with persistent stores; durable after [`fence`].
+    pub(crate) fn zero(&self, off: usize, n: usize) {
+        let m = self.at(off, n);
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: m .. m + n inside the mapping (`at`).
+        unsafe {
+            persistent_zero(self.flush, m, n)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = m;
+    }
+
+    /// Writes back the lines of `off .. off + n` and fences: what stores made through a
+    /// lent range need to be durable.
+    pub(crate) fn persist(&self, off: usize, n: usize) {
+        let m = self.at(off, n);
+        #[cfg(target_arch = "x86_64")]
+        write_back(self.flush, m, n);
+        let _ = m;
+        fence();
+    }
+
+    /// Whether `off .. off + n` overlaps a range lent out now.
+    #[inline]
+    pub(crate) fn overlaps_lent(&self, off: usize, n: usize) -> bool {
+        if self.nlent.load(Ordering::Acquire) == 0 {
+            return false;
+        }
+        let lent = self.lent.lock().unwrap_or_else(|e| e.into_inner());
+        lent.iter().any(|&(o, l)| off < o + l && o < off + n)
+    }
+
+    /// Lends `off .. off + n` of the mapping as a mutable slice until the returned
+    /// [`Lent`] is dropped. `None` when it overlaps a range lent out now.
+    pub(crate) fn lend(&self, off: usize, n: usize) -> Option<Lent<'_>> {
+        let m = self.at(off, n);
+        let mut lent = self.lent.lock().unwrap_or_else(|e| e.into_inner());
+        if lent.iter().any(|&(o, l)| off < o + l && o < off + n) {
+            return None;
+        }
+        lent.push((off, n));
+        self.nlent.fetch_add(1, Ordering::AcqRel);
+        // SAFETY: m .. m + n lies inside the mapping, which outlives the returned value
+        // (it borrows self); no other lent range overlaps it (checked above under the
+        // lock), and the backend refuses copies in and out of lent ranges.
+        let slice = unsafe { std::slice::from_raw_parts_mut(m, n) };
+        Some(Lent { map: self, off, slice })
+    }
+}
+
+/// A range of a [`PmemMap`] lent out (see [`PmemMap::lend`]); returned on drop.
+pub(crate) struct Lent<'a> {
+    map: &'a PmemMap,
+    off: usize,
+    /// The lent memory.
+    pub(crate) slice: &'a mut [u8],
+}
+
+impl Lent<'_> {
+    /// The offset of the range in the mapping.
+    pub(crate) fn offset(&self) -> usize {
+        self.off
+    }
+    /// Makes `off .. off + n` of the lent range durable (offsets relative to it).
+    pub(crate) fn persist(&self, off: usize, n: usize) {
+        assert!(off <= self.slice.len() && n <= self.slice.len() - off);
+        self.map.persist(self.off + off, n);
+    }
+}
+
+impl Drop for Lent<'_> {
+    fn drop(&mut self) {
+        let mut lent = self.map.lent.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = lent.iter().position(|&(o, l)| o == self.off && l == self.slice.len()) {
+            lent.swap_remove(i);
+            self.map.nlent.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+impl Drop for PmemMap {
+    fn drop(&mut self) {
+        // SAFETY: base/len are exactly the mapping made in `map`; nothing refers to it
+        // any more (lent ranges borrow self, so none is alive).
+        unsafe { libc::munmap(self.base.as_ptr() as *mut libc::c_void, self.len) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    fn shm_file(len: u64) -> std::fs::File {
+        let dir = if std::path::Path::new("/dev/shm").is_dir() { "/dev/shm".into() } else { std::env::temp_dir() };
+        let p = dir.join(format!("ioswitch-sys-pmem-{}-{len}", std::process::id()));
+        let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&p).unwrap();
+        let _ = std::fs::remove_file(&p);
+        f.set_len(len).unwrap();
+        f
+    }
+
+    #[test]
+    fn the_write_back_is_clwb_else_clflushopt_else_clflush() {
+        assert_eq!(Flush::choose(true, true), Flush::Clwb);
+        assert_eq!(Flush::choose(true, false), Flush::Clwb);
+        assert_eq!(Flush::choose(false, true), Flush::Clflushopt);
+        assert_eq!(Flush::choose(false, false), Flush::Clflush);
+        // What this CPU says, read independently from /proc/cpuinfo.
+        let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let flags: Vec<&str> =
+            info.lines().find(|l| l.starts_with("flags")).map(|l| l.split_whitespace().collect()).unwrap_or_default();
+        if flags.is_empty() {
+            eprintln!("skipped the CPUID cross-check: /proc/cpuinfo has no flags line");
+            return;
+        }
+        let want = Flush::choose(flags.contains(&"clwb"), flags.contains(&"clflushopt"));
+        assert_eq!(Flush::detect(), want, "cpuinfo flags and CPUID disagree");
+    }
+
+    /// Copies of every size around the non-temporal threshold and every head
+    /// misalignment within a cache line land exactly, and touch nothing outside.
+    #[test]
+    fn persistent_copies_and_zeroing_land_exactly_around_the_threshold() {
+        let f = shm_file(1 << 16);
+        let m = PmemMap::map(f.as_raw_fd(), 1 << 16, true, MapMode::Shared, 0).unwrap();
+        let src: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 3) as u8).collect();
+        let mut back = vec![0u8; 16384];
+        let sizes = [0, 1, 63, 64, 65, 127, NT_THRESHOLD - 1, NT_THRESHOLD, NT_THRESHOLD + 1, 319, 320, 1000, 4095];
+        for &n in &sizes {
+            for head in [0usize, 1, 7, 31, 63] {
+                let off = 4096 + head;
+                m.write_at(0, &vec![0xAAu8; 16384]);
+                m.write_at(off, &src[..n]);
+                fence();
+                m.read_at(0, &mut back);
+                assert!(back[..off].iter().all(|&b| b == 0xAA), "bytes before the copy changed (n {n}, head {head})");
+                assert_eq!(&back[off..off + n], &src[..n], "n {n}, head {head}");
+                assert!(
+                    back[off + n..].iter().all(|&b| b == 0xAA),
+                    "bytes after the copy changed (n {n}, head {head})"
+                );
+                m.zero(off, n);
+                fence();
+                m.read_at(0, &mut back);
+                assert!(back[off..off + n].iter().all(|&b| b == 0), "zeroing n {n}, head {head}");
+                assert!(back[..off].iter().chain(&back[off + n..]).all(|&b| b == 0xAA), "zeroing n {n}, head {head}");
+            }
+        }
+        // The copies reach the file (read back with pread, not through the mapping).
+        m.write_at(100, b"durable");
+        m.persist(100, 7);
+        let mut b = [0u8; 7];
+        std::os::unix::fs::FileExt::read_exact_at(&f, &mut b, 100).unwrap();
+        assert_eq!(&b, b"durable");
+    }
+
+    #[test]
+    fn lent_ranges_never_overlap_and_come_back_on_drop() {
+        let f = shm_file(16384);
+        let m = PmemMap::map(f.as_raw_fd(), 16384, true, MapMode::Shared, 0).unwrap();
+        let a = m.lend(0, 4096).unwrap();
+        assert!(m.lend(4095, 2).is_none());
+        assert!(m.overlaps_lent(4000, 100) && !m.overlaps_lent(4096, 100));
+        let b = m.lend(4096, 4096).unwrap();
+        a.slice[10] = 42;
+        a.persist(10, 1);
+        drop(a);
+        assert!(!m.overlaps_lent(0, 4096));
+        let mut x = [0u8; 1];
+        m.read_at(10, &mut x);
+        assert_eq!(x[0], 42);
+        assert_eq!(b.offset(), 4096);
+    }
+
+    #[test]
+    fn an_aligned_mapping_starts_on_its_alignment() {
+        let f = shm_file(1 << 20);
+        let align = 2 << 20;
+        let m = PmemMap::map(f.as_raw_fd(), 1 << 20, true, MapMode::Shared, align).unwrap();
+        assert_eq!(m.addr() % align, 0);
+        m.write_at(0, b"x");
+    }
+
+    #[test]
+    fn map_sync_on_memory_that_is_not_dax_is_refused_by_the_kernel() {
+        let f = shm_file(4096);
+        let e = PmemMap::map(f.as_raw_fd(), 4096, true, MapMode::Sync, 0).err().expect("tmpfs is not DAX");
+        assert!(matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL)), "{e}");
+    }
+}

@@ -18,7 +18,8 @@
 #        mapping of half of it;
 #      - exports IOSWITCH_PMEM=1, IOSWITCH_PMEM_DIR (a directory on the DAX mount) and
 #        IOSWITCH_PMEM_DEVDAX (the devdax device), and runs the conformance suite with its
-#        file and loop rows on the DAX file system (TMPDIR there): nothing may be skipped;
+#        file and loop rows on the DAX file system (TMPDIR there): nothing may be skipped,
+#        and its rows "pmem fsdax" and "pmem devdax" must be there with the pmem cell passed;
 #   3. prints a summary; exits non-zero when anything failed.
 #
 # Usage: tests/vm/pmem-tests.sh
@@ -136,6 +137,35 @@ if [[ ${1:-} == --guest ]]; then
     else
         result PASS "conformance/ (file and loop rows on the DAX ext4): $conf_line"
     fi
+    # The rows this stage exists for: both ran, no cell failed or was skipped, and their
+    # pmem cell passed (the other columns: passed, or n/a where the table refuses them).
+    checked=0
+    while IFS= read -r line; do
+        checked=$((checked + 1))
+        case $line in
+            PASS*) result PASS "${line#PASS }" ;;
+            *) result FAIL "${line#FAIL }" ;;
+        esac
+    done < <(python3 - "$out/conf.log" <<'PY'
+import re, sys
+header, rows = None, {}
+for line in open(sys.argv[1]):
+    if line.startswith("device \\ interface"):
+        header = line.split()[3:]
+    m = re.match(r"^pmem (fsdax|devdax)(?: \([^)]*\))? +(.*)$", line.rstrip("\n"))
+    if m and header:
+        rows[m.group(1)] = dict(zip(header, m.group(2).split()))
+for name in ("fsdax", "devdax"):
+    cells = rows.get(name)
+    if cells is None:
+        print(f"FAIL conformance/: no 'pmem {name}' row in the matrix")
+    elif cells.get("pmem") != "PASS" or any(v not in ("PASS", "n/a") for v in cells.values()):
+        print(f"FAIL conformance/ row 'pmem {name}': " + " ".join(f"{k}={v}" for k, v in cells.items()))
+    else:
+        print(f"PASS conformance/ row 'pmem {name}': pmem PASS; " + " ".join(f"{k}={v}" for k, v in cells.items()))
+PY
+    )
+    ((checked == 2)) || result FAIL "conformance/: the pmem rows were not checked (python3 gave $checked verdicts, not 2)"
 
     printf '\n==== summary (guest kernel %s)\n' "$(uname -r)"
     printf '%s\n' "${results[@]}"

@@ -23,15 +23,25 @@
 #   3. prints a summary; exits non-zero when anything failed.
 #
 # Usage: tests/vm/pmem-tests.sh
+# (In the guest, `pmem-tests.sh --guest-then PROBE -- COMMAND...` does the set-up and the
+# probes, then runs COMMAND with IOSWITCH_PMEM_DIR / IOSWITCH_PMEM_DEVDAX set: what
+# `scripts/pmem-study --guest` boots.)
 # Environment: IOSWITCH_VM_TIMEOUT (seconds for the whole guest run, default 600).
 set -euo pipefail
 
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd -- "$here/../.." && pwd)
 
-if [[ ${1:-} == --guest ]]; then
+if [[ ${1:-} == --guest || ${1:-} == --guest-then ]]; then
     # ------------------------------------------------------------ inside the guest
-    probe=$2 conf_exe=$3
+    # --guest PROBE CONFORMANCE: the stage. --guest-then PROBE -- COMMAND...: the same
+    # set-up and probes, then COMMAND with the environment below (scripts/pmem-study --guest).
+    mode=$1 probe=$2 conf_exe=${3:-}
+    if [[ $mode == --guest-then ]]; then
+        shift 2
+        [[ ${1:-} == -- ]] && shift
+        then_cmd=("$@")
+    fi
     out=$(mktemp -d)
     mods=${IOSWITCH_VM_MODROOT:-/}
     results=()
@@ -121,10 +131,16 @@ if [[ ${1:-} == --guest ]]; then
     set -e
     rm -f "$mnt/dax-probe" /dev/shm/dax-probe
 
-    echo "==== conformance suite: $conf_exe"
     mkdir -p "$mnt/ioswitch" "$mnt/tmp"
     export IOSWITCH_PMEM=1 IOSWITCH_PMEM_DIR=$mnt/ioswitch IOSWITCH_PMEM_DEVDAX=/dev/$chardev
-    echo "guest: IOSWITCH_PMEM=1 IOSWITCH_PMEM_DIR=$IOSWITCH_PMEM_DIR IOSWITCH_PMEM_DEVDAX=$IOSWITCH_PMEM_DEVDAX TMPDIR=$mnt/tmp"
+    echo "guest: IOSWITCH_PMEM=1 IOSWITCH_PMEM_DIR=$IOSWITCH_PMEM_DIR IOSWITCH_PMEM_DEVDAX=$IOSWITCH_PMEM_DEVDAX"
+    if [[ $mode == --guest-then ]]; then
+        ((failed == 0)) || fatal "the set-up above failed: not running ${then_cmd[*]}"
+        echo "==== ${then_cmd[*]}"
+        exec "${then_cmd[@]}"
+    fi
+
+    echo "==== conformance suite: $conf_exe (TMPDIR=$mnt/tmp)"
     set +e
     TMPDIR=$mnt/tmp "$conf_exe" 2>&1 | tee "$out/conf.log"
     conf_rc=${PIPESTATUS[0]}

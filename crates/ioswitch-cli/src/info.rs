@@ -3,7 +3,7 @@
 use crate::fail::Outcome;
 use crate::output::{self, human, human_exact, serde_name, Format, KeyValues};
 use ioswitch::dev::Listing;
-use ioswitch::{Device, Geometry, Ident, Interfaces, Opts, ZonedModel};
+use ioswitch::{Dax, Device, Geometry, Ident, Interfaces, Opts, PmemInfo, ZonedModel};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -17,6 +17,9 @@ struct InfoReport<'a> {
     opts: String,
     /// Every interface that can serve this kind of device, by role (the library's table).
     available: BTreeMap<&'static str, Vec<&'static str>>,
+    /// How `sync=pmem` mapped the device (absent for other interfaces).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pmem: Option<PmemInfo>,
 }
 
 /// Opens `uri` with `opts` and prints its kind, interfaces, geometry and identity.
@@ -28,6 +31,7 @@ pub fn info(uri: &str, opts: &Opts, format: Format) -> Outcome {
         geometry: dev.geometry(),
         opts: opts.to_string(),
         available: available(dev.ident().kind),
+        pmem: dev.pmem(),
     };
     let text = match format {
         Format::Text => info_text(&report),
@@ -103,6 +107,26 @@ fn info_text(r: &InfoReport) -> String {
     if let Some(why) = &id.in_use {
         kv.item("writes", format!("refused: {why} (allow_mounted_write=1 overrides)"));
     }
+    if id.dax.is_some() || r.pmem.is_some() {
+        kv.heading("persistent memory");
+    }
+    if let Some(d) = &id.dax {
+        kv.item("namespace mode", &d.mode);
+        kv.item("namespace", or_dash(&d.namespace));
+        kv.item("alignment", human_exact(d.align));
+        kv.item("dax size", human_exact(d.size));
+    }
+    if let Some(p) = &r.pmem {
+        let how = match p.mode {
+            "forced" => {
+                "pmem_force=1: ordinary memory, run with pmem's instructions (nothing made durable)".to_string()
+            }
+            m => format!("{m}: stores made durable in place"),
+        };
+        kv.item("mapping", how);
+        kv.item("write-back", format!("{}, non-temporal stores from {} bytes, then sfence", p.flush, p.nt_threshold));
+        kv.item("mapping alignment", human_exact(p.align));
+    }
     kv.render()
 }
 
@@ -135,8 +159,14 @@ fn list_text(devices: &[Listing]) -> String {
                 if d.zoned == ZonedModel::None { "-".into() } else { serde_name(&d.zoned) },
                 or_dash(&d.driver),
                 or_dash(&d.model),
+                dax_cell(d.dax.as_ref()),
             ]
         })
         .collect();
-    output::table(&["PATH", "KIND", "SIZE", "LBA", "ZONED", "DRIVER", "MODEL"], &rows)
+    output::table(&["PATH", "KIND", "SIZE", "LBA", "ZONED", "DRIVER", "MODEL", "DAX"], &rows)
+}
+
+/// `fsdax/2 MiB` for persistent memory, `-` otherwise.
+fn dax_cell(d: Option<&Dax>) -> String {
+    d.map_or("-".into(), |d| format!("{}/{}", d.mode, human(d.align)))
 }

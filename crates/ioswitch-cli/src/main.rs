@@ -26,6 +26,7 @@ The device: a path, or a size for a ramdisk.
   a regular file       ./disk.img, /var/tmp/data (create it with --opts create=1,size=64MiB)
   a block device       /dev/vda, /dev/loop0
   an NVMe namespace    /dev/nvme0n1 (block device), /dev/ng0n1 (generic char device)
+  persistent memory    /dev/dax0.0 (devdax), a file on a DAX file system (--opts sync=pmem)
   a ramdisk            1GiB, 64m, ramdisk:512MiB (memory of this process: it lives only
                        as long as the command, so writes to it are gone when it ends)
 A file whose name looks like a size is reached as ./1GiB.";

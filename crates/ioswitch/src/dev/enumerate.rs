@@ -1,7 +1,7 @@
-//! Enumeration: the block and NVMe devices of this machine, from sysfs.
+//! Enumeration: the block, NVMe and devdax devices of this machine, from sysfs.
 
 use super::open::is_nvme_ns_name;
-use super::{os, DevKind, ZonedModel};
+use super::{os, Dax, DevKind, ZonedModel};
 use crate::error::Result;
 use crate::sys::sysfs;
 use serde::Serialize;
@@ -25,10 +25,14 @@ pub struct Listing {
     pub driver: Option<String>,
     /// Model string, when reported.
     pub model: Option<String>,
+    /// Persistent memory: the namespace's mode, alignment and size (a devdax device, or
+    /// a pmem block device).
+    pub dax: Option<Dax>,
 }
 
-/// Lists the block devices and NVMe devices (namespaces, generic char devices,
-/// controllers) on this machine, from sysfs. Empty loop and ram devices are left out.
+/// Lists the block devices, NVMe devices (namespaces, generic char devices, controllers)
+/// and devdax devices on this machine, from sysfs. Empty loop and ram devices are left
+/// out.
 pub fn enumerate() -> Result<Vec<Listing>> {
     let mut out = Vec::new();
     let mut names: Vec<String> = match fs::read_dir(sysfs::class("block")) {
@@ -56,6 +60,7 @@ pub fn enumerate() -> Result<Vec<Listing>> {
             },
             driver: sysfs::driver_of(&disk),
             model: sysfs::read(&disk.join("device/model")),
+            dax: super::pmem::fsdax(&name),
         });
     }
     for (class, kind) in [("nvme-generic", DevKind::NvmeChar), ("nvme", DevKind::NvmeCtrl)] {
@@ -73,6 +78,7 @@ pub fn enumerate() -> Result<Vec<Listing>> {
                 zoned: ZonedModel::None,
                 driver: Some("nvme".into()),
                 model: sysfs::read(&dir.join("model")).or_else(|| sysfs::read(&dir.join("device/model"))),
+                dax: None,
             };
             // A generic char device ngXnY is the same namespace as the block device
             // nvmeXnY when the kernel has one: take size, LBA size and zoning from it.
@@ -84,6 +90,31 @@ pub fn enumerate() -> Result<Vec<Listing>> {
             }
             out.push(l);
         }
+    }
+    // devdax devices: the dax bus (Linux ≥ 5.1), else the dax class.
+    for bus in ["bus/dax/devices", "class/dax"] {
+        let Ok(rd) = fs::read_dir(sysfs::root().join(bus)) else { continue };
+        let mut names: Vec<String> = rd
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| super::open::is_devdax_name(n))
+            .collect();
+        names.sort();
+        for name in names {
+            let Ok(dir) = fs::canonicalize(sysfs::root().join(bus).join(&name)) else { continue };
+            let dax = super::pmem::devdax_in(&dir);
+            out.push(Listing {
+                path: Path::new("/dev").join(&name),
+                kind: DevKind::DevDax,
+                bytes: dax.as_ref().map_or(0, |d| d.size),
+                lba_size: 0,
+                zoned: ZonedModel::None,
+                driver: Some("device_dax".into()),
+                model: None,
+                dax,
+            });
+        }
+        break;
     }
     Ok(out)
 }
@@ -108,19 +139,39 @@ mod tests {
             .file(&format!("{c}/model"), "QEMU NVMe Ctrl")
             .link("class/nvme/nvme0", c)
             .dir(&format!("{c}/ng0n3"))
-            .link("class/nvme-generic/ng0n3", &format!("{c}/ng0n3"));
+            .link("class/nvme-generic/ng0n3", &format!("{c}/ng0n3"))
+            // An fsdax namespace's pmem block device, and a devdax device.
+            .block("devices/ndbus0/region0/namespace0.0/block/pmem0", (259, 4))
+            .file("devices/ndbus0/region0/namespace0.0/block/pmem0/size", "2048")
+            .link("devices/ndbus0/region0/namespace0.0/block/pmem0/device", "devices/ndbus0/region0/namespace0.0")
+            .file("devices/ndbus0/region0/namespace0.0/mode", "fsdax")
+            .file("devices/ndbus0/region1/dax1.0/dax1.0/size", "4194304")
+            .file("devices/ndbus0/region1/dax1.0/namespace", "namespace1.0")
+            .file("devices/ndbus0/region1/dax1.0/dax_region/align", "2097152")
+            .link("bus/dax/devices/dax1.0", "devices/ndbus0/region1/dax1.0/dax1.0");
         let list = sysfs::with_root(&t.root, enumerate).unwrap();
         let names: Vec<String> = list.iter().map(|l| l.path.display().to_string()).collect();
-        assert_eq!(names, ["/dev/loop1", "/dev/nvme0n3", "/dev/ng0n3", "/dev/nvme0"], "empty loop0 is left out");
+        assert_eq!(
+            names,
+            ["/dev/loop1", "/dev/nvme0n3", "/dev/pmem0", "/dev/ng0n3", "/dev/nvme0", "/dev/dax1.0"],
+            "empty loop0 is left out"
+        );
+        let pmem = &list[2];
+        let want = Dax { mode: "fsdax".into(), namespace: Some("namespace0.0".into()), align: 4096, size: 2048 * 512 };
+        assert_eq!(pmem.dax.as_ref(), Some(&want));
+        let dax = &list[5];
+        assert_eq!((dax.kind, dax.bytes), (DevKind::DevDax, 4 << 20));
+        let want = Dax { mode: "devdax".into(), namespace: Some("namespace1.0".into()), align: 2 << 20, size: 4 << 20 };
+        assert_eq!(dax.dax.as_ref(), Some(&want));
         assert_eq!((list[0].kind, list[0].bytes, list[0].lba_size), (DevKind::Block, 2048 * 512, 4096));
         assert_eq!(list[0].driver.as_deref(), Some("loop"));
         assert_eq!((list[1].kind, list[1].zoned), (DevKind::NvmeBlock, ZonedModel::HostManaged));
         // The generic char device takes size, LBA size and zoning from its block device.
-        let ng = &list[2];
+        let ng = &list[3];
         assert_eq!(
             (ng.kind, ng.bytes, ng.lba_size, ng.zoned),
             (DevKind::NvmeChar, 128 << 20, 512, ZonedModel::HostManaged)
         );
-        assert_eq!((list[3].kind, list[3].model.as_deref()), (DevKind::NvmeCtrl, Some("QEMU NVMe Ctrl")));
+        assert_eq!((list[4].kind, list[4].model.as_deref()), (DevKind::NvmeCtrl, Some("QEMU NVMe Ctrl")));
     }
 }

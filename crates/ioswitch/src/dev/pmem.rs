@@ -20,7 +20,7 @@ pub struct Dax {
     /// The alignment mappings must respect, in bytes (a devdax device's `align`; the
     /// page size where sysfs gives none).
     pub align: u64,
-    /// The namespace's size in bytes.
+    /// Its size in bytes (the devdax device's, or the pmem block device's).
     pub size: u64,
 }
 
@@ -36,7 +36,7 @@ pub(crate) fn devdax(devno: (u32, u32)) -> Option<Dax> {
     devdax_in(&dir)
 }
 
-fn devdax_in(dir: &Path) -> Option<Dax> {
+pub(super) fn devdax_in(dir: &Path) -> Option<Dax> {
     let size = first_num(dir, &["size"])?;
     let page = crate::sys::page_size() as u64;
     let align = first_num(
@@ -55,10 +55,8 @@ pub(crate) fn fsdax(name: &str) -> Option<Dax> {
     if !name.starts_with("pmem") {
         return None;
     }
-    let disk = sysfs::root().join("block").join(name.trim_end_matches(|c: char| c == 'p' || c.is_ascii_digit()));
-    let disk = if disk.exists() { disk } else { sysfs::root().join("block").join(name) };
-    let disk = std::fs::canonicalize(&disk).ok()?;
-    let disk = sysfs::disk_of(&disk);
+    // A partition (pmem0p1) belongs to its disk's namespace.
+    let disk = sysfs::disk_of(&std::fs::canonicalize(sysfs::class("block").join(name)).ok()?);
     let size = sysfs::read_num::<u64>(&disk.join("size")).map(|s| s * 512)?;
     let dev = disk.join("device");
     // The parent is the namespace itself (raw/fsdax without a pfn) or its pfn device,
@@ -82,11 +80,23 @@ pub(crate) fn fsdax(name: &str) -> Option<Dax> {
 /// A range of a `pmem` device's mapping lent to the application
 /// ([`Device::pmem_range`]): plain memory to load from and store to (it dereferences to
 /// `[u8]`), and [`persist`](PmemSlice::persist) to make stores durable. It borrows the
-/// device, so it cannot outlive it:
+/// device:
 ///
-/// ```compile_fail
-/// use ioswitch::{Device, Opts};
-/// let slice = {
+/// ```no_run
+/// use ioswitch::Device;
+/// let dev = Device::open("/dev/shm/x", &"sync=pmem,pmem_force=1,create=1,size=4KiB".parse()?)?;
+/// let mut slice = dev.pmem_range(0, 4096)?;
+/// slice[0] = 1;
+/// slice.persist(0, 1)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// and so cannot outlive it (the same code with the device dropped first does not
+/// compile: borrowed value does not live long enough):
+///
+/// ```compile_fail,E0597
+/// use ioswitch::Device;
+/// let mut slice = {
 ///     let dev = Device::open("/dev/shm/x", &"sync=pmem,pmem_force=1,create=1,size=4KiB".parse().unwrap()).unwrap();
 ///     dev.pmem_range(0, 4096).unwrap()
 /// }; // `dev` dropped here while still borrowed

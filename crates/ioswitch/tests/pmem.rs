@@ -1,0 +1,198 @@
+//! The `pmem` interface against the rest of the library: data written through `pmem`
+//! reads back through `psync` on the same file and the other way round; the load/store
+//! API (a store through a lent range plus `persist` reads back through the command API);
+//! the refusals (a file that is not DAX without `pmem_force`, other interfaces on a
+//! devdax device, pmem on a ramdisk).
+//!
+//! On the host these run on a /dev/shm file with `pmem_force=1`. With `IOSWITCH_PMEM_DIR`
+//! (a directory on ext4 mounted `-o dax`) and `IOSWITCH_PMEM_DEVDAX` (a `/dev/daxX.Y`) the
+//! same checks run there without `pmem_force` (the guest's pmem stage sets them); unset,
+//! those parts skip with the reason, and fail in the guest when `IOSWITCH_PMEM=1`.
+
+use ioswitch::{Cmd, DevKind, Device, Error, Opts};
+use std::path::{Path, PathBuf};
+
+fn opts(s: &str) -> Opts {
+    s.parse().unwrap()
+}
+
+fn pattern(seed: u8, n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+}
+
+struct Temp(PathBuf);
+impl Drop for Temp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn temp(dir: &Path, tag: &str) -> Temp {
+    Temp(dir.join(format!("ioswitch-pmem-test-{}-{tag}", std::process::id())))
+}
+
+/// The environment's pmem directory or devdax device; `None` (the reason printed) when
+/// unset, a panic when the guest's pmem stage should have set it.
+fn from_env(var: &str) -> Option<PathBuf> {
+    match std::env::var_os(var) {
+        Some(v) => Some(PathBuf::from(v)),
+        None => {
+            let on = |k: &str| std::env::var_os(k).is_some_and(|v| v == "1");
+            assert!(!(on("IOSWITCH_VM") && on("IOSWITCH_PMEM")), "IOSWITCH_PMEM=1 in the guest but {var} is unset");
+            eprintln!("skipped the {var} part: {var} is not set (the guest's pmem stage sets it)");
+            None
+        }
+    }
+}
+
+/// pmem and psync on the same file see each other's data, in both directions, at offsets
+/// and sizes on both sides of the non-temporal-store threshold.
+fn pmem_and_psync_agree(path: &Path, pmem_opts: &str) {
+    let uri = path.to_str().unwrap();
+    let pm = Device::open(uri, &opts(pmem_opts)).unwrap();
+    let ps = Device::open(uri, &opts("sync=psync")).unwrap();
+    let nsid = pm.ident().nsid;
+    for (slba, nlb) in [(0u64, 1u32), (3, 8), (64, 128)] {
+        let n = nlb as usize * 512;
+        let mut w = pm.alloc(n).unwrap();
+        w.copy_from_slice(&pattern(slba as u8, n));
+        pm.pass(&Cmd::write(nsid, slba, nlb), std::slice::from_mut(&mut w)).unwrap();
+        let mut r = ps.alloc(n).unwrap();
+        ps.pass(&Cmd::read(nsid, slba, nlb), std::slice::from_mut(&mut r)).unwrap();
+        assert_eq!(&r[..], &w[..], "pmem write of {n} bytes at LBA {slba}, read with psync");
+
+        let mut w2 = ps.alloc(n).unwrap();
+        w2.copy_from_slice(&pattern(slba as u8 ^ 0x5A, n));
+        ps.pass(&Cmd::write(nsid, slba, nlb), std::slice::from_mut(&mut w2)).unwrap();
+        let mut r2 = pm.alloc(n).unwrap();
+        pm.pass(&Cmd::read(nsid, slba, nlb), std::slice::from_mut(&mut r2)).unwrap();
+        assert_eq!(&r2[..], &w2[..], "psync write of {n} bytes at LBA {slba}, read with pmem");
+    }
+    // Byte-granular file commands, unaligned head and tail.
+    let mut w = pm.alloc(1000).unwrap();
+    w.copy_from_slice(&pattern(77, 1000));
+    pm.pass(&Cmd::fs_write(100_003, 1000), std::slice::from_mut(&mut w)).unwrap();
+    let mut r = ps.alloc(1000).unwrap();
+    ps.pass(&Cmd::fs_read(100_003, 1000), std::slice::from_mut(&mut r)).unwrap();
+    assert_eq!(&r[..], &w[..]);
+}
+
+/// A store through a lent range plus persist is what the command API reads; a command on
+/// a lent range is refused while lent; ranges do not overlap.
+fn load_store(dev: &Device) {
+    let nsid = dev.ident().nsid;
+    {
+        let mut s = dev.pmem_range(4096, 8192).unwrap();
+        assert_eq!(s.len(), 8192);
+        assert_eq!(s.offset(), 4096);
+        s[..8192].copy_from_slice(&pattern(9, 8192));
+        s.persist(0, 8192).unwrap();
+        let e = s.persist(8000, 193).unwrap_err().to_string();
+        assert!(e.contains("past the end"), "{e}");
+        // Not reachable through commands while lent, and not lent twice.
+        let mut b = dev.alloc(4096).unwrap();
+        let e = dev.pass(&Cmd::read(nsid, 8, 8), std::slice::from_mut(&mut b)).unwrap_err();
+        assert_eq!(e.errno(), Some(libc::EBUSY), "{e}");
+        let e = dev.pmem_range(12287, 2).unwrap_err().to_string();
+        assert!(e.contains("overlap"), "{e}");
+        let other = dev.pmem_range(12288, 4096).unwrap();
+        assert_eq!(other.offset(), 12288);
+    }
+    let mut b = dev.alloc(8192).unwrap();
+    dev.pass(&Cmd::read(nsid, 8, 16), std::slice::from_mut(&mut b)).unwrap();
+    assert_eq!(&b[..], &pattern(9, 8192)[..]);
+    // Out of range and empty ranges are refused, naming the range.
+    let size = dev.geometry().bytes;
+    let e = dev.pmem_range(size - 4096, 4097).unwrap_err().to_string();
+    assert!(e.contains("pmem range") && e.contains("out of range"), "{e}");
+    assert!(dev.pmem_range(0, 0).is_err());
+}
+
+#[test]
+fn pmem_forced_on_shm_agrees_with_psync_and_lends_ranges() {
+    let dir = Path::new("/dev/shm");
+    if !dir.is_dir() {
+        eprintln!("skipped: /dev/shm does not exist");
+        return;
+    }
+    let t = temp(dir, "shm");
+    std::fs::write(&t.0, vec![0u8; 1 << 20]).unwrap();
+    pmem_and_psync_agree(&t.0, "sync=pmem,pmem_force=1");
+    let dev = Device::open(t.0.to_str().unwrap(), &opts("sync=pmem,pmem_force=1")).unwrap();
+    let info = dev.pmem().unwrap();
+    assert!(info.forced);
+    assert_eq!(info.mode, "forced");
+    load_store(&dev);
+    // Load/store needs sync=pmem, and a read-only device lends nothing.
+    let ps = Device::open(t.0.to_str().unwrap(), &opts("sync=psync")).unwrap();
+    assert!(ps.pmem().is_none());
+    let e = ps.pmem_range(0, 10).unwrap_err().to_string();
+    assert!(e.contains("sync=pmem"), "{e}");
+    let ro = Device::open(t.0.to_str().unwrap(), &opts("sync=pmem,pmem_force=1,rdonly=1")).unwrap();
+    let e = ro.pmem_range(0, 10).unwrap_err().to_string();
+    assert!(e.contains("read-only"), "{e}");
+}
+
+#[test]
+fn pmem_refuses_what_is_not_persistent_memory() {
+    // A file that is not on a DAX file system, without pmem_force: MAP_SYNC refused.
+    let t = temp(&std::env::temp_dir(), "notdax");
+    std::fs::write(&t.0, vec![0u8; 65536]).unwrap();
+    match Device::open(t.0.to_str().unwrap(), &opts("sync=pmem")) {
+        Err(Error::Unsupported { iface, why, kind, .. }) => {
+            assert_eq!(iface, "sync=pmem");
+            assert_eq!(kind, DevKind::File);
+            assert!(why.contains("MAP_SYNC") && why.contains("pmem_force=1"), "{why}");
+        }
+        Err(e) => panic!("expected Unsupported, got {e}"),
+        Ok(d) => {
+            // Only a temp dir on a DAX file system may accept it.
+            assert_eq!(d.pmem().unwrap().mode, "fsdax");
+            eprintln!("{} is on a DAX file system: the refusal is not exercised here", t.0.display());
+        }
+    }
+    // A ramdisk and a block device: the table refuses, naming why.
+    let e = Device::open("1MiB", &opts("sync=pmem")).unwrap_err().to_string();
+    assert!(e.contains("not persistent memory"), "{e}");
+    // pmem_force belongs to pmem.
+    let e = Device::open(t.0.to_str().unwrap(), &opts("sync=mmap,pmem_force=1")).unwrap_err().to_string();
+    assert!(e.contains("pmem_force") && e.contains("sync=pmem"), "{e}");
+}
+
+#[test]
+fn pmem_on_an_fsdax_directory() {
+    let Some(dir) = from_env("IOSWITCH_PMEM_DIR") else { return };
+    let t = temp(&dir, "fsdax");
+    std::fs::write(&t.0, vec![0u8; 1 << 20]).unwrap();
+    pmem_and_psync_agree(&t.0, "sync=pmem");
+    let dev = Device::open(t.0.to_str().unwrap(), &opts("sync=pmem")).unwrap();
+    let info = dev.pmem().unwrap();
+    assert_eq!((info.mode, info.forced), ("fsdax", false));
+    let dax = dev.ident().dax.clone().expect("a file on pmem has a dax identity");
+    assert_eq!(dax.mode, "fsdax");
+    load_store(&dev);
+}
+
+#[test]
+fn pmem_on_a_devdax_device() {
+    let Some(path) = from_env("IOSWITCH_PMEM_DEVDAX") else { return };
+    let uri = path.to_str().unwrap();
+    let dev = Device::open(uri, &Opts::default()).unwrap();
+    assert_eq!(dev.ident().kind, DevKind::DevDax);
+    assert_eq!(dev.interfaces().sync, Some(ioswitch::SyncIface::Pmem), "devdax defaults to sync=pmem");
+    let dax = dev.ident().dax.clone().expect("a devdax device has a dax identity");
+    assert_eq!(dax.mode, "devdax");
+    assert!(dax.align.is_power_of_two() && dax.size % dax.align == 0, "{dax:?}");
+    assert_eq!(dev.geometry().bytes, dax.size);
+    assert_eq!(dev.pmem().unwrap().align, dax.align.max(4096));
+    load_store(&dev);
+    for other in ["sync=psync", "sync=mmap", "async=libaio", "async=io_uring"] {
+        match Device::open(uri, &opts(other)) {
+            Err(Error::Unsupported { kind, why, .. }) => {
+                assert_eq!(kind, DevKind::DevDax);
+                assert!(why.contains("devdax"), "{other}: {why}");
+            }
+            r => panic!("{other} on devdax: expected a refusal, got {r:?}"),
+        }
+    }
+}

@@ -20,6 +20,8 @@
 #        IOSWITCH_PMEM_DEVDAX (the devdax device), and runs the conformance suite with its
 #        file and loop rows on the DAX file system (TMPDIR there): nothing may be skipped,
 #        and its rows "pmem fsdax" and "pmem devdax" must be there with the pmem cell passed;
+#      - runs the pmem integration tests (crates/ioswitch/tests/pmem.rs), ignored ones
+#        included: every test listed must pass, none may skip a part;
 #   3. prints a summary; exits non-zero when anything failed.
 #
 # Usage: tests/vm/pmem-tests.sh
@@ -36,7 +38,7 @@ if [[ ${1:-} == --guest || ${1:-} == --guest-then ]]; then
     # ------------------------------------------------------------ inside the guest
     # --guest PROBE CONFORMANCE: the stage. --guest-then PROBE -- COMMAND...: the same
     # set-up and probes, then COMMAND with the environment below (scripts/pmem-study --guest).
-    mode=$1 probe=$2 conf_exe=${3:-}
+    mode=$1 probe=$2 conf_exe=${3:-} pmem_exe=${4:-}
     if [[ $mode == --guest-then ]]; then
         shift 2
         [[ ${1:-} == -- ]] && shift
@@ -183,6 +185,23 @@ PY
     )
     ((checked == 2)) || result FAIL "conformance/: the pmem rows were not checked (python3 gave $checked verdicts, not 2)"
 
+    echo "==== pmem integration tests: $pmem_exe"
+    set +e
+    "$pmem_exe" --include-ignored --test-threads=1 2>&1 | tee "$out/pmem.log"
+    pmem_rc=${PIPESTATUS[0]}
+    set -e
+    # Every test listed ran and passed, and none skipped a part (they print "skipped").
+    listed=$("$pmem_exe" --list --include-ignored 2>/dev/null | grep -c ': test$')
+    line=$(grep -E '^test result:' "$out/pmem.log" | tail -n 1)
+    skipped=$(grep -i 'skipped' "$out/pmem.log" | head -n 3 | tr -s '\n' ' ')
+    if ((pmem_rc != 0)) || [[ ! $line =~ ok\.\ ${listed}\ passed\;\ 0\ failed\;\ 0\ ignored ]]; then
+        result FAIL "tests/pmem.rs (exit $pmem_rc, $listed listed): ${line:-no libtest summary}"
+    elif [[ -n $skipped ]]; then
+        result FAIL "tests/pmem.rs: a test skipped a part: $skipped"
+    else
+        result PASS "tests/pmem.rs: $line"
+    fi
+
     printf '\n==== summary (guest kernel %s)\n' "$(uname -r)"
     printf '%s\n' "${results[@]}"
     exit "$failed"
@@ -197,16 +216,18 @@ exe_of() {
         grep '"kind":\["test"\]' | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1
 }
 conf_exe=$(exe_of conformance)
-if [[ -z $conf_exe ]]; then
-    echo "pmem-tests: cannot find the conformance executable in cargo's output" >&2
+pmem_exe=$(exe_of pmem)
+if [[ -z $conf_exe || -z $pmem_exe ]]; then
+    echo "pmem-tests: cannot find the test executables in cargo's output (conformance: '$conf_exe', pmem: '$pmem_exe')" >&2
     exit 2
 fi
 mkdir -p target/pmem-vm
 probe=$root/target/pmem-vm/dax-probe
 ${CC:-cc} -O2 -Wall -Wextra -Werror -o "$probe" "$here/dax-probe.c"
 echo "conformance: $conf_exe"
+echo "pmem:        $pmem_exe"
 echo "dax-probe:   $probe"
 "$here/setup.sh" --quick >/dev/null
 echo "==== running in the guest (tests/vm/run.sh --nvdimm)"
 exec "$here/run.sh" --nvdimm --timeout "${IOSWITCH_VM_TIMEOUT:-600}" -- \
-    bash "$here/pmem-tests.sh" --guest "$probe" "$conf_exe"
+    bash "$here/pmem-tests.sh" --guest "$probe" "$conf_exe" "$pmem_exe"

@@ -16,6 +16,8 @@
 #                    when there): a later run boots on the same disks
 #   --stop-on TEXT   cut the power (SIGKILL to qemu) as soon as COMMAND prints a line
 #                    containing TEXT on stdout; exit status 0 when it did
+#   --nvdimm         add two emulated NVDIMMs of 256 MiB (-machine nvdimm=on; raw
+#                    namespaces /dev/pmem0 and /dev/pmem1, see README.md)
 #   --verbose, -v    stream the guest's kernel console to stderr
 #   --help, -h       this text
 #
@@ -41,6 +43,7 @@ timing=0
 verbose=0
 disk_dir=
 stop_on=
+nvdimm=0
 rw_dirs=()
 while (($#)); do
     case $1 in
@@ -67,6 +70,7 @@ while (($#)); do
             stop_on=$2
             shift 2
             ;;
+        --nvdimm) nvdimm=1; shift ;;
         -v | --verbose) verbose=1; shift ;;
         -h | --help) usage; exit 0 ;;
         --) shift; break ;;
@@ -215,11 +219,30 @@ append="console=ttyS0 loglevel=$loglevel panic=-1 tsc=reliable pci=noacpi crypto
 append+=" nvme.poll_queues=1 ioswitch.xfer=$tmp ${IOSWITCH_VM_APPEND:-}"
 # Extra qemu arguments (word-split): more devices, other firmware, ...
 read -r -a extra_qemu <<<"${IOSWITCH_VM_QEMU_ARGS:-}"
+# --nvdimm: two NVDIMMs backed by sparse files, hot-pluggable memory beside the
+# 2 GiB of RAM (slots = one per NVDIMM; maxmem covers RAM + both). No label
+# area: each is one raw namespace that ndctl reconfigures in place (fsdax,
+# devdax); align=2M lets a devdax namespace keep its 2 MiB alignment.
+mem=2G
+nvdimm_args=()
+if ((nvdimm)); then
+    # Without ACPI's PCI routing the kernel cannot claim the firmware's BARs and
+    # reassigns them to the first free addresses above 4 GiB: the NVDIMMs' range
+    # (virtio and NVMe then fail to probe). ACPI routing costs ~1 s of boot.
+    append=${append/ pci=noacpi/}
+    mem=2G,slots=2,maxmem=3G
+    nvdimm_args=(-machine nvdimm=on)
+    for n in 0 1; do
+        truncate -s 256M "$tmp/pmem$n.img"
+        nvdimm_args+=(-object "memory-backend-file,id=pmem$n,share=on,mem-path=$tmp/pmem$n.img,size=256M,align=2M"
+            -device "nvdimm,id=nvdimm$n,memdev=pmem$n")
+    done
+fi
 drive() { echo "file=$imgdir/$1.img,if=none,id=$1,format=raw,cache=unsafe,discard=unmap"; }
 # shellcheck disable=SC2054 # the commas belong to qemu's option syntax
 qemu=(
     qemu-system-x86_64
-    -accel tcg -cpu max -smp 2 -m 2G
+    -accel tcg -cpu max -smp 2 -m "$mem"
     -nodefaults -nographic -no-reboot -pidfile "$tmp/qemu.pid"
     -kernel "$kernel" -initrd "$initrd" -append "$append"
     -chardev "file,id=con,path=$console_path" -serial chardev:con
@@ -234,6 +257,7 @@ qemu=(
     -device nvme-ns,bus=nvme0,drive=ns1,nsid=1,logical_block_size=512,physical_block_size=512
     -device nvme-ns,bus=nvme0,drive=ns2,nsid=2,logical_block_size=4096,physical_block_size=4096
     -device nvme-ns,bus=nvme0,drive=ns3,nsid=3,logical_block_size=512,physical_block_size=512,zoned=true,zoned.zone_size=4M,zoned.zone_capacity=3M
+    "${nvdimm_args[@]}"
     "${extra_qemu[@]}"
 )
 

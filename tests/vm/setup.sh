@@ -49,6 +49,8 @@ PKGS=(
     kmod:/usr/bin/kmod
     xz-utils:/usr/bin/xz
     zstd:/usr/bin/zstd
+    ndctl:/usr/bin/ndctl
+    e2fsprogs:/usr/sbin/mkfs.ext4
 )
 apt_updated=0
 apt_update() {

@@ -131,6 +131,12 @@
 #define IOSWITCH_KIND_RAMDISK 5
 
 /**
+ * Device kind: an NVMe namespace of a controller given by its PCI address, driven by
+ * the user-space driver (vfio).
+ */
+#define IOSWITCH_KIND_NVME_PCI 6
+
+/**
  * Zoned model: not zoned.
  */
 #define IOSWITCH_ZONED_NONE 0

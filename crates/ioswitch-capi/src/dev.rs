@@ -26,6 +26,9 @@ pub const IOSWITCH_KIND_NVME_CHAR: u32 = 3;
 pub const IOSWITCH_KIND_NVME_CTRL: u32 = 4;
 /// Device kind: memory given by a size (a ramdisk).
 pub const IOSWITCH_KIND_RAMDISK: u32 = 5;
+/// Device kind: an NVMe namespace of a controller given by its PCI address, driven by
+/// the user-space driver (vfio).
+pub const IOSWITCH_KIND_NVME_PCI: u32 = 6;
 
 /// Zoned model: not zoned.
 pub const IOSWITCH_ZONED_NONE: u32 = 0;
@@ -45,6 +48,7 @@ fn kind_code(k: DevKind) -> u32 {
         DevKind::NvmeChar => IOSWITCH_KIND_NVME_CHAR,
         DevKind::NvmeCtrl => IOSWITCH_KIND_NVME_CTRL,
         DevKind::Ramdisk => IOSWITCH_KIND_RAMDISK,
+        DevKind::NvmePci => IOSWITCH_KIND_NVME_PCI,
     }
 }
 

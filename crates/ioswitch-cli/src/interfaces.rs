@@ -15,6 +15,7 @@ pub const COLUMNS: &[(DevKind, &str)] = &[
     (DevKind::NvmeBlock, "NVMe block `/dev/nvmeXnY`"),
     (DevKind::NvmeChar, "NVMe char `/dev/ngXnY`"),
     (DevKind::Ramdisk, "ramdisk (`1GiB`)"),
+    (DevKind::NvmePci, "NVMe PCI `0000:00:05.0`"),
 ];
 
 /// Whether `d` is what a kind gets by default: the first row of its role in the table
@@ -71,8 +72,15 @@ struct Row {
 
 /// Prints the table.
 pub fn interfaces(format: Format) -> Outcome {
-    let kinds =
-        [DevKind::File, DevKind::Block, DevKind::NvmeBlock, DevKind::NvmeChar, DevKind::NvmeCtrl, DevKind::Ramdisk];
+    let kinds = [
+        DevKind::File,
+        DevKind::Block,
+        DevKind::NvmeBlock,
+        DevKind::NvmeChar,
+        DevKind::NvmeCtrl,
+        DevKind::Ramdisk,
+        DevKind::NvmePci,
+    ];
     let text = match format {
         Format::Text => markdown(),
         _ => {

@@ -62,6 +62,8 @@ iface_enum!(
         Ramdisk = "ramdisk",
         /// NVMe ioctl passthrough.
         Nvme = "nvme",
+        /// The user-space NVMe driver over vfio-pci (a PCI address).
+        Vfio = "vfio",
         /// Completes every command at once and moves no data (the sync twin of async nil).
         Nil = "nil",
         /// A shared memory mapping of the file or block device: reads and writes are
@@ -87,6 +89,8 @@ iface_enum!(
         IoUringCmd = "io_uring_cmd",
         /// POSIX aio (aio_read/aio_write/aio_fsync).
         Posix = "posix",
+        /// The user-space NVMe driver over vfio-pci: a polled queue pair per queue.
+        Vfio = "vfio",
     }
 );
 
@@ -97,6 +101,8 @@ iface_enum!(
         Emulated = "emulated",
         /// NVMe admin ioctl passthrough.
         Nvme = "nvme",
+        /// The admin queue of the user-space NVMe driver.
+        Vfio = "vfio",
     }
 );
 
@@ -105,6 +111,8 @@ iface_enum!(
     MemIface, "mem", {
         /// Aligned heap memory.
         Posix = "posix",
+        /// Hugepages mapped into a PCI device's IOMMU (DMA memory of the vfio driver).
+        Vfio = "vfio",
     }
 );
 

@@ -170,6 +170,8 @@ fn device_uris_parse_or_say_what_is_wrong() {
         "ramdisk:64m",
         "ramdisk:4096",
         "/dev/nvme0n1",
+        "0000:00:05.0",
+        "pci:0000:00:05.0",
         "/dev/ng0n1",
         "/dev/nvme0",
         "./1GiB",
@@ -228,11 +230,20 @@ fn device_uris_parse_or_say_what_is_wrong() {
                 assert_eq!(uri::parse(&format!("ramdisk:{n}")).ok(), Some(Target::Ramdisk(*n)), "{place}");
                 assert_eq!(uri::parse(&fmt_size(*n)).ok(), Some(Target::Ramdisk(*n)), "{place}");
             }
+            Ok(Target::Pci(addr)) => {
+                let bare = s.strip_prefix("pci:").unwrap_or(&s);
+                assert_eq!(addr, &bare.to_ascii_lowercase(), "{place}");
+                let b = addr.as_bytes();
+                assert!(b.len() == 12 && b[4] == b':' && b[7] == b':' && b[10] == b'.', "{place}: not DDDD:BB:DD.F");
+                assert!(s.starts_with("pci:") || !std::path::Path::new(&s).exists(), "{place}: a path taken as PCI");
+            }
             Err(e) => {
                 let msg = e.to_string();
                 assert!(msg.contains(&format!("{s:?}")), "{place}: the error does not name the URI: {msg}");
                 assert!(matches!(e, ioswitch::Error::BadUri { .. }), "{place}: {e:?}");
-                if let Some(size) = s.strip_prefix("ramdisk:") {
+                if s.starts_with("pci:") {
+                    assert!(msg.contains("PCI"), "{place}: a bad PCI address refused without saying so: {msg}");
+                } else if let Some(size) = s.strip_prefix("ramdisk:") {
                     assert!(reading_as_size(size).is_err(), "{place}: a good ramdisk size refused: {msg}");
                 } else if !s.is_empty() && !s.contains("://") {
                     assert!(digit_start && reading_as_size(&s).is_err(), "{place}: refused: {msg}");

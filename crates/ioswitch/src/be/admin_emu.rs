@@ -33,7 +33,7 @@ pub(crate) const DESCRIPTOR: Descriptor = Descriptor::new(
     "emulated",
     Role::Admin,
     "identify data emulated from stat, sysfs and block ioctls",
-    |_| None,
+    super::not_pci,
     Build::Admin(|dev| Ok(Box::new(AdminEmu::new(dev)))),
 )
 .defaults(&[DevKind::File, DevKind::Block, DevKind::Ramdisk]);
@@ -64,6 +64,7 @@ fn kind_word(kind: DevKind) -> &'static str {
         DevKind::NvmeChar => "nvme-char",
         DevKind::NvmeCtrl => "nvme-ctrl",
         DevKind::Ramdisk => "ramdisk",
+        DevKind::NvmePci => "nvme-pci",
     }
 }
 

@@ -24,6 +24,7 @@ pub(crate) const DESCRIPTOR: Descriptor = Descriptor::new(
     |kind| match kind {
         DevKind::File | DevKind::Block | DevKind::NvmeBlock => None,
         DevKind::Ramdisk => Some("a ramdisk is memory already; use sync=ramdisk"),
+        DevKind::NvmePci => Some(super::vfio::PCI_ONLY_VFIO),
         _ => Some("only files and block devices can be memory-mapped"),
     },
     Build::Sync(|dev| Ok(Box::new(Mmap::new(dev)?))),

@@ -39,6 +39,9 @@ pub enum DevKind {
     NvmeCtrl,
     /// Memory given by a size.
     Ramdisk,
+    /// A namespace of an NVMe controller given by its PCI address, driven by the
+    /// user-space driver (`vfio`).
+    NvmePci,
 }
 
 impl DevKind {
@@ -51,6 +54,7 @@ impl DevKind {
             DevKind::NvmeChar => "NVMe generic char device",
             DevKind::NvmeCtrl => "NVMe controller",
             DevKind::Ramdisk => "ramdisk",
+            DevKind::NvmePci => "NVMe PCI device",
         }
     }
 }
@@ -163,6 +167,8 @@ pub(crate) struct Inner {
     pub fd: Option<OwnedFd>,
     pub sync: Option<Box<dyn SyncIo>>,
     pub admin: Option<Box<dyn AdminIo>>,
+    /// The user-space driver's controller, for a PCI device.
+    pub vfio: Option<Arc<be::vfio::ctrl::Ctrl>>,
 }
 
 impl Inner {
@@ -205,9 +211,15 @@ impl Device {
     pub fn open(uri: &str, opts: &Opts) -> Result<Device> {
         opts.validate()?;
         let target = uri::parse(uri)?;
+        let mut vfio = None;
         let (kind, fd, geo, ident) = match target {
             Target::Ramdisk(bytes) => open::open_ramdisk(uri, bytes, opts)?,
             Target::Path(p) => open::open_path(uri, &p, opts)?,
+            Target::Pci(addr) => {
+                let (ctrl, opened) = open::open_pci(uri, &addr, opts)?;
+                vfio = Some(ctrl);
+                opened
+            }
         };
         let ifaces = Interfaces {
             sync: opts.sync.or_else(|| default_iface(Role::Sync, kind)),
@@ -216,7 +228,7 @@ impl Device {
             mem: opts.mem.or_else(|| default_iface(Role::Mem, kind)).unwrap_or(MemIface::Posix),
         };
         let mut inner =
-            Inner { uri: uri.to_string(), ident, geo, ifaces, opts: opts.clone(), fd, sync: None, admin: None };
+            Inner { uri: uri.to_string(), ident, geo, ifaces, opts: opts.clone(), fd, sync: None, admin: None, vfio };
         if let Some(s) = ifaces.sync {
             if let Some(why) = refusal(Role::Sync, s.as_str(), kind) {
                 return Err(inner.unsupported(&format!("sync={s}"), why));
@@ -236,6 +248,9 @@ impl Device {
         }
         if let Some(why) = refusal(Role::Admin, ifaces.admin.as_str(), kind) {
             return Err(inner.unsupported(&format!("admin={}", ifaces.admin), why));
+        }
+        if let Some(why) = refusal(Role::Mem, ifaces.mem.as_str(), kind) {
+            return Err(inner.unsupported(&format!("mem={}", ifaces.mem), why));
         }
         inner.admin = Some(be::new_admin(&inner, ifaces.admin)?);
         check_tunables(&inner)?;
@@ -267,6 +282,12 @@ impl Device {
     /// Allocates a zeroed buffer of `nbytes`, aligned for this device (its LBA size, its
     /// direct-I/O alignment and the page size).
     pub fn alloc(&self, nbytes: usize) -> Result<Buffer> {
+        if let (MemIface::Vfio, Some(ctrl)) = (self.inner.ifaces.mem, &self.inner.vfio) {
+            return ctrl
+                .pool
+                .buffer(nbytes)
+                .map_err(|e| os(&self.inner.uri, format!("allocating a {nbytes}-byte DMA buffer"), e));
+        }
         Buffer::alloc(nbytes, self.buffer_align()).map_err(|why| {
             os(
                 &self.inner.uri,
@@ -335,6 +356,14 @@ impl Device {
         if iface == AdminIface::Nvme {
             be::check_passthru_bufs(&self.inner, cmd, bufs)?;
             admin_guard(&self.inner, cmd)?;
+        }
+        if let Some(i) = be::vfio::not_dma(&self.inner, bufs) {
+            return Err(Error::BadCommand {
+                dev: self.inner.uri.clone(),
+                iface: "admin",
+                what: cmd.describe(),
+                why: be::not_dma_why(i, &bufs[i]),
+            });
         }
         admin.admin(cmd, bufs).map_err(|status| Error::Command {
             dev: self.inner.uri.clone(),

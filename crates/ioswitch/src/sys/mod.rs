@@ -4,7 +4,8 @@
 //!
 //! The calls of the interfaces sit in one file per kernel interface: [`io`] (positioned
 //! reads and writes, fallocate, fdatasync, discard), [`blkzone`] (the zone ioctls),
-//! [`mem`] (shared mappings), [`nvme`] (the NVMe driver's ioctls).
+//! [`mem`] (shared mappings), [`nvme`] (the NVMe driver's ioctls), [`vfio`] (VFIO
+//! containers, groups, devices, BARs, DMA mappings and hugepage memory).
 
 // The raw-call layer: every unsafe block of the crate outside buf.rs is here or in a
 // backend file that says why it is not yet.
@@ -15,6 +16,7 @@ pub(crate) mod io;
 pub(crate) mod mem;
 pub(crate) mod nvme;
 pub(crate) mod sysfs;
+pub(crate) mod vfio;
 
 use std::ffi::CStr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};

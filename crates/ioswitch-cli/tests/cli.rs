@@ -342,7 +342,16 @@ fn enum_lists_devices_as_a_table_and_as_json() {
         assert!(d["path"].as_str().is_some_and(|p| p.starts_with("/dev/")), "{d}");
         assert!(d["kind"].is_string() && d["bytes"].is_u64() && d["lba_size"].is_u64(), "{d}");
     }
-    assert_eq!(text.lines().count(), devices.len().max(1) + usize::from(!devices.is_empty()));
+    // PCI NVMe controllers follow, after a blank line, as a table of their own.
+    let pci = j["pci"].as_array().expect("a pci array");
+    for c in pci {
+        let addr = c["addr"].as_str().expect("an address");
+        assert!(addr.parse::<ioswitch::uri::PciAddr>().is_ok(), "{c}");
+        assert!(c["driver"].is_string() || c["driver"].is_null(), "{c}");
+        assert!(text.lines().any(|l| l.starts_with(addr)), "{addr} is not in the table:\n{text}");
+    }
+    let pci_lines = if pci.is_empty() { 0 } else { 2 + pci.len() };
+    assert_eq!(text.lines().count(), devices.len().max(1) + usize::from(!devices.is_empty()) + pci_lines);
 }
 
 #[test]

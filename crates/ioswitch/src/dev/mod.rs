@@ -5,7 +5,7 @@ mod geometry;
 pub(crate) mod guard;
 mod open;
 
-pub use enumerate::{enumerate, Listing};
+pub use enumerate::{enumerate, enumerate_pci, Listing, PciController};
 
 use crate::be::{self, AdminIo, Role, SyncIo};
 use crate::buf::Buffer;
@@ -208,6 +208,16 @@ impl Device {
         let (kind, fd, geo, ident) = match target {
             Target::Ramdisk(bytes) => open::open_ramdisk(uri, bytes, opts)?,
             Target::Path(p) => open::open_path(uri, &p, opts)?,
+            Target::Pci(addr) => {
+                return Err(Error::BadUri {
+                    uri: uri.into(),
+                    why: format!(
+                        "PCI address {addr}: opening a controller by PCI address needs the user-space NVMe \
+                         driver (interface vfio), which this build does not have; open its namespace through \
+                         the kernel driver instead (/dev/nvmeXnY, see `ioswitch enum`)"
+                    ),
+                })
+            }
         };
         let ifaces = Interfaces {
             sync: opts.sync.or_else(|| default_iface(Role::Sync, kind)),
@@ -422,4 +432,19 @@ fn check_tunables(d: &Inner) -> Result<()> {
         return Err(d.unsupported("direct=1", "a ramdisk has no page cache to bypass"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opening_a_pci_address_is_refused_with_the_reason_until_a_driver_serves_it() {
+        for uri in ["0000:00:05.0", "pci:0000:00:05.0"] {
+            let e = Device::open(uri, &Opts::default()).unwrap_err();
+            let msg = e.to_string();
+            assert!(matches!(e, Error::BadUri { .. }), "{uri}: {e:?}");
+            assert!(msg.contains(uri) && msg.contains("PCI address 0000:00:05.0") && msg.contains("vfio"), "{msg}");
+        }
+    }
 }

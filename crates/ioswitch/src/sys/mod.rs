@@ -4,7 +4,8 @@
 //!
 //! The calls of the interfaces sit in one file per kernel interface: [`io`] (positioned
 //! reads and writes, fallocate, fdatasync, discard), [`blkzone`] (the zone ioctls),
-//! [`mem`] (shared mappings), [`nvme`] (the NVMe driver's ioctls).
+//! [`mem`] (shared mappings), [`nvme`] (the NVMe driver's ioctls), [`pci`] (PCI functions and
+//! their drivers, in sysfs).
 
 // The raw-call layer: every unsafe block of the crate outside buf.rs is here or in a
 // backend file that says why it is not yet.
@@ -14,6 +15,7 @@ pub(crate) mod blkzone;
 pub(crate) mod io;
 pub(crate) mod mem;
 pub(crate) mod nvme;
+pub(crate) mod pci;
 pub(crate) mod sysfs;
 
 use std::ffi::CStr;

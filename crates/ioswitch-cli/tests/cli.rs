@@ -368,3 +368,21 @@ fn help_explains_uris_and_every_option_key() {
         assert!(h.contains(cmd), "{h}");
     }
 }
+
+#[test]
+fn driver_bind_names_what_is_wrong_and_changes_nothing() {
+    // No machine has domain ffff: the address names no device.
+    let e = fails(1, &["driver", "bind", "vfio", "ffff:ff:1f.7"]);
+    assert!(e.contains("ffff:ff:1f.7") && e.contains("no PCI device has this address"), "{e}");
+    assert!(e.contains("nothing was changed"), "{e}");
+    let e = fails(1, &["driver", "bind", "nvme", "pci:ffff:ff:1f.7"]);
+    assert!(e.contains("binding to nvme refused"), "{e}");
+    let e = fails(2, &["driver", "bind", "spdk", "0000:00:05.0"]);
+    assert!(e.contains("unknown driver \"spdk\"") && e.contains("vfio, uio or nvme"), "{e}");
+    let e = fails(2, &["driver", "bind", "vfio", "0000:00:20.0"]);
+    assert!(e.contains("device \"20\" is out of range"), "{e}");
+    let h = stdout(&ok(&["driver", "bind", "--help"], None));
+    for what in ["driver_override", "drivers_probe", "mounted", "vm.nr_hugepages", "IOMMU group", "not root"] {
+        assert!(h.contains(what), "`driver bind --help` does not explain {what}:\n{h}");
+    }
+}

@@ -1,10 +1,12 @@
 //! Devices: opening, kinds, geometry, identity, and enumeration.
 
+mod bind;
 mod enumerate;
 mod geometry;
 pub(crate) mod guard;
 mod open;
 
+pub use bind::{bind_driver, Binding, PciDriver};
 pub use enumerate::{enumerate, enumerate_pci, Listing, PciController};
 
 use crate::be::{self, AdminIo, Role, SyncIo};

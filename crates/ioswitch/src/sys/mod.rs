@@ -73,6 +73,12 @@ pub(crate) fn cpus_online() -> libc::c_long {
     unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }
 }
 
+/// The effective user id of this process (geteuid(2)).
+pub(crate) fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
 /// The 64 bytes of an NVMe submission entry, in place.
 pub(crate) fn sqe_bytes(sqe: &crate::spec::Sqe) -> &[u8; 64] {
     const _: () = assert!(std::mem::size_of::<crate::spec::Sqe>() == 64);

@@ -1,11 +1,13 @@
 //! PCI functions from sysfs (`/sys/bus/pci/devices/*`): class, vendor and device ids, the
 //! bound driver, the IOMMU group and its members, the NVMe controllers (and their
-//! namespaces) a function carries. Every path goes through [`sysfs::root`], so a test runs all of it on a canned tree.
+//! namespaces) a function carries, its uio devices; and the attribute writes that move a
+//! function between drivers (`driver_override`, `driver/unbind`, `drivers_probe`). Every
+//! path goes through [`sysfs::root`], so a test runs all of it on a canned tree.
 
 use super::sysfs;
 use crate::uri::PciAddr;
 use std::fs;
-use std::io;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 /// The class code (class, subclass, programming interface) of an NVMe controller:
@@ -97,12 +99,58 @@ pub(crate) fn namespaces(ctrl: &Path) -> Vec<PathBuf> {
     sorted_entries(ctrl, |p| p.join("nsid").is_file() && p.join("queue").is_dir())
 }
 
+/// The generic char devices (`ngXnY`) of the namespaces under a controller's directory.
+pub(crate) fn generic_namespaces(ctrl: &Path) -> Vec<PathBuf> {
+    sorted_entries(ctrl, |p| {
+        p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("ng")) && p.join("dev").is_file()
+    })
+}
+
+/// The uio devices (`uioN`) uio_pci_generic made of this function.
+pub(crate) fn uio_devices(f: &Function) -> Vec<PathBuf> {
+    sorted_entries(&f.dir.join("uio"), |_| true)
+}
+
 fn sorted_entries(d: &Path, keep: impl Fn(&Path) -> bool) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = fs::read_dir(d)
         .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| keep(p)).collect())
         .unwrap_or_default();
     out.sort();
     out
+}
+
+/// Whether PCI driver `name` is registered (its module is loaded or built in).
+pub(crate) fn driver_loaded(name: &str) -> bool {
+    bus().join("drivers").join(name).is_dir()
+}
+
+/// The number of 2 MiB hugepages reserved (what sysctl vm.nr_hugepages sets on x86-64);
+/// `None` when the kernel has no 2 MiB hugepages.
+pub(crate) fn hugepages_2m() -> Option<u64> {
+    sysfs::read_num(&sysfs::root().join("kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"))
+}
+
+/// The path of a function's `driver_override` attribute.
+pub(crate) fn driver_override(addr: PciAddr) -> PathBuf {
+    dir(addr).join("driver_override")
+}
+
+/// The path that unbinds function `addr` from its driver (`ADDR/driver/unbind`).
+pub(crate) fn unbind(addr: PciAddr) -> PathBuf {
+    dir(addr).join("driver/unbind")
+}
+
+/// The path that asks the PCI core to bind a function to a driver (`drivers_probe`).
+pub(crate) fn drivers_probe() -> PathBuf {
+    bus().join("drivers_probe")
+}
+
+/// Writes `text` to an existing sysfs attribute in one write(2), as the kernel expects,
+/// opened as a shell's `echo TEXT > ATTR` opens it; an attribute that is not there is
+/// not created.
+pub(crate) fn write_attr(path: &Path, text: &str) -> io::Result<()> {
+    let mut f = fs::OpenOptions::new().write(true).truncate(true).open(path)?;
+    f.write_all(text.as_bytes())
 }
 
 /// A PCI function in a canned sysfs tree, for tests: its directory under `devices/`, the link
@@ -167,14 +215,21 @@ mod tests {
                 v.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect()
             };
             assert_eq!(names(namespaces(&ctrls[0])), ["nvme0n1", "nvme0n2"]);
+            assert_eq!(names(generic_namespaces(&ctrls[0])), ["ng0n1", "ng0n2"]);
             let v = function("0000:00:05.0".parse().unwrap()).unwrap();
             assert_eq!((v.driver.as_deref(), v.iommu_group), (Some("vfio-pci"), Some(4)));
-            assert!(nvme_controllers(&v).is_empty());
+            assert!(nvme_controllers(&v).is_empty() && uio_devices(&v).is_empty());
             let members: Vec<String> = group_members(4).iter().map(|a| a.to_string()).collect();
             assert_eq!(members, ["0000:00:01.0", "0000:00:05.0"]);
             let ahci = function("0000:00:1f.2".parse().unwrap()).unwrap();
             assert_eq!((ahci.class, ahci.iommu_group), (0x01_06_01, None));
             assert_eq!(function("0000:00:09.0".parse().unwrap()), None);
+            assert!(driver_loaded("vfio-pci") && !driver_loaded("uio_pci_generic"));
+            assert_eq!(hugepages_2m(), Some(64));
+            let o = driver_override("0000:00:05.0".parse().unwrap());
+            write_attr(&o, "nvme").unwrap();
+            assert_eq!(sysfs::read(&o).as_deref(), Some("nvme"));
+            assert!(write_attr(&drivers_probe(), "x").is_err(), "an attribute that is not there is not created");
         });
     }
 }

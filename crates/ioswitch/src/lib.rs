@@ -40,7 +40,7 @@ pub mod uri;
 pub use be::{Descriptor, Role};
 pub use buf::{Buffer, Data};
 pub use cmd::Cmd;
-pub use dev::{enumerate, DevKind, Device, Geometry, Ident, Interfaces, Zoned, ZonedModel};
+pub use dev::{enumerate, enumerate_pci, DevKind, Device, Geometry, Ident, Interfaces, Zoned, ZonedModel};
 pub use error::{Error, Result};
 pub use opts::{AdminIface, AsyncIface, MemIface, Opts, SyncIface};
 pub use queue::{Completion, Queue, QueueStats, Rejected};

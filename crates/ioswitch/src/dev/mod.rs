@@ -1,11 +1,13 @@
 //! Devices: opening, kinds, geometry, identity, and enumeration.
 
+mod bind;
 mod enumerate;
 mod geometry;
 pub(crate) mod guard;
 mod open;
 
-pub use enumerate::{enumerate, Listing};
+pub use bind::{bind_driver, Binding, PciDriver};
+pub use enumerate::{enumerate, enumerate_pci, Listing, PciController};
 
 use crate::be::{self, AdminIo, Role, SyncIo};
 use crate::buf::Buffer;
@@ -216,7 +218,7 @@ impl Device {
             Target::Ramdisk(bytes) => open::open_ramdisk(uri, bytes, opts)?,
             Target::Path(p) => open::open_path(uri, &p, opts)?,
             Target::Pci(addr) => {
-                let (ctrl, opened) = open::open_pci(uri, &addr, opts)?;
+                let (ctrl, opened) = open::open_pci(uri, &addr.to_string(), opts)?;
                 vfio = Some(ctrl);
                 opened
             }
@@ -451,4 +453,19 @@ fn check_tunables(d: &Inner) -> Result<()> {
         return Err(d.unsupported("direct=1", "a ramdisk has no page cache to bypass"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opening_a_pci_address_is_refused_with_the_reason_until_a_driver_serves_it() {
+        for uri in ["0000:00:05.0", "pci:0000:00:05.0"] {
+            let e = Device::open(uri, &Opts::default()).unwrap_err();
+            let msg = e.to_string();
+            assert!(matches!(e, Error::BadUri { .. }), "{uri}: {e:?}");
+            assert!(msg.contains(uri) && msg.contains("PCI address 0000:00:05.0") && msg.contains("vfio"), "{msg}");
+        }
+    }
 }

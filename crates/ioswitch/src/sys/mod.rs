@@ -4,8 +4,9 @@
 //!
 //! The calls of the interfaces sit in one file per kernel interface: [`io`] (positioned
 //! reads and writes, fallocate, fdatasync, discard), [`blkzone`] (the zone ioctls),
-//! [`mem`] (shared mappings), [`nvme`] (the NVMe driver's ioctls), [`vfio`] (VFIO
-//! containers, groups, devices, BARs, DMA mappings and hugepage memory).
+//! [`mem`] (shared mappings), [`nvme`] (the NVMe driver's ioctls), [`pci`] (PCI functions and
+//! their drivers, in sysfs), [`vfio`] (VFIO containers, groups, devices, BARs, DMA mappings
+//! and hugepage memory).
 
 // The raw-call layer: every unsafe block of the crate outside buf.rs is here or in a
 // backend file that says why it is not yet.
@@ -15,6 +16,7 @@ pub(crate) mod blkzone;
 pub(crate) mod io;
 pub(crate) mod mem;
 pub(crate) mod nvme;
+pub(crate) mod pci;
 pub(crate) mod sysfs;
 pub(crate) mod vfio;
 
@@ -71,6 +73,12 @@ pub(crate) fn fstat(fd: &impl AsRawFd) -> std::io::Result<libc::stat> {
 pub(crate) fn cpus_online() -> libc::c_long {
     // SAFETY: sysconf has no memory-safety preconditions.
     unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }
+}
+
+/// The effective user id of this process (geteuid(2)).
+pub(crate) fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
 }
 
 /// The 64 bytes of an NVMe submission entry, in place.

@@ -168,10 +168,10 @@ pub struct Opts {
 
 /// Every key an option string accepts, with a one-line meaning (for `--help` texts).
 pub const KEYS: &[(&str, &str)] = &[
-    ("sync", "synchronous interface: psync, block, ramdisk, nvme, nil, mmap"),
-    ("async", "asynchronous interface: nil, emu, thrpool, libaio, io_uring, io_uring_cmd, posix"),
-    ("admin", "admin interface: emulated, nvme"),
-    ("mem", "buffer memory: posix"),
+    ("sync", "synchronous interface: psync, block, ramdisk, nvme, nil, mmap, vfio"),
+    ("async", "asynchronous interface: nil, emu, thrpool, libaio, io_uring, io_uring_cmd, posix, vfio"),
+    ("admin", "admin interface: emulated, nvme, vfio"),
+    ("mem", "buffer memory: posix, vfio"),
     ("nsid", "namespace id"),
     ("direct", "open with O_DIRECT"),
     ("rdonly", "open read-only"),

@@ -50,7 +50,7 @@ if [[ ${1:-} == --guest ]]; then
     nvme id-ns "/dev/$ns1" -o json >"$out/kernel-id-ns.json"
     nvme smart-log "/dev/$ctrl" -o json >"$out/kernel-smart.json"
     # A zone with data, one finished, the rest empty: a report worth comparing.
-    nvme zns zone-mgmt-send "/dev/$ns2" --zslba=0x2000 --zsa=0x2 >/dev/null # finish zone 1
+    "$cli" zone finish "/dev/$ns2" --slba 0x2000 >/dev/null # zone 1 full, through the kernel
     head -c 4096 /dev/urandom >"$out/zdata"
     nvme zns zone-append "/dev/$ns2" --zslba=0 --data-size=4096 --data="$out/zdata" >/dev/null
     nvme zns report-zones "/dev/$ns2" -o json >"$out/kernel-zones.json"

@@ -6,6 +6,7 @@
 //! A controller is one VFIO group, which one process opens once: run with
 //! `--test-threads=1` (each test opens and closes the device).
 
+use ioswitch::spec::zns::{ZoneAction, ZoneReport, ZoneState};
 use ioswitch::{Buffer, Cmd, Data, Device, Error, Opts};
 use ioswitch_testkit::pattern;
 use std::collections::HashMap;
@@ -101,6 +102,7 @@ fn buffers_that_are_not_dma_memory_are_refused_before_the_device_sees_them() {
     assert!(e.to_string().contains("not DMA memory"), "{e}");
     // DMA memory of an earlier open of the controller is not this open's: a buffer
     // outlives its device (still readable), but the device no longer reaches it.
+    drop(q);
     drop(dev);
     let old = conv(&addr);
     let mut theirs = old.alloc(4096).unwrap();
@@ -203,4 +205,58 @@ fn other_interfaces_are_refused_on_a_pci_device() {
         let e = Device::open(&addr, &o).unwrap_err().to_string();
         assert!(e.contains("use vfio"), "{opts}: {e}");
     }
+}
+
+/// The zone starting at `zslba` of the zoned namespace, from a one-zone report.
+fn zone(dev: &Device, zslba: u64) -> ioswitch::spec::zns::ZoneDesc {
+    let mut rep = dev.alloc(4096).unwrap();
+    dev.pass(&Cmd::zone_mgmt_recv(2, zslba, 4096, true), std::slice::from_mut(&mut rep)).unwrap();
+    let r = ZoneReport::parse(&rep).unwrap();
+    assert!(!r.zones.is_empty() && r.zones[0].zslba == zslba, "report at {zslba:#x}: {r:?}");
+    r.zones[0]
+}
+
+#[test]
+fn zones_open_take_appends_finish_and_reset_through_the_driver() {
+    let Some(addr) = pci() else { return };
+    let dev = open(&addr, "nsid=2");
+    let z = dev.geometry().zones.expect("nsid 2 is zoned");
+    let zslba = 3 * z.zone_size;
+    dev.pass(&Cmd::zone_mgmt_send(2, zslba, ZoneAction::Reset, false), &mut []).unwrap();
+    dev.pass(&Cmd::zone_mgmt_send(2, zslba, ZoneAction::Open, false), &mut []).unwrap();
+    assert_eq!(zone(&dev, zslba).state, ZoneState::ExplicitlyOpened);
+    // Two appends through a queue: each completion's result is where its data went.
+    let mut q = dev.queue(2).unwrap();
+    for t in 0..2u64 {
+        let mut b = dev.alloc(4096).unwrap();
+        b.fill(0xa0 + t as u8);
+        q.submit(&Cmd::zone_append(2, zslba, 8), Data::One(b), t).unwrap();
+    }
+    let mut at = Vec::new();
+    q.drain(|c| {
+        assert_eq!(c.status.raw, 0, "{c:?}");
+        at.push((c.result, c.tag));
+    })
+    .unwrap();
+    at.sort_unstable();
+    assert_eq!(at.iter().map(|a| a.0).collect::<Vec<_>>(), vec![zslba, zslba + 8], "append LBAs");
+    for (lba, tag) in at {
+        let mut r = dev.alloc(4096).unwrap();
+        dev.pass(&Cmd::read(2, lba, 8), std::slice::from_mut(&mut r)).unwrap();
+        assert!(r.iter().all(|&x| x == 0xa0 + tag as u8), "append {tag} at {lba:#x} reads back");
+    }
+    let d = zone(&dev, zslba);
+    assert_eq!((d.state, d.wp), (ZoneState::ExplicitlyOpened, zslba + 16));
+    // A plain write not at the write pointer: the controller's own status (Zone Invalid
+    // Write, SCT 1 / SC BCh).
+    let mut w = dev.alloc(4096).unwrap();
+    match dev.pass(&Cmd::write(2, zslba, 8), std::slice::from_mut(&mut w)).unwrap_err() {
+        Error::Command { status, .. } => assert_eq!(status.raw & 0x7ff, 0x1bc, "{status:?}"),
+        e => panic!("{e}"),
+    }
+    dev.pass(&Cmd::zone_mgmt_send(2, zslba, ZoneAction::Finish, false), &mut []).unwrap();
+    assert_eq!(zone(&dev, zslba).state, ZoneState::Full);
+    dev.pass(&Cmd::zone_mgmt_send(2, zslba, ZoneAction::Reset, false), &mut []).unwrap();
+    let d = zone(&dev, zslba);
+    assert_eq!((d.state, d.wp), (ZoneState::Empty, zslba));
 }

@@ -18,6 +18,10 @@
 #                    containing TEXT on stdout; exit status 0 when it did
 #   --nvdimm         add two emulated NVDIMMs of 256 MiB (-machine nvdimm=on; raw
 #                    namespaces /dev/pmem0 and /dev/pmem1, see README.md)
+#   --iommu          the guest for user-space NVMe drivers: q35 with an emulated
+#                    Intel IOMMU (intel_iommu=on iommu=pt), 64 x 2 MiB hugepages
+#                    reserved, and a second NVMe controller at PCI 0000:00:05.0
+#                    (see README.md); nvme0 and its namespaces stay as they are
 #   --verbose, -v    stream the guest's kernel console to stderr
 #   --help, -h       this text
 #
@@ -28,6 +32,8 @@
 # Guest devices (see README.md): one NVMe controller with namespaces
 #   nsid 1: 256 MiB, 512 B LBAs     nsid 2: 256 MiB, 4 KiB LBAs
 #   nsid 3: 128 MiB zoned (ZNS), 4 MiB zones with 3 MiB capacity, 512 B LBAs
+# With --iommu, a second controller at 0000:00:05.0 (nvme1 once bound to nvme):
+#   nsid 1: 128 MiB, 512 B LBAs     nsid 2: 128 MiB zoned, 4 MiB zones, 3 MiB capacity
 # Backing images are sparse files created fresh for every run.
 set -euo pipefail
 
@@ -44,6 +50,7 @@ verbose=0
 disk_dir=
 stop_on=
 nvdimm=0
+iommu=0
 rw_dirs=()
 while (($#)); do
     case $1 in
@@ -71,6 +78,7 @@ while (($#)); do
             shift 2
             ;;
         --nvdimm) nvdimm=1; shift ;;
+        --iommu) iommu=1; shift ;;
         -v | --verbose) verbose=1; shift ;;
         -h | --help) usage; exit 0 ;;
         --) shift; break ;;
@@ -124,6 +132,10 @@ fi
 for img in ns1:256M ns2:256M ns3:128M; do
     [[ -e $imgdir/${img%%:*}.img ]] || truncate -s "${img#*:}" "$imgdir/${img%%:*}.img"
 done
+if ((iommu)); then
+    truncate -s 128M "$imgdir/pci1.img"
+    truncate -s 128M "$imgdir/pci2.img"
+fi
 
 # The command: a bash script run by the host's bash inside the chroot.
 {
@@ -239,10 +251,30 @@ if ((nvdimm)); then
     done
 fi
 drive() { echo "file=$imgdir/$1.img,if=none,id=$1,format=raw,cache=unsafe,discard=unmap"; }
+# --iommu: q35 and an emulated Intel IOMMU, so that vfio-pci can take a controller
+# (Debian's kernel has no vfio no-IOMMU mode); iommu=pt keeps the kernel's own devices
+# on identity mappings (no translation cost for nvme0 and virtio). The second
+# controller sits at a fixed address (its -device comes before every device that takes
+# a free slot); init holds it back from the nvme driver until nvme0 is live, then
+# binds it, so it is nvme1 whatever order the probes run in.
+iommu_pci=0000:00:05.0
+machine=()
+if ((iommu)); then
+    append+=" intel_iommu=on iommu=pt hugepages=64 ioswitch.pci_hold=$iommu_pci ioswitch.pci_hold_ns=2"
+    # shellcheck disable=SC2054 # the commas belong to qemu's option syntax
+    machine=(
+        -machine q35 -device intel-iommu
+        -drive "$(drive pci1)" -drive "$(drive pci2)"
+        -device "nvme,serial=ioswitch-vm-1,id=nvme1,addr=${iommu_pci#0000:00:}"
+        -device nvme-ns,bus=nvme1,drive=pci1,nsid=1,logical_block_size=512,physical_block_size=512
+        -device nvme-ns,bus=nvme1,drive=pci2,nsid=2,logical_block_size=512,physical_block_size=512,zoned=true,zoned.zone_size=4M,zoned.zone_capacity=3M
+    )
+fi
 # shellcheck disable=SC2054 # the commas belong to qemu's option syntax
 qemu=(
     qemu-system-x86_64
     -accel tcg -cpu max -smp 2 -m "$mem"
+    "${machine[@]}"
     -nodefaults -nographic -no-reboot -pidfile "$tmp/qemu.pid"
     -kernel "$kernel" -initrd "$initrd" -append "$append"
     -chardev "file,id=con,path=$console_path" -serial chardev:con

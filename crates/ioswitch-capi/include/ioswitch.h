@@ -139,6 +139,12 @@
 #define IOSWITCH_KIND_DEVDAX 6
 
 /**
+ * Device kind: an NVMe namespace of a controller given by its PCI address, driven by
+ * the user-space driver (vfio).
+ */
+#define IOSWITCH_KIND_NVME_PCI 7
+
+/**
  * Zoned model: not zoned.
  */
 #define IOSWITCH_ZONED_NONE 0

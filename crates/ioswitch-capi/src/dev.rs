@@ -28,6 +28,9 @@ pub const IOSWITCH_KIND_NVME_CTRL: u32 = 4;
 pub const IOSWITCH_KIND_RAMDISK: u32 = 5;
 /// A device-DAX character device, `/dev/daxX.Y` (persistent memory; `sync=pmem` only).
 pub const IOSWITCH_KIND_DEVDAX: u32 = 6;
+/// Device kind: an NVMe namespace of a controller given by its PCI address, driven by
+/// the user-space driver (vfio).
+pub const IOSWITCH_KIND_NVME_PCI: u32 = 7;
 
 /// Zoned model: not zoned.
 pub const IOSWITCH_ZONED_NONE: u32 = 0;
@@ -48,6 +51,7 @@ fn kind_code(k: DevKind) -> u32 {
         DevKind::NvmeCtrl => IOSWITCH_KIND_NVME_CTRL,
         DevKind::Ramdisk => IOSWITCH_KIND_RAMDISK,
         DevKind::DevDax => IOSWITCH_KIND_DEVDAX,
+        DevKind::NvmePci => IOSWITCH_KIND_NVME_PCI,
     }
 }
 

@@ -2,7 +2,7 @@
 
 use crate::fail::Outcome;
 use crate::output::{self, human, human_exact, serde_name, Format, KeyValues};
-use ioswitch::dev::Listing;
+use ioswitch::dev::{Listing, PciController};
 use ioswitch::{Dax, Device, Geometry, Ident, Interfaces, Opts, PmemInfo, ZonedModel};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -134,17 +134,52 @@ fn info_text(r: &InfoReport) -> String {
 #[derive(Serialize)]
 struct EnumReport {
     devices: Vec<Listing>,
+    pci: Vec<PciController>,
 }
 
-/// Lists the block and NVMe devices of this machine.
+/// Lists the block and NVMe devices of this machine, then its PCI NVMe controllers (with
+/// the driver that holds each: nvme, vfio-pci, uio_pci_generic or none).
 pub fn list(format: Format) -> Outcome {
     let devices = ioswitch::enumerate()?;
+    let pci = ioswitch::enumerate_pci()?;
     let text = match format {
-        Format::Text if devices.is_empty() => "no block or NVMe devices found\n".to_string(),
-        Format::Text => list_text(&devices),
-        _ => output::structured(format, &EnumReport { devices })?,
+        Format::Text => {
+            let mut t =
+                if devices.is_empty() { "no block or NVMe devices found\n".to_string() } else { list_text(&devices) };
+            if !pci.is_empty() {
+                t.push('\n');
+                t.push_str(&pci_text(&pci));
+            }
+            t
+        }
+        _ => output::structured(format, &EnumReport { devices, pci })?,
     };
     output::stdout(&text)
+}
+
+fn pci_text(ctrls: &[PciController]) -> String {
+    let rows: Vec<Vec<String>> = ctrls
+        .iter()
+        .map(|c| {
+            let group = match (c.iommu_group, c.group_peers.as_slice()) {
+                (None, _) => "none".to_string(),
+                (Some(g), []) => g.to_string(),
+                (Some(g), peers) => {
+                    format!("{g} (with {})", peers.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", "))
+                }
+            };
+            let namespaces: Vec<String> = c.namespaces.iter().map(|n| n.display().to_string()).collect();
+            vec![
+                c.addr.to_string(),
+                format!("{:04x}:{:04x}", c.vendor, c.device),
+                c.driver.clone().unwrap_or_else(|| "none".into()),
+                group,
+                c.controller.as_ref().map_or("-".into(), |p| p.display().to_string()),
+                if namespaces.is_empty() { "-".into() } else { namespaces.join(",") },
+            ]
+        })
+        .collect();
+    output::table(&["PCI ADDRESS", "ID", "DRIVER", "IOMMU GROUP", "CONTROLLER", "NAMESPACES"], &rows)
 }
 
 fn list_text(devices: &[Listing]) -> String {

@@ -16,6 +16,7 @@ pub const COLUMNS: &[(DevKind, &str)] = &[
     (DevKind::NvmeChar, "NVMe char `/dev/ngXnY`"),
     (DevKind::Ramdisk, "ramdisk (`1GiB`)"),
     (DevKind::DevDax, "devdax `/dev/daxX.Y`"),
+    (DevKind::NvmePci, "NVMe PCI `0000:00:05.0`"),
 ];
 
 /// Whether `d` is what a kind gets by default: the first row of its role in the table
@@ -80,6 +81,7 @@ pub fn interfaces(format: Format) -> Outcome {
         DevKind::NvmeCtrl,
         DevKind::Ramdisk,
         DevKind::DevDax,
+        DevKind::NvmePci,
     ];
     let text = match format {
         Format::Text => markdown(),

@@ -6,6 +6,7 @@
 mod admin;
 mod bench;
 mod bench_tools;
+mod driver;
 mod fail;
 mod info;
 mod interfaces;
@@ -109,7 +110,7 @@ enum Command {
     /// Read from a device into a file or standard output.
     #[command(after_long_help = READ_EXAMPLES)]
     Read(ReadArgs),
-    /// List the block and NVMe devices of this machine.
+    /// List the block and NVMe devices of this machine, and its PCI NVMe controllers.
     #[command(name = "enum", after_long_help = "Example:\n  ioswitch enum --output json")]
     Enum,
     /// List the I/O interfaces of this build: which kinds of device each serves (and why
@@ -133,6 +134,9 @@ enum Command {
     Passthru(admin::PassthruCmd),
     /// Measure I/O with fio's options, job files and reports (`ioswitch bench --help`).
     Bench(bench::BenchArgs),
+    /// Move a PCI NVMe controller between kernel drivers (nvme, vfio-pci, uio_pci_generic).
+    #[command(subcommand, after_long_help = driver::DRIVER_EXAMPLES)]
+    Driver(driver::DriverCmd),
 }
 
 /// A device and how to open it.
@@ -274,6 +278,7 @@ fn run(cli: Cli) -> Outcome {
         Command::Zone(c) => zone::zone(&c, format),
         Command::Passthru(c) => admin::passthru(&c, format),
         Command::Bench(b) => bench::run(&b.args),
+        Command::Driver(c) => driver::driver(&c, format),
         Command::Write(w) => {
             let o = opts(&w.dev.opts)?;
             read_write::write(&w.dev.uri, &o, w.start.start(), &w.data, &w.transfer.transfer(), format)

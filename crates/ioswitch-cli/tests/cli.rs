@@ -342,7 +342,16 @@ fn enum_lists_devices_as_a_table_and_as_json() {
         assert!(d["path"].as_str().is_some_and(|p| p.starts_with("/dev/")), "{d}");
         assert!(d["kind"].is_string() && d["bytes"].is_u64() && d["lba_size"].is_u64(), "{d}");
     }
-    assert_eq!(text.lines().count(), devices.len().max(1) + usize::from(!devices.is_empty()));
+    // PCI NVMe controllers follow, after a blank line, as a table of their own.
+    let pci = j["pci"].as_array().expect("a pci array");
+    for c in pci {
+        let addr = c["addr"].as_str().expect("an address");
+        assert!(addr.parse::<ioswitch::uri::PciAddr>().is_ok(), "{c}");
+        assert!(c["driver"].is_string() || c["driver"].is_null(), "{c}");
+        assert!(text.lines().any(|l| l.starts_with(addr)), "{addr} is not in the table:\n{text}");
+    }
+    let pci_lines = if pci.is_empty() { 0 } else { 2 + pci.len() };
+    assert_eq!(text.lines().count(), devices.len().max(1) + usize::from(!devices.is_empty()) + pci_lines);
 }
 
 #[test]
@@ -357,5 +366,23 @@ fn help_explains_uris_and_every_option_key() {
     let h = stdout(&ok(&["--help"], None));
     for cmd in ["info", "read", "write", "enum"] {
         assert!(h.contains(cmd), "{h}");
+    }
+}
+
+#[test]
+fn driver_bind_names_what_is_wrong_and_changes_nothing() {
+    // No machine has domain ffff: the address names no device.
+    let e = fails(1, &["driver", "bind", "vfio", "ffff:ff:1f.7"]);
+    assert!(e.contains("ffff:ff:1f.7") && e.contains("no PCI device has this address"), "{e}");
+    assert!(e.contains("nothing was changed"), "{e}");
+    let e = fails(1, &["driver", "bind", "nvme", "pci:ffff:ff:1f.7"]);
+    assert!(e.contains("binding to nvme refused"), "{e}");
+    let e = fails(2, &["driver", "bind", "spdk", "0000:00:05.0"]);
+    assert!(e.contains("unknown driver \"spdk\"") && e.contains("vfio, uio or nvme"), "{e}");
+    let e = fails(2, &["driver", "bind", "vfio", "0000:00:20.0"]);
+    assert!(e.contains("device \"20\" is out of range"), "{e}");
+    let h = stdout(&ok(&["driver", "bind", "--help"], None));
+    for what in ["driver_override", "drivers_probe", "mounted", "vm.nr_hugepages", "IOMMU group", "not root"] {
+        assert!(h.contains(what), "`driver bind --help` does not explain {what}:\n{h}");
     }
 }

@@ -13,8 +13,36 @@ use std::mem::{ManuallyDrop, MaybeUninit};
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Ids of buffers whose memory belongs to an [`Owner`] rather than to the global
+/// allocator (DMA memory of a device) have this bit set; [`NEXT_ID`] never reaches it.
+const FOREIGN: u64 = 1 << 63;
+
+/// The owner of the memory of foreign buffers ([`Buffer::foreign`]): told when one is
+/// dropped, so that it can reuse the memory.
+pub(crate) trait Owner: Send + Sync {
+    /// The buffer with this id was dropped: its memory is the owner's again.
+    fn release(&self, id: u64);
+}
+
+/// The owners of the foreign buffers alive, by id. Taken when a foreign buffer is made
+/// or dropped (never on the I/O path).
+static OWNERS: Mutex<Vec<(u64, Arc<dyn Owner>)>> = Mutex::new(Vec::new());
+
+#[cold]
+fn release_foreign(id: u64) {
+    let owner = {
+        let mut owners = OWNERS.lock().unwrap_or_else(|e| e.into_inner());
+        owners.iter().position(|(i, _)| *i == id).map(|at| owners.swap_remove(at).1)
+    };
+    // Outside the lock: the owner may drop the last reference to its memory here.
+    if let Some(o) = owner {
+        o.release(id);
+    }
+}
 
 /// An owned, aligned, zero-initialised byte buffer.
 ///
@@ -121,6 +149,21 @@ impl Buffer {
         ManuallyDrop::new(Buffer { ptr, len, id: 0, align: Log2::of(1) })
     }
 
+    /// A buffer over memory that `owner` lends (DMA memory of a device), given back to
+    /// it when the buffer is dropped. Its alignment is 4 KiB; its capacity the length
+    /// rounded up to whole 4 KiB pages.
+    ///
+    /// # Safety
+    /// `ptr` must be 4 KiB-aligned, zeroed, and valid for reads and writes of `len`
+    /// rounded up to 4 KiB bytes until `owner.release(id)` is called with this buffer's
+    /// id, and nothing else may use that memory meanwhile.
+    pub(crate) unsafe fn foreign(ptr: NonNull<u8>, len: usize, owner: Arc<dyn Owner>) -> Buffer {
+        debug_assert!(ptr.as_ptr() as usize % GRANULE == 0);
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed) | FOREIGN;
+        OWNERS.lock().unwrap_or_else(|e| e.into_inner()).push((id, owner));
+        Buffer { ptr, len, id, align: Log2::of(GRANULE) }
+    }
+
     /// A buffer holding a copy of `bytes`, aligned to `align`.
     pub fn from_slice(bytes: &[u8], align: usize) -> Result<Buffer, String> {
         let mut b = Buffer::alloc(bytes.len(), align)?;
@@ -193,6 +236,9 @@ impl DerefMut for Buffer {
 
 impl Drop for Buffer {
     fn drop(&mut self) {
+        if self.id & FOREIGN != 0 {
+            return release_foreign(self.id);
+        }
         let base = self.ptr.as_ptr().wrapping_sub(self.offset());
         // SAFETY: base and this layout are exactly what with_alignment allocated: the
         // start is less than one alignment past the aligned base, the size follows from

@@ -132,6 +132,19 @@ pub enum Error {
         /// NVMe status, with the errno when the OS gave one.
         status: Status,
     },
+    /// Moving a PCI function to another kernel driver (`ioswitch driver bind`) was refused
+    /// before anything was changed, or failed; the reason says which, and what to do.
+    #[error("PCI {addr}: binding to {driver} {why}")]
+    Bind {
+        /// The PCI address.
+        addr: String,
+        /// The driver asked for (`vfio-pci`, `uio_pci_generic`, `nvme`).
+        driver: &'static str,
+        /// `refused: …` or `failed: …`, with the reason.
+        why: String,
+        /// The errno that says the same (EPERM, ENODEV, EBUSY, ENOMEM, ENOENT, …).
+        errno: i32,
+    },
     /// A failure inside the queue machinery (a syscall on the ring, a dead worker thread).
     #[error("{dev}: {iface} queue: {what}: {source}")]
     Queue {
@@ -154,6 +167,7 @@ impl Error {
             Error::Os { source, .. } | Error::Queue { source, .. } => source.raw_os_error(),
             Error::Command { status, .. } => status.errno(),
             Error::Busy { .. } | Error::InUse { .. } => Some(libc::EBUSY),
+            Error::Bind { errno, .. } => Some(*errno),
             Error::OutOfRange { .. } => Some(libc::ERANGE),
             Error::Unsupported { .. } => Some(libc::EOPNOTSUPP),
             Error::BadUri { .. }

@@ -41,7 +41,9 @@ pub use be::pmem::PmemInfo;
 pub use be::{Descriptor, Role};
 pub use buf::{Buffer, Data};
 pub use cmd::Cmd;
-pub use dev::{enumerate, Dax, DevKind, Device, Geometry, Ident, Interfaces, PmemSlice, Zoned, ZonedModel};
+pub use dev::{
+    enumerate, enumerate_pci, Dax, DevKind, Device, Geometry, Ident, Interfaces, PmemSlice, Zoned, ZonedModel,
+};
 pub use error::{Error, Result};
 pub use opts::{AdminIface, AsyncIface, MemIface, Opts, PsyncCall, SyncIface};
 pub use queue::{Completion, Queue, QueueStats, Rejected};

@@ -62,6 +62,8 @@ iface_enum!(
         Ramdisk = "ramdisk",
         /// NVMe ioctl passthrough.
         Nvme = "nvme",
+        /// The user-space NVMe driver over vfio-pci (a PCI address).
+        Vfio = "vfio",
         /// Completes every command at once and moves no data (the sync twin of async nil).
         Nil = "nil",
         /// A shared memory mapping of the file or block device: reads and writes are
@@ -90,6 +92,8 @@ iface_enum!(
         IoUringCmd = "io_uring_cmd",
         /// POSIX aio (aio_read/aio_write/aio_fsync).
         Posix = "posix",
+        /// The user-space NVMe driver over vfio-pci: a polled queue pair per queue.
+        Vfio = "vfio",
     }
 );
 
@@ -100,6 +104,8 @@ iface_enum!(
         Emulated = "emulated",
         /// NVMe admin ioctl passthrough.
         Nvme = "nvme",
+        /// The admin queue of the user-space NVMe driver.
+        Vfio = "vfio",
     }
 );
 
@@ -108,6 +114,8 @@ iface_enum!(
     MemIface, "mem", {
         /// Aligned heap memory.
         Posix = "posix",
+        /// Hugepages mapped into a PCI device's IOMMU (DMA memory of the vfio driver).
+        Vfio = "vfio",
     }
 );
 
@@ -213,10 +221,10 @@ pub struct Opts {
 
 /// Every key an option string accepts, with a one-line meaning (for `--help` texts).
 pub const KEYS: &[(&str, &str)] = &[
-    ("sync", "synchronous interface: psync, block, ramdisk, nvme, nil, mmap, pmem"),
-    ("async", "asynchronous interface: nil, emu, thrpool, libaio, io_uring, io_uring_cmd, posix"),
-    ("admin", "admin interface: emulated, nvme"),
-    ("mem", "buffer memory: posix"),
+    ("sync", "synchronous interface: psync, block, ramdisk, nvme, nil, mmap, pmem, vfio"),
+    ("async", "asynchronous interface: nil, emu, thrpool, libaio, io_uring, io_uring_cmd, posix, vfio"),
+    ("admin", "admin interface: emulated, nvme, vfio"),
+    ("mem", "buffer memory: posix, vfio"),
     ("nsid", "namespace id"),
     ("direct", "open with O_DIRECT"),
     ("rdonly", "open read-only"),

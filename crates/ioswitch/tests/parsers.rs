@@ -175,6 +175,9 @@ fn device_uris_parse_or_say_what_is_wrong() {
         "./1GiB",
         "/tmp/ioswitch-test.img",
         "disk.img",
+        "0000:00:05.0",
+        "pci:0000:00:1f.7",
+        "pci:10000:e1:00.0",
     ];
     let mut fz = Fuzz::new("uri::parse");
     let seed = 0x0051_u64;
@@ -228,12 +231,24 @@ fn device_uris_parse_or_say_what_is_wrong() {
                 assert_eq!(uri::parse(&format!("ramdisk:{n}")).ok(), Some(Target::Ramdisk(*n)), "{place}");
                 assert_eq!(uri::parse(&fmt_size(*n)).ok(), Some(Target::Ramdisk(*n)), "{place}");
             }
+            Ok(Target::Pci(a)) => {
+                // The address as sysfs writes it parses back, with and without the prefix;
+                // it differs from the input only in case and a domain's leading zeros.
+                let bare = s.strip_prefix("pci:").unwrap_or(&s).to_ascii_lowercase();
+                let shown = a.to_string();
+                assert_eq!(shown[shown.len() - 7..], bare[bare.len() - 7..], "{place}");
+                assert_eq!(uri::parse(&format!("pci:{a}")).ok(), Some(Target::Pci(*a)), "{place}");
+                assert_eq!(uri::parse(&format!("pci:{bare}")).ok(), Some(Target::Pci(*a)), "{place}");
+            }
             Err(e) => {
                 let msg = e.to_string();
                 assert!(msg.contains(&format!("{s:?}")), "{place}: the error does not name the URI: {msg}");
                 assert!(matches!(e, ioswitch::Error::BadUri { .. }), "{place}: {e:?}");
                 if let Some(size) = s.strip_prefix("ramdisk:") {
                     assert!(reading_as_size(size).is_err(), "{place}: a good ramdisk size refused: {msg}");
+                } else if s.starts_with("pci:") || msg.contains("PCI") {
+                    assert!(msg.contains("PCI"), "{place}: a bad PCI address without the word: {msg}");
+                    assert!(!std::path::Path::new(&s).exists(), "{place}: an existing path refused: {msg}");
                 } else if !s.is_empty() && !s.contains("://") {
                     assert!(digit_start && reading_as_size(&s).is_err(), "{place}: refused: {msg}");
                 }

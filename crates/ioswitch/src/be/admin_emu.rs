@@ -33,7 +33,7 @@ pub(crate) const DESCRIPTOR: Descriptor = Descriptor::new(
     "emulated",
     Role::Admin,
     "identify data emulated from stat, sysfs and block ioctls",
-    |_| None,
+    super::not_pci,
     Build::Admin(|dev| Ok(Box::new(AdminEmu::new(dev)))),
 )
 .defaults(&[DevKind::File, DevKind::Block, DevKind::Ramdisk, DevKind::DevDax]);
@@ -65,6 +65,7 @@ fn kind_word(kind: DevKind) -> &'static str {
         DevKind::NvmeCtrl => "nvme-ctrl",
         DevKind::Ramdisk => "ramdisk",
         DevKind::DevDax => "devdax",
+        DevKind::NvmePci => "nvme-pci",
     }
 }
 

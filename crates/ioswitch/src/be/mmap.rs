@@ -25,6 +25,7 @@ pub(crate) const DESCRIPTOR: Descriptor = Descriptor::new(
         DevKind::File | DevKind::Block | DevKind::NvmeBlock => None,
         DevKind::Ramdisk => Some("a ramdisk is memory already; use sync=ramdisk"),
         DevKind::DevDax => Some("a devdax device is persistent memory, mapped with its alignment by sync=pmem"),
+        DevKind::NvmePci => Some(super::vfio::PCI_ONLY_VFIO),
         _ => Some("only files and block devices can be memory-mapped"),
     },
     Build::Sync(|dev| Ok(Box::new(Mmap::new(dev)?))),

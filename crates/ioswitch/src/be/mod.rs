@@ -21,6 +21,7 @@ pub(crate) mod ramdisk;
 pub(crate) mod testutil;
 pub(crate) mod thrpool;
 pub(crate) mod uring;
+pub(crate) mod vfio;
 pub(crate) mod zoned;
 
 use crate::buf::{Buffer, Data};
@@ -122,6 +123,7 @@ pub(crate) enum Backend {
     Libaio(Box<libaio::Libaio>),
     Posix(Box<posix_aio::PosixAio>),
     Thrpool(Box<thrpool::Thrpool>),
+    Vfio(Box<vfio::VfioQueue>),
 }
 
 /// Calls a method on the interface's queue: one `match`, inlined into
@@ -136,6 +138,7 @@ macro_rules! dispatch {
             Backend::Libaio($q) => $e,
             Backend::Posix($q) => $e,
             Backend::Thrpool($q) => $e,
+            Backend::Vfio($q) => $e,
         }
     };
 }
@@ -155,6 +158,7 @@ macro_rules! dispatch_reap {
             Backend::Libaio($q) => $e,
             Backend::IoUring($q) => $e,
             Backend::IoUringCmd($q) => $e,
+            Backend::Vfio($q) => $e,
             other => {
                 let mut g: &mut dyn FnMut(Completion) = $f;
                 let $f = &mut g;
@@ -311,10 +315,19 @@ pub(crate) fn always() -> bool {
 }
 
 /// The refusal of an interface that serves every kind of device with I/O: all but a
-/// controller.
+/// controller (and a PCI device, which only vfio drives).
 pub(crate) fn controller_only(kind: DevKind) -> Option<&'static str> {
     match kind {
         DevKind::NvmeCtrl => Some("an NVMe controller takes admin commands only"),
+        DevKind::NvmePci => Some(vfio::PCI_ONLY_VFIO),
+        _ => None,
+    }
+}
+
+/// The refusal of an interface that serves every kind of device but a PCI device.
+pub(crate) fn not_pci(kind: DevKind) -> Option<&'static str> {
+    match kind {
+        DevKind::NvmePci => Some(vfio::PCI_ONLY_VFIO),
         _ => None,
     }
 }
@@ -328,6 +341,7 @@ pub(crate) fn needs_fd(kind: DevKind) -> Option<&'static str> {
         DevKind::Ramdisk => Some("a ramdisk has no file descriptor; use async=emu or async=thrpool"),
         DevKind::NvmeChar => Some("needs a file or block device; use io_uring_cmd or nvme on /dev/ngXnY"),
         DevKind::DevDax => Some(DEVDAX_ONLY_PMEM),
+        DevKind::NvmePci => Some(vfio::PCI_ONLY_VFIO),
     }
 }
 
@@ -342,6 +356,7 @@ pub(crate) static TABLE: &[&Descriptor] = &[
     &psync::BLOCK,
     &ramdisk::DESCRIPTOR,
     &nvme::SYNC,
+    &vfio::SYNC,
     &nil::SYNC,
     &mmap::DESCRIPTOR,
     &pmem::DESCRIPTOR,
@@ -352,14 +367,17 @@ pub(crate) static TABLE: &[&Descriptor] = &[
     &libaio::DESCRIPTOR,
     &posix_aio::DESCRIPTOR,
     &thrpool::DESCRIPTOR,
+    &vfio::ASYNC,
     &admin_emu::DESCRIPTOR,
     &nvme::ADMIN,
+    &vfio::ADMIN,
     &MEM_POSIX,
+    &vfio::MEM,
 ];
 
 /// `mem=posix`: aligned heap memory.
 pub(crate) const MEM_POSIX: Descriptor =
-    Descriptor::new("posix", Role::Mem, "aligned heap memory", |_| None, Build::Mem)
+    Descriptor::new("posix", Role::Mem, "aligned heap memory", not_pci, Build::Mem)
         .defaults(&[
             DevKind::File,
             DevKind::Block,
@@ -477,9 +495,10 @@ impl Limits {
             nlbas,
             bytes,
             max_transfer: g.max_transfer.min(bytes),
-            read: !dev.opts.wronly,
+            // A PCI device's buffers must be its DMA memory: prepare checks that.
+            read: !dev.opts.wronly && dev.vfio.is_none(),
             // Writes to a guarded device take prepare, which refuses them.
-            write: !dev.opts.rdonly && dev.ident.in_use.is_none(),
+            write: !dev.opts.rdonly && dev.ident.in_use.is_none() && dev.vfio.is_none(),
             off_mask: if direct { g.dio_offset_align as u64 - 1 } else { 0 },
             mem_mask: if direct { g.dio_mem_align as u64 - 1 } else { 0 },
         }
@@ -545,6 +564,7 @@ enum Why {
     Misaligned { what: &'static str, value: u64, align: u64 },
     PassthruBuffer(usize),
     InUse,
+    NotDma(usize),
 }
 
 #[inline]
@@ -634,6 +654,11 @@ fn check(dev: &Inner, cmd: &Cmd, bufs: &[Buffer]) -> Result<Io, Why> {
             passthru_buffers(bufs)?;
         }
         _ => {}
+    }
+    if dev.vfio.is_some() {
+        if let Some(i) = vfio::not_dma(dev, bufs) {
+            return Err(Why::NotDma(i));
+        }
     }
     Ok(io)
 }
@@ -746,6 +771,7 @@ fn refuse(dev: &Inner, cmd: &Cmd, bufs: &[Buffer], why: Why) -> Error {
             Error::BufferSize { dev: dev.uri.clone(), what: static_name(cmd), need, have }
         }
         Why::Misaligned { what, value, align } => Error::Misaligned { dev: dev.uri.clone(), what, value, align },
+        Why::NotDma(i) => bad(not_dma_why(i, &bufs[i])),
         Why::PassthruBuffer(i) => bad(format!(
             "NVMe passthrough needs page-aligned buffers that own whole pages (the device may write whole \
              pages); buffer {i} at {:#x} of {} bytes is not; allocate it with Device::alloc",
@@ -753,6 +779,16 @@ fn refuse(dev: &Inner, cmd: &Cmd, bufs: &[Buffer], why: Why) -> Error {
             bufs[i].len()
         )),
     }
+}
+
+/// Why a buffer is refused on a PCI device.
+pub(crate) fn not_dma_why(i: usize, b: &Buffer) -> String {
+    format!(
+        "buffer {i} at {:#x} ({} bytes) is not DMA memory of this device: the controller could not reach it; \
+         allocate it with Device::alloc on this device (mem=vfio)",
+        b.as_ptr() as usize,
+        b.len()
+    )
 }
 
 /// Bytes a read or write command transfers.
@@ -917,7 +953,7 @@ mod tests {
     #[test]
     fn every_kind_gets_an_admin_and_memory_interface_by_default_and_defaults_can_serve_it() {
         use DevKind::*;
-        for kind in [File, Block, NvmeBlock, NvmeChar, NvmeCtrl, Ramdisk] {
+        for kind in [File, Block, NvmeBlock, NvmeChar, NvmeCtrl, Ramdisk, NvmePci] {
             assert!(default_for(Role::Admin, kind).is_some(), "{kind:?} has no default admin interface");
             assert!(default_for(Role::Mem, kind).is_some(), "{kind:?} has no default memory interface");
             for d in TABLE.iter().filter(|d| d.default_for.contains(&kind)) {
@@ -926,8 +962,17 @@ mod tests {
         }
         // Only a controller has no I/O interface.
         assert!(default_for(Role::Sync, NvmeCtrl).is_none() && default_for(Role::Async, NvmeCtrl).is_none());
-        for kind in [File, Block, NvmeBlock, NvmeChar, Ramdisk] {
+        for kind in [File, Block, NvmeBlock, NvmeChar, Ramdisk, NvmePci] {
             assert!(default_for(Role::Sync, kind).is_some() && default_for(Role::Async, kind).is_some(), "{kind:?}");
+        }
+        // A PCI device is the user-space driver's alone, and the driver serves nothing else.
+        for d in TABLE {
+            assert_eq!((d.refusal)(NvmePci).is_none(), d.name == "vfio", "{} on a PCI device", d.option());
+            if d.name == "vfio" {
+                for kind in [File, Block, NvmeBlock, NvmeChar, NvmeCtrl, Ramdisk] {
+                    assert!((d.refusal)(kind).is_some(), "{} serves {kind:?}", d.option());
+                }
+            }
         }
     }
 

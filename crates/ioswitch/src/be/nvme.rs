@@ -51,6 +51,7 @@ pub(crate) const SYNC: Descriptor = Descriptor::new(
         DevKind::NvmeCtrl => {
             Some("an NVMe controller takes admin commands only; open a namespace (/dev/nvmeXnY or /dev/ngXnY) for I/O")
         }
+        DevKind::NvmePci => Some(super::vfio::PCI_ONLY_VFIO),
         _ => Some("NVMe ioctls need an NVMe device (/dev/nvmeXnY or /dev/ngXnY)"),
     },
     Build::Sync(|dev| {
@@ -67,6 +68,7 @@ pub(crate) const ADMIN: Descriptor = Descriptor::new(
     "NVMe admin ioctl passthrough",
     |kind| match kind {
         DevKind::NvmeBlock | DevKind::NvmeChar | DevKind::NvmeCtrl => None,
+        DevKind::NvmePci => Some(super::vfio::PCI_ONLY_VFIO),
         _ => Some("NVMe admin commands need an NVMe device"),
     },
     Build::Admin(|dev| {

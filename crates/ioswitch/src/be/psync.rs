@@ -36,6 +36,7 @@ pub(crate) const PSYNC: Descriptor = Descriptor::new(
         DevKind::NvmeChar => Some("an NVMe generic char device has no read/write; use sync=nvme"),
         DevKind::NvmeCtrl => Some("an NVMe controller takes admin commands only"),
         DevKind::DevDax => Some(super::DEVDAX_ONLY_PMEM),
+        DevKind::NvmePci => Some(super::vfio::PCI_ONLY_VFIO),
     },
     Build::Sync(|dev| Ok(Box::new(Psync::new(dev, false)))),
 )
@@ -58,6 +59,7 @@ pub(crate) const BLOCK: Descriptor = Descriptor::new(
         DevKind::Ramdisk => Some("a ramdisk has no file descriptor; use sync=ramdisk"),
         DevKind::NvmeChar => Some("block-layer ioctls need a block device"),
         DevKind::DevDax => Some(super::DEVDAX_ONLY_PMEM),
+        DevKind::NvmePci => Some(super::vfio::PCI_ONLY_VFIO),
     },
     Build::Sync(|dev| Ok(Box::new(Psync::new(dev, true)))),
 )

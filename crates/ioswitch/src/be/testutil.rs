@@ -84,6 +84,7 @@ pub(crate) fn behind_readonly_fd(dev: &Device, t: &Temp) -> Arc<Inner> {
         fd: Some(ro),
         sync: None,
         admin: None,
+        vfio: None,
     })
 }
 

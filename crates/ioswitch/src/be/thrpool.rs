@@ -509,7 +509,7 @@ mod tests {
             mem: MemIface::Posix,
         };
         let opts = Opts { threads: Some(2), ..Opts::default() };
-        Inner { uri: uri.into(), ident, geo, ifaces, opts, fd: None, sync, admin: None }
+        Inner { uri: uri.into(), ident, geo, ifaces, opts, fd: None, sync, admin: None, vfio: None }
     }
 
     #[test]

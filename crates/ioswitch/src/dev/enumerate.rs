@@ -1,9 +1,11 @@
-//! Enumeration: the block, NVMe and devdax devices of this machine, from sysfs.
+//! Enumeration: the block, NVMe and devdax devices of this machine, and its PCI NVMe
+//! controllers whatever driver holds them, from sysfs.
 
 use super::open::is_nvme_ns_name;
 use super::{os, Dax, DevKind, ZonedModel};
 use crate::error::Result;
-use crate::sys::sysfs;
+use crate::sys::{pci, sysfs};
+use crate::uri::PciAddr;
 use serde::Serialize;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -119,6 +121,67 @@ pub fn enumerate() -> Result<Vec<Listing>> {
     Ok(out)
 }
 
+/// A PCI NVMe controller found by [`enumerate_pci`]: where it is, which driver holds it,
+/// and what binding it to another driver would take away.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PciController {
+    /// Its PCI address.
+    pub addr: PciAddr,
+    /// PCI vendor id.
+    pub vendor: u16,
+    /// PCI device id.
+    pub device: u16,
+    /// The kernel driver bound to it: `nvme`, `vfio-pci`, `uio_pci_generic`, another, or
+    /// none.
+    pub driver: Option<String>,
+    /// Its IOMMU group; none when the kernel has no IOMMU for it (then vfio-pci cannot
+    /// take it).
+    pub iommu_group: Option<u32>,
+    /// The other PCI functions in its IOMMU group (vfio-pci takes a group whole).
+    pub group_peers: Vec<PciAddr>,
+    /// The controller the kernel's nvme driver made of it (`/dev/nvme1`) while bound to
+    /// nvme.
+    pub controller: Option<PathBuf>,
+    /// The block devices of its namespaces (`/dev/nvme1n1`, …) while bound to nvme.
+    pub namespaces: Vec<PathBuf>,
+}
+
+/// Lists the PCI functions of class NVM Express (0x010802) on this machine, from
+/// `/sys/bus/pci/devices`, with their driver and IOMMU group. A machine without a PCI bus
+/// in sysfs has none.
+pub fn enumerate_pci() -> Result<Vec<PciController>> {
+    let addrs = match pci::addresses() {
+        Ok(a) => a,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(os(&sysfs::root().join("bus/pci/devices").display().to_string(), "list PCI devices", e)),
+    };
+    let dev = |p: &PathBuf| p.file_name().map(|n| Path::new("/dev").join(n));
+    Ok(addrs
+        .into_iter()
+        .filter_map(pci::function)
+        .filter(|f| f.class == pci::NVME_CLASS)
+        .map(|f| {
+            let ctrls = pci::nvme_controllers(&f);
+            PciController {
+                addr: f.addr,
+                vendor: f.vendor,
+                device: f.device,
+                driver: f.driver.clone(),
+                iommu_group: f.iommu_group,
+                group_peers: f
+                    .iommu_group
+                    .map(pci::group_members)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|a| *a != f.addr)
+                    .collect(),
+                controller: ctrls.first().and_then(dev),
+                namespaces: ctrls.iter().flat_map(|c| pci::namespaces(c)).filter_map(|n| dev(&n)).collect(),
+            }
+        })
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,5 +236,30 @@ mod tests {
             (DevKind::NvmeChar, 128 << 20, 512, ZonedModel::HostManaged)
         );
         assert_eq!((list[4].kind, list[4].model.as_deref()), (DevKind::NvmeCtrl, Some("QEMU NVMe Ctrl")));
+    }
+
+    #[test]
+    fn pci_enumeration_lists_nvme_controllers_with_driver_group_and_namespaces() {
+        let t = sysfs::Tree::new("enum-pci");
+        let kernel = pci::canned(&t, "0000:00:04.0", pci::NVME_CLASS, (0x1b36, 0x0010), Some("nvme"), Some(3));
+        pci::canned(&t, "0000:00:05.0", pci::NVME_CLASS, (0x1b36, 0x0010), Some("vfio-pci"), Some(4));
+        pci::canned(&t, "0000:00:06.0", pci::NVME_CLASS, (0x8086, 0x0953), None, None);
+        pci::canned(&t, "0000:00:07.0", 0x01_06_01, (0x8086, 0x2922), Some("ahci"), Some(4));
+        let c = format!("{kernel}/nvme/nvme0");
+        t.dir(&format!("{c}/nvme0n1/queue")).file(&format!("{c}/nvme0n1/nsid"), "1");
+        t.dir(&format!("{c}/nvme0n2/queue")).file(&format!("{c}/nvme0n2/nsid"), "2");
+        let list = sysfs::with_root(&t.root, enumerate_pci).unwrap();
+        let addrs: Vec<String> = list.iter().map(|c| c.addr.to_string()).collect();
+        assert_eq!(addrs, ["0000:00:04.0", "0000:00:05.0", "0000:00:06.0"], "the AHCI function is not NVMe");
+        assert_eq!((list[0].driver.as_deref(), list[0].iommu_group), (Some("nvme"), Some(3)));
+        assert_eq!(list[0].controller.as_deref(), Some(Path::new("/dev/nvme0")));
+        assert_eq!(list[0].namespaces, [PathBuf::from("/dev/nvme0n1"), PathBuf::from("/dev/nvme0n2")]);
+        assert!(list[0].group_peers.is_empty());
+        assert_eq!((list[1].driver.as_deref(), list[1].iommu_group), (Some("vfio-pci"), Some(4)));
+        assert_eq!(list[1].group_peers, ["0000:00:07.0".parse::<PciAddr>().unwrap()], "a peer in its group");
+        assert_eq!((list[1].controller.as_ref(), list[1].namespaces.len()), (None, 0));
+        assert_eq!((list[2].driver.as_ref(), list[2].iommu_group, list[2].vendor), (None, None, 0x8086));
+        let none = sysfs::Tree::new("enum-nopci");
+        assert_eq!(sysfs::with_root(&none.root, enumerate_pci).unwrap(), [], "no PCI bus, no controllers");
     }
 }

@@ -1,5 +1,6 @@
 //! Devices: opening, kinds, geometry, identity, and enumeration.
 
+mod bind;
 mod enumerate;
 mod geometry;
 pub(crate) mod guard;
@@ -8,6 +9,8 @@ mod pmem;
 
 pub use enumerate::{enumerate, Listing};
 pub use pmem::{Dax, PmemSlice};
+pub use bind::{bind_driver, Binding, PciDriver};
+pub use enumerate::{enumerate, enumerate_pci, Listing, PciController};
 
 use crate::be::{self, AdminIo, Role, SyncIo};
 use crate::buf::Buffer;
@@ -44,6 +47,9 @@ pub enum DevKind {
     /// A device-DAX character device, `/dev/daxX.Y`: persistent memory that is only
     /// mapped (no read/write system calls).
     DevDax,
+    /// A namespace of an NVMe controller given by its PCI address, driven by the
+    /// user-space driver (`vfio`).
+    NvmePci,
 }
 
 impl DevKind {
@@ -57,6 +63,7 @@ impl DevKind {
             DevKind::NvmeCtrl => "NVMe controller",
             DevKind::Ramdisk => "ramdisk",
             DevKind::DevDax => "devdax character device",
+            DevKind::NvmePci => "NVMe PCI device",
         }
     }
 }
@@ -172,6 +179,8 @@ pub(crate) struct Inner {
     pub fd: Option<OwnedFd>,
     pub sync: Option<Box<dyn SyncIo>>,
     pub admin: Option<Box<dyn AdminIo>>,
+    /// The user-space driver's controller, for a PCI device.
+    pub vfio: Option<Arc<be::vfio::ctrl::Ctrl>>,
 }
 
 impl Inner {
@@ -214,9 +223,15 @@ impl Device {
     pub fn open(uri: &str, opts: &Opts) -> Result<Device> {
         opts.validate()?;
         let target = uri::parse(uri)?;
+        let mut vfio = None;
         let (kind, fd, geo, ident) = match target {
             Target::Ramdisk(bytes) => open::open_ramdisk(uri, bytes, opts)?,
             Target::Path(p) => open::open_path(uri, &p, opts)?,
+            Target::Pci(addr) => {
+                let (ctrl, opened) = open::open_pci(uri, &addr.to_string(), opts)?;
+                vfio = Some(ctrl);
+                opened
+            }
         };
         let ifaces = Interfaces {
             sync: opts.sync.or_else(|| default_iface(Role::Sync, kind)),
@@ -225,7 +240,7 @@ impl Device {
             mem: opts.mem.or_else(|| default_iface(Role::Mem, kind)).unwrap_or(MemIface::Posix),
         };
         let mut inner =
-            Inner { uri: uri.to_string(), ident, geo, ifaces, opts: opts.clone(), fd, sync: None, admin: None };
+            Inner { uri: uri.to_string(), ident, geo, ifaces, opts: opts.clone(), fd, sync: None, admin: None, vfio };
         if let Some(s) = ifaces.sync {
             if let Some(why) = refusal(Role::Sync, s.as_str(), kind) {
                 return Err(inner.unsupported(&format!("sync={s}"), why));
@@ -245,6 +260,9 @@ impl Device {
         }
         if let Some(why) = refusal(Role::Admin, ifaces.admin.as_str(), kind) {
             return Err(inner.unsupported(&format!("admin={}", ifaces.admin), why));
+        }
+        if let Some(why) = refusal(Role::Mem, ifaces.mem.as_str(), kind) {
+            return Err(inner.unsupported(&format!("mem={}", ifaces.mem), why));
         }
         inner.admin = Some(be::new_admin(&inner, ifaces.admin)?);
         check_tunables(&inner)?;
@@ -276,6 +294,12 @@ impl Device {
     /// Allocates a zeroed buffer of `nbytes`, aligned for this device (its LBA size, its
     /// direct-I/O alignment and the page size).
     pub fn alloc(&self, nbytes: usize) -> Result<Buffer> {
+        if let (MemIface::Vfio, Some(ctrl)) = (self.inner.ifaces.mem, &self.inner.vfio) {
+            return ctrl
+                .pool
+                .buffer(nbytes)
+                .map_err(|e| os(&self.inner.uri, format!("allocating a {nbytes}-byte DMA buffer"), e));
+        }
         Buffer::alloc(nbytes, self.buffer_align()).map_err(|why| {
             os(
                 &self.inner.uri,
@@ -344,6 +368,14 @@ impl Device {
         if iface == AdminIface::Nvme {
             be::check_passthru_bufs(&self.inner, cmd, bufs)?;
             admin_guard(&self.inner, cmd)?;
+        }
+        if let Some(i) = be::vfio::not_dma(&self.inner, bufs) {
+            return Err(Error::BadCommand {
+                dev: self.inner.uri.clone(),
+                iface: "admin",
+                what: cmd.describe(),
+                why: be::not_dma_why(i, &bufs[i]),
+            });
         }
         admin.admin(cmd, bufs).map_err(|status| Error::Command {
             dev: self.inner.uri.clone(),
@@ -431,4 +463,19 @@ fn check_tunables(d: &Inner) -> Result<()> {
         return Err(d.unsupported("direct=1", "a ramdisk has no page cache to bypass"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opening_a_pci_address_is_refused_with_the_reason_until_a_driver_serves_it() {
+        for uri in ["0000:00:05.0", "pci:0000:00:05.0"] {
+            let e = Device::open(uri, &Opts::default()).unwrap_err();
+            let msg = e.to_string();
+            assert!(matches!(e, Error::BadUri { .. }), "{uri}: {e:?}");
+            assert!(msg.contains(uri) && msg.contains("PCI address 0000:00:05.0") && msg.contains("vfio"), "{msg}");
+        }
+    }
 }

@@ -280,6 +280,50 @@ fn open_devdax(uri: &str, path: &Path, opts: &Opts, rdev: u64) -> Result<(DevKin
     Ok((DevKind::DevDax, Some(fd), geo, ident))
 }
 
+/// Opens the NVMe controller at PCI address `addr` through the user-space driver and
+/// identifies the namespace `nsid=` names (default: the first active one). Buffers must
+/// be its DMA memory, so there is no direct-I/O alignment beyond the PRP rule (dwords).
+#[allow(clippy::type_complexity)]
+pub(super) fn open_pci(
+    uri: &str,
+    addr: &str,
+    opts: &Opts,
+) -> Result<(std::sync::Arc<be::vfio::ctrl::Ctrl>, (DevKind, Option<OwnedFd>, Geometry, Ident))> {
+    if opts.create || opts.truncate || opts.size.is_some() {
+        return Err(Error::BadOpt {
+            key: "create/truncate/size".into(),
+            why: format!("apply to regular files; {uri} is a PCI device"),
+        });
+    }
+    let (ctrl, info) = be::vfio::open(uri, addr, opts.nsid)?;
+    let kind = DevKind::NvmePci;
+    let mut ident = Ident {
+        uri: uri.into(),
+        path: None,
+        kind,
+        nsid: info.nsid,
+        driver: Some("vfio-pci".into()),
+        block_name: None,
+        model: None,
+        serial: None,
+        in_use: None,
+        dax: None,
+    };
+    let mut geo = Geometry {
+        lba_size: 512,
+        nlbas: 0,
+        bytes: 0,
+        max_transfer: 0,
+        dio_mem_align: 4,
+        dio_offset_align: 512,
+        zoned: ZonedModel::None,
+        zones: None,
+    };
+    geometry::apply_ns_info(uri, opts, &info, &mut geo, &mut ident)?;
+    ident.driver = Some("vfio-pci".into());
+    Ok((ctrl, (kind, None, geo, ident)))
+}
+
 fn base_ident(uri: &str, path: &Path, kind: DevKind, opts: &Opts) -> Ident {
     Ident {
         uri: uri.into(),

@@ -6,7 +6,9 @@
 //! reads and writes, fallocate, fdatasync, discard), [`blkzone`] (the zone ioctls),
 //! [`mem`] (shared mappings), [`pmem`] (persistent-memory mappings and durable stores),
 //! [`nvme`] (the NVMe driver's ioctls), [`aio`] (Linux AIO) and [`posix_aio`] (glibc's
-//! POSIX aio), the last two owning what the kernel or glibc holds until it is done.
+//! POSIX aio), the last two owning what the kernel or glibc holds until it is done;
+//! [`pci`] (PCI functions and their drivers, in sysfs), [`vfio`] (VFIO containers, groups,
+//! devices, BARs, DMA mappings and hugepage memory).
 
 // The raw-call layer: every unsafe block of the crate outside buf.rs is here or in the
 // io_uring ring core, which says why it is not yet.
@@ -17,9 +19,11 @@ pub(crate) mod blkzone;
 pub(crate) mod io;
 pub(crate) mod mem;
 pub(crate) mod nvme;
+pub(crate) mod pci;
 pub(crate) mod pmem;
 pub(crate) mod posix_aio;
 pub(crate) mod sysfs;
+pub(crate) mod vfio;
 
 use std::ffi::CStr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -74,6 +78,12 @@ pub(crate) fn fstat(fd: &impl AsRawFd) -> std::io::Result<libc::stat> {
 pub(crate) fn cpus_online() -> libc::c_long {
     // SAFETY: sysconf has no memory-safety preconditions.
     unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }
+}
+
+/// The effective user id of this process (geteuid(2)).
+pub(crate) fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
 }
 
 /// The 64 bytes of an NVMe submission entry, in place.

@@ -76,6 +76,7 @@ pub(crate) const DESCRIPTOR: Descriptor = Descriptor::new(
             "IORING_OP_URING_CMD NVMe passthrough runs on the namespace's generic char device (/dev/ngXnY), \
              not its block device; use async=io_uring here",
         ),
+        DevKind::NvmePci => Some(crate::be::vfio::PCI_ONLY_VFIO),
         _ => Some("IORING_OP_URING_CMD NVMe passthrough needs an NVMe generic char device (/dev/ngXnY)"),
     },
     Build::Async { probe, queue: new_queue },

@@ -1,0 +1,393 @@
+//! The controller: VFIO setup of a PCI function, reset and enable with CAP.TO timeouts,
+//! the admin queue (commands serialised by a lock), Identify, Set Features Number of
+//! Queues, creation and deletion of I/O queue pairs, and shutdown notification on close.
+
+use super::mem::{Dma, Pool, PAGE};
+use super::prp;
+use super::qpair::QueuePair;
+use super::regs::{self, Cap};
+use crate::buf::Buffer;
+use crate::error::Error;
+use crate::spec::idfy::{cns, IdCtrl, IDENTIFY_LEN};
+use crate::spec::{errno_to_status, Sqe, Status};
+use crate::sys::vfio::{self, Bar, Container, Group};
+use std::io;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Admin queue entries.
+const ADMIN_ENTRIES: u16 = 32;
+/// I/O queues asked for with Set Features Number of Queues.
+const WANT_QUEUES: u16 = 64;
+/// How long an admin command may take (TCG guests are slow; real controllers answer in
+/// milliseconds).
+const ADMIN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Admin opcodes the driver sends itself.
+mod aopc {
+    pub const DELETE_SQ: u8 = 0x00;
+    pub const CREATE_SQ: u8 = 0x01;
+    pub const DELETE_CQ: u8 = 0x04;
+    pub const CREATE_CQ: u8 = 0x05;
+    pub const SET_FEATURES: u8 = 0x09;
+}
+/// Feature: Number of Queues.
+const FID_NUM_QUEUES: u32 = 0x07;
+
+struct Admin {
+    qp: QueuePair,
+    /// A page for identify data the driver reads itself.
+    page: Dma,
+    next_cid: u16,
+}
+
+/// One NVMe controller driven from user space through VFIO.
+pub(crate) struct Ctrl {
+    /// Its PCI address.
+    pub addr: String,
+    bar: Bar,
+    pub cap: Cap,
+    admin: Mutex<Admin>,
+    /// I/O queue ids in use (index = qid - 1), as many as the controller granted.
+    qids: Mutex<Vec<bool>>,
+    /// Identify Controller.
+    pub id: IdCtrl,
+    pub(crate) pool: Pool,
+    _dev: vfio::Device,
+    _group: Group,
+    _container: Arc<Container>,
+}
+
+fn err(addr: &str, what: impl Into<String>, source: io::Error) -> Error {
+    Error::Os { dev: addr.into(), what: what.into(), source }
+}
+
+fn other(addr: &str, what: impl Into<String>, why: impl Into<String>) -> Error {
+    err(addr, what, io::Error::other(why.into()))
+}
+
+/// The IOMMU group of a PCI function, and the driver it is bound to, from sysfs.
+fn group_of(addr: &str) -> Result<u32, Error> {
+    let dir = crate::sys::sysfs::root().join("bus/pci/devices").join(addr);
+    if !dir.exists() {
+        return Err(other(addr, "find the PCI device", format!("no PCI device {addr} ({} is missing)", dir.display())));
+    }
+    let driver = std::fs::read_link(dir.join("driver"))
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
+    if driver.as_deref() != Some("vfio-pci") {
+        return Err(other(
+            addr,
+            "open through vfio-pci",
+            format!(
+                "the device is bound to {}, not vfio-pci: bind it first (`ioswitch driver bind vfio {addr}`, or \
+                 driver_override + drivers_probe in sysfs)",
+                driver.as_deref().unwrap_or("no driver")
+            ),
+        ));
+    }
+    let link = std::fs::read_link(dir.join("iommu_group")).map_err(|_| {
+        other(addr, "find its IOMMU group", "the device has no IOMMU group: vfio needs an IOMMU (intel_iommu=on)")
+    })?;
+    link.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| other(addr, "find its IOMMU group", format!("unexpected iommu_group link {}", link.display())))
+}
+
+fn wait_for(bar: &Bar, timeout: Duration, done: impl Fn(u32) -> bool) -> Option<u32> {
+    let start = Instant::now();
+    loop {
+        let csts = bar.read32(regs::CSTS);
+        if done(csts) {
+            return Some(csts);
+        }
+        if start.elapsed() > timeout {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+impl Ctrl {
+    /// Takes the controller at `addr` (bound to vfio-pci): VFIO container and group,
+    /// bus mastering, BAR0, reset, admin queue, enable, Identify Controller, and the
+    /// number of I/O queues.
+    pub(crate) fn open(addr: &str) -> Result<Ctrl, Error> {
+        if !Path::new("/dev/vfio/vfio").exists() {
+            return Err(other(addr, "open /dev/vfio/vfio", "no VFIO in this kernel (modprobe vfio-pci)"));
+        }
+        let group_no = group_of(addr)?;
+        let container = Arc::new(Container::open().map_err(|e| err(addr, "open the VFIO container", e))?);
+        let group = Group::open(group_no).map_err(|e| err(addr, format!("open /dev/vfio/{group_no}"), e))?;
+        if !group.viable().map_err(|e| err(addr, "VFIO_GROUP_GET_STATUS", e))? {
+            return Err(other(
+                addr,
+                "use its IOMMU group",
+                format!("IOMMU group {group_no} has devices not bound to vfio-pci; bind all of them"),
+            ));
+        }
+        group.set_container(&container).map_err(|e| err(addr, "VFIO_GROUP_SET_CONTAINER", e))?;
+        container.set_iommu().map_err(|e| err(addr, "VFIO_SET_IOMMU (type1v2)", e))?;
+        let dev = group.device(addr).map_err(|e| err(addr, "VFIO_GROUP_GET_DEVICE_FD", e))?;
+        // Memory space and bus mastering on (PCI command register, config offset 4).
+        let cfg = dev.region(vfio::CONFIG_REGION).map_err(|e| err(addr, "config space region info", e))?;
+        let mut cmd = [0u8; 2];
+        dev.read_region(&cfg, 4, &mut cmd).map_err(|e| err(addr, "read the PCI command register", e))?;
+        let v = u16::from_le_bytes(cmd) | 0x2 | 0x4;
+        dev.write_region(&cfg, 4, &v.to_le_bytes()).map_err(|e| err(addr, "enable bus mastering", e))?;
+        let r = dev.region(vfio::BAR0_REGION).map_err(|e| err(addr, "BAR0 region info", e))?;
+        let bar = dev.map(&r).map_err(|e| err(addr, "mmap BAR0", e))?;
+        let cap = Cap::decode(bar.read64(regs::CAP));
+        if cap.mps_min > PAGE as u64 {
+            return Err(other(addr, "configure", format!("the controller's minimum page is {} bytes", cap.mps_min)));
+        }
+        let timeout = Duration::from_millis(cap.timeout_ms.max(500));
+        // Reset: disable and wait for RDY to clear.
+        if bar.read32(regs::CC) & 1 != 0 {
+            bar.write32(regs::CC, 0);
+        }
+        if wait_for(&bar, timeout, |s| s & regs::CSTS_RDY == 0).is_none() {
+            return Err(other(addr, "reset", format!("CSTS.RDY stayed set for {} ms (CAP.TO)", cap.timeout_ms)));
+        }
+        let pool = Pool::new(container.clone());
+        let qp =
+            QueuePair::new(&pool, 0, ADMIN_ENTRIES, 1, cap.dstrd).map_err(|e| err(addr, "admin queue memory", e))?;
+        let page = pool.dma(IDENTIFY_LEN).map_err(|e| err(addr, "identify page memory", e))?;
+        bar.write32(regs::AQA, regs::aqa(ADMIN_ENTRIES));
+        bar.write64(regs::ASQ, qp.sq_iova());
+        bar.write64(regs::ACQ, qp.cq_iova());
+        bar.write32(regs::CC, regs::cc_enable(cap.all_iocs));
+        match wait_for(&bar, timeout, |s| s & (regs::CSTS_RDY | regs::CSTS_CFS) != 0) {
+            Some(s) if s & regs::CSTS_CFS != 0 => {
+                return Err(other(addr, "enable", "the controller reports a fatal status (CSTS.CFS)"))
+            }
+            Some(_) => {}
+            None => {
+                return Err(other(addr, "enable", format!("CSTS.RDY not set within {} ms (CAP.TO)", cap.timeout_ms)))
+            }
+        }
+        let mut ctrl = Ctrl {
+            addr: addr.into(),
+            bar,
+            cap,
+            admin: Mutex::new(Admin { qp, page, next_cid: 0 }),
+            qids: Mutex::new(Vec::new()),
+            id: IdCtrl::default(),
+            pool,
+            _dev: dev,
+            _group: group,
+            _container: container,
+        };
+        let failed = |what: &str, s: Status| Error::Command { dev: addr.into(), what: what.into(), status: s };
+        let page = ctrl.identify(cns::CTRL, 0, 0).map_err(|s| failed("Identify Controller", s))?;
+        ctrl.id = IdCtrl::from_bytes(&page).map_err(|_| failed("Identify Controller", errno_to_status(libc::EIO)))?;
+        let want = (WANT_QUEUES as u32 - 1) | (WANT_QUEUES as u32 - 1) << 16;
+        let sqe = Sqe { opcode: aopc::SET_FEATURES, cdw10: FID_NUM_QUEUES, cdw11: want, ..Sqe::default() };
+        let got = ctrl.admin_iova(sqe, &[]).map_err(|s| failed("Set Features (Number of Queues)", s))?;
+        let n = ((got & 0xffff) as u16).min((got >> 16) as u16).saturating_add(1).min(WANT_QUEUES);
+        ctrl.qids = Mutex::new(vec![false; n as usize]);
+        Ok(ctrl)
+    }
+
+    /// The controller's registers.
+    pub(crate) fn bar(&self) -> &Bar {
+        &self.bar
+    }
+
+    /// Runs one admin command with its data at the given device addresses and waits
+    /// for its completion; the result (DW0-1) or the controller's status.
+    pub(crate) fn admin_iova(&self, sqe: Sqe, pieces: &[(u64, u64)]) -> Result<u64, Status> {
+        let mut a = self.admin.lock().unwrap_or_else(|e| e.into_inner());
+        self.admin_locked(&mut a, sqe, pieces)
+    }
+
+    fn admin_locked(&self, a: &mut Admin, mut sqe: Sqe, pieces: &[(u64, u64)]) -> Result<u64, Status> {
+        let cid = a.next_cid;
+        a.next_cid = a.next_cid.wrapping_add(1);
+        let mut entries = [0u64; prp::MAX_PAGES];
+        let n = prp::entries(pieces.iter().copied(), &mut entries).map_err(|_| errno_to_status(libc::EINVAL))?;
+        if n > 2 {
+            a.qp.write_prp_list(0, &entries[1..n]);
+        }
+        let (p1, p2) = prp::prp12(&entries, n, a.qp.prp_iova(0));
+        sqe.cid = cid;
+        sqe.flags &= !0xc0; // PRPs, not SGLs
+        sqe.mptr = 0;
+        sqe.dptr = [p1, p2];
+        if a.qp.sq.is_full() {
+            return Err(errno_to_status(libc::EBUSY));
+        }
+        a.qp.push(&sqe);
+        a.qp.ring(&self.bar);
+        let start = Instant::now();
+        let mut out = None;
+        loop {
+            a.qp.poll(&self.bar, u32::MAX, |c| {
+                if c.cid == cid {
+                    out = Some(c);
+                }
+            });
+            if let Some(c) = out {
+                let st = Status::from_cqe_status(c.status);
+                return if st.raw == 0 { Ok(c.result) } else { Err(st) };
+            }
+            if start.elapsed() > ADMIN_TIMEOUT {
+                return Err(errno_to_status(libc::ETIMEDOUT));
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// An Identify page, read into the driver's page and copied out.
+    pub(crate) fn identify(&self, cns: u8, nsid: u32, csi: u8) -> Result<Buffer, Status> {
+        let sqe = crate::cmd::Cmd::identify(cns, nsid, 0, csi).sqe;
+        let mut out = Buffer::alloc(IDENTIFY_LEN, PAGE).map_err(|_| errno_to_status(libc::ENOMEM))?;
+        // The page is only used under the admin lock.
+        let mut a = self.admin.lock().unwrap_or_else(|e| e.into_inner());
+        let iova = a.page.iova(0);
+        a.page.mem().zero(a.page.base(), IDENTIFY_LEN);
+        self.admin_locked(&mut a, sqe, &[(iova, IDENTIFY_LEN as u64)])?;
+        a.page.mem().read(a.page.base(), &mut out);
+        Ok(out)
+    }
+
+    /// A Zone Management Receive of one zone descriptor (partial report) into `rep`,
+    /// through the identify page.
+    pub(crate) fn zone_report0(&self, nsid: u32, rep: &mut Buffer) -> Result<u64, Status> {
+        let page = self.pool.dma(IDENTIFY_LEN).map_err(|_| errno_to_status(libc::ENOMEM))?;
+        let iova = page.iova(0);
+        let len = rep.len().min(IDENTIFY_LEN) as u32;
+        let sqe = Sqe {
+            opcode: crate::cmd::opc::ZONE_MGMT_RECV,
+            nsid,
+            cdw12: (len / 4) - 1,
+            cdw13: 1 << 16,
+            ..Sqe::default()
+        };
+        // A zone report is an I/O command: on a short-lived queue pair of its own.
+        let mut qp = self.create_qpair(2).map_err(|_| errno_to_status(libc::EIO))?;
+        let r = self.io_wait(&mut qp, sqe, &[(iova, len as u64)]);
+        self.delete_qpair(&qp);
+        page.mem().read(page.base(), &mut rep[..len as usize]);
+        r
+    }
+
+    /// Sends one I/O command on `qp` (nothing else in flight there) and waits for it.
+    pub(crate) fn io_wait(&self, qp: &mut QueuePair, mut sqe: Sqe, pieces: &[(u64, u64)]) -> Result<u64, Status> {
+        let mut entries = [0u64; prp::MAX_PAGES];
+        let n = prp::entries(pieces.iter().copied(), &mut entries).map_err(|_| errno_to_status(libc::EINVAL))?;
+        if n > 2 {
+            qp.write_prp_list(0, &entries[1..n]);
+        }
+        let (p1, p2) = prp::prp12(&entries, n, qp.prp_iova(0));
+        sqe.cid = 0;
+        sqe.dptr = [p1, p2];
+        qp.push(&sqe);
+        qp.ring(&self.bar);
+        let start = Instant::now();
+        let mut out = None;
+        while out.is_none() {
+            qp.poll(&self.bar, 1, |c| out = Some(c));
+            if out.is_none() && start.elapsed() > ADMIN_TIMEOUT {
+                return Err(errno_to_status(libc::ETIMEDOUT));
+            }
+        }
+        let c = out.expect("loop ends with a completion");
+        let st = Status::from_cqe_status(c.status);
+        if st.raw == 0 {
+            Ok(c.result)
+        } else {
+            Err(st)
+        }
+    }
+
+    /// Creates an I/O queue pair for up to `depth` commands in flight: a free queue id,
+    /// Create I/O Completion Queue, Create I/O Submission Queue (physically contiguous,
+    /// polled: no interrupts).
+    pub(crate) fn create_qpair(&self, depth: u32) -> Result<QueuePair, Error> {
+        let entries = depth + 1;
+        if entries > self.cap.mqes || entries > u16::MAX as u32 {
+            return Err(other(
+                &self.addr,
+                "create an I/O queue",
+                format!(
+                    "queue depth {depth} needs {entries} entries; the controller allows {} (CAP.MQES)",
+                    self.cap.mqes
+                ),
+            ));
+        }
+        if entries as usize * 64 > vfio::HUGEPAGE {
+            return Err(other(&self.addr, "create an I/O queue", format!("queue depth {depth} is too large")));
+        }
+        let qid = {
+            let mut q = self.qids.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(i) = q.iter().position(|u| !u) else {
+                return Err(other(
+                    &self.addr,
+                    "create an I/O queue",
+                    format!("all {} I/O queues the controller granted are in use", q.len()),
+                ));
+            };
+            q[i] = true;
+            i as u16 + 1
+        };
+        let free = || self.qids.lock().unwrap_or_else(|e| e.into_inner())[qid as usize - 1] = false;
+        let qp = match QueuePair::new(&self.pool, qid, entries as u16, depth as u16, self.cap.dstrd) {
+            Ok(qp) => qp,
+            Err(e) => {
+                free();
+                return Err(err(&self.addr, "I/O queue memory", e));
+            }
+        };
+        let size = (entries - 1) << 16 | qid as u32;
+        let cq = Sqe { opcode: aopc::CREATE_CQ, cdw10: size, cdw11: 1, ..Sqe::default() };
+        if let Err(s) = self.admin_iova(cq, &[(qp.cq_iova(), PAGE as u64)]) {
+            free();
+            return Err(Error::Command {
+                dev: self.addr.clone(),
+                what: "Create I/O Completion Queue".into(),
+                status: s,
+            });
+        }
+        let sq = Sqe { opcode: aopc::CREATE_SQ, cdw10: size, cdw11: (qid as u32) << 16 | 1, ..Sqe::default() };
+        if let Err(s) = self.admin_iova(sq, &[(qp.sq_iova(), PAGE as u64)]) {
+            let _ = self.admin_iova(Sqe { opcode: aopc::DELETE_CQ, cdw10: qid as u32, ..Sqe::default() }, &[]);
+            free();
+            return Err(Error::Command {
+                dev: self.addr.clone(),
+                what: "Create I/O Submission Queue".into(),
+                status: s,
+            });
+        }
+        Ok(qp)
+    }
+
+    /// Deletes an I/O queue pair: the controller aborts or completes every command of
+    /// its submission queue before the Delete I/O Submission Queue completes, so its
+    /// buffers are the host's again. False when the controller refused (then nothing
+    /// the queue's commands carried may be reused).
+    pub(crate) fn delete_qpair(&self, qp: &QueuePair) -> bool {
+        let qid = qp.qid as u32;
+        let sq = self.admin_iova(Sqe { opcode: aopc::DELETE_SQ, cdw10: qid, ..Sqe::default() }, &[]);
+        let cq = self.admin_iova(Sqe { opcode: aopc::DELETE_CQ, cdw10: qid, ..Sqe::default() }, &[]);
+        let ok = sq.is_ok() && cq.is_ok();
+        if ok {
+            self.qids.lock().unwrap_or_else(|e| e.into_inner())[qp.qid as usize - 1] = false;
+        }
+        ok
+    }
+}
+
+impl Drop for Ctrl {
+    fn drop(&mut self) {
+        // Normal shutdown notification, then disable: no DMA after this.
+        let cc = self.bar.read32(regs::CC);
+        self.bar.write32(regs::CC, (cc & !(3 << 14)) | regs::CC_SHN_NORMAL);
+        let timeout = Duration::from_millis(self.cap.timeout_ms.max(500));
+        let _ = wait_for(&self.bar, timeout, regs::shutdown_complete);
+        self.bar.write32(regs::CC, 0);
+        let _ = wait_for(&self.bar, timeout, |s| s & regs::CSTS_RDY == 0);
+    }
+}

@@ -1,0 +1,431 @@
+//! `vfio`: a user-space NVMe PCIe driver over VFIO, the sync, async, admin and memory
+//! interface of a PCI device (`0000:00:05.0`, `pci:0000:00:05.0`) bound to vfio-pci.
+//!
+//! - [`ctrl`]: the controller (VFIO setup, reset/enable, admin queue, queue creation,
+//!   shutdown); [`qpair`]: one polled queue pair (rings, doorbells, phase tags, the
+//!   command table); [`prp`]: PRP entries and lists; [`regs`]: controller registers;
+//!   [`mem`]: hugepage DMA memory mapped into the IOMMU.
+//! - Each [`Queue`](crate::Queue) gets its own I/O queue pair, polled (no interrupts,
+//!   no syscalls per I/O), deleted when the queue is dropped. The sync interface has one
+//!   queue pair of its own, behind a lock (one command at a time); admin commands are
+//!   serialised on the admin queue.
+//! - Data must be DMA memory of this device ([`Device::alloc`](crate::Device::alloc)
+//!   with `mem=vfio`, the default here): any other buffer is refused before anything is
+//!   submitted.
+//! - Completions carry the controller's own status; the result is DW0-1.
+
+pub(crate) mod ctrl;
+pub(crate) mod mem;
+pub(crate) mod prp;
+pub(crate) mod qpair;
+pub(crate) mod regs;
+
+use super::nvme::{wire, Ask, WireData};
+use super::{AdminIo, AsyncQueue, Backend, Build, Descriptor, Io, Role, SyncIo, MAX_SEGMENTS};
+use crate::buf::{Buffer, Data};
+use crate::cmd::Cmd;
+use crate::dev::{DevKind, Inner};
+use crate::error::Error;
+use crate::queue::Completion;
+use crate::spec::{errno_to_status, Sqe, Status};
+use ctrl::Ctrl;
+use mem::{Chunk, Pool};
+use qpair::{CidTable, QueuePair};
+use std::io;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Why vfio cannot serve a kind of device.
+fn refusal(kind: DevKind) -> Option<&'static str> {
+    match kind {
+        DevKind::NvmePci => None,
+        _ => Some("vfio drives an NVMe controller by its PCI address (0000:00:05.0), bound to vfio-pci"),
+    }
+}
+
+/// The refusal of every other interface for a PCI device.
+pub(crate) const PCI_ONLY_VFIO: &str = "a PCI device is driven by the user-space driver: use vfio";
+
+fn ctrl_of(dev: &Inner) -> Result<Arc<Ctrl>, Error> {
+    dev.vfio.clone().ok_or_else(|| dev.unsupported("vfio", "the device was not opened through vfio"))
+}
+
+/// `sync=vfio`.
+pub(crate) const SYNC: Descriptor = Descriptor::new(
+    "vfio",
+    Role::Sync,
+    "user-space NVMe driver over vfio-pci (polled)",
+    refusal,
+    Build::Sync(|dev| Ok(Box::new(VfioSync::new(dev)?))),
+)
+.defaults(&[DevKind::NvmePci]);
+
+/// `async=vfio`.
+pub(crate) const ASYNC: Descriptor = Descriptor::new(
+    "vfio",
+    Role::Async,
+    "user-space NVMe driver over vfio-pci: a polled queue pair per queue",
+    refusal,
+    Build::Async { probe: |dev| ctrl_of(dev).map(drop), queue: new_queue },
+)
+.defaults(&[DevKind::NvmePci]);
+
+/// `admin=vfio`.
+pub(crate) const ADMIN: Descriptor = Descriptor::new(
+    "vfio",
+    Role::Admin,
+    "the admin queue of the user-space NVMe driver",
+    refusal,
+    Build::Admin(|dev| Ok(Box::new(VfioAdmin { ctrl: ctrl_of(dev)? }))),
+)
+.defaults(&[DevKind::NvmePci]);
+
+/// `mem=vfio`.
+pub(crate) const MEM: Descriptor =
+    Descriptor::new("vfio", Role::Mem, "2 MiB hugepages mapped into the device's IOMMU", refusal, Build::Mem)
+        .defaults(&[DevKind::NvmePci]);
+
+/// What identify says about the namespace, through the admin queue.
+struct Asker<'a> {
+    ctrl: &'a Ctrl,
+    nsid: u32,
+}
+
+impl Ask for Asker<'_> {
+    fn nsid(&self) -> io::Result<u32> {
+        Ok(self.nsid)
+    }
+    fn identify(&self, cns: u8, nsid: u32, csi: u8) -> Result<Buffer, Status> {
+        self.ctrl.identify(cns, nsid, csi)
+    }
+    fn zone_report(&self, nsid: u32, rep: &mut Buffer) -> Result<u64, Status> {
+        self.ctrl.zone_report0(nsid, rep)
+    }
+}
+
+/// The first active namespace (Identify Active Namespace ID list).
+fn first_active(ctrl: &Ctrl) -> Result<Option<u32>, Status> {
+    let page = ctrl.identify(crate::spec::idfy::cns::NS_ACTIVE_LIST, 0, 0)?;
+    Ok(page.chunks_exact(4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]])).find(|&n| n != 0))
+}
+
+/// Opens the controller at `addr` and identifies namespace `nsid` (default: the first
+/// active one).
+pub(crate) fn open(uri: &str, addr: &str, nsid: Option<u32>) -> Result<(Arc<Ctrl>, super::nvme::NsInfo), Error> {
+    let ctrl = Arc::new(Ctrl::open(addr)?);
+    let failed = |what: &str, status: Status| Error::Command { dev: uri.into(), what: what.into(), status };
+    let nsid = match nsid {
+        Some(n) => n,
+        None => first_active(&ctrl)
+            .map_err(|s| failed("Identify Active Namespace ID list", s))?
+            .ok_or_else(|| Error::BadUri { uri: uri.into(), why: "the controller has no active namespace".into() })?,
+    };
+    let active = ctrl
+        .identify(crate::spec::idfy::cns::NS_ACTIVE_LIST, nsid.saturating_sub(1), 0)
+        .map_err(|s| failed("Identify Active Namespace ID list", s))?;
+    if u32::from_le_bytes([active[0], active[1], active[2], active[3]]) != nsid {
+        return Err(Error::BadOpt { key: "nsid".into(), why: format!("namespace {nsid} is not active on {addr}") });
+    }
+    let mut info = super::nvme::ns_info_from(uri, &Asker { ctrl: &ctrl, nsid }, |_| None)?;
+    // One PRP list page per command: at most 512 pages past the first.
+    let cap = ((prp::MAX_PAGES - 1) * mem::PAGE) as u64;
+    if info.max_transfer > cap {
+        info.max_transfer = (cap / info.lba_size as u64).max(1) * info.lba_size as u64;
+    }
+    Ok((ctrl, info))
+}
+
+/// Index of the first buffer of `bufs` that is not DMA memory of this device.
+pub(crate) fn not_dma(dev: &Inner, bufs: &[Buffer]) -> Option<usize> {
+    let ctrl = dev.vfio.as_ref()?;
+    bufs.iter().position(|b| ctrl.pool.iova_of(b.as_ptr() as u64, b.len() as u64).is_none())
+}
+
+/// A command that could not be put into a submission entry.
+enum Fail {
+    /// A buffer that is not DMA memory of the device.
+    NotDma(usize),
+    /// The command cannot be described (PRP rules, file-set command on whole LBAs).
+    Bad(String),
+}
+
+impl Fail {
+    fn status(&self) -> Status {
+        match self {
+            Fail::NotDma(_) => errno_to_status(libc::EFAULT),
+            Fail::Bad(_) => errno_to_status(libc::EINVAL),
+        }
+    }
+    fn error(self, dev: &str, cmd: &Cmd) -> Error {
+        let why = match self {
+            Fail::NotDma(i) => format!(
+                "buffer {i} is not DMA memory of this device; allocate it with Device::alloc on the device (mem=vfio)"
+            ),
+            Fail::Bad(why) => why,
+        };
+        Error::BadCommand { dev: dev.into(), iface: "vfio", what: cmd.describe(), why }
+    }
+}
+
+/// The device address of `len` bytes at `addr`: from the chunks seen so far, else from
+/// the pool (a chunk made since), whose chunks are then remembered.
+fn iova(pool: &Pool, chunks: &mut Vec<Arc<Chunk>>, addr: u64, len: u64) -> Option<u64> {
+    if let Some(i) = chunks.iter().find_map(|c| c.iova_of(addr, len)) {
+        return Some(i);
+    }
+    *chunks = pool.chunks();
+    chunks.iter().find_map(|c| c.iova_of(addr, len))
+}
+
+/// The submission entry of a checked command with command id `cid` on `qp`: the data
+/// pointer from the buffers (PRP list in the command id's page), or the driver-built
+/// data of a file-set trim.
+#[allow(clippy::too_many_arguments)]
+fn build(
+    pool: &Pool,
+    chunks: &mut Vec<Arc<Chunk>>,
+    qp: &QueuePair,
+    io: &Io,
+    cmd: &Cmd,
+    nsid: u32,
+    lba: u64,
+    bufs: &[Buffer],
+    cid: u16,
+) -> Result<Sqe, Fail> {
+    let w = wire(io, cmd, nsid, lba, bufs).map_err(|why| Fail::Bad(why.into()))?;
+    let mut sqe = w.sqe;
+    sqe.cid = cid;
+    sqe.flags &= !0xc0; // PRPs, not SGLs
+    sqe.mptr = 0;
+    sqe.dptr = match w.data {
+        WireData::None => [0, 0],
+        WireData::Range(r) => [qp.write_scratch(cid, &r.to_bytes()), 0],
+        WireData::Bufs(len) => {
+            let mut pieces = [(0u64, 0u64); MAX_SEGMENTS];
+            let mut left = len;
+            let mut n = 0;
+            for (i, b) in bufs.iter().enumerate().take(MAX_SEGMENTS) {
+                if left == 0 {
+                    break;
+                }
+                let take = left.min(b.len() as u64);
+                let at = iova(pool, chunks, b.as_ptr() as u64, b.len() as u64).ok_or(Fail::NotDma(i))?;
+                pieces[n] = (at, take);
+                n += 1;
+                left -= take;
+            }
+            if left != 0 {
+                return Err(Fail::Bad("the buffers are shorter than the transfer".into()));
+            }
+            let mut entries = [0u64; prp::MAX_PAGES];
+            let k = prp::entries(pieces[..n].iter().copied(), &mut entries).map_err(|e| Fail::Bad(e.why()))?;
+            if k > 2 {
+                qp.write_prp_list(cid, &entries[1..k]);
+            }
+            let (p1, p2) = prp::prp12(&entries, k, qp.prp_iova(cid));
+            [p1, p2]
+        }
+    };
+    Ok(sqe)
+}
+
+/// How long a queue waits for a completion before it reports the controller as stuck.
+const IO_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn status_of(word: u16) -> Status {
+    Status::from_cqe_status(word)
+}
+
+/// The sync interface: one queue pair, one command at a time.
+struct VfioSync {
+    ctrl: Arc<Ctrl>,
+    q: Mutex<SyncQ>,
+}
+
+struct SyncQ {
+    qp: QueuePair,
+    chunks: Vec<Arc<Chunk>>,
+    nsid: u32,
+    lba: u64,
+    /// False once a command timed out: the queue's state is unknown.
+    usable: bool,
+}
+
+impl VfioSync {
+    fn new(dev: &Inner) -> Result<VfioSync, Error> {
+        let ctrl = ctrl_of(dev)?;
+        let qp = ctrl.create_qpair(1)?;
+        let q = SyncQ { qp, chunks: Vec::new(), nsid: dev.ident.nsid, lba: dev.geo.lba_size as u64, usable: true };
+        Ok(VfioSync { ctrl, q: Mutex::new(q) })
+    }
+}
+
+impl SyncIo for VfioSync {
+    fn exec(&self, io: &Io, cmd: &Cmd, bufs: &mut [Buffer]) -> Result<u64, Status> {
+        let mut q = self.q.lock().unwrap_or_else(|e| e.into_inner());
+        if !q.usable {
+            return Err(errno_to_status(libc::EIO));
+        }
+        let SyncQ { qp, chunks, nsid, lba, .. } = &mut *q;
+        let sqe = build(&self.ctrl.pool, chunks, qp, io, cmd, *nsid, *lba, bufs, 0).map_err(|f| f.status())?;
+        qp.push(&sqe);
+        qp.ring(self.ctrl.bar());
+        let start = Instant::now();
+        let mut out = None;
+        while out.is_none() {
+            qp.poll(self.ctrl.bar(), 1, |c| out = Some(c));
+            if out.is_none() && start.elapsed() > IO_TIMEOUT {
+                q.usable = false;
+                return Err(errno_to_status(libc::ETIMEDOUT));
+            }
+        }
+        let c = out.expect("the loop ends with a completion");
+        let st = status_of(c.status);
+        if st.raw == 0 {
+            Ok(c.result)
+        } else {
+            Err(st)
+        }
+    }
+
+    fn syscalls_per_cmd(&self) -> u64 {
+        0
+    }
+}
+
+impl Drop for VfioSync {
+    fn drop(&mut self) {
+        let q = self.q.get_mut().unwrap_or_else(|e| e.into_inner());
+        if !self.ctrl.delete_qpair(&q.qp) {
+            // The controller may still use the rings: never reuse their memory.
+            q.qp.leak();
+        }
+    }
+}
+
+/// The admin interface.
+struct VfioAdmin {
+    ctrl: Arc<Ctrl>,
+}
+
+impl AdminIo for VfioAdmin {
+    fn admin(&self, cmd: &Cmd, bufs: &mut [Buffer]) -> Result<u64, Status> {
+        let mut pieces = Vec::with_capacity(bufs.len());
+        for b in bufs.iter() {
+            let at = self.ctrl.pool.iova_of(b.as_ptr() as u64, b.len() as u64).ok_or(errno_to_status(libc::EFAULT))?;
+            pieces.push((at, b.len() as u64));
+        }
+        self.ctrl.admin_iova(cmd.sqe, &pieces)
+    }
+}
+
+/// An async queue: its own polled queue pair.
+pub(crate) struct VfioQueue {
+    ctrl: Arc<Ctrl>,
+    uri: String,
+    qp: QueuePair,
+    table: CidTable<(u64, Data)>,
+    chunks: Vec<Arc<Chunk>>,
+    nsid: u32,
+    lba: u64,
+    pushed: u32,
+    /// A failure found by a reap after it handed out completions, for the next reap.
+    failed: Option<Error>,
+}
+
+fn new_queue(dev: &Arc<Inner>, depth: u32) -> Result<Backend, Error> {
+    let ctrl = ctrl_of(dev)?;
+    let qp = ctrl.create_qpair(depth)?;
+    Ok(Backend::Vfio(Box::new(VfioQueue {
+        ctrl,
+        uri: dev.uri.clone(),
+        qp,
+        table: CidTable::new(depth as u16),
+        chunks: Vec::new(),
+        nsid: dev.ident.nsid,
+        lba: dev.geo.lba_size as u64,
+        pushed: 0,
+        failed: None,
+    })))
+}
+
+impl AsyncQueue for VfioQueue {
+    fn submit(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
+        if self.qp.sq.is_full() {
+            return Err((Error::Busy { depth: self.qp.sq.size as u32 - 1 }, data));
+        }
+        let Some(cid) = self.table.insert((tag, data)) else {
+            unreachable!("the Queue in front keeps at most depth commands in flight")
+        };
+        let bufs = self.table.get(cid).map(|(_, d)| d.bufs()).unwrap_or(&[]);
+        match build(&self.ctrl.pool, &mut self.chunks, &self.qp, io, cmd, self.nsid, self.lba, bufs, cid) {
+            Ok(sqe) => {
+                self.qp.push(&sqe);
+                self.pushed += 1;
+                Ok(())
+            }
+            Err(f) => {
+                let (_, data) = self.table.take(cid).expect("inserted above");
+                Err((f.error(&self.uri, cmd), data))
+            }
+        }
+    }
+
+    fn commit(&mut self) -> Result<u32, Error> {
+        self.qp.ring(self.ctrl.bar());
+        Ok(std::mem::take(&mut self.pushed))
+    }
+
+    fn reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
+        let mut n = 0;
+        let start = Instant::now();
+        loop {
+            let table = &mut self.table;
+            self.qp.poll(self.ctrl.bar(), max - n, |c| {
+                if let Some((tag, data)) = table.take(c.cid) {
+                    n += 1;
+                    f(Completion { tag, status: status_of(c.status), result: c.result, data });
+                }
+            });
+            if n >= min || n >= max {
+                return Ok(n);
+            }
+            if start.elapsed() > IO_TIMEOUT {
+                let e = Error::Os {
+                    dev: self.uri.clone(),
+                    what: format!("waiting for completions on I/O queue {}", self.qp.qid),
+                    source: io::Error::from_raw_os_error(libc::ETIMEDOUT),
+                };
+                if n > 0 {
+                    self.failed = Some(e);
+                    return Ok(n);
+                }
+                return Err(e);
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    fn syscalls(&self) -> u64 {
+        0
+    }
+}
+
+impl Drop for VfioQueue {
+    fn drop(&mut self) {
+        // Deleting the submission queue ends every command still in it: then their
+        // buffers are the host's again. If the controller refused, nothing the commands
+        // carried (nor the rings) may be freed.
+        if self.ctrl.delete_qpair(&self.qp) {
+            drop(self.table.drain());
+        } else {
+            for d in self.table.drain() {
+                std::mem::forget(d);
+            }
+            self.qp.leak();
+        }
+    }
+}

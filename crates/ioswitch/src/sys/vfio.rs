@@ -1,0 +1,435 @@
+//! VFIO (`linux/vfio.h`): the container/group interface of the type1 IOMMU driver, a
+//! device's regions (PCI config space, BAR0 mapped for volatile register access), DMA
+//! mappings into the IOMMU, and 2 MiB hugepage memory for what the device reads and
+//! writes ([`DmaMem`]).
+//!
+//! The guest kernel (Debian 6.1) offers the container/group interface
+//! (`/dev/vfio/vfio` + `/dev/vfio/GROUP`) with `vfio_iommu_type1`; iommufd is not used.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr::NonNull;
+
+const VFIO_TYPE: u64 = b';' as u64;
+const VFIO_BASE: u64 = 100;
+/// `_IO(VFIO_TYPE, VFIO_BASE + n)`: every VFIO ioctl is encoded without size or direction.
+const fn vfio_io(n: u64) -> u64 {
+    (VFIO_TYPE << 8) | (VFIO_BASE + n)
+}
+const GET_API_VERSION: u64 = vfio_io(0);
+const CHECK_EXTENSION: u64 = vfio_io(1);
+const SET_IOMMU: u64 = vfio_io(2);
+const GROUP_GET_STATUS: u64 = vfio_io(3);
+const GROUP_SET_CONTAINER: u64 = vfio_io(4);
+const GROUP_GET_DEVICE_FD: u64 = vfio_io(6);
+const DEVICE_GET_REGION_INFO: u64 = vfio_io(8);
+const IOMMU_MAP_DMA: u64 = vfio_io(13);
+const IOMMU_UNMAP_DMA: u64 = vfio_io(14);
+
+/// `VFIO_API_VERSION`.
+const API_VERSION: i32 = 0;
+/// `VFIO_TYPE1v2_IOMMU`.
+const TYPE1V2_IOMMU: u64 = 3;
+/// `VFIO_GROUP_FLAGS_VIABLE`: every device of the group is bound to vfio (or no driver).
+const GROUP_VIABLE: u32 = 1;
+/// `VFIO_REGION_INFO_FLAG_MMAP`.
+const REGION_MMAP: u32 = 4;
+/// `VFIO_DMA_MAP_FLAG_READ | VFIO_DMA_MAP_FLAG_WRITE`.
+const DMA_READ_WRITE: u32 = 3;
+
+/// `VFIO_PCI_BAR0_REGION_INDEX`.
+pub(crate) const BAR0_REGION: u32 = 0;
+/// `VFIO_PCI_CONFIG_REGION_INDEX`.
+pub(crate) const CONFIG_REGION: u32 = 7;
+
+/// The size of a huge page [`DmaMem`] is made of.
+pub(crate) const HUGEPAGE: usize = 2 << 20;
+
+#[repr(C)]
+struct GroupStatus {
+    argsz: u32,
+    flags: u32,
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct RegionInfoRaw {
+    argsz: u32,
+    flags: u32,
+    index: u32,
+    cap_offset: u32,
+    size: u64,
+    offset: u64,
+}
+
+#[repr(C)]
+struct DmaMap {
+    argsz: u32,
+    flags: u32,
+    vaddr: u64,
+    iova: u64,
+    size: u64,
+}
+
+#[repr(C)]
+struct DmaUnmap {
+    argsz: u32,
+    flags: u32,
+    iova: u64,
+    size: u64,
+}
+
+/// ioctl(2) with an integer or pointer argument; the return value or the OS error.
+///
+/// # Safety
+/// `arg` must be what the request expects: a plain integer, or a pointer to a live
+/// value of the request's structure (with `argsz` set) that the kernel may read and
+/// write during the call.
+unsafe fn ioctl(fd: RawFd, req: u64, arg: libc::c_ulong) -> io::Result<i32> {
+    // SAFETY: the caller guarantees arg matches req.
+    let rc = unsafe { libc::ioctl(fd, req as libc::c_ulong, arg) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(rc)
+}
+
+fn open_rw(path: &str) -> io::Result<OwnedFd> {
+    let c = CString::new(path).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    super::open(&c, libc::O_RDWR | libc::O_CLOEXEC, 0)
+}
+
+/// A VFIO container (`/dev/vfio/vfio`): one IOMMU address space.
+pub(crate) struct Container {
+    fd: OwnedFd,
+}
+
+impl Container {
+    /// Opens `/dev/vfio/vfio` and checks the API version and type1v2 IOMMU support.
+    pub(crate) fn open() -> io::Result<Container> {
+        let fd = open_rw("/dev/vfio/vfio")?;
+        // SAFETY: GET_API_VERSION takes no argument.
+        let v = unsafe { ioctl(fd.as_raw_fd(), GET_API_VERSION, 0) }?;
+        if v != API_VERSION {
+            return Err(io::Error::other(format!("VFIO API version {v}, expected {API_VERSION}")));
+        }
+        // SAFETY: CHECK_EXTENSION takes an integer.
+        let has = unsafe { ioctl(fd.as_raw_fd(), CHECK_EXTENSION, TYPE1V2_IOMMU as libc::c_ulong) }?;
+        if has == 0 {
+            return Err(io::Error::other("the type1v2 IOMMU (vfio_iommu_type1) is not available"));
+        }
+        Ok(Container { fd })
+    }
+
+    /// VFIO_SET_IOMMU (type1v2): only after a group was added.
+    pub(crate) fn set_iommu(&self) -> io::Result<()> {
+        // SAFETY: SET_IOMMU takes an integer.
+        unsafe { ioctl(self.fd.as_raw_fd(), SET_IOMMU, TYPE1V2_IOMMU as libc::c_ulong) }.map(drop)
+    }
+
+    /// VFIO_IOMMU_MAP_DMA: the device may read and write `len` bytes of this process's
+    /// memory at `vaddr` through the addresses `iova..iova + len` (the kernel pins them).
+    pub(crate) fn map_dma(&self, vaddr: u64, iova: u64, len: u64) -> io::Result<()> {
+        let mut m = DmaMap { argsz: size_of::<DmaMap>() as u32, flags: DMA_READ_WRITE, vaddr, iova, size: len };
+        // SAFETY: m is a live vfio_iommu_type1_dma_map with argsz set.
+        unsafe { ioctl(self.fd.as_raw_fd(), IOMMU_MAP_DMA, &mut m as *mut DmaMap as libc::c_ulong) }.map(drop)
+    }
+
+    /// VFIO_IOMMU_UNMAP_DMA of `iova..iova + len`.
+    pub(crate) fn unmap_dma(&self, iova: u64, len: u64) -> io::Result<()> {
+        let mut m = DmaUnmap { argsz: size_of::<DmaUnmap>() as u32, flags: 0, iova, size: len };
+        // SAFETY: m is a live vfio_iommu_type1_dma_unmap with argsz set.
+        unsafe { ioctl(self.fd.as_raw_fd(), IOMMU_UNMAP_DMA, &mut m as *mut DmaUnmap as libc::c_ulong) }.map(drop)
+    }
+}
+
+/// A VFIO group (`/dev/vfio/N`).
+pub(crate) struct Group {
+    fd: OwnedFd,
+}
+
+impl Group {
+    /// Opens `/dev/vfio/<group>`.
+    pub(crate) fn open(group: u32) -> io::Result<Group> {
+        Ok(Group { fd: open_rw(&format!("/dev/vfio/{group}"))? })
+    }
+
+    /// Whether every device of the group is bound to vfio-pci (or to no driver).
+    pub(crate) fn viable(&self) -> io::Result<bool> {
+        let mut s = GroupStatus { argsz: size_of::<GroupStatus>() as u32, flags: 0 };
+        // SAFETY: s is a live vfio_group_status with argsz set.
+        unsafe { ioctl(self.fd.as_raw_fd(), GROUP_GET_STATUS, &mut s as *mut GroupStatus as libc::c_ulong) }?;
+        Ok(s.flags & GROUP_VIABLE != 0)
+    }
+
+    /// VFIO_GROUP_SET_CONTAINER.
+    pub(crate) fn set_container(&self, c: &Container) -> io::Result<()> {
+        let raw: i32 = c.fd.as_raw_fd();
+        // SAFETY: the argument points at a live int holding the container's descriptor.
+        unsafe { ioctl(self.fd.as_raw_fd(), GROUP_SET_CONTAINER, &raw as *const i32 as libc::c_ulong) }.map(drop)
+    }
+
+    /// VFIO_GROUP_GET_DEVICE_FD for the device named `name` (a PCI address).
+    pub(crate) fn device(&self, name: &str) -> io::Result<Device> {
+        let c = CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        // SAFETY: the argument is a valid C string, read during the call.
+        let raw = unsafe { ioctl(self.fd.as_raw_fd(), GROUP_GET_DEVICE_FD, c.as_ptr() as libc::c_ulong) }?;
+        // SAFETY: raw is a new descriptor that nothing else owns.
+        Ok(Device { fd: unsafe { OwnedFd::from_raw_fd(raw) } })
+    }
+}
+
+/// A region of a VFIO device (a BAR, the config space).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Region {
+    /// Its size in bytes.
+    pub size: u64,
+    /// Its offset in the device descriptor (for pread/pwrite/mmap).
+    pub offset: u64,
+    /// Whether it can be mmap'ed.
+    pub mmap: bool,
+}
+
+/// A VFIO device descriptor.
+pub(crate) struct Device {
+    fd: OwnedFd,
+}
+
+impl Device {
+    /// VFIO_DEVICE_GET_REGION_INFO of region `index`.
+    pub(crate) fn region(&self, index: u32) -> io::Result<Region> {
+        let mut r = RegionInfoRaw { argsz: size_of::<RegionInfoRaw>() as u32, index, ..Default::default() };
+        // SAFETY: r is a live vfio_region_info with argsz set (no capability chain asked).
+        unsafe { ioctl(self.fd.as_raw_fd(), DEVICE_GET_REGION_INFO, &mut r as *mut RegionInfoRaw as libc::c_ulong) }?;
+        Ok(Region { size: r.size, offset: r.offset, mmap: r.flags & REGION_MMAP != 0 })
+    }
+
+    /// Reads `buf.len()` bytes at `off` of a region (pread on the device descriptor).
+    pub(crate) fn read_region(&self, r: &Region, off: u64, buf: &mut [u8]) -> io::Result<()> {
+        let n = super::io::pread(self.fd.as_raw_fd(), buf, r.offset + off)?;
+        if n != buf.len() {
+            return Err(io::Error::other(format!("short region read: {n} of {} bytes", buf.len())));
+        }
+        Ok(())
+    }
+
+    /// Writes `buf` at `off` of a region (pwrite on the device descriptor).
+    pub(crate) fn write_region(&self, r: &Region, off: u64, buf: &[u8]) -> io::Result<()> {
+        let n = super::io::pwrite(self.fd.as_raw_fd(), buf, r.offset + off)?;
+        if n != buf.len() {
+            return Err(io::Error::other(format!("short region write: {n} of {} bytes", buf.len())));
+        }
+        Ok(())
+    }
+
+    /// Maps a region that allows it (BAR0) for register access.
+    pub(crate) fn map(&self, r: &Region) -> io::Result<Bar> {
+        if !r.mmap || r.size == 0 {
+            return Err(io::Error::other("the region cannot be mmap'ed"));
+        }
+        let len = r.size as usize;
+        // SAFETY: a fresh shared mapping at an address the kernel chooses; the kernel
+        // checks the descriptor, offset and length.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                self.fd.as_raw_fd(),
+                r.offset as libc::off_t,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Bar { base: NonNull::new(p as *mut u8).expect("mmap returned a non-null address"), len })
+    }
+}
+
+/// A mapped BAR: device registers, accessed with volatile, naturally aligned 32- and
+/// 64-bit loads and stores inside its bounds (a register offset outside it panics).
+pub(crate) struct Bar {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is device memory owned by this value until drop; every access is a
+// bounds-checked volatile load or store (the device serialises register accesses).
+unsafe impl Send for Bar {}
+// SAFETY: as above.
+unsafe impl Sync for Bar {}
+
+impl Bar {
+    #[inline]
+    fn at(&self, off: usize, n: usize) -> *mut u8 {
+        assert!(off % n == 0 && off + n <= self.len, "register {off:#x} ({n} bytes) outside a BAR of {}", self.len);
+        // SAFETY: off + n <= len: inside the mapping.
+        unsafe { self.base.as_ptr().add(off) }
+    }
+    /// A 32-bit register.
+    #[inline]
+    pub(crate) fn read32(&self, off: usize) -> u32 {
+        // SAFETY: in bounds and 4-byte aligned (checked by `at`), in a live mapping.
+        unsafe { std::ptr::read_volatile(self.at(off, 4) as *const u32) }
+    }
+    /// Writes a 32-bit register.
+    #[inline]
+    pub(crate) fn write32(&self, off: usize, v: u32) {
+        // SAFETY: in bounds and 4-byte aligned (checked by `at`), in a live mapping.
+        unsafe { std::ptr::write_volatile(self.at(off, 4) as *mut u32, v) }
+    }
+    /// A 64-bit register, as two 32-bit loads (low first), which every controller
+    /// accepts.
+    #[inline]
+    pub(crate) fn read64(&self, off: usize) -> u64 {
+        self.read32(off) as u64 | (self.read32(off + 4) as u64) << 32
+    }
+    /// Writes a 64-bit register as two 32-bit stores (low first).
+    #[inline]
+    pub(crate) fn write64(&self, off: usize, v: u64) {
+        self.write32(off, v as u32);
+        self.write32(off + 4, (v >> 32) as u32);
+    }
+}
+
+impl Drop for Bar {
+    fn drop(&mut self) {
+        // SAFETY: base/len are exactly the mapping made in Device::map, unmapped once.
+        unsafe { libc::munmap(self.base.as_ptr() as *mut libc::c_void, self.len) };
+    }
+}
+
+/// Memory made of 2 MiB huge pages (`MAP_HUGETLB`, populated and locked in place by the
+/// kernel's hugetlb pool), which a device reads and writes by DMA. Accessed only through
+/// the bounds-checked methods below; its bytes are handed out as [`Buffer`]s by
+/// [`DmaMem::buffer`].
+///
+/// [`Buffer`]: crate::buf::Buffer
+pub(crate) struct DmaMem {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: plain memory owned by this value; the methods copy with volatile accesses and
+// the parts handed out as buffers are disjoint (the caller's allocator guarantees it).
+unsafe impl Send for DmaMem {}
+// SAFETY: as above.
+unsafe impl Sync for DmaMem {}
+
+impl DmaMem {
+    /// Maps `len` bytes (rounded up to whole 2 MiB pages) of hugepage memory, zeroed.
+    /// ENOMEM means the hugetlb pool has too few free pages (`vm.nr_hugepages`).
+    pub(crate) fn alloc(len: usize) -> io::Result<DmaMem> {
+        let len = len.max(1).next_multiple_of(HUGEPAGE);
+        // SAFETY: a fresh private anonymous mapping at an address the kernel chooses.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(DmaMem { base: NonNull::new(p as *mut u8).expect("mmap returned a non-null address"), len })
+    }
+
+    /// Its start address.
+    pub(crate) fn addr(&self) -> u64 {
+        self.base.as_ptr() as u64
+    }
+    /// Its length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    fn at(&self, off: usize, n: usize) -> *mut u8 {
+        assert!(off <= self.len && n <= self.len - off, "{n} bytes at {off} outside DMA memory of {}", self.len);
+        // SAFETY: off <= len: inside (or one past) the mapping.
+        unsafe { self.base.as_ptr().add(off) }
+    }
+
+    /// Copies `src` to offset `off` (a submission entry, a PRP list), with volatile
+    /// stores: the device reads it after the doorbell write that follows.
+    #[inline]
+    pub(crate) fn write(&self, off: usize, src: &[u8]) {
+        let p = self.at(off, src.len());
+        for (i, b) in src.iter().enumerate() {
+            // SAFETY: p + i is inside the checked range.
+            unsafe { std::ptr::write_volatile(p.add(i), *b) }
+        }
+    }
+
+    /// Writes a little-endian u64 at `off` (8-byte aligned): a PRP entry.
+    #[inline]
+    pub(crate) fn write_u64(&self, off: usize, v: u64) {
+        assert!(off % 8 == 0, "unaligned u64 at {off}");
+        let p = self.at(off, 8);
+        // SAFETY: in bounds and 8-byte aligned (the mapping is page-aligned).
+        unsafe { std::ptr::write_volatile(p as *mut u64, v.to_le()) }
+    }
+
+    /// Reads a little-endian u64 at `off` (8-byte aligned), with a volatile load: a
+    /// completion entry's words, which the device writes at any time.
+    #[inline]
+    pub(crate) fn read_u64(&self, off: usize) -> u64 {
+        assert!(off % 8 == 0, "unaligned u64 at {off}");
+        let p = self.at(off, 8);
+        // SAFETY: in bounds and 8-byte aligned.
+        u64::from_le(unsafe { std::ptr::read_volatile(p as *const u64) })
+    }
+
+    /// Reads a little-endian u32 at `off` (4-byte aligned), volatile.
+    #[inline]
+    pub(crate) fn read_u32(&self, off: usize) -> u32 {
+        assert!(off % 4 == 0, "unaligned u32 at {off}");
+        let p = self.at(off, 4);
+        // SAFETY: in bounds and 4-byte aligned.
+        u32::from_le(unsafe { std::ptr::read_volatile(p as *const u32) })
+    }
+
+    /// Copies `dst.len()` bytes from offset `off` into `dst` (volatile loads: the device
+    /// may have written them).
+    pub(crate) fn read(&self, off: usize, dst: &mut [u8]) {
+        let p = self.at(off, dst.len());
+        for (i, b) in dst.iter_mut().enumerate() {
+            // SAFETY: p + i is inside the checked range.
+            *b = unsafe { std::ptr::read_volatile(p.add(i)) };
+        }
+    }
+
+    /// Zeroes `n` bytes at `off`.
+    pub(crate) fn zero(&self, off: usize, n: usize) {
+        let p = self.at(off, n);
+        // SAFETY: p .. p + n is inside the mapping.
+        unsafe { std::ptr::write_bytes(p, 0, n) }
+    }
+
+    /// A pointer to `n` bytes at `off`, for a buffer carved out of this memory.
+    pub(crate) fn ptr(&self, off: usize, n: usize) -> NonNull<u8> {
+        NonNull::new(self.at(off, n)).expect("inside a non-null mapping")
+    }
+}
+
+impl Drop for DmaMem {
+    fn drop(&mut self) {
+        // SAFETY: base/len are exactly the mapping made in alloc, unmapped once; every
+        // buffer carved out of it holds the memory alive (it is dropped after them).
+        unsafe { libc::munmap(self.base.as_ptr() as *mut libc::c_void, self.len) };
+    }
+}
+
+/// A full barrier between the stores to DMA memory (an entry, a PRP list) and the
+/// doorbell store that tells the device to read them; and between reading a completion's
+/// phase bit and reading the rest of it.
+#[inline]
+pub(crate) fn dma_fence() {
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+}

@@ -1,0 +1,262 @@
+//! The user-space NVMe driver (`vfio`) on a real (emulated) controller bound to
+//! vfio-pci: run by `tests/vm/vfio-driver-tests.sh` in the `--iommu` guest, which binds
+//! the controller and names it in `IOSWITCH_VFIO_PCI` (`0000:00:05.0`). Without that
+//! variable there is no controller to drive: every test says so and skips.
+//!
+//! A controller is one VFIO group, which one process opens once: run with
+//! `--test-threads=1` (each test opens and closes the device).
+
+use ioswitch::spec::zns::{ZoneAction, ZoneReport, ZoneState};
+use ioswitch::{Buffer, Cmd, Data, Device, Error, Opts};
+use ioswitch_testkit::pattern;
+use std::collections::HashMap;
+
+/// The PCI address of the controller bound to vfio-pci, or `None` (with the reason
+/// printed) when there is none.
+fn pci() -> Option<String> {
+    match std::env::var("IOSWITCH_VFIO_PCI") {
+        Ok(a) if !a.is_empty() => Some(a),
+        _ => {
+            eprintln!("skipped: no NVMe controller bound to vfio-pci (IOSWITCH_VFIO_PCI is not set)");
+            None
+        }
+    }
+}
+
+fn open(addr: &str, opts: &str) -> Device {
+    let o: Opts = opts.parse().unwrap();
+    Device::open(addr, &o).unwrap_or_else(|e| panic!("open {addr} {opts:?}: {e}"))
+}
+
+/// The conventional namespace (nsid 1).
+fn conv(addr: &str) -> Device {
+    let d = open(addr, "nsid=1");
+    assert!(d.geometry().zones.is_none(), "nsid 1 of {addr} must be conventional");
+    d
+}
+
+#[test]
+fn data_written_reads_back_through_sync_and_async_at_every_prp_shape() {
+    let Some(addr) = pci() else { return };
+    let dev = conv(&addr);
+    let lba = dev.geometry().lba_size as u64;
+    let max = dev.geometry().max_transfer;
+    // One LBA (PRP1), two pages (PRP2), a PRP list, the longest transfer.
+    for (i, len) in [lba, 8192, 64 << 10, max].into_iter().enumerate() {
+        let slba = 4096 * i as u64;
+        let nlb = (len / lba) as u32;
+        let mut w = dev.alloc(len as usize).unwrap();
+        pattern::fill(&mut w, slba * lba, 7);
+        dev.pass(&Cmd::write(1, slba, nlb), std::slice::from_mut(&mut w)).unwrap();
+        let mut r = dev.alloc(len as usize).unwrap();
+        dev.pass(&Cmd::read(1, slba, nlb), std::slice::from_mut(&mut r)).unwrap();
+        pattern::compare(&r, &pattern::at(slba * lba, len, 7), slba * lba, Some(7), "sync read").unwrap();
+        let mut q = dev.queue(4).unwrap();
+        q.submit(&Cmd::read(1, slba, nlb), Data::One(dev.alloc(len as usize).unwrap()), 9).unwrap();
+        let mut got = None;
+        q.wait(1, |c| got = Some(c)).unwrap();
+        let c = got.expect("one completion");
+        assert_eq!((c.tag, c.status.raw), (9, 0), "{c:?}");
+        let b = c.data.into_one().unwrap();
+        pattern::compare(&b, &pattern::at(slba * lba, len, 7), slba * lba, Some(7), "async read").unwrap();
+    }
+}
+
+#[test]
+fn vectored_buffers_meet_on_page_boundaries() {
+    let Some(addr) = pci() else { return };
+    let dev = conv(&addr);
+    let lba = dev.geometry().lba_size as u64;
+    let slba = 50_000;
+    let mut w = vec![dev.alloc(4096).unwrap(), dev.alloc(8192).unwrap(), dev.alloc(1024).unwrap()];
+    let len: u64 = w.iter().map(|b| b.len() as u64).sum();
+    let want = pattern::at(slba * lba, len, 3);
+    let mut off = 0;
+    for b in w.iter_mut() {
+        let n = b.len();
+        b.copy_from_slice(&want[off..off + n]);
+        off += n;
+    }
+    dev.pass(&Cmd::write(1, slba, (len / lba) as u32), &mut w).unwrap();
+    let mut r = dev.alloc(len as usize).unwrap();
+    dev.pass(&Cmd::read(1, slba, (len / lba) as u32), std::slice::from_mut(&mut r)).unwrap();
+    pattern::compare(&r, &want, slba * lba, Some(3), "vectored write, read back").unwrap();
+    // A middle buffer that does not end on a page cannot be described with PRPs.
+    let mut bad = vec![dev.alloc(1024).unwrap(), dev.alloc(4096).unwrap()];
+    let e = dev.pass(&Cmd::read(1, slba, 10), &mut bad).unwrap_err();
+    assert!(e.to_string().contains("EINVAL") || e.to_string().contains("Invalid"), "{e}");
+}
+
+#[test]
+fn buffers_that_are_not_dma_memory_are_refused_before_the_device_sees_them() {
+    let Some(addr) = pci() else { return };
+    let dev = conv(&addr);
+    let mut heap = Buffer::alloc(4096, 4096).unwrap();
+    let e = dev.pass(&Cmd::read(1, 0, 8), std::slice::from_mut(&mut heap)).unwrap_err();
+    assert!(matches!(e, Error::BadCommand { .. }) && e.to_string().contains("not DMA memory"), "{e}");
+    let mut q = dev.queue(2).unwrap();
+    let r = q.submit(&Cmd::read(1, 0, 8), Data::One(heap), 1).unwrap_err();
+    assert!(r.error.to_string().contains("not DMA memory"), "{}", r.error);
+    let mut page = Buffer::alloc(4096, 4096).unwrap();
+    let e = dev.pass_admin(&Cmd::identify(1, 0, 0, 0), std::slice::from_mut(&mut page)).unwrap_err();
+    assert!(e.to_string().contains("not DMA memory"), "{e}");
+    // DMA memory of an earlier open of the controller is not this open's: a buffer
+    // outlives its device (still readable), but the device no longer reaches it.
+    drop(q);
+    drop(dev);
+    let old = conv(&addr);
+    let mut theirs = old.alloc(4096).unwrap();
+    theirs[0] = 0x5a;
+    drop(old);
+    let dev = conv(&addr);
+    assert_eq!(theirs[0], 0x5a);
+    let e = dev.pass(&Cmd::read(1, 0, 8), std::slice::from_mut(&mut theirs)).unwrap_err();
+    assert!(e.to_string().contains("not DMA memory"), "{e}");
+}
+
+#[test]
+fn out_of_range_and_other_namespaces_are_refused_and_device_errors_carry_its_status() {
+    let Some(addr) = pci() else { return };
+    let dev = conv(&addr);
+    let n = dev.geometry().nlbas;
+    let mut b = dev.alloc(4096).unwrap();
+    let e = dev.pass(&Cmd::read(1, n - 1, 2), std::slice::from_mut(&mut b)).unwrap_err();
+    assert!(matches!(e, Error::OutOfRange { .. }), "{e}");
+    let e = dev.pass(&Cmd::read(2, 0, 1), std::slice::from_mut(&mut b)).unwrap_err();
+    assert!(e.to_string().contains("namespace 2"), "{e}");
+    // An opcode the controller does not know: its own status, Invalid Command Opcode.
+    let sqe = ioswitch::Sqe { opcode: 0x7f, nsid: 1, ..Default::default() };
+    let e = dev.pass(&Cmd::io(sqe), &mut []).unwrap_err();
+    match e {
+        Error::Command { status, .. } => {
+            assert_eq!(status.raw & 0x7ff, 0x001, "SCT 0 / SC 1 expected: {status:?}");
+            assert_eq!(status.errno_raw, 0, "the device's status, not an errno");
+        }
+        e => panic!("{e}"),
+    }
+}
+
+#[test]
+fn dropping_a_queue_with_io_in_flight_frees_its_queue_pair() {
+    let Some(addr) = pci() else { return };
+    let dev = conv(&addr);
+    // More rounds than the controller grants queues: each drop must give its qid back.
+    for round in 0..80 {
+        let mut q = dev.queue(32).unwrap_or_else(|e| panic!("round {round}: {e}"));
+        for i in 0..32u64 {
+            q.submit(&Cmd::read(1, i * 8, 8), Data::One(dev.alloc(4096).unwrap()), i).unwrap();
+        }
+        q.poke(0, |_| {}).unwrap();
+        drop(q);
+    }
+    let mut q = dev.queue(1).unwrap();
+    q.submit(&Cmd::read(1, 0, 8), Data::One(dev.alloc(4096).unwrap()), 1).unwrap();
+    let mut n = 0;
+    q.wait(1, |c| {
+        assert_eq!(c.status.raw, 0);
+        n += 1
+    })
+    .unwrap();
+    assert_eq!(n, 1);
+}
+
+#[test]
+fn several_queues_on_several_threads_keep_their_data_apart() {
+    let Some(addr) = pci() else { return };
+    let dev = conv(&addr);
+    let lba = dev.geometry().lba_size as u64;
+    std::thread::scope(|s| {
+        for t in 0..4u64 {
+            let dev = dev.clone();
+            s.spawn(move || {
+                let mut q = dev.queue(16).unwrap();
+                let base = 100_000 + t * 10_000;
+                let mut tags = HashMap::new();
+                for i in 0..64u64 {
+                    let slba = base + i * 8;
+                    let mut b = dev.alloc(4096).unwrap();
+                    pattern::fill(&mut b, slba * lba, 100 + t);
+                    while q.stats().submitted - q.stats().completed >= 16 {
+                        q.wait(1, |c| assert_eq!(c.status.raw, 0, "thread {t}: {c:?}")).unwrap();
+                    }
+                    q.submit(&Cmd::write(1, slba, 8), Data::One(b), i).unwrap();
+                    tags.insert(i, slba);
+                }
+                q.drain(|c| assert_eq!(c.status.raw, 0, "thread {t}: {c:?}")).unwrap();
+                for (i, slba) in &tags {
+                    q.submit(&Cmd::read(1, *slba, 8), Data::One(dev.alloc(4096).unwrap()), *i).unwrap();
+                    q.drain(|c| {
+                        let b = c.data.into_one().unwrap();
+                        let at = tags[&c.tag] * lba;
+                        pattern::compare(&b, &pattern::at(at, 4096, 100 + t), at, Some(100 + t), "thread").unwrap();
+                    })
+                    .unwrap();
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn other_interfaces_are_refused_on_a_pci_device() {
+    let Some(addr) = pci() else { return };
+    for opts in ["sync=psync", "async=io_uring", "admin=nvme", "mem=posix", "async=thrpool"] {
+        let o: Opts = opts.parse().unwrap();
+        let e = Device::open(&addr, &o).unwrap_err().to_string();
+        assert!(e.contains("use vfio"), "{opts}: {e}");
+    }
+}
+
+/// The zone starting at `zslba` of the zoned namespace, from a one-zone report.
+fn zone(dev: &Device, zslba: u64) -> ioswitch::spec::zns::ZoneDesc {
+    let mut rep = dev.alloc(4096).unwrap();
+    dev.pass(&Cmd::zone_mgmt_recv(2, zslba, 4096, true), std::slice::from_mut(&mut rep)).unwrap();
+    let r = ZoneReport::parse(&rep).unwrap();
+    assert!(!r.zones.is_empty() && r.zones[0].zslba == zslba, "report at {zslba:#x}: {r:?}");
+    r.zones[0]
+}
+
+#[test]
+fn zones_open_take_appends_finish_and_reset_through_the_driver() {
+    let Some(addr) = pci() else { return };
+    let dev = open(&addr, "nsid=2");
+    let z = dev.geometry().zones.expect("nsid 2 is zoned");
+    let zslba = 3 * z.zone_size;
+    dev.pass(&Cmd::zone_mgmt_send(2, zslba, ZoneAction::Reset, false), &mut []).unwrap();
+    dev.pass(&Cmd::zone_mgmt_send(2, zslba, ZoneAction::Open, false), &mut []).unwrap();
+    assert_eq!(zone(&dev, zslba).state, ZoneState::ExplicitlyOpened);
+    // Two appends through a queue: each completion's result is where its data went.
+    let mut q = dev.queue(2).unwrap();
+    for t in 0..2u64 {
+        let mut b = dev.alloc(4096).unwrap();
+        b.fill(0xa0 + t as u8);
+        q.submit(&Cmd::zone_append(2, zslba, 8), Data::One(b), t).unwrap();
+    }
+    let mut at = Vec::new();
+    q.drain(|c| {
+        assert_eq!(c.status.raw, 0, "{c:?}");
+        at.push((c.result, c.tag));
+    })
+    .unwrap();
+    at.sort_unstable();
+    assert_eq!(at.iter().map(|a| a.0).collect::<Vec<_>>(), vec![zslba, zslba + 8], "append LBAs");
+    for (lba, tag) in at {
+        let mut r = dev.alloc(4096).unwrap();
+        dev.pass(&Cmd::read(2, lba, 8), std::slice::from_mut(&mut r)).unwrap();
+        assert!(r.iter().all(|&x| x == 0xa0 + tag as u8), "append {tag} at {lba:#x} reads back");
+    }
+    let d = zone(&dev, zslba);
+    assert_eq!((d.state, d.wp), (ZoneState::ExplicitlyOpened, zslba + 16));
+    // A plain write not at the write pointer: the controller's own status (Zone Invalid
+    // Write, SCT 1 / SC BCh).
+    let mut w = dev.alloc(4096).unwrap();
+    match dev.pass(&Cmd::write(2, zslba, 8), std::slice::from_mut(&mut w)).unwrap_err() {
+        Error::Command { status, .. } => assert_eq!(status.raw & 0x7ff, 0x1bc, "{status:?}"),
+        e => panic!("{e}"),
+    }
+    dev.pass(&Cmd::zone_mgmt_send(2, zslba, ZoneAction::Finish, false), &mut []).unwrap();
+    assert_eq!(zone(&dev, zslba).state, ZoneState::Full);
+    dev.pass(&Cmd::zone_mgmt_send(2, zslba, ZoneAction::Reset, false), &mut []).unwrap();
+    let d = zone(&dev, zslba);
+    assert_eq!((d.state, d.wp), (ZoneState::Empty, zslba));
+}

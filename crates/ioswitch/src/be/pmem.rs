@@ -52,6 +52,7 @@ fn refusal(kind: DevKind) -> Option<&'static str> {
         DevKind::NvmeChar | DevKind::NvmeCtrl => {
             Some("an NVMe device is not byte-addressable memory; pmem maps a file on a DAX file system or /dev/daxX.Y")
         }
+        DevKind::NvmePci => Some(super::vfio::PCI_ONLY_VFIO),
     }
 }
 

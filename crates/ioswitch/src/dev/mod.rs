@@ -7,7 +7,6 @@ pub(crate) mod guard;
 mod open;
 mod pmem;
 
-pub use enumerate::{enumerate, Listing};
 pub use pmem::{Dax, PmemSlice};
 pub use bind::{bind_driver, Binding, PciDriver};
 pub use enumerate::{enumerate, enumerate_pci, Listing, PciController};

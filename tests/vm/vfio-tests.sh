@@ -13,9 +13,10 @@
 #        NVMe, an unknown address, and namespaces in use — mounted, swap, held by a
 #        device-mapper linear device, open in a process (block and generic char device);
 #      - binding to vfio-pci (its /dev/vfio/GROUP appears, the namespaces go, nvme0 stays),
-#        the same bind again (nothing changed), the vfio data-path tests (below), back to
-#        nvme: the namespaces come back and data written before reads back unchanged;
-#        then to uio_pci_generic (a /dev/uioN appears) and back to nvme;
+#        the same bind again (nothing changed), a refusal while a process holds the vfio
+#        group, the vfio data-path tests (below), back to nvme: the namespaces come back
+#        and data written before reads back unchanged; then to uio_pci_generic (a
+#        /dev/uioN appears), a refusal while a process holds it, and back to nvme;
 #   3. prints a summary; exits non-zero when any check failed.
 #
 # The vfio data-path tests run while the controller is bound to vfio-pci, at the place
@@ -74,8 +75,9 @@ if [[ ${1:-} == --guest ]]; then
     bind() {
         "$ios" driver bind "$1" "$PCI" >"$out/bind.out" 2>"$out/bind.err"
     }
-    # refused NAME WORDS...: the last bind failed with status 1, its message has every WORDS,
-    # and the controller is still on nvme with both namespaces.
+    # refused NAME RC WORDS...: the last bind failed with status 1, its message has every
+    # WORDS, and the controller is still on $stay (nvme: with both namespaces).
+    stay=nvme
     refused() {
         local name=$1 rc=$2 w
         shift 2
@@ -89,7 +91,7 @@ if [[ ${1:-} == --guest ]]; then
                 return
             fi
         done
-        if [[ $(driver_of) != nvme ]] || (($(nvme1_namespaces) != 2)); then
+        if [[ $(driver_of) != "$stay" ]] || { [[ $stay == nvme ]] && (($(nvme1_namespaces) != 2)); }; then
             bad "$name: refused, but the controller is on $(driver_of) with $(nvme1_namespaces) namespaces"
             return
         fi
@@ -202,6 +204,18 @@ if [[ ${1:-} == --guest ]]; then
     else
         bad "enum: $PCI is not shown on vfio-pci"
     fi
+    # A program holding the vfio group: vfio-pci's unbind would wait for it, unkillably.
+    stay=vfio-pci
+    sleep 600 <"/dev/vfio/$group" &
+    holder=$!
+    sleep 0.2
+    set +e
+    bind nvme
+    refused "vfio group open in a process" $? "/dev/vfio/$group is open in process $holder (sleep)"
+    set -e
+    kill "$holder"
+    wait "$holder" 2>/dev/null || true
+    stay=nvme
 
     # ==================================================================== VFIO DATA PATH
     # The user-space driver's tests run here, while the controller is on vfio-pci: the
@@ -258,6 +272,17 @@ if [[ ${1:-} == --guest ]]; then
     else
         bad "bind uio: status $rc, driver $(driver_of), uio '$uio': $(cat "$out/bind.out" "$out/bind.err")"
     fi
+    stay=uio_pci_generic
+    sleep 600 <"/dev/$uio" &
+    holder=$!
+    sleep 0.2
+    set +e
+    bind nvme
+    refused "uio device open in a process" $? "/dev/$uio is open in process $holder (sleep)"
+    set -e
+    kill "$holder"
+    wait "$holder" 2>/dev/null || true
+    stay=nvme
     set +e
     bind nvme
     rc=$?

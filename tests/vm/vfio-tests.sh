@@ -17,7 +17,10 @@
 #        group, the vfio data-path tests (below), back to nvme: the namespaces come back
 #        and data written before reads back unchanged; then to uio_pci_generic (a
 #        /dev/uioN appears), a refusal while a process holds it, and back to nvme;
-#   3. prints a summary; exits non-zero when any check failed.
+#   3. boots the default guest (no IOMMU, no hugepages) once more: binding its nvme0 to
+#      vfio is refused for want of an IOMMU group, to uio for want of hugepages, and
+#      nvme0 stays live with its namespaces;
+#   4. prints a summary; exits non-zero when any check failed.
 #
 # The vfio data-path tests run while the controller is bound to vfio-pci, at the place
 # marked "VFIO DATA PATH" below: the conformance binary with IOSWITCH_VFIO_PCI set, and
@@ -33,6 +36,32 @@ set -euo pipefail
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd -- "$here/../.." && pwd)
 PCI=0000:00:05.0
+
+if [[ ${1:-} == --guest-no-iommu ]]; then
+    # ------------------------------------------------------------ the default guest
+    ios=$2
+    out=$(mktemp -d)
+    failed=0
+    modprobe -d "${IOSWITCH_VM_MODROOT:-/}" vfio-pci || { echo "FAIL  modprobe vfio-pci"; exit 1; }
+    modprobe -d "${IOSWITCH_VM_MODROOT:-/}" uio_pci_generic || { echo "FAIL  modprobe uio_pci_generic"; exit 1; }
+    l=$(readlink /sys/class/nvme/nvme0/device)
+    addr=${l##*/}
+    # check NAME DRIVER WORDS: binding nvme0 to DRIVER is refused with WORDS, nvme0 stays.
+    check() {
+        local name=$1 drv=$2 words=$3 rc=0
+        "$ios" driver bind "$drv" "$addr" >"$out/out" 2>"$out/err" || rc=$?
+        if ((rc == 1)) && grep -qF -- "$words" "$out/err" && [[ $(cat /sys/class/nvme/nvme0/state) == live ]] &&
+            [[ -b /dev/nvme0n1 && -b /dev/nvme0n3 ]]; then
+            echo "PASS  $name: $(cat "$out/err")"
+        else
+            echo "FAIL  $name: exit status $rc, nvme0 $(cat /sys/class/nvme/nvme0/state 2>&1): $(cat "$out/out" "$out/err")"
+            failed=1
+        fi
+    }
+    check "no IOMMU group (nvme0 at $addr)" vfio "it has no IOMMU group"
+    check "no hugepages (nvme0 at $addr)" uio "no hugepages reserved"
+    exit $failed
+fi
 
 if [[ ${1:-} == --guest ]]; then
     # ------------------------------------------------------------ inside the guest
@@ -319,4 +348,10 @@ echo "ioswitch:    $ios"
 echo "conformance: $conf_exe"
 "$here/setup.sh" --quick >/dev/null
 echo "==== running in the IOMMU guest (tests/vm/run.sh --iommu)"
-exec "$here/run.sh" --iommu --timeout "${IOSWITCH_VM_TIMEOUT:-600}" -- bash "$here/vfio-tests.sh" --guest "$ios" "$conf_exe"
+rc=0
+"$here/run.sh" --iommu --timeout "${IOSWITCH_VM_TIMEOUT:-600}" -- bash "$here/vfio-tests.sh" --guest "$ios" "$conf_exe" || rc=$?
+echo "==== running in the default guest (no IOMMU, no hugepages)"
+rc2=0
+"$here/run.sh" --timeout 300 -- bash "$here/vfio-tests.sh" --guest-no-iommu "$ios" || rc2=$?
+echo "==== vfio-tests: IOMMU guest exit status $rc, default guest exit status $rc2"
+((rc == 0 && rc2 == 0))

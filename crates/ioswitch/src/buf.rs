@@ -418,6 +418,23 @@ impl<T> Drop for Fifo<T> {
     }
 }
 
+/// Fills `out` with iovecs covering the first `len` bytes of `bufs`; returns how many.
+/// Each iovec lies within one buffer of `bufs` (the raw AIO calls rely on it).
+pub(crate) fn fill_iovecs(bufs: &[Buffer], len: u64, out: &mut [libc::iovec]) -> usize {
+    let mut left = len as usize;
+    let mut n = 0;
+    for b in bufs {
+        if left == 0 || n == out.len() {
+            break;
+        }
+        let take = left.min(b.len());
+        out[n] = libc::iovec { iov_base: b.as_ptr() as *mut libc::c_void, iov_len: take };
+        left -= take;
+        n += 1;
+    }
+    n
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -24,6 +24,7 @@ pub(crate) mod uring;
 pub(crate) mod vfio;
 pub(crate) mod zoned;
 
+pub(crate) use crate::buf::fill_iovecs;
 use crate::buf::{Buffer, Data};
 use crate::cmd::{opc, Cmd, CmdSet, DsmRange};
 use crate::dev::{DevKind, Inner};
@@ -816,22 +817,6 @@ fn static_name(cmd: &Cmd) -> &'static str {
 pub(crate) fn dsm_ranges(bufs: &[Buffer], nr: u32) -> impl Iterator<Item = DsmRange> + '_ {
     let first = bufs.first().map(|b| &b[..]).unwrap_or(&[]);
     first.chunks_exact(16).take(nr as usize).map(DsmRange::from_bytes)
-}
-
-/// Fills `out` with iovecs covering the first `len` bytes of `bufs`; returns how many.
-pub(crate) fn fill_iovecs(bufs: &[Buffer], len: u64, out: &mut [libc::iovec]) -> usize {
-    let mut left = len as usize;
-    let mut n = 0;
-    for b in bufs {
-        if left == 0 || n == out.len() {
-            break;
-        }
-        let take = left.min(b.len());
-        out[n] = libc::iovec { iov_base: b.as_ptr() as *mut libc::c_void, iov_len: take };
-        left -= take;
-        n += 1;
-    }
-    n
 }
 
 /// The first `len` bytes of `bufs`, as at most [`MAX_SEGMENTS`] slices.

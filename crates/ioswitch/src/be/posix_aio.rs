@@ -101,6 +101,21 @@ struct Slot {
 }
 
 impl Slot {
+    /// A free slot.
+    const IDLE: Slot = Slot {
+        tag: 0,
+        op: Op::Flush,
+        offset: 0,
+        left: 0,
+        next_buf: 0,
+        flush_todo: false,
+        fua_todo: false,
+        running: 0,
+        moved: 0,
+        errno: 0,
+        short: false,
+    };
+
     fn has_more(&self) -> bool {
         self.flush_todo || self.left > 0
     }
@@ -130,24 +145,11 @@ impl PosixAio {
         }
         let n = depth as usize;
         let pool = n + MAX_SEGMENTS;
-        let slot = || Slot {
-            tag: 0,
-            op: Op::Flush,
-            offset: 0,
-            left: 0,
-            next_buf: 0,
-            flush_todo: false,
-            fua_todo: false,
-            running: 0,
-            moved: 0,
-            errno: 0,
-            short: false,
-        };
         Ok(PosixAio {
             cbs: Cbs::new(fd, n, pool),
             dev: dev.clone(),
             depth,
-            slots: (0..n).map(|_| slot()).collect(),
+            slots: (0..n).map(|_| Slot::IDLE).collect(),
             free: (0..depth).rev().collect(),
             finished: Vec::with_capacity(pool),
             pending: VecDeque::with_capacity(n),
@@ -322,13 +324,9 @@ impl AsyncQueue for PosixAio {
             op: io.op,
             offset: io.offset,
             left: if flush { 0 } else { io.len },
-            next_buf: 0,
             flush_todo: flush,
             fua_todo: io.op == Op::Write && cmd.is_fua(),
-            running: 0,
-            moved: 0,
-            errno: 0,
-            short: false,
+            ..Slot::IDLE
         };
         self.pending.push_back(s);
         self.pump();

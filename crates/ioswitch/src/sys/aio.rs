@@ -15,8 +15,8 @@
 //! The tables the hot path indexes are a power of two long and indexed through a mask,
 //! so an index is always in bounds without a check.
 
-use crate::be::{fill_iovecs, MAX_SEGMENTS};
-use crate::buf::Data;
+use crate::be::MAX_SEGMENTS;
+use crate::buf::{fill_iovecs, Data};
 use crate::queue::Completion;
 use crate::spec::{errno_to_status, Status};
 use std::io;

@@ -627,8 +627,11 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
             return res;
         }
     };
-    if !job.cpus.is_empty() {
-        pin(&job.cpus);
+    match job.cpus.len() {
+        0 => {}
+        // cpus_allowed_policy=split: one CPU of the set per instance.
+        n if job.behaviour.cpus_split => pin(&[job.cpus[instance as usize % n]]),
+        _ => pin(&job.cpus),
     }
     if let Some(d) = job.behaviour.startdelay {
         // fio's startdelay: the job starts (and its clock with it) this much later.
@@ -670,6 +673,14 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
     }
     let measured_from = run.ramp_end.max(t0);
     run.res.runtime_ns = run.last_done.saturating_sub(measured_from).max(if run.last_done > 0 { 1 } else { 0 });
+    if job.behaviour.end_fsync && job.rw.writes() && run.res.error == 0 {
+        // fio's end_fsync: one flush once the writing is done, timed as a sync.
+        let s = now_ns();
+        match dev.pass(&Cmd::flush(dev.ident().nsid), &mut []) {
+            Ok(_) => run.res.sync.record(now_ns() - s),
+            Err(e) => run.fail(e.errno().unwrap_or(libc::EIO), format!("end_fsync: {e}")),
+        }
+    }
     if job.verify != Verify::None && job.do_verify && run.res.error == 0 && job.rw.writes() {
         verify_phase(&mut run);
     }
@@ -1329,6 +1340,51 @@ mod run_tests {
             "the job's clock started after the delay: {} of {took}",
             r.elapsed_ns
         );
+    }
+
+    #[test]
+    fn end_fsync_flushes_once_after_writing_and_is_timed_as_a_sync() {
+        for (rw, end, want) in [(Rw::Write, true, 1), (Rw::Write, false, 0), (Rw::Read, true, 0)] {
+            let mut j = job("4MiB", "async=emu", Mode::Async, rw, 4);
+            j.behaviour.end_fsync = end;
+            let r = run(&j);
+            assert_eq!((r.error, r.sync.samples()), (0, want), "{rw:?} end_fsync={end}");
+        }
+    }
+
+    /// The CPUs the calling thread may run on.
+    fn affinity() -> Vec<usize> {
+        // SAFETY: cpu_set_t is plain data; sched_getaffinity writes one into it.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            assert_eq!(libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set), 0);
+            (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
+        }
+    }
+
+    #[test]
+    fn cpus_allowed_policy_split_gives_each_instance_one_cpu_of_the_set() {
+        let online = affinity();
+        if online.len() < 2 {
+            return eprintln!("skipped: this process may run on {} CPU(s); split needs 2", online.len());
+        }
+        let set = vec![online[0], online[1]];
+        for (split, instance, want) in [(true, 0u32, vec![set[0]]), (true, 3, vec![set[1]]), (false, 1, set.clone())] {
+            let mut j = job("4MiB", "", Mode::Sync, Rw::RandRead, 1);
+            j.number_ios = Some(4);
+            j.cpus = set.clone();
+            j.behaviour.cpus_split = split;
+            let got = std::thread::scope(|s| {
+                s.spawn(|| {
+                    let dev = Device::open(&j.filename, &j.opts).unwrap();
+                    assert_eq!(run_job(&j, instance, &dev, &Progress::default()).error, 0);
+                    affinity()
+                })
+                .join()
+                .unwrap()
+            });
+            assert_eq!(got, want, "split={split} instance {instance}");
+        }
     }
 
     #[test]

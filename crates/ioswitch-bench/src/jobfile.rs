@@ -500,6 +500,12 @@ pub struct Behaviour {
     pub startdelay: Option<Duration>,
     /// `unlink`: remove the job's file (a regular file only) when the job is done.
     pub unlink: bool,
+    /// `cpus_allowed_policy=split`: each instance runs on one CPU of `cpus_allowed`
+    /// (instance i on the i-th, wrapping); `shared` (the default): all on all of them.
+    pub cpus_split: bool,
+    /// `end_fsync` / `fsync_on_close`: flush the file when the job's writing is done
+    /// (timed as a sync, as fio times it).
+    pub end_fsync: bool,
     /// `loops`: how many times the job goes over its region (default 1).
     pub loops: u32,
     /// `wait_for`: the job starts once every instance of the named earlier job is done.
@@ -525,6 +531,8 @@ impl Default for Behaviour {
             continue_on_error: ContinueOn::default(),
             random_generator: RandomGenerator::default(),
             unified_rw_reporting: UnifiedRw::default(),
+            cpus_split: false,
+            end_fsync: false,
             io_size: None,
             startdelay: None,
             unlink: false,
@@ -778,6 +786,11 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("io_submit_mode", &[], Kind::Value),
     ("threads", &[], Kind::Value),
     ("loops", &[], Kind::Value),
+    ("cpus_allowed_policy", &[], Kind::Value),
+    ("end_fsync", &[], Kind::Bool),
+    ("fsync_on_close", &[], Kind::Bool),
+    ("kb_base", &[], Kind::Value),
+    ("create_serialize", &[], Kind::Bool),
     ("io_size", &["io_limit"], Kind::Value),
     ("startdelay", &[], Kind::Value),
     ("unlink", &[], Kind::Bool),
@@ -826,7 +839,6 @@ fn lookup(key: &str) -> Option<(&'static str, Kind)> {
 fn unknown_option(name: &str, loc: &Loc) -> JobError {
     let hint = match name {
         "output-format" | "output" | "section" => format!(" (a command-line option: --{name}=...)"),
-        "kb_base" => " (only fio's default, kb_base=1024, is supported)".to_string(),
         _ => String::new(),
     };
     JobError::UnknownOption { name: name.to_string(), loc: loc.clone(), hint }
@@ -1366,6 +1378,27 @@ impl JobSpec {
             },
             "threads" => b.tiobench_threads = Some(val.count32(1)?),
             "loops" => b.loops = val.count32(1)?,
+            "cpus_allowed_policy" => {
+                b.cpus_split = match val.value("shared or split")? {
+                    "shared" => false,
+                    "split" => true,
+                    _ => return Err(val.bad("shared or split")),
+                }
+            }
+            // One flush at the end either way: the job has one file, closed when it ends.
+            "end_fsync" | "fsync_on_close" => b.end_fsync = val.flag()?,
+            // Sizes are read with fio's default base (see the module docs).
+            "kb_base" => {
+                if val.value("1024")? != "1024" {
+                    return Err(val.bad("1024 (fio's default; kb_base=1000 is not supported)"));
+                }
+            }
+            // Files are laid out one after the other, as with fio's default.
+            "create_serialize" => {
+                if !val.flag()? {
+                    return Err(val.bad("1 (fio's default: files are laid out one at a time; 0 is not run)"));
+                }
+            }
             "io_size" => {
                 b.io_size = match parse_size_spec(val.value(EXPECT_SIZE_PCT)?, 1..=100)
                     .ok_or_else(|| val.bad(EXPECT_SIZE_PCT))?
@@ -2141,6 +2174,18 @@ mod tests {
         assert!(e.contains("none, read, write, io, verify, all"), "{e}");
         let e = err("[j]\nrandom_generator=mt19937\n");
         assert!(e.contains("tausworthe, lfsr or tausworthe64"), "{e}");
+    }
+
+    #[test]
+    fn cpus_policy_end_fsync_kb_base_and_create_serialize() {
+        let b = one("[j]\ncpus_allowed=0-1\ncpus_allowed_policy=split\nend_fsync=1\n").behaviour;
+        assert!(b.cpus_split && b.end_fsync);
+        assert!(!one("[j]\ncpus_allowed_policy=shared\n").behaviour.cpus_split);
+        assert!(one("[j]\nfsync_on_close=1\n").behaviour.end_fsync);
+        assert_eq!(one("[j]\nkb_base=1024\nbs=4k\ncreate_serialize=1\n").bs.read, 4096);
+        assert!(err("[j]\nkb_base=1000\n").contains("kb_base=1000 is not supported"));
+        assert!(err("[j]\ncreate_serialize=0\n").contains("0 is not run"));
+        assert!(err("[j]\ncpus_allowed_policy=spread\n").contains("shared or split"));
     }
 
     #[test]

@@ -140,6 +140,7 @@ impl Psync {
             retry(offset, len, |skip, off| {
                 IoSlice::advance_slices(&mut iov, skip);
                 match self.call {
+                    PsyncCall::Preadv2 => io::pwritev2(fd, iov, off, rwf),
                     _ if rwf != 0 => io::pwritev(fd, iov, off, rwf),
                     PsyncCall::Pread if iov.len() == 1 => io::pwrite(fd, &iov[0], off),
                     _ => io::pwritev(fd, iov, off, 0),

@@ -110,6 +110,15 @@ pub(crate) fn preadv2(fd: RawFd, iov: &mut [IoSliceMut<'_>], offset: u64, flags:
     bytes(unsafe { libc::preadv2(fd, iov.as_ptr() as *const libc::iovec, n, offset as libc::off_t, flags) })
 }
 
+/// pwritev2(2) with `RWF_*` `flags`, also when they are 0 (fio's `pvsync2` calls it so;
+/// [`pwritev`] makes a plain pwritev(2) of flags 0).
+pub(crate) fn pwritev2(fd: RawFd, iov: &[IoSlice<'_>], offset: u64, flags: libc::c_int) -> io::Result<usize> {
+    let n = iov.len().min(libc::c_int::MAX as usize) as libc::c_int;
+    // SAFETY: IoSlice is ABI-compatible with struct iovec (std guarantees it on Unix);
+    // each one borrows its memory, and `iov` is borrowed for the call.
+    bytes(unsafe { libc::pwritev2(fd, iov.as_ptr() as *const libc::iovec, n, offset as libc::off_t, flags) })
+}
+
 /// lseek(2) with `SEEK_SET`: moves the file position of `fd` to `offset`.
 pub(crate) fn seek(fd: RawFd, offset: u64) -> io::Result<()> {
     let off = libc::off_t::try_from(offset).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
@@ -215,6 +224,7 @@ mod tests {
         let (mut a, mut b) = ([0u8; 3], [0u8; 7]);
         let n = preadv(fd, &mut [IoSliceMut::new(&mut a), IoSliceMut::new(&mut b)], 3).unwrap();
         assert_eq!((n, &a, &b), (10, b"hel", b"loabcd!"));
+        assert_eq!(pwritev2(fd, &[IoSlice::new(b"cd")], 10, 0).unwrap(), 2, "flags 0");
         let (mut a, mut b) = ([0u8; 2], [0u8; 3]);
         let n = preadv2(fd, &mut [IoSliceMut::new(&mut a), IoSliceMut::new(&mut b)], 8, 0).unwrap();
         assert_eq!((n, &a, &b), (5, b"ab", b"cd!"));

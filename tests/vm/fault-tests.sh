@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests/vm/fault-tests.sh — fault injection and crash consistency of every interface that
-# runs on a block device, with the guest kernel's own injectors (issue 17, parts 2 and 3):
+# runs on a block device, with the guest kernel's own injectors (issue 17, parts 2 and 3;
+# the dm-log-writes replay on the raw device and under ext4):
 #
 #   1. builds the test binary crates/ioswitch/tests/faults.rs here;
 #   2. boots the guest of tests/vm (run.sh), loads loop, ext4, dm-flakey, dm-delay, dm-log-writes

@@ -1,9 +1,10 @@
 //! Fault injection and crash consistency with the kernel's own injectors (issue 17, parts 2
 //! and 3), for real: device-mapper `flakey` (I/O errors, dropped writes), `delay` (latency
 //! spikes, dropping a queue with delayed commands in flight), `log-writes` (every write and
-//! flush recorded, replayed up to each flush by `ioswitch_testkit::logwrites`) and
-//! `scsi_debug` (medium errors on chosen sectors), each over a loop device, through every
-//! interface that runs on a block device.
+//! flush recorded, replayed up to each flush by `ioswitch_testkit::logwrites`, on the raw
+//! device and under ext4) and `scsi_debug` (medium errors on chosen sectors), each over a
+//! loop device, through every interface that runs on a block device; and `ioswitch bench`
+//! beside fio on a failing device.
 //!
 //! The host kernel has no device-mapper and no scsi_debug: there every test says why it
 //! skips. `tests/vm/fault-tests.sh` loads the modules in the QEMU guest and runs this
@@ -525,23 +526,23 @@ fn scsi_medium_errors_end_exactly_the_reads_of_the_bad_sectors() {
     }
 }
 
-/// A device that flushes: a queue or the synchronous path.
-enum Path2 {
+/// Writes and flushes through a queue or the synchronous path.
+enum Writer {
     Sync(Device),
     Async(Device, Queue),
 }
 
-impl Path2 {
+impl Writer {
     fn write_all(&mut self, ios: &[Io]) {
         match self {
-            Path2::Sync(d) => {
+            Writer::Sync(d) => {
                 for io in ios {
                     let mut b = d.alloc(BS as usize).unwrap();
                     pattern::fill(&mut b, io.off, io.seed);
                     d.pass(&Cmd::fs_write(io.off, BS), &mut [b]).unwrap();
                 }
             }
-            Path2::Async(d, q) => {
+            Writer::Async(d, q) => {
                 for (io, r) in ios.iter().zip(run_batch(d, q, ios)) {
                     check_ok("write", io, &r, 0);
                 }
@@ -550,10 +551,10 @@ impl Path2 {
     }
     fn flush(&mut self) {
         match self {
-            Path2::Sync(d) => {
+            Writer::Sync(d) => {
                 d.pass(&Cmd::fs_flush(), &mut []).unwrap();
             }
-            Path2::Async(_, q) => {
+            Writer::Async(_, q) => {
                 q.submit(&Cmd::fs_flush(), Data::None, 7).map_err(|r| r.error).unwrap();
                 let mut st = None;
                 q.drain(|c| st = Some(c.status)).unwrap();
@@ -589,10 +590,10 @@ fn every_write_acknowledged_before_a_flush_is_in_the_log_before_that_flush() {
         let (name, dm) = s.dm("lw", &table);
         let dev = open(&dm, opts);
         let mut path = if opts.starts_with("sync=") {
-            Path2::Sync(dev)
+            Writer::Sync(dev)
         } else {
             let q = dev.queue(8).unwrap();
-            Path2::Async(dev, q)
+            Writer::Async(dev, q)
         };
         // Phases of writes (later ones overwrite some blocks of earlier ones), each ended
         // by a flush and a mark; the last phase is not flushed.
@@ -805,10 +806,10 @@ fn file_writes_flushed_under_ext4_are_in_the_file_system_replayed_to_that_flush(
     for (k, opts) in configs.iter().enumerate() {
         let dev = open(&files[k], opts);
         let mut path = if opts.starts_with("sync=") {
-            Path2::Sync(dev)
+            Writer::Sync(dev)
         } else {
             let q = dev.queue(8).unwrap();
-            Path2::Async(dev, q)
+            Writer::Async(dev, q)
         };
         let mut model = BTreeMap::new();
         let mut snaps = Vec::new();

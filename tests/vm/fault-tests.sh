@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # tests/vm/fault-tests.sh — fault injection and crash consistency of every interface that
-# runs on a block device, with the guest kernel's own injectors (issue 17, parts 2 and 3):
+# runs on a block device, with the guest kernel's own injectors (issue 17, parts 2 and 3;
+# the dm-log-writes replay on the raw device and under ext4):
 #
 #   1. builds the test binary crates/ioswitch/tests/faults.rs here;
-#   2. boots the guest of tests/vm (run.sh), loads loop, dm-flakey, dm-delay, dm-log-writes
+#   2. boots the guest of tests/vm (run.sh), loads loop, ext4, dm-flakey, dm-delay, dm-log-writes
 #      and scsi_debug (a 16 MiB disk with medium errors on sectors 4100..4107, opts=2) +
 #      sd_mod, and runs the binary with IOSWITCH_VM=1 (a skip fails) and IOSWITCH_CLI (the
 #      CLI, whose `bench` is compared with fio on a failing device);
@@ -28,7 +29,7 @@ if [[ ${1:-} == --guest ]]; then
             echo "guest: cannot load $1 (its tests will fail): $(cat "$out/mod.err")"
         fi
     }
-    for m in loop dm_mod dm_flakey dm_delay dm_log_writes sd_mod; do load "$m"; done
+    for m in loop ext4 dm_mod dm_flakey dm_delay dm_log_writes sd_mod; do load "$m"; done
     load scsi_debug dev_size_mb=16 opts=2 medium_error_start=4100 medium_error_count=8
     echo "guest: dm targets: $(dmsetup targets | awk '{print $1}' | tr '\n' ' ')"
     echo "==== fault injection and crash consistency: $exe"

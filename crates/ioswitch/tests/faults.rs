@@ -1,9 +1,10 @@
 //! Fault injection and crash consistency with the kernel's own injectors (issue 17, parts 2
 //! and 3), for real: device-mapper `flakey` (I/O errors, dropped writes), `delay` (latency
 //! spikes, dropping a queue with delayed commands in flight), `log-writes` (every write and
-//! flush recorded, replayed up to each flush by `ioswitch_testkit::logwrites`) and
-//! `scsi_debug` (medium errors on chosen sectors), each over a loop device, through every
-//! interface that runs on a block device.
+//! flush recorded, replayed up to each flush by `ioswitch_testkit::logwrites`, on the raw
+//! device and under ext4) and `scsi_debug` (medium errors on chosen sectors), each over a
+//! loop device, through every interface that runs on a block device; and `ioswitch bench`
+//! beside fio on a failing device.
 //!
 //! The host kernel has no device-mapper and no scsi_debug: there every test says why it
 //! skips. `tests/vm/fault-tests.sh` loads the modules in the QEMU guest and runs this
@@ -525,23 +526,23 @@ fn scsi_medium_errors_end_exactly_the_reads_of_the_bad_sectors() {
     }
 }
 
-/// A device that flushes: a queue or the synchronous path.
-enum Path2 {
+/// Writes and flushes through a queue or the synchronous path.
+enum Writer {
     Sync(Device),
     Async(Device, Queue),
 }
 
-impl Path2 {
+impl Writer {
     fn write_all(&mut self, ios: &[Io]) {
         match self {
-            Path2::Sync(d) => {
+            Writer::Sync(d) => {
                 for io in ios {
                     let mut b = d.alloc(BS as usize).unwrap();
                     pattern::fill(&mut b, io.off, io.seed);
                     d.pass(&Cmd::fs_write(io.off, BS), &mut [b]).unwrap();
                 }
             }
-            Path2::Async(d, q) => {
+            Writer::Async(d, q) => {
                 for (io, r) in ios.iter().zip(run_batch(d, q, ios)) {
                     check_ok("write", io, &r, 0);
                 }
@@ -550,10 +551,10 @@ impl Path2 {
     }
     fn flush(&mut self) {
         match self {
-            Path2::Sync(d) => {
+            Writer::Sync(d) => {
                 d.pass(&Cmd::fs_flush(), &mut []).unwrap();
             }
-            Path2::Async(_, q) => {
+            Writer::Async(_, q) => {
                 q.submit(&Cmd::fs_flush(), Data::None, 7).map_err(|r| r.error).unwrap();
                 let mut st = None;
                 q.drain(|c| st = Some(c.status)).unwrap();
@@ -572,16 +573,13 @@ fn every_write_acknowledged_before_a_flush_is_in_the_log_before_that_flush() {
     }
     const PHASES: u64 = 4;
     const PER_PHASE: u64 = 24;
-    let configs: Vec<String> = ["psync", "mmap"]
+    // Every interface through the page cache (where a missing flush loses data), and with
+    // O_DIRECT those with a path of their own for it (thrpool, posix and emu run psync's).
+    let configs: Vec<String> = ["sync=psync", "sync=psync,direct=1", "sync=mmap"]
         .iter()
-        .flat_map(|i| {
-            if *i == "mmap" {
-                vec![format!("sync={i}")]
-            } else {
-                vec![format!("sync={i}"), format!("sync={i},direct=1")]
-            }
-        })
-        .chain(ASYNC.iter().flat_map(|i| [format!("async={i}"), format!("async={i},direct=1")]))
+        .map(|o| o.to_string())
+        .chain(ASYNC.iter().map(|i| format!("async={i}")))
+        .chain(["async=libaio,direct=1", "async=io_uring,direct=1"].iter().map(|o| o.to_string()))
         .collect();
     let blocks = (DEV_MIB << 20) / BS;
     for (k, opts) in configs.iter().enumerate() {
@@ -592,10 +590,10 @@ fn every_write_acknowledged_before_a_flush_is_in_the_log_before_that_flush() {
         let (name, dm) = s.dm("lw", &table);
         let dev = open(&dm, opts);
         let mut path = if opts.starts_with("sync=") {
-            Path2::Sync(dev)
+            Writer::Sync(dev)
         } else {
             let q = dev.queue(8).unwrap();
-            Path2::Async(dev, q)
+            Writer::Async(dev, q)
         };
         // Phases of writes (later ones overwrite some blocks of earlier ones), each ended
         // by a flush and a mark; the last phase is not flushed.
@@ -759,6 +757,152 @@ fn bench_stops_at_the_first_failed_io_and_reports_it_as_fio_does() {
             "fault: flakey EIO under `bench --rw={rw} --verify={verify}` (libaio, qd1): job error {oe} (fio: {fe}), {ob} bytes before the stop (fio: {fb}), exit {} (fio: {})",
             ours.status.code().unwrap_or(-1),
             fio.status.code().unwrap_or(-1)
+        ));
+    }
+}
+
+#[test]
+fn file_writes_flushed_under_ext4_are_in_the_file_system_replayed_to_that_flush() {
+    const T: &str = "file_writes_flushed_under_ext4_are_in_the_file_system_replayed_to_that_flush";
+    if let Err(why) = dm_targets(&["log-writes"]) {
+        return skip(T, &why);
+    }
+    let fss = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
+    if !fss.lines().any(|l| l.split_whitespace().last() == Some("ext4")) {
+        return skip(T, "the kernel has no ext4 (/proc/filesystems; load ext4)");
+    }
+    for (prog, arg) in [("mkfs.ext4", "-V"), ("mount", "--version")] {
+        if let Err(e) = run(prog, &[arg]) {
+            return skip(T, &format!("{prog} is not usable: {e}"));
+        }
+    }
+    const FS_MIB: u64 = 32;
+    const FILE: u64 = 1 << 20;
+    const PHASES: u64 = 2;
+    let configs =
+        ["sync=psync", "sync=mmap", "async=libaio", "async=io_uring", "async=thrpool", "async=posix", "async=emu"];
+    let mut s = Setup::new("lwfs");
+    let (data, _) = s.loop_dev(FS_MIB);
+    let (log_dev, log_img) = s.loop_dev(128);
+    let table = format!("0 {} log-writes {} {}\n", FS_MIB << 11, data.display(), log_dev.display());
+    let (name, dm) = s.dm("lwfs", &table);
+    let dm_s = dm.to_str().unwrap();
+    // Inode tables and journal written at mkfs, no discards: the log replays from zeroes.
+    run("mkfs.ext4", &["-q", "-F", "-E", "nodiscard,lazy_itable_init=0,lazy_journal_init=0", dm_s]).unwrap();
+    let mnt = s.dir.join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    run("mount", &["-t", "ext4", dm_s, mnt.to_str().unwrap()]).unwrap();
+    s.then_undo("umount", &[mnt.to_str().unwrap()]);
+    // The files exist (and are durable, `sync`) before the checked phases begin: a file's
+    // name is its directory's business, not the data flush's.
+    let files: Vec<PathBuf> = (0..configs.len()).map(|k| mnt.join(format!("f{k}"))).collect();
+    for f in &files {
+        drop(open(f, &format!("create=1,size={FILE}")));
+    }
+    run("sync", &[]).unwrap();
+    let blocks = FILE / BS;
+    let mut snapshots: Vec<Vec<BTreeMap<u64, u64>>> = Vec::new();
+    let mut control = Vec::new();
+    for (k, opts) in configs.iter().enumerate() {
+        let dev = open(&files[k], opts);
+        let mut path = if opts.starts_with("sync=") {
+            Writer::Sync(dev)
+        } else {
+            let q = dev.queue(8).unwrap();
+            Writer::Async(dev, q)
+        };
+        let mut model = BTreeMap::new();
+        let mut snaps = Vec::new();
+        let mut x = 0x51ED_270Bu64 ^ k as u64;
+        for phase in 0..PHASES {
+            let seed = 5000 + 10 * k as u64 + phase;
+            let ios: Vec<Io> = (0..16)
+                .map(|_| {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    Io { write: true, off: ((x >> 33) % blocks) * BS, seed }
+                })
+                .collect();
+            path.write_all(&ios);
+            for io in &ios {
+                model.insert(io.off, io.seed);
+            }
+            path.flush();
+            run("dmsetup", &["message", &name, "0", "mark", &format!("f{k}-{phase}")]).unwrap();
+            snaps.push(model.clone());
+        }
+        if k == 0 {
+            // The control: page-cache writes never flushed, then a mark.
+            let ios: Vec<Io> = (0..16).map(|j| Io { write: true, off: j * 2 * BS, seed: 4999 }).collect();
+            path.write_all(&ios);
+            run("dmsetup", &["message", &name, "0", "mark", "unflushed"]).unwrap();
+            control = ios;
+        }
+        snapshots.push(snaps);
+    }
+    s.undo_last(); // umount
+    s.undo_last(); // dmsetup remove
+    let log = Log::parse(std::fs::read(&log_img).unwrap()).unwrap();
+    let img_path = s.dir.join("replay.img");
+    let chk = s.dir.join("chk");
+    std::fs::create_dir_all(&chk).unwrap();
+    let mut prev_mark = 0;
+    for (k, opts) in configs.iter().enumerate() {
+        let (mut checked, mut lost) = (0u64, 0u64);
+        for (phase, want) in snapshots[k].iter().enumerate() {
+            let m = log.mark(&format!("f{k}-{phase}")).unwrap_or_else(|| panic!("{opts}: mark f{k}-{phase} missing"));
+            // The target logs a write only once it is stable (after a flush, or at once
+            // with FUA), so the log up to the mark is the disk after a power cut there.
+            // Up to the last flush is too early here: dm splits ext4's journal commit (a
+            // write with PREFLUSH and FUA) into an empty flush and the FUA write of the
+            // commit block, logged after it. A flush must still lie between the marks.
+            let f = log.flush_before(m).unwrap_or_else(|| panic!("{opts}: no flush before mark f{k}-{phase}"));
+            assert!(f > prev_mark, "{opts}: no flush between the marks before f{k}-{phase}");
+            prev_mark = m;
+            let mut img = vec![0u8; (FS_MIB << 20) as usize];
+            log.replay(&mut img, m).unwrap();
+            std::fs::write(&img_path, &img).unwrap();
+            // A fresh mount of the replayed image (ext4 replays its journal), as after a
+            // power cut at that flush.
+            run("mount", &["-t", "ext4", "-o", "loop", img_path.to_str().unwrap(), chk.to_str().unwrap()])
+                .unwrap_or_else(|e| panic!("{opts}: the file system replayed to flush {phase} does not mount: {e}"));
+            let got = std::fs::read(chk.join(format!("f{k}")));
+            run("umount", &[chk.to_str().unwrap()]).unwrap();
+            let got = got.unwrap_or_else(|e| panic!("{opts}: f{k} in the file system replayed to flush {phase}: {e}"));
+            for (&off, &seed) in want {
+                let exp = pattern::at(off, BS, seed);
+                let have = got.get(off as usize..(off + BS) as usize).unwrap_or(&[]);
+                lost += exp.iter().enumerate().filter(|(i, b)| have.get(*i) != Some(b)).count() as u64;
+                checked += BS;
+            }
+        }
+        if k == 0 {
+            // The control's blocks must be missing in the file system replayed to its mark
+            // (which shows the check sees lost data).
+            let m = log.mark("unflushed").expect("mark unflushed in the log");
+            let mut img = vec![0u8; (FS_MIB << 20) as usize];
+            log.replay(&mut img, m).unwrap();
+            std::fs::write(&img_path, &img).unwrap();
+            run("mount", &["-t", "ext4", "-o", "loop", img_path.to_str().unwrap(), chk.to_str().unwrap()]).unwrap();
+            let got = std::fs::read(chk.join("f0"));
+            run("umount", &[chk.to_str().unwrap()]).unwrap();
+            let got = got.unwrap();
+            let missing: u64 = control
+                .iter()
+                .map(|io| {
+                    let exp = pattern::at(io.off, BS, io.seed);
+                    let have = &got[io.off as usize..(io.off + BS) as usize];
+                    exp.iter().zip(have).filter(|(a, b)| a != b).count() as u64
+                })
+                .sum();
+            assert!(missing > 0, "{opts}: the unflushed page-cache writes are all in the replayed file system");
+            report(format!(
+                "crash: control under ext4: {opts}: {missing} of {} bytes written to the page cache and not flushed are missing in the file system replayed to the mark after them",
+                control.len() as u64 * BS
+            ));
+        }
+        assert_eq!(lost, 0, "{opts}: {lost} of {checked} bytes flushed into f{k} are missing after replay");
+        report(format!(
+            "crash: dm-log-writes under ext4: {opts} (a 1 MiB file): {PHASES} flush marks checked, {checked} bytes checked, {lost} bytes lost"
         ));
     }
 }

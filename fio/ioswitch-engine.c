@@ -140,6 +140,11 @@ struct iosw_file {
 	 * other direction and mode.
 	 */
 	struct ioswitch_cmd *fast[8];
+	/*
+	 * The same for the queueing modes (async, also inline) with file-set commands: the
+	 * reads and writes queue_other hands to ioswitch_queue_submit first thing.
+	 */
+	struct ioswitch_cmd *qfast[8];
 	struct ioswitch_geo geo;
 	int nvm; /* NVM (LBA) commands: NVMe char devices; others take file-set commands */
 	uint32_t nsid;
@@ -384,6 +389,10 @@ static int iosw_open_file(struct thread_data *td, struct fio_file *f)
 		fd->fast[DDIR_READ] = &fd->rw[DDIR_READ];
 		fd->fast[DDIR_WRITE] = &fd->rw[DDIR_WRITE];
 	}
+	if (!ed->sync_mode && !fd->nvm) {
+		fd->qfast[DDIR_READ] = &fd->rw[DDIR_READ];
+		fd->qfast[DDIR_WRITE] = &fd->rw[DDIR_WRITE];
+	}
 	if (!ed->sync_mode) {
 		err = ioswitch_queue_init(fd->dev, ed->cap, &fd->q);
 		if (err) {
@@ -581,16 +590,66 @@ static void __attribute__((noinline, cold)) fast_failed(struct io_u *io_u, int e
 	sync_failed(fd->td, io_u, err);
 }
 
+/* Inline mode: the command just submitted completes here, its outcome in the io_u. */
+static inline enum fio_q_status complete_inline(struct thread_data *td, struct io_u *io_u,
+						struct iosw_file *fd)
+{
+	struct iosw_data *ed = td->io_ops_data;
+	int err;
+
+	mark_completed_in_queue(td);
+	err = ioswitch_queue_reap(fd->q, 1, 1, ed->cpls);
+	if (__builtin_expect(err == 1, 1)) {
+		cpl_io_u(ed->cpls);
+	} else {
+		io_u->error = err < 0 ? -err : EIO;
+		log_err("ioswitch: ioswitch_queue_reap: %s\n",
+			err < 0 ? ioswitch_last_error() : "no completion");
+	}
+	return FIO_Q_COMPLETED;
+}
+
+/* A refused submission of queue_other's queueing fast path: as in queue_other. */
+static enum fio_q_status __attribute__((noinline, cold)) submit_failed(struct thread_data *td,
+								       struct io_u *io_u,
+								       struct iosw_file *fd, int err)
+{
+	struct iosw_data *ed = td->io_ops_data;
+
+	if (err == -EBUSY && ioswitch_queue_outstanding(fd->q) >= (int)ed->cap)
+		return FIO_Q_BUSY;
+	mark_completed_in_queue(td);
+	io_u->error = -err;
+	if (!ed->reported++)
+		log_err("ioswitch: %s\n", ioswitch_last_error());
+	return FIO_Q_COMPLETED;
+}
+
 /* Everything but the synchronous reads and writes of iosw_queue's fast path. */
 static enum fio_q_status __attribute__((noinline)) queue_other(struct thread_data *td,
 							      struct io_u *io_u,
 							      struct iosw_file *fd)
 {
 	struct iosw_data *ed = td->io_ops_data;
-	struct ioswitch_cmd other, *cmd;
+	struct ioswitch_cmd other, *cmd = fd->qfast[io_u->ddir & 7];
 	void *buf = io_u->xfer_buf;
 	int nbufs, err;
 
+	if (__builtin_expect(cmd != NULL, 1)) {
+		/*
+		 * The queueing mode's reads and writes (iosw_file.qfast): the file's prebuilt
+		 * command, queued in ioswitch, not yet in the kernel: ->commit() pushes it.
+		 */
+		set_dwords(&cmd->sqe.cdw10, io_u->offset);
+		set_dwords(&cmd->sqe.cdw12, io_u->xfer_buflen);
+		err = ioswitch_queue_submit(fd->q, cmd, &buf, 1, io_u);
+		if (__builtin_expect(err != 0, 0))
+			return submit_failed(td, io_u, fd, err);
+		if (ed->inline_mode)
+			return complete_inline(td, io_u, fd);
+		ed->pending[ed->npending++] = io_u;
+		return FIO_Q_QUEUED;
+	}
 	nbufs = build(fd, io_u, &other, &cmd);
 	if (nbufs < 0) {
 		mark_completed_in_queue(td);
@@ -620,19 +679,8 @@ static enum fio_q_status __attribute__((noinline)) queue_other(struct thread_dat
 			log_err("ioswitch: %s\n", ioswitch_last_error());
 		return FIO_Q_COMPLETED;
 	}
-	if (ed->inline_mode) {
-		/* Completed here, its outcome recorded in the io_u (cpl_io_u). */
-		mark_completed_in_queue(td);
-		err = ioswitch_queue_reap(fd->q, 1, 1, ed->cpls);
-		if (err == 1) {
-			cpl_io_u(ed->cpls);
-		} else {
-			io_u->error = err < 0 ? -err : EIO;
-			log_err("ioswitch: ioswitch_queue_reap: %s\n",
-				err < 0 ? ioswitch_last_error() : "no completion");
-		}
-		return FIO_Q_COMPLETED;
-	}
+	if (ed->inline_mode)
+		return complete_inline(td, io_u, fd);
 	/*
 	 * Queued in ioswitch, not yet in the kernel: ->commit() pushes it. The queue holds
 	 * at most iodepth (ed->cap) commands, so `pending` cannot overflow.

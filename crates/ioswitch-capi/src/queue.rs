@@ -682,18 +682,26 @@ pub unsafe extern "C" fn ioswitch_queue_reap(
         };
         match r {
             Ok(_) => n as c_int,
-            Err(e) => {
-                // The completions written before the failure are not lost: they go back
-                // to the front of the queue's kept list, in order, for the next reap.
-                for i in (0..n as usize).rev() {
-                    // SAFETY: i < n <= max; cpls[i] was written above.
-                    let c = unsafe { cpls.add(i).read() };
-                    kept.push_front((None, ptr::null_mut(), c));
-                }
-                from_error(F, &e)
-            }
+            // SAFETY: cpls[0..n] were written above.
+            Err(e) => unsafe { reap_failed(kept, cpls, n, &e) },
         }
     })
+}
+
+/// A failed `ioswitch_queue_reap`: the completions written before the failure are not
+/// lost, they go back to the front of the queue's kept list, in order, for the next reap.
+///
+/// # Safety
+/// `cpls[0..n]` written.
+#[cold]
+#[inline(never)]
+unsafe fn reap_failed(kept: &mut VecDeque<Kept>, cpls: *mut ioswitch_cpl, n: u32, e: &Error) -> c_int {
+    for i in (0..n as usize).rev() {
+        // SAFETY: i < n; cpls[i] was written (caller contract).
+        let c = unsafe { cpls.add(i).read() };
+        kept.push_front((None, ptr::null_mut(), c));
+    }
+    from_error("ioswitch_queue_reap", e)
 }
 
 #[cold]

@@ -308,6 +308,11 @@ pub enum IoEngine {
     Null,
     /// Memory-mapped file.
     Mmap,
+    /// fio's libpmem engine: persistent memory through libpmem (runs `sync=pmem`;
+    /// `PMEM_IS_PMEM_FORCE=1` in the environment gives it `pmem_force=1`, as libpmem).
+    Libpmem,
+    /// fio's dev-dax engine: a devdax device (runs `sync=pmem`).
+    DevDax,
     /// xNVMe's fio engine; interfaces chosen with the `xnvme_*` options.
     Xnvme,
     /// ioswitch itself; interfaces chosen with `ioswitch_opts`.
@@ -327,6 +332,8 @@ impl IoEngine {
         IoEngine::Posixaio,
         IoEngine::Null,
         IoEngine::Mmap,
+        IoEngine::Libpmem,
+        IoEngine::DevDax,
         IoEngine::Xnvme,
         IoEngine::Ioswitch,
     ];
@@ -344,6 +351,8 @@ impl IoEngine {
             IoEngine::Posixaio => "posixaio",
             IoEngine::Null => "null",
             IoEngine::Mmap => "mmap",
+            IoEngine::Libpmem => "libpmem",
+            IoEngine::DevDax => "dev-dax",
             IoEngine::Xnvme => "xnvme",
             IoEngine::Ioswitch => "ioswitch",
         }

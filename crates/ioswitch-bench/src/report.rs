@@ -405,11 +405,11 @@ impl<'a> Entry<'a> {
     }
 
     /// This entry's data rate (read + written, bytes/s) as a fraction of the single-thread
-    /// copy ceiling, when it ran on `mmap` and a ceiling was measured: each byte through a
+    /// copy ceiling, when it ran on `mmap` or `pmem` and a ceiling was measured: each byte through a
     /// mapping is one byte copied, which the ceiling (STREAM-counted) counts twice.
     fn copy_fraction(&self, ceiling: Option<f64>) -> Option<f64> {
         let c = ceiling.filter(|&c| c > 0.0)?;
-        if !self.interfaces.iter().any(|i| i == "mmap") {
+        if !self.interfaces.iter().any(|i| crate::run::is_mapping(i)) {
             return None;
         }
         Some(2.0 * (self.dirs[0].bw_bytes() + self.dirs[1].bw_bytes()) as f64 / c)
@@ -1077,11 +1077,7 @@ pub fn preamble(prepared: &[Prepared]) -> String {
     let mut threads = 0;
     for p in prepared {
         let (s, j) = (&p.spec, &p.job);
-        let i = p.dev.interfaces();
-        let iface = match j.mode {
-            Mode::Sync => i.sync.map(|s| s.as_str()),
-            Mode::Async => i.r#async.map(|s| s.as_str()),
-        };
+        let iface = crate::run::interface_name(p);
         let _ = writeln!(
             out,
             "{}: (g={}): rw={}, bs=(R) {r}B-{r}B, (W) {w}B-{w}B, (T) {w}B-{w}B, ioengine={}, iodepth={}, \
@@ -1091,7 +1087,7 @@ pub fn preamble(prepared: &[Prepared]) -> String {
             s.rw,
             s.ioengine,
             j.iodepth,
-            iface.unwrap_or("none"),
+            iface,
             r = j.bs[0],
             w = j.bs[1],
         );

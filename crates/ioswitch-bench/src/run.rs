@@ -54,15 +54,15 @@ pub struct Report {
     /// Whole run, ns.
     pub wall_ns: u64,
     /// The single-thread copy ceiling measured in this run, bytes/s counted read + written
-    /// ([`crate::membw::copy_ceiling`]); the caller sets it when a job ran on `mmap`, and
+    /// ([`crate::membw::copy_ceiling`]); the caller sets it when a job ran on `mmap` or `pmem`, and
     /// the reports then give each `mmap` job's rate as a fraction of it.
     pub copy_ceiling_bps: Option<f64>,
 }
 
 impl Report {
-    /// Whether any job ran on the `mmap` interface.
+    /// Whether any job ran on a mapping (`mmap`, or `pmem`).
     pub fn uses_mmap(&self) -> bool {
-        self.jobs.iter().any(|j| j.interface == "mmap")
+        self.jobs.iter().any(|j| is_mapping(&j.interface))
     }
 }
 
@@ -141,6 +141,11 @@ pub fn engine_opts(spec: &JobSpec) -> Result<(Opts, Mode), BenchError> {
             }
             if o.sync.is_none() && o.r#async.is_none() {
                 return Err(BenchError::Engine { at: At::new(spec, "ioengine"), engine });
+            }
+            if matches!(engine, IoEngine::Libpmem | IoEngine::DevDax) {
+                // libpmem treats memory as persistent when PMEM_IS_PMEM_FORCE=1 (fio's
+                // libpmem and dev-dax engines run on it); pmem_force=1 is the same here.
+                o.pmem_force = std::env::var("PMEM_IS_PMEM_FORCE").is_ok_and(|v| v.trim() == "1");
             }
             if engine == IoEngine::IoUring {
                 // fio's io_uring engine sets up SINGLE_ISSUER|DEFER_TASKRUN where the kernel
@@ -333,12 +338,24 @@ pub struct RunOpts {
     pub progress: bool,
 }
 
-fn interface_name(p: &Prepared) -> String {
+/// The interface a prepared job runs on, as the reports name it.
+pub(crate) fn interface_name(p: &Prepared) -> String {
     let i = p.dev.interfaces();
-    match p.job.mode {
+    let name = match p.job.mode {
         Mode::Sync => i.sync.map(|s| s.as_str()).unwrap_or("none").to_string(),
         Mode::Async => i.r#async.map(|s| s.as_str()).unwrap_or("none").to_string(),
+    };
+    // pmem on ordinary memory says so wherever the interface is reported.
+    match p.dev.pmem() {
+        Some(info) if info.forced && name == "pmem" => "pmem(pmem_force=1)".into(),
+        _ => name,
     }
+}
+
+/// Whether an interface as reported ([`JobRun::interface`]) copies through a mapping:
+/// `mmap`, and `pmem` (also `pmem(pmem_force=1)`).
+pub fn is_mapping(interface: &str) -> bool {
+    interface == "mmap" || interface == "pmem" || interface.starts_with("pmem(")
 }
 
 /// Runs prepared jobs: consecutive jobs run together; a job with `stonewall` waits for

@@ -163,6 +163,14 @@
 struct ioswitch_dev;
 
 /**
+ * A range of a `sync=pmem` device's mapping lent to C (opaque): get it with
+ * `ioswitch_pmem_range`, its memory with `ioswitch_pmem_addr`, make stores durable with
+ * `ioswitch_pmem_persist`, give it back with `ioswitch_pmem_release`. It keeps the
+ * device's mapping alive (closing the device first is allowed).
+ */
+struct ioswitch_pmem;
+
+/**
  * An asynchronous queue on a device's async interface (opaque). One thread uses a queue
  * at a time; a device may carry several queues, each on its own thread.
  */
@@ -643,7 +651,7 @@ const char *ioswitch_status_name(uint16_t status);
  * /dev/nvmeX) or a ramdisk size (`"1GiB"`), with options as a string of comma-separated
  * `key=value` items (`"async=io_uring,direct=1"`; NULL or `""` for the defaults; keys:
  * sync, async, admin, mem, nsid, direct, rdonly, wronly, create, truncate, size, sqpoll,
- * sqpoll_cpu, iopoll, register_files, register_buffers, threads).
+ * sqpoll_cpu, iopoll, register_files, register_buffers, threads, pmem_force, …).
  *
  * On success stores the device in `*out` and returns 0. On failure returns a negative
  * errno (-EINVAL for a bad URI or option, -EOPNOTSUPP for an interface that cannot serve
@@ -810,6 +818,63 @@ int ioswitch_pass_admin(const struct ioswitch_dev *dev,
                         void *const *bufs,
                         uint32_t nbufs,
                         struct ioswitch_cpl *cpl);
+
+/**
+ * Lends bytes `offset .. offset + len` of a `sync=pmem` device's mapping: stores into
+ * it (at `ioswitch_pmem_addr`) go straight to the persistent memory and are durable
+ * after `ioswitch_pmem_persist`. While lent, reads and writes of the range through
+ * commands fail with -EBUSY, and an overlapping second range is refused (-EINVAL).
+ *
+ * Returns 0 and the range in `*out`, or a negative errno (-EOPNOTSUPP when the sync
+ * interface is not pmem or the device is read-only, -ERANGE outside the device, -EINVAL
+ * for an empty or overlapping range or a NULL argument) with `ioswitch_last_error()`
+ * saying why; `*out` is then NULL.
+ *
+ * # Safety
+ * `dev` an open device; `out` valid for writing one pointer.
+ */
+int ioswitch_pmem_range(const struct ioswitch_dev *dev,
+                        uint64_t offset,
+                        size_t len,
+                        struct ioswitch_pmem **out);
+
+/**
+ * The first byte of a lent range (valid for reads and writes of its length until
+ * `ioswitch_pmem_release`); NULL for a NULL handle.
+ *
+ * # Safety
+ * `r` NULL or a range from `ioswitch_pmem_range` not released yet.
+ */
+void *ioswitch_pmem_addr(const struct ioswitch_pmem *r);
+
+/**
+ * The length of a lent range in bytes (0 for a NULL handle).
+ *
+ * # Safety
+ * `r` NULL or a range from `ioswitch_pmem_range` not released yet.
+ */
+size_t ioswitch_pmem_len(const struct ioswitch_pmem *r);
+
+/**
+ * Makes bytes `off .. off + len` of a lent range (offsets relative to its start)
+ * durable: writes their cache lines back (CLWB, CLFLUSHOPT or CLFLUSH) and fences.
+ * Returns 0, or -EINVAL for a NULL handle or a span past the range's end.
+ *
+ * # Safety
+ * `r` NULL or a range from `ioswitch_pmem_range` not released yet.
+ */
+int ioswitch_pmem_persist(const struct ioswitch_pmem *r,
+                          size_t off,
+                          size_t len);
+
+/**
+ * Gives a lent range back (NULL is ignored): its memory may no longer be used, and
+ * commands reach it again.
+ *
+ * # Safety
+ * `r` NULL or a range from `ioswitch_pmem_range` not released before.
+ */
+void ioswitch_pmem_release(struct ioswitch_pmem *r);
 
 /**
  * Creates a queue of `depth` slots (1..=4096) on the device's async interface and stores

@@ -103,7 +103,7 @@ pub(crate) unsafe fn arg_str<'a>(func: &str, name: &str, p: *const c_char) -> Re
 /// /dev/nvmeX) or a ramdisk size (`"1GiB"`), with options as a string of comma-separated
 /// `key=value` items (`"async=io_uring,direct=1"`; NULL or `""` for the defaults; keys:
 /// sync, async, admin, mem, nsid, direct, rdonly, wronly, create, truncate, size, sqpoll,
-/// sqpoll_cpu, iopoll, register_files, register_buffers, threads).
+/// sqpoll_cpu, iopoll, register_files, register_buffers, threads, pmem_force, …).
 ///
 /// On success stores the device in `*out` and returns 0. On failure returns a negative
 /// errno (-EINVAL for a bad URI or option, -EOPNOTSUPP for an interface that cannot serve

@@ -20,12 +20,14 @@ mod cmd;
 mod cpl;
 mod dev;
 mod error;
+mod pmem;
 mod queue;
 mod table;
 
 pub use cmd::*;
 pub use cpl::*;
 pub use dev::*;
+pub use pmem::*;
 pub use queue::*;
 
 use std::ffi::{c_char, CStr, CString};

@@ -43,7 +43,7 @@ export PKG_CONFIG_PATH=$prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH
 check "pkg-config finds ioswitch" pkg-config --exists ioswitch
 
 cflags="-Wall -Wextra -Werror -O2 -g"
-examples="info sync_rw async_rw raw_rw"
+examples="info sync_rw async_rw raw_rw pmem_rw"
 for e in $examples; do
     # shellcheck disable=SC2046,SC2086
     check "cc $e.c (shared)" cc $cflags -o "$tmp/$e" "$capi/examples/$e.c" $(pkg-config --cflags --libs ioswitch)
@@ -85,6 +85,16 @@ check "async_rw ramdisk" "$tmp/async_rw" 1MiB ""
 check "raw_rw sync=psync" run "$tmp/raw_rw" "$file" "create=1,size=1MiB,sync=psync"
 check "raw_rw sync=psync direct=1" run "$tmp/raw_rw" "$file" "create=1,size=1MiB,sync=psync,direct=1"
 check "raw_rw ramdisk" "$tmp/raw_rw" 1MiB ""
+# pmem load/store on ordinary memory (pmem_force=1): /dev/shm where it is tmpfs.
+if [ -d /dev/shm ]; then
+    shm_file=/dev/shm/ioswitch-c-tests-pmem-$$.img
+    check "pmem_rw sync=pmem pmem_force=1 (/dev/shm)" sh -c \
+        "rm -f '$shm_file'; '$tmp/pmem_rw' '$shm_file' 'sync=pmem,pmem_force=1,create=1,size=1MiB'; rc=\$?; rm -f '$shm_file'; exit \$rc"
+    check "pmem on a file that is not DAX is refused naming MAP_SYNC" fails_naming "MAP_SYNC" "$tmp/pmem_rw" "$file" "sync=pmem,create=1,size=1MiB"
+else
+    skipped=$((skipped + 1))
+    echo "skip  pmem_rw: /dev/shm does not exist"
+fi
 
 if command -v valgrind >/dev/null; then
     vg="valgrind -q --leak-check=full --errors-for-leak-kinds=definite,possible --error-exitcode=1"
@@ -97,6 +107,13 @@ if command -v valgrind >/dev/null; then
     check "valgrind raw_rw sync=psync direct=1" run $vg "$tmp/raw_rw" "$file" "create=1,size=1MiB,sync=psync,direct=1"
     # shellcheck disable=SC2086
     check "valgrind raw_rw ramdisk" $vg "$tmp/raw_rw" 1MiB ""
+    if [ -d /dev/shm ]; then
+        shm_file=/dev/shm/ioswitch-c-tests-pmem-$$.img
+        rm -f "$shm_file"
+        # shellcheck disable=SC2086
+        check "valgrind pmem_rw sync=pmem pmem_force=1" $vg "$tmp/pmem_rw" "$shm_file" "sync=pmem,pmem_force=1,create=1,size=1MiB"
+        rm -f "$shm_file"
+    fi
     for iface in io_uring libaio thrpool emu posix; do
         opts="create=1,size=1MiB,sync=psync,async=$iface"
         # shellcheck disable=SC2086

@@ -220,7 +220,7 @@ fn fio(args: &[String]) -> Outcome {
         let caches = membw::read_caches(std::path::Path::new("/sys/devices/system/cpu"));
         let bytes = membw::default_array_bytes(&caches);
         output::stderr_line(&format!(
-            "measuring the single-thread copy ceiling for the mmap job(s): memcpy of {} MiB, about 1 s",
+            "measuring the single-thread copy ceiling for the mmap/pmem job(s): memcpy of {} MiB, about 1 s",
             bytes >> 20
         ));
         report.copy_ceiling_bps = Some(membw::copy_ceiling(bytes));

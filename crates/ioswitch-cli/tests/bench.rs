@@ -458,6 +458,44 @@ fn the_mmap_engine_writes_and_verifies_through_a_mapping() {
 }
 
 #[test]
+fn the_libpmem_engine_runs_pmem_synchronously_and_says_when_pmem_force_is_on() {
+    let _one = serial();
+    if !std::path::Path::new("/dev/shm").is_dir() {
+        eprintln!("skipped: /dev/shm does not exist");
+        return;
+    }
+    let f = format!("/dev/shm/ioswitch-bench-libpmem-{}.img", std::process::id());
+    let _ = fs::remove_file(&f);
+    let args = [
+        "bench",
+        "--name=p",
+        &format!("--filename={f}"),
+        "--size=4m",
+        "--ioengine=libpmem",
+        "--rw=randwrite",
+        "--bs=4k",
+        "--verify=crc32c",
+        "--output-format=json",
+        "--no-progress",
+    ];
+    // Without PMEM_IS_PMEM_FORCE a /dev/shm file is refused: MAP_SYNC.
+    let o = Command::new(env!("CARGO_BIN_EXE_ioswitch")).args(args).env_remove("PMEM_IS_PMEM_FORCE").output().unwrap();
+    assert!(!o.status.success() && text(&o.stderr).contains("MAP_SYNC"), "{}", text(&o.stderr));
+    let o = Command::new(env!("CARGO_BIN_EXE_ioswitch")).args(args).env("PMEM_IS_PMEM_FORCE", "1").output().unwrap();
+    let _ = fs::remove_file(&f);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let job = &v["jobs"][0];
+    assert_eq!(job["error"], 0, "{job}");
+    assert_eq!(job["write"]["total_ios"], 1024, "{job}");
+    assert_eq!(job["read"]["total_ios"], 1024, "verify reads every block back: {job}");
+    assert_eq!(job["ioswitch"]["interface"], "pmem(pmem_force=1)", "{job}");
+    // Synchronous, as fio's libpmem: no submission latency.
+    assert_eq!(job["write"]["slat_ns"]["max"], 0, "{job}");
+    assert!(job["ioswitch"]["copy_ceiling_fraction"].as_f64().is_some_and(|f| f > 0.0), "{job}");
+}
+
+#[test]
 fn membw_prints_every_kernel_and_names_bad_input() {
     let _one = serial();
     let kernels = ["copy", "scale", "add", "triad", "memcpy", "nt_copy"];

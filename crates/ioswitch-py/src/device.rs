@@ -405,6 +405,31 @@ impl Device {
         Ok(Buffer::new(b, align))
     }
 
+    /// pmem_range(offset, length) -> PmemRange
+    ///
+    /// Lends `length` bytes at byte `offset` of a `sync=pmem` device's memory:
+    /// `memoryview(range)` loads and stores in place, `range.persist()` makes stores
+    /// durable. `ioswitch.UnsupportedError` when the sync interface is not pmem.
+    fn pmem_range(&self, py: Python<'_>, offset: u64, length: usize) -> PyResult<crate::pmem::PmemRange> {
+        let dev = self.dev(py)?;
+        crate::pmem::PmemRange::new(py, dev, offset, length)
+    }
+
+    /// How `sync=pmem` mapped the device, as a dict (`mode`: fsdax, devdax or forced;
+    /// `forced`; `flush`: the write-back instruction; `nt_threshold`; `align`); None for
+    /// other sync interfaces.
+    #[getter]
+    fn pmem<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let Some(p) = self.dev(py)?.pmem() else { return Ok(None) };
+        let d = PyDict::new(py);
+        d.set_item("mode", p.mode)?;
+        d.set_item("forced", p.forced)?;
+        d.set_item("flush", p.flush)?;
+        d.set_item("nt_threshold", p.nt_threshold)?;
+        d.set_item("align", p.align)?;
+        Ok(Some(d))
+    }
+
     /// read(offset, length) -> bytes
     ///
     /// Reads `length` bytes at byte `offset` on the sync interface, GIL released. The data

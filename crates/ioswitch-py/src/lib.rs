@@ -18,6 +18,7 @@ mod buffer;
 mod cmds;
 mod device;
 mod errors;
+mod pmem;
 mod queue;
 
 use pyo3::prelude::*;
@@ -53,6 +54,7 @@ fn _ioswitch(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<device::Geometry>()?;
     m.add_class::<device::Ident>()?;
     m.add_class::<buffer::Buffer>()?;
+    m.add_class::<pmem::PmemRange>()?;
     m.add_class::<queue::Queue>()?;
     m.add_class::<queue::Completion>()?;
     m.add_class::<queue::QueueStats>()?;

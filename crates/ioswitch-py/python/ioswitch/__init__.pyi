@@ -241,6 +241,27 @@ _Readable = _BufferLike | Buffer
 _Writable = bytearray | memoryview | Buffer | _BufferLike
 
 @final
+class PmemRange:
+    """A range of a sync=pmem device's memory, lent for loads and stores through the
+    buffer protocol (``memoryview(r)``). While held, the device's commands on it fail with
+    EBUSY and an overlapping range is refused. ``release()`` (refused while memoryviews
+    are alive) or leaving its ``with`` block gives it back."""
+
+    def __len__(self) -> int: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+    @property
+    def offset(self) -> int:
+        """The range's offset in the device."""
+    @property
+    def released(self) -> bool: ...
+    def persist(self, offset: int = 0, length: int | None = None) -> None:
+        """Makes `length` bytes at `offset` of the range durable (write-backs + fence)."""
+    def release(self) -> None: ...
+    def __enter__(self) -> PmemRange: ...
+    def __exit__(
+        self, t: type[BaseException] | None, v: BaseException | None, tb: TracebackType | None, /
+    ) -> bool: ...
+
 class Device:
     """An open device: a regular file, a block device, an NVMe device, or a ramdisk
     given by size ("64MiB"). The GIL is released while it opens and during every I/O.
@@ -280,6 +301,13 @@ class Device:
     ) -> bool: ...
     def alloc(self, nbytes: int) -> Buffer:
         """Zeroed memory aligned for this device: reads and writes on it copy nothing."""
+    def pmem_range(self, offset: int, length: int) -> PmemRange:
+        """Lends `length` bytes at `offset` of a sync=pmem device's memory for loads and
+        stores (``memoryview(range)``); ``range.persist()`` makes them durable."""
+    @property
+    def pmem(self) -> dict[str, Any] | None:
+        """How sync=pmem mapped the device (mode, forced, flush, nt_threshold, align); None
+        for other sync interfaces."""
     def read(self, offset: int, length: int) -> bytes:
         """Reads `length` bytes at byte `offset` (one copy into the returned bytes)."""
     def read_into(self, offset: int, buffer: _Writable) -> int:

@@ -19,6 +19,7 @@ from . import (
     Ident as Ident,
     MisalignedError as MisalignedError,
     OutOfRangeError as OutOfRangeError,
+    PmemRange as PmemRange,
     Queue as Queue,
     QueueError as QueueError,
     QueueStats as QueueStats,

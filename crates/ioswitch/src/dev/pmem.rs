@@ -106,7 +106,9 @@ pub(crate) fn fsdax(name: &str) -> Option<Dax> {
 /// Ranges lent at one time never overlap (a second, overlapping request is refused), and
 /// while a range is lent, reads and writes of it through the command API fail with EBUSY:
 /// the slice is the only way to it in this process. Other processes mapping the same file
-/// share the memory, as with any shared mapping.
+/// share the memory, as with any shared mapping. A command that another thread started
+/// before the range was lent is not waited for: do not lend a range that commands of
+/// other threads are reading or writing at that moment.
 pub struct PmemSlice<'a> {
     lent: Lent<'a>,
 }
@@ -229,5 +231,19 @@ mod tests {
         std::fs::remove_file(dev.join("size")).unwrap();
         assert_eq!(devdax_in(&dev), None);
         std::fs::remove_dir_all(&t).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod name_tests {
+    #[test]
+    fn devdax_names_are_dax_region_dot_instance() {
+        use super::super::open::is_devdax_name;
+        for ok in ["dax0.0", "dax12.3"] {
+            assert!(is_devdax_name(ok), "{ok}");
+        }
+        for bad in ["dax0", "dax.0", "dax0.", "daxa.0", "dax0.0p1", "pmem0", "dax_region"] {
+            assert!(!is_devdax_name(bad), "{bad}");
+        }
     }
 }

@@ -76,11 +76,13 @@ fn cpuid_flush_bits() -> (bool, bool) {
     #[allow(unused_unsafe)]
     // SAFETY: CPUID exists on every x86-64 CPU; leaf 7 is read only when leaf 0 says the
     // CPU has it.
-    let (max, ebx7) = unsafe {
-        let max = __cpuid(0).eax;
-        (max, if max >= 7 { __cpuid_count(7, 0).ebx } else { 0 })
+    let ebx7 = unsafe {
+        if __cpuid(0).eax >= 7 {
+            __cpuid_count(7, 0).ebx
+        } else {
+            0
+        }
     };
-    let _ = max;
     (ebx7 & (1 << 24) != 0, ebx7 & (1 << 23) != 0)
 }
 

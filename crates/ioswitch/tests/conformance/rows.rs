@@ -578,6 +578,16 @@ pub(crate) fn pmem_rows() -> Vec<Row> {
     ]
 }
 
+/// A devdax device's size from sysfs (the dax bus, else the dax class); 0 when sysfs does
+/// not say (the open case then fails on the size).
+pub(crate) fn devdax_size(dev: &Path) -> u64 {
+    let name = dev.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    ["/sys/bus/dax/devices", "/sys/class/dax"]
+        .iter()
+        .find_map(|d| sysfs_u64(&Path::new(d).join(&name).join("size")).ok())
+        .unwrap_or(0)
+}
+
 pub(crate) fn setup_rows() -> (Vec<Row>, Option<LoopDev>) {
     let disk = disk_dir(&[PathBuf::from(env!("CARGO_TARGET_TMPDIR")), std::env::temp_dir()], PREFIX);
     let mut loopdev = None;

@@ -222,8 +222,12 @@ pub(crate) fn run_cell(row: &Row, col: Col, probe: Option<Result<String, String>
                     _ => false,
                 },
             };
-            // A devdax device is as large as its namespace.
-            let bytes = ns.as_ref().map_or(if kind == DevKind::DevDax { g.bytes } else { DEV_BYTES }, |n| n.bytes);
+            // A devdax device is as large as sysfs says (read here, not by the library).
+            let bytes = match (&place, ns.as_ref()) {
+                (Place::DevDax(d), _) => crate::rows::devdax_size(d),
+                (_, Some(n)) => n.bytes,
+                _ => DEV_BYTES,
+            };
             let dealloc = match ns.as_ref().map(|n| &n.dealloc) {
                 None => Dealloc::Zeroes,
                 Some(Ok(d)) => d.clone(),

@@ -1,10 +1,10 @@
 //! Error mapping: what open modes forbid, and OS failures the library cannot foresee.
 
 use crate::ctx::{data_bytes, done, read_range, write_pattern, Ctx, Outcome, Runner};
-use crate::rows::{Col, RowKind};
+use crate::rows::RowKind;
 use crate::runner::seed;
 use crate::Res;
-use ioswitch::{Cmd, Data, DevKind, Device, Error, Opts};
+use ioswitch::{Cmd, Data, DevKind, Device, Error, Opts, SyncIface};
 use ioswitch_testkit::pattern;
 use ioswitch_testkit::pattern::compare;
 use std::fs;
@@ -92,7 +92,9 @@ pub(crate) fn case_errno(ctx: &Ctx) -> Res {
         forbidden(rr.one((Cmd::write_zeroes(ctx.nsid, 0, 1), Data::None))?, &what, libc::EBADF)?;
         rr.finish()?;
     }
-    if matches!(ctx.col, Col::Mmap | Col::Pmem) {
+    // The sync interface in use (a devdax device's emu/thrpool/nil cells run on pmem).
+    let mapped = matches!(ctx.dev.interfaces().sync, Some(SyncIface::Mmap | SyncIface::Pmem));
+    if mapped {
         // A mapping needs read access: a write-only open is refused, with the reason.
         let e = reopen(ctx, "wronly=1").err().ok_or_else(|| format!("{} accepted wronly=1", ctx.col.opts()))?;
         ensure!(e.contains("read access"), "wronly=1 with {} refused without the reason: {e}", ctx.col.opts());
@@ -107,7 +109,7 @@ pub(crate) fn case_errno(ctx: &Ctx) -> Res {
     let got = read_range(&mut r, ctx, 0, 2 * u, 2 * u)?;
     compare(&got, &pattern::at(0, 2 * u, s), 0, Some(s), "data after the forbidden commands")?;
 
-    if matches!(ctx.col, Col::Mmap | Col::Pmem) {
+    if mapped {
         // Touching a mapping past the end of a file that shrank raises SIGBUS (as for any
         // mmap user); sync=mmap and sync=pmem document it and this case does not provoke it.
         notes.push("shrunk file not exercised: a mapping faults (SIGBUS) past a shrunk file's end".into());

@@ -1,0 +1,75 @@
+"""sync=pmem from Python: load/store access through Device.pmem_range (memoryview +
+persist), read back through commands and the other way; on a /dev/shm file with
+pmem_force (ordinary memory run with pmem's instructions)."""
+
+import errno
+import os
+import uuid
+
+import pytest
+
+import ioswitch
+from conftest import pattern
+
+
+@pytest.fixture
+def shm_path():
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("/dev/shm does not exist")
+    p = f"/dev/shm/ioswitch-py-pmem-{os.getpid()}-{uuid.uuid4().hex[:8]}.img"
+    yield p
+    if os.path.exists(p):
+        os.unlink(p)
+
+
+def test_stores_through_a_range_read_back_through_commands(shm_path):
+    with ioswitch.Device.open(shm_path, "sync=pmem,pmem_force=1,create=1,size=1MiB") as dev:
+        assert dev.pmem["mode"] == "forced" and dev.pmem["forced"] is True
+        assert dev.pmem["flush"] in ("clwb", "clflushopt", "clflush")
+        data = pattern(65536, 3)
+        with dev.pmem_range(8192, 65536) as r:
+            assert len(r) == 65536 and r.offset == 8192
+            with memoryview(r) as m:
+                m[:] = data
+            r.persist()
+            r.persist(100, 28)
+            with pytest.raises(ioswitch.Error):
+                r.persist(65530, 7)
+            # Held: commands on the range and an overlapping range are refused.
+            with pytest.raises(ioswitch.Error) as e:
+                dev.read(8192, 4096)
+            assert e.value.errno == errno.EBUSY
+            with pytest.raises(ioswitch.Error):
+                dev.pmem_range(8192 + 65535, 2)
+        assert r.released
+        assert dev.read(8192, 65536) == data
+        # And a command's write is what a new range loads.
+        dev.write(8192, pattern(4096, 9))
+        r = dev.pmem_range(8192, 4096)
+        assert bytes(memoryview(r)) == pattern(4096, 9)
+        r.release()
+    with open(shm_path, "rb") as f:
+        f.seek(8192 + 4096)
+        assert f.read(65536 - 4096) == data[4096:]
+
+
+def test_a_range_is_not_released_while_viewed(shm_path):
+    with ioswitch.Device.open(shm_path, "sync=pmem,pmem_force=1,create=1,size=64KiB") as dev:
+        r = dev.pmem_range(0, 4096)
+        m = memoryview(r)
+        with pytest.raises(BufferError):
+            r.release()
+        m.release()
+        r.release()
+        with pytest.raises(BufferError):
+            memoryview(r)
+
+
+def test_pmem_range_needs_sync_pmem_and_pmem_needs_dax_or_force(shm_path):
+    with ioswitch.Device.open(shm_path, create=True, size="64KiB") as dev:
+        assert dev.pmem is None
+        with pytest.raises(ioswitch.UnsupportedError):
+            dev.pmem_range(0, 4096)
+    with pytest.raises(ioswitch.UnsupportedError) as e:
+        ioswitch.Device.open(shm_path, "sync=pmem")
+    assert "MAP_SYNC" in str(e.value)

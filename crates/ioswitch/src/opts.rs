@@ -349,7 +349,6 @@ impl Opts {
             (self.threads.is_some(), "threads"),
             (self.psync_call.is_some(), "psync_call"),
             (self.rwf_hipri, "rwf_hipri"),
-
             (self.pmem_force, "pmem_force"),
         ]
         .into_iter()

@@ -7,9 +7,9 @@ pub(crate) mod guard;
 mod open;
 mod pmem;
 
-pub use pmem::{Dax, PmemSlice};
 pub use bind::{bind_driver, Binding, PciDriver};
 pub use enumerate::{enumerate, enumerate_pci, Listing, PciController};
+pub use pmem::{Dax, PmemSlice};
 
 use crate::be::{self, AdminIo, Role, SyncIo};
 use crate::buf::Buffer;

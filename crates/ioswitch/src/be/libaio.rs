@@ -159,7 +159,7 @@ impl Libaio {
     /// sync interface instead.
     #[cold]
     fn refuse_first(&mut self, errno: i32) {
-        let (tag, data, fdsync) = self.aio.refuse_first();
+        let Some((tag, data, fdsync)) = self.aio.refuse_first() else { return };
         let c = match self.dev.sync() {
             Some(sync) if fdsync && errno == libc::EINVAL => {
                 self.syscalls += sync.syscalls_per_cmd();

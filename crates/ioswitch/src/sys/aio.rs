@@ -346,8 +346,11 @@ impl Aio {
     }
 
     /// Takes the first queued command off the queue (io_submit refused it): its tag, its
-    /// data, and whether it was an fdsync.
-    pub(crate) fn refuse_first(&mut self) -> (u64, Data, bool) {
+    /// data, and whether it was an fdsync; `None` when nothing is queued.
+    pub(crate) fn refuse_first(&mut self) -> Option<(u64, Data, bool)> {
+        if self.nqueued == 0 {
+            return None;
+        }
         let idx = self.first_queued();
         self.unqueue_front(1);
         let slot = &mut self.slots[idx];
@@ -355,7 +358,7 @@ impl Aio {
         let (data, tag) = (std::mem::take(&mut slot.data), slot.tag);
         slot.busy = false;
         self.put_slot(idx);
-        (tag, data, fdsync)
+        Some((tag, data, fdsync))
     }
 
     /// Hands the completion of the next harvested event to `f`: OK with the bytes moved
@@ -424,9 +427,7 @@ impl Aio {
     /// finished, commands in flight waited for (or, if waiting fails, their buffers
     /// leaked, since the kernel may still write into them).
     pub(crate) fn settle(&mut self) {
-        while self.nqueued > 0 {
-            drop(self.refuse_first());
-        }
+        while self.refuse_first().is_some() {}
         loop {
             while self.hand_out_next(&mut drop) {}
             if self.in_flight == 0 {

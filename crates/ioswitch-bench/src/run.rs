@@ -21,6 +21,16 @@ pub struct Prepared {
     pub dev: Device,
     /// Reporting group.
     pub groupid: u32,
+    /// The files of instances 1.. of a job that names no file (fio's `NAME.N.0` for
+    /// clone N), laid out and open; empty when every instance uses `dev`.
+    pub clones: Vec<(String, Device)>,
+}
+
+impl Prepared {
+    /// The device instance `i` runs on.
+    pub fn device(&self, i: u32) -> &Device {
+        i.checked_sub(1).and_then(|c| self.clones.get(c as usize)).map_or(&self.dev, |(_, d)| d)
+    }
 }
 
 /// What one job spec did: one result per instance.
@@ -207,9 +217,9 @@ fn resolve_size(s: SizeSpec, dev_bytes: u64) -> u64 {
     }
 }
 
-/// fio's default file name for a job without `filename`.
-fn default_filename(spec: &JobSpec) -> String {
-    format!("{}.0.0", spec.name)
+/// fio's default file name for a job without `filename`: `NAME.CLONE.0`.
+fn default_filename(spec: &JobSpec, clone: u32) -> String {
+    format!("{}.{clone}.0", spec.name)
 }
 
 /// Opens the job's device (creating and laying out a file as fio does) and resolves the
@@ -224,7 +234,7 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
             };
             format!("ramdisk:{}", size.max(512).next_multiple_of(512))
         }
-        [] => default_filename(spec),
+        [] => default_filename(spec, 0),
         [one] => one.clone(),
         more => return Err(BenchError::ManyFiles { at: At::new(spec, "filename"), count: more.len() }),
     };
@@ -326,7 +336,18 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
             BenchError::Invalidate { at: At::new(spec, "invalidate"), filename: job.filename.clone(), source }
         })?;
     }
-    Ok(Prepared { spec: spec.clone(), job, dev, groupid })
+    // As fio: each clone of a job that names no file has its own, NAME.N.0.
+    let mut clones = Vec::new();
+    if spec.filename.is_empty() && spec.ioengine != IoEngine::Null {
+        for n in 1..spec.numjobs.max(1) {
+            let mut one = spec.clone();
+            one.filename = vec![default_filename(spec, n)];
+            one.numjobs = 1;
+            let p = prepare(&one, groupid, say)?;
+            clones.push((p.job.filename, p.dev));
+        }
+    }
+    Ok(Prepared { spec: spec.clone(), job, dev, groupid, clones })
 }
 
 /// Drops the page cache of a byte range (fio's `invalidate`), so buffered reads start
@@ -449,7 +470,7 @@ fn run_phase(phase: Vec<Prepared>, phase_no: u32, opts: &RunOpts) -> Vec<JobRun>
                         let (progress, running, waitee) = (&progress, &running, waitee[j]);
                         s.spawn(move || {
                             let _ends = running.instance(j, waitee);
-                            engine::run_job(&p.job, i, &p.dev, progress)
+                            engine::run_job(&p.job, i, p.device(i), progress)
                         })
                     })
                     .collect()
@@ -477,9 +498,12 @@ fn run_phase(phase: Vec<Prepared>, phase_no: u32, opts: &RunOpts) -> Vec<JobRun>
     });
     let process = Usage::now(libc::RUSAGE_SELF).since(before);
     let phase_ns = engine::now_ns() - t0;
-    for p in phase.iter().filter(|p| p.spec.behaviour.unlink && p.dev.ident().kind == ioswitch::DevKind::File) {
-        // fio's unlink: the job's (regular) file goes when the job is done; never a device.
-        let _ = std::fs::remove_file(&p.job.filename);
+    for p in phase.iter().filter(|p| p.spec.behaviour.unlink) {
+        // fio's unlink: the job's (regular) files go when the job is done; never a device.
+        let files = std::iter::once((&p.job.filename, &p.dev)).chain(p.clones.iter().map(|(f, d)| (f, d)));
+        for (f, _) in files.filter(|(_, d)| d.ident().kind == ioswitch::DevKind::File) {
+            let _ = std::fs::remove_file(f);
+        }
     }
     phase
         .into_iter()
@@ -763,5 +787,35 @@ mod tests {
             assert_eq!(report.jobs[0].results[0].read.ios, 16);
             assert_eq!(std::path::Path::new(&f).exists(), unlink == 0, "unlink={unlink}");
         }
+    }
+
+    #[test]
+    fn clones_of_a_job_without_a_file_each_have_their_own_as_fio() {
+        let s = scratch("clones");
+        let d = s.dir().display();
+        for coo in [0, 1] {
+            let text = format!("[j{coo}]\ndirectory={d}\nsize=64k\nnumjobs=3\nrw=write\ncreate_on_open={coo}\n");
+            let p = prepare(&spec(&text), 0, &mut |_| {}).unwrap();
+            let names: Vec<String> = (0..3).map(|n| format!("{d}/j{coo}.{n}.0")).collect();
+            assert_eq!(p.job.filename, names[0]);
+            assert_eq!(p.clones.iter().map(|(f, _)| f.clone()).collect::<Vec<_>>(), names[1..]);
+            let report = run(vec![p], &RunOpts::default());
+            assert!(report.jobs[0].results.iter().all(|r| r.error == 0 && r.write.ios == 16));
+            for n in &names {
+                // Each instance wrote its own file (create_on_open: sparse until written).
+                use std::os::unix::fs::MetadataExt;
+                let m = std::fs::metadata(n).unwrap();
+                assert!(
+                    m.len() == 65536 && m.blocks() * 512 >= 65536,
+                    "{n}: {} bytes, {} allocated",
+                    m.len(),
+                    m.blocks() * 512
+                );
+            }
+        }
+        // A job that names its file shares it, as in fio.
+        let f = s.path("shared");
+        let p = prepare(&spec(&format!("[k]\nfilename={f}\nsize=64k\nnumjobs=2\n")), 0, &mut |_| {}).unwrap();
+        assert!(p.clones.is_empty());
     }
 }

@@ -380,6 +380,18 @@ impl Ctrl {
     }
 }
 
+impl Drop for Ctrl {
+    fn drop(&mut self) {
+        // Normal shutdown notification, then disable: no DMA after this.
+        let cc = self.bar.read32(regs::CC);
+        self.bar.write32(regs::CC, (cc & !(3 << 14)) | regs::CC_SHN_NORMAL);
+        let timeout = Duration::from_millis(self.cap.timeout_ms.max(500));
+        let _ = wait_for(&self.bar, timeout, regs::shutdown_complete);
+        self.bar.write32(regs::CC, 0);
+        let _ = wait_for(&self.bar, timeout, |s| s & regs::CSTS_RDY == 0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -402,17 +414,5 @@ mod tests {
         assert!(e.contains("bound to no driver, not vfio-pci"), "{e}");
         let e = why("0000:00:07.0");
         assert!(e.contains("no IOMMU group") && e.contains("intel_iommu=on"), "{e}");
-    }
-}
-
-impl Drop for Ctrl {
-    fn drop(&mut self) {
-        // Normal shutdown notification, then disable: no DMA after this.
-        let cc = self.bar.read32(regs::CC);
-        self.bar.write32(regs::CC, (cc & !(3 << 14)) | regs::CC_SHN_NORMAL);
-        let timeout = Duration::from_millis(self.cap.timeout_ms.max(500));
-        let _ = wait_for(&self.bar, timeout, regs::shutdown_complete);
-        self.bar.write32(regs::CC, 0);
-        let _ = wait_for(&self.bar, timeout, |s| s & regs::CSTS_RDY == 0);
     }
 }

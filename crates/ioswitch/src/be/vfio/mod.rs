@@ -369,8 +369,10 @@ impl AsyncQueue for VfioQueue {
         if self.qp.sq.is_full() {
             return Err((Error::Busy { depth: self.qp.sq.size as u32 - 1 }, data));
         }
-        let Some(cid) = self.table.insert((tag, data)) else {
-            unreachable!("the Queue in front keeps at most depth commands in flight")
+        // The Queue in front keeps at most depth commands in flight, one command id each.
+        let cid = match self.table.insert((tag, data)) {
+            Ok(cid) => cid,
+            Err((_, data)) => return Err((Error::Busy { depth: self.qp.sq.size as u32 - 1 }, data)),
         };
         let bufs = self.table.get(cid).map(|(_, d)| d.bufs()).unwrap_or(&[]);
         match build(&self.ctrl.pool, &mut self.chunks, &self.qp, io, cmd, self.nsid, self.lba, bufs, cid) {

@@ -11,7 +11,8 @@
 #      IOSWITCH_VFIO_PCI=0000:00:05.0, then through the driver with the CLI: identify and
 #      SMART compared field by field with nvme-cli's, the kernel's pattern read back, a
 #      pattern written, zones reported (compared with the kernel's report), opened,
-#      appended to, finished and reset;
+#      appended to, finished and reset; an `ioswitch bench` write+verify job on the
+#      PCI address (fio's escaped colons), which must make no syscall per I/O;
 #   4. binds it back to nvme and reads the driver's pattern through /dev/nvme1n1.
 #
 # Usage: tests/vm/vfio-driver-tests.sh [-- EXTRA ARGS FOR THE TEST BINARY]
@@ -89,6 +90,15 @@ if [[ ${1:-} == --guest ]]; then
         '$cli' zone reset $addr --opts nsid=2 --slba 0x4000
         '$cli' zone report $addr --opts nsid=2 --output json >'$out/z3.json'
         python3 '$here/vfio_compare.py' zone-steps '$out/append.json' '$out/z1.json' '$out/z2.json' '$out/z3.json'"
+
+    # fio's filename escapes the colons of a PCI address; the verify job reads back
+    # what it wrote, and the driver polls: no syscall per I/O.
+    check "ioswitch bench write+verify on the PCI address, 0 syscalls per I/O" bash -c "
+        '$cli' bench --name=v --filename='${addr//:/\\:}' --offset=64m --size=8m --rw=write --bs=64k \
+            --iodepth=4 --verify=crc32c --ioengine=ioswitch --ioswitch_opts=nsid=1 >'$out/bench.txt' 2>&1
+        rc=\$?; cat '$out/bench.txt' | grep -E 'ioswitch +:|error'
+        [ \$rc = 0 ] && grep -q 'interface=vfio, syscalls=0 (0.00 per I/O)' '$out/bench.txt' &&
+            grep -q 'verified 128 blocks' '$out/bench.txt'"
 
     check "bind back to nvme" "$cli" driver bind nvme "$addr"
     check "data the driver wrote reads back through the kernel" bash -c "

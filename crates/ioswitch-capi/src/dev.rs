@@ -468,7 +468,9 @@ pub unsafe extern "C" fn ioswitch_buf_alloc(dev: *const ioswitch_dev, nbytes: us
         // SAFETY: dev is null or open (caller contract).
         let d = unsafe { dev.as_ref() };
         let buf = match d {
-            Some(d) => Buffer::alloc(nbytes, d.dev.buffer_align().max(MIN_ALIGN)),
+            // The device's own allocation: DMA memory for a PCI device (vfio), aligned
+            // heap memory (at least a page, so MIN_ALIGN holds) for the rest.
+            Some(d) => d.dev.alloc(nbytes).map_err(|e| e.to_string()),
             None => Buffer::alloc(nbytes, ioswitch_page_size().max(MIN_ALIGN)),
         };
         let buf = match buf {

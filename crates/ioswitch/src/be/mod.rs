@@ -566,6 +566,7 @@ enum Why {
     PassthruBuffer(usize),
     InUse,
     NotDma(usize),
+    Prp(vfio::prp::PrpError),
 }
 
 #[inline]
@@ -659,6 +660,9 @@ fn check(dev: &Inner, cmd: &Cmd, bufs: &[Buffer]) -> Result<Io, Why> {
     if dev.vfio.is_some() {
         if let Some(i) = vfio::not_dma(dev, bufs) {
             return Err(Why::NotDma(i));
+        }
+        if matches!(io.op, Op::Read | Op::Write | Op::Dsm { .. }) {
+            vfio::prp_shape(bufs, io.len).map_err(Why::Prp)?;
         }
     }
     Ok(io)
@@ -773,6 +777,7 @@ fn refuse(dev: &Inner, cmd: &Cmd, bufs: &[Buffer], why: Why) -> Error {
         }
         Why::Misaligned { what, value, align } => Error::Misaligned { dev: dev.uri.clone(), what, value, align },
         Why::NotDma(i) => bad(not_dma_why(i, &bufs[i])),
+        Why::Prp(e) => bad(format!("the buffers cannot be described with PRPs: {}", e.why())),
         Why::PassthruBuffer(i) => bad(format!(
             "NVMe passthrough needs page-aligned buffers that own whole pages (the device may write whole \
              pages); buffer {i} at {:#x} of {} bytes is not; allocate it with Device::alloc",

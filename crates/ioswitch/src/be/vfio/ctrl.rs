@@ -115,10 +115,10 @@ impl Ctrl {
     /// bus mastering, BAR0, reset, admin queue, enable, Identify Controller, and the
     /// number of I/O queues.
     pub(crate) fn open(addr: &str) -> Result<Ctrl, Error> {
+        let group_no = group_of(addr)?;
         if !Path::new("/dev/vfio/vfio").exists() {
             return Err(other(addr, "open /dev/vfio/vfio", "no VFIO in this kernel (modprobe vfio-pci)"));
         }
-        let group_no = group_of(addr)?;
         let container = Arc::new(Container::open().map_err(|e| err(addr, "open the VFIO container", e))?);
         let group = Group::open(group_no).map_err(|e| err(addr, format!("open /dev/vfio/{group_no}"), e))?;
         if !group.viable().map_err(|e| err(addr, "VFIO_GROUP_GET_STATUS", e))? {
@@ -389,5 +389,30 @@ impl Drop for Ctrl {
         let _ = wait_for(&self.bar, timeout, regs::shutdown_complete);
         self.bar.write32(regs::CC, 0);
         let _ = wait_for(&self.bar, timeout, |s| s & regs::CSTS_RDY == 0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sys::sysfs::{with_root, Tree};
+
+    #[test]
+    fn a_controller_not_ready_for_vfio_is_refused_saying_why() {
+        let t = Tree::new("vfio-open");
+        let dev = "bus/pci/devices/0000:00:05.0";
+        t.dir("bus/pci/drivers/nvme").dir("bus/pci/drivers/vfio-pci").dir("kernel/iommu_groups/4");
+        t.link(&format!("{dev}/driver"), "bus/pci/drivers/nvme");
+        t.dir("bus/pci/devices/0000:00:06.0");
+        t.link("bus/pci/devices/0000:00:07.0/driver", "bus/pci/drivers/vfio-pci");
+        let why = |addr: &str| with_root(&t.root, || Ctrl::open(addr).err().expect("refused").to_string());
+        let e = why("0000:00:04.0");
+        assert!(e.contains("no PCI device 0000:00:04.0"), "{e}");
+        let e = why("0000:00:05.0");
+        assert!(e.contains("bound to nvme, not vfio-pci") && e.contains("driver bind vfio 0000:00:05.0"), "{e}");
+        let e = why("0000:00:06.0");
+        assert!(e.contains("bound to no driver, not vfio-pci"), "{e}");
+        let e = why("0000:00:07.0");
+        assert!(e.contains("no IOMMU group") && e.contains("intel_iommu=on"), "{e}");
     }
 }

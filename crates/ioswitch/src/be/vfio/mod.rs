@@ -141,6 +141,21 @@ pub(crate) fn not_dma(dev: &Inner, bufs: &[Buffer]) -> Option<usize> {
     bufs.iter().position(|b| ctrl.pool.iova_of(b.as_ptr() as u64, b.len() as u64).is_none())
 }
 
+/// Whether the first `len` bytes of `bufs` can be described with PRPs (the first
+/// buffer dword-aligned, every other starting on a page, every one but the last ending
+/// on one, at most [`prp::MAX_PAGES`] pages). Host and device addresses agree on the
+/// offset in a page (chunks are mapped at 2 MiB-aligned addresses), so the buffers'
+/// own addresses decide.
+pub(crate) fn prp_shape(bufs: &[Buffer], len: u64) -> Result<(), prp::PrpError> {
+    let mut left = len;
+    let pieces = bufs.iter().map_while(|b| {
+        let take = left.min(b.len() as u64);
+        left -= take;
+        (take > 0).then_some((b.as_ptr() as u64, take))
+    });
+    prp::entries(pieces, &mut [0; prp::MAX_PAGES]).map(drop)
+}
+
 /// A command that could not be put into a submission entry.
 enum Fail {
     /// A buffer that is not DMA memory of the device.
@@ -354,8 +369,10 @@ impl AsyncQueue for VfioQueue {
         if self.qp.sq.is_full() {
             return Err((Error::Busy { depth: self.qp.sq.size as u32 - 1 }, data));
         }
-        let Some(cid) = self.table.insert((tag, data)) else {
-            unreachable!("the Queue in front keeps at most depth commands in flight")
+        // The Queue in front keeps at most depth commands in flight, one command id each.
+        let cid = match self.table.insert((tag, data)) {
+            Ok(cid) => cid,
+            Err((_, data)) => return Err((Error::Busy { depth: self.qp.sq.size as u32 - 1 }, data)),
         };
         let bufs = self.table.get(cid).map(|(_, d)| d.bufs()).unwrap_or(&[]);
         match build(&self.ctrl.pool, &mut self.chunks, &self.qp, io, cmd, self.nsid, self.lba, bufs, cid) {

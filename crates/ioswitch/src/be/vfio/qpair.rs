@@ -69,11 +69,11 @@ impl<T> CidTable<T> {
     pub(crate) fn new(n: u16) -> CidTable<T> {
         CidTable { slots: (0..n).map(|_| None).collect(), free: (0..n).rev().collect() }
     }
-    /// A free id for `v`; `None` when every id is in flight.
-    pub(crate) fn insert(&mut self, v: T) -> Option<u16> {
-        let cid = self.free.pop()?;
+    /// A free id for `v`; `v` back when every id is in flight.
+    pub(crate) fn insert(&mut self, v: T) -> Result<u16, T> {
+        let Some(cid) = self.free.pop() else { return Err(v) };
         self.slots[cid as usize] = Some(v);
-        Some(cid)
+        Ok(cid)
     }
     /// What the command `cid` carried; `None` for an id not in flight (a stale or
     /// foreign completion, which is ignored).
@@ -261,12 +261,12 @@ mod tests {
         let b = t.insert("b").unwrap();
         let c = t.insert("c").unwrap();
         assert!(a != b && b != c && a != c);
-        assert_eq!(t.insert("d"), None, "every id in flight");
+        assert_eq!(t.insert("d"), Err("d"), "every id in flight: the value comes back");
         assert_eq!(t.in_flight(), 3);
         assert_eq!(t.take(b), Some("b"));
         assert_eq!(t.take(b), None, "a completion for an id no longer in flight is ignored");
         assert_eq!(t.take(999), None);
-        assert_eq!(t.insert("e"), Some(b), "the freed id is reused");
+        assert_eq!(t.insert("e"), Ok(b), "the freed id is reused");
         let mut rest = t.drain();
         rest.sort_unstable();
         assert_eq!(rest, vec!["a", "c", "e"]);

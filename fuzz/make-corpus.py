@@ -49,7 +49,8 @@ def put(b, off, data):
 texts("uri", [
     "1GiB", "ramdisk:64m", "/dev/nvme0n1", "./1GiB", "", "tcp://10.0.0.1:4420", "ramdisk:100",
     "12parsecs", "/dev/ng0n1", "/dev/nvme0", "/dev/loop0", "512MiB", "ramdisk:1.5k",
-    "/tmp/ioswitch-bench.img", "0x1000",
+    "/tmp/ioswitch-bench.img", "0x1000", "0000:00:05.0", "pci:10000:E1:1f.7", "0000:00:20.0",
+    "pci:0000:00:05",
 ])
 
 texts("opts", [

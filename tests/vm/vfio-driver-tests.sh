@@ -62,6 +62,13 @@ if [[ ${1:-} == --guest ]]; then
     check "test binary (crates/ioswitch/tests/vfio.rs)" \
         env IOSWITCH_VFIO_PCI=$addr "$exe" --test-threads=1 "$@"
 
+    check "without hugepages the open fails naming vm.nr_hugepages" bash -c "
+        n=\$(cat /proc/sys/vm/nr_hugepages)
+        echo 0 >/proc/sys/vm/nr_hugepages
+        '$cli' info $addr 2>'$out/nohuge.err'; rc=\$?
+        echo \$n >/proc/sys/vm/nr_hugepages
+        cat '$out/nohuge.err'
+        [ \$rc != 0 ] && grep -q 'vm.nr_hugepages' '$out/nohuge.err' && [ \$(cat /proc/sys/vm/nr_hugepages) = \$n ]"
     check "identify controller equals nvme-cli's" bash -c "
         '$cli' idfy ctrl $addr --output json >'$out/drv-id-ctrl.json' &&
         python3 '$here/vfio_compare.py' id-ctrl '$out/kernel-id-ctrl.json' '$out/drv-id-ctrl.json'"

@@ -446,3 +446,32 @@ impl Drop for VfioQueue {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::be::testutil::temp_in;
+    use crate::{Device, Error, Opts};
+
+    #[test]
+    fn vfio_on_a_path_or_a_ramdisk_is_refused_at_open_with_the_reason() {
+        let t = temp_in(&std::env::temp_dir(), "vfio-path");
+        let file = format!("{}", t.0.display());
+        for (uri, opts) in [
+            (file.as_str(), "create=1,size=64KiB,sync=vfio"),
+            (file.as_str(), "create=1,size=64KiB,async=vfio"),
+            (file.as_str(), "create=1,size=64KiB,admin=vfio"),
+            (file.as_str(), "create=1,size=64KiB,mem=vfio"),
+            ("1MiB", "async=vfio"),
+        ] {
+            let o: Opts = opts.parse().unwrap();
+            match Device::open(uri, &o) {
+                Err(e @ Error::Unsupported { .. }) => {
+                    let msg = e.to_string();
+                    assert!(msg.contains("vfio") && msg.contains("PCI address"), "{opts}: {msg}");
+                }
+                Err(e) => panic!("{opts}: {e:?}"),
+                Ok(_) => panic!("{uri} {opts}: opened"),
+            }
+        }
+    }
+}

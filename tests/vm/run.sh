@@ -260,7 +260,10 @@ drive() { echo "file=$imgdir/$1.img,if=none,id=$1,format=raw,cache=unsafe,discar
 iommu_pci=0000:00:05.0
 machine=()
 if ((iommu)); then
-    append+=" intel_iommu=on iommu=pt hugepages=64 ioswitch.pci_hold=$iommu_pci ioswitch.pci_hold_ns=2"
+    # no_timer_check: on a loaded host the TCG guest's early check of the timer through the
+    # interrupt-remapped IO-APIC can miss its ticks and panic the boot ("timer doesn't work
+    # through Interrupt-remapped IO-APIC"); the timer works, the check is what fails.
+    append+=" intel_iommu=on iommu=pt hugepages=64 no_timer_check ioswitch.pci_hold=$iommu_pci ioswitch.pci_hold_ns=2"
     # shellcheck disable=SC2054 # the commas belong to qemu's option syntax
     machine=(
         -machine q35 -device intel-iommu

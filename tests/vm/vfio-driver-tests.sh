@@ -132,8 +132,4 @@ for l in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "vfio" and m.get("executable"):
         print(m["executable"])')
 [[ -n $exe ]] || { echo "vfio-driver-tests: the vfio test binary did not build" >&2; exit 1; }
-# no_timer_check: on a loaded host the TCG guest's early check of the timer through the
-# interrupt-remapped IO-APIC can miss its ticks and panic ("timer doesn't work through
-# Interrupt-remapped IO-APIC"); the timer works, the check is what fails.
-export IOSWITCH_VM_APPEND="${IOSWITCH_VM_APPEND:-} no_timer_check"
 exec "$here/run.sh" --iommu --timeout "${IOSWITCH_VM_TIMEOUT:-600}" -- "$here/vfio-driver-tests.sh" --guest "$exe" "$@"

@@ -374,7 +374,7 @@ fn delayed_commands_show_in_the_latencies_and_do_not_wedge_or_hang_a_queue() {
     let mut s = Setup::new("delay");
     let (lo, _) = s.loop_dev(DEV_MIB);
     prefill(&lo, DEV_MIB << 20, 1);
-    const DELAY_MS: u64 = 400;
+    const DELAY_MS: u64 = 200;
     let (_, dm) = s.dm("delay", &table_with(&lo, &format!("delay {} {BAD_START} {DELAY_MS}", lo.display())));
     for iface in ASYNC {
         let dev = open(&dm, &format!("async={iface},direct=1"));
@@ -582,11 +582,15 @@ fn every_write_acknowledged_before_a_flush_is_in_the_log_before_that_flush() {
         .chain(["async=libaio,direct=1", "async=io_uring,direct=1"].iter().map(|o| o.to_string()))
         .collect();
     let blocks = (DEV_MIB << 20) / BS;
+    // One pair of loop devices for every configuration (a process start costs a quarter
+    // of a second in the software-emulated guest): each configuration gets a new
+    // log-writes device, whose new super block counts only its own entries, and the
+    // replay starts from zeroes whatever the data device holds.
+    let mut s = Setup::new("lw");
+    let (data, _) = s.loop_dev(DEV_MIB);
+    let (log_dev, log_img) = s.loop_dev(64);
+    let table = format!("0 {} log-writes {} {}\n", DEV_MIB << 11, data.display(), log_dev.display());
     for (k, opts) in configs.iter().enumerate() {
-        let mut s = Setup::new("lw");
-        let (data, _) = s.loop_dev(DEV_MIB);
-        let (log_dev, log_img) = s.loop_dev(64);
-        let table = format!("0 {} log-writes {} {}\n", DEV_MIB << 11, data.display(), log_dev.display());
         let (name, dm) = s.dm("lw", &table);
         let dev = open(&dm, opts);
         let mut path = if opts.starts_with("sync=") {
@@ -812,7 +816,7 @@ fn bench_goes_on_after_failed_ios_with_continue_on_error_as_fio_does() {
     let (_, down) = s.dm("coe-down", &table_with(&lo, &format!("flakey {} {BAD_START} 0 1", lo.display())));
     let (_, drop) =
         s.dm("coe-drop", &table_with(&lo, &format!("flakey {} {BAD_START} 0 1 1 drop_writes", lo.display())));
-    const SIZE: i64 = 4 << 20;
+    const SIZE: i64 = 3 << 20;
     let bad_ios = (BAD_LEN << 9) as i64 / BS as i64;
     let good = SIZE - (BAD_LEN << 9) as i64;
     let (eio, eilseq) = (libc::EIO as i64, libc::EILSEQ as i64);

@@ -595,6 +595,15 @@ impl<'a> Run<'a> {
         true
     }
 
+    /// A write at `offset` failed and the job goes on: its block is not read back by the
+    /// verify phase (fio drops the failed write's entry from its verify list, so a job
+    /// with `continue_on_error` counts the write's error once, not again at verify).
+    fn forget_write(&mut self, offset: u64) {
+        if self.job.verify != Verify::None {
+            set_block(&mut self.written, (offset - self.job.offset) / self.job.bs[1], false);
+        }
+    }
+
     fn fill(&mut self, buf: &mut Buffer, offset: u64) {
         if self.job.behaviour.refill_buffers && self.job.verify == Verify::None {
             // fio's refill_buffers: new random contents before every write.
@@ -607,8 +616,7 @@ impl<'a> Run<'a> {
             self.verify_seq += 1;
             verify::fill(self.job.verify, buf, offset, self.job.seed ^ self.verify_seq);
             let bs = self.job.bs[1];
-            let block = (offset - self.job.offset) / bs;
-            self.written[(block / 64) as usize] |= 1 << (block % 64);
+            set_block(&mut self.written, (offset - self.job.offset) / bs, true);
         }
     }
 }
@@ -778,6 +786,9 @@ fn run_sync(run: &mut Run) {
                     run.fail(errno, format!("{} at offset {off}: {e}", if write { "write" } else { "read" }));
                     break;
                 }
+                if write {
+                    run.forget_write(off);
+                }
             }
         }
         if write && run.job.fsync > 0 {
@@ -902,6 +913,8 @@ impl Flight {
                 let errno = c.status.errno().unwrap_or(libc::EIO);
                 if !run.goes_on_after(write, false, errno) {
                     run.fail(errno, format!("{} at offset {off}: {}", if write { "write" } else { "read" }, c.status));
+                } else if write {
+                    run.forget_write(off);
                 }
                 continue;
             }
@@ -1027,11 +1040,26 @@ fn commit(run: &mut Run, q: &mut Queue, slots: &mut [Slot], uncommitted: &mut Ve
     }
 }
 
+/// Marks block `block` of a verify bitmap as written (`on`) or not.
+fn set_block(bits: &mut [u64], block: u64, on: bool) {
+    if let Some(w) = bits.get_mut((block / 64) as usize) {
+        if on {
+            *w |= 1 << (block % 64);
+        } else {
+            *w &= !(1 << (block % 64));
+        }
+    }
+}
+
+/// The blocks a verify bitmap marks as written, in order.
+fn blocks_set(bits: &[u64]) -> Vec<u64> {
+    (0..bits.len() as u64 * 64).filter(|b| bits[(b / 64) as usize] & (1 << (b % 64)) != 0).collect()
+}
+
 /// Reads back every block written and checks its header and checksum; the reads count
 /// as reads of the job, as fio counts its verify phase.
 fn verify_phase(run: &mut Run) {
-    let blocks: Vec<u64> =
-        (0..run.written.len() as u64 * 64).filter(|b| run.written[(b / 64) as usize] & (1 << (b % 64)) != 0).collect();
+    let blocks = blocks_set(&run.written);
     verify_blocks(run, run.job.bs[1], blocks, true);
 }
 
@@ -1224,6 +1252,21 @@ mod run_tests {
             let r = half_gone(&s, mode, Rw::RandRead, b);
             assert_eq!((r.error, r.total_err), (libc::EIO, 0), "{mode:?}: write and verify do not cover reads");
         }
+    }
+
+    #[test]
+    fn a_failed_write_is_dropped_from_the_verify_list_as_fio_does() {
+        // fio unlogs a failed write's io_piece (io_u.c, io_completed): with
+        // continue_on_error=write the verify phase does not read that block back.
+        let mut bits = vec![0u64; 3];
+        for b in [0, 5, 63, 64, 130, 131] {
+            set_block(&mut bits, b, true);
+        }
+        set_block(&mut bits, 64, false);
+        set_block(&mut bits, 131, false);
+        set_block(&mut bits, 7, false); // never written: stays unwritten
+        set_block(&mut bits, 10_000, true); // past the region: ignored, no panic
+        assert_eq!(blocks_set(&bits), vec![0, 5, 63, 130]);
     }
 
     #[test]

@@ -362,6 +362,11 @@ impl<'a> Entry<'a> {
         if self.error == 0 && r.error != 0 {
             self.error = r.error;
             self.error_msg = r.error_msg.clone();
+        } else if self.error == 0 && r.first_error != 0 && run.spec.behaviour.continue_on_error != ContinueOn::default()
+        {
+            // fio (stat.c) reports a job that went on after errors with its first error as
+            // the job's error, though the job ran to its end (and fio exits 0).
+            self.error = r.first_error;
         }
         self.dirs[0].add(&r.read, r.runtime_ns);
         self.dirs[1].add(&r.write, r.runtime_ns);
@@ -1342,8 +1347,12 @@ mod tests {
         jr.spec.behaviour.continue_on_error.read = true;
         let v = parse(&json(&report(vec![jr.clone()]), &[], false));
         assert_eq!((v["jobs"][0]["total_err"].as_u64(), v["jobs"][0]["first_error"].as_i64()), (Some(3), Some(5)));
+        // As fio: the job that went on reports its first error as the job's error.
+        assert_eq!(plain["jobs"][0]["error"].as_i64(), Some(0), "without continue_on_error the job had no error");
+        assert_eq!(v["jobs"][0]["error"].as_i64(), Some(5));
         let t = text(&report(vec![jr]));
         assert!(t.contains("errors    : total=3, first_error=5/<"), "{t}");
+        assert!(t.contains("err= 5"), "{t}");
     }
 
     #[test]

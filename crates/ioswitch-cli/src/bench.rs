@@ -40,7 +40,10 @@ Own options:
                            would run on) without opening, creating or running anything;
                            prints one line per job
 
-An I/O error or a verify failure ends the job; it is reported, and the exit status is 1.";
+An I/O error or a verify failure ends the job; it is reported, and the exit status is 1.
+With continue_on_error (read, write, io, verify, all; EIO and EILSEQ, as fio) the job goes
+on after the errors it covers, counts them (total_err, first_error), reports the first as
+the job's error, and exits 0, as fio does.";
 
 const EXAMPLES: &str = "\
 Examples:

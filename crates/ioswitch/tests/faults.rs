@@ -374,7 +374,7 @@ fn delayed_commands_show_in_the_latencies_and_do_not_wedge_or_hang_a_queue() {
     let mut s = Setup::new("delay");
     let (lo, _) = s.loop_dev(DEV_MIB);
     prefill(&lo, DEV_MIB << 20, 1);
-    const DELAY_MS: u64 = 400;
+    const DELAY_MS: u64 = 200;
     let (_, dm) = s.dm("delay", &table_with(&lo, &format!("delay {} {BAD_START} {DELAY_MS}", lo.display())));
     for iface in ASYNC {
         let dev = open(&dm, &format!("async={iface},direct=1"));
@@ -582,11 +582,15 @@ fn every_write_acknowledged_before_a_flush_is_in_the_log_before_that_flush() {
         .chain(["async=libaio,direct=1", "async=io_uring,direct=1"].iter().map(|o| o.to_string()))
         .collect();
     let blocks = (DEV_MIB << 20) / BS;
+    // One pair of loop devices for every configuration (a process start costs a quarter
+    // of a second in the software-emulated guest): each configuration gets a new
+    // log-writes device, whose new super block counts only its own entries, and the
+    // replay starts from zeroes whatever the data device holds.
+    let mut s = Setup::new("lw");
+    let (data, _) = s.loop_dev(DEV_MIB);
+    let (log_dev, log_img) = s.loop_dev(64);
+    let table = format!("0 {} log-writes {} {}\n", DEV_MIB << 11, data.display(), log_dev.display());
     for (k, opts) in configs.iter().enumerate() {
-        let mut s = Setup::new("lw");
-        let (data, _) = s.loop_dev(DEV_MIB);
-        let (log_dev, log_img) = s.loop_dev(64);
-        let table = format!("0 {} log-writes {} {}\n", DEV_MIB << 11, data.display(), log_dev.display());
         let (name, dm) = s.dm("lw", &table);
         let dev = open(&dm, opts);
         let mut path = if opts.starts_with("sync=") {
@@ -758,6 +762,99 @@ fn bench_stops_at_the_first_failed_io_and_reports_it_as_fio_does() {
             ours.status.code().unwrap_or(-1),
             fio.status.code().unwrap_or(-1)
         ));
+    }
+}
+
+/// One job of [`bench_goes_on_after_failed_ios_with_continue_on_error_as_fio_does`]: what
+/// fio and `ioswitch bench` reported, and must report alike.
+#[derive(Debug, PartialEq)]
+struct JobOutcome {
+    error: i64,
+    total_err: i64,
+    first_error: i64,
+    read_bytes: i64,
+    write_bytes: i64,
+    exit: Option<i32>,
+}
+
+/// Runs `prog` (fio, or the CLI with `bench` first) with the job `args` and reads its JSON.
+fn job_outcome(what: &str, cmd: &mut Command) -> JobOutcome {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    let o = String::from_utf8_lossy(&out.stdout);
+    let get = |section: &str, key: &str| {
+        json_int(&o, section, key).unwrap_or_else(|| {
+            panic!("{what}: no {section}.{key} in its JSON: {o} {}", String::from_utf8_lossy(&out.stderr))
+        })
+    };
+    JobOutcome {
+        error: get("jobs", "error"),
+        total_err: get("jobs", "total_err"),
+        first_error: get("jobs", "first_error"),
+        read_bytes: get("read", "io_bytes"),
+        write_bytes: get("write", "io_bytes"),
+        exit: out.status.code(),
+    }
+}
+
+#[test]
+fn bench_goes_on_after_failed_ios_with_continue_on_error_as_fio_does() {
+    const T: &str = "bench_goes_on_after_failed_ios_with_continue_on_error_as_fio_does";
+    if let Err(why) = dm_targets(&["flakey"]) {
+        return skip(T, &why);
+    }
+    let Some(cli) = std::env::var_os("IOSWITCH_CLI") else {
+        return skip(T, "IOSWITCH_CLI (the ioswitch binary) is not set; tests/vm/fault-tests.sh sets it");
+    };
+    if let Err(e) = run("fio", &["--version"]) {
+        return skip(T, &format!("fio is not usable: {e}"));
+    }
+    let mut s = Setup::new("coe");
+    let (lo, _) = s.loop_dev(DEV_MIB);
+    prefill(&lo, DEV_MIB << 20, 1);
+    // Every I/O of the range fails (EIO); and a device that drops the range's writes, so
+    // that a verify finds old data there (EILSEQ).
+    let (_, down) = s.dm("coe-down", &table_with(&lo, &format!("flakey {} {BAD_START} 0 1", lo.display())));
+    let (_, drop) =
+        s.dm("coe-drop", &table_with(&lo, &format!("flakey {} {BAD_START} 0 1 1 drop_writes", lo.display())));
+    const SIZE: i64 = 3 << 20;
+    let bad_ios = (BAD_LEN << 9) as i64 / BS as i64;
+    let good = SIZE - (BAD_LEN << 9) as i64;
+    let (eio, eilseq) = (libc::EIO as i64, libc::EILSEQ as i64);
+    // (device, rw, verify, continue_on_error, what both must report). Failed I/Os move no
+    // bytes and count once: a failed write is not read back by the verify phase (fio
+    // unlogs its io_piece); the job goes on to the end and exits 0, and reports its first
+    // error as the job's error (fio's stat.c).
+    let cases = [
+        (&down, "write", "crc32c", "all", (eio, bad_ios, eio, good, good, 0)),
+        (&down, "read", "0", "all", (eio, bad_ios, eio, good, 0, 0)),
+        // continue_on_error=write does not cover reads: the job stops at the first
+        // failed read, at 2 MiB, as without the option.
+        (&down, "read", "0", "write", (eio, 0, 0, (BAD_START << 9) as i64, 0, 1)),
+        // The dropped writes succeed; the verify of each fails (old data), the job goes on.
+        (&drop, "write", "crc32c", "verify", (eilseq, bad_ios, eilseq, SIZE, SIZE, 0)),
+    ];
+    for (dm, rw, verify, coe, want) in cases {
+        let args = [
+            "--name=j".to_string(),
+            format!("--filename={}", dm.display()),
+            format!("--rw={rw}"),
+            "--bs=4k".into(),
+            format!("--size={SIZE}"),
+            "--ioengine=libaio".into(),
+            "--iodepth=1".into(),
+            "--direct=1".into(),
+            format!("--verify={verify}"),
+            format!("--continue_on_error={coe}"),
+            "--output-format=json".into(),
+        ];
+        let job = format!("--rw={rw} --verify={verify} --continue_on_error={coe} on {}", dm.display());
+        let fio = job_outcome(&format!("fio {job}"), Command::new("fio").args(&args));
+        let ours = job_outcome(&format!("ioswitch bench {job}"), Command::new(&cli).arg("bench").args(&args));
+        report(format!("fault: continue_on_error: {job}: fio {fio:?}, ioswitch bench {ours:?}"));
+        assert_eq!(ours, fio, "{job}: ioswitch bench (left) and fio (right) differ");
+        let (error, total_err, first_error, read_bytes, write_bytes, exit) = want;
+        let want = JobOutcome { error, total_err, first_error, read_bytes, write_bytes, exit: Some(exit) };
+        assert_eq!(fio, want, "{job}: fio (left) does not report what the device did (right)");
     }
 }
 

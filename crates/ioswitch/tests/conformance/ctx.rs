@@ -233,6 +233,8 @@ pub(crate) struct Ctx {
     /// The oracle is a block device read and written with O_DIRECT (NVMe: passthrough
     /// commands bypass the page cache, so a buffered witness could read stale pages).
     pub(crate) oracle_direct: bool,
+    /// Options of the row a reopen must repeat (`nsid=` of a PCI namespace).
+    pub(crate) row_opts: String,
     pub(crate) lba: u64,
     pub(crate) nlbas: u64,
     pub(crate) nsid: u32,

@@ -14,7 +14,8 @@ use std::sync::Mutex;
 pub(crate) fn reopen(ctx: &Ctx, extra: &str) -> Result<(Ctx, String), String> {
     // The row's pmem_force=1 (the /dev/shm row of the pmem column) carries over.
     let force = if ctx.dev.opts().pmem_force { "pmem_force=1" } else { "" };
-    let opts_s = [ctx.col.opts(), if ctx.row.direct() { "direct=1" } else { "" }, force, extra]
+    let pci = if ctx.row.dev_kind() == DevKind::NvmePci { ctx.row_opts.as_str() } else { "" };
+    let opts_s = [ctx.col.opts(), pci, if ctx.row.direct() { "direct=1" } else { "" }, force, extra]
         .iter()
         .filter(|s| !s.is_empty())
         .copied()
@@ -30,6 +31,7 @@ pub(crate) fn reopen(ctx: &Ctx, extra: &str) -> Result<(Ctx, String), String> {
         oracle: None,
         backing: None,
         oracle_direct: false,
+        row_opts: ctx.row_opts.clone(),
         lba: ctx.lba,
         nlbas: ctx.nlbas,
         nsid: ctx.nsid,

@@ -275,6 +275,20 @@ impl Ctx {
             len
         }
     }
+    /// Whether the cell's device is a PCI namespace driven by the user-space driver.
+    pub(crate) fn pci(&self) -> bool {
+        self.row.dev_kind() == ioswitch::DevKind::NvmePci
+    }
+    /// The length of each buffer but the last of a vectored command: an LBA, or on a PCI
+    /// device a whole 4 KiB page (PRP entries: every buffer but the last ends on a page;
+    /// the cases check that refusal on their own).
+    pub(crate) fn vec_unit(&self) -> u64 {
+        if self.pci() {
+            self.lba.max(4096)
+        } else {
+            self.lba
+        }
+    }
     pub(crate) fn nlb(&self, len: u64) -> u32 {
         (len / self.lba) as u32
     }

@@ -130,7 +130,7 @@ if [[ ${1:-} == --guest ]]; then
     # The conformance suite's PCI rows: nsid 1 has 17 columns, the zoned nsid 2 has 15;
     # vfio runs every case on both, every other column must be refused as expected.
     check "conformance PCI rows: vfio runs, the other columns are refused, 0 skipped" bash -c "
-        IOSWITCH_VFIO_PCI=$addr IOSWITCH_VFIO_NS='$vfio_ns' IOSWITCH_CONFORMANCE_ROWS=pci,pci-zoned \
+        IOSWITCH_VFIO_PCI=$addr IOSWITCH_VFIO_NS='$vfio_ns' IOSWITCH_CONFORMANCE_ROWS=pci,pci-zoned IOSWITCH_CONFORMANCE_VERBOSE=1 \
             '$conf' >'$out/conformance.txt' 2>&1; rc=\$?
         cat '$out/conformance.txt'
         cells=\$(grep -cE '^  $addr ns[12]( zoned)? ' '$out/conformance.txt')

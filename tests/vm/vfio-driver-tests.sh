@@ -13,6 +13,10 @@
 #      pattern written, zones reported (compared with the kernel's report), opened,
 #      appended to, finished and reset; an `ioswitch bench` write+verify job on the
 #      PCI address (fio's escaped colons), which must make no syscall per I/O;
+#      then the conformance suite's PCI rows (crates/ioswitch/tests/conformance: every
+#      case of the vfio column on nsid 1 and on the zoned nsid 2, every other column
+#      refused), with the namespaces' geometry and DLFEAT as the kernel saw them before
+#      the bind; they must all run: 0 skipped, 0 failed, the expected cell count;
 #   4. binds it back to nvme and reads the driver's pattern through /dev/nvme1n1.
 #
 # Usage: tests/vm/vfio-driver-tests.sh [-- EXTRA ARGS FOR THE TEST BINARY]
@@ -25,7 +29,8 @@ addr=0000:00:05.0
 if [[ ${1:-} == --guest ]]; then
     # ------------------------------------------------------------ inside the guest
     exe=$2
-    shift 2
+    conf=$3
+    shift 3
     [[ ${1:-} == -- ]] && shift
     cli=$root/target/debug/ioswitch
     out=$(mktemp -d)
@@ -57,6 +62,21 @@ if [[ ${1:-} == --guest ]]; then
     nvme zns report-zones "/dev/$ns2" -o json >"$out/kernel-zones.json"
     head -c $((64 << 10)) /dev/urandom >"$out/kernel-pattern"
     dd if="$out/kernel-pattern" of="/dev/$ns1" bs=64k seek=1000 oflag=direct status=none
+    # The namespaces as the kernel sees them, for the conformance rows (which must not
+    # take them from the library they test): nsid:lba:bytes:zone_lbas:nr_zones:dlfeat.
+    vfio_ns=
+    for n in "$ns1" "$ns2"; do
+        b=/sys/block/$n
+        lba=$(cat "$b/queue/logical_block_size")
+        zl=0 nz=0
+        if [[ $(cat "$b/queue/zoned") != none ]]; then
+            zl=$(($(cat "$b/queue/chunk_sectors") * 512 / lba))
+            nz=$(cat "$b/queue/nr_zones")
+        fi
+        dlfeat=$(nvme id-ns "/dev/$n" -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["dlfeat"])')
+        vfio_ns+="$(cat "$b/nsid"):$lba:$(($(cat "$b/size") * 512)):$zl:$nz:$dlfeat "
+    done
+    echo "guest: IOSWITCH_VFIO_NS=$vfio_ns"
 
     check "bind to vfio-pci" "$cli" driver bind vfio "$addr"
     check "test binary (crates/ioswitch/tests/vfio.rs)" \
@@ -107,6 +127,19 @@ if [[ ${1:-} == --guest ]]; then
         [ \$rc = 0 ] && grep -q 'interface=vfio, syscalls=0 (0.00 per I/O)' '$out/bench.txt' &&
             grep -q 'verified 128 blocks' '$out/bench.txt'"
 
+    # The conformance suite's PCI rows: nsid 1 has 17 columns, the zoned nsid 2 has 15;
+    # vfio runs every case on both, every other column must be refused as expected.
+    check "conformance PCI rows: vfio runs, the other columns are refused, 0 skipped" bash -c "
+        IOSWITCH_VFIO_PCI=$addr IOSWITCH_VFIO_NS='$vfio_ns' IOSWITCH_CONFORMANCE_ROWS=pci,pci-zoned IOSWITCH_CONFORMANCE_VERBOSE=1 \
+            '$conf' >'$out/conformance.txt' 2>&1; rc=\$?
+        cat '$out/conformance.txt'
+        cells=\$(grep -cE '^  $addr ns[12]( zoned)? ' '$out/conformance.txt')
+        vfio=\$(grep -cE '^  $addr ns[12]( zoned)? +vfio +PASS ' '$out/conformance.txt')
+        na=\$(grep -cE '^  $addr ns[12]( zoned)? +[^ ]+ +n/a ' '$out/conformance.txt')
+        echo \"PCI cells: \$cells (vfio PASS: \$vfio, n/a: \$na); expected 32 (2 + 30)\"
+        [ \$rc = 0 ] && [ \$cells = 32 ] && [ \$vfio = 2 ] && [ \$na = 30 ] &&
+            grep -qE '^[0-9]+ passed, 0 failed, 0 skipped' '$out/conformance.txt'"
+
     check "bind back to nvme" "$cli" driver bind nvme "$addr"
     check "data the driver wrote reads back through the kernel" bash -c "
         for i in \$(seq 100); do [ -b /dev/$ns1 ] && break; sleep 0.1; done
@@ -132,4 +165,11 @@ for l in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "vfio" and m.get("executable"):
         print(m["executable"])')
 [[ -n $exe ]] || { echo "vfio-driver-tests: the vfio test binary did not build" >&2; exit 1; }
-exec "$here/run.sh" --iommu --timeout "${IOSWITCH_VM_TIMEOUT:-600}" -- "$here/vfio-driver-tests.sh" --guest "$exe" "$@"
+conf=$(cargo test -p ioswitch --test conformance --no-run --message-format=json 2>/dev/null |
+    python3 -c 'import json,sys
+for l in sys.stdin:
+    m = json.loads(l)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "conformance" and m.get("executable"):
+        print(m["executable"])')
+[[ -n $conf ]] || { echo "vfio-driver-tests: the conformance binary did not build" >&2; exit 1; }
+exec "$here/run.sh" --iommu --timeout "${IOSWITCH_VM_TIMEOUT:-600}" -- "$here/vfio-driver-tests.sh" --guest "$exe" "$conf" "$@"

@@ -233,6 +233,8 @@ pub(crate) struct Ctx {
     /// The oracle is a block device read and written with O_DIRECT (NVMe: passthrough
     /// commands bypass the page cache, so a buffered witness could read stale pages).
     pub(crate) oracle_direct: bool,
+    /// Options of the row a reopen must repeat (`nsid=` of a PCI namespace).
+    pub(crate) row_opts: String,
     pub(crate) lba: u64,
     pub(crate) nlbas: u64,
     pub(crate) nsid: u32,
@@ -271,6 +273,20 @@ impl Ctx {
             0
         } else {
             len
+        }
+    }
+    /// Whether the cell's device is a PCI namespace driven by the user-space driver.
+    pub(crate) fn pci(&self) -> bool {
+        self.row.dev_kind() == ioswitch::DevKind::NvmePci
+    }
+    /// The length of each buffer but the last of a vectored command: an LBA, or on a PCI
+    /// device a whole 4 KiB page (PRP entries: every buffer but the last ends on a page;
+    /// the cases check that refusal on their own).
+    pub(crate) fn vec_unit(&self) -> u64 {
+        if self.pci() {
+            self.lba.max(4096)
+        } else {
+            self.lba
         }
     }
     pub(crate) fn nlb(&self, len: u64) -> u32 {

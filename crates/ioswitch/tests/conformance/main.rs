@@ -23,9 +23,15 @@
 //! `/dev/daxX.Y`), skipped with the reason where unset on the host, failed in the guest
 //! when `IOSWITCH_PMEM=1` says they must be there, and absent (the run says why) in a
 //! guest run without `IOSWITCH_PMEM=1`. `tests/vm/nvme-tests.sh` runs the suite in the guest.
+//! The user-space driver: the `vfio` column (refused by every other kind of device) and
+//! the rows of the namespaces of the controller `IOSWITCH_VFIO_PCI` names (bound to
+//! vfio-pci; their geometry in `IOSWITCH_VFIO_NS`, read from the kernel before the bind),
+//! where every other column must be refused; skipped with the reason on the host when
+//! unset; `tests/vm/vfio-driver-tests.sh` runs them in the `--iommu` guest.
+//! `IOSWITCH_CONFORMANCE_ROWS=tag,...` runs only the rows with those tags.
 
 use crate::probe::{probe_main, PROBE_ENV};
-use crate::rows::{find_nvme, nvme_rows, pmem_required, pmem_rows, setup_rows};
+use crate::rows::{find_nvme, nvme_rows, pci_rows, pmem_required, pmem_rows, setup_rows};
 use crate::runner::{install_panic_hook, run_matrix, start_watchdog};
 use ioswitch_testkit::loopdev::LoopDev;
 use std::time::{Duration, Instant};
@@ -45,6 +51,9 @@ pub(crate) const CASE_LIMIT: Duration = Duration::from_secs(30);
 /// What the files this suite makes (loop backing files, probes) are named after.
 pub(crate) const PREFIX: &str = "ioswitch-conformance";
 pub(crate) const NOT_DONE: &str = "not part of this build";
+/// Runs only the rows with these tags (comma-separated, e.g. `pci,pci-zoned`): a stage
+/// that tests one kind of device leaves the others to the stages that own them.
+pub(crate) const ROWS_ENV: &str = "IOSWITCH_CONFORMANCE_ROWS";
 
 pub(crate) type Res = Result<String, String>;
 
@@ -89,6 +98,27 @@ fn main() {
             rows.extend(nvme_rows(&found));
         }
         Err(why) => println!("NVMe rows: none: {why}"),
+    }
+    // The PCI rows: skipped with the reason on the host when IOSWITCH_VFIO_PCI is unset;
+    // absent (the run says why) in a guest run that has no controller bound to vfio-pci.
+    if guest && std::env::var_os(crate::rows::VFIO_PCI_ENV).is_none() {
+        println!("PCI rows: none: IOSWITCH_VFIO_PCI is not set (tests/vm/vfio-driver-tests.sh binds 0000:00:05.0 and sets it)");
+    } else {
+        rows.extend(pci_rows());
+    }
+    if let Some(only) = std::env::var_os(ROWS_ENV) {
+        let only = only.to_string_lossy().into_owned();
+        let tags: Vec<&str> = only.split(',').filter(|t| !t.is_empty()).collect();
+        for t in &tags {
+            if !rows.iter().any(|r| r.kind.tag() == *t) {
+                let have: Vec<&str> = rows.iter().map(|r| r.kind.tag()).collect();
+                println!("{ROWS_ENV}={only}: no row here is tagged {t:?} (the rows here: {})", have.join(", "));
+                std::process::exit(2);
+            }
+        }
+        let before = rows.len();
+        rows.retain(|r| tags.contains(&r.kind.tag()));
+        println!("rows: only those tagged {only} ({ROWS_ENV}): {} of {before} rows run", rows.len());
     }
     let results = run_matrix(&rows, verbose);
     let teardown = loopdev.and_then(LoopDev::teardown);

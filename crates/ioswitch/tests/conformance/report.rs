@@ -64,6 +64,15 @@ pub(crate) fn print(rows: &[Row], results: &Results, teardown: Option<String>, t
             TAIL_BYTES / KIB
         );
     }
+    if rows.iter().any(|r| r.kind.dev_kind() == ioswitch::DevKind::NvmePci) {
+        println!(
+            "PCI rows (vfio): the namespaces of a controller bound to vfio-pci, by PCI address and nsid=; only vfio \
+             may open them (every other column must be refused naming itself); vfio is refused on every other row; \
+             buffers are the device's DMA memory (Device::alloc); no kernel device witnesses the data: the reads \
+             through the driver check it; LBA size, size, zones and DLFEAT come from the kernel's view before the \
+             bind (IOSWITCH_VFIO_NS)"
+        );
+    }
     if rows.iter().any(|r| r.kind.zoned()) {
         println!(
             "zoned: each cell owns one zone; writes at the write pointer succeed and move it; writes past or \

@@ -31,11 +31,14 @@ pub(crate) enum Col {
     Nil,
     Mmap,
     Pmem,
+    /// The user-space NVMe driver (sync and async `vfio`), on a PCI controller bound to
+    /// vfio-pci; refused by every other kind of device.
+    Vfio,
 }
 
 impl Col {
     /// The columns of the rows that are not NVMe (files, loop devices, ramdisk).
-    pub(crate) const ALL: [Col; 14] = [
+    pub(crate) const ALL: [Col; 15] = [
         Col::Psync,
         Col::Block,
         Col::Ram,
@@ -50,10 +53,11 @@ impl Col {
         Col::UringSqpoll,
         Col::Posix,
         Col::Nil,
+        Col::Vfio,
     ];
 
-    /// The columns of the NVMe namespace rows.
-    pub(crate) const NVME: [Col; 16] = [
+    /// The columns of the NVMe namespace rows (kernel devices and PCI addresses alike).
+    pub(crate) const NVME: [Col; 17] = [
         Col::Psync,
         Col::Block,
         Col::Nvme,
@@ -70,10 +74,11 @@ impl Col {
         Col::UringCmdSqpoll,
         Col::UringCmdIopoll,
         Col::Nil,
+        Col::Vfio,
     ];
 
     /// The columns of the zoned namespace rows (nil moves no data: no zone to check).
-    pub(crate) const ZONED: [Col; 14] = [
+    pub(crate) const ZONED: [Col; 15] = [
         Col::Psync,
         Col::Block,
         Col::Nvme,
@@ -88,6 +93,7 @@ impl Col {
         Col::UringCmd,
         Col::UringCmdSqpoll,
         Col::UringCmdIopoll,
+        Col::Vfio,
     ];
 
     pub(crate) fn label(self) -> &'static str {
@@ -111,6 +117,7 @@ impl Col {
             Col::Nil => "nil",
             Col::Mmap => "mmap",
             Col::Pmem => "pmem",
+            Col::Vfio => "vfio",
         }
     }
 
@@ -137,6 +144,8 @@ impl Col {
             Col::Nil => "async=nil",
             Col::Mmap => "sync=mmap,async=emu",
             Col::Pmem => "sync=pmem,async=emu",
+            // The sync interface of a PCI device defaults to vfio too.
+            Col::Vfio => "async=vfio",
         }
     }
 
@@ -163,6 +172,7 @@ impl Col {
             Col::Posix => AsyncIface::Posix,
             Col::UringCmd | Col::UringCmdSqpoll | Col::UringCmdIopoll => AsyncIface::IoUringCmd,
             Col::Nil => AsyncIface::Nil,
+            Col::Vfio => AsyncIface::Vfio,
         }
     }
 
@@ -190,6 +200,10 @@ impl Col {
     /// must name.
     pub(crate) fn expected_refusal(self, kind: DevKind, direct: bool) -> Option<String> {
         use DevKind::*;
+        // A PCI device is driven by vfio alone (and vfio drives nothing else, below).
+        if kind == NvmePci {
+            return (self != Col::Vfio).then(|| self.refusal_key());
+        }
         let table = match self {
             Col::Psync => matches!(kind, Ramdisk | NvmeChar | DevDax),
             Col::Block => !matches!(kind, Block | NvmeBlock),
@@ -206,6 +220,7 @@ impl Col {
             | Col::UringIopoll
             | Col::Posix => matches!(kind, Ramdisk | NvmeChar | DevDax),
             Col::UringCmd | Col::UringCmdSqpoll | Col::UringCmdIopoll => kind != NvmeChar,
+            Col::Vfio => true,
         };
         if table {
             return Some(self.refusal_key());
@@ -278,6 +293,11 @@ pub(crate) enum RowKind {
     PmemFsdax,
     /// A devdax character device (`/dev/daxX.Y`), from `IOSWITCH_PMEM_DEVDAX`.
     PmemDevdax,
+    /// A conventional namespace of an NVMe controller bound to vfio-pci, by its PCI
+    /// address (`IOSWITCH_VFIO_PCI`) and `nsid=`.
+    Pci,
+    /// A zoned namespace of that controller.
+    PciZoned,
 }
 
 impl RowKind {
@@ -292,16 +312,17 @@ impl RowKind {
             RowKind::Ram => DevKind::Ramdisk,
             RowKind::NvmeBlock | RowKind::NvmeBlockDirect | RowKind::ZnsBlockDirect => DevKind::NvmeBlock,
             RowKind::NvmeChar | RowKind::ZnsChar => DevKind::NvmeChar,
+            RowKind::Pci | RowKind::PciZoned => DevKind::NvmePci,
         }
     }
     pub(crate) fn direct(self) -> bool {
         matches!(self, RowKind::FileDirect | RowKind::LoopDirect | RowKind::NvmeBlockDirect | RowKind::ZnsBlockDirect)
     }
     pub(crate) fn zoned(self) -> bool {
-        matches!(self, RowKind::ZnsBlockDirect | RowKind::ZnsChar)
+        matches!(self, RowKind::ZnsBlockDirect | RowKind::ZnsChar | RowKind::PciZoned)
     }
     pub(crate) fn nvme(self) -> bool {
-        matches!(self.dev_kind(), DevKind::NvmeBlock | DevKind::NvmeChar)
+        matches!(self.dev_kind(), DevKind::NvmeBlock | DevKind::NvmeChar | DevKind::NvmePci)
     }
     /// The columns of this row.
     pub(crate) fn cols(self) -> &'static [Col] {
@@ -328,6 +349,8 @@ impl RowKind {
             RowKind::ZnsChar => "zns-char",
             RowKind::PmemFsdax => "pmem-fsdax",
             RowKind::PmemDevdax => "pmem-devdax",
+            RowKind::Pci => "pci",
+            RowKind::PciZoned => "pci-zoned",
         }
     }
     /// The persistent-memory rows.
@@ -400,6 +423,9 @@ pub(crate) enum Place {
     Nvme { dev: PathBuf, ns: Box<NvmeNs> },
     /// A devdax character device (no read/write: no oracle beside the library).
     DevDax(PathBuf),
+    /// A namespace of a PCI controller bound to vfio-pci (no kernel device: no oracle
+    /// beside the library).
+    Pci { addr: String, ns: Box<NvmeNs> },
 }
 
 pub(crate) struct Row {
@@ -512,6 +538,73 @@ pub(crate) fn nvme_rows(found: &[NvmeNs]) -> Vec<Row> {
             };
             let place = dev.map(|dev| Place::Nvme { dev, ns: Box::new(ns.clone()) });
             rows.push(Row { kind, label, place });
+        }
+    }
+    rows
+}
+
+/// The PCI address of an NVMe controller bound to vfio-pci (the `--iommu` guest's
+/// 0000:00:05.0, which tests/vm/vfio-driver-tests.sh binds): the PCI rows run on it.
+pub(crate) const VFIO_PCI_ENV: &str = "IOSWITCH_VFIO_PCI";
+/// Its namespaces as the kernel's nvme driver saw them before the controller was bound
+/// to vfio-pci (sysfs and nvme-cli, read by the script, not by the library): space-separated
+/// `nsid:lba_bytes:bytes:zone_lbas:nr_zones:dlfeat` (zone fields 0 when conventional).
+pub(crate) const VFIO_NS_ENV: &str = "IOSWITCH_VFIO_NS";
+
+/// Whether this is the test guest (`IOSWITCH_VM=1`), where a skip is a failure.
+pub(crate) fn guest() -> bool {
+    std::env::var_os("IOSWITCH_VM").is_some_and(|v| v == "1")
+}
+
+/// Parses one namespace of `IOSWITCH_VFIO_NS`.
+fn parse_vfio_ns(addr: &str, item: &str) -> Result<NvmeNs, String> {
+    let f: Vec<&str> = item.split(':').collect();
+    let num = |i: usize, what: &str| -> Result<u64, String> {
+        let t = f.get(i).ok_or_else(|| format!("{VFIO_NS_ENV}: {item:?} has no {what} (field {})", i + 1))?;
+        t.parse().map_err(|_| format!("{VFIO_NS_ENV}: {item:?}: {what} {t:?} is not a number"))
+    };
+    ensure!(f.len() == 6, "{VFIO_NS_ENV}: {item:?} is not nsid:lba_bytes:bytes:zone_lbas:nr_zones:dlfeat");
+    let nsid = u32::try_from(num(0, "nsid")?).map_err(|_| format!("{VFIO_NS_ENV}: {item:?}: nsid too large"))?;
+    let dlfeat = u8::try_from(num(5, "dlfeat")?).map_err(|_| format!("{VFIO_NS_ENV}: {item:?}: dlfeat too large"))?;
+    Ok(NvmeNs {
+        nsid,
+        block: PathBuf::new(),
+        char_dev: Err(format!("{addr} is bound to vfio-pci: no kernel device")),
+        ctrl: addr.to_string(),
+        lba: num(1, "LBA size")?,
+        bytes: num(2, "size")?,
+        zone_lbas: num(3, "zone size")?,
+        nr_zones: num(4, "zone count")?,
+        dealloc: Ok(Dealloc::from_dlfeat(dlfeat)),
+    })
+}
+
+/// The rows of the namespaces of the controller named by `IOSWITCH_VFIO_PCI` (one row
+/// per namespace of `IOSWITCH_VFIO_NS`, conventional or zoned), or one row that says why
+/// there are none (a skip on the host; in the guest a skip fails the run).
+pub(crate) fn pci_rows() -> Vec<Row> {
+    let missing = |why: String| vec![Row { kind: RowKind::Pci, label: "nvme pci (vfio)".into(), place: Err(why) }];
+    let unset = "is not set (an NVMe controller bound to vfio-pci; tests/vm/vfio-driver-tests.sh sets it)";
+    let addr = match std::env::var(VFIO_PCI_ENV) {
+        Ok(a) if !a.is_empty() => a,
+        _ => return missing(format!("{VFIO_PCI_ENV} {unset}")),
+    };
+    let list = std::env::var(VFIO_NS_ENV).unwrap_or_default();
+    if list.trim().is_empty() {
+        return missing(format!("{VFIO_PCI_ENV}={addr}, but {VFIO_NS_ENV} (its namespaces' geometry) is not set"));
+    }
+    let mut rows = Vec::new();
+    for item in list.split_whitespace() {
+        match parse_vfio_ns(&addr, item) {
+            Err(why) => rows.push(Row { kind: RowKind::Pci, label: format!("{addr} ({item})"), place: Err(why) }),
+            Ok(ns) => {
+                let (kind, label) = if ns.nr_zones > 0 {
+                    (RowKind::PciZoned, format!("{addr} ns{} zoned", ns.nsid))
+                } else {
+                    (RowKind::Pci, format!("{addr} ns{}", ns.nsid))
+                };
+                rows.push(Row { kind, label, place: Ok(Place::Pci { addr: addr.clone(), ns: Box::new(ns) }) });
+            }
         }
     }
     rows

@@ -147,6 +147,12 @@ pub(crate) fn run_cell(row: &Row, col: Col, probe: Option<Result<String, String>
             cell.cases.push(("all", Verdict::Fail(why)));
             return cell;
         }
+        Err(why) if row.kind.dev_kind() == DevKind::NvmePci && crate::rows::guest() => {
+            let why = format!("{} is set in the guest, but the row is missing: {why}", crate::rows::VFIO_PCI_ENV);
+            cell.state = CellState::Fail;
+            cell.cases.push(("all", Verdict::Fail(why)));
+            return cell;
+        }
         Err(why) => {
             cell.state = CellState::Skip(why.clone());
             cell.cases.push(("all", Verdict::Skip(why.clone())));
@@ -173,6 +179,10 @@ pub(crate) fn run_cell(row: &Row, col: Col, probe: Option<Result<String, String>
         }
         Place::Ram => (RAMDISK_URI.to_string(), String::new(), None, None, None),
         Place::DevDax(dev) => (dev.display().to_string(), String::new(), None, None, None),
+        Place::Pci { addr, ns: n } => {
+            ns = Some(n.clone());
+            (addr.clone(), format!("nsid={}", n.nsid), None, None, None)
+        }
         Place::Nvme { dev, ns: n } => {
             ns = Some(n.clone());
             // The namespace's block device, with O_DIRECT, witnesses both its rows.
@@ -217,7 +227,7 @@ pub(crate) fn run_cell(row: &Row, col: Col, probe: Option<Result<String, String>
             let passthru = match col.sync() {
                 Some(s) => s == SyncIface::Nvme,
                 None => match col.async_iface() {
-                    AsyncIface::IoUringCmd => true,
+                    AsyncIface::IoUringCmd | AsyncIface::Vfio => true,
                     AsyncIface::Emu | AsyncIface::Thrpool => ifs.sync == Some(SyncIface::Nvme),
                     _ => false,
                 },
@@ -243,6 +253,7 @@ pub(crate) fn run_cell(row: &Row, col: Col, probe: Option<Result<String, String>
                 oracle,
                 backing,
                 oracle_direct: ns.is_some(),
+                row_opts: extra.clone(),
                 lba: g.lba_size as u64,
                 nlbas: g.nlbas,
                 bytes,

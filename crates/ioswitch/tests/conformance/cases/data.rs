@@ -1,9 +1,9 @@
 //! Data moves: a pattern over the whole device, and vectored I/O.
 
-use crate::ctx::{data_bytes, done, read_range, write_pattern, Ctx, Runner};
+use crate::ctx::{data_bytes, done, read_range, refused, write_pattern, Ctx, Runner};
 use crate::runner::seed;
 use crate::{Res, KIB, QD, TAIL_BYTES};
-use ioswitch::{Cmd, Data};
+use ioswitch::{Cmd, Data, Error};
 use ioswitch_testkit::pattern;
 use ioswitch_testkit::pattern::{compare, fill, SENTINEL};
 
@@ -67,7 +67,8 @@ pub(crate) fn case_rw(ctx: &Ctx) -> Res {
 /// byte written past the transfer when the buffers are larger than it.
 pub(crate) fn case_vectored(ctx: &Ctx) -> Res {
     let mut r = Runner::new(ctx, QD)?;
-    let u = ctx.lba;
+    // Buffer lengths are multiples of `e` (an LBA; a page on a PCI device, see vec_unit).
+    let e = ctx.vec_unit();
 
     // A: vectored NVM write, vectored file-set read with another split, plain read.
     let a = 128 * KIB;
@@ -75,13 +76,13 @@ pub(crate) fn case_vectored(ctx: &Ctx) -> Res {
     let mut bufs = Vec::new();
     let mut p = a;
     for k in [1, 2, 1, 3, 1] {
-        bufs.push(ctx.pat(p, k * u, s)?);
-        p += k * u;
+        bufs.push(ctx.pat(p, k * e, s)?);
+        p += k * e;
     }
     let total = p - a;
-    let o = r.one((Cmd::write(ctx.nsid, a / u, ctx.nlb(total)), Data::Vec(bufs)))?;
+    let o = r.one((Cmd::write(ctx.nsid, a / ctx.lba, ctx.nlb(total)), Data::Vec(bufs)))?;
     done(o, "vectored NVM write of 5 buffers", Some(total))?;
-    let rb = [3, 1, 2, 2].iter().map(|&k| ctx.sentinel(k * u)).collect::<Result<Vec<_>, _>>()?;
+    let rb = [3, 1, 2, 2].iter().map(|&k| ctx.sentinel(k * e)).collect::<Result<Vec<_>, _>>()?;
     let o = r.one((Cmd::fs_read(a, total), Data::Vec(rb)))?;
     let d = done(o, "vectored file read of 4 buffers", Some(total))?;
     ensure!(d.bufs().len() == 4, "the vectored read handed back {} buffers, not 4", d.bufs().len());
@@ -97,14 +98,14 @@ pub(crate) fn case_vectored(ctx: &Ctx) -> Res {
     let mut bufs = Vec::new();
     let mut p = b;
     for k in [2, 2, 4] {
-        bufs.push(ctx.pat(p, k * u, s2)?);
-        p += k * u;
+        bufs.push(ctx.pat(p, k * e, s2)?);
+        p += k * e;
     }
     let total = p - b;
     let o = r.one((Cmd::fs_write(b, total), Data::Vec(bufs)))?;
     done(o, "vectored file write of 3 buffers", Some(total))?;
-    let rb = (0..8).map(|_| ctx.sentinel(u)).collect::<Result<Vec<_>, _>>()?;
-    let o = r.one((Cmd::read(ctx.nsid, b / u, 8), Data::Vec(rb)))?;
+    let rb = (0..8).map(|_| ctx.sentinel(e)).collect::<Result<Vec<_>, _>>()?;
+    let o = r.one((Cmd::read(ctx.nsid, b / ctx.lba, ctx.nlb(8 * e)), Data::Vec(rb)))?;
     let d = done(o, "vectored NVM read of 8 buffers", Some(total))?;
     let want = pattern::at(b, total, s2);
     compare(&data_bytes(&d), &want, b, Some(s2), "vectored file write, vectored NVM read")?;
@@ -112,22 +113,40 @@ pub(crate) fn case_vectored(ctx: &Ctx) -> Res {
     // Many buffers in one command, both directions.
     let m = b + total + 4 * KIB;
     let s3 = seed();
-    let bufs = (0..32).map(|k| ctx.pat(m + k * u, u, s3)).collect::<Result<Vec<_>, _>>()?;
-    done(r.one((Cmd::write(ctx.nsid, m / u, 32), Data::Vec(bufs)))?, "write of 32 buffers", Some(32 * u))?;
-    let rb = (0..32).map(|_| ctx.sentinel(u)).collect::<Result<Vec<_>, _>>()?;
-    let d = done(r.one((Cmd::read(ctx.nsid, m / u, 32), Data::Vec(rb)))?, "read into 32 buffers", Some(32 * u))?;
-    compare(&data_bytes(&d), &pattern::at(m, 32 * u, s3), m, Some(s3), "32-buffer write, 32-buffer read")?;
+    let bufs = (0..32).map(|k| ctx.pat(m + k * e, e, s3)).collect::<Result<Vec<_>, _>>()?;
+    let (m_lba, n32) = (m / ctx.lba, ctx.nlb(32 * e));
+    done(r.one((Cmd::write(ctx.nsid, m_lba, n32), Data::Vec(bufs)))?, "write of 32 buffers", Some(32 * e))?;
+    let rb = (0..32).map(|_| ctx.sentinel(e)).collect::<Result<Vec<_>, _>>()?;
+    let d = done(r.one((Cmd::read(ctx.nsid, m_lba, n32), Data::Vec(rb)))?, "read into 32 buffers", Some(32 * e))?;
+    compare(&data_bytes(&d), &pattern::at(m, 32 * e, s3), m, Some(s3), "32-buffer write, 32-buffer read")?;
 
     // C: buffers larger than the transfer: the bytes past it stay untouched.
-    let rb = vec![ctx.sentinel(4 * u)?, ctx.sentinel(4 * u)?];
-    let o = r.one((Cmd::read(ctx.nsid, b / u, 6), Data::Vec(rb)))?;
-    let d = done(o, "read of 6 LBAs into 2 buffers of 4", Some(6 * u))?;
+    let rb = vec![ctx.sentinel(4 * e)?, ctx.sentinel(4 * e)?];
+    let o = r.one((Cmd::read(ctx.nsid, b / ctx.lba, ctx.nlb(6 * e)), Data::Vec(rb)))?;
+    let d = done(o, "read of 6 units into 2 buffers of 4", Some(6 * e))?;
     let bytes = data_bytes(&d);
-    compare(&bytes[..(6 * u) as usize], &want[..(6 * u) as usize], b, Some(s2), "read into larger buffers")?;
+    compare(&bytes[..(6 * e) as usize], &want[..(6 * e) as usize], b, Some(s2), "read into larger buffers")?;
     ensure!(
-        bytes[(6 * u) as usize..].iter().all(|&x| x == SENTINEL),
-        "a 6-LBA read wrote past its transfer into the rest of the second buffer"
+        bytes[(6 * e) as usize..].iter().all(|&x| x == SENTINEL),
+        "a 6-unit read wrote past its transfer into the rest of the second buffer"
     );
+
+    // PCI: buffers that PRP entries cannot describe (one that is not the last ends inside
+    // a page) are refused before the device sees them, naming the buffer; nothing written.
+    let mut note = String::new();
+    if ctx.pci() && ctx.lba < 4096 {
+        let u = ctx.lba;
+        let a_want = pattern::at(a, 2 * u, s);
+        let v = vec![ctx.pat(a, u, seed())?, ctx.pat(a + u, u, seed())?];
+        let (err, _) = refused(r.one((Cmd::write(ctx.nsid, a / u, 2), Data::Vec(v)))?, "write of two 1-LBA buffers")?;
+        ensure!(
+            matches!(err, Error::BadCommand { .. }) && err.to_string().contains("buffer 0 does not end on a 4 KiB page"),
+            "a vectored write whose first buffer ends inside a page: {err:?} ({err}); expected BadCommand naming buffer 0"
+        );
+        let got = read_range(&mut r, ctx, a, 2 * u, 2 * u)?;
+        compare(&got, &a_want, a, Some(s), "data after the refused vectored write")?;
+        note = format!("buffers of {e} B; two {u} B buffers refused (PRP): {err}");
+    }
     r.finish()?;
-    Ok(String::new())
+    Ok(note)
 }

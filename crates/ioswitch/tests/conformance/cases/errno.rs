@@ -14,7 +14,8 @@ use std::sync::Mutex;
 pub(crate) fn reopen(ctx: &Ctx, extra: &str) -> Result<(Ctx, String), String> {
     // The row's pmem_force=1 (the /dev/shm row of the pmem column) carries over.
     let force = if ctx.dev.opts().pmem_force { "pmem_force=1" } else { "" };
-    let opts_s = [ctx.col.opts(), if ctx.row.direct() { "direct=1" } else { "" }, force, extra]
+    let pci = if ctx.row.dev_kind() == DevKind::NvmePci { ctx.row_opts.as_str() } else { "" };
+    let opts_s = [ctx.col.opts(), pci, if ctx.row.direct() { "direct=1" } else { "" }, force, extra]
         .iter()
         .filter(|s| !s.is_empty())
         .copied()
@@ -30,6 +31,7 @@ pub(crate) fn reopen(ctx: &Ctx, extra: &str) -> Result<(Ctx, String), String> {
         oracle: None,
         backing: None,
         oracle_direct: false,
+        row_opts: ctx.row_opts.clone(),
         lba: ctx.lba,
         nlbas: ctx.nlbas,
         nsid: ctx.nsid,
@@ -72,6 +74,20 @@ pub(crate) fn forbidden(o: Outcome, what: &str, errno: i32) -> Result<String, St
 /// library cannot foresee (the file shrank under an open device, so a read finds EOF)
 /// comes back as a failed status with the errno kept, on every interface alike.
 pub(crate) fn case_errno(ctx: &Ctx) -> Res {
+    if ctx.pci() {
+        // A controller is one VFIO group, which one process opens once: a second open
+        // while the cell's device is open must fail, saying so (rdonly=1 and wronly=1
+        // cannot be opened beside it; the PCI rows do not check them).
+        let e = match reopen(ctx, "rdonly=1") {
+            Ok(_) => return Err("a second open of the PCI device in this process was accepted".into()),
+            Err(e) => e,
+        };
+        ensure!(
+            e.contains("/dev/vfio/") && e.contains("busy"),
+            "a second open of the PCI device: {e}; expected the VFIO group's open failing as busy"
+        );
+        return Ok(format!("second open refused: {e} (rdonly/wronly not checked)"));
+    }
     let mut r = Runner::new(ctx, 4)?;
     let u = ctx.lba;
     let s = seed();

@@ -173,6 +173,9 @@ pub(crate) fn case_alignment(ctx: &Ctx) -> Res {
         ensure!(b.as_ptr() as usize % align == off, "with_alignment gave a buffer at the wrong offset");
         Ok(b)
     };
+    if ctx.pci() {
+        return pci_alignment(ctx, r, a, len, &old, s_old);
+    }
     if ctx.row.direct() {
         let off_align = ctx.dev.geometry().dio_offset_align as u64;
         let b = misaligned(1, a, Some(s))?;
@@ -287,6 +290,58 @@ pub(crate) fn case_alignment(ctx: &Ctx) -> Res {
         r.finish()?;
         Ok("buffered: misaligned buffers and byte offsets accepted and correct".into())
     }
+}
+
+/// The PCI (vfio) form of the alignment case: the controller reads and writes only this
+/// device's DMA memory, through PRP entries (dword-aligned start). A buffer that is not
+/// DMA memory (however aligned) is refused naming it, in both directions; a DMA buffer
+/// starting 2 bytes in is refused for PRP alignment; one starting 512 bytes in is fine.
+/// None of the refused requests writes anything.
+fn pci_alignment(ctx: &Ctx, mut r: Runner<'_>, a: u64, len: u64, old: &[u8], s_old: u64) -> Res {
+    let u = ctx.lba;
+    let not_dma = |e: &Error, what: &str| -> Result<(), String> {
+        ensure!(
+            matches!(e, Error::BadCommand { .. }) && e.to_string().contains("not DMA memory"),
+            "{what}: {e:?} ({e}); expected BadCommand saying the buffer is not DMA memory"
+        );
+        Ok(())
+    };
+    let mut heap = Buffer::alloc(len as usize, 4096).map_err(|e| format!("Buffer::alloc: {e}"))?;
+    fill(&mut heap, a, seed());
+    let (e, _) = refused(r.one((Cmd::write(ctx.nsid, a / u, ctx.nlb(len)), heap.into()))?, "write from heap memory")?;
+    not_dma(&e, "write from a page-aligned heap buffer")?;
+    let heap = Buffer::alloc(len as usize, 4096).map_err(|e| format!("Buffer::alloc: {e}"))?;
+    let (e, _) = refused(r.one((Cmd::read(ctx.nsid, a / u, ctx.nlb(len)), heap.into()))?, "read into heap memory")?;
+    not_dma(&e, "read into a page-aligned heap buffer")?;
+    let v = vec![ctx.alloc(4096)?, Buffer::alloc(len as usize, 4096).map_err(|e| format!("Buffer::alloc: {e}"))?];
+    let (e, _) = refused(
+        r.one((Cmd::write(ctx.nsid, a / u, ctx.nlb(4096 + len)), Data::Vec(v)))?,
+        "vectored write, second buffer heap memory",
+    )?;
+    not_dma(&e, "vectored write whose second buffer is heap memory")?;
+    // DMA memory at an offset: borrowed views into a buffer of this device.
+    let mut dma = ctx.alloc(len + 4096)?;
+    let p2 = std::ptr::NonNull::new(dma.as_mut_ptr().wrapping_add(2)).ok_or("null DMA buffer")?;
+    // SAFETY: the `len` bytes from p2 lie inside `dma` (len + 4096 bytes), which nothing
+    // else touches while the borrowed view is in use; the view stays in its ManuallyDrop.
+    let mut off2 = unsafe { Buffer::borrow_raw(p2, len as usize) };
+    let e = ctx
+        .dev
+        .pass(&Cmd::write(ctx.nsid, a / u, ctx.nlb(len)), std::slice::from_mut(&mut *off2))
+        .err()
+        .ok_or("a write from DMA memory 2 bytes into a page was accepted (PRP1 must be dword-aligned)")?;
+    ensure!(e.to_string().contains("not 4-byte aligned"), "write from DMA memory 2 bytes in: {e}");
+    let p512 = std::ptr::NonNull::new(dma.as_mut_ptr().wrapping_add(512)).ok_or("null DMA buffer")?;
+    // SAFETY: as above: the `len` bytes from 512 lie inside the len + 4096 of `dma`.
+    let mut off512 = unsafe { Buffer::borrow_raw(p512, len as usize) };
+    ctx.dev
+        .pass(&Cmd::read(ctx.nsid, a / u, ctx.nlb(len)), std::slice::from_mut(&mut *off512))
+        .map_err(|e| format!("read into DMA memory 512 bytes in: {e}"))?;
+    compare(&off512, old, a, Some(s_old), "read into DMA memory 512 bytes into a page")?;
+    let got = read_range(&mut r, ctx, a, len, len)?;
+    compare(&got, old, a, Some(s_old), "data after the refused writes")?;
+    r.finish()?;
+    Ok("heap buffers refused (not DMA memory); DMA memory 2 bytes in refused (PRP), 512 bytes in read".into())
 }
 
 /// Malformed requests are refused before any I/O with the error that says why.

@@ -3,6 +3,11 @@
 //! is `msync(MS_SYNC)`; trim, write zeroes and DSM deallocate zero the range in the
 //! mapping (reads return zeroes afterwards; the storage is not deallocated).
 //!
+//! A page the kernel cannot provide (an I/O error reading it in) raises SIGBUS in the copy;
+//! the copy recovers from it (`sys::sigbus`) and the command completes with EIO (NVMe Data
+//! Transfer Error, Do Not Retry), as a failed pread would; the process and the device keep
+//! working.
+//!
 //! The mapping is shared with the kernel and with every other user of the file, as any
 //! MAP_SHARED mapping is: like a disk, overlapping concurrent writes leave one of them.
 
@@ -14,7 +19,12 @@ use crate::dev::DevKind;
 use crate::dev::Inner;
 use crate::error::Error;
 use crate::spec::{errno_to_status, Status};
-use crate::sys::mem::Mapping;
+use crate::sys::mem::{MapFault, Mapping};
+
+/// The status of a command whose copy hit a page the kernel could not provide.
+fn fault_status(_: MapFault) -> Status {
+    errno_to_status(libc::EIO)
+}
 
 /// `sync=mmap`: a shared mapping of the file or block device.
 pub(crate) const DESCRIPTOR: Descriptor = Descriptor::new(
@@ -56,8 +66,8 @@ impl Mmap {
     }
 
     /// Zeroes `len` bytes at `off` (bounds checked by `prepare`).
-    fn zero(&self, off: u64, len: u64) {
-        self.map.zero(off as usize, len as usize)
+    fn zero(&self, off: u64, len: u64) -> Result<(), Status> {
+        self.map.zero(off as usize, len as usize).map_err(fault_status)
     }
 }
 
@@ -74,9 +84,9 @@ impl SyncIo for Mmap {
                     }
                     let n = (end - pos).min(b.len());
                     if io.op == Op::Read {
-                        self.map.read_at(pos, &mut b[..n]);
+                        self.map.read_at(pos, &mut b[..n]).map_err(fault_status)?;
                     } else {
-                        self.map.write_at(pos, &b[..n]);
+                        self.map.write_at(pos, &b[..n]).map_err(fault_status)?;
                     }
                     pos += n;
                 }
@@ -87,13 +97,13 @@ impl SyncIo for Mmap {
                 Ok(0)
             }
             Op::Trim | Op::WriteZeroes => {
-                self.zero(io.offset, io.len);
+                self.zero(io.offset, io.len)?;
                 Ok(0)
             }
             Op::Dsm { nr, deallocate } => {
                 if deallocate {
                     for r in dsm_ranges(bufs, nr) {
-                        self.zero(r.slba * self.lba_size, r.nlb as u64 * self.lba_size);
+                        self.zero(r.slba * self.lba_size, r.nlb as u64 * self.lba_size)?;
                     }
                 }
                 Ok(0)

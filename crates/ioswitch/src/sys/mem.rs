@@ -1,9 +1,28 @@
 //! Memory mappings: mmap(2) of a descriptor as one shared [`Mapping`], copies in and out
-//! of it, msync(2), and munmap(2) when it is dropped.
+//! of it, msync(2), and munmap(2) when it is dropped. The copies survive a SIGBUS (a page
+//! the kernel cannot read or write, e.g. a media error under the mapping): they go through
+//! [`super::sigbus`] and return [`MapFault`] instead of ending the process.
 
 use std::io;
 use std::os::fd::RawFd;
 use std::ptr::NonNull;
+
+use super::sigbus;
+
+/// A copy in or out of a [`Mapping`] stopped by a SIGBUS: the kernel could not provide the
+/// page at `off` (an I/O error reading it in, a page beyond the end of a truncated file).
+/// The bytes before it were copied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct MapFault {
+    /// The offset in the mapping of the byte whose access faulted.
+    pub(crate) off: usize,
+}
+
+impl std::fmt::Display for MapFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SIGBUS (the kernel could not provide the page) at offset {} of the mapping", self.off)
+    }
+}
 
 /// A `MAP_SHARED` mapping of the first `len` bytes of a file or block device, owned until
 /// drop. The memory is shared with the kernel and with every other user of the file, so
@@ -21,8 +40,10 @@ unsafe impl Sync for Mapping {}
 
 impl Mapping {
     /// mmap(2): maps `len` bytes of `fd` from offset 0, shared, readable and (when
-    /// `writable`) writable. `len` must not be 0 (EINVAL).
+    /// `writable`) writable. `len` must not be 0 (EINVAL). Installs the SIGBUS handler of
+    /// [`super::sigbus`] first (once per process).
     pub(crate) fn shared(fd: RawFd, len: usize, writable: bool) -> io::Result<Mapping> {
+        sigbus::install()?;
         let prot = if writable { libc::PROT_READ | libc::PROT_WRITE } else { libc::PROT_READ };
         // SAFETY: a fresh mapping at an address the kernel chooses, so no existing memory
         // changes; the kernel checks fd and len.
@@ -47,27 +68,30 @@ impl Mapping {
         unsafe { self.base.as_ptr().add(off) }
     }
 
-    /// Copies `dst.len()` bytes from offset `off` of the mapping into `dst`.
-    pub(crate) fn read_at(&self, off: usize, dst: &mut [u8]) {
+    /// Copies `dst.len()` bytes from offset `off` of the mapping into `dst`; a page the
+    /// kernel cannot read ends the copy with [`MapFault`].
+    pub(crate) fn read_at(&self, off: usize, dst: &mut [u8]) -> Result<(), MapFault> {
         let m = self.at(off, dst.len());
         // SAFETY: m .. m + dst.len() lies inside the mapping (checked by `at`); dst is
         // memory of the caller, borrowed mutably, and not part of the mapping (a mapping
         // is never lent out as a slice).
-        unsafe { std::ptr::copy_nonoverlapping(m, dst.as_mut_ptr(), dst.len()) }
+        unsafe { sigbus::copy(dst.as_mut_ptr(), m, dst.len()) }.map_err(|f| MapFault { off: off + f.done })
     }
 
-    /// Copies `src` to offset `off` of the mapping.
-    pub(crate) fn write_at(&self, off: usize, src: &[u8]) {
+    /// Copies `src` to offset `off` of the mapping; a page the kernel cannot provide ends
+    /// the copy with [`MapFault`].
+    pub(crate) fn write_at(&self, off: usize, src: &[u8]) -> Result<(), MapFault> {
         let m = self.at(off, src.len());
         // SAFETY: as in read_at, the other way.
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), m, src.len()) }
+        unsafe { sigbus::copy(m, src.as_ptr(), src.len()) }.map_err(|f| MapFault { off: off + f.done })
     }
 
-    /// Zeroes `n` bytes at offset `off` of the mapping.
-    pub(crate) fn zero(&self, off: usize, n: usize) {
+    /// Zeroes `n` bytes at offset `off` of the mapping; a page the kernel cannot provide
+    /// ends it with [`MapFault`].
+    pub(crate) fn zero(&self, off: usize, n: usize) -> Result<(), MapFault> {
         let m = self.at(off, n);
         // SAFETY: m .. m + n lies inside the mapping (checked by `at`).
-        unsafe { std::ptr::write_bytes(m, 0, n) }
+        unsafe { sigbus::zero(m, n) }.map_err(|f| MapFault { off: off + f.done })
     }
 
     /// msync(2) with `MS_SYNC` over the whole mapping.
@@ -100,13 +124,54 @@ mod tests {
         let _ = std::fs::remove_file(&p);
         f.set_len(8192).unwrap();
         let m = Mapping::shared(f.as_raw_fd(), 8192, true).unwrap();
-        m.write_at(8190, b"ab");
-        m.zero(0, 4096);
+        m.write_at(8190, b"ab").unwrap();
+        m.zero(0, 4096).unwrap();
         m.sync().unwrap();
         let mut b = [0u8; 2];
-        m.read_at(8190, &mut b);
+        m.read_at(8190, &mut b).unwrap();
         assert_eq!(&b, b"ab");
         assert!(std::panic::catch_unwind(|| m.read_at(8191, &mut [0u8; 2])).is_err());
         assert_eq!(Mapping::shared(f.as_raw_fd(), 0, false).err().unwrap().raw_os_error(), Some(libc::EINVAL));
+    }
+
+    #[test]
+    fn a_sigbus_in_a_copy_is_an_error_and_the_process_lives_on() {
+        let p = std::env::temp_dir().join(format!("ioswitch-sys-mem-sigbus-{}", std::process::id()));
+        let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&p).unwrap();
+        let _ = std::fs::remove_file(&p);
+        f.set_len(4 * 4096).unwrap();
+        let m = Mapping::shared(f.as_raw_fd(), 4 * 4096, true).unwrap();
+        m.write_at(0, &[7u8; 4096]).unwrap();
+        // Cut the file to one page and a half: the kernel raises SIGBUS on any access to a
+        // page of the mapping wholly beyond the end of the file (mmap(2)).
+        f.set_len(4096 + 2048).unwrap();
+        let mut b = vec![1u8; 4096];
+        assert_eq!(m.read_at(4096, &mut b), Ok(()), "the page holding the end of the file reads (zeroes past it)");
+        assert!(b.iter().all(|&x| x == 0));
+        // A read across the end: the bytes of the readable page are copied, then the fault.
+        let mut b = vec![1u8; 4096 + 100];
+        assert_eq!(m.read_at(4096 + 4000, &mut b), Err(MapFault { off: 8192 }));
+        assert!(b[..96].iter().all(|&x| x == 0), "the bytes before the fault were copied");
+        assert!(b[96..].iter().all(|&x| x == 1), "nothing after the fault was written");
+        // Writes and zeroing beyond the end, and a read wholly beyond it.
+        assert_eq!(m.write_at(3 * 4096 + 5, &[9u8; 10]), Err(MapFault { off: 3 * 4096 + 5 }));
+        assert_eq!(m.zero(2 * 4096, 4096), Err(MapFault { off: 2 * 4096 }));
+        assert_eq!(m.read_at(2 * 4096 + 1, &mut [0u8; 1]), Err(MapFault { off: 2 * 4096 + 1 }));
+        // The process is alive and the mapping keeps working where the file is.
+        let mut b = [0u8; 4096];
+        m.read_at(0, &mut b).unwrap();
+        assert!(b.iter().all(|&x| x == 7));
+        m.write_at(100, b"after").unwrap();
+        m.read_at(100, &mut b[..5]).unwrap();
+        assert_eq!(&b[..5], b"after");
+        // Grown again, the pages are readable again (zeroes from the file's new tail).
+        f.set_len(4 * 4096).unwrap();
+        let mut b = [1u8; 4096];
+        m.read_at(3 * 4096, &mut b).unwrap();
+        assert!(b.iter().all(|&x| x == 0));
+        assert!(
+            MapFault { off: 8192 }.to_string().contains("SIGBUS")
+                && MapFault { off: 8192 }.to_string().contains("8192")
+        );
     }
 }

@@ -4,7 +4,7 @@
 //!
 //! The calls of the interfaces sit in one file per kernel interface: [`io`] (positioned
 //! reads and writes, fallocate, fdatasync, discard), [`blkzone`] (the zone ioctls),
-//! [`mem`] (shared mappings), [`pmem`] (persistent-memory mappings and durable stores),
+//! [`mem`] (shared mappings; their copies survive a SIGBUS through [`sigbus`]), [`pmem`] (persistent-memory mappings and durable stores),
 //! [`nvme`] (the NVMe driver's ioctls), [`aio`] (Linux AIO) and [`posix_aio`] (glibc's
 //! POSIX aio), the last two owning what the kernel or glibc holds until it is done;
 //! [`pci`] (PCI functions and their drivers, in sysfs), [`vfio`] (VFIO containers, groups,
@@ -22,6 +22,7 @@ pub(crate) mod nvme;
 pub(crate) mod pci;
 pub(crate) mod pmem;
 pub(crate) mod posix_aio;
+pub(crate) mod sigbus;
 pub(crate) mod sysfs;
 pub(crate) mod vfio;
 

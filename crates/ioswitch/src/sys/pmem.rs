@@ -570,6 +570,7 @@ mod tests {
     /// Both non-temporal bodies (SSE2, and AVX2 where the CPU has it, probed from
     /// /proc/cpuinfo) copy every line exactly and nothing beyond, whichever one
     /// `persistent_copy` picks on this CPU.
+    #[cfg(target_arch = "x86_64")]
     #[test]
     fn both_non_temporal_bodies_copy_exactly() {
         let f = shm_file(1 << 16);
@@ -607,10 +608,12 @@ mod tests {
     }
 
     /// A non-temporal body: (destination, source, bytes).
+    #[cfg(target_arch = "x86_64")]
     type NtBody = unsafe fn(*mut u8, *const u8, usize);
 
     /// The AVX2 body behind a plain `unsafe fn` pointer (only called where cpuinfo says
     /// the CPU has AVX2).
+    #[cfg(target_arch = "x86_64")]
     unsafe fn nt_body_avx2_checked(d: *mut u8, s: *const u8, body: usize) {
         assert!(has_avx2());
         // SAFETY: the caller's contract, and the CPU has AVX2 (asserted).

@@ -138,7 +138,6 @@ pub(crate) fn fence() {}
 /// `src .. src + n` readable, `dst .. dst + n` writable, the two not overlapping.
 #[cfg(target_arch = "x86_64")]
 pub(crate) unsafe fn persistent_copy(how: Flush, dst: *mut u8, src: *const u8, n: usize) {
-    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
     if n < NT_THRESHOLD {
         // SAFETY: the caller's contract.
         unsafe { std::ptr::copy_nonoverlapping(src, dst, n) };
@@ -152,8 +151,41 @@ pub(crate) unsafe fn persistent_copy(how: Flush, dst: *mut u8, src: *const u8, n
     write_back(how, dst, head);
     let body = (n - head) & !(LINE - 1);
     // SAFETY: head + body ≤ n.
-    let (mut d, mut s) = unsafe { (dst.add(head), src.add(head)) };
-    // SAFETY: as above: head + body ≤ n.
+    let (d, s) = unsafe { (dst.add(head), src.add(head)) };
+    if has_avx2() {
+        // SAFETY: d is 64-byte aligned, d .. d + body and s .. s + body inside the
+        // caller's ranges; AVX2 is there (CPUID, probed once).
+        unsafe { nt_body_avx2(d, s, body) };
+    } else {
+        // SAFETY: as above; SSE2 is part of x86-64.
+        unsafe { nt_body_sse2(d, s, body) };
+    }
+    // SAFETY: head + body ≤ n.
+    let (d, s) = unsafe { (d.add(body), s.add(body)) };
+    let tail = n - head - body;
+    // SAFETY: the last `tail` bytes of both ranges.
+    unsafe { std::ptr::copy_nonoverlapping(s, d, tail) };
+    write_back(how, d, tail);
+}
+
+/// Whether the CPU has AVX2 (CPUID): the non-temporal body of a copy then
+/// moves 32 bytes per store instead of 16, half the instructions.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn has_avx2() -> bool {
+    // The standard library caches the CPUID answer: one atomic load per copy.
+    std::arch::is_x86_feature_detected!("avx2")
+}
+
+/// Non-temporal copy of `body` bytes (a multiple of [`LINE`]) with SSE2 `movntdq`.
+///
+/// # Safety
+/// `d` 64-byte aligned; `s .. s + body` readable, `d .. d + body` writable, not
+/// overlapping.
+#[cfg(target_arch = "x86_64")]
+unsafe fn nt_body_sse2(mut d: *mut u8, mut s: *const u8, body: usize) {
+    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
+    // SAFETY: the caller's contract: body ≤ both ranges.
     let end = unsafe { d.add(body) };
     while d < end {
         // SAFETY: d is 64-byte aligned (so each 16-byte store is aligned, as MOVNTDQ
@@ -172,10 +204,32 @@ pub(crate) unsafe fn persistent_copy(how: Flush, dst: *mut u8, src: *const u8, n
             s = s.add(LINE);
         }
     }
-    let tail = n - head - body;
-    // SAFETY: the last `tail` bytes of both ranges.
-    unsafe { std::ptr::copy_nonoverlapping(s, d, tail) };
-    write_back(how, d, tail);
+}
+
+/// Non-temporal copy of `body` bytes (a multiple of [`LINE`]) with AVX2 `vmovntdq`.
+///
+/// # Safety
+/// As [`nt_body_sse2`], and the CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn nt_body_avx2(mut d: *mut u8, mut s: *const u8, body: usize) {
+    use std::arch::x86_64::{__m256i, _mm256_loadu_si256, _mm256_stream_si256};
+    // SAFETY: the caller's contract: body ≤ both ranges.
+    let end = unsafe { d.add(body) };
+    while d < end {
+        // SAFETY: d is 64-byte aligned (so each 32-byte store is aligned, as VMOVNTDQ
+        // needs) and d .. d + 64, s .. s + 64 lie inside the caller's ranges (d < end,
+        // body a multiple of 64); the loads are unaligned loads; the caller checked
+        // that the CPU has AVX2.
+        unsafe {
+            let a = _mm256_loadu_si256(s as *const __m256i);
+            let b = _mm256_loadu_si256(s.add(32) as *const __m256i);
+            _mm256_stream_si256(d as *mut __m256i, a);
+            _mm256_stream_si256(d.add(32) as *mut __m256i, b);
+            d = d.add(LINE);
+            s = s.add(LINE);
+        }
+    }
 }
 
 /// Zeroes `n` bytes at `dst` durably (after the next [`fence`]), as [`persistent_copy`].
@@ -511,6 +565,59 @@ mod tests {
         let mut b = [0u8; 7];
         std::os::unix::fs::FileExt::read_exact_at(&f, &mut b, 100).unwrap();
         assert_eq!(&b, b"durable");
+    }
+
+    /// Both non-temporal bodies (SSE2, and AVX2 where the CPU has it, probed from
+    /// /proc/cpuinfo) copy every line exactly and nothing beyond, whichever one
+    /// `persistent_copy` picks on this CPU.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn both_non_temporal_bodies_copy_exactly() {
+        let f = shm_file(1 << 16);
+        let m = PmemMap::map(f.as_raw_fd(), 1 << 16, true, MapMode::Shared, 0).unwrap();
+        let src: Vec<u8> = (0..8192u32).map(|i| (i * 13 + 5) as u8).collect();
+        let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let avx2 =
+            info.lines().find(|l| l.starts_with("flags")).is_some_and(|l| l.split_whitespace().any(|w| w == "avx2"));
+        assert_eq!(has_avx2(), avx2, "cpuinfo and CPUID disagree on avx2");
+        for body in [LINE, 2 * LINE, 4096, 8192 - LINE] {
+            for src_off in [0usize, 1, 17, 32] {
+                let n = body.min(src.len() - src_off);
+                let n = n - n % LINE;
+                let mut variants: Vec<(&str, NtBody)> = vec![("sse2", nt_body_sse2)];
+                if avx2 {
+                    variants.push(("avx2", nt_body_avx2_checked));
+                } else {
+                    eprintln!("skipped the avx2 body: /proc/cpuinfo has no avx2 flag");
+                }
+                for (name, copy) in variants {
+                    m.write_at(0, &vec![0xAAu8; 16384]);
+                    fence();
+                    // SAFETY: 4096 is 64-byte aligned in the mapping (page-aligned), n ≤ 8192
+                    // bytes there and in src from src_off.
+                    unsafe { copy(m.at(4096, n), src.as_ptr().add(src_off), n) };
+                    fence();
+                    let mut back = vec![0u8; 16384];
+                    m.read_at(0, &mut back);
+                    assert!(back[..4096].iter().all(|&b| b == 0xAA), "{name}: bytes before changed (n {n})");
+                    assert_eq!(&back[4096..4096 + n], &src[src_off..src_off + n], "{name}: n {n}, src_off {src_off}");
+                    assert!(back[4096 + n..].iter().all(|&b| b == 0xAA), "{name}: bytes after changed (n {n})");
+                }
+            }
+        }
+    }
+
+    /// A non-temporal body: (destination, source, bytes).
+    #[cfg(target_arch = "x86_64")]
+    type NtBody = unsafe fn(*mut u8, *const u8, usize);
+
+    /// The AVX2 body behind a plain `unsafe fn` pointer (only called where cpuinfo says
+    /// the CPU has AVX2).
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn nt_body_avx2_checked(d: *mut u8, s: *const u8, body: usize) {
+        assert!(has_avx2());
+        // SAFETY: the caller's contract, and the CPU has AVX2 (asserted).
+        unsafe { nt_body_avx2(d, s, body) }
     }
 
     #[test]

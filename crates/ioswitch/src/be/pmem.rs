@@ -216,8 +216,7 @@ impl SyncIo for Pmem {
 
 #[cfg(test)]
 mod tests {
-    use crate::be::testutil::{buf, open, pattern, temp_in};
-    use crate::Cmd;
+    use crate::be::testutil::{mapped_writes_reach_the_file_and_reads_see_it, open, temp_in};
 
     fn shm() -> std::path::PathBuf {
         let p = std::path::PathBuf::from("/dev/shm");
@@ -232,21 +231,9 @@ mod tests {
     fn forced_pmem_writes_reach_the_file_and_reads_see_it() {
         let t = temp_in(&shm(), "pmem");
         let dev = open(&t, "sync=pmem,pmem_force=1,create=1,size=64KiB");
-        let nsid = dev.ident().nsid;
         let p = dev.pmem().unwrap();
         assert!(p.forced && p.mode == "forced");
-        let mut w = buf(&dev, &pattern(5, 8192));
-        dev.pass(&Cmd::write(nsid, 16, 16), std::slice::from_mut(&mut w)).unwrap();
-        dev.pass(&Cmd::flush(nsid), &mut []).unwrap();
-        let on_disk = std::fs::read(&t.0).unwrap();
-        assert_eq!(&on_disk[8192..16384], &pattern(5, 8192)[..]);
-        std::fs::write(&t.0, pattern(9, 65536)).unwrap();
-        let mut r = dev.alloc(4096).unwrap();
-        dev.pass(&Cmd::read(nsid, 0, 8), std::slice::from_mut(&mut r)).unwrap();
-        assert_eq!(&r[..], &pattern(9, 65536)[..4096]);
-        dev.pass(&Cmd::fs_trim(0, 4096), &mut []).unwrap();
-        dev.pass(&Cmd::read(nsid, 0, 8), std::slice::from_mut(&mut r)).unwrap();
-        assert!(r.iter().all(|&b| b == 0));
+        mapped_writes_reach_the_file_and_reads_see_it(&dev, &t);
     }
 
     #[test]

@@ -58,6 +58,25 @@ pub(crate) fn buf(dev: &Device, bytes: &[u8]) -> Buffer {
     b
 }
 
+/// A mapped interface (mmap, pmem) on the file `t`: a write reaches the file after a
+/// flush, data written to the file by others reads back through the mapping, and a
+/// trimmed range reads back zeroes.
+pub(crate) fn mapped_writes_reach_the_file_and_reads_see_it(dev: &Device, t: &Temp) {
+    let nsid = dev.ident().nsid;
+    let mut w = buf(dev, &pattern(5, 8192));
+    dev.pass(&Cmd::write(nsid, 16, 16), std::slice::from_mut(&mut w)).unwrap();
+    dev.pass(&Cmd::flush(nsid), &mut []).unwrap();
+    let on_disk = std::fs::read(&t.0).unwrap();
+    assert_eq!(&on_disk[8192..16384], &pattern(5, 8192)[..]);
+    std::fs::write(&t.0, pattern(9, 65536)).unwrap();
+    let mut r = dev.alloc(4096).unwrap();
+    dev.pass(&Cmd::read(nsid, 0, 8), std::slice::from_mut(&mut r)).unwrap();
+    assert_eq!(&r[..], &pattern(9, 65536)[..4096]);
+    dev.pass(&Cmd::fs_trim(0, 4096), &mut []).unwrap();
+    dev.pass(&Cmd::read(nsid, 0, 8), std::slice::from_mut(&mut r)).unwrap();
+    assert!(r.iter().all(|&b| b == 0));
+}
+
 /// Runs one command through a backend queue made directly (not through `Queue`).
 pub(crate) fn run_one(be: &mut Backend, dev: &Inner, cmd: Cmd, data: Data, tag: u64) -> Completion {
     let io = prepare(dev, &cmd, data.bufs()).unwrap();

@@ -163,16 +163,11 @@ impl Buffer {
         if st.buf.is_none() {
             return Err(in_flight(this.addr));
         }
-        let len =
-            ffi::Py_ssize_t::try_from(this.len).map_err(|_| PyBufferError::new_err("buffer too large to export"))?;
         // SAFETY: `view` is valid per the protocol; the memory at addr..addr+len is owned
         // by this object's ioswitch::Buffer, which cannot be freed or moved into a queue
         // while exports > 0 (take_for_queue refuses, and the object outlives the view
         // because FillInfo takes a reference to it).
-        let rc = unsafe { ffi::PyBuffer_FillInfo(view, slf.as_ptr(), this.addr as *mut _, len, 0, flags) };
-        if rc != 0 {
-            return Err(PyErr::take(slf.py()).unwrap_or_else(|| PyBufferError::new_err("PyBuffer_FillInfo failed")));
-        }
+        unsafe { export_writable(slf.as_any(), view, this.addr, this.len, flags) }?;
         st.exports += 1;
         Ok(())
     }
@@ -185,6 +180,29 @@ impl Buffer {
         let mut st = self.lock();
         st.exports = st.exports.saturating_sub(1);
     }
+}
+
+/// Fills `view` with `len` writable bytes at `addr`, exported by `obj` (which the view
+/// then holds a reference to): the buffer protocol's `PyBuffer_FillInfo`, its failure as
+/// the Python error it set.
+///
+/// # Safety
+/// `view` must be the protocol's valid view, and `addr..addr + len` must stay valid for
+/// reads and writes, and not be moved or freed, while the view lives.
+pub(crate) unsafe fn export_writable(
+    obj: &Bound<'_, PyAny>,
+    view: *mut ffi::Py_buffer,
+    addr: usize,
+    len: usize,
+    flags: c_int,
+) -> PyResult<()> {
+    let len = ffi::Py_ssize_t::try_from(len).map_err(|_| PyBufferError::new_err("too large to export"))?;
+    // SAFETY: the caller's contract.
+    let rc = unsafe { ffi::PyBuffer_FillInfo(view, obj.as_ptr(), addr as *mut _, len, 0, flags) };
+    if rc != 0 {
+        return Err(PyErr::take(obj.py()).unwrap_or_else(|| PyBufferError::new_err("PyBuffer_FillInfo failed")));
+    }
+    Ok(())
 }
 
 /// A readable view of a bytes-like argument.

@@ -4,7 +4,7 @@
 
 use crate::errors;
 use ioswitch::PmemSlice;
-use pyo3::exceptions::{PyBufferError, PyValueError};
+use pyo3::exceptions::PyBufferError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use std::os::raw::c_int;
@@ -142,16 +142,11 @@ impl PmemRange {
         if st.held.slice.is_none() {
             return Err(released(this.offset));
         }
-        let len =
-            ffi::Py_ssize_t::try_from(this.len).map_err(|_| PyValueError::new_err("range too large to export"))?;
         // SAFETY: `view` is valid per the protocol; addr..addr+len is the lent range of
         // the mapping, which stays lent (release refuses while exports > 0) and mapped
         // (the object holds the device) while the view lives, since FillInfo takes a
         // reference to this object.
-        let rc = unsafe { ffi::PyBuffer_FillInfo(view, slf.as_ptr(), this.addr as *mut _, len, 0, flags) };
-        if rc != 0 {
-            return Err(PyErr::take(slf.py()).unwrap_or_else(|| PyBufferError::new_err("PyBuffer_FillInfo failed")));
-        }
+        unsafe { crate::buffer::export_writable(slf.as_any(), view, this.addr, this.len, flags) }?;
         st.exports += 1;
         Ok(())
     }

@@ -706,18 +706,31 @@ fn json_int(text: &str, section: &str, key: &str) -> Option<i64> {
     s[..end].parse().ok()
 }
 
+/// What the tests that run `ioswitch bench` beside fio on a dm-flakey device need: the
+/// flakey target, the CLI (`IOSWITCH_CLI`) and a working fio. Skips test `t` with the
+/// reason and gives `None` when one is missing.
+fn bench_and_fio_on_flakey(t: &str) -> Option<std::ffi::OsString> {
+    if let Err(why) = dm_targets(&["flakey"]) {
+        skip(t, &why);
+        return None;
+    }
+    let Some(cli) = std::env::var_os("IOSWITCH_CLI") else {
+        skip(t, "IOSWITCH_CLI (the ioswitch binary) is not set; tests/vm/fault-tests.sh sets it");
+        return None;
+    };
+    if let Err(e) = run("fio", &["--version"]) {
+        skip(t, &format!("fio is not usable: {e}"));
+        return None;
+    }
+    Some(cli)
+}
+
 #[test]
 fn bench_stops_at_the_first_failed_io_and_reports_it_as_fio_does() {
     const T: &str = "bench_stops_at_the_first_failed_io_and_reports_it_as_fio_does";
-    if let Err(why) = dm_targets(&["flakey"]) {
-        return skip(T, &why);
-    }
-    let Some(cli) = std::env::var_os("IOSWITCH_CLI") else {
-        return skip(T, "IOSWITCH_CLI (the ioswitch binary) is not set; tests/vm/fault-tests.sh sets it");
+    let Some(cli) = bench_and_fio_on_flakey(T) else {
+        return;
     };
-    if let Err(e) = run("fio", &["--version"]) {
-        return skip(T, &format!("fio is not usable: {e}"));
-    }
     let mut s = Setup::new("bench");
     let (lo, _) = s.loop_dev(DEV_MIB);
     prefill(&lo, DEV_MIB << 20, 1);
@@ -798,15 +811,9 @@ fn job_outcome(what: &str, cmd: &mut Command) -> JobOutcome {
 #[test]
 fn bench_goes_on_after_failed_ios_with_continue_on_error_as_fio_does() {
     const T: &str = "bench_goes_on_after_failed_ios_with_continue_on_error_as_fio_does";
-    if let Err(why) = dm_targets(&["flakey"]) {
-        return skip(T, &why);
-    }
-    let Some(cli) = std::env::var_os("IOSWITCH_CLI") else {
-        return skip(T, "IOSWITCH_CLI (the ioswitch binary) is not set; tests/vm/fault-tests.sh sets it");
+    let Some(cli) = bench_and_fio_on_flakey(T) else {
+        return;
     };
-    if let Err(e) = run("fio", &["--version"]) {
-        return skip(T, &format!("fio is not usable: {e}"));
-    }
     let mut s = Setup::new("coe");
     let (lo, _) = s.loop_dev(DEV_MIB);
     prefill(&lo, DEV_MIB << 20, 1);

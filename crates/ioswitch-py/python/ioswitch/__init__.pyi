@@ -263,8 +263,10 @@ class PmemRange:
     ) -> bool: ...
 
 class Device:
-    """An open device: a regular file, a block device, an NVMe device, or a ramdisk
-    given by size ("64MiB"). The GIL is released while it opens and during every I/O.
+    """An open device: a regular file, a block device, an NVMe device, a devdax device,
+    an NVMe controller by PCI address ("0000:00:05.0", through the user-space driver), or
+    a ramdisk given by size ("64MiB"). The GIL is released while it opens and during every
+    I/O.
     Use it as a context manager, or call close()."""
 
     def __new__(cls, uri: str | os.PathLike[str], opts: str | None = None, **kwargs: _OptValue) -> Device:
@@ -274,7 +276,8 @@ class Device:
         """Opens `uri`. `opts` is an option string ("async=io_uring,direct=1"); keyword
         options use the same keys: sync, async (spell it ``async_=``), admin, mem, nsid,
         direct, rdonly, wronly, create, truncate, size, sqpoll, sqpoll_cpu, iopoll,
-        register_files, register_buffers, threads. Raises BadOptionError (naming the
+        register_files, register_buffers, single_issuer, threads, psync_call, rwf_hipri,
+        allow_mounted_write, pmem_force. Raises BadOptionError (naming the
         key), UnsupportedError (naming device, kind and interface), or Error (errno)."""
     @property
     def uri(self) -> str: ...

@@ -10,7 +10,7 @@
 use crate::buf::{Buffer, Owner};
 use crate::sys::vfio::{Container, DmaMem, HUGEPAGE};
 use std::io;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 /// The DMA page size (the controller's memory page size, CC.MPS = 0).
 pub(crate) const PAGE: usize = 4096;
@@ -145,7 +145,9 @@ impl Drop for Dma {
 /// The DMA memory of one controller.
 pub(crate) struct Pool {
     container: Arc<Container>,
-    state: Mutex<PoolState>,
+    /// Read on every I/O (the DMA-buffer check in `prepare`), written only when a chunk is
+    /// added: a read lock, so queues on several threads do not serialise on it.
+    state: RwLock<PoolState>,
 }
 
 struct PoolState {
@@ -155,13 +157,13 @@ struct PoolState {
 
 impl Pool {
     pub(crate) fn new(container: Arc<Container>) -> Pool {
-        Pool { container, state: Mutex::new(PoolState { iova: Iova::new(), chunks: Vec::new() }) }
+        Pool { container, state: RwLock::new(PoolState { iova: Iova::new(), chunks: Vec::new() }) }
     }
 
     /// `len` bytes (whole pages) in some chunk: an existing one with room, or a new one.
     fn take(&self, len: usize) -> io::Result<(Arc<Chunk>, usize)> {
         let n = len.max(1).div_ceil(PAGE);
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut st = self.state.write().unwrap_or_else(|e| e.into_inner());
         for c in &st.chunks {
             if let Some(first) = c.pages.lock().unwrap_or_else(|e| e.into_inner()).alloc(n) {
                 return Ok((c.clone(), first));
@@ -214,13 +216,13 @@ impl Pool {
 
     /// The IOVA of `len` bytes at `addr` when they are DMA memory of this pool.
     pub(crate) fn iova_of(&self, addr: u64, len: u64) -> Option<u64> {
-        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let st = self.state.read().unwrap_or_else(|e| e.into_inner());
         st.chunks.iter().find_map(|c| c.iova_of(addr, len))
     }
 
     /// A snapshot of the chunks, for lock-free lookups on the I/O path.
     pub(crate) fn chunks(&self) -> Vec<Arc<Chunk>> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).chunks.clone()
+        self.state.read().unwrap_or_else(|e| e.into_inner()).chunks.clone()
     }
 }
 

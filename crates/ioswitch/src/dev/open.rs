@@ -225,16 +225,7 @@ fn open_nvme_char(
     let raw = fd.as_raw_fd();
     let mut ident = base_ident(uri, path, kind, opts);
     ident.driver = Some("nvme".into());
-    let mut geo = Geometry {
-        lba_size: 512,
-        nlbas: 0,
-        bytes: 0,
-        max_transfer: 0,
-        dio_mem_align: 4,
-        dio_offset_align: 512,
-        zoned: ZonedModel::None,
-        zones: None,
-    };
+    let mut geo = unidentified_namespace();
     if kind == DevKind::NvmeCtrl {
         if let Ok(c) = be::nvme::identify_ctrl(raw) {
             ident.model = Some(c.mn);
@@ -309,16 +300,7 @@ pub(super) fn open_pci(
         in_use: None,
         dax: None,
     };
-    let mut geo = Geometry {
-        lba_size: 512,
-        nlbas: 0,
-        bytes: 0,
-        max_transfer: 0,
-        dio_mem_align: 4,
-        dio_offset_align: 512,
-        zoned: ZonedModel::None,
-        zones: None,
-    };
+    let mut geo = unidentified_namespace();
     geometry::apply_ns_info(uri, opts, &info, &mut geo, &mut ident)?;
     ident.driver = Some("vfio-pci".into());
     Ok((ctrl, (kind, None, geo, ident)))
@@ -357,4 +339,19 @@ fn fs_name(magic: u64) -> String {
         other => return format!("fs-magic-{other:#x}"),
     };
     name.into()
+}
+
+/// The geometry of an NVMe namespace before its identify data fills it in
+/// (`geometry::apply_ns_info`): 512-byte LBAs, no size, dword-aligned memory.
+fn unidentified_namespace() -> Geometry {
+    Geometry {
+        lba_size: 512,
+        nlbas: 0,
+        bytes: 0,
+        max_transfer: 0,
+        dio_mem_align: 4,
+        dio_offset_align: 512,
+        zoned: ZonedModel::None,
+        zones: None,
+    }
 }

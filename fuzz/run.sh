@@ -9,13 +9,17 @@
 # Usage: fuzz/run.sh [TARGET...]      (default: every target)
 # Environment: FUZZ_SECONDS (per target, default 15: the whole stage, build
 # included, stays under 5 minutes on 2 cores), FUZZ_KEEP_CORPUS=1 keeps the grown
-# corpora (their folder is printed).
+# corpora (their folder is printed), FUZZ_SEED (libFuzzer's -seed; default 1, so that
+# the gate in ./scripts/test replays on CI the mutation sequence that passed where the
+# change was made, instead of failing at random on a bug nobody has seen yet; 0 picks a
+# random seed: use it, with a larger FUZZ_SECONDS, to hunt for new bugs).
 # Needs the nightly toolchain (cargo fuzz builds with -Zsanitizer=address); installs
 # cargo-fuzz itself when `cargo fuzz` is missing.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 seconds="${FUZZ_SECONDS:-15}"
+seed="${FUZZ_SEED:-1}"
 start=$(date +%s)
 
 if ! rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
@@ -55,7 +59,7 @@ for t in "${targets[@]}"; do
   log="$work/$t.log"
   t0=$(date +%s)
   # -timeout: one input taking longer is a hang; -rss_limit_mb: memory blow-ups crash.
-  "$bin_dir/$t" "$corpus" -max_total_time="$seconds" -max_len=8192 -timeout=10 -rss_limit_mb=2048 \
+  "$bin_dir/$t" "$corpus" -max_total_time="$seconds" -seed="$seed" -max_len=8192 -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="fuzz/artifacts/$t/" >"$log" 2>&1
   rc=$?
   took=$(( $(date +%s) - t0 ))
@@ -81,7 +85,7 @@ done
 
 total=$(( $(date +%s) - start ))
 echo
-echo "fuzz: build ${built}s, whole stage ${total}s, ${seconds}s per target"
+echo "fuzz: build ${built}s, whole stage ${total}s, ${seconds}s per target, seed ${seed}"
 if [ ${#failed[@]} -gt 0 ]; then echo "fuzz: crashed: ${failed[*]}"; fi
 echo "${passed} passed, ${#failed[@]} failed"
 [ ${#failed[@]} -eq 0 ]

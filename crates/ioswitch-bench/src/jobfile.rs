@@ -1712,7 +1712,9 @@ impl JobReader {
             if value.is_none() {
                 let next = args.get(i).filter(|n| !n.starts_with("--"));
                 if let Some(next) = next.filter(|n| kind == Kind::Value || *n == "0" || *n == "1") {
-                    value = Some(next.clone());
+                    // The value is an argument of its own: `${VAR}` in it is substituted
+                    // as in any other argument, and an error names that argument.
+                    value = Some(substitute_env(next, &Loc::Arg { index: i + 1 }, &process_env)?);
                     i += 1;
                 }
             }
@@ -2134,6 +2136,16 @@ mod tests {
         assert_eq!(j.rw, Rw::RandWrite);
         let e = err("[j]\nbs=${IOSWITCH_TEST_JOBFILE_UNSET}\n");
         assert!(e.starts_with("job.fio:2: ") && e.contains("IOSWITCH_TEST_JOBFILE_UNSET"), "{e}");
+        // On a command line, also in a value given as the next argument (`--rw VALUE`):
+        // found by the fuzz target `jobargs`, where the value was kept unsubstituted.
+        let mut r = JobReader::new();
+        r.read_args(["--name=j", "--rw", "${IOSWITCH_TEST_JOBFILE_RW}"]).unwrap();
+        assert_eq!(r.finish().unwrap().jobs[0].rw, Rw::RandWrite);
+        let e = JobReader::new()
+            .read_args(["--name=j", "--directory", "/d${IOSWITCH_TEST_JOBFILE_UNSET}"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("argument 3") && e.contains("IOSWITCH_TEST_JOBFILE_UNSET"), "{e}");
     }
 
     #[test]

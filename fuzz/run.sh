@@ -72,8 +72,8 @@ for t in "${targets[@]}"; do
     failed+=("$t")
     printf '%-12s %8s %12s %8s  %s\n' "$t" "$took" "${execs:-?}" "$size" "CRASH (exit $rc)"
     cp "$log" "fuzz/artifacts/$t/last-crash.log"
-    grep -E -A3 'panicked at' "$log" | grep -v '^note: run with' | head -8 | sed 's/^/    | /'
-    grep -E 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|SUMMARY' "$log" | head -3 | sed 's/^/    | /'
+    grep -a -E -A3 'panicked at' "$log" | grep -v '^note: run with' | head -8 | sed 's/^/    | /'
+    grep -a -E 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|SUMMARY' "$log" | head -3 | sed 's/^/    | /'
     echo "    whole log: fuzz/artifacts/$t/last-crash.log"
     for a in $(sed -n 's/.*Test unit written to \(\S*\).*/\1/p' "$log"); do
       echo "    reproducer kept: $a"

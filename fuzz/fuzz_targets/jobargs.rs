@@ -10,12 +10,12 @@
 //! - every job file returned is one of the arguments, and not an option (`--x`);
 //! - an error names an argument that exists, by its position from 1 (or, for "no job",
 //!   says that the command line was read); an error about an option names an argument
-//!   that holds it;
+//!   that holds it (after `${VAR}` substitution);
 //! - round trip: every job read, written back in the canonical spelling (`--key=value`,
 //!   see `check_as_command_line`), reads back to the same job.
 #![no_main]
 
-use ioswitch_bench::jobfile::Loc;
+use ioswitch_bench::jobfile::{expand_env, Loc};
 use ioswitch_bench::{JobError, JobReader};
 use ioswitch_fuzz::{check_as_command_line, error_place};
 use libfuzzer_sys::fuzz_target;
@@ -30,7 +30,8 @@ fuzz_target!(|data: &[u8]| {
         Ok(files) => {
             for f in &files {
                 let f = f.to_str().expect("a file name from a &str");
-                assert!(args.contains(&f), "{f:?} is not an argument of {args:?}");
+                let expanded = |a: &&str| expand_env(a, &Loc::Arg { index: 0 }).ok().is_some_and(|a| a == f);
+                assert!(args.iter().any(|a| expanded(&a)), "{f:?} is not an argument of {args:?}");
                 assert!(!f.starts_with("--") || f == "--", "option {f:?} taken for a job file");
             }
             r.finish()
@@ -55,7 +56,9 @@ fuzz_target!(|data: &[u8]| {
                 panic!("error at argument {index} of {}: {msg}", args.len())
             };
             if let Some(option) = option {
-                assert!(held.contains(option), "{msg}: argument {index} is {held:?}");
+                // The option is named as it reads after `${VAR}` substitution.
+                let expanded = expand_env(held, loc).unwrap_or_else(|e| panic!("{msg}, but {e}"));
+                assert!(expanded.contains(option), "{msg}: argument {index} is {held:?}");
             }
         }
     }

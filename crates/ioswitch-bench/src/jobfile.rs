@@ -1802,6 +1802,15 @@ fn substitute_env(text: &str, loc: &Loc, env: &dyn Fn(&str) -> Option<String>) -
     Ok(out)
 }
 
+/// `text` with fio's `${VAR}` substitution from the process environment, as the reader
+/// applies it to every line of a job file and every argument of a command line (an
+/// error, placed at `loc`, names a variable that is not set). Options and errors name
+/// what results, so a caller matching an error against the text as written substitutes
+/// it first.
+pub fn expand_env(text: &str, loc: &Loc) -> Result<String, JobError> {
+    substitute_env(text, loc, &process_env)
+}
+
 /// The process environment, for [`substitute_env`].
 fn process_env(name: &str) -> Option<String> {
     std::env::var(name).ok()

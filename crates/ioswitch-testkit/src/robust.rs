@@ -51,7 +51,17 @@ impl Rng {
     }
 }
 
-/// The longest a parser may take on one input.
+/// CPU time the calling thread has used (user + system), from `CLOCK_THREAD_CPUTIME_ID`.
+pub fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec for the call's duration; the clock id is
+    // a constant the kernel supports since 2.6.12, and the result is checked.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID): {}", std::io::Error::last_os_error());
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// The most CPU time a parser may take on one input.
 pub const SLOW: Duration = Duration::from_millis(100);
 /// After this long without an answer a call counts as hung and the process exits.
 pub const WATCHDOG: Duration = Duration::from_secs(120);
@@ -86,21 +96,25 @@ impl Fuzz {
         Fuzz { what, current, done, ok: 0, err: 0 }
     }
 
-    /// Calls `f` on `input`; a panic or a call slower than [`SLOW`] (twice) fails the test
-    /// with the seed, the case and the input.
+    /// Calls `f` on `input`; a panic or a call using more CPU time than [`SLOW`] (twice)
+    /// fails the test with the seed, the case and the input.
     pub fn call<T>(&mut self, seed: u64, case: usize, input: &str, f: impl Fn() -> T) -> T {
         let place = format!("{} seed {seed:#x} case {case} input {input:?}", self.what);
         if let Ok(mut c) = self.current.lock() {
             c.clone_from(&place);
         }
+        // The thread's CPU time, not the wall clock: on a loaded 2-core machine a thread
+        // can wait longer than SLOW for a core between two instructions, which is not the
+        // parser's time (a hang is the watchdog's, on the wall clock).
         let timed = || {
-            let t = Instant::now();
+            let t = thread_cpu_time();
             let r = catch_unwind(AssertUnwindSafe(&f));
-            (r, t.elapsed())
+            (r, thread_cpu_time().saturating_sub(t))
         };
         let (mut r, mut took) = timed();
         if took > SLOW {
-            // Once more, so that a descheduled CI thread is not taken for a slow parser.
+            // Once more, so that a cold cache or a page-fault storm is not taken for a slow
+            // parser.
             (r, took) = timed();
         }
         match r {

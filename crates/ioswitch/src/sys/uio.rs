@@ -40,6 +40,21 @@ impl Config {
         Ok(Config { fd: open(path, libc::O_RDWR)? })
     }
 
+    /// Takes an exclusive lock (flock, non-blocking) on the file: one driver per
+    /// controller, in this process or another, as VFIO's group gives with vfio-pci.
+    /// EWOULDBLOCK becomes EBUSY.
+    pub(crate) fn lock(&self) -> io::Result<()> {
+        // SAFETY: flock on an open descriptor; no memory is involved.
+        if unsafe { libc::flock(self.fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let e = io::Error::last_os_error();
+            return Err(match e.raw_os_error() {
+                Some(libc::EWOULDBLOCK) => io::Error::from_raw_os_error(libc::EBUSY),
+                _ => e,
+            });
+        }
+        Ok(())
+    }
+
     /// The 16-bit register at `off`.
     pub(crate) fn read16(&self, off: u64) -> io::Result<u16> {
         let mut b = [0u8; 2];
@@ -89,6 +104,19 @@ pub(crate) fn phys_addr(vaddr: u64) -> io::Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_second_lock_on_the_config_file_is_busy_until_the_first_goes() {
+        let p = std::env::temp_dir().join(format!("ioswitch-uio-config-{}", std::process::id()));
+        std::fs::write(&p, [0u8; 64]).unwrap();
+        let a = Config::open(&p).unwrap();
+        a.lock().unwrap();
+        let b = Config::open(&p).unwrap();
+        assert_eq!(b.lock().unwrap_err().raw_os_error(), Some(libc::EBUSY));
+        drop(a);
+        b.lock().unwrap();
+        let _ = std::fs::remove_file(&p);
+    }
 
     #[test]
     fn pagemap_entries_give_the_frame_only_when_present() {

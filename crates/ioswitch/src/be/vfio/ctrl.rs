@@ -64,8 +64,8 @@ pub(crate) struct Ctrl {
 enum Backing {
     /// The VFIO device, its group and container (the IOMMU domain).
     Vfio { _dev: vfio::Device, _group: Group, _container: Arc<Container> },
-    /// uio_pci_generic: the BAR's sysfs mapping is all there is.
-    Uio,
+    /// uio_pci_generic: the config file, locked (one driver per controller).
+    Uio { _cfg: uio::Config },
 }
 
 fn err(addr: &str, what: impl Into<String>, source: io::Error) -> Error {
@@ -160,11 +160,14 @@ fn attach_vfio(addr: &str) -> Result<(Bar, Pool, Backing), Error> {
 fn attach_uio(addr: &str) -> Result<(Bar, Pool, Backing), Error> {
     let dir = bound_dir(addr, DmaMode::Uio)?;
     let cfg = uio::Config::open(&dir.join("config")).map_err(|e| err(addr, "open the PCI config space (sysfs)", e))?;
+    // Nothing else stops a second driver from resetting the controller under this one.
+    cfg.lock()
+        .map_err(|e| err(addr, "lock the controller (flock on its sysfs config file): is it open already?", e))?;
     let cmd = cfg.read16(4).map_err(|e| err(addr, "read the PCI command register", e))?;
     cfg.write16(4, cmd | PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER)
         .map_err(|e| err(addr, "enable bus mastering (PCI command register)", e))?;
     let bar = uio::map_resource(&dir.join("resource0")).map_err(|e| err(addr, "mmap BAR0 (resource0)", e))?;
-    Ok((bar, Pool::new(Mapper::Physical), Backing::Uio))
+    Ok((bar, Pool::new(Mapper::Physical), Backing::Uio { _cfg: cfg }))
 }
 
 /// PCI command register: memory space enable.

@@ -22,6 +22,8 @@
 #                    Intel IOMMU (intel_iommu=on iommu=pt), 64 x 2 MiB hugepages
 #                    reserved, and a second NVMe controller at PCI 0000:00:05.0
 #                    (see README.md); nvme0 and its namespaces stay as they are
+#   --pci            the same second controller and hugepages as --iommu, without
+#                    an IOMMU (q35 only): for uio_pci_generic (dma=uio)
 #   --verbose, -v    stream the guest's kernel console to stderr
 #   --help, -h       this text
 #
@@ -32,7 +34,7 @@
 # Guest devices (see README.md): one NVMe controller with namespaces
 #   nsid 1: 256 MiB, 512 B LBAs     nsid 2: 256 MiB, 4 KiB LBAs
 #   nsid 3: 128 MiB zoned (ZNS), 4 MiB zones with 3 MiB capacity, 512 B LBAs
-# With --iommu, a second controller at 0000:00:05.0 (nvme1 once bound to nvme):
+# With --iommu or --pci, a second controller at 0000:00:05.0 (nvme1 once bound to nvme):
 #   nsid 1: 128 MiB, 512 B LBAs     nsid 2: 128 MiB zoned, 4 MiB zones, 3 MiB capacity
 # Backing images are sparse files created fresh for every run.
 set -euo pipefail
@@ -51,6 +53,7 @@ disk_dir=
 stop_on=
 nvdimm=0
 iommu=0
+pci=0
 rw_dirs=()
 while (($#)); do
     case $1 in
@@ -79,6 +82,7 @@ while (($#)); do
             ;;
         --nvdimm) nvdimm=1; shift ;;
         --iommu) iommu=1; shift ;;
+        --pci) pci=1; shift ;;
         -v | --verbose) verbose=1; shift ;;
         -h | --help) usage; exit 0 ;;
         --) shift; break ;;
@@ -132,7 +136,7 @@ fi
 for img in ns1:256M ns2:256M ns3:128M; do
     [[ -e $imgdir/${img%%:*}.img ]] || truncate -s "${img#*:}" "$imgdir/${img%%:*}.img"
 done
-if ((iommu)); then
+if ((iommu || pci)); then
     truncate -s 128M "$imgdir/pci1.img"
     truncate -s 128M "$imgdir/pci2.img"
 fi
@@ -263,10 +267,15 @@ if ((iommu)); then
     # no_timer_check: on a loaded host the TCG guest's early check of the timer through the
     # interrupt-remapped IO-APIC can miss its ticks and panic the boot ("timer doesn't work
     # through Interrupt-remapped IO-APIC"); the timer works, the check is what fails.
-    append+=" intel_iommu=on iommu=pt hugepages=64 no_timer_check ioswitch.pci_hold=$iommu_pci ioswitch.pci_hold_ns=2"
+    append+=" intel_iommu=on iommu=pt no_timer_check"
+fi
+# --pci: the same machine, controller and hugepages without the IOMMU (uio_pci_generic).
+if ((iommu || pci)); then
+    append+=" hugepages=64 ioswitch.pci_hold=$iommu_pci ioswitch.pci_hold_ns=2"
+    machine=(-machine q35)
+    if ((iommu)); then machine+=(-device intel-iommu); fi
     # shellcheck disable=SC2054 # the commas belong to qemu's option syntax
-    machine=(
-        -machine q35 -device intel-iommu
+    machine+=(
         -drive "$(drive pci1)" -drive "$(drive pci2)"
         -device "nvme,serial=ioswitch-vm-1,id=nvme1,addr=${iommu_pci#0000:00:}"
         -device nvme-ns,bus=nvme1,drive=pci1,nsid=1,logical_block_size=512,physical_block_size=512

@@ -151,6 +151,53 @@ impl PsyncCall {
     }
 }
 
+/// How the user-space NVMe driver (`vfio`) gives the controller DMA access to its
+/// memory (`dma=`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DmaMode {
+    /// The controller is bound to vfio-pci; its DMA goes through the IOMMU, which lets
+    /// it reach only the device's own hugepage pool.
+    #[default]
+    Vfio,
+    /// The controller is bound to uio_pci_generic (no IOMMU): the driver hands it
+    /// physical addresses of pinned hugepages (from `/proc/self/pagemap`, which needs
+    /// CAP_SYS_ADMIN). No isolation: the device can write to any memory. For testing
+    /// and benchmarking only.
+    Uio,
+}
+
+impl DmaMode {
+    /// Every value, in the order they are documented.
+    pub const ALL: &'static [DmaMode] = &[DmaMode::Vfio, DmaMode::Uio];
+
+    /// The name in option strings.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DmaMode::Vfio => "vfio",
+            DmaMode::Uio => "uio",
+        }
+    }
+
+    /// The kernel driver the controller must be bound to.
+    pub fn kernel_driver(self) -> &'static str {
+        match self {
+            DmaMode::Vfio => "vfio-pci",
+            DmaMode::Uio => "uio_pci_generic",
+        }
+    }
+}
+
+impl FromStr for DmaMode {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        DmaMode::ALL.iter().copied().find(|c| c.as_str() == s).ok_or_else(|| Error::BadOpt {
+            key: "dma".into(),
+            why: format!("unknown DMA mode {s:?}; known: vfio (through the IOMMU), uio (physical addresses, no IOMMU)"),
+        })
+    }
+}
+
 impl FromStr for PsyncCall {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self, Error> {
@@ -217,6 +264,8 @@ pub struct Opts {
     /// pmem: run on memory that is not DAX (a /dev/shm file) with the same instructions,
     /// as libpmem's PMEM_IS_PMEM_FORCE; for measurements, nothing is made durable.
     pub pmem_force: bool,
+    /// vfio: how the controller reaches DMA memory (`None`: through the IOMMU, vfio-pci).
+    pub dma: Option<DmaMode>,
 }
 
 /// Every key an option string accepts, with a one-line meaning (for `--help` texts).
@@ -243,6 +292,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("rwf_hipri", "psync with psync_call=preadv2: RWF_HIPRI (polled completions)"),
     ("allow_mounted_write", "allow writes to a device that is mounted, swapped on or held (refused otherwise)"),
     ("pmem_force", "pmem: run on memory that is not DAX (/dev/shm) with the same instructions (measurements only)"),
+    ("dma", "vfio: vfio (IOMMU, default) or uio (uio_pci_generic, physical addresses: no isolation, testing only)"),
 ];
 
 fn parse_bool(key: &str, v: &str) -> Result<bool, Error> {
@@ -325,6 +375,10 @@ impl Opts {
             "rwf_hipri" => self.rwf_hipri = parse_bool(key, value)?,
             "allow_mounted_write" => self.allow_mounted_write = parse_bool(key, value)?,
             "pmem_force" => self.pmem_force = parse_bool(key, value)?,
+            "dma" => {
+                need(value)?;
+                self.dma = Some(value.parse()?)
+            }
             _ => {
                 let known: Vec<&str> = KEYS.iter().map(|(k, _)| *k).collect();
                 return Err(Error::BadOpt {
@@ -350,6 +404,7 @@ impl Opts {
             (self.psync_call.is_some(), "psync_call"),
             (self.rwf_hipri, "rwf_hipri"),
             (self.pmem_force, "pmem_force"),
+            (self.dma.is_some(), "dma"),
         ]
         .into_iter()
         .filter_map(|(on, key)| on.then_some(key))
@@ -457,6 +512,9 @@ impl fmt::Display for Opts {
         if self.pmem_force {
             items.push("pmem_force=1".into());
         }
+        if let Some(v) = self.dma {
+            items.push(format!("dma={}", v.as_str()));
+        }
         f.write_str(&items.join(","))
     }
 }
@@ -484,6 +542,12 @@ mod tests {
         let s = "sync=psync,psync_call=preadv2,rwf_hipri=1";
         let o: Opts = s.parse().unwrap();
         assert_eq!(o.to_string().parse::<Opts>().unwrap(), o);
+        for (s, mode) in [("dma=uio", DmaMode::Uio), ("dma=vfio", DmaMode::Vfio)] {
+            let o: Opts = s.parse().unwrap();
+            assert_eq!(o.dma, Some(mode));
+            assert_eq!(o.to_string(), s);
+            assert_eq!(o.tunables_set().collect::<Vec<_>>(), ["dma"]);
+        }
     }
 
     #[test]
@@ -498,6 +562,10 @@ mod tests {
         assert!(e.contains("twice"), "{e}");
         let e = "rdonly,wronly".parse::<Opts>().unwrap_err().to_string();
         assert!(e.contains("exclude"), "{e}");
+        let e = "dma=iommu".parse::<Opts>().unwrap_err().to_string();
+        assert!(e.contains("dma") && e.contains("\"iommu\"") && e.contains("uio"), "{e}");
+        let e = "dma".parse::<Opts>().unwrap_err().to_string();
+        assert!(e.contains("dma") && e.contains("needs a value"), "{e}");
         let e = "threads=0".parse::<Opts>().unwrap_err().to_string();
         assert!(e.contains("threads"), "{e}");
         let e = "psync_call=readv".parse::<Opts>().unwrap_err().to_string();

@@ -3,6 +3,10 @@
 //! the controller and names it in `IOSWITCH_VFIO_PCI` (`0000:00:05.0`). Without that
 //! variable there is no controller to drive: every test says so and skips.
 //!
+//! With `IOSWITCH_VFIO_DMA=uio` (tests/vm/uio-driver-tests.sh, in the `--pci` guest,
+//! which has no IOMMU) the controller is bound to uio_pci_generic instead and every open
+//! adds `dma=uio`: the same tests on the driver's physical-address mode.
+//!
 //! A controller is one VFIO group, which one process opens once: run with
 //! `--test-threads=1` (each test opens and closes the device).
 
@@ -23,7 +27,23 @@ fn pci() -> Option<String> {
     }
 }
 
+/// The DMA mode the controller is bound for: `vfio` (vfio-pci) or `uio`
+/// (uio_pci_generic), from `IOSWITCH_VFIO_DMA`.
+fn dma() -> &'static str {
+    match std::env::var("IOSWITCH_VFIO_DMA").as_deref() {
+        Err(_) | Ok("") | Ok("vfio") => "vfio",
+        Ok("uio") => "uio",
+        Ok(m) => panic!("IOSWITCH_VFIO_DMA={m}: expected vfio or uio"),
+    }
+}
+
+/// `opts` with the controller's DMA mode.
+fn with_dma(opts: &str) -> String {
+    format!("{opts},dma={}", dma())
+}
+
 fn open(addr: &str, opts: &str) -> Device {
+    let opts = with_dma(opts);
     let o: Opts = opts.parse().unwrap();
     Device::open(addr, &o).unwrap_or_else(|e| panic!("open {addr} {opts:?}: {e}"))
 }
@@ -224,9 +244,82 @@ fn several_queues_on_several_threads_keep_their_data_apart() {
 fn other_interfaces_are_refused_on_a_pci_device() {
     let Some(addr) = pci() else { return };
     for opts in ["sync=psync", "async=io_uring", "admin=nvme", "mem=posix", "async=thrpool"] {
-        let o: Opts = opts.parse().unwrap();
+        let o: Opts = with_dma(opts).parse().unwrap();
         let e = Device::open(&addr, &o).unwrap_err().to_string();
         assert!(e.contains("use vfio"), "{opts}: {e}");
+    }
+}
+
+#[test]
+fn the_other_dma_mode_is_refused_naming_the_driver_to_bind() {
+    let Some(addr) = pci() else { return };
+    let (other, bound, want, hint) = match dma() {
+        "uio" => ("vfio", "uio_pci_generic", "vfio-pci", "opened with dma=uio"),
+        _ => ("uio", "vfio-pci", "uio_pci_generic", "without dma=uio"),
+    };
+    let o: Opts = format!("nsid=1,dma={other}").parse().unwrap();
+    let Err(e) = Device::open(&addr, &o) else { panic!("dma={other} on a controller bound to {bound} opened") };
+    let e = e.to_string();
+    assert!(e.contains(&format!("bound to {bound}, not {want}")), "{e}");
+    assert!(e.contains(&format!("ioswitch driver bind {other} {addr}")) && e.contains(hint), "{e}");
+    // The open that fits says which driver it went through.
+    let dev = conv(&addr);
+    assert_eq!(dev.ident().driver.as_deref(), Some(bound));
+}
+
+/// Reads 4 KiB at LBA `slba` into the page `at` bytes into `b` and compares it with
+/// pattern `seed`.
+fn read_into_page_of(dev: &Device, b: &mut Buffer, at: usize, slba: u64, seed: u64) {
+    let lba = dev.geometry().lba_size as u64;
+    assert!(at + 4096 <= b.len());
+    let p = std::ptr::NonNull::new(b.as_mut_ptr().wrapping_add(at)).unwrap();
+    // SAFETY: the 4096 bytes at `at` lie inside `b` (checked above), which is not used
+    // while the borrowed buffer is.
+    let mut r = unsafe { Buffer::borrow_raw(p, 4096) };
+    dev.pass(&Cmd::read(1, slba, (4096 / lba) as u32), std::slice::from_mut(&mut *r)).unwrap();
+    pattern::compare(&r, &pattern::at(slba * lba, 4096, seed), slba * lba, Some(seed), "read into a page").unwrap();
+}
+
+#[test]
+fn a_second_open_of_the_controller_is_refused_while_the_first_lives() {
+    let Some(addr) = pci() else { return };
+    let first = conv(&addr);
+    let o: Opts = with_dma("nsid=1").parse().unwrap();
+    // A second driver would reset the controller under the first one.
+    let Err(e) = Device::open(&addr, &o) else { panic!("a second open of {addr} succeeded") };
+    assert!(e.to_string().contains("Device or resource busy"), "{e}");
+    let mut b = first.alloc(4096).unwrap();
+    first.pass(&Cmd::read(1, 0, 8), std::slice::from_mut(&mut b)).unwrap();
+    drop(b);
+    drop(first);
+    conv(&addr);
+}
+
+#[test]
+fn dma_buffers_over_one_hugepage_are_refused_only_without_an_iommu() {
+    let Some(addr) = pci() else { return };
+    let dev = conv(&addr);
+    let lba = dev.geometry().lba_size as u64;
+    let slba = 60_000;
+    let mut w = dev.alloc(4096).unwrap();
+    pattern::fill(&mut w, slba * lba, 5);
+    dev.pass(&Cmd::write(1, slba, (4096 / lba) as u32), std::slice::from_mut(&mut w)).unwrap();
+    // A whole hugepage works in both modes: its last page carries data.
+    let mut h = dev.alloc(2 << 20).unwrap();
+    read_into_page_of(&dev, &mut h, (2 << 20) - 4096, slba, 5);
+    match dma() {
+        "uio" => {
+            // Physical addresses: a piece of DMA memory is one 2 MiB hugepage at most.
+            let Err(e) = dev.alloc(4 << 20) else { panic!("4 MiB of DMA memory in one piece with dma=uio") };
+            let e = e.to_string();
+            assert!(e.contains("dma=uio") && e.contains("2 MiB hugepage"), "{e}");
+        }
+        _ => {
+            // Through the IOMMU a piece is mapped contiguously: 4 MiB works, and its
+            // second hugepage carries data.
+            let mut b = dev.alloc(4 << 20).unwrap();
+            read_into_page_of(&dev, &mut b, 3 << 20, slba, 5);
+        }
     }
 }
 

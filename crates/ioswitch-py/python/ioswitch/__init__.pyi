@@ -277,7 +277,7 @@ class Device:
         options use the same keys: sync, async (spell it ``async_=``), admin, mem, nsid,
         direct, rdonly, wronly, create, truncate, size, sqpoll, sqpoll_cpu, iopoll,
         register_files, register_buffers, single_issuer, threads, psync_call, rwf_hipri,
-        allow_mounted_write, pmem_force. Raises BadOptionError (naming the
+        allow_mounted_write, pmem_force, dma. Raises BadOptionError (naming the
         key), UnsupportedError (naming device, kind and interface), or Error (errno)."""
     @property
     def uri(self) -> str: ...

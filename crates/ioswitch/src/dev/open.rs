@@ -286,14 +286,15 @@ pub(super) fn open_pci(
             why: format!("apply to regular files; {uri} is a PCI device"),
         });
     }
-    let (ctrl, info) = be::vfio::open(uri, addr, opts.nsid)?;
+    let dma = opts.dma.unwrap_or_default();
+    let (ctrl, info) = be::vfio::open(uri, addr, opts.nsid, dma)?;
     let kind = DevKind::NvmePci;
     let mut ident = Ident {
         uri: uri.into(),
         path: None,
         kind,
         nsid: info.nsid,
-        driver: Some("vfio-pci".into()),
+        driver: Some(dma.kernel_driver().into()),
         block_name: None,
         model: None,
         serial: None,
@@ -302,7 +303,7 @@ pub(super) fn open_pci(
     };
     let mut geo = unidentified_namespace();
     geometry::apply_ns_info(uri, opts, &info, &mut geo, &mut ident)?;
-    ident.driver = Some("vfio-pci".into());
+    ident.driver = Some(dma.kernel_driver().into());
     Ok((ctrl, (kind, None, geo, ident)))
 }
 

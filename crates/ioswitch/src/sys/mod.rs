@@ -24,6 +24,7 @@ pub(crate) mod pmem;
 pub(crate) mod posix_aio;
 pub(crate) mod sigbus;
 pub(crate) mod sysfs;
+pub(crate) mod uio;
 pub(crate) mod vfio;
 
 use std::ffi::CStr;

@@ -228,23 +228,7 @@ impl Device {
         if !r.mmap || r.size == 0 {
             return Err(io::Error::other("the region cannot be mmap'ed"));
         }
-        let len = r.size as usize;
-        // SAFETY: a fresh shared mapping at an address the kernel chooses; the kernel
-        // checks the descriptor, offset and length.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                self.fd.as_raw_fd(),
-                r.offset as libc::off_t,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Bar { base: NonNull::new(p as *mut u8).expect("mmap returned a non-null address"), len })
+        Bar::map_fd(self.fd.as_raw_fd(), r.offset, r.size as usize)
     }
 }
 
@@ -262,11 +246,36 @@ unsafe impl Send for Bar {}
 unsafe impl Sync for Bar {}
 
 impl Bar {
+    /// Maps `len` bytes at `offset` of `fd` (a VFIO device region, a sysfs `resourceN`
+    /// file) shared, for register access.
+    pub(crate) fn map_fd(fd: RawFd, offset: u64, len: usize) -> io::Result<Bar> {
+        // SAFETY: a fresh shared mapping at an address the kernel chooses; the kernel
+        // checks the descriptor, offset and length.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                offset as libc::off_t,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Bar { base: NonNull::new(p as *mut u8).expect("mmap returned a non-null address"), len })
+    }
+
     #[inline]
     fn at(&self, off: usize, n: usize) -> *mut u8 {
         assert!(off % n == 0 && off + n <= self.len, "register {off:#x} ({n} bytes) outside a BAR of {}", self.len);
         // SAFETY: off + n <= len: inside the mapping.
         unsafe { self.base.as_ptr().add(off) }
+    }
+    /// Its length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.len
     }
     /// A 32-bit register.
     #[inline]
@@ -338,6 +347,17 @@ impl DmaMem {
             return Err(io::Error::last_os_error());
         }
         Ok(DmaMem { base: NonNull::new(p as *mut u8).expect("mmap returned a non-null address"), len })
+    }
+
+    /// Locks it in memory (mlock): a hugetlb page is never swapped nor migrated while
+    /// mapped, and the lock says so to the kernel for a device that gets its physical
+    /// address (no IOMMU pins it).
+    pub(crate) fn pin(&self) -> io::Result<()> {
+        // SAFETY: base/len are exactly this mapping; mlock only changes its residency.
+        if unsafe { libc::mlock(self.base.as_ptr() as *const libc::c_void, self.len) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
     }
 
     /// Its start address.

@@ -550,6 +550,17 @@ pub(crate) const VFIO_PCI_ENV: &str = "IOSWITCH_VFIO_PCI";
 /// to vfio-pci (sysfs and nvme-cli, read by the script, not by the library): space-separated
 /// `nsid:lba_bytes:bytes:zone_lbas:nr_zones:dlfeat` (zone fields 0 when conventional).
 pub(crate) const VFIO_NS_ENV: &str = "IOSWITCH_VFIO_NS";
+/// `uio` when the controller is bound to uio_pci_generic instead (the `--pci` guest,
+/// tests/vm/uio-driver-tests.sh): the PCI rows then open it with `dma=uio`.
+pub(crate) const VFIO_DMA_ENV: &str = "IOSWITCH_VFIO_DMA";
+
+/// The options the PCI rows add for `IOSWITCH_VFIO_DMA` (`,dma=uio`, or nothing).
+pub(crate) fn pci_dma_opt() -> String {
+    match std::env::var(VFIO_DMA_ENV) {
+        Ok(m) if !m.is_empty() => format!(",dma={m}"),
+        _ => String::new(),
+    }
+}
 
 /// Whether this is the test guest (`IOSWITCH_VM=1`), where a skip is a failure.
 pub(crate) fn guest() -> bool {

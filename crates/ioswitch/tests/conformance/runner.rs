@@ -181,7 +181,7 @@ pub(crate) fn run_cell(row: &Row, col: Col, probe: Option<Result<String, String>
         Place::DevDax(dev) => (dev.display().to_string(), String::new(), None, None, None),
         Place::Pci { addr, ns: n } => {
             ns = Some(n.clone());
-            (addr.clone(), format!("nsid={}", n.nsid), None, None, None)
+            (addr.clone(), format!("nsid={}{}", n.nsid, crate::rows::pci_dma_opt()), None, None, None)
         }
         Place::Nvme { dev, ns: n } => {
             ns = Some(n.clone());

@@ -1,15 +1,18 @@
-//! The controller: VFIO setup of a PCI function, reset and enable with CAP.TO timeouts,
+//! The controller: VFIO setup of a PCI function (or, with `dma=uio`, its sysfs BAR and
+//! config files under uio_pci_generic), reset and enable with CAP.TO timeouts,
 //! the admin queue (commands serialised by a lock), Identify, Set Features Number of
 //! Queues, creation and deletion of I/O queue pairs, and shutdown notification on close.
 
-use super::mem::{Dma, Pool, PAGE};
+use super::mem::{Dma, Mapper, Pool, PAGE};
 use super::prp;
 use super::qpair::QueuePair;
 use super::regs::{self, Cap};
 use crate::buf::Buffer;
 use crate::error::Error;
+use crate::opts::DmaMode;
 use crate::spec::idfy::{cns, IdCtrl, IDENTIFY_LEN};
 use crate::spec::{errno_to_status, Sqe, Status};
+use crate::sys::uio;
 use crate::sys::vfio::{self, Bar, Container, Group};
 use std::io;
 use std::path::Path;
@@ -54,9 +57,15 @@ pub(crate) struct Ctrl {
     /// Identify Controller.
     pub id: IdCtrl,
     pub(crate) pool: Pool,
-    _dev: vfio::Device,
-    _group: Group,
-    _container: Arc<Container>,
+    _backing: Backing,
+}
+
+/// What keeps the device's access open besides the BAR mapping.
+enum Backing {
+    /// The VFIO device, its group and container (the IOMMU domain).
+    Vfio { _dev: vfio::Device, _group: Group, _container: Arc<Container> },
+    /// uio_pci_generic: the config file, locked (one driver per controller).
+    Uio { _cfg: uio::Config },
 }
 
 fn err(addr: &str, what: impl Into<String>, source: io::Error) -> Error {
@@ -67,8 +76,8 @@ fn other(addr: &str, what: impl Into<String>, why: impl Into<String>) -> Error {
     err(addr, what, io::Error::other(why.into()))
 }
 
-/// The IOMMU group of a PCI function, and the driver it is bound to, from sysfs.
-fn group_of(addr: &str) -> Result<u32, Error> {
+/// The sysfs directory of PCI function `addr`, bound to the driver `dma` needs.
+fn bound_dir(addr: &str, dma: DmaMode) -> Result<std::path::PathBuf, Error> {
     let dir = crate::sys::sysfs::root().join("bus/pci/devices").join(addr);
     if !dir.exists() {
         return Err(other(addr, "find the PCI device", format!("no PCI device {addr} ({} is missing)", dir.display())));
@@ -76,25 +85,95 @@ fn group_of(addr: &str) -> Result<u32, Error> {
     let driver = std::fs::read_link(dir.join("driver"))
         .ok()
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
-    if driver.as_deref() != Some("vfio-pci") {
+    let want = dma.kernel_driver();
+    if driver.as_deref() != Some(want) {
+        let (bind, other_mode) = match dma {
+            DmaMode::Vfio => ("vfio", "; a device bound to uio_pci_generic is opened with dma=uio"),
+            DmaMode::Uio => ("uio", "; a device bound to vfio-pci is opened without dma=uio"),
+        };
+        let hint = match driver.as_deref() {
+            Some("uio_pci_generic" | "vfio-pci") => other_mode,
+            _ => "",
+        };
         return Err(other(
             addr,
-            "open through vfio-pci",
+            format!("open through {want} (dma={})", dma.as_str()),
             format!(
-                "the device is bound to {}, not vfio-pci: bind it first (`ioswitch driver bind vfio {addr}`, or \
-                 driver_override + drivers_probe in sysfs)",
+                "the device is bound to {}, not {want}: bind it first (`ioswitch driver bind {bind} {addr}`, or \
+                 driver_override + drivers_probe in sysfs){hint}",
                 driver.as_deref().unwrap_or("no driver")
             ),
         ));
     }
+    Ok(dir)
+}
+
+/// The IOMMU group of a PCI function bound to vfio-pci, from sysfs.
+fn group_of(addr: &str) -> Result<u32, Error> {
+    let dir = bound_dir(addr, DmaMode::Vfio)?;
     let link = std::fs::read_link(dir.join("iommu_group")).map_err(|_| {
-        other(addr, "find its IOMMU group", "the device has no IOMMU group: vfio needs an IOMMU (intel_iommu=on)")
+        other(
+            addr,
+            "find its IOMMU group",
+            "the device has no IOMMU group: vfio needs an IOMMU (intel_iommu=on); without one, bind it to \
+             uio_pci_generic and open it with dma=uio (no DMA isolation, docs/PCI.md)",
+        )
     })?;
     link.file_name()
         .and_then(|n| n.to_str())
         .and_then(|n| n.parse().ok())
         .ok_or_else(|| other(addr, "find its IOMMU group", format!("unexpected iommu_group link {}", link.display())))
 }
+
+/// Takes a function bound to vfio-pci: container, group, device, bus mastering, BAR0.
+fn attach_vfio(addr: &str) -> Result<(Bar, Pool, Backing), Error> {
+    let group_no = group_of(addr)?;
+    if !Path::new("/dev/vfio/vfio").exists() {
+        return Err(other(addr, "open /dev/vfio/vfio", "no VFIO in this kernel (modprobe vfio-pci)"));
+    }
+    let container = Arc::new(Container::open().map_err(|e| err(addr, "open the VFIO container", e))?);
+    let group = Group::open(group_no).map_err(|e| err(addr, format!("open /dev/vfio/{group_no}"), e))?;
+    if !group.viable().map_err(|e| err(addr, "VFIO_GROUP_GET_STATUS", e))? {
+        return Err(other(
+            addr,
+            "use its IOMMU group",
+            format!("IOMMU group {group_no} has devices not bound to vfio-pci; bind all of them"),
+        ));
+    }
+    group.set_container(&container).map_err(|e| err(addr, "VFIO_GROUP_SET_CONTAINER", e))?;
+    container.set_iommu().map_err(|e| err(addr, "VFIO_SET_IOMMU (type1v2)", e))?;
+    let dev = group.device(addr).map_err(|e| err(addr, "VFIO_GROUP_GET_DEVICE_FD", e))?;
+    // Memory space and bus mastering on (PCI command register, config offset 4).
+    let cfg = dev.region(vfio::CONFIG_REGION).map_err(|e| err(addr, "config space region info", e))?;
+    let mut cmd = [0u8; 2];
+    dev.read_region(&cfg, 4, &mut cmd).map_err(|e| err(addr, "read the PCI command register", e))?;
+    let v = u16::from_le_bytes(cmd) | PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER;
+    dev.write_region(&cfg, 4, &v.to_le_bytes()).map_err(|e| err(addr, "enable bus mastering", e))?;
+    let r = dev.region(vfio::BAR0_REGION).map_err(|e| err(addr, "BAR0 region info", e))?;
+    let bar = dev.map(&r).map_err(|e| err(addr, "mmap BAR0", e))?;
+    let pool = Pool::new(Mapper::Iommu(container.clone()));
+    Ok((bar, pool, Backing::Vfio { _dev: dev, _group: group, _container: container }))
+}
+
+/// Takes a function bound to uio_pci_generic (no IOMMU): bus mastering through the
+/// sysfs config file, BAR0 through `resource0`, DMA memory at physical addresses.
+fn attach_uio(addr: &str) -> Result<(Bar, Pool, Backing), Error> {
+    let dir = bound_dir(addr, DmaMode::Uio)?;
+    let cfg = uio::Config::open(&dir.join("config")).map_err(|e| err(addr, "open the PCI config space (sysfs)", e))?;
+    // Nothing else stops a second driver from resetting the controller under this one.
+    cfg.lock()
+        .map_err(|e| err(addr, "lock the controller (flock on its sysfs config file): is it open already?", e))?;
+    let cmd = cfg.read16(4).map_err(|e| err(addr, "read the PCI command register", e))?;
+    cfg.write16(4, cmd | PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER)
+        .map_err(|e| err(addr, "enable bus mastering (PCI command register)", e))?;
+    let bar = uio::map_resource(&dir.join("resource0")).map_err(|e| err(addr, "mmap BAR0 (resource0)", e))?;
+    Ok((bar, Pool::new(Mapper::Physical), Backing::Uio { _cfg: cfg }))
+}
+
+/// PCI command register: memory space enable.
+const PCI_COMMAND_MEMORY: u16 = 0x2;
+/// PCI command register: bus master enable.
+const PCI_COMMAND_MASTER: u16 = 0x4;
 
 fn wait_for(bar: &Bar, timeout: Duration, done: impl Fn(u32) -> bool) -> Option<u32> {
     let start = Instant::now();
@@ -111,34 +190,22 @@ fn wait_for(bar: &Bar, timeout: Duration, done: impl Fn(u32) -> bool) -> Option<
 }
 
 impl Ctrl {
-    /// Takes the controller at `addr` (bound to vfio-pci): VFIO container and group,
-    /// bus mastering, BAR0, reset, admin queue, enable, Identify Controller, and the
-    /// number of I/O queues.
-    pub(crate) fn open(addr: &str) -> Result<Ctrl, Error> {
-        let group_no = group_of(addr)?;
-        if !Path::new("/dev/vfio/vfio").exists() {
-            return Err(other(addr, "open /dev/vfio/vfio", "no VFIO in this kernel (modprobe vfio-pci)"));
-        }
-        let container = Arc::new(Container::open().map_err(|e| err(addr, "open the VFIO container", e))?);
-        let group = Group::open(group_no).map_err(|e| err(addr, format!("open /dev/vfio/{group_no}"), e))?;
-        if !group.viable().map_err(|e| err(addr, "VFIO_GROUP_GET_STATUS", e))? {
+    /// Takes the controller at `addr` (bound to vfio-pci, or to uio_pci_generic with
+    /// `dma=uio`): bus mastering, BAR0, reset, admin queue, enable, Identify
+    /// Controller, and the number of I/O queues.
+    pub(crate) fn open(addr: &str, dma: DmaMode) -> Result<Ctrl, Error> {
+        let (bar, pool, backing) = match dma {
+            DmaMode::Vfio => attach_vfio(addr)?,
+            DmaMode::Uio => attach_uio(addr)?,
+        };
+        // The registers and the admin queue's doorbells must lie inside BAR0.
+        if bar.len() < regs::cq_head_doorbell(0, 0) + 4 {
             return Err(other(
                 addr,
-                "use its IOMMU group",
-                format!("IOMMU group {group_no} has devices not bound to vfio-pci; bind all of them"),
+                "map BAR0",
+                format!("BAR0 has {} bytes, too few for an NVMe controller's registers", bar.len()),
             ));
         }
-        group.set_container(&container).map_err(|e| err(addr, "VFIO_GROUP_SET_CONTAINER", e))?;
-        container.set_iommu().map_err(|e| err(addr, "VFIO_SET_IOMMU (type1v2)", e))?;
-        let dev = group.device(addr).map_err(|e| err(addr, "VFIO_GROUP_GET_DEVICE_FD", e))?;
-        // Memory space and bus mastering on (PCI command register, config offset 4).
-        let cfg = dev.region(vfio::CONFIG_REGION).map_err(|e| err(addr, "config space region info", e))?;
-        let mut cmd = [0u8; 2];
-        dev.read_region(&cfg, 4, &mut cmd).map_err(|e| err(addr, "read the PCI command register", e))?;
-        let v = u16::from_le_bytes(cmd) | 0x2 | 0x4;
-        dev.write_region(&cfg, 4, &v.to_le_bytes()).map_err(|e| err(addr, "enable bus mastering", e))?;
-        let r = dev.region(vfio::BAR0_REGION).map_err(|e| err(addr, "BAR0 region info", e))?;
-        let bar = dev.map(&r).map_err(|e| err(addr, "mmap BAR0", e))?;
         let cap = Cap::decode(bar.read64(regs::CAP));
         if cap.mps_min > PAGE as u64 {
             return Err(other(addr, "configure", format!("the controller's minimum page is {} bytes", cap.mps_min)));
@@ -151,7 +218,6 @@ impl Ctrl {
         if wait_for(&bar, timeout, |s| s & regs::CSTS_RDY == 0).is_none() {
             return Err(other(addr, "reset", format!("CSTS.RDY stayed set for {} ms (CAP.TO)", cap.timeout_ms)));
         }
-        let pool = Pool::new(container.clone());
         let qp =
             QueuePair::new(&pool, 0, ADMIN_ENTRIES, 1, cap.dstrd).map_err(|e| err(addr, "admin queue memory", e))?;
         let page = pool.dma(IDENTIFY_LEN).map_err(|e| err(addr, "identify page memory", e))?;
@@ -176,9 +242,7 @@ impl Ctrl {
             qids: Mutex::new(Vec::new()),
             id: IdCtrl::default(),
             pool,
-            _dev: dev,
-            _group: group,
-            _container: container,
+            _backing: backing,
         };
         let failed = |what: &str, s: Status| Error::Command { dev: addr.into(), what: what.into(), status: s };
         let page = ctrl.identify(cns::CTRL, 0, 0).map_err(|s| failed("Identify Controller", s))?;
@@ -187,6 +251,8 @@ impl Ctrl {
         let sqe = Sqe { opcode: aopc::SET_FEATURES, cdw10: FID_NUM_QUEUES, cdw11: want, ..Sqe::default() };
         let got = ctrl.admin_iova(sqe, &[]).map_err(|s| failed("Set Features (Number of Queues)", s))?;
         let n = ((got & 0xffff) as u16).min((got >> 16) as u16).saturating_add(1).min(WANT_QUEUES);
+        // Only queues whose doorbells lie inside BAR0.
+        let n = (1..=n).take_while(|&q| regs::cq_head_doorbell(q, cap.dstrd) + 4 <= ctrl.bar.len()).count() as u16;
         ctrl.qids = Mutex::new(vec![false; n as usize]);
         Ok(ctrl)
     }
@@ -405,7 +471,8 @@ mod tests {
         t.link(&format!("{dev}/driver"), "bus/pci/drivers/nvme");
         t.dir("bus/pci/devices/0000:00:06.0");
         t.link("bus/pci/devices/0000:00:07.0/driver", "bus/pci/drivers/vfio-pci");
-        let why = |addr: &str| with_root(&t.root, || Ctrl::open(addr).err().expect("refused").to_string());
+        let why =
+            |addr: &str| with_root(&t.root, || Ctrl::open(addr, DmaMode::Vfio).err().expect("refused").to_string());
         let e = why("0000:00:04.0");
         assert!(e.contains("no PCI device 0000:00:04.0"), "{e}");
         let e = why("0000:00:05.0");
@@ -413,6 +480,33 @@ mod tests {
         let e = why("0000:00:06.0");
         assert!(e.contains("bound to no driver, not vfio-pci"), "{e}");
         let e = why("0000:00:07.0");
-        assert!(e.contains("no IOMMU group") && e.contains("intel_iommu=on"), "{e}");
+        assert!(e.contains("no IOMMU group") && e.contains("intel_iommu=on") && e.contains("dma=uio"), "{e}");
+    }
+
+    #[test]
+    fn dma_uio_wants_uio_pci_generic_and_enables_bus_mastering_through_sysfs() {
+        let t = Tree::new("uio-open");
+        t.dir("bus/pci/drivers/nvme").dir("bus/pci/drivers/vfio-pci").dir("bus/pci/drivers/uio_pci_generic");
+        t.link("bus/pci/devices/0000:00:05.0/driver", "bus/pci/drivers/nvme");
+        t.link("bus/pci/devices/0000:00:07.0/driver", "bus/pci/drivers/vfio-pci");
+        let uio = "bus/pci/devices/0000:00:08.0";
+        t.link(&format!("{uio}/driver"), "bus/pci/drivers/uio_pci_generic");
+        // Config space with the command register at 0 (memory space and bus mastering
+        // off), and a resource0 of one byte: too small for the registers.
+        t.file(&format!("{uio}/config"), &"\0".repeat(64)).file(&format!("{uio}/resource0"), "");
+        let why = |addr: &str, dma| with_root(&t.root, || Ctrl::open(addr, dma).err().expect("refused").to_string());
+        let e = why("0000:00:05.0", DmaMode::Uio);
+        assert!(
+            e.contains("bound to nvme, not uio_pci_generic") && e.contains("ioswitch driver bind uio 0000:00:05.0"),
+            "{e}"
+        );
+        let e = why("0000:00:07.0", DmaMode::Uio);
+        assert!(e.contains("bound to vfio-pci, not uio_pci_generic") && e.contains("without dma=uio"), "{e}");
+        let e = why("0000:00:08.0", DmaMode::Vfio);
+        assert!(e.contains("bound to uio_pci_generic, not vfio-pci") && e.contains("opened with dma=uio"), "{e}");
+        let e = why("0000:00:08.0", DmaMode::Uio);
+        assert!(e.contains("BAR0 has 1 bytes, too few"), "{e}");
+        let cfg = std::fs::read(t.root.join(uio).join("config")).unwrap();
+        assert_eq!(&cfg[4..6], &[0x06, 0x00], "memory space and bus mastering enabled before BAR0 is mapped");
     }
 }

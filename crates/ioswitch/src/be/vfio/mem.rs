@@ -1,6 +1,8 @@
-//! DMA memory of a controller: chunks of 2 MiB hugepages mapped into the IOMMU at
-//! addresses from an [`Iova`] allocator, split into 4 KiB pages by a first-fit
-//! [`Pages`] allocator. Buffers handed out by [`Pool::buffer`] keep their chunk alive
+//! DMA memory of a controller: chunks of 2 MiB hugepages, split into 4 KiB pages by a
+//! first-fit [`Pages`] allocator. A chunk's device address comes from its [`Mapper`]:
+//! with an IOMMU (vfio-pci) the chunk is mapped at addresses from an [`Iova`]
+//! allocator; without one (uio_pci_generic, `dma=uio`) a chunk is one pinned hugepage
+//! and its device address is its physical address (`/proc/self/pagemap`). Buffers handed out by [`Pool::buffer`] keep their chunk alive
 //! (a buffer may outlive the device); the IOMMU mappings go when the device closes.
 //!
 //! Opts in to `unsafe_code` for one block: making a [`Buffer`] over pages of a chunk
@@ -8,6 +10,7 @@
 #![allow(unsafe_code)]
 
 use crate::buf::{Buffer, Owner};
+use crate::sys::uio;
 use crate::sys::vfio::{Container, DmaMem, HUGEPAGE};
 use std::io;
 use std::sync::{Arc, Mutex, RwLock};
@@ -142,9 +145,18 @@ impl Drop for Dma {
     }
 }
 
+/// How a chunk gets the address the device reaches it at.
+pub(crate) enum Mapper {
+    /// Mapped into the IOMMU of a VFIO container at an allocated IOVA.
+    Iommu(Arc<Container>),
+    /// No IOMMU: the chunk's physical address (one hugepage, pinned, so physically
+    /// contiguous and never moved).
+    Physical,
+}
+
 /// The DMA memory of one controller.
 pub(crate) struct Pool {
-    container: Arc<Container>,
+    mapper: Mapper,
     /// Read on every I/O (the DMA-buffer check in `prepare`), written only when a chunk is
     /// added: a read lock, so queues on several threads do not serialise on it.
     state: RwLock<PoolState>,
@@ -156,8 +168,8 @@ struct PoolState {
 }
 
 impl Pool {
-    pub(crate) fn new(container: Arc<Container>) -> Pool {
-        Pool { container, state: RwLock::new(PoolState { iova: Iova::new(), chunks: Vec::new() }) }
+    pub(crate) fn new(mapper: Mapper) -> Pool {
+        Pool { mapper, state: RwLock::new(PoolState { iova: Iova::new(), chunks: Vec::new() }) }
     }
 
     /// `len` bytes (whole pages) in some chunk: an existing one with room, or a new one.
@@ -168,6 +180,16 @@ impl Pool {
             if let Some(first) = c.pages.lock().unwrap_or_else(|e| e.into_inner()).alloc(n) {
                 return Ok((c.clone(), first));
             }
+        }
+        if matches!(self.mapper, Mapper::Physical) && n * PAGE > HUGEPAGE {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{} bytes of DMA memory in one piece: with dma=uio a piece (a buffer, a queue's PRP pages) is \
+                     at most one 2 MiB hugepage (hugepages are not physically contiguous with each other)",
+                    n * PAGE
+                ),
+            ));
         }
         let mem = DmaMem::alloc(n * PAGE).map_err(|e| match e.raw_os_error() {
             Some(libc::ENOMEM) => io::Error::new(
@@ -180,13 +202,32 @@ impl Pool {
             ),
             _ => e,
         })?;
-        let iova = st
-            .iova
-            .alloc(mem.len() as u64)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::OutOfMemory, "the IOMMU address space is used up"))?;
-        self.container.map_dma(mem.addr(), iova, mem.len() as u64).map_err(|e| {
-            io::Error::new(e.kind(), format!("VFIO_IOMMU_MAP_DMA of {} bytes at IOVA {iova:#x}: {e}", mem.len()))
-        })?;
+        let iova = match &self.mapper {
+            Mapper::Iommu(container) => {
+                let iova = st
+                    .iova
+                    .alloc(mem.len() as u64)
+                    .ok_or_else(|| io::Error::new(io::ErrorKind::OutOfMemory, "the IOMMU address space is used up"))?;
+                container.map_dma(mem.addr(), iova, mem.len() as u64).map_err(|e| {
+                    io::Error::new(
+                        e.kind(),
+                        format!("VFIO_IOMMU_MAP_DMA of {} bytes at IOVA {iova:#x}: {e}", mem.len()),
+                    )
+                })?;
+                iova
+            }
+            Mapper::Physical => {
+                mem.pin().map_err(|e| io::Error::new(e.kind(), format!("mlock of a DMA hugepage: {e}")))?;
+                let pa = uio::phys_addr(mem.addr())?;
+                if pa % HUGEPAGE as u64 != 0 {
+                    return Err(io::Error::other(format!(
+                        "the hugepage at {:#x} has physical address {pa:#x}, not 2 MiB-aligned",
+                        mem.addr()
+                    )));
+                }
+                pa
+            }
+        };
         let mut pages = Pages::new(mem.len() / PAGE);
         let first = pages.alloc(n).expect("a new chunk holds the request");
         let c = Arc::new(Chunk { mem, iova, pages: Mutex::new(pages), lent: Mutex::new(Vec::new()) });
@@ -229,10 +270,13 @@ impl Pool {
 impl Drop for Pool {
     fn drop(&mut self) {
         // The device is closing: nothing may reach the memory through the IOMMU any
-        // more. Buffers still alive keep their memory (not the mapping).
+        // more. Buffers still alive keep their memory (not the mapping). Without an
+        // IOMMU there is nothing to unmap: the controller was disabled before this.
         let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
-        for c in &st.chunks {
-            let _ = self.container.unmap_dma(c.iova, c.mem.len() as u64);
+        if let Mapper::Iommu(container) = &self.mapper {
+            for c in &st.chunks {
+                let _ = container.unmap_dma(c.iova, c.mem.len() as u64);
+            }
         }
     }
 }

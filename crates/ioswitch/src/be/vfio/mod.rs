@@ -5,6 +5,9 @@
 //!   shutdown); [`qpair`]: one polled queue pair (rings, doorbells, phase tags, the
 //!   command table); [`prp`]: PRP entries and lists; [`regs`]: controller registers;
 //!   [`mem`]: hugepage DMA memory mapped into the IOMMU.
+//! - `dma=uio` (tunable): the same driver on a controller bound to uio_pci_generic, where
+//!   there is no IOMMU: BAR0 through sysfs `resource0`, DMA memory at the physical
+//!   addresses of pinned hugepages. No isolation (docs/PCI.md); testing only.
 //! - Each [`Queue`](crate::Queue) gets its own I/O queue pair, polled (no interrupts,
 //!   no syscalls per I/O), deleted when the queue is dropped. The sync interface has one
 //!   queue pair of its own, behind a lock (one command at a time); admin commands are
@@ -26,6 +29,7 @@ use crate::buf::{Buffer, Data};
 use crate::cmd::Cmd;
 use crate::dev::{DevKind, Inner};
 use crate::error::Error;
+use crate::opts::DmaMode;
 use crate::queue::Completion;
 use crate::spec::{errno_to_status, Sqe, Status};
 use ctrl::Ctrl;
@@ -58,7 +62,11 @@ pub(crate) const SYNC: Descriptor = Descriptor::new(
     refusal,
     Build::Sync(|dev| Ok(Box::new(VfioSync::new(dev)?))),
 )
-.defaults(&[DevKind::NvmePci]);
+.defaults(&[DevKind::NvmePci])
+.tunables(TUNABLES);
+
+/// The tunable of every row: `dma=vfio|uio` (how the controller reaches memory).
+const TUNABLES: &[(&str, Option<&str>)] = &[("dma", None)];
 
 /// `async=vfio`.
 pub(crate) const ASYNC: Descriptor = Descriptor::new(
@@ -68,7 +76,8 @@ pub(crate) const ASYNC: Descriptor = Descriptor::new(
     refusal,
     Build::Async { probe: |dev| ctrl_of(dev).map(drop), queue: new_queue },
 )
-.defaults(&[DevKind::NvmePci]);
+.defaults(&[DevKind::NvmePci])
+.tunables(TUNABLES);
 
 /// `admin=vfio`.
 pub(crate) const ADMIN: Descriptor = Descriptor::new(
@@ -78,12 +87,19 @@ pub(crate) const ADMIN: Descriptor = Descriptor::new(
     refusal,
     Build::Admin(|dev| Ok(Box::new(VfioAdmin { ctrl: ctrl_of(dev)? }))),
 )
-.defaults(&[DevKind::NvmePci]);
+.defaults(&[DevKind::NvmePci])
+.tunables(TUNABLES);
 
 /// `mem=vfio`.
-pub(crate) const MEM: Descriptor =
-    Descriptor::new("vfio", Role::Mem, "2 MiB hugepages mapped into the device's IOMMU", refusal, Build::Mem)
-        .defaults(&[DevKind::NvmePci]);
+pub(crate) const MEM: Descriptor = Descriptor::new(
+    "vfio",
+    Role::Mem,
+    "2 MiB hugepages mapped into the device's IOMMU (dma=uio: pinned, at physical addresses)",
+    refusal,
+    Build::Mem,
+)
+.defaults(&[DevKind::NvmePci])
+.tunables(TUNABLES);
 
 /// What identify says about the namespace, through the admin queue.
 struct Asker<'a> {
@@ -111,8 +127,13 @@ fn first_active(ctrl: &Ctrl) -> Result<Option<u32>, Status> {
 
 /// Opens the controller at `addr` and identifies namespace `nsid` (default: the first
 /// active one).
-pub(crate) fn open(uri: &str, addr: &str, nsid: Option<u32>) -> Result<(Arc<Ctrl>, super::nvme::NsInfo), Error> {
-    let ctrl = Arc::new(Ctrl::open(addr)?);
+pub(crate) fn open(
+    uri: &str,
+    addr: &str,
+    nsid: Option<u32>,
+    dma: DmaMode,
+) -> Result<(Arc<Ctrl>, super::nvme::NsInfo), Error> {
+    let ctrl = Arc::new(Ctrl::open(addr, dma)?);
     let failed = |what: &str, status: Status| Error::Command { dev: uri.into(), what: what.into(), status };
     let nsid = match nsid {
         Some(n) => n,

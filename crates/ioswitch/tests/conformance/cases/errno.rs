@@ -77,14 +77,20 @@ pub(crate) fn case_errno(ctx: &Ctx) -> Res {
     if ctx.pci() {
         // A controller is one VFIO group, which one process opens once: a second open
         // while the cell's device is open must fail, saying so (rdonly=1 and wronly=1
-        // cannot be opened beside it; the PCI rows do not check them).
+        // cannot be opened beside it; the PCI rows do not check them). With dma=uio the
+        // driver's lock on the controller's config file stands in for the group.
         let e = match reopen(ctx, "rdonly=1") {
             Ok(_) => return Err("a second open of the PCI device in this process was accepted".into()),
             Err(e) => e,
         };
+        let (held, what) = if ctx.row_opts.contains("dma=uio") {
+            ("flock on its sysfs config file", "the controller's lock (dma=uio)")
+        } else {
+            ("/dev/vfio/", "the VFIO group's open")
+        };
         ensure!(
-            e.contains("/dev/vfio/") && e.contains("busy"),
-            "a second open of the PCI device: {e}; expected the VFIO group's open failing as busy"
+            e.contains(held) && e.contains("busy"),
+            "a second open of the PCI device: {e}; expected {what} failing as busy"
         );
         return Ok(format!("second open refused: {e} (rdonly/wronly not checked)"));
     }

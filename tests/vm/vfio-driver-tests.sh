@@ -79,8 +79,9 @@ if [[ ${1:-} == --guest ]]; then
     echo "guest: IOSWITCH_VFIO_NS=$vfio_ns"
 
     check "bind to vfio-pci" "$cli" driver bind vfio "$addr"
+    mdts=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["mdts"])' "$out/kernel-id-ctrl.json")
     check "test binary (crates/ioswitch/tests/vfio.rs)" \
-        env IOSWITCH_VFIO_PCI=$addr "$exe" --test-threads=1 "$@"
+        env IOSWITCH_VFIO_PCI=$addr IOSWITCH_VFIO_MDTS="$mdts" "$exe" --test-threads=1 "$@"
 
     check "without hugepages the open fails naming vm.nr_hugepages" bash -c "
         n=\$(cat /proc/sys/vm/nr_hugepages)

@@ -43,6 +43,7 @@
  * call, like pread(2)); it asks fio for page-aligned buffers (FIO_RAWIO), as ioswitch's
  * own would be, so that direct I/O accepts them.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -438,26 +439,53 @@ static int iosw_close_file(struct thread_data *td, struct fio_file *f)
 }
 
 /*
+ * Whether `name` is a PCI address as ioswitch reads one ([pci:]DDDD:BB:DD.F, hex, a
+ * domain of 4 to 8 digits) and no file of that name exists: the library then drives the
+ * controller itself (interface vfio), and fio must not create or lay out a file.
+ */
+static int is_pci_address(const char *name)
+{
+	static const char tail[] = ":xx:xx.x";
+	const char *p = strncmp(name, "pci:", 4) ? name : name + 4;
+	size_t dom = 0, i;
+
+	while (dom < 8 && isxdigit((unsigned char)p[dom]))
+		dom++;
+	if (dom < 4)
+		return 0;
+	p += dom;
+	for (i = 0; tail[i]; i++)
+		if (tail[i] == 'x' ? !isxdigit((unsigned char)p[i]) : p[i] != tail[i])
+			return 0;
+	return p[i] == '\0' && access(name, F_OK) != 0 && errno == ENOENT;
+}
+
+/*
  * A char device (/dev/ngXnY) has no size fio can stat; ask ioswitch. So for a block
  * device: fio's generic way opens it through ->open_file(), which setup_files() calls
- * before ->init() has made the engine's data.
+ * before ->init() has made the engine's data. A PCI address (no file at all) is asked
+ * the same way and then handled as a char device: nothing to lay out or invalidate.
  */
 static int iosw_get_file_size(struct thread_data *td, struct fio_file *f)
 {
 	struct iosw_data *ed = td->io_ops_data;
 	struct ioswitch_dev *dev;
 	struct ioswitch_geo geo;
-	int err;
+	int err, pci = 0;
 
 	if (fio_file_size_known(f))
 		return 0;
-	if (f->filetype != FIO_TYPE_CHAR && f->filetype != FIO_TYPE_BLOCK)
+	if (f->filetype == FIO_TYPE_FILE && is_pci_address(f->file_name))
+		pci = 1;
+	else if (f->filetype != FIO_TYPE_CHAR && f->filetype != FIO_TYPE_BLOCK)
 		return generic_get_file_size(td, f);
 	err = ioswitch_dev_open(f->file_name, ed ? ed->devopts : NULL, &dev);
 	if (err)
 		return iosw_fail(td, -err, "ioswitch_dev_open");
 	ioswitch_dev_geo(dev, &geo);
 	ioswitch_dev_close(dev);
+	if (pci)
+		f->filetype = FIO_TYPE_CHAR;
 	f->real_file_size = geo.bytes;
 	fio_file_set_size_known(f);
 	return 0;

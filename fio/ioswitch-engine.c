@@ -42,7 +42,12 @@
  * buffers and passes them with ioswitch_pass_raw (caller memory for the length of the
  * call, like pread(2)); it asks fio for page-aligned buffers (FIO_RAWIO), as ioswitch's
  * own would be, so that direct I/O accepts them.
+ *
+ * A PCI address (0000:00:05.0, the user-space driver) takes only the device's own DMA
+ * memory: the engine opens it in ->post_init() and allocates the buffers there from it
+ * (queueing mode only), and keeps it open until ->cleanup().
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -147,6 +152,7 @@ struct iosw_file {
 	struct ioswitch_cmd *qfast[8];
 	struct ioswitch_geo geo;
 	int nvm; /* NVM (LBA) commands: NVMe char devices; others take file-set commands */
+	int borrowed; /* dev is the engine's PCI device (iosw_data.pci): not closed here */
 	uint32_t nsid;
 	unsigned int lba_shift; /* log2(geo.lba_size) */
 	/*
@@ -179,9 +185,18 @@ struct iosw_data {
 	void **bufs;
 	unsigned int nbufs;
 	int reported;
+	/*
+	 * The job's PCI address, opened in ->post_init() because the user-space driver
+	 * takes only its own DMA memory as buffers, and kept open until ->cleanup(): a
+	 * controller opens once per process, and buffers outlive fio's close and reopen of
+	 * the file (between a write phase and its verify).
+	 */
+	struct ioswitch_dev *pci;
+	char pci_name[64];
 };
 
 static int iosw_commit(struct thread_data *td);
+static int is_pci_address(const char *name);
 
 static int iosw_fail(struct thread_data *td, int err, const char *func)
 {
@@ -279,6 +294,8 @@ static void iosw_cleanup(struct thread_data *td)
 	free(ed->pending);
 	free(ed->open);
 	free(ed->bufs);
+	if (ed->pci)
+		ioswitch_dev_close(ed->pci);
 	free(ed);
 	td->io_ops_data = NULL;
 }
@@ -292,7 +309,31 @@ static int iosw_post_init(struct thread_data *td)
 	struct iosw_data *ed = td->io_ops_data;
 	unsigned long long max_bs = td_max_bs(td);
 	unsigned int i, n = td->io_u_all.nr;
+	struct fio_file *f;
+	int err;
 
+	for_each_file(td, f, i) {
+		if (!is_pci_address(f->file_name))
+			continue;
+		if (ed->pci || td->o.nr_files > 1) {
+			log_err("ioswitch: %s: a job on a PCI address has that one file only\n", f->file_name);
+			td_vmsg(td, EINVAL, "one file per job on a PCI address", "post_init");
+			return 1;
+		}
+		if (ed->sync_mode) {
+			log_err("ioswitch: %s: a PCI address takes the device's DMA buffers, which the "
+				"engine uses in its queueing mode only: drop ioswitch_sync, or add "
+				"ioswitch_async=vfio\n", f->file_name);
+			td_vmsg(td, EINVAL, "PCI address in the synchronous mode", "post_init");
+			return 1;
+		}
+		if (strlen(f->file_name) >= sizeof(ed->pci_name))
+			return iosw_fail(td, ENAMETOOLONG, "PCI address");
+		err = ioswitch_dev_open(f->file_name, ed->devopts, &ed->pci);
+		if (err)
+			return iosw_fail(td, -err, "ioswitch_dev_open");
+		strcpy(ed->pci_name, f->file_name);
+	}
 	if (ed->sync_mode)
 		return 0;
 	ed->bufs = calloc(n ? n : 1, sizeof(*ed->bufs));
@@ -305,7 +346,7 @@ static int iosw_post_init(struct thread_data *td)
 
 		if (!io_u->buf)
 			continue;
-		buf = ioswitch_buf_alloc(NULL, max_bs);
+		buf = ioswitch_buf_alloc(ed->pci, max_bs);
 		if (!buf)
 			return iosw_fail(td, ENOMEM, "ioswitch_buf_alloc");
 		memcpy(buf, io_u->buf, max_bs);
@@ -354,8 +395,10 @@ static int iosw_open_file(struct thread_data *td, struct fio_file *f)
 	fd = calloc(1, sizeof(*fd));
 	if (!fd)
 		return 1;
-	err = ioswitch_dev_open(f->file_name, ed->devopts, &fd->dev);
-	if (err) {
+	if (ed->pci && !strcmp(f->file_name, ed->pci_name)) {
+		fd->dev = ed->pci;
+		fd->borrowed = 1;
+	} else if ((err = ioswitch_dev_open(f->file_name, ed->devopts, &fd->dev))) {
 		free(fd);
 		return iosw_fail(td, -err, "ioswitch_dev_open");
 	}
@@ -372,7 +415,8 @@ static int iosw_open_file(struct thread_data *td, struct fio_file *f)
 		      ioswitch_cmd_fs_write(0, 0, &fd->rw[DDIR_WRITE]);
 	if (err) {
 		iosw_fail(td, EINVAL, "ioswitch_cmd_read");
-		ioswitch_dev_close(fd->dev);
+		if (!fd->borrowed)
+			ioswitch_dev_close(fd->dev);
 		free(fd);
 		return 1;
 	}
@@ -380,7 +424,8 @@ static int iosw_open_file(struct thread_data *td, struct fio_file *f)
 		log_err("ioswitch: %s needs buffers aligned to %u bytes; the engine aligns to the "
 			"page size (%ld)\n", f->file_name, fd->geo.buffer_align, page_size);
 		td_vmsg(td, EINVAL, "buffer alignment", "open_file");
-		ioswitch_dev_close(fd->dev);
+		if (!fd->borrowed)
+			ioswitch_dev_close(fd->dev);
 		free(fd);
 		return 1;
 	}
@@ -397,7 +442,8 @@ static int iosw_open_file(struct thread_data *td, struct fio_file *f)
 		err = ioswitch_queue_init(fd->dev, ed->cap, &fd->q);
 		if (err) {
 			iosw_fail(td, -err, "ioswitch_queue_init");
-			ioswitch_dev_close(fd->dev);
+			if (!fd->borrowed)
+				ioswitch_dev_close(fd->dev);
 			free(fd);
 			return 1;
 		}
@@ -430,7 +476,8 @@ static int iosw_close_file(struct thread_data *td, struct fio_file *f)
 			ret = 1;
 		}
 	}
-	ioswitch_dev_close(fd->dev);
+	if (!fd->borrowed)
+		ioswitch_dev_close(fd->dev);
 	free(fd);
 	FILE_SET_ENG_DATA(f, NULL);
 	f->fd = -1;
@@ -438,26 +485,53 @@ static int iosw_close_file(struct thread_data *td, struct fio_file *f)
 }
 
 /*
+ * Whether `name` is a PCI address as ioswitch reads one ([pci:]DDDD:BB:DD.F, hex, a
+ * domain of 4 to 8 digits) and no file of that name exists: the library then drives the
+ * controller itself (interface vfio), and fio must not create or lay out a file.
+ */
+static int is_pci_address(const char *name)
+{
+	static const char tail[] = ":xx:xx.x";
+	const char *p = strncmp(name, "pci:", 4) ? name : name + 4;
+	size_t dom = 0, i;
+
+	while (dom < 8 && isxdigit((unsigned char)p[dom]))
+		dom++;
+	if (dom < 4)
+		return 0;
+	p += dom;
+	for (i = 0; tail[i]; i++)
+		if (tail[i] == 'x' ? !isxdigit((unsigned char)p[i]) : p[i] != tail[i])
+			return 0;
+	return p[i] == '\0' && access(name, F_OK) != 0 && errno == ENOENT;
+}
+
+/*
  * A char device (/dev/ngXnY) has no size fio can stat; ask ioswitch. So for a block
  * device: fio's generic way opens it through ->open_file(), which setup_files() calls
- * before ->init() has made the engine's data.
+ * before ->init() has made the engine's data. A PCI address (no file at all) is asked
+ * the same way and then handled as a char device: nothing to lay out or invalidate.
  */
 static int iosw_get_file_size(struct thread_data *td, struct fio_file *f)
 {
 	struct iosw_data *ed = td->io_ops_data;
 	struct ioswitch_dev *dev;
 	struct ioswitch_geo geo;
-	int err;
+	int err, pci = 0;
 
 	if (fio_file_size_known(f))
 		return 0;
-	if (f->filetype != FIO_TYPE_CHAR && f->filetype != FIO_TYPE_BLOCK)
+	if (f->filetype == FIO_TYPE_FILE && is_pci_address(f->file_name))
+		pci = 1;
+	else if (f->filetype != FIO_TYPE_CHAR && f->filetype != FIO_TYPE_BLOCK)
 		return generic_get_file_size(td, f);
 	err = ioswitch_dev_open(f->file_name, ed ? ed->devopts : NULL, &dev);
 	if (err)
 		return iosw_fail(td, -err, "ioswitch_dev_open");
 	ioswitch_dev_geo(dev, &geo);
 	ioswitch_dev_close(dev);
+	if (pci)
+		f->filetype = FIO_TYPE_CHAR;
 	f->real_file_size = geo.bytes;
 	fio_file_set_size_known(f);
 	return 0;

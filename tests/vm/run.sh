@@ -274,10 +274,12 @@ if ((iommu || pci)); then
     append+=" hugepages=64 ioswitch.pci_hold=$iommu_pci ioswitch.pci_hold_ns=2"
     machine=(-machine q35)
     if ((iommu)); then machine+=(-device intel-iommu); fi
+    # mdts=10: 4 MiB per command (QEMU's default is 7, 512 KiB), more than one PRP list
+    # page describes, so the user-space driver's chained PRP lists are exercised.
     # shellcheck disable=SC2054 # the commas belong to qemu's option syntax
     machine+=(
         -drive "$(drive pci1)" -drive "$(drive pci2)"
-        -device "nvme,serial=ioswitch-vm-1,id=nvme1,addr=${iommu_pci#0000:00:}"
+        -device "nvme,serial=ioswitch-vm-1,id=nvme1,addr=${iommu_pci#0000:00:},mdts=10"
         -device nvme-ns,bus=nvme1,drive=pci1,nsid=1,logical_block_size=512,physical_block_size=512
         -device nvme-ns,bus=nvme1,drive=pci2,nsid=2,logical_block_size=512,physical_block_size=512,zoned=true,zoned.zone_size=4M,zoned.zone_capacity=3M
     )

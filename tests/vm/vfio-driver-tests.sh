@@ -17,6 +17,10 @@
 #      case of the vfio column on nsid 1 and on the zoned nsid 2, every other column
 #      refused), with the namespaces' geometry and DLFEAT as the kernel saw them before
 #      the bind; they must all run: 0 skipped, 0 failed, the expected cell count;
+#      then the front ends on the PCI address: the C API (tests/vm/vfio-capi.c),
+#      the Python module (tests/vm/vfio_python.py), fio with the ioswitch engine
+#      (write + verify), and `ioswitch bench` with fio's psync engine (refused, naming
+#      --ioengine=ioswitch);
 #   4. binds it back to nvme and reads the driver's pattern through /dev/nvme1n1.
 #
 # Usage: tests/vm/vfio-driver-tests.sh [-- EXTRA ARGS FOR THE TEST BINARY]
@@ -30,7 +34,8 @@ if [[ ${1:-} == --guest ]]; then
     # ------------------------------------------------------------ inside the guest
     exe=$2
     conf=$3
-    shift 3
+    front=$4
+    shift 4
     [[ ${1:-} == -- ]] && shift
     cli=$root/target/debug/ioswitch
     out=$(mktemp -d)
@@ -79,8 +84,9 @@ if [[ ${1:-} == --guest ]]; then
     echo "guest: IOSWITCH_VFIO_NS=$vfio_ns"
 
     check "bind to vfio-pci" "$cli" driver bind vfio "$addr"
+    mdts=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["mdts"])' "$out/kernel-id-ctrl.json")
     check "test binary (crates/ioswitch/tests/vfio.rs)" \
-        env IOSWITCH_VFIO_PCI=$addr "$exe" --test-threads=1 "$@"
+        env IOSWITCH_VFIO_PCI=$addr IOSWITCH_VFIO_MDTS="$mdts" "$exe" --test-threads=1 "$@"
 
     check "without hugepages the open fails naming vm.nr_hugepages" bash -c "
         n=\$(cat /proc/sys/vm/nr_hugepages)
@@ -140,6 +146,29 @@ if [[ ${1:-} == --guest ]]; then
         [ \$rc = 0 ] && [ \$cells = 32 ] && [ \$vfio = 2 ] && [ \$na = 30 ] &&
             grep -qE '^[0-9]+ passed, 0 failed, 0 skipped' '$out/conformance.txt'"
 
+    # The front ends on the PCI address: the C API's examples (open, alloc, write, read
+    # back, compare; sync and async), the Python module, the fio engine (write + verify),
+    # and `ioswitch bench` with one of fio's own engines, refused naming the way.
+    check "C API: open, alloc, write, read back, compare, a queue, a non-DMA buffer refused" \
+        "$front/vfio-capi" "$addr" nsid=1
+    check "Python: write, read back, compare, a queue, a non-DMA buffer refused" \
+        env PYTHONPATH="$front/py" /usr/bin/python3 "$here/vfio_python.py" "$addr"
+    check "fio ioswitch engine on the PCI address: write + verify, every byte" bash -c "
+        cd '$out' && fio --name=pci --ioengine=external:'$front/fio/ioswitch-engine.so' --thread=1 \
+            --filename='${addr//:/\\:}' --ioswitch_opts=nsid=1 --offset=96m --size=8m --bs=64k --rw=write \
+            --iodepth=4 --verify=crc32c --do_verify=1 --output-format=json --output='$out/fio.json' >'$out/fio.log' 2>&1
+        rc=\$?; cat '$out/fio.log'
+        [ \$rc = 0 ] && python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))[\"jobs\"][0]
+print(\"error\", j[\"error\"], \"written\", j[\"write\"][\"io_bytes\"], \"verified\", j[\"read\"][\"io_bytes\"])
+sys.exit(0 if j[\"error\"] == 0 and j[\"write\"][\"io_bytes\"] == 8 << 20 and j[\"read\"][\"io_bytes\"] == 8 << 20 else 1)
+' '$out/fio.json'"
+    check "ioswitch bench with fio's psync engine on the PCI address is refused naming --ioengine=ioswitch" bash -c "
+        '$cli' bench --name=p --filename='${addr//:/\\:}' --size=1m --rw=read >'$out/psync.txt' 2>&1; rc=\$?
+        cat '$out/psync.txt'
+        [ \$rc != 0 ] && grep -q 'is a PCI address' '$out/psync.txt' && grep -q 'use --ioengine=ioswitch' '$out/psync.txt'"
+
     check "bind back to nvme" "$cli" driver bind nvme "$addr"
     check "data the driver wrote reads back through the kernel" bash -c "
         for i in \$(seq 100); do [ -b /dev/$ns1 ] && break; sleep 0.1; done
@@ -172,4 +201,17 @@ for l in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "conformance" and m.get("executable"):
         print(m["executable"])')
 [[ -n $conf ]] || { echo "vfio-driver-tests: the conformance binary did not build" >&2; exit 1; }
-exec "$here/run.sh" --iommu --timeout "${IOSWITCH_VM_TIMEOUT:-600}" -- "$here/vfio-driver-tests.sh" --guest "$exe" "$conf" "$@"
+# The front ends, on the debug library: the C examples, the Python module (the cdylib
+# beside the package's Python files, as maturin lays it out) and the fio engine.
+front=$root/target/vfio-front
+rm -rf "$front/py"
+mkdir -p "$front/py/ioswitch"
+"$root/scripts/install" --prefix "$front/prefix" --debug
+# shellcheck disable=SC2046
+cc -Wall -Wextra -Werror -O2 -g -o "$front/vfio-capi" "$here/vfio-capi.c" \
+    $(PKG_CONFIG_PATH=$front/prefix/lib/pkgconfig pkg-config --cflags --libs ioswitch)
+cargo build -p ioswitch-py
+cp "$root"/crates/ioswitch-py/python/ioswitch/*.py "$front/py/ioswitch/"
+cp "$root/target/debug/lib_ioswitch.so" "$front/py/ioswitch/_ioswitch.abi3.so"
+"$root/fio/build.sh" --prefix "$front/prefix" --out "$front/fio" >/dev/null
+exec "$here/run.sh" --iommu --timeout "${IOSWITCH_VM_TIMEOUT:-600}" -- "$here/vfio-driver-tests.sh" --guest "$exe" "$conf" "$front" "$@"

@@ -246,6 +246,20 @@ pub enum BenchError {
         /// The engine.
         engine: IoEngine,
     },
+    /// A fio engine other than `ioswitch` on a PCI address.
+    #[error(
+        "{at}: {filename} is a PCI address (an NVMe controller for the user-space driver); \
+         ioengine={engine} reaches devices through the kernel and cannot drive it: \
+         use --ioengine=ioswitch (interface vfio, the default on a PCI address)"
+    )]
+    PciEngine {
+        /// The job and option.
+        at: At,
+        /// The job's engine.
+        engine: IoEngine,
+        /// The address.
+        filename: String,
+    },
     /// An io_uring tunable (`hipri`, `sqthread_poll`, …) with another engine.
     #[error("{at}: {} is an io_uring option; ioengine is {engine}", at.option)]
     IoUringOnly {

@@ -251,6 +251,13 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
     }
     let is_path = !filename.starts_with("ramdisk:")
         && ioswitch::uri::parse(&filename).is_ok_and(|t| matches!(t, ioswitch::uri::Target::Path(_)));
+    // A PCI address is a controller for the user-space driver: fio's kernel engines
+    // cannot reach it, and running another interface instead would measure the wrong thing.
+    if spec.ioengine != IoEngine::Ioswitch
+        && ioswitch::uri::parse(&filename).is_ok_and(|t| matches!(t, ioswitch::uri::Target::Pci(_)))
+    {
+        return Err(BenchError::PciEngine { at: At::new(spec, "ioengine"), engine: spec.ioengine, filename });
+    }
     let path = std::path::Path::new(&filename);
     let want_file = spec.filesize.or(match spec.size {
         Some(SizeSpec::Bytes(b)) => Some(
@@ -649,6 +656,28 @@ mod tests {
         let mut r = crate::jobfile::JobReader::new();
         r.read_str("t.fio", text).unwrap();
         r.finish().unwrap().jobs.remove(0)
+    }
+
+    #[test]
+    fn fio_engines_on_a_pci_address_are_refused_pointing_to_ioengine_ioswitch() {
+        for engine in ["psync", "libaio", "io_uring"] {
+            let text = format!("[j]\nfilename=0000\\:00\\:1f.7\nsize=64k\nioengine={engine}\n");
+            let Err(e) = prepare(&spec(&text), 0, &mut |_| {}) else { panic!("ioengine={engine} was not refused") };
+            let e = e.to_string();
+            assert!(
+                e.contains(&format!("ioengine={engine}"))
+                    && e.contains("0000:00:1f.7 is a PCI address")
+                    && e.contains("use --ioengine=ioswitch"),
+                "{e}"
+            );
+        }
+        // With the ioswitch engine the device is opened (and here there is no such device).
+        let Err(e) = prepare(&spec("[j]\nfilename=0000\\:00\\:1f.7\nsize=64k\nioengine=ioswitch\n"), 0, &mut |_| {})
+        else {
+            panic!("opened a PCI device that does not exist")
+        };
+        let e = e.to_string();
+        assert!(!e.contains("is a PCI address") && e.contains("0000:00:1f.7"), "{e}");
     }
 
     fn scratch(test: &str) -> ioswitch_testkit::dirs::Scratch {

@@ -73,7 +73,7 @@ impl Op {
 /// NVM commands rather than file-set commands.
 pub fn passthrough(dev: &Device, sync: bool) -> bool {
     let i = dev.interfaces();
-    dev.ident().kind == DevKind::NvmeChar
+    matches!(dev.ident().kind, DevKind::NvmeChar | DevKind::NvmePci)
         || if sync { i.sync == Some(SyncIface::Nvme) } else { i.r#async == Some(AsyncIface::IoUringCmd) }
 }
 

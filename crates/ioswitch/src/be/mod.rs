@@ -662,7 +662,7 @@ fn check(dev: &Inner, cmd: &Cmd, bufs: &[Buffer]) -> Result<Io, Why> {
             return Err(Why::NotDma(i));
         }
         if matches!(io.op, Op::Read | Op::Write | Op::Dsm { .. }) {
-            vfio::prp_shape(bufs, io.len).map_err(Why::Prp)?;
+            vfio::prp_shape(dev, bufs, io.len).map_err(Why::Prp)?;
         }
     }
     Ok(io)
@@ -765,7 +765,11 @@ fn refuse(dev: &Inner, cmd: &Cmd, bufs: &[Buffer], why: Why) -> Error {
         },
         Why::WriteOnly => bad("the device was opened write-only (wronly=1)".into()),
         Why::MaxTransfer(len) => {
-            bad(format!("{len} bytes exceed the device's max transfer of {} bytes; split the request", g.max_transfer))
+            let limit = dev.vfio.as_ref().map(|c| format!(" ({})", c.transfer_limit())).unwrap_or_default();
+            bad(format!(
+                "{len} bytes exceed the device's max transfer of {} bytes{limit}; split the request",
+                g.max_transfer
+            ))
         }
         Why::Segments(n) => bad(format!("{n} buffers; at most {MAX_SEGMENTS} per command")),
         Why::BufferSize(have) => {

@@ -56,6 +56,11 @@ pub(crate) struct Ctrl {
     qids: Mutex<Vec<bool>>,
     /// Identify Controller.
     pub id: IdCtrl,
+    /// The most bytes one I/O command carries: the controller's MDTS, at most
+    /// [`prp::DRIVER_MAX`].
+    pub max_transfer: u64,
+    /// PRP list pages per command id of an I/O queue, enough for `max_transfer`.
+    list_pages: usize,
     pub(crate) pool: Pool,
     _backing: Backing,
 }
@@ -219,7 +224,7 @@ impl Ctrl {
             return Err(other(addr, "reset", format!("CSTS.RDY stayed set for {} ms (CAP.TO)", cap.timeout_ms)));
         }
         let qp =
-            QueuePair::new(&pool, 0, ADMIN_ENTRIES, 1, cap.dstrd).map_err(|e| err(addr, "admin queue memory", e))?;
+            QueuePair::new(&pool, 0, ADMIN_ENTRIES, 1, 1, cap.dstrd).map_err(|e| err(addr, "admin queue memory", e))?;
         let page = pool.dma(IDENTIFY_LEN).map_err(|e| err(addr, "identify page memory", e))?;
         bar.write32(regs::AQA, regs::aqa(ADMIN_ENTRIES));
         bar.write64(regs::ASQ, qp.sq_iova());
@@ -241,12 +246,16 @@ impl Ctrl {
             admin: Mutex::new(Admin { qp, page, next_cid: 0 }),
             qids: Mutex::new(Vec::new()),
             id: IdCtrl::default(),
+            max_transfer: 0,
+            list_pages: 1,
             pool,
             _backing: backing,
         };
         let failed = |what: &str, s: Status| Error::Command { dev: addr.into(), what: what.into(), status: s };
         let page = ctrl.identify(cns::CTRL, 0, 0).map_err(|s| failed("Identify Controller", s))?;
         ctrl.id = IdCtrl::from_bytes(&page).map_err(|_| failed("Identify Controller", errno_to_status(libc::EIO)))?;
+        ctrl.max_transfer = ctrl.id.max_transfer(ctrl.cap.mps_min).unwrap_or(u64::MAX).min(prp::DRIVER_MAX);
+        ctrl.list_pages = prp::list_pages(prp::entries_for(ctrl.max_transfer)).max(1);
         let want = (WANT_QUEUES as u32 - 1) | (WANT_QUEUES as u32 - 1) << 16;
         let sqe = Sqe { opcode: aopc::SET_FEATURES, cdw10: FID_NUM_QUEUES, cdw11: want, ..Sqe::default() };
         let got = ctrl.admin_iova(sqe, &[]).map_err(|s| failed("Set Features (Number of Queues)", s))?;
@@ -255,6 +264,16 @@ impl Ctrl {
         let n = (1..=n).take_while(|&q| regs::cq_head_doorbell(q, cap.dstrd) + 4 <= ctrl.bar.len()).count() as u16;
         ctrl.qids = Mutex::new(vec![false; n as usize]);
         Ok(ctrl)
+    }
+
+    /// Where the max transfer comes from, in words (for the refusal of a longer command).
+    pub(crate) fn transfer_limit(&self) -> String {
+        limit_why(self.id.mdts, self.cap.mps_min, self.max_transfer)
+    }
+
+    /// The most PRP entries (pages) one I/O command may have.
+    pub(crate) fn max_entries(&self) -> usize {
+        prp::max_entries(self.list_pages)
     }
 
     /// The controller's registers.
@@ -272,12 +291,7 @@ impl Ctrl {
     fn admin_locked(&self, a: &mut Admin, mut sqe: Sqe, pieces: &[(u64, u64)]) -> Result<u64, Status> {
         let cid = a.next_cid;
         a.next_cid = a.next_cid.wrapping_add(1);
-        let mut entries = [0u64; prp::MAX_PAGES];
-        let n = prp::entries(pieces.iter().copied(), &mut entries).map_err(|_| errno_to_status(libc::EINVAL))?;
-        if n > 2 {
-            a.qp.write_prp_list(0, &entries[1..n]);
-        }
-        let (p1, p2) = prp::prp12(&entries, n, a.qp.prp_iova(0));
+        let (p1, p2) = a.qp.describe(0, pieces).map_err(|_| errno_to_status(libc::EINVAL))?;
         sqe.cid = cid;
         sqe.flags &= !0xc0; // PRPs, not SGLs
         sqe.mptr = 0;
@@ -342,12 +356,7 @@ impl Ctrl {
 
     /// Sends one I/O command on `qp` (nothing else in flight there) and waits for it.
     pub(crate) fn io_wait(&self, qp: &mut QueuePair, mut sqe: Sqe, pieces: &[(u64, u64)]) -> Result<u64, Status> {
-        let mut entries = [0u64; prp::MAX_PAGES];
-        let n = prp::entries(pieces.iter().copied(), &mut entries).map_err(|_| errno_to_status(libc::EINVAL))?;
-        if n > 2 {
-            qp.write_prp_list(0, &entries[1..n]);
-        }
-        let (p1, p2) = prp::prp12(&entries, n, qp.prp_iova(0));
+        let (p1, p2) = qp.describe(0, pieces).map_err(|_| errno_to_status(libc::EINVAL))?;
         sqe.cid = 0;
         sqe.dptr = [p1, p2];
         qp.push(&sqe);
@@ -400,7 +409,7 @@ impl Ctrl {
             i as u16 + 1
         };
         let free = || self.qids.lock().unwrap_or_else(|e| e.into_inner())[qid as usize - 1] = false;
-        let qp = match QueuePair::new(&self.pool, qid, entries as u16, depth as u16, self.cap.dstrd) {
+        let qp = match QueuePair::new(&self.pool, qid, entries as u16, depth as u16, self.list_pages, self.cap.dstrd) {
             Ok(qp) => qp,
             Err(e) => {
                 free();
@@ -458,9 +467,32 @@ impl Drop for Ctrl {
     }
 }
 
+/// Why a controller with MDTS `mdts` (in units of `mps_min`) gets a max transfer of
+/// `max` bytes through this driver.
+fn limit_why(mdts: u8, mps_min: u64, max: u64) -> String {
+    match mps_min.checked_shl(mdts as u32) {
+        _ if mdts == 0 => format!(
+            "the controller sets no MDTS; the user-space driver's limit is {max} bytes (its PRP list pages per command)"
+        ),
+        Some(m) if m <= max => format!("the controller's MDTS is {mdts} (2^{mdts} x {mps_min} = {m} bytes)"),
+        _ => format!(
+            "the controller's MDTS is {mdts} (2^{mdts} x {mps_min} bytes); the user-space driver's limit is {max} bytes (its PRP list pages per command)"
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_transfer_limit_names_mdts_and_the_driver_cap() {
+        assert_eq!(limit_why(10, 4096, 4 << 20), "the controller's MDTS is 10 (2^10 x 4096 = 4194304 bytes)");
+        let e = limit_why(12, 4096, prp::DRIVER_MAX);
+        assert!(e.contains("MDTS is 12") && e.contains("driver's limit is 8388608 bytes"), "{e}");
+        let e = limit_why(0, 4096, prp::DRIVER_MAX);
+        assert!(e.contains("sets no MDTS") && e.contains("8388608"), "{e}");
+    }
     use crate::sys::sysfs::{with_root, Tree};
 
     #[test]

@@ -148,10 +148,9 @@ pub(crate) fn open(
         return Err(Error::BadOpt { key: "nsid".into(), why: format!("namespace {nsid} is not active on {addr}") });
     }
     let mut info = super::nvme::ns_info_from(uri, &Asker { ctrl: &ctrl, nsid }, |_| None)?;
-    // One PRP list page per command: at most 512 pages past the first.
-    let cap = ((prp::MAX_PAGES - 1) * mem::PAGE) as u64;
-    if info.max_transfer > cap {
-        info.max_transfer = (cap / info.lba_size as u64).max(1) * info.lba_size as u64;
+    // The controller's MDTS, capped by the driver's PRP list pages per command.
+    if info.max_transfer > ctrl.max_transfer {
+        info.max_transfer = (ctrl.max_transfer / info.lba_size as u64).max(1) * info.lba_size as u64;
     }
     Ok((ctrl, info))
 }
@@ -162,19 +161,21 @@ pub(crate) fn not_dma(dev: &Inner, bufs: &[Buffer]) -> Option<usize> {
     bufs.iter().position(|b| ctrl.pool.iova_of(b.as_ptr() as u64, b.len() as u64).is_none())
 }
 
-/// Whether the first `len` bytes of `bufs` can be described with PRPs (the first
-/// buffer dword-aligned, every other starting on a page, every one but the last ending
-/// on one, at most [`prp::MAX_PAGES`] pages). Host and device addresses agree on the
-/// offset in a page (chunks are mapped at 2 MiB-aligned addresses), so the buffers'
-/// own addresses decide.
-pub(crate) fn prp_shape(bufs: &[Buffer], len: u64) -> Result<(), prp::PrpError> {
+/// Whether the first `len` bytes of `bufs` can be described with PRPs on `dev` (the
+/// first buffer dword-aligned, every other starting on a page, every one but the last
+/// ending on one, at most as many pages as a command's PRP list pages hold). Host and
+/// device addresses agree on the offset in a page (chunks are mapped at 2 MiB-aligned
+/// addresses), so the buffers' own addresses decide.
+pub(crate) fn prp_shape(dev: &Inner, bufs: &[Buffer], len: u64) -> Result<(), prp::PrpError> {
+    let Some(ctrl) = dev.vfio.as_ref() else { return Ok(()) };
+    let max = ctrl.max_entries();
     let mut left = len;
     let pieces = bufs.iter().map_while(|b| {
         let take = left.min(b.len() as u64);
         left -= take;
         (take > 0).then_some((b.as_ptr() as u64, take))
     });
-    prp::entries(pieces, &mut [0; prp::MAX_PAGES]).map(drop)
+    prp::entries(pieces, max, |_, _| {}).map(drop)
 }
 
 /// A command that could not be put into a submission entry.
@@ -253,12 +254,7 @@ fn build(
             if left != 0 {
                 return Err(Fail::Bad("the buffers are shorter than the transfer".into()));
             }
-            let mut entries = [0u64; prp::MAX_PAGES];
-            let k = prp::entries(pieces[..n].iter().copied(), &mut entries).map_err(|e| Fail::Bad(e.why()))?;
-            if k > 2 {
-                qp.write_prp_list(cid, &entries[1..k]);
-            }
-            let (p1, p2) = prp::prp12(&entries, k, qp.prp_iova(cid));
+            let (p1, p2) = qp.describe(cid, &pieces[..n]).map_err(|e| Fail::Bad(e.why()))?;
             [p1, p2]
         }
     };

@@ -3,6 +3,7 @@
 //! command carries, handed back at its completion).
 
 use super::mem::{Dma, Pool, PAGE};
+use super::prp;
 use super::regs;
 use crate::spec::{Cqe, Sqe};
 use crate::sys::vfio::{dma_fence, Bar};
@@ -104,8 +105,8 @@ impl<T> CidTable<T> {
     }
 }
 
-/// One submission/completion queue pair with its rings in DMA memory and one PRP list
-/// page per command id.
+/// One submission/completion queue pair with its rings in DMA memory and the PRP list
+/// pages of each command id (contiguous, so that they chain).
 pub(crate) struct QueuePair {
     pub qid: u16,
     pub sq: SqRing,
@@ -113,6 +114,8 @@ pub(crate) struct QueuePair {
     sq_mem: Dma,
     cq_mem: Dma,
     prp: Dma,
+    /// PRP list pages per command id.
+    list_pages: usize,
     sq_db: usize,
     cq_db: usize,
     /// Entries pushed since the last doorbell write.
@@ -125,15 +128,24 @@ pub(crate) const CQE_SIZE: usize = 16;
 
 impl QueuePair {
     /// Rings of `entries` entries (at most `entries - 1` commands in flight) and
-    /// `cids` PRP list pages.
-    pub(crate) fn new(pool: &Pool, qid: u16, entries: u16, cids: u16, dstrd: u32) -> io::Result<QueuePair> {
+    /// `list_pages` PRP list pages (at least one) for each of `cids` command ids.
+    pub(crate) fn new(
+        pool: &Pool,
+        qid: u16,
+        entries: u16,
+        cids: u16,
+        list_pages: usize,
+        dstrd: u32,
+    ) -> io::Result<QueuePair> {
+        let list_pages = list_pages.max(1);
         Ok(QueuePair {
             qid,
             sq: SqRing::new(entries),
             cq: CqRing::new(entries),
             sq_mem: pool.dma(entries as usize * SQE_SIZE)?,
             cq_mem: pool.dma(entries as usize * CQE_SIZE)?,
-            prp: pool.dma(cids.max(1) as usize * PAGE)?,
+            prp: pool.dma(cids.max(1) as usize * list_pages * PAGE)?,
+            list_pages,
             sq_db: regs::sq_tail_doorbell(qid, dstrd),
             cq_db: regs::cq_head_doorbell(qid, dstrd),
             pending: 0,
@@ -156,23 +168,30 @@ impl QueuePair {
         self.cq_mem.iova(0)
     }
 
-    /// The PRP list page of command id `cid`: its device address.
+    /// The first PRP list page of command id `cid`: its device address.
     pub(crate) fn prp_iova(&self, cid: u16) -> u64 {
-        self.prp.iova(cid as usize * PAGE)
+        self.prp.iova(cid as usize * self.list_pages * PAGE)
     }
 
-    /// Writes `entries` into the PRP list page of `cid`.
-    pub(crate) fn write_prp_list(&self, cid: u16, entries: &[u64]) {
-        let base = self.prp.base() + cid as usize * PAGE;
-        for (i, e) in entries.iter().enumerate() {
-            self.prp.mem().write_u64(base + 8 * i, *e);
-        }
+    /// The most PRP entries (pages) one command of this queue may have.
+    pub(crate) fn max_entries(&self) -> usize {
+        prp::max_entries(self.list_pages)
     }
 
-    /// Writes `bytes` at the start of `cid`'s page (data the driver builds, e.g. the
-    /// DSM range of a file-set trim) and returns its device address.
+    /// Describes a transfer of command id `cid` (see [`prp::describe`]): PRP1 and PRP2,
+    /// with the list, when one is needed, written into `cid`'s pages.
+    pub(crate) fn describe(&self, cid: u16, pieces: &[(u64, u64)]) -> Result<(u64, u64), prp::PrpError> {
+        let base = self.prp.base() + cid as usize * self.list_pages * PAGE;
+        let mem = self.prp.mem();
+        prp::describe(pieces.iter().copied(), self.max_entries(), self.prp_iova(cid), |w, v| {
+            mem.write_u64(base + 8 * w, v)
+        })
+    }
+
+    /// Writes `bytes` at the start of `cid`'s first list page (data the driver builds,
+    /// e.g. the DSM range of a file-set trim) and returns its device address.
     pub(crate) fn write_scratch(&self, cid: u16, bytes: &[u8]) -> u64 {
-        self.prp.mem().write(self.prp.base() + cid as usize * PAGE, bytes);
+        self.prp.mem().write(self.prp.base() + cid as usize * self.list_pages * PAGE, bytes);
         self.prp_iova(cid)
     }
 

@@ -82,8 +82,10 @@ if [[ ${1:-} == --guest ]]; then
         cat '$out/bind-vfio.err'
         [ \$rc != 0 ] && grep -q 'IOMMU' '$out/bind-vfio.err'"
     check "bind to uio_pci_generic" "$cli" driver bind uio "$addr"
+    # MDTS as nvme-cli reads it while the kernel owns the controller (the chained-PRP test).
+    mdts=$(nvme id-ctrl "/dev/$ctrl" | awk '$1 == "mdts" { print $3 }')
     check "test binary with dma=uio (crates/ioswitch/tests/vfio.rs)" \
-        env IOSWITCH_VFIO_PCI=$addr IOSWITCH_VFIO_DMA=uio "$exe" --test-threads=1 "$@"
+        env IOSWITCH_VFIO_PCI=$addr IOSWITCH_VFIO_DMA=uio IOSWITCH_VFIO_MDTS="$mdts" "$exe" --test-threads=1 "$@"
 
     check "without hugepages the open fails naming vm.nr_hugepages" bash -c "
         n=\$(cat /proc/sys/vm/nr_hugepages)

@@ -17,6 +17,7 @@
 pub mod compare;
 pub mod engine;
 pub mod error;
+pub mod fiolog;
 pub mod hist;
 pub mod jobfile;
 pub mod measure;

@@ -1,10 +1,11 @@
 //! `ioswitch bench` with no arguments (the built-in comparison) and the nested
-//! benchmarks `compare`, `sweep`, `overhead` and `membw`.
+//! benchmarks `compare`, `sweep`, `overhead` and `membw`, and `plot` (charts of fio's logs).
 
 use crate::fail::{Failure, Outcome};
 use crate::output;
 use clap::Parser;
 use ioswitch_bench::compare::{self, Comparison, Iface};
+use ioswitch_bench::fiolog;
 use ioswitch_bench::jobfile::{JobSet, JobSpec};
 use ioswitch_bench::membw::{self, MembwOpts};
 use ioswitch_bench::overhead::{self, targets, OverheadOpts};
@@ -264,6 +265,37 @@ fn membw_run(a: MembwArgs) -> Outcome {
     }
 }
 
+/// `ioswitch bench plot`.
+#[derive(Parser, Debug)]
+#[command(
+    name = "ioswitch bench plot",
+    about = "SVG time-series charts from fio's logs: latency percentiles, IOPS and bandwidth over time",
+    after_help = "\
+Reads the logs fio (or ioswitch bench) writes with write_lat_log, write_bw_log and write_iops_log
+(NAME_lat.N.log, NAME_clat.N.log, NAME_slat.N.log, NAME_bw.N.log, NAME_iops.N.log; fio 3.33's
+columns: time ms, value, direction, bs, [offset,] priority) and writes one SVG per log into --out,
+named after the log (j_clat.1.log -> j_clat.1.svg). Time is cut into windows; a latency log is
+drawn as p50, p99, p99.9 (nearest rank) and max per window and direction, in µs; a bandwidth
+(KiB/s) or IOPS log as the mean per window and direction.
+
+Example:
+  fio --name=j --filename=/dev/shm/f --size=64m --rw=randread --runtime=5s --time_based \\
+      --write_lat_log=j --write_bw_log=j --write_iops_log=j --log_avg_msec=100
+  ioswitch bench plot j_*.log --out plots/"
+)]
+struct PlotArgs {
+    /// Width of a time window in ms (default: the log's span / 100, rounded to 1, 2 or 5
+    /// times a power of ten).
+    #[arg(long = "window-ms")]
+    window_ms: Option<u64>,
+    /// Directory for the SVG files.
+    #[arg(long, default_value = "plots")]
+    out: PathBuf,
+    /// fio log files.
+    #[arg(value_name = "LOG", required = true)]
+    logs: Vec<PathBuf>,
+}
+
 /// Parses a nested benchmark's options; `--help` prints and exits 0, a usage error
 /// prints and exits 2 (clap's convention, as for every other subcommand).
 fn parse<T: Parser>(word: &str, args: &[String]) -> T {
@@ -271,7 +303,7 @@ fn parse<T: Parser>(word: &str, args: &[String]) -> T {
     T::try_parse_from(argv).unwrap_or_else(|e| e.exit())
 }
 
-/// Runs `ioswitch bench WORD ARGS…` for WORD in compare, sweep, overhead, membw.
+/// Runs `ioswitch bench WORD ARGS…` for WORD in compare, sweep, overhead, membw, plot.
 pub fn nested(word: &str, args: &[String]) -> Outcome {
     match word {
         "compare" => {
@@ -346,8 +378,23 @@ pub fn nested(word: &str, args: &[String]) -> Outcome {
             }
         }
         "membw" => membw_run(parse(word, args)),
-        other => {
-            Err(Failure::new(format!("ioswitch bench {other}: no such benchmark (compare, sweep, overhead, membw)")))
+        "plot" => {
+            let a: PlotArgs = parse(word, args);
+            if a.window_ms == Some(0) {
+                return Err(Failure::new("--window-ms 0: a time window is at least 1 ms"));
+            }
+            let opts = fiolog::PlotOpts { window_ms: a.window_ms };
+            let files = fiolog::plot_files(&a.logs, &a.out, &opts).map_err(|e| Failure::new(e.to_string()))?;
+            for (f, n) in files {
+                match n {
+                    0 => say(&format!("wrote {} (its log holds no sample: the chart says \"no data\")", f.display())),
+                    n => say(&format!("wrote {} ({n} samples)", f.display())),
+                }
+            }
+            Ok(())
         }
+        other => Err(Failure::new(format!(
+            "ioswitch bench {other}: no such benchmark (compare, sweep, overhead, membw, plot)"
+        ))),
     }
 }

@@ -26,6 +26,7 @@ pub mod overhead;
 pub mod plot;
 pub mod report;
 pub mod run;
+pub mod scaling;
 pub mod stats;
 pub mod sweep;
 pub mod verify;

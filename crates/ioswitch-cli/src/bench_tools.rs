@@ -9,6 +9,7 @@ use ioswitch_bench::fiolog;
 use ioswitch_bench::jobfile::{JobSet, JobSpec};
 use ioswitch_bench::membw::{self, MembwOpts};
 use ioswitch_bench::overhead::{self, targets, OverheadOpts};
+use ioswitch_bench::scaling;
 use ioswitch_bench::sweep::{self, SweepPlan};
 use std::path::PathBuf;
 
@@ -111,23 +112,42 @@ struct CompareArgs {
 #[derive(Parser, Debug)]
 #[command(
     name = "ioswitch bench sweep",
-    about = "Queue depth × block size grid over interfaces: CSV, JSON and SVG plots",
+    about = "Queue depth × block size grid over interfaces, or the jobs × queue depth × variant scaling study: CSV, JSON and SVG plots",
     after_help = "\
 Writes sweep.csv, sweep.json, lat-vs-qd.svg, lat-vs-bs.svg and iops-vs-qd.svg into --out.
 
-Example:
-  ioswitch bench sweep --engines io_uring,libaio,psync --qd 1,2,4,8,16,32 --bs 512,4k,32k,128k --out sweep/"
+With --variants or --jobs: the scaling study of \"Understanding Modern Storage APIs\" instead, at
+the job's block size: jobs × queue depth × variants, with the paper's labels
+  iou     io_uring (interrupts)        iou+p   io_uring with IOPOLL
+  iou+k   io_uring with SQPOLL         libaio  Linux AIO
+  vfio    the user-space NVMe driver (a PCI address target; in the default list only then)
+Each variant is probed first; one the target cannot run is reported as refused, with the
+reason. Writes study.csv, study.json, iops-vs-qd-jN.svg per job count and iops-vs-jobs-qdD.svg
+per queue depth into --out.
+
+Examples:
+  ioswitch bench sweep --engines io_uring,libaio,psync --qd 1,2,4,8,16,32 --bs 512,4k,32k,128k --out sweep/
+  ioswitch bench sweep --variants iou,iou+p,iou+k,libaio --jobs 1,2 --qd 1,4,16,64 --out study/ \\
+      --name=j --filename=/var/tmp/f --size=1g --rw=randread --bs=4k --direct=1 --runtime=2s --time_based"
 )]
 struct SweepArgs {
-    /// Interfaces: a comma list or `all`.
-    #[arg(long, default_value = "io_uring,libaio,psync")]
-    engines: String,
+    /// Interfaces: a comma list or `all` [default: io_uring,libaio,psync].
+    #[arg(long)]
+    engines: Option<String>,
     /// Queue depths.
     #[arg(long, default_value = "1,2,4,8,16,32")]
     qd: String,
-    /// Block sizes (4k, 128k, …).
-    #[arg(long, default_value = "512,4k,32k,128k")]
-    bs: String,
+    /// Block sizes (4k, 128k, …) [default: 512,4k,32k,128k; the scaling study runs at
+    /// the job's block size].
+    #[arg(long)]
+    bs: Option<String>,
+    /// The scaling study's interface variants: iou, iou+p, iou+k, libaio, vfio [default:
+    /// the first four, and vfio on a PCI address].
+    #[arg(long)]
+    variants: Option<String>,
+    /// The scaling study's job counts (numjobs) [default: 1].
+    #[arg(long)]
+    jobs: Option<String>,
     /// Repetitions of the whole grid, interleaved.
     #[arg(long, default_value_t = 1)]
     reps: u32,
@@ -296,6 +316,49 @@ struct PlotArgs {
     logs: Vec<PathBuf>,
 }
 
+/// Whether `arg` is the option `flag` (`--flag` or `--flag=…`).
+fn is_flag(arg: &str, flag: &str) -> bool {
+    arg == flag || arg.strip_prefix(flag).is_some_and(|r| r.starts_with('='))
+}
+
+/// `ioswitch bench sweep --variants …`: the scaling study.
+fn study_run(a: SweepArgs) -> Outcome {
+    let fail = |e: scaling::StudyError| Failure::new(e.to_string());
+    if a.engines.is_some() {
+        return Err(Failure::new(
+            "--engines and --variants/--jobs do not go together: the study's interfaces are its variants",
+        ));
+    }
+    if a.bs.is_some() {
+        return Err(Failure::new("--bs and --variants/--jobs do not go together: the study runs at the job's block size (--bs=SIZE among the fio arguments)"));
+    }
+    let scratch;
+    let base = if a.fio.is_empty() {
+        scratch = Scratch::new()?;
+        let mut j = compare::default_job(&scratch.0.join("data"));
+        j.runtime = Some(std::time::Duration::from_millis(300));
+        j
+    } else {
+        base_job(&a.fio)?
+    };
+    let plan = scaling::StudyPlan {
+        variants: match &a.variants {
+            Some(v) => scaling::parse_variants(v).map_err(fail)?,
+            None => scaling::default_variants(&base),
+        },
+        jobs: scaling::parse_jobs(a.jobs.as_deref().unwrap_or("1")).map_err(fail)?,
+        qds: sweep::parse_qds(&a.qd)?,
+        reps: a.reps,
+    };
+    let r = scaling::study(&base, &plan, &mut say).map_err(fail)?;
+    let files = r.write_all(&a.out)?;
+    output::stdout(&r.to_text())?;
+    for f in files {
+        say(&format!("wrote {}", f.display()));
+    }
+    Ok(())
+}
+
 /// Parses a nested benchmark's options; `--help` prints and exits 0, a usage error
 /// prints and exits 2 (clap's convention, as for every other subcommand).
 fn parse<T: Parser>(word: &str, args: &[String]) -> T {
@@ -319,13 +382,16 @@ pub fn nested(word: &str, args: &[String]) -> Outcome {
             let c = compare::compare(&base, &ifaces, a.reps, all, &mut say)?;
             print_cmp(&c, a.format)
         }
+        "sweep" if args.iter().any(|a| is_flag(a, "--variants") || is_flag(a, "--jobs")) => {
+            study_run(parse(word, args))
+        }
         "sweep" => {
             let a: SweepArgs = parse(word, args);
-            let (interfaces, all) = parse_ifaces(&a.engines)?;
+            let (interfaces, all) = parse_ifaces(a.engines.as_deref().unwrap_or("io_uring,libaio,psync"))?;
             let plan = SweepPlan {
                 interfaces,
                 qds: sweep::parse_qds(&a.qd)?,
-                bss: sweep::parse_bss(&a.bs)?,
+                bss: sweep::parse_bss(a.bs.as_deref().unwrap_or("512,4k,32k,128k"))?,
                 reps: a.reps,
                 skip_unavailable: all,
             };

@@ -145,3 +145,34 @@ fn a_bad_log_is_named_with_its_line_and_nothing_is_written() {
         .unwrap();
     assert!(!o.status.success() && text(&o.stderr).contains("--window-ms 0"), "{}", text(&o.stderr));
 }
+
+#[test]
+fn the_scaling_study_runs_refuses_what_the_target_cannot_run_and_names_bad_input() {
+    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "bench-study");
+    let out = s.dir().join("study");
+    let file = format!("--filename={}", s.path("data"));
+    let o = Command::new(env!("CARGO_BIN_EXE_ioswitch"))
+        .args(["bench", "sweep", "--variants", "iou,libaio,vfio", "--jobs", "1,2", "--qd", "1,4", "--out"])
+        .arg(&out)
+        .args(["--name=j", &file, "--size=1m", "--rw=randread", "--bs=4k", "--number_ios=100"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let table = text(&o.stdout);
+    assert!(table.contains("refused vfio: "), "a file cannot run vfio, and the study says so:\n{table}");
+    let csv = std::fs::read_to_string(out.join("study.csv")).unwrap();
+    // iou and libaio × 2 job counts × 2 depths.
+    assert_eq!(csv.lines().count(), 1 + 8, "{csv}");
+    for f in ["study.json", "iops-vs-qd-j1.svg", "iops-vs-qd-j2.svg", "iops-vs-jobs-qd1.svg", "iops-vs-jobs-qd4.svg"] {
+        assert!(out.join(f).is_file(), "{f}");
+    }
+    for (args, want) in [
+        (&["--variants", "iou,uring"][..], "\"uring\" is not a variant"),
+        (&["--jobs", "0"][..], "\"0\" is not a number of jobs"),
+        (&["--variants", "iou", "--bs", "4k"][..], "--bs and --variants/--jobs do not go together"),
+        (&["--jobs", "1", "--engines", "psync"][..], "--engines and --variants/--jobs do not go together"),
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_ioswitch")).args(["bench", "sweep"]).args(args).output().unwrap();
+        assert!(!o.status.success() && text(&o.stderr).contains(want), "{args:?}: {}", text(&o.stderr));
+    }
+}

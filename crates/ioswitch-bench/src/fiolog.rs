@@ -257,9 +257,9 @@ fn auto_window(span_ms: u64) -> u64 {
     let raw = span_ms.div_ceil(100).max(1);
     let mut mag = 1u64;
     loop {
-        for m in [1, 2, 5] {
-            if m * mag >= raw {
-                return m * mag;
+        for m in [1u64, 2, 5] {
+            if m.saturating_mul(mag) >= raw {
+                return m.saturating_mul(mag);
             }
         }
         mag = mag.saturating_mul(10);
@@ -553,6 +553,7 @@ mod tests {
         assert_eq!(auto_window(0), 1);
         assert_eq!(auto_window(30_000), 500);
         assert_eq!(auto_window(12_345), 200);
+        assert_eq!(auto_window(u64::MAX), 200_000_000_000_000_000, "no overflow at the largest span");
     }
 
     #[test]

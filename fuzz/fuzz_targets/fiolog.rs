@@ -2,13 +2,14 @@
 //! (`ioswitch_bench::fiolog`), and the charts drawn from them. The `log` target is the
 //! NVMe log pages, a different input.
 //!
-//! Input: any bytes, read as the text of a latency log (`f_clat.1.log`) and of an IOPS
-//! log (`f_iops.1.log`); not UTF-8 is skipped (the reader refuses it before parsing).
+//! Input: any bytes, read as the text of a latency log (`f_clat.1.log`), of an IOPS log
+//! (`f_iops.1.log`) and of a histogram log (`f_clat_hist.1.log`); not UTF-8 is skipped
+//! (the reader refuses it before parsing).
 //!
 //! Invariants checked:
 //! - parsing never panics; an error names the file and a line that exists (1-based);
-//! - a parsed log has one sample per non-blank line, and each sample printed in fio
-//!   3.33's format (`time, value, ddir, bs, [offset,] prio`) parses back to itself;
+//! - a parsed log has one sample (or histogram) per non-blank line, and each sample printed
+//!   in fio 3.33's format (`time, value, ddir, bs, [offset,] prio`) parses back to itself;
 //! - the chart of a parsed log (automatic window and a 1 ms window) never panics, is one
 //!   `<svg>` document, and holds no NaN or infinity.
 #![no_main]
@@ -31,7 +32,7 @@ fn print(s: &LogSample) -> String {
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
     let lines = text.lines().count();
-    for name in ["f_clat.1.log", "f_iops.1.log"] {
+    for name in ["f_clat.1.log", "f_iops.1.log", "f_clat_hist.1.log"] {
         match parse(Path::new(name), text) {
             Err(e) => {
                 let msg = e.to_string();
@@ -40,7 +41,9 @@ fuzz_target!(|data: &[u8]| {
                 assert!((1..=lines).contains(&line), "{msg:?}: {lines} lines");
             }
             Ok(log) => {
-                assert_eq!(log.samples.len(), text.lines().filter(|l| !l.trim().is_empty()).count());
+                let n = text.lines().filter(|l| !l.trim().is_empty()).count();
+                assert_eq!(log.samples.len() + log.hist.len(), n);
+                assert!(log.hist.iter().all(|h| h.stride() * h.counts.len() == 1856), "{:?}", log.hist);
                 for s in &log.samples {
                     assert_eq!(parse_line(&print(s)).as_ref(), Ok(s), "{s:?}");
                 }

@@ -15,8 +15,12 @@
 //! 5-column line is read as fio 3.33 writes it (its last column the priority), and a
 //! 4-column line as an older fio's. The kind of log comes from the file name, as fio
 //! names it: `NAME_lat.N.log`, `NAME_clat.N.log`, `NAME_slat.N.log`, `NAME_bw.N.log`,
-//! `NAME_iops.N.log` (`.N` absent with `per_job_logs=0`). Histogram logs
-//! (`_clat_hist`) are refused with the reason.
+//! `NAME_iops.N.log` (`.N` absent with `per_job_logs=0`).
+//!
+//! Histogram logs (`write_hist_log`, `NAME_clat_hist.N.log`; fio's `flush_hist_samples`):
+//! `time, direction, bs, c0, c1, …`, the counts of completion latencies in fio's 1856
+//! histogram buckets since the line before (the same buckets as [`crate::hist`]), every
+//! `2^hist_coarseness` buckets added into one column (so 1856, 928, …, 29 columns).
 //!
 //! Charts ([`chart`]): time on x (seconds), windows of [`PlotOpts::window_ms`]; a latency
 //! log gives p50/p99/p99.9 (nearest rank, the sample at rank ⌈p·n/100⌉ of the window's
@@ -39,6 +43,8 @@ pub enum LogKind {
     Bw,
     /// `_iops`: I/Os per second.
     Iops,
+    /// `_clat_hist`: completion latency histograms, one per line.
+    ClatHist,
 }
 
 impl LogKind {
@@ -50,12 +56,13 @@ impl LogKind {
             LogKind::Slat => "slat",
             LogKind::Bw => "bw",
             LogKind::Iops => "iops",
+            LogKind::ClatHist => "clat_hist",
         }
     }
 
     /// Whether the values are latencies (ns).
     pub fn is_latency(self) -> bool {
-        matches!(self, LogKind::Lat | LogKind::Clat | LogKind::Slat)
+        matches!(self, LogKind::Lat | LogKind::Clat | LogKind::Slat | LogKind::ClatHist)
     }
 
     /// The kind of the log file `name` (a file name, not a path), from fio's naming
@@ -67,10 +74,8 @@ impl LogKind {
             Some((s, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => s,
             _ => stem,
         };
-        if stem.ends_with("_hist") {
-            return Err(
-                "a histogram log (write_hist_log); ioswitch bench plot reads lat, clat, slat, bw and iops logs".into(),
-            );
+        if stem.ends_with("_clat_hist") {
+            return Ok(LogKind::ClatHist);
         }
         let kind = stem.rsplit_once('_').map(|(_, k)| k).unwrap_or("");
         Ok(match kind {
@@ -80,7 +85,8 @@ impl LogKind {
             "bw" => LogKind::Bw,
             "iops" => LogKind::Iops,
             _ => {
-                return Err("fio's log name PREFIX_KIND[.N].log with KIND one of lat, clat, slat, bw, iops".to_string())
+                return Err("fio's log name PREFIX_KIND[.N].log with KIND one of lat, clat, slat, bw, iops, clat_hist"
+                    .to_string())
             }
         })
     }
@@ -103,6 +109,51 @@ pub struct LogSample {
     pub prio: Option<u32>,
 }
 
+/// One line of a histogram log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HistSample {
+    /// ms since the job started.
+    pub time_ms: u64,
+    /// 0 read, 1 write, 2 trim.
+    pub ddir: u8,
+    /// Block size, bytes.
+    pub bs: u64,
+    /// Completions per column since the line before; column `i` adds up fio's buckets
+    /// `i·stride .. (i+1)·stride`, `stride = 1856 / counts.len()`.
+    pub counts: Vec<u64>,
+}
+
+impl HistSample {
+    /// Buckets per column.
+    pub fn stride(&self) -> usize {
+        crate::hist::PLAT_NR / self.counts.len().max(1)
+    }
+}
+
+/// Parses one line of a histogram log.
+pub fn parse_hist_line(text: &str) -> Result<HistSample, String> {
+    let cols: Vec<&str> = text.split(',').map(str::trim).collect();
+    let n = cols.len().saturating_sub(3);
+    let ok = (0..=6).any(|c| n == crate::hist::PLAT_NR >> c);
+    if !ok {
+        return Err(format!(
+            "{} columns; a fio histogram log line has time, direction, bs and 1856 counts, or 928, 464, 232, 116, 58, \
+             29 with hist_coarseness 1 to 6",
+            cols.len()
+        ));
+    }
+    let time_ms = field_u64(cols[0], "time (ms)")?;
+    let ddir = match cols[1] {
+        "0" => 0,
+        "1" => 1,
+        "2" => 2,
+        d => return Err(format!("the direction column is {d:?}, not 0 (read), 1 (write) or 2 (trim)")),
+    };
+    let bs = field_u64(cols[2], "block size")?;
+    let counts = cols[3..].iter().map(|c| field_u64(c, "count")).collect::<Result<Vec<u64>, String>>()?;
+    Ok(HistSample { time_ms, ddir, bs, counts })
+}
+
 /// A log read from a file.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FioLog {
@@ -110,8 +161,10 @@ pub struct FioLog {
     pub path: PathBuf,
     /// What it holds.
     pub kind: LogKind,
-    /// The samples, in file order.
+    /// The samples, in file order (none in a histogram log).
     pub samples: Vec<LogSample>,
+    /// The histograms of a histogram log, in file order (none in other logs).
+    pub hist: Vec<HistSample>,
 }
 
 /// A log that could not be read: the file, the line (1-based, 0 for the file as a whole)
@@ -192,19 +245,24 @@ pub fn parse(path: &Path, text: &str) -> Result<FioLog, LogError> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let kind = LogKind::of_file_name(name).map_err(|reason| LogError::Name { path: path.to_path_buf(), reason })?;
     let mut samples = Vec::new();
+    let mut hist = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let s = parse_line(line).map_err(|reason| LogError::Line {
+        let bad = |reason| LogError::Line {
             path: path.to_path_buf(),
             line: i + 1,
             text: line.chars().take(120).collect(),
             reason,
-        })?;
-        samples.push(s);
+        };
+        if kind == LogKind::ClatHist {
+            hist.push(parse_hist_line(line).map_err(bad)?);
+        } else {
+            samples.push(parse_line(line).map_err(bad)?);
+        }
     }
-    Ok(FioLog { path: path.to_path_buf(), kind, samples })
+    Ok(FioLog { path: path.to_path_buf(), kind, samples, hist })
 }
 
 /// Reads and parses the log file at `path`.
@@ -275,7 +333,8 @@ fn pct_name(p: f64) -> String {
 /// The window width used for `log` under `opts`.
 pub fn window_of(log: &FioLog, opts: &PlotOpts) -> u64 {
     opts.window_ms.filter(|&w| w > 0).unwrap_or_else(|| {
-        let (lo, hi) = log.samples.iter().fold((u64::MAX, 0), |(a, b), s| (a.min(s.time_ms), b.max(s.time_ms)));
+        let times = log.samples.iter().map(|s| s.time_ms).chain(log.hist.iter().map(|h| h.time_ms));
+        let (lo, hi) = times.fold((u64::MAX, 0), |(a, b), t| (a.min(t), b.max(t)));
         auto_window(hi.saturating_sub(lo))
     })
 }
@@ -312,7 +371,7 @@ pub fn chart(log: &FioLog, opts: &PlotOpts) -> LineChart {
     let name = log.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let mid = |start: u64| (start as f64 + window as f64 / 2.0) / 1e3;
     let per_io = log.per_io();
-    let mut series = Vec::new();
+    let mut series = if log.kind == LogKind::ClatHist { hist_series(log, window) } else { Vec::new() };
     for (ddir, wins) in windows(log, window) {
         let dname = DDIR_NAMES[ddir as usize];
         if log.kind.is_latency() {
@@ -356,6 +415,11 @@ pub fn chart(log: &FioLog, opts: &PlotOpts) -> LineChart {
         }
     }
     let (title, y_label, y_ticks) = match log.kind {
+        LogKind::ClatHist => (
+            format!("clat percentiles over time (fio histograms): {name} (window {window} ms)"),
+            "clat (µs)".into(),
+            TickFormat::Number,
+        ),
         LogKind::Lat | LogKind::Clat | LogKind::Slat => (
             format!("{} percentiles over time: {name} (window {window} ms)", log.kind.as_str()),
             format!("{} (µs)", log.kind.as_str()),
@@ -381,6 +445,49 @@ pub fn chart(log: &FioLog, opts: &PlotOpts) -> LineChart {
         y_ticks,
         series,
     }
+}
+
+/// The series of a histogram log: per direction and window, the window's histograms added
+/// up, then [`PERCENTILES`] by fio's rule ([`crate::hist::Histogram::percentile`]) and the
+/// largest bucket with a count, in µs. A column of several buckets counts at the value of
+/// its middle bucket.
+fn hist_series(log: &FioLog, window: u64) -> Vec<Series> {
+    use crate::hist::{bucket_value, Histogram};
+    let mut by: Vec<(u8, std::collections::BTreeMap<u64, Histogram>)> = Vec::new();
+    for h in &log.hist {
+        let at = match by.iter().position(|(d, _)| *d == h.ddir) {
+            Some(i) => i,
+            None => {
+                by.push((h.ddir, Default::default()));
+                by.len() - 1
+            }
+        };
+        let hist = by[at].1.entry(h.time_ms / window * window).or_default();
+        let stride = h.stride();
+        for (i, &c) in h.counts.iter().enumerate().filter(|(_, &c)| c > 0) {
+            hist.record_n(bucket_value(i * stride + stride / 2), c);
+        }
+    }
+    by.sort_by_key(|(d, _)| *d);
+    let mid = |start: u64| (start as f64 + window as f64 / 2.0) / 1e3;
+    let mut out = Vec::new();
+    for (ddir, wins) in by {
+        let dname = DDIR_NAMES[ddir as usize];
+        for p in PERCENTILES {
+            out.push(Series {
+                name: format!("{dname} {}", pct_name(p)),
+                points: wins.iter().filter_map(|(t, h)| h.percentile(p).map(|v| (mid(*t), v as f64 / 1e3))).collect(),
+            });
+        }
+        out.push(Series {
+            name: format!("{dname} max"),
+            points: wins
+                .iter()
+                .filter_map(|(t, h)| h.nonzero_buckets().last().map(|(v, _)| (mid(*t), v as f64 / 1e3)))
+                .collect(),
+        });
+    }
+    out
 }
 
 fn how(per_io: bool) -> &'static str {
@@ -498,7 +605,8 @@ mod tests {
         assert_eq!(LogKind::of_file_name("x_slat.log"), Ok(LogKind::Slat));
         assert_eq!(LogKind::of_file_name("x_bw.3.log"), Ok(LogKind::Bw));
         assert_eq!(LogKind::of_file_name("x_iops.1.log"), Ok(LogKind::Iops));
-        assert!(LogKind::of_file_name("x_clat_hist.1.log").unwrap_err().contains("histogram"));
+        assert_eq!(LogKind::of_file_name("x_clat_hist.1.log"), Ok(LogKind::ClatHist));
+        assert!(LogKind::of_file_name("x_lat_hist.1.log").is_err());
         assert!(LogKind::of_file_name("x_lat.1.txt").is_err());
         assert!(LogKind::of_file_name("notes.log").is_err());
         let e = parse(&p("notes.log"), "1,2,0,4096,0").unwrap_err().to_string();
@@ -578,6 +686,43 @@ mod tests {
         // An averaged log (one sample per direction per window) is not.
         let avg = parse(&p("j_iops.1.log"), "100, 1500, 0, 4096, 0\n100, 700, 1, 4096, 0\n200, 1, 0, 4096, 0\n");
         assert!(!avg.unwrap().per_io());
+    }
+
+    #[test]
+    fn a_histogram_log_gives_fios_percentiles_per_window() {
+        use crate::hist::{bucket_index, Histogram, PLAT_NR};
+        // Window 0: 90 completions at 10 µs, 10 at 1 ms; window 1: 5 at 50 µs.
+        let line = |t: u64, entries: &[(u64, u64)]| {
+            let mut c = vec![0u64; PLAT_NR];
+            for &(ns, n) in entries {
+                c[bucket_index(ns)] += n;
+            }
+            format!("{t}, 0, 4096, {}\n", c.iter().map(u64::to_string).collect::<Vec<_>>().join(", "))
+        };
+        let text =
+            line(100, &[(10_000, 50)]) + &line(600, &[(10_000, 40), (1_000_000, 10)]) + &line(1200, &[(50_000, 5)]);
+        let log = parse(&p("j_clat_hist.1.log"), &text).unwrap();
+        assert_eq!((log.hist.len(), log.samples.len()), (3, 0));
+        let c = chart(&log, &PlotOpts { window_ms: Some(1000) });
+        let names: Vec<&str> = c.series.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["read p50", "read p99", "read p99.9", "read max"]);
+        let mut want = Histogram::new();
+        want.record_n(10_000, 90);
+        want.record_n(1_000_000, 10);
+        let us = |v: Option<u64>| v.unwrap() as f64 / 1e3;
+        let at_50us = crate::hist::bucket_value(bucket_index(50_000)) as f64 / 1e3;
+        assert_eq!(c.series[0].points, [(0.5, us(want.percentile(50.0))), (1.5, at_50us)]);
+        assert_eq!(c.series[1].points[0], (0.5, us(want.percentile(99.0))));
+        assert!((c.series[1].points[0].1 - 1000.0).abs() < 1000.0 / 64.0, "p99 is the 1 ms bucket");
+        // Coarseness 6: 29 columns of 64 buckets each.
+        let coarse =
+            format!("0, 1, 4096, {}\n", (0..29).map(|i| if i == 3 { "7" } else { "0" }).collect::<Vec<_>>().join(", "));
+        let log = parse(&p("j_clat_hist.1.log"), &coarse).unwrap();
+        assert_eq!(log.hist[0].stride(), 64);
+        assert_eq!(chart(&log, &PlotOpts { window_ms: None }).series[0].name, "write p50");
+        // A line with a column count of no coarseness is named.
+        let e = parse(&p("j_clat_hist.1.log"), "0, 0, 4096, 1, 2, 3\n").unwrap_err().to_string();
+        assert!(e.starts_with("/x/j_clat_hist.1.log:1: 6 columns; a fio histogram log line"), "{e}");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `ioswitch bench plot` on logs fio itself wrote: fio (Debian's 3.33) runs a mixed job
 //! on a file in /dev/shm with `write_lat_log`, `write_bw_log` and `write_iops_log`, once
-//! with one line per I/O and once averaged (`log_avg_msec`); every log is plotted, and
+//! with one line per I/O and once averaged (`log_avg_msec`, and `write_hist_log`); every
+//! log is plotted, and
 //! each SVG must parse as XML (Python's `xml.etree`, independent of ioswitch) and carry
 //! the series and axis labels of its kind. Skips, saying why, without fio, /dev/shm or
 //! python3.
@@ -72,18 +73,20 @@ fn fios_own_logs_plot_as_valid_svg_with_the_expected_series() {
     let shm = Scratch::new("/dev/shm", "ioswitch-bench-plot");
     let data = shm.path("data");
     let per_io = fio_logs(s.dir(), &data, "each", &[]);
-    let averaged = fio_logs(s.dir(), &data, "avg", &["--log_avg_msec=100"]);
+    let hist = format!("--write_hist_log={}", s.dir().join("avg").display());
+    let averaged = fio_logs(s.dir(), &data, "avg", &["--log_avg_msec=100", &hist, "--log_hist_msec=100"]);
     let names: Vec<String> = per_io.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
     // psync has no submission latency: fio writes an empty slat log.
     assert_eq!(names, ["each_bw.1.log", "each_clat.1.log", "each_iops.1.log", "each_lat.1.log", "each_slat.1.log"]);
-    assert_eq!(averaged.len(), 5);
+    assert_eq!(averaged.len(), 6, "{averaged:?}");
+    assert!(averaged.iter().any(|p| p.ends_with("avg_clat_hist.1.log")), "{averaged:?}");
     let out = s.dir().join("svg");
     let mut args = vec!["bench".to_string(), "plot".into(), "--out".into(), out.display().to_string()];
     args.extend(per_io.iter().chain(&averaged).map(|p| p.display().to_string()));
     let o = Command::new(env!("CARGO_BIN_EXE_ioswitch")).args(&args).output().unwrap();
     assert!(o.status.success(), "ioswitch {args:?}: {}", text(&o.stderr));
     let err = text(&o.stderr);
-    assert_eq!(err.matches("wrote ").count(), 10, "{err}");
+    assert_eq!(err.matches("wrote ").count(), 11, "{err}");
     assert!(err.contains("each_slat.1.svg (its log holds no sample"), "{err}");
 
     for prefix in ["each", "avg"] {
@@ -121,6 +124,11 @@ fn fios_own_logs_plot_as_valid_svg_with_the_expected_series() {
         }
     }
     assert!(std::fs::read_to_string(out.join("each_slat.1.svg")).unwrap().contains("no data"));
+    let svg = std::fs::read_to_string(out.join("avg_clat_hist.1.svg")).unwrap();
+    for want in ["data-name=\"read p99\"", "data-name=\"write p50\"", ">clat (µs)</text>", "fio histograms"] {
+        assert!(svg.contains(want), "histogram log chart: {want}");
+    }
+    assert!(!svg.contains("no data"));
 }
 
 #[test]

@@ -24,7 +24,8 @@
 //!
 //! Charts ([`chart`]): time on x (seconds), windows of [`PlotOpts::window_ms`]; a latency
 //! log gives p50/p99/p99.9 (nearest rank, the sample at rank ⌈p·n/100⌉ of the window's
-//! sorted samples) and the max per window, per direction; a bandwidth or IOPS log the mean
+//! sorted samples) per window and direction (no max: on a linear axis one outlier would
+//! flatten the percentiles); a bandwidth or IOPS log the mean
 //! of the window's samples, per direction.
 
 use crate::plot::{LineChart, Scale, Series, TickFormat};
@@ -363,7 +364,7 @@ fn windows(log: &FioLog, window: u64) -> Vec<(u8, Vec<Window>)> {
     out.into_iter().map(|(d, m)| (d, m.into_iter().map(|(t, (v, b))| (t, v, b)).collect())).collect()
 }
 
-/// The chart of one log: for a latency log the percentiles and max per window (µs), for
+/// The chart of one log: for a latency log the percentiles per window (µs), for
 /// bandwidth (KiB/s) and IOPS logs the rate per window (see the module docs). Points sit
 /// at the window's middle.
 pub fn chart(log: &FioLog, opts: &PlotOpts) -> LineChart {
@@ -391,10 +392,6 @@ pub fn chart(log: &FioLog, opts: &PlotOpts) -> LineChart {
                         .collect(),
                 });
             }
-            series.push(Series {
-                name: format!("{dname} max"),
-                points: sorted.iter().filter_map(|(t, v)| v.last().map(|&x| (mid(*t), x as f64 / 1e3))).collect(),
-            });
         } else {
             let secs = window as f64 / 1e3;
             series.push(Series {
@@ -448,8 +445,7 @@ pub fn chart(log: &FioLog, opts: &PlotOpts) -> LineChart {
 }
 
 /// The series of a histogram log: per direction and window, the window's histograms added
-/// up, then [`PERCENTILES`] by fio's rule ([`crate::hist::Histogram::percentile`]) and the
-/// largest bucket with a count, in µs. A column of several buckets counts at the value of
+/// up, then [`PERCENTILES`] by fio's rule ([`crate::hist::Histogram::percentile`]), in µs. A column of several buckets counts at the value of
 /// its middle bucket.
 fn hist_series(log: &FioLog, window: u64) -> Vec<Series> {
     use crate::hist::{bucket_value, Histogram};
@@ -479,13 +475,6 @@ fn hist_series(log: &FioLog, window: u64) -> Vec<Series> {
                 points: wins.iter().filter_map(|(t, h)| h.percentile(p).map(|v| (mid(*t), v as f64 / 1e3))).collect(),
             });
         }
-        out.push(Series {
-            name: format!("{dname} max"),
-            points: wins
-                .iter()
-                .filter_map(|(t, h)| h.nonzero_buckets().last().map(|(v, _)| (mid(*t), v as f64 / 1e3)))
-                .collect(),
-        });
     }
     out
 }
@@ -634,14 +623,11 @@ mod tests {
         let log = parse(&p("j_clat.1.log"), &text).unwrap();
         let c = chart(&log, &PlotOpts { window_ms: Some(1000) });
         let names: Vec<&str> = c.series.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(
-            names,
-            ["read p50", "read p99", "read p99.9", "read max", "write p50", "write p99", "write p99.9", "write max"]
-        );
+        assert_eq!(names, ["read p50", "read p99", "read p99.9", "write p50", "write p99", "write p99.9"]);
         assert_eq!(c.series[0].points, [(0.5, 50.0), (1.5, 200.0)]);
         assert_eq!(c.series[1].points, [(0.5, 99.0), (1.5, 200.0)]);
-        assert_eq!(c.series[3].points, [(0.5, 100.0), (1.5, 200.0)]);
-        assert_eq!(c.series[4].points, [(1.5, 5.0)]);
+        assert_eq!(c.series[2].points, [(0.5, 100.0), (1.5, 200.0)]);
+        assert_eq!(c.series[3].points, [(1.5, 5.0)]);
         assert_eq!((c.x_label.as_str(), c.y_label.as_str()), ("time (s)", "clat (µs)"));
         let svg = c.to_svg();
         assert!(svg.contains(">read p99</text>") && svg.contains(">clat (µs)</text>"));
@@ -705,7 +691,7 @@ mod tests {
         assert_eq!((log.hist.len(), log.samples.len()), (3, 0));
         let c = chart(&log, &PlotOpts { window_ms: Some(1000) });
         let names: Vec<&str> = c.series.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, ["read p50", "read p99", "read p99.9", "read max"]);
+        assert_eq!(names, ["read p50", "read p99", "read p99.9"]);
         let mut want = Histogram::new();
         want.record_n(10_000, 90);
         want.record_n(1_000_000, 10);

@@ -364,7 +364,8 @@ fn windows(log: &FioLog, window: u64) -> Vec<(u8, Vec<Window>)> {
     out.into_iter().map(|(d, m)| (d, m.into_iter().map(|(t, (v, b))| (t, v, b)).collect())).collect()
 }
 
-/// The chart of one log: for a latency log the percentiles per window (µs), for
+/// The chart of one log: for a latency log the percentiles per window (µs, to be drawn on
+/// a log axis: [`LineChart::to_svg_log_y`]), for
 /// bandwidth (KiB/s) and IOPS logs the rate per window (see the module docs). Points sit
 /// at the window's middle.
 pub fn chart(log: &FioLog, opts: &PlotOpts) -> LineChart {
@@ -414,12 +415,12 @@ pub fn chart(log: &FioLog, opts: &PlotOpts) -> LineChart {
     let (title, y_label, y_ticks) = match log.kind {
         LogKind::ClatHist => (
             format!("clat percentiles over time (fio histograms): {name} (window {window} ms)"),
-            "clat (µs)".into(),
+            "clat (µs, log scale)".into(),
             TickFormat::Number,
         ),
         LogKind::Lat | LogKind::Clat | LogKind::Slat => (
             format!("{} percentiles over time: {name} (window {window} ms)", log.kind.as_str()),
-            format!("{} (µs)", log.kind.as_str()),
+            format!("{} (µs, log scale)", log.kind.as_str()),
             TickFormat::Number,
         ),
         LogKind::Bw => (
@@ -494,8 +495,9 @@ pub fn svg_name(log: &Path) -> String {
 }
 
 /// Reads every log, draws its chart and writes it into `out` (created when missing) as
-/// [`svg_name`]; returns the files written, each with the number of samples its log
-/// held (an empty log is drawn as a chart saying "no data"). Any log that cannot be read fails the whole
+/// [`svg_name`]; returns the files written, each with the number of lines (samples or
+/// histograms) its log held (an empty log is drawn as a chart saying "no data"). Latency
+/// charts have a logarithmic y axis ([`LineChart::to_svg_log_y`]). Any log that cannot be read fails the whole
 /// call before anything is written.
 pub fn plot_files(logs: &[PathBuf], out: &Path, opts: &PlotOpts) -> Result<Vec<(PathBuf, usize)>, PlotError> {
     if logs.is_empty() {
@@ -517,9 +519,10 @@ pub fn plot_files(logs: &[PathBuf], out: &Path, opts: &PlotOpts) -> Result<Vec<(
     let mut written = Vec::new();
     for (l, n) in read_logs.iter().zip(names) {
         let path = out.join(n);
-        std::fs::write(&path, chart(l, opts).to_svg())
-            .map_err(|source| PlotError::Write { path: path.clone(), source })?;
-        written.push((path, l.samples.len()));
+        let c = chart(l, opts);
+        let svg = if l.kind.is_latency() { c.to_svg_log_y() } else { c.to_svg() };
+        std::fs::write(&path, svg).map_err(|source| PlotError::Write { path: path.clone(), source })?;
+        written.push((path, l.samples.len() + l.hist.len()));
     }
     Ok(written)
 }
@@ -628,9 +631,9 @@ mod tests {
         assert_eq!(c.series[1].points, [(0.5, 99.0), (1.5, 200.0)]);
         assert_eq!(c.series[2].points, [(0.5, 100.0), (1.5, 200.0)]);
         assert_eq!(c.series[3].points, [(1.5, 5.0)]);
-        assert_eq!((c.x_label.as_str(), c.y_label.as_str()), ("time (s)", "clat (µs)"));
+        assert_eq!((c.x_label.as_str(), c.y_label.as_str()), ("time (s)", "clat (µs, log scale)"));
         let svg = c.to_svg();
-        assert!(svg.contains(">read p99</text>") && svg.contains(">clat (µs)</text>"));
+        assert!(svg.contains(">read p99</text>") && svg.contains(">clat (µs, log scale)</text>"));
     }
 
     #[test]

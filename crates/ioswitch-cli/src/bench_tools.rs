@@ -295,7 +295,7 @@ Reads the logs fio (or ioswitch bench) writes with write_lat_log, write_bw_log a
 (NAME_lat.N.log, NAME_clat.N.log, NAME_slat.N.log, NAME_bw.N.log, NAME_iops.N.log; fio 3.33's
 columns: time ms, value, direction, bs, [offset,] priority) and writes one SVG per log into --out,
 named after the log (j_clat.1.log -> j_clat.1.svg). Time is cut into windows; a latency log is
-drawn as p50, p99 and p99.9 (nearest rank) per window and direction, in µs; a bandwidth
+drawn as p50, p99 and p99.9 (nearest rank) per window and direction, in µs on a log axis; a bandwidth
 (KiB/s) or IOPS log as the rate per window and direction (fio's default log of one line per I/O
 counted, a log_avg_msec log averaged). A histogram log (write_hist_log, NAME_clat_hist.N.log,
 any hist_coarseness) is drawn as the same clat percentiles, from the window's histograms

@@ -249,7 +249,11 @@ pub fn probe(base: &JobSpec, v: Variant, qd: u32) -> Result<(), String> {
     s.time_based = false;
     s.runtime = None;
     s.ramp_time = None;
-    let p = run::prepare(&s, 0, &mut |_| {}).map_err(|e| e.to_string())?;
+    let p = run::prepare(&s, 0, &mut |_| {}).map_err(|e| match e {
+        // The library's reason alone: where the probe job was defined says nothing here.
+        BenchError::Open { source, .. } => source.to_string(),
+        e => e.to_string(),
+    })?;
     let report = run::run(vec![p], &RunOpts::default());
     let job = report.jobs.first().ok_or("the probe ran no job")?;
     match job.results.iter().find(|r| r.error != 0) {

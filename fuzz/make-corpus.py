@@ -161,6 +161,19 @@ write("idfy", "short-4095", bytes(c[:4095]))
 write("idfy", "long-4097", bytes(c) + b"\xff")
 write("idfy", "all-ff", b"\xff" * PAGE)
 
+# fio's log files (fiolog.rs tests): 3.33's 5- and 6-column lines, older 4-column ones.
+texts("fiolog", [
+    "0, 9292, 0, 4096, 0\n0, 2276, 1, 4096, 0\n12, 1187, 0, 4096, 0\n",
+    "7, 900, 0, 512, 1048576, 0x2004\n8, 901, 1, 512, 2048, 0x0000\n",
+    "3,5,0,4096\n4,6,1,4096\n",
+    "100, 1500, 0, 4096, 0\n100, 700, 1, 4096, 0\n200, 1, 0, 4096, 0\n",
+    "1, 100, 0, 4096, 0\n\n2, 1x0, 0, 4096, 0\n",
+    "18446744073709551615, 18446744073709551615, 3, 18446744073709551615, 0\n0, 0, 0, 0, 0\n",
+    # histogram lines (hist_coarseness 6: 29 columns)
+    "0, 0, 4096, " + ", ".join("3" if i == 5 else "0" for i in range(29)) + "\n"
+    + "500, 1, 4096, " + ", ".join(str(i) for i in range(29)) + "\n",
+])
+
 # Log pages (log.rs tests).
 s = bytearray(512)
 s[0] = 0b101; put(s, 1, le16(323)); s[3] = 100; s[4] = 10; s[5] = 3

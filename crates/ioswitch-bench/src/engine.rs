@@ -5,7 +5,11 @@
 //! - `issue`: sync interfaces: `start` (the call follows at once); async interfaces: right
 //!   after [`Queue::commit`] returns, i.e. after the submit syscall, or after the queue
 //!   push for interfaces with no syscall (`nil`, `emu`, `thrpool` batch into memory);
-//! - `complete`: when the completion is reaped, one timestamp per reaped batch, as fio.
+//! - `complete`: when the completion is reaped, one timestamp per reaped batch, as fio
+//!   (`ioswitch_clat_stamp=batch`, the default); with `ioswitch_clat_stamp=each` the job
+//!   waits for one completion at a time (up to the batch's minimum) and stamps each
+//!   completion when the queue hands it over, so a completion no longer carries the wait
+//!   for the rest of its batch in its clat (fio issue #855).
 //!
 //! slat = issue − start (async only), clat = complete − issue, lat = complete − start;
 //! so for async interfaces every lat sample is exactly its slat plus its clat, and
@@ -35,7 +39,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 pub use crate::jobfile::Rw;
-use crate::jobfile::{Behaviour, RandomGenerator};
+use crate::jobfile::{Behaviour, ClatStamp, RandomGenerator};
 
 /// How the job drives the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -859,9 +863,10 @@ struct Flight {
     slots: Vec<Slot>,
     free: Vec<u32>,
     uncommitted: Vec<u32>,
-    /// Reaped from the queue but not yet taken by a batch, oldest first.
-    pending: std::collections::VecDeque<Completion>,
-    batch: Vec<Completion>,
+    /// Reaped from the queue but not yet taken by a batch, oldest first, each with the
+    /// time the queue handed it over (`ioswitch_clat_stamp=each`; 0 otherwise).
+    pending: std::collections::VecDeque<(Completion, u64)>,
+    batch: Vec<(Completion, u64)>,
 }
 
 impl Flight {
@@ -883,15 +888,26 @@ impl Flight {
     /// accounts them. Returns how many were taken, or `None` when the queue failed.
     fn reap(&mut self, run: &mut Run, min: u32, max: u32) -> Option<u32> {
         self.commit(run);
-        let have = self.pending.len() as u32;
+        let each = run.job.behaviour.clat_stamp == ClatStamp::Each;
         let pending = &mut self.pending;
-        let r = if have < min {
-            self.q.wait(min - have, |c| pending.push_back(c)).map(drop)
-        } else if have < max {
-            self.q.poke(max - have, |c| pending.push_back(c)).map(drop)
-        } else {
-            Ok(())
-        };
+        let mut r = Ok(());
+        if each {
+            // One completion at a time, each stamped as it arrives.
+            while r.is_ok() && (pending.len() as u32) < min {
+                r = self.q.wait(1, |c| pending.push_back((c, now_ns()))).map(drop);
+            }
+        }
+        let have = pending.len() as u32;
+        let stamp = |c| (c, if each { now_ns() } else { 0 });
+        if r.is_ok() {
+            r = if have < min {
+                self.q.wait(min - have, |c| pending.push_back(stamp(c))).map(drop)
+            } else if have < max {
+                self.q.poke(max - have, |c| pending.push_back(stamp(c))).map(drop)
+            } else {
+                Ok(())
+            };
+        }
         if let Err(e) = r {
             run.fail(e.errno().unwrap_or(libc::EIO), e.to_string());
             return None;
@@ -902,7 +918,7 @@ impl Flight {
         run.res.complete_level[batch_bucket(n)] += 1;
         run.res.reaps += 1;
         let mut bytes = 0;
-        for c in self.batch.drain(..) {
+        for (c, at) in self.batch.drain(..) {
             let s = c.tag as u32;
             let slot = &mut self.slots[s as usize];
             let (write, start, issue, off) = (slot.write, slot.start, slot.issue, slot.offset);
@@ -919,7 +935,7 @@ impl Flight {
                 continue;
             }
             bytes += len;
-            run.account(write, len, start, issue, complete, true);
+            run.account(write, len, start, issue, if each { at } else { complete }, true);
         }
         run.sample(complete);
         run.progress.ios.fetch_add(n as u64, Ordering::Relaxed);
@@ -1182,6 +1198,24 @@ mod run_tests {
     fn run(j: &Job) -> JobResult {
         let dev = Device::open(&j.filename, &j.opts).unwrap();
         run_job(j, 0, &dev, &Progress::default())
+    }
+
+    #[test]
+    fn clat_stamp_batch_gives_a_batch_one_time_and_each_one_per_completion() {
+        // One batch: 32 commands committed together (one issue time), reaped as one batch
+        // of 32 (fio's iodepth_batch_complete_min = max = 32).
+        let mut j = job("4MiB", "async=emu", Mode::Async, Rw::RandRead, 32);
+        (j.batch_submit, j.batch_complete_min, j.batch_complete_max) = (32, 32, 32);
+        j.number_ios = Some(32);
+        let b = run(&j);
+        assert_eq!((b.error, b.read.ios, b.reaps), (0, 32, 1), "{:?}", b.error_msg);
+        assert_eq!(b.read.clat.stats.min(), b.read.clat.stats.max(), "batch: one issue and one completion time");
+        j.behaviour.clat_stamp = ClatStamp::Each;
+        let e = run(&j);
+        assert_eq!((e.error, e.read.ios, e.reaps), (0, 32, 1), "{:?}", e.error_msg);
+        assert!(e.read.clat.stats.min() < e.read.clat.stats.max(), "each: a time per completion");
+        // lat is still slat + clat, sample by sample.
+        assert_eq!(e.read.lat.stats.sum(), e.read.slat.stats.sum() + e.read.clat.stats.sum());
     }
 
     #[test]

@@ -414,6 +414,30 @@ pub enum RandomGenerator {
     Lfsr,
 }
 
+/// `ioswitch_clat_stamp`: when a completion gets its completion time (ioswitch's own
+/// option; fio has only the batch rule).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ClatStamp {
+    /// fio's rule (`batch`, the default): one time per reaped batch, taken after the
+    /// batch's wait, so a completion that waited in the queue for the rest of its batch
+    /// counts that wait in its clat (fio issue #855).
+    #[default]
+    Batch,
+    /// `each`: the job waits for one completion at a time until the batch's minimum is
+    /// reached, and every completion is stamped when the queue hands it over.
+    Each,
+}
+
+impl ClatStamp {
+    /// The option value (`batch`, `each`), as the JSON reports it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClatStamp::Batch => "batch",
+            ClatStamp::Each => "each",
+        }
+    }
+}
+
 /// `unified_rw_reporting`: how reads and writes are reported.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum UnifiedRw {
@@ -510,6 +534,9 @@ pub struct Behaviour {
     pub loops: u32,
     /// `wait_for`: the job starts once every instance of the named earlier job is done.
     pub wait_for: Option<String>,
+    /// `ioswitch_clat_stamp`: one completion time per reaped batch (fio's rule) or one
+    /// per completion.
+    pub clat_stamp: ClatStamp,
     /// `threads`: the tiobench profile's thread count; fio accepts it in any job and it
     /// changes nothing there (ioswitch has no profiles): kept for the note that says so.
     pub tiobench_threads: Option<u32>,
@@ -539,6 +566,7 @@ impl Default for Behaviour {
             loops: 1,
             wait_for: None,
             tiobench_threads: None,
+            clat_stamp: ClatStamp::default(),
         }
     }
 }
@@ -797,6 +825,7 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("wait_for", &[], Kind::Value),
     ("cmd_type", &[], Kind::Value),
     ("nonvectored", &[], Kind::Value),
+    ("ioswitch_clat_stamp", &[], Kind::Value),
 ];
 
 /// Options that only some engines have, besides fio's names of the library's interface
@@ -1348,6 +1377,14 @@ impl JobSpec {
                     _ => return Err(val.bad(EXPECT)),
                 };
                 b.continue_on_error = ContinueOn { read, write, verify };
+            }
+            "ioswitch_clat_stamp" => {
+                const EXPECT: &str = "batch (one completion time per reaped batch, as fio) or each";
+                b.clat_stamp = match val.value(EXPECT)? {
+                    "batch" => ClatStamp::Batch,
+                    "each" => ClatStamp::Each,
+                    _ => return Err(val.bad(EXPECT)),
+                };
             }
             "random_generator" => {
                 const EXPECT: &str = "tausworthe, lfsr or tausworthe64";
@@ -2370,5 +2407,15 @@ mod tests {
     #[test]
     fn name_option_renames_the_job() {
         assert_eq!(one("[j]\nname=renamed\n").name, "renamed");
+    }
+
+    #[test]
+    fn ioswitch_clat_stamp_is_batch_by_default_and_takes_each() {
+        assert_eq!(JobSpec::new("d").behaviour.clat_stamp, ClatStamp::Batch);
+        assert_eq!(one("[j]\nioswitch_clat_stamp=each\n").behaviour.clat_stamp, ClatStamp::Each);
+        assert_eq!(one("[j]\nioswitch_clat_stamp=batch\n").behaviour.clat_stamp, ClatStamp::Batch);
+        let e = err("[j]\nioswitch_clat_stamp=per-io\n");
+        assert!(e.starts_with("job.fio:2: bad value 'per-io' for option 'ioswitch_clat_stamp'"), "{e}");
+        assert!(e.contains("batch") && e.contains("each"), "{e}");
     }
 }

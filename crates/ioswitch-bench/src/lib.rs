@@ -17,6 +17,7 @@
 pub mod compare;
 pub mod engine;
 pub mod error;
+pub mod fiolog;
 pub mod hist;
 pub mod jobfile;
 pub mod measure;
@@ -25,6 +26,7 @@ pub mod overhead;
 pub mod plot;
 pub mod report;
 pub mod run;
+pub mod scaling;
 pub mod stats;
 pub mod sweep;
 pub mod verify;

@@ -134,8 +134,8 @@ fn nice_step(max: f64, n: f64) -> f64 {
 }
 
 impl LineChart {
-    fn placeable(&self, x: f64, y: f64) -> bool {
-        x.is_finite() && y.is_finite() && (self.x_scale == Scale::Linear || x > 0.0)
+    fn placeable(&self, x: f64, y: f64, log_y: bool) -> bool {
+        x.is_finite() && y.is_finite() && (self.x_scale == Scale::Linear || x > 0.0) && (!log_y || y > 0.0)
     }
 
     fn x_value(&self, x: f64) -> f64 {
@@ -145,10 +145,25 @@ impl LineChart {
         }
     }
 
-    /// The chart as a complete SVG document.
+    /// The chart as a complete SVG document, the y axis linear from 0.
     pub fn to_svg(&self) -> String {
-        let pts: Vec<(f64, f64)> =
-            self.series.iter().flat_map(|s| s.points.iter().copied()).filter(|&(x, y)| self.placeable(x, y)).collect();
+        self.render(false)
+    }
+
+    /// The chart as a complete SVG document with a logarithmic y axis (base 10, ticks at
+    /// powers of ten spanning the data); points with y ≤ 0 are left out. For latencies,
+    /// where one outlier would flatten everything else on a linear axis.
+    pub fn to_svg_log_y(&self) -> String {
+        self.render(true)
+    }
+
+    fn render(&self, log_y: bool) -> String {
+        let pts: Vec<(f64, f64)> = self
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter().copied())
+            .filter(|&(x, y)| self.placeable(x, y, log_y))
+            .collect();
         // x range in axis units (log2 of x on a log axis), padded when there is one value.
         let (mut x0, mut x1) = pts.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &(x, _)| {
             let v = self.x_value(x);
@@ -173,7 +188,25 @@ impl LineChart {
         let ymin = pts.iter().map(|&(_, y)| y).fold(0.0f64, f64::min);
         let ymin = if ymin < 0.0 { (ymin / ystep).floor() * ystep } else { 0.0 };
         let px = |v: f64| LEFT + (v - x0) / (x1 - x0) * (RIGHT - LEFT);
-        let py = |y: f64| BOTTOM - (y - ymin) / (ymax - ymin) * (BOTTOM - TOP);
+        // Log axis: decades from the one below the smallest value to the one above the largest.
+        let (mut d0, mut d1) =
+            pts.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &(_, y)| (a.min(y.log10()), b.max(y.log10())));
+        if !d0.is_finite() {
+            (d0, d1) = (0.0, 1.0);
+        }
+        let (d0, mut d1) = (d0.floor(), d1.ceil());
+        if d1 - d0 < 1.0 {
+            d1 = d0 + 1.0;
+        }
+        let py = |y: f64| {
+            if log_y {
+                BOTTOM - (y.log10() - d0) / (d1 - d0) * (BOTTOM - TOP)
+            } else {
+                BOTTOM - (y - ymin) / (ymax - ymin) * (BOTTOM - TOP)
+            }
+        };
+        // A tick's label and the step its decimals follow.
+        let ytick_step = |y: f64| if log_y { y } else { ystep };
 
         let mut s = String::new();
         let _ = writeln!(
@@ -191,11 +224,15 @@ impl LineChart {
         );
         // Grid and ticks.
         let _ = writeln!(s, r##"<g class="grid" stroke="#dddddd" stroke-width="1">"##);
-        let mut yt = ymin;
         let mut yticks = Vec::new();
-        while yt <= ymax + ystep * 1e-6 {
-            yticks.push(yt);
-            yt += ystep;
+        if log_y {
+            yticks.extend((d0 as i32..=d1 as i32).map(|k| 10f64.powi(k)));
+        } else {
+            let mut yt = ymin;
+            while yt <= ymax + ystep * 1e-6 {
+                yticks.push(yt);
+                yt += ystep;
+            }
         }
         for &y in &yticks {
             let _ = writeln!(s, r#"<line x1="{LEFT}" y1="{0:.1}" x2="{RIGHT}" y2="{0:.1}"/>"#, py(y));
@@ -233,7 +270,7 @@ impl LineChart {
                 r#"<text x="{}" y="{:.1}" text-anchor="end">{}</text>"#,
                 LEFT - 6.0,
                 py(y) + 4.0,
-                escape(&tick_label(y, ystep, self.y_ticks))
+                escape(&tick_label(y, ytick_step(y), self.y_ticks))
             );
         }
         let xstep = if xticks.len() > 1 { xticks[1] - xticks[0] } else { 1.0 };
@@ -277,7 +314,7 @@ impl LineChart {
             let colour = COLOURS[i % COLOURS.len()];
             let dash = if i >= COLOURS.len() { r#" stroke-dasharray="6 4""# } else { "" };
             let mut coords = String::new();
-            for &(x, y) in ser.points.iter().filter(|&&(x, y)| self.placeable(x, y)) {
+            for &(x, y) in ser.points.iter().filter(|&&(x, y)| self.placeable(x, y, log_y)) {
                 let _ = write!(coords, "{:.1},{:.1} ", px(self.x_value(x)), py(y));
             }
             let name = escape(&ser.name);
@@ -289,14 +326,14 @@ impl LineChart {
             );
             // A lone point has no line to show it: draw it larger.
             let r = if ser.points.len() == 1 { 5 } else { 3 };
-            for &(x, y) in ser.points.iter().filter(|&&(x, y)| self.placeable(x, y)) {
+            for &(x, y) in ser.points.iter().filter(|&&(x, y)| self.placeable(x, y, log_y)) {
                 let _ = writeln!(
                     s,
                     r#"<circle cx="{:.1}" cy="{:.1}" r="{r}" fill="{colour}"><title>{name}: {} → {}</title></circle>"#,
                     px(self.x_value(x)),
                     py(y),
                     escape(&tick_label(x, 1.0, self.x_ticks)),
-                    escape(&tick_label(y, ystep / 100.0, self.y_ticks))
+                    escape(&tick_label(y, ytick_step(y) / 100.0, self.y_ticks))
                 );
             }
             let ly = TOP + 10.0 + i as f64 * 22.0;
@@ -377,6 +414,33 @@ mod tests {
         let svg = c.to_svg();
         assert!(svg.contains("no data") && svg.ends_with("</svg>\n"));
         assert!(!svg.contains("NaN") && !svg.contains("inf"));
+    }
+
+    #[test]
+    fn a_log_y_axis_has_a_tick_per_decade_and_spaces_decades_evenly() {
+        let c = LineChart {
+            x_scale: Scale::Linear,
+            series: vec![Series { name: "s".into(), points: vec![(1.0, 2.0), (2.0, 20.0), (3.0, 200.0), (4.0, 0.0)] }],
+            ..chart()
+        };
+        let svg = c.to_svg_log_y();
+        for t in ["1", "10", "100", "1000"] {
+            assert!(svg.contains(&format!(">{t}</text>")), "tick {t}");
+        }
+        let line = svg.lines().find(|l| l.contains("<polyline fill=\"none\"")).unwrap();
+        let ys: Vec<f64> = line
+            .split("points=\"")
+            .nth(1)
+            .unwrap()
+            .trim_end_matches("\"/>")
+            .split(' ')
+            .map(|p| p.split(',').nth(1).unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(ys.len(), 3, "y = 0 has no place on a log axis: {ys:?}");
+        assert!(((ys[0] - ys[1]) - (ys[1] - ys[2])).abs() < 0.2, "{ys:?}");
+        assert!(!svg.contains("NaN") && !svg.contains("inf"));
+        // The linear rendering of the same chart keeps the zero.
+        assert_eq!(c.to_svg().matches("<circle cx").count(), 4 + 1);
     }
 
     #[test]

@@ -728,6 +728,7 @@ fn entry_json(e: &Entry<'_>, gd: &[(u32, [GroupDir; 3])], plus: bool, ceiling: O
         ("phase_threads", e.cpu.thread_count.into()),
         ("verified_blocks", e.verified.into()),
         ("error_msg", e.error_msg.clone().unwrap_or_default().into()),
+        ("clat_stamp", spec.behaviour.clat_stamp.as_str().into()),
     ]);
     let ioswitch = match (ioswitch, e.copy_fraction(ceiling)) {
         (Json::Obj(mut pairs), Some(f)) => {
@@ -1425,6 +1426,7 @@ mod tests {
         assert_eq!(x["syscalls"], 500);
         assert_eq!(x["syscalls_per_io"], 0.5);
         assert!(x["process_usr_cpu"].is_f64() && x["helper_sys_cpu"].is_f64());
+        assert_eq!(x["clat_stamp"], "batch", "fio's rule unless the job asks for another");
     }
 
     #[test]

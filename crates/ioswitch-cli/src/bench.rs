@@ -52,11 +52,12 @@ Examples:
   ioswitch bench jobs.fio --section randread
   ioswitch bench --name=v --filename=f --size=16m --rw=write --verify=crc32c     # write, then check
 
-Nested benchmarks: ioswitch bench compare|sweep|overhead|membw … (see their --help).";
+Nested benchmarks: ioswitch bench compare|sweep|overhead|membw … (see their --help).
+Plots of fio's logs (write_lat_log, write_bw_log, write_iops_log): ioswitch bench plot LOG...";
 
 /// Words that name a nested benchmark when they come first (`ioswitch bench compare …`)
 /// instead of a job file.
-pub const NESTED: [&str; 4] = ["compare", "sweep", "overhead", "membw"];
+pub const NESTED: [&str; 5] = ["compare", "sweep", "overhead", "membw", "plot"];
 
 /// `ioswitch bench`: clap only collects the arguments, untouched, for fio's reader.
 #[derive(Parser, Debug)]

@@ -1,13 +1,15 @@
 //! `ioswitch bench` with no arguments (the built-in comparison) and the nested
-//! benchmarks `compare`, `sweep`, `overhead` and `membw`.
+//! benchmarks `compare`, `sweep`, `overhead` and `membw`, and `plot` (charts of fio's logs).
 
 use crate::fail::{Failure, Outcome};
 use crate::output;
 use clap::Parser;
 use ioswitch_bench::compare::{self, Comparison, Iface};
+use ioswitch_bench::fiolog;
 use ioswitch_bench::jobfile::{JobSet, JobSpec};
 use ioswitch_bench::membw::{self, MembwOpts};
 use ioswitch_bench::overhead::{self, targets, OverheadOpts};
+use ioswitch_bench::scaling;
 use ioswitch_bench::sweep::{self, SweepPlan};
 use std::path::PathBuf;
 
@@ -110,23 +112,42 @@ struct CompareArgs {
 #[derive(Parser, Debug)]
 #[command(
     name = "ioswitch bench sweep",
-    about = "Queue depth × block size grid over interfaces: CSV, JSON and SVG plots",
+    about = "Queue depth × block size grid over interfaces, or the jobs × queue depth × variant scaling study: CSV, JSON and SVG plots",
     after_help = "\
 Writes sweep.csv, sweep.json, lat-vs-qd.svg, lat-vs-bs.svg and iops-vs-qd.svg into --out.
 
-Example:
-  ioswitch bench sweep --engines io_uring,libaio,psync --qd 1,2,4,8,16,32 --bs 512,4k,32k,128k --out sweep/"
+With --variants or --jobs: the scaling study of \"Understanding Modern Storage APIs\" instead, at
+the job's block size: jobs × queue depth × variants, with the paper's labels
+  iou     io_uring (interrupts)        iou+p   io_uring with IOPOLL
+  iou+k   io_uring with SQPOLL         libaio  Linux AIO
+  vfio    the user-space NVMe driver (a PCI address target; in the default list only then)
+Each variant is probed first; one the target cannot run is reported as refused, with the
+reason. Writes study.csv, study.json, iops-vs-qd-jN.svg per job count and iops-vs-jobs-qdD.svg
+per queue depth into --out.
+
+Examples:
+  ioswitch bench sweep --engines io_uring,libaio,psync --qd 1,2,4,8,16,32 --bs 512,4k,32k,128k --out sweep/
+  ioswitch bench sweep --variants iou,iou+p,iou+k,libaio --jobs 1,2 --qd 1,4,16,64 --out study/ \\
+      --name=j --filename=/var/tmp/f --size=1g --rw=randread --bs=4k --direct=1 --runtime=2s --time_based"
 )]
 struct SweepArgs {
-    /// Interfaces: a comma list or `all`.
-    #[arg(long, default_value = "io_uring,libaio,psync")]
-    engines: String,
+    /// Interfaces: a comma list or `all` [default: io_uring,libaio,psync].
+    #[arg(long)]
+    engines: Option<String>,
     /// Queue depths.
     #[arg(long, default_value = "1,2,4,8,16,32")]
     qd: String,
-    /// Block sizes (4k, 128k, …).
-    #[arg(long, default_value = "512,4k,32k,128k")]
-    bs: String,
+    /// Block sizes (4k, 128k, …) [default: 512,4k,32k,128k; the scaling study runs at
+    /// the job's block size].
+    #[arg(long)]
+    bs: Option<String>,
+    /// The scaling study's interface variants: iou, iou+p, iou+k, libaio, vfio [default:
+    /// the first four, and vfio on a PCI address].
+    #[arg(long)]
+    variants: Option<String>,
+    /// The scaling study's job counts (numjobs) [default: 1].
+    #[arg(long)]
+    jobs: Option<String>,
     /// Repetitions of the whole grid, interleaved.
     #[arg(long, default_value_t = 1)]
     reps: u32,
@@ -264,6 +285,83 @@ fn membw_run(a: MembwArgs) -> Outcome {
     }
 }
 
+/// `ioswitch bench plot`.
+#[derive(Parser, Debug)]
+#[command(
+    name = "ioswitch bench plot",
+    about = "SVG time-series charts from fio's logs: latency percentiles, IOPS and bandwidth over time",
+    after_help = "\
+Reads the logs fio (or ioswitch bench) writes with write_lat_log, write_bw_log and write_iops_log
+(NAME_lat.N.log, NAME_clat.N.log, NAME_slat.N.log, NAME_bw.N.log, NAME_iops.N.log; fio 3.33's
+columns: time ms, value, direction, bs, [offset,] priority) and writes one SVG per log into --out,
+named after the log (j_clat.1.log -> j_clat.1.svg). Time is cut into windows; a latency log is
+drawn as p50, p99 and p99.9 (nearest rank) per window and direction, in µs on a log axis; a bandwidth
+(KiB/s) or IOPS log as the rate per window and direction (fio's default log of one line per I/O
+counted, a log_avg_msec log averaged). A histogram log (write_hist_log, NAME_clat_hist.N.log,
+any hist_coarseness) is drawn as the same clat percentiles, from the window's histograms
+added up, by fio's percentile rule.
+
+Example:
+  fio --name=j --filename=/dev/shm/f --size=64m --rw=randread --runtime=5s --time_based \\
+      --write_lat_log=j --write_bw_log=j --write_iops_log=j --log_avg_msec=100
+  ioswitch bench plot j_*.log --out plots/"
+)]
+struct PlotArgs {
+    /// Width of a time window in ms (default: the log's span / 100, rounded to 1, 2 or 5
+    /// times a power of ten).
+    #[arg(long = "window-ms")]
+    window_ms: Option<u64>,
+    /// Directory for the SVG files.
+    #[arg(long, default_value = "plots")]
+    out: PathBuf,
+    /// fio log files.
+    #[arg(value_name = "LOG", required = true)]
+    logs: Vec<PathBuf>,
+}
+
+/// Whether `arg` is the option `flag` (`--flag` or `--flag=…`).
+fn is_flag(arg: &str, flag: &str) -> bool {
+    arg == flag || arg.strip_prefix(flag).is_some_and(|r| r.starts_with('='))
+}
+
+/// `ioswitch bench sweep --variants …`: the scaling study.
+fn study_run(a: SweepArgs) -> Outcome {
+    let fail = |e: scaling::StudyError| Failure::new(e.to_string());
+    if a.engines.is_some() {
+        return Err(Failure::new(
+            "--engines and --variants/--jobs do not go together: the study's interfaces are its variants",
+        ));
+    }
+    if a.bs.is_some() {
+        return Err(Failure::new("--bs and --variants/--jobs do not go together: the study runs at the job's block size (--bs=SIZE among the fio arguments)"));
+    }
+    let scratch;
+    let base = if a.fio.is_empty() {
+        scratch = Scratch::new()?;
+        let mut j = compare::default_job(&scratch.0.join("data"));
+        j.runtime = Some(std::time::Duration::from_millis(300));
+        j
+    } else {
+        base_job(&a.fio)?
+    };
+    let plan = scaling::StudyPlan {
+        variants: match &a.variants {
+            Some(v) => scaling::parse_variants(v).map_err(fail)?,
+            None => scaling::default_variants(&base),
+        },
+        jobs: scaling::parse_jobs(a.jobs.as_deref().unwrap_or("1")).map_err(fail)?,
+        qds: sweep::parse_qds(&a.qd)?,
+        reps: a.reps,
+    };
+    let r = scaling::study(&base, &plan, &mut say).map_err(fail)?;
+    let files = r.write_all(&a.out)?;
+    output::stdout(&r.to_text())?;
+    for f in files {
+        say(&format!("wrote {}", f.display()));
+    }
+    Ok(())
+}
+
 /// Parses a nested benchmark's options; `--help` prints and exits 0, a usage error
 /// prints and exits 2 (clap's convention, as for every other subcommand).
 fn parse<T: Parser>(word: &str, args: &[String]) -> T {
@@ -271,7 +369,7 @@ fn parse<T: Parser>(word: &str, args: &[String]) -> T {
     T::try_parse_from(argv).unwrap_or_else(|e| e.exit())
 }
 
-/// Runs `ioswitch bench WORD ARGS…` for WORD in compare, sweep, overhead, membw.
+/// Runs `ioswitch bench WORD ARGS…` for WORD in compare, sweep, overhead, membw, plot.
 pub fn nested(word: &str, args: &[String]) -> Outcome {
     match word {
         "compare" => {
@@ -287,13 +385,16 @@ pub fn nested(word: &str, args: &[String]) -> Outcome {
             let c = compare::compare(&base, &ifaces, a.reps, all, &mut say)?;
             print_cmp(&c, a.format)
         }
+        "sweep" if args.iter().any(|a| is_flag(a, "--variants") || is_flag(a, "--jobs")) => {
+            study_run(parse(word, args))
+        }
         "sweep" => {
             let a: SweepArgs = parse(word, args);
-            let (interfaces, all) = parse_ifaces(&a.engines)?;
+            let (interfaces, all) = parse_ifaces(a.engines.as_deref().unwrap_or("io_uring,libaio,psync"))?;
             let plan = SweepPlan {
                 interfaces,
                 qds: sweep::parse_qds(&a.qd)?,
-                bss: sweep::parse_bss(&a.bs)?,
+                bss: sweep::parse_bss(a.bs.as_deref().unwrap_or("512,4k,32k,128k"))?,
                 reps: a.reps,
                 skip_unavailable: all,
             };
@@ -346,8 +447,23 @@ pub fn nested(word: &str, args: &[String]) -> Outcome {
             }
         }
         "membw" => membw_run(parse(word, args)),
-        other => {
-            Err(Failure::new(format!("ioswitch bench {other}: no such benchmark (compare, sweep, overhead, membw)")))
+        "plot" => {
+            let a: PlotArgs = parse(word, args);
+            if a.window_ms == Some(0) {
+                return Err(Failure::new("--window-ms 0: a time window is at least 1 ms"));
+            }
+            let opts = fiolog::PlotOpts { window_ms: a.window_ms };
+            let files = fiolog::plot_files(&a.logs, &a.out, &opts).map_err(|e| Failure::new(e.to_string()))?;
+            for (f, n) in files {
+                match n {
+                    0 => say(&format!("wrote {} (its log holds no sample: the chart says \"no data\")", f.display())),
+                    n => say(&format!("wrote {} ({n} samples)", f.display())),
+                }
+            }
+            Ok(())
         }
+        other => Err(Failure::new(format!(
+            "ioswitch bench {other}: no such benchmark (compare, sweep, overhead, membw, plot)"
+        ))),
     }
 }

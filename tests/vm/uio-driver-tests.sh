@@ -75,6 +75,8 @@ if [[ ${1:-} == --guest ]]; then
         vfio_ns+="$(cat "$b/nsid"):$lba:$(($(cat "$b/size") * 512)):$zl:$nz:$dlfeat "
     done
     echo "guest: IOSWITCH_VFIO_NS=$vfio_ns ($(date +%T))"
+    # MDTS as nvme-cli reads it while the kernel owns the controller (the chained-PRP test).
+    mdts=$(nvme id-ctrl "/dev/$ctrl" | awk '$1 == "mdts" { print $3 }')
 
     check "no IOMMU: no IOMMU groups, and binding to vfio-pci is refused" bash -c "
         [ -z \"\$(ls /sys/kernel/iommu_groups 2>/dev/null)\" ] || { echo 'this guest has IOMMU groups'; exit 1; }
@@ -82,8 +84,6 @@ if [[ ${1:-} == --guest ]]; then
         cat '$out/bind-vfio.err'
         [ \$rc != 0 ] && grep -q 'IOMMU' '$out/bind-vfio.err'"
     check "bind to uio_pci_generic" "$cli" driver bind uio "$addr"
-    # MDTS as nvme-cli reads it while the kernel owns the controller (the chained-PRP test).
-    mdts=$(nvme id-ctrl "/dev/$ctrl" | awk '$1 == "mdts" { print $3 }')
     check "test binary with dma=uio (crates/ioswitch/tests/vfio.rs)" \
         env IOSWITCH_VFIO_PCI=$addr IOSWITCH_VFIO_DMA=uio IOSWITCH_VFIO_MDTS="$mdts" "$exe" --test-threads=1 "$@"
 

@@ -103,6 +103,10 @@ pub struct Job {
     /// fio's options for file creation, ending, errors and measurement
     /// (`refill_buffers`, `exitall`, `disable_*lat`, `continue_on_error`, …).
     pub behaviour: Behaviour,
+    /// Load shaping: rate limits and thinktime ([`crate::load`]).
+    pub load: crate::load::Load,
+    /// The time-series logs the job writes ([`crate::iolog`]).
+    pub logs: crate::iolog::LogOpts,
 }
 
 /// What one direction (read or write) did.
@@ -181,6 +185,9 @@ pub struct JobResult {
     pub total_err: u64,
     /// errno of the first of them, as fio's `first_error`.
     pub first_error: i32,
+    /// The job's time-series logs, when it writes any (written to files by
+    /// [`crate::run::write_logs`]).
+    pub logs: Option<crate::iolog::JobLogs>,
 }
 
 /// Progress counters shared with the status line; updated once per reaped batch.
@@ -477,6 +484,15 @@ struct Run<'a> {
     last_done: u64,
     /// Random data for `refill_buffers`.
     refill: Rng,
+    /// The rate limiter, if the job is rated; `paced_from_ramp`: restarted at the ramp's end.
+    pacer: Option<crate::load::Pacer>,
+    paced_from_ramp: bool,
+    /// The thinktime rule, if the job has one.
+    thinker: Option<crate::load::Thinker>,
+    /// I/Os completed (fio's `io_blocks`, for `thinktime_blocks_type=complete`).
+    completed_ios: u64,
+    /// The time-series logs, if the job writes any.
+    logs: Option<crate::iolog::JobLogs>,
 }
 
 impl<'a> Run<'a> {
@@ -496,16 +512,64 @@ impl<'a> Run<'a> {
         self.job.time_based || self.issued_bytes < self.budget
     }
 
+    /// One I/O completed well: counted for thinktime and put in the logs (after the ramp;
+    /// times in ms since its end, fio's epoch).
     #[inline]
-    fn pick(&mut self) -> (bool, u64, u64) {
-        let write = match self.job.rw {
+    fn completed_io(&mut self, write: bool, len: u64, off: u64, t: [u64; 3], has_slat: bool) {
+        self.completed_ios += 1;
+        let [start, issue, complete] = t;
+        let Some(logs) = self.logs.as_mut() else { return };
+        if complete < self.ramp_end {
+            return;
+        }
+        let b = &self.job.behaviour;
+        let ms = (complete - self.ramp_end) / 1_000_000;
+        let lat = [
+            (!b.disable_lat).then_some(complete - start),
+            (has_slat && !b.disable_slat).then_some(issue - start),
+            (!b.disable_clat).then_some(complete - issue),
+        ];
+        logs.io(ms, write, len, off, lat);
+        if !b.disable_bw {
+            logs.tick(ms);
+        }
+    }
+
+    /// The direction of the next I/O and when it may start: the rate limiter's choice
+    /// (fio's `rate_ddir`) of the direction drawn; `None` when the job has no limiter.
+    fn paced(&mut self, write: bool, now: u64) -> Option<(bool, u64)> {
+        let p = self.pacer.as_mut()?;
+        if !self.paced_from_ramp && now >= self.ramp_end && self.ramp_end > 0 {
+            // fio starts the rate over when the ramp ends (reset_io_counters).
+            p.restart(self.ramp_end);
+            self.paced_from_ramp = true;
+        }
+        let mixed = matches!(self.job.rw, Rw::ReadWrite | Rw::RandRw);
+        Some(p.choose(write, now, mixed))
+    }
+
+    /// The direction of the next I/O (fio's rwmix draw).
+    #[inline]
+    fn pick_dir(&mut self) -> bool {
+        match self.job.rw {
             Rw::Read | Rw::RandRead => false,
             Rw::Write | Rw::RandWrite => true,
             Rw::ReadWrite | Rw::RandRw => self.mix.below(100) >= self.job.rwmixread as u64,
-        };
+        }
+    }
+
+    /// The offset and length of the next I/O of direction `write`.
+    #[inline]
+    fn pick_at(&mut self, write: bool) -> (bool, u64, u64) {
         let d = write as usize;
         let off = self.offs[d].next();
         (write, off, self.job.bs[d])
+    }
+
+    #[inline]
+    fn pick(&mut self) -> (bool, u64, u64) {
+        let write = self.pick_dir();
+        self.pick_at(write)
     }
 
     fn fail(&mut self, errno: i32, msg: String) {
@@ -674,12 +738,24 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
         first_done: 0,
         last_done: 0,
         refill: Rng::new(job.seed ^ salt ^ 0xF111),
+        pacer: crate::load::Pacer::new(&job.load, job.bs, job.seed ^ salt, t0),
+        paced_from_ramp: job.ramp.is_zero(),
+        thinker: crate::load::Thinker::new(&job.load),
+        completed_ios: 0,
+        logs: job.logs.any().then(|| {
+            let b = &job.behaviour;
+            crate::iolog::JobLogs::new(&job.logs, &job.name, job.bs, [!b.disable_lat, !b.disable_slat, !b.disable_clat])
+        }),
     };
     match job.mode {
         Mode::Sync => run_sync(&mut run),
         Mode::Async => run_async(&mut run),
     }
     let measured_from = run.ramp_end.max(t0);
+    if let Some(mut logs) = run.logs.take() {
+        logs.finish(now_ns().saturating_sub(run.ramp_end) / 1_000_000);
+        run.res.logs = Some(logs);
+    }
     run.res.runtime_ns = run.last_done.saturating_sub(measured_from).max(if run.last_done > 0 { 1 } else { 0 });
     if job.behaviour.end_fsync && job.rw.writes() && run.res.error == 0 {
         // fio's end_fsync: one flush once the writing is done, timed as a sync.
@@ -759,11 +835,26 @@ fn run_sync(run: &mut Run) {
     let per_cmd = run.dev.sync_syscalls_per_cmd();
     let mut batch = 0u64;
     loop {
-        let start = now_ns();
+        let mut start = now_ns();
         if !run.more(start) {
             break;
         }
-        let (write, off, len) = run.pick();
+        let (write, off, len) = match run.pacer.is_some() {
+            false => run.pick(),
+            true => {
+                let drawn = run.pick_dir();
+                let (write, due) = run.paced(drawn, start).unwrap_or((drawn, start));
+                if due > start {
+                    // Nothing is in flight in a sync job: wait for the due time.
+                    crate::load::sleep_until(due.min(run.deadline), now_ns);
+                    start = now_ns();
+                    if !run.more(start) {
+                        break;
+                    }
+                }
+                run.pick_at(write)
+            }
+        };
         if write {
             run.fill(&mut buf, off);
         }
@@ -778,8 +869,14 @@ fn run_sync(run: &mut Run) {
         run.res.queue.submitted += 1;
         run.res.queue.completed += 1;
         run.res.queue.syscalls += per_cmd;
+        if let Some(p) = run.pacer.as_mut() {
+            p.issued(write, len);
+        }
         match r {
-            Ok(_) => run.account(write, len, start, start, complete, false),
+            Ok(_) => {
+                run.account(write, len, start, start, complete, false);
+                run.completed_io(write, len, off, [start, start, complete], false);
+            }
             Err(e) => {
                 let errno = e.errno().unwrap_or(libc::EIO);
                 if !run.goes_on_after(write, false, errno) {
@@ -805,6 +902,11 @@ fn run_sync(run: &mut Run) {
             }
         }
         run.sample(complete);
+        if let Some(t) = run.thinker.as_mut() {
+            if t.due(run.issued_ios, run.completed_ios) {
+                t.stall(now_ns);
+            }
+        }
         batch += 1;
         if batch == 64 {
             run.progress.ios.fetch_add(batch, Ordering::Relaxed);
@@ -920,6 +1022,7 @@ impl Flight {
             }
             bytes += len;
             run.account(write, len, start, issue, complete, true);
+            run.completed_io(write, len, off, [start, issue, complete], true);
         }
         run.sample(complete);
         run.progress.ios.fetch_add(n as u64, Ordering::Relaxed);
@@ -960,11 +1063,29 @@ fn run_async(run: &mut Run) {
     // fio's do_io: one I/O per turn; reap when the queue is full (or after every I/O when
     // polling), until no more than iodepth_low are in flight.
     'io: loop {
-        let start = now_ns();
+        let mut start = now_ns();
         if !run.more(start) {
             break;
         }
-        let (write, off, len) = run.pick();
+        let (write, off, len) = match run.pacer.is_some() {
+            false => run.pick(),
+            true => {
+                let drawn = run.pick_dir();
+                let (write, due) = run.paced(drawn, start).unwrap_or((drawn, start));
+                if due > start {
+                    // fio (inline submission) waits for everything in flight, then sleeps.
+                    if f.reap_all(run).is_none() || run.res.error != 0 {
+                        break 'io;
+                    }
+                    crate::load::sleep_until(due.min(run.deadline), now_ns);
+                    start = now_ns();
+                    if !run.more(start) {
+                        break;
+                    }
+                }
+                run.pick_at(write)
+            }
+        };
         let s = f.free.pop().expect("a free slot whenever the queue is not full");
         let slot = &mut f.slots[s as usize];
         let mut buf = slot.buf.take().expect("an idle slot holds its buffer");
@@ -983,6 +1104,9 @@ fn run_async(run: &mut Run) {
         }
         run.issued_bytes += len;
         run.issued_ios += 1;
+        if let Some(p) = run.pacer.as_mut() {
+            p.issued(write, len);
+        }
         let inflight = f.inflight();
         run.res.depth_level[depth_bucket(inflight)] += 1;
         run.res.depth_sum += inflight as u64;
@@ -992,6 +1116,9 @@ fn run_async(run: &mut Run) {
         }
         let full = f.free.is_empty();
         if !full && !policy.polling {
+            if think(run, &mut f).is_none() {
+                break 'io;
+            }
             continue;
         }
         loop {
@@ -1020,10 +1147,29 @@ fn run_async(run: &mut Run) {
                 break;
             }
         }
+        if think(run, &mut f).is_none() {
+            break 'io;
+        }
     }
     // The end (or a failure): everything still in flight, as one batch.
     f.reap_all(run);
     run.res.queue = f.q.stats();
+}
+
+/// fio's `handle_thinktime` after an I/O: when a stall is due, waits for everything in
+/// flight (`io_u_quiesce`), then stalls. `None` when the queue failed.
+fn think(run: &mut Run, f: &mut Flight) -> Option<()> {
+    let due = match run.thinker.as_mut() {
+        Some(t) => t.due(run.issued_ios, run.completed_ios),
+        None => false,
+    };
+    if due {
+        f.reap_all(run)?;
+        if let Some(t) = run.thinker.as_ref() {
+            t.stall(now_ns);
+        }
+    }
+    Some(())
 }
 
 #[inline]
@@ -1176,6 +1322,8 @@ mod run_tests {
             verify: Verify::None,
             do_verify: false,
             behaviour: Behaviour::default(),
+            load: crate::load::Load::new(),
+            logs: Default::default(),
         }
     }
 

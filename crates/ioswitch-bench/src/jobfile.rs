@@ -649,6 +649,11 @@ pub struct JobSpec {
     pub ioswitch_opts: Option<ioswitch::Opts>,
     /// File creation, ending, errors and measurement options.
     pub behaviour: Behaviour,
+    /// Load shaping: `rate`, `rate_iops`, `rate_process`, `thinktime*`.
+    pub load: crate::load::Load,
+    /// Time-series logs: `write_lat_log`, `write_bw_log`, `write_iops_log`, `log_*`,
+    /// `per_job_logs`.
+    pub logs: crate::iolog::LogOpts,
     /// Where the job's section (or `--name`) is; `None` for a job built in code.
     pub section: Option<Loc>,
     /// The job's own options as written (fio's "job options" in JSON), in order; the
@@ -797,6 +802,21 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("wait_for", &[], Kind::Value),
     ("cmd_type", &[], Kind::Value),
     ("nonvectored", &[], Kind::Value),
+    ("rate", &[], Kind::Value),
+    ("rate_iops", &[], Kind::Value),
+    ("rate_process", &[], Kind::Value),
+    ("thinktime", &[], Kind::Value),
+    ("thinktime_spin", &[], Kind::Value),
+    ("thinktime_blocks", &[], Kind::Value),
+    ("thinktime_blocks_type", &[], Kind::Value),
+    // Bare, the log is named after the job (fio's default).
+    ("write_lat_log", &[], Kind::Bool),
+    ("write_bw_log", &[], Kind::Bool),
+    ("write_iops_log", &[], Kind::Bool),
+    ("log_avg_msec", &[], Kind::Value),
+    ("log_max_value", &[], Kind::Bool),
+    ("log_offset", &[], Kind::Bool),
+    ("per_job_logs", &[], Kind::Bool),
 ];
 
 /// Options that only some engines have, besides fio's names of the library's interface
@@ -984,6 +1004,29 @@ fn parse_bool(v: Option<&str>) -> Option<bool> {
     }
 }
 
+/// `R`, `R,W` or `R,W,T` (T: trims, which are not run, so only 0 or empty); one value
+/// sets both directions, an empty side keeps `current` (fio's rule for per-direction
+/// options, as for `bs`).
+fn parse_rw_pair(v: &str, current: [u64; 2]) -> Option<[u64; 2]> {
+    let parts: Vec<&str> = v.split(',').map(str::trim).collect();
+    let side = |s: &str, cur: u64| if s.is_empty() { Some(cur) } else { parse_bytes(s) };
+    match parts.as_slice() {
+        [one] => parse_bytes(one).map(|n| [n, n]),
+        [r, w] => Some([side(r, current[0])?, side(w, current[1])?]),
+        [r, w, t] if t.is_empty() || parse_bytes(t) == Some(0) => Some([side(r, current[0])?, side(w, current[1])?]),
+        _ => None,
+    }
+}
+
+/// A time whose plain number is µs (fio's `thinktime`); units as [`parse_time`].
+fn parse_time_us(s: &str) -> Option<Duration> {
+    let t = s.trim();
+    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+        return t.parse().ok().map(Duration::from_micros);
+    }
+    parse_time(t)
+}
+
 /// `0-3,8,10-11`, sorted and without repeats.
 fn parse_cpu_list(s: &str) -> Option<Vec<u32>> {
     let mut cpus = Vec::new();
@@ -1083,6 +1126,8 @@ impl JobSpec {
             xnvme: XnvmeOpts::default(),
             ioswitch_opts: None,
             behaviour: Behaviour::default(),
+            load: crate::load::Load::new(),
+            logs: crate::iolog::LogOpts::default(),
             section: None,
             options: Vec::new(),
             origins: BTreeMap::new(),
@@ -1131,7 +1176,8 @@ impl JobSpec {
             || self.apply_concurrency(canon, &val)?
             || self.apply_engine_tunables(canon, &val)?
             || self.apply_verify_and_report(canon, &val)?
-            || self.apply_behaviour(canon, &val)?;
+            || self.apply_behaviour(canon, &val)?
+            || self.apply_load_and_logs(canon, &val)?;
         if !known {
             return Err(unknown_option(&opt.key, &opt.loc));
         }
@@ -1436,6 +1482,54 @@ impl JobSpec {
         Ok(true)
     }
 
+    /// Load shaping ([`crate::load`]) and time-series logs ([`crate::iolog`]).
+    fn apply_load_and_logs(&mut self, canon: &str, val: &OptValue) -> Result<bool, JobError> {
+        const EXPECT_RATE: &str =
+            "a rate such as 10m or 500k, or one per direction (reads,writes) such as 1m,500k or ,500k";
+        const EXPECT_US: &str = "a time such as 100 (µs), 10ms or 1s";
+        let (l, g) = (&mut self.load, &mut self.logs);
+        match canon {
+            "rate" => l.rate = parse_rw_pair(val.value(EXPECT_RATE)?, l.rate).ok_or_else(|| val.bad(EXPECT_RATE))?,
+            "rate_iops" => {
+                l.rate_iops = parse_rw_pair(val.value(EXPECT_RATE)?, l.rate_iops).ok_or_else(|| val.bad(EXPECT_RATE))?
+            }
+            "rate_process" => {
+                l.process = match val.value("linear or poisson")? {
+                    "linear" => crate::load::RateProcess::Linear,
+                    "poisson" => crate::load::RateProcess::Poisson,
+                    _ => return Err(val.bad("linear or poisson")),
+                }
+            }
+            "thinktime" => l.thinktime = parse_time_us(val.value(EXPECT_US)?).ok_or_else(|| val.bad(EXPECT_US))?,
+            "thinktime_spin" => {
+                l.thinktime_spin = parse_time_us(val.value(EXPECT_US)?).ok_or_else(|| val.bad(EXPECT_US))?
+            }
+            "thinktime_blocks" => l.thinktime_blocks = val.count32(1)?,
+            "thinktime_blocks_type" => {
+                l.thinktime_count = match val.value("complete or issue")? {
+                    "complete" => crate::load::ThinkCount::Complete,
+                    "issue" => crate::load::ThinkCount::Issue,
+                    _ => return Err(val.bad("complete or issue")),
+                }
+            }
+            "write_lat_log" | "write_bw_log" | "write_iops_log" => {
+                let prefix = val.opt.value.as_deref().map(str::trim).unwrap_or_default().to_string();
+                // fio reads `write_lat_log=0` as a log named "0"; so does this.
+                match canon {
+                    "write_lat_log" => g.lat = Some(prefix),
+                    "write_bw_log" => g.bw = Some(prefix),
+                    _ => g.iops = Some(prefix),
+                }
+            }
+            "log_avg_msec" => g.avg_msec = val.count32(0)?,
+            "log_max_value" => g.max_value = val.flag()?,
+            "log_offset" => g.offset = val.flag()?,
+            "per_job_logs" => g.per_job = val.flag()?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
     /// `bs=R`, `bs=R,W` or `bs=R,W,T`; an empty side keeps the current value.
     fn parse_bs(&self, v: &str) -> Option<RwPair<u64>> {
         let v = v.strip_suffix(',').filter(|s| !s.contains(',')).unwrap_or(v);
@@ -1474,6 +1568,12 @@ impl JobSpec {
                     ),
                 ));
             }
+        }
+        if self.load.rate.iter().any(|&r| r > 0) && self.load.rate_iops.iter().any(|&r| r > 0) {
+            return Err(self.error_at("rate_iops", "rate and rate_iops are mutually exclusive (as in fio)"));
+        }
+        if self.load.thinktime_spin > self.load.thinktime {
+            return Err(self.error_at("thinktime_spin", "thinktime_spin is longer than thinktime"));
         }
         if self.time_based && self.runtime.is_none() {
             return Err(self.error_at("time_based", "time_based needs a runtime"));

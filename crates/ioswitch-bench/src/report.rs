@@ -1224,6 +1224,8 @@ mod tests {
             verify: Verify::None,
             do_verify: false,
             behaviour: Default::default(),
+            load: crate::load::Load::new(),
+            logs: Default::default(),
         }
     }
 

@@ -1,0 +1,325 @@
+//! Load shaping with fio 3.33's semantics: `rate`/`rate_iops` per direction with
+//! `rate_process=linear|poisson`, and `thinktime` with `thinktime_spin`,
+//! `thinktime_blocks` and `thinktime_blocks_type`.
+//!
+//! The rate rule is fio's `usec_for_io` (backend.c) and `rate_ddir` (io_u.c): after an
+//! I/O of direction d is issued, the next one of d is due at
+//! - `linear`: (bytes of d issued so far) / (rate of d) after the job's epoch, so the
+//!   issue times follow a straight line and a late I/O is caught up at once;
+//! - `poisson`: the previous due time plus an exponential gap of mean
+//!   1 / (rate / block size): arrivals of a Poisson process (fio's
+//!   `(1000000 / iops) * -log(U)`, in µs).
+//!
+//! Before an I/O whose due time is ahead, fio (inline submission) first waits for every
+//! I/O in flight (`io_u_quiesce`), then sleeps until the due time. In a mixed job whose
+//! drawn direction is ahead, the other direction is taken when it is due, and otherwise
+//! the one due first.
+//!
+//! `thinktime` (fio's `handle_thinktime`): once `thinktime_blocks` I/Os have completed
+//! (`thinktime_blocks_type=complete`, the default) or been issued (`issue`) since the
+//! last stall, the job waits for everything in flight, spins `thinktime_spin`, then
+//! sleeps the rest of `thinktime`.
+
+use crate::engine::Rng;
+use std::time::Duration;
+
+/// How a rated job spaces its I/Os (fio's `rate_process`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RateProcess {
+    /// Evenly: the n-th byte is due at n / rate.
+    #[default]
+    Linear,
+    /// Exponential gaps between I/Os (a Poisson arrival process) at the same mean rate.
+    Poisson,
+}
+
+/// Which I/Os `thinktime_blocks` counts (fio's `thinktime_blocks_type`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ThinkCount {
+    /// Completed I/Os (fio's default).
+    #[default]
+    Complete,
+    /// Issued I/Os.
+    Issue,
+}
+
+/// The load-shaping options of a job, as fio reads them (defaults: none).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Load {
+    /// `rate`: bytes per second of reads and of writes (0: not limited).
+    pub rate: [u64; 2],
+    /// `rate_iops`: I/Os per second of reads and of writes (0: not limited).
+    pub rate_iops: [u64; 2],
+    /// `rate_process`.
+    pub process: RateProcess,
+    /// `thinktime`: the stall (zero: none).
+    pub thinktime: Duration,
+    /// `thinktime_spin`: the part of the stall spent spinning on the CPU.
+    pub thinktime_spin: Duration,
+    /// `thinktime_blocks`: I/Os between stalls (default 1).
+    pub thinktime_blocks: u32,
+    /// `thinktime_blocks_type`.
+    pub thinktime_count: ThinkCount,
+}
+
+impl Load {
+    /// fio's defaults: no rate, no thinktime, `thinktime_blocks=1`.
+    pub fn new() -> Load {
+        Load { thinktime_blocks: 1, ..Load::default() }
+    }
+
+    /// Bytes per second of each direction for block sizes `bs` (fio's `__setup_rate`:
+    /// `rate` wins, else `rate_iops` × block size); 0 where not limited.
+    pub fn bytes_per_sec(&self, bs: [u64; 2]) -> [u64; 2] {
+        [0, 1].map(|d| if self.rate[d] > 0 { self.rate[d] } else { self.rate_iops[d].saturating_mul(bs[d]) })
+    }
+
+    /// Whether any direction is rated.
+    pub fn rated(&self) -> bool {
+        self.rate.iter().chain(&self.rate_iops).any(|&r| r > 0)
+    }
+}
+
+/// The rate limiter of one job instance (see the module docs). Times are ns of the
+/// monotonic clock; due times count from the job's epoch (its start, then the end of its
+/// ramp, where fio starts the rate over).
+#[derive(Debug)]
+pub struct Pacer {
+    epoch: u64,
+    bps: [u64; 2],
+    bs: [u64; 2],
+    process: RateProcess,
+    issued: [u64; 2],
+    /// When the next I/O of each direction is due.
+    next: [u64; 2],
+    rng: [Rng; 2],
+}
+
+impl Pacer {
+    /// A limiter for `load` with block sizes `bs`, from `epoch` on; `None` when nothing
+    /// is rated.
+    pub fn new(load: &Load, bs: [u64; 2], seed: u64, epoch: u64) -> Option<Pacer> {
+        if !load.rated() {
+            return None;
+        }
+        Some(Pacer {
+            epoch,
+            bps: load.bytes_per_sec(bs),
+            bs,
+            process: load.process,
+            issued: [0; 2],
+            next: [epoch; 2],
+            rng: [Rng::new(seed ^ 0x9015_5011), Rng::new(seed ^ 0x9015_5012)],
+        })
+    }
+
+    /// The direction to issue (`write`: the one drawn) at `now` and when it is due: fio's
+    /// `rate_ddir`. The caller waits until the returned time when it is after `now`.
+    pub fn choose(&self, write: bool, now: u64, mixed: bool) -> (bool, u64) {
+        let (d, o) = (write as usize, !write as usize);
+        if self.bps[d] == 0 || self.next[d] <= now {
+            return (write, now);
+        }
+        if mixed {
+            if self.bps[o] == 0 || self.next[o] <= now {
+                return (!write, now);
+            }
+            if self.next[o] < self.next[d] {
+                return (!write, self.next[o]);
+            }
+        }
+        (write, self.next[d])
+    }
+
+    /// Records that an I/O of `len` bytes in direction `write` was issued (fio's
+    /// `usec_for_io` after each submission).
+    pub fn issued(&mut self, write: bool, len: u64) {
+        let d = write as usize;
+        let bps = self.bps[d];
+        if bps == 0 {
+            return;
+        }
+        self.issued[d] += len;
+        self.next[d] = match self.process {
+            RateProcess::Linear => {
+                let b = self.issued[d];
+                let since = (b / bps) as u128 * 1_000_000_000 + (b % bps) as u128 * 1_000_000_000 / bps as u128;
+                self.epoch + since as u64
+            }
+            RateProcess::Poisson => self.next[d] + exp_gap_ns(&mut self.rng[d], bps, self.bs[d]),
+        };
+    }
+
+    /// Starts the rate over from `epoch` (fio's `reset_io_counters` when the ramp ends).
+    pub fn restart(&mut self, epoch: u64) {
+        self.epoch = epoch;
+        self.issued = [0; 2];
+        self.next = [epoch; 2];
+    }
+
+    /// When the next I/O of direction `write` is due.
+    pub fn due(&self, write: bool) -> u64 {
+        self.next[write as usize]
+    }
+}
+
+/// One exponential inter-arrival gap in ns for `bps` bytes/s in blocks of `bs`: fio's
+/// `(1000000 / iops) * -log(U)` (µs), U uniform in (0, 1].
+pub(crate) fn exp_gap_ns(rng: &mut Rng, bps: u64, bs: u64) -> u64 {
+    let iops = (bps / bs.max(1)).max(1);
+    // U in (0, 1]: never 0, so -ln(U) is finite.
+    let u = ((rng.next() >> 11) + 1) as f64 / (1u64 << 53) as f64;
+    (1e9 / iops as f64 * -u.ln()) as u64
+}
+
+/// The thinktime rule of one job instance (see the module docs).
+#[derive(Debug)]
+pub struct Thinker {
+    think: Duration,
+    spin: Duration,
+    blocks: u64,
+    count: ThinkCount,
+    last: u64,
+}
+
+impl Thinker {
+    /// The rule for `load`; `None` without `thinktime`.
+    pub fn new(load: &Load) -> Option<Thinker> {
+        (!load.thinktime.is_zero()).then_some(Thinker {
+            think: load.thinktime,
+            spin: load.thinktime_spin.min(load.thinktime),
+            blocks: u64::from(load.thinktime_blocks.max(1)),
+            count: load.thinktime_count,
+            last: 0,
+        })
+    }
+
+    /// Whether the job stalls now, after `issued` I/Os were issued and `completed`
+    /// completed; if so, the count starts again from here.
+    pub fn due(&mut self, issued: u64, completed: u64) -> bool {
+        let b = match self.count {
+            ThinkCount::Complete => completed,
+            ThinkCount::Issue => issued,
+        };
+        if b >= self.last + self.blocks {
+            self.last = b;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The stall (the caller has waited for everything in flight): spins `thinktime_spin`,
+    /// sleeps the rest of `thinktime`. Returns the time it took, ns.
+    pub fn stall(&self, now: fn() -> u64) -> u64 {
+        let t0 = now();
+        let spin_end = t0 + self.spin.as_nanos() as u64;
+        while now() < spin_end {
+            std::hint::spin_loop();
+        }
+        let end = t0 + self.think.as_nanos() as u64;
+        sleep_until(end, now);
+        now() - t0
+    }
+}
+
+/// Sleeps until the monotonic time `until` (ns of `now`).
+pub fn sleep_until(until: u64, now: fn() -> u64) {
+    loop {
+        let t = now();
+        if t >= until {
+            return;
+        }
+        std::thread::sleep(Duration::from_nanos(until - t));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rated(rate: [u64; 2], iops: [u64; 2], process: RateProcess) -> Load {
+        Load { rate, rate_iops: iops, process, ..Load::new() }
+    }
+
+    #[test]
+    fn linear_due_times_are_bytes_over_rate() {
+        let mut p = Pacer::new(&rated([1 << 20, 0], [0; 2], RateProcess::Linear), [4096; 2], 1, 0).unwrap();
+        assert_eq!(p.choose(false, 0, false), (false, 0), "the first I/O is due at once");
+        p.issued(false, 4096);
+        // 4096 B at 1 MiB/s: 1/256 s.
+        assert_eq!(p.due(false), 1_000_000_000 / 256);
+        for _ in 0..255 {
+            p.issued(false, 4096);
+        }
+        assert_eq!(p.due(false), 1_000_000_000, "1 MiB issued at 1 MiB/s is due at 1 s");
+        // A late job catches up: an I/O is due as soon as asked.
+        assert_eq!(p.choose(false, 2_000_000_000, false), (false, 2_000_000_000));
+    }
+
+    #[test]
+    fn rate_iops_is_iops_times_block_size_and_rate_wins() {
+        let l = rated([0, 0], [100, 50], RateProcess::Linear);
+        assert_eq!(l.bytes_per_sec([4096, 8192]), [409_600, 409_600]);
+        let both = rated([1000, 0], [100, 0], RateProcess::Linear);
+        assert_eq!(both.bytes_per_sec([4096, 4096])[0], 1000);
+        assert!(Pacer::new(&Load::new(), [4096; 2], 1, 0).is_none(), "no rate, no limiter");
+    }
+
+    #[test]
+    fn a_mixed_job_takes_the_direction_that_is_due() {
+        let mut p = Pacer::new(&rated([4096, 4096], [0; 2], RateProcess::Linear), [4096; 2], 1, 0).unwrap();
+        p.issued(false, 4096); // reads: next at 1 s
+        assert_eq!(p.choose(false, 0, true), (true, 0), "writes are due, reads are not");
+        p.issued(true, 8192); // writes: next at 2 s
+        assert_eq!(p.choose(true, 0, true), (false, 1_000_000_000), "both ahead: the one due first");
+        assert_eq!(p.choose(true, 0, false), (true, 2_000_000_000), "an unmixed job keeps its direction");
+        // An unrated direction is always due.
+        let mut w = Pacer::new(&rated([4096, 0], [0; 2], RateProcess::Linear), [4096; 2], 1, 0).unwrap();
+        w.issued(false, 4096);
+        assert_eq!(w.choose(true, 0, true), (true, 0));
+        assert_eq!(w.choose(false, 0, true), (true, 0));
+    }
+
+    #[test]
+    fn poisson_gaps_have_the_mean_and_variance_of_an_exponential() {
+        // 1000 IOPS: exponential gaps of mean 1 ms; an exponential's variance is mean².
+        let mut p = Pacer::new(&rated([0; 2], [1000, 0], RateProcess::Poisson), [4096; 2], 7, 0).unwrap();
+        let n = 200_000;
+        let (mut prev, mut sum, mut sum2) = (0u64, 0f64, 0f64);
+        for _ in 0..n {
+            p.issued(false, 4096);
+            let gap = (p.due(false) - prev) as f64 / 1e6;
+            prev = p.due(false);
+            sum += gap;
+            sum2 += gap * gap;
+        }
+        let mean = sum / n as f64;
+        let var = sum2 / n as f64 - mean * mean;
+        assert!((mean - 1.0).abs() < 0.01, "mean gap {mean} ms, want 1 ms ± 1%");
+        assert!((var - 1.0).abs() < 0.03, "gap variance {var} ms², want 1 ms² ± 3%");
+        // Over a long run the Poisson process keeps the rate: n gaps take n ms.
+        assert!((prev as f64 / 1e6 / n as f64 - 1.0).abs() < 0.01);
+    }
+
+    #[test]
+    fn thinktime_stalls_every_n_blocks_of_the_chosen_kind() {
+        let load = Load { thinktime: Duration::from_micros(10), thinktime_blocks: 4, ..Load::new() };
+        let mut t = Thinker::new(&load).unwrap();
+        let stalls: Vec<u64> = (1..=12).filter(|&c| t.due(c + 100, c)).collect();
+        assert_eq!(stalls, [4, 8, 12], "counts completions by default");
+        let mut t = Thinker::new(&Load { thinktime_count: ThinkCount::Issue, ..load.clone() }).unwrap();
+        let stalls: Vec<u64> = (1..=8).filter(|&i| t.due(i, 0)).collect();
+        assert_eq!(stalls, [4, 8], "thinktime_blocks_type=issue counts issues");
+        assert!(Thinker::new(&Load::new()).is_none());
+    }
+
+    #[test]
+    fn a_stall_lasts_thinktime_and_spins_part_of_it() {
+        let load =
+            Load { thinktime: Duration::from_millis(20), thinktime_spin: Duration::from_millis(5), ..Load::new() };
+        let t = Thinker::new(&load).unwrap();
+        let took = t.stall(crate::engine::now_ns);
+        assert!(took >= 20_000_000, "stalled {took} ns, less than thinktime");
+    }
+}

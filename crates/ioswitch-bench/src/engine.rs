@@ -1749,4 +1749,99 @@ mod run_tests {
         assert!(r.error_msg.unwrap().contains("past the end"));
         assert_eq!(r.read.ios, 0);
     }
+
+    fn rated(opts: &str, mode: Mode, qd: u32, load: crate::load::Load, ms: u64) -> JobResult {
+        let mut j = job("4MiB", opts, mode, Rw::RandRead, qd);
+        j.runtime = Some(Duration::from_millis(ms));
+        j.time_based = true;
+        j.load = load;
+        let r = run(&j);
+        assert_eq!(r.error, 0, "{:?}", r.error_msg);
+        r
+    }
+
+    #[test]
+    fn a_rated_job_issues_at_its_rate() {
+        use crate::load::{Load, RateProcess};
+        // 2000 IOPS for 500 ms: 1000 I/Os (linear: one is due every 500 µs from 0 on).
+        for (opts, mode, qd) in [("", Mode::Sync, 1), ("async=nil", Mode::Async, 4), ("async=emu", Mode::Async, 8)] {
+            let r = rated(opts, mode, qd, Load { rate_iops: [2000, 0], ..Load::new() }, 500);
+            let ios = r.read.ios as f64;
+            assert!((ios / 1000.0 - 1.0).abs() < 0.05, "{opts:?} qd{qd}: {ios} I/Os, want 1000 ± 5%");
+            // rate in bytes: 4 MiB/s of 4 KiB blocks is 1024 IOPS.
+            let r = rated(opts, mode, qd, Load { rate: [4 << 20, 0], ..Load::new() }, 500);
+            let ios = r.read.ios as f64;
+            assert!((ios / 512.0 - 1.0).abs() < 0.05, "{opts:?} qd{qd}: {ios} I/Os at 4 MiB/s, want 512 ± 5%");
+        }
+        // Poisson arrivals at the same mean rate: ±10% (the count of a Poisson process of
+        // mean 1000 has a standard deviation of 32).
+        let r =
+            rated("", Mode::Sync, 1, Load { rate_iops: [2000, 0], process: RateProcess::Poisson, ..Load::new() }, 500);
+        let ios = r.read.ios as f64;
+        assert!((ios / 1000.0 - 1.0).abs() < 0.10, "poisson: {ios} I/Os, want 1000 ± 10%");
+    }
+
+    #[test]
+    fn a_mixed_job_keeps_each_directions_rate() {
+        use crate::load::Load;
+        let mut j = job("4MiB", "", Mode::Sync, Rw::RandRw, 1);
+        (j.runtime, j.time_based) = (Some(Duration::from_millis(500)), true);
+        j.load = Load { rate_iops: [1000, 400], ..Load::new() };
+        let r = run(&j);
+        assert_eq!(r.error, 0, "{:?}", r.error_msg);
+        let (rd, wr) = (r.read.ios as f64, r.write.ios as f64);
+        assert!((rd / 500.0 - 1.0).abs() < 0.05, "{rd} reads, want 500 ± 5%");
+        assert!((wr / 200.0 - 1.0).abs() < 0.05, "{wr} writes, want 200 ± 5%");
+    }
+
+    fn logged(opts: &str, mode: Mode, qd: u32, load: crate::load::Load, ios: u64) -> crate::iolog::JobLogs {
+        let mut j = job("4MiB", opts, mode, Rw::RandRead, qd);
+        j.number_ios = Some(ios);
+        j.load = load;
+        j.logs = crate::iolog::LogOpts { lat: Some(String::new()), ..Default::default() };
+        let r = run(&j);
+        assert_eq!(r.error, 0, "{:?}", r.error_msg);
+        r.logs.expect("the job writes logs")
+    }
+
+    #[test]
+    fn thinktime_stalls_after_every_thinktime_blocks_ios() {
+        use crate::load::Load;
+        let load = Load { thinktime: Duration::from_millis(3), thinktime_blocks: 4, ..Load::new() };
+        let logs = logged("", Mode::Sync, 1, load.clone(), 40);
+        let lat = &logs.logs[0];
+        assert_eq!(lat.kind, crate::iolog::LogKind::Lat);
+        assert_eq!(lat.entries.len(), 40);
+        // The I/Os after each stall complete at least thinktime (3 ms) after those before
+        // it: their ms stamps are at least 3 apart (a floor of times ≥ 3 ms apart).
+        for k in (4..40).step_by(4) {
+            let gap = lat.entries[k].time_ms - lat.entries[k - 1].time_ms;
+            assert!(gap >= 3, "I/O {k} came {gap} ms after I/O {}", k - 1);
+        }
+        // At qd 4 a stall first waits for the I/Os in flight, so each covers 4 to 7
+        // completions: 40 I/Os make 5 to 10 stalls, each a gap of at least 3 ms.
+        let logs = logged("async=emu", Mode::Async, 4, load, 40);
+        let t: Vec<u64> = logs.logs[0].entries.iter().map(|e| e.time_ms).collect();
+        let stalls = t.windows(2).filter(|w| w[1] - w[0] >= 3).count();
+        assert!((5..=10).contains(&stalls), "{stalls} stalls: {t:?}");
+    }
+
+    #[test]
+    fn per_io_logs_hold_every_io_with_lat_equal_to_slat_plus_clat() {
+        let logs = logged("async=emu", Mode::Async, 4, crate::load::Load::new(), 100);
+        let kinds: Vec<_> = logs.logs.iter().map(|l| l.kind).collect();
+        use crate::iolog::LogKind;
+        assert_eq!(kinds, [LogKind::Lat, LogKind::Slat, LogKind::Clat]);
+        let [lat, slat, clat] = [0, 1, 2].map(|i| &logs.logs[i].entries);
+        assert_eq!((lat.len(), slat.len(), clat.len()), (100, 100, 100));
+        for i in 0..100 {
+            assert_eq!(lat[i].value, slat[i].value + clat[i].value, "entry {i}");
+            assert_eq!((lat[i].ddir, lat[i].bs), (0, 4096));
+            assert_eq!(lat[i].offset % 4096, 0);
+        }
+        assert!(lat.windows(2).all(|w| w[0].time_ms <= w[1].time_ms), "times never go back");
+        // A sync job has no slat log entries (fio measures no slat there).
+        let sync = logged("", Mode::Sync, 1, crate::load::Load::new(), 10);
+        assert_eq!(sync.logs.iter().map(|l| l.entries.len()).collect::<Vec<_>>(), [10, 0, 10]);
+    }
 }

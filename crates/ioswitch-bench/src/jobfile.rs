@@ -2462,4 +2462,67 @@ mod tests {
     fn name_option_renames_the_job() {
         assert_eq!(one("[j]\nname=renamed\n").name, "renamed");
     }
+
+    #[test]
+    fn rates_take_fio_pairs_and_units() {
+        use crate::load::{RateProcess, ThinkCount};
+        assert_eq!(one("[j]\nrate=1m\n").load.rate, [1 << 20, 1 << 20], "one value: both directions");
+        assert_eq!(one("[j]\nrate=1m,500k\n").load.rate, [1 << 20, 500 << 10]);
+        assert_eq!(one("[j]\nrate=,500k\n").load.rate, [0, 500 << 10], "only writes");
+        assert_eq!(one("[j]\nrate=500k,\n").load.rate, [500 << 10, 0], "only reads");
+        assert_eq!(one("[j]\nrate_iops=100,50,\n").load.rate_iops, [100, 50]);
+        let j = one("[j]\nrate_iops=10\nrate_process=poisson\n");
+        assert_eq!(j.load.process, RateProcess::Poisson);
+        assert_eq!(one("[j]\n").load, crate::load::Load::new(), "fio's defaults: no shaping");
+        let t = one("[j]\nthinktime=250\nthinktime_spin=100\nthinktime_blocks=8\nthinktime_blocks_type=issue\n").load;
+        assert_eq!(t.thinktime, Duration::from_micros(250), "a plain number is µs, as in fio");
+        assert_eq!(t.thinktime_spin, Duration::from_micros(100));
+        assert_eq!((t.thinktime_blocks, t.thinktime_count), (8, ThinkCount::Issue));
+        assert_eq!(one("[j]\nthinktime=2ms\n").load.thinktime, Duration::from_millis(2));
+    }
+
+    #[test]
+    fn bad_shaping_values_name_the_option_and_line() {
+        let e = err("[j]\nrate=fast\n");
+        assert!(e.starts_with("job.fio:2: bad value 'fast' for option 'rate'"), "{e}");
+        let e = err("[j]\nrate=1m,1m,1m\n");
+        assert!(e.contains("option 'rate'"), "trims are not run: {e}");
+        let e = err("[j]\n\nrate_process=bursty\n");
+        assert!(
+            e.starts_with("job.fio:3: bad value 'bursty' for option 'rate_process'") && e.contains("poisson"),
+            "{e}"
+        );
+        let e = err("[j]\nthinktime_blocks=0\n");
+        assert!(e.contains("option 'thinktime_blocks'"), "{e}");
+        let e = err("[j]\nrate=1m\nrate_iops=100\n");
+        assert!(e.contains("job.fio:3") && e.contains("mutually exclusive"), "{e}");
+        let e = err("[j]\nthinktime=10\nthinktime_spin=20\n");
+        assert!(e.contains("job.fio:3") && e.contains("longer than thinktime"), "{e}");
+        // Options of this group that are not run are refused where they are written.
+        for (opt, line) in
+            [("rate_min=1m", 2), ("rate_cycle=500", 2), ("latency_target=10ms", 2), ("write_hist_log=h", 2)]
+        {
+            let e = err(&format!("[j]\n{opt}\n"));
+            assert!(e.starts_with(&format!("job.fio:{line}:")), "{opt}: {e}");
+        }
+    }
+
+    #[test]
+    fn log_options_take_fio_values() {
+        let j = one("[j]\nwrite_lat_log\nwrite_bw_log=bw\nwrite_iops_log=io\nlog_avg_msec=100\nlog_max_value=1\nlog_offset=1\nper_job_logs=0\n");
+        let want = crate::iolog::LogOpts {
+            lat: Some(String::new()),
+            bw: Some("bw".into()),
+            iops: Some("io".into()),
+            avg_msec: 100,
+            max_value: true,
+            offset: true,
+            per_job: false,
+        };
+        assert_eq!(j.logs, want);
+        assert_eq!(one("[j]\n").logs, crate::iolog::LogOpts::default());
+        assert!(crate::iolog::LogOpts::default().per_job, "per_job_logs defaults to on");
+        let e = err("[j]\nlog_avg_msec=often\n");
+        assert!(e.starts_with("job.fio:2: bad value 'often' for option 'log_avg_msec'"), "{e}");
+    }
 }

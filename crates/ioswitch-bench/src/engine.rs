@@ -1760,25 +1760,32 @@ mod run_tests {
         r
     }
 
+    /// The rate of a run, I/Os per second over its measured time (from its start to its
+    /// last completion: a job descheduled at the end on a loaded machine ends early, not slow).
+    fn iops_of(r: &JobResult) -> f64 {
+        (r.read.ios + r.write.ios) as f64 / (r.runtime_ns as f64 / 1e9)
+    }
+
     #[test]
     fn a_rated_job_issues_at_its_rate() {
         use crate::load::{Load, RateProcess};
-        // 2000 IOPS for 500 ms: 1000 I/Os (linear: one is due every 500 µs from 0 on).
         for (opts, mode, qd) in [("", Mode::Sync, 1), ("async=nil", Mode::Async, 4), ("async=emu", Mode::Async, 8)] {
+            // 2000 IOPS for 500 ms: ~1000 I/Os, never more than the rate allows.
             let r = rated(opts, mode, qd, Load { rate_iops: [2000, 0], ..Load::new() }, 500);
-            let ios = r.read.ios as f64;
-            assert!((ios / 1000.0 - 1.0).abs() < 0.05, "{opts:?} qd{qd}: {ios} I/Os, want 1000 ± 5%");
+            let iops = iops_of(&r);
+            assert!((iops / 2000.0 - 1.0).abs() < 0.05, "{opts:?} qd{qd}: {iops} IOPS, want 2000 ± 5%");
+            assert!(r.read.ios <= 1001, "{opts:?} qd{qd}: {} I/Os in 500 ms at 2000 IOPS", r.read.ios);
             // rate in bytes: 4 MiB/s of 4 KiB blocks is 1024 IOPS.
             let r = rated(opts, mode, qd, Load { rate: [4 << 20, 0], ..Load::new() }, 500);
-            let ios = r.read.ios as f64;
-            assert!((ios / 512.0 - 1.0).abs() < 0.05, "{opts:?} qd{qd}: {ios} I/Os at 4 MiB/s, want 512 ± 5%");
+            let iops = iops_of(&r);
+            assert!((iops / 1024.0 - 1.0).abs() < 0.05, "{opts:?} qd{qd}: {iops} IOPS at 4 MiB/s, want 1024 ± 5%");
         }
         // Poisson arrivals at the same mean rate: ±10% (the count of a Poisson process of
         // mean 1000 has a standard deviation of 32).
         let r =
             rated("", Mode::Sync, 1, Load { rate_iops: [2000, 0], process: RateProcess::Poisson, ..Load::new() }, 500);
-        let ios = r.read.ios as f64;
-        assert!((ios / 1000.0 - 1.0).abs() < 0.10, "poisson: {ios} I/Os, want 1000 ± 10%");
+        let iops = iops_of(&r);
+        assert!((iops / 2000.0 - 1.0).abs() < 0.10, "poisson: {iops} IOPS, want 2000 ± 10%");
     }
 
     #[test]
@@ -1789,9 +1796,10 @@ mod run_tests {
         j.load = Load { rate_iops: [1000, 400], ..Load::new() };
         let r = run(&j);
         assert_eq!(r.error, 0, "{:?}", r.error_msg);
-        let (rd, wr) = (r.read.ios as f64, r.write.ios as f64);
-        assert!((rd / 500.0 - 1.0).abs() < 0.05, "{rd} reads, want 500 ± 5%");
-        assert!((wr / 200.0 - 1.0).abs() < 0.05, "{wr} writes, want 200 ± 5%");
+        let secs = r.runtime_ns as f64 / 1e9;
+        let (rd, wr) = (r.read.ios as f64 / secs, r.write.ios as f64 / secs);
+        assert!((rd / 1000.0 - 1.0).abs() < 0.05, "{rd} reads/s, want 1000 ± 5%");
+        assert!((wr / 400.0 - 1.0).abs() < 0.05, "{wr} writes/s, want 400 ± 5%");
     }
 
     fn logged(opts: &str, mode: Mode, qd: u32, load: crate::load::Load, ios: u64) -> crate::iolog::JobLogs {

@@ -188,6 +188,9 @@ pub struct JobResult {
     /// The job's time-series logs, when it writes any (written to files by
     /// [`crate::run::write_logs`]).
     pub logs: Option<crate::iolog::JobLogs>,
+    /// The queue depth `latency_target`'s search settled on (fio's `latency_depth`; 0:
+    /// no target).
+    pub latency_depth: u32,
 }
 
 /// Progress counters shared with the status line; updated once per reaped batch.
@@ -493,6 +496,10 @@ struct Run<'a> {
     completed_ios: u64,
     /// The time-series logs, if the job writes any.
     logs: Option<crate::iolog::JobLogs>,
+    /// The queue-depth search of `latency_target`, if the job has one; `lat_step`: what
+    /// it asked for at the last completion, for the loop to act on.
+    lat_target: Option<crate::load::LatencyTarget>,
+    lat_step: crate::load::LatStep,
 }
 
 impl<'a> Run<'a> {
@@ -518,6 +525,11 @@ impl<'a> Run<'a> {
     fn completed_io(&mut self, write: bool, len: u64, off: u64, t: [u64; 3], has_slat: bool) {
         self.completed_ios += 1;
         let [start, issue, complete] = t;
+        if let Some(lt) = self.lat_target.as_mut() {
+            if complete >= self.ramp_end && self.lat_step == crate::load::LatStep::Go {
+                self.lat_step = lt.completed(complete - start, complete, self.completed_ios);
+            }
+        }
         let Some(logs) = self.logs.as_mut() else { return };
         if complete < self.ramp_end {
             return;
@@ -742,6 +754,8 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
         paced_from_ramp: job.ramp.is_zero(),
         thinker: crate::load::Thinker::new(&job.load),
         completed_ios: 0,
+        lat_target: crate::load::LatencyTarget::new(&job.load, job.iodepth, ramp_end),
+        lat_step: crate::load::LatStep::Go,
         logs: job.logs.any().then(|| {
             let b = &job.behaviour;
             crate::iolog::JobLogs::new(&job.logs, &job.name, job.bs, [!b.disable_lat, !b.disable_slat, !b.disable_clat])
@@ -752,6 +766,9 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
         Mode::Async => run_async(&mut run),
     }
     let measured_from = run.ramp_end.max(t0);
+    if let Some(lt) = &run.lat_target {
+        run.res.latency_depth = lt.depth();
+    }
     if let Some(mut logs) = run.logs.take() {
         logs.finish(now_ns().saturating_sub(run.ramp_end) / 1_000_000);
         run.res.logs = Some(logs);
@@ -906,6 +923,9 @@ fn run_sync(run: &mut Run) {
             if t.due(run.issued_ios, run.completed_ios) {
                 t.stall(now_ns);
             }
+        }
+        if run.lat_target.is_some() && !latency_step(run, None) {
+            break;
         }
         batch += 1;
         if batch == 64 {
@@ -1114,9 +1134,10 @@ fn run_async(run: &mut Run) {
         if f.uncommitted.len() as u32 >= batch_submit {
             f.commit(run);
         }
-        let full = f.free.is_empty();
+        // fio's queue_full: with latency_target the queue is full at the searched depth.
+        let full = f.free.is_empty() || run.lat_target.as_ref().is_some_and(|l| f.inflight() >= l.depth());
         if !full && !policy.polling {
-            if think(run, &mut f).is_none() {
+            if think(run, &mut f).is_none() || (run.lat_target.is_some() && !latency_step(run, Some(&mut f))) {
                 break 'io;
             }
             continue;
@@ -1143,17 +1164,73 @@ fn run_async(run: &mut Run) {
                     run.res.sync.record(now_ns() - s);
                 }
             }
-            if !(full && f.inflight() > policy.low) {
+            let low = match &run.lat_target {
+                Some(l) => policy.low.min(l.depth().saturating_sub(1)),
+                None => policy.low,
+            };
+            if !(full && f.inflight() > low) {
                 break;
             }
         }
-        if think(run, &mut f).is_none() {
+        if think(run, &mut f).is_none() || (run.lat_target.is_some() && !latency_step(run, Some(&mut f))) {
             break 'io;
         }
     }
     // The end (or a failure): everything still in flight, as one batch.
     f.reap_all(run);
     run.res.queue = f.q.stats();
+}
+
+/// The latency target's search after an I/O (fio's `lat_target_check` and what a
+/// completion over the target asked for): quiesces the queue `f` when the depth went down,
+/// starts the statistics over for the final window, fails the job when depth 1 misses the
+/// target. Returns whether the job goes on.
+fn latency_step(run: &mut Run, mut f: Option<&mut Flight>) -> bool {
+    use crate::load::LatStep;
+    let now = now_ns();
+    if now < run.ramp_end {
+        return true;
+    }
+    let mut step = std::mem::replace(&mut run.lat_step, LatStep::Go);
+    if step == LatStep::Go {
+        if let Some(lt) = run.lat_target.as_mut() {
+            step = lt.check(now, run.completed_ios);
+        }
+    }
+    match step {
+        LatStep::Go => true,
+        LatStep::Quiesce => f.map_or(Some(0), |f| f.reap_all(run)).is_some(),
+        LatStep::Fatal => {
+            let target = run.job.load.latency_target.unwrap_or_default();
+            run.fail(libc::ETIMEDOUT, format!("latency_target {target:?} missed at queue depth 1"));
+            false
+        }
+        LatStep::FinalRun => {
+            if let Some(f) = f.as_mut() {
+                if f.reap_all(run).is_none() {
+                    return false;
+                }
+            }
+            // fio's reset_all_stats: what was measured before this window is dropped.
+            let now = now_ns();
+            let keep = JobResult {
+                name: std::mem::take(&mut run.res.name),
+                instance: run.res.instance,
+                latency_depth: run.lat_target.as_ref().map_or(0, |l| l.depth()),
+                ..JobResult::default()
+            };
+            run.res = keep;
+            run.ramp_end = now;
+            run.window_start = now;
+            run.window = [(0, 0); 2];
+            run.first_done = 0;
+            if let Some(l) = run.logs.as_mut() {
+                l.restart();
+            }
+            true
+        }
+        LatStep::Done => false,
+    }
 }
 
 /// fio's `handle_thinktime` after an I/O: when a stall is due, waits for everything in
@@ -1851,5 +1928,41 @@ mod run_tests {
         // A sync job has no slat log entries (fio measures no slat there).
         let sync = logged("", Mode::Sync, 1, crate::load::Load::new(), 10);
         assert_eq!(sync.logs.iter().map(|l| l.entries.len()).collect::<Vec<_>>(), [10, 0, 10]);
+    }
+
+    fn targeted(target: Duration, pct: f64) -> (JobResult, Duration) {
+        let mut j = job("16MiB", "async=nil", Mode::Async, Rw::RandRead, 16);
+        (j.runtime, j.time_based) = (Some(Duration::from_secs(20)), true);
+        j.load = crate::load::Load {
+            latency_target: Some(target),
+            latency_window: Duration::from_millis(20),
+            latency_percentile: pct,
+            ..crate::load::Load::new()
+        };
+        let t0 = std::time::Instant::now();
+        let r = run(&j);
+        (r, t0.elapsed())
+    }
+
+    #[test]
+    fn latency_target_searches_the_depth_and_ends_after_the_final_window() {
+        // nil completes at once: every depth meets 1 s, so the search doubles up to
+        // iodepth (1, 2, 4, 8, 16), stays there, runs one final window and ends the job
+        // long before its 20 s run time.
+        let (r, took) = targeted(Duration::from_secs(1), 100.0);
+        assert_eq!(r.error, 0, "{:?}", r.error_msg);
+        assert_eq!(r.latency_depth, 16);
+        assert!(took < Duration::from_secs(10), "the search ran {took:?}");
+        // The statistics are of the final window at depth 16 only.
+        assert!(r.read.ios > 0 && r.runtime_ns < 1_000_000_000, "{} I/Os in {} ns", r.read.ios, r.runtime_ns);
+        // Once settled the queue fills from empty (after the quiesce) once, then stays at 16.
+        assert_eq!(r.depth_level[..4], [1, 2, 4, 8], "depths 1 to 15 once: {:?}", r.depth_level);
+    }
+
+    #[test]
+    fn latency_target_missed_at_depth_one_fails_the_job() {
+        let (r, _) = targeted(Duration::from_nanos(1), 100.0);
+        assert_eq!(r.error, libc::ETIMEDOUT, "{:?}", r.error_msg);
+        assert!(r.error_msg.unwrap().contains("latency_target"));
     }
 }

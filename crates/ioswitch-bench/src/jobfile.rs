@@ -809,6 +809,10 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("thinktime_spin", &[], Kind::Value),
     ("thinktime_blocks", &[], Kind::Value),
     ("thinktime_blocks_type", &[], Kind::Value),
+    ("latency_target", &[], Kind::Value),
+    ("latency_window", &[], Kind::Value),
+    ("latency_percentile", &[], Kind::Value),
+    ("latency_run", &[], Kind::Bool),
     // Bare, the log is named after the job (fio's default).
     ("write_lat_log", &[], Kind::Bool),
     ("write_bw_log", &[], Kind::Bool),
@@ -1512,6 +1516,23 @@ impl JobSpec {
                     _ => return Err(val.bad("complete or issue")),
                 }
             }
+            "latency_target" => {
+                let t = parse_time_us(val.value(EXPECT_US)?).ok_or_else(|| val.bad(EXPECT_US))?;
+                l.latency_target = (!t.is_zero()).then_some(t);
+            }
+            "latency_window" => {
+                l.latency_window = parse_time_us(val.value(EXPECT_US)?).ok_or_else(|| val.bad(EXPECT_US))?
+            }
+            "latency_percentile" => {
+                const EXPECT: &str = "a percentage from 0 to 100, such as 99.9";
+                l.latency_percentile = val
+                    .value(EXPECT)?
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|p| (0.0..=100.0).contains(p))
+                    .ok_or_else(|| val.bad(EXPECT))?;
+            }
+            "latency_run" => l.latency_run = val.flag()?,
             "write_lat_log" | "write_bw_log" | "write_iops_log" => {
                 let prefix = val.opt.value.as_deref().map(str::trim).unwrap_or_default().to_string();
                 // fio reads `write_lat_log=0` as a log named "0"; so does this.
@@ -2479,6 +2500,11 @@ mod tests {
         assert_eq!(t.thinktime_spin, Duration::from_micros(100));
         assert_eq!((t.thinktime_blocks, t.thinktime_count), (8, ThinkCount::Issue));
         assert_eq!(one("[j]\nthinktime=2ms\n").load.thinktime, Duration::from_millis(2));
+        let l = one("[j]\nlatency_target=500000\nlatency_window=5s\nlatency_percentile=99.9\nlatency_run=1\n").load;
+        assert_eq!(l.latency_target, Some(Duration::from_millis(500)), "µs without a unit");
+        assert_eq!((l.latency_window, l.latency_percentile, l.latency_run), (Duration::from_secs(5), 99.9, true));
+        let e = err("[j]\nlatency_percentile=101\n");
+        assert!(e.starts_with("job.fio:2: bad value '101' for option 'latency_percentile'"), "{e}");
     }
 
     #[test]
@@ -2499,9 +2525,7 @@ mod tests {
         let e = err("[j]\nthinktime=10\nthinktime_spin=20\n");
         assert!(e.contains("job.fio:3") && e.contains("longer than thinktime"), "{e}");
         // Options of this group that are not run are refused where they are written.
-        for (opt, line) in
-            [("rate_min=1m", 2), ("rate_cycle=500", 2), ("latency_target=10ms", 2), ("write_hist_log=h", 2)]
-        {
+        for (opt, line) in [("rate_min=1m", 2), ("rate_cycle=500", 2), ("write_hist_log=h", 2)] {
             let e = err(&format!("[j]\n{opt}\n"));
             assert!(e.starts_with(&format!("job.fio:{line}:")), "{opt}: {e}");
         }

@@ -44,7 +44,7 @@ pub enum ThinkCount {
 }
 
 /// The load-shaping options of a job, as fio reads them (defaults: none).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Load {
     /// `rate`: bytes per second of reads and of writes (0: not limited).
     pub rate: [u64; 2],
@@ -60,12 +60,20 @@ pub struct Load {
     pub thinktime_blocks: u32,
     /// `thinktime_blocks_type`.
     pub thinktime_count: ThinkCount,
+    /// `latency_target`: search for the highest queue depth whose latencies meet it.
+    pub latency_target: Option<Duration>,
+    /// `latency_window`: how long each depth is tried.
+    pub latency_window: Duration,
+    /// `latency_percentile`: the share of I/Os (%) that must meet the target (default 100).
+    pub latency_percentile: f64,
+    /// `latency_run`: keep searching for the whole run instead of settling.
+    pub latency_run: bool,
 }
 
 impl Load {
     /// fio's defaults: no rate, no thinktime, `thinktime_blocks=1`.
     pub fn new() -> Load {
-        Load { thinktime_blocks: 1, ..Load::default() }
+        Load { thinktime_blocks: 1, latency_percentile: 100.0, ..Load::default() }
     }
 
     /// Bytes per second of each direction for block sizes `bs` (fio's `__setup_rate`:
@@ -234,6 +242,148 @@ pub fn sleep_until(until: u64, now: fn() -> u64) {
     }
 }
 
+/// What the queue-depth search asks of the job after an event (fio's `lat_target_*`,
+/// io_u.c).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LatStep {
+    /// Go on.
+    Go,
+    /// The depth went down: wait for everything in flight before going on.
+    Quiesce,
+    /// An I/O missed the target at depth 1 (with `latency_percentile=100`): the job fails.
+    Fatal,
+    /// The depth settled: wait for everything in flight, start the statistics over and
+    /// run one more window at this depth.
+    FinalRun,
+    /// The final window met the target: the job ends.
+    Done,
+}
+
+/// fio's search for the highest queue depth at which `latency_percentile` % of the I/Os
+/// of a `latency_window` complete within `latency_target` (io_u.c, `lat_target_check`):
+/// start at depth 1; after a window that meets the target, double the depth (or bisect
+/// towards the lowest depth that failed); after one that does not, bisect down (with
+/// `latency_percentile=100` at the first I/O over the target). When a success leaves the
+/// depth where it was, the statistics start over for a final window at that depth, after
+/// which the job ends (unless `latency_run`).
+#[derive(Clone, Debug)]
+pub struct LatencyTarget {
+    target_ns: u64,
+    window_ns: u64,
+    percentile: f64,
+    keep_running: bool,
+    iodepth: u32,
+    qd: u32,
+    high: u32,
+    low: u32,
+    stable: u32,
+    cycle_start: u64,
+    cycle_ios: u64,
+    failed: u64,
+    end_run: bool,
+}
+
+impl LatencyTarget {
+    /// The search for `load` at most `iodepth` deep, from `now` (ns); `None` without
+    /// `latency_target`.
+    pub fn new(load: &Load, iodepth: u32, now: u64) -> Option<LatencyTarget> {
+        let target = load.latency_target?;
+        Some(LatencyTarget {
+            target_ns: target.as_nanos() as u64,
+            window_ns: load.latency_window.as_nanos() as u64,
+            percentile: load.latency_percentile,
+            keep_running: load.latency_run,
+            iodepth: iodepth.max(1),
+            qd: 1,
+            high: iodepth.max(1),
+            low: 1,
+            stable: 0,
+            cycle_start: now,
+            cycle_ios: 0,
+            failed: 0,
+            end_run: false,
+        })
+    }
+
+    /// The depth the job may fill its queue to now.
+    pub fn depth(&self) -> u32 {
+        self.qd
+    }
+
+    fn new_cycle(&mut self, now: u64, ios: u64) {
+        self.cycle_start = now;
+        self.cycle_ios = ios;
+        self.failed = 0;
+    }
+
+    /// fio's `__lat_target_failed`: bisect down, or fail at depth 1.
+    fn ramp_down(&mut self, now: u64, ios: u64) -> LatStep {
+        if self.qd == 1 {
+            return LatStep::Fatal;
+        }
+        self.high = self.qd;
+        if self.qd == self.low {
+            self.low -= 1;
+        }
+        self.qd = (self.qd + self.low) / 2;
+        self.stable = 0;
+        self.new_cycle(now, ios);
+        LatStep::Quiesce
+    }
+
+    /// One I/O completed with total latency `lat_ns`; `ios`: I/Os completed so far.
+    pub fn completed(&mut self, lat_ns: u64, now: u64, ios: u64) -> LatStep {
+        if lat_ns <= self.target_ns {
+            return LatStep::Go;
+        }
+        if self.percentile >= 100.0 {
+            return self.ramp_down(now, ios);
+        }
+        self.failed += 1;
+        LatStep::Go
+    }
+
+    /// fio's `lat_target_check`, after every I/O: at the end of a window, up or down.
+    pub fn check(&mut self, now: u64, ios: u64) -> LatStep {
+        if now.saturating_sub(self.cycle_start) < self.window_ns {
+            return LatStep::Go;
+        }
+        let done = ios - self.cycle_ios;
+        if done == 0 {
+            // fio divides by zero here; nothing completed, nothing to judge yet.
+            return LatStep::Go;
+        }
+        let success = (done - self.failed.min(done)) as f64 / done as f64 * 100.0;
+        if success < self.percentile {
+            return self.ramp_down(now, ios);
+        }
+        // fio's lat_target_success.
+        let qd = self.qd;
+        self.low = self.qd;
+        if self.qd + 1 == self.high {
+            self.stable += 1;
+            if self.stable >= 3 {
+                self.high += 1;
+                self.stable = 0;
+            }
+        }
+        self.qd = if self.high != self.iodepth { (self.qd + self.high) / 2 } else { self.qd * 2 };
+        self.qd = self.qd.min(self.iodepth);
+        let step = if !self.keep_running && self.qd == qd {
+            if self.end_run {
+                LatStep::Done
+            } else {
+                self.end_run = true;
+                LatStep::FinalRun
+            }
+        } else {
+            LatStep::Go
+        };
+        self.new_cycle(now, ios);
+        step
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -321,5 +471,79 @@ mod tests {
         let t = Thinker::new(&load).unwrap();
         let took = t.stall(crate::engine::now_ns);
         assert!(took >= 20_000_000, "stalled {took} ns, less than thinktime");
+    }
+
+    fn target(iodepth: u32, pct: f64) -> LatencyTarget {
+        let load = Load {
+            latency_target: Some(Duration::from_micros(100)),
+            latency_window: Duration::from_millis(10),
+            latency_percentile: pct,
+            ..Load::new()
+        };
+        LatencyTarget::new(&load, iodepth, 0).unwrap()
+    }
+
+    /// Runs the search against a device whose latency is `lat_at(depth)` µs, one window
+    /// after another; the depths tried, and how it ended.
+    fn search(t: &mut LatencyTarget, lat_at: impl Fn(u32) -> u64) -> (Vec<u32>, LatStep) {
+        let (mut now, mut ios, mut tried) = (0u64, 0u64, vec![]);
+        for _ in 0..200 {
+            tried.push(t.depth());
+            let mut step = LatStep::Go;
+            for _ in 0..10 {
+                ios += 1;
+                now += 1_000_000;
+                step = t.completed(lat_at(t.depth()) * 1000, now, ios);
+                if step != LatStep::Go {
+                    break;
+                }
+            }
+            if step == LatStep::Fatal {
+                return (tried, step);
+            }
+            let s = t.check(now, ios);
+            if s == LatStep::Done {
+                return (tried, s);
+            }
+        }
+        (tried, LatStep::Go)
+    }
+
+    #[test]
+    fn the_depth_search_settles_on_the_highest_depth_that_meets_the_target() {
+        // 10 µs per queued I/O: depths up to 10 meet 100 µs.
+        let (tried, end) = search(&mut target(64, 100.0), |qd| 10 * qd as u64);
+        assert_eq!(end, LatStep::Done);
+        assert_eq!(*tried.last().unwrap(), 10, "depths tried: {tried:?}");
+        assert_eq!(&tried[..7], [1, 2, 4, 8, 16, 12, 10], "doubling, then bisecting");
+        // A device that meets the target at any depth: the search ends at iodepth.
+        let (tried, end) = search(&mut target(16, 100.0), |_| 1);
+        assert_eq!((end, *tried.last().unwrap()), (LatStep::Done, 16), "{tried:?}");
+    }
+
+    #[test]
+    fn missing_the_target_at_depth_one_fails_the_job() {
+        let (tried, end) = search(&mut target(8, 100.0), |_| 500);
+        assert_eq!((end, tried), (LatStep::Fatal, vec![1]));
+    }
+
+    #[test]
+    fn a_percentile_below_100_judges_each_window_by_its_share_of_misses() {
+        let mut t = target(8, 90.0);
+        // 1 miss in 10 I/Os: 90% met, a success (depth 1 → 2).
+        for i in 1..=10u64 {
+            let lat = if i == 5 { 500_000 } else { 10_000 };
+            assert_eq!(t.completed(lat, i * 1_000_000, i), LatStep::Go, "no single I/O ramps down");
+        }
+        assert_eq!(t.check(10_000_000, 10), LatStep::Go);
+        assert_eq!(t.depth(), 2);
+        // 2 misses in 10: 80%, the depth goes back down.
+        for i in 11..=20u64 {
+            t.completed(if i % 5 == 0 { 500_000 } else { 10_000 }, i * 1_000_000, i);
+        }
+        assert_eq!(t.check(20_000_000, 20), LatStep::Quiesce);
+        assert_eq!(t.depth(), 1);
+        // A window still open decides nothing.
+        assert_eq!(t.check(21_000_000, 21), LatStep::Go);
     }
 }

@@ -500,6 +500,8 @@ struct Run<'a> {
     /// it asked for at the last completion, for the loop to act on.
     lat_target: Option<crate::load::LatencyTarget>,
     lat_step: crate::load::LatStep,
+    /// The `rate_min`/`rate_iops_min` check, if the job has one.
+    min_rate: Option<crate::load::MinRate>,
 }
 
 impl<'a> Run<'a> {
@@ -525,6 +527,12 @@ impl<'a> Run<'a> {
     fn completed_io(&mut self, write: bool, len: u64, off: u64, t: [u64; 3], has_slat: bool) {
         self.completed_ios += 1;
         let [start, issue, complete] = t;
+        if let Some(m) = self.min_rate.as_mut().filter(|_| complete >= self.ramp_end) {
+            let done = [(self.res.read.bytes, self.res.read.ios), (self.res.write.bytes, self.res.write.ios)];
+            if let Some(why) = m.check((complete - self.ramp_end) / 1_000_000, done) {
+                self.fail(libc::EIO, why);
+            }
+        }
         if let Some(lt) = self.lat_target.as_mut() {
             if complete >= self.ramp_end && self.lat_step == crate::load::LatStep::Go {
                 self.lat_step = lt.completed(complete - start, complete, self.completed_ios);
@@ -756,6 +764,7 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
         completed_ios: 0,
         lat_target: crate::load::LatencyTarget::new(&job.load, job.iodepth, ramp_end),
         lat_step: crate::load::LatStep::Go,
+        min_rate: crate::load::MinRate::new(&job.load),
         logs: job.logs.any().then(|| {
             let b = &job.behaviour;
             crate::iolog::JobLogs::new(&job.logs, &job.name, job.bs, [!b.disable_lat, !b.disable_slat, !b.disable_clat])
@@ -1964,5 +1973,25 @@ mod run_tests {
         let (r, _) = targeted(Duration::from_nanos(1), 100.0);
         assert_eq!(r.error, libc::ETIMEDOUT, "{:?}", r.error_msg);
         assert!(r.error_msg.unwrap().contains("latency_target"));
+    }
+
+    #[test]
+    fn a_job_below_rate_iops_min_fails_after_the_settling_time() {
+        use crate::load::Load;
+        // thinktime 5 ms after every I/O: under 200 IOPS, against a minimum of 500.
+        let load = Load {
+            thinktime: Duration::from_millis(5),
+            rate_iops_min: [500, 0],
+            rate_cycle: Duration::from_millis(200),
+            ..Load::new()
+        };
+        let mut j = job("4MiB", "", Mode::Sync, Rw::RandRead, 1);
+        (j.runtime, j.time_based, j.load) = (Some(Duration::from_secs(10)), true, load);
+        let t0 = std::time::Instant::now();
+        let r = run(&j);
+        let took = t0.elapsed();
+        assert_eq!(r.error, libc::EIO, "{:?}", r.error_msg);
+        assert!(r.error_msg.as_deref().unwrap().starts_with("rate_iops_min=500 not met, got "), "{:?}", r.error_msg);
+        assert!(took >= Duration::from_secs(2) && took < Duration::from_secs(5), "failed after {took:?}");
     }
 }

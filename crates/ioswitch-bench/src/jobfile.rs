@@ -813,6 +813,9 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("latency_window", &[], Kind::Value),
     ("latency_percentile", &[], Kind::Value),
     ("latency_run", &[], Kind::Bool),
+    ("rate_min", &["ratemin"], Kind::Value),
+    ("rate_iops_min", &[], Kind::Value),
+    ("rate_cycle", &["ratecycle"], Kind::Value),
     // Bare, the log is named after the job (fio's default).
     ("write_lat_log", &[], Kind::Bool),
     ("write_bw_log", &[], Kind::Bool),
@@ -1533,6 +1536,15 @@ impl JobSpec {
                     .ok_or_else(|| val.bad(EXPECT))?;
             }
             "latency_run" => l.latency_run = val.flag()?,
+            "rate_min" => {
+                l.rate_min = parse_rw_pair(val.value(EXPECT_RATE)?, l.rate_min).ok_or_else(|| val.bad(EXPECT_RATE))?
+            }
+            "rate_iops_min" => {
+                l.rate_iops_min =
+                    parse_rw_pair(val.value(EXPECT_RATE)?, l.rate_iops_min).ok_or_else(|| val.bad(EXPECT_RATE))?
+            }
+            // fio's rate_cycle is a plain number of ms.
+            "rate_cycle" => l.rate_cycle = Duration::from_millis(val.count(1)?),
             "write_lat_log" | "write_bw_log" | "write_iops_log" => {
                 let prefix = val.opt.value.as_deref().map(str::trim).unwrap_or_default().to_string();
                 // fio reads `write_lat_log=0` as a log named "0"; so does this.
@@ -1590,8 +1602,23 @@ impl JobSpec {
                 ));
             }
         }
-        if self.load.rate.iter().any(|&r| r > 0) && self.load.rate_iops.iter().any(|&r| r > 0) {
+        let l = &self.load;
+        let any = |v: &[u64; 2]| v.iter().any(|&r| r > 0);
+        if any(&l.rate) && any(&l.rate_iops) {
             return Err(self.error_at("rate_iops", "rate and rate_iops are mutually exclusive (as in fio)"));
+        }
+        if any(&l.rate_min) && any(&l.rate_iops_min) {
+            return Err(self.error_at("rate_iops_min", "rate_min and rate_iops_min are mutually exclusive (as in fio)"));
+        }
+        for d in 0..2 {
+            if (l.rate[d] > 0 && l.rate[d] < l.rate_min[d])
+                || (l.rate_iops[d] > 0 && l.rate_iops[d] < l.rate_iops_min[d])
+            {
+                let opt = if l.rate_min[d] > 0 { "rate_min" } else { "rate_iops_min" };
+                return Err(
+                    self.error_at(opt, format!("the minimum rate exceeds the rate ({})", ["reads", "writes"][d]))
+                );
+            }
         }
         if self.load.thinktime_spin > self.load.thinktime {
             return Err(self.error_at("thinktime_spin", "thinktime_spin is longer than thinktime"));
@@ -2500,6 +2527,10 @@ mod tests {
         assert_eq!(t.thinktime_spin, Duration::from_micros(100));
         assert_eq!((t.thinktime_blocks, t.thinktime_count), (8, ThinkCount::Issue));
         assert_eq!(one("[j]\nthinktime=2ms\n").load.thinktime, Duration::from_millis(2));
+        let m = one("[j]\nrate=1250\nratemin=1024\nratecycle=500\n").load;
+        assert_eq!((m.rate_min, m.rate_cycle), ([1024, 1024], Duration::from_millis(500)));
+        assert_eq!(one("[j]\nrate_iops_min=,5\n").load.rate_iops_min, [0, 5]);
+        assert_eq!(one("[j]\n").load.rate_cycle, Duration::from_secs(1), "fio's default cycle");
         let l = one("[j]\nlatency_target=500000\nlatency_window=5s\nlatency_percentile=99.9\nlatency_run=1\n").load;
         assert_eq!(l.latency_target, Some(Duration::from_millis(500)), "µs without a unit");
         assert_eq!((l.latency_window, l.latency_percentile, l.latency_run), (Duration::from_secs(5), 99.9, true));
@@ -2525,7 +2556,11 @@ mod tests {
         let e = err("[j]\nthinktime=10\nthinktime_spin=20\n");
         assert!(e.contains("job.fio:3") && e.contains("longer than thinktime"), "{e}");
         // Options of this group that are not run are refused where they are written.
-        for (opt, line) in [("rate_min=1m", 2), ("rate_cycle=500", 2), ("write_hist_log=h", 2)] {
+        let e = err("[j]\nrate=1m\nrate_min=2m\n");
+        assert!(e.contains("job.fio:3") && e.contains("minimum rate exceeds the rate (reads)"), "{e}");
+        let e = err("[j]\nratemin=1m\nrate_iops_min=1\n");
+        assert!(e.contains("job.fio:3") && e.contains("mutually exclusive"), "{e}");
+        for (opt, line) in [("thinktime_iotime=1s", 2), ("rate_ignore_thinktime=1", 2), ("write_hist_log=h", 2)] {
             let e = err(&format!("[j]\n{opt}\n"));
             assert!(e.starts_with(&format!("job.fio:{line}:")), "{opt}: {e}");
         }

@@ -68,12 +68,19 @@ pub struct Load {
     pub latency_percentile: f64,
     /// `latency_run`: keep searching for the whole run instead of settling.
     pub latency_run: bool,
+    /// `rate_min`: bytes per second of reads and of writes below which the job fails (0:
+    /// none).
+    pub rate_min: [u64; 2],
+    /// `rate_iops_min`: the same in I/Os per second.
+    pub rate_iops_min: [u64; 2],
+    /// `rate_cycle`: the interval over which `rate_min` is checked (default 1 s).
+    pub rate_cycle: Duration,
 }
 
 impl Load {
     /// fio's defaults: no rate, no thinktime, `thinktime_blocks=1`.
     pub fn new() -> Load {
-        Load { thinktime_blocks: 1, latency_percentile: 100.0, ..Load::default() }
+        Load { thinktime_blocks: 1, latency_percentile: 100.0, rate_cycle: Duration::from_secs(1), ..Load::default() }
     }
 
     /// Bytes per second of each direction for block sizes `bs` (fio's `__setup_rate`:
@@ -384,6 +391,64 @@ impl LatencyTarget {
     }
 }
 
+/// fio's `rate_min`/`rate_iops_min` check (`__check_min_rate`, backend.c): after a 2 s
+/// settling time from the job's start (or the end of its ramp), every `rate_cycle` the
+/// rate of each direction that has done I/O over the cycle must be at least the minimum,
+/// or the job fails.
+#[derive(Clone, Debug)]
+pub struct MinRate {
+    bytes_min: [u64; 2],
+    iops_min: [u64; 2],
+    cycle_ms: u64,
+    /// Per direction: bytes and I/Os at the last check and its time (ms); `None` before the first.
+    last: [Option<(u64, u64, u64)>; 2],
+}
+
+impl MinRate {
+    /// The check for `load`; `None` without a minimum.
+    pub fn new(load: &Load) -> Option<MinRate> {
+        let any = load.rate_min.iter().chain(&load.rate_iops_min).any(|&r| r > 0);
+        any.then_some(MinRate {
+            bytes_min: load.rate_min,
+            iops_min: load.rate_iops_min,
+            cycle_ms: load.rate_cycle.as_millis() as u64,
+            last: [None; 2],
+        })
+    }
+
+    /// The check at `ms` since the job's start, with `done[d]` = (bytes, I/Os) done so far
+    /// per direction; the failure in fio's words when a minimum was not met.
+    pub fn check(&mut self, ms: u64, done: [(u64, u64); 2]) -> Option<String> {
+        if ms < 2000 {
+            return None;
+        }
+        for (d, (bytes, ios)) in done.into_iter().enumerate() {
+            if bytes == 0 || (self.bytes_min[d] == 0 && self.iops_min[d] == 0) {
+                continue;
+            }
+            if let Some((b0, i0, t0)) = self.last[d] {
+                let spent = ms - t0;
+                if spent < self.cycle_ms || spent == 0 {
+                    continue;
+                }
+                if self.bytes_min[d] > 0 {
+                    let got = (bytes - b0) * 1000 / spent;
+                    if got < self.bytes_min[d] {
+                        return Some(format!("rate_min={}B/s not met, got {got}B/s", self.bytes_min[d]));
+                    }
+                } else {
+                    let got = (ios - i0) * 1000 / spent;
+                    if got < self.iops_min[d] {
+                        return Some(format!("rate_iops_min={} not met, got {got} IOPS", self.iops_min[d]));
+                    }
+                }
+            }
+            self.last[d] = Some((bytes, ios, ms));
+        }
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -545,5 +610,23 @@ mod tests {
         assert_eq!(t.depth(), 1);
         // A window still open decides nothing.
         assert_eq!(t.check(21_000_000, 21), LatStep::Go);
+    }
+
+    #[test]
+    fn rate_min_fails_a_cycle_below_the_minimum_after_two_seconds() {
+        let load = Load { rate_min: [1000, 0], rate_cycle: Duration::from_millis(500), ..Load::new() };
+        let mut m = MinRate::new(&load).unwrap();
+        assert_eq!(m.check(100, [(10, 1), (0, 0)]), None, "the first 2 s settle");
+        assert_eq!(m.check(2000, [(4000, 4), (0, 0)]), None, "the first check only starts a cycle");
+        assert_eq!(m.check(2400, [(4100, 5), (0, 0)]), None, "a cycle not over decides nothing");
+        // 600 bytes in 600 ms: 1000 B/s, met.
+        assert_eq!(m.check(2600, [(4600, 6), (0, 0)]), None);
+        // 400 bytes in 1000 ms: 400 B/s.
+        let e = m.check(3600, [(5000, 7), (0, 0)]).expect("below the minimum");
+        assert_eq!(e, "rate_min=1000B/s not met, got 400B/s");
+        let mut iops = MinRate::new(&Load { rate_iops_min: [0, 10], ..Load::new() }).unwrap();
+        assert_eq!(iops.check(2000, [(0, 0), (4096, 1)]), None);
+        assert_eq!(iops.check(3000, [(0, 0), (8192, 5)]).unwrap(), "rate_iops_min=10 not met, got 4 IOPS");
+        assert!(MinRate::new(&Load::new()).is_none());
     }
 }

@@ -48,18 +48,35 @@ pub struct LogOpts {
     /// `per_job_logs` (default on): the job's number is in the file name; off: every job
     /// appends to one file per prefix and kind.
     pub per_job: bool,
+    /// `write_hist_log`: the prefix of the `clat_hist` log.
+    pub hist: Option<String>,
+    /// `log_hist_msec`: how often the `clat_hist` log takes a histogram (0: never, as fio).
+    pub hist_msec: u32,
+    /// `log_hist_coarseness`: 2^N of fio's latency buckets summed into one column (0..=6).
+    pub hist_coarseness: u32,
 }
 
 impl Default for LogOpts {
     fn default() -> Self {
-        LogOpts { lat: None, bw: None, iops: None, avg_msec: 0, max_value: false, offset: false, per_job: true }
+        LogOpts {
+            lat: None,
+            bw: None,
+            iops: None,
+            avg_msec: 0,
+            max_value: false,
+            offset: false,
+            per_job: true,
+            hist: None,
+            hist_msec: 0,
+            hist_coarseness: 0,
+        }
     }
 }
 
 impl LogOpts {
     /// Whether any log is written.
     pub fn any(&self) -> bool {
-        self.lat.is_some() || self.bw.is_some() || self.iops.is_some()
+        self.lat.is_some() || self.bw.is_some() || self.iops.is_some() || self.hist.is_some()
     }
 }
 
@@ -217,11 +234,114 @@ impl Log {
     }
 }
 
+/// One line of the `clat_hist` log: the completion-latency histogram of a direction
+/// since the previous line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HistEntry {
+    /// ms since the job's epoch.
+    pub time_ms: u64,
+    /// 0 read, 1 write.
+    pub ddir: u8,
+    /// Block size of the I/O that closed the interval.
+    pub bs: u64,
+    /// I/Os per bucket group (fio's buckets, 2^coarseness to a column) in the interval.
+    pub counts: Vec<u64>,
+}
+
+/// fio's `clat_hist` log (`write_hist_log`; stat.c's `add_clat_sample` and iolog.c's
+/// `flush_hist_samples`): at the first completion `log_hist_msec` or more after the last
+/// line of its direction (the first interval starts at the direction's first completion),
+/// a line `time, direction, block size, c0, c1, …`: per group of 2^`log_hist_coarseness`
+/// of fio's 1856 latency buckets ([`crate::hist`]), the completions in it since the
+/// direction's previous line. The next interval starts `log_hist_msec` after the last one
+/// did (the lateness of this one is made up).
+#[derive(Clone, Debug)]
+pub struct HistLog {
+    /// The file's prefix.
+    pub prefix: String,
+    /// The lines, in order.
+    pub entries: Vec<HistEntry>,
+    msec: u64,
+    stride: usize,
+    counts: bool,
+    cum: [Vec<u64>; 2],
+    before: [Vec<u64>; 2],
+    last: [u64; 2],
+}
+
+impl HistLog {
+    /// An empty log; `counts`: whether latencies go into the histogram (fio fills it only
+    /// with `clat_percentiles`, its default).
+    pub fn new(prefix: &str, opts: &LogOpts, counts: bool) -> HistLog {
+        let n = crate::hist::PLAT_NR;
+        HistLog {
+            prefix: prefix.to_string(),
+            entries: Vec::new(),
+            msec: u64::from(opts.hist_msec),
+            stride: 1 << opts.hist_coarseness.min(6),
+            counts,
+            cum: [vec![0; n], vec![0; n]],
+            before: [vec![0; n], vec![0; n]],
+            last: [0; 2],
+        }
+    }
+
+    /// One completion of direction `d` with completion latency `clat_ns` at `time_ms`.
+    pub fn add(&mut self, time_ms: u64, d: usize, bs: u64, clat_ns: u64) {
+        if self.counts {
+            self.cum[d][crate::hist::bucket_index(clat_ns)] += 1;
+        }
+        if self.msec == 0 {
+            return;
+        }
+        if self.last[d] == 0 {
+            self.last[d] = time_ms;
+        }
+        let window = time_ms.saturating_sub(self.last[d]);
+        if window < self.msec {
+            return;
+        }
+        let counts = (0..crate::hist::PLAT_NR)
+            .step_by(self.stride)
+            .map(|j| (j..j + self.stride).map(|k| self.cum[d][k] - self.before[d][k]).sum())
+            .collect();
+        self.before[d].clone_from(&self.cum[d]);
+        self.entries.push(HistEntry { time_ms, ddir: d as u8, bs, counts });
+        self.last[d] = time_ms - (window - self.msec);
+    }
+
+    /// The lines in fio's text format.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        for e in &self.entries {
+            use std::fmt::Write as _;
+            let _ = write!(s, "{}, {}, {}", e.time_ms, e.ddir, e.bs);
+            for c in &e.counts {
+                let _ = write!(s, ", {c}");
+            }
+            s.push('\n');
+        }
+        s
+    }
+
+    /// fio's file name: `PREFIX_clat_hist.N.log`, or `PREFIX_clat_hist.log` without
+    /// `per_job_logs`.
+    pub fn file_name(&self, number: u32, per_job: bool) -> PathBuf {
+        PathBuf::from(if per_job {
+            format!("{}_clat_hist.{number}.log", self.prefix)
+        } else {
+            format!("{}_clat_hist.log", self.prefix)
+        })
+    }
+}
+
 /// The logs of one job instance and the interval state of its bw and iops logs.
 #[derive(Clone, Debug, Default)]
 pub struct JobLogs {
     /// Every log the job writes.
     pub logs: Vec<Log>,
+    /// The `clat_hist` log, if the job writes it.
+    pub hist: Option<HistLog>,
     lat: Option<[usize; 3]>,
     bw: Option<usize>,
     iops: Option<usize>,
@@ -241,6 +361,7 @@ impl JobLogs {
     pub fn new(opts: &LogOpts, name: &str, bs: [u64; 2], measured: [bool; 3]) -> JobLogs {
         let mut l = JobLogs { avg_msec: u64::from(opts.avg_msec), bs, ..JobLogs::default() };
         let prefix = |p: &String| if p.is_empty() { name.to_string() } else { p.clone() };
+        l.hist = opts.hist.as_ref().map(|p| HistLog::new(&prefix(p), opts, measured[2]));
         if let Some(p) = &opts.lat {
             let mut idx = [usize::MAX; 3];
             for (i, kind) in [LogKind::Lat, LogKind::Slat, LogKind::Clat].into_iter().enumerate() {
@@ -272,6 +393,14 @@ impl JobLogs {
             log.window = [Window::default(); 2];
             log.avg_last = [0; 2];
         }
+        if let Some(h) = self.hist.as_mut() {
+            *h = HistLog { entries: Vec::new(), ..h.clone() };
+            for d in 0..2 {
+                h.cum[d].fill(0);
+                h.before[d].fill(0);
+            }
+            h.last = [0; 2];
+        }
     }
 
     /// One completed I/O at `time_ms`: its latencies (ns; `slat` `None` for a sync job),
@@ -287,6 +416,9 @@ impl JobLogs {
                     log.add(Entry { time_ms, value: v, ddir, bs: len, offset }, 0);
                 }
             }
+        }
+        if let (Some(h), Some(clat)) = (self.hist.as_mut(), lat[2]) {
+            h.add(time_ms, d, len, clat);
         }
         if self.avg_msec == 0 {
             // fio's per-I/O bw and iops entries.
@@ -365,6 +497,21 @@ pub fn write_all(logs: &[(&LogOpts, Option<&JobLogs>)]) -> std::io::Result<Vec<P
                 .open(&path)
                 .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
             f.write_all(log.render(opts.offset).as_bytes())
+                .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+            if !written.contains(&path) {
+                written.push(path);
+            }
+        }
+        if let Some(h) = job.and_then(|j| j.hist.as_ref()) {
+            let path = h.file_name(k as u32 + 1, opts.per_job);
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .write(true)
+                .append(!opts.per_job)
+                .truncate(opts.per_job)
+                .open(&path)
+                .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+            f.write_all(h.render().as_bytes())
                 .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
             if !written.contains(&path) {
                 written.push(path);
@@ -469,5 +616,38 @@ mod tests {
         l.finish(160);
         assert_eq!(l.logs[1].entries.len(), 2);
         assert!(l.logs[1].entries.iter().all(|e| e.ddir == 0));
+    }
+
+    #[test]
+    fn the_hist_log_holds_each_intervals_clat_histogram_in_fios_buckets() {
+        let o = LogOpts { hist: Some("h".into()), hist_msec: 100, hist_coarseness: 1, ..LogOpts::default() };
+        let mut l = JobLogs::new(&o, "j", [4096; 2], [true; 3]);
+        // The first interval starts at the first completion (10 ms).
+        l.io(10, false, 4096, 0, [None, None, Some(50)]);
+        l.io(60, false, 4096, 0, [None, None, Some(51)]);
+        l.io(115, false, 4096, 0, [None, None, Some(1000)]);
+        l.io(150, false, 4096, 0, [None, None, Some(50)]);
+        l.io(215, false, 4096, 0, [None, None, Some(50)]);
+        let h = l.hist.as_ref().unwrap();
+        assert_eq!(h.entries.len(), 2);
+        let cols = crate::hist::PLAT_NR / 2;
+        assert!(h.entries.iter().all(|e| e.counts.len() == cols), "1856 buckets, 2 to a column");
+        // 50 and 51 ns share a column at coarseness 1 (buckets 50 and 51); 1000 ns is elsewhere.
+        let (e0, e1) = (&h.entries[0], &h.entries[1]);
+        assert_eq!((e0.time_ms, e0.ddir, e0.bs, e0.counts.iter().sum::<u64>()), (115, 0, 4096, 3));
+        assert_eq!(e0.counts[25], 2);
+        assert_eq!(e0.counts[crate::hist::bucket_index(1000) / 2], 1);
+        // The second holds only what came after the first (the next interval starts at
+        // 110 ms: 115 less its 5 ms of lateness).
+        assert_eq!((e1.time_ms, e1.counts.iter().sum::<u64>(), e1.counts[25]), (215, 2, 2));
+        let line = h.render();
+        let first = line.lines().next().unwrap();
+        assert!(first.starts_with("115, 0, 4096, 0, "), "{first}");
+        assert_eq!(first.split(", ").count(), 3 + cols);
+        assert_eq!(h.file_name(2, true), PathBuf::from("h_clat_hist.2.log"));
+        // Without log_hist_msec, fio writes no lines.
+        let mut none = JobLogs::new(&LogOpts { hist_msec: 0, ..o }, "j", [4096; 2], [true; 3]);
+        none.io(500, false, 4096, 0, [None, None, Some(50)]);
+        assert!(none.hist.unwrap().entries.is_empty());
     }
 }

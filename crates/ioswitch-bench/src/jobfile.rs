@@ -824,6 +824,9 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("log_max_value", &[], Kind::Bool),
     ("log_offset", &[], Kind::Bool),
     ("per_job_logs", &[], Kind::Bool),
+    ("write_hist_log", &[], Kind::Bool),
+    ("log_hist_msec", &[], Kind::Value),
+    ("log_hist_coarseness", &[], Kind::Value),
 ];
 
 /// Options that only some engines have, besides fio's names of the library's interface
@@ -1545,12 +1548,13 @@ impl JobSpec {
             }
             // fio's rate_cycle is a plain number of ms.
             "rate_cycle" => l.rate_cycle = Duration::from_millis(val.count(1)?),
-            "write_lat_log" | "write_bw_log" | "write_iops_log" => {
+            "write_lat_log" | "write_bw_log" | "write_iops_log" | "write_hist_log" => {
                 let prefix = val.opt.value.as_deref().map(str::trim).unwrap_or_default().to_string();
                 // fio reads `write_lat_log=0` as a log named "0"; so does this.
                 match canon {
                     "write_lat_log" => g.lat = Some(prefix),
                     "write_bw_log" => g.bw = Some(prefix),
+                    "write_hist_log" => g.hist = Some(prefix),
                     _ => g.iops = Some(prefix),
                 }
             }
@@ -1558,6 +1562,12 @@ impl JobSpec {
             "log_max_value" => g.max_value = val.flag()?,
             "log_offset" => g.offset = val.flag()?,
             "per_job_logs" => g.per_job = val.flag()?,
+            "log_hist_msec" => g.hist_msec = val.count32(0)?,
+            "log_hist_coarseness" => {
+                const EXPECT: &str = "a whole number from 0 to 6";
+                g.hist_coarseness =
+                    val.value(EXPECT)?.parse().ok().filter(|c| *c <= 6).ok_or_else(|| val.bad(EXPECT))?;
+            }
             _ => return Ok(false),
         }
         Ok(true)
@@ -1619,6 +1629,12 @@ impl JobSpec {
                     self.error_at(opt, format!("the minimum rate exceeds the rate ({})", ["reads", "writes"][d]))
                 );
             }
+        }
+        if self.logs.hist.is_some() && !self.clat_percentiles {
+            return Err(self.error_at(
+                "clat_percentiles",
+                "write_hist_log logs the clat histogram, which clat_percentiles=0 turns off (fio would write zeros)",
+            ));
         }
         if self.load.thinktime_spin > self.load.thinktime {
             return Err(self.error_at("thinktime_spin", "thinktime_spin is longer than thinktime"));
@@ -2560,7 +2576,7 @@ mod tests {
         assert!(e.contains("job.fio:3") && e.contains("minimum rate exceeds the rate (reads)"), "{e}");
         let e = err("[j]\nratemin=1m\nrate_iops_min=1\n");
         assert!(e.contains("job.fio:3") && e.contains("mutually exclusive"), "{e}");
-        for (opt, line) in [("thinktime_iotime=1s", 2), ("rate_ignore_thinktime=1", 2), ("write_hist_log=h", 2)] {
+        for (opt, line) in [("thinktime_iotime=1s", 2), ("rate_ignore_thinktime=1", 2), ("log_prio=1", 2)] {
             let e = err(&format!("[j]\n{opt}\n"));
             assert!(e.starts_with(&format!("job.fio:{line}:")), "{opt}: {e}");
         }
@@ -2577,9 +2593,18 @@ mod tests {
             max_value: true,
             offset: true,
             per_job: false,
+            hist: None,
+            hist_msec: 0,
+            hist_coarseness: 0,
         };
         assert_eq!(j.logs, want);
         assert_eq!(one("[j]\n").logs, crate::iolog::LogOpts::default());
+        let h = one("[j]\nwrite_hist_log=h\nlog_hist_msec=500\nlog_hist_coarseness=4\n").logs;
+        assert_eq!((h.hist.as_deref(), h.hist_msec, h.hist_coarseness), (Some("h"), 500, 4));
+        let e = err("[j]\nlog_hist_coarseness=7\n");
+        assert!(e.starts_with("job.fio:2: bad value '7' for option 'log_hist_coarseness'"), "{e}");
+        let e = err("[j]\nwrite_hist_log\nclat_percentiles=0\n");
+        assert!(e.contains("job.fio:3") && e.contains("clat_percentiles=0"), "{e}");
         assert!(crate::iolog::LogOpts::default().per_job, "per_job_logs defaults to on");
         let e = err("[j]\nlog_avg_msec=often\n");
         assert!(e.starts_with("job.fio:2: bad value 'often' for option 'log_avg_msec'"), "{e}");

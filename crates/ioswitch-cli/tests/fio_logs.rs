@@ -212,3 +212,40 @@ fn fios_plot_tools_accept_our_logs() {
         assert!(body.contains("ours.1") && body.contains("<path"), "{kind}: {} bytes", body.len());
     }
 }
+
+#[test]
+fn hist_logs_have_fios_columns_and_intervals() {
+    let test = "hist_logs_have_fios_columns_and_intervals";
+    if !have("fio", "--version", test) {
+        return;
+    }
+    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-logs-hist");
+    let file = s.file("data", 8 << 20);
+    let mut logs = Vec::new();
+    for (program, pre) in [("fio", "fio"), (env!("CARGO_BIN_EXE_ioswitch"), "ours")] {
+        let prefix = s.path(&format!("hist-{pre}"));
+        let mut args = job_args(&file, &prefix, &["--log_hist_msec=100", "--log_hist_coarseness=1"]);
+        args.retain(|a| !a.starts_with("--write_"));
+        args.push(format!("--write_hist_log={prefix}"));
+        if pre == "ours" {
+            args.insert(0, "bench".into());
+        }
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = run_in(s.dir(), program, &argv);
+        assert!(o.status.success(), "{program} {argv:?}: {}", text(&o.stderr));
+        logs.push((pre, parse(Path::new(&format!("{prefix}_clat_hist.1.log")))));
+    }
+    for (who, log) in &logs {
+        // time, direction, block size, then fio's 1856 buckets two to a column.
+        assert!(log.iter().all(|l| l.len() == 3 + 1856 / 2), "{who}: a line without 931 fields");
+        assert!(log.iter().all(|l| l[1] == 0 && l[2] == 4096), "{who}: direction or block size");
+        assert!((5..=12).contains(&log.len()), "{who}: {} lines in 1 s at 100 ms", log.len());
+        // Each line counts the I/Os of its interval (the first from the first completion):
+        // about 100 at 1000 IOPS (a stalled machine makes bursts), and they add up to about
+        // the run's 1000.
+        let sums: Vec<u64> = log.iter().map(|l| l[3..].iter().sum()).collect();
+        assert!(sums[..sums.len() - 1].iter().all(|&n| (20..=400).contains(&n)), "{who}: per line {sums:?}");
+        let total: u64 = sums.iter().sum();
+        assert!((500..=1100).contains(&total), "{who}: {total} I/Os in all lines");
+    }
+}

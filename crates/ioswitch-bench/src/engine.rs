@@ -767,7 +767,12 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
         min_rate: crate::load::MinRate::new(&job.load),
         logs: job.logs.any().then(|| {
             let b = &job.behaviour;
-            crate::iolog::JobLogs::new(&job.logs, &job.name, job.bs, [!b.disable_lat, !b.disable_slat, !b.disable_clat])
+            crate::iolog::JobLogs::new(
+                &job.logs,
+                &job.name,
+                job.bs,
+                [!b.disable_lat, !b.disable_slat, !b.disable_clat, !b.disable_bw],
+            )
         }),
     };
     match job.mode {

@@ -349,6 +349,8 @@ pub struct JobLogs {
     /// Fixed block size per direction (0: it varies), for averaged bw/iops entries.
     bs: [u64; 2],
     last_ms: u64,
+    /// Whether per-I/O bw and iops entries are written (fio: not with `disable_bw`).
+    per_io_rates: bool,
     /// Bytes and I/Os done per direction since the epoch, and at the last interval.
     done: [(u64, u64); 2],
     at_last: [(u64, u64); 2],
@@ -356,10 +358,11 @@ pub struct JobLogs {
 
 impl JobLogs {
     /// The logs `opts` asks for, of a job named `name` with block sizes `bs`; with the
-    /// latency kinds fio leaves out where the job does not measure them
-    /// (`disable_lat`, `disable_clat`, `disable_slat`).
-    pub fn new(opts: &LogOpts, name: &str, bs: [u64; 2], measured: [bool; 3]) -> JobLogs {
-        let mut l = JobLogs { avg_msec: u64::from(opts.avg_msec), bs, ..JobLogs::default() };
+    /// latency kinds fio leaves out where the job does not measure them (`measured`: lat,
+    /// slat, clat; `disable_lat`, `disable_slat`, `disable_clat`), and no per-I/O bw and iops
+    /// entries without bandwidth measurement (`measured[3]`: not `disable_bw`).
+    pub fn new(opts: &LogOpts, name: &str, bs: [u64; 2], measured: [bool; 4]) -> JobLogs {
+        let mut l = JobLogs { avg_msec: u64::from(opts.avg_msec), bs, per_io_rates: measured[3], ..JobLogs::default() };
         let prefix = |p: &String| if p.is_empty() { name.to_string() } else { p.clone() };
         l.hist = opts.hist.as_ref().map(|p| HistLog::new(&prefix(p), opts, measured[2]));
         if let Some(p) = &opts.lat {
@@ -420,7 +423,7 @@ impl JobLogs {
         if let (Some(h), Some(clat)) = (self.hist.as_mut(), lat[2]) {
             h.add(time_ms, d, len, clat);
         }
-        if self.avg_msec == 0 {
+        if self.avg_msec == 0 && self.per_io_rates {
             // fio's per-I/O bw and iops entries.
             if let (Some(i), Some(clat)) = (self.bw, lat[2]) {
                 let value = (len * 1_000_000).checked_div(clat).unwrap_or(0);
@@ -546,10 +549,10 @@ mod tests {
         let log = Log::new(LogKind::Bw, "mylog", &opts(0, false));
         assert_eq!(log.file_name(3, true), PathBuf::from("mylog_bw.3.log"));
         assert_eq!(log.file_name(3, false), PathBuf::from("mylog_bw.log"));
-        let l = JobLogs::new(&opts(0, false), "job1", [4096; 2], [true; 3]);
+        let l = JobLogs::new(&opts(0, false), "job1", [4096; 2], [true; 4]);
         let names: Vec<_> = l.logs.iter().map(|g| g.file_name(1, true)).collect();
         assert_eq!(names, [PathBuf::from("job1_lat.1.log"), "job1_slat.1.log".into(), "job1_clat.1.log".into()]);
-        let no_slat = JobLogs::new(&opts(0, false), "j", [4096; 2], [true, false, true]);
+        let no_slat = JobLogs::new(&opts(0, false), "j", [4096; 2], [true, false, true, true]);
         assert_eq!(no_slat.logs.iter().map(|g| g.kind).collect::<Vec<_>>(), [LogKind::Lat, LogKind::Clat]);
     }
 
@@ -588,16 +591,19 @@ mod tests {
     #[test]
     fn per_io_bw_and_iops_entries_are_fios() {
         let o = LogOpts { bw: Some("b".into()), iops: Some("i".into()), ..LogOpts::default() };
-        let mut l = JobLogs::new(&o, "j", [4096; 2], [true; 3]);
+        let mut l = JobLogs::new(&o, "j", [4096; 2], [true; 4]);
         l.io(7, true, 4096, 0, [Some(20_000), Some(1_000), Some(10_000)]);
         assert_eq!(l.logs[0].render(false), "7, 409600, 1, 4096, 0\n", "bytes × 10⁶ / clat ns");
         assert_eq!(l.logs[1].render(false), "7, 1, 1, 4096, 0\n");
+        let mut off = JobLogs::new(&o, "j", [4096; 2], [true, true, true, false]);
+        off.io(7, true, 4096, 0, [Some(20_000), Some(1_000), Some(10_000)]);
+        assert!(off.logs.iter().all(|g| g.entries.is_empty()), "disable_bw: no per-I/O rates, as fio");
     }
 
     #[test]
     fn averaged_bw_and_iops_are_rates_over_intervals() {
         let o = LogOpts { bw: Some(String::new()), iops: Some(String::new()), avg_msec: 100, ..LogOpts::default() };
-        let mut l = JobLogs::new(&o, "j", [4096, 4096], [true; 3]);
+        let mut l = JobLogs::new(&o, "j", [4096, 4096], [true; 4]);
         // 251 reads of 4 KiB in the first 99 ms.
         for i in 0..250 {
             l.io(i * 98 / 250, false, 4096, 0, [None; 3]);
@@ -621,7 +627,7 @@ mod tests {
     #[test]
     fn the_hist_log_holds_each_intervals_clat_histogram_in_fios_buckets() {
         let o = LogOpts { hist: Some("h".into()), hist_msec: 100, hist_coarseness: 1, ..LogOpts::default() };
-        let mut l = JobLogs::new(&o, "j", [4096; 2], [true; 3]);
+        let mut l = JobLogs::new(&o, "j", [4096; 2], [true; 4]);
         // The first interval starts at the first completion (10 ms).
         l.io(10, false, 4096, 0, [None, None, Some(50)]);
         l.io(60, false, 4096, 0, [None, None, Some(51)]);
@@ -646,7 +652,7 @@ mod tests {
         assert_eq!(first.split(", ").count(), 3 + cols);
         assert_eq!(h.file_name(2, true), PathBuf::from("h_clat_hist.2.log"));
         // Without log_hist_msec, fio writes no lines.
-        let mut none = JobLogs::new(&LogOpts { hist_msec: 0, ..o }, "j", [4096; 2], [true; 3]);
+        let mut none = JobLogs::new(&LogOpts { hist_msec: 0, ..o }, "j", [4096; 2], [true; 4]);
         none.io(500, false, 4096, 0, [None, None, Some(50)]);
         assert!(none.hist.unwrap().entries.is_empty());
     }

@@ -469,15 +469,9 @@ impl JobLogs {
         self.last_ms = time_ms;
     }
 
-    /// The job ended at `time_ms`: the last interval and what is left in the windows.
+    /// The job ended at `time_ms`: what is left in the windows (fio's `finalize_logs`; as
+    /// in fio, the bw and iops rates of an interval cut short by the end are not taken).
     pub fn finish(&mut self, time_ms: u64) {
-        if self.avg_msec > 0 && time_ms > self.last_ms {
-            // fio's helper thread takes a last interval when the job stops.
-            let saved = self.avg_msec;
-            self.avg_msec = 1;
-            self.tick(time_ms);
-            self.avg_msec = saved;
-        }
         for log in &mut self.logs {
             log.finish(time_ms);
         }
@@ -619,9 +613,13 @@ mod tests {
         assert_eq!(l.logs[1].entries[0].value, 251 * 1000 / 99);
         // An interval without writes writes no write entry; a later one with I/O does.
         l.io(150, false, 4096, 0, [None; 3]);
-        l.finish(160);
+        l.tick(200);
         assert_eq!(l.logs[1].entries.len(), 2);
         assert!(l.logs[1].entries.iter().all(|e| e.ddir == 0));
+        // The interval the end cuts short is not taken, as in fio.
+        l.io(205, false, 4096, 0, [None; 3]);
+        l.finish(210);
+        assert_eq!(l.logs[1].entries.len(), 2);
     }
 
     #[test]

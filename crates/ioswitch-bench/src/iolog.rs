@@ -54,6 +54,9 @@ pub struct LogOpts {
     pub hist_msec: u32,
     /// `log_hist_coarseness`: 2^N of fio's latency buckets summed into one column (0..=6).
     pub hist_coarseness: u32,
+    /// `log_prio`: the priority column holds the I/O's priority value in hex (`0x0000`:
+    /// jobs here set none) instead of 1/0 for a real-time class.
+    pub prio: bool,
 }
 
 impl Default for LogOpts {
@@ -69,6 +72,7 @@ impl Default for LogOpts {
             hist: None,
             hist_msec: 0,
             hist_coarseness: 0,
+            prio: false,
         }
     }
 }
@@ -207,15 +211,16 @@ impl Log {
         }
     }
 
-    /// The entries in fio's text format.
-    pub fn render(&self, with_offset: bool) -> String {
+    /// The entries in fio's text format (`prio`: `log_prio`'s hex priority column).
+    pub fn render(&self, with_offset: bool, prio: bool) -> String {
         let mut s = String::with_capacity(self.entries.len() * 24);
+        let p = if prio { "0x0000" } else { "0" };
         for e in &self.entries {
             use std::fmt::Write as _;
             let _ = if with_offset {
-                writeln!(s, "{}, {}, {}, {}, {}, 0", e.time_ms, e.value, e.ddir, e.bs, e.offset)
+                writeln!(s, "{}, {}, {}, {}, {}, {p}", e.time_ms, e.value, e.ddir, e.bs, e.offset)
             } else {
-                writeln!(s, "{}, {}, {}, {}, 0", e.time_ms, e.value, e.ddir, e.bs)
+                writeln!(s, "{}, {}, {}, {}, {p}", e.time_ms, e.value, e.ddir, e.bs)
             };
         }
         s
@@ -493,7 +498,7 @@ pub fn write_all(logs: &[(&LogOpts, Option<&JobLogs>)]) -> std::io::Result<Vec<P
                 .truncate(opts.per_job)
                 .open(&path)
                 .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-            f.write_all(log.render(opts.offset).as_bytes())
+            f.write_all(log.render(opts.offset, opts.prio).as_bytes())
                 .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
             if !written.contains(&path) {
                 written.push(path);
@@ -534,8 +539,10 @@ mod tests {
     fn lines_are_fios_columns_with_and_without_offset() {
         let mut log = Log::new(LogKind::Clat, "j", &opts(0, false));
         log.add(e(3, 12345, 1), 0);
-        assert_eq!(log.render(false), "3, 12345, 1, 4096, 0\n");
-        assert_eq!(log.render(true), "3, 12345, 1, 4096, 8192, 0\n");
+        assert_eq!(log.render(false, false), "3, 12345, 1, 4096, 0\n");
+        assert_eq!(log.render(true, false), "3, 12345, 1, 4096, 8192, 0\n");
+        // log_prio: fio's hex priority value (none set: 0).
+        assert_eq!(log.render(false, true), "3, 12345, 1, 4096, 0x0000\n");
     }
 
     #[test]
@@ -587,8 +594,8 @@ mod tests {
         let o = LogOpts { bw: Some("b".into()), iops: Some("i".into()), ..LogOpts::default() };
         let mut l = JobLogs::new(&o, "j", [4096; 2], [true; 4]);
         l.io(7, true, 4096, 0, [Some(20_000), Some(1_000), Some(10_000)]);
-        assert_eq!(l.logs[0].render(false), "7, 409600, 1, 4096, 0\n", "bytes × 10⁶ / clat ns");
-        assert_eq!(l.logs[1].render(false), "7, 1, 1, 4096, 0\n");
+        assert_eq!(l.logs[0].render(false, false), "7, 409600, 1, 4096, 0\n", "bytes × 10⁶ / clat ns");
+        assert_eq!(l.logs[1].render(false, false), "7, 1, 1, 4096, 0\n");
         let mut off = JobLogs::new(&o, "j", [4096; 2], [true, true, true, false]);
         off.io(7, true, 4096, 0, [Some(20_000), Some(1_000), Some(10_000)]);
         assert!(off.logs.iter().all(|g| g.entries.is_empty()), "disable_bw: no per-I/O rates, as fio");

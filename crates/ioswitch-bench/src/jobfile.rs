@@ -825,6 +825,7 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("log_offset", &[], Kind::Bool),
     ("per_job_logs", &[], Kind::Bool),
     ("write_hist_log", &[], Kind::Bool),
+    ("log_prio", &[], Kind::Bool),
     ("log_hist_msec", &[], Kind::Value),
     ("log_hist_coarseness", &[], Kind::Value),
 ];
@@ -1562,6 +1563,7 @@ impl JobSpec {
             "log_max_value" => g.max_value = val.flag()?,
             "log_offset" => g.offset = val.flag()?,
             "per_job_logs" => g.per_job = val.flag()?,
+            "log_prio" => g.prio = val.flag()?,
             "log_hist_msec" => g.hist_msec = val.count32(0)?,
             "log_hist_coarseness" => {
                 const EXPECT: &str = "a whole number from 0 to 6";
@@ -2576,7 +2578,7 @@ mod tests {
         assert!(e.contains("job.fio:3") && e.contains("minimum rate exceeds the rate (reads)"), "{e}");
         let e = err("[j]\nratemin=1m\nrate_iops_min=1\n");
         assert!(e.contains("job.fio:3") && e.contains("mutually exclusive"), "{e}");
-        for (opt, line) in [("thinktime_iotime=1s", 2), ("rate_ignore_thinktime=1", 2), ("log_prio=1", 2)] {
+        for (opt, line) in [("thinktime_iotime=1s", 2), ("rate_ignore_thinktime=1", 2), ("log_compression=1m", 2)] {
             let e = err(&format!("[j]\n{opt}\n"));
             assert!(e.starts_with(&format!("job.fio:{line}:")), "{opt}: {e}");
         }
@@ -2596,6 +2598,7 @@ mod tests {
             hist: None,
             hist_msec: 0,
             hist_coarseness: 0,
+            prio: false,
         };
         assert_eq!(j.logs, want);
         assert_eq!(one("[j]\n").logs, crate::iolog::LogOpts::default());

@@ -521,8 +521,9 @@ impl<'a> Run<'a> {
         self.job.time_based || self.issued_bytes < self.budget
     }
 
-    /// One I/O completed well: counted for thinktime and put in the logs (after the ramp;
-    /// times in ms since its end, fio's epoch).
+    /// One I/O completed well: counted for thinktime, checked against `rate_min` and
+    /// `latency_target`, and put in the logs (after the ramp; times in ms since its end,
+    /// fio's epoch).
     #[inline]
     fn completed_io(&mut self, write: bool, len: u64, off: u64, t: [u64; 3], has_slat: bool) {
         self.completed_ios += 1;

@@ -761,7 +761,7 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
         refill: Rng::new(job.seed ^ salt ^ 0xF111),
         pacer: crate::load::Pacer::new(&job.load, job.bs, job.seed ^ salt, t0),
         paced_from_ramp: job.ramp.is_zero(),
-        thinker: crate::load::Thinker::new(&job.load),
+        thinker: crate::load::Thinker::new(&job.load, t0),
         completed_ios: 0,
         lat_target: crate::load::LatencyTarget::new(&job.load, job.iodepth, ramp_end),
         lat_step: crate::load::LatStep::Go,
@@ -935,7 +935,7 @@ fn run_sync(run: &mut Run) {
         }
         run.sample(complete);
         if let Some(t) = run.thinker.as_mut() {
-            if t.due(run.issued_ios, run.completed_ios) {
+            if t.due(run.issued_ios, run.completed_ios, now_ns()) {
                 t.stall(now_ns);
             }
         }
@@ -1252,7 +1252,7 @@ fn latency_step(run: &mut Run, mut f: Option<&mut Flight>) -> bool {
 /// flight (`io_u_quiesce`), then stalls. `None` when the queue failed.
 fn think(run: &mut Run, f: &mut Flight) -> Option<()> {
     let due = match run.thinker.as_mut() {
-        Some(t) => t.due(run.issued_ios, run.completed_ios),
+        Some(t) => t.due(run.issued_ios, run.completed_ios, now_ns()),
         None => false,
     };
     if due {

@@ -809,6 +809,7 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("thinktime_spin", &[], Kind::Value),
     ("thinktime_blocks", &[], Kind::Value),
     ("thinktime_blocks_type", &[], Kind::Value),
+    ("thinktime_iotime", &[], Kind::Value),
     ("latency_target", &[], Kind::Value),
     ("latency_window", &[], Kind::Value),
     ("latency_percentile", &[], Kind::Value),
@@ -1515,7 +1516,12 @@ impl JobSpec {
             "thinktime_spin" => {
                 l.thinktime_spin = parse_time_us(val.value(EXPECT_US)?).ok_or_else(|| val.bad(EXPECT_US))?
             }
-            "thinktime_blocks" => l.thinktime_blocks = val.count32(1)?,
+            "thinktime_blocks" => {
+                l.thinktime_blocks = val.count32(1)?;
+                l.thinktime_blocks_given = true;
+            }
+            // A plain number is seconds here (fio's is_seconds), unlike thinktime's µs.
+            "thinktime_iotime" => l.thinktime_iotime = val.time()?.unwrap_or_default(),
             "thinktime_blocks_type" => {
                 l.thinktime_count = match val.value("complete or issue")? {
                     "complete" => crate::load::ThinkCount::Complete,
@@ -2545,6 +2551,9 @@ mod tests {
         assert_eq!(t.thinktime_spin, Duration::from_micros(100));
         assert_eq!((t.thinktime_blocks, t.thinktime_count), (8, ThinkCount::Issue));
         assert_eq!(one("[j]\nthinktime=2ms\n").load.thinktime, Duration::from_millis(2));
+        let io = one("[j]\nthinktime=1s\nthinktime_iotime=9\n").load;
+        assert_eq!((io.thinktime_iotime, io.thinktime_blocks_given), (Duration::from_secs(9), false));
+        assert!(t.thinktime_blocks_given);
         let m = one("[j]\nrate=1250\nratemin=1024\nratecycle=500\n").load;
         assert_eq!((m.rate_min, m.rate_cycle), ([1024, 1024], Duration::from_millis(500)));
         assert_eq!(one("[j]\nrate_iops_min=,5\n").load.rate_iops_min, [0, 5]);
@@ -2578,7 +2587,7 @@ mod tests {
         assert!(e.contains("job.fio:3") && e.contains("minimum rate exceeds the rate (reads)"), "{e}");
         let e = err("[j]\nratemin=1m\nrate_iops_min=1\n");
         assert!(e.contains("job.fio:3") && e.contains("mutually exclusive"), "{e}");
-        for (opt, line) in [("thinktime_iotime=1s", 2), ("rate_ignore_thinktime=1", 2), ("log_compression=1m", 2)] {
+        for (opt, line) in [("rate_ignore_thinktime=1", 2), ("log_compression=1m", 2)] {
             let e = err(&format!("[j]\n{opt}\n"));
             assert!(e.starts_with(&format!("job.fio:{line}:")), "{opt}: {e}");
         }

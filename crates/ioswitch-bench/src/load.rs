@@ -17,8 +17,9 @@
 //!
 //! `thinktime` (fio's `handle_thinktime`): once `thinktime_blocks` I/Os have completed
 //! (`thinktime_blocks_type=complete`, the default) or been issued (`issue`) since the
-//! last stall, the job waits for everything in flight, spins `thinktime_spin`, then
-//! sleeps the rest of `thinktime`.
+//! last stall, or with `thinktime_iotime` once `thinktime_iotime` + `thinktime` has passed
+//! since it (then by blocks only where `thinktime_blocks` is given), the job waits for
+//! everything in flight, spins `thinktime_spin`, then sleeps the rest of `thinktime`.
 
 use crate::engine::Rng;
 use std::time::Duration;
@@ -60,6 +61,12 @@ pub struct Load {
     pub thinktime_blocks: u32,
     /// `thinktime_blocks_type`.
     pub thinktime_count: ThinkCount,
+    /// `thinktime_iotime`: also stall once this much time of I/O has passed since the last
+    /// stall (zero: not by time).
+    pub thinktime_iotime: Duration,
+    /// Whether `thinktime_blocks` was given (with `thinktime_iotime` and without it, fio
+    /// stalls by time only).
+    pub thinktime_blocks_given: bool,
     /// `latency_target`: search for the highest queue depth whose latencies meet it.
     pub latency_target: Option<Duration>,
     /// `latency_window`: how long each depth is tried.
@@ -195,33 +202,46 @@ pub struct Thinker {
     blocks: u64,
     count: ThinkCount,
     last: u64,
+    iotime_ns: u64,
+    by_blocks: bool,
+    /// When the last stall ended (the job's start before the first), ns.
+    last_ns: u64,
 }
 
 impl Thinker {
-    /// The rule for `load`; `None` without `thinktime`.
-    pub fn new(load: &Load) -> Option<Thinker> {
+    /// The rule for `load` of a job that started at `epoch` (ns); `None` without
+    /// `thinktime`.
+    pub fn new(load: &Load, epoch: u64) -> Option<Thinker> {
+        let iotime_ns = load.thinktime_iotime.as_nanos() as u64;
         (!load.thinktime.is_zero()).then_some(Thinker {
             think: load.thinktime,
             spin: load.thinktime_spin.min(load.thinktime),
             blocks: u64::from(load.thinktime_blocks.max(1)),
             count: load.thinktime_count,
             last: 0,
+            iotime_ns,
+            by_blocks: iotime_ns == 0 || load.thinktime_blocks_given,
+            last_ns: epoch,
         })
     }
 
-    /// Whether the job stalls now, after `issued` I/Os were issued and `completed`
-    /// completed; if so, the count starts again from here.
-    pub fn due(&mut self, issued: u64, completed: u64) -> bool {
+    /// Whether the job stalls at `now` (ns), after `issued` I/Os were issued and
+    /// `completed` completed; if so, the counts start again from here.
+    pub fn due(&mut self, issued: u64, completed: u64, now: u64) -> bool {
         let b = match self.count {
             ThinkCount::Complete => completed,
             ThinkCount::Issue => issued,
         };
-        if b >= self.last + self.blocks {
-            self.last = b;
-            true
-        } else {
-            false
+        let by_time =
+            self.iotime_ns > 0 && now.saturating_sub(self.last_ns) >= self.iotime_ns + self.think.as_nanos() as u64;
+        if !(by_time || (self.by_blocks && b >= self.last + self.blocks)) {
+            return false;
         }
+        self.last = b;
+        if self.iotime_ns > 0 {
+            self.last_ns = now;
+        }
+        true
     }
 
     /// The stall (the caller has waited for everything in flight): spins `thinktime_spin`,
@@ -520,20 +540,38 @@ mod tests {
     #[test]
     fn thinktime_stalls_every_n_blocks_of_the_chosen_kind() {
         let load = Load { thinktime: Duration::from_micros(10), thinktime_blocks: 4, ..Load::new() };
-        let mut t = Thinker::new(&load).unwrap();
-        let stalls: Vec<u64> = (1..=12).filter(|&c| t.due(c + 100, c)).collect();
+        let mut t = Thinker::new(&load, 0).unwrap();
+        let stalls: Vec<u64> = (1..=12).filter(|&c| t.due(c + 100, c, 0)).collect();
         assert_eq!(stalls, [4, 8, 12], "counts completions by default");
-        let mut t = Thinker::new(&Load { thinktime_count: ThinkCount::Issue, ..load.clone() }).unwrap();
-        let stalls: Vec<u64> = (1..=8).filter(|&i| t.due(i, 0)).collect();
+        let mut t = Thinker::new(&Load { thinktime_count: ThinkCount::Issue, ..load.clone() }, 0).unwrap();
+        let stalls: Vec<u64> = (1..=8).filter(|&i| t.due(i, 0, 0)).collect();
         assert_eq!(stalls, [4, 8], "thinktime_blocks_type=issue counts issues");
-        assert!(Thinker::new(&Load::new()).is_none());
+        assert!(Thinker::new(&Load::new(), 0).is_none());
+    }
+
+    #[test]
+    fn thinktime_iotime_stalls_by_time_and_by_blocks_only_where_given() {
+        let ms = 1_000_000u64;
+        // 9 ms of I/O, then 1 ms of thinktime: a stall once 10 ms have passed since the last.
+        let load = Load {
+            thinktime: Duration::from_millis(1),
+            thinktime_iotime: Duration::from_millis(9),
+            thinktime_blocks: 4,
+            ..Load::new()
+        };
+        let mut t = Thinker::new(&load, 0).unwrap();
+        let stalls: Vec<u64> = (1..=25).filter(|&i| t.due(i, i, i * ms)).collect();
+        assert_eq!(stalls, [10, 20], "by time only: thinktime_blocks was not given");
+        let mut t = Thinker::new(&Load { thinktime_blocks_given: true, ..load }, 0).unwrap();
+        let stalls: Vec<u64> = (1..=12).filter(|&i| t.due(i, i, i * ms)).collect();
+        assert_eq!(stalls, [4, 8, 12], "blocks too where given (they come first here)");
     }
 
     #[test]
     fn a_stall_lasts_thinktime_and_spins_part_of_it() {
         let load =
             Load { thinktime: Duration::from_millis(20), thinktime_spin: Duration::from_millis(5), ..Load::new() };
-        let t = Thinker::new(&load).unwrap();
+        let t = Thinker::new(&load, 0).unwrap();
         let took = t.stall(crate::engine::now_ns);
         assert!(took >= 20_000_000, "stalled {took} ns, less than thinktime");
     }

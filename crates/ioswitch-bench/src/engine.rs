@@ -107,6 +107,10 @@ pub struct Job {
     /// fio's options for file creation, ending, errors and measurement
     /// (`refill_buffers`, `exitall`, `disable_*lat`, `continue_on_error`, …).
     pub behaviour: Behaviour,
+    /// Load shaping: rate limits and thinktime ([`crate::load`]).
+    pub load: crate::load::Load,
+    /// The time-series logs the job writes ([`crate::iolog`]).
+    pub logs: crate::iolog::LogOpts,
 }
 
 /// What one direction (read or write) did.
@@ -185,6 +189,12 @@ pub struct JobResult {
     pub total_err: u64,
     /// errno of the first of them, as fio's `first_error`.
     pub first_error: i32,
+    /// The job's time-series logs, when it writes any (written to files by
+    /// [`crate::run::write_logs`]).
+    pub logs: Option<crate::iolog::JobLogs>,
+    /// The queue depth `latency_target`'s search settled on (fio's `latency_depth`; 0:
+    /// no target).
+    pub latency_depth: u32,
 }
 
 /// Progress counters shared with the status line; updated once per reaped batch.
@@ -481,6 +491,21 @@ struct Run<'a> {
     last_done: u64,
     /// Random data for `refill_buffers`.
     refill: Rng,
+    /// The rate limiter, if the job is rated; `paced_from_ramp`: restarted at the ramp's end.
+    pacer: Option<crate::load::Pacer>,
+    paced_from_ramp: bool,
+    /// The thinktime rule, if the job has one.
+    thinker: Option<crate::load::Thinker>,
+    /// I/Os completed (fio's `io_blocks`, for `thinktime_blocks_type=complete`).
+    completed_ios: u64,
+    /// The time-series logs, if the job writes any.
+    logs: Option<crate::iolog::JobLogs>,
+    /// The queue-depth search of `latency_target`, if the job has one; `lat_step`: what
+    /// it asked for at the last completion, for the loop to act on.
+    lat_target: Option<crate::load::LatencyTarget>,
+    lat_step: crate::load::LatStep,
+    /// The `rate_min`/`rate_iops_min` check, if the job has one.
+    min_rate: Option<crate::load::MinRate>,
 }
 
 impl<'a> Run<'a> {
@@ -500,16 +525,76 @@ impl<'a> Run<'a> {
         self.job.time_based || self.issued_bytes < self.budget
     }
 
+    /// One I/O completed well: counted for thinktime, checked against `rate_min` and
+    /// `latency_target`, and put in the logs (after the ramp; times in ms since its end,
+    /// fio's epoch).
     #[inline]
-    fn pick(&mut self) -> (bool, u64, u64) {
-        let write = match self.job.rw {
+    fn completed_io(&mut self, write: bool, len: u64, off: u64, t: [u64; 3], has_slat: bool) {
+        self.completed_ios += 1;
+        let [start, issue, complete] = t;
+        if let Some(m) = self.min_rate.as_mut().filter(|_| complete >= self.ramp_end) {
+            let done = [(self.res.read.bytes, self.res.read.ios), (self.res.write.bytes, self.res.write.ios)];
+            if let Some(why) = m.check((complete - self.ramp_end) / 1_000_000, done) {
+                self.fail(libc::EIO, why);
+            }
+        }
+        if let Some(lt) = self.lat_target.as_mut() {
+            if complete >= self.ramp_end && self.lat_step == crate::load::LatStep::Go {
+                self.lat_step = lt.completed(complete - start, complete, self.completed_ios);
+            }
+        }
+        let Some(logs) = self.logs.as_mut() else { return };
+        if complete < self.ramp_end {
+            return;
+        }
+        let b = &self.job.behaviour;
+        let ms = (complete - self.ramp_end) / 1_000_000;
+        let lat = [
+            (!b.disable_lat).then_some(complete - start),
+            (has_slat && !b.disable_slat).then_some(issue - start),
+            (!b.disable_clat).then_some(complete - issue),
+        ];
+        logs.io(ms, write, len, off, lat);
+        if !b.disable_bw {
+            logs.tick(ms);
+        }
+    }
+
+    /// The direction of the next I/O and when it may start: the rate limiter's choice
+    /// (fio's `rate_ddir`) of the direction drawn; `None` when the job has no limiter.
+    fn paced(&mut self, write: bool, now: u64) -> Option<(bool, u64)> {
+        let p = self.pacer.as_mut()?;
+        if !self.paced_from_ramp && now >= self.ramp_end && self.ramp_end > 0 {
+            // fio starts the rate over when the ramp ends (reset_io_counters).
+            p.restart(self.ramp_end);
+            self.paced_from_ramp = true;
+        }
+        let mixed = matches!(self.job.rw, Rw::ReadWrite | Rw::RandRw);
+        Some(p.choose(write, now, mixed))
+    }
+
+    /// The direction of the next I/O (fio's rwmix draw).
+    #[inline]
+    fn pick_dir(&mut self) -> bool {
+        match self.job.rw {
             Rw::Read | Rw::RandRead => false,
             Rw::Write | Rw::RandWrite => true,
             Rw::ReadWrite | Rw::RandRw => self.mix.below(100) >= self.job.rwmixread as u64,
-        };
+        }
+    }
+
+    /// The offset and length of the next I/O of direction `write`.
+    #[inline]
+    fn pick_at(&mut self, write: bool) -> (bool, u64, u64) {
         let d = write as usize;
         let off = self.offs[d].next();
         (write, off, self.job.bs[d])
+    }
+
+    #[inline]
+    fn pick(&mut self) -> (bool, u64, u64) {
+        let write = self.pick_dir();
+        self.pick_at(write)
     }
 
     fn fail(&mut self, errno: i32, msg: String) {
@@ -678,12 +763,35 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
         first_done: 0,
         last_done: 0,
         refill: Rng::new(job.seed ^ salt ^ 0xF111),
+        pacer: crate::load::Pacer::new(&job.load, job.bs, job.seed ^ salt, t0),
+        paced_from_ramp: job.ramp.is_zero(),
+        thinker: crate::load::Thinker::new(&job.load, t0),
+        completed_ios: 0,
+        lat_target: crate::load::LatencyTarget::new(&job.load, job.iodepth, ramp_end),
+        lat_step: crate::load::LatStep::Go,
+        min_rate: crate::load::MinRate::new(&job.load),
+        logs: job.logs.any().then(|| {
+            let b = &job.behaviour;
+            crate::iolog::JobLogs::new(
+                &job.logs,
+                &job.name,
+                job.bs,
+                [!b.disable_lat, !b.disable_slat, !b.disable_clat, !b.disable_bw],
+            )
+        }),
     };
     match job.mode {
         Mode::Sync => run_sync(&mut run),
         Mode::Async => run_async(&mut run),
     }
     let measured_from = run.ramp_end.max(t0);
+    if let Some(lt) = &run.lat_target {
+        run.res.latency_depth = lt.depth();
+    }
+    if let Some(mut logs) = run.logs.take() {
+        logs.finish(now_ns().saturating_sub(run.ramp_end) / 1_000_000);
+        run.res.logs = Some(logs);
+    }
     run.res.runtime_ns = run.last_done.saturating_sub(measured_from).max(if run.last_done > 0 { 1 } else { 0 });
     if job.behaviour.end_fsync && job.rw.writes() && run.res.error == 0 {
         // fio's end_fsync: one flush once the writing is done, timed as a sync.
@@ -763,11 +871,26 @@ fn run_sync(run: &mut Run) {
     let per_cmd = run.dev.sync_syscalls_per_cmd();
     let mut batch = 0u64;
     loop {
-        let start = now_ns();
+        let mut start = now_ns();
         if !run.more(start) {
             break;
         }
-        let (write, off, len) = run.pick();
+        let (write, off, len) = match run.pacer.is_some() {
+            false => run.pick(),
+            true => {
+                let drawn = run.pick_dir();
+                let (write, due) = run.paced(drawn, start).unwrap_or((drawn, start));
+                if due > start {
+                    // Nothing is in flight in a sync job: wait for the due time.
+                    crate::load::sleep_until(due.min(run.deadline), now_ns);
+                    start = now_ns();
+                    if !run.more(start) {
+                        break;
+                    }
+                }
+                run.pick_at(write)
+            }
+        };
         if write {
             run.fill(&mut buf, off);
         }
@@ -782,8 +905,14 @@ fn run_sync(run: &mut Run) {
         run.res.queue.submitted += 1;
         run.res.queue.completed += 1;
         run.res.queue.syscalls += per_cmd;
+        if let Some(p) = run.pacer.as_mut() {
+            p.issued(write, len);
+        }
         match r {
-            Ok(_) => run.account(write, len, start, start, complete, false),
+            Ok(_) => {
+                run.account(write, len, start, start, complete, false);
+                run.completed_io(write, len, off, [start, start, complete], false);
+            }
             Err(e) => {
                 let errno = e.errno().unwrap_or(libc::EIO);
                 if !run.goes_on_after(write, false, errno) {
@@ -809,6 +938,14 @@ fn run_sync(run: &mut Run) {
             }
         }
         run.sample(complete);
+        if let Some(t) = run.thinker.as_mut() {
+            if t.due(run.issued_ios, run.completed_ios, now_ns()) {
+                t.stall(now_ns);
+            }
+        }
+        if run.lat_target.is_some() && !latency_step(run, None) {
+            break;
+        }
         batch += 1;
         if batch == 64 {
             run.progress.ios.fetch_add(batch, Ordering::Relaxed);
@@ -935,7 +1072,9 @@ impl Flight {
                 continue;
             }
             bytes += len;
-            run.account(write, len, start, issue, if each { at } else { complete }, true);
+            let done = if each { at } else { complete };
+            run.account(write, len, start, issue, done, true);
+            run.completed_io(write, len, off, [start, issue, done], true);
         }
         run.sample(complete);
         run.progress.ios.fetch_add(n as u64, Ordering::Relaxed);
@@ -976,11 +1115,29 @@ fn run_async(run: &mut Run) {
     // fio's do_io: one I/O per turn; reap when the queue is full (or after every I/O when
     // polling), until no more than iodepth_low are in flight.
     'io: loop {
-        let start = now_ns();
+        let mut start = now_ns();
         if !run.more(start) {
             break;
         }
-        let (write, off, len) = run.pick();
+        let (write, off, len) = match run.pacer.is_some() {
+            false => run.pick(),
+            true => {
+                let drawn = run.pick_dir();
+                let (write, due) = run.paced(drawn, start).unwrap_or((drawn, start));
+                if due > start {
+                    // fio (inline submission) waits for everything in flight, then sleeps.
+                    if f.reap_all(run).is_none() || run.res.error != 0 {
+                        break 'io;
+                    }
+                    crate::load::sleep_until(due.min(run.deadline), now_ns);
+                    start = now_ns();
+                    if !run.more(start) {
+                        break;
+                    }
+                }
+                run.pick_at(write)
+            }
+        };
         let s = f.free.pop().expect("a free slot whenever the queue is not full");
         let slot = &mut f.slots[s as usize];
         let mut buf = slot.buf.take().expect("an idle slot holds its buffer");
@@ -999,6 +1156,9 @@ fn run_async(run: &mut Run) {
         }
         run.issued_bytes += len;
         run.issued_ios += 1;
+        if let Some(p) = run.pacer.as_mut() {
+            p.issued(write, len);
+        }
         let inflight = f.inflight();
         run.res.depth_level[depth_bucket(inflight)] += 1;
         run.res.depth_sum += inflight as u64;
@@ -1006,8 +1166,12 @@ fn run_async(run: &mut Run) {
         if f.uncommitted.len() as u32 >= batch_submit {
             f.commit(run);
         }
-        let full = f.free.is_empty();
+        // fio's queue_full: with latency_target the queue is full at the searched depth.
+        let full = f.free.is_empty() || run.lat_target.as_ref().is_some_and(|l| f.inflight() >= l.depth());
         if !full && !policy.polling {
+            if think(run, &mut f).is_none() || (run.lat_target.is_some() && !latency_step(run, Some(&mut f))) {
+                break 'io;
+            }
             continue;
         }
         loop {
@@ -1032,14 +1196,89 @@ fn run_async(run: &mut Run) {
                     run.res.sync.record(now_ns() - s);
                 }
             }
-            if !(full && f.inflight() > policy.low) {
+            let low = match &run.lat_target {
+                Some(l) => policy.low.min(l.depth().saturating_sub(1)),
+                None => policy.low,
+            };
+            if !(full && f.inflight() > low) {
                 break;
             }
+        }
+        if think(run, &mut f).is_none() || (run.lat_target.is_some() && !latency_step(run, Some(&mut f))) {
+            break 'io;
         }
     }
     // The end (or a failure): everything still in flight, as one batch.
     f.reap_all(run);
     run.res.queue = f.q.stats();
+}
+
+/// The latency target's search after an I/O (fio's `lat_target_check` and what a
+/// completion over the target asked for): quiesces the queue `f` when the depth went down,
+/// starts the statistics over for the final window, fails the job when depth 1 misses the
+/// target. Returns whether the job goes on.
+fn latency_step(run: &mut Run, mut f: Option<&mut Flight>) -> bool {
+    use crate::load::LatStep;
+    let now = now_ns();
+    if now < run.ramp_end {
+        return true;
+    }
+    let mut step = std::mem::replace(&mut run.lat_step, LatStep::Go);
+    if step == LatStep::Go {
+        if let Some(lt) = run.lat_target.as_mut() {
+            step = lt.check(now, run.completed_ios);
+        }
+    }
+    match step {
+        LatStep::Go => true,
+        LatStep::Quiesce => f.map_or(Some(0), |f| f.reap_all(run)).is_some(),
+        LatStep::Fatal => {
+            let target = run.job.load.latency_target.unwrap_or_default();
+            run.fail(libc::ETIMEDOUT, format!("latency_target {target:?} missed at queue depth 1"));
+            false
+        }
+        LatStep::FinalRun => {
+            if let Some(f) = f.as_mut() {
+                if f.reap_all(run).is_none() {
+                    return false;
+                }
+            }
+            // fio's reset_all_stats: what was measured before this window is dropped.
+            let now = now_ns();
+            let keep = JobResult {
+                name: std::mem::take(&mut run.res.name),
+                instance: run.res.instance,
+                latency_depth: run.lat_target.as_ref().map_or(0, |l| l.depth()),
+                ..JobResult::default()
+            };
+            run.res = keep;
+            run.ramp_end = now;
+            run.window_start = now;
+            run.window = [(0, 0); 2];
+            run.first_done = 0;
+            if let Some(l) = run.logs.as_mut() {
+                l.restart();
+            }
+            true
+        }
+        LatStep::Done => false,
+    }
+}
+
+/// fio's `handle_thinktime` after an I/O: when a stall is due, waits for everything in
+/// flight (`io_u_quiesce`), then stalls. `None` when the queue failed.
+fn think(run: &mut Run, f: &mut Flight) -> Option<()> {
+    let due = match run.thinker.as_mut() {
+        Some(t) => t.due(run.issued_ios, run.completed_ios, now_ns()),
+        None => false,
+    };
+    if due {
+        f.reap_all(run)?;
+        if let Some(t) = run.thinker.as_ref() {
+            t.stall(now_ns);
+        }
+    }
+    Some(())
 }
 
 #[inline]
@@ -1192,6 +1431,8 @@ mod run_tests {
             verify: Verify::None,
             do_verify: false,
             behaviour: Behaviour::default(),
+            load: crate::load::Load::new(),
+            logs: Default::default(),
         }
     }
 
@@ -1634,5 +1875,164 @@ mod run_tests {
         assert_eq!(r.error, libc::EINVAL);
         assert!(r.error_msg.unwrap().contains("past the end"));
         assert_eq!(r.read.ios, 0);
+    }
+
+    fn rated(opts: &str, mode: Mode, qd: u32, load: crate::load::Load, ms: u64) -> JobResult {
+        let mut j = job("4MiB", opts, mode, Rw::RandRead, qd);
+        j.runtime = Some(Duration::from_millis(ms));
+        j.time_based = true;
+        j.load = load;
+        let r = run(&j);
+        assert_eq!(r.error, 0, "{:?}", r.error_msg);
+        r
+    }
+
+    /// The rate of a run, I/Os per second over its measured time (from its start to its
+    /// last completion: a job descheduled at the end on a loaded machine ends early, not slow).
+    fn iops_of(r: &JobResult) -> f64 {
+        (r.read.ios + r.write.ios) as f64 / (r.runtime_ns as f64 / 1e9)
+    }
+
+    #[test]
+    fn a_rated_job_issues_at_its_rate() {
+        use crate::load::{Load, RateProcess};
+        for (opts, mode, qd) in [("", Mode::Sync, 1), ("async=nil", Mode::Async, 4), ("async=emu", Mode::Async, 8)] {
+            // 2000 IOPS for 500 ms: ~1000 I/Os, never more than the rate allows.
+            let r = rated(opts, mode, qd, Load { rate_iops: [2000, 0], ..Load::new() }, 500);
+            let iops = iops_of(&r);
+            assert!((iops / 2000.0 - 1.0).abs() < 0.05, "{opts:?} qd{qd}: {iops} IOPS, want 2000 ± 5%");
+            assert!(r.read.ios <= 1001, "{opts:?} qd{qd}: {} I/Os in 500 ms at 2000 IOPS", r.read.ios);
+            // rate in bytes: 4 MiB/s of 4 KiB blocks is 1024 IOPS.
+            let r = rated(opts, mode, qd, Load { rate: [4 << 20, 0], ..Load::new() }, 500);
+            let iops = iops_of(&r);
+            assert!((iops / 1024.0 - 1.0).abs() < 0.05, "{opts:?} qd{qd}: {iops} IOPS at 4 MiB/s, want 1024 ± 5%");
+        }
+        // Poisson arrivals at the same mean rate: ±10% (the count of a Poisson process of
+        // mean 1000 has a standard deviation of 32).
+        let r =
+            rated("", Mode::Sync, 1, Load { rate_iops: [2000, 0], process: RateProcess::Poisson, ..Load::new() }, 500);
+        let iops = iops_of(&r);
+        assert!((iops / 2000.0 - 1.0).abs() < 0.10, "poisson: {iops} IOPS, want 2000 ± 10%");
+    }
+
+    #[test]
+    fn a_mixed_job_keeps_each_directions_rate() {
+        use crate::load::Load;
+        let mut j = job("4MiB", "", Mode::Sync, Rw::RandRw, 1);
+        (j.runtime, j.time_based) = (Some(Duration::from_millis(500)), true);
+        j.load = Load { rate_iops: [1000, 400], ..Load::new() };
+        let r = run(&j);
+        assert_eq!(r.error, 0, "{:?}", r.error_msg);
+        let secs = r.runtime_ns as f64 / 1e9;
+        let (rd, wr) = (r.read.ios as f64 / secs, r.write.ios as f64 / secs);
+        assert!((rd / 1000.0 - 1.0).abs() < 0.05, "{rd} reads/s, want 1000 ± 5%");
+        assert!((wr / 400.0 - 1.0).abs() < 0.05, "{wr} writes/s, want 400 ± 5%");
+    }
+
+    fn logged(opts: &str, mode: Mode, qd: u32, load: crate::load::Load, ios: u64) -> crate::iolog::JobLogs {
+        let mut j = job("4MiB", opts, mode, Rw::RandRead, qd);
+        j.number_ios = Some(ios);
+        j.load = load;
+        j.logs = crate::iolog::LogOpts { lat: Some(String::new()), ..Default::default() };
+        let r = run(&j);
+        assert_eq!(r.error, 0, "{:?}", r.error_msg);
+        r.logs.expect("the job writes logs")
+    }
+
+    #[test]
+    fn thinktime_stalls_after_every_thinktime_blocks_ios() {
+        use crate::load::Load;
+        let load = Load { thinktime: Duration::from_millis(3), thinktime_blocks: 4, ..Load::new() };
+        let logs = logged("", Mode::Sync, 1, load.clone(), 40);
+        let lat = &logs.logs[0];
+        assert_eq!(lat.kind, crate::iolog::LogKind::Lat);
+        assert_eq!(lat.entries.len(), 40);
+        // The I/Os after each stall complete at least thinktime (3 ms) after those before
+        // it: their ms stamps are at least 3 apart (a floor of times ≥ 3 ms apart).
+        for k in (4..40).step_by(4) {
+            let gap = lat.entries[k].time_ms - lat.entries[k - 1].time_ms;
+            assert!(gap >= 3, "I/O {k} came {gap} ms after I/O {}", k - 1);
+        }
+        // At qd 4 a stall first waits for the I/Os in flight, so each covers 4 to 7
+        // completions: 40 I/Os make 5 to 10 stalls, each a gap of at least 3 ms.
+        let logs = logged("async=emu", Mode::Async, 4, load, 40);
+        let t: Vec<u64> = logs.logs[0].entries.iter().map(|e| e.time_ms).collect();
+        let stalls = t.windows(2).filter(|w| w[1] - w[0] >= 3).count();
+        assert!((5..=10).contains(&stalls), "{stalls} stalls: {t:?}");
+    }
+
+    #[test]
+    fn per_io_logs_hold_every_io_with_lat_equal_to_slat_plus_clat() {
+        let logs = logged("async=emu", Mode::Async, 4, crate::load::Load::new(), 100);
+        let kinds: Vec<_> = logs.logs.iter().map(|l| l.kind).collect();
+        use crate::iolog::LogKind;
+        assert_eq!(kinds, [LogKind::Lat, LogKind::Slat, LogKind::Clat]);
+        let [lat, slat, clat] = [0, 1, 2].map(|i| &logs.logs[i].entries);
+        assert_eq!((lat.len(), slat.len(), clat.len()), (100, 100, 100));
+        for i in 0..100 {
+            assert_eq!(lat[i].value, slat[i].value + clat[i].value, "entry {i}");
+            assert_eq!((lat[i].ddir, lat[i].bs), (0, 4096));
+            assert_eq!(lat[i].offset % 4096, 0);
+        }
+        assert!(lat.windows(2).all(|w| w[0].time_ms <= w[1].time_ms), "times never go back");
+        // A sync job has no slat log entries (fio measures no slat there).
+        let sync = logged("", Mode::Sync, 1, crate::load::Load::new(), 10);
+        assert_eq!(sync.logs.iter().map(|l| l.entries.len()).collect::<Vec<_>>(), [10, 0, 10]);
+    }
+
+    fn targeted(target: Duration, pct: f64) -> (JobResult, Duration) {
+        let mut j = job("16MiB", "async=nil", Mode::Async, Rw::RandRead, 16);
+        (j.runtime, j.time_based) = (Some(Duration::from_secs(20)), true);
+        j.load = crate::load::Load {
+            latency_target: Some(target),
+            latency_window: Duration::from_millis(20),
+            latency_percentile: pct,
+            ..crate::load::Load::new()
+        };
+        let t0 = std::time::Instant::now();
+        let r = run(&j);
+        (r, t0.elapsed())
+    }
+
+    #[test]
+    fn latency_target_searches_the_depth_and_ends_after_the_final_window() {
+        // nil completes at once: every depth meets 1 s, so the search doubles up to
+        // iodepth (1, 2, 4, 8, 16), stays there, runs one final window and ends the job
+        // long before its 20 s run time.
+        let (r, took) = targeted(Duration::from_secs(1), 100.0);
+        assert_eq!(r.error, 0, "{:?}", r.error_msg);
+        assert_eq!(r.latency_depth, 16);
+        assert!(took < Duration::from_secs(10), "the search ran {took:?}");
+        // The statistics are of the final window at depth 16 only.
+        assert!(r.read.ios > 0 && r.runtime_ns < 1_000_000_000, "{} I/Os in {} ns", r.read.ios, r.runtime_ns);
+        // Once settled the queue fills from empty (after the quiesce) once, then stays at 16.
+        assert_eq!(r.depth_level[..4], [1, 2, 4, 8], "depths 1 to 15 once: {:?}", r.depth_level);
+    }
+
+    #[test]
+    fn latency_target_missed_at_depth_one_fails_the_job() {
+        let (r, _) = targeted(Duration::from_nanos(1), 100.0);
+        assert_eq!(r.error, libc::ETIMEDOUT, "{:?}", r.error_msg);
+        assert!(r.error_msg.unwrap().contains("latency_target"));
+    }
+
+    #[test]
+    fn a_job_below_rate_iops_min_fails_after_the_settling_time() {
+        use crate::load::Load;
+        // thinktime 5 ms after every I/O: under 200 IOPS, against a minimum of 500.
+        let load = Load {
+            thinktime: Duration::from_millis(5),
+            rate_iops_min: [500, 0],
+            rate_cycle: Duration::from_millis(200),
+            ..Load::new()
+        };
+        let mut j = job("4MiB", "", Mode::Sync, Rw::RandRead, 1);
+        (j.runtime, j.time_based, j.load) = (Some(Duration::from_secs(10)), true, load);
+        let t0 = std::time::Instant::now();
+        let r = run(&j);
+        let took = t0.elapsed();
+        assert_eq!(r.error, libc::EIO, "{:?}", r.error_msg);
+        assert!(r.error_msg.as_deref().unwrap().starts_with("rate_iops_min=500 not met, got "), "{:?}", r.error_msg);
+        assert!(took >= Duration::from_secs(2) && took < Duration::from_secs(5), "failed after {took:?}");
     }
 }

@@ -677,6 +677,11 @@ pub struct JobSpec {
     pub ioswitch_opts: Option<ioswitch::Opts>,
     /// File creation, ending, errors and measurement options.
     pub behaviour: Behaviour,
+    /// Load shaping: `rate`, `rate_iops`, `rate_process`, `thinktime*`.
+    pub load: crate::load::Load,
+    /// Time-series logs: `write_lat_log`, `write_bw_log`, `write_iops_log`, `log_*`,
+    /// `per_job_logs`.
+    pub logs: crate::iolog::LogOpts,
     /// Where the job's section (or `--name`) is; `None` for a job built in code.
     pub section: Option<Loc>,
     /// The job's own options as written (fio's "job options" in JSON), in order; the
@@ -826,6 +831,33 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("cmd_type", &[], Kind::Value),
     ("nonvectored", &[], Kind::Value),
     ("ioswitch_clat_stamp", &[], Kind::Value),
+    ("rate", &[], Kind::Value),
+    ("rate_iops", &[], Kind::Value),
+    ("rate_process", &[], Kind::Value),
+    ("thinktime", &[], Kind::Value),
+    ("thinktime_spin", &[], Kind::Value),
+    ("thinktime_blocks", &[], Kind::Value),
+    ("thinktime_blocks_type", &[], Kind::Value),
+    ("thinktime_iotime", &[], Kind::Value),
+    ("latency_target", &[], Kind::Value),
+    ("latency_window", &[], Kind::Value),
+    ("latency_percentile", &[], Kind::Value),
+    ("latency_run", &[], Kind::Bool),
+    ("rate_min", &["ratemin"], Kind::Value),
+    ("rate_iops_min", &[], Kind::Value),
+    ("rate_cycle", &["ratecycle"], Kind::Value),
+    // Bare, the log is named after the job (fio's default).
+    ("write_lat_log", &[], Kind::Bool),
+    ("write_bw_log", &[], Kind::Bool),
+    ("write_iops_log", &[], Kind::Bool),
+    ("log_avg_msec", &[], Kind::Value),
+    ("log_max_value", &[], Kind::Bool),
+    ("log_offset", &[], Kind::Bool),
+    ("per_job_logs", &[], Kind::Bool),
+    ("write_hist_log", &[], Kind::Bool),
+    ("log_prio", &[], Kind::Bool),
+    ("log_hist_msec", &[], Kind::Value),
+    ("log_hist_coarseness", &[], Kind::Value),
 ];
 
 /// Options that only some engines have, besides fio's names of the library's interface
@@ -1013,6 +1045,29 @@ fn parse_bool(v: Option<&str>) -> Option<bool> {
     }
 }
 
+/// `R`, `R,W` or `R,W,T` (T: trims, which are not run, so only 0 or empty); one value
+/// sets both directions, an empty side keeps `current` (fio's rule for per-direction
+/// options, as for `bs`).
+fn parse_rw_pair(v: &str, current: [u64; 2]) -> Option<[u64; 2]> {
+    let parts: Vec<&str> = v.split(',').map(str::trim).collect();
+    let side = |s: &str, cur: u64| if s.is_empty() { Some(cur) } else { parse_bytes(s) };
+    match parts.as_slice() {
+        [one] => parse_bytes(one).map(|n| [n, n]),
+        [r, w] => Some([side(r, current[0])?, side(w, current[1])?]),
+        [r, w, t] if t.is_empty() || parse_bytes(t) == Some(0) => Some([side(r, current[0])?, side(w, current[1])?]),
+        _ => None,
+    }
+}
+
+/// A time whose plain number is µs (fio's `thinktime`); units as [`parse_time`].
+fn parse_time_us(s: &str) -> Option<Duration> {
+    let t = s.trim();
+    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+        return t.parse().ok().map(Duration::from_micros);
+    }
+    parse_time(t)
+}
+
 /// `0-3,8,10-11`, sorted and without repeats.
 fn parse_cpu_list(s: &str) -> Option<Vec<u32>> {
     let mut cpus = Vec::new();
@@ -1112,6 +1167,8 @@ impl JobSpec {
             xnvme: XnvmeOpts::default(),
             ioswitch_opts: None,
             behaviour: Behaviour::default(),
+            load: crate::load::Load::new(),
+            logs: crate::iolog::LogOpts::default(),
             section: None,
             options: Vec::new(),
             origins: BTreeMap::new(),
@@ -1160,7 +1217,8 @@ impl JobSpec {
             || self.apply_concurrency(canon, &val)?
             || self.apply_engine_tunables(canon, &val)?
             || self.apply_verify_and_report(canon, &val)?
-            || self.apply_behaviour(canon, &val)?;
+            || self.apply_behaviour(canon, &val)?
+            || self.apply_load_and_logs(canon, &val)?;
         if !known {
             return Err(unknown_option(&opt.key, &opt.loc));
         }
@@ -1473,6 +1531,93 @@ impl JobSpec {
         Ok(true)
     }
 
+    /// Load shaping ([`crate::load`]) and time-series logs ([`crate::iolog`]).
+    fn apply_load_and_logs(&mut self, canon: &str, val: &OptValue) -> Result<bool, JobError> {
+        const EXPECT_RATE: &str =
+            "a rate such as 10m or 500k, or one per direction (reads,writes) such as 1m,500k or ,500k";
+        const EXPECT_US: &str = "a time such as 100 (µs), 10ms or 1s";
+        let (l, g) = (&mut self.load, &mut self.logs);
+        match canon {
+            "rate" => l.rate = parse_rw_pair(val.value(EXPECT_RATE)?, l.rate).ok_or_else(|| val.bad(EXPECT_RATE))?,
+            "rate_iops" => {
+                l.rate_iops = parse_rw_pair(val.value(EXPECT_RATE)?, l.rate_iops).ok_or_else(|| val.bad(EXPECT_RATE))?
+            }
+            "rate_process" => {
+                l.process = match val.value("linear or poisson")? {
+                    "linear" => crate::load::RateProcess::Linear,
+                    "poisson" => crate::load::RateProcess::Poisson,
+                    _ => return Err(val.bad("linear or poisson")),
+                }
+            }
+            "thinktime" => l.thinktime = parse_time_us(val.value(EXPECT_US)?).ok_or_else(|| val.bad(EXPECT_US))?,
+            "thinktime_spin" => {
+                l.thinktime_spin = parse_time_us(val.value(EXPECT_US)?).ok_or_else(|| val.bad(EXPECT_US))?
+            }
+            "thinktime_blocks" => {
+                l.thinktime_blocks = val.count32(1)?;
+                l.thinktime_blocks_given = true;
+            }
+            // A plain number is seconds here (fio's is_seconds), unlike thinktime's µs.
+            "thinktime_iotime" => l.thinktime_iotime = val.time()?.unwrap_or_default(),
+            "thinktime_blocks_type" => {
+                l.thinktime_count = match val.value("complete or issue")? {
+                    "complete" => crate::load::ThinkCount::Complete,
+                    "issue" => crate::load::ThinkCount::Issue,
+                    _ => return Err(val.bad("complete or issue")),
+                }
+            }
+            "latency_target" => {
+                let t = parse_time_us(val.value(EXPECT_US)?).ok_or_else(|| val.bad(EXPECT_US))?;
+                l.latency_target = (!t.is_zero()).then_some(t);
+            }
+            "latency_window" => {
+                l.latency_window = parse_time_us(val.value(EXPECT_US)?).ok_or_else(|| val.bad(EXPECT_US))?
+            }
+            "latency_percentile" => {
+                const EXPECT: &str = "a percentage from 0 to 100, such as 99.9";
+                l.latency_percentile = val
+                    .value(EXPECT)?
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|p| (0.0..=100.0).contains(p))
+                    .ok_or_else(|| val.bad(EXPECT))?;
+            }
+            "latency_run" => l.latency_run = val.flag()?,
+            "rate_min" => {
+                l.rate_min = parse_rw_pair(val.value(EXPECT_RATE)?, l.rate_min).ok_or_else(|| val.bad(EXPECT_RATE))?
+            }
+            "rate_iops_min" => {
+                l.rate_iops_min =
+                    parse_rw_pair(val.value(EXPECT_RATE)?, l.rate_iops_min).ok_or_else(|| val.bad(EXPECT_RATE))?
+            }
+            // fio's rate_cycle is a plain number of ms.
+            "rate_cycle" => l.rate_cycle = Duration::from_millis(val.count(1)?),
+            "write_lat_log" | "write_bw_log" | "write_iops_log" | "write_hist_log" => {
+                let prefix = val.opt.value.as_deref().map(str::trim).unwrap_or_default().to_string();
+                // fio reads `write_lat_log=0` as a log named "0"; so does this.
+                match canon {
+                    "write_lat_log" => g.lat = Some(prefix),
+                    "write_bw_log" => g.bw = Some(prefix),
+                    "write_hist_log" => g.hist = Some(prefix),
+                    _ => g.iops = Some(prefix),
+                }
+            }
+            "log_avg_msec" => g.avg_msec = val.count32(0)?,
+            "log_max_value" => g.max_value = val.flag()?,
+            "log_offset" => g.offset = val.flag()?,
+            "per_job_logs" => g.per_job = val.flag()?,
+            "log_prio" => g.prio = val.flag()?,
+            "log_hist_msec" => g.hist_msec = val.count32(0)?,
+            "log_hist_coarseness" => {
+                const EXPECT: &str = "a whole number from 0 to 6";
+                g.hist_coarseness =
+                    val.value(EXPECT)?.parse().ok().filter(|c| *c <= 6).ok_or_else(|| val.bad(EXPECT))?;
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
     /// `bs=R`, `bs=R,W` or `bs=R,W,T`; an empty side keeps the current value.
     fn parse_bs(&self, v: &str) -> Option<RwPair<u64>> {
         let v = v.strip_suffix(',').filter(|s| !s.contains(',')).unwrap_or(v);
@@ -1511,6 +1656,33 @@ impl JobSpec {
                     ),
                 ));
             }
+        }
+        let l = &self.load;
+        let any = |v: &[u64; 2]| v.iter().any(|&r| r > 0);
+        if any(&l.rate) && any(&l.rate_iops) {
+            return Err(self.error_at("rate_iops", "rate and rate_iops are mutually exclusive (as in fio)"));
+        }
+        if any(&l.rate_min) && any(&l.rate_iops_min) {
+            return Err(self.error_at("rate_iops_min", "rate_min and rate_iops_min are mutually exclusive (as in fio)"));
+        }
+        for d in 0..2 {
+            if (l.rate[d] > 0 && l.rate[d] < l.rate_min[d])
+                || (l.rate_iops[d] > 0 && l.rate_iops[d] < l.rate_iops_min[d])
+            {
+                let opt = if l.rate_min[d] > 0 { "rate_min" } else { "rate_iops_min" };
+                return Err(
+                    self.error_at(opt, format!("the minimum rate exceeds the rate ({})", ["reads", "writes"][d]))
+                );
+            }
+        }
+        if self.logs.hist.is_some() && !self.clat_percentiles {
+            return Err(self.error_at(
+                "clat_percentiles",
+                "write_hist_log logs the clat histogram, which clat_percentiles=0 turns off (fio would write zeros)",
+            ));
+        }
+        if self.load.thinktime_spin > self.load.thinktime {
+            return Err(self.error_at("thinktime_spin", "thinktime_spin is longer than thinktime"));
         }
         if self.time_based && self.runtime.is_none() {
             return Err(self.error_at("time_based", "time_based needs a runtime"));
@@ -2417,5 +2589,92 @@ mod tests {
         let e = err("[j]\nioswitch_clat_stamp=per-io\n");
         assert!(e.starts_with("job.fio:2: bad value 'per-io' for option 'ioswitch_clat_stamp'"), "{e}");
         assert!(e.contains("batch") && e.contains("each"), "{e}");
+    }
+
+    #[test]
+    fn rates_take_fio_pairs_and_units() {
+        use crate::load::{RateProcess, ThinkCount};
+        assert_eq!(one("[j]\nrate=1m\n").load.rate, [1 << 20, 1 << 20], "one value: both directions");
+        assert_eq!(one("[j]\nrate=1m,500k\n").load.rate, [1 << 20, 500 << 10]);
+        assert_eq!(one("[j]\nrate=,500k\n").load.rate, [0, 500 << 10], "only writes");
+        assert_eq!(one("[j]\nrate=500k,\n").load.rate, [500 << 10, 0], "only reads");
+        assert_eq!(one("[j]\nrate_iops=100,50,\n").load.rate_iops, [100, 50]);
+        let j = one("[j]\nrate_iops=10\nrate_process=poisson\n");
+        assert_eq!(j.load.process, RateProcess::Poisson);
+        assert_eq!(one("[j]\n").load, crate::load::Load::new(), "fio's defaults: no shaping");
+        let t = one("[j]\nthinktime=250\nthinktime_spin=100\nthinktime_blocks=8\nthinktime_blocks_type=issue\n").load;
+        assert_eq!(t.thinktime, Duration::from_micros(250), "a plain number is µs, as in fio");
+        assert_eq!(t.thinktime_spin, Duration::from_micros(100));
+        assert_eq!((t.thinktime_blocks, t.thinktime_count), (8, ThinkCount::Issue));
+        assert_eq!(one("[j]\nthinktime=2ms\n").load.thinktime, Duration::from_millis(2));
+        let io = one("[j]\nthinktime=1s\nthinktime_iotime=9\n").load;
+        assert_eq!((io.thinktime_iotime, io.thinktime_blocks_given), (Duration::from_secs(9), false));
+        assert!(t.thinktime_blocks_given);
+        let m = one("[j]\nrate=1250\nratemin=1024\nratecycle=500\n").load;
+        assert_eq!((m.rate_min, m.rate_cycle), ([1024, 1024], Duration::from_millis(500)));
+        assert_eq!(one("[j]\nrate_iops_min=,5\n").load.rate_iops_min, [0, 5]);
+        assert_eq!(one("[j]\n").load.rate_cycle, Duration::from_secs(1), "fio's default cycle");
+        let l = one("[j]\nlatency_target=500000\nlatency_window=5s\nlatency_percentile=99.9\nlatency_run=1\n").load;
+        assert_eq!(l.latency_target, Some(Duration::from_millis(500)), "µs without a unit");
+        assert_eq!((l.latency_window, l.latency_percentile, l.latency_run), (Duration::from_secs(5), 99.9, true));
+        let e = err("[j]\nlatency_percentile=101\n");
+        assert!(e.starts_with("job.fio:2: bad value '101' for option 'latency_percentile'"), "{e}");
+    }
+
+    #[test]
+    fn bad_shaping_values_name_the_option_and_line() {
+        let e = err("[j]\nrate=fast\n");
+        assert!(e.starts_with("job.fio:2: bad value 'fast' for option 'rate'"), "{e}");
+        let e = err("[j]\nrate=1m,1m,1m\n");
+        assert!(e.contains("option 'rate'"), "trims are not run: {e}");
+        let e = err("[j]\n\nrate_process=bursty\n");
+        assert!(
+            e.starts_with("job.fio:3: bad value 'bursty' for option 'rate_process'") && e.contains("poisson"),
+            "{e}"
+        );
+        let e = err("[j]\nthinktime_blocks=0\n");
+        assert!(e.contains("option 'thinktime_blocks'"), "{e}");
+        let e = err("[j]\nrate=1m\nrate_iops=100\n");
+        assert!(e.contains("job.fio:3") && e.contains("mutually exclusive"), "{e}");
+        let e = err("[j]\nthinktime=10\nthinktime_spin=20\n");
+        assert!(e.contains("job.fio:3") && e.contains("longer than thinktime"), "{e}");
+        // Options of this group that are not run are refused where they are written.
+        let e = err("[j]\nrate=1m\nrate_min=2m\n");
+        assert!(e.contains("job.fio:3") && e.contains("minimum rate exceeds the rate (reads)"), "{e}");
+        let e = err("[j]\nratemin=1m\nrate_iops_min=1\n");
+        assert!(e.contains("job.fio:3") && e.contains("mutually exclusive"), "{e}");
+        for (opt, line) in [("rate_ignore_thinktime=1", 2), ("log_compression=1m", 2)] {
+            let e = err(&format!("[j]\n{opt}\n"));
+            assert!(e.starts_with(&format!("job.fio:{line}:")), "{opt}: {e}");
+        }
+    }
+
+    #[test]
+    fn log_options_take_fio_values() {
+        let j = one("[j]\nwrite_lat_log\nwrite_bw_log=bw\nwrite_iops_log=io\nlog_avg_msec=100\nlog_max_value=1\nlog_offset=1\nper_job_logs=0\n");
+        let want = crate::iolog::LogOpts {
+            lat: Some(String::new()),
+            bw: Some("bw".into()),
+            iops: Some("io".into()),
+            avg_msec: 100,
+            max_value: true,
+            offset: true,
+            per_job: false,
+            hist: None,
+            hist_msec: 0,
+            hist_coarseness: 0,
+            prio: false,
+        };
+        assert_eq!(j.logs, want);
+        assert_eq!(one("[j]\n").logs, crate::iolog::LogOpts::default());
+        let h = one("[j]\nwrite_hist_log=h\nlog_hist_msec=500\nlog_hist_coarseness=4\n").logs;
+        assert_eq!((h.hist.as_deref(), h.hist_msec, h.hist_coarseness), (Some("h"), 500, 4));
+        let e = err("[j]\nlog_hist_coarseness=7\n");
+        assert!(e.starts_with("job.fio:2: bad value '7' for option 'log_hist_coarseness'"), "{e}");
+        let e = err("[j]\nwrite_hist_log\nclat_percentiles=0\n");
+        assert!(e.contains("job.fio:3") && e.contains("clat_percentiles=0"), "{e}");
+        assert!(crate::iolog::LogOpts::default().per_job, "per_job_logs defaults to on");
+        let e = err("[j]\nlog_avg_msec=often\n");
+        assert!(e.starts_with("job.fio:2: bad value 'often' for option 'log_avg_msec'"), "{e}");
     }
 }

@@ -758,10 +758,10 @@ fn entry_json(e: &Entry<'_>, gd: &[(u32, [GroupDir; 3])], plus: bool, ceiling: O
         ("latency_ns", keyed(&kns, &lat[0..10])),
         ("latency_us", keyed(&kus, &lat[10..20])),
         ("latency_ms", keyed(&kms, &lat[20..32])),
-        ("latency_depth", e.first.job.iodepth.into()),
-        ("latency_target", 0u64.into()),
-        ("latency_percentile", 100.0.into()),
-        ("latency_window", 0u64.into()),
+        ("latency_depth", latency_of(e.first).0.into()),
+        ("latency_target", latency_of(e.first).1.into()),
+        ("latency_percentile", latency_of(e.first).2.into()),
+        ("latency_window", latency_of(e.first).3.into()),
         ("ioswitch", ioswitch),
     ];
     // fio's order: read, write, trim, (mixed with "both"); "mixed" alone with "mixed".
@@ -785,6 +785,22 @@ fn entry_json(e: &Entry<'_>, gd: &[(u32, [GroupDir; 3])], plus: bool, ceiling: O
         pairs.insert(1, ("desc", d.as_str().into()));
     }
     Json::Obj(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+}
+
+/// fio's `latency_depth`, `latency_target` (ns), `latency_percentile` and
+/// `latency_window` (µs) of a job: the depth `latency_target`'s search settled on (its
+/// first instance's), or `iodepth` without a target.
+fn latency_of(run: &JobRun) -> (u32, u64, f64, u64) {
+    let l = &run.job.load;
+    match l.latency_target {
+        None => (run.job.iodepth, 0, 100.0, 0),
+        Some(t) => (
+            run.results.first().map_or(1, |r| r.latency_depth),
+            t.as_nanos() as u64,
+            l.latency_percentile,
+            l.latency_window.as_micros() as u64,
+        ),
+    }
 }
 
 /// fio's JSON output (`--output-format=json`, or `json+` when `plus`: latency histogram
@@ -1030,7 +1046,8 @@ fn entry_text(out: &mut String, e: &Entry<'_>, gd: &[(u32, [GroupDir; 3])], when
     let _ = writeln!(out, "     complete  : {}", pct_row(&BATCH_KEYS, &depth_pct(&e.complete_level)));
     let _ =
         writeln!(out, "     issued rwts: total={},{},0,0 short=0,0,0,0 dropped=0,0,0,0", e.dirs[0].ios, e.dirs[1].ios);
-    let _ = writeln!(out, "     latency   : target=0, window=0, percentile=100.00%, depth={}", e.first.job.iodepth);
+    let (depth, target, pct, window) = latency_of(e.first);
+    let _ = writeln!(out, "     latency   : target={target}, window={window}, percentile={pct:.2}%, depth={depth}");
     if spec.behaviour.continue_on_error != ContinueOn::default() {
         let why = std::io::Error::from_raw_os_error(e.first_error);
         let _ = writeln!(out, "     errors    : total={}, first_error={}/<{why}>", e.total_err, e.first_error);
@@ -1225,6 +1242,8 @@ mod tests {
             verify: Verify::None,
             do_verify: false,
             behaviour: Default::default(),
+            load: crate::load::Load::new(),
+            logs: Default::default(),
         }
     }
 

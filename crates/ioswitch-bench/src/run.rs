@@ -336,6 +336,8 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
         verify: spec.verify,
         do_verify: spec.do_verify,
         behaviour: spec.behaviour.clone(),
+        load: spec.load.clone(),
+        logs: spec.logs.clone(),
     };
     engine::check_job(&job, &dev).map_err(|source| BenchError::Check { at: At::new(spec, "size"), source })?;
     if spec.invalidate && !job.opts.direct && is_path {
@@ -526,6 +528,19 @@ fn run_phase(phase: Vec<Prepared>, phase_no: u32, opts: &RunOpts) -> Vec<JobRun>
             phase_ns,
         })
         .collect()
+}
+
+/// Writes the time-series logs of a run's jobs in fio's files ([`crate::iolog`]), in the
+/// current directory as fio does (a prefix may name another); returns the files written.
+/// Jobs are numbered as fio numbers them: every instance of every job, in order, from 1.
+pub fn write_logs(report: &Report) -> std::io::Result<Vec<std::path::PathBuf>> {
+    let mut all = Vec::new();
+    for j in &report.jobs {
+        for r in &j.results {
+            all.push((&j.job.logs, r.logs.as_ref()));
+        }
+    }
+    crate::iolog::write_all(&all)
 }
 
 /// How many instances of each job of a phase have not ended yet (for `wait_for`).

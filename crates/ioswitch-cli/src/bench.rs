@@ -230,6 +230,8 @@ fn fio(args: &[String]) -> Outcome {
         sink.put(&format!("{}{notes}", report::preamble(&prepared)))?;
     }
     let mut report = run::run(prepared, &RunOpts { progress: own.progress });
+    // fio writes its logs when the jobs are done, before the report.
+    run::write_logs(&report).map_err(|e| Failure::io("writing the jobs' logs", e))?;
     if report.uses_mmap() {
         // After the jobs, so that it does not disturb them: the ceiling their rate is
         // reported against.

@@ -2,7 +2,8 @@
 //! `--parse-only` on the file as shipped, then, for each one that parses, a real run with
 //! every `filename` and `directory` rewritten into a scratch directory (never this
 //! machine's disks: several examples name `/dev/sdX` or `/dev/nvme0n1`), sizes capped at
-//! 16 MiB and run times (and start delays) at 2 s. None may crash or hang; a file that parses must run, or
+//! 16 MiB and run times (and start delays) at 2 s (a job with `rate`, `rate_iops`,
+//! `rate_min` or `thinktime` gets a run time of 2 s where it has none). None may crash or hang; a file that parses must run, or
 //! be refused because its engine needs another kind of device than a file. The tally is
 //! printed (docs/BENCHMARKS.md records it):
 //!
@@ -133,6 +134,14 @@ fn seconds_of(v: &str) -> Option<f64> {
 /// one).
 fn rewrite(text: &str, dir: &Path) -> String {
     let mut out = format!("[global]\nsize={}m\n", MAX_SIZE >> 20);
+    if text.lines().any(|l| {
+        let key = l.split('=').next().unwrap_or_default().trim();
+        ["rate", "rate_iops", "ratemin", "rate_min", "thinktime"].contains(&key)
+    }) {
+        // A shaped job goes as slowly as it asks (1mbs_clients.fio: 4 KiB at 1250 B/s, hours
+        // for its size, in fio as here): its run time is capped like the others'.
+        out.push_str(&format!("runtime={MAX_RUNTIME_S}s\n"));
+    }
     if text.lines().any(|l| l.trim().replace(' ', "") == "allow_file_create=0") {
         // Its device comes from the command line in fio's usage; see precreate.
         out.push_str("filename=device\n");
@@ -327,6 +336,9 @@ fn rewriting_confines_files_and_caps_sizes_and_times() {
     );
     assert!(out.ends_with("loops=2\n"), "{out}");
     assert_confined(&out, dir, "t");
+    assert!(out.starts_with("[global]\nsize=16m\n[global]\n"), "no run time added to an unshaped job: {out}");
+    let shaped = rewrite("[global]\nrate=1250\n[j]\n", dir);
+    assert!(shaped.starts_with("[global]\nsize=16m\nruntime=2s\n"), "{shaped}");
     assert_eq!((size_of("4k"), size_of("1GiB"), size_of("x")), (Some(4096), Some(1 << 30), None));
     assert_eq!((seconds_of("90"), seconds_of("2m"), seconds_of("250ms")), (Some(90.0), Some(120.0), Some(0.25)));
 }

@@ -1,0 +1,664 @@
+//! fio's time-series logs (`write_lat_log`, `write_bw_log`, `write_iops_log`) in fio
+//! 3.33's exact format, so fio's tools (`fio2gnuplot`, `fio_generate_plots`,
+//! `fiologparser.py`) read ours unchanged.
+//!
+//! One line per entry, fio's `flush_samples` (iolog.c):
+//! `time, value, direction, block size, priority`, or with `log_offset=1`
+//! `time, value, direction, block size, offset, priority`; `time` is ms since the job's
+//! epoch (its start, or the end of its ramp), direction 0 read / 1 write, priority 0
+//! (fio writes 1 only for a real-time I/O priority class, which jobs here never set).
+//!
+//! Values (fio's stat.c): latency logs in ns (`lat` = complete − start, `clat` = complete −
+//! issue, `slat` = issue − start); without `log_avg_msec` one entry per I/O, with its block
+//! size and offset; the `bw` log per I/O is `bytes × 10⁶ / clat_ns` and the `iops` log
+//! per I/O is 1.
+//!
+//! With `log_avg_msec=N`, fio's `add_log_sample`: samples of a direction go into a
+//! window; the window is written (block size and offset 0) when a sample arrives N ms or
+//! more after the window's start, with the window's mean rounded (`mean + 0.5`), or its
+//! maximum with `log_max_value=1`; the next window starts at the sample's time rounded
+//! down to a multiple of N, and what is left is written when the job ends. The `bw`
+//! (KiB/s) and `iops` logs are then rates over intervals: every N ms (1 ms early is
+//! close enough, fio's `LOG_MSEC_SLACK`) the bytes and I/Os done since the last
+//! interval, per direction that did any, divided by its length (fio's `__add_samples`),
+//! each a sample of the same windowing with the block size when the job has one.
+//!
+//! fio takes the bw/iops intervals on a helper thread; here the worker takes them at its
+//! completions, so an interval ends at the first completion N ms after the last one.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+/// The log options of a job (fio's names; defaults: fio's).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogOpts {
+    /// `write_lat_log`: the prefix of the `lat`, `clat` and `slat` logs (empty: the job's
+    /// name).
+    pub lat: Option<String>,
+    /// `write_bw_log`: the prefix of the `bw` log.
+    pub bw: Option<String>,
+    /// `write_iops_log`: the prefix of the `iops` log.
+    pub iops: Option<String>,
+    /// `log_avg_msec` (0: one entry per I/O).
+    pub avg_msec: u32,
+    /// `log_max_value`: averaged entries hold the window's maximum, not its mean.
+    pub max_value: bool,
+    /// `log_offset`: entries carry the I/O's offset.
+    pub offset: bool,
+    /// `per_job_logs` (default on): the job's number is in the file name; off: every job
+    /// appends to one file per prefix and kind.
+    pub per_job: bool,
+    /// `write_hist_log`: the prefix of the `clat_hist` log.
+    pub hist: Option<String>,
+    /// `log_hist_msec`: how often the `clat_hist` log takes a histogram (0: never, as fio).
+    pub hist_msec: u32,
+    /// `log_hist_coarseness`: 2^N of fio's latency buckets summed into one column (0..=6).
+    pub hist_coarseness: u32,
+    /// `log_prio`: the priority column holds the I/O's priority value in hex (`0x0000`:
+    /// jobs here set none) instead of 1/0 for a real-time class.
+    pub prio: bool,
+}
+
+impl Default for LogOpts {
+    fn default() -> Self {
+        LogOpts {
+            lat: None,
+            bw: None,
+            iops: None,
+            avg_msec: 0,
+            max_value: false,
+            offset: false,
+            per_job: true,
+            hist: None,
+            hist_msec: 0,
+            hist_coarseness: 0,
+            prio: false,
+        }
+    }
+}
+
+impl LogOpts {
+    /// Whether any log is written.
+    pub fn any(&self) -> bool {
+        self.lat.is_some() || self.bw.is_some() || self.iops.is_some() || self.hist.is_some()
+    }
+}
+
+/// What a log holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogKind {
+    /// Total latency, ns.
+    Lat,
+    /// Completion latency, ns.
+    Clat,
+    /// Submission latency, ns.
+    Slat,
+    /// Bandwidth (per I/O: bytes × 10⁶ / clat ns; averaged: KiB/s).
+    Bw,
+    /// IOPS (per I/O: 1).
+    Iops,
+}
+
+impl LogKind {
+    /// fio's name of the kind in the file name (`NAME_clat.1.log`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogKind::Lat => "lat",
+            LogKind::Clat => "clat",
+            LogKind::Slat => "slat",
+            LogKind::Bw => "bw",
+            LogKind::Iops => "iops",
+        }
+    }
+}
+
+/// One line of a log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// ms since the job's epoch.
+    pub time_ms: u64,
+    /// The value (see [`LogKind`]).
+    pub value: u64,
+    /// 0 read, 1 write.
+    pub ddir: u8,
+    /// Block size (0 in averaged entries).
+    pub bs: u64,
+    /// Offset (0 in averaged entries).
+    pub offset: u64,
+}
+
+/// fio's `io_stat` window of averaged samples.
+#[derive(Clone, Copy, Debug, Default)]
+struct Window {
+    samples: u64,
+    mean: f64,
+    max: u64,
+}
+
+impl Window {
+    fn add(&mut self, v: u64) {
+        self.samples += 1;
+        self.mean += (v as f64 - self.mean) / self.samples as f64;
+        self.max = self.max.max(v);
+    }
+}
+
+/// One log of one job instance.
+#[derive(Clone, Debug)]
+pub struct Log {
+    /// What it holds.
+    pub kind: LogKind,
+    /// The file's prefix.
+    pub prefix: String,
+    /// The entries, in order.
+    pub entries: Vec<Entry>,
+    avg_msec: u64,
+    max_value: bool,
+    window: [Window; 2],
+    avg_last: [u64; 2],
+}
+
+impl Log {
+    /// An empty log.
+    pub fn new(kind: LogKind, prefix: &str, opts: &LogOpts) -> Log {
+        Log {
+            kind,
+            prefix: prefix.to_string(),
+            entries: Vec::new(),
+            avg_msec: u64::from(opts.avg_msec),
+            max_value: opts.max_value,
+            window: [Window::default(); 2],
+            avg_last: [0; 2],
+        }
+    }
+
+    /// fio's `add_log_sample`: one sample at `time_ms` (see the module docs). `slack`:
+    /// the window may close this many ms early (fio's bw and iops logs: 1; latency: 0).
+    pub fn add(&mut self, e: Entry, slack: u64) {
+        if self.avg_msec == 0 {
+            self.entries.push(e);
+            return;
+        }
+        let d = e.ddir as usize & 1;
+        self.window[d].add(e.value);
+        let elapsed = e.time_ms;
+        if elapsed < self.avg_last[d] {
+            return;
+        }
+        let this_window = elapsed - self.avg_last[d];
+        if this_window < self.avg_msec && self.avg_msec - this_window > slack {
+            return;
+        }
+        self.close(d, elapsed);
+        self.avg_last[d] = elapsed - elapsed % self.avg_msec;
+    }
+
+    /// Writes direction `d`'s window, if it holds samples, at `time_ms`.
+    fn close(&mut self, d: usize, time_ms: u64) {
+        let w = std::mem::take(&mut self.window[d]);
+        if w.samples > 0 {
+            let value = if self.max_value { w.max } else { (w.mean + 0.5) as u64 };
+            self.entries.push(Entry { time_ms, value, ddir: d as u8, bs: 0, offset: 0 });
+        }
+    }
+
+    /// fio's `finalize_logs`: what is left in the windows, at the job's end.
+    pub fn finish(&mut self, time_ms: u64) {
+        if self.avg_msec > 0 {
+            for d in 0..2 {
+                self.close(d, time_ms);
+            }
+        }
+    }
+
+    /// The entries in fio's text format (`prio`: `log_prio`'s hex priority column).
+    pub fn render(&self, with_offset: bool, prio: bool) -> String {
+        let mut s = String::with_capacity(self.entries.len() * 24);
+        let p = if prio { "0x0000" } else { "0" };
+        for e in &self.entries {
+            use std::fmt::Write as _;
+            let _ = if with_offset {
+                writeln!(s, "{}, {}, {}, {}, {}, {p}", e.time_ms, e.value, e.ddir, e.bs, e.offset)
+            } else {
+                writeln!(s, "{}, {}, {}, {}, {p}", e.time_ms, e.value, e.ddir, e.bs)
+            };
+        }
+        s
+    }
+
+    /// fio's file name of this log for job number `number` (1-based over every job and
+    /// clone of the run, as fio's `thread_number`): `PREFIX_KIND.N.log`, or
+    /// `PREFIX_KIND.log` without `per_job_logs`.
+    pub fn file_name(&self, number: u32, per_job: bool) -> PathBuf {
+        let kind = self.kind.as_str();
+        PathBuf::from(if per_job {
+            format!("{}_{kind}.{number}.log", self.prefix)
+        } else {
+            format!("{}_{kind}.log", self.prefix)
+        })
+    }
+}
+
+/// One line of the `clat_hist` log: the completion-latency histogram of a direction
+/// since the previous line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HistEntry {
+    /// ms since the job's epoch.
+    pub time_ms: u64,
+    /// 0 read, 1 write.
+    pub ddir: u8,
+    /// Block size of the I/O that closed the interval.
+    pub bs: u64,
+    /// I/Os per bucket group (fio's buckets, 2^coarseness to a column) in the interval.
+    pub counts: Vec<u64>,
+}
+
+/// fio's `clat_hist` log (`write_hist_log`; stat.c's `add_clat_sample` and iolog.c's
+/// `flush_hist_samples`): at the first completion `log_hist_msec` or more after the last
+/// line of its direction (the first interval starts at the direction's first completion),
+/// a line `time, direction, block size, c0, c1, …`: per group of 2^`log_hist_coarseness`
+/// of fio's 1856 latency buckets ([`crate::hist`]), the completions in it since the
+/// direction's previous line. The next interval starts `log_hist_msec` after the last one
+/// did (the lateness of this one is made up).
+#[derive(Clone, Debug)]
+pub struct HistLog {
+    /// The file's prefix.
+    pub prefix: String,
+    /// The lines, in order.
+    pub entries: Vec<HistEntry>,
+    msec: u64,
+    stride: usize,
+    counts: bool,
+    cum: [Vec<u64>; 2],
+    before: [Vec<u64>; 2],
+    last: [u64; 2],
+}
+
+impl HistLog {
+    /// An empty log; `counts`: whether latencies go into the histogram (fio fills it only
+    /// with `clat_percentiles`, its default).
+    pub fn new(prefix: &str, opts: &LogOpts, counts: bool) -> HistLog {
+        let n = crate::hist::PLAT_NR;
+        HistLog {
+            prefix: prefix.to_string(),
+            entries: Vec::new(),
+            msec: u64::from(opts.hist_msec),
+            stride: 1 << opts.hist_coarseness.min(6),
+            counts,
+            cum: [vec![0; n], vec![0; n]],
+            before: [vec![0; n], vec![0; n]],
+            last: [0; 2],
+        }
+    }
+
+    /// One completion of direction `d` with completion latency `clat_ns` at `time_ms`.
+    pub fn add(&mut self, time_ms: u64, d: usize, bs: u64, clat_ns: u64) {
+        if self.counts {
+            self.cum[d][crate::hist::bucket_index(clat_ns)] += 1;
+        }
+        if self.msec == 0 {
+            return;
+        }
+        if self.last[d] == 0 {
+            self.last[d] = time_ms;
+        }
+        let window = time_ms.saturating_sub(self.last[d]);
+        if window < self.msec {
+            return;
+        }
+        let counts = (0..crate::hist::PLAT_NR)
+            .step_by(self.stride)
+            .map(|j| (j..j + self.stride).map(|k| self.cum[d][k] - self.before[d][k]).sum())
+            .collect();
+        self.before[d].clone_from(&self.cum[d]);
+        self.entries.push(HistEntry { time_ms, ddir: d as u8, bs, counts });
+        self.last[d] = time_ms - (window - self.msec);
+    }
+
+    /// The lines in fio's text format.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        for e in &self.entries {
+            use std::fmt::Write as _;
+            let _ = write!(s, "{}, {}, {}", e.time_ms, e.ddir, e.bs);
+            for c in &e.counts {
+                let _ = write!(s, ", {c}");
+            }
+            s.push('\n');
+        }
+        s
+    }
+
+    /// fio's file name: `PREFIX_clat_hist.N.log`, or `PREFIX_clat_hist.log` without
+    /// `per_job_logs`.
+    pub fn file_name(&self, number: u32, per_job: bool) -> PathBuf {
+        PathBuf::from(if per_job {
+            format!("{}_clat_hist.{number}.log", self.prefix)
+        } else {
+            format!("{}_clat_hist.log", self.prefix)
+        })
+    }
+}
+
+/// The logs of one job instance and the interval state of its bw and iops logs.
+#[derive(Clone, Debug, Default)]
+pub struct JobLogs {
+    /// Every log the job writes.
+    pub logs: Vec<Log>,
+    /// The `clat_hist` log, if the job writes it.
+    pub hist: Option<HistLog>,
+    lat: Option<[usize; 3]>,
+    bw: Option<usize>,
+    iops: Option<usize>,
+    avg_msec: u64,
+    /// Fixed block size per direction (0: it varies), for averaged bw/iops entries.
+    bs: [u64; 2],
+    last_ms: u64,
+    /// Whether per-I/O bw and iops entries are written (fio: not with `disable_bw`).
+    per_io_rates: bool,
+    /// Bytes and I/Os done per direction since the epoch, and at the last interval.
+    done: [(u64, u64); 2],
+    at_last: [(u64, u64); 2],
+}
+
+impl JobLogs {
+    /// The logs `opts` asks for, of a job named `name` with block sizes `bs`; with the
+    /// latency kinds fio leaves out where the job does not measure them (`measured`: lat,
+    /// slat, clat; `disable_lat`, `disable_slat`, `disable_clat`), and no per-I/O bw and iops
+    /// entries without bandwidth measurement (`measured[3]`: not `disable_bw`).
+    pub fn new(opts: &LogOpts, name: &str, bs: [u64; 2], measured: [bool; 4]) -> JobLogs {
+        let mut l = JobLogs { avg_msec: u64::from(opts.avg_msec), bs, per_io_rates: measured[3], ..JobLogs::default() };
+        let prefix = |p: &String| if p.is_empty() { name.to_string() } else { p.clone() };
+        l.hist = opts.hist.as_ref().map(|p| HistLog::new(&prefix(p), opts, measured[2]));
+        if let Some(p) = &opts.lat {
+            let mut idx = [usize::MAX; 3];
+            for (i, kind) in [LogKind::Lat, LogKind::Slat, LogKind::Clat].into_iter().enumerate() {
+                if measured[i] {
+                    idx[i] = l.logs.len();
+                    l.logs.push(Log::new(kind, &prefix(p), opts));
+                }
+            }
+            l.lat = Some(idx);
+        }
+        if let Some(p) = &opts.bw {
+            l.bw = Some(l.logs.len());
+            l.logs.push(Log::new(LogKind::Bw, &prefix(p), opts));
+        }
+        if let Some(p) = &opts.iops {
+            l.iops = Some(l.logs.len());
+            l.logs.push(Log::new(LogKind::Iops, &prefix(p), opts));
+        }
+        l
+    }
+
+    /// Starts the logs' clock over (the ramp ended): fio's epoch moves there.
+    pub fn restart(&mut self) {
+        self.done = [(0, 0); 2];
+        self.at_last = [(0, 0); 2];
+        self.last_ms = 0;
+        for log in &mut self.logs {
+            log.entries.clear();
+            log.window = [Window::default(); 2];
+            log.avg_last = [0; 2];
+        }
+        if let Some(h) = self.hist.as_mut() {
+            *h = HistLog { entries: Vec::new(), ..h.clone() };
+            for d in 0..2 {
+                h.cum[d].fill(0);
+                h.before[d].fill(0);
+            }
+            h.last = [0; 2];
+        }
+    }
+
+    /// One completed I/O at `time_ms`: its latencies (ns; `slat` `None` for a sync job),
+    /// block size and offset.
+    pub fn io(&mut self, time_ms: u64, write: bool, len: u64, offset: u64, lat: [Option<u64>; 3]) {
+        let ddir = write as u8;
+        let d = write as usize;
+        self.done[d].0 += len;
+        self.done[d].1 += 1;
+        if let Some(idx) = self.lat {
+            for (i, v) in lat.into_iter().enumerate() {
+                if let (Some(v), Some(log)) = (v, self.logs.get_mut(idx[i])) {
+                    log.add(Entry { time_ms, value: v, ddir, bs: len, offset }, 0);
+                }
+            }
+        }
+        if let (Some(h), Some(clat)) = (self.hist.as_mut(), lat[2]) {
+            h.add(time_ms, d, len, clat);
+        }
+        if self.avg_msec == 0 && self.per_io_rates {
+            // fio's per-I/O bw and iops entries.
+            if let (Some(i), Some(clat)) = (self.bw, lat[2]) {
+                let value = (len * 1_000_000).checked_div(clat).unwrap_or(0);
+                self.logs[i].add(Entry { time_ms, value, ddir, bs: len, offset }, 0);
+            }
+            if let Some(i) = self.iops {
+                self.logs[i].add(Entry { time_ms, value: 1, ddir, bs: len, offset }, 0);
+            }
+        }
+    }
+
+    /// fio's `__add_samples` for the averaged bw and iops logs at `time_ms`: when an
+    /// interval of `log_avg_msec` (less 1 ms of slack) has passed, one rate per
+    /// direction that did I/O in it.
+    pub fn tick(&mut self, time_ms: u64) {
+        if self.avg_msec == 0 || (self.bw.is_none() && self.iops.is_none()) {
+            return;
+        }
+        let spent = time_ms.saturating_sub(self.last_ms);
+        if spent < self.avg_msec && self.avg_msec - spent > 1 {
+            return;
+        }
+        for d in 0..2 {
+            let (bytes, ios) = (self.done[d].0 - self.at_last[d].0, self.done[d].1 - self.at_last[d].1);
+            if ios == 0 {
+                continue;
+            }
+            let bs = self.bs[d];
+            let rate = |delta: u64, kib: bool| match spent {
+                0 => 0,
+                s if kib => delta * 1000 / s / 1024,
+                s => delta * 1000 / s,
+            };
+            let ddir = d as u8;
+            if let Some(i) = self.bw {
+                self.logs[i].add(Entry { time_ms, value: rate(bytes, true), ddir, bs, offset: 0 }, 1);
+            }
+            if let Some(i) = self.iops {
+                self.logs[i].add(Entry { time_ms, value: rate(ios, false), ddir, bs, offset: 0 }, 1);
+            }
+            self.at_last[d] = self.done[d];
+        }
+        self.last_ms = time_ms;
+    }
+
+    /// The job ended at `time_ms`: what is left in the windows (fio's `finalize_logs`; as
+    /// in fio, the bw and iops rates of an interval cut short by the end are not taken).
+    pub fn finish(&mut self, time_ms: u64) {
+        for log in &mut self.logs {
+            log.finish(time_ms);
+        }
+    }
+}
+
+/// Writes the logs of every job instance of a run: `logs[k]` is job number k + 1 (fio's
+/// numbering over jobs and their clones, in order; `None`: a job without logs). Without `per_job_logs` the entries are
+/// appended to the file, as fio does (it opens such files for appending).
+pub fn write_all(logs: &[(&LogOpts, Option<&JobLogs>)]) -> std::io::Result<Vec<PathBuf>> {
+    let mut written = Vec::new();
+    for (k, (opts, job)) in logs.iter().enumerate() {
+        for log in job.iter().flat_map(|j| &j.logs) {
+            let path = log.file_name(k as u32 + 1, opts.per_job);
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .write(true)
+                .append(!opts.per_job)
+                .truncate(opts.per_job)
+                .open(&path)
+                .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+            f.write_all(log.render(opts.offset, opts.prio).as_bytes())
+                .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+            if !written.contains(&path) {
+                written.push(path);
+            }
+        }
+        if let Some(h) = job.and_then(|j| j.hist.as_ref()) {
+            let path = h.file_name(k as u32 + 1, opts.per_job);
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .write(true)
+                .append(!opts.per_job)
+                .truncate(opts.per_job)
+                .open(&path)
+                .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+            f.write_all(h.render().as_bytes())
+                .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+            if !written.contains(&path) {
+                written.push(path);
+            }
+        }
+    }
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(avg: u32, max: bool) -> LogOpts {
+        LogOpts { lat: Some(String::new()), avg_msec: avg, max_value: max, ..LogOpts::default() }
+    }
+
+    fn e(t: u64, v: u64, d: u8) -> Entry {
+        Entry { time_ms: t, value: v, ddir: d, bs: 4096, offset: 8192 }
+    }
+
+    #[test]
+    fn lines_are_fios_columns_with_and_without_offset() {
+        let mut log = Log::new(LogKind::Clat, "j", &opts(0, false));
+        log.add(e(3, 12345, 1), 0);
+        assert_eq!(log.render(false, false), "3, 12345, 1, 4096, 0\n");
+        assert_eq!(log.render(true, false), "3, 12345, 1, 4096, 8192, 0\n");
+        // log_prio: fio's hex priority value (none set: 0).
+        assert_eq!(log.render(false, true), "3, 12345, 1, 4096, 0x0000\n");
+    }
+
+    #[test]
+    fn file_names_follow_fio() {
+        let log = Log::new(LogKind::Bw, "mylog", &opts(0, false));
+        assert_eq!(log.file_name(3, true), PathBuf::from("mylog_bw.3.log"));
+        assert_eq!(log.file_name(3, false), PathBuf::from("mylog_bw.log"));
+        let l = JobLogs::new(&opts(0, false), "job1", [4096; 2], [true; 4]);
+        let names: Vec<_> = l.logs.iter().map(|g| g.file_name(1, true)).collect();
+        assert_eq!(names, [PathBuf::from("job1_lat.1.log"), "job1_slat.1.log".into(), "job1_clat.1.log".into()]);
+        let no_slat = JobLogs::new(&opts(0, false), "j", [4096; 2], [true, false, true, true]);
+        assert_eq!(no_slat.logs.iter().map(|g| g.kind).collect::<Vec<_>>(), [LogKind::Lat, LogKind::Clat]);
+    }
+
+    #[test]
+    fn averaging_writes_the_rounded_mean_of_each_window_per_direction() {
+        let mut log = Log::new(LogKind::Lat, "j", &opts(100, false));
+        // Window [0, 100) of reads: 10, 11 → closes at the sample at 105 ms (mean of 10, 11, 13).
+        log.add(e(10, 10, 0), 0);
+        log.add(e(50, 11, 0), 0);
+        log.add(e(60, 7, 1), 0);
+        log.add(e(105, 13, 0), 0);
+        // Next read window starts at 100 (105 rounded down): 150 ms is inside it.
+        log.add(e(150, 20, 0), 0);
+        log.add(e(210, 30, 0), 0);
+        log.finish(250);
+        let got: Vec<(u64, u64, u8, u64)> = log.entries.iter().map(|e| (e.time_ms, e.value, e.ddir, e.bs)).collect();
+        // (10+11+13)/3 = 11.33 → 11; (20+30)/2 = 25; the write window is written at the end.
+        assert_eq!(got, [(105, 11, 0, 0), (210, 25, 0, 0), (250, 7, 1, 0)]);
+    }
+
+    #[test]
+    fn log_max_value_writes_the_windows_maximum() {
+        let mut log = Log::new(LogKind::Lat, "j", &opts(100, true));
+        for (t, v) in [(1, 5), (20, 90), (40, 3), (101, 4)] {
+            log.add(e(t, v, 0), 0);
+        }
+        assert_eq!(log.entries.iter().map(|e| e.value).collect::<Vec<_>>(), [90]);
+        // The mean rounds half up: (1 + 2) / 2 = 1.5 → 2.
+        let mut mean = Log::new(LogKind::Lat, "j", &opts(100, false));
+        for (t, v) in [(1, 1), (100, 2)] {
+            mean.add(e(t, v, 0), 0);
+        }
+        assert_eq!(mean.entries[0].value, 2);
+    }
+
+    #[test]
+    fn per_io_bw_and_iops_entries_are_fios() {
+        let o = LogOpts { bw: Some("b".into()), iops: Some("i".into()), ..LogOpts::default() };
+        let mut l = JobLogs::new(&o, "j", [4096; 2], [true; 4]);
+        l.io(7, true, 4096, 0, [Some(20_000), Some(1_000), Some(10_000)]);
+        assert_eq!(l.logs[0].render(false, false), "7, 409600, 1, 4096, 0\n", "bytes × 10⁶ / clat ns");
+        assert_eq!(l.logs[1].render(false, false), "7, 1, 1, 4096, 0\n");
+        let mut off = JobLogs::new(&o, "j", [4096; 2], [true, true, true, false]);
+        off.io(7, true, 4096, 0, [Some(20_000), Some(1_000), Some(10_000)]);
+        assert!(off.logs.iter().all(|g| g.entries.is_empty()), "disable_bw: no per-I/O rates, as fio");
+    }
+
+    #[test]
+    fn averaged_bw_and_iops_are_rates_over_intervals() {
+        let o = LogOpts { bw: Some(String::new()), iops: Some(String::new()), avg_msec: 100, ..LogOpts::default() };
+        let mut l = JobLogs::new(&o, "j", [4096, 4096], [true; 4]);
+        // 251 reads of 4 KiB in the first 99 ms.
+        for i in 0..250 {
+            l.io(i * 98 / 250, false, 4096, 0, [None; 3]);
+            l.tick(i * 98 / 250);
+        }
+        assert!(l.logs[0].entries.is_empty(), "no interval has passed yet");
+        l.io(99, false, 4096, 0, [None; 3]);
+        l.tick(99); // 1 ms early is within fio's slack
+        let bw = &l.logs[0].entries;
+        assert_eq!(bw.len(), 1);
+        assert_eq!((bw[0].time_ms, bw[0].ddir, bw[0].bs), (99, 0, 0));
+        assert_eq!(bw[0].value, 251 * 4096 * 1000 / 99 / 1024);
+        assert_eq!(l.logs[1].entries[0].value, 251 * 1000 / 99);
+        // An interval without writes writes no write entry; a later one with I/O does.
+        l.io(150, false, 4096, 0, [None; 3]);
+        l.tick(200);
+        assert_eq!(l.logs[1].entries.len(), 2);
+        assert!(l.logs[1].entries.iter().all(|e| e.ddir == 0));
+        // The interval the end cuts short is not taken, as in fio.
+        l.io(205, false, 4096, 0, [None; 3]);
+        l.finish(210);
+        assert_eq!(l.logs[1].entries.len(), 2);
+    }
+
+    #[test]
+    fn the_hist_log_holds_each_intervals_clat_histogram_in_fios_buckets() {
+        let o = LogOpts { hist: Some("h".into()), hist_msec: 100, hist_coarseness: 1, ..LogOpts::default() };
+        let mut l = JobLogs::new(&o, "j", [4096; 2], [true; 4]);
+        // The first interval starts at the first completion (10 ms).
+        l.io(10, false, 4096, 0, [None, None, Some(50)]);
+        l.io(60, false, 4096, 0, [None, None, Some(51)]);
+        l.io(115, false, 4096, 0, [None, None, Some(1000)]);
+        l.io(150, false, 4096, 0, [None, None, Some(50)]);
+        l.io(215, false, 4096, 0, [None, None, Some(50)]);
+        let h = l.hist.as_ref().unwrap();
+        assert_eq!(h.entries.len(), 2);
+        let cols = crate::hist::PLAT_NR / 2;
+        assert!(h.entries.iter().all(|e| e.counts.len() == cols), "1856 buckets, 2 to a column");
+        // 50 and 51 ns share a column at coarseness 1 (buckets 50 and 51); 1000 ns is elsewhere.
+        let (e0, e1) = (&h.entries[0], &h.entries[1]);
+        assert_eq!((e0.time_ms, e0.ddir, e0.bs, e0.counts.iter().sum::<u64>()), (115, 0, 4096, 3));
+        assert_eq!(e0.counts[25], 2);
+        assert_eq!(e0.counts[crate::hist::bucket_index(1000) / 2], 1);
+        // The second holds only what came after the first (the next interval starts at
+        // 110 ms: 115 less its 5 ms of lateness).
+        assert_eq!((e1.time_ms, e1.counts.iter().sum::<u64>(), e1.counts[25]), (215, 2, 2));
+        let line = h.render();
+        let first = line.lines().next().unwrap();
+        assert!(first.starts_with("115, 0, 4096, 0, "), "{first}");
+        assert_eq!(first.split(", ").count(), 3 + cols);
+        assert_eq!(h.file_name(2, true), PathBuf::from("h_clat_hist.2.log"));
+        // Without log_hist_msec, fio writes no lines.
+        let mut none = JobLogs::new(&LogOpts { hist_msec: 0, ..o }, "j", [4096; 2], [true; 4]);
+        none.io(500, false, 4096, 0, [None, None, Some(50)]);
+        assert!(none.hist.unwrap().entries.is_empty());
+    }
+}

@@ -1,0 +1,251 @@
+//! `ioswitch bench`'s time-series logs against fio's: the same small job run by both
+//! tools must leave logs with the same files, columns, units and sampling rule, and fio's
+//! own plotting tools (`fio2gnuplot`, `fio_generate_plots`) must accept ours.
+//!
+//! Needs fio (skips with the reason when it is missing); `fio_generate_plots` also needs
+//! gnuplot (`./scripts/test` installs both).
+
+use ioswitch_testkit::dirs::Scratch;
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+fn run_in(dir: &Path, program: &str, args: &[&str]) -> Output {
+    Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"))
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Whether `program` runs here (`probe` is an argument it answers without work); says
+/// why a test skips when it does not.
+fn have(program: &str, probe: &str, test: &str) -> bool {
+    match Command::new(program).arg(probe).stdout(Stdio::null()).stderr(Stdio::null()).status() {
+        Ok(_) => true,
+        Err(_) => {
+            eprintln!("skipping {test}: {program} is not on PATH (./scripts/test installs it with apt)");
+            false
+        }
+    }
+}
+
+/// One parsed log: its lines' fields.
+fn parse(path: &Path) -> Vec<Vec<u64>> {
+    let body = fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    body.lines()
+        .map(|l| {
+            l.split(", ")
+                .map(|f| f.parse::<u64>().unwrap_or_else(|_| panic!("{}: field '{f}' of '{l}'", path.display())))
+                .collect()
+        })
+        .collect()
+}
+
+/// The job both tools run: 4 KiB random reads at 1000 IOPS for a second, through libaio
+/// at depth 4, logging every kind into `dir/PREFIX_*`.
+fn job_args(file: &str, prefix: &str, extra: &[&str]) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "--name=logjob",
+        &format!("--filename={file}"),
+        "--size=8m",
+        "--rw=randread",
+        "--ioengine=libaio",
+        "--iodepth=4",
+        "--rate_iops=1000",
+        "--runtime=1",
+        "--time_based",
+        &format!("--write_lat_log={prefix}"),
+        &format!("--write_bw_log={prefix}"),
+        &format!("--write_iops_log={prefix}"),
+        "--output-format=json",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a
+}
+
+const KINDS: [&str; 5] = ["lat", "clat", "slat", "bw", "iops"];
+
+/// Runs the job with fio and with ioswitch bench; the logs of each, by kind.
+fn both(s: &Scratch, tag: &str, extra: &[&str]) -> [BTreeMap<&'static str, Vec<Vec<u64>>>; 2] {
+    let file = s.file("data", 8 << 20);
+    let mut out = [BTreeMap::new(), BTreeMap::new()];
+    for (i, (program, pre)) in [("fio", "fio"), (env!("CARGO_BIN_EXE_ioswitch"), "ours")].into_iter().enumerate() {
+        let prefix = s.path(&format!("{tag}-{pre}"));
+        let mut args = job_args(&file, &prefix, extra);
+        if i == 1 {
+            args.insert(0, "bench".into());
+            args.push("--no-progress".into());
+        }
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = run_in(s.dir(), program, &argv);
+        assert!(o.status.success(), "{program} {argv:?}: {}\n{}", o.status, text(&o.stderr));
+        for kind in KINDS {
+            let path = format!("{prefix}_{kind}.1.log");
+            assert!(Path::new(&path).exists(), "{program} wrote no {path}");
+            out[i].insert(kind, parse(Path::new(&path)));
+        }
+    }
+    out
+}
+
+fn median(mut v: Vec<u64>) -> u64 {
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+#[test]
+fn averaged_logs_have_fios_columns_units_and_windows() {
+    let test = "averaged_logs_have_fios_columns_units_and_windows";
+    if !have("fio", "--version", test) {
+        return;
+    }
+    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-logs-avg");
+    let [fio, ours] = both(&s, "avg", &["--log_avg_msec=100"]);
+    for kind in KINDS {
+        let (f, o) = (&fio[kind], &ours[kind]);
+        assert!(!f.is_empty() && !o.is_empty(), "{kind}: fio {} lines, ours {}", f.len(), o.len());
+        // Same columns: time, value, direction, block size (0 when averaged), priority.
+        assert!(f.iter().chain(o).all(|l| l.len() == 5), "{kind}: a line without 5 fields");
+        for (who, log) in [("fio", f), ("ours", o)] {
+            assert!(log.iter().all(|l| l[2] == 0 && l[3] == 0 && l[4] == 0), "{who} {kind}: {log:?}");
+            // fio's windows (the machine may stall either tool, so no upper bound): a
+            // latency window closes at the first sample 100 ms or more after its start,
+            // rounded down to a multiple of 100 ms, so no two entries share a multiple; a
+            // bw or iops entry is a rate over at least 100 ms less fio's 1 ms of slack.
+            // The last entry is what is left when the job ends.
+            let inner = &log[..log.len() - 1];
+            if matches!(kind, "lat" | "clat" | "slat") {
+                let slots: Vec<u64> = inner.iter().map(|l| l[0] / 100).collect();
+                assert!(slots[0] >= 1 && slots.windows(2).all(|w| w[0] < w[1]), "{who} {kind}: times {log:?}");
+            } else {
+                let steps: Vec<u64> = inner.windows(2).map(|w| w[1][0] - w[0][0]).collect();
+                assert!(inner[0][0] >= 99 && steps.iter().all(|&d| d >= 99), "{who} {kind}: times {log:?}");
+            }
+            // At most one entry per 100 ms of a 1 s run, and some.
+            assert!((4..=12).contains(&log.len()), "{who} {kind}: {} entries", log.len());
+        }
+    }
+    // The same units: rates near 1000 IOPS and 4000 KiB/s; latencies in ns (µs-scale
+    // reads of a file, not ms or µs numbers).
+    for (who, logs) in [("fio", &fio), ("ours", &ours)] {
+        let iops = median(logs["iops"].iter().map(|l| l[1]).collect());
+        let bw = median(logs["bw"].iter().map(|l| l[1]).collect());
+        assert!((800..=1200).contains(&iops), "{who}: median iops entry {iops}");
+        assert!((3200..=4800).contains(&bw), "{who}: median bw entry {bw} KiB/s");
+        let lat = median(logs["lat"].iter().map(|l| l[1]).collect());
+        assert!((500..50_000_000).contains(&lat), "{who}: median lat entry {lat} (ns?)");
+    }
+    let (fl, ol) =
+        (median(fio["clat"].iter().map(|l| l[1]).collect()), median(ours["clat"].iter().map(|l| l[1]).collect()));
+    assert!(fl / 20 <= ol && ol <= fl * 20, "clat medians: fio {fl} ns, ours {ol} ns: not the same unit");
+}
+
+#[test]
+fn per_io_logs_have_fios_columns_and_one_entry_per_io() {
+    let test = "per_io_logs_have_fios_columns_and_one_entry_per_io";
+    if !have("fio", "--version", test) {
+        return;
+    }
+    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-logs-each");
+    let [fio, ours] = both(&s, "each", &["--log_offset=1"]);
+    for kind in KINDS {
+        let (f, o) = (&fio[kind], &ours[kind]);
+        // time, value, direction, block size, offset, priority.
+        assert!(f.iter().chain(o).all(|l| l.len() == 6), "{kind}: a line without 6 fields");
+        for (who, log) in [("fio", f), ("ours", o)] {
+            // About 1000 I/Os in the second.
+            assert!((800..=1200).contains(&log.len()), "{who} {kind}: {} entries", log.len());
+            assert!(log.windows(2).all(|w| w[0][0] <= w[1][0]), "{who} {kind}: time goes back");
+            assert!(log.iter().all(|l| l[2] == 0 && l[3] == 4096 && l[5] == 0), "{who} {kind}: ddir/bs/prio");
+            assert!(log.iter().all(|l| l[4] % 4096 == 0 && l[4] < 8 << 20), "{who} {kind}: offsets");
+            if kind == "iops" {
+                assert!(log.iter().all(|l| l[1] == 1), "{who}: a per-I/O iops entry is 1");
+            }
+        }
+    }
+}
+
+#[test]
+fn fios_plot_tools_accept_our_logs() {
+    let test = "fios_plot_tools_accept_our_logs";
+    if !have("fio", "--version", test) || !have("fio2gnuplot", "-h", test) {
+        return;
+    }
+    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-logs-plot");
+    let file = s.file("data", 8 << 20);
+    let mut args = job_args(&file, "ours", &["--log_avg_msec=100"]);
+    args.insert(0, "bench".into());
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = run_in(s.dir(), env!("CARGO_BIN_EXE_ioswitch"), &argv);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    for (flag, kind) in [("-b", "bw"), ("-i", "iops")] {
+        let o = run_in(s.dir(), "fio2gnuplot", &[flag, "-o", kind]);
+        assert!(o.status.success(), "fio2gnuplot {flag}: {}\n{}", text(&o.stdout), text(&o.stderr));
+        assert!(text(&o.stdout).contains(&format!("ours_{kind}.1.log")), "fio2gnuplot did not read our log");
+        // Its statistics of the trace ("0 MEAN" after comment lines): the job's rate,
+        // 1000 IOPS or 4000 KiB/s, within 20%.
+        let avg = fs::read_to_string(s.dir().join(format!("{kind}.average"))).expect("fio2gnuplot's .average");
+        let mean = avg.lines().last().and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse::<f64>().ok());
+        let want = if kind == "bw" { 4000.0 } else { 1000.0 };
+        assert!(mean.is_some_and(|v| (v / want - 1.0).abs() < 0.2), "{kind}.average: {avg:?}");
+    }
+    if !have("gnuplot", "--version", test) {
+        return;
+    }
+    let o = run_in(s.dir(), "fio_generate_plots", &["ioswitch"]);
+    assert!(o.status.success(), "fio_generate_plots: {}\n{}", text(&o.stdout), text(&o.stderr));
+    for kind in KINDS {
+        let svg = s.dir().join(format!("ioswitch-{kind}.svg"));
+        let body = fs::read_to_string(&svg).unwrap_or_else(|e| panic!("{}: {e}", svg.display()));
+        // The trace of our log is in the plot (fio_generate_plots fails when it finds no
+        // log; it names each trace after its file: "Queue depth ours.1").
+        assert!(body.contains("ours.1") && body.contains("<path"), "{kind}: {} bytes", body.len());
+    }
+}
+
+#[test]
+fn hist_logs_have_fios_columns_and_intervals() {
+    let test = "hist_logs_have_fios_columns_and_intervals";
+    if !have("fio", "--version", test) {
+        return;
+    }
+    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-logs-hist");
+    let file = s.file("data", 8 << 20);
+    let mut logs = Vec::new();
+    for (program, pre) in [("fio", "fio"), (env!("CARGO_BIN_EXE_ioswitch"), "ours")] {
+        let prefix = s.path(&format!("hist-{pre}"));
+        let mut args = job_args(&file, &prefix, &["--log_hist_msec=100", "--log_hist_coarseness=1"]);
+        args.retain(|a| !a.starts_with("--write_"));
+        args.push(format!("--write_hist_log={prefix}"));
+        if pre == "ours" {
+            args.insert(0, "bench".into());
+        }
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = run_in(s.dir(), program, &argv);
+        assert!(o.status.success(), "{program} {argv:?}: {}", text(&o.stderr));
+        logs.push((pre, parse(Path::new(&format!("{prefix}_clat_hist.1.log")))));
+    }
+    for (who, log) in &logs {
+        // time, direction, block size, then fio's 1856 buckets two to a column.
+        assert!(log.iter().all(|l| l.len() == 3 + 1856 / 2), "{who}: a line without 931 fields");
+        assert!(log.iter().all(|l| l[1] == 0 && l[2] == 4096), "{who}: direction or block size");
+        assert!((5..=12).contains(&log.len()), "{who}: {} lines in 1 s at 100 ms", log.len());
+        // Each line counts the I/Os of its interval (the first from the first completion):
+        // about 100 at 1000 IOPS (a stalled machine makes bursts), and they add up to about
+        // the run's 1000.
+        let sums: Vec<u64> = log.iter().map(|l| l[3..].iter().sum()).collect();
+        assert!(sums[..sums.len() - 1].iter().all(|&n| (20..=400).contains(&n)), "{who}: per line {sums:?}");
+        let total: u64 = sums.iter().sum();
+        assert!((500..=1100).contains(&total), "{who}: {total} I/Os in all lines");
+    }
+}

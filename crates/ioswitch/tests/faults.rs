@@ -2,7 +2,8 @@
 //! and 3), for real: device-mapper `flakey` (I/O errors, dropped writes), `delay` (latency
 //! spikes, dropping a queue with delayed commands in flight), `log-writes` (every write and
 //! flush recorded, replayed up to each flush by `ioswitch_testkit::logwrites`, on the raw
-//! device and under ext4) and `scsi_debug` (medium errors on chosen sectors), each over a
+//! device and under ext4) and `scsi_debug` (medium errors on chosen sectors; commands it
+//! never answers, which the SCSI layer times out), each over a
 //! loop device, through every interface that runs on a block device; and `ioswitch bench`
 //! beside fio on a failing device.
 //!

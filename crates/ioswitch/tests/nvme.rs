@@ -1,6 +1,7 @@
 //! NVMe for real: the `nvme` sync/admin interfaces (ioctl passthrough), `io_uring_cmd`
 //! (io_uring passthrough on /dev/ngXnY), geometry from identify, NVMe status decoding,
-//! and zones through passthrough and through the block layer.
+//! zones through passthrough and through the block layer, and errors the device reports
+//! in a batch of commands in flight (docs/RELIABILITY.md, "Device-reported errors").
 //!
 //! Needs the QEMU guest of tests/vm (one controller, nsid 1: 512 B LBAs, nsid 2: 4 KiB
 //! LBAs, nsid 3: zoned, 4 MiB zones of 3 MiB capacity; `nvme.poll_queues=1`):

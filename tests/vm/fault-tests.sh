@@ -5,7 +5,8 @@
 #
 #   1. builds the test binary crates/ioswitch/tests/faults.rs here;
 #   2. boots the guest of tests/vm (run.sh), loads loop, ext4, dm-flakey, dm-delay, dm-log-writes
-#      and scsi_debug (a 16 MiB disk with medium errors on sectors 4100..4107, opts=2) +
+#      and scsi_debug (a 16 MiB disk with medium errors on sectors 4100..4107, opts=2; the
+#      timeout test sets its opts, every_nth and the disk's timeout at run time) +
 #      sd_mod, and runs the binary with IOSWITCH_VM=1 (a skip fails) and IOSWITCH_CLI (the
 #      CLI, whose `bench` is compared with fio on a failing device);
 #   3. fails unless every listed test ran and passed; prints the `fault:` and `crash:`

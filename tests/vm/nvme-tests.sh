@@ -8,7 +8,8 @@
 #        block-layer zone code is also tested on a device that is not NVMe;
 #      - the NVMe test binary (crates/ioswitch/tests/nvme.rs): nvme ioctl passthrough,
 #        io_uring_cmd (plain, vectored, iopoll, sqpoll), identify geometry, NVMe status
-#        decoding, zones through passthrough and through the block layer;
+#        decoding, zones through passthrough and through the block layer, device-reported
+#        errors in a batch (zone errors, bad opcode, LBA out of range) per interface;
 #      - the conformance suite (crates/ioswitch/tests/conformance/): its file and loop
 #        rows on an ext4 file system made in the guest (a loop device over an image in
 #        /tmp), its NVMe rows on the guest's namespaces (block, char and zoned);

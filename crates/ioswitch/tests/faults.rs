@@ -2,7 +2,8 @@
 //! and 3), for real: device-mapper `flakey` (I/O errors, dropped writes), `delay` (latency
 //! spikes, dropping a queue with delayed commands in flight), `log-writes` (every write and
 //! flush recorded, replayed up to each flush by `ioswitch_testkit::logwrites`, on the raw
-//! device and under ext4) and `scsi_debug` (medium errors on chosen sectors), each over a
+//! device and under ext4) and `scsi_debug` (medium errors on chosen sectors; commands it
+//! never answers, which the SCSI layer times out), each over a
 //! loop device, through every interface that runs on a block device; and `ioswitch bench`
 //! beside fio on a failing device.
 //!
@@ -523,6 +524,287 @@ fn scsi_medium_errors_end_exactly_the_reads_of_the_bad_sectors() {
         }
         report(format!("fault: scsi_debug medium error: {iface}: {failed} of {} calls failed with ENODATA / Unrecovered Read Error", ios.len()));
     }
+}
+
+/// scsi_debug's driver attributes, which take new values while the disk is in use.
+const SDEBUG: &str = "/sys/bus/pseudo/drivers/scsi_debug";
+/// `opts` bits: medium errors (kept on, the medium-error test needs them) and "time out
+/// every `every_nth` command if it is a medium access command" (SDEBUG_OPT_MAC_TIMEOUT).
+const SDEBUG_MEDIUM_ERR: u64 = 2;
+const SDEBUG_MAC_TIMEOUT: u64 = 128;
+/// The SCSI command timeout the test gives the disk, in seconds (the kernel's default is
+/// 30): the ignored command ends this long after it was sent.
+const SCSI_TIMEOUT_S: u64 = 2;
+
+/// Sysfs values of the scsi_debug disk set for the timeout test, put back when it ends.
+struct SysfsRestore(Vec<(PathBuf, String)>);
+
+impl SysfsRestore {
+    fn set(&mut self, path: &Path, value: &str) -> Result<(), String> {
+        let old = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        std::fs::write(path, value).map_err(|e| format!("writing {value} to {}: {e}", path.display()))?;
+        self.0.push((path.to_path_buf(), old.trim().to_string()));
+        Ok(())
+    }
+}
+
+impl Drop for SysfsRestore {
+    fn drop(&mut self) {
+        while let Some((p, v)) = self.0.pop() {
+            if let Err(e) = std::fs::write(&p, &v) {
+                let _ = writeln!(std::io::stderr(), "clean-up: writing {v} to {}: {e}", p.display());
+            }
+        }
+    }
+}
+
+/// The SCSI mid-layer's own record of the commands it timed out: the trace event
+/// `scsi:scsi_dispatch_cmd_timeout` (tracefs), which prints each command's LBA.
+struct TimeoutTrace(PathBuf);
+
+impl TimeoutTrace {
+    fn start() -> Result<TimeoutTrace, String> {
+        let find = || {
+            ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+                .iter()
+                .map(PathBuf::from)
+                .find(|p| p.join("events").is_dir())
+        };
+        let root = match find() {
+            Some(r) => r,
+            None => {
+                run("mount", &["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
+                    .map_err(|e| format!("no tracefs mounted, and mounting it failed: {e}"))?;
+                find().ok_or("tracefs mounted on /sys/kernel/tracing has no events/")?
+            }
+        };
+        let enable = root.join("events/scsi/scsi_dispatch_cmd_timeout/enable");
+        std::fs::write(&enable, "1").map_err(|e| format!("{}: {e} (no SCSI trace events)", enable.display()))?;
+        let t = TimeoutTrace(root);
+        t.clear();
+        Ok(t)
+    }
+    fn clear(&self) {
+        std::fs::write(self.0.join("trace"), "").unwrap();
+    }
+    /// The LBAs of the commands timed out since the last `clear`.
+    fn lbas(&self) -> Vec<u64> {
+        let text = std::fs::read_to_string(self.0.join("trace")).unwrap();
+        text.lines()
+            .filter(|l| l.contains("scsi_dispatch_cmd_timeout:"))
+            .map(|l| {
+                let at = l.find(" lba=").unwrap_or_else(|| panic!("no lba in the trace line {l:?}"));
+                let v = &l[at + 5..];
+                v[..v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len())].parse().unwrap()
+            })
+            .collect()
+    }
+}
+
+impl Drop for TimeoutTrace {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.0.join("events/scsi/scsi_dispatch_cmd_timeout/enable"), "0");
+    }
+}
+
+/// A SCSI device's counter in sysfs (`iotmo_cnt`, `ioerr_cnt`: hexadecimal).
+fn scsi_counter(sysdev: &Path, name: &str) -> u64 {
+    let v = std::fs::read_to_string(sysdev.join(name)).unwrap_or_else(|e| panic!("{}/{name}: {e}", sysdev.display()));
+    u64::from_str_radix(v.trim().trim_start_matches("0x"), 16).unwrap_or_else(|e| panic!("{name} = {v:?}: {e}"))
+}
+
+#[test]
+fn scsi_timeouts_end_exactly_the_command_the_device_ignored() {
+    const T: &str = "scsi_timeouts_end_exactly_the_command_the_device_ignored";
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return skip(T, "needs root");
+    }
+    let disk = match scsi_debug_disk() {
+        Ok((d, ..)) => d,
+        Err(why) => return skip(T, &why),
+    };
+    let name = disk.file_name().unwrap().to_str().unwrap().to_string();
+    let sysdev = Path::new("/sys/block").join(&name).join("device");
+    // The disk's retry count (sd's max_retries): 0, so the timed-out command is not sent
+    // again (a retry is another command, which the device would answer) but ends.
+    let retries = std::fs::read_dir(sysdev.join("scsi_disk"))
+        .ok()
+        .and_then(|mut d| d.next())
+        .and_then(|e| e.ok())
+        .map(|e| e.path().join("max_retries"))
+        .filter(|p| p.exists());
+    let Some(retries) = retries else {
+        return skip(T, &format!("{}/scsi_disk/*/max_retries is missing (sd has no retry setting)", sysdev.display()));
+    };
+    for p in [format!("{SDEBUG}/every_nth"), format!("{SDEBUG}/opts")] {
+        if !Path::new(&p).exists() {
+            return skip(T, &format!("{p} is missing"));
+        }
+    }
+    // Known data where the reads go (before any timeout is armed).
+    const AREA: u64 = 8 << 20;
+    const SEED: u64 = 77;
+    {
+        let d = open(&disk, "sync=psync,direct=1");
+        let mut b = d.alloc(1 << 20).unwrap();
+        pattern::fill(&mut b, AREA, SEED);
+        d.pass(&Cmd::fs_write(AREA, 1 << 20), &mut [b]).unwrap();
+    }
+    let mut restore = SysfsRestore(Vec::new());
+    restore.set(&sysdev.join("timeout"), &SCSI_TIMEOUT_S.to_string()).unwrap();
+    let own_retries = std::fs::read_to_string(&retries).unwrap().trim().to_string();
+    restore.set(&retries, "0").unwrap();
+    let opts = std::fs::read_to_string(format!("{SDEBUG}/opts")).unwrap();
+    let opts = opts.trim();
+    let opts = u64::from_str_radix(opts.trim_start_matches("0x"), if opts.starts_with("0x") { 16 } else { 10 })
+        .unwrap_or_else(|e| panic!("{SDEBUG}/opts = {opts:?}: {e}"));
+    restore
+        .set(Path::new(&format!("{SDEBUG}/opts")), &(opts | SDEBUG_MEDIUM_ERR | SDEBUG_MAC_TIMEOUT).to_string())
+        .unwrap();
+    restore.set(Path::new(&format!("{SDEBUG}/every_nth")), "0").unwrap();
+    let every_nth = |n: u64| std::fs::write(format!("{SDEBUG}/every_nth"), n.to_string()).unwrap();
+    let trace = match TimeoutTrace::start() {
+        Ok(t) => t,
+        Err(why) => return skip(T, &format!("the SCSI timeout trace event is not usable: {why}")),
+    };
+    // 8 reads of 4 KiB, none adjacent to another (the block layer would merge adjacent
+    // reads into one SCSI command, and the timeout would end both).
+    const N: u64 = 8;
+    let ios: Vec<Io> = (0..N).map(|i| Io { write: false, off: AREA + i * 2 * BS, seed: SEED }).collect();
+    let timeout = Duration::from_secs(SCSI_TIMEOUT_S);
+    let check_failed = |what: &str, io: &Io, s: Status, took: Duration| {
+        assert!(!s.is_ok(), "{what}: {io:?}: the timed-out read succeeded");
+        // The SCSI mid-layer ends the command with DID_TIME_OUT, which the block layer
+        // reports as an I/O error: EIO, Data Transfer Error.
+        check_eio(what, io, s);
+        assert!(took >= timeout.mul_f64(0.9), "{what}: {io:?} failed after {took:?}, before the {timeout:?} timeout");
+    };
+    for iface in ASYNC {
+        let dev = open(&disk, &format!("async={iface},direct=1"));
+        let mut q = dev.queue(8).unwrap();
+        // Writing every_nth sets scsi_debug's command count to a multiple of it: the
+        // N-th medium access command from now on is ignored (never answered). scsi_debug
+        // counts and tests the count in two steps, so commands queued at the same moment
+        // from several threads (thrpool, posix) can step over the multiple and none is
+        // ignored: then the batch runs again. Which commands timed out, the SCSI layer
+        // says (trace event, iotmo_cnt); the library must fail exactly those.
+        let mut attempts = 0;
+        let (failed, done) = loop {
+            attempts += 1;
+            trace.clear();
+            let tmo = scsi_counter(&sysdev, "iotmo_cnt");
+            every_nth(N);
+            let done = run_batch(&dev, &mut q, &ios);
+            every_nth(0);
+            let mut timed_out = trace.lbas();
+            timed_out.sort_unstable();
+            assert_eq!(
+                scsi_counter(&sysdev, "iotmo_cnt") - tmo,
+                timed_out.len() as u64,
+                "{iface}: timeouts counted by the SCSI layer vs its trace {timed_out:?}"
+            );
+            let failed: Vec<usize> = (0..ios.len()).filter(|&t| !done[t].status.is_ok()).collect();
+            let mut failed_sectors: Vec<u64> = failed.iter().map(|&t| ios[t].off >> 9).collect();
+            failed_sectors.sort_unstable();
+            assert_eq!(
+                failed_sectors, timed_out,
+                "{iface}: the library failed tags {failed:?} (sectors left), the SCSI layer timed out sectors (right)"
+            );
+            for (k, (io, d)) in ios.iter().zip(&done).enumerate() {
+                if failed.contains(&k) {
+                    check_failed(iface, io, d.status, d.latency);
+                } else {
+                    check_ok(iface, io, d, SEED);
+                }
+            }
+            if !failed.is_empty() {
+                break (failed, done);
+            }
+            assert!(attempts < 5, "{iface}: scsi_debug ignored none of {attempts} batches of {N} reads");
+        };
+        // The queue keeps working: the same reads again, all of them.
+        for (io, d) in ios.iter().zip(run_batch(&dev, &mut q, &ios)) {
+            check_ok(iface, io, &d, SEED);
+        }
+        let st = q.stats();
+        assert_eq!(st.submitted, st.completed, "{iface}: {st:?}");
+        report(format!(
+            "fault: scsi_debug timeout ({SCSI_TIMEOUT_S} s, no retry): {iface}: {} of {N} reads (tags {failed:?}, sectors {:?}; batch {attempts}) ended after {:.2} s or more with {}; the SCSI layer timed out those sectors and no other (trace event, iotmo_cnt); the other {} ok; the queue read all {N} again",
+            failed.len(),
+            failed.iter().map(|&t| ios[t].off >> 9).collect::<Vec<_>>(),
+            failed.iter().map(|&t| done[t].latency.as_secs_f64()).fold(f64::INFINITY, f64::min),
+            done[failed[0]].status,
+            N as usize - failed.len()
+        ));
+    }
+    for iface in ["psync", "block"] {
+        let dev = open(&disk, &format!("sync={iface},direct=1"));
+        trace.clear();
+        every_nth(N);
+        let mut outcome = Vec::new();
+        for io in &ios {
+            let mut bufs = [dev.alloc(BS as usize).unwrap()];
+            let t0 = Instant::now();
+            let r = dev.pass(&Cmd::fs_read(io.off, BS), &mut bufs);
+            outcome.push((r, t0.elapsed(), bufs));
+        }
+        every_nth(0);
+        // Called one after another, the N-th read is the N-th command: it times out.
+        for (k, (io, (r, took, bufs))) in ios.iter().zip(&outcome).enumerate() {
+            match r {
+                Ok(n) => {
+                    assert!(k as u64 != N - 1, "{iface}: the read the device ignored succeeded");
+                    assert_eq!(*n, BS, "{iface}: {io:?}");
+                    pattern::compare(&bufs[0], &pattern::at(io.off, BS, SEED), io.off, Some(SEED), iface).unwrap();
+                }
+                Err(Error::Command { status, .. }) => {
+                    assert_eq!(k as u64, N - 1, "{iface}: call {k} ({io:?}) failed: {status}");
+                    check_failed(iface, io, *status, *took);
+                }
+                Err(e) => panic!("{iface}: {io:?}: not a command error: {e}"),
+            }
+        }
+        assert_eq!(trace.lbas(), [ios[N as usize - 1].off >> 9], "{iface}: the sectors the SCSI layer timed out");
+        let mut bufs = [dev.alloc(BS as usize).unwrap()];
+        assert_eq!(dev.pass(&Cmd::fs_read(ios[0].off, BS), &mut bufs).unwrap(), BS, "{iface}: a read afterwards");
+        let (_, took, _) = &outcome[N as usize - 1];
+        report(format!(
+            "fault: scsi_debug timeout ({SCSI_TIMEOUT_S} s, no retry): {iface}: call {N} of {N} ended after {:.2} s with EIO / Data Transfer Error, the sector the SCSI layer timed out; the others ok; a read afterwards ok",
+            took.as_secs_f64()
+        ));
+    }
+    // With the disk's own retry count the mid-layer sends the ignored command again
+    // after the timeout; the device answers the retry and the read succeeds, late.
+    if own_retries != "0" {
+        std::fs::write(&retries, &own_retries).unwrap();
+        let dev = open(&disk, "sync=psync,direct=1");
+        trace.clear();
+        every_nth(N);
+        let mut took = Duration::ZERO;
+        for io in &ios {
+            let mut bufs = [dev.alloc(BS as usize).unwrap()];
+            let t0 = Instant::now();
+            let n = dev
+                .pass(&Cmd::fs_read(io.off, BS), &mut bufs)
+                .unwrap_or_else(|e| panic!("psync, retries {own_retries}: {io:?}: {e}"));
+            took = t0.elapsed();
+            assert_eq!(n, BS);
+            pattern::compare(&bufs[0], &pattern::at(io.off, BS, SEED), io.off, Some(SEED), "psync").unwrap();
+        }
+        every_nth(0);
+        assert!(
+            took >= timeout.mul_f64(0.9),
+            "psync, retries {own_retries}: the ignored read took {took:?}, under the timeout"
+        );
+        let last = ios[N as usize - 1].off >> 9;
+        assert_eq!(trace.lbas(), [last], "psync, retries {own_retries}: the sectors the SCSI layer timed out");
+        report(format!(
+            "fault: scsi_debug timeout ({SCSI_TIMEOUT_S} s, max_retries {own_retries}): psync: the ignored read timed out (trace event: that sector), was sent again by the SCSI layer and succeeded after {:.2} s with the right data; no error",
+            took.as_secs_f64()
+        ));
+    }
+    drop(restore);
 }
 
 /// Writes and flushes through a queue or the synchronous path.

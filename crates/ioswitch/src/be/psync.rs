@@ -106,7 +106,8 @@ impl Psync {
     }
 
     /// Reads or writes `len` bytes at `offset` through `bufs`, looping over short
-    /// transfers (a signal, a huge request); a transfer that makes no progress is EIO.
+    /// transfers (a signal, a huge request); a transfer that makes no progress is EIO, and
+    /// a failed call ends the command with its errno (never sent again).
     /// `fua` writes through to stable storage (pwritev2 with RWF_DSYNC).
     #[inline(always)]
     fn rw(&self, write: bool, fua: bool, offset: u64, len: u64, bufs: &mut [Buffer]) -> Result<u64, Status> {
@@ -114,10 +115,14 @@ impl Psync {
             // One buffer: pread/pwrite straight from it, no iovec to build (prepare
             // checked len <= buf.len()).
             let (fd, n) = (self.fd, len as usize);
-            if if write { io::pwrite_all(fd, buf, n, offset) } else { io::pread_all(fd, buf, n, offset) } {
-                return Ok(len);
+            match if write { io::pwrite_all(fd, buf, n, offset) } else { io::pread_all(fd, buf, n, offset) } {
+                Ok(true) => return Ok(len),
+                // The device's error is the command's, reported once: sent again, the
+                // command would run twice and a passing fault (a timeout) would be hidden.
+                Err(e) if e.raw_os_error() != Some(libc::EINTR) => return Err(status(e)),
+                // A signal, or a short transfer: the general loop retries and reports.
+                _ => {}
             }
-            // An error, or a short transfer: the general loop retries and reports.
         }
         self.rw_vectored(write, fua, offset, len, bufs)
     }

@@ -41,27 +41,33 @@ pub(crate) fn pwrite(fd: RawFd, buf: &[u8], offset: u64) -> io::Result<usize> {
     bytes(pwrite_raw(fd, buf, offset))
 }
 
-/// [`pread`] for a hot path: whether the first `len` bytes of `buf` were read in full.
-/// Anything else (an error, a short read, a `len` past the end of `buf`, of which no more
-/// than `buf` holds is read) is `false`, for the caller to redo on a path that retries and
-/// reports; errno is not read.
+/// [`pread`] for a hot path: `Ok(true)` when the first `len` bytes of `buf` were read in
+/// full; `Ok(false)` for a short read or a `len` past the end of `buf` (of which no more
+/// than `buf` holds is read), for the caller to redo on a path that retries; the error
+/// when the call failed (errno is read only then).
 #[inline(always)]
-pub(crate) fn pread_all(fd: RawFd, buf: &mut [u8], len: usize, offset: u64) -> bool {
+pub(crate) fn pread_all(fd: RawFd, buf: &mut [u8], len: usize, offset: u64) -> std::io::Result<bool> {
     let n = len.min(buf.len());
     // SAFETY: the kernel writes at most n <= buf.len() bytes into buf, which is borrowed
     // mutably for the call.
     let r = unsafe { libc::pread(fd, buf.as_mut_ptr() as *mut libc::c_void, n, offset as libc::off_t) };
-    r as usize == len
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(r as usize == len)
 }
 
 /// [`pwrite`] for a hot path: whether the first `len` bytes of `buf` were written in
-/// full (see [`pread_all`]).
+/// full, or the error (see [`pread_all`]).
 #[inline(always)]
-pub(crate) fn pwrite_all(fd: RawFd, buf: &[u8], len: usize, offset: u64) -> bool {
+pub(crate) fn pwrite_all(fd: RawFd, buf: &[u8], len: usize, offset: u64) -> std::io::Result<bool> {
     let n = len.min(buf.len());
     // SAFETY: the kernel reads at most n <= buf.len() bytes from buf, borrowed for the call.
     let r = unsafe { libc::pwrite(fd, buf.as_ptr() as *const libc::c_void, n, offset as libc::off_t) };
-    r as usize == len
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(r as usize == len)
 }
 
 #[inline(always)]
@@ -216,11 +222,14 @@ mod tests {
         let mut buf = [0u8; 4];
         assert_eq!(pread(fd, &mut buf, 3).unwrap(), 4);
         assert_eq!(&buf, b"hell");
-        assert!(pread_all(fd, &mut buf, 4, 9) && !pread_all(fd, &mut buf, 4, 11), "a short read is not all");
-        assert!(pread_all(fd, &mut buf, 2, 3) && &buf[..2] == b"he", "a prefix of the buffer");
-        assert!(!pread_all(fd, &mut buf, 5, 3), "a length past the buffer is never all");
-        assert!(pwrite_all(fd, b"x", 1, 13) && !pwrite_all(-1, b"x", 1, 13));
-        assert!(!pwrite_all(fd, b"x", 2, 13), "a length past the buffer is never all");
+        assert!(pread_all(fd, &mut buf, 4, 9).unwrap() && !pread_all(fd, &mut buf, 4, 11).unwrap(), "a short read");
+        assert!(pread_all(fd, &mut buf, 2, 3).unwrap() && &buf[..2] == b"he", "a prefix of the buffer");
+        assert!(!pread_all(fd, &mut buf, 5, 3).unwrap(), "a length past the buffer is never all");
+        assert!(pwrite_all(fd, b"x", 1, 13).unwrap());
+        assert!(!pwrite_all(fd, b"x", 2, 13).unwrap(), "a length past the buffer is never all");
+        // A failed call is an error, with its errno, not a short transfer.
+        assert_eq!(pwrite_all(-1, b"x", 1, 13).unwrap_err().raw_os_error(), Some(libc::EBADF));
+        assert_eq!(pread_all(-1, &mut buf, 1, 0).unwrap_err().raw_os_error(), Some(libc::EBADF));
         let (mut a, mut b) = ([0u8; 3], [0u8; 7]);
         let n = preadv(fd, &mut [IoSliceMut::new(&mut a), IoSliceMut::new(&mut b)], 3).unwrap();
         assert_eq!((n, &a, &b), (10, b"hel", b"loabcd!"));

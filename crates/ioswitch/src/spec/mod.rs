@@ -7,6 +7,7 @@ pub mod log;
 mod status;
 pub mod zns;
 
+use serde::Serialize;
 pub use status::{errno_to_status, Sct, Status};
 
 /// A page (or structure within one: an Identify page, a log page, a zone report) shorter
@@ -28,8 +29,6 @@ impl std::fmt::Display for ShortPage {
 }
 
 impl std::error::Error for ShortPage {}
-
-use serde::Serialize;
 
 /// An NVMe submission queue entry (NVMe base spec, "Common Command Format"): 64 bytes.
 #[repr(C)]

@@ -16,18 +16,9 @@ fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ioswitch-fio-tests.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
-passed=0
-failed=0
-result() {
-    if [ "$1" -eq 0 ]; then
-        passed=$((passed + 1))
-        echo "ok    $2"
-    else
-        failed=$((failed + 1))
-        echo "FAIL  $2"
-        sed -e 's/^/      /' "$tmp/log" | tail -20
-    fi
-}
+TALLY_LOG=$tmp/log
+# shellcheck source=scripts/tally.sh
+. "$here/../scripts/tally.sh"
 
 if [ -z "$engine" ]; then
     if engine=$("$here/build.sh" 2>"$tmp/log" | tail -1) && [ -f "$engine" ]; then

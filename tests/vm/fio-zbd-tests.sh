@@ -27,18 +27,10 @@ fi
 
 # In the guest.
 engine=$2
-passed=0
-failed=0
-result() {
-    if [ "$1" -eq 0 ]; then
-        passed=$((passed + 1))
-        echo "ok    $2"
-    else
-        failed=$((failed + 1))
-        echo "FAIL  $2"
-        sed -e 's/^/      /' /tmp/zbd.log | tail -25
-    fi
-}
+TALLY_LOG=/tmp/zbd.log
+TALLY_TAIL=25
+# shellcheck source=scripts/tally.sh
+. scripts/tally.sh
 
 zoned=""
 for q in /sys/block/nvme*n*/queue/zoned; do

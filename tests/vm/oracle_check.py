@@ -131,32 +131,66 @@ def namespaces():
     return out
 
 
+# nvme-cli's power-state keys -> ioswitch's.
+PSD_MAP = {
+    "max_power": "mp",
+    "flags": lambda p: p["mxps"] | p["nops"] << 1,
+    "entry_lat": "enlat",
+    "exit_lat": "exlat",
+    "read_tput": "rrt",
+    "read_lat": "rrl",
+    "write_tput": "rwt",
+    "write_lat": "rwl",
+    "idle_power": "idlp",
+    "idle_scale": "ips",
+    "active_power": "actp",
+    "active_power_work": "apw",
+    "active_scale": "aps",
+}
+
+
+def compare_id_ctrl(group, theirs, ours):
+    """Identify controller: every field, then the power states one by one."""
+    compare(f"{group} (all fields but power states)", theirs, ours, skip_keys=("psds",))
+    tp, op = theirs.get("psds", []), ours.get("psds", [])
+    if len(tp) != len(op):
+        return report(False, f"{group} power states", f"nvme-cli lists {len(tp)}, ioswitch {len(op)}")
+    for i, (t, o) in enumerate(zip(tp, op)):
+        compare(f"{group} power state {i}", t, o, PSD_MAP)
+
+
+def id_ns_theirs(theirs):
+    """nvme-cli's identify namespace with EUI-64 and NGUID as ioswitch's hex, and the
+    mapping that turns ioswitch's into the same."""
+    theirs = dict(theirs)
+    theirs["eui64"], theirs["nguid"] = id_hex(theirs.get("eui64", "")), id_hex(theirs.get("nguid", ""))
+    return theirs, {"eui64": lambda o: id_hex(o["eui64"]), "nguid": lambda o: id_hex(o["nguid"])}
+
+
+def smart_map(theirs, ours):
+    """nvme-cli's SMART / health log keys -> ioswitch's (temperature sensors included)."""
+    sensors = {f"temperature_sensor_{s['sensor']}": s["kelvin"] for s in ours.get("temperature_sensors", [])}
+    mapping = {
+        "critical_warning": lambda o: o["critical_warning"]["raw"],
+        "temperature": "composite_temperature",
+        "avail_spare": "available_spare",
+        "spare_thresh": "available_spare_threshold",
+        "percent_used": "percentage_used",
+        "endurance_grp_critical_warning_summary": "endurance_group_critical_warning",
+        "critical_comp_time": "critical_temp_time",
+    }
+    for k in theirs:
+        if k.startswith("temperature_sensor_"):
+            mapping[k] = lambda o, k=k: sensors[k]
+    return mapping
+
+
 def check_id_ctrl(ctrl):
     theirs, err = run(["nvme", "id-ctrl", ctrl, "-o", "json"])
     ours, err2 = run([IOSWITCH, "idfy", "ctrl", ctrl, "--output", "json"])
     if err or err2:
         return report(False, f"id-ctrl {ctrl}", err or err2)
-    compare(f"id-ctrl {ctrl} (all fields but power states)", theirs, ours, skip_keys=("psds",))
-    psd_map = {
-        "max_power": "mp",
-        "flags": lambda p: p["mxps"] | p["nops"] << 1,
-        "entry_lat": "enlat",
-        "exit_lat": "exlat",
-        "read_tput": "rrt",
-        "read_lat": "rrl",
-        "write_tput": "rwt",
-        "write_lat": "rwl",
-        "idle_power": "idlp",
-        "idle_scale": "ips",
-        "active_power": "actp",
-        "active_power_work": "apw",
-        "active_scale": "aps",
-    }
-    tp, op = theirs.get("psds", []), ours.get("psds", [])
-    if len(tp) != len(op):
-        return report(False, f"id-ctrl {ctrl} power states", f"nvme-cli lists {len(tp)}, ioswitch {len(op)}")
-    for i, (t, o) in enumerate(zip(tp, op)):
-        compare(f"id-ctrl {ctrl} power state {i}", t, o, psd_map)
+    compare_id_ctrl(f"id-ctrl {ctrl}", theirs, ours)
 
 
 def check_id_ns(blk, nsid, expect_lba):
@@ -164,9 +198,7 @@ def check_id_ns(blk, nsid, expect_lba):
     ours, err2 = run([IOSWITCH, "idfy", "ns", blk, "--output", "json"])
     if err or err2:
         return report(False, f"id-ns {blk}", err or err2)
-    mapping = {"eui64": lambda o: id_hex(o["eui64"]), "nguid": lambda o: id_hex(o["nguid"])}
-    theirs = dict(theirs)
-    theirs["eui64"], theirs["nguid"] = id_hex(theirs.get("eui64", "")), id_hex(theirs.get("nguid", ""))
+    theirs, mapping = id_ns_theirs(theirs)
     compare(f"id-ns {blk} nsid {nsid} (all fields but LBA formats)", theirs, ours, mapping, skip_keys=("lbafs",))
     tl, ol = theirs.get("lbafs", []), ours.get("lbafs", [])
     diffs = [f"lbaf {i}: nvme-cli={t} ioswitch={o}" for i, (t, o) in enumerate(zip(tl, ol)) if t != o]
@@ -184,20 +216,7 @@ def check_smart(ctrl):
     ours, err2 = run([IOSWITCH, "log", "health", ctrl, "--output", "json"])
     if err or err2:
         return report(False, f"smart-log {ctrl}", err or err2)
-    sensors = {f"temperature_sensor_{s['sensor']}": s["kelvin"] for s in ours.get("temperature_sensors", [])}
-    mapping = {
-        "critical_warning": lambda o: o["critical_warning"]["raw"],
-        "temperature": "composite_temperature",
-        "avail_spare": "available_spare",
-        "spare_thresh": "available_spare_threshold",
-        "percent_used": "percentage_used",
-        "endurance_grp_critical_warning_summary": "endurance_group_critical_warning",
-        "critical_comp_time": "critical_temp_time",
-    }
-    for k in theirs:
-        if k.startswith("temperature_sensor_"):
-            mapping[k] = lambda o, k=k: sensors[k]
-    compare(f"smart-log {ctrl}", theirs, ours, mapping)
+    compare(f"smart-log {ctrl}", theirs, ours, smart_map(theirs, ours))
 
 
 def check_fw(ctrl):

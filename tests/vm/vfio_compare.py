@@ -38,39 +38,18 @@ def load(p):
 
 
 def id_ctrl(k, d):
-    oc.compare("identify controller (all fields but power states)", k, d, skip_keys=("psds",))
-    for i, (t, o) in enumerate(zip(k.get("psds", []), d.get("psds", []))):
-        oc.compare(f"identify controller power state {i}", t, o, {
-            "max_power": "mp", "flags": lambda p: p["mxps"] | p["nops"] << 1, "entry_lat": "enlat",
-            "exit_lat": "exlat", "read_tput": "rrt", "read_lat": "rrl", "write_tput": "rwt",
-            "write_lat": "rwl", "idle_power": "idlp", "idle_scale": "ips", "active_power": "actp",
-            "active_power_work": "apw", "active_scale": "aps"})
+    oc.compare_id_ctrl("identify controller", k, d)
 
 
 def id_ns(k, d):
-    k = dict(k)
-    k["eui64"], k["nguid"] = oc.id_hex(k.get("eui64", "")), oc.id_hex(k.get("nguid", ""))
-    mapping = {"eui64": lambda o: oc.id_hex(o["eui64"]), "nguid": lambda o: oc.id_hex(o["nguid"])}
+    k, mapping = oc.id_ns_theirs(k)
     oc.compare("identify namespace (all fields but LBA formats)", k, d, mapping, skip_keys=("lbafs",))
     same = k.get("lbafs") == d.get("lbafs")
     oc.report(same, "identify namespace LBA formats", "all equal" if same else f"{k.get('lbafs')} vs {d.get('lbafs')}")
 
 
 def smart(k, d):
-    sensors = {f"temperature_sensor_{s['sensor']}": s["kelvin"] for s in d.get("temperature_sensors", [])}
-    mapping = {
-        "critical_warning": lambda o: o["critical_warning"]["raw"],
-        "temperature": "composite_temperature",
-        "avail_spare": "available_spare",
-        "spare_thresh": "available_spare_threshold",
-        "percent_used": "percentage_used",
-        "endurance_grp_critical_warning_summary": "endurance_group_critical_warning",
-        "critical_comp_time": "critical_temp_time",
-    }
-    for key in k:
-        if key.startswith("temperature_sensor_"):
-            mapping[key] = lambda o, key=key: sensors[key]
-    oc.compare("SMART log (all but the counters)", k, d, mapping, skip_keys=SMART_COUNTERS)
+    oc.compare("SMART log (all but the counters)", k, d, oc.smart_map(k, d), skip_keys=SMART_COUNTERS)
     down = [f"{c}: kernel {k[c]} driver {d[c]}" for c in SMART_COUNTERS
             if c in k and oc.norm(d.get(c, -1)) < oc.norm(k[c])]
     oc.report(not down, "SMART counters did not go down", "; ".join(down) or f"{len(SMART_COUNTERS)} counters")

@@ -84,47 +84,25 @@ pub struct ioswitch_cmd {
     pub set: u32,
 }
 
-impl From<Sqe> for ioswitch_sqe {
-    fn from(s: Sqe) -> ioswitch_sqe {
-        ioswitch_sqe {
-            opcode: s.opcode,
-            flags: s.flags,
-            cid: s.cid,
-            nsid: s.nsid,
-            cdw2: s.cdw2,
-            cdw3: s.cdw3,
-            mptr: s.mptr,
-            dptr: s.dptr,
-            cdw10: s.cdw10,
-            cdw11: s.cdw11,
-            cdw12: s.cdw12,
-            cdw13: s.cdw13,
-            cdw14: s.cdw14,
-            cdw15: s.cdw15,
+/// `From` both ways between two structs with the same fields, listed once.
+macro_rules! same_fields {
+    ($a:ident <-> $b:ident { $($f:ident),* $(,)? }) => {
+        impl From<$a> for $b {
+            fn from(s: $a) -> $b {
+                $b { $($f: s.$f),* }
+            }
         }
-    }
+        impl From<$b> for $a {
+            fn from(s: $b) -> $a {
+                $a { $($f: s.$f),* }
+            }
+        }
+    };
 }
 
-impl From<ioswitch_sqe> for Sqe {
-    fn from(s: ioswitch_sqe) -> Sqe {
-        Sqe {
-            opcode: s.opcode,
-            flags: s.flags,
-            cid: s.cid,
-            nsid: s.nsid,
-            cdw2: s.cdw2,
-            cdw3: s.cdw3,
-            mptr: s.mptr,
-            dptr: s.dptr,
-            cdw10: s.cdw10,
-            cdw11: s.cdw11,
-            cdw12: s.cdw12,
-            cdw13: s.cdw13,
-            cdw14: s.cdw14,
-            cdw15: s.cdw15,
-        }
-    }
-}
+same_fields!(Sqe <-> ioswitch_sqe {
+    opcode, flags, cid, nsid, cdw2, cdw3, mptr, dptr, cdw10, cdw11, cdw12, cdw13, cdw14, cdw15,
+});
 
 impl From<Cmd> for ioswitch_cmd {
     fn from(c: Cmd) -> ioswitch_cmd {

@@ -92,8 +92,8 @@ pub fn main(args: &[OsString]) -> Outcome {
 /// Runs `ioswitch bench` with its arguments (everything after `bench`).
 pub fn run(args: &[String]) -> Outcome {
     match args.first().map(String::as_str) {
-        None => crate::bench_tools::default_run(),
-        Some(word) if NESTED.contains(&word) => crate::bench_tools::nested(word, &args[1..]),
+        None => crate::bench_nested::default_run(),
+        Some(word) if NESTED.contains(&word) => crate::bench_nested::nested(word, &args[1..]),
         Some(_) if args.iter().any(|a| a == "--help" || a == "-h") => help(),
         Some(_) => fio(args),
     }

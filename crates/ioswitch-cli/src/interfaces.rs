@@ -73,16 +73,7 @@ struct Row {
 
 /// Prints the table.
 pub fn interfaces(format: Format) -> Outcome {
-    let kinds = [
-        DevKind::File,
-        DevKind::Block,
-        DevKind::NvmeBlock,
-        DevKind::NvmeChar,
-        DevKind::NvmeCtrl,
-        DevKind::Ramdisk,
-        DevKind::DevDax,
-        DevKind::NvmePci,
-    ];
+    let kinds = DevKind::ALL;
     let text = match format {
         Format::Text => markdown(),
         _ => {

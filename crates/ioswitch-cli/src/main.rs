@@ -5,7 +5,7 @@
 
 mod admin;
 mod bench;
-mod bench_tools;
+mod bench_nested;
 mod driver;
 mod fail;
 mod info;

@@ -8,7 +8,9 @@
 //! - [`pattern`]: test data: seeded byte streams, and position-stamped words that tell
 //!   misplaced, stale and missing data apart when a read-back differs;
 //! - [`robust`]: the harness of the parser robustness tests (deterministic fuzzing);
-//! - [`lock`]: a mutex lock that ignores poisoning, for tests that serialise themselves.
+//! - [`lock`]: a mutex lock that ignores poisoning, for tests that serialise themselves;
+//! - [`skip`]: a test that cannot run says why (in the guest it fails instead);
+//! - [`run`]: a system tool's output, or an error naming the command.
 #![deny(missing_docs)]
 
 pub mod dirs;
@@ -17,10 +19,36 @@ pub mod loopdev;
 pub mod pattern;
 pub mod robust;
 
+use std::io::Write;
+use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 
 /// Locks `m`, also when a test that held it panicked (the state it guards is still usable:
 /// tests serialise on it, or record what they saw).
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Says why test `test` does not run, past libtest's capture; in the guest
+/// (`IOSWITCH_VM` set), where every skip is a failure, panics instead.
+pub fn skip(test: &str, why: &str) {
+    if std::env::var_os("IOSWITCH_VM").is_some() {
+        panic!("{test}: would skip in the guest, where every skip is a failure: {why}");
+    }
+    let _ = writeln!(std::io::stderr(), "skipping {test}: {why}");
+}
+
+/// Runs `prog` with `args`: its standard output, trimmed, or an error naming the command,
+/// its exit status and its standard error.
+pub fn run(prog: &str, args: &[&str]) -> Result<String, String> {
+    let out = Command::new(prog).args(args).output().map_err(|e| format!("{prog}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{prog} {} failed ({}): {}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }

@@ -13,7 +13,7 @@
 //! `fault:` or `crash:` line per interface, the rows of docs/RELIABILITY.md.
 
 use ioswitch::{Cmd, Completion, Data, Device, Error, Opts, Queue, Status};
-use ioswitch_testkit::{logwrites::Log, pattern};
+use ioswitch_testkit::{logwrites::Log, pattern, run, skip};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -24,30 +24,9 @@ const BS: u64 = 4096;
 /// The async interfaces that run on a block device.
 const ASYNC: &[&str] = &["libaio", "io_uring", "thrpool", "posix", "emu"];
 
-/// Says why a test does not run, past libtest's capture; in the guest, fails instead.
-fn skip(test: &str, why: &str) {
-    if std::env::var_os("IOSWITCH_VM").is_some() {
-        panic!("{test}: would skip in the guest, where every skip is a failure: {why}");
-    }
-    let _ = writeln!(std::io::stderr(), "skipping {test}: {why}");
-}
-
 /// A result line for the tables of docs/RELIABILITY.md, past libtest's capture.
 fn report(line: String) {
     let _ = writeln!(std::io::stderr(), "{line}");
-}
-
-fn run(prog: &str, args: &[&str]) -> Result<String, String> {
-    let out = Command::new(prog).args(args).output().map_err(|e| format!("{prog}: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{prog} {} failed ({}): {}",
-            args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 /// Root, losetup and the device-mapper targets `need`, as `dmsetup targets` (the kernel's

@@ -11,31 +11,9 @@
 //! `#[ignore]`d: `tests/vm/nvme-tests.sh` runs it in the guest with `--include-ignored`.
 
 use ioswitch::{AsyncIface, Cmd, Data, Device, Error, Opts};
-use std::io::Write;
+use ioswitch_testkit::{run, skip};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
-
-/// Says why a test does not run, past libtest's capture; in the guest, fails instead.
-fn skip(test: &str, why: &str) {
-    if std::env::var_os("IOSWITCH_VM").is_some() {
-        panic!("{test}: would skip in the guest, where every skip is a failure: {why}");
-    }
-    let _ = writeln!(std::io::stderr(), "skipping {test}: {why}");
-}
-
-fn run(prog: &str, args: &[&str]) -> Result<String, String> {
-    let out = Command::new(prog).args(args).output().map_err(|e| format!("{prog}: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{prog} {} failed ({}): {}",
-            args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
 
 /// What the loop-device tests need from the machine, asked of the system's own tools.
 fn loop_tools() -> Result<(), String> {

@@ -379,15 +379,7 @@ pub(crate) static TABLE: &[&Descriptor] = &[
 /// `mem=posix`: aligned heap memory.
 pub(crate) const MEM_POSIX: Descriptor =
     Descriptor::new("posix", Role::Mem, "aligned heap memory", not_pci, Build::Mem)
-        .defaults(&[
-            DevKind::File,
-            DevKind::Block,
-            DevKind::NvmeBlock,
-            DevKind::NvmeChar,
-            DevKind::NvmeCtrl,
-            DevKind::Ramdisk,
-            DevKind::DevDax,
-        ])
+        .defaults(DevKind::KERNEL)
         .usable(always);
 
 /// The descriptor of an interface.

@@ -52,6 +52,20 @@ pub enum DevKind {
 }
 
 impl DevKind {
+    /// Every kind: those a kernel driver serves, then `NvmePci`.
+    pub const ALL: [DevKind; 8] = [
+        DevKind::File,
+        DevKind::Block,
+        DevKind::NvmeBlock,
+        DevKind::NvmeChar,
+        DevKind::NvmeCtrl,
+        DevKind::Ramdisk,
+        DevKind::DevDax,
+        DevKind::NvmePci,
+    ];
+    /// The kinds a kernel driver serves: every kind but `NvmePci`.
+    pub(crate) const KERNEL: &'static [DevKind] = DevKind::ALL.split_at(7).0;
+
     /// The name used in output and messages.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -467,6 +481,26 @@ fn check_tunables(d: &Inner) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_kind_lists_hold_every_kind_once_and_kernel_all_but_pci() {
+        // A new variant fails to compile here until it is placed in the lists.
+        let kernel = |k: DevKind| match k {
+            DevKind::File
+            | DevKind::Block
+            | DevKind::NvmeBlock
+            | DevKind::NvmeChar
+            | DevKind::NvmeCtrl
+            | DevKind::Ramdisk
+            | DevKind::DevDax => true,
+            DevKind::NvmePci => false,
+        };
+        for (i, k) in DevKind::ALL.iter().enumerate() {
+            assert!(!DevKind::ALL[..i].contains(k), "{k:?} twice in ALL");
+            assert_eq!(DevKind::KERNEL.contains(k), kernel(*k), "{k:?} in KERNEL");
+        }
+        assert_eq!(DevKind::KERNEL.len(), DevKind::ALL.iter().filter(|k| kernel(**k)).count());
+    }
 
     /// A PCI address opens through the user-space driver: where the function is absent
     /// (a canned sysfs without it), the error names the address and what is missing.

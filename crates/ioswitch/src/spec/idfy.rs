@@ -13,7 +13,6 @@
 //! Parsers never panic: a page shorter than 4096 bytes is an error ([`ShortPage`]).
 
 use serde::Serialize;
-use std::fmt;
 
 /// Size of every Identify data page.
 pub const IDENTIFY_LEN: usize = 4096;
@@ -44,24 +43,7 @@ pub mod csi {
     pub const ZNS: u8 = 0x02;
 }
 
-/// An Identify page shorter than its structure.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ShortPage {
-    /// The structure being parsed.
-    pub what: &'static str,
-    /// Bytes it needs.
-    pub need: usize,
-    /// Bytes given.
-    pub have: usize,
-}
-
-impl fmt::Display for ShortPage {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} needs {} bytes of identify data, got {}", self.what, self.need, self.have)
-    }
-}
-
-impl std::error::Error for ShortPage {}
+pub use super::ShortPage;
 
 /// Little-endian field reader over a page already checked to be long enough.
 struct Page<'a>(&'a [u8]);

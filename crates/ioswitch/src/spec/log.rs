@@ -6,7 +6,6 @@
 //! the fields it reads ([`ShortPage`]) instead of reading past the end.
 
 use serde::Serialize;
-use std::fmt;
 
 use super::Status;
 
@@ -39,24 +38,7 @@ pub fn name(lid: u8) -> &'static str {
     }
 }
 
-/// A page (or structure within one) shorter than the fields being parsed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ShortPage {
-    /// What was being parsed (`"SMART / Health Information log"`).
-    pub what: &'static str,
-    /// Bytes needed.
-    pub need: usize,
-    /// Bytes given.
-    pub have: usize,
-}
-
-impl fmt::Display for ShortPage {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {} bytes given, the fields need {}", self.what, self.have, self.need)
-    }
-}
-
-impl std::error::Error for ShortPage {}
+pub use super::ShortPage;
 
 pub(crate) fn need(what: &'static str, b: &[u8], need: usize) -> Result<(), ShortPage> {
     if b.len() < need {

@@ -7,9 +7,28 @@ pub mod log;
 mod status;
 pub mod zns;
 
+use serde::Serialize;
 pub use status::{errno_to_status, Sct, Status};
 
-use serde::Serialize;
+/// A page (or structure within one: an Identify page, a log page, a zone report) shorter
+/// than the fields being parsed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShortPage {
+    /// What was being parsed (`"Identify Controller"`, `"SMART / Health Information log"`).
+    pub what: &'static str,
+    /// Bytes needed.
+    pub need: usize,
+    /// Bytes given.
+    pub have: usize,
+}
+
+impl std::fmt::Display for ShortPage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {} bytes given, the fields need {}", self.what, self.have, self.need)
+    }
+}
+
+impl std::error::Error for ShortPage {}
 
 /// An NVMe submission queue entry (NVMe base spec, "Common Command Format"): 64 bytes.
 #[repr(C)]

@@ -6,10 +6,12 @@
 //! The guest kernel (Debian 6.1) offers the container/group interface
 //! (`/dev/vfio/vfio` + `/dev/vfio/GROUP`) with `vfio_iommu_type1`; iommufd is not used.
 
+use crate::buf::{Buffer, Owner};
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
+use std::sync::{Arc, Mutex};
 
 const VFIO_TYPE: u64 = b';' as u64;
 const VFIO_BASE: u64 = 100;
@@ -313,7 +315,7 @@ impl Drop for Bar {
 /// Memory made of 2 MiB huge pages (`MAP_HUGETLB`, populated and locked in place by the
 /// kernel's hugetlb pool), which a device reads and writes by DMA. Accessed only through
 /// the bounds-checked methods below; its bytes are handed out as [`Buffer`]s by
-/// [`DmaMem::buffer`].
+/// [`Chunk::lend`].
 ///
 /// [`Buffer`]: crate::buf::Buffer
 pub(crate) struct DmaMem {
@@ -452,4 +454,170 @@ impl Drop for DmaMem {
 #[inline]
 pub(crate) fn dma_fence() {
     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+}
+
+/// The DMA page size (the controller's memory page size, CC.MPS = 0).
+pub(crate) const PAGE: usize = 4096;
+
+/// Which 4 KiB pages of a chunk are in use: first fit over a bitmap.
+#[derive(Debug)]
+struct Pages {
+    used: Vec<bool>,
+}
+
+impl Pages {
+    fn new(pages: usize) -> Pages {
+        Pages { used: vec![false; pages] }
+    }
+    /// `n` consecutive free pages: the index of the first, marked used.
+    fn alloc(&mut self, n: usize) -> Option<usize> {
+        if n == 0 || n > self.used.len() {
+            return None;
+        }
+        let mut run = 0;
+        for i in 0..self.used.len() {
+            run = if self.used[i] { 0 } else { run + 1 };
+            if run == n {
+                let first = i + 1 - n;
+                self.used[first..=i].iter_mut().for_each(|u| *u = true);
+                return Some(first);
+            }
+        }
+        None
+    }
+    /// Frees `n` pages from `first`.
+    fn free(&mut self, first: usize, n: usize) {
+        self.used[first..first + n].iter_mut().for_each(|u| *u = false);
+    }
+    /// Pages in use.
+    #[cfg(test)]
+    fn in_use(&self) -> usize {
+        self.used.iter().filter(|u| **u).count()
+    }
+}
+
+/// One piece of hugepage memory mapped into the IOMMU at `iova`, and its page allocator:
+/// every page is free, reserved by one [`Dma`], or lent to one [`Buffer`], which is what
+/// makes the buffers over it sound.
+///
+/// [`Buffer`]: crate::buf::Buffer
+pub(crate) struct Chunk {
+    pub(crate) mem: DmaMem,
+    pub(crate) iova: u64,
+    pages: Mutex<Pages>,
+    /// The buffers carved out of it: id → (first page, pages).
+    lent: Mutex<Vec<(u64, usize, usize)>>,
+}
+
+impl Chunk {
+    /// A chunk over `mem`, mapped at `iova`, with every page free.
+    pub(crate) fn new(mem: DmaMem, iova: u64) -> Chunk {
+        let pages = Pages::new(mem.len() / PAGE);
+        Chunk { mem, iova, pages: Mutex::new(pages), lent: Mutex::new(Vec::new()) }
+    }
+
+    /// The IOVA of `len` bytes at `addr`, when they lie inside this chunk.
+    pub(crate) fn iova_of(&self, addr: u64, len: u64) -> Option<u64> {
+        let start = self.mem.addr();
+        let end = start + self.mem.len() as u64;
+        (addr >= start && len <= end - start && addr - start <= end - start - len).then(|| self.iova + (addr - start))
+    }
+
+    /// `len` bytes rounded up to whole pages: the index of the first page and the count.
+    fn alloc(&self, len: usize) -> Option<(usize, usize)> {
+        let n = len.max(1).div_ceil(PAGE);
+        let first = self.pages.lock().unwrap_or_else(|e| e.into_inner()).alloc(n)?;
+        Some((first, n))
+    }
+
+    /// Zeroes pages `first..first + n` and frees them.
+    fn free(&self, first: usize, n: usize) {
+        // The memory goes back zeroed, as a new buffer must be.
+        self.mem.zero(first * PAGE, n * PAGE);
+        self.pages.lock().unwrap_or_else(|e| e.into_inner()).free(first, n);
+    }
+
+    /// `len` bytes (whole pages) of it for the driver's own structures; `None` when it
+    /// has no room.
+    pub(crate) fn reserve(self: &Arc<Self>, len: usize) -> Option<Dma> {
+        let (first, n) = self.alloc(len)?;
+        Some(Dma { chunk: self.clone(), off: first * PAGE, len: n * PAGE, leaked: false })
+    }
+
+    /// A zeroed buffer of `len` bytes in it; `None` when it has no room.
+    pub(crate) fn lend(self: &Arc<Self>, len: usize) -> Option<Buffer> {
+        let (first, n) = self.alloc(len)?;
+        let ptr = self.mem.ptr(first * PAGE, n * PAGE);
+        let owner: Arc<dyn Owner> = self.clone();
+        // SAFETY: the pages first..first + n of the chunk are page-aligned, zeroed (fresh
+        // or zeroed on release), reserved for this buffer until its release (the page
+        // allocator is private to this type), and live as long as the chunk, which the
+        // owner reference keeps alive.
+        let b = unsafe { Buffer::foreign(ptr, len, owner) };
+        self.lent.lock().unwrap_or_else(|e| e.into_inner()).push((b.id(), first, n));
+        Some(b)
+    }
+}
+
+impl Owner for Chunk {
+    fn release(&self, id: u64) {
+        let mut lent = self.lent.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(at) = lent.iter().position(|(i, _, _)| *i == id) {
+            let (_, first, n) = lent.swap_remove(at);
+            self.free(first, n);
+        }
+    }
+}
+
+/// Page-aligned DMA memory inside a chunk, for the driver's own structures (queues,
+/// PRP lists, identify pages): freed when the `Dma` is dropped.
+pub(crate) struct Dma {
+    chunk: Arc<Chunk>,
+    off: usize,
+    len: usize,
+    /// Never given back (the controller may still use it).
+    pub(crate) leaked: bool,
+}
+
+impl Dma {
+    /// The device's address of byte `off` of it.
+    pub(crate) fn iova(&self, off: usize) -> u64 {
+        self.chunk.iova + (self.off + off) as u64
+    }
+    /// The memory (offsets in the chunk: add [`Dma::base`]).
+    pub(crate) fn mem(&self) -> &DmaMem {
+        &self.chunk.mem
+    }
+    /// Its offset in the chunk's memory.
+    pub(crate) fn base(&self) -> usize {
+        self.off
+    }
+}
+
+impl Drop for Dma {
+    fn drop(&mut self) {
+        if self.leaked {
+            return;
+        }
+        self.chunk.free(self.off / PAGE, self.len / PAGE);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_are_first_fit_and_reused_after_free() {
+        let mut p = Pages::new(8);
+        assert_eq!(p.alloc(3), Some(0));
+        assert_eq!(p.alloc(3), Some(3));
+        assert_eq!(p.alloc(3), None, "only 2 pages left");
+        p.free(0, 3);
+        assert_eq!(p.alloc(2), Some(0));
+        assert_eq!(p.alloc(2), Some(6));
+        assert_eq!(p.in_use(), 7);
+        assert_eq!(p.alloc(0), None);
+        assert_eq!(p.alloc(9), None);
+    }
 }

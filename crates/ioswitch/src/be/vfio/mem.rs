@@ -1,22 +1,18 @@
-//! DMA memory of a controller: chunks of 2 MiB hugepages, split into 4 KiB pages by a
-//! first-fit [`Pages`] allocator. A chunk's device address comes from its [`Mapper`]:
-//! with an IOMMU (vfio-pci) the chunk is mapped at addresses from an [`Iova`]
-//! allocator; without one (uio_pci_generic, `dma=uio`) a chunk is one pinned hugepage
-//! and its device address is its physical address (`/proc/self/pagemap`). Buffers handed out by [`Pool::buffer`] keep their chunk alive
-//! (a buffer may outlive the device); the IOMMU mappings go when the device closes.
-//!
-//! Opts in to `unsafe_code` for one block: making a [`Buffer`] over pages of a chunk
-//! (buffer internals, as in `buf.rs`), whose safety rests on this file's page allocator.
-#![allow(unsafe_code)]
+//! DMA memory of a controller: chunks of 2 MiB hugepages whose 4 KiB pages are handed out
+//! by each chunk's own page allocator ([`Chunk`], in `sys/vfio.rs`, which makes buffers
+//! over them). A chunk's device address comes from the pool's [`Mapper`]: with an IOMMU
+//! (vfio-pci) the chunk is mapped at addresses from an [`Iova`] allocator; without one
+//! (uio_pci_generic, `dma=uio`) a chunk is one pinned hugepage and its device address is
+//! its physical address (`/proc/self/pagemap`). Buffers handed out by [`Pool::buffer`]
+//! keep their chunk alive (a buffer may outlive the device); the IOMMU mappings go when
+//! the device closes.
 
-use crate::buf::{Buffer, Owner};
+use crate::buf::Buffer;
+pub(crate) use crate::sys::vfio::{Chunk, Dma, PAGE};
 use crate::sys::uio;
 use crate::sys::vfio::{Container, DmaMem, HUGEPAGE};
 use std::io;
-use std::sync::{Arc, Mutex, RwLock};
-
-/// The DMA page size (the controller's memory page size, CC.MPS = 0).
-pub(crate) const PAGE: usize = 4096;
+use std::sync::{Arc, RwLock};
 
 /// I/O virtual addresses: handed out upwards from 4 GiB (below it sit the MSI window
 /// and the reserved regions of x86 IOMMUs), never reused, up to the IOMMU's 39-bit
@@ -40,108 +36,6 @@ impl Iova {
         }
         self.next = end;
         Some(start)
-    }
-}
-
-/// Which 4 KiB pages of a chunk are in use: first fit over a bitmap.
-#[derive(Debug)]
-pub(crate) struct Pages {
-    used: Vec<bool>,
-}
-
-impl Pages {
-    pub(crate) fn new(pages: usize) -> Pages {
-        Pages { used: vec![false; pages] }
-    }
-    /// `n` consecutive free pages: the index of the first, marked used.
-    pub(crate) fn alloc(&mut self, n: usize) -> Option<usize> {
-        if n == 0 || n > self.used.len() {
-            return None;
-        }
-        let mut run = 0;
-        for i in 0..self.used.len() {
-            run = if self.used[i] { 0 } else { run + 1 };
-            if run == n {
-                let first = i + 1 - n;
-                self.used[first..=i].iter_mut().for_each(|u| *u = true);
-                return Some(first);
-            }
-        }
-        None
-    }
-    /// Frees `n` pages from `first`.
-    pub(crate) fn free(&mut self, first: usize, n: usize) {
-        self.used[first..first + n].iter_mut().for_each(|u| *u = false);
-    }
-    /// Pages in use.
-    #[cfg(test)]
-    pub(crate) fn in_use(&self) -> usize {
-        self.used.iter().filter(|u| **u).count()
-    }
-}
-
-/// One mapped piece of hugepage memory.
-pub(crate) struct Chunk {
-    pub(crate) mem: DmaMem,
-    pub(crate) iova: u64,
-    pages: Mutex<Pages>,
-    /// The buffers carved out of it: id → (first page, pages).
-    lent: Mutex<Vec<(u64, usize, usize)>>,
-}
-
-impl Chunk {
-    /// The IOVA of `len` bytes at `addr`, when they lie inside this chunk.
-    pub(crate) fn iova_of(&self, addr: u64, len: u64) -> Option<u64> {
-        let start = self.mem.addr();
-        let end = start + self.mem.len() as u64;
-        (addr >= start && len <= end - start && addr - start <= end - start - len).then(|| self.iova + (addr - start))
-    }
-}
-
-impl Owner for Chunk {
-    fn release(&self, id: u64) {
-        let mut lent = self.lent.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(at) = lent.iter().position(|(i, _, _)| *i == id) {
-            let (_, first, n) = lent.swap_remove(at);
-            // The memory goes back zeroed, as a new buffer must be.
-            self.mem.zero(first * PAGE, n * PAGE);
-            self.pages.lock().unwrap_or_else(|e| e.into_inner()).free(first, n);
-        }
-    }
-}
-
-/// Page-aligned DMA memory inside a chunk, for the driver's own structures (queues,
-/// PRP lists, identify pages): freed when the `Dma` is dropped.
-pub(crate) struct Dma {
-    pub(crate) chunk: Arc<Chunk>,
-    pub(crate) off: usize,
-    pub(crate) len: usize,
-    /// Never given back (the controller may still use it).
-    pub(crate) leaked: bool,
-}
-
-impl Dma {
-    /// The device's address of byte `off` of it.
-    pub(crate) fn iova(&self, off: usize) -> u64 {
-        self.chunk.iova + (self.off + off) as u64
-    }
-    /// The memory (offsets in the chunk: add [`Dma::base`]).
-    pub(crate) fn mem(&self) -> &DmaMem {
-        &self.chunk.mem
-    }
-    /// Its offset in the chunk's memory.
-    pub(crate) fn base(&self) -> usize {
-        self.off
-    }
-}
-
-impl Drop for Dma {
-    fn drop(&mut self) {
-        if self.leaked {
-            return;
-        }
-        self.chunk.mem.zero(self.off, self.len);
-        self.chunk.pages.lock().unwrap_or_else(|e| e.into_inner()).free(self.off / PAGE, self.len / PAGE);
     }
 }
 
@@ -172,14 +66,13 @@ impl Pool {
         Pool { mapper, state: RwLock::new(PoolState { iova: Iova::new(), chunks: Vec::new() }) }
     }
 
-    /// `len` bytes (whole pages) in some chunk: an existing one with room, or a new one.
-    fn take(&self, len: usize) -> io::Result<(Arc<Chunk>, usize)> {
+    /// What `from` makes of `len` bytes (whole pages) in some chunk: an existing one with
+    /// room, or a new one.
+    fn take<T>(&self, len: usize, from: impl Fn(&Arc<Chunk>) -> Option<T>) -> io::Result<T> {
         let n = len.max(1).div_ceil(PAGE);
         let mut st = self.state.write().unwrap_or_else(|e| e.into_inner());
-        for c in &st.chunks {
-            if let Some(first) = c.pages.lock().unwrap_or_else(|e| e.into_inner()).alloc(n) {
-                return Ok((c.clone(), first));
-            }
+        if let Some(t) = st.chunks.iter().find_map(&from) {
+            return Ok(t);
         }
         if matches!(self.mapper, Mapper::Physical) && n * PAGE > HUGEPAGE {
             return Err(io::Error::new(
@@ -228,31 +121,20 @@ impl Pool {
                 pa
             }
         };
-        let mut pages = Pages::new(mem.len() / PAGE);
-        let first = pages.alloc(n).expect("a new chunk holds the request");
-        let c = Arc::new(Chunk { mem, iova, pages: Mutex::new(pages), lent: Mutex::new(Vec::new()) });
-        st.chunks.push(c.clone());
-        Ok((c, first))
+        let c = Arc::new(Chunk::new(mem, iova));
+        let t = from(&c).expect("a new chunk holds the request");
+        st.chunks.push(c);
+        Ok(t)
     }
 
     /// DMA memory for the driver itself.
     pub(crate) fn dma(&self, len: usize) -> io::Result<Dma> {
-        let (chunk, first) = self.take(len)?;
-        Ok(Dma { chunk, off: first * PAGE, len: len.max(1).div_ceil(PAGE) * PAGE, leaked: false })
+        self.take(len, |c| c.reserve(len))
     }
 
     /// A zeroed buffer of `len` bytes in DMA memory.
     pub(crate) fn buffer(&self, len: usize) -> io::Result<Buffer> {
-        let (chunk, first) = self.take(len)?;
-        let n = len.max(1).div_ceil(PAGE);
-        let ptr = chunk.mem.ptr(first * PAGE, n * PAGE);
-        let owner: Arc<dyn Owner> = chunk.clone();
-        // SAFETY: the pages first..first + n of the chunk are page-aligned, zeroed (fresh
-        // or zeroed on release), reserved for this buffer until its release, and live as
-        // long as the chunk, which the owner reference keeps alive.
-        let b = unsafe { Buffer::foreign(ptr, len, owner) };
-        chunk.lent.lock().unwrap_or_else(|e| e.into_inner()).push((b.id(), first, n));
-        Ok(b)
+        self.take(len, |c| c.lend(len))
     }
 
     /// The IOVA of `len` bytes at `addr` when they are DMA memory of this pool.
@@ -295,19 +177,5 @@ mod tests {
         assert!(a.alloc(1 << 39).is_none(), "past the address width");
         let z = a.alloc(4096).unwrap();
         assert!(z >= y + (3 << 20) && z % (2 << 20) == 0);
-    }
-
-    #[test]
-    fn pages_are_first_fit_and_reused_after_free() {
-        let mut p = Pages::new(8);
-        assert_eq!(p.alloc(3), Some(0));
-        assert_eq!(p.alloc(3), Some(3));
-        assert_eq!(p.alloc(3), None, "only 2 pages left");
-        p.free(0, 3);
-        assert_eq!(p.alloc(2), Some(0));
-        assert_eq!(p.alloc(2), Some(6));
-        assert_eq!(p.in_use(), 7);
-        assert_eq!(p.alloc(0), None);
-        assert_eq!(p.alloc(9), None);
     }
 }

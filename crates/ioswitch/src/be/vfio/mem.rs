@@ -8,8 +8,8 @@
 //! the device closes.
 
 use crate::buf::Buffer;
-pub(crate) use crate::sys::vfio::{Chunk, Dma, PAGE};
 use crate::sys::uio;
+pub(crate) use crate::sys::vfio::{Chunk, Dma, PAGE};
 use crate::sys::vfio::{Container, DmaMem, HUGEPAGE};
 use std::io;
 use std::sync::{Arc, RwLock};

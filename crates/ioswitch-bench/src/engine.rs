@@ -103,6 +103,9 @@ pub struct Job {
     /// fio's options for file creation, ending, errors and measurement
     /// (`refill_buffers`, `exitall`, `disable_*lat`, `continue_on_error`, …).
     pub behaviour: Behaviour,
+    /// Workload shapes: block size mixes, offset distributions and modifiers,
+    /// `offset_increment`, `fdatasync` ([`crate::shapes`]).
+    pub shapes: crate::shapes::Shapes,
 }
 
 /// What one direction (read or write) did.
@@ -391,6 +394,7 @@ struct Slot {
     issue: u64,
     write: bool,
     offset: u64,
+    len: u64,
 }
 
 /// Errors that stop a job before it starts: named after the job and the device.
@@ -415,7 +419,8 @@ pub fn check_job(job: &Job, dev: &Device) -> Result<u64, CheckError> {
             bytes: g.bytes,
         });
     }
-    for (dir, bs) in [("read", job.bs[0]), ("write", job.bs[1])] {
+    for (dir, bs) in [("read", job.shapes.bs_bounds(0, job.bs[0])), ("write", job.shapes.bs_bounds(1, job.bs[1]))] {
+        let bs = if bs.0 == 0 { 0 } else { bs.1 };
         if bs == 0 || bs > region {
             return Err(CheckError::BlockSize { job: name(), dir, bs, region });
         }
@@ -468,7 +473,12 @@ struct Run<'a> {
     issued_ios: u64,
     mix: Rng,
     offs: [Offsets; 2],
+    /// Offsets and lengths of a direction with a shape ([`crate::shapes`]).
+    shaped: [Option<crate::shapes::ShapedOffsets>; 2],
+    /// Where this instance's region starts (`offset` + instance × `offset_increment`).
+    base: u64,
     writes_since_sync: u32,
+    writes_since_datasync: u32,
     window_start: u64,
     window: [(u64, u64); 2],
     written: Vec<u64>,
@@ -504,8 +514,31 @@ impl<'a> Run<'a> {
             Rw::ReadWrite | Rw::RandRw => self.mix.below(100) >= self.job.rwmixread as u64,
         };
         let d = write as usize;
+        if let Some(g) = &mut self.shaped[d] {
+            let (off, len) = g.next();
+            return (write, self.base + off, len);
+        }
         let off = self.offs[d].next();
         (write, off, self.job.bs[d])
+    }
+
+    /// Counts `n` writes; whether a flush is due (fio's `fsync=N` and `fdatasync=N`, each
+    /// counted on its own; both are the library's flush).
+    fn sync_due(&mut self, n: u32) -> bool {
+        let mut due = false;
+        for (every, since) in [
+            (self.job.fsync, &mut self.writes_since_sync),
+            (self.job.shapes.fdatasync, &mut self.writes_since_datasync),
+        ] {
+            if every > 0 {
+                *since += n;
+                if *since >= every {
+                    *since = 0;
+                    due = true;
+                }
+            }
+        }
+        due
     }
 
     fn fail(&mut self, errno: i32, msg: String) {
@@ -600,7 +633,7 @@ impl<'a> Run<'a> {
     /// with `continue_on_error` counts the write's error once, not again at verify).
     fn forget_write(&mut self, offset: u64) {
         if self.job.verify != Verify::None {
-            set_block(&mut self.written, (offset - self.job.offset) / self.job.bs[1], false);
+            set_block(&mut self.written, (offset - self.base) / self.job.bs[1], false);
         }
     }
 
@@ -616,7 +649,7 @@ impl<'a> Run<'a> {
             self.verify_seq += 1;
             verify::fill(self.job.verify, buf, offset, self.job.seed ^ self.verify_seq);
             let bs = self.job.bs[1];
-            set_block(&mut self.written, (offset - self.job.offset) / bs, true);
+            set_block(&mut self.written, (offset - self.base) / bs, true);
         }
     }
 }
@@ -635,6 +668,36 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
             return res;
         }
     };
+    // fio's offset_increment: instance i starts i increments further on.
+    let base = job.offset + u64::from(instance) * job.shapes.offset_increment;
+    let bytes = dev.geometry().bytes;
+    let region = if job.size.is_none() { bytes.saturating_sub(base) } else { region };
+    if instance > 0
+        && job.shapes.offset_increment > 0
+        && base.checked_add(region).is_none_or(|e| e > bytes || region == 0)
+    {
+        res.error = libc::EINVAL;
+        res.error_msg = Some(format!(
+            "job '{}': instance {instance} starts at offset {base} (offset_increment={}), and its {region} bytes do not fit '{}' of {bytes} bytes",
+            job.name, job.shapes.offset_increment, job.filename
+        ));
+        return res;
+    }
+    let mut shaped = [None, None];
+    for (d, slot) in shaped.iter_mut().enumerate() {
+        if job.shapes.shaped(d) {
+            let map = !job.norandommap || job.behaviour.random_generator == RandomGenerator::Lfsr;
+            let seed = job.seed ^ (u64::from(instance) * 0x1000_0001) ^ (d as u64 * 0x77);
+            match crate::shapes::ShapedOffsets::new(&job.shapes, d, job.bs[d], region, job.rw.is_random(), map, seed) {
+                Ok(g) => *slot = Some(g),
+                Err(e) => {
+                    res.error = libc::EINVAL;
+                    res.error_msg = Some(format!("job '{}': random_distribution: {e}", job.name));
+                    return res;
+                }
+            }
+        }
+    }
     match job.cpus.len() {
         0 => {}
         // cpus_allowed_policy=split: one CPU of the set per instance.
@@ -666,7 +729,10 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
         issued_ios: 0,
         mix: Rng::new(job.seed ^ salt ^ 0xA5A5),
         offs: [Offsets::new(job, region, job.bs[0], salt), Offsets::new(job, region, job.bs[1], salt ^ 0x77)],
+        shaped,
+        base,
         writes_since_sync: 0,
+        writes_since_datasync: 0,
         window_start: t0,
         window: [(0, 0); 2],
         written: if job.verify != Verify::None { vec![0; blocks_w.div_ceil(64) as usize] } else { Vec::new() },
@@ -675,6 +741,9 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
         last_done: 0,
         refill: Rng::new(job.seed ^ salt ^ 0xF111),
     };
+    for o in &mut run.offs {
+        o.base = base;
+    }
     match job.mode {
         Mode::Sync => run_sync(&mut run),
         Mode::Async => run_async(&mut run),
@@ -731,7 +800,8 @@ fn pin(cpus: &[usize]) {
 }
 
 fn alloc_buffers(run: &mut Run, n: u32) -> Option<Vec<Buffer>> {
-    let len = run.job.bs[0].max(run.job.bs[1]) as usize;
+    let j = run.job;
+    let len = j.shapes.bs_bounds(0, j.bs[0]).1.max(j.shapes.bs_bounds(1, j.bs[1]).1) as usize;
     let mut v = Vec::with_capacity(n as usize);
     let mut rng = Rng::new(run.job.seed ^ 0xB0F);
     for _ in 0..n {
@@ -791,10 +861,8 @@ fn run_sync(run: &mut Run) {
                 }
             }
         }
-        if write && run.job.fsync > 0 {
-            run.writes_since_sync += 1;
-            if run.writes_since_sync >= run.job.fsync {
-                run.writes_since_sync = 0;
+        if write && run.sync_due(1) {
+            {
                 let s = now_ns();
                 if let Err(e) = run.dev.pass(&Cmd::flush(run.dev.ident().nsid), &mut []) {
                     run.fail(e.errno().unwrap_or(libc::EIO), format!("fsync: {e}"));
@@ -906,7 +974,7 @@ impl Flight {
             let s = c.tag as u32;
             let slot = &mut self.slots[s as usize];
             let (write, start, issue, off) = (slot.write, slot.start, slot.issue, slot.offset);
-            let len = run.job.bs[write as usize];
+            let len = slot.len;
             slot.buf = c.data.into_one();
             self.free.push(s);
             if !c.status.is_ok() {
@@ -949,7 +1017,10 @@ fn run_async(run: &mut Run) {
     let mut f = Flight {
         q,
         depth,
-        slots: bufs.into_iter().map(|b| Slot { buf: Some(b), start: 0, issue: 0, write: false, offset: 0 }).collect(),
+        slots: bufs
+            .into_iter()
+            .map(|b| Slot { buf: Some(b), start: 0, issue: 0, write: false, offset: 0, len: 0 })
+            .collect(),
         free: (0..depth).rev().collect(),
         uncommitted: Vec::with_capacity(depth as usize),
         pending: std::collections::VecDeque::with_capacity(depth as usize),
@@ -975,6 +1046,7 @@ fn run_async(run: &mut Run) {
         slot.start = start;
         slot.write = write;
         slot.offset = off;
+        slot.len = len;
         if let Err(rej) = f.q.submit(&cmd, Data::One(buf), s as u64) {
             f.slots[s as usize].buf = rej.data.into_one();
             f.free.push(s);
@@ -1000,10 +1072,8 @@ fn run_async(run: &mut Run) {
             if run.res.error != 0 {
                 break 'io;
             }
-            if run.job.fsync > 0 && run.job.rw.writes() {
-                run.writes_since_sync += n;
-                if run.writes_since_sync >= run.job.fsync {
-                    run.writes_since_sync = 0;
+            if run.job.rw.writes() && run.sync_due(n) {
+                {
                     let s = now_ns();
                     // Everything in flight completes before the flush, accounted as a batch.
                     if f.reap_all(run).is_none() {
@@ -1078,7 +1148,7 @@ fn verify_blocks(run: &mut Run, bs: u64, blocks: impl IntoIterator<Item = u64>, 
         Err(e) => return run.fail(libc::ENOMEM, e.to_string()),
     };
     for b in blocks {
-        let off = run.job.offset + b * bs;
+        let off = run.base + b * bs;
         let cmd = make_cmd(run.dev, false, off, bs);
         let start = now_ns();
         if let Err(e) = run.dev.pass(&cmd, std::slice::from_mut(&mut buf)) {
@@ -1176,6 +1246,7 @@ mod run_tests {
             verify: Verify::None,
             do_verify: false,
             behaviour: Behaviour::default(),
+            shapes: Default::default(),
         }
     }
 
@@ -1600,5 +1671,95 @@ mod run_tests {
         assert_eq!(r.error, libc::EINVAL);
         assert!(r.error_msg.unwrap().contains("past the end"));
         assert_eq!(r.read.ios, 0);
+    }
+
+    fn shaped(mut j: Job, f: impl FnOnce(&mut crate::shapes::Shapes)) -> Job {
+        f(&mut j.shapes);
+        j
+    }
+
+    #[test]
+    fn bssplit_mixes_block_sizes_in_proportion_sync_and_async() {
+        use crate::shapes::BlockSizes;
+        for (mode, qd) in [(Mode::Sync, 1), (Mode::Async, 4)] {
+            let mut j = shaped(job("4MiB", "async=emu", mode, Rw::RandWrite, qd), |s| {
+                s.bs[1] = BlockSizes::Split(vec![(4096, 75), (16384, 25)]);
+            });
+            j.behaviour.loops = 32;
+            let r = run(&j);
+            assert_eq!(r.error, 0, "{:?}", r.error_msg);
+            // n I/Os of 4k or 16k moving B bytes: (B − 4k·n) / 12k of them were 16k.
+            let (n, b) = (r.write.ios, r.write.bytes);
+            let big = (b - 4096 * n) / 12288;
+            assert_eq!(4096 * (n - big) + 16384 * big, b, "only 4k and 16k I/Os");
+            let share = big as f64 / n as f64;
+            assert!((share - 0.25).abs() < 0.03, "{mode:?}: 16k share {share} of {n}");
+        }
+    }
+
+    #[test]
+    fn a_write_hole_skips_that_much_after_each_io() {
+        let s = scratch("hole");
+        let path = s.file("f", 1 << 20);
+        let mut j = shaped(job(&path, "", Mode::Sync, Rw::Write, 1), |s| s.rw_modifier = Some(4096));
+        j.number_ios = Some(128);
+        let r = run(&j);
+        assert_eq!((r.error, r.write.ios), (0, 128), "{:?}", r.error_msg);
+        let data = std::fs::read(&path).unwrap();
+        for (i, block) in data.chunks(4096).enumerate() {
+            let zero = block.iter().all(|&b| b == 0);
+            assert_eq!(zero, i % 2 == 1, "block {i}: written blocks alternate with 4k holes");
+        }
+    }
+
+    #[test]
+    fn offset_increment_moves_each_instance_on_and_refuses_one_past_the_end() {
+        let s = scratch("incr");
+        let path = s.file("f", 1 << 20);
+        let mut j = shaped(job(&path, "", Mode::Sync, Rw::Write, 1), |s| s.offset_increment = 512 << 10);
+        j.size = Some(256 << 10);
+        let dev = Device::open(&j.filename, &j.opts).unwrap();
+        for i in 0..2 {
+            let r = run_job(&j, i, &dev, &Progress::default());
+            assert_eq!((r.error, r.write.bytes), (0, 256 << 10), "{:?}", r.error_msg);
+        }
+        let data = std::fs::read(&path).unwrap();
+        for (i, block) in data.chunks(4096).enumerate() {
+            let written = block.iter().any(|&b| b != 0);
+            assert_eq!(written, i < 64 || (128..192).contains(&i), "block {i}");
+        }
+        let r = run_job(&j, 2, &dev, &Progress::default());
+        assert_eq!(r.error, libc::EINVAL);
+        let msg = r.error_msg.unwrap();
+        assert!(msg.contains("offset_increment=524288") && msg.contains("instance 2"), "{msg}");
+    }
+
+    #[test]
+    fn fdatasync_flushes_every_n_writes_beside_fsync() {
+        for (mode, fsync, fdatasync, want) in
+            [(Mode::Sync, 0, 4, 64), (Mode::Async, 0, 4, 64), (Mode::Sync, 8, 0, 32), (Mode::Sync, 8, 12, 32 + 21 - 10)]
+        {
+            let mut j = shaped(job("4MiB", "async=emu", mode, Rw::Write, 1), |s| s.fdatasync = fdatasync);
+            j.fsync = fsync;
+            // 256 writes; where both are due (every 24th write) fio syncs once (its
+            // last_was_sync rule): 32 + 21 − 10 flushes for fsync=8 and fdatasync=12.
+            let r = run(&j);
+            assert_eq!((r.error, r.sync.samples()), (0, want), "{mode:?} fsync={fsync} fdatasync={fdatasync}");
+        }
+    }
+
+    #[test]
+    fn a_skewed_distribution_hits_few_blocks_often() {
+        use crate::dist::Dist;
+        let mut j = shaped(job("4MiB", "", Mode::Sync, Rw::RandWrite, 1), |s| {
+            s.dist[1] = Dist::Zoned(vec![crate::dist::Zone { access: 100, size: 10 }]);
+        });
+        j.verify = Verify::Crc32c;
+        j.do_verify = true;
+        let r = run(&j);
+        assert_eq!(r.error, 0, "{:?}", r.error_msg);
+        // Every write went to the first 10% of the 256 blocks: at most 25 distinct ones.
+        assert!(r.verified <= 25 && r.verified > 10, "{} blocks written", r.verified);
+        assert_eq!(r.write.ios, 256);
     }
 }

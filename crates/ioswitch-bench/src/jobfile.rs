@@ -649,6 +649,9 @@ pub struct JobSpec {
     pub ioswitch_opts: Option<ioswitch::Opts>,
     /// File creation, ending, errors and measurement options.
     pub behaviour: Behaviour,
+    /// Workload shapes: block size mixes, offset distributions and modifiers
+    /// ([`crate::shapes`]).
+    pub shapes: crate::shapes::Shapes,
     /// Where the job's section (or `--name`) is; `None` for a job built in code.
     pub section: Option<Loc>,
     /// The job's own options as written (fio's "job options" in JSON), in order; the
@@ -797,6 +800,13 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("wait_for", &[], Kind::Value),
     ("cmd_type", &[], Kind::Value),
     ("nonvectored", &[], Kind::Value),
+    ("bssplit", &[], Kind::Value),
+    ("bsrange", &["blocksize_range"], Kind::Value),
+    ("blocksize_unaligned", &["bs_unaligned"], Kind::Bool),
+    ("random_distribution", &[], Kind::Value),
+    ("rw_sequencer", &[], Kind::Value),
+    ("offset_increment", &[], Kind::Value),
+    ("fdatasync", &[], Kind::Value),
 ];
 
 /// Options that only some engines have, besides fio's names of the library's interface
@@ -1083,6 +1093,7 @@ impl JobSpec {
             xnvme: XnvmeOpts::default(),
             ioswitch_opts: None,
             behaviour: Behaviour::default(),
+            shapes: crate::shapes::Shapes::default(),
             section: None,
             options: Vec::new(),
             origins: BTreeMap::new(),
@@ -1131,7 +1142,8 @@ impl JobSpec {
             || self.apply_concurrency(canon, &val)?
             || self.apply_engine_tunables(canon, &val)?
             || self.apply_verify_and_report(canon, &val)?
-            || self.apply_behaviour(canon, &val)?;
+            || self.apply_behaviour(canon, &val)?
+            || self.apply_shapes(canon, &val)?;
         if !known {
             return Err(unknown_option(&opt.key, &opt.loc));
         }
@@ -1189,9 +1201,16 @@ impl JobSpec {
         match canon {
             "rw" => {
                 let v = val.value(EXPECT_RW)?;
-                if v.contains(':') {
-                    return Err(val.bad("a pattern without a ':<n>' suffix (fio's offset modifier is not supported)"));
-                }
+                // fio's offset modifier: `rw=write:4k` (a hole after each I/O) or
+                // `rw=randread:8` (a new random offset every 8 I/Os).
+                let (v, modifier) = match v.split_once(':') {
+                    Some((rw, m)) => {
+                        const EXPECT: &str = "a pattern with an offset modifier of 0 or more, such as write:4k or randread:8 (backward holes are not run)";
+                        (rw.trim(), Some(parse_bytes(m.trim()).ok_or_else(|| val.bad(EXPECT))?))
+                    }
+                    None => (v, None),
+                };
+                self.shapes.rw_modifier = modifier.filter(|&m| m > 0);
                 self.rw = match v {
                     "read" => Rw::Read,
                     "write" => Rw::Write,
@@ -1436,6 +1455,90 @@ impl JobSpec {
         Ok(true)
     }
 
+    /// Workload shapes ([`crate::shapes`]): block size mixes, offset distributions,
+    /// `rw_sequencer`, `offset_increment`, `fdatasync`.
+    fn apply_shapes(&mut self, canon: &str, val: &OptValue) -> Result<bool, JobError> {
+        use crate::shapes::{self, BlockSizes, RwSequencer};
+        let sh = &mut self.shapes;
+        match canon {
+            "bssplit" => {
+                const EXPECT: &str = "block size/percent lists such as 4k/50:8k/50, one per direction (read,write)";
+                let sides =
+                    shapes::per_direction(val.value(EXPECT)?).map_err(|e| val.bad(&format!("{EXPECT}: {e}")))?;
+                for (d, side) in sides.iter().enumerate() {
+                    if let Some(side) = side {
+                        let v =
+                            shapes::parse_bssplit(side, parse_bytes).map_err(|e| val.bad(&format!("{EXPECT}: {e}")))?;
+                        sh.bs[d] = BlockSizes::Split(v);
+                    }
+                }
+            }
+            "bsrange" => {
+                const EXPECT: &str = "MIN-MAX block sizes such as 1k-16k, one per direction (read,write)";
+                let sides =
+                    shapes::per_direction(val.value(EXPECT)?).map_err(|e| val.bad(&format!("{EXPECT}: {e}")))?;
+                for (d, side) in sides.iter().enumerate() {
+                    if let Some(side) = side {
+                        let (min, max) =
+                            shapes::parse_bsrange(side, parse_bytes).map_err(|e| val.bad(&format!("{EXPECT}: {e}")))?;
+                        sh.bs[d] = BlockSizes::Range { min, max };
+                    }
+                }
+            }
+            "blocksize_unaligned" => sh.bs_unaligned = val.flag()?,
+            "random_distribution" => {
+                const EXPECT: &str = "random, zipf[:θ[:center]], pareto[:h[:center]], normal[:σ[:center]], zoned:A/S:… or zoned_abs:A/SIZE:… (one per direction, comma-separated, for zoned)";
+                let v = val.value(EXPECT)?;
+                // Only the zoned forms take a list per direction (fio's str_split_parse).
+                let sides = if v.starts_with("zoned") {
+                    shapes::per_direction(v).map_err(|e| val.bad(&format!("{EXPECT}: {e}")))?
+                } else {
+                    [Some(v), Some(v)]
+                };
+                let prefix = v.split(':').next().unwrap_or_default();
+                for (d, side) in sides.iter().enumerate() {
+                    if let Some(side) = side {
+                        // fio's zoned lists after the first side carry no "zoned:" prefix.
+                        let full = if side.starts_with(prefix) { side.to_string() } else { format!("{prefix}:{side}") };
+                        sh.dist[d] =
+                            crate::dist::parse(&full, parse_bytes).map_err(|e| val.bad(&format!("{EXPECT}: {e}")))?;
+                    }
+                }
+            }
+            "rw_sequencer" => {
+                sh.rw_sequencer = match val.value("sequential or identical")? {
+                    "sequential" => RwSequencer::Sequential,
+                    "identical" => RwSequencer::Identical,
+                    _ => return Err(val.bad("sequential or identical")),
+                }
+            }
+            "offset_increment" => {
+                sh.offset_increment = parse_bytes(val.value(EXPECT_SIZE)?).ok_or_else(|| {
+                    val.bad(&format!("{EXPECT_SIZE} (a percentage, fio's share of the file, is not run)"))
+                })?
+            }
+            "fdatasync" => sh.fdatasync = val.count32(0)?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Shapes that do not fit the rest of the job.
+    fn check_shapes(&self) -> Result<(), JobError> {
+        use crate::shapes::BlockSizes;
+        if self.verify != Verify::None && self.shapes.bs[1] != BlockSizes::Bs {
+            let opt = if self.origin("bssplit").is_some() { "bssplit" } else { "bsrange" };
+            return Err(self.error_at(
+                opt,
+                format!(
+                    "{opt} for writes with verify={} is not run: verified blocks have one size (bs)",
+                    crate::verify::name(self.verify)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// `bs=R`, `bs=R,W` or `bs=R,W,T`; an empty side keeps the current value.
     fn parse_bs(&self, v: &str) -> Option<RwPair<u64>> {
         let v = v.strip_suffix(',').filter(|s| !s.contains(',')).unwrap_or(v);
@@ -1493,6 +1596,7 @@ impl JobSpec {
         if !set("iodepth_low") || self.iodepth_low == 0 || self.iodepth_low > self.iodepth {
             self.iodepth_low = self.iodepth;
         }
+        self.check_shapes()?;
         Ok(())
     }
 }
@@ -2020,7 +2124,8 @@ mod tests {
             assert_eq!(one(&format!("[j]\nrw={v}\n")).rw, rw);
             assert_eq!(one(&format!("[j]\nreadwrite={v}\n")).rw, rw);
         }
-        assert!(err("[j]\nrw=randread:8\n").contains("':<n>' suffix"));
+        // fio's offset modifier runs now (see workload_shapes_are_read_per_direction…).
+        assert_eq!(one("[j]\nrw=randread:8\n").shapes.rw_modifier, Some(8));
         assert!(err("[j]\nrw=trim\n").contains("trim workloads are not supported"));
         assert!(Rw::RandRw.is_random() && Rw::RandRw.reads() && Rw::RandRw.writes());
         assert!(!Rw::Write.reads() && !Rw::Read.writes());
@@ -2361,5 +2466,53 @@ mod tests {
     #[test]
     fn name_option_renames_the_job() {
         assert_eq!(one("[j]\nname=renamed\n").name, "renamed");
+    }
+
+    #[test]
+    fn workload_shapes_are_read_per_direction_with_fios_spellings() {
+        use crate::dist::{Dist, Zone};
+        use crate::shapes::{BlockSizes, RwSequencer};
+        let j = one("[j]\nrw=randrw\nbssplit=4k/50:8k/50,16k/100\nrandom_distribution=zipf:1.2\n");
+        assert_eq!(j.shapes.bs[0], BlockSizes::Split(vec![(4096, 50), (8192, 50)]));
+        assert_eq!(j.shapes.bs[1], BlockSizes::Split(vec![(16384, 100)]));
+        assert_eq!(j.shapes.dist, [Dist::Zipf { theta: 1.2, center: None }, Dist::Zipf { theta: 1.2, center: None }]);
+        let j = one("[j]\nbsrange=1k-4k,8k-64k\nbs_unaligned\nrandom_distribution=zoned:50/10:50/90,100/100\n");
+        assert_eq!(
+            j.shapes.bs,
+            [BlockSizes::Range { min: 1024, max: 4096 }, BlockSizes::Range { min: 8192, max: 65536 }]
+        );
+        assert!(j.shapes.bs_unaligned);
+        assert_eq!(j.shapes.dist[0], Dist::Zoned(vec![Zone { access: 50, size: 10 }, Zone { access: 50, size: 90 }]));
+        assert_eq!(j.shapes.dist[1], Dist::Zoned(vec![Zone { access: 100, size: 100 }]));
+        let j = one("[j]\nrw=write:4k\n");
+        assert_eq!((j.rw, j.shapes.rw_modifier), (Rw::Write, Some(4096)));
+        let j = one("[j]\nrw=randread:8\nrw_sequencer=identical\noffset_increment=1m\nfdatasync=16\n");
+        assert_eq!(
+            (j.rw, j.shapes.rw_modifier, j.shapes.rw_sequencer),
+            (Rw::RandRead, Some(8), RwSequencer::Identical)
+        );
+        assert_eq!((j.shapes.offset_increment, j.shapes.fdatasync), (1 << 20, 16));
+    }
+
+    #[test]
+    fn bad_workload_shapes_name_the_option_the_file_and_the_line() {
+        let e = err("[j]\nbs=4k\nbssplit=4k/70:8k/70\n");
+        assert!(
+            e.starts_with("job.fio:3: bad value '4k/70:8k/70' for option 'bssplit'") && e.contains("add up to 140"),
+            "{e}"
+        );
+        let e = err("[j]\nrandom_distribution=pareto:2\n");
+        assert!(
+            e.starts_with("job.fio:2:") && e.contains("'random_distribution'") && e.contains("between 0 and 1"),
+            "{e}"
+        );
+        let e = err("[j]\nrandom_distribution=zoned:60/10:30/90\n");
+        assert!(e.contains("add up to 90"), "{e}");
+        let e = err("[j]\nrw=read:-4k\n");
+        assert!(e.starts_with("job.fio:2:") && e.contains("backward holes are not run"), "{e}");
+        let e = err("[j]\nrw_sequencer=reverse\n");
+        assert!(e.contains("sequential or identical"), "{e}");
+        let e = err("[j]\nrw=randwrite\nverify=md5\nbssplit=4k/50:8k/50\n");
+        assert!(e.starts_with("job.fio:4: job 'j': bssplit for writes with verify=md5 is not run"), "{e}");
     }
 }

@@ -15,6 +15,7 @@
 #![deny(missing_docs)]
 
 pub mod compare;
+pub mod dist;
 pub mod engine;
 pub mod error;
 pub mod hist;
@@ -25,6 +26,7 @@ pub mod overhead;
 pub mod plot;
 pub mod report;
 pub mod run;
+pub mod shapes;
 pub mod stats;
 pub mod sweep;
 pub mod verify;

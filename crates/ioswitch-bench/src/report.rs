@@ -1224,6 +1224,7 @@ mod tests {
             verify: Verify::None,
             do_verify: false,
             behaviour: Default::default(),
+            shapes: Default::default(),
         }
     }
 

@@ -329,6 +329,7 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
         verify: spec.verify,
         do_verify: spec.do_verify,
         behaviour: spec.behaviour.clone(),
+        shapes: spec.shapes.clone(),
     };
     engine::check_job(&job, &dev).map_err(|source| BenchError::Check { at: At::new(spec, "size"), source })?;
     if spec.invalidate && !job.opts.direct && is_path {

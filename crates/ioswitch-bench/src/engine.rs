@@ -437,7 +437,7 @@ pub fn check_job(job: &Job, dev: &Device) -> Result<u64, CheckError> {
     if job.verify != Verify::None && job.time_based {
         return Err(CheckError::VerifyTimeBased { job: name() });
     }
-    if job.verify != Verify::None && job.bs[1] < verify::HEADER_LEN as u64 {
+    if job.verify != Verify::None && job.verify != Verify::Pattern && job.bs[1] < verify::HEADER_LEN as u64 {
         return Err(CheckError::VerifyBlockSize { job: name(), min: verify::HEADER_LEN });
     }
     Ok(region)
@@ -479,6 +479,8 @@ struct Run<'a> {
     base: u64,
     writes_since_sync: u32,
     writes_since_datasync: u32,
+    /// Offsets written and not yet verified by `verify_backlog`, oldest first.
+    backlog: std::collections::VecDeque<u64>,
     window_start: u64,
     window: [(u64, u64); 2],
     written: Vec<u64>,
@@ -520,6 +522,35 @@ impl<'a> Run<'a> {
         }
         let off = self.offs[d].next();
         (write, off, self.job.bs[d])
+    }
+
+    /// A write at `off` completed: with `verify_backlog`, it waits to be verified (as in
+    /// fio, only with `do_verify`, which logs the writes to verify).
+    fn note_written(&mut self, write: bool, off: u64) {
+        if write && self.job.verify != Verify::None && self.job.do_verify && self.job.shapes.verify_backlog > 0 {
+            self.backlog.push_back(off);
+        }
+    }
+
+    /// Whether `verify_backlog` writes wait to be verified.
+    fn backlog_due(&self) -> bool {
+        let n = self.job.shapes.verify_backlog;
+        n > 0 && self.backlog.len() as u64 >= n
+    }
+
+    /// fio's `verify_backlog`: reads back and checks the oldest `verify_backlog_batch`
+    /// (default: all) of the writes waiting; they are not verified again at the end.
+    fn verify_backlog(&mut self) {
+        let batch = match self.job.shapes.verify_backlog_batch {
+            0 => self.backlog.len(),
+            b => (b as usize).min(self.backlog.len()),
+        };
+        let bs = self.job.bs[1];
+        let blocks: Vec<u64> = self.backlog.drain(..batch).map(|o| (o - self.base) / bs).collect();
+        verify_blocks(self, bs, blocks.iter().copied(), true);
+        for b in blocks {
+            set_block(&mut self.written, b, false);
+        }
     }
 
     /// Counts `n` writes; whether a flush is due (fio's `fsync=N` and `fdatasync=N`, each
@@ -647,7 +678,8 @@ impl<'a> Run<'a> {
         }
         if self.job.verify != Verify::None {
             self.verify_seq += 1;
-            verify::fill(self.job.verify, buf, offset, self.job.seed ^ self.verify_seq);
+            let pattern = self.job.shapes.verify_pattern.as_deref();
+            verify::fill_with(self.job.verify, pattern, buf, offset, self.job.seed ^ self.verify_seq);
             let bs = self.job.bs[1];
             set_block(&mut self.written, (offset - self.base) / bs, true);
         }
@@ -733,6 +765,7 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
         base,
         writes_since_sync: 0,
         writes_since_datasync: 0,
+        backlog: std::collections::VecDeque::new(),
         window_start: t0,
         window: [(0, 0); 2],
         written: if job.verify != Verify::None { vec![0; blocks_w.div_ceil(64) as usize] } else { Vec::new() },
@@ -849,7 +882,10 @@ fn run_sync(run: &mut Run) {
         run.res.queue.completed += 1;
         run.res.queue.syscalls += per_cmd;
         match r {
-            Ok(_) => run.account(write, len, start, start, complete, false),
+            Ok(_) => {
+                run.note_written(write, off);
+                run.account(write, len, start, start, complete, false)
+            }
             Err(e) => {
                 let errno = e.errno().unwrap_or(libc::EIO);
                 if !run.goes_on_after(write, false, errno) {
@@ -870,6 +906,12 @@ fn run_sync(run: &mut Run) {
                 }
                 run.res.sync.record(now_ns() - s);
                 run.res.queue.syscalls += per_cmd;
+            }
+        }
+        if run.backlog_due() {
+            run.verify_backlog();
+            if run.res.error != 0 {
+                break;
             }
         }
         run.sample(complete);
@@ -987,6 +1029,7 @@ impl Flight {
                 continue;
             }
             bytes += len;
+            run.note_written(write, off);
             run.account(write, len, start, issue, complete, true);
         }
         run.sample(complete);
@@ -1086,6 +1129,16 @@ fn run_async(run: &mut Run) {
                     run.res.sync.record(now_ns() - s);
                 }
             }
+            if run.backlog_due() {
+                // The writes to verify complete first, as one batch (as for a flush).
+                if f.reap_all(run).is_none() {
+                    break 'io;
+                }
+                run.verify_backlog();
+                if run.res.error != 0 {
+                    break 'io;
+                }
+            }
             if !(full && f.inflight() > policy.low) {
                 break;
             }
@@ -1165,7 +1218,7 @@ fn verify_blocks(run: &mut Run, bs: u64, blocks: impl IntoIterator<Item = u64>, 
             run.res.read.clat.record(took);
             run.res.read.lat.record(took);
         }
-        if let Err(why) = verify::check(run.job.verify, &buf, off) {
+        if let Err(why) = verify::check_with(run.job.verify, run.job.shapes.verify_pattern.as_deref(), &buf, off) {
             if run.goes_on_after(false, true, libc::EILSEQ) {
                 continue;
             }
@@ -1761,5 +1814,57 @@ mod run_tests {
         // Every write went to the first 10% of the 256 blocks: at most 25 distinct ones.
         assert!(r.verified <= 25 && r.verified > 10, "{} blocks written", r.verified);
         assert_eq!(r.write.ios, 256);
+    }
+
+    #[test]
+    fn every_verify_method_reads_back_what_it_wrote() {
+        for kind in [Verify::Crc64, Verify::Xxhash, Verify::Sha256, Verify::Pattern, Verify::Md5] {
+            let mut j = job("4MiB", "async=emu", Mode::Async, Rw::RandWrite, 4);
+            j.verify = kind;
+            j.do_verify = true;
+            j.shapes.verify_pattern = (kind == Verify::Pattern).then(|| vec![0xA5, 0x5A, 0x01]);
+            let r = run(&j);
+            assert_eq!((r.error, r.verified), (0, 256), "{kind:?}: {:?}", r.error_msg);
+        }
+    }
+
+    #[test]
+    fn verify_pattern_finds_a_block_that_is_not_the_pattern() {
+        let s = scratch("pattern");
+        let path = s.file("f", 1 << 20);
+        let mut j = job(&path, "", Mode::Sync, Rw::Read, 1);
+        j.verify = Verify::Pattern;
+        j.do_verify = true;
+        j.shapes.verify_pattern = Some(vec![0xAB]);
+        std::fs::write(&path, vec![0xABu8; 1 << 20]).unwrap();
+        let r = run(&j);
+        assert_eq!((r.error, r.verified), (0, 256), "{:?}", r.error_msg);
+        let mut data = vec![0xABu8; 1 << 20];
+        data[5 * 4096 + 17] = 0xAC;
+        std::fs::write(&path, data).unwrap();
+        let r = run(&j);
+        assert_eq!(r.error, libc::EILSEQ);
+        let msg = r.error_msg.unwrap();
+        assert!(msg.contains("offset 20480") && msg.contains("byte 17: read 0xac"), "{msg}");
+    }
+
+    #[test]
+    fn verify_backlog_checks_writes_as_it_goes() {
+        for (mode, qd, backlog, batch) in [(Mode::Sync, 1, 16, 0), (Mode::Async, 4, 16, 0), (Mode::Sync, 1, 16, 4)] {
+            let mut j = job("4MiB", "async=emu", mode, Rw::Write, qd);
+            j.verify = Verify::Crc32c;
+            j.do_verify = true;
+            j.shapes.verify_backlog = backlog;
+            j.shapes.verify_backlog_batch = batch;
+            let r = run(&j);
+            assert_eq!(r.error, 0, "{:?}", r.error_msg);
+            // Every block is verified once: along the way, and what is left at the end.
+            assert_eq!((r.write.ios, r.verified, r.read.ios), (256, 256, 256), "{mode:?} batch {batch}");
+        }
+        // As in fio, do_verify=0 logs no writes to verify: no backlog either.
+        let mut j = job("4MiB", "", Mode::Sync, Rw::Write, 1);
+        (j.verify, j.do_verify, j.shapes.verify_backlog) = (Verify::Crc32c, false, 16);
+        let r = run(&j);
+        assert_eq!((r.error, r.verified, r.read.ios), (0, 0, 0), "{:?}", r.error_msg);
     }
 }

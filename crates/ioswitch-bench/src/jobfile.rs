@@ -387,6 +387,14 @@ pub enum Verify {
     Crc32c,
     /// MD5 digest.
     Md5,
+    /// fio's CRC-64 (the Jones polynomial, reflected, as fio's `crc64`).
+    Crc64,
+    /// XXH32 (seed 1, as fio's `xxhash`).
+    Xxhash,
+    /// SHA-256 (the header keeps its first 16 bytes).
+    Sha256,
+    /// No header: every byte is `verify_pattern`'s (fio's `pattern`).
+    Pattern,
 }
 
 /// Which errors a job counts and goes on after (`continue_on_error`): fio's error types;
@@ -807,6 +815,9 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("rw_sequencer", &[], Kind::Value),
     ("offset_increment", &[], Kind::Value),
     ("fdatasync", &[], Kind::Value),
+    ("verify_pattern", &[], Kind::Value),
+    ("verify_backlog", &[], Kind::Value),
+    ("verify_backlog_batch", &[], Kind::Value),
 ];
 
 /// Options that only some engines have, besides fio's names of the library's interface
@@ -929,7 +940,7 @@ const EXPECT_SIZE_PCT: &str = "a size such as 4k or 1g, or a percentage such as 
 const EXPECT_COUNT: &str = "a whole number";
 const EXPECT_TIME: &str = "a time such as 30 (seconds), 500ms, 10s, 5m or 1h";
 const EXPECT_RW: &str = "read, write, randread, randwrite, rw (readwrite) or randrw";
-const EXPECT_VERIFY: &str = "crc32c, crc32c-intel, md5 or none";
+const EXPECT_VERIFY: &str = "crc32c, crc32c-intel, md5, crc64, xxhash, sha256, pattern or none";
 
 /// Parses a whole number with an optional fio size unit (see the module docs).
 fn parse_bytes(s: &str) -> Option<u64> {
@@ -1308,8 +1319,12 @@ impl JobSpec {
                     "none" | "0" => Verify::None,
                     "crc32c" | "crc32c-intel" => Verify::Crc32c,
                     "md5" => Verify::Md5,
-                    "crc64" | "crc32" | "crc16" | "crc7" | "sha1" | "sha256" | "sha512" | "sha3-224" | "sha3-256"
-                    | "sha3-384" | "sha3-512" | "xxhash" | "pattern" | "meta" | "null" => {
+                    "crc64" => Verify::Crc64,
+                    "xxhash" => Verify::Xxhash,
+                    "sha256" => Verify::Sha256,
+                    "pattern" => Verify::Pattern,
+                    "crc32" | "crc16" | "crc7" | "sha1" | "sha512" | "sha3-224" | "sha3-256" | "sha3-384"
+                    | "sha3-512" | "meta" | "null" => {
                         return Err(val.bad(&format!("{EXPECT_VERIFY} (this fio method is not supported)")))
                     }
                     _ => return Err(val.bad(EXPECT_VERIFY)),
@@ -1518,14 +1533,29 @@ impl JobSpec {
                 })?
             }
             "fdatasync" => sh.fdatasync = val.count32(0)?,
+            "verify_pattern" => {
+                const EXPECT: &str = "a pattern of hex numbers (0x…), decimal numbers and \"quoted strings\"";
+                let p =
+                    crate::verify::parse_pattern(val.value(EXPECT)?).map_err(|e| val.bad(&format!("{EXPECT}: {e}")))?;
+                sh.verify_pattern = Some(p);
+            }
+            "verify_backlog" => sh.verify_backlog = val.count(0)?,
+            "verify_backlog_batch" => sh.verify_backlog_batch = val.count(0)?,
             _ => return Ok(false),
         }
         Ok(true)
     }
 
     /// Shapes that do not fit the rest of the job.
-    fn check_shapes(&self) -> Result<(), JobError> {
+    fn check_shapes(&mut self) -> Result<(), JobError> {
         use crate::shapes::BlockSizes;
+        // fio: a verify_pattern without a verify method verifies the pattern.
+        if self.shapes.verify_pattern.is_some() && self.origin("verify").is_none() {
+            self.verify = Verify::Pattern;
+        }
+        if self.verify == Verify::Pattern && self.shapes.verify_pattern.is_none() {
+            return Err(self.error_at("verify", "verify=pattern needs a verify_pattern"));
+        }
         if self.verify != Verify::None && self.shapes.bs[1] != BlockSizes::Bs {
             let opt = if self.origin("bssplit").is_some() { "bssplit" } else { "bsrange" };
             return Err(self.error_at(
@@ -2104,8 +2134,10 @@ mod tests {
         assert!(err("[j]\nrwmixread=101\n").contains("percentage"));
         assert!(err("[j]\nsize=0%\n").contains("option 'size'"));
         assert!(err("[j]\nioengine=spdk\n").contains("one of psync, pvsync"));
-        assert!(err("[j]\nverify=sha256\n").contains("not supported"));
-        assert!(err("[j]\nverify=bogus\n").contains("crc32c, crc32c-intel, md5 or none"));
+        assert!(err("[j]\nverify=sha512\n").contains("not supported"));
+        assert!(
+            err("[j]\nverify=bogus\n").contains("crc32c, crc32c-intel, md5, crc64, xxhash, sha256, pattern or none")
+        );
         assert!(err("[j]\nioengine=ioswitch\nioswitch_opts=async=warp\n").contains("option 'ioswitch_opts'"));
         assert_eq!(err("[j]\nbs\n"), "job.fio:2: option 'bs' needs a value (a size such as 4096, 4k, 64m or 1g (k, m, g, t, p: powers of 1024; kib, mib, ...: powers of 1000, as in fio))");
     }
@@ -2514,5 +2546,22 @@ mod tests {
         assert!(e.contains("sequential or identical"), "{e}");
         let e = err("[j]\nrw=randwrite\nverify=md5\nbssplit=4k/50:8k/50\n");
         assert!(e.starts_with("job.fio:4: job 'j': bssplit for writes with verify=md5 is not run"), "{e}");
+    }
+
+    #[test]
+    fn verify_variants_and_their_options_are_read() {
+        for (v, kind) in [("crc64", Verify::Crc64), ("xxhash", Verify::Xxhash), ("sha256", Verify::Sha256)] {
+            assert_eq!(one(&format!("[j]\nverify={v}\n")).verify, kind);
+        }
+        let j = one("[j]\nverify=pattern\nverify_pattern=0xdead\nverify_backlog=64\nverify_backlog_batch=8\n");
+        assert_eq!((j.verify, j.shapes.verify_pattern.as_deref()), (Verify::Pattern, Some(&[0xde, 0xad][..])));
+        assert_eq!((j.shapes.verify_backlog, j.shapes.verify_backlog_batch), (64, 8));
+        // fio: a pattern alone means verify=pattern; with a method, the method stays.
+        assert_eq!(one("[j]\nverify_pattern=\"ab\"\n").verify, Verify::Pattern);
+        assert_eq!(one("[j]\nverify=md5\nverify_pattern=1\n").verify, Verify::Md5);
+        let e = err("[j]\nverify=pattern\n");
+        assert!(e.starts_with("job.fio:2: job 'j': verify=pattern needs a verify_pattern"), "{e}");
+        let e = err("[j]\nverify_pattern=%o\n");
+        assert!(e.starts_with("job.fio:2: bad value '%o' for option 'verify_pattern'") && e.contains("not run"), "{e}");
     }
 }

@@ -63,6 +63,13 @@ pub struct Shapes {
     pub offset_increment: u64,
     /// `fdatasync`: a data sync after every N writes; 0: never.
     pub fdatasync: u32,
+    /// `verify_pattern`: the bytes written (and, with `verify=pattern`, checked) in
+    /// every block's payload.
+    pub verify_pattern: Option<Vec<u8>>,
+    /// `verify_backlog`: verify the written blocks every N writes; 0: at the end only.
+    pub verify_backlog: u64,
+    /// `verify_backlog_batch`: how many of those to verify (0: all of them).
+    pub verify_backlog_batch: u64,
 }
 
 impl Shapes {

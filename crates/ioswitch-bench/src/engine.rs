@@ -143,6 +143,8 @@ pub struct JobResult {
     pub read: DirResult,
     /// Writes.
     pub write: DirResult,
+    /// Trims (`rw=trim|randtrim|trimwrite`).
+    pub trim: DirResult,
     /// Flush latency.
     pub sync: LatStats,
     /// Measured time (from the end of ramp to the last completion), ns.
@@ -395,6 +397,7 @@ struct Slot {
     write: bool,
     offset: u64,
     len: u64,
+    trim: bool,
 }
 
 /// Errors that stop a job before it starts: named after the job and the device.
@@ -460,6 +463,11 @@ fn make_cmd(dev: &Device, write: bool, offset: u64, len: u64) -> Cmd {
     }
 }
 
+/// The direction index of trims (after 0 read and 1 write).
+const TRIM: usize = 2;
+/// Names of the directions, by index, for error messages.
+const DIR_NAMES: [&str; 3] = ["read", "write", "trim"];
+
 /// Everything a worker keeps while running.
 struct Run<'a> {
     job: &'a Job,
@@ -473,6 +481,8 @@ struct Run<'a> {
     issued_ios: u64,
     mix: Rng,
     offs: [Offsets; 2],
+    /// `trimwrite`: the block just trimmed, to be written next.
+    trimmed: Option<(u64, u64)>,
     /// Offsets and lengths of a direction with a shape ([`crate::shapes`]).
     shaped: [Option<crate::shapes::ShapedOffsets>; 2],
     /// Where this instance's region starts (`offset` + instance × `offset_increment`).
@@ -509,19 +519,48 @@ impl<'a> Run<'a> {
     }
 
     #[inline]
-    fn pick(&mut self) -> (bool, u64, u64) {
+    /// The next I/O: direction (0 read, 1 write, [`TRIM`]), offset and length.
+    fn pick(&mut self) -> (usize, u64, u64) {
         let write = match self.job.rw {
             Rw::Read | Rw::RandRead => false,
             Rw::Write | Rw::RandWrite => true,
             Rw::ReadWrite | Rw::RandRw => self.mix.below(100) >= self.job.rwmixread as u64,
+            // Trims take the write direction's offsets and block sizes.
+            Rw::Trim | Rw::RandTrim => {
+                let (_, off, len) = self.pick_dir(1);
+                return (TRIM, off, len);
+            }
+            // fio's trimwrite: each block is trimmed, then written.
+            Rw::TrimWrite => {
+                if let Some((off, len)) = self.trimmed.take() {
+                    return (1, off, len);
+                }
+                let (_, off, len) = self.pick_dir(1);
+                self.trimmed = Some((off, len));
+                return (TRIM, off, len);
+            }
         };
-        let d = write as usize;
+        self.pick_dir(write as usize)
+    }
+
+    /// The next offset and length of direction `d` (0 read, 1 write).
+    fn pick_dir(&mut self, d: usize) -> (usize, u64, u64) {
         if let Some(g) = &mut self.shaped[d] {
             let (off, len) = g.next();
-            return (write, self.base + off, len);
+            return (d, self.base + off, len);
         }
         let off = self.offs[d].next();
-        (write, off, self.job.bs[d])
+        (d, off, self.job.bs[d])
+    }
+
+    /// Counts an issued I/O against the job's budget; a `trimwrite` job's trims do not
+    /// count, so that it trims and writes its whole region.
+    #[inline]
+    fn count_issued(&mut self, dir: usize, len: u64) {
+        if !(dir == TRIM && self.job.rw == Rw::TrimWrite) {
+            self.issued_bytes += len;
+        }
+        self.issued_ios += 1;
     }
 
     /// A write at `off` completed: with `verify_backlog`, it waits to be verified (as in
@@ -581,7 +620,7 @@ impl<'a> Run<'a> {
 
     /// Accounts one finished I/O.
     #[inline]
-    fn account(&mut self, write: bool, len: u64, start: u64, issue: u64, complete: u64, has_slat: bool) {
+    fn account(&mut self, dir: usize, len: u64, start: u64, issue: u64, complete: u64, has_slat: bool) {
         if complete < self.ramp_end {
             return;
         }
@@ -589,7 +628,11 @@ impl<'a> Run<'a> {
             self.first_done = complete;
         }
         self.last_done = complete;
-        let d = if write { &mut self.res.write } else { &mut self.res.read };
+        let d = match dir {
+            0 => &mut self.res.read,
+            1 => &mut self.res.write,
+            _ => &mut self.res.trim,
+        };
         d.ios += 1;
         d.bytes += len;
         let b = &self.job.behaviour;
@@ -603,9 +646,10 @@ impl<'a> Run<'a> {
             d.lat.record(complete - start);
         }
         self.res.lat_dist[lat_bucket(complete - start)] += 1;
-        let w = &mut self.window[write as usize];
-        w.0 += 1;
-        w.1 += len;
+        if let Some(w) = self.window.get_mut(dir) {
+            w.0 += 1;
+            w.1 += len;
+        }
     }
 
     /// Closes 500 ms bandwidth/IOPS windows.
@@ -761,6 +805,7 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
         issued_ios: 0,
         mix: Rng::new(job.seed ^ salt ^ 0xA5A5),
         offs: [Offsets::new(job, region, job.bs[0], salt), Offsets::new(job, region, job.bs[1], salt ^ 0x77)],
+        trimmed: None,
         shaped,
         base,
         writes_since_sync: 0,
@@ -866,13 +911,13 @@ fn run_sync(run: &mut Run) {
         if !run.more(start) {
             break;
         }
-        let (write, off, len) = run.pick();
+        let (dir, off, len) = run.pick();
+        let write = dir == 1;
         if write {
             run.fill(&mut buf, off);
         }
-        let cmd = make_cmd(run.dev, write, off, len);
-        run.issued_bytes += len;
-        run.issued_ios += 1;
+        let cmd = if dir == TRIM { Cmd::fs_trim(off, len) } else { make_cmd(run.dev, write, off, len) };
+        run.count_issued(dir, len);
         run.res.depth_level[0] += 1;
         run.res.depth_sum += 1;
         run.res.reaps += 1;
@@ -884,12 +929,12 @@ fn run_sync(run: &mut Run) {
         match r {
             Ok(_) => {
                 run.note_written(write, off);
-                run.account(write, len, start, start, complete, false)
+                run.account(dir, len, start, start, complete, false)
             }
             Err(e) => {
                 let errno = e.errno().unwrap_or(libc::EIO);
-                if !run.goes_on_after(write, false, errno) {
-                    run.fail(errno, format!("{} at offset {off}: {e}", if write { "write" } else { "read" }));
+                if !run.goes_on_after(dir != 0, false, errno) {
+                    run.fail(errno, format!("{} at offset {off}: {e}", DIR_NAMES[dir]));
                     break;
                 }
                 if write {
@@ -1017,12 +1062,13 @@ impl Flight {
             let slot = &mut self.slots[s as usize];
             let (write, start, issue, off) = (slot.write, slot.start, slot.issue, slot.offset);
             let len = slot.len;
+            let dir = if slot.trim { TRIM } else { write as usize };
             slot.buf = c.data.into_one();
             self.free.push(s);
             if !c.status.is_ok() {
                 let errno = c.status.errno().unwrap_or(libc::EIO);
-                if !run.goes_on_after(write, false, errno) {
-                    run.fail(errno, format!("{} at offset {off}: {}", if write { "write" } else { "read" }, c.status));
+                if !run.goes_on_after(dir != 0, false, errno) {
+                    run.fail(errno, format!("{} at offset {off}: {}", DIR_NAMES[dir], c.status));
                 } else if write {
                     run.forget_write(off);
                 }
@@ -1030,7 +1076,7 @@ impl Flight {
             }
             bytes += len;
             run.note_written(write, off);
-            run.account(write, len, start, issue, complete, true);
+            run.account(dir, len, start, issue, complete, true);
         }
         run.sample(complete);
         run.progress.ios.fetch_add(n as u64, Ordering::Relaxed);
@@ -1062,7 +1108,7 @@ fn run_async(run: &mut Run) {
         depth,
         slots: bufs
             .into_iter()
-            .map(|b| Slot { buf: Some(b), start: 0, issue: 0, write: false, offset: 0, len: 0 })
+            .map(|b| Slot { buf: Some(b), start: 0, issue: 0, write: false, offset: 0, len: 0, trim: false })
             .collect(),
         free: (0..depth).rev().collect(),
         uncommitted: Vec::with_capacity(depth as usize),
@@ -1078,26 +1124,27 @@ fn run_async(run: &mut Run) {
         if !run.more(start) {
             break;
         }
-        let (write, off, len) = run.pick();
+        let (dir, off, len) = run.pick();
+        let write = dir == 1;
         let s = f.free.pop().expect("a free slot whenever the queue is not full");
         let slot = &mut f.slots[s as usize];
         let mut buf = slot.buf.take().expect("an idle slot holds its buffer");
         if write {
             run.fill(&mut buf, off);
         }
-        let cmd = make_cmd(run.dev, write, off, len);
+        let cmd = if dir == TRIM { Cmd::fs_trim(off, len) } else { make_cmd(run.dev, write, off, len) };
         slot.start = start;
         slot.write = write;
         slot.offset = off;
         slot.len = len;
+        slot.trim = dir == TRIM;
         if let Err(rej) = f.q.submit(&cmd, Data::One(buf), s as u64) {
             f.slots[s as usize].buf = rej.data.into_one();
             f.free.push(s);
             run.fail(rej.error.errno().unwrap_or(libc::EIO), rej.error.to_string());
             break;
         }
-        run.issued_bytes += len;
-        run.issued_ios += 1;
+        run.count_issued(dir, len);
         let inflight = f.inflight();
         run.res.depth_level[depth_bucket(inflight)] += 1;
         run.res.depth_sum += inflight as u64;
@@ -1866,5 +1913,44 @@ mod run_tests {
         (j.verify, j.do_verify, j.shapes.verify_backlog) = (Verify::Crc32c, false, 16);
         let r = run(&j);
         assert_eq!((r.error, r.verified, r.read.ios), (0, 0, 0), "{:?}", r.error_msg);
+    }
+
+    /// Runs `rw` over a 1 MiB file full of 0xEE and returns the job's result and the
+    /// file's 4 KiB blocks that read back as zeroes.
+    fn trim_file(test: &str, rw: Rw, mode: Mode, number_ios: Option<u64>) -> (JobResult, Vec<usize>) {
+        let s = scratch(test);
+        let path = s.file("f", 1 << 20);
+        std::fs::write(&path, vec![0xEEu8; 1 << 20]).unwrap();
+        let mut j = job(&path, "async=emu", mode, rw, if mode == Mode::Sync { 1 } else { 4 });
+        j.number_ios = number_ios;
+        let r = run(&j);
+        let data = std::fs::read(&path).unwrap();
+        let zero = data.chunks(4096).enumerate().filter(|(_, b)| b.iter().all(|&x| x == 0)).map(|(i, _)| i).collect();
+        (r, zero)
+    }
+
+    #[test]
+    fn trimmed_ranges_of_a_file_read_back_as_zeroes() {
+        // The library trims a file by punching a hole: the range then reads as zeroes.
+        for mode in [Mode::Sync, Mode::Async] {
+            let (r, zero) = trim_file("trim", Rw::Trim, mode, None);
+            assert_eq!(r.error, 0, "{:?}", r.error_msg);
+            assert_eq!((r.trim.ios, r.trim.bytes, r.read.ios, r.write.ios), (256, 1 << 20, 0, 0));
+            assert_eq!(r.trim.clat.samples(), 256, "trims are timed as fio times them");
+            assert_eq!(zero.len(), 256, "{mode:?}: every trimmed block reads back as zeroes");
+            // randtrim: with the random map, 40 trims hit 40 different blocks, and only those.
+            let (r, zero) = trim_file("randtrim", Rw::RandTrim, mode, Some(40));
+            assert_eq!((r.error, r.trim.ios), (0, 40), "{:?}", r.error_msg);
+            assert_eq!(zero.len(), 40, "{mode:?}");
+            assert!(zero.windows(2).any(|w| w[1] != w[0] + 1), "{mode:?}: random blocks {zero:?}");
+        }
+    }
+
+    #[test]
+    fn trimwrite_trims_then_writes_each_block_of_the_region() {
+        let (r, zero) = trim_file("trimwrite", Rw::TrimWrite, Mode::Sync, None);
+        assert_eq!(r.error, 0, "{:?}", r.error_msg);
+        assert_eq!((r.trim.ios, r.write.ios, r.write.bytes), (256, 256, 1 << 20));
+        assert!(zero.is_empty(), "every trimmed block was written again: {zero:?}");
     }
 }

@@ -257,6 +257,12 @@ pub enum Rw {
     ReadWrite,
     /// Random mixed reads and writes.
     RandRw,
+    /// Sequential trims (`trim`), through the library's trim command.
+    Trim,
+    /// Random trims (`randtrim`).
+    RandTrim,
+    /// Sequential trim then write of each block (`trimwrite`).
+    TrimWrite,
 }
 
 impl Rw {
@@ -269,22 +275,30 @@ impl Rw {
             Rw::RandWrite => "randwrite",
             Rw::ReadWrite => "rw",
             Rw::RandRw => "randrw",
+            Rw::Trim => "trim",
+            Rw::RandTrim => "randtrim",
+            Rw::TrimWrite => "trimwrite",
         }
     }
 
     /// Whether offsets are random.
     pub fn is_random(self) -> bool {
-        matches!(self, Rw::RandRead | Rw::RandWrite | Rw::RandRw)
+        matches!(self, Rw::RandRead | Rw::RandWrite | Rw::RandRw | Rw::RandTrim)
     }
 
     /// Whether the job reads.
     pub fn reads(self) -> bool {
-        !matches!(self, Rw::Write | Rw::RandWrite)
+        matches!(self, Rw::Read | Rw::RandRead | Rw::ReadWrite | Rw::RandRw)
     }
 
-    /// Whether the job writes.
+    /// Whether the job writes (trims are not writes here; see [`Rw::trims`]).
     pub fn writes(self) -> bool {
-        !matches!(self, Rw::Read | Rw::RandRead)
+        matches!(self, Rw::Write | Rw::RandWrite | Rw::ReadWrite | Rw::RandRw | Rw::TrimWrite)
+    }
+
+    /// Whether the job trims (changes the device's contents as writes do).
+    pub fn trims(self) -> bool {
+        matches!(self, Rw::Trim | Rw::RandTrim | Rw::TrimWrite)
     }
 }
 
@@ -939,7 +953,7 @@ const EXPECT_SIZE: &str =
 const EXPECT_SIZE_PCT: &str = "a size such as 4k or 1g, or a percentage such as 50%";
 const EXPECT_COUNT: &str = "a whole number";
 const EXPECT_TIME: &str = "a time such as 30 (seconds), 500ms, 10s, 5m or 1h";
-const EXPECT_RW: &str = "read, write, randread, randwrite, rw (readwrite) or randrw";
+const EXPECT_RW: &str = "read, write, randread, randwrite, rw (readwrite), randrw, trim, randtrim or trimwrite";
 const EXPECT_VERIFY: &str = "crc32c, crc32c-intel, md5, crc64, xxhash, sha256, pattern or none";
 
 /// Parses a whole number with an optional fio size unit (see the module docs).
@@ -1229,9 +1243,10 @@ impl JobSpec {
                     "randwrite" => Rw::RandWrite,
                     "rw" | "readwrite" => Rw::ReadWrite,
                     "randrw" => Rw::RandRw,
-                    "trim" | "randtrim" | "trimwrite" | "randtrimwrite" => {
-                        return Err(val.bad(&format!("{EXPECT_RW} (trim workloads are not supported)")))
-                    }
+                    "trim" => Rw::Trim,
+                    "randtrim" => Rw::RandTrim,
+                    "trimwrite" => Rw::TrimWrite,
+                    "randtrimwrite" => return Err(val.bad(&format!("{EXPECT_RW} (randtrimwrite is not run)"))),
                     _ => return Err(val.bad(EXPECT_RW)),
                 };
             }
@@ -1552,6 +1567,10 @@ impl JobSpec {
         // fio: a verify_pattern without a verify method verifies the pattern.
         if self.shapes.verify_pattern.is_some() && self.origin("verify").is_none() {
             self.verify = Verify::Pattern;
+        }
+        if self.verify != Verify::None && matches!(self.rw, Rw::Trim | Rw::RandTrim) {
+            return Err(self
+                .error_at("verify", format!("verify with rw={} is not run: a trim writes no data to check", self.rw)));
         }
         if self.verify == Verify::Pattern && self.shapes.verify_pattern.is_none() {
             return Err(self.error_at("verify", "verify=pattern needs a verify_pattern"));
@@ -2158,7 +2177,11 @@ mod tests {
         }
         // fio's offset modifier runs now (see workload_shapes_are_read_per_direction…).
         assert_eq!(one("[j]\nrw=randread:8\n").shapes.rw_modifier, Some(8));
-        assert!(err("[j]\nrw=trim\n").contains("trim workloads are not supported"));
+        assert_eq!((one("[j]\nrw=trim\n").rw, one("[j]\nrw=randtrim\n").rw), (Rw::Trim, Rw::RandTrim));
+        assert_eq!(one("[j]\nrw=trimwrite\n").rw, Rw::TrimWrite);
+        assert!(err("[j]\nrw=randtrimwrite\n").contains("randtrimwrite is not run"));
+        assert!(Rw::Trim.trims() && !Rw::Trim.writes() && !Rw::Trim.reads() && Rw::RandTrim.is_random());
+        assert!(Rw::TrimWrite.trims() && Rw::TrimWrite.writes() && !Rw::TrimWrite.is_random());
         assert!(Rw::RandRw.is_random() && Rw::RandRw.reads() && Rw::RandRw.writes());
         assert!(!Rw::Write.reads() && !Rw::Read.writes());
     }

@@ -314,6 +314,8 @@ struct Entry<'a> {
     error_msg: Option<String>,
     /// Reads, writes, and both together (fio's `mixed`, for `unified_rw_reporting`).
     dirs: [Dir; 3],
+    /// Trims (fio's `trim` direction; also in `mixed`).
+    trim: Dir,
     /// Errors gone on after (`continue_on_error`), and the errno of the first.
     total_err: u64,
     first_error: i32,
@@ -340,6 +342,7 @@ impl<'a> Entry<'a> {
             error: 0,
             error_msg: None,
             dirs: Default::default(),
+            trim: Dir::default(),
             total_err: 0,
             first_error: 0,
             sync: LatStats::new(),
@@ -373,6 +376,8 @@ impl<'a> Entry<'a> {
         // As fio's sum_thread_stats into a mixed ts: both directions into one.
         self.dirs[2].add(&r.read, r.runtime_ns);
         self.dirs[2].add(&r.write, r.runtime_ns);
+        self.trim.add(&r.trim, r.runtime_ns);
+        self.dirs[2].add(&r.trim, r.runtime_ns);
         if self.total_err == 0 {
             self.first_error = r.first_error;
         }
@@ -388,7 +393,7 @@ impl<'a> Entry<'a> {
         self.queue.submitted += r.queue.submitted;
         self.queue.completed += r.queue.completed;
         self.queue.syscalls += r.queue.syscalls;
-        let ios = r.read.ios + r.write.ios;
+        let ios = r.read.ios + r.write.ios + r.trim.ios;
         let sync_mode = run.job.mode == Mode::Sync;
         // A sync interface submits and completes one I/O per call: fio counts each call
         // as a batch of one, which the engine leaves implicit.
@@ -434,7 +439,7 @@ impl<'a> Entry<'a> {
     }
 
     fn total_ios(&self) -> u64 {
-        self.dirs[0].ios + self.dirs[1].ios
+        self.dirs[0].ios + self.dirs[1].ios + self.trim.ios
     }
 
     fn cpu_pct(&self, ns: u64) -> f64 {
@@ -707,7 +712,6 @@ fn entry_json(e: &Entry<'_>, gd: &[(u32, [GroupDir; 3])], plus: bool, ceiling: O
         lat: spec.lat_percentiles,
         plus,
     };
-    let empty = Dir::default();
     let lat = lat_pct(&e.lat_dist);
     let [kns, kus, kms] = lat_keys();
     let keyed =
@@ -770,7 +774,7 @@ fn entry_json(e: &Entry<'_>, gd: &[(u32, [GroupDir; 3])], plus: bool, ceiling: O
         pairs.insert(at, (name, dir_json(&e.dirs[d], &group_of(gd, e.groupid, d), &p)));
         at += 1;
         if d == 1 {
-            pairs.insert(at, ("trim", dir_json(&empty, &GroupDir::default(), &p)));
+            pairs.insert(at, ("trim", dir_json(&e.trim, &GroupDir::default(), &p)));
             at += 1;
         }
     }
@@ -1006,6 +1010,9 @@ fn entry_text(out: &mut String, e: &Entry<'_>, gd: &[(u32, [GroupDir; 3])], when
         if e.dirs[d].ios > 0 {
             dir_text(out, name, &e.dirs[d], &group_of(gd, e.groupid, d), spec);
         }
+        if d == 1 && e.trim.ios > 0 {
+            dir_text(out, "trim", &e.trim, &GroupDir::default(), spec);
+        }
     }
     if e.sync.samples() > 0 {
         out.push_str("  fsync/fdatasync/sync_file_range:\n");
@@ -1027,8 +1034,11 @@ fn entry_text(out: &mut String, e: &Entry<'_>, gd: &[(u32, [GroupDir; 3])], when
     let _ = writeln!(out, "  IO depths    : {}", pct_row(&DEPTH_KEYS, &depth_pct(&e.depth_level)));
     let _ = writeln!(out, "     submit    : {}", pct_row(&BATCH_KEYS, &depth_pct(&e.submit_level)));
     let _ = writeln!(out, "     complete  : {}", pct_row(&BATCH_KEYS, &depth_pct(&e.complete_level)));
-    let _ =
-        writeln!(out, "     issued rwts: total={},{},0,0 short=0,0,0,0 dropped=0,0,0,0", e.dirs[0].ios, e.dirs[1].ios);
+    let _ = writeln!(
+        out,
+        "     issued rwts: total={},{},{},0 short=0,0,0,0 dropped=0,0,0,0",
+        e.dirs[0].ios, e.dirs[1].ios, e.trim.ios
+    );
     let _ = writeln!(out, "     latency   : target=0, window=0, percentile=100.00%, depth={}", e.first.job.iodepth);
     if spec.behaviour.continue_on_error != ContinueOn::default() {
         let why = std::io::Error::from_raw_os_error(e.first_error);

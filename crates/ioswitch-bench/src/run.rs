@@ -297,7 +297,7 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
     })?;
     // As fio: a job that writes does not start on a device in use (the library would
     // refuse each write; refusing the job says so once, before anything runs).
-    if let Some(why) = dev.ident().in_use.as_deref().filter(|_| spec.rw.writes()) {
+    if let Some(why) = dev.ident().in_use.as_deref().filter(|_| spec.rw.writes() || spec.rw.trims()) {
         return Err(BenchError::InUse { at: At::new(spec, "filename"), filename, why: why.to_string() });
     }
     let bytes = dev.geometry().bytes;

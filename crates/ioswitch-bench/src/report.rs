@@ -1314,6 +1314,28 @@ mod tests {
     }
 
     #[test]
+    fn trims_are_reported_in_fios_trim_direction_and_in_mixed() {
+        let mut r = result("t", 0, 50, 3, Mode::Sync);
+        r.trim = std::mem::take(&mut r.read);
+        let jr = job_run("t", 0, vec![r], Mode::Sync, false);
+        let v = parse(&json(&report(vec![jr]), &[], false));
+        let t = &v["jobs"][0]["trim"];
+        assert_eq!((t["total_ios"].as_u64(), t["io_bytes"].as_u64()), (Some(50), Some(50 * 4096)));
+        assert_eq!(t["clat_ns"]["N"].as_u64(), Some(50));
+        assert_eq!(v["jobs"][0]["read"]["total_ios"].as_u64(), Some(0));
+        let mut r = result("t", 0, 50, 3, Mode::Sync);
+        r.trim = std::mem::take(&mut r.read);
+        let mut jr = job_run("t", 0, vec![r], Mode::Sync, false);
+        jr.spec.behaviour.unified_rw_reporting = UnifiedRw::Mixed;
+        let rep = report(vec![jr]);
+        assert_eq!(parse(&json(&rep, &[], false))["jobs"][0]["mixed"]["total_ios"].as_u64(), Some(50));
+        let mut r = result("t", 0, 50, 3, Mode::Sync);
+        r.trim = std::mem::take(&mut r.read);
+        let out = text(&report(vec![job_run("t", 0, vec![r], Mode::Sync, false)]));
+        assert!(out.contains("  trim: IOPS=") && out.contains("issued rwts: total=0,0,50,0"), "{out}");
+    }
+
+    #[test]
     fn unified_rw_reporting_reports_mixed_instead_of_or_beside_the_directions() {
         let keys = |v: &serde_json::Value| -> Vec<String> {
             v["jobs"][0]

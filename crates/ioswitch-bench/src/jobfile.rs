@@ -825,6 +825,7 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("bssplit", &[], Kind::Value),
     ("bsrange", &["blocksize_range"], Kind::Value),
     ("blocksize_unaligned", &["bs_unaligned"], Kind::Bool),
+    ("blockalign", &["ba"], Kind::Value),
     ("random_distribution", &[], Kind::Value),
     ("rw_sequencer", &[], Kind::Value),
     ("offset_increment", &[], Kind::Value),
@@ -1226,16 +1227,20 @@ impl JobSpec {
         match canon {
             "rw" => {
                 let v = val.value(EXPECT_RW)?;
-                // fio's offset modifier: `rw=write:4k` (a hole after each I/O) or
-                // `rw=randread:8` (a new random offset every 8 I/Os).
+                // fio's offset modifier: `rw=write:4k` (a hole after each I/O; `read:-8k`
+                // goes backwards) or `rw=randread:8` (a new random offset every 8 I/Os).
                 let (v, modifier) = match v.split_once(':') {
                     Some((rw, m)) => {
-                        const EXPECT: &str = "a pattern with an offset modifier of 0 or more, such as write:4k or randread:8 (backward holes are not run)";
-                        (rw.trim(), Some(parse_bytes(m.trim()).ok_or_else(|| val.bad(EXPECT))?))
+                        const EXPECT: &str =
+                            "a pattern with an offset modifier, such as write:4k, read:-8k or randread:8";
+                        let m = m.trim();
+                        let (neg, m) = m.strip_prefix('-').map_or((false, m), |m| (true, m));
+                        let n = parse_bytes(m).and_then(|n| i64::try_from(n).ok()).ok_or_else(|| val.bad(EXPECT))?;
+                        (rw.trim(), Some(if neg { -n } else { n }))
                     }
                     None => (v, None),
                 };
-                self.shapes.rw_modifier = modifier.filter(|&m| m > 0);
+                self.shapes.rw_modifier = modifier.filter(|&m| m != 0);
                 self.rw = match v {
                     "read" => Rw::Read,
                     "write" => Rw::Write,
@@ -1516,6 +1521,16 @@ impl JobSpec {
                 }
             }
             "blocksize_unaligned" => sh.bs_unaligned = val.flag()?,
+            "blockalign" => {
+                const EXPECT: &str = "an alignment such as 4k, one per direction (read,write)";
+                let sides =
+                    shapes::per_direction(val.value(EXPECT)?).map_err(|e| val.bad(&format!("{EXPECT}: {e}")))?;
+                for (d, side) in sides.iter().enumerate() {
+                    if let Some(side) = side {
+                        sh.blockalign[d] = Some(parse_bytes(side).filter(|&n| n > 0).ok_or_else(|| val.bad(EXPECT))?);
+                    }
+                }
+            }
             "random_distribution" => {
                 const EXPECT: &str = "random, zipf[:θ[:center]], pareto[:h[:center]], normal[:σ[:center]], zoned:A/S:… or zoned_abs:A/SIZE:… (one per direction, comma-separated, for zoned)";
                 let v = val.value(EXPECT)?;
@@ -1567,6 +1582,10 @@ impl JobSpec {
         // fio: a verify_pattern without a verify method verifies the pattern.
         if self.shapes.verify_pattern.is_some() && self.origin("verify").is_none() {
             self.verify = Verify::Pattern;
+        }
+        if self.rw.is_random() && self.shapes.rw_modifier.is_some_and(|m| m < 0) {
+            return Err(self
+                .error_at("rw", format!("rw={}: a random pattern takes a positive count of I/Os after ':'", self.rw)));
         }
         if self.verify != Verify::None && matches!(self.rw, Rw::Trim | Rw::RandTrim) {
             return Err(self
@@ -2563,8 +2582,13 @@ mod tests {
         );
         let e = err("[j]\nrandom_distribution=zoned:60/10:30/90\n");
         assert!(e.contains("add up to 90"), "{e}");
-        let e = err("[j]\nrw=read:-4k\n");
-        assert!(e.starts_with("job.fio:2:") && e.contains("backward holes are not run"), "{e}");
+        assert_eq!(one("[j]\nrw=read:-8k\n").shapes.rw_modifier, Some(-8192));
+        let e = err("[j]\nrw=randread:-8\n");
+        assert!(e.starts_with("job.fio:2: job 'j': rw=randread: a random pattern takes a positive count"), "{e}");
+        let e = err("[j]\nrw=read:x\n");
+        assert!(e.starts_with("job.fio:2: bad value 'read:x' for option 'rw'"), "{e}");
+        assert_eq!(one("[j]\nblockalign=4k\n").shapes.blockalign, [Some(4096), Some(4096)]);
+        assert!(err("[j]\nba=0\n").contains("an alignment"));
         let e = err("[j]\nrw_sequencer=reverse\n");
         assert!(e.contains("sequential or identical"), "{e}");
         let e = err("[j]\nrw=randwrite\nverify=md5\nbssplit=4k/50:8k/50\n");

@@ -55,8 +55,12 @@ pub struct Shapes {
     pub bs_unaligned: bool,
     /// `random_distribution` of reads and of writes.
     pub dist: [Dist; 2],
-    /// The number after `rw=…:`; `None` without one.
-    pub rw_modifier: Option<u64>,
+    /// The number after `rw=…:` (bytes of hole for a sequential pattern, negative to go
+    /// backwards; a count of I/Os for a random one); `None` without one.
+    pub rw_modifier: Option<i64>,
+    /// `blockalign` / `ba` per direction: random offsets are multiples of it (default:
+    /// the direction's smallest block size).
+    pub blockalign: [Option<u64>; 2],
     /// `rw_sequencer`.
     pub rw_sequencer: RwSequencer,
     /// `offset_increment`: bytes between the regions of a job's instances.
@@ -88,7 +92,10 @@ impl Shapes {
     /// Whether direction `d` needs the shaped offset generator (anything but a fixed size
     /// on the uniform distribution without modifiers).
     pub fn shaped(&self, d: usize) -> bool {
-        self.bs[d] != BlockSizes::Bs || !self.dist[d].is_uniform() || self.rw_modifier.is_some()
+        self.bs[d] != BlockSizes::Bs
+            || !self.dist[d].is_uniform()
+            || self.rw_modifier.is_some()
+            || self.blockalign[d].is_some()
     }
 }
 
@@ -213,7 +220,7 @@ pub(crate) struct ShapedOffsets {
     next_seq: u64,
     last_start: u64,
     started: bool,
-    hole: u64,
+    hole: i64,
     seq_nr: u64,
     seq_left: u64,
     sequencer: RwSequencer,
@@ -232,13 +239,15 @@ impl ShapedOffsets {
         seed: u64,
     ) -> Result<ShapedOffsets, String> {
         let lens = LenGen::new(&shapes.bs[d], bs, shapes.bs_unaligned, seed);
-        let align = lens.min.max(1);
-        let blocks = (region / align).max(1);
+        let align = shapes.blockalign[d].unwrap_or(lens.min).max(1);
+        // fio's last_block: a smallest size above the alignment shortens the span.
+        let span = region.saturating_sub(lens.min.saturating_sub(align));
+        let blocks = (span / align).max(1);
         let dist =
             (!shapes.dist[d].is_uniform()).then(|| DistGen::new(&shapes.dist[d], blocks, align, seed)).transpose()?;
         let (hole, seq_nr) = match (random, shapes.rw_modifier) {
             (false, Some(add)) => (add, 1),
-            (true, Some(nr)) => (0, nr.max(1)),
+            (true, Some(nr)) => (0, nr.max(1) as u64),
             (_, None) => (0, 1),
         };
         Ok(ShapedOffsets {
@@ -283,8 +292,10 @@ impl ShapedOffsets {
         } else if self.random && self.sequencer == RwSequencer::Identical && self.started {
             self.last_start
         } else {
-            // Sequential: after the last I/O, plus the hole (not before the first).
-            let pos = if self.started { self.next_seq + self.hole } else { 0 };
+            // Sequential: after the last I/O, plus the hole (not before the first); fio
+            // wraps a backward pattern to the end, less the hole.
+            let pos = if self.started { self.next_seq as i64 + self.hole } else { 0 };
+            let pos = if pos < 0 { (self.region as i64 + self.hole).max(0) as u64 } else { pos as u64 };
             if pos + self.lens.min > self.region {
                 0
             } else {
@@ -372,7 +383,7 @@ mod tests {
         }
     }
 
-    fn shaped(rw_mod: Option<u64>, seq: RwSequencer, random: bool) -> ShapedOffsets {
+    fn shaped(rw_mod: Option<i64>, seq: RwSequencer, random: bool) -> ShapedOffsets {
         let s = Shapes { rw_modifier: rw_mod, rw_sequencer: seq, ..Shapes::default() };
         ShapedOffsets::new(&s, 0, 4096, 64 * 4096, random, true, 3).unwrap()
     }
@@ -383,6 +394,35 @@ mod tests {
         let offs: Vec<u64> = (0..34).map(|_| o.next().0 / 4096).collect();
         let want: Vec<u64> = (0..32).map(|i| i * 2).chain([0, 2]).collect();
         assert_eq!(offs, want);
+    }
+
+    #[test]
+    fn a_negative_hole_reads_backwards_from_the_end_as_fio() {
+        // fio's backwards-read.fio: bs=4k, rw=read:-8k: 0, then the end less 8k, and on
+        // down by 4k, wrapping again after 0.
+        let mut o = shaped(Some(-8192), RwSequencer::Sequential, false);
+        let offs: Vec<u64> = (0..66).map(|_| o.next().0 / 4096).collect();
+        let want: Vec<u64> = [0].into_iter().chain((0..63).map(|i| 62 - i)).chain([62, 61]).collect();
+        assert_eq!(offs, want);
+    }
+
+    #[test]
+    fn blockalign_aligns_random_offsets_of_smaller_blocks() {
+        let s = Shapes {
+            bs: [BlockSizes::Split(vec![(512, 50), (8192, 50)]), BlockSizes::Bs],
+            blockalign: [Some(4096), None],
+            ..Shapes::default()
+        };
+        let region = 64 * 4096;
+        let mut o = ShapedOffsets::new(&s, 0, 4096, region, true, false, 3).unwrap();
+        let mut lens = std::collections::BTreeSet::new();
+        for _ in 0..5000 {
+            let (off, len) = o.next();
+            assert_eq!(off % 4096, 0, "offsets on the 4k alignment");
+            assert!(off + len <= region);
+            lens.insert(len);
+        }
+        assert_eq!(lens.into_iter().collect::<Vec<_>>(), vec![512, 8192]);
     }
 
     #[test]

@@ -943,15 +943,13 @@ fn run_sync(run: &mut Run) {
             }
         }
         if write && run.sync_due(1) {
-            {
-                let s = now_ns();
-                if let Err(e) = run.dev.pass(&Cmd::flush(run.dev.ident().nsid), &mut []) {
-                    run.fail(e.errno().unwrap_or(libc::EIO), format!("fsync: {e}"));
-                    break;
-                }
-                run.res.sync.record(now_ns() - s);
-                run.res.queue.syscalls += per_cmd;
+            let s = now_ns();
+            if let Err(e) = run.dev.pass(&Cmd::flush(run.dev.ident().nsid), &mut []) {
+                run.fail(e.errno().unwrap_or(libc::EIO), format!("fsync: {e}"));
+                break;
             }
+            run.res.sync.record(now_ns() - s);
+            run.res.queue.syscalls += per_cmd;
         }
         if run.backlog_due() {
             run.verify_backlog();
@@ -1163,18 +1161,16 @@ fn run_async(run: &mut Run) {
                 break 'io;
             }
             if run.job.rw.writes() && run.sync_due(n) {
-                {
-                    let s = now_ns();
-                    // Everything in flight completes before the flush, accounted as a batch.
-                    if f.reap_all(run).is_none() {
-                        break 'io;
-                    }
-                    if let Err(e) = run.dev.pass(&Cmd::flush(run.dev.ident().nsid), &mut []) {
-                        run.fail(e.errno().unwrap_or(libc::EIO), format!("fsync: {e}"));
-                        break 'io;
-                    }
-                    run.res.sync.record(now_ns() - s);
+                let s = now_ns();
+                // Everything in flight completes before the flush, accounted as a batch.
+                if f.reap_all(run).is_none() {
+                    break 'io;
                 }
+                if let Err(e) = run.dev.pass(&Cmd::flush(run.dev.ident().nsid), &mut []) {
+                    run.fail(e.errno().unwrap_or(libc::EIO), format!("fsync: {e}"));
+                    break 'io;
+                }
+                run.res.sync.record(now_ns() - s);
             }
             if run.backlog_due() {
                 // The writes to verify complete first, as one batch (as for a flush).

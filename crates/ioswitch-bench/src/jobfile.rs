@@ -826,6 +826,9 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("bsrange", &["blocksize_range"], Kind::Value),
     ("blocksize_unaligned", &["bs_unaligned"], Kind::Bool),
     ("blockalign", &["ba"], Kind::Value),
+    ("nrfiles", &["nr_files"], Kind::Value),
+    ("openfiles", &[], Kind::Value),
+    ("file_service_type", &[], Kind::Value),
     ("random_distribution", &[], Kind::Value),
     ("rw_sequencer", &[], Kind::Value),
     ("offset_increment", &[], Kind::Value),
@@ -1205,8 +1208,16 @@ impl JobSpec {
                 }
             }
             "filesize" => {
-                let n = parse_bytes(val.value(EXPECT_SIZE)?).filter(|&n| n > 0).ok_or_else(|| val.bad(EXPECT_SIZE))?;
-                self.filesize = Some(n);
+                const EXPECT: &str = "a size such as 4k or 1g, or a range such as 1m-4m";
+                let v = val.value(EXPECT)?;
+                // fio's range: each file gets a size drawn from it (see Shapes::filesize_high).
+                let (low, high) = match v.split_once('-') {
+                    Some((a, b)) => (parse_bytes(a), parse_bytes(b)),
+                    None => (parse_bytes(v), parse_bytes(v)),
+                };
+                let (low, high) = low.zip(high).filter(|&(l, h)| l > 0 && h >= l).ok_or_else(|| val.bad(EXPECT))?;
+                self.filesize = Some(low);
+                self.shapes.filesize_high = (high > low).then_some(high);
             }
             "offset" => {
                 self.offset =
@@ -1563,6 +1574,30 @@ impl JobSpec {
                 })?
             }
             "fdatasync" => sh.fdatasync = val.count32(0)?,
+            // A job has one file here: fio's default nrfiles=1 runs; openfiles and
+            // file_service_type change nothing with one file, in fio as here.
+            "nrfiles" => {
+                if val.count(1)? != 1 {
+                    return Err(val.bad("1 (several files per job are not run; give each file its own job)"));
+                }
+            }
+            "openfiles" => {
+                val.count(1)?;
+            }
+            "file_service_type" => {
+                const EXPECT: &str =
+                    "random, roundrobin or sequential (with :N), or zipf, pareto, normal or gauss (with :value)";
+                let v = val.value(EXPECT)?;
+                let (kind, arg) = v.split_once(':').map_or((v, None), |(k, a)| (k, Some(a.trim())));
+                let ok = match kind {
+                    "random" | "roundrobin" | "sequential" => arg.is_none_or(|a| a.parse::<u32>().is_ok_and(|n| n > 0)),
+                    "zipf" | "pareto" | "normal" | "gauss" => arg.is_none_or(|a| a.parse::<f64>().is_ok()),
+                    _ => false,
+                };
+                if !ok {
+                    return Err(val.bad(EXPECT));
+                }
+            }
             "verify_pattern" => {
                 const EXPECT: &str = "a pattern of hex numbers (0x…), decimal numbers and \"quoted strings\"";
                 let p =
@@ -2588,6 +2623,13 @@ mod tests {
         let e = err("[j]\nrw=read:x\n");
         assert!(e.starts_with("job.fio:2: bad value 'read:x' for option 'rw'"), "{e}");
         assert_eq!(one("[j]\nblockalign=4k\n").shapes.blockalign, [Some(4096), Some(4096)]);
+        let j = one("[j]\nfilesize=1m-4m\nnrfiles=1\nopenfiles=1\nfile_service_type=random:8\n");
+        assert_eq!((j.filesize, j.shapes.filesize_high), (Some(1 << 20), Some(4 << 20)));
+        assert_eq!(one("[j]\nfilesize=2m\n").shapes.filesize_high, None);
+        assert!(err("[j]\nfilesize=4m-1m\n").contains("a range such as 1m-4m"));
+        let e = err("[j]\nnrfiles=4\n");
+        assert!(e.starts_with("job.fio:2: bad value '4' for option 'nrfiles'") && e.contains("several files"), "{e}");
+        assert!(err("[j]\nfile_service_type=random:x\n").contains("roundrobin"));
         assert!(err("[j]\nba=0\n").contains("an alignment"));
         let e = err("[j]\nrw_sequencer=reverse\n");
         assert!(e.contains("sequential or identical"), "{e}");

@@ -252,7 +252,10 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
     let is_path = !filename.starts_with("ramdisk:")
         && ioswitch::uri::parse(&filename).is_ok_and(|t| matches!(t, ioswitch::uri::Target::Path(_)));
     let path = std::path::Path::new(&filename);
-    let want_file = spec.filesize.or(match spec.size {
+    let min_bs = spec.shapes.bs_bounds(0, spec.bs.read).0.min(spec.shapes.bs_bounds(1, spec.bs.write).0);
+    let filesize =
+        crate::shapes::file_size(spec.filesize, spec.shapes.filesize_high, min_bs, spec.randseed.unwrap_or(0));
+    let want_file = filesize.or(match spec.size {
         Some(SizeSpec::Bytes(b)) => Some(
             b + match spec.offset {
                 SizeSpec::Bytes(o) => o,
@@ -818,5 +821,22 @@ mod tests {
         let f = s.path("shared");
         let p = prepare(&spec(&format!("[k]\nfilename={f}\nsize=64k\nnumjobs=2\n")), 0, &mut |_| {}).unwrap();
         assert!(p.clones.is_empty());
+    }
+
+    #[test]
+    fn a_filesize_range_lays_out_a_file_of_a_size_drawn_from_it() {
+        let s = scratch("filesize");
+        let d = s.dir().display();
+        let mut sizes = std::collections::BTreeSet::new();
+        for seed in 1..=4 {
+            let name = format!("f{seed}");
+            let text = format!("[j]\ndirectory={d}\nfilename={name}\nfilesize=64k-1m\nrandseed={seed}\n");
+            let p = prepare(&spec(&text), 0, &mut |_| {}).unwrap();
+            let len = std::fs::metadata(s.path(&name)).unwrap().len();
+            assert!((65536..1 << 20).contains(&len) && len % 4096 == 0, "{len}");
+            assert_eq!(p.dev.geometry().bytes, len, "the job's region is its file");
+            sizes.insert(len);
+        }
+        assert!(sizes.len() > 1, "seeds draw different sizes: {sizes:?}");
     }
 }

@@ -67,6 +67,10 @@ pub struct Shapes {
     pub offset_increment: u64,
     /// `fdatasync`: a data sync after every N writes; 0: never.
     pub fdatasync: u32,
+    /// `filesize=LOW-HIGH`: the high end (the low end is `JobSpec::filesize`); the file
+    /// gets a size drawn from `[LOW, HIGH)`, rounded down to the smallest block size, as
+    /// fio's `get_rand_file_size`.
+    pub filesize_high: Option<u64>,
     /// `verify_pattern`: the bytes written (and, with `verify=pattern`, checked) in
     /// every block's payload.
     pub verify_pattern: Option<Vec<u8>>,
@@ -97,6 +101,17 @@ impl Shapes {
             || self.rw_modifier.is_some()
             || self.blockalign[d].is_some()
     }
+}
+
+/// The size of a job's file: `filesize`, or with a range a size drawn from it by
+/// `seed`, rounded down to a multiple of `min_bs` (and at least `min_bs`).
+pub fn file_size(low: Option<u64>, high: Option<u64>, min_bs: u64, seed: u64) -> Option<u64> {
+    let low = low?;
+    let Some(high) = high.filter(|&h| h > low) else { return Some(low) };
+    let mut rng = Rng::new(seed ^ 0xF15E);
+    let u = (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
+    let size = low + ((high - low) as f64 * u) as u64;
+    Some((size - size % min_bs.max(1)).max(min_bs))
 }
 
 /// Splits a per-direction value `R[,W]` (fio's `str_split_parse`: one value is for both;
@@ -345,6 +360,16 @@ mod tests {
         assert_eq!(per_direction("4k/100"), Ok([Some("4k/100"), Some("4k/100")]));
         assert_eq!(parse_bsrange("16k-4k", size), Ok((4096, 16384)));
         assert!(parse_bsrange("4k", size).unwrap_err().contains("MIN-MAX"));
+    }
+
+    #[test]
+    fn a_filesize_range_draws_sizes_inside_it_on_the_block_size() {
+        assert_eq!(file_size(Some(1 << 20), None, 4096, 1), Some(1 << 20));
+        assert_eq!(file_size(None, None, 4096, 1), None);
+        let sizes: std::collections::BTreeSet<u64> =
+            (0..200).map(|seed| file_size(Some(1 << 20), Some(4 << 20), 4096, seed).unwrap()).collect();
+        assert!(sizes.len() > 100, "{} sizes", sizes.len());
+        assert!(sizes.iter().all(|&s| (1 << 20..4 << 20).contains(&s) && s % 4096 == 0));
     }
 
     #[test]

@@ -745,7 +745,11 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
         }
     };
     // fio's offset_increment: instance i starts i increments further on.
-    let base = job.offset + u64::from(instance) * job.shapes.offset_increment;
+    // (An offset past u64 is past any end: the check below refuses it.)
+    let base = u64::from(instance)
+        .checked_mul(job.shapes.offset_increment)
+        .and_then(|i| i.checked_add(job.offset))
+        .unwrap_or(u64::MAX);
     let bytes = dev.geometry().bytes;
     let region = if job.size.is_none() { bytes.saturating_sub(base) } else { region };
     if instance > 0
@@ -1828,6 +1832,10 @@ mod run_tests {
         assert_eq!(r.error, libc::EINVAL);
         let msg = r.error_msg.unwrap();
         assert!(msg.contains("offset_increment=524288") && msg.contains("instance 2"), "{msg}");
+        // An increment past the end of u64 is refused the same way, not an overflow.
+        j.shapes.offset_increment = u64::MAX / 2;
+        let r = run_job(&j, 3, &dev, &Progress::default());
+        assert!(r.error == libc::EINVAL && r.error_msg.unwrap().contains("instance 3"));
     }
 
     #[test]

@@ -187,7 +187,7 @@ impl LenGen {
             BlockSizes::Bs => return self.min,
             BlockSizes::Range { min, max } => {
                 let u = (self.rng.next() >> 11) as f64 / (1u64 << 53) as f64;
-                min + (*max as f64 * u) as u64
+                min.saturating_add((*max as f64 * u) as u64)
             }
             BlockSizes::Split(v) => {
                 let r = self.rng.below(100) as u32;

@@ -38,7 +38,9 @@
 //!   inversion "for compatibility with old scripts"); this reader does the same, so
 //!   `bs=4KiB` means 4000 bytes here exactly as in fio. `size` and `offset` also take a
 //!   percentage (`50%`). `bs` takes a `read,write` pair (`4k,64k`; an empty side keeps
-//!   the inherited value; a third, trim, value is accepted and unused).
+//!   the inherited value; a third, trim, value is accepted and unused: trims take the
+//!   write size). The workload shapes (`bssplit`, `bsrange`, `random_distribution`,
+//!   `rw=…:N`, …) are read into [`crate::shapes::Shapes`].
 //! - Times: a whole number with a unit `us`/`usec`, `ms`/`msec`, `s`, `m`, `h`, `d`; a
 //!   plain number is seconds (`runtime`, `ramp_time`).
 //! - Booleans: `1` or `0`, or the bare key.

@@ -145,6 +145,8 @@ pub struct JobResult {
     pub write: DirResult,
     /// Trims (`rw=trim|randtrim|trimwrite`).
     pub trim: DirResult,
+    /// Zones reset (`zonemode=zbd`; fio's "zone resets").
+    pub zone_resets: u64,
     /// Flush latency.
     pub sync: LatStats,
     /// Measured time (from the end of ramp to the last completion), ns.
@@ -487,6 +489,8 @@ struct Run<'a> {
     shaped: [Option<crate::shapes::ShapedOffsets>; 2],
     /// Where this instance's region starts (`offset` + instance × `offset_increment`).
     base: u64,
+    /// `zonemode=zbd`: the zones and write pointers.
+    zbd: Option<crate::zbd::Zbd>,
     writes_since_sync: u32,
     writes_since_datasync: u32,
     /// Offsets written and not yet verified by `verify_backlog`, oldest first.
@@ -545,6 +549,24 @@ impl<'a> Run<'a> {
 
     /// The next offset and length of direction `d` (0 read, 1 write).
     fn pick_dir(&mut self, d: usize) -> (usize, u64, u64) {
+        if let Some(z) = &mut self.zbd {
+            let len = self.job.bs[d];
+            let r = z.next(self.dev, self.base, d, self.job.rw.is_random(), len);
+            // A reset zone's blocks are no longer there to verify.
+            let bs = self.job.bs[1];
+            for (start, n) in z.reset_log.drain(..) {
+                for b in start / bs..(start + n) / bs {
+                    set_block(&mut self.written, b, false);
+                }
+            }
+            return match r {
+                Ok(off) => (d, off, len),
+                Err(e) => {
+                    self.fail(libc::EIO, e);
+                    (d, self.base, len)
+                }
+            };
+        }
         if let Some(g) = &mut self.shaped[d] {
             let (off, len) = g.next();
             return (d, self.base + off, len);
@@ -812,6 +834,7 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
         trimmed: None,
         shaped,
         base,
+        zbd: None,
         writes_since_sync: 0,
         writes_since_datasync: 0,
         backlog: std::collections::VecDeque::new(),
@@ -825,6 +848,16 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
     };
     for o in &mut run.offs {
         o.base = base;
+    }
+    if job.shapes.zbd {
+        match crate::zbd::Zbd::new(dev, base, region, job.shapes.max_open_zones, job.seed ^ salt) {
+            Ok(z) => {
+                // fio's rule: a pass moves the zones' capacity, not their size.
+                run.budget = run.budget.min(z.capacity().saturating_mul(u64::from(job.behaviour.loops.max(1))));
+                run.zbd = Some(z);
+            }
+            Err(e) => run.fail(libc::EINVAL, format!("job '{}': {e}", job.name)),
+        }
     }
     match job.mode {
         Mode::Sync => run_sync(&mut run),
@@ -846,6 +879,7 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
     if job.verify != Verify::None && job.do_verify && run.res.error == 0 && !job.rw.writes() {
         verify_region(&mut run, region);
     }
+    run.res.zone_resets = run.zbd.as_ref().map_or(0, |z| z.resets);
     let u = Usage::now(libc::RUSAGE_THREAD).since(thread_before);
     let mut res = run.res;
     res.usr_ns = u.usr_ns;
@@ -916,6 +950,9 @@ fn run_sync(run: &mut Run) {
             break;
         }
         let (dir, off, len) = run.pick();
+        if run.res.error != 0 {
+            break;
+        }
         let write = dir == 1;
         if write {
             run.fill(&mut buf, off);
@@ -1127,6 +1164,9 @@ fn run_async(run: &mut Run) {
             break;
         }
         let (dir, off, len) = run.pick();
+        if run.res.error != 0 {
+            break;
+        }
         let write = dir == 1;
         let s = f.free.pop().expect("a free slot whenever the queue is not full");
         let slot = &mut f.slots[s as usize];

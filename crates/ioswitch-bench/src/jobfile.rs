@@ -835,6 +835,8 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("rw_sequencer", &[], Kind::Value),
     ("offset_increment", &[], Kind::Value),
     ("fdatasync", &[], Kind::Value),
+    ("zonemode", &[], Kind::Value),
+    ("max_open_zones", &["zbd_max_open_zones"], Kind::Value),
     ("verify_pattern", &[], Kind::Value),
     ("verify_backlog", &[], Kind::Value),
     ("verify_backlog_batch", &[], Kind::Value),
@@ -1576,6 +1578,15 @@ impl JobSpec {
                 })?
             }
             "fdatasync" => sh.fdatasync = val.count32(0)?,
+            "zonemode" => {
+                const EXPECT: &str = "none or zbd (strided zones, zonemode=strided, are not run)";
+                sh.zbd = match val.value(EXPECT)? {
+                    "none" => false,
+                    "zbd" => true,
+                    _ => return Err(val.bad(EXPECT)),
+                }
+            }
+            "max_open_zones" => sh.max_open_zones = val.count32(0)?,
             // A job has one file here: fio's default nrfiles=1 runs; openfiles and
             // file_service_type change nothing with one file, in fio as here.
             "nrfiles" => {
@@ -1619,6 +1630,18 @@ impl JobSpec {
         // fio: a verify_pattern without a verify method verifies the pattern.
         if self.shapes.verify_pattern.is_some() && self.origin("verify").is_none() {
             self.verify = Verify::Pattern;
+        }
+        if self.shapes.zbd && !matches!(self.rw, Rw::Read | Rw::Write | Rw::RandRead | Rw::RandWrite) {
+            return Err(self.error_at(
+                "zonemode",
+                format!("zonemode=zbd with rw={} is not run (read, write, randread, randwrite are)", self.rw),
+            ));
+        }
+        if self.shapes.zbd && self.shapes.shaped(0) | self.shapes.shaped(1) {
+            return Err(self.error_at(
+                "zonemode",
+                "zonemode=zbd with bssplit, bsrange, random_distribution, rw=…:N or blockalign is not run",
+            ));
         }
         if self.rw.is_random() && self.shapes.rw_modifier.is_some_and(|m| m < 0) {
             return Err(self
@@ -2654,5 +2677,18 @@ mod tests {
         assert!(e.starts_with("job.fio:2: job 'j': verify=pattern needs a verify_pattern"), "{e}");
         let e = err("[j]\nverify_pattern=%o\n");
         assert!(e.starts_with("job.fio:2: bad value '%o' for option 'verify_pattern'") && e.contains("not run"), "{e}");
+    }
+
+    #[test]
+    fn zonemode_and_max_open_zones_are_read_and_misfits_refused() {
+        let j = one("[j]\nrw=randwrite\nzonemode=zbd\nmax_open_zones=4\n");
+        assert!(j.shapes.zbd);
+        assert_eq!(j.shapes.max_open_zones, 4);
+        assert!(!one("[j]\nzonemode=none\n").shapes.zbd);
+        assert!(err("[j]\nzonemode=strided\n").contains("strided zones, zonemode=strided, are not run"));
+        let e = err("[j]\nzonemode=zbd\nrw=randrw\n");
+        assert!(e.starts_with("job.fio:2: job 'j': zonemode=zbd with rw=randrw is not run"), "{e}");
+        let e = err("[j]\nzonemode=zbd\nrw=write\nbssplit=4k/50:8k/50\n");
+        assert!(e.contains("zonemode=zbd with bssplit"), "{e}");
     }
 }

@@ -30,6 +30,7 @@ pub mod shapes;
 pub mod stats;
 pub mod sweep;
 pub mod verify;
+mod zbd;
 
 pub use error::BenchError;
 pub use hist::Histogram;

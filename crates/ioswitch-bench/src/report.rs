@@ -316,6 +316,8 @@ struct Entry<'a> {
     dirs: [Dir; 3],
     /// Trims (fio's `trim` direction; also in `mixed`).
     trim: Dir,
+    /// Zones reset (`zonemode=zbd`).
+    zone_resets: u64,
     /// Errors gone on after (`continue_on_error`), and the errno of the first.
     total_err: u64,
     first_error: i32,
@@ -343,6 +345,7 @@ impl<'a> Entry<'a> {
             error_msg: None,
             dirs: Default::default(),
             trim: Dir::default(),
+            zone_resets: 0,
             total_err: 0,
             first_error: 0,
             sync: LatStats::new(),
@@ -377,6 +380,7 @@ impl<'a> Entry<'a> {
         self.dirs[2].add(&r.read, r.runtime_ns);
         self.dirs[2].add(&r.write, r.runtime_ns);
         self.trim.add(&r.trim, r.runtime_ns);
+        self.zone_resets += r.zone_resets;
         self.dirs[2].add(&r.trim, r.runtime_ns);
         if self.total_err == 0 {
             self.first_error = r.first_error;
@@ -731,6 +735,7 @@ fn entry_json(e: &Entry<'_>, gd: &[(u32, [GroupDir; 3])], plus: bool, ceiling: O
         ("phase_runtime", (e.cpu.phase_ns / 1_000_000).into()),
         ("phase_threads", e.cpu.thread_count.into()),
         ("verified_blocks", e.verified.into()),
+        ("zone_resets", e.zone_resets.into()),
         ("error_msg", e.error_msg.clone().unwrap_or_default().into()),
     ]);
     let ioswitch = match (ioswitch, e.copy_fraction(ceiling)) {

@@ -303,6 +303,19 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
     if let Some(why) = dev.ident().in_use.as_deref().filter(|_| spec.rw.writes() || spec.rw.trims()) {
         return Err(BenchError::InUse { at: At::new(spec, "filename"), filename, why: why.to_string() });
     }
+    if spec.shapes.zbd && dev.geometry().zones.is_none() {
+        return Err(spec
+            .error_at("zonemode", format!("zonemode=zbd needs a zoned device: {filename} is not zoned"))
+            .into());
+    }
+    if spec.shapes.zbd && spec.rw.writes() && mode == Mode::Async && spec.iodepth > 1 {
+        return Err(spec
+            .error_at(
+                "iodepth",
+                "zonemode=zbd writes run at iodepth=1 (several writes in flight to a zone would need fio's zone locking)",
+            )
+            .into());
+    }
     let bytes = dev.geometry().bytes;
     let offset = resolve_size(spec.offset, bytes);
     let size = spec.size.map(|s| resolve_size(s, bytes));
@@ -838,5 +851,17 @@ mod tests {
             sizes.insert(len);
         }
         assert!(sizes.len() > 1, "seeds draw different sizes: {sizes:?}");
+    }
+
+    #[test]
+    fn zonemode_zbd_on_a_device_that_is_not_zoned_is_refused_at_its_line() {
+        let s = scratch("zbd");
+        let d = s.dir().display();
+        let text = format!("[j]\ndirectory={d}\nfilename=f\nsize=1m\nrw=write\nzonemode=zbd\n");
+        let e = prepare(&spec(&text), 0, &mut |_| {}).unwrap_err().to_string();
+        assert!(
+            e.starts_with("t.fio:6: job 'j': zonemode=zbd needs a zoned device:") && e.ends_with("is not zoned"),
+            "{e}"
+        );
     }
 }

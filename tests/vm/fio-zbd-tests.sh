@@ -6,6 +6,9 @@
 # model, the zone report and the zone limits from the engine's hooks), then the same job
 # again, which finds the zones full and must reset their write pointers through the
 # engine (fio counts "zone resets") before its writes and verification can pass.
+# Then `ioswitch bench` itself with zonemode=zbd on the block device: the write + verify
+# job twice (every zone reset, the zones' capacity written and verified), and random
+# writes with max_open_zones=2.
 # One boot; one line per case, then `N passed, N failed`.
 #
 #   tests/vm/fio-zbd-tests.sh [--engine PATH]   (default: fio/build.sh builds it)

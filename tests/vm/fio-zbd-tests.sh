@@ -120,7 +120,12 @@ PY
 bench_zbd "ioswitch bench /dev/$zoned: zonemode=zbd write + verify (each zone reset, capacity written)" seq --rw=write
 bench_zbd "ioswitch bench /dev/$zoned: again on the now full zones" seq --rw=write
 bench_zbd "ioswitch bench /dev/$zoned: zonemode=zbd randwrite, max_open_zones=2, 100 writes + verify" rand \
-    --rw=randwrite --max_open_zones=2 --number_ios=100
+    --rw=randwrite --max_open_zones=2 --number_ios=100 --zonesize=4m
+# A zonesize that is not the device's is refused, as fio refuses it.
+"$root/target/debug/ioswitch" bench --no-progress --name=zbd --filename="/dev/$zoned" --zonemode=zbd --zonesize=8m \
+    --rw=write --bs=64k --size=24m --direct=1 >/tmp/zbd.log 2>&1
+grep -q "zonesize=8388608 is not the device's zone size of 4194304 bytes" /tmp/zbd.log
+result $? "ioswitch bench /dev/$zoned: zonesize=8m (not the device's 4 MiB) refused"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

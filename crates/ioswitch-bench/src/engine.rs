@@ -850,7 +850,7 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
         o.base = base;
     }
     if job.shapes.zbd {
-        match crate::zbd::Zbd::new(dev, base, region, job.shapes.max_open_zones, job.seed ^ salt) {
+        match crate::zbd::Zbd::new(dev, base, region, &job.shapes, job.seed ^ salt) {
             Ok(z) => {
                 // fio's rule: a pass moves the zones' capacity, not their size.
                 run.budget = run.budget.min(z.capacity().saturating_mul(u64::from(job.behaviour.loops.max(1))));

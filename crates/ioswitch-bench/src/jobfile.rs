@@ -837,6 +837,7 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("fdatasync", &[], Kind::Value),
     ("zonemode", &[], Kind::Value),
     ("max_open_zones", &["zbd_max_open_zones"], Kind::Value),
+    ("zonesize", &[], Kind::Value),
     ("verify_pattern", &[], Kind::Value),
     ("verify_backlog", &[], Kind::Value),
     ("verify_backlog_batch", &[], Kind::Value),
@@ -1587,6 +1588,10 @@ impl JobSpec {
                 }
             }
             "max_open_zones" => sh.max_open_zones = val.count32(0)?,
+            "zonesize" => {
+                sh.zone_size =
+                    Some(parse_bytes(val.value(EXPECT_SIZE)?).filter(|&n| n > 0).ok_or_else(|| val.bad(EXPECT_SIZE))?)
+            }
             // A job has one file here: fio's default nrfiles=1 runs; openfiles and
             // file_service_type change nothing with one file, in fio as here.
             "nrfiles" => {
@@ -1635,6 +1640,15 @@ impl JobSpec {
             return Err(self.error_at(
                 "zonemode",
                 format!("zonemode=zbd with rw={} is not run (read, write, randread, randwrite are)", self.rw),
+            ));
+        }
+        if self.shapes.zone_size.is_some() && !self.shapes.zbd {
+            return Err(self.error_at("zonesize", "zonesize without zonemode=zbd (fio's strided zones) is not run"));
+        }
+        if self.shapes.zbd && self.rw.writes() && self.numjobs > 1 {
+            return Err(self.error_at(
+                "numjobs",
+                "zonemode=zbd writes with numjobs>1 are not run (fio shares zone state between the clones; each clone here would reset the others' zones)",
             ));
         }
         if self.shapes.zbd && self.shapes.shaped(0) | self.shapes.shaped(1) {
@@ -2690,5 +2704,10 @@ mod tests {
         assert!(e.starts_with("job.fio:2: job 'j': zonemode=zbd with rw=randrw is not run"), "{e}");
         let e = err("[j]\nzonemode=zbd\nrw=write\nbssplit=4k/50:8k/50\n");
         assert!(e.contains("zonemode=zbd with bssplit"), "{e}");
+        assert_eq!(one("[j]\nzonemode=zbd\nzonesize=256m\n").shapes.zone_size, Some(256 << 20));
+        let e = err("[j]\nzonesize=256m\n");
+        assert!(e.starts_with("job.fio:2: job 'j': zonesize without zonemode=zbd"), "{e}");
+        let e = err("[j]\nzonemode=zbd\nrw=randwrite\nnumjobs=16\n");
+        assert!(e.starts_with("job.fio:4: job 'j': zonemode=zbd writes with numjobs>1 are not run"), "{e}");
     }
 }

@@ -75,6 +75,8 @@ pub struct Shapes {
     pub zbd: bool,
     /// `max_open_zones`: zones a random writer keeps open (0: the device's limit).
     pub max_open_zones: u32,
+    /// `zonesize` with `zonemode=zbd`: must be the device's zone size (fio's check).
+    pub zone_size: Option<u64>,
     /// `verify_pattern`: the bytes written (and, with `verify=pattern`, checked) in
     /// every block's payload.
     pub verify_pattern: Option<Vec<u8>>,

@@ -40,13 +40,23 @@ pub(crate) struct Zbd {
 
 impl Zbd {
     /// Zones of `region` bytes from `base` on `dev`; `Err` says why the job cannot run.
-    pub(crate) fn new(dev: &Device, base: u64, region: u64, max_open: u32, seed: u64) -> Result<Zbd, String> {
+    pub(crate) fn new(
+        dev: &Device,
+        base: u64,
+        region: u64,
+        shapes: &crate::shapes::Shapes,
+        seed: u64,
+    ) -> Result<Zbd, String> {
+        let max_open = shapes.max_open_zones;
         let g = dev.geometry();
         let Some(z) = g.zones.as_ref() else {
             return Err("zonemode=zbd needs a zoned device".into());
         };
         let lba = g.lba_size as u64;
         let (zone, cap) = (z.zone_size * lba, z.zone_capacity * lba);
+        if let Some(want) = shapes.zone_size.filter(|&w| w != zone) {
+            return Err(format!("zonesize={want} is not the device's zone size of {zone} bytes"));
+        }
         if zone == 0 || base % zone != 0 {
             return Err(format!("zonemode=zbd: offset {base} is not on a zone boundary (zones of {zone} bytes)"));
         }

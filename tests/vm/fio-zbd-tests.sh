@@ -6,6 +6,9 @@
 # model, the zone report and the zone limits from the engine's hooks), then the same job
 # again, which finds the zones full and must reset their write pointers through the
 # engine (fio counts "zone resets") before its writes and verification can pass.
+# Then `ioswitch bench` itself with zonemode=zbd on the block device: the write + verify
+# job twice (every zone reset, the zones' capacity written and verified), and random
+# writes with max_open_zones=2.
 # One boot; one line per case, then `N passed, N failed`.
 #
 #   tests/vm/fio-zbd-tests.sh [--engine PATH]   (default: fio/build.sh builds it)
@@ -13,6 +16,7 @@
 # Exit status: 0 all passed, 1 something failed, 2 could not run; 124/125 from run.sh.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
+root=$PWD
 
 if [ "${IOSWITCH_VM:-}" != 1 ]; then
     engine=""
@@ -22,6 +26,7 @@ if [ "${IOSWITCH_VM:-}" != 1 ]; then
         engine=$(fio/build.sh | tail -1) || exit 2
     fi
     [ -f "$engine" ] || { echo "fio-zbd-tests: no engine at $engine" >&2; exit 2; }
+    cargo build -q -p ioswitch-cli || exit 2   # `ioswitch bench` zonemode=zbd below
     exec tests/vm/run.sh --timeout "${IOSWITCH_VM_TIMEOUT:-600}" -- "$0" --engine "$engine"
 fi
 
@@ -77,6 +82,42 @@ zbd_job "$char async=io_uring_cmd: again on the now full zones (write pointers r
     --ioswitch_async=io_uring_cmd
 zbd_job "/dev/$zoned async=io_uring direct=1: zonemode=zbd write + verify (zones reset first)" "/dev/$zoned" some \
     --ioswitch_async=io_uring --direct=1
+
+# The same with `ioswitch bench` (psync on the block device, direct=1): a sequential write
+# + verify over 6 zones resets each zone before writing it and moves their capacity (6 x 3
+# MiB); random writes keep max_open_zones=2 zones open and verify what is still written.
+bench_zbd() {
+    local name=$1 want=$2
+    shift 2
+    "$root/target/debug/ioswitch" bench --no-progress --output-format=json --name=zbd --filename="/dev/$zoned" \
+        --zonemode=zbd --bs=64k --offset=0 --size=24m --direct=1 --verify=crc32c "$@" >/tmp/zbd.log 2>&1
+    local rc=$?
+    python3 - "$want" >>/tmp/zbd.log 2>&1 <<'PY'
+import json, sys
+text = open("/tmp/zbd.log").read()
+job = json.loads(text[text.index("{"):])["jobs"][0]
+io = job["ioswitch"]
+got = dict(error=job["error"], written=job["write"]["io_bytes"], verified=io["verified_blocks"], resets=io["zone_resets"])
+print(got)
+if sys.argv[1] == "seq":
+    ok = got == dict(error=0, written=18 << 20, verified=288, resets=6)
+else:
+    ok = got["error"] == 0 and got["written"] == 100 * 65536 and 0 < got["verified"] <= 100 and got["resets"] >= 3
+sys.exit(0 if ok else 1)
+PY
+    local checked=$?
+    [ $rc -eq 0 ] && [ $checked -eq 0 ]
+    result $? "$name"
+}
+bench_zbd "ioswitch bench /dev/$zoned: zonemode=zbd write + verify (each zone reset, capacity written)" seq --rw=write
+bench_zbd "ioswitch bench /dev/$zoned: again on the now full zones" seq --rw=write
+bench_zbd "ioswitch bench /dev/$zoned: zonemode=zbd randwrite, max_open_zones=2, 100 writes + verify" rand \
+    --rw=randwrite --max_open_zones=2 --number_ios=100 --zonesize=4m
+# A zonesize that is not the device's is refused, as fio refuses it.
+"$root/target/debug/ioswitch" bench --no-progress --name=zbd --filename="/dev/$zoned" --zonemode=zbd --zonesize=8m \
+    --rw=write --bs=64k --size=24m --direct=1 >/tmp/zbd.log 2>&1
+grep -q "zonesize=8388608 is not the device's zone size of 4194304 bytes" /tmp/zbd.log
+result $? "ioswitch bench /dev/$zoned: zonesize=8m (not the device's 4 MiB) refused"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

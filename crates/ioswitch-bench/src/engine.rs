@@ -111,6 +111,9 @@ pub struct Job {
     pub load: crate::load::Load,
     /// The time-series logs the job writes ([`crate::iolog`]).
     pub logs: crate::iolog::LogOpts,
+    /// Workload shapes: block size mixes, offset distributions and modifiers,
+    /// `offset_increment`, `fdatasync` ([`crate::shapes`]).
+    pub shapes: crate::shapes::Shapes,
 }
 
 /// What one direction (read or write) did.
@@ -148,6 +151,10 @@ pub struct JobResult {
     pub read: DirResult,
     /// Writes.
     pub write: DirResult,
+    /// Trims (`rw=trim|randtrim|trimwrite`).
+    pub trim: DirResult,
+    /// Zones reset (`zonemode=zbd`; fio's "zone resets").
+    pub zone_resets: u64,
     /// Flush latency.
     pub sync: LatStats,
     /// Measured time (from the end of ramp to the last completion), ns.
@@ -405,6 +412,8 @@ struct Slot {
     issue: u64,
     write: bool,
     offset: u64,
+    len: u64,
+    trim: bool,
 }
 
 /// Errors that stop a job before it starts: named after the job and the device.
@@ -429,7 +438,8 @@ pub fn check_job(job: &Job, dev: &Device) -> Result<u64, CheckError> {
             bytes: g.bytes,
         });
     }
-    for (dir, bs) in [("read", job.bs[0]), ("write", job.bs[1])] {
+    for (dir, bs) in [("read", job.shapes.bs_bounds(0, job.bs[0])), ("write", job.shapes.bs_bounds(1, job.bs[1]))] {
+        let bs = if bs.0 == 0 { 0 } else { bs.1 };
         if bs == 0 || bs > region {
             return Err(CheckError::BlockSize { job: name(), dir, bs, region });
         }
@@ -446,7 +456,7 @@ pub fn check_job(job: &Job, dev: &Device) -> Result<u64, CheckError> {
     if job.verify != Verify::None && job.time_based {
         return Err(CheckError::VerifyTimeBased { job: name() });
     }
-    if job.verify != Verify::None && job.bs[1] < verify::HEADER_LEN as u64 {
+    if job.verify != Verify::None && job.verify != Verify::Pattern && job.bs[1] < verify::HEADER_LEN as u64 {
         return Err(CheckError::VerifyBlockSize { job: name(), min: verify::HEADER_LEN });
     }
     Ok(region)
@@ -469,6 +479,11 @@ fn make_cmd(dev: &Device, write: bool, offset: u64, len: u64) -> Cmd {
     }
 }
 
+/// The direction index of trims (after 0 read and 1 write).
+const TRIM: usize = 2;
+/// Names of the directions, by index, for error messages.
+const DIR_NAMES: [&str; 3] = ["read", "write", "trim"];
+
 /// Everything a worker keeps while running.
 struct Run<'a> {
     job: &'a Job,
@@ -482,7 +497,18 @@ struct Run<'a> {
     issued_ios: u64,
     mix: Rng,
     offs: [Offsets; 2],
+    /// `trimwrite`: the block just trimmed, to be written next.
+    trimmed: Option<(u64, u64)>,
+    /// Offsets and lengths of a direction with a shape ([`crate::shapes`]).
+    shaped: [Option<crate::shapes::ShapedOffsets>; 2],
+    /// Where this instance's region starts (`offset` + instance × `offset_increment`).
+    base: u64,
+    /// `zonemode=zbd`: the zones and write pointers.
+    zbd: Option<crate::zbd::Zbd>,
     writes_since_sync: u32,
+    writes_since_datasync: u32,
+    /// Offsets written and not yet verified by `verify_backlog`, oldest first.
+    backlog: std::collections::VecDeque<u64>,
     window_start: u64,
     window: [(u64, u64); 2],
     written: Vec<u64>,
@@ -573,28 +599,128 @@ impl<'a> Run<'a> {
         Some(p.choose(write, now, mixed))
     }
 
-    /// The direction of the next I/O (fio's rwmix draw).
+    /// The direction of the next I/O (fio's rwmix draw): whether it writes (trims take
+    /// the write direction's offsets, block sizes and rate).
     #[inline]
     fn pick_dir(&mut self) -> bool {
         match self.job.rw {
             Rw::Read | Rw::RandRead => false,
-            Rw::Write | Rw::RandWrite => true,
+            Rw::Write | Rw::RandWrite | Rw::Trim | Rw::RandTrim | Rw::TrimWrite => true,
             Rw::ReadWrite | Rw::RandRw => self.mix.below(100) >= self.job.rwmixread as u64,
         }
     }
 
-    /// The offset and length of the next I/O of direction `write`.
-    #[inline]
-    fn pick_at(&mut self, write: bool) -> (bool, u64, u64) {
-        let d = write as usize;
-        let off = self.offs[d].next();
-        (write, off, self.job.bs[d])
+    /// The next I/O: direction (0 read, 1 write, [`TRIM`]), offset and length.
+    fn pick(&mut self) -> (usize, u64, u64) {
+        let write = self.pick_dir();
+        self.pick_for(write)
     }
 
+    /// The next I/O of the direction drawn (`write`, after the rate limiter's choice).
+    fn pick_for(&mut self, write: bool) -> (usize, u64, u64) {
+        match self.job.rw {
+            // Trims take the write direction's offsets and block sizes.
+            Rw::Trim | Rw::RandTrim => {
+                let (_, off, len) = self.pick_at(1);
+                (TRIM, off, len)
+            }
+            // fio's trimwrite: each block is trimmed, then written.
+            Rw::TrimWrite => {
+                if let Some((off, len)) = self.trimmed.take() {
+                    return (1, off, len);
+                }
+                let (_, off, len) = self.pick_at(1);
+                self.trimmed = Some((off, len));
+                (TRIM, off, len)
+            }
+            _ => self.pick_at(write as usize),
+        }
+    }
+
+    /// The next offset and length of direction `d` (0 read, 1 write).
+    fn pick_at(&mut self, d: usize) -> (usize, u64, u64) {
+        if let Some(z) = &mut self.zbd {
+            let len = self.job.bs[d];
+            let r = z.next(self.dev, self.base, d, self.job.rw.is_random(), len);
+            // A reset zone's blocks are no longer there to verify.
+            let bs = self.job.bs[1];
+            for (start, n) in z.reset_log.drain(..) {
+                for b in start / bs..(start + n) / bs {
+                    set_block(&mut self.written, b, false);
+                }
+            }
+            return match r {
+                Ok(off) => (d, off, len),
+                Err(e) => {
+                    self.fail(libc::EIO, e);
+                    (d, self.base, len)
+                }
+            };
+        }
+        if let Some(g) = &mut self.shaped[d] {
+            let (off, len) = g.next();
+            return (d, self.base + off, len);
+        }
+        let off = self.offs[d].next();
+        (d, off, self.job.bs[d])
+    }
+
+    /// Counts an issued I/O against the job's budget; a `trimwrite` job's trims do not
+    /// count, so that it trims and writes its whole region.
     #[inline]
-    fn pick(&mut self) -> (bool, u64, u64) {
-        let write = self.pick_dir();
-        self.pick_at(write)
+    fn count_issued(&mut self, dir: usize, len: u64) {
+        if !(dir == TRIM && self.job.rw == Rw::TrimWrite) {
+            self.issued_bytes += len;
+        }
+        self.issued_ios += 1;
+    }
+
+    /// A write at `off` completed: with `verify_backlog`, it waits to be verified (as in
+    /// fio, only with `do_verify`, which logs the writes to verify).
+    fn note_written(&mut self, write: bool, off: u64) {
+        if write && self.job.verify != Verify::None && self.job.do_verify && self.job.shapes.verify_backlog > 0 {
+            self.backlog.push_back(off);
+        }
+    }
+
+    /// Whether `verify_backlog` writes wait to be verified.
+    fn backlog_due(&self) -> bool {
+        let n = self.job.shapes.verify_backlog;
+        n > 0 && self.backlog.len() as u64 >= n
+    }
+
+    /// fio's `verify_backlog`: reads back and checks the oldest `verify_backlog_batch`
+    /// (default: all) of the writes waiting; they are not verified again at the end.
+    fn verify_backlog(&mut self) {
+        let batch = match self.job.shapes.verify_backlog_batch {
+            0 => self.backlog.len(),
+            b => (b as usize).min(self.backlog.len()),
+        };
+        let bs = self.job.bs[1];
+        let blocks: Vec<u64> = self.backlog.drain(..batch).map(|o| (o - self.base) / bs).collect();
+        verify_blocks(self, bs, blocks.iter().copied(), true);
+        for b in blocks {
+            set_block(&mut self.written, b, false);
+        }
+    }
+
+    /// Counts `n` writes; whether a flush is due (fio's `fsync=N` and `fdatasync=N`, each
+    /// counted on its own; both are the library's flush).
+    fn sync_due(&mut self, n: u32) -> bool {
+        let mut due = false;
+        for (every, since) in [
+            (self.job.fsync, &mut self.writes_since_sync),
+            (self.job.shapes.fdatasync, &mut self.writes_since_datasync),
+        ] {
+            if every > 0 {
+                *since += n;
+                if *since >= every {
+                    *since = 0;
+                    due = true;
+                }
+            }
+        }
+        due
     }
 
     fn fail(&mut self, errno: i32, msg: String) {
@@ -606,7 +732,7 @@ impl<'a> Run<'a> {
 
     /// Accounts one finished I/O.
     #[inline]
-    fn account(&mut self, write: bool, len: u64, start: u64, issue: u64, complete: u64, has_slat: bool) {
+    fn account(&mut self, dir: usize, len: u64, start: u64, issue: u64, complete: u64, has_slat: bool) {
         if complete < self.ramp_end {
             return;
         }
@@ -614,7 +740,11 @@ impl<'a> Run<'a> {
             self.first_done = complete;
         }
         self.last_done = complete;
-        let d = if write { &mut self.res.write } else { &mut self.res.read };
+        let d = match dir {
+            0 => &mut self.res.read,
+            1 => &mut self.res.write,
+            _ => &mut self.res.trim,
+        };
         d.ios += 1;
         d.bytes += len;
         let b = &self.job.behaviour;
@@ -628,9 +758,10 @@ impl<'a> Run<'a> {
             d.lat.record(complete - start);
         }
         self.res.lat_dist[lat_bucket(complete - start)] += 1;
-        let w = &mut self.window[write as usize];
-        w.0 += 1;
-        w.1 += len;
+        if let Some(w) = self.window.get_mut(dir) {
+            w.0 += 1;
+            w.1 += len;
+        }
     }
 
     /// Closes 500 ms bandwidth/IOPS windows.
@@ -689,7 +820,7 @@ impl<'a> Run<'a> {
     /// with `continue_on_error` counts the write's error once, not again at verify).
     fn forget_write(&mut self, offset: u64) {
         if self.job.verify != Verify::None {
-            set_block(&mut self.written, (offset - self.job.offset) / self.job.bs[1], false);
+            set_block(&mut self.written, (offset - self.base) / self.job.bs[1], false);
         }
     }
 
@@ -703,9 +834,10 @@ impl<'a> Run<'a> {
         }
         if self.job.verify != Verify::None {
             self.verify_seq += 1;
-            verify::fill(self.job.verify, buf, offset, self.job.seed ^ self.verify_seq);
+            let pattern = self.job.shapes.verify_pattern.as_deref();
+            verify::fill_with(self.job.verify, pattern, buf, offset, self.job.seed ^ self.verify_seq);
             let bs = self.job.bs[1];
-            set_block(&mut self.written, (offset - self.job.offset) / bs, true);
+            set_block(&mut self.written, (offset - self.base) / bs, true);
         }
     }
 }
@@ -724,6 +856,40 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
             return res;
         }
     };
+    // fio's offset_increment: instance i starts i increments further on.
+    // (An offset past u64 is past any end: the check below refuses it.)
+    let base = u64::from(instance)
+        .checked_mul(job.shapes.offset_increment)
+        .and_then(|i| i.checked_add(job.offset))
+        .unwrap_or(u64::MAX);
+    let bytes = dev.geometry().bytes;
+    let region = if job.size.is_none() { bytes.saturating_sub(base) } else { region };
+    if instance > 0
+        && job.shapes.offset_increment > 0
+        && base.checked_add(region).is_none_or(|e| e > bytes || region == 0)
+    {
+        res.error = libc::EINVAL;
+        res.error_msg = Some(format!(
+            "job '{}': instance {instance} starts at offset {base} (offset_increment={}), and its {region} bytes do not fit '{}' of {bytes} bytes",
+            job.name, job.shapes.offset_increment, job.filename
+        ));
+        return res;
+    }
+    let mut shaped = [None, None];
+    for (d, slot) in shaped.iter_mut().enumerate() {
+        if job.shapes.shaped(d) {
+            let map = !job.norandommap || job.behaviour.random_generator == RandomGenerator::Lfsr;
+            let seed = job.seed ^ (u64::from(instance) * 0x1000_0001) ^ (d as u64 * 0x77);
+            match crate::shapes::ShapedOffsets::new(&job.shapes, d, job.bs[d], region, job.rw.is_random(), map, seed) {
+                Ok(g) => *slot = Some(g),
+                Err(e) => {
+                    res.error = libc::EINVAL;
+                    res.error_msg = Some(format!("job '{}': random_distribution: {e}", job.name));
+                    return res;
+                }
+            }
+        }
+    }
     match job.cpus.len() {
         0 => {}
         // cpus_allowed_policy=split: one CPU of the set per instance.
@@ -755,7 +921,13 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
         issued_ios: 0,
         mix: Rng::new(job.seed ^ salt ^ 0xA5A5),
         offs: [Offsets::new(job, region, job.bs[0], salt), Offsets::new(job, region, job.bs[1], salt ^ 0x77)],
+        trimmed: None,
+        shaped,
+        base,
+        zbd: None,
         writes_since_sync: 0,
+        writes_since_datasync: 0,
+        backlog: std::collections::VecDeque::new(),
         window_start: t0,
         window: [(0, 0); 2],
         written: if job.verify != Verify::None { vec![0; blocks_w.div_ceil(64) as usize] } else { Vec::new() },
@@ -780,6 +952,19 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
             )
         }),
     };
+    for o in &mut run.offs {
+        o.base = base;
+    }
+    if job.shapes.zbd {
+        match crate::zbd::Zbd::new(dev, base, region, &job.shapes, job.seed ^ salt) {
+            Ok(z) => {
+                // fio's rule: a pass moves the zones' capacity, not their size.
+                run.budget = run.budget.min(z.capacity().saturating_mul(u64::from(job.behaviour.loops.max(1))));
+                run.zbd = Some(z);
+            }
+            Err(e) => run.fail(libc::EINVAL, format!("job '{}': {e}", job.name)),
+        }
+    }
     match job.mode {
         Mode::Sync => run_sync(&mut run),
         Mode::Async => run_async(&mut run),
@@ -807,6 +992,7 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
     if job.verify != Verify::None && job.do_verify && run.res.error == 0 && !job.rw.writes() {
         verify_region(&mut run, region);
     }
+    run.res.zone_resets = run.zbd.as_ref().map_or(0, |z| z.resets);
     let u = Usage::now(libc::RUSAGE_THREAD).since(thread_before);
     let mut res = run.res;
     res.usr_ns = u.usr_ns;
@@ -843,7 +1029,8 @@ fn pin(cpus: &[usize]) {
 }
 
 fn alloc_buffers(run: &mut Run, n: u32) -> Option<Vec<Buffer>> {
-    let len = run.job.bs[0].max(run.job.bs[1]) as usize;
+    let j = run.job;
+    let len = j.shapes.bs_bounds(0, j.bs[0]).1.max(j.shapes.bs_bounds(1, j.bs[1]).1) as usize;
     let mut v = Vec::with_capacity(n as usize);
     let mut rng = Rng::new(run.job.seed ^ 0xB0F);
     for _ in 0..n {
@@ -875,7 +1062,7 @@ fn run_sync(run: &mut Run) {
         if !run.more(start) {
             break;
         }
-        let (write, off, len) = match run.pacer.is_some() {
+        let (dir, off, len) = match run.pacer.is_some() {
             false => run.pick(),
             true => {
                 let drawn = run.pick_dir();
@@ -888,15 +1075,18 @@ fn run_sync(run: &mut Run) {
                         break;
                     }
                 }
-                run.pick_at(write)
+                run.pick_for(write)
             }
         };
+        if run.res.error != 0 {
+            break;
+        }
+        let write = dir == 1;
         if write {
             run.fill(&mut buf, off);
         }
-        let cmd = make_cmd(run.dev, write, off, len);
-        run.issued_bytes += len;
-        run.issued_ios += 1;
+        let cmd = if dir == TRIM { Cmd::fs_trim(off, len) } else { make_cmd(run.dev, write, off, len) };
+        run.count_issued(dir, len);
         run.res.depth_level[0] += 1;
         run.res.depth_sum += 1;
         run.res.reaps += 1;
@@ -910,13 +1100,16 @@ fn run_sync(run: &mut Run) {
         }
         match r {
             Ok(_) => {
-                run.account(write, len, start, start, complete, false);
-                run.completed_io(write, len, off, [start, start, complete], false);
+                run.note_written(write, off);
+                run.account(dir, len, start, start, complete, false);
+                if dir != TRIM {
+                    run.completed_io(write, len, off, [start, start, complete], false);
+                }
             }
             Err(e) => {
                 let errno = e.errno().unwrap_or(libc::EIO);
-                if !run.goes_on_after(write, false, errno) {
-                    run.fail(errno, format!("{} at offset {off}: {e}", if write { "write" } else { "read" }));
+                if !run.goes_on_after(dir != 0, false, errno) {
+                    run.fail(errno, format!("{} at offset {off}: {e}", DIR_NAMES[dir]));
                     break;
                 }
                 if write {
@@ -924,17 +1117,19 @@ fn run_sync(run: &mut Run) {
                 }
             }
         }
-        if write && run.job.fsync > 0 {
-            run.writes_since_sync += 1;
-            if run.writes_since_sync >= run.job.fsync {
-                run.writes_since_sync = 0;
-                let s = now_ns();
-                if let Err(e) = run.dev.pass(&Cmd::flush(run.dev.ident().nsid), &mut []) {
-                    run.fail(e.errno().unwrap_or(libc::EIO), format!("fsync: {e}"));
-                    break;
-                }
-                run.res.sync.record(now_ns() - s);
-                run.res.queue.syscalls += per_cmd;
+        if write && run.sync_due(1) {
+            let s = now_ns();
+            if let Err(e) = run.dev.pass(&Cmd::flush(run.dev.ident().nsid), &mut []) {
+                run.fail(e.errno().unwrap_or(libc::EIO), format!("fsync: {e}"));
+                break;
+            }
+            run.res.sync.record(now_ns() - s);
+            run.res.queue.syscalls += per_cmd;
+        }
+        if run.backlog_due() {
+            run.verify_backlog();
+            if run.res.error != 0 {
+                break;
             }
         }
         run.sample(complete);
@@ -1059,13 +1254,14 @@ impl Flight {
             let s = c.tag as u32;
             let slot = &mut self.slots[s as usize];
             let (write, start, issue, off) = (slot.write, slot.start, slot.issue, slot.offset);
-            let len = run.job.bs[write as usize];
+            let len = slot.len;
+            let dir = if slot.trim { TRIM } else { write as usize };
             slot.buf = c.data.into_one();
             self.free.push(s);
             if !c.status.is_ok() {
                 let errno = c.status.errno().unwrap_or(libc::EIO);
-                if !run.goes_on_after(write, false, errno) {
-                    run.fail(errno, format!("{} at offset {off}: {}", if write { "write" } else { "read" }, c.status));
+                if !run.goes_on_after(dir != 0, false, errno) {
+                    run.fail(errno, format!("{} at offset {off}: {}", DIR_NAMES[dir], c.status));
                 } else if write {
                     run.forget_write(off);
                 }
@@ -1073,8 +1269,11 @@ impl Flight {
             }
             bytes += len;
             let done = if each { at } else { complete };
-            run.account(write, len, start, issue, done, true);
-            run.completed_io(write, len, off, [start, issue, done], true);
+            run.note_written(write, off);
+            run.account(dir, len, start, issue, done, true);
+            if dir != TRIM {
+                run.completed_io(write, len, off, [start, issue, done], true);
+            }
         }
         run.sample(complete);
         run.progress.ios.fetch_add(n as u64, Ordering::Relaxed);
@@ -1104,7 +1303,10 @@ fn run_async(run: &mut Run) {
     let mut f = Flight {
         q,
         depth,
-        slots: bufs.into_iter().map(|b| Slot { buf: Some(b), start: 0, issue: 0, write: false, offset: 0 }).collect(),
+        slots: bufs
+            .into_iter()
+            .map(|b| Slot { buf: Some(b), start: 0, issue: 0, write: false, offset: 0, len: 0, trim: false })
+            .collect(),
         free: (0..depth).rev().collect(),
         uncommitted: Vec::with_capacity(depth as usize),
         pending: std::collections::VecDeque::with_capacity(depth as usize),
@@ -1119,7 +1321,7 @@ fn run_async(run: &mut Run) {
         if !run.more(start) {
             break;
         }
-        let (write, off, len) = match run.pacer.is_some() {
+        let (dir, off, len) = match run.pacer.is_some() {
             false => run.pick(),
             true => {
                 let drawn = run.pick_dir();
@@ -1135,27 +1337,32 @@ fn run_async(run: &mut Run) {
                         break;
                     }
                 }
-                run.pick_at(write)
+                run.pick_for(write)
             }
         };
+        if run.res.error != 0 {
+            break;
+        }
+        let write = dir == 1;
         let s = f.free.pop().expect("a free slot whenever the queue is not full");
         let slot = &mut f.slots[s as usize];
         let mut buf = slot.buf.take().expect("an idle slot holds its buffer");
         if write {
             run.fill(&mut buf, off);
         }
-        let cmd = make_cmd(run.dev, write, off, len);
+        let cmd = if dir == TRIM { Cmd::fs_trim(off, len) } else { make_cmd(run.dev, write, off, len) };
         slot.start = start;
         slot.write = write;
         slot.offset = off;
+        slot.len = len;
+        slot.trim = dir == TRIM;
         if let Err(rej) = f.q.submit(&cmd, Data::One(buf), s as u64) {
             f.slots[s as usize].buf = rej.data.into_one();
             f.free.push(s);
             run.fail(rej.error.errno().unwrap_or(libc::EIO), rej.error.to_string());
             break;
         }
-        run.issued_bytes += len;
-        run.issued_ios += 1;
+        run.count_issued(dir, len);
         if let Some(p) = run.pacer.as_mut() {
             p.issued(write, len);
         }
@@ -1180,20 +1387,26 @@ fn run_async(run: &mut Run) {
             if run.res.error != 0 {
                 break 'io;
             }
-            if run.job.fsync > 0 && run.job.rw.writes() {
-                run.writes_since_sync += n;
-                if run.writes_since_sync >= run.job.fsync {
-                    run.writes_since_sync = 0;
-                    let s = now_ns();
-                    // Everything in flight completes before the flush, accounted as a batch.
-                    if f.reap_all(run).is_none() {
-                        break 'io;
-                    }
-                    if let Err(e) = run.dev.pass(&Cmd::flush(run.dev.ident().nsid), &mut []) {
-                        run.fail(e.errno().unwrap_or(libc::EIO), format!("fsync: {e}"));
-                        break 'io;
-                    }
-                    run.res.sync.record(now_ns() - s);
+            if run.job.rw.writes() && run.sync_due(n) {
+                let s = now_ns();
+                // Everything in flight completes before the flush, accounted as a batch.
+                if f.reap_all(run).is_none() {
+                    break 'io;
+                }
+                if let Err(e) = run.dev.pass(&Cmd::flush(run.dev.ident().nsid), &mut []) {
+                    run.fail(e.errno().unwrap_or(libc::EIO), format!("fsync: {e}"));
+                    break 'io;
+                }
+                run.res.sync.record(now_ns() - s);
+            }
+            if run.backlog_due() {
+                // The writes to verify complete first, as one batch (as for a flush).
+                if f.reap_all(run).is_none() {
+                    break 'io;
+                }
+                run.verify_backlog();
+                if run.res.error != 0 {
+                    break 'io;
                 }
             }
             let low = match &run.lat_target {
@@ -1333,7 +1546,7 @@ fn verify_blocks(run: &mut Run, bs: u64, blocks: impl IntoIterator<Item = u64>, 
         Err(e) => return run.fail(libc::ENOMEM, e.to_string()),
     };
     for b in blocks {
-        let off = run.job.offset + b * bs;
+        let off = run.base + b * bs;
         let cmd = make_cmd(run.dev, false, off, bs);
         let start = now_ns();
         if let Err(e) = run.dev.pass(&cmd, std::slice::from_mut(&mut buf)) {
@@ -1350,7 +1563,7 @@ fn verify_blocks(run: &mut Run, bs: u64, blocks: impl IntoIterator<Item = u64>, 
             run.res.read.clat.record(took);
             run.res.read.lat.record(took);
         }
-        if let Err(why) = verify::check(run.job.verify, &buf, off) {
+        if let Err(why) = verify::check_with(run.job.verify, run.job.shapes.verify_pattern.as_deref(), &buf, off) {
             if run.goes_on_after(false, true, libc::EILSEQ) {
                 continue;
             }
@@ -1433,6 +1646,7 @@ mod run_tests {
             behaviour: Behaviour::default(),
             load: crate::load::Load::new(),
             logs: Default::default(),
+            shapes: Default::default(),
         }
     }
 
@@ -2034,5 +2248,190 @@ mod run_tests {
         assert_eq!(r.error, libc::EIO, "{:?}", r.error_msg);
         assert!(r.error_msg.as_deref().unwrap().starts_with("rate_iops_min=500 not met, got "), "{:?}", r.error_msg);
         assert!(took >= Duration::from_secs(2) && took < Duration::from_secs(5), "failed after {took:?}");
+    }
+
+    fn shaped(mut j: Job, f: impl FnOnce(&mut crate::shapes::Shapes)) -> Job {
+        f(&mut j.shapes);
+        j
+    }
+
+    #[test]
+    fn bssplit_mixes_block_sizes_in_proportion_sync_and_async() {
+        use crate::shapes::BlockSizes;
+        for (mode, qd) in [(Mode::Sync, 1), (Mode::Async, 4)] {
+            let mut j = shaped(job("4MiB", "async=emu", mode, Rw::RandWrite, qd), |s| {
+                s.bs[1] = BlockSizes::Split(vec![(4096, 75), (16384, 25)]);
+            });
+            j.behaviour.loops = 32;
+            let r = run(&j);
+            assert_eq!(r.error, 0, "{:?}", r.error_msg);
+            // n I/Os of 4k or 16k moving B bytes: (B − 4k·n) / 12k of them were 16k.
+            let (n, b) = (r.write.ios, r.write.bytes);
+            let big = (b - 4096 * n) / 12288;
+            assert_eq!(4096 * (n - big) + 16384 * big, b, "only 4k and 16k I/Os");
+            let share = big as f64 / n as f64;
+            assert!((share - 0.25).abs() < 0.03, "{mode:?}: 16k share {share} of {n}");
+        }
+    }
+
+    #[test]
+    fn a_write_hole_skips_that_much_after_each_io() {
+        let s = scratch("hole");
+        let path = s.file("f", 1 << 20);
+        let mut j = shaped(job(&path, "", Mode::Sync, Rw::Write, 1), |s| s.rw_modifier = Some(4096));
+        j.number_ios = Some(128);
+        let r = run(&j);
+        assert_eq!((r.error, r.write.ios), (0, 128), "{:?}", r.error_msg);
+        let data = std::fs::read(&path).unwrap();
+        for (i, block) in data.chunks(4096).enumerate() {
+            let zero = block.iter().all(|&b| b == 0);
+            assert_eq!(zero, i % 2 == 1, "block {i}: written blocks alternate with 4k holes");
+        }
+    }
+
+    #[test]
+    fn offset_increment_moves_each_instance_on_and_refuses_one_past_the_end() {
+        let s = scratch("incr");
+        let path = s.file("f", 1 << 20);
+        let mut j = shaped(job(&path, "", Mode::Sync, Rw::Write, 1), |s| s.offset_increment = 512 << 10);
+        j.size = Some(256 << 10);
+        let dev = Device::open(&j.filename, &j.opts).unwrap();
+        for i in 0..2 {
+            let r = run_job(&j, i, &dev, &Progress::default());
+            assert_eq!((r.error, r.write.bytes), (0, 256 << 10), "{:?}", r.error_msg);
+        }
+        let data = std::fs::read(&path).unwrap();
+        for (i, block) in data.chunks(4096).enumerate() {
+            let written = block.iter().any(|&b| b != 0);
+            assert_eq!(written, i < 64 || (128..192).contains(&i), "block {i}");
+        }
+        let r = run_job(&j, 2, &dev, &Progress::default());
+        assert_eq!(r.error, libc::EINVAL);
+        let msg = r.error_msg.unwrap();
+        assert!(msg.contains("offset_increment=524288") && msg.contains("instance 2"), "{msg}");
+        // An increment past the end of u64 is refused the same way, not an overflow.
+        j.shapes.offset_increment = u64::MAX / 2;
+        let r = run_job(&j, 3, &dev, &Progress::default());
+        assert!(r.error == libc::EINVAL && r.error_msg.unwrap().contains("instance 3"));
+    }
+
+    #[test]
+    fn fdatasync_flushes_every_n_writes_beside_fsync() {
+        for (mode, fsync, fdatasync, want) in
+            [(Mode::Sync, 0, 4, 64), (Mode::Async, 0, 4, 64), (Mode::Sync, 8, 0, 32), (Mode::Sync, 8, 12, 32 + 21 - 10)]
+        {
+            let mut j = shaped(job("4MiB", "async=emu", mode, Rw::Write, 1), |s| s.fdatasync = fdatasync);
+            j.fsync = fsync;
+            // 256 writes; where both are due (every 24th write) fio syncs once (its
+            // last_was_sync rule): 32 + 21 − 10 flushes for fsync=8 and fdatasync=12.
+            let r = run(&j);
+            assert_eq!((r.error, r.sync.samples()), (0, want), "{mode:?} fsync={fsync} fdatasync={fdatasync}");
+        }
+    }
+
+    #[test]
+    fn a_skewed_distribution_hits_few_blocks_often() {
+        use crate::dist::Dist;
+        let mut j = shaped(job("4MiB", "", Mode::Sync, Rw::RandWrite, 1), |s| {
+            s.dist[1] = Dist::Zoned(vec![crate::dist::Zone { access: 100, size: 10 }]);
+        });
+        j.verify = Verify::Crc32c;
+        j.do_verify = true;
+        let r = run(&j);
+        assert_eq!(r.error, 0, "{:?}", r.error_msg);
+        // Every write went to the first 10% of the 256 blocks: at most 25 distinct ones.
+        assert!(r.verified <= 25 && r.verified > 10, "{} blocks written", r.verified);
+        assert_eq!(r.write.ios, 256);
+    }
+
+    #[test]
+    fn every_verify_method_reads_back_what_it_wrote() {
+        for kind in [Verify::Crc64, Verify::Xxhash, Verify::Sha256, Verify::Pattern, Verify::Md5] {
+            let mut j = job("4MiB", "async=emu", Mode::Async, Rw::RandWrite, 4);
+            j.verify = kind;
+            j.do_verify = true;
+            j.shapes.verify_pattern = (kind == Verify::Pattern).then(|| vec![0xA5, 0x5A, 0x01]);
+            let r = run(&j);
+            assert_eq!((r.error, r.verified), (0, 256), "{kind:?}: {:?}", r.error_msg);
+        }
+    }
+
+    #[test]
+    fn verify_pattern_finds_a_block_that_is_not_the_pattern() {
+        let s = scratch("pattern");
+        let path = s.file("f", 1 << 20);
+        let mut j = job(&path, "", Mode::Sync, Rw::Read, 1);
+        j.verify = Verify::Pattern;
+        j.do_verify = true;
+        j.shapes.verify_pattern = Some(vec![0xAB]);
+        std::fs::write(&path, vec![0xABu8; 1 << 20]).unwrap();
+        let r = run(&j);
+        assert_eq!((r.error, r.verified), (0, 256), "{:?}", r.error_msg);
+        let mut data = vec![0xABu8; 1 << 20];
+        data[5 * 4096 + 17] = 0xAC;
+        std::fs::write(&path, data).unwrap();
+        let r = run(&j);
+        assert_eq!(r.error, libc::EILSEQ);
+        let msg = r.error_msg.unwrap();
+        assert!(msg.contains("offset 20480") && msg.contains("byte 17: read 0xac"), "{msg}");
+    }
+
+    #[test]
+    fn verify_backlog_checks_writes_as_it_goes() {
+        for (mode, qd, backlog, batch) in [(Mode::Sync, 1, 16, 0), (Mode::Async, 4, 16, 0), (Mode::Sync, 1, 16, 4)] {
+            let mut j = job("4MiB", "async=emu", mode, Rw::Write, qd);
+            j.verify = Verify::Crc32c;
+            j.do_verify = true;
+            j.shapes.verify_backlog = backlog;
+            j.shapes.verify_backlog_batch = batch;
+            let r = run(&j);
+            assert_eq!(r.error, 0, "{:?}", r.error_msg);
+            // Every block is verified once: along the way, and what is left at the end.
+            assert_eq!((r.write.ios, r.verified, r.read.ios), (256, 256, 256), "{mode:?} batch {batch}");
+        }
+        // As in fio, do_verify=0 logs no writes to verify: no backlog either.
+        let mut j = job("4MiB", "", Mode::Sync, Rw::Write, 1);
+        (j.verify, j.do_verify, j.shapes.verify_backlog) = (Verify::Crc32c, false, 16);
+        let r = run(&j);
+        assert_eq!((r.error, r.verified, r.read.ios), (0, 0, 0), "{:?}", r.error_msg);
+    }
+
+    /// Runs `rw` over a 1 MiB file full of 0xEE and returns the job's result and the
+    /// file's 4 KiB blocks that read back as zeroes.
+    fn trim_file(test: &str, rw: Rw, mode: Mode, number_ios: Option<u64>) -> (JobResult, Vec<usize>) {
+        let s = scratch(test);
+        let path = s.file("f", 1 << 20);
+        std::fs::write(&path, vec![0xEEu8; 1 << 20]).unwrap();
+        let mut j = job(&path, "async=emu", mode, rw, if mode == Mode::Sync { 1 } else { 4 });
+        j.number_ios = number_ios;
+        let r = run(&j);
+        let data = std::fs::read(&path).unwrap();
+        let zero = data.chunks(4096).enumerate().filter(|(_, b)| b.iter().all(|&x| x == 0)).map(|(i, _)| i).collect();
+        (r, zero)
+    }
+
+    #[test]
+    fn trimmed_ranges_of_a_file_read_back_as_zeroes() {
+        // The library trims a file by punching a hole: the range then reads as zeroes.
+        for mode in [Mode::Sync, Mode::Async] {
+            let (r, zero) = trim_file("trim", Rw::Trim, mode, None);
+            assert_eq!(r.error, 0, "{:?}", r.error_msg);
+            assert_eq!((r.trim.ios, r.trim.bytes, r.read.ios, r.write.ios), (256, 1 << 20, 0, 0));
+            assert_eq!(r.trim.clat.samples(), 256, "trims are timed as fio times them");
+            assert_eq!(zero.len(), 256, "{mode:?}: every trimmed block reads back as zeroes");
+            // randtrim: with the random map, 40 trims hit 40 different blocks, and only those.
+            let (r, zero) = trim_file("randtrim", Rw::RandTrim, mode, Some(40));
+            assert_eq!((r.error, r.trim.ios), (0, 40), "{:?}", r.error_msg);
+            assert_eq!(zero.len(), 40, "{mode:?}");
+            assert!(zero.windows(2).any(|w| w[1] != w[0] + 1), "{mode:?}: random blocks {zero:?}");
+        }
+    }
+
+    #[test]
+    fn trimwrite_trims_then_writes_each_block_of_the_region() {
+        let (r, zero) = trim_file("trimwrite", Rw::TrimWrite, Mode::Sync, None);
+        assert_eq!(r.error, 0, "{:?}", r.error_msg);
+        assert_eq!((r.trim.ios, r.write.ios, r.write.bytes), (256, 256, 1 << 20));
+        assert!(zero.is_empty(), "every trimmed block was written again: {zero:?}");
     }
 }

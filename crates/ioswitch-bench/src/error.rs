@@ -192,6 +192,16 @@ pub enum VerifyError {
         /// Where it was read.
         offset: u64,
     },
+    /// `verify=pattern`: a byte differs from the pattern.
+    #[error("pattern mismatch at byte {at}: read {got:#04x}, the pattern has {want:#04x}")]
+    Pattern {
+        /// Byte of the block.
+        at: usize,
+        /// What was read.
+        got: u8,
+        /// What the pattern has there.
+        want: u8,
+    },
     /// The digest does not match the data.
     #[error("{digest} mismatch: stored {stored}, computed {computed}")]
     Digest {

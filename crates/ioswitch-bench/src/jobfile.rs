@@ -38,7 +38,9 @@
 //!   inversion "for compatibility with old scripts"); this reader does the same, so
 //!   `bs=4KiB` means 4000 bytes here exactly as in fio. `size` and `offset` also take a
 //!   percentage (`50%`). `bs` takes a `read,write` pair (`4k,64k`; an empty side keeps
-//!   the inherited value; a third, trim, value is accepted and unused).
+//!   the inherited value; a third, trim, value is accepted and unused: trims take the
+//!   write size). The workload shapes (`bssplit`, `bsrange`, `random_distribution`,
+//!   `rw=…:N`, …) are read into [`crate::shapes::Shapes`].
 //! - Times: a whole number with a unit `us`/`usec`, `ms`/`msec`, `s`, `m`, `h`, `d`; a
 //!   plain number is seconds (`runtime`, `ramp_time`).
 //! - Booleans: `1` or `0`, or the bare key.
@@ -257,6 +259,12 @@ pub enum Rw {
     ReadWrite,
     /// Random mixed reads and writes.
     RandRw,
+    /// Sequential trims (`trim`), through the library's trim command.
+    Trim,
+    /// Random trims (`randtrim`).
+    RandTrim,
+    /// Sequential trim then write of each block (`trimwrite`).
+    TrimWrite,
 }
 
 impl Rw {
@@ -269,22 +277,30 @@ impl Rw {
             Rw::RandWrite => "randwrite",
             Rw::ReadWrite => "rw",
             Rw::RandRw => "randrw",
+            Rw::Trim => "trim",
+            Rw::RandTrim => "randtrim",
+            Rw::TrimWrite => "trimwrite",
         }
     }
 
     /// Whether offsets are random.
     pub fn is_random(self) -> bool {
-        matches!(self, Rw::RandRead | Rw::RandWrite | Rw::RandRw)
+        matches!(self, Rw::RandRead | Rw::RandWrite | Rw::RandRw | Rw::RandTrim)
     }
 
     /// Whether the job reads.
     pub fn reads(self) -> bool {
-        !matches!(self, Rw::Write | Rw::RandWrite)
+        matches!(self, Rw::Read | Rw::RandRead | Rw::ReadWrite | Rw::RandRw)
     }
 
-    /// Whether the job writes.
+    /// Whether the job writes (trims are not writes here; see [`Rw::trims`]).
     pub fn writes(self) -> bool {
-        !matches!(self, Rw::Read | Rw::RandRead)
+        matches!(self, Rw::Write | Rw::RandWrite | Rw::ReadWrite | Rw::RandRw | Rw::TrimWrite)
+    }
+
+    /// Whether the job trims (changes the device's contents as writes do).
+    pub fn trims(self) -> bool {
+        matches!(self, Rw::Trim | Rw::RandTrim | Rw::TrimWrite)
     }
 }
 
@@ -387,6 +403,14 @@ pub enum Verify {
     Crc32c,
     /// MD5 digest.
     Md5,
+    /// fio's CRC-64 (the Jones polynomial, reflected, as fio's `crc64`).
+    Crc64,
+    /// XXH32 (seed 1, as fio's `xxhash`).
+    Xxhash,
+    /// SHA-256 (the header keeps its first 16 bytes).
+    Sha256,
+    /// No header: every byte is `verify_pattern`'s (fio's `pattern`).
+    Pattern,
 }
 
 /// Which errors a job counts and goes on after (`continue_on_error`): fio's error types;
@@ -682,6 +706,9 @@ pub struct JobSpec {
     /// Time-series logs: `write_lat_log`, `write_bw_log`, `write_iops_log`, `log_*`,
     /// `per_job_logs`.
     pub logs: crate::iolog::LogOpts,
+    /// Workload shapes: block size mixes, offset distributions and modifiers
+    /// ([`crate::shapes`]).
+    pub shapes: crate::shapes::Shapes,
     /// Where the job's section (or `--name`) is; `None` for a job built in code.
     pub section: Option<Loc>,
     /// The job's own options as written (fio's "job options" in JSON), in order; the
@@ -858,6 +885,23 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("log_prio", &[], Kind::Bool),
     ("log_hist_msec", &[], Kind::Value),
     ("log_hist_coarseness", &[], Kind::Value),
+    ("bssplit", &[], Kind::Value),
+    ("bsrange", &["blocksize_range"], Kind::Value),
+    ("blocksize_unaligned", &["bs_unaligned"], Kind::Bool),
+    ("blockalign", &["ba"], Kind::Value),
+    ("nrfiles", &["nr_files"], Kind::Value),
+    ("openfiles", &[], Kind::Value),
+    ("file_service_type", &[], Kind::Value),
+    ("random_distribution", &[], Kind::Value),
+    ("rw_sequencer", &[], Kind::Value),
+    ("offset_increment", &[], Kind::Value),
+    ("fdatasync", &[], Kind::Value),
+    ("zonemode", &[], Kind::Value),
+    ("max_open_zones", &["zbd_max_open_zones"], Kind::Value),
+    ("zonesize", &[], Kind::Value),
+    ("verify_pattern", &[], Kind::Value),
+    ("verify_backlog", &[], Kind::Value),
+    ("verify_backlog_batch", &[], Kind::Value),
 ];
 
 /// Options that only some engines have, besides fio's names of the library's interface
@@ -979,8 +1023,8 @@ const EXPECT_SIZE: &str =
 const EXPECT_SIZE_PCT: &str = "a size such as 4k or 1g, or a percentage such as 50%";
 const EXPECT_COUNT: &str = "a whole number";
 const EXPECT_TIME: &str = "a time such as 30 (seconds), 500ms, 10s, 5m or 1h";
-const EXPECT_RW: &str = "read, write, randread, randwrite, rw (readwrite) or randrw";
-const EXPECT_VERIFY: &str = "crc32c, crc32c-intel, md5 or none";
+const EXPECT_RW: &str = "read, write, randread, randwrite, rw (readwrite), randrw, trim, randtrim or trimwrite";
+const EXPECT_VERIFY: &str = "crc32c, crc32c-intel, md5, crc64, xxhash, sha256, pattern or none";
 
 /// Parses a whole number with an optional fio size unit (see the module docs).
 fn parse_bytes(s: &str) -> Option<u64> {
@@ -1169,6 +1213,7 @@ impl JobSpec {
             behaviour: Behaviour::default(),
             load: crate::load::Load::new(),
             logs: crate::iolog::LogOpts::default(),
+            shapes: crate::shapes::Shapes::default(),
             section: None,
             options: Vec::new(),
             origins: BTreeMap::new(),
@@ -1218,7 +1263,8 @@ impl JobSpec {
             || self.apply_engine_tunables(canon, &val)?
             || self.apply_verify_and_report(canon, &val)?
             || self.apply_behaviour(canon, &val)?
-            || self.apply_load_and_logs(canon, &val)?;
+            || self.apply_load_and_logs(canon, &val)?
+            || self.apply_shapes(canon, &val)?;
         if !known {
             return Err(unknown_option(&opt.key, &opt.loc));
         }
@@ -1254,8 +1300,16 @@ impl JobSpec {
                 }
             }
             "filesize" => {
-                let n = parse_bytes(val.value(EXPECT_SIZE)?).filter(|&n| n > 0).ok_or_else(|| val.bad(EXPECT_SIZE))?;
-                self.filesize = Some(n);
+                const EXPECT: &str = "a size such as 4k or 1g, or a range such as 1m-4m";
+                let v = val.value(EXPECT)?;
+                // fio's range: each file gets a size drawn from it (see Shapes::filesize_high).
+                let (low, high) = match v.split_once('-') {
+                    Some((a, b)) => (parse_bytes(a), parse_bytes(b)),
+                    None => (parse_bytes(v), parse_bytes(v)),
+                };
+                let (low, high) = low.zip(high).filter(|&(l, h)| l > 0 && h >= l).ok_or_else(|| val.bad(EXPECT))?;
+                self.filesize = Some(low);
+                self.shapes.filesize_high = (high > low).then_some(high);
             }
             "offset" => {
                 self.offset =
@@ -1276,9 +1330,20 @@ impl JobSpec {
         match canon {
             "rw" => {
                 let v = val.value(EXPECT_RW)?;
-                if v.contains(':') {
-                    return Err(val.bad("a pattern without a ':<n>' suffix (fio's offset modifier is not supported)"));
-                }
+                // fio's offset modifier: `rw=write:4k` (a hole after each I/O; `read:-8k`
+                // goes backwards) or `rw=randread:8` (a new random offset every 8 I/Os).
+                let (v, modifier) = match v.split_once(':') {
+                    Some((rw, m)) => {
+                        const EXPECT: &str =
+                            "a pattern with an offset modifier, such as write:4k, read:-8k or randread:8";
+                        let m = m.trim();
+                        let (neg, m) = m.strip_prefix('-').map_or((false, m), |m| (true, m));
+                        let n = parse_bytes(m).and_then(|n| i64::try_from(n).ok()).ok_or_else(|| val.bad(EXPECT))?;
+                        (rw.trim(), Some(if neg { -n } else { n }))
+                    }
+                    None => (v, None),
+                };
+                self.shapes.rw_modifier = modifier.filter(|&m| m != 0);
                 self.rw = match v {
                     "read" => Rw::Read,
                     "write" => Rw::Write,
@@ -1286,9 +1351,10 @@ impl JobSpec {
                     "randwrite" => Rw::RandWrite,
                     "rw" | "readwrite" => Rw::ReadWrite,
                     "randrw" => Rw::RandRw,
-                    "trim" | "randtrim" | "trimwrite" | "randtrimwrite" => {
-                        return Err(val.bad(&format!("{EXPECT_RW} (trim workloads are not supported)")))
-                    }
+                    "trim" => Rw::Trim,
+                    "randtrim" => Rw::RandTrim,
+                    "trimwrite" => Rw::TrimWrite,
+                    "randtrimwrite" => return Err(val.bad(&format!("{EXPECT_RW} (randtrimwrite is not run)"))),
                     _ => return Err(val.bad(EXPECT_RW)),
                 };
             }
@@ -1376,8 +1442,12 @@ impl JobSpec {
                     "none" | "0" => Verify::None,
                     "crc32c" | "crc32c-intel" => Verify::Crc32c,
                     "md5" => Verify::Md5,
-                    "crc64" | "crc32" | "crc16" | "crc7" | "sha1" | "sha256" | "sha512" | "sha3-224" | "sha3-256"
-                    | "sha3-384" | "sha3-512" | "xxhash" | "pattern" | "meta" | "null" => {
+                    "crc64" => Verify::Crc64,
+                    "xxhash" => Verify::Xxhash,
+                    "sha256" => Verify::Sha256,
+                    "pattern" => Verify::Pattern,
+                    "crc32" | "crc16" | "crc7" | "sha1" | "sha512" | "sha3-224" | "sha3-256" | "sha3-384"
+                    | "sha3-512" | "meta" | "null" => {
                         return Err(val.bad(&format!("{EXPECT_VERIFY} (this fio method is not supported)")))
                     }
                     _ => return Err(val.bad(EXPECT_VERIFY)),
@@ -1618,6 +1688,197 @@ impl JobSpec {
         Ok(true)
     }
 
+    /// Workload shapes ([`crate::shapes`]): block size mixes, offset distributions,
+    /// `rw_sequencer`, `offset_increment`, `fdatasync`.
+    fn apply_shapes(&mut self, canon: &str, val: &OptValue) -> Result<bool, JobError> {
+        use crate::shapes::{self, BlockSizes, RwSequencer};
+        let sh = &mut self.shapes;
+        match canon {
+            "bssplit" => {
+                const EXPECT: &str = "block size/percent lists such as 4k/50:8k/50, one per direction (read,write)";
+                let sides =
+                    shapes::per_direction(val.value(EXPECT)?).map_err(|e| val.bad(&format!("{EXPECT}: {e}")))?;
+                for (d, side) in sides.iter().enumerate() {
+                    if let Some(side) = side {
+                        let v =
+                            shapes::parse_bssplit(side, parse_bytes).map_err(|e| val.bad(&format!("{EXPECT}: {e}")))?;
+                        sh.bs[d] = BlockSizes::Split(v);
+                    }
+                }
+            }
+            "bsrange" => {
+                const EXPECT: &str = "MIN-MAX block sizes such as 1k-16k, one per direction (read,write)";
+                let sides =
+                    shapes::per_direction(val.value(EXPECT)?).map_err(|e| val.bad(&format!("{EXPECT}: {e}")))?;
+                for (d, side) in sides.iter().enumerate() {
+                    if let Some(side) = side {
+                        let (min, max) =
+                            shapes::parse_bsrange(side, parse_bytes).map_err(|e| val.bad(&format!("{EXPECT}: {e}")))?;
+                        sh.bs[d] = BlockSizes::Range { min, max };
+                    }
+                }
+            }
+            "blocksize_unaligned" => sh.bs_unaligned = val.flag()?,
+            "blockalign" => {
+                const EXPECT: &str = "an alignment such as 4k, one per direction (read,write)";
+                let sides =
+                    shapes::per_direction(val.value(EXPECT)?).map_err(|e| val.bad(&format!("{EXPECT}: {e}")))?;
+                for (d, side) in sides.iter().enumerate() {
+                    if let Some(side) = side {
+                        sh.blockalign[d] = Some(parse_bytes(side).filter(|&n| n > 0).ok_or_else(|| val.bad(EXPECT))?);
+                    }
+                }
+            }
+            "random_distribution" => {
+                const EXPECT: &str = "random, zipf[:θ[:center]], pareto[:h[:center]], normal[:σ[:center]], zoned:A/S:… or zoned_abs:A/SIZE:… (one per direction, comma-separated, for zoned)";
+                let v = val.value(EXPECT)?;
+                // Only the zoned forms take a list per direction (fio's str_split_parse).
+                let sides = if v.starts_with("zoned") {
+                    shapes::per_direction(v).map_err(|e| val.bad(&format!("{EXPECT}: {e}")))?
+                } else {
+                    [Some(v), Some(v)]
+                };
+                let prefix = v.split(':').next().unwrap_or_default();
+                for (d, side) in sides.iter().enumerate() {
+                    if let Some(side) = side {
+                        // fio's zoned lists after the first side carry no "zoned:" prefix.
+                        let full = if side.starts_with(prefix) { side.to_string() } else { format!("{prefix}:{side}") };
+                        sh.dist[d] =
+                            crate::dist::parse(&full, parse_bytes).map_err(|e| val.bad(&format!("{EXPECT}: {e}")))?;
+                    }
+                }
+            }
+            "rw_sequencer" => {
+                sh.rw_sequencer = match val.value("sequential or identical")? {
+                    "sequential" => RwSequencer::Sequential,
+                    "identical" => RwSequencer::Identical,
+                    _ => return Err(val.bad("sequential or identical")),
+                }
+            }
+            "offset_increment" => {
+                sh.offset_increment = parse_bytes(val.value(EXPECT_SIZE)?).ok_or_else(|| {
+                    val.bad(&format!("{EXPECT_SIZE} (a percentage, fio's share of the file, is not run)"))
+                })?
+            }
+            "fdatasync" => sh.fdatasync = val.count32(0)?,
+            "zonemode" => {
+                const EXPECT: &str = "none or zbd (strided zones, zonemode=strided, are not run)";
+                sh.zbd = match val.value(EXPECT)? {
+                    "none" => false,
+                    "zbd" => true,
+                    _ => return Err(val.bad(EXPECT)),
+                }
+            }
+            "max_open_zones" => sh.max_open_zones = val.count32(0)?,
+            "zonesize" => {
+                sh.zone_size =
+                    Some(parse_bytes(val.value(EXPECT_SIZE)?).filter(|&n| n > 0).ok_or_else(|| val.bad(EXPECT_SIZE))?)
+            }
+            // A job has one file here: fio's default nrfiles=1 runs; openfiles and
+            // file_service_type change nothing with one file, in fio as here.
+            "nrfiles" => {
+                if val.count(1)? != 1 {
+                    return Err(val.bad("1 (several files per job are not run; give each file its own job)"));
+                }
+            }
+            "openfiles" => {
+                val.count(1)?;
+            }
+            "file_service_type" => {
+                const EXPECT: &str =
+                    "random, roundrobin or sequential (with :N), or zipf, pareto, normal or gauss (with :value)";
+                let v = val.value(EXPECT)?;
+                let (kind, arg) = v.split_once(':').map_or((v, None), |(k, a)| (k, Some(a.trim())));
+                let ok = match kind {
+                    "random" | "roundrobin" | "sequential" => arg.is_none_or(|a| a.parse::<u32>().is_ok_and(|n| n > 0)),
+                    "zipf" | "pareto" | "normal" | "gauss" => arg.is_none_or(|a| a.parse::<f64>().is_ok()),
+                    _ => false,
+                };
+                if !ok {
+                    return Err(val.bad(EXPECT));
+                }
+            }
+            "verify_pattern" => {
+                const EXPECT: &str = "a pattern of hex numbers (0x…), decimal numbers and \"quoted strings\"";
+                let p =
+                    crate::verify::parse_pattern(val.value(EXPECT)?).map_err(|e| val.bad(&format!("{EXPECT}: {e}")))?;
+                sh.verify_pattern = Some(p);
+            }
+            "verify_backlog" => sh.verify_backlog = val.count(0)?,
+            "verify_backlog_batch" => sh.verify_backlog_batch = val.count(0)?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Shapes that do not fit the rest of the job.
+    fn check_shapes(&mut self) -> Result<(), JobError> {
+        use crate::shapes::BlockSizes;
+        // fio: a verify_pattern without a verify method verifies the pattern.
+        if self.shapes.verify_pattern.is_some() && self.origin("verify").is_none() {
+            self.verify = Verify::Pattern;
+        }
+        if self.shapes.zbd && !matches!(self.rw, Rw::Read | Rw::Write | Rw::RandRead | Rw::RandWrite) {
+            return Err(self.error_at(
+                "zonemode",
+                format!("zonemode=zbd with rw={} is not run (read, write, randread, randwrite are)", self.rw),
+            ));
+        }
+        if self.shapes.zone_size.is_some() && !self.shapes.zbd {
+            return Err(self.error_at("zonesize", "zonesize without zonemode=zbd (fio's strided zones) is not run"));
+        }
+        if self.shapes.zbd && self.rw.writes() && self.numjobs > 1 {
+            return Err(self.error_at(
+                "numjobs",
+                "zonemode=zbd writes with numjobs>1 are not run (fio shares zone state between the clones; each clone here would reset the others' zones)",
+            ));
+        }
+        if self.shapes.zbd && self.shapes.shaped(0) | self.shapes.shaped(1) {
+            return Err(self.error_at(
+                "zonemode",
+                "zonemode=zbd with bssplit, bsrange, random_distribution, rw=…:N or blockalign is not run",
+            ));
+        }
+        if self.rw.is_random() && self.shapes.rw_modifier.is_some_and(|m| m < 0) {
+            return Err(self
+                .error_at("rw", format!("rw={}: a random pattern takes a positive count of I/Os after ':'", self.rw)));
+        }
+        if self.verify != Verify::None && matches!(self.rw, Rw::Trim | Rw::RandTrim) {
+            return Err(self
+                .error_at("verify", format!("verify with rw={} is not run: a trim writes no data to check", self.rw)));
+        }
+        if self.verify == Verify::Pattern && self.shapes.verify_pattern.is_none() {
+            return Err(self.error_at("verify", "verify=pattern needs a verify_pattern"));
+        }
+        if matches!(self.rw, Rw::Trim | Rw::RandTrim | Rw::TrimWrite) {
+            // fio logs trims in a direction of their own (2); the log writer has reads
+            // and writes only, so a trim job's logs would be missing its trims.
+            let logs = &self.logs;
+            let opt = [
+                ("write_lat_log", logs.lat.is_some()),
+                ("write_bw_log", logs.bw.is_some()),
+                ("write_iops_log", logs.iops.is_some()),
+                ("write_hist_log", logs.hist.is_some()),
+            ]
+            .into_iter()
+            .find_map(|(o, on)| on.then_some(o));
+            if let Some(opt) = opt {
+                return Err(self.error_at(opt, format!("{opt} with rw={} is not run: trims are not logged", self.rw)));
+            }
+        }
+        if self.verify != Verify::None && self.shapes.bs[1] != BlockSizes::Bs {
+            let opt = if self.origin("bssplit").is_some() { "bssplit" } else { "bsrange" };
+            return Err(self.error_at(
+                opt,
+                format!(
+                    "{opt} for writes with verify={} is not run: verified blocks have one size (bs)",
+                    crate::verify::name(self.verify)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// `bs=R`, `bs=R,W` or `bs=R,W,T`; an empty side keeps the current value.
     fn parse_bs(&self, v: &str) -> Option<RwPair<u64>> {
         let v = v.strip_suffix(',').filter(|s| !s.contains(',')).unwrap_or(v);
@@ -1702,6 +1963,7 @@ impl JobSpec {
         if !set("iodepth_low") || self.iodepth_low == 0 || self.iodepth_low > self.iodepth {
             self.iodepth_low = self.iodepth;
         }
+        self.check_shapes()?;
         Ok(())
     }
 }
@@ -2218,8 +2480,10 @@ mod tests {
         assert!(err("[j]\nrwmixread=101\n").contains("percentage"));
         assert!(err("[j]\nsize=0%\n").contains("option 'size'"));
         assert!(err("[j]\nioengine=spdk\n").contains("one of psync, pvsync"));
-        assert!(err("[j]\nverify=sha256\n").contains("not supported"));
-        assert!(err("[j]\nverify=bogus\n").contains("crc32c, crc32c-intel, md5 or none"));
+        assert!(err("[j]\nverify=sha512\n").contains("not supported"));
+        assert!(
+            err("[j]\nverify=bogus\n").contains("crc32c, crc32c-intel, md5, crc64, xxhash, sha256, pattern or none")
+        );
         assert!(err("[j]\nioengine=ioswitch\nioswitch_opts=async=warp\n").contains("option 'ioswitch_opts'"));
         assert_eq!(err("[j]\nbs\n"), "job.fio:2: option 'bs' needs a value (a size such as 4096, 4k, 64m or 1g (k, m, g, t, p: powers of 1024; kib, mib, ...: powers of 1000, as in fio))");
     }
@@ -2238,8 +2502,13 @@ mod tests {
             assert_eq!(one(&format!("[j]\nrw={v}\n")).rw, rw);
             assert_eq!(one(&format!("[j]\nreadwrite={v}\n")).rw, rw);
         }
-        assert!(err("[j]\nrw=randread:8\n").contains("':<n>' suffix"));
-        assert!(err("[j]\nrw=trim\n").contains("trim workloads are not supported"));
+        // fio's offset modifier runs now (see workload_shapes_are_read_per_direction…).
+        assert_eq!(one("[j]\nrw=randread:8\n").shapes.rw_modifier, Some(8));
+        assert_eq!((one("[j]\nrw=trim\n").rw, one("[j]\nrw=randtrim\n").rw), (Rw::Trim, Rw::RandTrim));
+        assert_eq!(one("[j]\nrw=trimwrite\n").rw, Rw::TrimWrite);
+        assert!(err("[j]\nrw=randtrimwrite\n").contains("randtrimwrite is not run"));
+        assert!(Rw::Trim.trims() && !Rw::Trim.writes() && !Rw::Trim.reads() && Rw::RandTrim.is_random());
+        assert!(Rw::TrimWrite.trims() && Rw::TrimWrite.writes() && !Rw::TrimWrite.is_random());
         assert!(Rw::RandRw.is_random() && Rw::RandRw.reads() && Rw::RandRw.writes());
         assert!(!Rw::Write.reads() && !Rw::Read.writes());
     }
@@ -2676,5 +2945,107 @@ mod tests {
         assert!(crate::iolog::LogOpts::default().per_job, "per_job_logs defaults to on");
         let e = err("[j]\nlog_avg_msec=often\n");
         assert!(e.starts_with("job.fio:2: bad value 'often' for option 'log_avg_msec'"), "{e}");
+    }
+
+    #[test]
+    fn trim_jobs_refuse_logs_they_would_leave_incomplete() {
+        let e = err("[j]\nrw=trim\nwrite_lat_log=t\n");
+        assert!(e.starts_with("job.fio:3: ") && e.contains("write_lat_log with rw=trim is not run"), "{e}");
+        assert_eq!(one("[j]\nrw=trim\n").rw, Rw::Trim);
+    }
+
+    #[test]
+    fn workload_shapes_are_read_per_direction_with_fios_spellings() {
+        use crate::dist::{Dist, Zone};
+        use crate::shapes::{BlockSizes, RwSequencer};
+        let j = one("[j]\nrw=randrw\nbssplit=4k/50:8k/50,16k/100\nrandom_distribution=zipf:1.2\n");
+        assert_eq!(j.shapes.bs[0], BlockSizes::Split(vec![(4096, 50), (8192, 50)]));
+        assert_eq!(j.shapes.bs[1], BlockSizes::Split(vec![(16384, 100)]));
+        assert_eq!(j.shapes.dist, [Dist::Zipf { theta: 1.2, center: None }, Dist::Zipf { theta: 1.2, center: None }]);
+        let j = one("[j]\nbsrange=1k-4k,8k-64k\nbs_unaligned\nrandom_distribution=zoned:50/10:50/90,100/100\n");
+        assert_eq!(
+            j.shapes.bs,
+            [BlockSizes::Range { min: 1024, max: 4096 }, BlockSizes::Range { min: 8192, max: 65536 }]
+        );
+        assert!(j.shapes.bs_unaligned);
+        assert_eq!(j.shapes.dist[0], Dist::Zoned(vec![Zone { access: 50, size: 10 }, Zone { access: 50, size: 90 }]));
+        assert_eq!(j.shapes.dist[1], Dist::Zoned(vec![Zone { access: 100, size: 100 }]));
+        let j = one("[j]\nrw=write:4k\n");
+        assert_eq!((j.rw, j.shapes.rw_modifier), (Rw::Write, Some(4096)));
+        let j = one("[j]\nrw=randread:8\nrw_sequencer=identical\noffset_increment=1m\nfdatasync=16\n");
+        assert_eq!(
+            (j.rw, j.shapes.rw_modifier, j.shapes.rw_sequencer),
+            (Rw::RandRead, Some(8), RwSequencer::Identical)
+        );
+        assert_eq!((j.shapes.offset_increment, j.shapes.fdatasync), (1 << 20, 16));
+    }
+
+    #[test]
+    fn bad_workload_shapes_name_the_option_the_file_and_the_line() {
+        let e = err("[j]\nbs=4k\nbssplit=4k/70:8k/70\n");
+        assert!(
+            e.starts_with("job.fio:3: bad value '4k/70:8k/70' for option 'bssplit'") && e.contains("add up to 140"),
+            "{e}"
+        );
+        let e = err("[j]\nrandom_distribution=pareto:2\n");
+        assert!(
+            e.starts_with("job.fio:2:") && e.contains("'random_distribution'") && e.contains("between 0 and 1"),
+            "{e}"
+        );
+        let e = err("[j]\nrandom_distribution=zoned:60/10:30/90\n");
+        assert!(e.contains("add up to 90"), "{e}");
+        assert_eq!(one("[j]\nrw=read:-8k\n").shapes.rw_modifier, Some(-8192));
+        let e = err("[j]\nrw=randread:-8\n");
+        assert!(e.starts_with("job.fio:2: job 'j': rw=randread: a random pattern takes a positive count"), "{e}");
+        let e = err("[j]\nrw=read:x\n");
+        assert!(e.starts_with("job.fio:2: bad value 'read:x' for option 'rw'"), "{e}");
+        assert_eq!(one("[j]\nblockalign=4k\n").shapes.blockalign, [Some(4096), Some(4096)]);
+        let j = one("[j]\nfilesize=1m-4m\nnrfiles=1\nopenfiles=1\nfile_service_type=random:8\n");
+        assert_eq!((j.filesize, j.shapes.filesize_high), (Some(1 << 20), Some(4 << 20)));
+        assert_eq!(one("[j]\nfilesize=2m\n").shapes.filesize_high, None);
+        assert!(err("[j]\nfilesize=4m-1m\n").contains("a range such as 1m-4m"));
+        let e = err("[j]\nnrfiles=4\n");
+        assert!(e.starts_with("job.fio:2: bad value '4' for option 'nrfiles'") && e.contains("several files"), "{e}");
+        assert!(err("[j]\nfile_service_type=random:x\n").contains("roundrobin"));
+        assert!(err("[j]\nba=0\n").contains("an alignment"));
+        let e = err("[j]\nrw_sequencer=reverse\n");
+        assert!(e.contains("sequential or identical"), "{e}");
+        let e = err("[j]\nrw=randwrite\nverify=md5\nbssplit=4k/50:8k/50\n");
+        assert!(e.starts_with("job.fio:4: job 'j': bssplit for writes with verify=md5 is not run"), "{e}");
+    }
+
+    #[test]
+    fn verify_variants_and_their_options_are_read() {
+        for (v, kind) in [("crc64", Verify::Crc64), ("xxhash", Verify::Xxhash), ("sha256", Verify::Sha256)] {
+            assert_eq!(one(&format!("[j]\nverify={v}\n")).verify, kind);
+        }
+        let j = one("[j]\nverify=pattern\nverify_pattern=0xdead\nverify_backlog=64\nverify_backlog_batch=8\n");
+        assert_eq!((j.verify, j.shapes.verify_pattern.as_deref()), (Verify::Pattern, Some(&[0xde, 0xad][..])));
+        assert_eq!((j.shapes.verify_backlog, j.shapes.verify_backlog_batch), (64, 8));
+        // fio: a pattern alone means verify=pattern; with a method, the method stays.
+        assert_eq!(one("[j]\nverify_pattern=\"ab\"\n").verify, Verify::Pattern);
+        assert_eq!(one("[j]\nverify=md5\nverify_pattern=1\n").verify, Verify::Md5);
+        let e = err("[j]\nverify=pattern\n");
+        assert!(e.starts_with("job.fio:2: job 'j': verify=pattern needs a verify_pattern"), "{e}");
+        let e = err("[j]\nverify_pattern=%o\n");
+        assert!(e.starts_with("job.fio:2: bad value '%o' for option 'verify_pattern'") && e.contains("not run"), "{e}");
+    }
+
+    #[test]
+    fn zonemode_and_max_open_zones_are_read_and_misfits_refused() {
+        let j = one("[j]\nrw=randwrite\nzonemode=zbd\nmax_open_zones=4\n");
+        assert!(j.shapes.zbd);
+        assert_eq!(j.shapes.max_open_zones, 4);
+        assert!(!one("[j]\nzonemode=none\n").shapes.zbd);
+        assert!(err("[j]\nzonemode=strided\n").contains("strided zones, zonemode=strided, are not run"));
+        let e = err("[j]\nzonemode=zbd\nrw=randrw\n");
+        assert!(e.starts_with("job.fio:2: job 'j': zonemode=zbd with rw=randrw is not run"), "{e}");
+        let e = err("[j]\nzonemode=zbd\nrw=write\nbssplit=4k/50:8k/50\n");
+        assert!(e.contains("zonemode=zbd with bssplit"), "{e}");
+        assert_eq!(one("[j]\nzonemode=zbd\nzonesize=256m\n").shapes.zone_size, Some(256 << 20));
+        let e = err("[j]\nzonesize=256m\n");
+        assert!(e.starts_with("job.fio:2: job 'j': zonesize without zonemode=zbd"), "{e}");
+        let e = err("[j]\nzonemode=zbd\nrw=randwrite\nnumjobs=16\n");
+        assert!(e.starts_with("job.fio:4: job 'j': zonemode=zbd writes with numjobs>1 are not run"), "{e}");
     }
 }

@@ -15,6 +15,7 @@
 #![deny(missing_docs)]
 
 pub mod compare;
+pub mod dist;
 pub mod engine;
 pub mod error;
 pub mod fiolog;
@@ -29,9 +30,11 @@ pub mod plot;
 pub mod report;
 pub mod run;
 pub mod scaling;
+pub mod shapes;
 pub mod stats;
 pub mod sweep;
 pub mod verify;
+mod zbd;
 
 pub use error::BenchError;
 pub use hist::Histogram;

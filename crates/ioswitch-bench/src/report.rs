@@ -314,6 +314,10 @@ struct Entry<'a> {
     error_msg: Option<String>,
     /// Reads, writes, and both together (fio's `mixed`, for `unified_rw_reporting`).
     dirs: [Dir; 3],
+    /// Trims (fio's `trim` direction; also in `mixed`).
+    trim: Dir,
+    /// Zones reset (`zonemode=zbd`).
+    zone_resets: u64,
     /// Errors gone on after (`continue_on_error`), and the errno of the first.
     total_err: u64,
     first_error: i32,
@@ -340,6 +344,8 @@ impl<'a> Entry<'a> {
             error: 0,
             error_msg: None,
             dirs: Default::default(),
+            trim: Dir::default(),
+            zone_resets: 0,
             total_err: 0,
             first_error: 0,
             sync: LatStats::new(),
@@ -373,6 +379,9 @@ impl<'a> Entry<'a> {
         // As fio's sum_thread_stats into a mixed ts: both directions into one.
         self.dirs[2].add(&r.read, r.runtime_ns);
         self.dirs[2].add(&r.write, r.runtime_ns);
+        self.trim.add(&r.trim, r.runtime_ns);
+        self.zone_resets += r.zone_resets;
+        self.dirs[2].add(&r.trim, r.runtime_ns);
         if self.total_err == 0 {
             self.first_error = r.first_error;
         }
@@ -388,7 +397,7 @@ impl<'a> Entry<'a> {
         self.queue.submitted += r.queue.submitted;
         self.queue.completed += r.queue.completed;
         self.queue.syscalls += r.queue.syscalls;
-        let ios = r.read.ios + r.write.ios;
+        let ios = r.read.ios + r.write.ios + r.trim.ios;
         let sync_mode = run.job.mode == Mode::Sync;
         // A sync interface submits and completes one I/O per call: fio counts each call
         // as a batch of one, which the engine leaves implicit.
@@ -434,7 +443,7 @@ impl<'a> Entry<'a> {
     }
 
     fn total_ios(&self) -> u64 {
-        self.dirs[0].ios + self.dirs[1].ios
+        self.dirs[0].ios + self.dirs[1].ios + self.trim.ios
     }
 
     fn cpu_pct(&self, ns: u64) -> f64 {
@@ -707,7 +716,6 @@ fn entry_json(e: &Entry<'_>, gd: &[(u32, [GroupDir; 3])], plus: bool, ceiling: O
         lat: spec.lat_percentiles,
         plus,
     };
-    let empty = Dir::default();
     let lat = lat_pct(&e.lat_dist);
     let [kns, kus, kms] = lat_keys();
     let keyed =
@@ -727,6 +735,7 @@ fn entry_json(e: &Entry<'_>, gd: &[(u32, [GroupDir; 3])], plus: bool, ceiling: O
         ("phase_runtime", (e.cpu.phase_ns / 1_000_000).into()),
         ("phase_threads", e.cpu.thread_count.into()),
         ("verified_blocks", e.verified.into()),
+        ("zone_resets", e.zone_resets.into()),
         ("error_msg", e.error_msg.clone().unwrap_or_default().into()),
         ("clat_stamp", spec.behaviour.clat_stamp.as_str().into()),
     ]);
@@ -771,7 +780,7 @@ fn entry_json(e: &Entry<'_>, gd: &[(u32, [GroupDir; 3])], plus: bool, ceiling: O
         pairs.insert(at, (name, dir_json(&e.dirs[d], &group_of(gd, e.groupid, d), &p)));
         at += 1;
         if d == 1 {
-            pairs.insert(at, ("trim", dir_json(&empty, &GroupDir::default(), &p)));
+            pairs.insert(at, ("trim", dir_json(&e.trim, &GroupDir::default(), &p)));
             at += 1;
         }
     }
@@ -1023,6 +1032,9 @@ fn entry_text(out: &mut String, e: &Entry<'_>, gd: &[(u32, [GroupDir; 3])], when
         if e.dirs[d].ios > 0 {
             dir_text(out, name, &e.dirs[d], &group_of(gd, e.groupid, d), spec);
         }
+        if d == 1 && e.trim.ios > 0 {
+            dir_text(out, "trim", &e.trim, &GroupDir::default(), spec);
+        }
     }
     if e.sync.samples() > 0 {
         out.push_str("  fsync/fdatasync/sync_file_range:\n");
@@ -1044,8 +1056,11 @@ fn entry_text(out: &mut String, e: &Entry<'_>, gd: &[(u32, [GroupDir; 3])], when
     let _ = writeln!(out, "  IO depths    : {}", pct_row(&DEPTH_KEYS, &depth_pct(&e.depth_level)));
     let _ = writeln!(out, "     submit    : {}", pct_row(&BATCH_KEYS, &depth_pct(&e.submit_level)));
     let _ = writeln!(out, "     complete  : {}", pct_row(&BATCH_KEYS, &depth_pct(&e.complete_level)));
-    let _ =
-        writeln!(out, "     issued rwts: total={},{},0,0 short=0,0,0,0 dropped=0,0,0,0", e.dirs[0].ios, e.dirs[1].ios);
+    let _ = writeln!(
+        out,
+        "     issued rwts: total={},{},{},0 short=0,0,0,0 dropped=0,0,0,0",
+        e.dirs[0].ios, e.dirs[1].ios, e.trim.ios
+    );
     let (depth, target, pct, window) = latency_of(e.first);
     let _ = writeln!(out, "     latency   : target={target}, window={window}, percentile={pct:.2}%, depth={depth}");
     if spec.behaviour.continue_on_error != ContinueOn::default() {
@@ -1244,6 +1259,7 @@ mod tests {
             behaviour: Default::default(),
             load: crate::load::Load::new(),
             logs: Default::default(),
+            shapes: Default::default(),
         }
     }
 
@@ -1320,6 +1336,28 @@ mod tests {
         let mut jr = job_run("m", 0, vec![r], Mode::Async, false);
         jr.spec.behaviour.unified_rw_reporting = unified;
         report(vec![jr])
+    }
+
+    #[test]
+    fn trims_are_reported_in_fios_trim_direction_and_in_mixed() {
+        let mut r = result("t", 0, 50, 3, Mode::Sync);
+        r.trim = std::mem::take(&mut r.read);
+        let jr = job_run("t", 0, vec![r], Mode::Sync, false);
+        let v = parse(&json(&report(vec![jr]), &[], false));
+        let t = &v["jobs"][0]["trim"];
+        assert_eq!((t["total_ios"].as_u64(), t["io_bytes"].as_u64()), (Some(50), Some(50 * 4096)));
+        assert_eq!(t["clat_ns"]["N"].as_u64(), Some(50));
+        assert_eq!(v["jobs"][0]["read"]["total_ios"].as_u64(), Some(0));
+        let mut r = result("t", 0, 50, 3, Mode::Sync);
+        r.trim = std::mem::take(&mut r.read);
+        let mut jr = job_run("t", 0, vec![r], Mode::Sync, false);
+        jr.spec.behaviour.unified_rw_reporting = UnifiedRw::Mixed;
+        let rep = report(vec![jr]);
+        assert_eq!(parse(&json(&rep, &[], false))["jobs"][0]["mixed"]["total_ios"].as_u64(), Some(50));
+        let mut r = result("t", 0, 50, 3, Mode::Sync);
+        r.trim = std::mem::take(&mut r.read);
+        let out = text(&report(vec![job_run("t", 0, vec![r], Mode::Sync, false)]));
+        assert!(out.contains("  trim: IOPS=") && out.contains("issued rwts: total=0,0,50,0"), "{out}");
     }
 
     #[test]

@@ -259,7 +259,10 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
         return Err(BenchError::PciEngine { at: At::new(spec, "ioengine"), engine: spec.ioengine, filename });
     }
     let path = std::path::Path::new(&filename);
-    let want_file = spec.filesize.or(match spec.size {
+    let min_bs = spec.shapes.bs_bounds(0, spec.bs.read).0.min(spec.shapes.bs_bounds(1, spec.bs.write).0);
+    let filesize =
+        crate::shapes::file_size(spec.filesize, spec.shapes.filesize_high, min_bs, spec.randseed.unwrap_or(0));
+    let want_file = filesize.or(match spec.size {
         Some(SizeSpec::Bytes(b)) => Some(
             b + match spec.offset {
                 SizeSpec::Bytes(o) => o,
@@ -304,8 +307,21 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
     })?;
     // As fio: a job that writes does not start on a device in use (the library would
     // refuse each write; refusing the job says so once, before anything runs).
-    if let Some(why) = dev.ident().in_use.as_deref().filter(|_| spec.rw.writes()) {
+    if let Some(why) = dev.ident().in_use.as_deref().filter(|_| spec.rw.writes() || spec.rw.trims()) {
         return Err(BenchError::InUse { at: At::new(spec, "filename"), filename, why: why.to_string() });
+    }
+    if spec.shapes.zbd && dev.geometry().zones.is_none() {
+        return Err(spec
+            .error_at("zonemode", format!("zonemode=zbd needs a zoned device: {filename} is not zoned"))
+            .into());
+    }
+    if spec.shapes.zbd && spec.rw.writes() && mode == Mode::Async && spec.iodepth > 1 {
+        return Err(spec
+            .error_at(
+                "iodepth",
+                "zonemode=zbd writes run at iodepth=1 (several writes in flight to a zone would need fio's zone locking)",
+            )
+            .into());
     }
     let bytes = dev.geometry().bytes;
     let offset = resolve_size(spec.offset, bytes);
@@ -338,6 +354,7 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
         behaviour: spec.behaviour.clone(),
         load: spec.load.clone(),
         logs: spec.logs.clone(),
+        shapes: spec.shapes.clone(),
     };
     engine::check_job(&job, &dev).map_err(|source| BenchError::Check { at: At::new(spec, "size"), source })?;
     if spec.invalidate && !job.opts.direct && is_path {
@@ -861,5 +878,34 @@ mod tests {
         let f = s.path("shared");
         let p = prepare(&spec(&format!("[k]\nfilename={f}\nsize=64k\nnumjobs=2\n")), 0, &mut |_| {}).unwrap();
         assert!(p.clones.is_empty());
+    }
+
+    #[test]
+    fn a_filesize_range_lays_out_a_file_of_a_size_drawn_from_it() {
+        let s = scratch("filesize");
+        let d = s.dir().display();
+        let mut sizes = std::collections::BTreeSet::new();
+        for seed in 1..=4 {
+            let name = format!("f{seed}");
+            let text = format!("[j]\ndirectory={d}\nfilename={name}\nfilesize=64k-1m\nrandseed={seed}\n");
+            let p = prepare(&spec(&text), 0, &mut |_| {}).unwrap();
+            let len = std::fs::metadata(s.path(&name)).unwrap().len();
+            assert!((65536..1 << 20).contains(&len) && len % 4096 == 0, "{len}");
+            assert_eq!(p.dev.geometry().bytes, len, "the job's region is its file");
+            sizes.insert(len);
+        }
+        assert!(sizes.len() > 1, "seeds draw different sizes: {sizes:?}");
+    }
+
+    #[test]
+    fn zonemode_zbd_on_a_device_that_is_not_zoned_is_refused_at_its_line() {
+        let s = scratch("zbd");
+        let d = s.dir().display();
+        let text = format!("[j]\ndirectory={d}\nfilename=f\nsize=1m\nrw=write\nzonemode=zbd\n");
+        let e = prepare(&spec(&text), 0, &mut |_| {}).unwrap_err().to_string();
+        assert!(
+            e.starts_with("t.fio:6: job 'j': zonemode=zbd needs a zoned device:") && e.ends_with("is not zoned"),
+            "{e}"
+        );
     }
 }

@@ -2,9 +2,14 @@
 //!
 //! Every written block starts with a 40-byte header — magic `IOSW`, block length, the
 //! block's byte offset, the seed of its payload, and a checksum — followed by a payload
-//! generated from the seed. The checksum (crc32c or md5) covers the first 24 header bytes
-//! and the payload, so a block that was not written, written elsewhere, torn, or altered
-//! fails the check, and the error says which.
+//! generated from the seed (or, with `verify_pattern`, that pattern repeated). The checksum
+//! (crc32c, md5, crc64, xxhash or sha256) covers the first 24 header bytes and the
+//! payload, so a block that was not written, written elsewhere, torn, or altered fails the
+//! check, and the error says which. The header has 16 bytes for the digest: sha256's first
+//! 16 are kept.
+//!
+//! `verify=pattern` (fio's) writes no header: every byte of the block is the pattern's,
+//! repeated from the block's start, and the check compares every byte.
 
 use crate::engine::Rng;
 use crate::error::VerifyError;
@@ -17,6 +22,10 @@ pub fn name(kind: Verify) -> &'static str {
         Verify::None => "none",
         Verify::Crc32c => "crc32c",
         Verify::Md5 => "md5",
+        Verify::Crc64 => "crc64",
+        Verify::Xxhash => "xxhash",
+        Verify::Sha256 => "sha256",
+        Verify::Pattern => "pattern",
     }
 }
 
@@ -27,7 +36,24 @@ const MAGIC: u32 = u32::from_le_bytes(*b"IOSW");
 fn digest(kind: Verify, block: &[u8]) -> [u8; 16] {
     let mut out = [0u8; 16];
     match kind {
-        Verify::None => {}
+        Verify::None | Verify::Pattern => {}
+        Verify::Crc64 => {
+            let c = crc64_append(crc64_append(0, &block[..24]), &block[HEADER_LEN..]);
+            out[..8].copy_from_slice(&c.to_le_bytes());
+        }
+        Verify::Xxhash => {
+            let mut h = xxhash_rust::xxh32::Xxh32::new(1);
+            h.update(&block[..24]);
+            h.update(&block[HEADER_LEN..]);
+            out[..4].copy_from_slice(&h.digest().to_le_bytes());
+        }
+        Verify::Sha256 => {
+            use sha2::Digest;
+            let mut h = sha2::Sha256::new();
+            h.update(&block[..24]);
+            h.update(&block[HEADER_LEN..]);
+            out.copy_from_slice(&h.finalize()[..16]);
+        }
         Verify::Crc32c => {
             let c = crc32c::crc32c_append(crc32c::crc32c(&block[..24]), &block[HEADER_LEN..]);
             out[..4].copy_from_slice(&c.to_le_bytes());
@@ -45,10 +71,29 @@ fn digest(kind: Verify, block: &[u8]) -> [u8; 16] {
 
 /// Fills `block` (written at byte `offset`) with a header and a payload from `seed`.
 pub fn fill(kind: Verify, block: &mut [u8], offset: u64, seed: u64) {
-    let mut rng = Rng::new(seed);
-    for chunk in block[HEADER_LEN..].chunks_mut(8) {
-        let r = rng.next().to_le_bytes();
-        chunk.copy_from_slice(&r[..chunk.len()]);
+    fill_with(kind, None, block, offset, seed)
+}
+
+/// [`fill`] with `verify_pattern`: the payload (with `verify=pattern`, the whole block)
+/// is the pattern repeated from the block's start.
+pub fn fill_with(kind: Verify, pattern: Option<&[u8]>, block: &mut [u8], offset: u64, seed: u64) {
+    match pattern.filter(|p| !p.is_empty()) {
+        Some(p) => {
+            for (b, x) in block.iter_mut().zip(p.iter().cycle()) {
+                *b = *x;
+            }
+        }
+        None => {
+            let mut rng = Rng::new(seed);
+            let start = HEADER_LEN.min(block.len());
+            for chunk in block[start..].chunks_mut(8) {
+                let r = rng.next().to_le_bytes();
+                chunk.copy_from_slice(&r[..chunk.len()]);
+            }
+        }
+    }
+    if kind == Verify::Pattern {
+        return;
     }
     block[0..4].copy_from_slice(&MAGIC.to_le_bytes());
     let len = block.len() as u32;
@@ -61,6 +106,19 @@ pub fn fill(kind: Verify, block: &mut [u8], offset: u64, seed: u64) {
 
 /// Checks a block read back from byte `offset`; says what is wrong when it is.
 pub fn check(kind: Verify, block: &[u8], offset: u64) -> Result<(), VerifyError> {
+    check_with(kind, None, block, offset)
+}
+
+/// [`check`] with `verify_pattern` (needed for `verify=pattern`; with a digest, the
+/// digest covers the pattern).
+pub fn check_with(kind: Verify, pattern: Option<&[u8]>, block: &[u8], offset: u64) -> Result<(), VerifyError> {
+    if kind == Verify::Pattern {
+        let p = pattern.filter(|p| !p.is_empty()).unwrap_or(&[0]);
+        return match block.iter().zip(p.iter().cycle()).position(|(b, x)| b != x) {
+            None => Ok(()),
+            Some(at) => Err(VerifyError::Pattern { at, got: block[at], want: p[at % p.len()] }),
+        };
+    }
     let u32_at = |i: usize| u32::from_le_bytes(block[i..i + 4].try_into().expect("4 bytes"));
     let u64_at = |i: usize| u64::from_le_bytes(block[i..i + 8].try_into().expect("8 bytes"));
     if block.len() < HEADER_LEN {
@@ -87,8 +145,82 @@ pub fn check(kind: Verify, block: &[u8], offset: u64) -> Result<(), VerifyError>
 }
 
 fn hex(b: &[u8], kind: Verify) -> String {
-    let n = if kind == Verify::Crc32c { 4 } else { 16 };
+    let n = match kind {
+        Verify::Crc32c | Verify::Xxhash => 4,
+        Verify::Crc64 => 8,
+        _ => 16,
+    };
     b[..n].iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// fio's CRC-64 table: the Jones polynomial 0xAD93D23594C935A9, reflected.
+const CRC64_TABLE: [u64; 256] = {
+    let mut t = [0u64; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut c = i as u64;
+        let mut k = 0;
+        while k < 8 {
+            c = if c & 1 != 0 { (c >> 1) ^ 0x95AC_9329_AC4B_C9B5 } else { c >> 1 };
+            k += 1;
+        }
+        t[i] = c;
+        i += 1;
+    }
+    t
+};
+
+/// fio's `crc64` (initial value 0, no final xor) continued over `data`.
+pub fn crc64_append(mut crc: u64, data: &[u8]) -> u64 {
+    for &b in data {
+        crc = CRC64_TABLE[((crc ^ b as u64) & 0xff) as usize] ^ (crc >> 8);
+    }
+    crc
+}
+
+/// Parses `verify_pattern` (fio's syntax, without `%o`): hex numbers `0x…` (bytes in the
+/// order written), decimal numbers (little-endian, 1 to 4 bytes as wide as the value) and
+/// `"quoted strings"`, one after the other.
+pub fn parse_pattern(s: &str) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    let mut rest = s.trim();
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('"').or_else(|| rest.strip_prefix('\'')) {
+            let q = rest.as_bytes()[0] as char;
+            let end = r.find(q).ok_or_else(|| format!("a closing {q} in '{s}'"))?;
+            out.extend_from_slice(&r.as_bytes()[..end]);
+            rest = r[end + 1..].trim_start();
+        } else if let Some(r) = rest.strip_prefix("0x").or_else(|| rest.strip_prefix("0X")) {
+            let end = r.find(|c: char| !c.is_ascii_hexdigit()).unwrap_or(r.len());
+            let digits = &r[..end];
+            if digits.is_empty() {
+                return Err(format!("hex digits after 0x in '{s}'"));
+            }
+            let padded = if digits.len() % 2 == 1 { format!("0{digits}") } else { digits.to_string() };
+            for i in (0..padded.len()).step_by(2) {
+                out.push(u8::from_str_radix(&padded[i..i + 2], 16).map_err(|e| e.to_string())?);
+            }
+            rest = r[end..].trim_start();
+        } else if rest.starts_with(|c: char| c.is_ascii_digit()) {
+            let end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+            let v: u32 =
+                rest[..end].parse().map_err(|_| format!("a decimal number below 2^32, not '{}'", &rest[..end]))?;
+            let width = (4 - v.leading_zeros() as usize / 8).max(1);
+            out.extend_from_slice(&v.to_le_bytes()[..width]);
+            rest = rest[end..].trim_start();
+        } else if rest.starts_with("%o") {
+            return Err("%o (the block's offset in the pattern) is not run".into());
+        } else {
+            return Err(format!("a hex number, a decimal number or a quoted string at '{rest}'"));
+        }
+        if out.len() > 512 {
+            return Err("at most 512 bytes of pattern (fio's MAX_PATTERN_SIZE)".into());
+        }
+    }
+    if out.is_empty() {
+        return Err("at least one byte".into());
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -108,6 +240,54 @@ mod tests {
             let zero = vec![0u8; 4096];
             assert!(check(kind, &zero, 8192).unwrap_err().to_string().contains("never written"));
         }
+    }
+
+    #[test]
+    fn every_digest_catches_a_change_and_a_misplaced_block() {
+        for kind in [Verify::Crc64, Verify::Xxhash, Verify::Sha256] {
+            let mut b = vec![0u8; 4096];
+            fill(kind, &mut b, 4096, 7);
+            assert_eq!(check(kind, &b, 4096), Ok(()));
+            assert!(check(kind, &b, 0).unwrap_err().to_string().contains("belongs at offset 4096"));
+            let mut torn = b.clone();
+            torn[4000] ^= 0x10;
+            let e = check(kind, &torn, 4096).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("{} mismatch", name(kind))), "{e}");
+        }
+    }
+
+    #[test]
+    fn crc64_is_fios_jones_crc_and_xxh32_and_sha256_are_the_standard_ones() {
+        // Check values over "123456789": CRC-64 with the Jones polynomial, reflected,
+        // init 0 (fio's crc64, also known as CRC-64/REDIS); XXH32 seed 0; SHA-256.
+        assert_eq!(crc64_append(0, b"123456789"), 0xE9C6_D914_C4B8_D9CA);
+        assert_eq!(xxhash_rust::xxh32::xxh32(b"", 0), 0x02CC_5D05);
+        use sha2::Digest;
+        let d = sha2::Sha256::digest(b"abc");
+        assert_eq!(&d[..4], &[0xba, 0x78, 0x16, 0xbf]);
+    }
+
+    #[test]
+    fn a_pattern_fills_the_block_and_any_other_byte_is_named() {
+        let p = parse_pattern("0xdeadbeef\"ab\"1").unwrap();
+        assert_eq!(p, [0xde, 0xad, 0xbe, 0xef, b'a', b'b', 1]);
+        assert_eq!(parse_pattern("258").unwrap(), [2, 1]);
+        assert_eq!(parse_pattern("0xf").unwrap(), [0x0f]);
+        assert!(parse_pattern("%o").unwrap_err().contains("not run"));
+        assert!(parse_pattern("\"open").unwrap_err().contains("closing"));
+        assert!(parse_pattern("zz").unwrap_err().contains("at 'zz'"));
+        let mut b = vec![0u8; 512];
+        fill_with(Verify::Pattern, Some(&p), &mut b, 0, 1);
+        assert_eq!(&b[7..14], &p[..]);
+        assert_eq!(check_with(Verify::Pattern, Some(&p), &b, 0), Ok(()));
+        b[100] = 0;
+        let e = check_with(Verify::Pattern, Some(&p), &b, 0).unwrap_err().to_string();
+        assert_eq!(e, format!("pattern mismatch at byte 100: read 0x00, the pattern has {:#04x}", p[100 % 7]));
+        // With a digest, the pattern is the payload and the header is checked as usual.
+        let mut b = vec![0u8; 512];
+        fill_with(Verify::Md5, Some(&p), &mut b, 512, 1);
+        assert_eq!(&b[HEADER_LEN..HEADER_LEN + 2], &p[HEADER_LEN % 7..HEADER_LEN % 7 + 2]);
+        assert_eq!(check_with(Verify::Md5, Some(&p), &b, 512), Ok(()));
     }
 
     #[test]

@@ -88,6 +88,30 @@ pub struct PmemInfo {
     pub align: u64,
 }
 
+/// The alignment a devdax device of `len` bytes is mapped at: its sysfs alignment (the
+/// page size where sysfs gives none or less). device-dax refuses a mapping whose start or
+/// end is not a multiple of it (`check_vma`: "unaligned vma") and faults in units of it,
+/// so the one mapping of the whole device, from offset 0, must end on it: a size that is
+/// not a multiple is refused here, naming both numbers, rather than by mmap's EINVAL.
+///
+/// Nothing else a user gives reaches the kernel's alignment rules: `size=` is refused on
+/// a device at open (it applies to regular files), the mapping always starts at offset 0,
+/// command offsets and lengths are loads and stores inside that mapping (any byte), and
+/// `pmem_range` lends a slice of it without a new mapping. So no other offset is refused.
+fn devdax_align(len: u64, sysfs_align: Option<u64>, page: u64) -> Result<u64, String> {
+    let align = sysfs_align.unwrap_or(page).max(page);
+    if !align.is_power_of_two() {
+        return Err(format!("the device's alignment {align} is not a power of two"));
+    }
+    if len % align != 0 {
+        return Err(format!(
+            "the device's size {len} is not a multiple of its alignment {align}: device-dax maps only whole \
+             units of its alignment"
+        ));
+    }
+    Ok(align)
+}
+
 pub(crate) struct Pmem {
     pub(crate) map: PmemMap,
     pub(crate) info: PmemInfo,
@@ -112,13 +136,8 @@ impl Pmem {
         let page = crate::sys::page_size() as u64;
         let (mode, map_mode, align) = match dev.ident.kind {
             DevKind::DevDax => {
-                let align = dev.ident.dax.as_ref().map(|d| d.align).unwrap_or(page).max(page);
-                if len as u64 % align != 0 {
-                    return Err(dev.unsupported(
-                        iface,
-                        &format!("the device's size {len} is not a multiple of its alignment {align}"),
-                    ));
-                }
+                let align = devdax_align(len as u64, dev.ident.dax.as_ref().map(|d| d.align), page)
+                    .map_err(|why| dev.unsupported(iface, &why))?;
                 ("devdax", MapMode::Shared, align)
             }
             _ if force => ("forced", MapMode::Shared, page),
@@ -348,6 +367,20 @@ mod tests {
             dev.pass(&Cmd::fs_read(32768, 4096), std::slice::from_mut(&mut b)).unwrap();
             assert!(b.iter().all(|&x| x == 0), "{opts}");
         }
+    }
+
+    #[test]
+    fn a_devdax_mapping_is_aligned_and_must_cover_whole_units() {
+        use super::devdax_align;
+        const MIB: u64 = 1 << 20;
+        assert_eq!(devdax_align(64 * MIB, Some(2 * MIB), 4096), Ok(2 * MIB));
+        assert!(devdax_align(64 * MIB, Some(1 << 30), 4096).unwrap_err().contains("not a multiple"));
+        // No alignment in sysfs, or one below the page size: the page size.
+        assert_eq!(devdax_align(8192, None, 4096), Ok(4096));
+        assert_eq!(devdax_align(8192, Some(512), 4096), Ok(4096));
+        let e = devdax_align(3 * MIB, Some(2 * MIB), 4096).unwrap_err();
+        assert!(e.contains(&(3 * MIB).to_string()) && e.contains(&(2 * MIB).to_string()), "{e}");
+        assert!(devdax_align(6 * 4096, Some(3 * 4096), 4096).unwrap_err().contains("power of two"));
     }
 
     #[test]

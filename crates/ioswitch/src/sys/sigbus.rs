@@ -33,6 +33,11 @@
 //! the guarded code are abandoned, which is why that code must own nothing with a
 //! destructor), and the routine returns the faulting address. Entering and leaving a guard
 //! costs a call, eight pushes and pops, and two stores to the slot; no system call.
+//! The handler reads the slot, a constant-initialised thread-local without destructor: in
+//! an executable a plain `fs:`-relative load; in a shared library (the C API, the Python
+//! module) glibc's `__tls_get_addr`, whose fast path the guard's own access has already
+//! set up on that thread (a `dlopen` by another thread in between could send it down its
+//! slow path, which glibc does not document as async-signal-safe).
 //!
 //! Only x86-64 Linux has the routines; elsewhere [`copy`] and [`zero`] are plain copies,
 //! [`guarded`] just runs the code, and a SIGBUS still ends the process (said in

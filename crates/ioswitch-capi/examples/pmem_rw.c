@@ -36,6 +36,7 @@ int main(int argc, char **argv)
 	struct ioswitch_dev *dev;
 	struct ioswitch_pmem *r, *r2;
 	struct ioswitch_ident id;
+	struct ioswitch_dax dax;
 	struct ioswitch_cmd cmd;
 	struct ioswitch_cpl cpl;
 	uint8_t *want = malloc(LEN), *got = malloc(LEN);
@@ -51,6 +52,24 @@ int main(int argc, char **argv)
 		return failed("open", err);
 	if ((err = ioswitch_dev_ident(dev, &id))) {
 		failed("ident", err);
+		goto out;
+	}
+	/* The DAX identity: there on a devdax device or a file on a DAX file system, else
+	 * -ENODATA (a /dev/shm file with pmem_force=1 is ordinary memory). */
+	err = ioswitch_dev_dax(dev, &dax);
+	if (err == 0) {
+		if (!dax.mode || dax.align == 0 || (dax.align & (dax.align - 1)) || dax.size == 0) {
+			fprintf(stderr, "pmem_rw: DAX identity mode %s align %" PRIu64 " size %" PRIu64 "\n",
+				dax.mode ? dax.mode : "(null)", dax.align, dax.size);
+			goto out;
+		}
+		printf("pmem_rw: DAX %s%s%s, align %" PRIu64 ", size %" PRIu64 "\n", dax.mode,
+		       dax.namespace_name ? " " : "", dax.namespace_name ? dax.namespace_name : "", dax.align,
+		       dax.size);
+	} else if (err == -ENODATA) {
+		printf("pmem_rw: not DAX (%s)\n", ioswitch_last_error());
+	} else {
+		failed("dev_dax", err);
 		goto out;
 	}
 	if ((err = ioswitch_pmem_range(dev, OFF, LEN, &r))) {

@@ -441,6 +441,31 @@ struct ioswitch_ident {
 };
 
 /**
+ * The persistent-memory identity of a DAX device (a devdax device, or a file on a DAX
+ * file system over a pmem block device): what `ioswitch_dev_dax` fills. The strings
+ * belong to the device: valid until `ioswitch_dev_close`.
+ */
+struct ioswitch_dax {
+    /**
+     * The namespace's mode: "devdax" or "fsdax" (as ndctl names them).
+     */
+    const char *mode;
+    /**
+     * The namespace ("namespace0.0"), NULL when sysfs does not name it.
+     */
+    const char *namespace_name;
+    /**
+     * The alignment mappings of it respect, in bytes (a devdax device's `align`; the page
+     * size where sysfs gives none).
+     */
+    uint64_t align;
+    /**
+     * Its size in bytes (the devdax device's, or the pmem block device's).
+     */
+    uint64_t size;
+};
+
+/**
  * One device found by `ioswitch_enumerate`. The strings are valid during the callback
  * only; a string the device does not have is NULL.
  */
@@ -704,6 +729,20 @@ int ioswitch_dev_geo(const struct ioswitch_dev *dev,
  */
 int ioswitch_dev_ident(const struct ioswitch_dev *dev,
                        struct ioswitch_ident *ident);
+
+/**
+ * Fills `*dax` with the device's DAX identity (namespace mode, namespace, alignment,
+ * size: what `ioswitch info` shows for it). A separate call rather than fields of
+ * `ioswitch_ident`, so that struct keeps its size for programs built before. Returns 0;
+ * -ENODATA when the device is not DAX (a regular file on a file system that is not DAX,
+ * a block device, NVMe, a ramdisk, also with `pmem_force=1`), with
+ * `ioswitch_last_error()` saying so; -EINVAL for NULL arguments.
+ *
+ * # Safety
+ * `dev` must be NULL or an open device; `dax` NULL or valid for writing one struct.
+ */
+int ioswitch_dev_dax(const struct ioswitch_dev *dev,
+                     struct ioswitch_dax *dax);
 
 /**
  * Lists the block devices and NVMe devices of this machine (from sysfs), calling `cb`

@@ -80,6 +80,9 @@ struct Strings {
     model: Option<CString>,
     serial: Option<CString>,
     in_use: Option<CString>,
+    /// The DAX identity's namespace mode and namespace (`ioswitch_dev_dax`).
+    dax_mode: Option<CString>,
+    dax_namespace: Option<CString>,
 }
 
 fn cstring(s: &str) -> CString {
@@ -161,6 +164,8 @@ pub unsafe extern "C" fn ioswitch_dev_open(
             model: id.model.as_deref().map(cstring),
             serial: id.serial.as_deref().map(cstring),
             in_use: id.in_use.as_deref().map(cstring),
+            dax_mode: id.dax.as_ref().map(|d| cstring(&d.mode)),
+            dax_namespace: id.dax.as_ref().and_then(|d| d.namespace.as_deref()).map(cstring),
         };
         let handle = Box::new(ioswitch_dev { dev, strings });
         // SAFETY: as above.
@@ -367,6 +372,66 @@ fn ident_of(d: &ioswitch_dev) -> ioswitch_ident {
         mem_iface: static_cstr(ifaces.mem.as_str()).as_ptr(),
         in_use: opt_ptr(&s.in_use),
     }
+}
+
+/// The persistent-memory identity of a DAX device (a devdax device, or a file on a DAX
+/// file system over a pmem block device): what `ioswitch_dev_dax` fills. The strings
+/// belong to the device: valid until `ioswitch_dev_close`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ioswitch_dax {
+    /// The namespace's mode: "devdax" or "fsdax" (as ndctl names them).
+    pub mode: *const c_char,
+    /// The namespace ("namespace0.0"), NULL when sysfs does not name it.
+    pub namespace_name: *const c_char,
+    /// The alignment mappings of it respect, in bytes (a devdax device's `align`; the page
+    /// size where sysfs gives none).
+    pub align: u64,
+    /// Its size in bytes (the devdax device's, or the pmem block device's).
+    pub size: u64,
+}
+
+/// Fills `*dax` with the device's DAX identity (namespace mode, namespace, alignment,
+/// size: what `ioswitch info` shows for it). A separate call rather than fields of
+/// `ioswitch_ident`, so that struct keeps its size for programs built before. Returns 0;
+/// -ENODATA when the device is not DAX (a regular file on a file system that is not DAX,
+/// a block device, NVMe, a ramdisk, also with `pmem_force=1`), with
+/// `ioswitch_last_error()` saying so; -EINVAL for NULL arguments.
+///
+/// # Safety
+/// `dev` must be NULL or an open device; `dax` NULL or valid for writing one struct.
+#[no_mangle]
+pub unsafe extern "C" fn ioswitch_dev_dax(dev: *const ioswitch_dev, dax: *mut ioswitch_dax) -> c_int {
+    const F: &str = "ioswitch_dev_dax";
+    guard(F, -libc::EIO, || {
+        // SAFETY: dev is null or open (caller contract).
+        let d = match unsafe { dev_arg(F, dev) } {
+            Ok(d) => d,
+            Err(e) => return e,
+        };
+        if dax.is_null() {
+            return null_arg(F, "dax");
+        }
+        let Some(v) = dax_of(d) else {
+            return fail(
+                libc::ENODATA,
+                format!("{F}: {} ({}) is not a DAX device or a file on one", d.dev.ident().uri, d.dev.ident().kind),
+            );
+        };
+        // SAFETY: dax is non-null and valid for a write (caller contract).
+        unsafe { dax.write(v) };
+        0
+    })
+}
+
+fn dax_of(d: &ioswitch_dev) -> Option<ioswitch_dax> {
+    let x = d.dev.ident().dax.as_ref()?;
+    Some(ioswitch_dax {
+        mode: opt_ptr(&d.strings.dax_mode),
+        namespace_name: opt_ptr(&d.strings.dax_namespace),
+        align: x.align,
+        size: x.size,
+    })
 }
 
 /// One device found by `ioswitch_enumerate`. The strings are valid during the callback
@@ -950,6 +1015,10 @@ mod tests {
             assert_eq!(last_string(), "ioswitch_dev_ident: dev is NULL");
             assert_eq!(ioswitch_dev_ident(dev, ptr::null_mut()), -libc::EINVAL);
             assert_eq!(last_string(), "ioswitch_dev_ident: ident is NULL");
+            assert_eq!(ioswitch_dev_dax(ptr::null(), &mut std::mem::zeroed()), -libc::EINVAL);
+            assert_eq!(last_string(), "ioswitch_dev_dax: dev is NULL");
+            assert_eq!(ioswitch_dev_dax(dev, ptr::null_mut()), -libc::EINVAL);
+            assert_eq!(last_string(), "ioswitch_dev_dax: dax is NULL");
             ioswitch_dev_close(dev);
         }
     }
@@ -968,6 +1037,11 @@ mod tests {
             assert_eq!(ioswitch_dev_ident(dev, &mut id), 0);
             assert_eq!(CStr::from_ptr(id.kind_name).to_str().unwrap(), "ramdisk");
             assert!(id.path.is_null());
+            // A ramdisk is not DAX: no DAX identity, said by name, and *dax left alone.
+            let mut dax = ioswitch_dax { mode: ptr::null(), namespace_name: ptr::null(), align: 7, size: 7 };
+            assert_eq!(ioswitch_dev_dax(dev, &mut dax), -libc::ENODATA);
+            assert!(last_string().contains("not a DAX device") && last_string().contains("1MiB"), "{}", last_string());
+            assert_eq!((dax.align, dax.size), (7, 7));
             let w = ioswitch_buf_alloc(dev, 4096);
             let r = ioswitch_buf_alloc(dev, 4096);
             assert_eq!(w as usize % geo.buffer_align as usize, 0);

@@ -91,6 +91,15 @@ pub struct Ident {
     /// Why writes are refused (the device, a partition of it or its disk is mounted,
     /// swapped on or held; `allow_mounted_write=True` lifts it), or None.
     in_use: Option<String>,
+    /// DAX namespace mode ("devdax" or "fsdax") of a devdax device or a file on a DAX
+    /// file system, else None.
+    dax_mode: Option<String>,
+    /// The DAX namespace ("namespace0.0"), when sysfs names it.
+    dax_namespace: Option<String>,
+    /// The alignment DAX mappings respect, in bytes; None when not DAX.
+    dax_align: Option<u64>,
+    /// The DAX device's (or pmem block device's) size in bytes; None when not DAX.
+    dax_size: Option<u64>,
 }
 
 #[pymethods]
@@ -112,6 +121,10 @@ impl Ident {
             model: i.model.clone(),
             serial: i.serial.clone(),
             in_use: i.in_use.clone(),
+            dax_mode: i.dax.as_ref().map(|d| d.mode.clone()),
+            dax_namespace: i.dax.as_ref().and_then(|d| d.namespace.clone()),
+            dax_align: i.dax.as_ref().map(|d| d.align),
+            dax_size: i.dax.as_ref().map(|d| d.size),
         }
     }
 }

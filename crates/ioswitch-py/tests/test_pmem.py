@@ -26,6 +26,9 @@ def test_stores_through_a_range_read_back_through_commands(shm_path):
     with ioswitch.Device.open(shm_path, "sync=pmem,pmem_force=1,create=1,size=1MiB") as dev:
         assert dev.pmem["mode"] == "forced" and dev.pmem["forced"] is True
         assert dev.pmem["flush"] in ("clwb", "clflushopt", "clflush")
+        # tmpfs is not DAX: no DAX identity, whatever pmem_force runs on it.
+        i = dev.ident
+        assert (i.dax_mode, i.dax_namespace, i.dax_align, i.dax_size) == (None, None, None, None)
         data = pattern(65536, 3)
         with dev.pmem_range(8192, 65536) as r:
             assert len(r) == 65536 and r.offset == 8192

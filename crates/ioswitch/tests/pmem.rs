@@ -186,6 +186,21 @@ fn pmem_on_a_devdax_device() {
     assert_eq!(dev.geometry().bytes, dax.size);
     assert_eq!(dev.pmem().unwrap().align, dax.align.max(4096));
     load_store(&dev);
+    // Offsets inside the one aligned mapping need no alignment: a byte-granular command and
+    // a lent range that start neither on the device's alignment nor on a page.
+    let at = dax.align + 4096 + 7;
+    let mut w = dev.alloc(1000).unwrap();
+    w.copy_from_slice(&pattern(31, 1000));
+    dev.pass(&Cmd::fs_write(at, 1000), std::slice::from_mut(&mut w)).unwrap();
+    {
+        let s = dev.pmem_range(at, 1000).unwrap();
+        assert_eq!(&s[..], &pattern(31, 1000)[..], "a lent range at {at} sees the command's write");
+    }
+    // size= (the only number that could change the mapping) is refused on a device.
+    match Device::open(uri, &opts("size=3MiB")) {
+        Err(Error::BadOpt { key, why }) => assert!(key.contains("size") && why.contains("regular files"), "{why}"),
+        r => panic!("size= on devdax: expected a refusal, got {r:?}"),
+    }
     for other in ["sync=psync", "sync=mmap", "async=libaio", "async=io_uring"] {
         match Device::open(uri, &opts(other)) {
             Err(Error::Unsupported { kind, why, .. }) => {

@@ -210,6 +210,19 @@ class Ident:
     @property
     def in_use(self) -> str | None:
         """Why writes are refused (mounted, swapped on or held), or None."""
+    @property
+    def dax_mode(self) -> str | None:
+        """DAX namespace mode ("devdax" or "fsdax") of a devdax device or a file on a
+        DAX file system, else None."""
+    @property
+    def dax_namespace(self) -> str | None:
+        """The DAX namespace ("namespace0.0"), when sysfs names it."""
+    @property
+    def dax_align(self) -> int | None:
+        """The alignment DAX mappings respect, in bytes; None when not DAX."""
+    @property
+    def dax_size(self) -> int | None:
+        """The DAX device's (or pmem block device's) size in bytes; None when not DAX."""
 
 @final
 class Buffer:

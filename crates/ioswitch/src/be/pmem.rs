@@ -11,8 +11,13 @@
 //! with plain `MAP_SHARED` and runs the same instructions on it, for measurements on
 //! ordinary memory (`/dev/shm`): nothing there is durable beyond the page cache.
 //!
-//! As with any shared mapping, touching the mapping past the end of a file that another
-//! user shrank raises SIGBUS; the file must keep the size it had at open.
+//! A page the kernel cannot provide (a poisoned page of pmem, a page beyond the end of a
+//! file that another user shrank) raises SIGBUS in the copy; each command's copies, zeroing
+//! and fence run under one guard ([`crate::sys::sigbus::guarded`]), so the command
+//! completes with EIO (NVMe Data Transfer Error, Do Not Retry) and the process and the
+//! device keep working. Loads and stores the application makes through a lent range
+//! ([`Device::pmem_range`](crate::Device::pmem_range)) are its own, as with libpmem: a
+//! SIGBUS there ends the process unless the application handles it.
 //!
 //! Ranges lent to the application ([`Device::pmem_range`](crate::Device::pmem_range))
 //! are not reachable through the command API while lent: a read or write overlapping one
@@ -28,6 +33,12 @@ use crate::spec::{errno_to_status, Status};
 #[cfg(test)]
 use crate::sys::pmem::Flush;
 use crate::sys::pmem::{fence, MapMode, PmemMap};
+
+/// The status of a command whose copy hit a page the kernel could not provide (SIGBUS),
+/// as a failed pread's EIO would be.
+fn fault_status(_at: Option<usize>) -> Status {
+    errno_to_status(libc::EIO)
+}
 
 /// `sync=pmem`: persistent memory mapped from a DAX file or a devdax device.
 pub(crate) const DESCRIPTOR: Descriptor = Descriptor::new(
@@ -77,6 +88,30 @@ pub struct PmemInfo {
     pub align: u64,
 }
 
+/// The alignment a devdax device of `len` bytes is mapped at: its sysfs alignment (the
+/// page size where sysfs gives none or less). device-dax refuses a mapping whose start or
+/// end is not a multiple of it (`check_vma`: "unaligned vma") and faults in units of it,
+/// so the one mapping of the whole device, from offset 0, must end on it: a size that is
+/// not a multiple is refused here, naming both numbers, rather than by mmap's EINVAL.
+///
+/// Nothing else a user gives reaches the kernel's alignment rules: `size=` is refused on
+/// a device at open (it applies to regular files), the mapping always starts at offset 0,
+/// command offsets and lengths are loads and stores inside that mapping (any byte), and
+/// `pmem_range` lends a slice of it without a new mapping. So no other offset is refused.
+fn devdax_align(len: u64, sysfs_align: Option<u64>, page: u64) -> Result<u64, String> {
+    let align = sysfs_align.unwrap_or(page).max(page);
+    if !align.is_power_of_two() {
+        return Err(format!("the device's alignment {align} is not a power of two"));
+    }
+    if len % align != 0 {
+        return Err(format!(
+            "the device's size {len} is not a multiple of its alignment {align}: device-dax maps only whole \
+             units of its alignment"
+        ));
+    }
+    Ok(align)
+}
+
 pub(crate) struct Pmem {
     pub(crate) map: PmemMap,
     pub(crate) info: PmemInfo,
@@ -101,13 +136,8 @@ impl Pmem {
         let page = crate::sys::page_size() as u64;
         let (mode, map_mode, align) = match dev.ident.kind {
             DevKind::DevDax => {
-                let align = dev.ident.dax.as_ref().map(|d| d.align).unwrap_or(page).max(page);
-                if len as u64 % align != 0 {
-                    return Err(dev.unsupported(
-                        iface,
-                        &format!("the device's size {len} is not a multiple of its alignment {align}"),
-                    ));
-                }
+                let align = devdax_align(len as u64, dev.ident.dax.as_ref().map(|d| d.align), page)
+                    .map_err(|why| dev.unsupported(iface, &why))?;
                 ("devdax", MapMode::Shared, align)
             }
             _ if force => ("forced", MapMode::Shared, page),
@@ -140,6 +170,16 @@ impl Pmem {
         Ok(Pmem { map, info, lba_size: dev.geo.lba_size as u64 })
     }
 
+    /// `off + n` when `off .. off + n` lies inside the mapping (checked before a guard,
+    /// inside which a failed bounds check could not unwind); else LBA Out of Range (ERANGE).
+    #[inline]
+    fn in_map(&self, off: usize, n: usize) -> Result<usize, Status> {
+        match off.checked_add(n) {
+            Some(end) if end <= self.map.len() => Ok(end),
+            _ => Err(errno_to_status(libc::ERANGE)),
+        }
+    }
+
     /// The write-back instruction in use.
     #[cfg(test)]
     pub(crate) fn flush(&self) -> Flush {
@@ -151,27 +191,32 @@ impl SyncIo for Pmem {
     fn exec(&self, io: &Io, _cmd: &Cmd, bufs: &mut [Buffer]) -> Result<u64, Status> {
         match io.op {
             Op::Read | Op::Write => {
-                let mut pos = io.offset as usize;
-                let end = pos + io.len as usize;
-                debug_assert!(end <= self.map.len());
-                if self.map.overlaps_lent(pos, end - pos) {
+                let start = io.offset as usize;
+                let end = self.in_map(start, io.len as usize)?;
+                if self.map.overlaps_lent(start, end - start) {
                     return Err(errno_to_status(libc::EBUSY));
                 }
-                for b in bufs.iter_mut() {
-                    if pos == end {
-                        break;
+                let (map, read) = (&self.map, io.op == Op::Read);
+                // One guard for the command's copies and its fence.
+                map.guarded(|| {
+                    let mut pos = start;
+                    for b in bufs.iter_mut() {
+                        if pos == end {
+                            break;
+                        }
+                        let n = (end - pos).min(b.len());
+                        if read {
+                            map.read_at(pos, &mut b[..n]);
+                        } else {
+                            map.write_at(pos, &b[..n]);
+                        }
+                        pos += n;
                     }
-                    let n = (end - pos).min(b.len());
-                    if io.op == Op::Read {
-                        self.map.read_at(pos, &mut b[..n]);
-                    } else {
-                        self.map.write_at(pos, &b[..n]);
+                    if !read {
+                        fence();
                     }
-                    pos += n;
-                }
-                if io.op == Op::Write {
-                    fence();
-                }
+                })
+                .map_err(fault_status)?;
                 Ok(io.len)
             }
             // Every completed write is durable already: the fence orders this flush after
@@ -181,21 +226,29 @@ impl SyncIo for Pmem {
                 Ok(0)
             }
             Op::Trim | Op::WriteZeroes => {
-                if self.map.overlaps_lent(io.offset as usize, io.len as usize) {
+                let (off, n) = (io.offset as usize, io.len as usize);
+                self.in_map(off, n)?;
+                if self.map.overlaps_lent(off, n) {
                     return Err(errno_to_status(libc::EBUSY));
                 }
-                self.map.zero(io.offset as usize, io.len as usize);
-                fence();
+                let map = &self.map;
+                map.guarded(|| {
+                    map.zero(off, n);
+                    fence();
+                })
+                .map_err(fault_status)?;
                 Ok(0)
             }
             Op::Dsm { nr, deallocate } => {
                 if deallocate {
                     for r in dsm_ranges(bufs, nr) {
                         let (off, n) = ((r.slba * self.lba_size) as usize, (r.nlb as u64 * self.lba_size) as usize);
+                        self.in_map(off, n)?;
                         if self.map.overlaps_lent(off, n) {
                             return Err(errno_to_status(libc::EBUSY));
                         }
-                        self.map.zero(off, n);
+                        let map = &self.map;
+                        map.guarded(|| map.zero(off, n)).map_err(fault_status)?;
                     }
                     fence();
                 }
@@ -252,6 +305,82 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("direct=1"), "{e}");
+    }
+
+    /// The status of a failed command, or a panic naming what happened instead.
+    fn status_of(r: crate::Result<u64>, what: &str) -> crate::spec::Status {
+        match r {
+            Err(crate::Error::Command { status, .. }) => status,
+            other => panic!("{what}: expected a command error, got {other:?}"),
+        }
+    }
+
+    /// A file shrunk under the mapping (pages beyond its end raise SIGBUS, as a poisoned
+    /// DAX page does): every command touching them completes with EIO, synchronously and
+    /// through a queue (another thread), and the device and the process keep working.
+    #[test]
+    fn a_sigbus_in_a_pmem_command_is_eio_and_the_device_keeps_working() {
+        use crate::cmd::Cmd;
+        let t = temp_in(&shm(), "pmem-sigbus");
+        for opts in
+            ["sync=pmem,pmem_force=1,create=1,size=64KiB", "sync=pmem,async=thrpool,pmem_force=1,create=1,size=64KiB"]
+        {
+            let dev = open(&t, opts);
+            let mut w = dev.alloc(16384).unwrap();
+            w.fill(7);
+            dev.pass(&Cmd::fs_write(0, 16384), std::slice::from_mut(&mut w)).unwrap();
+            // Cut the file to 2.5 pages: the pages from 12 KiB on are beyond its end.
+            std::fs::OpenOptions::new().write(true).open(&t.0).unwrap().set_len(8192 + 2048).unwrap();
+            let eio = |r: crate::Result<u64>, what: &str| {
+                let st = status_of(r, &format!("{opts}: {what}"));
+                assert_eq!(st.errno(), Some(libc::EIO), "{opts}: {what}: {st}");
+            };
+            let mut r = dev.alloc(8192).unwrap();
+            // A read across the end (the copy starts on a readable page), a read wholly
+            // beyond it, a large write (non-temporal body), a short write (stores + write-back),
+            // write zeroes and trim.
+            eio(dev.pass(&Cmd::fs_read(8192, 8192), std::slice::from_mut(&mut r)), "read across the end");
+            eio(dev.pass(&Cmd::fs_read(32768, 4096), std::slice::from_mut(&mut r)), "read beyond the end");
+            eio(dev.pass(&Cmd::fs_write(40960, 8192), std::slice::from_mut(&mut w)), "8 KiB write");
+            let mut small = dev.alloc(512).unwrap();
+            eio(dev.pass(&Cmd::fs_write(16384, 512), std::slice::from_mut(&mut small)), "512 B write");
+            let nsid = dev.ident().nsid;
+            let lba = dev.geometry().lba_size as u64;
+            eio(dev.pass(&Cmd::write_zeroes(nsid, 49152 / lba, (4096 / lba) as u32), &mut []), "write zeroes");
+            eio(dev.pass(&Cmd::fs_trim(53248, 4096), &mut []), "trim");
+            // Through a queue: the command runs on another thread, and completes with EIO.
+            let mut q = dev.queue(2).unwrap();
+            q.submit(&Cmd::fs_read(16384, 4096), dev.alloc(4096).unwrap().into(), 1).map_err(|e| e.error).unwrap();
+            let mut got = None;
+            q.drain(|c| got = Some((c.tag, c.status))).unwrap();
+            let (tag, st) = got.expect("a completion");
+            assert_eq!((tag, st.errno()), (1, Some(libc::EIO)), "{opts}: queued read: {st}");
+            // The device keeps working where the file is.
+            let mut b = dev.alloc(4096).unwrap();
+            dev.pass(&Cmd::fs_read(0, 4096), std::slice::from_mut(&mut b)).unwrap();
+            assert!(b.iter().all(|&x| x == 7), "{opts}");
+            b.fill(9);
+            dev.pass(&Cmd::fs_write(4096, 4096), std::slice::from_mut(&mut b)).unwrap();
+            assert_eq!(std::fs::read(&t.0).unwrap()[4096..8192], [9u8; 4096][..], "{opts}");
+            // Grown again, the pages are there again (zeroes from the file's new tail).
+            std::fs::OpenOptions::new().write(true).open(&t.0).unwrap().set_len(65536).unwrap();
+            dev.pass(&Cmd::fs_read(32768, 4096), std::slice::from_mut(&mut b)).unwrap();
+            assert!(b.iter().all(|&x| x == 0), "{opts}");
+        }
+    }
+
+    #[test]
+    fn a_devdax_mapping_is_aligned_and_must_cover_whole_units() {
+        use super::devdax_align;
+        const MIB: u64 = 1 << 20;
+        assert_eq!(devdax_align(64 * MIB, Some(2 * MIB), 4096), Ok(2 * MIB));
+        assert!(devdax_align(64 * MIB, Some(1 << 30), 4096).unwrap_err().contains("not a multiple"));
+        // No alignment in sysfs, or one below the page size: the page size.
+        assert_eq!(devdax_align(8192, None, 4096), Ok(4096));
+        assert_eq!(devdax_align(8192, Some(512), 4096), Ok(4096));
+        let e = devdax_align(3 * MIB, Some(2 * MIB), 4096).unwrap_err();
+        assert!(e.contains(&(3 * MIB).to_string()) && e.contains(&(2 * MIB).to_string()), "{e}");
+        assert!(devdax_align(6 * 4096, Some(3 * 4096), 4096).unwrap_err().contains("power of two"));
     }
 
     #[test]

@@ -313,6 +313,7 @@ impl PmemMap {
         if !cfg!(target_arch = "x86_64") {
             return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
         }
+        super::sigbus::install()?;
         let prot = if writable { libc::PROT_READ | libc::PROT_WRITE } else { libc::PROT_READ };
         let flags = match mode {
             MapMode::Sync => libc::MAP_SHARED_VALIDATE | MAP_SYNC,
@@ -372,6 +373,24 @@ impl PmemMap {
     /// The write-back instruction its stores use.
     pub(crate) fn flush_kind(&self) -> Flush {
         self.flush
+    }
+
+    /// Runs `f` (copies in and out of this mapping) under one SIGBUS guard
+    /// ([`super::sigbus::guarded`]): a page the kernel cannot provide (a poisoned page, a
+    /// page beyond the end of a file another user shrank) stops `f` and gives the offset
+    /// in the mapping of the faulting byte (`None` when the fault was outside the mapping,
+    /// in the caller's memory) instead of ending the process. The bytes before the fault
+    /// may or may not have been copied.
+    ///
+    /// `f` must check nothing that can panic (bounds are checked before, by the caller)
+    /// and own nothing with a destructor: its frames are abandoned at a fault.
+    pub(crate) fn guarded(&self, f: impl FnMut()) -> Result<(), Option<usize>> {
+        // SAFETY: the closures passed here (be/pmem.rs) only copy, zero and fence over
+        // ranges checked before the call, with no destructor and no lock in their frames.
+        unsafe { super::sigbus::guarded(f) }.map_err(|at| {
+            let base = self.base.as_ptr() as usize;
+            (base..base + self.len).contains(&at).then(|| at - base)
+        })
     }
 
     /// The mapping's start address (for its alignment).

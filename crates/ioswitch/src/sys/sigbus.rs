@@ -24,8 +24,24 @@
 //! sees the fault); a program that installed one before keeps getting every SIGBUS that is
 //! not in a copy.
 //!
-//! Only x86-64 Linux has the routine; elsewhere [`copy`] and [`zero`] are plain copies and
-//! a SIGBUS still ends the process (said in docs/RELIABILITY.md).
+//! Code that is not one `rep` instruction (the `pmem` interface's copies: glibc's `memcpy`,
+//! non-temporal stores, cache-line write-backs) runs under [`guarded`] instead: one guard
+//! per command, not per copy or per cache line. A routine in assembly saves the
+//! callee-saved registers on its stack, records its stack pointer in a thread-local slot,
+//! and calls the code; a SIGBUS the kernel raises on that thread while the slot is set
+//! resumes in the routine's exit path with the stack pointer it recorded (the frames of
+//! the guarded code are abandoned, which is why that code must own nothing with a
+//! destructor), and the routine returns the faulting address. Entering and leaving a guard
+//! costs a call, eight pushes and pops, and two stores to the slot; no system call.
+//! The handler reads the slot, a constant-initialised thread-local without destructor: in
+//! an executable a plain `fs:`-relative load; in a shared library (the C API, the Python
+//! module) glibc's `__tls_get_addr`, whose fast path the guard's own access has already
+//! set up on that thread (a `dlopen` by another thread in between could send it down its
+//! slow path, which glibc does not document as async-signal-safe).
+//!
+//! Only x86-64 Linux has the routines; elsewhere [`copy`] and [`zero`] are plain copies,
+//! [`guarded`] just runs the code, and a SIGBUS still ends the process (said in
+//! docs/RELIABILITY.md).
 
 use std::io;
 
@@ -62,6 +78,22 @@ pub(crate) unsafe fn copy(dst: *mut u8, src: *const u8, n: usize) -> Result<(), 
 pub(crate) unsafe fn zero(dst: *mut u8, n: usize) -> Result<(), Fault> {
     // SAFETY: forwarded from the caller.
     unsafe { imp::zero(dst, n) }
+}
+
+/// Runs `f` so that a SIGBUS the kernel raises on this thread while it runs (a page of a
+/// mapping the kernel cannot provide, anywhere in `f`, also inside library code it calls)
+/// stops it: the result is then `Err` with the faulting address (`si_addr`; at least 1).
+/// Guards nest: an inner one restores the outer one when it ends.
+///
+/// # Safety
+/// At a fault, the frames of `f` and of everything it called are abandoned without
+/// running any code of theirs, so `f` must not create or hold anything with a destructor
+/// (a lock guard, an allocation, a `Vec`) and must leave nothing half-updated that later
+/// code relies on besides the bytes it copies; and it must not panic (a panic cannot
+/// unwind out of the guard: the process aborts). On other architectures `f` runs unguarded.
+pub(crate) unsafe fn guarded<F: FnMut()>(f: F) -> Result<(), usize> {
+    // SAFETY: forwarded from the caller.
+    unsafe { imp::guarded(f) }
 }
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
@@ -113,17 +145,89 @@ mod imp {
         "    mov rax, rcx",
         "    ret",
         ".size ioswitch_sigbus_zero, .-ioswitch_sigbus_zero",
+        // guard(rdi = f, rsi = arg, rdx = slot): calls f(arg) with *slot set to the stack
+        // pointer from which `_out` unwinds; returns 0, or from `_out` (entered by the
+        // handler with rsp = *slot, rax = the faulting address) that address. The slot's
+        // previous value is kept on the stack and put back on both paths (nesting).
+        ".p2align 4",
+        ".globl ioswitch_sigbus_guard",
+        ".hidden ioswitch_sigbus_guard",
+        ".type ioswitch_sigbus_guard,@function",
+        "ioswitch_sigbus_guard:",
+        "    push rbx",
+        "    push rbp",
+        "    push r12",
+        "    push r13",
+        "    push r14",
+        "    push r15",
+        "    push rdx",
+        "    push qword ptr [rdx]",
+        // The return address and 8 pushes: 8 more bytes make rsp 16-byte aligned, as the
+        // call needs.
+        "    sub rsp, 8",
+        "    mov [rdx], rsp",
+        "    mov rax, rdi",
+        "    mov rdi, rsi",
+        "    call rax",
+        "    xor eax, eax",
+        ".globl ioswitch_sigbus_guard_out",
+        ".hidden ioswitch_sigbus_guard_out",
+        "ioswitch_sigbus_guard_out:",
+        "    add rsp, 8",
+        "    pop rcx",
+        "    pop rdx",
+        "    mov [rdx], rcx",
+        "    pop r15",
+        "    pop r14",
+        "    pop r13",
+        "    pop r12",
+        "    pop rbp",
+        "    pop rbx",
+        "    ret",
+        ".size ioswitch_sigbus_guard, .-ioswitch_sigbus_guard",
         ".popsection",
     );
 
     extern "C" {
         fn ioswitch_sigbus_copy(dst: *mut u8, src: *const u8, n: usize) -> usize;
         fn ioswitch_sigbus_zero(dst: *mut u8, n: usize) -> usize;
+        fn ioswitch_sigbus_guard(
+            f: extern "C" fn(*mut std::ffi::c_void),
+            arg: *mut std::ffi::c_void,
+            slot: *mut usize,
+        ) -> usize;
         // Labels, declared as functions only to take their addresses; never called.
         fn ioswitch_sigbus_copy_insn();
         fn ioswitch_sigbus_copy_fixup();
         fn ioswitch_sigbus_zero_insn();
         fn ioswitch_sigbus_zero_fixup();
+        fn ioswitch_sigbus_guard_out();
+    }
+
+    std::thread_local! {
+        /// The stack pointer a fault on this thread resumes `ioswitch_sigbus_guard_out`
+        /// with; 0 outside every guard. A constant-initialised `Cell` of an integer: no
+        /// lazy initialisation and no destructor, so the handler may read it.
+        static ARMED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    pub(super) unsafe fn guarded<F: FnMut()>(mut f: F) -> Result<(), usize> {
+        extern "C" fn call<F: FnMut()>(arg: *mut std::ffi::c_void) {
+            // SAFETY: `arg` is the `&mut F` passed below, live for the whole call.
+            let f = unsafe { &mut *(arg as *mut F) };
+            f()
+        }
+        let slot = ARMED.with(|a| a.as_ptr());
+        // SAFETY: the routine calls `call::<F>` with the pointer to `f`, saves and
+        // restores every callee-saved register, and writes only the slot (this thread's,
+        // through `Cell::as_ptr`) and its own stack. At a fault it returns from its own
+        // frame; what that abandons is the caller's contract (see `super::guarded`).
+        let at = unsafe { ioswitch_sigbus_guard(call::<F>, &mut f as *mut F as *mut std::ffi::c_void, slot) };
+        if at == 0 {
+            Ok(())
+        } else {
+            Err(at)
+        }
     }
 
     pub(super) unsafe fn copy(dst: *mut u8, src: *const u8, n: usize) -> Result<(), Fault> {
@@ -201,6 +305,21 @@ mod imp {
                 *rip = f as libc::greg_t;
                 return;
             }
+            // Inside a guard on this thread: unwind to the guard's exit with the faulting
+            // address in rax (the thread-local is a plain constant-initialised cell).
+            let armed = ARMED.with(|a| a.get());
+            if armed != 0 {
+                // SAFETY: as above; the saved registers of this thread's interrupted
+                // context, and the kernel's siginfo.
+                unsafe {
+                    let g = &mut (*(ctx as *mut libc::ucontext_t)).uc_mcontext.gregs;
+                    let addr = ((*info).si_addr() as usize).max(1);
+                    g[libc::REG_RSP as usize] = armed as libc::greg_t;
+                    g[libc::REG_RAX as usize] = addr as libc::greg_t;
+                    g[libc::REG_RIP as usize] = ioswitch_sigbus_guard_out as *const () as libc::greg_t;
+                }
+                return;
+            }
         }
         chain(sig, info, ctx, kernel)
     }
@@ -260,6 +379,11 @@ mod imp {
         unsafe { std::ptr::write_bytes(dst, 0, n) };
         Ok(())
     }
+
+    pub(super) unsafe fn guarded<F: FnMut()>(mut f: F) -> Result<(), usize> {
+        f();
+        Ok(())
+    }
 }
 
 #[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
@@ -313,7 +437,90 @@ mod tests {
         }
     }
 
+    /// A fault anywhere inside a guard (here in glibc's memcpy, and in plain loads and
+    /// stores) ends the guarded code with the faulting address; the registers the
+    /// caller keeps across the call survive; guards nest; the process lives on, and once
+    /// the guards are left a fault ends it as before.
+    #[test]
+    fn a_sigbus_anywhere_in_a_guard_returns_its_address_and_guards_nest() {
+        install().unwrap();
+        let f = tempfile_of(3 * 4096);
+        // SAFETY: a fresh shared mapping of the 3 pages of `f`.
+        let p = unsafe {
+            libc::mmap(std::ptr::null_mut(), 3 * 4096, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, f, 0)
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        let base = p as usize;
+        // SAFETY: shrinks our own temporary file: pages 1 and 2 are now beyond its end.
+        assert_eq!(unsafe { libc::ftruncate(f, 100) }, 0);
+        // Values live across the guard (in callee-saved registers or on the stack).
+        let keep: Vec<u64> = (0..64).map(|i| i * 3 + 1).collect();
+        let sum_before: u64 = keep.iter().sum();
+
+        let mut b = vec![1u8; 8192];
+        let n = std::hint::black_box(8192usize);
+        let dst = b.as_mut_ptr();
+        // SAFETY: the closure copies between the mapping and `b` and owns nothing.
+        let r = unsafe { guarded(|| std::ptr::copy_nonoverlapping(base as *const u8, dst, n)) };
+        let at = r.expect_err("a copy across the end of the file faults");
+        assert!((base + 4096..base + 8192).contains(&at), "faulting address {at:#x}, mapping at {base:#x}");
+        assert_eq!(keep.iter().sum::<u64>(), sum_before);
+
+        // Stores fault too; a guard without a fault returns Ok and runs its code.
+        // SAFETY: a volatile store into page 2 of the mapping (beyond the file's end).
+        let r = unsafe { guarded(|| std::ptr::write_volatile((base + 2 * 4096 + 8) as *mut u8, 5)) };
+        assert_eq!(r, Err(base + 2 * 4096 + 8));
+        let mut ran = 0u32;
+        // SAFETY: a load from page 0 (inside the file) and a store to a local.
+        let r = unsafe { guarded(|| ran = std::ptr::read_volatile(base as *const u8) as u32 + 1) };
+        assert_eq!((r, ran), (Ok(()), 1));
+
+        // Nested: the inner fault is the inner guard's; then the outer guard is armed again.
+        let mut inner = None;
+        let mut after_inner = false;
+        // SAFETY: loads from the mapping; the closures own nothing with a destructor.
+        let outer = unsafe {
+            guarded(|| {
+                inner = Some(guarded(|| {
+                    let _ = std::ptr::read_volatile((base + 4096 + 1) as *const u8);
+                }));
+                after_inner = true;
+                let _ = std::ptr::read_volatile((base + 2 * 4096 + 2) as *const u8);
+            })
+        };
+        assert_eq!(inner, Some(Err(base + 4096 + 1)));
+        assert!(after_inner);
+        assert_eq!(outer, Err(base + 2 * 4096 + 2));
+
+        // Outside every guard a fault still ends the process (in a child).
+        GUARDED_MAP.store(base, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(
+            child_signal(|| {
+                let p = GUARDED_MAP.load(std::sync::atomic::Ordering::SeqCst);
+                // SAFETY: a load from page 1 of the mapping, inside a guard.
+                let r = unsafe {
+                    guarded(|| {
+                        let _ = std::ptr::read_volatile((p + 4096) as *const u8);
+                    })
+                };
+                if r != Err(p + 4096) {
+                    // SAFETY: ends the child with a status the parent does not expect.
+                    unsafe { libc::_exit(3) };
+                }
+                // SAFETY: the same load outside the guard: the page is beyond the file.
+                std::hint::black_box(unsafe { std::ptr::read_volatile((p + 4096) as *const u8) });
+            }),
+            Some(libc::SIGBUS)
+        );
+        // SAFETY: the mapping made above, no longer used; f is our descriptor.
+        unsafe {
+            libc::munmap(p, 3 * 4096);
+            libc::close(f);
+        }
+    }
+
     static MAPPED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    static GUARDED_MAP: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
     fn tempfile_of(len: i64) -> i32 {
         let p = std::env::temp_dir().join(format!("ioswitch-sys-sigbus-{}", std::process::id()));

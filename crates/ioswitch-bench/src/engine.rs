@@ -2156,22 +2156,24 @@ mod run_tests {
     #[test]
     fn thinktime_stalls_after_every_thinktime_blocks_ios() {
         use crate::load::Load;
-        let load = Load { thinktime: Duration::from_millis(3), thinktime_blocks: 4, ..Load::new() };
+        // 20 ms: far above what a descheduled test thread on a loaded 2-core machine
+        // loses between two I/Os of nil-speed emulation, so that only stalls show as gaps.
+        let load = Load { thinktime: Duration::from_millis(20), thinktime_blocks: 4, ..Load::new() };
         let logs = logged("", Mode::Sync, 1, load.clone(), 40);
         let lat = &logs.logs[0];
         assert_eq!(lat.kind, crate::iolog::LogKind::Lat);
         assert_eq!(lat.entries.len(), 40);
-        // The I/Os after each stall complete at least thinktime (3 ms) after those before
-        // it: their ms stamps are at least 3 apart (a floor of times ≥ 3 ms apart).
+        // The I/Os after each stall complete at least thinktime (20 ms) after those before
+        // it: their ms stamps are at least 20 apart (a floor of times ≥ 20 ms apart).
         for k in (4..40).step_by(4) {
             let gap = lat.entries[k].time_ms - lat.entries[k - 1].time_ms;
-            assert!(gap >= 3, "I/O {k} came {gap} ms after I/O {}", k - 1);
+            assert!(gap >= 20, "I/O {k} came {gap} ms after I/O {}", k - 1);
         }
         // At qd 4 a stall first waits for the I/Os in flight, so each covers 4 to 7
-        // completions: 40 I/Os make 5 to 10 stalls, each a gap of at least 3 ms.
+        // completions: 40 I/Os make 5 to 10 stalls, each a gap of at least 20 ms.
         let logs = logged("async=emu", Mode::Async, 4, load, 40);
         let t: Vec<u64> = logs.logs[0].entries.iter().map(|e| e.time_ms).collect();
-        let stalls = t.windows(2).filter(|w| w[1] - w[0] >= 3).count();
+        let stalls = t.windows(2).filter(|w| w[1] - w[0] >= 20).count();
         assert!((5..=10).contains(&stalls), "{stalls} stalls: {t:?}");
     }
 

@@ -72,7 +72,10 @@ ok = (err is not None and err.group(1) == "0" and io.get("WRITE") == "18.0MiB" a
       and ((want == "none" and sum(resets) == 0) or (want == "some" and sum(resets) >= 6)))
 sys.exit(0 if ok else 1)
 PY
-    [ $rc -eq 0 ] && [ $? -eq 0 ]
+    local checked=$?
+    # (Was `[ $rc -eq 0 ] && [ $? -eq 0 ]`: there `$?` is the first test's status, so the
+    # check above was never looked at.)
+    [ $rc -eq 0 ] && [ $checked -eq 0 ]
     result $? "$name"
 }
 

@@ -249,3 +249,77 @@ fn hist_logs_have_fios_columns_and_intervals() {
         assert!((500..=1100).contains(&total), "{who}: {total} I/Os in all lines");
     }
 }
+
+/// The columns of a CSV that `fio_jsonplus_clat2csv` wrote, and which of them hold a value
+/// in some row; the largest value of each `…_cumulative` column.
+fn clat_csv(path: &Path) -> (Vec<String>, Vec<String>, BTreeMap<String, u64>) {
+    let body = fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut lines = body.lines();
+    let head: Vec<String> = lines.next().expect("a header").split(',').map(|c| c.trim().to_string()).collect();
+    let mut filled = BTreeMap::new();
+    for l in lines {
+        for (col, v) in head.iter().zip(l.split(',')) {
+            let v = v.trim();
+            if !v.is_empty() && !col.is_empty() {
+                let n = v.parse::<f64>().unwrap_or_else(|_| panic!("{}: '{v}' in column {col}", path.display()));
+                let e = filled.entry(col.clone()).or_insert(0);
+                *e = (*e).max(n as u64);
+            }
+        }
+    }
+    let cols = filled.keys().cloned().collect();
+    (head, cols, filled)
+}
+
+#[test]
+fn fio_jsonplus_clat2csv_reads_our_json_plus_as_it_reads_fios() {
+    let test = "fio_jsonplus_clat2csv_reads_our_json_plus_as_it_reads_fios";
+    if !have("fio", "--version", test) || !have("fio_jsonplus_clat2csv", "--help", test) {
+        return;
+    }
+    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-jsonplus");
+    let file = s.file("data", 4 << 20);
+    let mut got = Vec::new();
+    for (program, who) in [("fio", "fio"), (env!("CARGO_BIN_EXE_ioswitch"), "ours")] {
+        let mut args: Vec<String> = vec![];
+        if who == "ours" {
+            args.extend(["bench".to_string(), "--no-progress".to_string()]);
+        }
+        args.extend([
+            "--name=jp".to_string(),
+            format!("--filename={file}"),
+            "--size=4m".into(),
+            "--rw=randrw".into(),
+            "--ioengine=libaio".into(),
+            "--iodepth=4".into(),
+            "--number_ios=300".into(),
+            "--output-format=json+".into(),
+            format!("--output={who}.json"),
+        ]);
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = run_in(s.dir(), program, &argv);
+        assert!(o.status.success(), "{program} {argv:?}: {}\n{}", o.status, text(&o.stderr));
+        let (json, csv) = (format!("{who}.json"), format!("{who}.csv"));
+        for extra in [None, Some("--validate")] {
+            let mut a = vec![json.as_str(), csv.as_str()];
+            a.extend(extra);
+            let o = run_in(s.dir(), "fio_jsonplus_clat2csv", &a);
+            let out = text(&o.stdout);
+            assert!(
+                o.status.success(),
+                "fio_jsonplus_clat2csv {a:?} on {who}'s: {}\n{out}{}",
+                o.status,
+                text(&o.stderr)
+            );
+            let word = if extra.is_some() { "validated" } else { "generated" };
+            assert!(out.contains(&format!("{who}_job0.csv {word}")), "{a:?}: {out}");
+        }
+        got.push(clat_csv(&s.dir().join(format!("{who}_job0.csv"))));
+    }
+    let [(fio_head, fio_cols, _), (our_head, our_cols, ours)] = [got.remove(0), got.remove(0)];
+    assert_eq!(our_head, fio_head, "the same columns");
+    assert_eq!(our_cols, fio_cols, "the same columns hold values (slat, clat, lat of reads and writes)");
+    // Every I/O is in the clat histograms: the reads' and writes' cumulative counts add up.
+    let n = ours["read_clat_ns_cumulative"] + ours["write_clat_ns_cumulative"];
+    assert_eq!(n, 300, "{ours:?}");
+}

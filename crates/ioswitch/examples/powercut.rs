@@ -11,10 +11,15 @@
 //!   `async=vfio`, NVMe commands on nsid 1 of the controller at PCI address ADDR, bound to
 //!   vfio-pci by the harness), one interface after the other (a process opens a vfio
 //!   group once); the control round goes to `/dev/nvme0nX` as above;
-//! - `powercut check N [vfio ADDR]` (after a fresh boot on the same disk images): reads
-//!   every block of rounds `0..N` back through the kernel's block device (for vfio: the
-//!   namespace 1 the kernel's nvme driver made of ADDR at boot, an independent path) and
-//!   prints `crash: power cut: …` per interface with the bytes lost (exit status 1 unless
+//! - `powercut write pmem`: the same through `sync=pmem` on a file in `$IOSWITCH_PMEM_DIR`
+//!   (ext4 -o dax on an fsdax namespace) and on the devdax device `$IOSWITCH_PMEM_DEVDAX`
+//!   (`tests/vm/pmem-tests.sh --guest-then` sets both up), each round ended by the
+//!   interface's flush; the control round goes to `/dev/nvme0nX` as above;
+//! - `powercut check N [vfio ADDR | pmem]` (after a fresh boot on the same disk images):
+//!   reads every block of rounds `0..N` back through the kernel's block device (for vfio:
+//!   the namespace 1 the kernel's nvme driver made of ADDR at boot, an independent path;
+//!   for pmem: the file with psync, the devdax device, which has no read(2), with
+//!   `sync=pmem`) and prints `crash: power cut: …` per interface with the bytes lost (exit status 1 unless
 //!   0); the unflushed round is the control: it must be missing.
 //!
 //! Not a test by itself (an example, so `cargo test` builds it): the harness runs it.
@@ -45,26 +50,61 @@ const IFACES: &[(&str, bool)] = &[
 /// The user-space driver's interfaces, NVMe commands on a PCI address.
 const VFIO_IFACES: &[&str] = &["sync=vfio,nsid=1", "async=vfio,nsid=1"];
 
+/// The pmem workload's file, in `$IOSWITCH_PMEM_DIR` (2 regions: the devdax device holds the other).
+const PMEM_FILE: &str = "powercut";
+
 /// The first region (and seed) of the vfio interfaces: apart from the kernel ones, so
 /// that reading the wrong namespace cannot find their data.
 const VFIO_SLOT: usize = 10;
 
 /// One interface of a run: its options, the path it opens, whether it takes NVMe
 /// commands (LBAs of 512 B) rather than byte offsets, its region and seed (`slot`), and
-/// the block device the check reads its region from.
+/// the path and options the check reads its region with.
 struct Iface {
     opts: String,
     path: String,
     nvme: bool,
     slot: usize,
     check: String,
+    check_opts: &'static str,
 }
 
-/// Which interfaces a run covers: the kernel's (`None`) or the vfio driver on a PCI address.
-fn ifaces(vfio: Option<&str>) -> Result<Vec<Iface>, String> {
+/// What a run covers.
+#[derive(Clone, Copy)]
+enum Target<'a> {
+    /// The kernel's interfaces on nvme0's namespace 1.
+    Kernel,
+    /// The user-space driver on the controller at this PCI address.
+    Vfio(&'a str),
+    /// `sync=pmem` on a DAX file and a devdax device (from the environment).
+    Pmem,
+}
+
+fn env(name: &str) -> Result<String, String> {
+    std::env::var(name).map_err(|_| format!("{name} is not set (tests/vm/pmem-tests.sh --guest-then sets it)"))
+}
+
+/// The interfaces of a run.
+fn ifaces(target: Target) -> Result<Vec<Iface>, String> {
     let (blk, chr) = ns1("nvme0")?;
-    Ok(match vfio {
-        None => IFACES
+    Ok(match target {
+        Target::Pmem => {
+            let file = format!("{}/{PMEM_FILE}", env("IOSWITCH_PMEM_DIR")?);
+            let devdax = env("IOSWITCH_PMEM_DEVDAX")?;
+            let size = format!("sync=pmem,create=1,size={}", 2 * REGION);
+            vec![
+                Iface { opts: size, path: file.clone(), nvme: false, slot: 0, check: file, check_opts: "sync=psync" },
+                Iface {
+                    opts: "sync=pmem".into(),
+                    path: devdax.clone(),
+                    nvme: false,
+                    slot: 1,
+                    check: devdax,
+                    check_opts: "sync=pmem",
+                },
+            ]
+        }
+        Target::Kernel => IFACES
             .iter()
             .enumerate()
             .map(|(i, (o, nvme))| Iface {
@@ -73,9 +113,10 @@ fn ifaces(vfio: Option<&str>) -> Result<Vec<Iface>, String> {
                 nvme: *nvme,
                 slot: i,
                 check: blk.clone(),
+                check_opts: "sync=psync,direct=1",
             })
             .collect(),
-        Some(addr) => {
+        Target::Vfio(addr) => {
             // At write time the controller is vfio-pci's: no block device to name yet.
             let check = pci_ns1(addr).unwrap_or_default();
             VFIO_IFACES
@@ -87,6 +128,7 @@ fn ifaces(vfio: Option<&str>) -> Result<Vec<Iface>, String> {
                     nvme: true,
                     slot: VFIO_SLOT + i,
                     check: check.clone(),
+                    check_opts: "sync=psync,direct=1",
                 })
                 .collect()
         }
@@ -196,13 +238,20 @@ fn open(path: &str, opts: &str) -> Result<Device, String> {
 /// The control's interface: buffered psync on `/dev/nvme0nX`, slot 0.
 fn control() -> Result<Iface, String> {
     let (blk, _) = ns1("nvme0")?;
-    Ok(Iface { opts: "sync=psync".into(), path: blk.clone(), nvme: false, slot: 0, check: blk })
+    Ok(Iface {
+        opts: "sync=psync".into(),
+        path: blk.clone(),
+        nvme: false,
+        slot: 0,
+        check: blk,
+        check_opts: "sync=psync,direct=1",
+    })
 }
 
-fn write(vfio: Option<&str>) -> Result<(), String> {
-    let list = ifaces(vfio)?;
-    if vfio.is_none() {
-        // Every kernel interface open at once, the rounds interleaved across them.
+fn write(target: Target) -> Result<(), String> {
+    let list = ifaces(target)?;
+    if !matches!(target, Target::Vfio(_)) {
+        // Every interface open at once, the rounds interleaved across them.
         let devs: Vec<Device> = list.iter().map(|it| open(&it.path, &it.opts)).collect::<Result<_, _>>()?;
         for round in 0..ROUNDS {
             for (it, dev) in list.iter().zip(&devs) {
@@ -231,7 +280,7 @@ fn write(vfio: Option<&str>) -> Result<(), String> {
 
 /// The bytes of round `round` of `it` that are not what the workload wrote.
 fn missing(it: &Iface, round: u64) -> Result<u64, String> {
-    let dev = open(&it.check, "sync=psync,direct=1")?;
+    let dev = open(&it.check, it.check_opts)?;
     let mut lost = 0;
     for j in 0..PER_ROUND {
         let off = offset(it.slot, round, j);
@@ -244,17 +293,18 @@ fn missing(it: &Iface, round: u64) -> Result<u64, String> {
     Ok(lost)
 }
 
-fn check(n: u64, vfio: Option<&str>) -> Result<bool, String> {
-    if let Some(addr) = vfio {
+fn check(n: u64, target: Target) -> Result<bool, String> {
+    if let Target::Vfio(addr) = target {
         let dev = pci_ns1(addr)?;
         println!("crash: power cut: reading the vfio rounds through the kernel's {dev} (controller {addr})");
     }
     let mut ok = true;
-    for it in ifaces(vfio)? {
+    for it in ifaces(target)? {
         let lost: u64 = (0..n).map(|r| missing(&it, r)).sum::<Result<u64, String>>()?;
         println!(
-            "crash: power cut: {}: {n} flushed rounds, {} bytes checked, {lost} bytes lost",
+            "crash: power cut: {} on {}: {n} flushed rounds, {} bytes checked, {lost} bytes lost",
             it.opts,
+            it.path,
             n * PER_ROUND * BS
         );
         ok &= lost == 0;
@@ -271,16 +321,24 @@ fn check(n: u64, vfio: Option<&str>) -> Result<bool, String> {
     Ok(ok)
 }
 
+/// The target named after `write` / `check N`.
+fn target<'a>(rest: &[&'a str]) -> Result<Target<'a>, String> {
+    match rest {
+        [] => Ok(Target::Kernel),
+        ["pmem"] => Ok(Target::Pmem),
+        ["vfio", addr] => Ok(Target::Vfio(addr)),
+        _ => Err(format!("unknown target {rest:?}: want nothing, 'vfio PCI-ADDRESS' or 'pmem'")),
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let r = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
-        ["write"] => write(None).map(|_| true),
-        ["write", "vfio", addr] => write(Some(addr)).map(|_| true),
-        ["check", n] => n.parse().map_err(|e| format!("check {n}: {e}")).and_then(|n| check(n, None)),
-        ["check", n, "vfio", addr] => {
-            n.parse().map_err(|e| format!("check {n}: {e}")).and_then(|n| check(n, Some(addr)))
+        ["write", rest @ ..] => target(rest).and_then(write).map(|_| true),
+        ["check", n, rest @ ..] => {
+            n.parse().map_err(|e| format!("check {n}: {e}")).and_then(|n| target(rest).and_then(|t| check(n, t)))
         }
-        _ => Err("usage: powercut write [vfio PCI-ADDRESS] | powercut check N [vfio PCI-ADDRESS]".into()),
+        _ => Err("usage: powercut write [vfio PCI-ADDRESS | pmem] | powercut check N [vfio PCI-ADDRESS | pmem]".into()),
     };
     match r {
         Ok(true) => ExitCode::SUCCESS,

@@ -14,7 +14,7 @@
 # The same two boots for the user-space driver, in the --iommu guest: boot 1 binds
 # 0000:00:05.0 to vfio-pci and runs `powercut write vfio ADDR` (sync=vfio and async=vfio on
 # nsid 1); boot 2 runs `powercut check N vfio ADDR`, reading through the kernel's nvme
-# driver, which init binds to the controller again.
+# driver, which init binds to the controller again, then through the driver (bound again).
 #
 # And for pmem, in the --nvdimm guest (the NVDIMMs' backing files in the --disk-dir too):
 # boot 1 makes the namespaces fsdax (ext4 -o dax) and devdax (pmem-tests.sh --guest-then)
@@ -103,10 +103,15 @@ check_wrap=()
 cut kernel -- "$exe" write
 # The user-space driver: the --iommu guest's second controller, bound to vfio-pci for the
 # workload; at the second boot the kernel's nvme driver has it again (init binds it) and
-# the check reads the driver's rounds through its block device.
+# the check reads the driver's rounds through its block device, then binds it to vfio-pci
+# again and reads them through the driver itself.
 check_args=(vfio "$addr")
-cut vfio --iommu -- bash -c "for m in vfio-pci vfio_iommu_type1; do modprobe -d \"\$IOSWITCH_VM_MODROOT\" \$m || exit 2; done
-    '$cli' driver bind vfio $addr || exit 2
+bind="for m in vfio-pci vfio_iommu_type1; do modprobe -d \"\$IOSWITCH_VM_MODROOT\" \$m || exit 2; done
+    '$cli' driver bind vfio $addr || exit 2"
+# shellcheck disable=SC2016 # $1 and $3 belong to the guest's bash: EXE check N
+check_wrap=(bash -c '"$@" || exit; '"$bind"'
+    exec "$1" check "$3" vfio-driver '"$addr" _)
+cut vfio --iommu -- bash -c "$bind
     exec '$exe' write vfio $addr"
 # pmem: fsdax file and devdax device on the two NVDIMMs, set up by pmem-tests.sh in boot 1,
 # found again in boot 2.

@@ -15,10 +15,11 @@
 //!   (ext4 -o dax on an fsdax namespace) and on the devdax device `$IOSWITCH_PMEM_DEVDAX`
 //!   (`tests/vm/pmem-tests.sh --guest-then` sets both up), each round ended by the
 //!   interface's flush; the control round goes to `/dev/nvme0nX` as above;
-//! - `powercut check N [vfio ADDR | pmem]` (after a fresh boot on the same disk images):
+//! - `powercut check N [vfio ADDR | vfio-driver ADDR | pmem]` (after a fresh boot on the same disk images):
 //!   reads every block of rounds `0..N` back through the kernel's block device (for vfio:
 //!   the namespace 1 the kernel's nvme driver made of ADDR at boot, an independent path;
-//!   for pmem: the file with psync, the devdax device, which has no read(2), with
+//!   `vfio-driver ADDR` reads them through `sync=vfio`, after the harness bound ADDR to
+//!   vfio-pci again; for pmem: the file with psync, the devdax device, which has no read(2), with
 //!   `sync=pmem`) and prints `crash: power cut: …` per interface with the bytes lost (exit status 1 unless
 //!   0); the unflushed round is the control: it must be missing.
 //!
@@ -76,6 +77,9 @@ enum Target<'a> {
     Kernel,
     /// The user-space driver on the controller at this PCI address.
     Vfio(&'a str),
+    /// The same interfaces, checked by reading through the driver itself (`sync=vfio`;
+    /// the controller bound to vfio-pci again): for `check` only.
+    VfioDriver(&'a str),
     /// `sync=pmem` on a DAX file and a devdax device (from the environment).
     Pmem,
 }
@@ -116,9 +120,13 @@ fn ifaces(target: Target) -> Result<Vec<Iface>, String> {
                 check_opts: "sync=psync,direct=1",
             })
             .collect(),
-        Target::Vfio(addr) => {
-            // At write time the controller is vfio-pci's: no block device to name yet.
-            let check = pci_ns1(addr).unwrap_or_default();
+        Target::Vfio(addr) | Target::VfioDriver(addr) => {
+            let (check, check_opts) = if let Target::VfioDriver(_) = target {
+                (addr.to_string(), VFIO_IFACES[0])
+            } else {
+                // At write time the controller is vfio-pci's: no block device to name yet.
+                (pci_ns1(addr).unwrap_or_default(), "sync=psync,direct=1")
+            };
             VFIO_IFACES
                 .iter()
                 .enumerate()
@@ -128,7 +136,7 @@ fn ifaces(target: Target) -> Result<Vec<Iface>, String> {
                     nvme: true,
                     slot: VFIO_SLOT + i,
                     check: check.clone(),
-                    check_opts: "sync=psync,direct=1",
+                    check_opts,
                 })
                 .collect()
         }
@@ -249,6 +257,9 @@ fn control() -> Result<Iface, String> {
 }
 
 fn write(target: Target) -> Result<(), String> {
+    if let Target::VfioDriver(_) = target {
+        return Err("'vfio-driver' is a way to check, not to write: write with 'vfio PCI-ADDRESS'".into());
+    }
     let list = ifaces(target)?;
     if !matches!(target, Target::Vfio(_)) {
         // Every interface open at once, the rounds interleaved across them.
@@ -285,7 +296,13 @@ fn missing(it: &Iface, round: u64) -> Result<u64, String> {
     for j in 0..PER_ROUND {
         let off = offset(it.slot, round, j);
         let mut b = dev.alloc(BS as usize).map_err(|e| e.to_string())?;
-        dev.pass(&Cmd::fs_read(off, BS), std::slice::from_mut(&mut b)).map_err(|e| format!("{}: {e}", it.check))?;
+        // The vfio driver takes NVMe commands (nsid 1, LBAs of 512 B), the rest byte offsets.
+        let cmd = if it.check_opts.starts_with("sync=vfio") {
+            Cmd::read(1, off / 512, (BS / 512) as u32)
+        } else {
+            Cmd::fs_read(off, BS)
+        };
+        dev.pass(&cmd, std::slice::from_mut(&mut b)).map_err(|e| format!("{}: {e}", it.check))?;
         let mut want = vec![0u8; BS as usize];
         fill(&mut want, off, seed(it.slot, round));
         lost += b.iter().zip(&want).filter(|(a, b)| a != b).count() as u64;
@@ -297,6 +314,9 @@ fn check(n: u64, target: Target) -> Result<bool, String> {
     if let Target::Vfio(addr) = target {
         let dev = pci_ns1(addr)?;
         println!("crash: power cut: reading the vfio rounds through the kernel's {dev} (controller {addr})");
+    }
+    if let Target::VfioDriver(addr) = target {
+        println!("crash: power cut: reading the vfio rounds through the driver itself ({addr}, {})", VFIO_IFACES[0]);
     }
     let mut ok = true;
     for it in ifaces(target)? {
@@ -327,7 +347,10 @@ fn target<'a>(rest: &[&'a str]) -> Result<Target<'a>, String> {
         [] => Ok(Target::Kernel),
         ["pmem"] => Ok(Target::Pmem),
         ["vfio", addr] => Ok(Target::Vfio(addr)),
-        _ => Err(format!("unknown target {rest:?}: want nothing, 'vfio PCI-ADDRESS' or 'pmem'")),
+        ["vfio-driver", addr] => Ok(Target::VfioDriver(addr)),
+        _ => Err(format!(
+            "unknown target {rest:?}: want nothing, 'vfio PCI-ADDRESS', 'vfio-driver PCI-ADDRESS' (check) or 'pmem'"
+        )),
     }
 }
 
@@ -338,7 +361,7 @@ fn main() -> ExitCode {
         ["check", n, rest @ ..] => {
             n.parse().map_err(|e| format!("check {n}: {e}")).and_then(|n| target(rest).and_then(|t| check(n, t)))
         }
-        _ => Err("usage: powercut write [vfio PCI-ADDRESS | pmem] | powercut check N [vfio PCI-ADDRESS | pmem]".into()),
+        _ => Err("usage: powercut write [vfio PCI-ADDRESS | pmem] | powercut check N [vfio PCI-ADDRESS | vfio-driver PCI-ADDRESS | pmem]".into()),
     };
     match r {
         Ok(true) => ExitCode::SUCCESS,

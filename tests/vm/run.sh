@@ -12,8 +12,8 @@
 #                    (default $IOSWITCH_VM_TIMEOUT or 300); exit status 124
 #   --rw DIR         share DIR writable at the same path in the guest (repeatable)
 #   --timing         print boot and run times on stderr at the end
-#   --disk-dir DIR   keep the NVMe backing images in DIR (created when missing, reused
-#                    when there): a later run boots on the same disks
+#   --disk-dir DIR   keep the NVMe (and --nvdimm) backing images in DIR (created when
+#                    missing, reused when there): a later run boots on the same disks
 #   --stop-on TEXT   cut the power (SIGKILL to qemu) as soon as COMMAND prints a line
 #                    containing TEXT on stdout; exit status 0 when it did
 #   --nvdimm         add two emulated NVDIMMs of 256 MiB (-machine nvdimm=on; raw
@@ -249,8 +249,9 @@ if ((nvdimm)); then
     mem=2G,slots=2,maxmem=3G
     nvdimm_args=(-machine nvdimm=on)
     for n in 0 1; do
-        truncate -s 256M "$tmp/pmem$n.img"
-        nvdimm_args+=(-object "memory-backend-file,id=pmem$n,share=on,mem-path=$tmp/pmem$n.img,size=256M,align=2M"
+        # In the --disk-dir too (kept, as the NVMe images are): a later run boots on them.
+        [[ -e $imgdir/pmem$n.img ]] || truncate -s 256M "$imgdir/pmem$n.img"
+        nvdimm_args+=(-object "memory-backend-file,id=pmem$n,share=on,mem-path=$imgdir/pmem$n.img,size=256M,align=2M"
             -device "nvdimm,id=nvdimm$n,memdev=pmem$n")
     done
 fi

@@ -187,20 +187,10 @@ fi
 # ---------------------------------------------------------------- on the host
 cd "$root"
 cargo build -p ioswitch-cli
-exe=$(cargo test -p ioswitch --test vfio --no-run --message-format=json 2>/dev/null |
-    python3 -c 'import json,sys
-for l in sys.stdin:
-    m = json.loads(l)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "vfio" and m.get("executable"):
-        print(m["executable"])')
-[[ -n $exe ]] || { echo "vfio-driver-tests: the vfio test binary did not build" >&2; exit 1; }
-conf=$(cargo test -p ioswitch --test conformance --no-run --message-format=json 2>/dev/null |
-    python3 -c 'import json,sys
-for l in sys.stdin:
-    m = json.loads(l)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "conformance" and m.get("executable"):
-        print(m["executable"])')
-[[ -n $conf ]] || { echo "vfio-driver-tests: the conformance binary did not build" >&2; exit 1; }
+# shellcheck source=tests/vm/test-bins.sh
+source "$here/test-bins.sh"
+exe=$(test_bin vfio)
+conf=$(test_bin conformance)
 # The front ends, on the debug library: the C examples, the Python module (the cdylib
 # beside the package's Python files, as maturin lays it out) and the fio engine.
 front=$root/target/vfio-front

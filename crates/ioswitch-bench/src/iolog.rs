@@ -84,33 +84,11 @@ impl LogOpts {
     }
 }
 
-/// What a log holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LogKind {
-    /// Total latency, ns.
-    Lat,
-    /// Completion latency, ns.
-    Clat,
-    /// Submission latency, ns.
-    Slat,
-    /// Bandwidth (per I/O: bytes × 10⁶ / clat ns; averaged: KiB/s).
-    Bw,
-    /// IOPS (per I/O: 1).
-    Iops,
-}
-
-impl LogKind {
-    /// fio's name of the kind in the file name (`NAME_clat.1.log`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LogKind::Lat => "lat",
-            LogKind::Clat => "clat",
-            LogKind::Slat => "slat",
-            LogKind::Bw => "bw",
-            LogKind::Iops => "iops",
-        }
-    }
-}
+/// What a log holds: the reader's kinds ([`crate::fiolog::LogKind`]), of which the writer
+/// makes `Lat`, `Clat`, `Slat`, `Bw` and `Iops` (its histogram log is [`HistLog`]).
+/// Values: latencies in ns; bandwidth per I/O bytes × 10⁶ / clat ns, averaged KiB/s;
+/// IOPS per I/O 1.
+pub use crate::fiolog::LogKind;
 
 /// One line of a log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -71,7 +71,7 @@ pub struct Shapes {
     /// gets a size drawn from `[LOW, HIGH)`, rounded down to the smallest block size, as
     /// fio's `get_rand_file_size`.
     pub filesize_high: Option<u64>,
-    /// `zonemode=zbd`: I/O follows the zones of a zoned device ([`crate::zbd`] rules).
+    /// `zonemode=zbd`: I/O follows the zones of a zoned device (the rules of the `zbd` module).
     pub zbd: bool,
     /// `max_open_zones`: zones a random writer keeps open (0: the device's limit).
     pub max_open_zones: u32,

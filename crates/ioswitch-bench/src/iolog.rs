@@ -27,7 +27,7 @@
 //! completions, so an interval ends at the first completion N ms after the last one.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The log options of a job (fio's names; defaults: fio's).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -467,38 +467,35 @@ impl JobLogs {
 pub fn write_all(logs: &[(&LogOpts, Option<&JobLogs>)]) -> std::io::Result<Vec<PathBuf>> {
     let mut written = Vec::new();
     for (k, (opts, job)) in logs.iter().enumerate() {
-        for log in job.iter().flat_map(|j| &j.logs) {
-            let path = log.file_name(k as u32 + 1, opts.per_job);
-            let mut f = std::fs::OpenOptions::new()
-                .create(true)
-                .write(true)
-                .append(!opts.per_job)
-                .truncate(opts.per_job)
-                .open(&path)
-                .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-            f.write_all(log.render(opts.offset, opts.prio).as_bytes())
-                .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-            if !written.contains(&path) {
-                written.push(path);
-            }
-        }
-        if let Some(h) = job.and_then(|j| j.hist.as_ref()) {
-            let path = h.file_name(k as u32 + 1, opts.per_job);
-            let mut f = std::fs::OpenOptions::new()
-                .create(true)
-                .write(true)
-                .append(!opts.per_job)
-                .truncate(opts.per_job)
-                .open(&path)
-                .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-            f.write_all(h.render().as_bytes())
-                .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        let n = k as u32 + 1;
+        let files = job
+            .iter()
+            .flat_map(|j| &j.logs)
+            .map(|log| (log.file_name(n, opts.per_job), log.render(opts.offset, opts.prio)));
+        let hist = job.and_then(|j| j.hist.as_ref()).map(|h| (h.file_name(n, opts.per_job), h.render()));
+        for (path, text) in files.chain(hist) {
+            write_log(&path, &text, opts.per_job)?;
             if !written.contains(&path) {
                 written.push(path);
             }
         }
     }
     Ok(written)
+}
+
+/// Writes one log file: a new file with `per_job_logs`, else appended to (fio opens
+/// shared log files for appending). An error names the file and what was being done.
+fn write_log(path: &Path, text: &str, per_job: bool) -> std::io::Result<()> {
+    let what =
+        |e: std::io::Error| std::io::Error::new(e.kind(), format!("writing the fio log {}: {e}", path.display()));
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .append(!per_job)
+        .truncate(per_job)
+        .open(path)
+        .map_err(what)?;
+    f.write_all(text.as_bytes()).map_err(what)
 }
 
 #[cfg(test)]

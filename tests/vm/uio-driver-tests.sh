@@ -35,15 +35,8 @@ if [[ ${1:-} == --guest ]]; then
     cli=$root/target/debug/ioswitch
     out=$(mktemp -d)
     fails=()
-    check() { # NAME CMD...: runs CMD, records NAME as failed when it fails
-        local name=$1
-        shift
-        echo "==== $name"
-        local t0=${EPOCHREALTIME/./}
-        if "$@"; then echo "---- ok: $name"; else echo "---- FAILED: $name"; fails+=("$name"); fi
-        local ms=$(((${EPOCHREALTIME/./} - t0) / 1000))
-        printf -- '---- took %d.%03d s\n' $((ms / 1000)) $((ms % 1000))
-    }
+    # shellcheck source=tests/vm/driver-lib.sh
+    source "$here/driver-lib.sh"
     # vfio-pci too: its bind must be refused for the missing IOMMU, not a missing module.
     for m in uio_pci_generic vfio-pci vfio_iommu_type1; do modprobe -d "$IOSWITCH_VM_MODROOT" "$m"; done
     echo "guest: modules loaded at $(date +%T)"
@@ -141,8 +134,8 @@ fi
 # ---------------------------------------------------------------- on the host
 cd "$root"
 cargo build -p ioswitch-cli
-# shellcheck source=tests/vm/test-bins.sh
-source "$here/test-bins.sh"
+# shellcheck source=tests/vm/driver-lib.sh
+source "$here/driver-lib.sh"
 exe=$(test_bin vfio)
 conf=$(test_bin conformance)
 exec "$here/run.sh" --pci --timing --timeout "${IOSWITCH_VM_TIMEOUT:-600}" -- "$here/uio-driver-tests.sh" --guest "$exe" "$conf" "$@"

@@ -40,12 +40,8 @@ if [[ ${1:-} == --guest ]]; then
     cli=$root/target/debug/ioswitch
     out=$(mktemp -d)
     fails=()
-    check() { # NAME CMD...: runs CMD, records NAME as failed when it fails
-        local name=$1
-        shift
-        echo "==== $name"
-        if "$@"; then echo "---- ok: $name"; else echo "---- FAILED: $name"; fails+=("$name"); fi
-    }
+    # shellcheck source=tests/vm/driver-lib.sh
+    source "$here/driver-lib.sh"
     for m in vfio-pci vfio_iommu_type1; do modprobe -d "$IOSWITCH_VM_MODROOT" "$m"; done
     ctrl=$(basename "$(ls -d /sys/bus/pci/devices/$addr/nvme/nvme*)")
     ns_name() { # the block device of namespace $1 of $ctrl
@@ -187,8 +183,8 @@ fi
 # ---------------------------------------------------------------- on the host
 cd "$root"
 cargo build -p ioswitch-cli
-# shellcheck source=tests/vm/test-bins.sh
-source "$here/test-bins.sh"
+# shellcheck source=tests/vm/driver-lib.sh
+source "$here/driver-lib.sh"
 exe=$(test_bin vfio)
 conf=$(test_bin conformance)
 # The front ends, on the debug library: the C examples, the Python module (the cdylib

@@ -1,5 +1,5 @@
-# tests/vm/test-bins.sh — sourced by the guest stages that run the library's test binaries
-# on a PCI controller (vfio-driver-tests.sh, uio-driver-tests.sh).
+# tests/vm/driver-lib.sh — what the two PCI driver stages (vfio-driver-tests.sh,
+# uio-driver-tests.sh) share; sourced by them on the host and in the guest.
 #
 # test_bin NAME: builds the integration test NAME of the ioswitch crate (cargo test
 # --no-run) and prints the path of its executable, from cargo's JSON messages; fails
@@ -14,4 +14,16 @@ for l in sys.stdin:
         print(m["executable"])' "$1")
     [[ -n $exe ]] || { echo "${0##*/}: the $1 test binary did not build" >&2; return 1; }
     echo "$exe"
+}
+
+# check NAME CMD...: runs CMD (in the guest), prints whether it passed and how long it
+# took, and adds NAME to the caller's `fails` array when it failed.
+check() {
+    local name=$1
+    shift
+    echo "==== $name"
+    local t0=${EPOCHREALTIME/./}
+    if "$@"; then echo "---- ok: $name"; else echo "---- FAILED: $name"; fails+=("$name"); fi
+    local ms=$(((${EPOCHREALTIME/./} - t0) / 1000))
+    printf -- '---- took %d.%03d s\n' $((ms / 1000)) $((ms % 1000))
 }

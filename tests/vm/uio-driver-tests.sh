@@ -13,7 +13,8 @@
 #      IOSWITCH_VFIO_PCI=0000:00:05.0 IOSWITCH_VFIO_DMA=uio (every open adds dma=uio);
 #      then with the CLI: the refusals (no hugepages names vm.nr_hugepages; without
 #      CAP_SYS_ADMIN the physical addresses read as 0 and the error says so), the
-#      kernel's pattern read back and a pattern written through the driver, an `ioswitch
+#      kernel's pattern read back and a pattern written through the driver (64 KiB, and
+#      4 MiB in one buffer over two hugepages), an `ioswitch
 #      bench` write+verify job with 0 syscalls per I/O; the conformance suite's PCI rows
 #      with dma=uio (vfio runs every case on nsid 1 and the zoned nsid 2, every other
 #      column refused, 0 skipped);
@@ -97,6 +98,11 @@ if [[ ${1:-} == --guest ]]; then
     head -c $((64 << 10)) /dev/urandom >"$out/drv-pattern"
     check "write through the driver" \
         "$cli" write "$addr" --opts nsid=1,dma=uio --offset $((2000 * 65536)) --data "$out/drv-pattern"
+    head -c $((4 << 20)) /dev/urandom >"$out/big-pattern"
+    check "4 MiB in one buffer over two hugepages: written and read back through the driver" bash -c "
+        '$cli' write $addr --opts nsid=1,dma=uio --sync --chunk 4m --offset $((1200 * 65536)) --data '$out/big-pattern' &&
+        '$cli' read $addr --opts nsid=1,dma=uio --sync --chunk 4m --offset $((1200 * 65536)) --length $((4 << 20)) --out '$out/big-read' &&
+        cmp '$out/big-pattern' '$out/big-read'"
     check "ioswitch bench write+verify on the PCI address with dma=uio, 0 syscalls per I/O" bash -c "
         '$cli' bench --name=v --filename='${addr//:/\\:}' --offset=64m --size=8m --rw=write --bs=64k \
             --iodepth=4 --verify=crc32c --ioengine=ioswitch --ioswitch_opts=nsid=1,dma=uio >'$out/bench.txt' 2>&1
@@ -120,7 +126,9 @@ if [[ ${1:-} == --guest ]]; then
     check "data the driver wrote reads back through the kernel" bash -c "
         for i in \$(seq 100); do [ -b /dev/$ns1 ] && break; sleep 0.1; done
         dd if=/dev/$ns1 of='$out/kernel-read' bs=64k skip=2000 count=1 iflag=direct status=none &&
-        cmp '$out/drv-pattern' '$out/kernel-read'"
+        cmp '$out/drv-pattern' '$out/kernel-read' &&
+        dd if=/dev/$ns1 of='$out/big-kernel' bs=64k skip=1200 count=64 iflag=direct status=none &&
+        cmp '$out/big-pattern' '$out/big-kernel'"
 
     echo "==== summary ($(date +%T))"
     if ((${#fails[@]})); then

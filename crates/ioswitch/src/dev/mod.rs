@@ -390,6 +390,9 @@ impl Device {
                 why: be::not_dma_why(i, &bufs[i]),
             });
         }
+        if let Some(why) = be::vfio::admin_refusal(&self.inner, bufs) {
+            return Err(Error::BadCommand { dev: self.inner.uri.clone(), iface: "admin", what: cmd.describe(), why });
+        }
         admin.admin(cmd, bufs).map_err(|status| Error::Command {
             dev: self.inner.uri.clone(),
             what: cmd.describe(),

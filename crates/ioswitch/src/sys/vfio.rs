@@ -496,31 +496,90 @@ impl Pages {
     }
 }
 
-/// One piece of hugepage memory mapped into the IOMMU at `iova`, and its page allocator:
-/// every page is free, reserved by one [`Dma`], or lent to one [`Buffer`], which is what
-/// makes the buffers over it sound.
+/// One piece of hugepage memory the device reaches, and its page allocator: every page
+/// is free, reserved by one [`Dma`], or lent to one [`Buffer`], which is what makes the
+/// buffers over it sound. Through an IOMMU the chunk is contiguous for the device (mapped
+/// at `iova`); without one (`dma=uio`) each 2 MiB hugepage of it has its own physical
+/// address (`segs`).
 ///
 /// [`Buffer`]: crate::buf::Buffer
 pub(crate) struct Chunk {
     pub(crate) mem: DmaMem,
+    /// The device address of its first byte.
     pub(crate) iova: u64,
+    /// The device address of each 2 MiB hugepage when they are apart (physical
+    /// addresses); empty when the chunk is contiguous for the device from `iova` on.
+    segs: Vec<u64>,
     pages: Mutex<Pages>,
     /// The buffers carved out of it: id → (first page, pages).
     lent: Mutex<Vec<(u64, usize, usize)>>,
 }
 
+/// Calls `put(device address, length)` for each device-contiguous piece of the `len`
+/// bytes at offset `off` of a chunk: one piece when `segs` is empty (the chunk is
+/// contiguous from `iova`), else one per 2 MiB hugepage the bytes touch, each at its own
+/// address in `segs`.
+pub(crate) fn split(iova: u64, segs: &[u64], off: u64, len: u64, mut put: impl FnMut(u64, u64)) {
+    if len == 0 {
+        return;
+    }
+    if segs.is_empty() {
+        return put(iova + off, len);
+    }
+    let huge = HUGEPAGE as u64;
+    let (mut at, end) = (off, off + len);
+    while at < end {
+        let n = ((at / huge + 1) * huge).min(end) - at;
+        put(segs[(at / huge) as usize] + at % huge, n);
+        at += n;
+    }
+}
+
 impl Chunk {
     /// A chunk over `mem`, mapped at `iova`, with every page free.
     pub(crate) fn new(mem: DmaMem, iova: u64) -> Chunk {
-        let pages = Pages::new(mem.len() / PAGE);
-        Chunk { mem, iova, pages: Mutex::new(pages), lent: Mutex::new(Vec::new()) }
+        Chunk::with_segs(mem, iova, Vec::new())
     }
 
-    /// The IOVA of `len` bytes at `addr`, when they lie inside this chunk.
-    pub(crate) fn iova_of(&self, addr: u64, len: u64) -> Option<u64> {
+    /// A chunk over `mem` whose 2 MiB hugepages the device reaches at `segs` (one
+    /// address each, 2 MiB-aligned; physical addresses, not contiguous with each other).
+    pub(crate) fn scattered(mem: DmaMem, segs: Vec<u64>) -> Chunk {
+        debug_assert_eq!(segs.len(), mem.len() / HUGEPAGE);
+        Chunk::with_segs(mem, segs[0], segs)
+    }
+
+    fn with_segs(mem: DmaMem, iova: u64, segs: Vec<u64>) -> Chunk {
+        let pages = Pages::new(mem.len() / PAGE);
+        Chunk { mem, iova, segs, pages: Mutex::new(pages), lent: Mutex::new(Vec::new()) }
+    }
+
+    /// The offset of `len` bytes at host address `addr` in this chunk, when they lie
+    /// inside it.
+    fn offset_of(&self, addr: u64, len: u64) -> Option<u64> {
         let start = self.mem.addr();
-        let end = start + self.mem.len() as u64;
-        (addr >= start && len <= end - start && addr - start <= end - start - len).then(|| self.iova + (addr - start))
+        let size = self.mem.len() as u64;
+        (addr >= start && len <= size && addr - start <= size - len).then(|| addr - start)
+    }
+
+    /// Whether `len` bytes at `addr` lie inside this chunk.
+    pub(crate) fn contains(&self, addr: u64, len: u64) -> bool {
+        self.offset_of(addr, len).is_some()
+    }
+
+    /// The device-contiguous pieces of `len` bytes at `addr`, through `put(device
+    /// address, length)` (see [`split`]); false, calling nothing, when they do not lie
+    /// inside this chunk.
+    pub(crate) fn pieces(&self, addr: u64, len: u64, put: impl FnMut(u64, u64)) -> bool {
+        let Some(off) = self.offset_of(addr, len) else { return false };
+        split(self.iova, &self.segs, off, len, put);
+        true
+    }
+
+    /// The device address of byte `off` of the chunk.
+    fn dev_addr(&self, off: u64) -> u64 {
+        let mut a = 0;
+        split(self.iova, &self.segs, off, 1, |at, _| a = at);
+        a
     }
 
     /// `len` bytes rounded up to whole pages: the index of the first page and the count.
@@ -538,8 +597,12 @@ impl Chunk {
     }
 
     /// `len` bytes (whole pages) of it for the driver's own structures; `None` when it
-    /// has no room.
+    /// has no room. Those need memory contiguous for the device, so a scattered chunk
+    /// reserves none.
     pub(crate) fn reserve(self: &Arc<Self>, len: usize) -> Option<Dma> {
+        if !self.segs.is_empty() {
+            return None;
+        }
         let (first, n) = self.alloc(len)?;
         Some(Dma { chunk: self.clone(), off: first * PAGE, len: n * PAGE, leaked: false })
     }
@@ -582,7 +645,7 @@ pub(crate) struct Dma {
 impl Dma {
     /// The device's address of byte `off` of it.
     pub(crate) fn iova(&self, off: usize) -> u64 {
-        self.chunk.iova + (self.off + off) as u64
+        self.chunk.dev_addr((self.off + off) as u64)
     }
     /// The memory (offsets in the chunk: add [`Dma::base`]).
     pub(crate) fn mem(&self) -> &DmaMem {
@@ -606,6 +669,35 @@ impl Drop for Dma {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_scattered_chunk_splits_transfers_at_each_hugepage_with_its_own_address() {
+        let huge = HUGEPAGE as u64;
+        let collect = |segs: &[u64], off: u64, len: u64| {
+            let mut v = Vec::new();
+            split(0x1_0000_0000, segs, off, len, |a, n| v.push((a, n)));
+            v
+        };
+        // Contiguous (IOMMU): one piece at iova + offset, whatever its length.
+        assert_eq!(collect(&[], 4096, 3 * huge), [(0x1_0000_0000 + 4096, 3 * huge)]);
+        // Physical hugepages out of order: 4 MiB from the start is two pieces, each at its
+        // hugepage's address; 4 MiB from 512 bytes before the first boundary, three.
+        let segs = [0x4000_0000_u64, 0x2000_0000, 0x8000_0000];
+        assert_eq!(collect(&segs, 0, 2 * huge), [(segs[0], huge), (segs[1], huge)]);
+        assert_eq!(
+            collect(&segs, huge - 512, 2 * huge),
+            [(segs[0] + huge - 512, 512), (segs[1], huge), (segs[2], huge - 512)]
+        );
+        // Inside one hugepage: one piece at its address plus the offset in it.
+        assert_eq!(collect(&segs, huge + 8192, 4096), [(segs[1] + 8192, 4096)]);
+        assert_eq!(collect(&segs, 5, 0), []);
+        // Every piece but the first starts on a hugepage (so on a PRP page), every one
+        // but the last ends on one: the PRP rules hold for the pieces of one buffer.
+        let p = collect(&segs, 3 * 4096, 2 * huge + 4096 * 5 - 3 * 4096 * 2);
+        assert!(p[1..].iter().all(|&(a, _)| a % huge == 0));
+        assert!(p[..p.len() - 1].iter().all(|&(a, n)| (a + n) % huge == 0));
+        assert_eq!(p.iter().map(|x| x.1).sum::<u64>(), 2 * huge + 4096 * 5 - 3 * 4096 * 2);
+    }
 
     #[test]
     fn pages_are_first_fit_and_reused_after_free() {

@@ -21,6 +21,10 @@ use std::time::{Duration, Instant};
 
 /// Admin queue entries.
 const ADMIN_ENTRIES: u16 = 32;
+/// PRP list pages of the admin queue (one command at a time, command id 0's pages):
+/// enough for the driver's largest transfer, before MDTS is known (it comes from the
+/// first admin command, Identify). Admin data is held to MDTS as I/O is.
+pub(crate) const ADMIN_LIST_PAGES: usize = 5;
 /// I/O queues asked for with Set Features Number of Queues.
 const WANT_QUEUES: u16 = 64;
 /// How long an admin command may take (TCG guests are slow; real controllers answer in
@@ -223,8 +227,8 @@ impl Ctrl {
         if wait_for(&bar, timeout, |s| s & regs::CSTS_RDY == 0).is_none() {
             return Err(other(addr, "reset", format!("CSTS.RDY stayed set for {} ms (CAP.TO)", cap.timeout_ms)));
         }
-        let qp =
-            QueuePair::new(&pool, 0, ADMIN_ENTRIES, 1, 1, cap.dstrd).map_err(|e| err(addr, "admin queue memory", e))?;
+        let qp = QueuePair::new(&pool, 0, ADMIN_ENTRIES, 1, ADMIN_LIST_PAGES, cap.dstrd)
+            .map_err(|e| err(addr, "admin queue memory", e))?;
         let page = pool.dma(IDENTIFY_LEN).map_err(|e| err(addr, "identify page memory", e))?;
         bar.write32(regs::AQA, regs::aqa(ADMIN_ENTRIES));
         bar.write64(regs::ASQ, qp.sq_iova());

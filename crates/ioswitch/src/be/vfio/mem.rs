@@ -2,8 +2,9 @@
 //! by each chunk's own page allocator ([`Chunk`], in `sys/vfio.rs`, which makes buffers
 //! over them). A chunk's device address comes from the pool's [`Mapper`]: with an IOMMU
 //! (vfio-pci) the chunk is mapped at addresses from an [`Iova`] allocator; without one
-//! (uio_pci_generic, `dma=uio`) a chunk is one pinned hugepage and its device address is
-//! its physical address (`/proc/self/pagemap`). Buffers handed out by [`Pool::buffer`]
+//! (uio_pci_generic, `dma=uio`) a chunk is pinned hugepages, each at its own physical
+//! address (`/proc/self/pagemap`): the driver's own structures stay inside one hugepage,
+//! a buffer may span several (its PRP entries go per page). Buffers handed out by [`Pool::buffer`]
 //! keep their chunk alive (a buffer may outlive the device); the IOMMU mappings go when
 //! the device closes.
 
@@ -43,8 +44,8 @@ impl Iova {
 pub(crate) enum Mapper {
     /// Mapped into the IOMMU of a VFIO container at an allocated IOVA.
     Iommu(Arc<Container>),
-    /// No IOMMU: the chunk's physical address (one hugepage, pinned, so physically
-    /// contiguous and never moved).
+    /// No IOMMU: the physical address of each of the chunk's hugepages (pinned, so
+    /// each physically contiguous and never moved; not contiguous with each other).
     Physical,
 }
 
@@ -67,19 +68,22 @@ impl Pool {
     }
 
     /// What `from` makes of `len` bytes (whole pages) in some chunk: an existing one with
-    /// room, or a new one.
-    fn take<T>(&self, len: usize, from: impl Fn(&Arc<Chunk>) -> Option<T>) -> io::Result<T> {
+    /// room, or a new one. `contiguous`: the device must see the bytes at consecutive
+    /// addresses (the driver's own structures); buffers need not (their PRP entries are
+    /// per page), so without an IOMMU a buffer may span several hugepages.
+    fn take<T>(&self, len: usize, contiguous: bool, from: impl Fn(&Arc<Chunk>) -> Option<T>) -> io::Result<T> {
         let n = len.max(1).div_ceil(PAGE);
         let mut st = self.state.write().unwrap_or_else(|e| e.into_inner());
         if let Some(t) = st.chunks.iter().find_map(&from) {
             return Ok(t);
         }
-        if matches!(self.mapper, Mapper::Physical) && n * PAGE > HUGEPAGE {
+        if matches!(self.mapper, Mapper::Physical) && contiguous && n * PAGE > HUGEPAGE {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
-                    "{} bytes of DMA memory in one piece: with dma=uio a piece (a buffer, a queue's PRP pages) is \
-                     at most one 2 MiB hugepage (hugepages are not physically contiguous with each other)",
+                    "{} bytes of the driver's DMA memory in one piece (a queue's rings or PRP list pages): with \
+                     dma=uio such a piece is at most one 2 MiB hugepage (hugepages are not physically contiguous \
+                     with each other); use a shallower queue",
                     n * PAGE
                 ),
             ));
@@ -95,7 +99,7 @@ impl Pool {
             ),
             _ => e,
         })?;
-        let iova = match &self.mapper {
+        let c = match &self.mapper {
             Mapper::Iommu(container) => {
                 let iova = st
                     .iova
@@ -107,40 +111,55 @@ impl Pool {
                         format!("VFIO_IOMMU_MAP_DMA of {} bytes at IOVA {iova:#x}: {e}", mem.len()),
                     )
                 })?;
-                iova
+                Chunk::new(mem, iova)
             }
             Mapper::Physical => {
-                mem.pin().map_err(|e| io::Error::new(e.kind(), format!("mlock of a DMA hugepage: {e}")))?;
-                let pa = uio::phys_addr(mem.addr())?;
-                if pa % HUGEPAGE as u64 != 0 {
-                    return Err(io::Error::other(format!(
-                        "the hugepage at {:#x} has physical address {pa:#x}, not 2 MiB-aligned",
-                        mem.addr()
-                    )));
+                mem.pin().map_err(|e| io::Error::new(e.kind(), format!("mlock of DMA hugepages: {e}")))?;
+                // Each hugepage at its own physical address: they are not contiguous.
+                let mut segs = Vec::with_capacity(mem.len() / HUGEPAGE);
+                for at in (mem.addr()..mem.addr() + mem.len() as u64).step_by(HUGEPAGE) {
+                    let pa = uio::phys_addr(at)?;
+                    if pa % HUGEPAGE as u64 != 0 {
+                        return Err(io::Error::other(format!(
+                            "the hugepage at {at:#x} has physical address {pa:#x}, not 2 MiB-aligned"
+                        )));
+                    }
+                    segs.push(pa);
                 }
-                pa
+                if segs.len() == 1 {
+                    Chunk::new(mem, segs[0])
+                } else {
+                    Chunk::scattered(mem, segs)
+                }
             }
         };
-        let c = Arc::new(Chunk::new(mem, iova));
+        let c = Arc::new(c);
         let t = from(&c).expect("a new chunk holds the request");
         st.chunks.push(c);
         Ok(t)
     }
 
-    /// DMA memory for the driver itself.
+    /// DMA memory for the driver itself (contiguous for the device).
     pub(crate) fn dma(&self, len: usize) -> io::Result<Dma> {
-        self.take(len, |c| c.reserve(len))
+        self.take(len, true, |c| c.reserve(len))
     }
 
     /// A zeroed buffer of `len` bytes in DMA memory.
     pub(crate) fn buffer(&self, len: usize) -> io::Result<Buffer> {
-        self.take(len, |c| c.lend(len))
+        self.take(len, false, |c| c.lend(len))
     }
 
-    /// The IOVA of `len` bytes at `addr` when they are DMA memory of this pool.
-    pub(crate) fn iova_of(&self, addr: u64, len: u64) -> Option<u64> {
+    /// Whether `len` bytes at `addr` are DMA memory of this pool.
+    pub(crate) fn contains(&self, addr: u64, len: u64) -> bool {
         let st = self.state.read().unwrap_or_else(|e| e.into_inner());
-        st.chunks.iter().find_map(|c| c.iova_of(addr, len))
+        st.chunks.iter().any(|c| c.contains(addr, len))
+    }
+
+    /// The device-contiguous pieces of `len` bytes at `addr` (see [`Chunk::pieces`]);
+    /// false when they are not DMA memory of this pool.
+    pub(crate) fn pieces(&self, addr: u64, len: u64, mut put: impl FnMut(u64, u64)) -> bool {
+        let st = self.state.read().unwrap_or_else(|e| e.into_inner());
+        st.chunks.iter().any(|c| c.pieces(addr, len, &mut put))
     }
 
     /// A snapshot of the chunks, for lock-free lookups on the I/O path.

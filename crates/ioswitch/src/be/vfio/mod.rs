@@ -158,7 +158,25 @@ pub(crate) fn open(
 /// Index of the first buffer of `bufs` that is not DMA memory of this device.
 pub(crate) fn not_dma(dev: &Inner, bufs: &[Buffer]) -> Option<usize> {
     let ctrl = dev.vfio.as_ref()?;
-    bufs.iter().position(|b| ctrl.pool.iova_of(b.as_ptr() as u64, b.len() as u64).is_none())
+    bufs.iter().position(|b| !ctrl.pool.contains(b.as_ptr() as u64, b.len() as u64))
+}
+
+/// Why an admin command's data `bufs` (each buffer whole) cannot go to the controller
+/// of `dev`: more than its max transfer (MDTS applies to admin commands too), or a shape
+/// PRPs cannot describe. The admin queue's PRP list pages hold the largest transfer, so
+/// lists chain as on the I/O queues.
+pub(crate) fn admin_refusal(dev: &Inner, bufs: &[Buffer]) -> Option<String> {
+    let ctrl = dev.vfio.as_ref()?;
+    let total: u64 = bufs.iter().map(|b| b.len() as u64).sum();
+    admin_too_long(total, ctrl.max_transfer, || ctrl.transfer_limit())
+        .or_else(|| prp_shape(dev, bufs, total).err().map(prp::PrpError::why))
+}
+
+/// The refusal of `total` bytes of admin data over the max transfer `max`.
+fn admin_too_long(total: u64, max: u64, why: impl FnOnce() -> String) -> Option<String> {
+    (total > max).then(|| {
+        format!("{total} bytes of data exceed the device's max transfer of {max} bytes ({}); read less", why())
+    })
 }
 
 /// Whether the first `len` bytes of `bufs` can be described with PRPs on `dev` (the
@@ -204,14 +222,20 @@ impl Fail {
     }
 }
 
-/// The device address of `len` bytes at `addr`: from the chunks seen so far, else from
-/// the pool (a chunk made since), whose chunks are then remembered.
-fn iova(pool: &Pool, chunks: &mut Vec<Arc<Chunk>>, addr: u64, len: u64) -> Option<u64> {
-    if let Some(i) = chunks.iter().find_map(|c| c.iova_of(addr, len)) {
-        return Some(i);
+/// Most device pieces the buffers of one command make: one per buffer, plus, without an
+/// IOMMU, one per 2 MiB hugepage boundary their bytes cross (at most one per buffer
+/// and one per 2 MiB of the longest transfer).
+const MAX_PIECES: usize = 2 * MAX_SEGMENTS + (prp::DRIVER_MAX as usize >> 21);
+
+/// The device pieces of `len` bytes at `addr` (see [`Chunk::pieces`]): from the chunks
+/// seen so far, else from the pool (a chunk made since), whose chunks are then
+/// remembered. False when the bytes are not DMA memory of the device.
+fn dev_pieces(pool: &Pool, chunks: &mut Vec<Arc<Chunk>>, addr: u64, len: u64, mut put: impl FnMut(u64, u64)) -> bool {
+    if chunks.iter().any(|c| c.pieces(addr, len, &mut put)) {
+        return true;
     }
     *chunks = pool.chunks();
-    chunks.iter().find_map(|c| c.iova_of(addr, len))
+    chunks.iter().any(|c| c.pieces(addr, len, &mut put))
 }
 
 /// The submission entry of a checked command with command id `cid` on `qp`: the data
@@ -238,7 +262,7 @@ fn build(
         WireData::None => [0, 0],
         WireData::Range(r) => [qp.write_scratch(cid, &r.to_bytes()), 0],
         WireData::Bufs(len) => {
-            let mut pieces = [(0u64, 0u64); MAX_SEGMENTS];
+            let mut pieces = [(0u64, 0u64); MAX_PIECES];
             let mut left = len;
             let mut n = 0;
             for (i, b) in bufs.iter().enumerate().take(MAX_SEGMENTS) {
@@ -246,10 +270,20 @@ fn build(
                     break;
                 }
                 let take = left.min(b.len() as u64);
-                let at = iova(pool, chunks, b.as_ptr() as u64, b.len() as u64).ok_or(Fail::NotDma(i))?;
-                pieces[n] = (at, take);
-                n += 1;
+                let found = dev_pieces(pool, chunks, b.as_ptr() as u64, take, |at, len| {
+                    // Bounded by MAX_PIECES; `n` past it is refused below.
+                    if let Some(p) = pieces.get_mut(n) {
+                        *p = (at, len);
+                    }
+                    n += 1;
+                });
+                if !found {
+                    return Err(Fail::NotDma(i));
+                }
                 left -= take;
+            }
+            if n > MAX_PIECES {
+                return Err(Fail::Bad(format!("the buffers make more than {MAX_PIECES} device pieces")));
             }
             if left != 0 {
                 return Err(Fail::Bad("the buffers are shorter than the transfer".into()));
@@ -344,8 +378,9 @@ impl AdminIo for VfioAdmin {
     fn admin(&self, cmd: &Cmd, bufs: &mut [Buffer]) -> Result<u64, Status> {
         let mut pieces = Vec::with_capacity(bufs.len());
         for b in bufs.iter() {
-            let at = self.ctrl.pool.iova_of(b.as_ptr() as u64, b.len() as u64).ok_or(errno_to_status(libc::EFAULT))?;
-            pieces.push((at, b.len() as u64));
+            if !self.ctrl.pool.pieces(b.as_ptr() as u64, b.len() as u64, |at, n| pieces.push((at, n))) {
+                return Err(errno_to_status(libc::EFAULT));
+            }
         }
         self.ctrl.admin_iova(cmd.sqe, &pieces)
     }
@@ -466,8 +501,24 @@ impl Drop for VfioQueue {
 
 #[cfg(test)]
 mod tests {
+    use super::{admin_too_long, ctrl, prp};
     use crate::be::testutil::temp_in;
     use crate::{Device, Error, Opts};
+
+    #[test]
+    fn admin_data_chains_list_pages_up_to_mdts_and_longer_data_is_refused_naming_it() {
+        // The admin queue's list pages hold the driver's largest transfer, at an offset.
+        let most = prp::entries_for(prp::DRIVER_MAX);
+        assert_eq!(prp::list_pages(most), ctrl::ADMIN_LIST_PAGES);
+        assert!(prp::max_entries(ctrl::ADMIN_LIST_PAGES) >= most);
+        let mdts = || "the controller's MDTS is 10 (2^10 x 4096 = 4194304 bytes)".to_string();
+        assert_eq!(admin_too_long(4 << 20, 4 << 20, mdts), None, "MDTS itself is allowed");
+        let e = admin_too_long((4 << 20) + 4096, 4 << 20, mdts).expect("refused");
+        assert!(
+            e.contains("4198400 bytes") && e.contains("max transfer of 4194304 bytes") && e.contains("MDTS is 10"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn vfio_on_a_path_or_a_ramdisk_is_refused_at_open_with_the_reason() {

@@ -11,6 +11,7 @@ use ioswitch_bench::membw::{self, MembwOpts};
 use ioswitch_bench::overhead::{self, targets, OverheadOpts};
 use ioswitch_bench::scaling;
 use ioswitch_bench::sweep::{self, SweepPlan};
+use ioswitch_bench::sweep_csv;
 use std::path::PathBuf;
 
 fn say(msg: &str) {
@@ -125,12 +126,22 @@ Each variant is probed first; one the target cannot run is reported as refused, 
 reason. Writes study.csv, study.json, iops-vs-qd-jN.svg per job count and iops-vs-jobs-qdD.svg
 per queue depth into --out.
 
+With --from-csv FILE (repeatable): no run; the plots of rows in sweep.csv's format, from one
+or more files merged (rows that one sweep cannot measure together, e.g. one controller under
+the kernel's driver and then, rebound, under the user-space one: tests/vm/pci-study.sh).
+Writes lat-vs-qd.svg, iops-vs-qd.svg, cpu-per-io-vs-qd.svg and syscalls-per-io-vs-qd.svg
+(and lat-vs-bs.svg with several block sizes) into --out.
+
 Examples:
   ioswitch bench sweep --engines io_uring,libaio,psync --qd 1,2,4,8,16,32 --bs 512,4k,32k,128k --out sweep/
   ioswitch bench sweep --variants iou,iou+p,iou+k,libaio --jobs 1,2 --qd 1,4,16,64 --out study/ \\
-      --name=j --filename=/var/tmp/f --size=1g --rw=randread --bs=4k --direct=1 --runtime=2s --time_based"
+      --name=j --filename=/var/tmp/f --size=1g --rw=randread --bs=4k --direct=1 --runtime=2s --time_based
+  ioswitch bench sweep --from-csv target/pci-study/sweep.csv --out target/pci-study"
 )]
 struct SweepArgs {
+    /// Draw the plots of these CSV files (sweep.csv's columns, merged) instead of running.
+    #[arg(long = "from-csv", value_name = "FILE")]
+    from_csv: Vec<PathBuf>,
     /// Interfaces: a comma list or `all` [default: io_uring,libaio,psync].
     #[arg(long)]
     engines: Option<String>,
@@ -364,6 +375,20 @@ fn study_run(a: SweepArgs) -> Outcome {
 
 /// Parses a nested benchmark's options; `--help` prints and exits 0, a usage error
 /// prints and exits 2 (clap's convention, as for every other subcommand).
+/// `ioswitch bench sweep --from-csv FILE…`: the plots of CSV rows, no run.
+fn from_csv(a: SweepArgs) -> Outcome {
+    if a.engines.is_some() || a.bs.is_some() || !a.fio.is_empty() {
+        return Err(Failure::new(
+            "--from-csv draws the rows of its files and runs nothing: --engines, --bs and fio arguments do not go with it",
+        ));
+    }
+    let files = sweep_csv::plot_files(&a.from_csv, &a.out).map_err(|e| Failure::new(e.to_string()))?;
+    for f in files {
+        say(&format!("wrote {}", f.display()));
+    }
+    Ok(())
+}
+
 fn parse<T: Parser>(word: &str, args: &[String]) -> T {
     let argv = std::iter::once(format!("ioswitch bench {word}")).chain(args.iter().cloned());
     T::try_parse_from(argv).unwrap_or_else(|e| e.exit())
@@ -390,6 +415,9 @@ pub fn nested(word: &str, args: &[String]) -> Outcome {
         }
         "sweep" => {
             let a: SweepArgs = parse(word, args);
+            if !a.from_csv.is_empty() {
+                return from_csv(a);
+            }
             let (interfaces, all) = parse_ifaces(a.engines.as_deref().unwrap_or("io_uring,libaio,psync"))?;
             let plan = SweepPlan {
                 interfaces,

@@ -1,0 +1,335 @@
+//! `ioswitch bench sweep --from-csv FILE…`: the sweep's plots drawn from CSV files in
+//! `sweep.csv`'s format ([`CSV_HEADER`]) instead of from a run, for points that one
+//! sweep cannot measure together. The PCI study (tests/vm/pci-study.sh) is the case: the
+//! same controller is `/dev/nvme1n1` and `/dev/ng1n1` under the kernel's driver and
+//! `0000:00:05.0` under the user-space one, with a rebind between them, so its runs are
+//! separate `ioswitch bench` jobs; its table script writes their medians as rows of this
+//! format, and this draws them as a sweep would. Several files are merged (rows of the
+//! same interface, queue depth and block size twice are refused, naming both files).
+//! Interface names are taken as written (`io_uring+iopoll`, `vfio 2 jobs`): a row is a
+//! legend entry, not an interface the library must know.
+//!
+//! Plots, at the sweep's plot block size (4 KiB when present, else the smallest), one
+//! line per interface over queue depth: mean latency, IOPS, process CPU per I/O
+//! (`process_cpu_pct / 100 / iops`) and syscalls per I/O; with more than one block size,
+//! mean latency vs block size at the smallest queue depth too.
+
+use crate::plot::{LineChart, Scale, Series, TickFormat};
+use crate::sweep::CSV_HEADER;
+use std::path::{Path, PathBuf};
+
+/// What is wrong with a CSV file given to `--from-csv`.
+#[derive(Debug, thiserror::Error)]
+pub enum CsvError {
+    /// The file cannot be read.
+    #[error("--from-csv {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The first line is not the sweep's header.
+    #[error("--from-csv {}: the first line is not sweep.csv's header ({CSV_HEADER})", path.display())]
+    Header {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A row is malformed.
+    #[error("--from-csv {} line {line}: {why}", path.display())]
+    Row {
+        /// The file.
+        path: PathBuf,
+        /// Its line number (1-based).
+        line: usize,
+        /// What is wrong.
+        why: String,
+    },
+    /// The same point in two rows.
+    #[error("--from-csv: {interface} at qd {qd}, bs {bs} is in {} and again in {} line {line}", first.display(), path.display())]
+    Twice {
+        /// The interface.
+        interface: String,
+        /// Queue depth.
+        qd: u32,
+        /// Block size.
+        bs: u64,
+        /// Where it was first.
+        first: PathBuf,
+        /// Where it is again.
+        path: PathBuf,
+        /// The line there.
+        line: usize,
+    },
+    /// No rows at all.
+    #[error("--from-csv: the files hold no rows")]
+    Empty,
+    /// A chart cannot be written.
+    #[error("writing {}: {source}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// One row: the columns the plots use.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    /// Legend name.
+    pub interface: String,
+    /// Queue depth.
+    pub qd: u32,
+    /// Block size, bytes.
+    pub bs: u64,
+    /// I/Os per second.
+    pub iops: f64,
+    /// Mean latency, ns.
+    pub lat_mean_ns: f64,
+    /// Process CPU, % of one CPU.
+    pub process_cpu_pct: f64,
+    /// Syscalls per I/O.
+    pub syscalls_per_io: f64,
+    /// The file it came from.
+    pub file: PathBuf,
+}
+
+impl Row {
+    /// Process CPU per I/O, µs.
+    pub fn cpu_us_per_io(&self) -> f64 {
+        self.process_cpu_pct / 100.0 / self.iops * 1e6
+    }
+}
+
+/// The rows of the CSV texts `files` (path, text), in order, merged.
+pub fn parse(files: &[(PathBuf, String)]) -> Result<Vec<Row>, CsvError> {
+    let cols: Vec<&str> = CSV_HEADER.split(',').collect();
+    let at = |name: &str| cols.iter().position(|c| *c == name).expect("a column of CSV_HEADER");
+    let (c_if, c_qd, c_bs, c_iops, c_lat, c_cpu, c_sys) = (
+        at("interface"),
+        at("qd"),
+        at("bs"),
+        at("iops"),
+        at("lat_mean_ns"),
+        at("process_cpu_pct"),
+        at("syscalls_per_io"),
+    );
+    let mut rows: Vec<Row> = Vec::new();
+    for (path, text) in files {
+        let mut lines = text.lines();
+        if lines.next().map(str::trim_end) != Some(CSV_HEADER) {
+            return Err(CsvError::Header { path: path.clone() });
+        }
+        for (i, l) in lines.enumerate() {
+            let line = i + 2;
+            if l.trim().is_empty() {
+                continue;
+            }
+            let bad = |why: String| CsvError::Row { path: path.clone(), line, why };
+            let f: Vec<&str> = l.split(',').collect();
+            if f.len() != cols.len() {
+                return Err(bad(format!("{} fields, the header has {}", f.len(), cols.len())));
+            }
+            let num = |c: usize| -> Result<f64, CsvError> {
+                f[c].trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|v| v.is_finite() && *v >= 0.0)
+                    .ok_or_else(|| bad(format!("{} is {:?}, not a number ≥ 0", cols[c], f[c])))
+            };
+            let interface = f[c_if].trim().to_string();
+            if interface.is_empty() {
+                return Err(bad("the interface is empty".into()));
+            }
+            let qd: u32 = f[c_qd]
+                .trim()
+                .parse()
+                .ok()
+                .filter(|&q| q > 0)
+                .ok_or_else(|| bad(format!("qd is {:?}, not a queue depth ≥ 1", f[c_qd])))?;
+            let bs: u64 = f[c_bs]
+                .trim()
+                .parse()
+                .ok()
+                .filter(|&b| b > 0)
+                .ok_or_else(|| bad(format!("bs is {:?}, not a block size ≥ 1", f[c_bs])))?;
+            let row = Row {
+                interface,
+                qd,
+                bs,
+                iops: num(c_iops)?,
+                lat_mean_ns: num(c_lat)?,
+                process_cpu_pct: num(c_cpu)?,
+                syscalls_per_io: num(c_sys)?,
+                file: path.clone(),
+            };
+            if let Some(r) = rows.iter().find(|r| (&r.interface, r.qd, r.bs) == (&row.interface, row.qd, row.bs)) {
+                return Err(CsvError::Twice {
+                    interface: row.interface,
+                    qd,
+                    bs,
+                    first: r.file.clone(),
+                    path: path.clone(),
+                    line,
+                });
+            }
+            rows.push(row);
+        }
+    }
+    if rows.is_empty() {
+        return Err(CsvError::Empty);
+    }
+    Ok(rows)
+}
+
+/// The plots of `rows`, with their file names (see the module's documentation).
+pub fn charts(rows: &[Row]) -> Vec<(&'static str, LineChart)> {
+    let mut names: Vec<&str> = Vec::new();
+    let mut bss: Vec<u64> = Vec::new();
+    for r in rows {
+        if !names.contains(&r.interface.as_str()) {
+            names.push(&r.interface);
+        }
+        if !bss.contains(&r.bs) {
+            bss.push(r.bs);
+        }
+    }
+    let bs = if bss.contains(&4096) { 4096 } else { bss.iter().copied().min().unwrap_or(4096) };
+    let qd = rows.iter().map(|r| r.qd).min().unwrap_or(1);
+    let series = |keep: &dyn Fn(&Row) -> bool, xy: &dyn Fn(&Row) -> (f64, f64)| -> Vec<Series> {
+        names
+            .iter()
+            .map(|&n| {
+                let mut points: Vec<(f64, f64)> = rows.iter().filter(|r| r.interface == n && keep(r)).map(xy).collect();
+                points.sort_by(|a, b| a.0.total_cmp(&b.0));
+                Series { name: n.to_string(), points }
+            })
+            .filter(|s| !s.points.is_empty())
+            .collect()
+    };
+    let bs_name = ioswitch::units::fmt_size(bs);
+    let over_qd = |title: &str, y_label: &str, y_ticks: TickFormat, y: &dyn Fn(&Row) -> f64| LineChart {
+        title: format!("{title} vs queue depth (bs {bs_name})"),
+        x_label: "queue depth (log2 scale)".into(),
+        y_label: y_label.into(),
+        x_scale: Scale::Log2,
+        x_ticks: TickFormat::Number,
+        y_ticks,
+        series: series(&|r| r.bs == bs, &|r| (r.qd as f64, y(r))),
+    };
+    let mut out = vec![
+        ("lat-vs-qd.svg", over_qd("Mean latency", "mean latency (µs)", TickFormat::Number, &|r| r.lat_mean_ns / 1e3)),
+        ("iops-vs-qd.svg", over_qd("IOPS", "IOPS (I/Os per second)", TickFormat::Si, &|r| r.iops)),
+        (
+            "cpu-per-io-vs-qd.svg",
+            over_qd("Process CPU per I/O", "process CPU per I/O (µs)", TickFormat::Number, &|r| r.cpu_us_per_io()),
+        ),
+        (
+            "syscalls-per-io-vs-qd.svg",
+            over_qd("Syscalls per I/O", "syscalls per I/O", TickFormat::Number, &|r| r.syscalls_per_io),
+        ),
+    ];
+    if bss.len() > 1 {
+        out.push((
+            "lat-vs-bs.svg",
+            LineChart {
+                title: format!("Mean latency vs block size (qd {qd})"),
+                x_label: "block size (bytes, log2 scale)".into(),
+                y_label: "mean latency (µs)".into(),
+                x_scale: Scale::Log2,
+                x_ticks: TickFormat::Bytes,
+                y_ticks: TickFormat::Number,
+                series: series(&|r| r.qd == qd, &|r| (r.bs as f64, r.lat_mean_ns / 1e3)),
+            },
+        ));
+    }
+    out
+}
+
+/// Reads `files`, merges them and writes the plots into `dir` (created when missing);
+/// returns the paths written.
+pub fn plot_files(files: &[PathBuf], dir: &Path) -> Result<Vec<PathBuf>, CsvError> {
+    let mut texts = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(f).map_err(|source| CsvError::Read { path: f.clone(), source })?;
+        texts.push((f.clone(), text));
+    }
+    let rows = parse(&texts)?;
+    std::fs::create_dir_all(dir).map_err(|source| CsvError::Write { path: dir.to_path_buf(), source })?;
+    let mut written = Vec::new();
+    for (name, chart) in charts(&rows) {
+        let path = dir.join(name);
+        std::fs::write(&path, chart.to_svg()).map_err(|source| CsvError::Write { path: path.clone(), source })?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(iface: &str, qd: u32, iops: f64, cpu_pct: f64, sys: f64) -> String {
+        format!(
+            "{iface},async,{qd},4096,3,{iops},{iops},{iops},{},{},1,2,3,,4,5,6,{cpu_pct},{sys}",
+            iops * 4096.0,
+            1e9 / iops * qd as f64
+        )
+    }
+
+    fn csv(rows: &[String]) -> String {
+        format!("{CSV_HEADER}\n{}\n", rows.join("\n"))
+    }
+
+    #[test]
+    fn rows_of_two_files_merge_and_draw_one_line_per_interface() {
+        let kernel = csv(&[row("io_uring", 1, 1000.0, 50.0, 2.0), row("io_uring", 16, 4000.0, 80.0, 0.25)]);
+        let user = csv(&[row("vfio", 1, 2000.0, 100.0, 0.0), row("vfio 2 jobs", 16, 8000.0, 200.0, 0.0)]);
+        let rows = parse(&[("k.csv".into(), kernel), ("u.csv".into(), user)]).unwrap();
+        assert_eq!(rows.len(), 4);
+        // CPU per I/O: 50 % of a CPU at 1000 IOPS is 500 µs per I/O.
+        assert_eq!(rows[0].cpu_us_per_io(), 500.0);
+        assert_eq!(rows[3].cpu_us_per_io(), 250.0);
+        let charts = charts(&rows);
+        let names: Vec<&str> = charts.iter().map(|c| c.0).collect();
+        assert_eq!(names, ["lat-vs-qd.svg", "iops-vs-qd.svg", "cpu-per-io-vs-qd.svg", "syscalls-per-io-vs-qd.svg"]);
+        let cpu = &charts[2].1;
+        assert_eq!(cpu.series.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["io_uring", "vfio", "vfio 2 jobs"]);
+        assert_eq!(cpu.series[0].points, [(1.0, 500.0), (16.0, 200.0)]);
+        assert_eq!(charts[3].1.series[0].points, [(1.0, 2.0), (16.0, 0.25)]);
+        let svg = cpu.to_svg();
+        assert!(svg.contains(">vfio 2 jobs</text>") && svg.contains(">process CPU per I/O (µs)</text>"), "{svg}");
+    }
+
+    #[test]
+    fn a_wrong_header_a_bad_field_and_a_point_twice_are_refused_naming_the_file_and_line() {
+        let e = parse(&[("a.csv".into(), "interface,qd\nx,1\n".into())]).unwrap_err().to_string();
+        assert!(e.contains("a.csv") && e.contains("header"), "{e}");
+        let bad = csv(&[row("io_uring", 1, 1000.0, 50.0, 2.0).replace(",50,", ",lots,")]);
+        let e = parse(&[("b.csv".into(), bad)]).unwrap_err().to_string();
+        assert!(e.contains("b.csv line 2") && e.contains("process_cpu_pct is \"lots\""), "{e}");
+        let short = csv(&["io_uring,async,1".into()]);
+        let e = parse(&[("c.csv".into(), short)]).unwrap_err().to_string();
+        assert!(e.contains("c.csv line 2") && e.contains("3 fields"), "{e}");
+        let one = csv(&[row("vfio", 1, 1000.0, 50.0, 0.0)]);
+        let e = parse(&[("d.csv".into(), one.clone()), ("e.csv".into(), one)]).unwrap_err().to_string();
+        assert!(e.contains("vfio at qd 1, bs 4096 is in d.csv and again in e.csv line 2"), "{e}");
+        let e = parse(&[("f.csv".into(), format!("{CSV_HEADER}\n"))]).unwrap_err().to_string();
+        assert!(e.contains("no rows"), "{e}");
+    }
+
+    #[test]
+    fn plot_files_writes_the_svgs() {
+        let dir = std::env::temp_dir().join(format!("ioswitch-sweep-csv-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("s.csv");
+        std::fs::write(&f, csv(&[row("psync", 1, 900.0, 40.0, 1.0), row("libaio", 16, 3000.0, 70.0, 0.6)])).unwrap();
+        let out = plot_files(&[f], &dir.join("out")).unwrap();
+        assert_eq!(out.len(), 4);
+        for p in &out {
+            assert!(std::fs::read_to_string(p).unwrap().starts_with("<svg"), "{}", p.display());
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

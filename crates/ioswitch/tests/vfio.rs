@@ -394,6 +394,19 @@ fn dma_buffers_over_one_hugepage_carry_data_in_both_modes() {
     dev.pass(&Cmd::read(1, slba, nlb), std::slice::from_mut(&mut r)).unwrap();
     pattern::compare(&r, &pattern::at(slba * lba, len, 13), slba * lba, Some(13), "one buffer over 2 MiB").unwrap();
     if dma() == "uio" {
+        // Whether this run's two hugepages were physically apart (then only a PRP entry
+        // per hugepage reaches the second one; adjacent ones would hide a driver that
+        // assumed contiguity): said, not asserted (the kernel picks them).
+        let pa = |addr: usize| -> u64 {
+            use std::os::unix::fs::FileExt;
+            let mut e = [0u8; 8];
+            let f = std::fs::File::open("/proc/self/pagemap").unwrap();
+            f.read_exact_at(&mut e, (addr / 4096 * 8) as u64).unwrap();
+            (u64::from_le_bytes(e) & ((1 << 55) - 1)) * 4096
+        };
+        let (a, b2) = (pa(r.as_ptr() as usize), pa(r.as_ptr() as usize + (2 << 20)));
+        let apart = if b2 == a + (2 << 20) { "adjacent" } else { "apart" };
+        eprintln!("dma=uio: the 4 MiB buffer's hugepages are at physical {a:#x} and {b2:#x} ({apart})");
         // The driver's own structures must stay contiguous for the device: a queue whose
         // PRP list pages need more than one hugepage is refused, saying so.
         let Err(e) = dev.queue(1024) else { panic!("a queue of 1024 with more than 2 MiB of PRP pages under dma=uio") };

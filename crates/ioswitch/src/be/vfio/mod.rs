@@ -222,10 +222,42 @@ impl Fail {
     }
 }
 
-/// Most device pieces the buffers of one command make: one per buffer, plus, without an
-/// IOMMU, one per 2 MiB hugepage boundary their bytes cross (at most one per buffer
-/// and one per 2 MiB of the longest transfer).
-const MAX_PIECES: usize = 2 * MAX_SEGMENTS + (prp::DRIVER_MAX as usize >> 21);
+/// The device pieces of one command's buffers: on the stack up to [`Pieces::SMALL`]
+/// (nearly every command: one buffer, or a few), else on the heap (many vectored
+/// buffers, or under `dma=uio` buffers spanning many hugepages).
+struct Pieces {
+    small: [(u64, u64); Pieces::SMALL],
+    n: usize,
+    big: Vec<(u64, u64)>,
+}
+
+impl Pieces {
+    const SMALL: usize = 8;
+
+    fn new() -> Pieces {
+        Pieces { small: [(0, 0); Pieces::SMALL], n: 0, big: Vec::new() }
+    }
+
+    fn push(&mut self, p: (u64, u64)) {
+        if self.n < Pieces::SMALL {
+            self.small[self.n] = p;
+        } else {
+            if self.big.is_empty() {
+                self.big.extend_from_slice(&self.small);
+            }
+            self.big.push(p);
+        }
+        self.n += 1;
+    }
+
+    fn as_slice(&self) -> &[(u64, u64)] {
+        if self.n <= Pieces::SMALL {
+            &self.small[..self.n]
+        } else {
+            &self.big
+        }
+    }
+}
 
 /// The device pieces of `len` bytes at `addr` (see [`Chunk::pieces`]): from the chunks
 /// seen so far, else from the pool (a chunk made since), whose chunks are then
@@ -262,33 +294,22 @@ fn build(
         WireData::None => [0, 0],
         WireData::Range(r) => [qp.write_scratch(cid, &r.to_bytes()), 0],
         WireData::Bufs(len) => {
-            let mut pieces = [(0u64, 0u64); MAX_PIECES];
+            let mut pieces = Pieces::new();
             let mut left = len;
-            let mut n = 0;
             for (i, b) in bufs.iter().enumerate().take(MAX_SEGMENTS) {
                 if left == 0 {
                     break;
                 }
                 let take = left.min(b.len() as u64);
-                let found = dev_pieces(pool, chunks, b.as_ptr() as u64, take, |at, len| {
-                    // Bounded by MAX_PIECES; `n` past it is refused below.
-                    if let Some(p) = pieces.get_mut(n) {
-                        *p = (at, len);
-                    }
-                    n += 1;
-                });
-                if !found {
+                if !dev_pieces(pool, chunks, b.as_ptr() as u64, take, |at, len| pieces.push((at, len))) {
                     return Err(Fail::NotDma(i));
                 }
                 left -= take;
             }
-            if n > MAX_PIECES {
-                return Err(Fail::Bad(format!("the buffers make more than {MAX_PIECES} device pieces")));
-            }
             if left != 0 {
                 return Err(Fail::Bad("the buffers are shorter than the transfer".into()));
             }
-            let (p1, p2) = qp.describe(cid, &pieces[..n]).map_err(|e| Fail::Bad(e.why()))?;
+            let (p1, p2) = qp.describe(cid, pieces.as_slice()).map_err(|e| Fail::Bad(e.why()))?;
             [p1, p2]
         }
     };
@@ -504,6 +525,19 @@ mod tests {
     use super::{admin_too_long, ctrl, prp};
     use crate::be::testutil::temp_in;
     use crate::{Device, Error, Opts};
+
+    #[test]
+    fn pieces_stay_on_the_stack_up_to_eight_then_move_to_the_heap_in_order() {
+        let mut p = super::Pieces::new();
+        for i in 0..8u64 {
+            p.push((i, 1));
+        }
+        assert!(p.big.is_empty() && p.as_slice().len() == 8);
+        for i in 8..20u64 {
+            p.push((i, 1));
+        }
+        assert_eq!(p.as_slice(), (0..20u64).map(|i| (i, 1)).collect::<Vec<_>>());
+    }
 
     #[test]
     fn admin_data_chains_list_pages_up_to_mdts_and_longer_data_is_refused_naming_it() {

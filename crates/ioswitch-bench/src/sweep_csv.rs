@@ -183,8 +183,10 @@ pub fn parse(files: &[(PathBuf, String)]) -> Result<Vec<Row>, CsvError> {
     Ok(rows)
 }
 
-/// The plots of `rows`, with their file names (see the module's documentation).
-pub fn charts(rows: &[Row]) -> Vec<(&'static str, LineChart)> {
+/// The plots of `rows`, with their file names (see the module's documentation) and
+/// whether the y axis is logarithmic (CPU per I/O: polling modes can spend orders of
+/// magnitude more than the rest).
+pub fn charts(rows: &[Row]) -> Vec<(&'static str, LineChart, bool)> {
     let mut names: Vec<&str> = Vec::new();
     let mut bss: Vec<u64> = Vec::new();
     for r in rows {
@@ -219,15 +221,23 @@ pub fn charts(rows: &[Row]) -> Vec<(&'static str, LineChart)> {
         series: series(&|r| r.bs == bs, &|r| (r.qd as f64, y(r))),
     };
     let mut out = vec![
-        ("lat-vs-qd.svg", over_qd("Mean latency", "mean latency (µs)", TickFormat::Number, &|r| r.lat_mean_ns / 1e3)),
-        ("iops-vs-qd.svg", over_qd("IOPS", "IOPS (I/Os per second)", TickFormat::Si, &|r| r.iops)),
+        (
+            "lat-vs-qd.svg",
+            over_qd("Mean latency", "mean latency (µs)", TickFormat::Number, &|r| r.lat_mean_ns / 1e3),
+            false,
+        ),
+        ("iops-vs-qd.svg", over_qd("IOPS", "IOPS (I/Os per second)", TickFormat::Si, &|r| r.iops), false),
         (
             "cpu-per-io-vs-qd.svg",
-            over_qd("Process CPU per I/O", "process CPU per I/O (µs)", TickFormat::Number, &|r| r.cpu_us_per_io()),
+            over_qd("Process CPU per I/O", "process CPU per I/O (µs, log scale)", TickFormat::Number, &|r| {
+                r.cpu_us_per_io()
+            }),
+            true,
         ),
         (
             "syscalls-per-io-vs-qd.svg",
             over_qd("Syscalls per I/O", "syscalls per I/O", TickFormat::Number, &|r| r.syscalls_per_io),
+            false,
         ),
     ];
     if bss.len() > 1 {
@@ -242,6 +252,7 @@ pub fn charts(rows: &[Row]) -> Vec<(&'static str, LineChart)> {
                 y_ticks: TickFormat::Number,
                 series: series(&|r| r.qd == qd, &|r| (r.bs as f64, r.lat_mean_ns / 1e3)),
             },
+            false,
         ));
     }
     out
@@ -258,9 +269,10 @@ pub fn plot_files(files: &[PathBuf], dir: &Path) -> Result<Vec<PathBuf>, CsvErro
     let rows = parse(&texts)?;
     std::fs::create_dir_all(dir).map_err(|source| CsvError::Write { path: dir.to_path_buf(), source })?;
     let mut written = Vec::new();
-    for (name, chart) in charts(&rows) {
+    for (name, chart, log_y) in charts(&rows) {
         let path = dir.join(name);
-        std::fs::write(&path, chart.to_svg()).map_err(|source| CsvError::Write { path: path.clone(), source })?;
+        let svg = if log_y { chart.to_svg_log_y() } else { chart.to_svg() };
+        std::fs::write(&path, svg).map_err(|source| CsvError::Write { path: path.clone(), source })?;
         written.push(path);
     }
     Ok(written)
@@ -294,12 +306,16 @@ mod tests {
         let charts = charts(&rows);
         let names: Vec<&str> = charts.iter().map(|c| c.0).collect();
         assert_eq!(names, ["lat-vs-qd.svg", "iops-vs-qd.svg", "cpu-per-io-vs-qd.svg", "syscalls-per-io-vs-qd.svg"]);
+        assert_eq!(charts.iter().map(|c| c.2).collect::<Vec<_>>(), [false, false, true, false], "CPU on log y");
         let cpu = &charts[2].1;
         assert_eq!(cpu.series.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["io_uring", "vfio", "vfio 2 jobs"]);
         assert_eq!(cpu.series[0].points, [(1.0, 500.0), (16.0, 200.0)]);
         assert_eq!(charts[3].1.series[0].points, [(1.0, 2.0), (16.0, 0.25)]);
-        let svg = cpu.to_svg();
-        assert!(svg.contains(">vfio 2 jobs</text>") && svg.contains(">process CPU per I/O (µs)</text>"), "{svg}");
+        let svg = cpu.to_svg_log_y();
+        assert!(
+            svg.contains(">vfio 2 jobs</text>") && svg.contains(">process CPU per I/O (µs, log scale)</text>"),
+            "{svg}"
+        );
     }
 
     #[test]

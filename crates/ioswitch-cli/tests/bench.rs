@@ -380,6 +380,24 @@ fn compare_sweep_and_overhead_run_and_name_bad_input() {
     }
     let csv = fs::read_to_string(Path::new(&out).join("sweep.csv")).unwrap();
     assert!(csv.lines().count() > 4, "{csv}");
+    // The sweep's own CSV plots again without a run; the same file twice repeats every
+    // point and is refused; --from-csv runs nothing, so engines do not go with it.
+    let csv_path = format!("{out}/sweep.csv");
+    let replot = s.path("replot");
+    let o = bench(&["sweep", "--from-csv", &csv_path, "--out", &replot]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    for name in
+        ["lat-vs-qd.svg", "iops-vs-qd.svg", "cpu-per-io-vs-qd.svg", "syscalls-per-io-vs-qd.svg", "lat-vs-bs.svg"]
+    {
+        let svg = fs::read_to_string(Path::new(&replot).join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(svg.contains(">emu</text>") && svg.contains(">nil</text>"), "{name}: one line per interface");
+    }
+    let o = bench(&["sweep", "--from-csv", &csv_path, "--from-csv", &csv_path, "--out", &replot]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("and again in"), "{}", text(&o.stderr));
+    let o = bench(&["sweep", "--from-csv", &csv_path, "--engines", "emu", "--out", &replot]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("runs nothing"), "{}", text(&o.stderr));
 
     let o = bench(&["overhead", "--engines", "nil", "--qd", "1", "--bs", "4k", "--reps", "2", "--run-ms", "5"]);
     assert!(o.status.success(), "{}", text(&o.stderr));

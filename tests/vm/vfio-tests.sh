@@ -4,7 +4,7 @@
 # controller at 0000:00:05.0 with a conventional and a zoned namespace):
 #
 #   1. builds the ioswitch CLI and the ioswitch test binaries here and finds the
-#      executables in cargo's JSON messages;
+#      executables in cargo's JSON messages (cargo_exe, driver-lib.sh);
 #   2. in the guest:
 #      - `ioswitch enum` lists both PCI NVMe controllers with driver nvme and an IOMMU
 #        group each, and the second controller's namespaces;
@@ -329,15 +329,9 @@ fi
 # ---------------------------------------------------------------- on this machine
 cd "$root"
 echo "==== building the CLI and the test binaries"
-exe_of() { # json name kind
-    printf '%s\n' "$1" | grep '"reason":"compiler-artifact"' | grep "\"name\":\"$2\"" |
-        grep "\"kind\":\[\"$3\"\]" | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1
-}
-ios=$(exe_of "$(cargo build -p ioswitch-cli --message-format=json)" ioswitch bin)
-if [[ -z $ios ]]; then
-    echo "vfio-tests: cannot find the ioswitch executable in cargo's output" >&2
-    exit 2
-fi
+# shellcheck source=tests/vm/driver-lib.sh
+source "$here/driver-lib.sh"
+ios=$(cargo_exe ioswitch build -p ioswitch-cli) || exit 2
 echo "ioswitch:    $ios"
 "$here/setup.sh" --quick >/dev/null
 echo "==== running in the IOMMU guest (tests/vm/run.sh --iommu)"

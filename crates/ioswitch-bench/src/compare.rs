@@ -109,13 +109,7 @@ impl Comparison {
                 format!("{:.2}", s.syscalls_per_io.median),
             ]);
         }
-        let mut out = format!(
-            "ioswitch bench compare: {} on {}, median of {} repetition{} (interleaved)\n\n",
-            self.job,
-            self.target,
-            self.reps,
-            if self.reps == 1 { "" } else { "s" }
-        );
+        let mut out = measure::heading("compare", &self.job, &self.target, self.reps);
         out += &t.render();
         out += "\nCPU in % of one CPU: thread = the job thread over its run time; process = the whole \
                 process (helper and kernel worker threads included) over the run's wall time.\n";

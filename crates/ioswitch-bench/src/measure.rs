@@ -10,6 +10,7 @@
 use crate::engine::{self, JobResult};
 use crate::error::{BenchError, ListKind, UnknownIface};
 use crate::jobfile::{IoEngine, JobSpec, Rw, SizeSpec};
+use crate::plot::LineChart;
 use crate::run::{self, JobRun, Prepared, RunOpts};
 use crate::stats::LatStats;
 use ioswitch::{AsyncIface, Opts, SyncIface};
@@ -653,6 +654,85 @@ impl Table {
         }
         out
     }
+}
+
+/// The first line of a results table: which command, the job, the target and the
+/// repetitions its medians are over.
+pub(crate) fn heading(command: &str, job: &str, target: &str, reps: u32) -> String {
+    format!(
+        "ioswitch bench {command}: {job} on {target}, median of {reps} repetition{} (interleaved)\n\n",
+        if reps == 1 { "" } else { "s" }
+    )
+}
+
+/// A column of a results CSV that a point's [`Summary`] fills.
+pub(crate) struct SummaryColumn {
+    /// The header.
+    pub name: &'static str,
+    /// The cell.
+    pub cell: fn(&Summary) -> String,
+}
+
+/// Every summary column of the CSVs, in their order: medians (and the IOPS spread),
+/// latencies in ns, CPU in % of one CPU; `slat_mean_ns` is empty for sync interfaces.
+pub(crate) const SUMMARY_COLUMNS: [SummaryColumn; 15] = [
+    SummaryColumn { name: "reps", cell: |m| m.reps.to_string() },
+    SummaryColumn { name: "iops", cell: |m| format!("{:.1}", m.iops.median) },
+    SummaryColumn { name: "iops_min", cell: |m| format!("{:.1}", m.iops.min) },
+    SummaryColumn { name: "iops_max", cell: |m| format!("{:.1}", m.iops.max) },
+    SummaryColumn { name: "bw_bytes_per_s", cell: |m| format!("{:.0}", m.bw.median) },
+    SummaryColumn { name: "lat_mean_ns", cell: |m| format!("{:.1}", m.lat_mean.median) },
+    SummaryColumn { name: "lat_p50_ns", cell: |m| format!("{:.1}", m.lat_p50.median) },
+    SummaryColumn { name: "lat_p99_ns", cell: |m| format!("{:.1}", m.lat_p99.median) },
+    SummaryColumn { name: "lat_p999_ns", cell: |m| format!("{:.1}", m.lat_p999.median) },
+    SummaryColumn {
+        name: "slat_mean_ns",
+        cell: |m| m.slat_mean.map(|x| format!("{:.1}", x.median)).unwrap_or_default(),
+    },
+    SummaryColumn { name: "clat_mean_ns", cell: |m| format!("{:.1}", m.clat_mean.median) },
+    SummaryColumn { name: "usr_cpu_pct", cell: |m| format!("{:.1}", m.usr.median) },
+    SummaryColumn { name: "sys_cpu_pct", cell: |m| format!("{:.1}", m.sys.median) },
+    SummaryColumn { name: "process_cpu_pct", cell: |m| format!("{:.1}", m.proc_usr.median + m.proc_sys.median) },
+    SummaryColumn { name: "syscalls_per_io", cell: |m| format!("{:.3}", m.syscalls_per_io.median) },
+];
+
+/// A results CSV: the header (`keys`, then the columns' names), then one line per row:
+/// its key cells, then the columns of its summary.
+pub(crate) fn results_csv<'a>(
+    keys: &[&str],
+    columns: &[&SummaryColumn],
+    rows: impl IntoIterator<Item = (Vec<String>, &'a Summary)>,
+) -> String {
+    let line = |cells: Vec<String>| cells.join(",") + "\n";
+    let mut s = line(keys.iter().map(|k| k.to_string()).chain(columns.iter().map(|c| c.name.to_string())).collect());
+    for (key, m) in rows {
+        s += &line(key.into_iter().chain(columns.iter().map(|c| (c.cell)(m))).collect());
+    }
+    s
+}
+
+/// Writes a result into `dir` (created when missing): `{stem}.csv`, `{stem}.json` and
+/// every chart as SVG under its name; returns the paths written.
+pub(crate) fn write_result(
+    dir: &Path,
+    stem: &str,
+    csv: String,
+    json: &Value,
+    charts: impl IntoIterator<Item = (String, LineChart)>,
+) -> Result<Vec<PathBuf>, BenchError> {
+    std::fs::create_dir_all(dir).map_err(|source| BenchError::CreateOutputDir { path: dir.to_path_buf(), source })?;
+    let json_name = format!("{stem}.json");
+    let json =
+        serde_json::to_string_pretty(json).map_err(|source| BenchError::Encode { file: json_name.clone(), source })?;
+    let mut files = vec![(format!("{stem}.csv"), csv), (json_name, json + "\n")];
+    files.extend(charts.into_iter().map(|(name, c)| (name, c.to_svg())));
+    let mut written = Vec::new();
+    for (name, text) in files {
+        let path = dir.join(name);
+        std::fs::write(&path, text).map_err(|source| BenchError::Write { path: path.clone(), source })?;
+        written.push(path);
+    }
+    Ok(written)
 }
 
 /// A directory created for a run and removed, with everything in it, when dropped.

@@ -10,10 +10,9 @@
 
 use crate::error::{BenchError, ListKind};
 use crate::jobfile::JobSpec;
-use crate::measure::{self, Iface, Item, Point, Sample, Skipped, Table};
+use crate::measure::{self, Iface, Item, Point, Sample, Skipped, SummaryColumn, Table, SUMMARY_COLUMNS};
 use crate::plot::{LineChart, Scale, Series, TickFormat};
 use serde_json::{json, Value};
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 /// Queue depths of a sweep when none are given.
@@ -193,35 +192,12 @@ impl SweepResult {
     /// One line per point: medians (and the IOPS spread); latencies in ns, CPU in % of
     /// one CPU; `slat_mean_ns` is empty for sync interfaces.
     pub fn to_csv(&self) -> String {
-        let mut s = String::from(CSV_HEADER);
-        s.push('\n');
-        for p in &self.points {
-            let m = &p.summary;
-            let _ = writeln!(
-                s,
-                "{},{},{},{},{},{:.1},{:.1},{:.1},{:.0},{:.1},{:.1},{:.1},{:.1},{},{:.1},{:.1},{:.1},{:.1},{:.3}",
-                p.iface,
-                if p.iface.is_sync() { "sync" } else { "async" },
-                p.qd,
-                p.bs,
-                m.reps,
-                m.iops.median,
-                m.iops.min,
-                m.iops.max,
-                m.bw.median,
-                m.lat_mean.median,
-                m.lat_p50.median,
-                m.lat_p99.median,
-                m.lat_p999.median,
-                m.slat_mean.map(|x| format!("{:.1}", x.median)).unwrap_or_default(),
-                m.clat_mean.median,
-                m.usr.median,
-                m.sys.median,
-                m.proc_usr.median + m.proc_sys.median,
-                m.syscalls_per_io.median,
-            );
-        }
-        s
+        let columns: Vec<&SummaryColumn> = SUMMARY_COLUMNS.iter().collect();
+        let rows = self.points.iter().map(|p| {
+            let mode = if p.iface.is_sync() { "sync" } else { "async" };
+            (vec![p.iface.to_string(), mode.to_string(), p.qd.to_string(), p.bs.to_string()], &p.summary)
+        });
+        measure::results_csv(&["interface", "mode", "qd", "bs"], &columns, rows)
     }
 
     /// Everything, with per-repetition samples.
@@ -281,13 +257,7 @@ impl SweepResult {
                 format!("{:.2}", m.syscalls_per_io.median),
             ]);
         }
-        let mut out = format!(
-            "ioswitch bench sweep: {} on {}, median of {} repetition{} (interleaved)\n\n",
-            self.job,
-            self.target,
-            self.reps,
-            if self.reps == 1 { "" } else { "s" }
-        );
+        let mut out = measure::heading("sweep", &self.job, &self.target, self.reps);
         out += &t.render();
         if self.points.iter().any(|p| p.iface.is_sync()) && self.qds.iter().any(|&q| q > 1) {
             out += "\nnote: sync interfaces run at queue depth 1 only\n";
@@ -362,19 +332,8 @@ impl SweepResult {
     /// Writes `sweep.csv`, `sweep.json` and the three SVG plots into `dir` (created when
     /// missing); returns the paths written.
     pub fn write_all(&self, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
-        std::fs::create_dir_all(dir)
-            .map_err(|source| BenchError::CreateOutputDir { path: dir.to_path_buf(), source })?;
-        let json = serde_json::to_string_pretty(&self.to_json())
-            .map_err(|source| BenchError::Encode { file: "sweep.json", source })?;
-        let mut files = vec![("sweep.csv", self.to_csv()), ("sweep.json", json + "\n")];
-        files.extend(self.charts().into_iter().map(|(name, c)| (name, c.to_svg())));
-        let mut written = Vec::new();
-        for (name, text) in files {
-            let path = dir.join(name);
-            std::fs::write(&path, text).map_err(|source| BenchError::Write { path: path.clone(), source })?;
-            written.push(path);
-        }
-        Ok(written)
+        let charts = self.charts().into_iter().map(|(name, c)| (name.to_string(), c));
+        measure::write_result(dir, "sweep", self.to_csv(), &self.to_json(), charts)
     }
 }
 
@@ -454,6 +413,11 @@ mod tests {
         assert!(lines.iter().all(|l| l.split(',').count() == cols));
         let psync = lines.iter().find(|l| l.starts_with("psync,")).unwrap();
         assert_eq!(psync.split(',').nth(13), Some(""), "no slat for sync: {psync}");
+        assert_eq!(
+            lines[1],
+            "io_uring,async,1,512,1,100000.0,100000.0,100000.0,51200000,10000.0,10000.0,20000.0,30000.0,1000.0,\
+9000.0,0.0,0.0,0.0,0.000"
+        );
     }
 
     #[test]

@@ -665,7 +665,7 @@ pub(crate) fn heading(command: &str, job: &str, target: &str, reps: u32) -> Stri
     )
 }
 
-/// A column of a results CSV that a point's [`Summary`] fills.
+/// A column of a results table or CSV that a point's [`Summary`] fills.
 pub(crate) struct SummaryColumn {
     /// The header.
     pub name: &'static str,
@@ -675,7 +675,7 @@ pub(crate) struct SummaryColumn {
 
 /// Every summary column of the CSVs, in their order: medians (and the IOPS spread),
 /// latencies in ns, CPU in % of one CPU; `slat_mean_ns` is empty for sync interfaces.
-pub(crate) const SUMMARY_COLUMNS: [SummaryColumn; 15] = [
+pub(crate) const CSV_COLUMNS: [SummaryColumn; 15] = [
     SummaryColumn { name: "reps", cell: |m| m.reps.to_string() },
     SummaryColumn { name: "iops", cell: |m| format!("{:.1}", m.iops.median) },
     SummaryColumn { name: "iops_min", cell: |m| format!("{:.1}", m.iops.min) },
@@ -696,19 +696,64 @@ pub(crate) const SUMMARY_COLUMNS: [SummaryColumn; 15] = [
     SummaryColumn { name: "syscalls_per_io", cell: |m| format!("{:.3}", m.syscalls_per_io.median) },
 ];
 
-/// A results CSV: the header (`keys`, then the columns' names), then one line per row:
-/// its key cells, then the columns of its summary.
-pub(crate) fn results_csv<'a>(
-    keys: &[&str],
+/// The summary columns of the terminal tables: medians (and the IOPS spread); `slat` is
+/// `-` for sync interfaces; CPU in % of one CPU (`thread`: the job threads, `process`,
+/// `CPU`: the whole process).
+pub(crate) const TEXT_COLUMNS: [SummaryColumn; 13] = [
+    SummaryColumn { name: "IOPS", cell: |m| fmt_count(m.iops.median) },
+    SummaryColumn {
+        name: "IOPS min–max", cell: |m| format!("{}–{}", fmt_count(m.iops.min), fmt_count(m.iops.max))
+    },
+    SummaryColumn { name: "BW", cell: |m| format!("{}/s", run::human_bytes(m.bw.median)) },
+    SummaryColumn { name: "lat mean", cell: |m| fmt_ns(m.lat_mean.median) },
+    SummaryColumn { name: "p50", cell: |m| fmt_ns(m.lat_p50.median) },
+    SummaryColumn { name: "p99", cell: |m| fmt_ns(m.lat_p99.median) },
+    SummaryColumn { name: "p99.9", cell: |m| fmt_ns(m.lat_p999.median) },
+    SummaryColumn { name: "slat", cell: |m| m.slat_mean.map(|x| fmt_ns(x.median)).unwrap_or_else(|| "-".into()) },
+    SummaryColumn { name: "clat", cell: |m| fmt_ns(m.clat_mean.median) },
+    SummaryColumn { name: "thread usr/sys", cell: |m| format!("{:.0}%/{:.0}%", m.usr.median, m.sys.median) },
+    SummaryColumn { name: "process usr/sys", cell: |m| format!("{:.0}%/{:.0}%", m.proc_usr.median, m.proc_sys.median) },
+    SummaryColumn { name: "syscalls/IO", cell: |m| format!("{:.2}", m.syscalls_per_io.median) },
+    SummaryColumn { name: "CPU", cell: |m| format!("{:.0}%", m.proc_usr.median + m.proc_sys.median) },
+];
+
+/// The columns of `all` named in `names`, in the order of `names`.
+fn pick<'c>(all: &'c [SummaryColumn], names: &[&str]) -> Vec<&'c SummaryColumn> {
+    names.iter().filter_map(|n| all.iter().find(|c| c.name == *n)).collect()
+}
+
+/// One line of cells per row: the row's key cells, then `columns` of its summary.
+fn cells<'a>(
     columns: &[&SummaryColumn],
     rows: impl IntoIterator<Item = (Vec<String>, &'a Summary)>,
+) -> Vec<Vec<String>> {
+    rows.into_iter().map(|(key, m)| key.into_iter().chain(columns.iter().map(|c| (c.cell)(m))).collect()).collect()
+}
+
+/// A results CSV: the header (`keys`, then the [`CSV_COLUMNS`] named in `columns`), then
+/// one line per row: its key cells, then those columns of its summary.
+pub(crate) fn results_csv<'a>(
+    keys: &[&str],
+    columns: &[&str],
+    rows: impl IntoIterator<Item = (Vec<String>, &'a Summary)>,
 ) -> String {
-    let line = |cells: Vec<String>| cells.join(",") + "\n";
-    let mut s = line(keys.iter().map(|k| k.to_string()).chain(columns.iter().map(|c| c.name.to_string())).collect());
-    for (key, m) in rows {
-        s += &line(key.into_iter().chain(columns.iter().map(|c| (c.cell)(m))).collect());
-    }
-    s
+    let columns = pick(&CSV_COLUMNS, columns);
+    let head = keys.iter().copied().chain(columns.iter().map(|c| c.name)).collect::<Vec<_>>().join(",");
+    cells(&columns, rows).into_iter().fold(head + "\n", |s, line| s + &line.join(",") + "\n")
+}
+
+/// A terminal table: `keys` (left-aligned), then the [`TEXT_COLUMNS`] named in
+/// `columns`; one line per row, as [`results_csv`].
+pub(crate) fn results_table<'a>(
+    keys: &[&str],
+    columns: &[&str],
+    rows: impl IntoIterator<Item = (Vec<String>, &'a Summary)>,
+) -> Table {
+    let columns = pick(&TEXT_COLUMNS, columns);
+    let head: Vec<&str> = keys.iter().copied().chain(columns.iter().map(|c| c.name)).collect();
+    let mut t = Table::new(&head, keys.len());
+    t.rows = cells(&columns, rows);
+    t
 }
 
 /// Writes a result into `dir` (created when missing): `{stem}.csv`, `{stem}.json` and

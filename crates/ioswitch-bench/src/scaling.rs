@@ -22,7 +22,7 @@
 
 use crate::error::BenchError;
 use crate::jobfile::JobSpec;
-use crate::measure::{self, Iface, Item, Point, SummaryColumn, Table, SUMMARY_COLUMNS};
+use crate::measure::{self, Iface, Item, Point};
 use crate::plot::{LineChart, Scale, Series, TickFormat};
 use crate::run::{self, RunOpts};
 use ioswitch::AsyncIface;
@@ -344,13 +344,12 @@ impl StudyResult {
             "process_cpu_pct",
             "syscalls_per_io",
         ];
-        let columns: Vec<&SummaryColumn> = SUMMARY_COLUMNS.iter().filter(|c| COLUMNS.contains(&c.name)).collect();
         let rows = self.points.iter().map(|p| {
             let key =
                 vec![p.variant.to_string(), p.point.interface.clone(), p.jobs.to_string(), p.point.qd.to_string()];
             (key, &p.point.summary)
         });
-        measure::results_csv(&["variant", "interface", "jobs", "qd"], &columns, rows)
+        measure::results_csv(&["variant", "interface", "jobs", "qd"], &COLUMNS, rows)
     }
 
     /// Everything, with per-repetition samples and the refused variants.
@@ -376,20 +375,12 @@ impl StudyResult {
 
     /// The table for the terminal (medians), and the refused variants.
     pub fn to_text(&self) -> String {
-        let mut t = Table::new(&["variant", "jobs", "qd", "IOPS", "IOPS min–max", "lat mean", "p99", "CPU"], 1);
-        for p in &self.points {
-            let m = &p.point.summary;
-            t.rows.push(vec![
-                p.variant.to_string(),
-                p.jobs.to_string(),
-                p.point.qd.to_string(),
-                measure::fmt_count(m.iops.median),
-                format!("{}–{}", measure::fmt_count(m.iops.min), measure::fmt_count(m.iops.max)),
-                measure::fmt_ns(m.lat_mean.median),
-                measure::fmt_ns(m.lat_p99.median),
-                format!("{:.0}%", m.proc_usr.median + m.proc_sys.median),
-            ]);
-        }
+        let rows = self
+            .points
+            .iter()
+            .map(|p| (vec![p.variant.to_string(), p.jobs.to_string(), p.point.qd.to_string()], &p.point.summary));
+        let columns = ["IOPS", "IOPS min–max", "lat mean", "p99", "CPU"];
+        let t = measure::results_table(&["variant", "jobs", "qd"], &columns, rows);
         let mut out = measure::heading("sweep (scaling study)", &self.job, &self.target, self.reps);
         out += &t.render();
         for (v, r) in &self.refused {
@@ -525,6 +516,12 @@ mod tests {
         assert_eq!(r.refused[0].0, Variant::Vfio);
         assert!(!r.refused[0].1.is_empty());
         assert!(r.to_text().contains("refused vfio: "), "{}", r.to_text());
+        let text = r.to_text();
+        let head = text.lines().find(|l| l.starts_with("variant")).unwrap_or_default();
+        assert_eq!(
+            head.split_whitespace().collect::<Vec<_>>(),
+            "variant jobs qd IOPS IOPS min–max lat mean p99 CPU".split(' ').collect::<Vec<_>>()
+        );
         assert_eq!(r.to_json()["refused"][0]["variant"], "vfio");
         // iou: 2 job counts × 2 depths.
         assert_eq!(r.points.len(), 4);

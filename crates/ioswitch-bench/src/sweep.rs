@@ -10,7 +10,7 @@
 
 use crate::error::{BenchError, ListKind};
 use crate::jobfile::JobSpec;
-use crate::measure::{self, Iface, Item, Point, Sample, Skipped, SummaryColumn, Table, SUMMARY_COLUMNS};
+use crate::measure::{self, Iface, Item, Point, Sample, Skipped, CSV_COLUMNS};
 use crate::plot::{LineChart, Scale, Series, TickFormat};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -192,7 +192,7 @@ impl SweepResult {
     /// One line per point: medians (and the IOPS spread); latencies in ns, CPU in % of
     /// one CPU; `slat_mean_ns` is empty for sync interfaces.
     pub fn to_csv(&self) -> String {
-        let columns: Vec<&SummaryColumn> = SUMMARY_COLUMNS.iter().collect();
+        let columns = CSV_COLUMNS.map(|c| c.name);
         let rows = self.points.iter().map(|p| {
             let mode = if p.iface.is_sync() { "sync" } else { "async" };
             (vec![p.iface.to_string(), mode.to_string(), p.qd.to_string(), p.bs.to_string()], &p.summary)
@@ -223,40 +223,13 @@ impl SweepResult {
 
     /// A table of every point (medians), for the terminal.
     pub fn to_text(&self) -> String {
-        let mut t = Table::new(
-            &[
-                "interface",
-                "qd",
-                "bs",
-                "IOPS",
-                "IOPS min–max",
-                "BW",
-                "lat mean",
-                "p50",
-                "p99",
-                "slat",
-                "clat",
-                "syscalls/IO",
-            ],
-            1,
-        );
-        for p in &self.points {
-            let m = &p.summary;
-            t.rows.push(vec![
-                p.iface.to_string(),
-                p.qd.to_string(),
-                ioswitch::units::fmt_size(p.bs),
-                measure::fmt_count(m.iops.median),
-                format!("{}–{}", measure::fmt_count(m.iops.min), measure::fmt_count(m.iops.max)),
-                format!("{}/s", crate::run::human_bytes(m.bw.median)),
-                measure::fmt_ns(m.lat_mean.median),
-                measure::fmt_ns(m.lat_p50.median),
-                measure::fmt_ns(m.lat_p99.median),
-                m.slat_mean.map(|x| measure::fmt_ns(x.median)).unwrap_or_else(|| "-".into()),
-                measure::fmt_ns(m.clat_mean.median),
-                format!("{:.2}", m.syscalls_per_io.median),
-            ]);
-        }
+        const COLUMNS: [&str; 9] =
+            ["IOPS", "IOPS min–max", "BW", "lat mean", "p50", "p99", "slat", "clat", "syscalls/IO"];
+        let rows = self
+            .points
+            .iter()
+            .map(|p| (vec![p.iface.to_string(), p.qd.to_string(), ioswitch::units::fmt_size(p.bs)], &p.summary));
+        let t = measure::results_table(&["interface", "qd", "bs"], &COLUMNS, rows);
         let mut out = measure::heading("sweep", &self.job, &self.target, self.reps);
         out += &t.render();
         if self.points.iter().any(|p| p.iface.is_sync()) && self.qds.iter().any(|&q| q > 1) {
@@ -418,6 +391,17 @@ mod tests {
             "io_uring,async,1,512,1,100000.0,100000.0,100000.0,51200000,10000.0,10000.0,20000.0,30000.0,1000.0,\
 9000.0,0.0,0.0,0.0,0.000"
         );
+    }
+
+    #[test]
+    fn the_table_has_a_line_per_point_under_its_columns() {
+        let text = hand_built().to_text();
+        let lines: Vec<&str> = text.lines().collect();
+        let head = lines.iter().position(|l| l.starts_with("interface")).unwrap();
+        let columns = "interface qd bs IOPS IOPS min–max BW lat mean p50 p99 slat clat syscalls/IO";
+        assert_eq!(lines[head].split_whitespace().collect::<Vec<_>>(), columns.split_whitespace().collect::<Vec<_>>());
+        assert_eq!(lines[head + 1].split_whitespace().take(4).collect::<Vec<_>>(), ["io_uring", "1", "512B", "100.0k"]);
+        assert_eq!(lines.iter().filter(|l| l.starts_with("psync ")).count(), 2, "{text}");
     }
 
     #[test]

@@ -104,6 +104,17 @@ if [[ ${1:-} == --guest ]]; then
     bind() {
         "$ios" driver bind "$1" "$PCI" >"$out/bind.out" 2>"$out/bind.err"
     }
+    # back_to_nvme FROM: binds the controller from driver FROM back to nvme; both
+    # namespaces must come back.
+    back_to_nvme() {
+        local rc=0
+        bind nvme || rc=$?
+        if ((rc == 0)) && grep -q "$1 -> nvme" "$out/bind.out" && wait_namespaces 2; then
+            ok "bind nvme from $1: $(cat "$out/bind.out") — $(nvme1_namespaces) namespaces back"
+        else
+            bad "bind nvme from $1: status $rc, driver $(driver_of), $(nvme1_namespaces) namespaces: $(cat "$out/bind.out" "$out/bind.err")"
+        fi
+    }
     # refused NAME RC WORDS...: the last bind failed with status 1, its message has every
     # WORDS, and the controller is still on $stay (nvme: with both namespaces).
     stay=nvme
@@ -269,15 +280,7 @@ if [[ ${1:-} == --guest ]]; then
     fi
     # ================================================================ END VFIO DATA PATH
 
-    set +e
-    bind nvme
-    rc=$?
-    set -e
-    if ((rc == 0)) && grep -q "vfio-pci -> nvme" "$out/bind.out" && wait_namespaces 2; then
-        ok "bind nvme: $(cat "$out/bind.out") — $(nvme1_namespaces) namespaces back"
-    else
-        bad "bind nvme: status $rc, driver $(driver_of), $(nvme1_namespaces) namespaces: $(cat "$out/bind.out" "$out/bind.err")"
-    fi
+    back_to_nvme vfio-pci
     ns2=$(ns_dev 2)
     if cmp -s "$out/pattern" <(dd if="$ns2" bs=1M count=1 iflag=direct status=none); then
         ok "data written before the move reads back through $ns2"
@@ -307,15 +310,7 @@ if [[ ${1:-} == --guest ]]; then
     kill "$holder"
     wait "$holder" 2>/dev/null || true
     stay=nvme
-    set +e
-    bind nvme
-    rc=$?
-    set -e
-    if ((rc == 0)) && grep -q "uio_pci_generic -> nvme" "$out/bind.out" && wait_namespaces 2; then
-        ok "bind nvme: $(cat "$out/bind.out") — $(nvme1_namespaces) namespaces back"
-    else
-        bad "bind nvme from uio: status $rc, driver $(driver_of): $(cat "$out/bind.out" "$out/bind.err")"
-    fi
+    back_to_nvme uio_pci_generic
 
     echo
     echo "==== summary (guest kernel $(uname -r))"

@@ -85,7 +85,7 @@ impl Comparison {
             "syscalls/IO",
         ];
         let rows = self.rows.iter().map(|r| (vec![r.iface.to_string(), r.qd.to_string()], &r.summary));
-        let t = measure::results_table(&["interface", "qd"], &COLUMNS, rows);
+        let t = measure::results_table(&measure::TEXT_COLUMNS, &["interface", "qd"], &COLUMNS, rows);
         let mut out = measure::heading("compare", &self.job, &self.target, self.reps);
         out += &t.render();
         out += "\nCPU in % of one CPU: thread = the job thread over its run time; process = the whole \

@@ -625,6 +625,11 @@ impl Table {
         Table { head: head.iter().map(|s| s.to_string()).collect(), rows: Vec::new(), left }
     }
 
+    /// The table as CSV: the header, then the rows, cells joined by commas.
+    pub(crate) fn to_csv(&self) -> String {
+        std::iter::once(&self.head).chain(&self.rows).map(|line| line.join(",") + "\n").collect()
+    }
+
     pub(crate) fn render(&self) -> String {
         let n = self.head.len();
         let mut w = vec![0usize; n];
@@ -717,43 +722,20 @@ pub(crate) const TEXT_COLUMNS: [SummaryColumn; 13] = [
     SummaryColumn { name: "CPU", cell: |m| format!("{:.0}%", m.proc_usr.median + m.proc_sys.median) },
 ];
 
-/// The columns of `all` named in `names`, in the order of `names`.
-fn pick<'c>(all: &'c [SummaryColumn], names: &[&str]) -> Vec<&'c SummaryColumn> {
-    names.iter().filter_map(|n| all.iter().find(|c| c.name == *n)).collect()
-}
-
-/// One line of cells per row: the row's key cells, then `columns` of its summary.
-fn cells<'a>(
-    columns: &[&SummaryColumn],
-    rows: impl IntoIterator<Item = (Vec<String>, &'a Summary)>,
-) -> Vec<Vec<String>> {
-    rows.into_iter().map(|(key, m)| key.into_iter().chain(columns.iter().map(|c| (c.cell)(m))).collect()).collect()
-}
-
-/// A results CSV: the header (`keys`, then the [`CSV_COLUMNS`] named in `columns`), then
-/// one line per row: its key cells, then those columns of its summary.
-pub(crate) fn results_csv<'a>(
-    keys: &[&str],
-    columns: &[&str],
-    rows: impl IntoIterator<Item = (Vec<String>, &'a Summary)>,
-) -> String {
-    let columns = pick(&CSV_COLUMNS, columns);
-    let head = keys.iter().copied().chain(columns.iter().map(|c| c.name)).collect::<Vec<_>>().join(",");
-    cells(&columns, rows).into_iter().fold(head + "\n", |s, line| s + &line.join(",") + "\n")
-}
-
-/// A terminal table: `keys` (left-aligned), then the [`TEXT_COLUMNS`] named in
-/// `columns`; one line per row, as [`results_csv`].
+/// A table of results, one row per point: the header (`keys`, left-aligned, then the
+/// columns of `all` — [`TEXT_COLUMNS`] or [`CSV_COLUMNS`] — named in `columns`, in that
+/// order) and the rows (each row's key cells, then those columns of its summary).
 pub(crate) fn results_table<'a>(
+    all: &[SummaryColumn],
     keys: &[&str],
     columns: &[&str],
     rows: impl IntoIterator<Item = (Vec<String>, &'a Summary)>,
 ) -> Table {
-    let columns = pick(&TEXT_COLUMNS, columns);
-    let head: Vec<&str> = keys.iter().copied().chain(columns.iter().map(|c| c.name)).collect();
-    let mut t = Table::new(&head, keys.len());
-    t.rows = cells(&columns, rows);
-    t
+    let columns: Vec<&SummaryColumn> = columns.iter().filter_map(|n| all.iter().find(|c| c.name == *n)).collect();
+    let head = keys.iter().map(|k| k.to_string()).chain(columns.iter().map(|c| c.name.to_string())).collect();
+    let rows =
+        rows.into_iter().map(|(key, m)| key.into_iter().chain(columns.iter().map(|c| (c.cell)(m))).collect()).collect();
+    Table { head, rows, left: keys.len() }
 }
 
 /// Writes a result into `dir` (created when missing): `{stem}.csv`, `{stem}.json` and

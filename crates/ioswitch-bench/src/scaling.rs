@@ -22,7 +22,7 @@
 
 use crate::error::BenchError;
 use crate::jobfile::JobSpec;
-use crate::measure::{self, Iface, Item, Point};
+use crate::measure::{self, Iface, Item, Point, CSV_COLUMNS, TEXT_COLUMNS};
 use crate::plot::{LineChart, Scale, Series, TickFormat};
 use crate::run::{self, RunOpts};
 use ioswitch::AsyncIface;
@@ -349,7 +349,7 @@ impl StudyResult {
                 vec![p.variant.to_string(), p.point.interface.clone(), p.jobs.to_string(), p.point.qd.to_string()];
             (key, &p.point.summary)
         });
-        measure::results_csv(&["variant", "interface", "jobs", "qd"], &COLUMNS, rows)
+        measure::results_table(&CSV_COLUMNS, &["variant", "interface", "jobs", "qd"], &COLUMNS, rows).to_csv()
     }
 
     /// Everything, with per-repetition samples and the refused variants.
@@ -380,7 +380,7 @@ impl StudyResult {
             .iter()
             .map(|p| (vec![p.variant.to_string(), p.jobs.to_string(), p.point.qd.to_string()], &p.point.summary));
         let columns = ["IOPS", "IOPS min–max", "lat mean", "p99", "CPU"];
-        let t = measure::results_table(&["variant", "jobs", "qd"], &columns, rows);
+        let t = measure::results_table(&TEXT_COLUMNS, &["variant", "jobs", "qd"], &columns, rows);
         let mut out = measure::heading("sweep (scaling study)", &self.job, &self.target, self.reps);
         out += &t.render();
         for (v, r) in &self.refused {

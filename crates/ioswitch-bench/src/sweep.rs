@@ -10,7 +10,7 @@
 
 use crate::error::{BenchError, ListKind};
 use crate::jobfile::JobSpec;
-use crate::measure::{self, Iface, Item, Point, Sample, Skipped, CSV_COLUMNS};
+use crate::measure::{self, Iface, Item, Point, Sample, Skipped, CSV_COLUMNS, TEXT_COLUMNS};
 use crate::plot::{LineChart, Scale, Series, TickFormat};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -197,7 +197,7 @@ impl SweepResult {
             let mode = if p.iface.is_sync() { "sync" } else { "async" };
             (vec![p.iface.to_string(), mode.to_string(), p.qd.to_string(), p.bs.to_string()], &p.summary)
         });
-        measure::results_csv(&["interface", "mode", "qd", "bs"], &columns, rows)
+        measure::results_table(&CSV_COLUMNS, &["interface", "mode", "qd", "bs"], &columns, rows).to_csv()
     }
 
     /// Everything, with per-repetition samples.
@@ -229,7 +229,7 @@ impl SweepResult {
             .points
             .iter()
             .map(|p| (vec![p.iface.to_string(), p.qd.to_string(), ioswitch::units::fmt_size(p.bs)], &p.summary));
-        let t = measure::results_table(&["interface", "qd", "bs"], &COLUMNS, rows);
+        let t = measure::results_table(&TEXT_COLUMNS, &["interface", "qd", "bs"], &COLUMNS, rows);
         let mut out = measure::heading("sweep", &self.job, &self.target, self.reps);
         out += &t.render();
         if self.points.iter().any(|p| p.iface.is_sync()) && self.qds.iter().any(|&q| q > 1) {

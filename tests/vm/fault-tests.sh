@@ -57,10 +57,9 @@ cd "$root"
 echo "==== building the test binary (cargo test -p ioswitch --test faults --no-run) and the CLI"
 cargo build -p ioswitch-cli
 export IOSWITCH_CLI=$root/target/debug/ioswitch
-json=$(cargo test -p ioswitch --test faults --no-run --message-format=json)
-exe=$(printf '%s\n' "$json" | grep '"reason":"compiler-artifact"' | grep '"name":"faults"' |
-    grep '"kind":\["test"\]' | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)
-[[ -n $exe ]] || { echo "fault-tests: cannot find the faults test executable in cargo's output" >&2; exit 2; }
+# shellcheck source=tests/vm/driver-lib.sh
+source "$here/driver-lib.sh"
+exe=$(test_bin faults) || exit 2
 echo "faults: $exe"
 "$here/setup.sh" --quick >/dev/null
 args=()

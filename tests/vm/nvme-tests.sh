@@ -2,7 +2,7 @@
 # tests/vm/nvme-tests.sh — the NVMe tests of ioswitch, for real, in one QEMU guest boot:
 #
 #   1. builds the ioswitch test binaries here (cargo test -p ioswitch --no-run) and finds
-#      the executables in cargo's JSON messages;
+#      the executables in cargo's JSON messages (test_bin, driver-lib.sh);
 #   2. boots the guest of tests/vm (run.sh) and runs in it:
 #      - a zoned null_blk device (/dev/nullb0: 4 MiB zones, 3 MiB capacity), so the
 #        block-layer zone code is also tested on a device that is not NVMe;
@@ -110,19 +110,11 @@ fi
 # ---------------------------------------------------------------- on this machine
 cd "$root"
 echo "==== building the test binaries (cargo test -p ioswitch --no-run)"
-json=$(cargo test -p ioswitch --no-run --message-format=json)
-# One JSON object per line; pick the executable of the test target with this name.
-exe_of() {
-    printf '%s\n' "$json" | grep '"reason":"compiler-artifact"' | grep "\"name\":\"$1\"" |
-        grep '"kind":\["test"\]' | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1
-}
-nvme_exe=$(exe_of nvme)
-conf_exe=$(exe_of conformance)
-guard_exe=$(exe_of guard)
-if [[ -z $nvme_exe || -z $conf_exe || -z $guard_exe ]]; then
-    echo "nvme-tests: cannot find the test executables in cargo's output (nvme: '${nvme_exe}', conformance: '${conf_exe}', guard: '${guard_exe}')" >&2
-    exit 2
-fi
+# shellcheck source=tests/vm/driver-lib.sh
+source "$here/driver-lib.sh"
+nvme_exe=$(test_bin nvme) || exit 2
+conf_exe=$(test_bin conformance) || exit 2
+guard_exe=$(test_bin guard) || exit 2
 echo "nvme:        $nvme_exe"
 echo "conformance: $conf_exe"
 echo "guard:       $guard_exe"

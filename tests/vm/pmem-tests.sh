@@ -3,7 +3,7 @@
 # emulated NVDIMMs (tests/vm/run.sh --nvdimm):
 #
 #   1. builds here: the ioswitch test binaries (cargo test -p ioswitch --no-run; the
-#      executables from cargo's JSON messages) and tests/vm/dax-probe.c (cc), a probe of
+#      executables from cargo's JSON messages, test_bin of driver-lib.sh) and tests/vm/dax-probe.c (cc), a probe of
 #      DAX that does not use ioswitch;
 #   2. in the guest:
 #      - loads nfit, nd_pmem, dax_pmem, device_dax, crc32c_generic (ext4 needs crc32c and
@@ -210,17 +210,10 @@ fi
 # ---------------------------------------------------------------- on this machine
 cd "$root"
 echo "==== building the test binaries (cargo test -p ioswitch --no-run) and dax-probe"
-json=$(cargo test -p ioswitch --no-run --message-format=json)
-exe_of() {
-    printf '%s\n' "$json" | grep '"reason":"compiler-artifact"' | grep "\"name\":\"$1\"" |
-        grep '"kind":\["test"\]' | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1
-}
-conf_exe=$(exe_of conformance)
-pmem_exe=$(exe_of pmem)
-if [[ -z $conf_exe || -z $pmem_exe ]]; then
-    echo "pmem-tests: cannot find the test executables in cargo's output (conformance: '$conf_exe', pmem: '$pmem_exe')" >&2
-    exit 2
-fi
+# shellcheck source=tests/vm/driver-lib.sh
+source "$here/driver-lib.sh"
+conf_exe=$(test_bin conformance) || exit 2
+pmem_exe=$(test_bin pmem) || exit 2
 mkdir -p target/pmem-vm
 probe=$root/target/pmem-vm/dax-probe
 ${CC:-cc} -O2 -Wall -Wextra -Werror -o "$probe" "$here/dax-probe.c"

@@ -57,10 +57,9 @@ if [[ ${1:-} == --guest-pmem ]]; then
 fi
 cd "$root"
 echo "==== building the workload (cargo build -p ioswitch --example powercut)"
-json=$(cargo build -p ioswitch --example powercut --message-format=json)
-exe=$(printf '%s\n' "$json" | grep '"reason":"compiler-artifact"' | grep '"name":"powercut"' |
-    sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)
-[[ -n $exe ]] || { echo "power-cut: cannot find the powercut executable in cargo's output" >&2; exit 2; }
+# shellcheck source=tests/vm/driver-lib.sh
+source "$here/driver-lib.sh"
+exe=$(cargo_exe powercut build -p ioswitch --example powercut) || exit 2
 cargo build -p ioswitch-cli
 probe=$root/target/pmem-vm/dax-probe
 mkdir -p "$(dirname "$probe")"

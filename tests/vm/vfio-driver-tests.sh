@@ -40,18 +40,13 @@ if [[ ${1:-} == --guest ]]; then
     cli=$root/target/debug/ioswitch
     out=$(mktemp -d)
     fails=()
+    dma=
     # shellcheck source=tests/vm/driver-lib.sh
     source "$here/driver-lib.sh"
     for m in vfio-pci vfio_iommu_type1; do modprobe -d "$IOSWITCH_VM_MODROOT" "$m"; done
     ctrl=$(basename "$(ls -d /sys/bus/pci/devices/$addr/nvme/nvme*)")
-    ns_name() { # the block device of namespace $1 of $ctrl
-        local b
-        for b in /sys/block/"$ctrl"n*; do
-            if [[ $(cat "$b/nsid") == "$1" ]]; then basename "$b"; fi
-        done
-    }
-    ns1=$(ns_name 1)
-    ns2=$(ns_name 2)
+    ns1=$(ns_name "$ctrl" 1)
+    ns2=$(ns_name "$ctrl" 2)
     echo "guest: $addr is $ctrl (nsid 1 = $ns1, nsid 2 = $ns2)"
     nvme id-ctrl "/dev/$ctrl" -o json >"$out/kernel-id-ctrl.json"
     nvme id-ns "/dev/$ns1" -o json >"$out/kernel-id-ns.json"
@@ -61,22 +56,9 @@ if [[ ${1:-} == --guest ]]; then
     head -c 4096 /dev/urandom >"$out/zdata"
     nvme zns zone-append "/dev/$ns2" --zslba=0 --data-size=4096 --data="$out/zdata" >/dev/null
     nvme zns report-zones "/dev/$ns2" -o json >"$out/kernel-zones.json"
-    head -c $((64 << 10)) /dev/urandom >"$out/kernel-pattern"
-    dd if="$out/kernel-pattern" of="/dev/$ns1" bs=64k seek=1000 oflag=direct status=none
-    # The namespaces as the kernel sees them, for the conformance rows (which must not
-    # take them from the library they test): nsid:lba:bytes:zone_lbas:nr_zones:dlfeat.
-    vfio_ns=
-    for n in "$ns1" "$ns2"; do
-        b=/sys/block/$n
-        lba=$(cat "$b/queue/logical_block_size")
-        zl=0 nz=0
-        if [[ $(cat "$b/queue/zoned") != none ]]; then
-            zl=$(($(cat "$b/queue/chunk_sectors") * 512 / lba))
-            nz=$(cat "$b/queue/nr_zones")
-        fi
-        dlfeat=$(nvme id-ns "/dev/$n" -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["dlfeat"])')
-        vfio_ns+="$(cat "$b/nsid"):$lba:$(($(cat "$b/size") * 512)):$zl:$nz:$dlfeat "
-    done
+    kernel_pattern
+    # The namespaces as the kernel sees them, for the conformance rows.
+    vfio_ns=$(kernel_namespaces "$ns1" "$ns2")
     echo "guest: IOSWITCH_VFIO_NS=$vfio_ns"
 
     check "bind to vfio-pci" "$cli" driver bind vfio "$addr"
@@ -84,13 +66,7 @@ if [[ ${1:-} == --guest ]]; then
     check "test binary (crates/ioswitch/tests/vfio.rs)" \
         env IOSWITCH_VFIO_PCI=$addr IOSWITCH_VFIO_MDTS="$mdts" "$exe" --test-threads=1 "$@"
 
-    check "without hugepages the open fails naming vm.nr_hugepages" bash -c "
-        n=\$(cat /proc/sys/vm/nr_hugepages)
-        echo 0 >/proc/sys/vm/nr_hugepages
-        '$cli' info $addr 2>'$out/nohuge.err'; rc=\$?
-        echo \$n >/proc/sys/vm/nr_hugepages
-        cat '$out/nohuge.err'
-        [ \$rc != 0 ] && grep -q 'vm.nr_hugepages' '$out/nohuge.err' && [ \$(cat /proc/sys/vm/nr_hugepages) = \$n ]"
+    check_no_hugepages
     check "identify controller equals nvme-cli's" bash -c "
         '$cli' idfy ctrl $addr --output json >'$out/drv-id-ctrl.json' &&
         python3 '$here/vfio_compare.py' id-ctrl '$out/kernel-id-ctrl.json' '$out/drv-id-ctrl.json'"
@@ -100,12 +76,7 @@ if [[ ${1:-} == --guest ]]; then
     check "SMART log equals nvme-cli's" bash -c "
         '$cli' log health $addr --output json >'$out/drv-smart.json' &&
         python3 '$here/vfio_compare.py' smart '$out/kernel-smart.json' '$out/drv-smart.json'"
-    check "data the kernel wrote reads back through the driver" bash -c "
-        '$cli' read $addr --opts nsid=1 --offset $((1000 * 65536)) --length 65536 --out '$out/drv-read' &&
-        cmp '$out/kernel-pattern' '$out/drv-read'"
-    head -c $((64 << 10)) /dev/urandom >"$out/drv-pattern"
-    check "write through the driver" \
-        "$cli" write "$addr" --opts nsid=1 --offset $((2000 * 65536)) --data "$out/drv-pattern"
+    check_driver_data
     check "zone report equals the kernel's" bash -c "
         '$cli' zone report $addr --opts nsid=2 --output json >'$out/drv-zones.json' &&
         python3 '$here/vfio_compare.py' zones '$out/kernel-zones.json' '$out/drv-zones.json'"
@@ -120,27 +91,8 @@ if [[ ${1:-} == --guest ]]; then
         '$cli' zone report $addr --opts nsid=2 --output json >'$out/z3.json'
         python3 '$here/vfio_compare.py' zone-steps '$out/append.json' '$out/z1.json' '$out/z2.json' '$out/z3.json'"
 
-    # fio's filename escapes the colons of a PCI address; the verify job reads back
-    # what it wrote, and the driver polls: no syscall per I/O.
-    check "ioswitch bench write+verify on the PCI address, 0 syscalls per I/O" bash -c "
-        '$cli' bench --name=v --filename='${addr//:/\\:}' --offset=64m --size=8m --rw=write --bs=64k \
-            --iodepth=4 --verify=crc32c --ioengine=ioswitch --ioswitch_opts=nsid=1 >'$out/bench.txt' 2>&1
-        rc=\$?; cat '$out/bench.txt' | grep -E 'ioswitch +:|error'
-        [ \$rc = 0 ] && grep -q 'interface=vfio, syscalls=0 (0.00 per I/O)' '$out/bench.txt' &&
-            grep -q 'verified 128 blocks' '$out/bench.txt'"
-
-    # The conformance suite's PCI rows: nsid 1 has 17 columns, the zoned nsid 2 has 15;
-    # vfio runs every case on both, every other column must be refused as expected.
-    check "conformance PCI rows: vfio runs, the other columns are refused, 0 skipped" bash -c "
-        IOSWITCH_VFIO_PCI=$addr IOSWITCH_VFIO_NS='$vfio_ns' IOSWITCH_CONFORMANCE_ROWS=pci,pci-zoned IOSWITCH_CONFORMANCE_VERBOSE=1 \
-            '$conf' >'$out/conformance.txt' 2>&1; rc=\$?
-        cat '$out/conformance.txt'
-        cells=\$(grep -cE '^  $addr ns[12]( zoned)? ' '$out/conformance.txt')
-        vfio=\$(grep -cE '^  $addr ns[12]( zoned)? +vfio +PASS ' '$out/conformance.txt')
-        na=\$(grep -cE '^  $addr ns[12]( zoned)? +[^ ]+ +n/a ' '$out/conformance.txt')
-        echo \"PCI cells: \$cells (vfio PASS: \$vfio, n/a: \$na); expected 32 (2 + 30)\"
-        [ \$rc = 0 ] && [ \$cells = 32 ] && [ \$vfio = 2 ] && [ \$na = 30 ] &&
-            grep -qE '^[0-9]+ passed, 0 failed, 0 skipped' '$out/conformance.txt'"
+    check_bench
+    check_conformance "$conf" "$vfio_ns"
 
     # The front ends on the PCI address: the C API's examples (open, alloc, write, read
     # back, compare; sync and async), the Python module, the fio engine (write + verify),
@@ -165,19 +117,8 @@ sys.exit(0 if j[\"error\"] == 0 and j[\"write\"][\"io_bytes\"] == 8 << 20 and j[
         cat '$out/psync.txt'
         [ \$rc != 0 ] && grep -q 'is a PCI address' '$out/psync.txt' && grep -q 'use --ioengine=ioswitch' '$out/psync.txt'"
 
-    check "bind back to nvme" "$cli" driver bind nvme "$addr"
-    check "data the driver wrote reads back through the kernel" bash -c "
-        for i in \$(seq 100); do [ -b /dev/$ns1 ] && break; sleep 0.1; done
-        dd if=/dev/$ns1 of='$out/kernel-read' bs=64k skip=2000 count=1 iflag=direct status=none &&
-        cmp '$out/drv-pattern' '$out/kernel-read'"
-
-    echo "==== summary"
-    if ((${#fails[@]})); then
-        printf 'FAILED: %s\n' "${fails[@]}"
-        exit 1
-    fi
-    echo "all vfio driver checks passed"
-    exit 0
+    check_back_to_nvme
+    finish vfio
 fi
 
 # ---------------------------------------------------------------- on the host

@@ -4,7 +4,7 @@
 # controller at 0000:00:05.0 with a conventional and a zoned namespace):
 #
 #   1. builds the ioswitch CLI and the ioswitch test binaries here and finds the
-#      executables in cargo's JSON messages;
+#      executables in cargo's JSON messages (cargo_exe, driver-lib.sh);
 #   2. in the guest:
 #      - `ioswitch enum` lists both PCI NVMe controllers with driver nvme and an IOMMU
 #        group each, and the second controller's namespaces;
@@ -103,6 +103,17 @@ if [[ ${1:-} == --guest ]]; then
     # bind DRIVER: runs `ioswitch driver bind`, output in $out/bind.{out,err}, returns its status.
     bind() {
         "$ios" driver bind "$1" "$PCI" >"$out/bind.out" 2>"$out/bind.err"
+    }
+    # back_to_nvme FROM: binds the controller from driver FROM back to nvme; both
+    # namespaces must come back.
+    back_to_nvme() {
+        local rc=0
+        bind nvme || rc=$?
+        if ((rc == 0)) && grep -q "$1 -> nvme" "$out/bind.out" && wait_namespaces 2; then
+            ok "bind nvme from $1: $(cat "$out/bind.out") — $(nvme1_namespaces) namespaces back"
+        else
+            bad "bind nvme from $1: status $rc, driver $(driver_of), $(nvme1_namespaces) namespaces: $(cat "$out/bind.out" "$out/bind.err")"
+        fi
     }
     # refused NAME RC WORDS...: the last bind failed with status 1, its message has every
     # WORDS, and the controller is still on $stay (nvme: with both namespaces).
@@ -269,15 +280,7 @@ if [[ ${1:-} == --guest ]]; then
     fi
     # ================================================================ END VFIO DATA PATH
 
-    set +e
-    bind nvme
-    rc=$?
-    set -e
-    if ((rc == 0)) && grep -q "vfio-pci -> nvme" "$out/bind.out" && wait_namespaces 2; then
-        ok "bind nvme: $(cat "$out/bind.out") — $(nvme1_namespaces) namespaces back"
-    else
-        bad "bind nvme: status $rc, driver $(driver_of), $(nvme1_namespaces) namespaces: $(cat "$out/bind.out" "$out/bind.err")"
-    fi
+    back_to_nvme vfio-pci
     ns2=$(ns_dev 2)
     if cmp -s "$out/pattern" <(dd if="$ns2" bs=1M count=1 iflag=direct status=none); then
         ok "data written before the move reads back through $ns2"
@@ -307,15 +310,7 @@ if [[ ${1:-} == --guest ]]; then
     kill "$holder"
     wait "$holder" 2>/dev/null || true
     stay=nvme
-    set +e
-    bind nvme
-    rc=$?
-    set -e
-    if ((rc == 0)) && grep -q "uio_pci_generic -> nvme" "$out/bind.out" && wait_namespaces 2; then
-        ok "bind nvme: $(cat "$out/bind.out") — $(nvme1_namespaces) namespaces back"
-    else
-        bad "bind nvme from uio: status $rc, driver $(driver_of): $(cat "$out/bind.out" "$out/bind.err")"
-    fi
+    back_to_nvme uio_pci_generic
 
     echo
     echo "==== summary (guest kernel $(uname -r))"
@@ -329,15 +324,9 @@ fi
 # ---------------------------------------------------------------- on this machine
 cd "$root"
 echo "==== building the CLI and the test binaries"
-exe_of() { # json name kind
-    printf '%s\n' "$1" | grep '"reason":"compiler-artifact"' | grep "\"name\":\"$2\"" |
-        grep "\"kind\":\[\"$3\"\]" | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1
-}
-ios=$(exe_of "$(cargo build -p ioswitch-cli --message-format=json)" ioswitch bin)
-if [[ -z $ios ]]; then
-    echo "vfio-tests: cannot find the ioswitch executable in cargo's output" >&2
-    exit 2
-fi
+# shellcheck source=tests/vm/driver-lib.sh
+source "$here/driver-lib.sh"
+ios=$(cargo_exe ioswitch build -p ioswitch-cli) || exit 2
 echo "ioswitch:    $ios"
 "$here/setup.sh" --quick >/dev/null
 echo "==== running in the IOMMU guest (tests/vm/run.sh --iommu)"

@@ -14,8 +14,7 @@
 
 use crate::error::BenchError;
 use crate::jobfile::{JobSpec, Rw, SizeSpec};
-use crate::measure::{self, describe, fmt_ns, spec_for, target_of, Item, Point, Sample};
-use crate::run;
+use crate::measure::{self, describe, spec_for, target_of, Item, Point, Sample};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -71,51 +70,23 @@ pub fn compare(
 impl Comparison {
     /// The aligned table, with the job on top and skipped interfaces and notes below.
     pub fn to_text(&self) -> String {
-        let mut t = Table::new(
-            &[
-                "interface",
-                "qd",
-                "IOPS",
-                "IOPS min–max",
-                "BW",
-                "lat mean",
-                "p50",
-                "p99",
-                "p99.9",
-                "slat",
-                "clat",
-                "thread usr/sys",
-                "process usr/sys",
-                "syscalls/IO",
-            ],
-            1,
-        );
-        for r in &self.rows {
-            let s = &r.summary;
-            t.rows.push(vec![
-                r.iface.to_string(),
-                r.qd.to_string(),
-                fmt_count(s.iops.median),
-                format!("{}–{}", fmt_count(s.iops.min), fmt_count(s.iops.max)),
-                format!("{}/s", run::human_bytes(s.bw.median)),
-                fmt_ns(s.lat_mean.median),
-                fmt_ns(s.lat_p50.median),
-                fmt_ns(s.lat_p99.median),
-                fmt_ns(s.lat_p999.median),
-                s.slat_mean.map(|x| fmt_ns(x.median)).unwrap_or_else(|| "-".into()),
-                fmt_ns(s.clat_mean.median),
-                format!("{:.0}%/{:.0}%", s.usr.median, s.sys.median),
-                format!("{:.0}%/{:.0}%", s.proc_usr.median, s.proc_sys.median),
-                format!("{:.2}", s.syscalls_per_io.median),
-            ]);
-        }
-        let mut out = format!(
-            "ioswitch bench compare: {} on {}, median of {} repetition{} (interleaved)\n\n",
-            self.job,
-            self.target,
-            self.reps,
-            if self.reps == 1 { "" } else { "s" }
-        );
+        const COLUMNS: [&str; 12] = [
+            "IOPS",
+            "IOPS min–max",
+            "BW",
+            "lat mean",
+            "p50",
+            "p99",
+            "p99.9",
+            "slat",
+            "clat",
+            "thread usr/sys",
+            "process usr/sys",
+            "syscalls/IO",
+        ];
+        let rows = self.rows.iter().map(|r| (vec![r.iface.to_string(), r.qd.to_string()], &r.summary));
+        let t = measure::results_table(&measure::TEXT_COLUMNS, &["interface", "qd"], &COLUMNS, rows);
+        let mut out = measure::heading("compare", &self.job, &self.target, self.reps);
         out += &t.render();
         out += "\nCPU in % of one CPU: thread = the job thread over its run time; process = the whole \
                 process (helper and kernel worker threads included) over the run's wall time.\n";
@@ -293,6 +264,9 @@ mod tests {
         assert!(text.contains("230.0k–250.0k"), "IOPS spread: {text}");
         assert!(text.contains("skipped block: needs a block device"), "{text}");
         assert!(lines[head + 1].contains(" - "), "psync has no slat: {text}");
+        let columns = "interface  qd  IOPS  IOPS min–max  BW  lat mean  p50  p99  p99.9  slat  clat  thread usr/sys  \
+                       process usr/sys  syscalls/IO";
+        assert_eq!(lines[head].split_whitespace().collect::<Vec<_>>(), columns.split_whitespace().collect::<Vec<_>>());
     }
 
     #[test]

@@ -542,7 +542,7 @@ pub enum BenchError {
     #[error("encoding {file}: {source}")]
     Encode {
         /// The output file's name.
-        file: &'static str,
+        file: String,
         /// Why.
         #[source]
         source: serde_json::Error,

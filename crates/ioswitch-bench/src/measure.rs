@@ -10,6 +10,7 @@
 use crate::engine::{self, JobResult};
 use crate::error::{BenchError, ListKind, UnknownIface};
 use crate::jobfile::{IoEngine, JobSpec, Rw, SizeSpec};
+use crate::plot::LineChart;
 use crate::run::{self, JobRun, Prepared, RunOpts};
 use crate::stats::LatStats;
 use ioswitch::{AsyncIface, Opts, SyncIface};
@@ -624,6 +625,11 @@ impl Table {
         Table { head: head.iter().map(|s| s.to_string()).collect(), rows: Vec::new(), left }
     }
 
+    /// The table as CSV: the header, then the rows, cells joined by commas.
+    pub(crate) fn to_csv(&self) -> String {
+        std::iter::once(&self.head).chain(&self.rows).map(|line| line.join(",") + "\n").collect()
+    }
+
     pub(crate) fn render(&self) -> String {
         let n = self.head.len();
         let mut w = vec![0usize; n];
@@ -653,6 +659,107 @@ impl Table {
         }
         out
     }
+}
+
+/// The first line of a results table: which command, the job, the target and the
+/// repetitions its medians are over.
+pub(crate) fn heading(command: &str, job: &str, target: &str, reps: u32) -> String {
+    format!(
+        "ioswitch bench {command}: {job} on {target}, median of {reps} repetition{} (interleaved)\n\n",
+        if reps == 1 { "" } else { "s" }
+    )
+}
+
+/// A column of a results table or CSV that a point's [`Summary`] fills.
+pub(crate) struct SummaryColumn {
+    /// The header.
+    pub name: &'static str,
+    /// The cell.
+    pub cell: fn(&Summary) -> String,
+}
+
+/// Every summary column of the CSVs, in their order: medians (and the IOPS spread),
+/// latencies in ns, CPU in % of one CPU; `slat_mean_ns` is empty for sync interfaces.
+pub(crate) const CSV_COLUMNS: [SummaryColumn; 15] = [
+    SummaryColumn { name: "reps", cell: |m| m.reps.to_string() },
+    SummaryColumn { name: "iops", cell: |m| format!("{:.1}", m.iops.median) },
+    SummaryColumn { name: "iops_min", cell: |m| format!("{:.1}", m.iops.min) },
+    SummaryColumn { name: "iops_max", cell: |m| format!("{:.1}", m.iops.max) },
+    SummaryColumn { name: "bw_bytes_per_s", cell: |m| format!("{:.0}", m.bw.median) },
+    SummaryColumn { name: "lat_mean_ns", cell: |m| format!("{:.1}", m.lat_mean.median) },
+    SummaryColumn { name: "lat_p50_ns", cell: |m| format!("{:.1}", m.lat_p50.median) },
+    SummaryColumn { name: "lat_p99_ns", cell: |m| format!("{:.1}", m.lat_p99.median) },
+    SummaryColumn { name: "lat_p999_ns", cell: |m| format!("{:.1}", m.lat_p999.median) },
+    SummaryColumn {
+        name: "slat_mean_ns",
+        cell: |m| m.slat_mean.map(|x| format!("{:.1}", x.median)).unwrap_or_default(),
+    },
+    SummaryColumn { name: "clat_mean_ns", cell: |m| format!("{:.1}", m.clat_mean.median) },
+    SummaryColumn { name: "usr_cpu_pct", cell: |m| format!("{:.1}", m.usr.median) },
+    SummaryColumn { name: "sys_cpu_pct", cell: |m| format!("{:.1}", m.sys.median) },
+    SummaryColumn { name: "process_cpu_pct", cell: |m| format!("{:.1}", m.proc_usr.median + m.proc_sys.median) },
+    SummaryColumn { name: "syscalls_per_io", cell: |m| format!("{:.3}", m.syscalls_per_io.median) },
+];
+
+/// The summary columns of the terminal tables: medians (and the IOPS spread); `slat` is
+/// `-` for sync interfaces; CPU in % of one CPU (`thread`: the job threads, `process`,
+/// `CPU`: the whole process).
+pub(crate) const TEXT_COLUMNS: [SummaryColumn; 13] = [
+    SummaryColumn { name: "IOPS", cell: |m| fmt_count(m.iops.median) },
+    SummaryColumn {
+        name: "IOPS min–max", cell: |m| format!("{}–{}", fmt_count(m.iops.min), fmt_count(m.iops.max))
+    },
+    SummaryColumn { name: "BW", cell: |m| format!("{}/s", run::human_bytes(m.bw.median)) },
+    SummaryColumn { name: "lat mean", cell: |m| fmt_ns(m.lat_mean.median) },
+    SummaryColumn { name: "p50", cell: |m| fmt_ns(m.lat_p50.median) },
+    SummaryColumn { name: "p99", cell: |m| fmt_ns(m.lat_p99.median) },
+    SummaryColumn { name: "p99.9", cell: |m| fmt_ns(m.lat_p999.median) },
+    SummaryColumn { name: "slat", cell: |m| m.slat_mean.map(|x| fmt_ns(x.median)).unwrap_or_else(|| "-".into()) },
+    SummaryColumn { name: "clat", cell: |m| fmt_ns(m.clat_mean.median) },
+    SummaryColumn { name: "thread usr/sys", cell: |m| format!("{:.0}%/{:.0}%", m.usr.median, m.sys.median) },
+    SummaryColumn { name: "process usr/sys", cell: |m| format!("{:.0}%/{:.0}%", m.proc_usr.median, m.proc_sys.median) },
+    SummaryColumn { name: "syscalls/IO", cell: |m| format!("{:.2}", m.syscalls_per_io.median) },
+    SummaryColumn { name: "CPU", cell: |m| format!("{:.0}%", m.proc_usr.median + m.proc_sys.median) },
+];
+
+/// A table of results, one row per point: the header (`keys`, left-aligned, then the
+/// columns of `all` — [`TEXT_COLUMNS`] or [`CSV_COLUMNS`] — named in `columns`, in that
+/// order) and the rows (each row's key cells, then those columns of its summary).
+pub(crate) fn results_table<'a>(
+    all: &[SummaryColumn],
+    keys: &[&str],
+    columns: &[&str],
+    rows: impl IntoIterator<Item = (Vec<String>, &'a Summary)>,
+) -> Table {
+    let columns: Vec<&SummaryColumn> = columns.iter().filter_map(|n| all.iter().find(|c| c.name == *n)).collect();
+    let head = keys.iter().map(|k| k.to_string()).chain(columns.iter().map(|c| c.name.to_string())).collect();
+    let rows =
+        rows.into_iter().map(|(key, m)| key.into_iter().chain(columns.iter().map(|c| (c.cell)(m))).collect()).collect();
+    Table { head, rows, left: keys.len() }
+}
+
+/// Writes a result into `dir` (created when missing): `{stem}.csv`, `{stem}.json` and
+/// every chart as SVG under its name; returns the paths written.
+pub(crate) fn write_result(
+    dir: &Path,
+    stem: &str,
+    csv: String,
+    json: &Value,
+    charts: impl IntoIterator<Item = (String, LineChart)>,
+) -> Result<Vec<PathBuf>, BenchError> {
+    std::fs::create_dir_all(dir).map_err(|source| BenchError::CreateOutputDir { path: dir.to_path_buf(), source })?;
+    let json_name = format!("{stem}.json");
+    let json =
+        serde_json::to_string_pretty(json).map_err(|source| BenchError::Encode { file: json_name.clone(), source })?;
+    let mut files = vec![(format!("{stem}.csv"), csv), (json_name, json + "\n")];
+    files.extend(charts.into_iter().map(|(name, c)| (name, c.to_svg())));
+    let mut written = Vec::new();
+    for (name, text) in files {
+        let path = dir.join(name);
+        std::fs::write(&path, text).map_err(|source| BenchError::Write { path: path.clone(), source })?;
+        written.push(path);
+    }
+    Ok(written)
 }
 
 /// A directory created for a run and removed, with everything in it, when dropped.

@@ -222,6 +222,28 @@ fn default_filename(spec: &JobSpec, clone: u32) -> String {
     format!("{}.{clone}.0", spec.name)
 }
 
+/// A job's file name as the library opens it. In fio a file name is a path, so a bare
+/// size such as `128m` (fio's `backwards-read.fio`) names a file, which the library
+/// alone would take for a ramdisk: it is opened as `./128m`; a name the library would
+/// refuse as a bad size (`12parsecs`) is a file too. The library's own targets stay
+/// reachable: a ramdisk through its prefix (`filename=ramdisk\:64m`: fio's `\:` keeps
+/// the colon from splitting the name), a PCI controller through `pci\:…` or its bare
+/// address (`0000\:00\:05.0`, when no file of that name exists).
+fn fio_file_name(filename: String) -> String {
+    use ioswitch::uri::{parse, Target};
+    let bare_size = !filename.starts_with("ramdisk:")
+        && match parse(&filename) {
+            Ok(Target::Ramdisk(_)) => true,
+            Err(_) => filename.starts_with(|c: char| c.is_ascii_digit()) && !filename.contains(':'),
+            Ok(_) => false,
+        };
+    if bare_size {
+        format!("./{filename}")
+    } else {
+        filename
+    }
+}
+
 /// Opens the job's device (creating and laying out a file as fio does) and resolves the
 /// spec into an engine job. `say` receives progress messages ("Laying out IO file").
 pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Result<Prepared, BenchError> {
@@ -244,6 +266,7 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
         Some(dir) if !filename.starts_with("ramdisk:") => format!("{dir}/{filename}"),
         _ => filename,
     };
+    let filename = fio_file_name(filename);
     if let Some(n) = spec.behaviour.tiobench_threads {
         say(&format!(
             "threads={n} is fio's tiobench-profile option: it changes nothing in a job, in fio as here (numjobs sets the job's threads)"
@@ -710,6 +733,26 @@ mod tests {
         };
         let e = e.to_string();
         assert!(!e.contains("is a PCI address") && e.contains("0000:00:1f.7"), "{e}");
+    }
+
+    #[test]
+    fn a_bare_size_names_a_file_as_in_fio_and_the_prefixes_keep_the_librarys_targets() {
+        for (given, opened) in [
+            ("128m", "./128m"),
+            ("1GiB", "./1GiB"),
+            ("12parsecs", "./12parsecs"),
+            ("f", "f"),
+            ("/var/tmp/128m", "/var/tmp/128m"),
+            ("ramdisk:128m", "ramdisk:128m"),
+            ("pci:0000:00:1f.7", "pci:0000:00:1f.7"),
+            ("0000:00:1f.7", "0000:00:1f.7"),
+        ] {
+            assert_eq!(fio_file_name(given.to_string()), opened, "{given}");
+        }
+        // fio's spelling of the prefix: `\:` keeps the colon in the one file name.
+        let p = prepare(&spec("[j]\nfilename=ramdisk\\:128k\nsize=64k\nioengine=ioswitch\n"), 0, &mut |_| {}).unwrap();
+        assert_eq!(p.job.filename, "ramdisk:128k");
+        assert_eq!(p.dev.geometry().bytes, 128 << 10, "a 128 KiB ramdisk");
     }
 
     fn scratch(test: &str) -> ioswitch_testkit::dirs::Scratch {

@@ -22,12 +22,11 @@
 
 use crate::error::BenchError;
 use crate::jobfile::JobSpec;
-use crate::measure::{self, Iface, Item, Point, Table};
+use crate::measure::{self, Iface, Item, Point, CSV_COLUMNS, TEXT_COLUMNS};
 use crate::plot::{LineChart, Scale, Series, TickFormat};
 use crate::run::{self, RunOpts};
 use ioswitch::AsyncIface;
 use serde_json::{json, Value};
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 /// An interface variant of the study.
@@ -331,32 +330,26 @@ lat_p50_ns,lat_p99_ns,process_cpu_pct,syscalls_per_io";
 
 impl StudyResult {
     /// One line per point (medians; latencies in ns; CPU of the whole process in % of
-    /// one CPU), then one `refused` line per refused variant.
+    /// one CPU).
     pub fn to_csv(&self) -> String {
-        let mut s = String::from(CSV_HEADER);
-        s.push('\n');
-        for p in &self.points {
-            let m = &p.point.summary;
-            let _ = writeln!(
-                s,
-                "{},{},{},{},{},{:.1},{:.1},{:.1},{:.0},{:.1},{:.1},{:.1},{:.1},{:.3}",
-                p.variant,
-                p.point.interface,
-                p.jobs,
-                p.point.qd,
-                m.reps,
-                m.iops.median,
-                m.iops.min,
-                m.iops.max,
-                m.bw.median,
-                m.lat_mean.median,
-                m.lat_p50.median,
-                m.lat_p99.median,
-                m.proc_usr.median + m.proc_sys.median,
-                m.syscalls_per_io.median,
-            );
-        }
-        s
+        const COLUMNS: [&str; 10] = [
+            "reps",
+            "iops",
+            "iops_min",
+            "iops_max",
+            "bw_bytes_per_s",
+            "lat_mean_ns",
+            "lat_p50_ns",
+            "lat_p99_ns",
+            "process_cpu_pct",
+            "syscalls_per_io",
+        ];
+        let rows = self.points.iter().map(|p| {
+            let key =
+                vec![p.variant.to_string(), p.point.interface.clone(), p.jobs.to_string(), p.point.qd.to_string()];
+            (key, &p.point.summary)
+        });
+        measure::results_table(&CSV_COLUMNS, &["variant", "interface", "jobs", "qd"], &COLUMNS, rows).to_csv()
     }
 
     /// Everything, with per-repetition samples and the refused variants.
@@ -382,27 +375,13 @@ impl StudyResult {
 
     /// The table for the terminal (medians), and the refused variants.
     pub fn to_text(&self) -> String {
-        let mut t = Table::new(&["variant", "jobs", "qd", "IOPS", "IOPS min–max", "lat mean", "p99", "CPU"], 1);
-        for p in &self.points {
-            let m = &p.point.summary;
-            t.rows.push(vec![
-                p.variant.to_string(),
-                p.jobs.to_string(),
-                p.point.qd.to_string(),
-                measure::fmt_count(m.iops.median),
-                format!("{}–{}", measure::fmt_count(m.iops.min), measure::fmt_count(m.iops.max)),
-                measure::fmt_ns(m.lat_mean.median),
-                measure::fmt_ns(m.lat_p99.median),
-                format!("{:.0}%", m.proc_usr.median + m.proc_sys.median),
-            ]);
-        }
-        let mut out = format!(
-            "ioswitch bench sweep (scaling study): {} on {}, median of {} repetition{} (interleaved)\n\n",
-            self.job,
-            self.target,
-            self.reps,
-            if self.reps == 1 { "" } else { "s" }
-        );
+        let rows = self
+            .points
+            .iter()
+            .map(|p| (vec![p.variant.to_string(), p.jobs.to_string(), p.point.qd.to_string()], &p.point.summary));
+        let columns = ["IOPS", "IOPS min–max", "lat mean", "p99", "CPU"];
+        let t = measure::results_table(&TEXT_COLUMNS, &["variant", "jobs", "qd"], &columns, rows);
+        let mut out = measure::heading("sweep (scaling study)", &self.job, &self.target, self.reps);
         out += &t.render();
         for (v, r) in &self.refused {
             out += &format!("refused {v}: {r}\n");
@@ -468,19 +447,7 @@ impl StudyResult {
     /// Writes `study.csv`, `study.json` and the charts into `dir` (created when
     /// missing); returns the paths written.
     pub fn write_all(&self, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
-        std::fs::create_dir_all(dir)
-            .map_err(|source| BenchError::CreateOutputDir { path: dir.to_path_buf(), source })?;
-        let json = serde_json::to_string_pretty(&self.to_json())
-            .map_err(|source| BenchError::Encode { file: "study.json", source })?;
-        let mut files = vec![("study.csv".to_string(), self.to_csv()), ("study.json".to_string(), json + "\n")];
-        files.extend(self.charts().into_iter().map(|(name, c)| (name, c.to_svg())));
-        let mut written = Vec::new();
-        for (name, text) in files {
-            let path = dir.join(name);
-            std::fs::write(&path, text).map_err(|source| BenchError::Write { path: path.clone(), source })?;
-            written.push(path);
-        }
-        Ok(written)
+        measure::write_result(dir, "study", self.to_csv(), &self.to_json(), self.charts())
     }
 }
 
@@ -549,6 +516,12 @@ mod tests {
         assert_eq!(r.refused[0].0, Variant::Vfio);
         assert!(!r.refused[0].1.is_empty());
         assert!(r.to_text().contains("refused vfio: "), "{}", r.to_text());
+        let text = r.to_text();
+        let head = text.lines().find(|l| l.starts_with("variant")).unwrap_or_default();
+        assert_eq!(
+            head.split_whitespace().collect::<Vec<_>>(),
+            "variant jobs qd IOPS IOPS min–max lat mean p99 CPU".split(' ').collect::<Vec<_>>()
+        );
         assert_eq!(r.to_json()["refused"][0]["variant"], "vfio");
         // iou: 2 job counts × 2 depths.
         assert_eq!(r.points.len(), 4);
@@ -562,6 +535,9 @@ mod tests {
         assert_eq!(names, ["iops-vs-qd-j1.svg", "iops-vs-qd-j2.svg", "iops-vs-jobs-qd1.svg", "iops-vs-jobs-qd4.svg"]);
         let csv = r.to_csv();
         assert_eq!(csv.lines().count(), 5);
+        assert_eq!(csv.lines().next(), Some(CSV_HEADER));
+        let cols = CSV_HEADER.split(',').count();
+        assert!(csv.lines().all(|l| l.split(',').count() == cols), "{csv}");
         assert!(csv.lines().nth(1).unwrap().starts_with("iou,io_uring,1,1,1,"), "{csv}");
         let only_vfio = StudyPlan { variants: vec![Variant::Vfio], ..plan };
         let e = study(&b, &only_vfio, &mut |_| {}).unwrap_err().to_string();

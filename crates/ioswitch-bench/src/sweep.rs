@@ -10,10 +10,9 @@
 
 use crate::error::{BenchError, ListKind};
 use crate::jobfile::JobSpec;
-use crate::measure::{self, Iface, Item, Point, Sample, Skipped, Table};
+use crate::measure::{self, Iface, Item, Point, Sample, Skipped, CSV_COLUMNS, TEXT_COLUMNS};
 use crate::plot::{LineChart, Scale, Series, TickFormat};
 use serde_json::{json, Value};
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 /// Queue depths of a sweep when none are given.
@@ -193,35 +192,12 @@ impl SweepResult {
     /// One line per point: medians (and the IOPS spread); latencies in ns, CPU in % of
     /// one CPU; `slat_mean_ns` is empty for sync interfaces.
     pub fn to_csv(&self) -> String {
-        let mut s = String::from(CSV_HEADER);
-        s.push('\n');
-        for p in &self.points {
-            let m = &p.summary;
-            let _ = writeln!(
-                s,
-                "{},{},{},{},{},{:.1},{:.1},{:.1},{:.0},{:.1},{:.1},{:.1},{:.1},{},{:.1},{:.1},{:.1},{:.1},{:.3}",
-                p.iface,
-                if p.iface.is_sync() { "sync" } else { "async" },
-                p.qd,
-                p.bs,
-                m.reps,
-                m.iops.median,
-                m.iops.min,
-                m.iops.max,
-                m.bw.median,
-                m.lat_mean.median,
-                m.lat_p50.median,
-                m.lat_p99.median,
-                m.lat_p999.median,
-                m.slat_mean.map(|x| format!("{:.1}", x.median)).unwrap_or_default(),
-                m.clat_mean.median,
-                m.usr.median,
-                m.sys.median,
-                m.proc_usr.median + m.proc_sys.median,
-                m.syscalls_per_io.median,
-            );
-        }
-        s
+        let columns = CSV_COLUMNS.map(|c| c.name);
+        let rows = self.points.iter().map(|p| {
+            let mode = if p.iface.is_sync() { "sync" } else { "async" };
+            (vec![p.iface.to_string(), mode.to_string(), p.qd.to_string(), p.bs.to_string()], &p.summary)
+        });
+        measure::results_table(&CSV_COLUMNS, &["interface", "mode", "qd", "bs"], &columns, rows).to_csv()
     }
 
     /// Everything, with per-repetition samples.
@@ -247,47 +223,14 @@ impl SweepResult {
 
     /// A table of every point (medians), for the terminal.
     pub fn to_text(&self) -> String {
-        let mut t = Table::new(
-            &[
-                "interface",
-                "qd",
-                "bs",
-                "IOPS",
-                "IOPS min–max",
-                "BW",
-                "lat mean",
-                "p50",
-                "p99",
-                "slat",
-                "clat",
-                "syscalls/IO",
-            ],
-            1,
-        );
-        for p in &self.points {
-            let m = &p.summary;
-            t.rows.push(vec![
-                p.iface.to_string(),
-                p.qd.to_string(),
-                ioswitch::units::fmt_size(p.bs),
-                measure::fmt_count(m.iops.median),
-                format!("{}–{}", measure::fmt_count(m.iops.min), measure::fmt_count(m.iops.max)),
-                format!("{}/s", crate::run::human_bytes(m.bw.median)),
-                measure::fmt_ns(m.lat_mean.median),
-                measure::fmt_ns(m.lat_p50.median),
-                measure::fmt_ns(m.lat_p99.median),
-                m.slat_mean.map(|x| measure::fmt_ns(x.median)).unwrap_or_else(|| "-".into()),
-                measure::fmt_ns(m.clat_mean.median),
-                format!("{:.2}", m.syscalls_per_io.median),
-            ]);
-        }
-        let mut out = format!(
-            "ioswitch bench sweep: {} on {}, median of {} repetition{} (interleaved)\n\n",
-            self.job,
-            self.target,
-            self.reps,
-            if self.reps == 1 { "" } else { "s" }
-        );
+        const COLUMNS: [&str; 9] =
+            ["IOPS", "IOPS min–max", "BW", "lat mean", "p50", "p99", "slat", "clat", "syscalls/IO"];
+        let rows = self
+            .points
+            .iter()
+            .map(|p| (vec![p.iface.to_string(), p.qd.to_string(), ioswitch::units::fmt_size(p.bs)], &p.summary));
+        let t = measure::results_table(&TEXT_COLUMNS, &["interface", "qd", "bs"], &COLUMNS, rows);
+        let mut out = measure::heading("sweep", &self.job, &self.target, self.reps);
         out += &t.render();
         if self.points.iter().any(|p| p.iface.is_sync()) && self.qds.iter().any(|&q| q > 1) {
             out += "\nnote: sync interfaces run at queue depth 1 only\n";
@@ -362,19 +305,8 @@ impl SweepResult {
     /// Writes `sweep.csv`, `sweep.json` and the three SVG plots into `dir` (created when
     /// missing); returns the paths written.
     pub fn write_all(&self, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
-        std::fs::create_dir_all(dir)
-            .map_err(|source| BenchError::CreateOutputDir { path: dir.to_path_buf(), source })?;
-        let json = serde_json::to_string_pretty(&self.to_json())
-            .map_err(|source| BenchError::Encode { file: "sweep.json", source })?;
-        let mut files = vec![("sweep.csv", self.to_csv()), ("sweep.json", json + "\n")];
-        files.extend(self.charts().into_iter().map(|(name, c)| (name, c.to_svg())));
-        let mut written = Vec::new();
-        for (name, text) in files {
-            let path = dir.join(name);
-            std::fs::write(&path, text).map_err(|source| BenchError::Write { path: path.clone(), source })?;
-            written.push(path);
-        }
-        Ok(written)
+        let charts = self.charts().into_iter().map(|(name, c)| (name.to_string(), c));
+        measure::write_result(dir, "sweep", self.to_csv(), &self.to_json(), charts)
     }
 }
 
@@ -454,6 +386,22 @@ mod tests {
         assert!(lines.iter().all(|l| l.split(',').count() == cols));
         let psync = lines.iter().find(|l| l.starts_with("psync,")).unwrap();
         assert_eq!(psync.split(',').nth(13), Some(""), "no slat for sync: {psync}");
+        assert_eq!(
+            lines[1],
+            "io_uring,async,1,512,1,100000.0,100000.0,100000.0,51200000,10000.0,10000.0,20000.0,30000.0,1000.0,\
+9000.0,0.0,0.0,0.0,0.000"
+        );
+    }
+
+    #[test]
+    fn the_table_has_a_line_per_point_under_its_columns() {
+        let text = hand_built().to_text();
+        let lines: Vec<&str> = text.lines().collect();
+        let head = lines.iter().position(|l| l.starts_with("interface")).unwrap();
+        let columns = "interface qd bs IOPS IOPS min–max BW lat mean p50 p99 slat clat syscalls/IO";
+        assert_eq!(lines[head].split_whitespace().collect::<Vec<_>>(), columns.split_whitespace().collect::<Vec<_>>());
+        assert_eq!(lines[head + 1].split_whitespace().take(4).collect::<Vec<_>>(), ["io_uring", "1", "512B", "100.0k"]);
+        assert_eq!(lines.iter().filter(|l| l.starts_with("psync ")).count(), 2, "{text}");
     }
 
     #[test]

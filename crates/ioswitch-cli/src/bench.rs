@@ -33,6 +33,10 @@ what they mean in fio; the JSON has fio 3.33's fields plus an \"ioswitch\" objec
 (interface, syscalls per I/O, CPU of the whole process). An option fio has that ioswitch
 does not run is an error, never ignored.
 
+filename is a path, as in fio (filename=128m is a file named 128m). The library's other
+targets keep their syntax, each colon escaped as fio escapes one: a ramdisk takes its prefix
+(ramdisk\\:64m), a PCI controller is its address (0000\\:00\\:05.0, --ioengine=ioswitch).
+
 Own options:
   --no-progress            no status line (it is shown on a terminal only, anyway)
   --eta=never|auto|always  fio's spelling of the same

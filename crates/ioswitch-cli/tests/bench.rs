@@ -278,6 +278,42 @@ fn verify_passes_on_good_data_and_names_the_offset_of_a_bad_block() {
 }
 
 #[test]
+fn a_file_named_like_a_size_is_a_file_as_in_fio_and_ramdisks_take_their_prefix() {
+    let _one = serial();
+    let s = scratch("size-named");
+    let in_scratch = |args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_ioswitch"))
+            .arg("bench")
+            .arg("--no-progress")
+            .args(args)
+            .current_dir(s.dir())
+            .stdin(Stdio::null())
+            .output()
+            .expect("run ioswitch bench");
+        assert!(o.status.success(), "{args:?}: {}", text(&o.stderr));
+    };
+    // fio's backwards-read.fio names its file `128m`: a file in the working directory.
+    let job = text_file(&s, "j.fio", "[j]\nfilename=128m\nsize=64k\nrw=write\nbs=4k\n");
+    let line = ["--name=j", "--filename=128m", "--size=64k", "--rw=write", "--bs=4k"];
+    for args in [&[job.as_str()][..], &line[..]] {
+        let _ = fs::remove_file(s.path("128m"));
+        in_scratch(args);
+        let len = fs::metadata(s.path("128m")).map(|m| m.len());
+        assert_eq!(len.ok(), Some(64 << 10), "{args:?}: the file 128m holds the job's 64 KiB");
+    }
+    // The library's ramdisk stays reachable through its prefix, its colon escaped as fio
+    // escapes one: the job runs and no file is created.
+    fs::remove_file(s.path("128m")).expect("remove 128m");
+    in_scratch(&["--name=r", "--filename=ramdisk\\:1m", "--size=64k", "--rw=write", "--ioengine=ioswitch"]);
+    let names: Vec<String> = fs::read_dir(s.dir())
+        .expect("list scratch")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into())
+        .collect();
+    assert_eq!(names, ["j.fio"], "a ramdisk job creates no file");
+}
+
+#[test]
 fn an_unknown_option_names_itself_and_its_line() {
     let _one = serial();
     let s = scratch("unknown");

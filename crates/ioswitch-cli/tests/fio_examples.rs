@@ -218,6 +218,25 @@ fn assert_confined(text: &str, dir: &Path, name: &str) {
     }
 }
 
+/// The option a parse-time refusal is about: the one its message names (`bad value 'V'
+/// for option 'O'`, `unknown option 'O'`, `option 'O' needs a value`), else the option set
+/// on the line it points at (`FILE:LINE: job 'J': …`, a refusal of the job's options
+/// together, such as zonemode=zbd with numjobs=16), else the environment variable it
+/// names, else the whole reason.
+fn refused_option(reason: &str, at: &str, text: &str) -> String {
+    if let Some((_, rest)) = reason.split_once("option '") {
+        return rest.split('\'').next().unwrap_or(rest).to_string();
+    }
+    let line_no = reason.strip_prefix(at).and_then(|r| r.split(':').next()).and_then(|n| n.parse::<usize>().ok());
+    let key = line_no.and_then(|n| text.lines().nth(n.checked_sub(1)?)).and_then(|l| {
+        let body = l.split(['#', ';']).next().unwrap_or_default().trim();
+        let key = body.split('=').next().unwrap_or_default().trim();
+        (!key.is_empty() && !key.starts_with('[')).then(|| key.to_string())
+    });
+    key.or_else(|| reason.contains("environment").then(|| "environment".to_string()))
+        .unwrap_or_else(|| reason.to_string())
+}
+
 /// Whether a run's refusal says its interface cannot serve a file (an engine for
 /// another kind of device, such as io_uring_cmd for NVMe generic devices).
 fn needs_another_device(reason: &str) -> bool {
@@ -282,10 +301,10 @@ fn every_fio_example_parses_runs_or_is_refused_and_none_crashes_or_hangs() {
                     let _ = fs::remove_dir_all(&work);
                     continue;
                 }
-                None => r.rsplit(": ").find(|p| p.contains("option '") || p.contains("environment")).unwrap_or(&r),
+                None => r,
             };
-            let option = what.split('\'').nth(1).unwrap_or(what).to_string();
-            option_refused.entry(option).or_default().push(name);
+            let shown_text = fs::read_to_string(shown).expect("read the refused job file");
+            option_refused.entry(refused_option(&what, &at, &shown_text)).or_default().push(name);
             let _ = fs::remove_dir_all(&work);
             continue;
         }
@@ -318,6 +337,20 @@ fn every_fio_example_parses_runs_or_is_refused_and_none_crashes_or_hangs() {
         println!("    {o}: {}", fs.join(", "));
     }
     assert!(problems.is_empty(), "{} problem(s):\n{}", problems.len(), problems.join("\n"));
+}
+
+#[test]
+fn a_refusal_is_tallied_under_its_option() {
+    let text = "[global]\nzonemode=zbd\nnumjobs=16\n[dev1]\nnrfiles=31250\n";
+    let at = "/x/e.fio:";
+    for (reason, option) in [
+        ("/x/e.fio:5: bad value '31250' for option 'nrfiles': expected 1", "nrfiles"),
+        ("/x/e.fio:5: unknown option 'sync'", "sync"),
+        ("/x/e.fio:3: job 'zbd-rand-write': zonemode=zbd writes with numjobs>1 are not run", "numjobs"),
+        ("/x/e.fio:4: job 'dev1': refused", "/x/e.fio:4: job 'dev1': refused"),
+    ] {
+        assert_eq!(refused_option(reason, at, text), option, "{reason}");
+    }
 }
 
 #[test]

@@ -13,9 +13,10 @@ of a group once, in an order rotated by one each repetition.
 - nil, qd16: fio `null`; xNVMe `nil`; the ioswitch engine on `nil` async.
 - io_uring on a /dev/shm file and on an O_DIRECT file on disk, qd1 and qd16: fio
   `io_uring`; xNVMe `io_uring`; the ioswitch engine on `io_uring`.
-- With --callgrind N: user-space instructions per I/O of the nil qd1 rows (runs of N and
+- With --callgrind N: user-space instructions per I/O of the nil rows (qd1 and qd16) (runs of N and
   2N I/Os, the difference divided by N), split as fio/bench.py splits them (xNVMe's
-  library counts under "fio + libc").
+  library counts under "fio + libc"). --callgrind 0, or no valgrind on the machine, skips
+  them with a printed reason.
 
 Verdict statistic (declared before the runs): the median over repetitions of the
 per-repetition figure (latency difference to fio's baseline engine, IOPS ratio to the
@@ -29,6 +30,7 @@ crc32c-verify jobs with these options on the /dev/shm and the O_DIRECT file pass
 """
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -78,10 +80,17 @@ def main():
     ap.add_argument("--engine", required=True, help="the ioswitch engine (.so)")
     ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--runtime", type=int, default=2, help="seconds per fio run")
-    ap.add_argument("--callgrind", type=int, metavar="N", help="instructions per I/O of the nil qd1 rows")
+    ap.add_argument("--callgrind", type=int, metavar="N", help="instructions per I/O of the nil rows (0: skip)")
     ap.add_argument("--disk", default="/var/tmp/ioswitch-fio-bench.img", help="file on a disk file system")
     ap.add_argument("--only", choices=["nil", "uring"])
     a = ap.parse_args()
+    if a.callgrind is not None and a.callgrind < 0:
+        ap.error(f"--callgrind {a.callgrind}: give a number of I/Os (0 skips the instruction counts)")
+    if a.callgrind and not shutil.which("valgrind"):
+        print(f"--callgrind {a.callgrind}: skipped, valgrind is not installed (apt-get install valgrind)\n")
+        a.callgrind = 0
+    elif a.callgrind == 0:
+        print("--callgrind 0: instruction counts skipped\n")
     bench.FIO = a.fio
     ext = f"--ioengine=external:{a.engine}"
     xnvme = ["--ioengine=xnvme", "--xnvme_be=linux", "--xnvme_sync=psync"]
@@ -110,7 +119,7 @@ def main():
             print(f"## nil vs null, 4 KiB random read, iodepth={qd}\n")
             bench.show(configs)
             report(bench.interleave(configs, a.reps), "fio null", "xNVMe nil")
-            if a.callgrind and qd == 1:
+            if a.callgrind:
                 print(f"Instructions per I/O (callgrind, {a.callgrind} and {2 * a.callgrind} I/Os, "
                       "--number_ios instead of --time_based/--runtime):\n")
                 bench.callgrind(configs, a.callgrind)

@@ -3,7 +3,7 @@
 ioswitch engine, then calls this with --fio and --engine).
 
   fio/bench_vs_xnvme.py --fio FIO --engine ENGINE [--reps N] [--runtime S]
-                        [--callgrind N] [--disk FILE] [--only nil|uring]
+                        [--callgrind N [--callgrind-only]] [--disk FILE] [--only nil|uring]
 
 4 KiB random reads, thread=1, one job, rows interleaved: each repetition runs every row
 of a group once, in an order rotated by one each repetition.
@@ -83,6 +83,8 @@ def main():
     ap.add_argument("--callgrind", type=int, metavar="N", help="instructions per I/O of the nil rows (0: skip)")
     ap.add_argument("--disk", default="/var/tmp/ioswitch-fio-bench.img", help="file on a disk file system")
     ap.add_argument("--only", choices=["nil", "uring"])
+    ap.add_argument("--callgrind-only", action="store_true",
+                    help="with --callgrind: the instruction counts of the nil rows only, no wall-clock runs")
     a = ap.parse_args()
     if a.callgrind is not None and a.callgrind < 0:
         ap.error(f"--callgrind {a.callgrind}: give a number of I/Os (0 skips the instruction counts)")
@@ -91,6 +93,8 @@ def main():
         a.callgrind = 0
     elif a.callgrind == 0:
         print("--callgrind 0: instruction counts skipped\n")
+    if a.callgrind_only and not a.callgrind:
+        ap.error("--callgrind-only needs --callgrind N (N > 0) and valgrind")
     bench.FIO = a.fio
     ext = f"--ioengine=external:{a.engine}"
     xnvme = ["--ioengine=xnvme", "--xnvme_be=linux", "--xnvme_sync=psync"]
@@ -118,14 +122,15 @@ def main():
                 ]
             print(f"## nil vs null, 4 KiB random read, iodepth={qd}\n")
             bench.show(configs)
-            report(bench.interleave(configs, a.reps), "fio null", "xNVMe nil")
+            if not a.callgrind_only:
+                report(bench.interleave(configs, a.reps), "fio null", "xNVMe nil")
             if a.callgrind:
                 print(f"Instructions per I/O (callgrind, {a.callgrind} and {2 * a.callgrind} I/Os, "
                       "--number_ios instead of --time_based/--runtime):\n")
                 bench.callgrind(configs, a.callgrind)
         os.unlink(nil_file)
 
-    if a.only in (None, "uring"):
+    if a.only in (None, "uring") and not a.callgrind_only:
         shm = f"/dev/shm/ioswitch-fio-bench-xnvme.{os.getpid()}.img"
         subprocess.run(["dd", "if=/dev/urandom", f"of={shm}", "bs=1M", "count=256", "status=none"], check=True)
         disk = a.disk

@@ -352,6 +352,12 @@ unsafe fn submit(
             return busy();
         };
         let ctx = &mut q.ctxs[idx as usize];
+        // Set before the library takes the command (an index and a bounds check less
+        // after it); a refused command's context goes back to the free list unread.
+        ctx.user_arg = user_arg;
+        ctx.own_cb = own_cb;
+        ctx.cb = cb;
+        ctx.cb_arg = cb_arg;
         let data = if nbufs == 1 && !bufs.is_null() {
             // SAFETY: bufs is valid for one pointer (caller contract).
             let p = unsafe { *bufs };
@@ -385,14 +391,7 @@ unsafe fn submit(
             Data::Vec(v)
         };
         match q.rq.submit(c, data, idx as u64) {
-            Ok(()) => {
-                let ctx = &mut q.ctxs[idx as usize];
-                ctx.user_arg = user_arg;
-                ctx.own_cb = own_cb;
-                ctx.cb = cb;
-                ctx.cb_arg = cb_arg;
-                0
-            }
+            Ok(()) => 0,
             Err(rejected) => {
                 q.ctxs[idx as usize].restore(rejected.data);
                 q.free.push(idx);

@@ -195,7 +195,7 @@ struct iosw_data {
 	char pci_name[64];
 };
 
-static int iosw_commit(struct thread_data *td);
+static int commit_pending(struct thread_data *td, struct iosw_data *ed);
 
 /* A failed push of n queued commands: logged; returns err. */
 static int __attribute__((noinline, cold)) commit_failed(unsigned int n, int err)
@@ -471,7 +471,7 @@ static int iosw_close_file(struct thread_data *td, struct fio_file *f)
 		return 0;
 	if (fd->q) {
 		/* fio quiesces before it closes; should a command still wait, push it now. */
-		if (ed->npending && iosw_commit(td) < 0)
+		if (ed->npending && commit_pending(td, ed) < 0)
 			ret = 1;
 		for (unsigned int i = 0; i < ed->nopen; i++) {
 			if (ed->open[i] == fd) {
@@ -803,14 +803,11 @@ static enum fio_q_status __attribute__((noinline)) queue_queued(struct thread_da
  * could not push with an error, or pushes it at the next commit or reap, so each
  * command still comes back through ->getevents().
  */
-static int iosw_commit(struct thread_data *td)
+static int __attribute__((noinline)) commit_pending(struct thread_data *td, struct iosw_data *ed)
 {
-	struct iosw_data *ed = td->io_ops_data;
 	unsigned int i, n = ed->npending;
 	int err, ret = 0;
 
-	if (!n)
-		return 0;
 	if (__builtin_expect(ed->nopen == 1, 1)) {
 		err = ioswitch_queue_commit(ed->open[0]->q);
 		if (__builtin_expect(err < 0, 0))
@@ -836,6 +833,17 @@ static int iosw_commit(struct thread_data *td)
 	}
 	io_u_mark_submit(td, n);
 	return ret;
+}
+
+/*
+ * fio calls ->commit() also when nothing is queued (td_io_getevents commits before it
+ * waits): that call returns before commit_pending's frame is set up.
+ */
+static int iosw_commit(struct thread_data *td)
+{
+	struct iosw_data *ed = td->io_ops_data;
+
+	return ed->npending ? commit_pending(td, ed) : 0;
 }
 
 /*
@@ -899,7 +907,7 @@ static int iosw_getevents(struct thread_data *td, unsigned int min, unsigned int
 		min = max;
 	/* fio commits before it waits (min > 0); a reap without waiting may come first. */
 	if (ed->npending) {
-		err = iosw_commit(td);
+		err = commit_pending(td, ed);
 		if (err < 0)
 			return err; /* logged; fio records it (td_io_getevents) */
 	}

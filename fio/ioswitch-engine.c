@@ -204,6 +204,7 @@ static int __attribute__((noinline, cold)) commit_failed(unsigned int n, int err
 		ioswitch_last_error());
 	return err;
 }
+
 static int is_pci_address(const char *name);
 
 static int iosw_fail(struct thread_data *td, int err, const char *func)
@@ -880,11 +881,7 @@ static enum fio_q_status iosw_queue(struct thread_data *td, struct io_u *io_u)
 	return queue_queued(td, io_u, fd);
 }
 
-/*
- * Reaps straight into ed->cpls (ioswitch_queue_reap: no callbacks, no copies), which
- * ->event() reads: commits what ->queue() left, then takes what has completed, up to
- * max, waiting only for what fio's minimum still lacks.
- */
+/* A failed ioswitch_queue_reap: logged and recorded; returns err. */
 static int __attribute__((noinline, cold)) reap_failed(struct thread_data *td, int err)
 {
 	iosw_fail(td, -err, "ioswitch_queue_reap");
@@ -894,6 +891,11 @@ static int __attribute__((noinline, cold)) reap_failed(struct thread_data *td, i
 static int getevents_many(struct thread_data *td, struct iosw_data *ed, unsigned int min,
 			  unsigned int max);
 
+/*
+ * Reaps straight into ed->cpls (ioswitch_queue_reap: no callbacks, no copies), which
+ * ->event() reads: commits what ->queue() left, then takes what has completed, up to
+ * max, waiting only for what fio's minimum still lacks.
+ */
 static int iosw_getevents(struct thread_data *td, unsigned int min, unsigned int max,
 			  const struct timespec *t)
 {

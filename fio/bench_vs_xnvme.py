@@ -3,7 +3,7 @@
 ioswitch engine, then calls this with --fio and --engine).
 
   fio/bench_vs_xnvme.py --fio FIO --engine ENGINE [--reps N] [--runtime S]
-                        [--callgrind N] [--disk FILE] [--only nil|uring]
+                        [--callgrind N [--callgrind-only]] [--disk FILE] [--only nil|uring]
 
 4 KiB random reads, thread=1, one job, rows interleaved: each repetition runs every row
 of a group once, in an order rotated by one each repetition.
@@ -13,9 +13,11 @@ of a group once, in an order rotated by one each repetition.
 - nil, qd16: fio `null`; xNVMe `nil`; the ioswitch engine on `nil` async.
 - io_uring on a /dev/shm file and on an O_DIRECT file on disk, qd1 and qd16: fio
   `io_uring`; xNVMe `io_uring`; the ioswitch engine on `io_uring`.
-- With --callgrind N: user-space instructions per I/O of the nil qd1 rows (runs of N and
-  2N I/Os, the difference divided by N), split as fio/bench.py splits them (xNVMe's
-  library counts under "fio + libc").
+- With --callgrind N: user-space instructions per I/O of the nil rows (qd1 and qd16) and
+  of the io_uring rows on the /dev/shm file at qd1 (runs of N and 2N I/Os, the difference
+  divided by N), split as fio/bench.py splits them (xNVMe's library counts under "fio +
+  libc"). --callgrind 0, or no valgrind on the machine, skips
+  them with a printed reason.
 
 Verdict statistic (declared before the runs): the median over repetitions of the
 per-repetition figure (latency difference to fio's baseline engine, IOPS ratio to the
@@ -29,6 +31,7 @@ crc32c-verify jobs with these options on the /dev/shm and the O_DIRECT file pass
 """
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -78,17 +81,29 @@ def main():
     ap.add_argument("--engine", required=True, help="the ioswitch engine (.so)")
     ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--runtime", type=int, default=2, help="seconds per fio run")
-    ap.add_argument("--callgrind", type=int, metavar="N", help="instructions per I/O of the nil qd1 rows")
+    ap.add_argument("--callgrind", type=int, metavar="N", help="instructions per I/O of the nil rows (0: skip)")
     ap.add_argument("--disk", default="/var/tmp/ioswitch-fio-bench.img", help="file on a disk file system")
     ap.add_argument("--only", choices=["nil", "uring"])
+    ap.add_argument("--callgrind-only", action="store_true",
+                    help="with --callgrind: the instruction counts of the nil rows only, no wall-clock runs")
     a = ap.parse_args()
+    if a.callgrind is not None and a.callgrind < 0:
+        ap.error(f"--callgrind {a.callgrind}: give a number of I/Os (0 skips the instruction counts)")
+    if a.callgrind and not shutil.which("valgrind"):
+        print(f"--callgrind {a.callgrind}: skipped, valgrind is not installed (apt-get install valgrind)\n")
+        a.callgrind = 0
+    elif a.callgrind == 0:
+        print("--callgrind 0: instruction counts skipped\n")
+    if a.callgrind_only and not a.callgrind:
+        ap.error("--callgrind-only needs --callgrind N (N > 0) and valgrind")
     bench.FIO = a.fio
     ext = f"--ioengine=external:{a.engine}"
     xnvme = ["--ioengine=xnvme", "--xnvme_be=linux", "--xnvme_sync=psync"]
     common = ["--thread=1", "--bs=4k", "--rw=randread", "--norandommap", "--time_based", f"--runtime={a.runtime}"]
     ver = subprocess.run([a.fio, "--version"], capture_output=True, text=True).stdout.strip()
-    print(f"{a.fio} ({ver}), {a.reps} interleaved repetitions of {a.runtime} s; "
-          f"load average at the start: {os.getloadavg()[0]:.2f}\n")
+    runs = (f"callgrind only ({a.callgrind} and {2 * a.callgrind} I/Os per row)" if a.callgrind_only
+            else f"{a.reps} interleaved repetitions of {a.runtime} s")
+    print(f"{a.fio} ({ver}), {runs}; load average at the start: {os.getloadavg()[0]:.2f}\n")
 
     if a.only in (None, "nil"):
         nil_file = f"/tmp/ioswitch-fio-bench-xnvme-nil.{os.getpid()}.img"
@@ -109,8 +124,9 @@ def main():
                 ]
             print(f"## nil vs null, 4 KiB random read, iodepth={qd}\n")
             bench.show(configs)
-            report(bench.interleave(configs, a.reps), "fio null", "xNVMe nil")
-            if a.callgrind and qd == 1:
+            if not a.callgrind_only:
+                report(bench.interleave(configs, a.reps), "fio null", "xNVMe nil")
+            if a.callgrind:
                 print(f"Instructions per I/O (callgrind, {a.callgrind} and {2 * a.callgrind} I/Os, "
                       "--number_ios instead of --time_based/--runtime):\n")
                 bench.callgrind(configs, a.callgrind)
@@ -120,11 +136,13 @@ def main():
         shm = f"/dev/shm/ioswitch-fio-bench-xnvme.{os.getpid()}.img"
         subprocess.run(["dd", "if=/dev/urandom", f"of={shm}", "bs=1M", "count=256", "status=none"], check=True)
         disk = a.disk
-        if not os.path.exists(disk) or os.path.getsize(disk) < (1 << 30):
+        if not a.callgrind_only and (not os.path.exists(disk) or os.path.getsize(disk) < (1 << 30)):
             subprocess.run(["dd", "if=/dev/urandom", f"of={disk}", "bs=1M", "count=1024", "status=none"], check=True)
         for what, path, size, extra in (("/dev/shm file", shm, "256m", []),
                                         ("O_DIRECT disk file", disk, "1g", ["--direct=1"])):
             for qd in (1, 16):
+                if a.callgrind_only and (extra or qd != 1):
+                    continue
                 base = common + extra + [f"--iodepth={qd}", f"--filename={path}", f"--size={size}"]
                 configs = [
                     ("fio io_uring", ["--name=uring", "--ioengine=io_uring"] + base),
@@ -133,7 +151,14 @@ def main():
                 ]
                 print(f"## io_uring, {what}, 4 KiB random read, iodepth={qd}\n")
                 bench.show(configs)
-                report(bench.interleave(configs, a.reps), "fio io_uring", "xNVMe io_uring", lat=qd == 1)
+                if not a.callgrind_only:
+                    report(bench.interleave(configs, a.reps), "fio io_uring", "xNVMe io_uring", lat=qd == 1)
+                if a.callgrind and not extra and qd == 1:
+                    # io_size: the runs of N and 2N I/Os go round the 256 MiB file as needed.
+                    print(f"Instructions per I/O (callgrind, {a.callgrind} and {2 * a.callgrind} I/Os, "
+                          "--number_ios and --io_size=1t instead of --time_based/--runtime; "
+                          "user space only, the system calls are the kernel's):\n")
+                    bench.callgrind([(n, args + ["--io_size=1t"]) for n, args in configs], a.callgrind)
         os.unlink(shm)
 
 

@@ -147,7 +147,7 @@ struct iosw_file {
 	struct ioswitch_cmd *fast[8];
 	/*
 	 * The same for the queueing modes (async, also inline) with file-set commands: the
-	 * reads and writes queue_other hands to ioswitch_queue_submit first thing.
+	 * reads and writes queue_queued hands to ioswitch_queue_submit first thing.
 	 */
 	struct ioswitch_cmd *qfast[8];
 	struct ioswitch_geo geo;
@@ -195,7 +195,16 @@ struct iosw_data {
 	char pci_name[64];
 };
 
-static int iosw_commit(struct thread_data *td);
+static int commit_pending(struct thread_data *td, struct iosw_data *ed);
+
+/* A failed push of n queued commands: logged; returns err. */
+static int __attribute__((noinline, cold)) commit_failed(unsigned int n, int err)
+{
+	log_err("ioswitch: committing %u queued commands (ioswitch_queue_commit): %s\n", n,
+		ioswitch_last_error());
+	return err;
+}
+
 static int is_pci_address(const char *name);
 
 static int iosw_fail(struct thread_data *td, int err, const char *func)
@@ -463,7 +472,7 @@ static int iosw_close_file(struct thread_data *td, struct fio_file *f)
 		return 0;
 	if (fd->q) {
 		/* fio quiesces before it closes; should a command still wait, push it now. */
-		if (ed->npending && iosw_commit(td) < 0)
+		if (ed->npending && commit_pending(td, ed) < 0)
 			ret = 1;
 		for (unsigned int i = 0; i < ed->nopen; i++) {
 			if (ed->open[i] == fd) {
@@ -683,7 +692,7 @@ static inline enum fio_q_status complete_inline(struct thread_data *td, struct i
 	return FIO_Q_COMPLETED;
 }
 
-/* A refused submission of queue_other's queueing fast path: as in queue_other. */
+/* A refused submission of the queueing fast path (queue_rw): as in queue_other. */
 static enum fio_q_status __attribute__((noinline, cold)) submit_failed(struct thread_data *td,
 								       struct io_u *io_u,
 								       struct iosw_file *fd, int err)
@@ -699,31 +708,40 @@ static enum fio_q_status __attribute__((noinline, cold)) submit_failed(struct th
 	return FIO_Q_COMPLETED;
 }
 
-/* Everything but the synchronous reads and writes of iosw_queue's fast path. */
+/*
+ * The queueing modes' reads and writes (iosw_file.qfast), from iosw_queue: the file's
+ * prebuilt command, queued in ioswitch, not yet in the kernel: ->commit() pushes it (the
+ * inline mode completes it here).
+ */
+static inline __attribute__((always_inline)) enum fio_q_status
+queue_rw(struct thread_data *td, struct io_u *io_u, struct iosw_file *fd, struct ioswitch_cmd *cmd)
+{
+	struct iosw_data *ed = td->io_ops_data;
+	void *buf = io_u->xfer_buf;
+	int err;
+
+	set_dwords(&cmd->sqe.cdw10, io_u->offset);
+	set_dwords(&cmd->sqe.cdw12, io_u->xfer_buflen);
+	err = ioswitch_queue_submit(fd->q, cmd, &buf, 1, io_u);
+	if (__builtin_expect(err != 0, 0))
+		return submit_failed(td, io_u, fd, err);
+	if (ed->inline_mode)
+		return complete_inline(td, io_u, fd);
+	/* The queue holds at most iodepth (ed->cap) commands: `pending` cannot overflow. */
+	ed->pending[ed->npending++] = io_u;
+	return FIO_Q_QUEUED;
+}
+
+/* Everything but the reads and writes of iosw_queue's two fast paths. */
 static enum fio_q_status __attribute__((noinline)) queue_other(struct thread_data *td,
 							      struct io_u *io_u,
 							      struct iosw_file *fd)
 {
 	struct iosw_data *ed = td->io_ops_data;
-	struct ioswitch_cmd other, *cmd = fd->qfast[io_u->ddir & 7];
+	struct ioswitch_cmd other, *cmd;
 	void *buf = io_u->xfer_buf;
 	int nbufs, err;
 
-	if (__builtin_expect(cmd != NULL, 1)) {
-		/*
-		 * The queueing mode's reads and writes (iosw_file.qfast): the file's prebuilt
-		 * command, queued in ioswitch, not yet in the kernel: ->commit() pushes it.
-		 */
-		set_dwords(&cmd->sqe.cdw10, io_u->offset);
-		set_dwords(&cmd->sqe.cdw12, io_u->xfer_buflen);
-		err = ioswitch_queue_submit(fd->q, cmd, &buf, 1, io_u);
-		if (__builtin_expect(err != 0, 0))
-			return submit_failed(td, io_u, fd, err);
-		if (ed->inline_mode)
-			return complete_inline(td, io_u, fd);
-		ed->pending[ed->npending++] = io_u;
-		return FIO_Q_QUEUED;
-	}
 	nbufs = build(fd, io_u, &other, &cmd);
 	if (nbufs < 0) {
 		mark_completed_in_queue(td);
@@ -764,6 +782,21 @@ static enum fio_q_status __attribute__((noinline)) queue_other(struct thread_dat
 }
 
 /*
+ * iosw_queue's other half, out of line so that the synchronous fast path keeps its small
+ * frame: the queueing modes' reads and writes (iosw_file.qfast), else queue_other.
+ */
+static enum fio_q_status __attribute__((noinline)) queue_queued(struct thread_data *td,
+								struct io_u *io_u,
+								struct iosw_file *fd)
+{
+	struct ioswitch_cmd *c = fd->qfast[io_u->ddir & 7];
+
+	if (__builtin_expect(c != NULL, 1))
+		return queue_rw(td, io_u, fd, c);
+	return queue_other(td, io_u, fd);
+}
+
+/*
  * ->commit(): pushes every queued command to the kernel, then records what fio's libaio
  * and io_uring engines record when their commands reach the kernel: the issue time
  * (one clock read for the batch), the slat of each command (io_u_queued()) and the
@@ -771,20 +804,20 @@ static enum fio_q_status __attribute__((noinline)) queue_other(struct thread_dat
  * could not push with an error, or pushes it at the next commit or reap, so each
  * command still comes back through ->getevents().
  */
-static int iosw_commit(struct thread_data *td)
+static int __attribute__((noinline)) commit_pending(struct thread_data *td, struct iosw_data *ed)
 {
-	struct iosw_data *ed = td->io_ops_data;
 	unsigned int i, n = ed->npending;
 	int err, ret = 0;
 
-	if (!n)
-		return 0;
-	for (i = 0; i < ed->nopen; i++) {
-		err = ioswitch_queue_commit(ed->open[i]->q);
-		if (err < 0 && !ret) {
-			log_err("ioswitch: committing %u queued commands (ioswitch_queue_commit): %s\n",
-				n, ioswitch_last_error());
-			ret = err;
+	if (__builtin_expect(ed->nopen == 1, 1)) {
+		err = ioswitch_queue_commit(ed->open[0]->q);
+		if (__builtin_expect(err < 0, 0))
+			ret = commit_failed(n, err);
+	} else {
+		for (i = 0; i < ed->nopen; i++) {
+			err = ioswitch_queue_commit(ed->open[i]->q);
+			if (err < 0 && !ret)
+				ret = commit_failed(n, err);
 		}
 	}
 	ed->npending = 0;
@@ -801,6 +834,17 @@ static int iosw_commit(struct thread_data *td)
 	}
 	io_u_mark_submit(td, n);
 	return ret;
+}
+
+/*
+ * fio calls ->commit() also when nothing is queued (td_io_getevents commits before it
+ * waits): that call returns before commit_pending's frame is set up.
+ */
+static int iosw_commit(struct thread_data *td)
+{
+	struct iosw_data *ed = td->io_ops_data;
+
+	return ed->npending ? commit_pending(td, ed) : 0;
 }
 
 /*
@@ -834,8 +878,18 @@ static enum fio_q_status iosw_queue(struct thread_data *td, struct io_u *io_u)
 			fast_failed(io_u, err);
 		return FIO_Q_COMPLETED;
 	}
-	return queue_other(td, io_u, fd);
+	return queue_queued(td, io_u, fd);
 }
+
+/* A failed ioswitch_queue_reap: logged and recorded; returns err. */
+static int __attribute__((noinline, cold)) reap_failed(struct thread_data *td, int err)
+{
+	iosw_fail(td, -err, "ioswitch_queue_reap");
+	return err;
+}
+
+static int getevents_many(struct thread_data *td, struct iosw_data *ed, unsigned int min,
+			  unsigned int max);
 
 /*
  * Reaps straight into ed->cpls (ioswitch_queue_reap: no callbacks, no copies), which
@@ -846,7 +900,6 @@ static int iosw_getevents(struct thread_data *td, unsigned int min, unsigned int
 			  const struct timespec *t)
 {
 	struct iosw_data *ed = td->io_ops_data;
-	unsigned int i, n = 0;
 	int err;
 
 	(void)t;
@@ -856,19 +909,26 @@ static int iosw_getevents(struct thread_data *td, unsigned int min, unsigned int
 		min = max;
 	/* fio commits before it waits (min > 0); a reap without waiting may come first. */
 	if (ed->npending) {
-		err = iosw_commit(td);
+		err = commit_pending(td, ed);
 		if (err < 0)
 			return err; /* logged; fio records it (td_io_getevents) */
 	}
 	if (__builtin_expect(ed->nopen == 1, 1)) {
 		err = ioswitch_queue_reap(ed->open[0]->q, min, max, ed->cpls);
-		if (err < 0) {
-			iosw_fail(td, -err, "ioswitch_queue_reap");
-			return err;
-		}
+		if (__builtin_expect(err < 0, 0))
+			return reap_failed(td, err);
 		return err;
 	}
-	/* Several files: take from every queue without waiting, then block on a busy one. */
+	return getevents_many(td, ed, min, max);
+}
+
+/* ->getevents() with several files: from every queue without waiting, then block on a busy one. */
+static int __attribute__((noinline)) getevents_many(struct thread_data *td, struct iosw_data *ed,
+						    unsigned int min, unsigned int max)
+{
+	unsigned int i, n = 0;
+	int err;
+
 	for (;;) {
 		int busy = -1;
 

@@ -158,6 +158,22 @@ impl Finisher<'_> {
         self.free.push(idx as u32);
         (cb, arg, ioswitch_cpl::new(user_arg, c.status, c.result))
     }
+
+    /// As [`take`](Finisher::take) for a completion handed to the caller at once: the C
+    /// completion only, without looking up the callback it would have had.
+    #[inline(always)]
+    fn take_cpl(&mut self, c: Completion) -> ioswitch_cpl {
+        let idx = c.tag as usize;
+        let Some(ctx) = self.ctxs.get_mut(idx) else {
+            // Cannot happen (tags are context indices); leaked as in finish.
+            std::mem::forget(c.data);
+            return ioswitch_cpl::new(ptr::null_mut(), c.status, c.result);
+        };
+        ctx.restore(c.data);
+        let user_arg = ctx.user_arg;
+        self.free.push(idx as u32);
+        ioswitch_cpl::new(user_arg, c.status, c.result)
+    }
 }
 
 impl ioswitch_queue {
@@ -336,6 +352,12 @@ unsafe fn submit(
             return busy();
         };
         let ctx = &mut q.ctxs[idx as usize];
+        // Set before the library takes the command (an index and a bounds check less
+        // after it); a refused command's context goes back to the free list unread.
+        ctx.user_arg = user_arg;
+        ctx.own_cb = own_cb;
+        ctx.cb = cb;
+        ctx.cb_arg = cb_arg;
         let data = if nbufs == 1 && !bufs.is_null() {
             // SAFETY: bufs is valid for one pointer (caller contract).
             let p = unsafe { *bufs };
@@ -369,14 +391,7 @@ unsafe fn submit(
             Data::Vec(v)
         };
         match q.rq.submit(c, data, idx as u64) {
-            Ok(()) => {
-                let ctx = &mut q.ctxs[idx as usize];
-                ctx.user_arg = user_arg;
-                ctx.own_cb = own_cb;
-                ctx.cb = cb;
-                ctx.cb_arg = cb_arg;
-                0
-            }
+            Ok(()) => 0,
             Err(rejected) => {
                 q.ctxs[idx as usize].restore(rejected.data);
                 q.free.push(idx);
@@ -664,14 +679,14 @@ pub unsafe extern "C" fn ioswitch_queue_reap(
         // Enough already, or nothing to wait for: take what is there, up to max.
         let how = if n >= min { Reap::Poke(max - n) } else { Reap::Wait(min - n) };
         let mut put = |c: Completion| {
-            let k = fin.take(c);
             if n < max {
+                let cpl = fin.take_cpl(c);
                 // SAFETY: as above.
-                unsafe { cpls.add(n as usize).write(k.2) };
+                unsafe { cpls.add(n as usize).write(cpl) };
                 n += 1;
             } else {
                 // At most the queue's depth: kept is empty when the library reaps.
-                kept.push_back(k);
+                kept.push_back(fin.take(c));
             }
         };
         let r = match how {

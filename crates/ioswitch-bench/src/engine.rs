@@ -98,7 +98,8 @@ pub struct Job {
     pub seed: u64,
     /// CPUs this job's threads may run on (empty: any).
     pub cpus: Vec<usize>,
-    /// Flush after every N writes (0: never).
+    /// Sync after every N writes (0: never): fsync(2) of a file, the library's flush of
+    /// anything else.
     pub fsync: u32,
     /// Checksum written into every block, or none.
     pub verify: Verify,
@@ -479,6 +480,15 @@ fn make_cmd(dev: &Device, write: bool, offset: u64, len: u64) -> Cmd {
     }
 }
 
+/// Which sync a write count made due.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SyncCall {
+    /// `fsync=N`: fsync(2) of a file.
+    Fsync,
+    /// `fdatasync=N`: fdatasync(2), the library's flush.
+    Fdatasync,
+}
+
 /// The direction index of trims (after 0 read and 1 write).
 const TRIM: usize = 2;
 /// Names of the directions, by index, for error messages.
@@ -507,6 +517,9 @@ struct Run<'a> {
     zbd: Option<crate::zbd::Zbd>,
     writes_since_sync: u32,
     writes_since_datasync: u32,
+    /// The job's file, open for `fsync=N`'s fsync(2) (a file on an interface that is not
+    /// a mapping); `None` otherwise.
+    fsync_file: Option<std::fs::File>,
     /// Offsets written and not yet verified by `verify_backlog`, oldest first.
     backlog: std::collections::VecDeque<u64>,
     window_start: u64,
@@ -704,23 +717,51 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Counts `n` writes; whether a flush is due (fio's `fsync=N` and `fdatasync=N`, each
-    /// counted on its own; both are the library's flush).
-    fn sync_due(&mut self, n: u32) -> bool {
-        let mut due = false;
-        for (every, since) in [
-            (self.job.fsync, &mut self.writes_since_sync),
-            (self.job.shapes.fdatasync, &mut self.writes_since_datasync),
+    /// Counts `n` writes; whether a sync is due (fio's `fsync=N` and `fdatasync=N`, each
+    /// counted on its own) and which: where both are due, fio's `get_io_u` issues the
+    /// fsync.
+    fn sync_due(&mut self, n: u32) -> Option<SyncCall> {
+        let mut due = None;
+        for (every, since, call) in [
+            (self.job.shapes.fdatasync, &mut self.writes_since_datasync, SyncCall::Fdatasync),
+            (self.job.fsync, &mut self.writes_since_sync, SyncCall::Fsync),
         ] {
             if every > 0 {
                 *since += n;
                 if *since >= every {
                     *since = 0;
-                    due = true;
+                    due = Some(call);
                 }
             }
         }
         due
+    }
+
+    /// Runs a sync due after writes, timed as one: `fsync=N` on a file is fsync(2), as
+    /// fio's engines call it for its sync direction (data and metadata); `fdatasync=N`,
+    /// and any sync of a device that is not a file or of a mapping, is the library's
+    /// flush (fdatasync on a file, a device flush, msync).
+    fn sync_now(&mut self, call: SyncCall) -> bool {
+        let s = now_ns();
+        let r = match (&self.fsync_file, call) {
+            (Some(f), SyncCall::Fsync) => f
+                .sync_all()
+                .map_err(|e| (e.raw_os_error().unwrap_or(libc::EIO), format!("fsync of '{}': {e}", self.job.filename))),
+            _ => self.dev.pass(&Cmd::flush(self.dev.ident().nsid), &mut []).map(drop).map_err(|e| {
+                let what = if call == SyncCall::Fsync { "fsync" } else { "fdatasync" };
+                (e.errno().unwrap_or(libc::EIO), format!("{what}: {e}"))
+            }),
+        };
+        match r {
+            Ok(()) => {
+                self.res.sync.record(now_ns() - s);
+                true
+            }
+            Err((errno, msg)) => {
+                self.fail(errno, msg);
+                false
+            }
+        }
     }
 
     fn fail(&mut self, errno: i32, msg: String) {
@@ -927,6 +968,7 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
         zbd: None,
         writes_since_sync: 0,
         writes_since_datasync: 0,
+        fsync_file: None,
         backlog: std::collections::VecDeque::new(),
         window_start: t0,
         window: [(0, 0); 2],
@@ -954,6 +996,15 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
     };
     for o in &mut run.offs {
         o.base = base;
+    }
+    if job.fsync > 0 && dev.ident().kind == ioswitch::DevKind::File && !uses_mapping(job, dev) {
+        match std::fs::File::open(&job.filename) {
+            Ok(f) => run.fsync_file = Some(f),
+            Err(e) => run.fail(
+                e.raw_os_error().unwrap_or(libc::EIO),
+                format!("job '{}': cannot open '{}' for fsync=N: {e}", job.name, job.filename),
+            ),
+        }
     }
     if job.shapes.zbd {
         match crate::zbd::Zbd::new(dev, base, region, &job.shapes, job.seed ^ salt) {
@@ -1008,6 +1059,17 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
     res
 }
 
+/// Whether the job's interface copies through a mapping (`mmap`, `pmem`), whose sync is
+/// its own (msync, a drain), as in fio's engines for them.
+fn uses_mapping(job: &Job, dev: &Device) -> bool {
+    let i = dev.interfaces();
+    let name = match job.mode {
+        Mode::Sync => i.sync.map(|s| s.as_str()),
+        Mode::Async => i.r#async.map(|a| a.as_str()),
+    };
+    name.is_some_and(crate::run::is_mapping)
+}
+
 /// Bytes of I/O per loop: `io_size` (a percentage is of the device), or the region.
 fn io_size(job: &Job, dev: &Device, region: u64) -> u64 {
     match job.behaviour.io_size {
@@ -1057,10 +1119,20 @@ fn run_sync(run: &mut Run) {
     let mut buf = bufs.pop().expect("one buffer");
     let per_cmd = run.dev.sync_syscalls_per_cmd();
     let mut batch = 0u64;
+    // A sync due after a write runs before the next I/O, and only if there is one: fio
+    // decides on it when it gets that I/O (get_rw_ddir), so a job's last write has none.
+    let mut pending_sync = None;
     loop {
         let mut start = now_ns();
         if !run.more(start) {
             break;
+        }
+        if let Some(call) = pending_sync.take() {
+            if !run.sync_now(call) {
+                break;
+            }
+            run.res.queue.syscalls += per_cmd;
+            start = now_ns();
         }
         let (dir, off, len) = match run.pacer.is_some() {
             false => run.pick(),
@@ -1117,14 +1189,8 @@ fn run_sync(run: &mut Run) {
                 }
             }
         }
-        if write && run.sync_due(1) {
-            let s = now_ns();
-            if let Err(e) = run.dev.pass(&Cmd::flush(run.dev.ident().nsid), &mut []) {
-                run.fail(e.errno().unwrap_or(libc::EIO), format!("fsync: {e}"));
-                break;
-            }
-            run.res.sync.record(now_ns() - s);
-            run.res.queue.syscalls += per_cmd;
+        if write {
+            pending_sync = run.sync_due(1).or(pending_sync);
         }
         if run.backlog_due() {
             run.verify_backlog();
@@ -1387,17 +1453,13 @@ fn run_async(run: &mut Run) {
             if run.res.error != 0 {
                 break 'io;
             }
-            if run.job.rw.writes() && run.sync_due(n) {
-                let s = now_ns();
-                // Everything in flight completes before the flush, accounted as a batch.
-                if f.reap_all(run).is_none() {
+            // As fio, no sync once the job has no I/O left to issue.
+            let due = run.job.rw.writes().then(|| run.sync_due(n)).flatten().filter(|_| run.more(now_ns()));
+            if let Some(call) = due {
+                // Everything in flight completes before the sync, accounted as a batch.
+                if f.reap_all(run).is_none() || !run.sync_now(call) {
                     break 'io;
                 }
-                if let Err(e) = run.dev.pass(&Cmd::flush(run.dev.ident().nsid), &mut []) {
-                    run.fail(e.errno().unwrap_or(libc::EIO), format!("fsync: {e}"));
-                    break 'io;
-                }
-                run.res.sync.record(now_ns() - s);
             }
             if run.backlog_due() {
                 // The writes to verify complete first, as one batch (as for a flush).
@@ -2320,12 +2382,13 @@ mod run_tests {
     #[test]
     fn fdatasync_flushes_every_n_writes_beside_fsync() {
         for (mode, fsync, fdatasync, want) in
-            [(Mode::Sync, 0, 4, 64), (Mode::Async, 0, 4, 64), (Mode::Sync, 8, 0, 32), (Mode::Sync, 8, 12, 32 + 21 - 10)]
+            [(Mode::Sync, 0, 4, 63), (Mode::Async, 0, 4, 63), (Mode::Sync, 8, 0, 31), (Mode::Sync, 8, 12, 31 + 21 - 10)]
         {
             let mut j = shaped(job("4MiB", "async=emu", mode, Rw::Write, 1), |s| s.fdatasync = fdatasync);
             j.fsync = fsync;
-            // 256 writes; where both are due (every 24th write) fio syncs once (its
-            // last_was_sync rule): 32 + 21 − 10 flushes for fsync=8 and fdatasync=12.
+            // 256 writes; fio syncs before the next write, so the 256th has none; where
+            // both are due (every 24th write) fio syncs once (its last_was_sync rule):
+            // 31 + 21 − 10 syncs for fsync=8 and fdatasync=12.
             let r = run(&j);
             assert_eq!((r.error, r.sync.samples()), (0, want), "{mode:?} fsync={fsync} fdatasync={fdatasync}");
         }

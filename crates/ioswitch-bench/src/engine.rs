@@ -115,6 +115,9 @@ pub struct Job {
     /// Workload shapes: block size mixes, offset distributions and modifiers,
     /// `offset_increment`, `fdatasync` ([`crate::shapes`]).
     pub shapes: crate::shapes::Shapes,
+    /// Several files per instance ([`crate::files`]): their regions and how I/O moves
+    /// between them; `None`: one file, `filename`.
+    pub multi: Option<crate::files::MultiFile>,
 }
 
 /// What one direction (read or write) did.
@@ -513,6 +516,16 @@ struct Run<'a> {
     shaped: [Option<crate::shapes::ShapedOffsets>; 2],
     /// Where this instance's region starts (`offset` + instance × `offset_increment`).
     base: u64,
+    /// Several files: which file the next I/O goes to ([`crate::files`]); `None`: one.
+    picker: Option<crate::files::Picker>,
+    /// The files not being served, by number (the served one's entry is `None`: its
+    /// state is in this `Run`'s fields).
+    parked: Vec<Option<FileState<'a>>>,
+    /// The file being served.
+    cur: usize,
+    /// Bytes issued to each file in this pass, and each file's region.
+    file_issued: Vec<u64>,
+    file_regions: Vec<u64>,
     /// `zonemode=zbd`: the zones and write pointers.
     zbd: Option<crate::zbd::Zbd>,
     writes_since_sync: u32,
@@ -679,13 +692,64 @@ impl<'a> Run<'a> {
     }
 
     /// Counts an issued I/O against the job's budget; a `trimwrite` job's trims do not
-    /// count, so that it trims and writes its whole region.
+    /// count, so that it trims and writes its whole region. With several files, a file
+    /// whose region has been gone over is done for this pass (fio marks it done when
+    /// its offsets run out; random offsets without a map never do).
     #[inline]
     fn count_issued(&mut self, dir: usize, len: u64) {
         if !(dir == TRIM && self.job.rw == Rw::TrimWrite) {
             self.issued_bytes += len;
+            if let Some(p) = self.picker.as_mut() {
+                let j = self.job;
+                let endless =
+                    j.rw.is_random() && j.norandommap && j.behaviour.random_generator != RandomGenerator::Lfsr;
+                let bs = j.bs[0].min(j.bs[1]).max(1);
+                let c = self.cur;
+                self.file_issued[c] += len;
+                if !endless && self.file_issued[c] >= self.file_regions[c] - self.file_regions[c] % bs {
+                    p.set_done(c);
+                }
+            }
         }
         self.issued_ios += 1;
+    }
+
+    /// Several files: makes the file the next I/O goes to the served one (fio's
+    /// `file_service_type`); once every file is done, a new pass starts over them (the
+    /// budget, `loops` or the run time ends the job). One file: nothing to do.
+    #[inline]
+    fn next_file(&mut self) {
+        let Some(p) = self.picker.as_mut() else { return };
+        if p.all_done() {
+            p.restart();
+            self.file_issued.iter_mut().for_each(|b| *b = 0);
+        }
+        let f = p.pick().expect("a file that is not done once the pass starts over");
+        self.switch_to(f);
+    }
+
+    /// Makes file `f` the served one: its state comes into this `Run`'s fields, the
+    /// state of the file served until now goes back to its place.
+    fn switch_to(&mut self, f: usize) {
+        if f == self.cur {
+            return;
+        }
+        let mut s = self.parked[f].take().expect("a file that is not served is parked");
+        std::mem::swap(&mut self.dev, &mut s.dev);
+        std::mem::swap(&mut self.base, &mut s.base);
+        std::mem::swap(&mut self.offs, &mut s.offs);
+        std::mem::swap(&mut self.shaped, &mut s.shaped);
+        std::mem::swap(&mut self.written, &mut s.written);
+        std::mem::swap(&mut self.fsync_file, &mut s.fsync_file);
+        std::mem::swap(&mut self.trimmed, &mut s.trimmed);
+        self.parked[self.cur] = Some(s);
+        self.cur = f;
+    }
+
+    /// Every file's number and region: what the end of a job (`end_fsync`, the verify
+    /// phase) goes over.
+    fn all_files(&self) -> Vec<(usize, u64)> {
+        self.file_regions.iter().copied().enumerate().collect()
     }
 
     /// A write at `off` completed: with `verify_backlog`, it waits to be verified (as in
@@ -746,7 +810,7 @@ impl<'a> Run<'a> {
         let r = match (&self.fsync_file, call) {
             (Some(f), SyncCall::Fsync) => f
                 .sync_all()
-                .map_err(|e| (e.raw_os_error().unwrap_or(libc::EIO), format!("fsync of '{}': {e}", self.job.filename))),
+                .map_err(|e| (e.raw_os_error().unwrap_or(libc::EIO), format!("fsync of '{}': {e}", self.dev.uri()))),
             _ => self.dev.pass(&Cmd::flush(self.dev.ident().nsid), &mut []).map(drop).map_err(|e| {
                 let what = if call == SyncCall::Fsync { "fsync" } else { "fdatasync" };
                 (e.errno().unwrap_or(libc::EIO), format!("{what}: {e}"))
@@ -883,20 +947,33 @@ impl<'a> Run<'a> {
     }
 }
 
-/// Runs one job instance on an open device; never panics on I/O errors (they end up in
-/// [`JobResult::error`]).
-pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> JobResult {
-    let thread_before = Usage::now(libc::RUSAGE_THREAD);
-    let t0 = now_ns();
-    let mut res = JobResult { name: job.name.clone(), instance, ..JobResult::default() };
-    let region = match check_job(job, dev) {
-        Ok(r) => r,
-        Err(e) => {
-            res.error = libc::EINVAL;
-            res.error_msg = Some(e.to_string());
-            return res;
-        }
-    };
+/// What a job keeps per file: the file's device, region and offset generators, and what
+/// the verify phase reads back. The file being served sits in [`Run`]'s own fields; the
+/// others wait here ([`Run::switch_to`]).
+struct FileState<'a> {
+    dev: &'a Device,
+    base: u64,
+    /// The file's region (kept in [`Run::file_regions`] once the job runs).
+    region: u64,
+    offs: [Offsets; 2],
+    shaped: [Option<crate::shapes::ShapedOffsets>; 2],
+    written: Vec<u64>,
+    fsync_file: Option<std::fs::File>,
+    trimmed: Option<(u64, u64)>,
+}
+
+/// Checks one file of an instance and sets up its state: `size` is the file's region
+/// (`None`: the device from the offset on), `fileno` its place in the job's files.
+fn file_state<'a>(
+    job: &Job,
+    instance: u32,
+    dev: &'a Device,
+    size: Option<u64>,
+    fileno: u32,
+) -> Result<FileState<'a>, String> {
+    let one = Job { filename: dev.uri().to_string(), size, multi: None, ..job.clone() };
+    let job = &one;
+    let region = check_job(job, dev).map_err(|e| e.to_string())?;
     // fio's offset_increment: instance i starts i increments further on.
     // (An offset past u64 is past any end: the check below refuses it.)
     let base = u64::from(instance)
@@ -909,28 +986,90 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
         && job.shapes.offset_increment > 0
         && base.checked_add(region).is_none_or(|e| e > bytes || region == 0)
     {
-        res.error = libc::EINVAL;
-        res.error_msg = Some(format!(
+        return Err(format!(
             "job '{}': instance {instance} starts at offset {base} (offset_increment={}), and its {region} bytes do not fit '{}' of {bytes} bytes",
             job.name, job.shapes.offset_increment, job.filename
         ));
-        return res;
     }
+    // File 0 keeps the seeds a job with one file always had.
+    let salt = (u64::from(instance) * 0x1000_0001) ^ (u64::from(fileno) * 0x9E37_79B9);
     let mut shaped = [None, None];
     for (d, slot) in shaped.iter_mut().enumerate() {
         if job.shapes.shaped(d) {
             let map = !job.norandommap || job.behaviour.random_generator == RandomGenerator::Lfsr;
-            let seed = job.seed ^ (u64::from(instance) * 0x1000_0001) ^ (d as u64 * 0x77);
-            match crate::shapes::ShapedOffsets::new(&job.shapes, d, job.bs[d], region, job.rw.is_random(), map, seed) {
-                Ok(g) => *slot = Some(g),
-                Err(e) => {
-                    res.error = libc::EINVAL;
-                    res.error_msg = Some(format!("job '{}': random_distribution: {e}", job.name));
-                    return res;
-                }
+            let seed = job.seed ^ salt ^ (d as u64 * 0x77);
+            let g = crate::shapes::ShapedOffsets::new(&job.shapes, d, job.bs[d], region, job.rw.is_random(), map, seed)
+                .map_err(|e| format!("job '{}': random_distribution: {e}", job.name))?;
+            *slot = Some(g);
+        }
+    }
+    let mut offs = [Offsets::new(job, region, job.bs[0], salt), Offsets::new(job, region, job.bs[1], salt ^ 0x77)];
+    for o in &mut offs {
+        o.base = base;
+    }
+    let fsync_file = if job.fsync > 0 && dev.ident().kind == ioswitch::DevKind::File && !uses_mapping(job, dev) {
+        let f = std::fs::File::open(&job.filename)
+            .map_err(|e| format!("job '{}': cannot open '{}' for fsync=N: {e}", job.name, job.filename))?;
+        Some(f)
+    } else {
+        None
+    };
+    let blocks_w = region / job.bs[1];
+    Ok(FileState {
+        dev,
+        base,
+        region,
+        offs,
+        shaped,
+        written: if job.verify != Verify::None { vec![0; blocks_w.div_ceil(64) as usize] } else { Vec::new() },
+        fsync_file,
+        trimmed: None,
+    })
+}
+
+/// Runs one job instance on an open device; never panics on I/O errors (they end up in
+/// [`JobResult::error`]).
+pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> JobResult {
+    run_job_files(job, instance, &[dev], progress)
+}
+
+/// Runs one job instance on its open files (one, or those of [`Job::multi`], in order);
+/// never panics on I/O errors (they end up in [`JobResult::error`]).
+pub fn run_job_files(job: &Job, instance: u32, devs: &[&Device], progress: &Progress) -> JobResult {
+    let thread_before = Usage::now(libc::RUSAGE_THREAD);
+    let t0 = now_ns();
+    let mut res = JobResult { name: job.name.clone(), instance, ..JobResult::default() };
+    let regions: Vec<Option<u64>> = match &job.multi {
+        Some(m) if m.regions.len() == devs.len() => m.regions.clone(),
+        Some(m) => {
+            res.error = libc::EINVAL;
+            res.error_msg =
+                Some(format!("job '{}': {} files open for {} regions", job.name, devs.len(), m.regions.len()));
+            return res;
+        }
+        None => vec![job.size; devs.len()],
+    };
+    let mut files = Vec::with_capacity(devs.len());
+    for (i, (dev, size)) in devs.iter().zip(&regions).enumerate() {
+        match file_state(job, instance, dev, *size, i as u32) {
+            Ok(f) => files.push(f),
+            Err(msg) => {
+                res.error = libc::EINVAL;
+                res.error_msg = Some(msg);
+                return res;
             }
         }
     }
+    if files.is_empty() {
+        res.error = libc::EINVAL;
+        res.error_msg = Some(format!("job '{}': no file to run on", job.name));
+        return res;
+    }
+    let file_regions: Vec<u64> = files.iter().map(|f| f.region).collect();
+    let mut files = files.into_iter();
+    let first = files.next().expect("one file at least");
+    let parked: Vec<Option<FileState>> = std::iter::once(None).chain(files.map(Some)).collect();
+    let (dev, region, base) = (first.dev, first.region, first.base);
     match job.cpus.len() {
         0 => {}
         // cpus_allowed_policy=split: one CPU of the set per instance.
@@ -948,7 +1087,15 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
     let salt = instance as u64 * 0x1000_0001;
     let ramp_end = t0 + job.ramp.as_nanos() as u64;
     let deadline = job.runtime.map(|r| ramp_end + r.as_nanos() as u64).unwrap_or(u64::MAX);
-    let blocks_w = region / job.bs[1];
+    // fio's io_size (how much I/O per loop; the region is still `size`) and loops; with
+    // several files, `size` is over all of them (at most their regions' sum).
+    let per_loop = match &job.multi {
+        Some(m) => match job.behaviour.io_size {
+            Some(_) => io_size(job, dev, region),
+            None => m.total.unwrap_or(u64::MAX).min(file_regions.iter().sum()),
+        },
+        None => io_size(job, dev, region),
+    };
     let mut run = Run {
         job,
         dev,
@@ -956,23 +1103,27 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
         progress,
         ramp_end,
         deadline,
-        // fio's io_size (how much I/O per loop; the region is still `size`) and loops.
-        budget: io_size(job, dev, region).saturating_mul(u64::from(job.behaviour.loops.max(1))),
+        budget: per_loop.saturating_mul(u64::from(job.behaviour.loops.max(1))),
         issued_bytes: 0,
         issued_ios: 0,
         mix: Rng::new(job.seed ^ salt ^ 0xA5A5),
-        offs: [Offsets::new(job, region, job.bs[0], salt), Offsets::new(job, region, job.bs[1], salt ^ 0x77)],
+        offs: first.offs,
         trimmed: None,
-        shaped,
+        shaped: first.shaped,
         base,
+        picker: job.multi.as_ref().map(|m| crate::files::Picker::new(m.service, file_regions.len(), job.seed ^ salt)),
+        parked,
+        cur: 0,
+        file_issued: vec![0; file_regions.len()],
+        file_regions,
         zbd: None,
         writes_since_sync: 0,
         writes_since_datasync: 0,
-        fsync_file: None,
+        fsync_file: first.fsync_file,
         backlog: std::collections::VecDeque::new(),
         window_start: t0,
         window: [(0, 0); 2],
-        written: if job.verify != Verify::None { vec![0; blocks_w.div_ceil(64) as usize] } else { Vec::new() },
+        written: first.written,
         verify_seq: 0,
         first_done: 0,
         last_done: 0,
@@ -994,18 +1145,6 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
             )
         }),
     };
-    for o in &mut run.offs {
-        o.base = base;
-    }
-    if job.fsync > 0 && dev.ident().kind == ioswitch::DevKind::File && !uses_mapping(job, dev) {
-        match std::fs::File::open(&job.filename) {
-            Ok(f) => run.fsync_file = Some(f),
-            Err(e) => run.fail(
-                e.raw_os_error().unwrap_or(libc::EIO),
-                format!("job '{}': cannot open '{}' for fsync=N: {e}", job.name, job.filename),
-            ),
-        }
-    }
     if job.shapes.zbd {
         match crate::zbd::Zbd::new(dev, base, region, &job.shapes, job.seed ^ salt) {
             Ok(z) => {
@@ -1029,19 +1168,23 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
         run.res.logs = Some(logs);
     }
     run.res.runtime_ns = run.last_done.saturating_sub(measured_from).max(if run.last_done > 0 { 1 } else { 0 });
-    if job.behaviour.end_fsync && job.rw.writes() && run.res.error == 0 {
-        // fio's end_fsync: one flush once the writing is done, timed as a sync.
-        let s = now_ns();
-        match dev.pass(&Cmd::flush(dev.ident().nsid), &mut []) {
-            Ok(_) => run.res.sync.record(now_ns() - s),
-            Err(e) => run.fail(e.errno().unwrap_or(libc::EIO), format!("end_fsync: {e}")),
+    // The end of the job goes over every file, in order (one file: just it).
+    for (f, region) in run.all_files() {
+        run.switch_to(f);
+        if job.behaviour.end_fsync && job.rw.writes() && run.res.error == 0 {
+            // fio's end_fsync: one flush once the writing is done, timed as a sync.
+            let s = now_ns();
+            match run.dev.pass(&Cmd::flush(run.dev.ident().nsid), &mut []) {
+                Ok(_) => run.res.sync.record(now_ns() - s),
+                Err(e) => run.fail(e.errno().unwrap_or(libc::EIO), format!("end_fsync: {e}")),
+            }
         }
-    }
-    if job.verify != Verify::None && job.do_verify && run.res.error == 0 && job.rw.writes() {
-        verify_phase(&mut run);
-    }
-    if job.verify != Verify::None && job.do_verify && run.res.error == 0 && !job.rw.writes() {
-        verify_region(&mut run, region);
+        if job.verify != Verify::None && job.do_verify && run.res.error == 0 && job.rw.writes() {
+            verify_phase(&mut run);
+        }
+        if job.verify != Verify::None && job.do_verify && run.res.error == 0 && !job.rw.writes() {
+            verify_region(&mut run, region);
+        }
     }
     run.res.zone_resets = run.zbd.as_ref().map_or(0, |z| z.resets);
     let u = Usage::now(libc::RUSAGE_THREAD).since(thread_before);
@@ -1127,12 +1270,15 @@ fn run_sync(run: &mut Run) {
         if !run.more(start) {
             break;
         }
+        // As fio's get_io_u: the file first (a sync, too, takes its turn of the
+        // file_service_type and goes to that file).
+        run.next_file();
         if let Some(call) = pending_sync.take() {
             if !run.sync_now(call) {
                 break;
             }
             run.res.queue.syscalls += per_cmd;
-            start = now_ns();
+            continue;
         }
         let (dir, off, len) = match run.pacer.is_some() {
             false => run.pick(),
@@ -1357,6 +1503,10 @@ impl Flight {
 }
 
 fn run_async(run: &mut Run) {
+    if run.picker.is_some() {
+        // prepare refuses this at the job's line; a Job built by hand gets it here.
+        return run.fail(libc::EINVAL, format!("job '{}': several files per job run with sync engines", run.job.name));
+    }
     let depth = run.job.iodepth.max(1);
     let q = match run.dev.queue(depth) {
         Ok(q) => q,
@@ -1709,6 +1859,7 @@ mod run_tests {
             load: crate::load::Load::new(),
             logs: Default::default(),
             shapes: Default::default(),
+            multi: None,
         }
     }
 

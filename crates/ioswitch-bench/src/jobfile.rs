@@ -561,6 +561,13 @@ pub struct Behaviour {
     /// `ioswitch_clat_stamp`: one completion time per reaped batch (fio's rule) or one
     /// per completion.
     pub clat_stamp: ClatStamp,
+    /// `nrfiles` / `nr_files`: files per job (default 1; a `filename` list gives its own
+    /// count). Several files run with fio's rules ([`crate::files`]).
+    pub nrfiles: u32,
+    /// `openfiles`: how many of them may be open at once (0, the default: all).
+    pub openfiles: u32,
+    /// `file_service_type`: how I/O moves between the files.
+    pub file_service: crate::files::Service,
     /// `threads`: the tiobench profile's thread count; fio accepts it in any job and it
     /// changes nothing there (ioswitch has no profiles): kept for the note that says so.
     pub tiobench_threads: Option<u32>,
@@ -590,6 +597,9 @@ impl Default for Behaviour {
             loops: 1,
             wait_for: None,
             tiobench_threads: None,
+            nrfiles: 1,
+            openfiles: 0,
+            file_service: crate::files::Service::default(),
             clat_stamp: ClatStamp::default(),
         }
     }
@@ -1774,29 +1784,13 @@ impl JobSpec {
                 sh.zone_size =
                     Some(parse_bytes(val.value(EXPECT_SIZE)?).filter(|&n| n > 0).ok_or_else(|| val.bad(EXPECT_SIZE))?)
             }
-            // A job has one file here: fio's default nrfiles=1 runs; openfiles and
-            // file_service_type change nothing with one file, in fio as here.
-            "nrfiles" => {
-                if val.count(1)? != 1 {
-                    return Err(val.bad("1 (several files per job are not run; give each file its own job)"));
-                }
-            }
-            "openfiles" => {
-                val.count(1)?;
-            }
+            // Several files per job: crate::files; openfiles below nrfiles is checked in
+            // fix_up, where the file count is known.
+            "nrfiles" => self.behaviour.nrfiles = val.count32(1)?,
+            "openfiles" => self.behaviour.openfiles = val.count32(0)?,
             "file_service_type" => {
-                const EXPECT: &str =
-                    "random, roundrobin or sequential (with :N), or zipf, pareto, normal or gauss (with :value)";
-                let v = val.value(EXPECT)?;
-                let (kind, arg) = v.split_once(':').map_or((v, None), |(k, a)| (k, Some(a.trim())));
-                let ok = match kind {
-                    "random" | "roundrobin" | "sequential" => arg.is_none_or(|a| a.parse::<u32>().is_ok_and(|n| n > 0)),
-                    "zipf" | "pareto" | "normal" | "gauss" => arg.is_none_or(|a| a.parse::<f64>().is_ok()),
-                    _ => false,
-                };
-                if !ok {
-                    return Err(val.bad(EXPECT));
-                }
+                self.behaviour.file_service = crate::files::Service::parse(val.value(crate::files::EXPECT_SERVICE)?)
+                    .map_err(|e| val.bad(&format!("{} ({e})", crate::files::EXPECT_SERVICE)))?;
             }
             "verify_pattern" => {
                 const EXPECT: &str = "a pattern of hex numbers (0x…), decimal numbers and \"quoted strings\"";
@@ -1903,6 +1897,52 @@ impl JobSpec {
     }
 
     /// fio's cross-option checks and fix-ups, after every option is applied.
+    /// How many files each instance of the job has: the `filename` list's names, or
+    /// `nrfiles` (fio's `jobname.jobnum.filenum`).
+    pub fn file_count(&self) -> u32 {
+        match self.filename.len() {
+            0 => self.behaviour.nrfiles.max(1),
+            n => n as u32,
+        }
+    }
+
+    /// The checks of a job with several files (see [`crate::files`]).
+    fn check_files(&self) -> Result<(), JobError> {
+        let b = &self.behaviour;
+        let n = self.file_count();
+        if !self.filename.is_empty() && self.origin("nrfiles").is_some() && b.nrfiles != n {
+            return Err(self.error_at(
+                "nrfiles",
+                format!(
+                    "nrfiles={} but filename names {n} files (give one or the other, or the same count)",
+                    b.nrfiles
+                ),
+            ));
+        }
+        if b.openfiles > 0 && b.openfiles < n {
+            return Err(self.error_at(
+                "openfiles",
+                format!(
+                    "openfiles={} is below the job's {n} files: keeping only some files open (fio closes a file when it is done and opens the next) is not run; give openfiles={n} or leave it out",
+                    b.openfiles
+                ),
+            ));
+        }
+        if n > 1 && self.shapes.zbd {
+            return Err(self.error_at("zonemode", "zonemode=zbd runs with one file per job"));
+        }
+        if n > 1 && self.shapes.verify_backlog > 0 {
+            return Err(self.error_at(
+                "verify_backlog",
+                "verify_backlog runs with one file per job (with several, the verify phase checks every file at the end)",
+            ));
+        }
+        if n > 1 && self.ioengine == IoEngine::Null {
+            return Err(self.error_at("nrfiles", "ioengine=null runs with one file per job"));
+        }
+        Ok(())
+    }
+
     fn fix_up(&mut self) -> Result<(), JobError> {
         for option in self.origins.keys() {
             let Some(engines) = engines_for(option) else { continue };
@@ -1918,6 +1958,7 @@ impl JobSpec {
                 ));
             }
         }
+        self.check_files()?;
         let l = &self.load;
         let any = |v: &[u64; 2]| v.iter().any(|&r| r > 0);
         if any(&l.rate) && any(&l.rate_iops) {
@@ -2366,6 +2407,29 @@ mod tests {
         assert_eq!(parse_percentile_list("101"), None);
         assert_eq!(parse_percentile_list("nan"), None);
         assert_eq!(parse_percentile_list(&["1"; 21].join(":")), None);
+    }
+
+    #[test]
+    fn several_files_per_job_are_read_with_fios_rules_and_what_is_not_run_is_refused() {
+        let j = one("[j]\nnrfiles=4\nfile_service_type=roundrobin:3\nopenfiles=4\n");
+        assert_eq!((j.file_count(), j.behaviour.file_service), (4, crate::files::Service::RoundRobin(3)));
+        assert_eq!(one("[j]\nfilename=a:b\\:c:d\n").file_count(), 3);
+        assert_eq!(
+            one("[j]\nnr_files=2\nfile_service_type=sequential\n").behaviour.file_service,
+            crate::files::Service::Sequential
+        );
+        let e = err("[j]\nnrfiles=4\nopenfiles=2\n");
+        assert!(e.starts_with("job.fio:3: job 'j': openfiles=2 is below the job's 4 files"), "{e}");
+        let e = err("[j]\nfilename=a:b:c\nnrfiles=2\n");
+        assert!(e.starts_with("job.fio:3: job 'j': nrfiles=2 but filename names 3 files"), "{e}");
+        let e = err("[j]\nfile_service_type=zipf:1.2\n");
+        assert!(
+            e.starts_with("job.fio:2: bad value 'zipf:1.2' for option 'file_service_type'") && e.contains("not run"),
+            "{e}"
+        );
+        let e = err("[j]\nnrfiles=2\nverify=md5\nverify_backlog=8\nrw=write\n");
+        assert!(e.contains("verify_backlog runs with one file per job"), "{e}");
+        assert!(err("[j]\nnrfiles=0\n").contains("at least 1"));
     }
 
     #[test]
@@ -3004,8 +3068,6 @@ mod tests {
         assert_eq!((j.filesize, j.shapes.filesize_high), (Some(1 << 20), Some(4 << 20)));
         assert_eq!(one("[j]\nfilesize=2m\n").shapes.filesize_high, None);
         assert!(err("[j]\nfilesize=4m-1m\n").contains("a range such as 1m-4m"));
-        let e = err("[j]\nnrfiles=4\n");
-        assert!(e.starts_with("job.fio:2: bad value '4' for option 'nrfiles'") && e.contains("several files"), "{e}");
         assert!(err("[j]\nfile_service_type=random:x\n").contains("roundrobin"));
         assert!(err("[j]\nba=0\n").contains("an alignment"));
         let e = err("[j]\nrw_sequencer=reverse\n");

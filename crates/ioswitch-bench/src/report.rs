@@ -1260,6 +1260,7 @@ mod tests {
             load: crate::load::Load::new(),
             logs: Default::default(),
             shapes: Default::default(),
+            multi: None,
         }
     }
 

@@ -24,12 +24,28 @@ pub struct Prepared {
     /// The files of instances 1.. of a job that names no file (fio's `NAME.N.0` for
     /// clone N), laid out and open; empty when every instance uses `dev`.
     pub clones: Vec<(String, Device)>,
+    /// A job with several files per instance ([`crate::files`]): instance i's files after
+    /// its first (`dev` or its clone's), open; empty for a job with one file.
+    pub more_files: Vec<Vec<(String, Device)>>,
 }
 
 impl Prepared {
-    /// The device instance `i` runs on.
+    /// The device instance `i` runs on (its first file).
     pub fn device(&self, i: u32) -> &Device {
         i.checked_sub(1).and_then(|c| self.clones.get(c as usize)).map_or(&self.dev, |(_, d)| d)
+    }
+
+    /// Every file instance `i` runs on, in order.
+    pub fn devices(&self, i: u32) -> Vec<&Device> {
+        let more = self.more_files.get(i as usize).into_iter().flatten().map(|(_, d)| d);
+        std::iter::once(self.device(i)).chain(more).collect()
+    }
+
+    /// Every file of every instance, with its name.
+    fn all_files(&self) -> impl Iterator<Item = (&String, &Device)> {
+        std::iter::once((&self.job.filename, &self.dev))
+            .chain(self.clones.iter().map(|(f, d)| (f, d)))
+            .chain(self.more_files.iter().flatten().map(|(f, d)| (f, d)))
     }
 }
 
@@ -225,6 +241,9 @@ fn default_filename(spec: &JobSpec, clone: u32) -> String {
 /// Opens the job's device (creating and laying out a file as fio does) and resolves the
 /// spec into an engine job. `say` receives progress messages ("Laying out IO file").
 pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Result<Prepared, BenchError> {
+    if spec.file_count() > 1 {
+        return prepare_files(spec, groupid, say);
+    }
     let (opts, mode) = engine_opts(spec)?;
     let filename = match spec.filename.as_slice() {
         [] if spec.ioengine == IoEngine::Null => {
@@ -235,8 +254,8 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
             format!("ramdisk:{}", size.max(512).next_multiple_of(512))
         }
         [] => default_filename(spec, 0),
-        [one] => one.clone(),
-        more => return Err(BenchError::ManyFiles { at: At::new(spec, "filename"), count: more.len() }),
+        // One name here: several go to prepare_files.
+        [first, ..] => first.clone(),
     };
     // fio's `directory` prefixes every file name (add_file: "DIR/" + name); a job with
     // one file takes the first directory of a list.
@@ -355,6 +374,7 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
         load: spec.load.clone(),
         logs: spec.logs.clone(),
         shapes: spec.shapes.clone(),
+        multi: None,
     };
     engine::check_job(&job, &dev).map_err(|source| BenchError::Check { at: At::new(spec, "size"), source })?;
     if spec.invalidate && !job.opts.direct && is_path {
@@ -373,7 +393,87 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
             clones.push((p.job.filename, p.dev));
         }
     }
-    Ok(Prepared { spec: spec.clone(), job, dev, groupid, clones })
+    Ok(Prepared { spec: spec.clone(), job, dev, groupid, clones, more_files: Vec::new() })
+}
+
+/// [`prepare`] for a job with several files per instance (fio's `nrfiles`, or a
+/// `filename` list): each file is prepared as a job of its own would be (laid out, open,
+/// checked), at fio's per-file size (filesetup.c `setup_files`): `filesize` each, or
+/// `size` split over the files; `size` with `filesize` is the I/O over all of them.
+fn prepare_files(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Result<Prepared, BenchError> {
+    let (_, mode) = engine_opts(spec)?;
+    if mode == Mode::Async {
+        return Err(spec
+            .error_at(
+                if spec.filename.len() > 1 { "filename" } else { "nrfiles" },
+                format!(
+                    "several files per job run with the synchronous engines (psync, sync, pvsync, pvsync2, mmap, …); ioengine={} queues on one file (a queue of the library serves one device), so give each file its own job",
+                    spec.ioengine
+                ),
+            )
+            .into());
+    }
+    let n = spec.file_count();
+    let min_bs = spec.shapes.bs_bounds(0, spec.bs.read).0.min(spec.shapes.bs_bounds(1, spec.bs.write).0);
+    let (sizes, total): (Vec<Option<SizeSpec>>, Option<u64>) = match (spec.filesize, spec.size) {
+        (None, Some(SizeSpec::Bytes(b))) => {
+            (crate::files::split_size(b, n, min_bs).into_iter().map(|r| Some(SizeSpec::Bytes(r))).collect(), Some(b))
+        }
+        (Some(_), Some(SizeSpec::Bytes(b))) => (vec![None; n as usize], Some(b)),
+        (_, s) => (vec![s; n as usize], None),
+    };
+    let shared = !spec.filename.is_empty();
+    let instances = if shared { 1 } else { spec.numjobs.max(1) };
+    let mut per_instance: Vec<Vec<Prepared>> = Vec::new();
+    for jobnum in 0..instances {
+        let names = if shared { spec.filename.clone() } else { crate::files::default_names(&spec.name, jobnum, n) };
+        let mut files = Vec::new();
+        for (i, name) in names.into_iter().enumerate() {
+            let mut one = spec.clone();
+            one.filename = vec![name];
+            one.numjobs = 1;
+            one.behaviour.nrfiles = 1;
+            one.behaviour.openfiles = 0;
+            one.size = sizes[i];
+            one.behaviour.directory = crate::files::directory_of(&spec.behaviour.directory, jobnum)
+                .map(|d| vec![d.to_string()])
+                .unwrap_or_default();
+            // A filesize range: each file draws its own size, as in fio.
+            if spec.shapes.filesize_high.is_some() {
+                one.randseed = Some(spec.randseed.unwrap_or(0) ^ (u64::from(jobnum) << 32 | i as u64));
+            }
+            files.push(prepare(&one, groupid, say)?);
+        }
+        per_instance.push(files);
+    }
+    let mut instances_files = per_instance.into_iter();
+    let mut first = instances_files.next().expect("one instance at least").into_iter();
+    let mut p = first.next().expect("several files");
+    let rest: Vec<Prepared> = first.collect();
+    p.job.multi = Some(crate::files::MultiFile {
+        service: spec.behaviour.file_service,
+        regions: std::iter::once(p.job.size).chain(rest.iter().map(|q| q.job.size)).collect(),
+        total,
+    });
+    let rest: Vec<(String, Device)> = rest.into_iter().map(|q| (q.job.filename, q.dev)).collect();
+    p.spec = spec.clone();
+    p.job.seed = spec.randseed.unwrap_or(if spec.randrepeat { 0x1234_5678 } else { engine::now_ns() });
+    let mut more_files = vec![rest];
+    for files in instances_files {
+        let mut files = files.into_iter();
+        let q = files.next().expect("several files");
+        p.clones.push((q.job.filename, q.dev));
+        more_files.push(files.map(|q| (q.job.filename, q.dev)).collect());
+    }
+    if shared {
+        // fio's clones of a job with a filename list share its files.
+        for _ in 1..spec.numjobs.max(1) {
+            p.clones.push((p.job.filename.clone(), p.dev.clone()));
+            more_files.push(more_files[0].clone());
+        }
+    }
+    p.more_files = more_files;
+    Ok(p)
 }
 
 /// Drops the page cache of a byte range (fio's `invalidate`), so buffered reads start
@@ -496,7 +596,7 @@ fn run_phase(phase: Vec<Prepared>, phase_no: u32, opts: &RunOpts) -> Vec<JobRun>
                         let (progress, running, waitee) = (&progress, &running, waitee[j]);
                         s.spawn(move || {
                             let _ends = running.instance(j, waitee);
-                            engine::run_job(&p.job, i, p.device(i), progress)
+                            engine::run_job_files(&p.job, i, &p.devices(i), progress)
                         })
                     })
                     .collect()
@@ -526,8 +626,7 @@ fn run_phase(phase: Vec<Prepared>, phase_no: u32, opts: &RunOpts) -> Vec<JobRun>
     let phase_ns = engine::now_ns() - t0;
     for p in phase.iter().filter(|p| p.spec.behaviour.unlink) {
         // fio's unlink: the job's (regular) files go when the job is done; never a device.
-        let files = std::iter::once((&p.job.filename, &p.dev)).chain(p.clones.iter().map(|(f, d)| (f, d)));
-        for (f, _) in files.filter(|(_, d)| d.ident().kind == ioswitch::DevKind::File) {
+        for (f, _) in p.all_files().filter(|(_, d)| d.ident().kind == ioswitch::DevKind::File) {
             let _ = std::fs::remove_file(f);
         }
     }
@@ -848,6 +947,51 @@ mod tests {
             assert_eq!(report.jobs[0].results[0].read.ios, 16);
             assert_eq!(std::path::Path::new(&f).exists(), unlink == 0, "unlink={unlink}");
         }
+    }
+
+    #[test]
+    fn several_files_write_verify_loop_and_unlink_as_one_job() {
+        let s = scratch("several");
+        let d = s.dir().display();
+        // Three files of 64 KiB written round robin, then every block of each verified.
+        let text =
+            format!("[j]\ndirectory={d}\nnrfiles=3\nfilesize=64k\nrw=randwrite\nverify=crc32c\nloops=2\nunlink=1\n");
+        let p = prepare(&spec(&text), 0, &mut |_| {}).unwrap();
+        assert_eq!(p.devices(0).len(), 3);
+        let names: Vec<String> = (0..3).map(|i| format!("{d}/j.0.{i}")).collect();
+        assert!(names.iter().all(|n| std::path::Path::new(n).exists()));
+        let report = run(vec![p], &RunOpts::default());
+        let r = &report.jobs[0].results[0];
+        assert_eq!(r.error, 0, "{:?}", r.error_msg);
+        // Two loops over 3 × 16 blocks; the verify phase reads each file's blocks once.
+        assert_eq!((r.write.ios, r.verified), (96, 48));
+        assert!(names.iter().all(|n| !std::path::Path::new(n).exists()), "unlink removes every file");
+    }
+
+    #[test]
+    fn a_time_based_job_goes_over_its_files_again_until_the_time_is_up() {
+        let s = scratch("several-tb");
+        let d = s.dir().display();
+        let text = format!(
+            "[j]\ndirectory={d}\nnrfiles=2\nfilesize=16k\nrw=read\nfile_service_type=sequential\nruntime=100ms\ntime_based\n"
+        );
+        let report = run(vec![prepare(&spec(&text), 0, &mut |_| {}).unwrap()], &RunOpts::default());
+        let r = &report.jobs[0].results[0];
+        // 8 blocks per pass: a time-based job does many passes.
+        assert!(r.error == 0 && r.read.ios > 16, "{:?} {}", r.error_msg, r.read.ios);
+    }
+
+    #[test]
+    fn several_files_with_an_async_engine_are_refused_at_the_line() {
+        let s = scratch("several-async");
+        let d = s.dir().display();
+        let Err(e) =
+            prepare(&spec(&format!("[j]\ndirectory={d}\nnrfiles=2\nsize=64k\nioengine=libaio\n")), 0, &mut |_| {})
+        else {
+            panic!("an async engine with two files ran")
+        };
+        let e = e.to_string();
+        assert!(e.starts_with("t.fio:3: job 'j': several files per job run with the synchronous engines"), "{e}");
     }
 
     #[test]

@@ -107,3 +107,107 @@ fn fsync_n_calls_fsync_and_fdatasync_n_calls_fdatasync_as_often_as_fio() {
         }
     }
 }
+
+/// Which 4 KiB blocks of each file hold data (the files start as zeroes; both tools write
+/// random bytes), by file name.
+fn written_blocks(dir: &std::path::Path) -> std::collections::BTreeMap<String, Vec<bool>> {
+    let mut out = std::collections::BTreeMap::new();
+    for e in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let e = e.expect("a directory entry");
+        let body = std::fs::read(e.path()).unwrap_or_else(|err| panic!("{}: {err}", e.path().display()));
+        out.insert(
+            e.file_name().to_string_lossy().into_owned(),
+            body.chunks(4096).map(|b| b.iter().any(|&x| x != 0)).collect(),
+        );
+    }
+    out
+}
+
+/// The bytes the job wrote, from a fio-format JSON report.
+fn written_bytes(json: &[u8]) -> u64 {
+    let v: serde_json::Value =
+        serde_json::from_slice(json).unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", text(json)));
+    v["jobs"].as_array().expect("jobs").iter().map(|j| j["write"]["io_bytes"].as_u64().expect("write io_bytes")).sum()
+}
+
+#[test]
+fn several_files_per_job_get_the_same_blocks_as_with_fio() {
+    let t = "several_files_per_job_get_the_same_blocks_as_with_fio";
+    if !have("fio", "--version", t) {
+        return;
+    }
+    let _one = serial();
+    // Each case: the files (made of zeroes first, so that neither tool lays them out),
+    // their size, and the job's options; fio writes them in one directory, ours in another.
+    let default4 = |job: &str| (0..4).map(|i| format!("{job}.0.{i}")).collect::<Vec<_>>();
+    let cases: Vec<(Vec<String>, u64, Vec<&str>, bool)> = vec![
+        // fio's default roundrobin: 512 KiB over four 256 KiB files, 128 KiB each.
+        (default4("j"), 256 << 10, vec!["--nrfiles=4", "--filesize=256k", "--size=512k", "--rw=write"], true),
+        // sequential: each file until it is done.
+        (
+            default4("j"),
+            256 << 10,
+            vec!["--nrfiles=4", "--filesize=256k", "--size=512k", "--rw=write", "--file_service_type=sequential"],
+            true,
+        ),
+        // roundrobin:3 over 100 writes: 27, 25, 24, 24.
+        (
+            default4("j"),
+            256 << 10,
+            vec!["--nrfiles=4", "--filesize=256k", "--size=400k", "--rw=write", "--file_service_type=roundrobin:3"],
+            true,
+        ),
+        // size split over the files (no filesize), fio's file names.
+        (default4("j"), 64 << 10, vec!["--nrfiles=4", "--size=256k", "--rw=write"], true),
+        // a filename list with an escaped colon; size split over its three files.
+        (
+            vec!["a".into(), "b:c".into(), "d".into()],
+            96 << 10,
+            vec![r"--filename=a:b\:c:d", "--size=192k", "--rw=write"],
+            true,
+        ),
+        // two clones, each with its own two files (jobname.jobnum.filenum).
+        (
+            ["j.0.0", "j.0.1", "j.1.0", "j.1.1"].map(String::from).to_vec(),
+            64 << 10,
+            vec!["--nrfiles=2", "--filesize=64k", "--numjobs=2", "--rw=write"],
+            true,
+        ),
+        // random writes: the blocks differ between the tools, the count per file does not.
+        (default4("j"), 256 << 10, vec!["--nrfiles=4", "--filesize=256k", "--size=512k", "--rw=randwrite"], false),
+    ];
+    for (names, len, opts, same_blocks) in cases {
+        let s = scratch("several");
+        let mut maps = Vec::new();
+        let mut bytes = Vec::new();
+        for tool in ["fio", "ours"] {
+            let dir = s.path(tool);
+            std::fs::create_dir(&dir).expect("a directory per tool");
+            for n in &names {
+                std::fs::File::create(format!("{dir}/{n}")).and_then(|f| f.set_len(len)).expect("a file of zeroes");
+            }
+            let mut job = vec![
+                "--name=j".to_string(),
+                format!("--directory={dir}"),
+                "--bs=4k".into(),
+                "--output-format=json".into(),
+            ];
+            job.extend(opts.iter().map(|o| o.to_string()));
+            let job: Vec<&str> = job.iter().map(String::as_str).collect();
+            let [(fio, fio_args), (ours, our_args)] = both_args(&job);
+            let o = if tool == "fio" { run(&fio, &fio_args) } else { run(&ours, &our_args) };
+            bytes.push(written_bytes(&o.stdout));
+            maps.push(written_blocks(std::path::Path::new(&dir)));
+        }
+        let counts: Vec<Vec<(String, usize)>> = maps
+            .iter()
+            .map(|m| m.iter().map(|(f, b)| (f.clone(), b.iter().filter(|&&w| w).count())).collect())
+            .collect();
+        assert_eq!(bytes[1], bytes[0], "{opts:?}: bytes written, ours against fio's");
+        assert_eq!(counts[1], counts[0], "{opts:?}: blocks written per file, ours against fio's");
+        assert!(counts[0].iter().map(|(_, c)| c).sum::<usize>() > 0, "{opts:?}: fio wrote nothing: {counts:?}");
+        if same_blocks {
+            assert_eq!(maps[1], maps[0], "{opts:?}: which blocks of each file were written, ours against fio's");
+        }
+    }
+}

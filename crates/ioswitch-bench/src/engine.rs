@@ -581,7 +581,7 @@ impl<'a> Run<'a> {
     /// `latency_target`, and put in the logs (after the ramp; times in ms since its end,
     /// fio's epoch).
     #[inline]
-    fn completed_io(&mut self, write: bool, len: u64, off: u64, t: [u64; 3], has_slat: bool) {
+    fn completed_io(&mut self, dir: usize, len: u64, off: u64, t: [u64; 3], has_slat: bool) {
         self.completed_ios += 1;
         let [start, issue, complete] = t;
         if let Some(m) = self.min_rate.as_mut().filter(|_| complete >= self.ramp_end) {
@@ -606,7 +606,7 @@ impl<'a> Run<'a> {
             (has_slat && !b.disable_slat).then_some(issue - start),
             (!b.disable_clat).then_some(complete - issue),
         ];
-        logs.io(ms, write, len, off, lat);
+        logs.io(ms, dir, len, off, lat);
         if !b.disable_bw {
             logs.tick(ms);
         }
@@ -1320,9 +1320,7 @@ fn run_sync(run: &mut Run) {
             Ok(_) => {
                 run.note_written(write, off);
                 run.account(dir, len, start, start, complete, false);
-                if dir != TRIM {
-                    run.completed_io(write, len, off, [start, start, complete], false);
-                }
+                run.completed_io(dir, len, off, [start, start, complete], false);
             }
             Err(e) => {
                 let errno = e.errno().unwrap_or(libc::EIO);
@@ -1483,9 +1481,7 @@ impl Flight {
             let done = if each { at } else { complete };
             run.note_written(write, off);
             run.account(dir, len, start, issue, done, true);
-            if dir != TRIM {
-                run.completed_io(write, len, off, [start, issue, done], true);
-            }
+            run.completed_io(dir, len, off, [start, issue, done], true);
         }
         run.sample(complete);
         run.progress.ios.fetch_add(n as u64, Ordering::Relaxed);

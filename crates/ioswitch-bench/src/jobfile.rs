@@ -1844,22 +1844,6 @@ impl JobSpec {
         if self.verify == Verify::Pattern && self.shapes.verify_pattern.is_none() {
             return Err(self.error_at("verify", "verify=pattern needs a verify_pattern"));
         }
-        if matches!(self.rw, Rw::Trim | Rw::RandTrim | Rw::TrimWrite) {
-            // fio logs trims in a direction of their own (2); the log writer has reads
-            // and writes only, so a trim job's logs would be missing its trims.
-            let logs = &self.logs;
-            let opt = [
-                ("write_lat_log", logs.lat.is_some()),
-                ("write_bw_log", logs.bw.is_some()),
-                ("write_iops_log", logs.iops.is_some()),
-                ("write_hist_log", logs.hist.is_some()),
-            ]
-            .into_iter()
-            .find_map(|(o, on)| on.then_some(o));
-            if let Some(opt) = opt {
-                return Err(self.error_at(opt, format!("{opt} with rw={} is not run: trims are not logged", self.rw)));
-            }
-        }
         if self.verify != Verify::None && self.shapes.bs[1] != BlockSizes::Bs {
             let opt = if self.origin("bssplit").is_some() { "bssplit" } else { "bsrange" };
             return Err(self.error_at(
@@ -3012,10 +2996,9 @@ mod tests {
     }
 
     #[test]
-    fn trim_jobs_refuse_logs_they_would_leave_incomplete() {
-        let e = err("[j]\nrw=trim\nwrite_lat_log=t\n");
-        assert!(e.starts_with("job.fio:3: ") && e.contains("write_lat_log with rw=trim is not run"), "{e}");
-        assert_eq!(one("[j]\nrw=trim\n").rw, Rw::Trim);
+    fn trim_jobs_take_every_log() {
+        let j = one("[j]\nrw=trimwrite\nwrite_lat_log=t\nwrite_bw_log\nwrite_iops_log=t\nwrite_hist_log=t\n");
+        assert_eq!((j.rw, j.logs.lat.as_deref(), j.logs.hist.as_deref()), (Rw::TrimWrite, Some("t"), Some("t")));
     }
 
     #[test]

@@ -612,6 +612,16 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// A thinktime stall of `took_ns` ended after an I/O of direction `write`: with
+    /// `rate_ignore_thinktime`, the rate limiter skips over it.
+    fn stalled(&mut self, write: bool, took_ns: u64) {
+        if self.job.load.rate_ignore_thinktime {
+            if let Some(p) = self.pacer.as_mut() {
+                p.skip_stall(write, took_ns);
+            }
+        }
+    }
+
     /// The direction of the next I/O and when it may start: the rate limiter's choice
     /// (fio's `rate_ddir`) of the direction drawn; `None` when the job has no limiter.
     fn paced(&mut self, write: bool, now: u64) -> Option<(bool, u64)> {
@@ -1345,7 +1355,8 @@ fn run_sync(run: &mut Run) {
         run.sample(complete);
         if let Some(t) = run.thinker.as_mut() {
             if t.due(run.issued_ios, run.completed_ios, now_ns()) {
-                t.stall(now_ns);
+                let took = t.stall(now_ns);
+                run.stalled(dir != 0, took);
             }
         }
         if run.lat_target.is_some() && !latency_step(run, None) {
@@ -1588,7 +1599,8 @@ fn run_async(run: &mut Run) {
         // fio's queue_full: with latency_target the queue is full at the searched depth.
         let full = f.free.is_empty() || run.lat_target.as_ref().is_some_and(|l| f.inflight() >= l.depth());
         if !full && !policy.polling {
-            if think(run, &mut f).is_none() || (run.lat_target.is_some() && !latency_step(run, Some(&mut f))) {
+            if think(run, &mut f, dir != 0).is_none() || (run.lat_target.is_some() && !latency_step(run, Some(&mut f)))
+            {
                 break 'io;
             }
             continue;
@@ -1625,7 +1637,7 @@ fn run_async(run: &mut Run) {
                 break;
             }
         }
-        if think(run, &mut f).is_none() || (run.lat_target.is_some() && !latency_step(run, Some(&mut f))) {
+        if think(run, &mut f, dir != 0).is_none() || (run.lat_target.is_some() && !latency_step(run, Some(&mut f))) {
             break 'io;
         }
     }
@@ -1688,7 +1700,7 @@ fn latency_step(run: &mut Run, mut f: Option<&mut Flight>) -> bool {
 
 /// fio's `handle_thinktime` after an I/O: when a stall is due, waits for everything in
 /// flight (`io_u_quiesce`), then stalls. `None` when the queue failed.
-fn think(run: &mut Run, f: &mut Flight) -> Option<()> {
+fn think(run: &mut Run, f: &mut Flight, write: bool) -> Option<()> {
     let due = match run.thinker.as_mut() {
         Some(t) => t.due(run.issued_ios, run.completed_ios, now_ns()),
         None => false,
@@ -1696,7 +1708,8 @@ fn think(run: &mut Run, f: &mut Flight) -> Option<()> {
     if due {
         f.reap_all(run)?;
         if let Some(t) = run.thinker.as_ref() {
-            t.stall(now_ns);
+            let took = t.stall(now_ns);
+            run.stalled(write, took);
         }
     }
     Some(())
@@ -2308,6 +2321,30 @@ mod run_tests {
         let r = run(&j);
         assert_eq!(r.error, 0, "{:?}", r.error_msg);
         r
+    }
+
+    #[test]
+    fn rate_ignore_thinktime_goes_on_at_the_rate_instead_of_catching_up() {
+        // 2000 IOPS with a 25 ms stall every 25 I/Os (12.5 ms of I/O at the rate). fio's
+        // default catches up after each stall: the 25 I/Os go at once, a cycle is the
+        // stall, 1000 IOPS. With rate_ignore_thinktime they go at the rate after it: a
+        // cycle is 25 + 12 ms (one block less), 676 IOPS, two thirds of that.
+        let load = |ignore: bool| crate::load::Load {
+            rate_iops: [2000, 0],
+            thinktime: Duration::from_millis(25),
+            thinktime_blocks: 25,
+            rate_ignore_thinktime: ignore,
+            ..crate::load::Load::new()
+        };
+        let ios = |ignore: bool| {
+            let r = rated("async=emu", Mode::Sync, 1, load(ignore), 600);
+            r.read.ios as f64 / 0.6
+        };
+        let (catch_up, ignored) = (ios(false), ios(true));
+        assert!(
+            catch_up > 800.0 && (500.0..0.8 * catch_up).contains(&ignored),
+            "catching up {catch_up:.0} IOPS, ignoring {ignored:.0}"
+        );
     }
 
     /// The rate of a run, I/Os per second over its measured time (from its start to its

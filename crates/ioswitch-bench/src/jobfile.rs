@@ -876,6 +876,7 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("thinktime_blocks", &[], Kind::Value),
     ("thinktime_blocks_type", &[], Kind::Value),
     ("thinktime_iotime", &[], Kind::Value),
+    ("rate_ignore_thinktime", &[], Kind::Bool),
     ("latency_target", &[], Kind::Value),
     ("latency_window", &[], Kind::Value),
     ("latency_percentile", &[], Kind::Value),
@@ -1639,6 +1640,7 @@ impl JobSpec {
             }
             // A plain number is seconds here (fio's is_seconds), unlike thinktime's µs.
             "thinktime_iotime" => l.thinktime_iotime = val.time()?.unwrap_or_default(),
+            "rate_ignore_thinktime" => l.rate_ignore_thinktime = val.flag()?,
             "thinktime_blocks_type" => {
                 l.thinktime_count = match val.value("complete or issue")? {
                     "complete" => crate::load::ThinkCount::Complete,
@@ -2960,7 +2962,8 @@ mod tests {
         assert!(e.contains("job.fio:3") && e.contains("minimum rate exceeds the rate (reads)"), "{e}");
         let e = err("[j]\nratemin=1m\nrate_iops_min=1\n");
         assert!(e.contains("job.fio:3") && e.contains("mutually exclusive"), "{e}");
-        for (opt, line) in [("rate_ignore_thinktime=1", 2), ("log_compression=1m", 2)] {
+        assert!(one("[j]\nrate=1m\nthinktime=1ms\nrate_ignore_thinktime\n").load.rate_ignore_thinktime);
+        for (opt, line) in [("log_compression=1m", 2)] {
             let e = err(&format!("[j]\n{opt}\n"));
             assert!(e.starts_with(&format!("job.fio:{line}:")), "{opt}: {e}");
         }

@@ -118,6 +118,8 @@ pub struct Job {
     /// Several files per instance ([`crate::files`]): their regions and how I/O moves
     /// between them; `None`: one file, `filename`.
     pub multi: Option<crate::files::MultiFile>,
+    /// The reporting group (fio's `groupid`): whose jobs `exitall` stops by default.
+    pub group: u32,
 }
 
 /// What one direction (read or write) did.
@@ -215,8 +217,39 @@ pub struct Progress {
     pub bytes: AtomicU64,
     /// I/Os done by all jobs.
     pub ios: AtomicU64,
-    /// Set to stop every job early (Ctrl-C).
+    /// Set to stop every job early (Ctrl-C, `exitall` with `exit_what=stonewall|all`).
     pub stop: AtomicBool,
+    /// Set per reporting group (by group id) to stop its jobs (`exitall`); empty: the
+    /// jobs are one group, which `stop` stops.
+    pub groups: Vec<AtomicBool>,
+    /// Set by `exitall` with `exit_what=all`: the jobs of later phases end at once.
+    pub end_run: AtomicBool,
+}
+
+impl Progress {
+    /// Counters for jobs of reporting groups `0..=max_group`; `stopped`: every job ends at
+    /// once (a phase after `exit_what=all`).
+    pub fn with_groups(max_group: u32, stopped: bool) -> Progress {
+        Progress {
+            stop: AtomicBool::new(stopped),
+            groups: (0..=max_group).map(|_| AtomicBool::new(false)).collect(),
+            ..Progress::default()
+        }
+    }
+
+    /// fio's `exitall` at the end of a job of reporting group `group`: stops the jobs
+    /// `what` names (`fio_terminate_threads`).
+    pub fn exit_all(&self, group: u32, what: crate::jobfile::ExitWhat) {
+        use crate::jobfile::ExitWhat;
+        match (what, self.groups.get(group as usize)) {
+            (ExitWhat::Group, Some(g)) => g.store(true, Ordering::Relaxed),
+            (ExitWhat::Group, None) | (ExitWhat::Stonewall, _) => self.stop.store(true, Ordering::Relaxed),
+            (ExitWhat::All, _) => {
+                self.stop.store(true, Ordering::Relaxed);
+                self.end_run.store(true, Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 /// Monotonic clock in ns.
@@ -503,6 +536,8 @@ struct Run<'a> {
     dev: &'a Device,
     res: JobResult,
     progress: &'a Progress,
+    /// The stop flag of the job's reporting group, if the run keeps one per group.
+    group_stop: Option<&'a AtomicBool>,
     ramp_end: u64,
     deadline: u64,
     budget: u64,
@@ -563,7 +598,10 @@ struct Run<'a> {
 impl<'a> Run<'a> {
     #[inline]
     fn more(&self, now: u64) -> bool {
-        if self.progress.stop.load(Ordering::Relaxed) || self.res.error != 0 {
+        if self.progress.stop.load(Ordering::Relaxed)
+            || self.res.error != 0
+            || self.group_stop.is_some_and(|g| g.load(Ordering::Relaxed))
+        {
             return false;
         }
         if now >= self.deadline {
@@ -1111,6 +1149,7 @@ pub fn run_job_files(job: &Job, instance: u32, devs: &[&Device], progress: &Prog
         dev,
         res,
         progress,
+        group_stop: progress.groups.get(job.group as usize),
         ramp_end,
         deadline,
         budget: per_loop.saturating_mul(u64::from(job.behaviour.loops.max(1))),
@@ -1206,8 +1245,8 @@ pub fn run_job_files(job: &Job, instance: u32, devs: &[&Device], progress: &Prog
     res.minf = u.minf;
     res.elapsed_ns = now_ns() - t0;
     if job.behaviour.exitall {
-        // fio's exitall: this job's end ends every job running beside it.
-        progress.stop.store(true, Ordering::Relaxed);
+        // fio's exitall: this job's end ends the jobs exit_what names.
+        progress.exit_all(job.group, job.behaviour.exit_what);
     }
     res
 }
@@ -1869,6 +1908,7 @@ mod run_tests {
             logs: Default::default(),
             shapes: Default::default(),
             multi: None,
+            group: 0,
         }
     }
 

@@ -413,6 +413,19 @@ pub enum Verify {
     Pattern,
 }
 
+/// Which jobs `exitall` ends when its job ends (`exit_what`, fio's `fio_terminate_threads`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ExitWhat {
+    /// `group` (fio's default): the jobs of the job's reporting group.
+    #[default]
+    Group,
+    /// `stonewall`: every job running beside it, of any group; the next stonewalled
+    /// group then runs.
+    Stonewall,
+    /// `all`: every job, the ones of later groups too (they start and end at once).
+    All,
+}
+
 /// Which errors a job counts and goes on after (`continue_on_error`): fio's error types;
 /// only EIO and EILSEQ are errors it may go on after (fio's default `ignore_error`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -523,8 +536,10 @@ pub struct Behaviour {
     /// `refill_buffers`: new random data in every write buffer before each write
     /// (default: filled once).
     pub refill_buffers: bool,
-    /// `exitall`: when this job ends, every job running beside it stops.
+    /// `exitall`: when this job ends, the jobs `exit_what` names stop.
     pub exitall: bool,
+    /// `exit_what`: which jobs `exitall` stops.
+    pub exit_what: ExitWhat,
     /// `disable_slat`: no submission latency measured.
     pub disable_slat: bool,
     /// `disable_clat`: no completion latency measured.
@@ -581,6 +596,7 @@ impl Default for Behaviour {
             create_on_open: false,
             refill_buffers: false,
             exitall: false,
+            exit_what: ExitWhat::default(),
             disable_slat: false,
             disable_clat: false,
             disable_lat: false,
@@ -844,6 +860,7 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("create_on_open", &[], Kind::Bool),
     ("refill_buffers", &[], Kind::Bool),
     ("exitall", &[], Kind::Bool),
+    ("exit_what", &[], Kind::Value),
     ("gtod_reduce", &[], Kind::Bool),
     ("disable_lat", &[], Kind::Bool),
     ("disable_clat", &[], Kind::Bool),
@@ -1493,6 +1510,14 @@ impl JobSpec {
             "create_on_open" => b.create_on_open = val.flag()?,
             "refill_buffers" => b.refill_buffers = val.flag()?,
             "exitall" => b.exitall = val.flag()?,
+            "exit_what" => {
+                b.exit_what = match val.value("group, stonewall or all")? {
+                    "group" => ExitWhat::Group,
+                    "stonewall" => ExitWhat::Stonewall,
+                    "all" => ExitWhat::All,
+                    _ => return Err(val.bad("group, stonewall or all")),
+                }
+            }
             // fio's callback sets the four it stands for, each of which a later option
             // may set again.
             "gtod_reduce" => {
@@ -2994,6 +3019,20 @@ mod tests {
         assert!(crate::iolog::LogOpts::default().per_job, "per_job_logs defaults to on");
         let e = err("[j]\nlog_avg_msec=often\n");
         assert!(e.starts_with("job.fio:2: bad value 'often' for option 'log_avg_msec'"), "{e}");
+    }
+
+    #[test]
+    fn exit_what_takes_fios_three_values() {
+        assert_eq!(one("[j]\nexitall\n").behaviour.exit_what, ExitWhat::Group);
+        for (v, w) in [("group", ExitWhat::Group), ("stonewall", ExitWhat::Stonewall), ("all", ExitWhat::All)] {
+            assert_eq!(one(&format!("[j]\nexitall\nexit_what={v}\n")).behaviour.exit_what, w);
+        }
+        let e = err("[j]\nexit_what=some\n");
+        assert!(
+            e.starts_with("job.fio:2: bad value 'some' for option 'exit_what'")
+                && e.contains("group, stonewall or all"),
+            "{e}"
+        );
     }
 
     #[test]

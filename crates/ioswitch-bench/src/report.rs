@@ -1261,6 +1261,7 @@ mod tests {
             logs: Default::default(),
             shapes: Default::default(),
             multi: None,
+            group: 0,
         }
     }
 

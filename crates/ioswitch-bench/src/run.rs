@@ -375,6 +375,7 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
         logs: spec.logs.clone(),
         shapes: spec.shapes.clone(),
         multi: None,
+        group: groupid,
     };
     engine::check_job(&job, &dev).map_err(|source| BenchError::Check { at: At::new(spec, "size"), source })?;
     if spec.invalidate && !job.opts.direct && is_path {
@@ -556,14 +557,20 @@ pub fn run(prepared: Vec<Prepared>, opts: &RunOpts) -> Report {
         phases.last_mut().expect("a phase").push(p);
     }
     let mut jobs = Vec::new();
+    let mut ended = false;
     for (i, phase) in phases.into_iter().enumerate() {
-        jobs.extend(run_phase(phase, i as u32, opts));
+        let (runs, end_run) = run_phase(phase, i as u32, opts, ended);
+        jobs.extend(runs);
+        ended |= end_run;
     }
     Report { jobs, started, wall_ns: engine::now_ns() - t0, copy_ceiling_bps: None }
 }
 
-fn run_phase(phase: Vec<Prepared>, phase_no: u32, opts: &RunOpts) -> Vec<JobRun> {
-    let progress = Progress::default();
+/// Runs the jobs of one phase together; `ended`: an earlier job's `exit_what=all` ended
+/// the run, so these end at once. Returns the jobs' runs and whether one of them ended
+/// the run.
+fn run_phase(phase: Vec<Prepared>, phase_no: u32, opts: &RunOpts, ended: bool) -> (Vec<JobRun>, bool) {
+    let progress = Progress::with_groups(phase.iter().map(|p| p.groupid).max().unwrap_or(0), ended);
     let before = Usage::now(libc::RUSAGE_SELF);
     let t0 = engine::now_ns();
     let show = opts.progress && std::io::stderr().is_terminal();
@@ -630,7 +637,7 @@ fn run_phase(phase: Vec<Prepared>, phase_no: u32, opts: &RunOpts) -> Vec<JobRun>
             let _ = std::fs::remove_file(f);
         }
     }
-    phase
+    let runs = phase
         .into_iter()
         .zip(results)
         .map(|(p, results)| JobRun {
@@ -643,7 +650,8 @@ fn run_phase(phase: Vec<Prepared>, phase_no: u32, opts: &RunOpts) -> Vec<JobRun>
             process,
             phase_ns,
         })
-        .collect()
+        .collect();
+    (runs, progress.end_run.load(Ordering::Relaxed))
 }
 
 /// Writes the time-series logs of a run's jobs in fio's files ([`crate::iolog`]), in the
@@ -946,6 +954,39 @@ mod tests {
             let report = run(vec![p], &RunOpts::default());
             assert_eq!(report.jobs[0].results[0].read.ios, 16);
             assert_eq!(std::path::Path::new(&f).exists(), unlink == 0, "unlink={unlink}");
+        }
+    }
+
+    #[test]
+    fn exit_what_stops_the_group_the_running_jobs_or_the_whole_run() {
+        let s = scratch("exitwhat");
+        let d = s.dir().display();
+        for what in ["group", "stonewall", "all"] {
+            let text = format!(
+                "[global]\ndirectory={d}\nsize=1m\nrw=read\n[short]\nnumber_ios=50\nexitall\nexit_what={what}\n\
+                 [same]\nruntime=20s\ntime_based\n[other]\nnew_group\nruntime=1s\ntime_based\n\
+                 [later]\nstonewall\nruntime=100ms\ntime_based\n"
+            );
+            let mut r = crate::jobfile::JobReader::new();
+            r.read_str("t.fio", &text).unwrap();
+            let set = r.finish().unwrap();
+            let groups = set.group_ids();
+            assert_eq!(groups, [0, 0, 1, 2], "short and same share a group; other and later have their own");
+            let prepared: Vec<Prepared> =
+                set.jobs.iter().zip(groups).map(|(j, g)| prepare(j, g, &mut |_| {}).unwrap()).collect();
+            let report = run(prepared, &RunOpts::default());
+            let res: Vec<&JobResult> = report.jobs.iter().map(|j| &j.results[0]).collect();
+            assert!(res.iter().all(|r| r.error == 0), "{what}");
+            let ms = |r: &JobResult| r.elapsed_ns / 1_000_000;
+            // The job of short's group ends with it, whatever exit_what says.
+            assert!(ms(res[1]) < 10_000, "{what}: 'same' ran {} ms", ms(res[1]));
+            // Another group runs on with group; stonewall and all stop it.
+            match what {
+                "group" => assert!(ms(res[2]) >= 900, "group: 'other' ran {} ms", ms(res[2])),
+                _ => assert!(ms(res[2]) < 900, "{what}: 'other' ran {} ms", ms(res[2])),
+            }
+            // The next stonewalled group runs unless exit_what=all ended the run.
+            assert_eq!(res[3].read.ios == 0, what == "all", "{what}: 'later' did {} reads", res[3].read.ios);
         }
     }
 

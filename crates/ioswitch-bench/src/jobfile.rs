@@ -1572,7 +1572,7 @@ impl JobSpec {
                 "inline" => {}
                 "offload" => {
                     return Err(val.bad(
-                        "inline (offload, fio's pool of submission threads, is not run: each job submits from its own thread)",
+                        "inline (offload is not run: fio hands each I/O to one of iodepth submission threads, each with an engine context of its own, so that the job's thread only generates I/Os; here the job's one thread generates, submits and reaps, and running offload as inline would measure something else)",
                     ))
                 }
                 _ => return Err(val.bad("inline or offload")),
@@ -1644,9 +1644,18 @@ impl JobSpec {
         const EXPECT_US: &str = "a time such as 100 (µs), 10ms or 1s";
         let (l, g) = (&mut self.load, &mut self.logs);
         match canon {
-            "rate" => l.rate = parse_rw_pair(val.value(EXPECT_RATE)?, l.rate).ok_or_else(|| val.bad(EXPECT_RATE))?,
-            "rate_iops" => {
-                l.rate_iops = parse_rw_pair(val.value(EXPECT_RATE)?, l.rate_iops).ok_or_else(|| val.bad(EXPECT_RATE))?
+            "rate" | "rate_iops" => {
+                // fio's third value is the trims' rate: kept to refuse it for a job that
+                // trims (trims here are paced at the writes' rate); in a job that does
+                // not trim it changes nothing, in fio as here.
+                let v = val.value(EXPECT_RATE)?;
+                let (pair, trim) = match v.rsplit_once(',') {
+                    Some((rw, t)) if rw.contains(',') => (rw, parse_bytes(t.trim()).filter(|&n| n > 0)),
+                    _ => (v, None),
+                };
+                let target = if canon == "rate" { &mut l.rate } else { &mut l.rate_iops };
+                *target = parse_rw_pair(pair, *target).ok_or_else(|| val.bad(EXPECT_RATE))?;
+                l.trim_rate = trim.map(|_| if canon == "rate" { "rate" } else { "rate_iops" });
             }
             "rate_process" => {
                 l.process = match val.value("linear or poisson")? {
@@ -1970,6 +1979,12 @@ impl JobSpec {
             }
         }
         self.check_files()?;
+        if let Some(opt) = self.load.trim_rate.filter(|_| self.rw.trims()) {
+            return Err(self.error_at(
+                opt,
+                format!("{opt} with a third value, for trims, is not run: trims are paced at the writes' rate here"),
+            ));
+        }
         let l = &self.load;
         let any = |v: &[u64; 2]| v.iter().any(|&r| r > 0);
         if any(&l.rate) && any(&l.rate_iops) {
@@ -2969,8 +2984,9 @@ mod tests {
     fn bad_shaping_values_name_the_option_and_line() {
         let e = err("[j]\nrate=fast\n");
         assert!(e.starts_with("job.fio:2: bad value 'fast' for option 'rate'"), "{e}");
-        let e = err("[j]\nrate=1m,1m,1m\n");
-        assert!(e.contains("option 'rate'"), "trims are not run: {e}");
+        // A rate for trims is refused where the job trims (and changes nothing elsewhere).
+        let e = err("[j]\nrw=trim\nrate=1m,1m,1m\n");
+        assert!(e.contains("job.fio:3") && e.contains("rate with a third value, for trims, is not run"), "{e}");
         let e = err("[j]\n\nrate_process=bursty\n");
         assert!(
             e.starts_with("job.fio:3: bad value 'bursty' for option 'rate_process'") && e.contains("poisson"),
@@ -3019,6 +3035,15 @@ mod tests {
         assert!(crate::iolog::LogOpts::default().per_job, "per_job_logs defaults to on");
         let e = err("[j]\nlog_avg_msec=often\n");
         assert!(e.starts_with("job.fio:2: bad value 'often' for option 'log_avg_msec'"), "{e}");
+    }
+
+    #[test]
+    fn a_third_rate_for_trims_changes_nothing_without_trims_and_is_refused_with_them() {
+        let j = one("[j]\nrw=randrw\nrate=300,400,300\nrate_iops=,,5\n");
+        assert_eq!((j.load.rate, j.load.rate_iops), ([300, 400], [0, 0]));
+        let e = err("[j]\nrw=randtrim\nrate_iops=10,10,10\n");
+        assert!(e.starts_with("job.fio:3: job 'j': rate_iops with a third value, for trims, is not run"), "{e}");
+        assert_eq!(one("[j]\nrw=trim\nrate=1m,2m,0\n").load.rate, [1 << 20, 2 << 20]);
     }
 
     #[test]

@@ -67,6 +67,9 @@ pub struct Load {
     /// Whether `thinktime_blocks` was given (with `thinktime_iotime` and without it, fio
     /// stalls by time only).
     pub thinktime_blocks_given: bool,
+    /// The option (`rate` or `rate_iops`) that gave a rate for trims (fio's third value),
+    /// if one did: refused in a job that trims.
+    pub trim_rate: Option<&'static str>,
     /// `rate_ignore_thinktime`: after a stall the rate goes on as if the job had issued
     /// at its rate during it (no catch-up burst); off (fio's default): the limiter makes
     /// up for the stall.

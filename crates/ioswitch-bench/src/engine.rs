@@ -451,6 +451,8 @@ struct Slot {
     offset: u64,
     len: u64,
     trim: bool,
+    /// The job's file it went to (0 for a job with one file).
+    file: u32,
 }
 
 /// Errors that stop a job before it starts: named after the job and the device.
@@ -1451,6 +1453,8 @@ impl ReapPolicy {
 /// the completions the queue handed over beyond what a batch could take.
 struct Flight {
     q: Queue,
+    /// A job with several files: the queues of files 1.. (`q` is file 0's).
+    more_q: Vec<Queue>,
     depth: u32,
     slots: Vec<Slot>,
     free: Vec<u32>,
@@ -1470,8 +1474,55 @@ impl Flight {
     }
 
     fn commit(&mut self, run: &mut Run) {
-        if !self.uncommitted.is_empty() {
-            commit(run, &mut self.q, &mut self.slots, &mut self.uncommitted);
+        if self.uncommitted.is_empty() {
+            return;
+        }
+        if !self.more_q.is_empty() {
+            // Several files: each queue with a submission of this batch pushes it first.
+            for (i, q) in self.more_q.iter_mut().enumerate() {
+                if self.uncommitted.iter().any(|&s| self.slots[s as usize].file == i as u32 + 1) {
+                    if let Err(e) = q.commit() {
+                        run.fail(e.errno().unwrap_or(libc::EIO), e.to_string());
+                    }
+                }
+            }
+        }
+        commit(run, &mut self.q, &mut self.slots, &mut self.uncommitted);
+    }
+
+    /// The queue of the job's file `file`.
+    #[inline]
+    fn queue(&mut self, file: usize) -> &mut Queue {
+        match file {
+            0 => &mut self.q,
+            f => &mut self.more_q[f - 1],
+        }
+    }
+
+    /// Several files: takes completions from every queue into `pending` until it holds
+    /// at least `min` (waiting on a queue with commands in flight while it does not) or
+    /// `max`.
+    fn gather_all(&mut self, min: u32, max: u32, each: bool) -> ioswitch::Result<()> {
+        let pending = &mut self.pending;
+        let stamp = |c| (c, if each { now_ns() } else { 0 });
+        loop {
+            for q in std::iter::once(&mut self.q).chain(self.more_q.iter_mut()) {
+                let have = pending.len() as u32;
+                if have >= max {
+                    break;
+                }
+                if q.outstanding() > 0 {
+                    q.poke(max - have, |c| pending.push_back(stamp(c)))?;
+                }
+            }
+            if pending.len() as u32 >= min {
+                return Ok(());
+            }
+            let busy = std::iter::once(&mut self.q).chain(self.more_q.iter_mut()).find(|q| q.outstanding() > 0);
+            match busy {
+                Some(q) => q.wait(1, |c| pending.push_back(stamp(c)))?,
+                None => return Ok(()),
+            };
         }
     }
 
@@ -1481,9 +1532,12 @@ impl Flight {
     fn reap(&mut self, run: &mut Run, min: u32, max: u32) -> Option<u32> {
         self.commit(run);
         let each = run.job.behaviour.clat_stamp == ClatStamp::Each;
-        let pending = &mut self.pending;
         let mut r = Ok(());
-        if each {
+        if !self.more_q.is_empty() {
+            r = self.gather_all(min, max, each);
+        }
+        let pending = &mut self.pending;
+        if each && self.more_q.is_empty() {
             // One completion at a time, each stamped as it arrives.
             while r.is_ok() && (pending.len() as u32) < min {
                 r = self.q.wait(1, |c| pending.push_back((c, now_ns()))).map(drop);
@@ -1491,7 +1545,7 @@ impl Flight {
         }
         let have = pending.len() as u32;
         let stamp = |c| (c, if each { now_ns() } else { 0 });
-        if r.is_ok() {
+        if r.is_ok() && self.more_q.is_empty() {
             r = if have < min {
                 self.q.wait(min - have, |c| pending.push_back(stamp(c))).map(drop)
             } else if have < max {
@@ -1510,6 +1564,9 @@ impl Flight {
         run.res.complete_level[batch_bucket(n)] += 1;
         run.res.reaps += 1;
         let mut bytes = 0;
+        // Several files: each completion is accounted with its own file's state.
+        let served = run.cur;
+        let several = !self.more_q.is_empty();
         for (c, at) in self.batch.drain(..) {
             let s = c.tag as u32;
             let slot = &mut self.slots[s as usize];
@@ -1517,6 +1574,9 @@ impl Flight {
             let len = slot.len;
             let dir = if slot.trim { TRIM } else { write as usize };
             slot.buf = c.data.into_one();
+            if several {
+                run.switch_to(slot.file as usize);
+            }
             self.free.push(s);
             if !c.status.is_ok() {
                 let errno = c.status.errno().unwrap_or(libc::EIO);
@@ -1533,6 +1593,7 @@ impl Flight {
             run.account(dir, len, start, issue, done, true);
             run.completed_io(dir, len, off, [start, issue, done], true);
         }
+        run.switch_to(served);
         run.sample(complete);
         run.progress.ios.fetch_add(n as u64, Ordering::Relaxed);
         run.progress.bytes.fetch_add(bytes, Ordering::Relaxed);
@@ -1549,10 +1610,6 @@ impl Flight {
 }
 
 fn run_async(run: &mut Run) {
-    if run.picker.is_some() {
-        // prepare refuses this at the job's line; a Job built by hand gets it here.
-        return run.fail(libc::EINVAL, format!("job '{}': several files per job run with sync engines", run.job.name));
-    }
     let depth = run.job.iodepth.max(1);
     let q = match run.dev.queue(depth) {
         Ok(q) => q,
@@ -1561,13 +1618,27 @@ fn run_async(run: &mut Run) {
             return;
         }
     };
+    // Several files: a queue per file (fio's one io context serves them all; a queue
+    // of the library serves one device), the depth shared by the slots.
+    let mut more_q = Vec::new();
+    for parked in run.parked.iter().skip(1) {
+        let dev = parked.as_ref().expect("files 1.. are parked when the job starts").dev;
+        match dev.queue(depth) {
+            Ok(q) => more_q.push(q),
+            Err(e) => {
+                run.fail(e.errno().unwrap_or(libc::EINVAL), format!("{}: {e}", dev.uri()));
+                return;
+            }
+        }
+    }
     let Some(bufs) = alloc_buffers(run, depth) else { return };
     let mut f = Flight {
         q,
+        more_q,
         depth,
         slots: bufs
             .into_iter()
-            .map(|b| Slot { buf: Some(b), start: 0, issue: 0, write: false, offset: 0, len: 0, trim: false })
+            .map(|b| Slot { buf: Some(b), start: 0, issue: 0, write: false, offset: 0, len: 0, trim: false, file: 0 })
             .collect(),
         free: (0..depth).rev().collect(),
         uncommitted: Vec::with_capacity(depth as usize),
@@ -1583,6 +1654,7 @@ fn run_async(run: &mut Run) {
         if !run.more(start) {
             break;
         }
+        run.next_file();
         let (dir, off, len) = match run.pacer.is_some() {
             false => run.pick(),
             true => {
@@ -1618,7 +1690,8 @@ fn run_async(run: &mut Run) {
         slot.offset = off;
         slot.len = len;
         slot.trim = dir == TRIM;
-        if let Err(rej) = f.q.submit(&cmd, Data::One(buf), s as u64) {
+        slot.file = run.cur as u32;
+        if let Err(rej) = f.queue(run.cur).submit(&cmd, Data::One(buf), s as u64) {
             f.slots[s as usize].buf = rej.data.into_one();
             f.free.push(s);
             run.fail(rej.error.errno().unwrap_or(libc::EIO), rej.error.to_string());
@@ -1683,6 +1756,12 @@ fn run_async(run: &mut Run) {
     // The end (or a failure): everything still in flight, as one batch.
     f.reap_all(run);
     run.res.queue = f.q.stats();
+    for q in &f.more_q {
+        let st = q.stats();
+        run.res.queue.submitted += st.submitted;
+        run.res.queue.completed += st.completed;
+        run.res.queue.syscalls += st.syscalls;
+    }
 }
 
 /// The latency target's search after an I/O (fio's `lat_target_check` and what a

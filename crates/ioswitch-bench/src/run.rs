@@ -402,18 +402,6 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
 /// checked), at fio's per-file size (filesetup.c `setup_files`): `filesize` each, or
 /// `size` split over the files; `size` with `filesize` is the I/O over all of them.
 fn prepare_files(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Result<Prepared, BenchError> {
-    let (_, mode) = engine_opts(spec)?;
-    if mode == Mode::Async {
-        return Err(spec
-            .error_at(
-                if spec.filename.len() > 1 { "filename" } else { "nrfiles" },
-                format!(
-                    "several files per job run with the synchronous engines (psync, sync, pvsync, pvsync2, mmap, …); ioengine={} queues on one file (a queue of the library serves one device), so give each file its own job",
-                    spec.ioengine
-                ),
-            )
-            .into());
-    }
     let n = spec.file_count();
     let min_bs = spec.shapes.bs_bounds(0, spec.bs.read).0.min(spec.shapes.bs_bounds(1, spec.bs.write).0);
     let (sizes, total): (Vec<Option<SizeSpec>>, Option<u64>) = match (spec.filesize, spec.size) {
@@ -1023,16 +1011,19 @@ mod tests {
     }
 
     #[test]
-    fn several_files_with_an_async_engine_are_refused_at_the_line() {
+    fn several_files_run_on_an_async_engine_a_queue_each_and_verify() {
         let s = scratch("several-async");
         let d = s.dir().display();
-        let Err(e) =
-            prepare(&spec(&format!("[j]\ndirectory={d}\nnrfiles=2\nsize=64k\nioengine=libaio\n")), 0, &mut |_| {})
-        else {
-            panic!("an async engine with two files ran")
-        };
-        let e = e.to_string();
-        assert!(e.starts_with("t.fio:3: job 'j': several files per job run with the synchronous engines"), "{e}");
+        for engine in ["libaio", "io_uring"] {
+            let text = format!(
+                "[j]\ndirectory={d}\nnrfiles=3\nfilesize=64k\nrw=randwrite\nverify=crc32c\nioengine={engine}\niodepth=4\n"
+            );
+            let report = run(vec![prepare(&spec(&text), 0, &mut |_| {}).unwrap()], &RunOpts::default());
+            let r = &report.jobs[0].results[0];
+            assert_eq!(r.error, 0, "{engine}: {:?}", r.error_msg);
+            // Every block of the three files written once, then read back and checked.
+            assert_eq!((r.write.ios, r.verified, r.queue.submitted), (48, 48, 48), "{engine}");
+        }
     }
 
     #[test]

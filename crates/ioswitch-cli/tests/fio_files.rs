@@ -176,14 +176,17 @@ fn several_files_per_job_get_the_same_blocks_as_with_fio() {
         // random writes: the blocks differ between the tools, the count per file does not.
         (default4("j"), 256 << 10, vec!["--nrfiles=4", "--filesize=256k", "--size=512k", "--rw=randwrite"], false),
     ];
-    for (names, len, opts, same_blocks) in cases {
+    let engines: [&[&str]; 2] = [&["--ioengine=psync"], &["--ioengine=libaio", "--iodepth=4"]];
+    for ((names, len, opts, same_blocks), engine) in cases.iter().flat_map(|c| engines.iter().map(move |e| (c, e))) {
+        let (len, same_blocks) = (*len, *same_blocks);
+        let opts: Vec<&str> = opts.iter().chain(engine.iter()).copied().collect();
         let s = scratch("several");
         let mut maps = Vec::new();
         let mut bytes = Vec::new();
         for tool in ["fio", "ours"] {
             let dir = s.path(tool);
             std::fs::create_dir(&dir).expect("a directory per tool");
-            for n in &names {
+            for n in names {
                 std::fs::File::create(format!("{dir}/{n}")).and_then(|f| f.set_len(len)).expect("a file of zeroes");
             }
             let mut job = vec![

@@ -390,6 +390,11 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
             let mut one = spec.clone();
             one.filename = vec![default_filename(spec, n)];
             one.numjobs = 1;
+            // fio's set_name_idx: clone N's file is in the N-th directory of a list
+            // (modulo its length).
+            one.behaviour.directory = crate::files::directory_of(&spec.behaviour.directory, n)
+                .map(|d| vec![d.to_string()])
+                .unwrap_or_default();
             let p = prepare(&one, groupid, say)?;
             clones.push((p.job.filename, p.dev));
         }
@@ -821,6 +826,13 @@ mod tests {
         let p = prepare(&spec(&format!("[jj]\ndirectory={d}:/elsewhere\nsize=64k\n")), 0, &mut |_| {}).unwrap();
         assert_eq!(p.job.filename, format!("{d}/jj.0.0"), "fio's name, in the first directory");
         assert!(s.dir().join("jj.0.0").exists());
+        // Clones go round the list as in fio: 3 clones over two directories put c.0.0 and
+        // c.2.0 in the first, c.1.0 in the second (fio 3.33 does the same).
+        let other = scratch("dir-other");
+        let o = other.dir().display();
+        let p = prepare(&spec(&format!("[c]\ndirectory={d}:{o}\nsize=64k\nnumjobs=3\n")), 0, &mut |_| {}).unwrap();
+        let names: Vec<&str> = p.clones.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(names, [format!("{o}/c.1.0"), format!("{d}/c.2.0")]);
     }
 
     #[test]

@@ -2714,7 +2714,7 @@ mod run_tests {
 
     #[test]
     fn every_verify_method_reads_back_what_it_wrote() {
-        for kind in [Verify::Crc64, Verify::Xxhash, Verify::Sha256, Verify::Pattern, Verify::Md5] {
+        for kind in [Verify::Crc64, Verify::Xxhash, Verify::Sha256, Verify::Pattern, Verify::Md5, Verify::Meta] {
             let mut j = job("4MiB", "async=emu", Mode::Async, Rw::RandWrite, 4);
             j.verify = kind;
             j.do_verify = true;

@@ -411,6 +411,9 @@ pub enum Verify {
     Sha256,
     /// No header: every byte is `verify_pattern`'s (fio's `pattern`).
     Pattern,
+    /// The header only (fio's `meta`, its VERIFY_HDR_ONLY): magic, length, offset and a
+    /// crc32c of the header are checked, the payload is not.
+    Meta,
 }
 
 /// Which jobs `exitall` ends when its job ends (`exit_what`, fio's `fio_terminate_threads`).
@@ -1052,7 +1055,7 @@ const EXPECT_SIZE_PCT: &str = "a size such as 4k or 1g, or a percentage such as 
 const EXPECT_COUNT: &str = "a whole number";
 const EXPECT_TIME: &str = "a time such as 30 (seconds), 500ms, 10s, 5m or 1h";
 const EXPECT_RW: &str = "read, write, randread, randwrite, rw (readwrite), randrw, trim, randtrim or trimwrite";
-const EXPECT_VERIFY: &str = "crc32c, crc32c-intel, md5, crc64, xxhash, sha256, pattern or none";
+const EXPECT_VERIFY: &str = "crc32c, crc32c-intel, md5, crc64, xxhash, sha256, pattern, meta or none";
 
 /// Parses a whole number with an optional fio size unit (see the module docs).
 fn parse_bytes(s: &str) -> Option<u64> {
@@ -1474,8 +1477,9 @@ impl JobSpec {
                     "xxhash" => Verify::Xxhash,
                     "sha256" => Verify::Sha256,
                     "pattern" => Verify::Pattern,
+                    "meta" => Verify::Meta,
                     "crc32" | "crc16" | "crc7" | "sha1" | "sha512" | "sha3-224" | "sha3-256" | "sha3-384"
-                    | "sha3-512" | "meta" | "null" => {
+                    | "sha3-512" | "null" => {
                         return Err(val.bad(&format!("{EXPECT_VERIFY} (this fio method is not supported)")))
                     }
                     _ => return Err(val.bad(EXPECT_VERIFY)),
@@ -2571,9 +2575,8 @@ mod tests {
         assert!(err("[j]\nsize=0%\n").contains("option 'size'"));
         assert!(err("[j]\nioengine=spdk\n").contains("one of psync, pvsync"));
         assert!(err("[j]\nverify=sha512\n").contains("not supported"));
-        assert!(
-            err("[j]\nverify=bogus\n").contains("crc32c, crc32c-intel, md5, crc64, xxhash, sha256, pattern or none")
-        );
+        assert!(err("[j]\nverify=bogus\n")
+            .contains("crc32c, crc32c-intel, md5, crc64, xxhash, sha256, pattern, meta or none"));
         assert!(err("[j]\nioengine=ioswitch\nioswitch_opts=async=warp\n").contains("option 'ioswitch_opts'"));
         assert_eq!(err("[j]\nbs\n"), "job.fio:2: option 'bs' needs a value (a size such as 4096, 4k, 64m or 1g (k, m, g, t, p: powers of 1024; kib, mib, ...: powers of 1000, as in fio))");
     }

@@ -54,6 +54,10 @@ pub struct LogOpts {
     pub hist_msec: u32,
     /// `log_hist_coarseness`: 2^N of fio's latency buckets summed into one column (0..=6).
     pub hist_coarseness: u32,
+    /// `log_compression`: fio keeps a log's entries compressed in memory in chunks of
+    /// this many bytes and inflates them into the same text file at the end (0: off);
+    /// here the entries stay in memory as they are and the file is the same.
+    pub compression: u64,
     /// `log_prio`: the priority column holds the I/O's priority value in hex (`0x0000`:
     /// jobs here set none) instead of 1/0 for a real-time class.
     pub prio: bool,
@@ -73,6 +77,7 @@ impl Default for LogOpts {
             hist_msec: 0,
             hist_coarseness: 0,
             prio: false,
+            compression: 0,
         }
     }
 }

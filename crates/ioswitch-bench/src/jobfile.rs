@@ -914,6 +914,8 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("per_job_logs", &[], Kind::Bool),
     ("write_hist_log", &[], Kind::Bool),
     ("log_prio", &[], Kind::Bool),
+    ("log_compression", &[], Kind::Value),
+    ("log_store_compressed", &[], Kind::Bool),
     ("log_hist_msec", &[], Kind::Value),
     ("log_hist_coarseness", &[], Kind::Value),
     ("bssplit", &[], Kind::Value),
@@ -1727,6 +1729,16 @@ impl JobSpec {
             "log_offset" => g.offset = val.flag()?,
             "per_job_logs" => g.per_job = val.flag()?,
             "log_prio" => g.prio = val.flag()?,
+            "log_compression" => {
+                g.compression = parse_bytes(val.value(EXPECT_SIZE)?).ok_or_else(|| val.bad(EXPECT_SIZE))?
+            }
+            "log_store_compressed" => {
+                if val.flag()? {
+                    return Err(val.bad(
+                        "0 (fio's compressed log files, .fz zlib chunks for --inflate-log, are not written; the logs are written as text, as fio writes them without this option)",
+                    ));
+                }
+            }
             "log_hist_msec" => g.hist_msec = val.count32(0)?,
             "log_hist_coarseness" => {
                 const EXPECT: &str = "a whole number from 0 to 6";
@@ -3007,8 +3019,9 @@ mod tests {
         let e = err("[j]\nratemin=1m\nrate_iops_min=1\n");
         assert!(e.contains("job.fio:3") && e.contains("mutually exclusive"), "{e}");
         assert!(one("[j]\nrate=1m\nthinktime=1ms\nrate_ignore_thinktime\n").load.rate_ignore_thinktime);
-        let e = err("[j]\nlog_compression=1m\n");
-        assert!(e.starts_with("job.fio:2:"), "log_compression: {e}");
+        assert_eq!(one("[j]\nwrite_lat_log\nlog_compression=1m\nlog_store_compressed=0\n").logs.compression, 1 << 20);
+        let e = err("[j]\nlog_store_compressed=1\n");
+        assert!(e.starts_with("job.fio:2: bad value '1' for option 'log_store_compressed'"), "{e}");
     }
 
     #[test]
@@ -3026,6 +3039,7 @@ mod tests {
             hist_msec: 0,
             hist_coarseness: 0,
             prio: false,
+            compression: 0,
         };
         assert_eq!(j.logs, want);
         assert_eq!(one("[j]\n").logs, crate::iolog::LogOpts::default());

@@ -263,6 +263,12 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
         Some(dir) if !filename.starts_with("ramdisk:") => format!("{dir}/{filename}"),
         _ => filename,
     };
+    if spec.logs.compression > 0 && spec.logs.any() {
+        say(&format!(
+            "log_compression={}: fio compresses its log entries in memory and inflates them into the same text files; here they stay uncompressed in memory, and the files are the same",
+            spec.logs.compression
+        ));
+    }
     if let Some(n) = spec.behaviour.tiobench_threads {
         say(&format!(
             "threads={n} is fio's tiobench-profile option: it changes nothing in a job, in fio as here (numjobs sets the job's threads)"
@@ -876,6 +882,19 @@ mod tests {
                 .unwrap();
         assert_eq!(p.spec.numjobs, 1, "threads is not numjobs, in fio either");
         assert!(said.iter().any(|m| m.contains("tiobench") && m.contains("threads=4")), "{said:?}");
+    }
+
+    #[test]
+    fn log_compression_is_said_to_keep_the_files_and_not_to_compress_memory() {
+        let s = scratch("logz");
+        let f = s.path("f");
+        let mut said = Vec::new();
+        let text = format!("[j]\nfilename={f}\nsize=64k\nwrite_lat_log=x\nlog_compression=1m\n");
+        prepare(&spec(&text), 0, &mut |m| said.push(m.to_string())).unwrap();
+        assert!(
+            said.iter().any(|m| m.starts_with("log_compression=1048576") && m.contains("the files are the same")),
+            "{said:?}"
+        );
     }
 
     #[test]

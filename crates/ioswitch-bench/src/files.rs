@@ -56,6 +56,8 @@ impl Service {
 pub struct MultiFile {
     /// `file_service_type`.
     pub service: Service,
+    /// `openfiles`: at most this many files open at once (0: all).
+    pub openfiles: u32,
     /// Each file's region in bytes from the job's offset (fio's per-file `io_size`);
     /// `None`: the file or device from the offset on.
     pub regions: Vec<Option<u64>>,
@@ -100,6 +102,10 @@ pub fn split_size(size: u64, nrfiles: u32, bs: u64) -> Vec<u64> {
 pub struct Picker {
     service: Service,
     done: Vec<bool>,
+    /// Files open now, and how many may be (fio's `openfiles`): a file opens when it is
+    /// first chosen while fewer are open, and closes when it is done.
+    open: Vec<bool>,
+    open_limit: usize,
     /// The file being served, and how many more I/Os it gets before the next choice.
     current: Option<usize>,
     left: u32,
@@ -109,9 +115,27 @@ pub struct Picker {
 }
 
 impl Picker {
-    /// A picker over `n` files.
-    pub fn new(service: Service, n: usize, seed: u64) -> Picker {
-        Picker { service, done: vec![false; n], current: None, left: 0, next: 0, rng: Rng::new(seed ^ 0xF11E) }
+    /// A picker over `n` files, at most `openfiles` of them open at once (0: all).
+    pub fn new(service: Service, n: usize, openfiles: usize, seed: u64) -> Picker {
+        Picker {
+            service,
+            done: vec![false; n],
+            open: vec![false; n],
+            open_limit: if openfiles == 0 { n } else { openfiles.min(n) },
+            current: None,
+            left: 0,
+            next: 0,
+            rng: Rng::new(seed ^ 0xF11E),
+        }
+    }
+
+    /// Whether file `f` is open or may open now (fio: a file that may not is passed over,
+    /// `-EBUSY`, and the choice goes on from the next one).
+    fn opens(&mut self, f: usize) -> bool {
+        if !self.open[f] && self.open.iter().filter(|&&o| o).count() < self.open_limit {
+            self.open[f] = true;
+        }
+        self.open[f]
     }
 
     /// The file of the next I/O; `None` when every file is done.
@@ -134,13 +158,13 @@ impl Picker {
             Service::RoundRobin(_) | Service::Sequential => loop {
                 let f = self.next;
                 self.next = (self.next + 1) % n;
-                if !self.done[f] {
+                if !self.done[f] && self.opens(f) {
                     break f;
                 }
             },
             Service::Random(_) => loop {
                 let f = self.rng.below(n as u64) as usize;
-                if !self.done[f] {
+                if !self.done[f] && self.opens(f) {
                     break f;
                 }
             },
@@ -156,6 +180,7 @@ impl Picker {
     /// File `f` has no I/O left in this pass (fio closes it and marks it done).
     pub fn set_done(&mut self, f: usize) {
         self.done[f] = true;
+        self.open[f] = false;
     }
 
     /// Whether every file is done.
@@ -167,6 +192,7 @@ impl Picker {
     /// done, and the choice starts over from the first file.
     pub fn restart(&mut self) {
         self.done.iter_mut().for_each(|d| *d = false);
+        self.open.iter_mut().for_each(|o| *o = false);
         self.current = None;
         self.left = 0;
         self.next = 0;
@@ -214,9 +240,9 @@ mod tests {
 
     #[test]
     fn round_robin_moves_after_n_ios_and_skips_done_files() {
-        let mut p = Picker::new(Service::RoundRobin(1), 3, 1);
+        let mut p = Picker::new(Service::RoundRobin(1), 3, 0, 1);
         assert_eq!(take(&mut p, 7), [0, 1, 2, 0, 1, 2, 0]);
-        let mut p = Picker::new(Service::RoundRobin(2), 3, 1);
+        let mut p = Picker::new(Service::RoundRobin(2), 3, 0, 1);
         assert_eq!(take(&mut p, 7), [0, 0, 1, 1, 2, 2, 0]);
         p.set_done(1);
         assert_eq!(take(&mut p, 5), [0, 2, 2, 0, 0]);
@@ -228,8 +254,19 @@ mod tests {
     }
 
     #[test]
+    fn openfiles_keeps_the_choice_among_the_open_files_until_one_is_done() {
+        let mut p = Picker::new(Service::RoundRobin(1), 4, 2, 1);
+        assert_eq!(take(&mut p, 5), [0, 1, 0, 1, 0], "files 2 and 3 wait");
+        p.set_done(0);
+        // 0 closes: the turn goes on from 1, and 2 opens in 0's place; 3 still waits.
+        assert_eq!(take(&mut p, 4), [1, 2, 1, 2]);
+        p.set_done(1);
+        assert_eq!(take(&mut p, 3), [3, 2, 3]);
+    }
+
+    #[test]
     fn sequential_stays_on_a_file_until_it_is_done() {
-        let mut p = Picker::new(Service::Sequential, 3, 1);
+        let mut p = Picker::new(Service::Sequential, 3, 0, 1);
         assert_eq!(take(&mut p, 4), [0; 4]);
         p.set_done(0);
         assert_eq!(take(&mut p, 3), [1; 3]);
@@ -239,14 +276,14 @@ mod tests {
 
     #[test]
     fn random_spreads_evenly_and_keeps_a_file_for_n_ios() {
-        let mut p = Picker::new(Service::Random(1), 4, 7);
+        let mut p = Picker::new(Service::Random(1), 4, 0, 7);
         let mut count = [0u32; 4];
         for f in take(&mut p, 40_000) {
             count[f] += 1;
         }
         // Each file's share of a uniform draw: 10 000 ± 5 standard deviations (≈ 87).
         assert!(count.iter().all(|&c| (9_550..=10_450).contains(&c)), "{count:?}");
-        let mut p = Picker::new(Service::Random(4), 4, 7);
+        let mut p = Picker::new(Service::Random(4), 4, 0, 7);
         let v = take(&mut p, 40);
         assert!(v.chunks(4).all(|c| c.iter().all(|&f| f == c[0])), "{v:?}");
         p.set_done(0);

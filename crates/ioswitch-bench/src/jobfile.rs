@@ -1955,15 +1955,6 @@ impl JobSpec {
                 ),
             ));
         }
-        if b.openfiles > 0 && b.openfiles < n {
-            return Err(self.error_at(
-                "openfiles",
-                format!(
-                    "openfiles={} is below the job's {n} files: keeping only some files open (fio closes a file when it is done and opens the next) is not run; give openfiles={n} or leave it out",
-                    b.openfiles
-                ),
-            ));
-        }
         if n > 1 && self.shapes.zbd {
             return Err(self.error_at("zonemode", "zonemode=zbd runs with one file per job"));
         }
@@ -2460,8 +2451,7 @@ mod tests {
             one("[j]\nnr_files=2\nfile_service_type=sequential\n").behaviour.file_service,
             crate::files::Service::Sequential
         );
-        let e = err("[j]\nnrfiles=4\nopenfiles=2\n");
-        assert!(e.starts_with("job.fio:3: job 'j': openfiles=2 is below the job's 4 files"), "{e}");
+        assert_eq!(one("[j]\nnrfiles=4\nopenfiles=2\n").behaviour.openfiles, 2);
         let e = err("[j]\nfilename=a:b:c\nnrfiles=2\n");
         assert!(e.starts_with("job.fio:3: job 'j': nrfiles=2 but filename names 3 files"), "{e}");
         let e = err("[j]\nfile_service_type=zipf:1.2\n");

@@ -173,6 +173,27 @@ fn several_files_per_job_get_the_same_blocks_as_with_fio() {
             vec!["--nrfiles=2", "--filesize=64k", "--numjobs=2", "--rw=write"],
             true,
         ),
+        // openfiles below the file count: 160 writes round robin over the open files, a
+        // file opening when another is done (1: one at a time; 2: 64, 64, 16, 16; 3: file
+        // 3 never opens).
+        (
+            default4("j"),
+            256 << 10,
+            vec!["--nrfiles=4", "--filesize=256k", "--size=640k", "--rw=write", "--openfiles=1"],
+            true,
+        ),
+        (
+            default4("j"),
+            256 << 10,
+            vec!["--nrfiles=4", "--filesize=256k", "--size=640k", "--rw=write", "--openfiles=2"],
+            true,
+        ),
+        (
+            default4("j"),
+            256 << 10,
+            vec!["--nrfiles=4", "--filesize=256k", "--size=640k", "--rw=write", "--openfiles=3"],
+            true,
+        ),
         // random writes: the blocks differ between the tools, the count per file does not.
         (default4("j"), 256 << 10, vec!["--nrfiles=4", "--filesize=256k", "--size=512k", "--rw=randwrite"], false),
     ];

@@ -570,8 +570,9 @@ struct Run<'a> {
     /// The job's file, open for `fsync=N`'s fsync(2) (a file on an interface that is not
     /// a mapping); `None` otherwise.
     fsync_file: Option<std::fs::File>,
-    /// Offsets written and not yet verified by `verify_backlog`, oldest first.
-    backlog: std::collections::VecDeque<u64>,
+    /// Writes not yet verified by `verify_backlog` (the file's number and the offset),
+    /// oldest first.
+    backlog: std::collections::VecDeque<(usize, u64)>,
     window_start: u64,
     window: [(u64, u64); 2],
     written: Vec<u64>,
@@ -806,7 +807,7 @@ impl<'a> Run<'a> {
     /// fio, only with `do_verify`, which logs the writes to verify).
     fn note_written(&mut self, write: bool, off: u64) {
         if write && self.job.verify != Verify::None && self.job.do_verify && self.job.shapes.verify_backlog > 0 {
-            self.backlog.push_back(off);
+            self.backlog.push_back((self.cur, off));
         }
     }
 
@@ -824,11 +825,21 @@ impl<'a> Run<'a> {
             b => (b as usize).min(self.backlog.len()),
         };
         let bs = self.job.bs[1];
-        let blocks: Vec<u64> = self.backlog.drain(..batch).map(|o| (o - self.base) / bs).collect();
-        verify_blocks(self, bs, blocks.iter().copied(), true);
-        for b in blocks {
-            set_block(&mut self.written, b, false);
+        let entries: Vec<(usize, u64)> = self.backlog.drain(..batch).collect();
+        // Several files: each file's entries with its own state, in runs of one file.
+        let served = self.cur;
+        for run in entries.chunk_by(|a, b| a.0 == b.0) {
+            self.switch_to(run[0].0);
+            let blocks: Vec<u64> = run.iter().map(|&(_, o)| (o - self.base) / bs).collect();
+            verify_blocks(self, bs, blocks.iter().copied(), true);
+            for b in blocks {
+                set_block(&mut self.written, b, false);
+            }
+            if self.res.error != 0 {
+                break;
+            }
         }
+        self.switch_to(served);
     }
 
     /// Counts `n` writes; whether a sync is due (fio's `fsync=N` and `fdatasync=N`, each

@@ -1055,6 +1055,12 @@ mod tests {
             assert_eq!(r.error, 0, "{engine}: {:?}", r.error_msg);
             // Every block of the three files written once, then read back and checked.
             assert_eq!((r.write.ios, r.verified, r.queue.submitted), (48, 48, 48), "{engine}");
+            // verify_backlog over the files: each block checked once, as it goes (the
+            // verify phase finds nothing left) and the reads counted.
+            let text = format!("{text}verify_backlog=5\n");
+            let report = run(vec![prepare(&spec(&text), 0, &mut |_| {}).unwrap()], &RunOpts::default());
+            let r = &report.jobs[0].results[0];
+            assert_eq!((r.error, r.write.ios, r.verified, r.read.ios), (0, 48, 48, 48), "{engine}: {:?}", r.error_msg);
         }
     }
 

@@ -98,7 +98,8 @@ pub struct Job {
     pub seed: u64,
     /// CPUs this job's threads may run on (empty: any).
     pub cpus: Vec<usize>,
-    /// Flush after every N writes (0: never).
+    /// Sync after every N writes (0: never): fsync(2) of a file, the library's flush of
+    /// anything else.
     pub fsync: u32,
     /// Checksum written into every block, or none.
     pub verify: Verify,
@@ -114,6 +115,11 @@ pub struct Job {
     /// Workload shapes: block size mixes, offset distributions and modifiers,
     /// `offset_increment`, `fdatasync` ([`crate::shapes`]).
     pub shapes: crate::shapes::Shapes,
+    /// Several files per instance ([`crate::files`]): their regions and how I/O moves
+    /// between them; `None`: one file, `filename`.
+    pub multi: Option<crate::files::MultiFile>,
+    /// The reporting group (fio's `groupid`): whose jobs `exitall` stops by default.
+    pub group: u32,
 }
 
 /// What one direction (read or write) did.
@@ -211,8 +217,39 @@ pub struct Progress {
     pub bytes: AtomicU64,
     /// I/Os done by all jobs.
     pub ios: AtomicU64,
-    /// Set to stop every job early (Ctrl-C).
+    /// Set to stop every job early (Ctrl-C, `exitall` with `exit_what=stonewall|all`).
     pub stop: AtomicBool,
+    /// Set per reporting group (by group id) to stop its jobs (`exitall`); empty: the
+    /// jobs are one group, which `stop` stops.
+    pub groups: Vec<AtomicBool>,
+    /// Set by `exitall` with `exit_what=all`: the jobs of later phases end at once.
+    pub end_run: AtomicBool,
+}
+
+impl Progress {
+    /// Counters for jobs of reporting groups `0..=max_group`; `stopped`: every job ends at
+    /// once (a phase after `exit_what=all`).
+    pub fn with_groups(max_group: u32, stopped: bool) -> Progress {
+        Progress {
+            stop: AtomicBool::new(stopped),
+            groups: (0..=max_group).map(|_| AtomicBool::new(false)).collect(),
+            ..Progress::default()
+        }
+    }
+
+    /// fio's `exitall` at the end of a job of reporting group `group`: stops the jobs
+    /// `what` names (`fio_terminate_threads`).
+    pub fn exit_all(&self, group: u32, what: crate::jobfile::ExitWhat) {
+        use crate::jobfile::ExitWhat;
+        match (what, self.groups.get(group as usize)) {
+            (ExitWhat::Group, Some(g)) => g.store(true, Ordering::Relaxed),
+            (ExitWhat::Group, None) | (ExitWhat::Stonewall, _) => self.stop.store(true, Ordering::Relaxed),
+            (ExitWhat::All, _) => {
+                self.stop.store(true, Ordering::Relaxed);
+                self.end_run.store(true, Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 /// Monotonic clock in ns.
@@ -414,6 +451,8 @@ struct Slot {
     offset: u64,
     len: u64,
     trim: bool,
+    /// The job's file it went to (0 for a job with one file).
+    file: u32,
 }
 
 /// Errors that stop a job before it starts: named after the job and the device.
@@ -479,6 +518,15 @@ fn make_cmd(dev: &Device, write: bool, offset: u64, len: u64) -> Cmd {
     }
 }
 
+/// Which sync a write count made due.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SyncCall {
+    /// `fsync=N`: fsync(2) of a file.
+    Fsync,
+    /// `fdatasync=N`: fdatasync(2), the library's flush.
+    Fdatasync,
+}
+
 /// The direction index of trims (after 0 read and 1 write).
 const TRIM: usize = 2;
 /// Names of the directions, by index, for error messages.
@@ -490,6 +538,8 @@ struct Run<'a> {
     dev: &'a Device,
     res: JobResult,
     progress: &'a Progress,
+    /// The stop flag of the job's reporting group, if the run keeps one per group.
+    group_stop: Option<&'a AtomicBool>,
     ramp_end: u64,
     deadline: u64,
     budget: u64,
@@ -503,12 +553,26 @@ struct Run<'a> {
     shaped: [Option<crate::shapes::ShapedOffsets>; 2],
     /// Where this instance's region starts (`offset` + instance × `offset_increment`).
     base: u64,
+    /// Several files: which file the next I/O goes to ([`crate::files`]); `None`: one.
+    picker: Option<crate::files::Picker>,
+    /// The files not being served, by number (the served one's entry is `None`: its
+    /// state is in this `Run`'s fields).
+    parked: Vec<Option<FileState<'a>>>,
+    /// The file being served.
+    cur: usize,
+    /// Bytes issued to each file in this pass, and each file's region.
+    file_issued: Vec<u64>,
+    file_regions: Vec<u64>,
     /// `zonemode=zbd`: the zones and write pointers.
     zbd: Option<crate::zbd::Zbd>,
     writes_since_sync: u32,
     writes_since_datasync: u32,
-    /// Offsets written and not yet verified by `verify_backlog`, oldest first.
-    backlog: std::collections::VecDeque<u64>,
+    /// The job's file, open for `fsync=N`'s fsync(2) (a file on an interface that is not
+    /// a mapping); `None` otherwise.
+    fsync_file: Option<std::fs::File>,
+    /// Writes not yet verified by `verify_backlog` (the file's number and the offset),
+    /// oldest first.
+    backlog: std::collections::VecDeque<(usize, u64)>,
     window_start: u64,
     window: [(u64, u64); 2],
     written: Vec<u64>,
@@ -537,7 +601,10 @@ struct Run<'a> {
 impl<'a> Run<'a> {
     #[inline]
     fn more(&self, now: u64) -> bool {
-        if self.progress.stop.load(Ordering::Relaxed) || self.res.error != 0 {
+        if self.progress.stop.load(Ordering::Relaxed)
+            || self.res.error != 0
+            || self.group_stop.is_some_and(|g| g.load(Ordering::Relaxed))
+        {
             return false;
         }
         if now >= self.deadline {
@@ -555,7 +622,7 @@ impl<'a> Run<'a> {
     /// `latency_target`, and put in the logs (after the ramp; times in ms since its end,
     /// fio's epoch).
     #[inline]
-    fn completed_io(&mut self, write: bool, len: u64, off: u64, t: [u64; 3], has_slat: bool) {
+    fn completed_io(&mut self, dir: usize, len: u64, off: u64, t: [u64; 3], has_slat: bool) {
         self.completed_ios += 1;
         let [start, issue, complete] = t;
         if let Some(m) = self.min_rate.as_mut().filter(|_| complete >= self.ramp_end) {
@@ -580,9 +647,19 @@ impl<'a> Run<'a> {
             (has_slat && !b.disable_slat).then_some(issue - start),
             (!b.disable_clat).then_some(complete - issue),
         ];
-        logs.io(ms, write, len, off, lat);
+        logs.io(ms, dir, len, off, lat);
         if !b.disable_bw {
             logs.tick(ms);
+        }
+    }
+
+    /// A thinktime stall of `took_ns` ended after an I/O of direction `write`: with
+    /// `rate_ignore_thinktime`, the rate limiter skips over it.
+    fn stalled(&mut self, write: bool, took_ns: u64) {
+        if self.job.load.rate_ignore_thinktime {
+            if let Some(p) = self.pacer.as_mut() {
+                p.skip_stall(write, took_ns);
+            }
         }
     }
 
@@ -666,20 +743,71 @@ impl<'a> Run<'a> {
     }
 
     /// Counts an issued I/O against the job's budget; a `trimwrite` job's trims do not
-    /// count, so that it trims and writes its whole region.
+    /// count, so that it trims and writes its whole region. With several files, a file
+    /// whose region has been gone over is done for this pass (fio marks it done when
+    /// its offsets run out; random offsets without a map never do).
     #[inline]
     fn count_issued(&mut self, dir: usize, len: u64) {
         if !(dir == TRIM && self.job.rw == Rw::TrimWrite) {
             self.issued_bytes += len;
+            if let Some(p) = self.picker.as_mut() {
+                let j = self.job;
+                let endless =
+                    j.rw.is_random() && j.norandommap && j.behaviour.random_generator != RandomGenerator::Lfsr;
+                let bs = j.bs[0].min(j.bs[1]).max(1);
+                let c = self.cur;
+                self.file_issued[c] += len;
+                if !endless && self.file_issued[c] >= self.file_regions[c] - self.file_regions[c] % bs {
+                    p.set_done(c);
+                }
+            }
         }
         self.issued_ios += 1;
+    }
+
+    /// Several files: makes the file the next I/O goes to the served one (fio's
+    /// `file_service_type`); once every file is done, a new pass starts over them (the
+    /// budget, `loops` or the run time ends the job). One file: nothing to do.
+    #[inline]
+    fn next_file(&mut self) {
+        let Some(p) = self.picker.as_mut() else { return };
+        if p.all_done() {
+            p.restart();
+            self.file_issued.iter_mut().for_each(|b| *b = 0);
+        }
+        let f = p.pick().expect("a file that is not done once the pass starts over");
+        self.switch_to(f);
+    }
+
+    /// Makes file `f` the served one: its state comes into this `Run`'s fields, the
+    /// state of the file served until now goes back to its place.
+    fn switch_to(&mut self, f: usize) {
+        if f == self.cur {
+            return;
+        }
+        let mut s = self.parked[f].take().expect("a file that is not served is parked");
+        std::mem::swap(&mut self.dev, &mut s.dev);
+        std::mem::swap(&mut self.base, &mut s.base);
+        std::mem::swap(&mut self.offs, &mut s.offs);
+        std::mem::swap(&mut self.shaped, &mut s.shaped);
+        std::mem::swap(&mut self.written, &mut s.written);
+        std::mem::swap(&mut self.fsync_file, &mut s.fsync_file);
+        std::mem::swap(&mut self.trimmed, &mut s.trimmed);
+        self.parked[self.cur] = Some(s);
+        self.cur = f;
+    }
+
+    /// Every file's number and region: what the end of a job (`end_fsync`, the verify
+    /// phase) goes over.
+    fn all_files(&self) -> Vec<(usize, u64)> {
+        self.file_regions.iter().copied().enumerate().collect()
     }
 
     /// A write at `off` completed: with `verify_backlog`, it waits to be verified (as in
     /// fio, only with `do_verify`, which logs the writes to verify).
     fn note_written(&mut self, write: bool, off: u64) {
         if write && self.job.verify != Verify::None && self.job.do_verify && self.job.shapes.verify_backlog > 0 {
-            self.backlog.push_back(off);
+            self.backlog.push_back((self.cur, off));
         }
     }
 
@@ -697,30 +825,68 @@ impl<'a> Run<'a> {
             b => (b as usize).min(self.backlog.len()),
         };
         let bs = self.job.bs[1];
-        let blocks: Vec<u64> = self.backlog.drain(..batch).map(|o| (o - self.base) / bs).collect();
-        verify_blocks(self, bs, blocks.iter().copied(), true);
-        for b in blocks {
-            set_block(&mut self.written, b, false);
+        let entries: Vec<(usize, u64)> = self.backlog.drain(..batch).collect();
+        // Several files: each file's entries with its own state, in runs of one file.
+        let served = self.cur;
+        for run in entries.chunk_by(|a, b| a.0 == b.0) {
+            self.switch_to(run[0].0);
+            let blocks: Vec<u64> = run.iter().map(|&(_, o)| (o - self.base) / bs).collect();
+            verify_blocks(self, bs, blocks.iter().copied(), true);
+            for b in blocks {
+                set_block(&mut self.written, b, false);
+            }
+            if self.res.error != 0 {
+                break;
+            }
         }
+        self.switch_to(served);
     }
 
-    /// Counts `n` writes; whether a flush is due (fio's `fsync=N` and `fdatasync=N`, each
-    /// counted on its own; both are the library's flush).
-    fn sync_due(&mut self, n: u32) -> bool {
-        let mut due = false;
-        for (every, since) in [
-            (self.job.fsync, &mut self.writes_since_sync),
-            (self.job.shapes.fdatasync, &mut self.writes_since_datasync),
+    /// Counts `n` writes; whether a sync is due (fio's `fsync=N` and `fdatasync=N`, each
+    /// counted on its own) and which: where both are due, fio's `get_io_u` issues the
+    /// fsync.
+    fn sync_due(&mut self, n: u32) -> Option<SyncCall> {
+        let mut due = None;
+        for (every, since, call) in [
+            (self.job.shapes.fdatasync, &mut self.writes_since_datasync, SyncCall::Fdatasync),
+            (self.job.fsync, &mut self.writes_since_sync, SyncCall::Fsync),
         ] {
             if every > 0 {
                 *since += n;
                 if *since >= every {
                     *since = 0;
-                    due = true;
+                    due = Some(call);
                 }
             }
         }
         due
+    }
+
+    /// Runs a sync due after writes, timed as one: `fsync=N` on a file is fsync(2), as
+    /// fio's engines call it for its sync direction (data and metadata); `fdatasync=N`,
+    /// and any sync of a device that is not a file or of a mapping, is the library's
+    /// flush (fdatasync on a file, a device flush, msync).
+    fn sync_now(&mut self, call: SyncCall) -> bool {
+        let s = now_ns();
+        let r = match (&self.fsync_file, call) {
+            (Some(f), SyncCall::Fsync) => f
+                .sync_all()
+                .map_err(|e| (e.raw_os_error().unwrap_or(libc::EIO), format!("fsync of '{}': {e}", self.dev.uri()))),
+            _ => self.dev.pass(&Cmd::flush(self.dev.ident().nsid), &mut []).map(drop).map_err(|e| {
+                let what = if call == SyncCall::Fsync { "fsync" } else { "fdatasync" };
+                (e.errno().unwrap_or(libc::EIO), format!("{what}: {e}"))
+            }),
+        };
+        match r {
+            Ok(()) => {
+                self.res.sync.record(now_ns() - s);
+                true
+            }
+            Err((errno, msg)) => {
+                self.fail(errno, msg);
+                false
+            }
+        }
     }
 
     fn fail(&mut self, errno: i32, msg: String) {
@@ -842,20 +1008,33 @@ impl<'a> Run<'a> {
     }
 }
 
-/// Runs one job instance on an open device; never panics on I/O errors (they end up in
-/// [`JobResult::error`]).
-pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> JobResult {
-    let thread_before = Usage::now(libc::RUSAGE_THREAD);
-    let t0 = now_ns();
-    let mut res = JobResult { name: job.name.clone(), instance, ..JobResult::default() };
-    let region = match check_job(job, dev) {
-        Ok(r) => r,
-        Err(e) => {
-            res.error = libc::EINVAL;
-            res.error_msg = Some(e.to_string());
-            return res;
-        }
-    };
+/// What a job keeps per file: the file's device, region and offset generators, and what
+/// the verify phase reads back. The file being served sits in [`Run`]'s own fields; the
+/// others wait here ([`Run::switch_to`]).
+struct FileState<'a> {
+    dev: &'a Device,
+    base: u64,
+    /// The file's region (kept in [`Run::file_regions`] once the job runs).
+    region: u64,
+    offs: [Offsets; 2],
+    shaped: [Option<crate::shapes::ShapedOffsets>; 2],
+    written: Vec<u64>,
+    fsync_file: Option<std::fs::File>,
+    trimmed: Option<(u64, u64)>,
+}
+
+/// Checks one file of an instance and sets up its state: `size` is the file's region
+/// (`None`: the device from the offset on), `fileno` its place in the job's files.
+fn file_state<'a>(
+    job: &Job,
+    instance: u32,
+    dev: &'a Device,
+    size: Option<u64>,
+    fileno: u32,
+) -> Result<FileState<'a>, String> {
+    let one = Job { filename: dev.uri().to_string(), size, multi: None, ..job.clone() };
+    let job = &one;
+    let region = check_job(job, dev).map_err(|e| e.to_string())?;
     // fio's offset_increment: instance i starts i increments further on.
     // (An offset past u64 is past any end: the check below refuses it.)
     let base = u64::from(instance)
@@ -868,28 +1047,90 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
         && job.shapes.offset_increment > 0
         && base.checked_add(region).is_none_or(|e| e > bytes || region == 0)
     {
-        res.error = libc::EINVAL;
-        res.error_msg = Some(format!(
+        return Err(format!(
             "job '{}': instance {instance} starts at offset {base} (offset_increment={}), and its {region} bytes do not fit '{}' of {bytes} bytes",
             job.name, job.shapes.offset_increment, job.filename
         ));
-        return res;
     }
+    // File 0 keeps the seeds a job with one file always had.
+    let salt = (u64::from(instance) * 0x1000_0001) ^ (u64::from(fileno) * 0x9E37_79B9);
     let mut shaped = [None, None];
     for (d, slot) in shaped.iter_mut().enumerate() {
         if job.shapes.shaped(d) {
             let map = !job.norandommap || job.behaviour.random_generator == RandomGenerator::Lfsr;
-            let seed = job.seed ^ (u64::from(instance) * 0x1000_0001) ^ (d as u64 * 0x77);
-            match crate::shapes::ShapedOffsets::new(&job.shapes, d, job.bs[d], region, job.rw.is_random(), map, seed) {
-                Ok(g) => *slot = Some(g),
-                Err(e) => {
-                    res.error = libc::EINVAL;
-                    res.error_msg = Some(format!("job '{}': random_distribution: {e}", job.name));
-                    return res;
-                }
+            let seed = job.seed ^ salt ^ (d as u64 * 0x77);
+            let g = crate::shapes::ShapedOffsets::new(&job.shapes, d, job.bs[d], region, job.rw.is_random(), map, seed)
+                .map_err(|e| format!("job '{}': random_distribution: {e}", job.name))?;
+            *slot = Some(g);
+        }
+    }
+    let mut offs = [Offsets::new(job, region, job.bs[0], salt), Offsets::new(job, region, job.bs[1], salt ^ 0x77)];
+    for o in &mut offs {
+        o.base = base;
+    }
+    let fsync_file = if job.fsync > 0 && dev.ident().kind == ioswitch::DevKind::File && !uses_mapping(job, dev) {
+        let f = std::fs::File::open(&job.filename)
+            .map_err(|e| format!("job '{}': cannot open '{}' for fsync=N: {e}", job.name, job.filename))?;
+        Some(f)
+    } else {
+        None
+    };
+    let blocks_w = region / job.bs[1];
+    Ok(FileState {
+        dev,
+        base,
+        region,
+        offs,
+        shaped,
+        written: if job.verify != Verify::None { vec![0; blocks_w.div_ceil(64) as usize] } else { Vec::new() },
+        fsync_file,
+        trimmed: None,
+    })
+}
+
+/// Runs one job instance on an open device; never panics on I/O errors (they end up in
+/// [`JobResult::error`]).
+pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> JobResult {
+    run_job_files(job, instance, &[dev], progress)
+}
+
+/// Runs one job instance on its open files (one, or those of [`Job::multi`], in order);
+/// never panics on I/O errors (they end up in [`JobResult::error`]).
+pub fn run_job_files(job: &Job, instance: u32, devs: &[&Device], progress: &Progress) -> JobResult {
+    let thread_before = Usage::now(libc::RUSAGE_THREAD);
+    let t0 = now_ns();
+    let mut res = JobResult { name: job.name.clone(), instance, ..JobResult::default() };
+    let regions: Vec<Option<u64>> = match &job.multi {
+        Some(m) if m.regions.len() == devs.len() => m.regions.clone(),
+        Some(m) => {
+            res.error = libc::EINVAL;
+            res.error_msg =
+                Some(format!("job '{}': {} files open for {} regions", job.name, devs.len(), m.regions.len()));
+            return res;
+        }
+        None => vec![job.size; devs.len()],
+    };
+    let mut files = Vec::with_capacity(devs.len());
+    for (i, (dev, size)) in devs.iter().zip(&regions).enumerate() {
+        match file_state(job, instance, dev, *size, i as u32) {
+            Ok(f) => files.push(f),
+            Err(msg) => {
+                res.error = libc::EINVAL;
+                res.error_msg = Some(msg);
+                return res;
             }
         }
     }
+    if files.is_empty() {
+        res.error = libc::EINVAL;
+        res.error_msg = Some(format!("job '{}': no file to run on", job.name));
+        return res;
+    }
+    let file_regions: Vec<u64> = files.iter().map(|f| f.region).collect();
+    let mut files = files.into_iter();
+    let first = files.next().expect("one file at least");
+    let parked: Vec<Option<FileState>> = std::iter::once(None).chain(files.map(Some)).collect();
+    let (dev, region, base) = (first.dev, first.region, first.base);
     match job.cpus.len() {
         0 => {}
         // cpus_allowed_policy=split: one CPU of the set per instance.
@@ -907,30 +1148,47 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
     let salt = instance as u64 * 0x1000_0001;
     let ramp_end = t0 + job.ramp.as_nanos() as u64;
     let deadline = job.runtime.map(|r| ramp_end + r.as_nanos() as u64).unwrap_or(u64::MAX);
-    let blocks_w = region / job.bs[1];
+    // fio's io_size (how much I/O per loop; the region is still `size`) and loops; with
+    // several files, `size` is over all of them (at most their regions' sum).
+    let per_loop = match &job.multi {
+        Some(m) => match job.behaviour.io_size {
+            Some(_) => io_size(job, dev, region),
+            None => m.total.unwrap_or(u64::MAX).min(file_regions.iter().sum()),
+        },
+        None => io_size(job, dev, region),
+    };
     let mut run = Run {
         job,
         dev,
         res,
         progress,
+        group_stop: progress.groups.get(job.group as usize),
         ramp_end,
         deadline,
-        // fio's io_size (how much I/O per loop; the region is still `size`) and loops.
-        budget: io_size(job, dev, region).saturating_mul(u64::from(job.behaviour.loops.max(1))),
+        budget: per_loop.saturating_mul(u64::from(job.behaviour.loops.max(1))),
         issued_bytes: 0,
         issued_ios: 0,
         mix: Rng::new(job.seed ^ salt ^ 0xA5A5),
-        offs: [Offsets::new(job, region, job.bs[0], salt), Offsets::new(job, region, job.bs[1], salt ^ 0x77)],
+        offs: first.offs,
         trimmed: None,
-        shaped,
+        shaped: first.shaped,
         base,
+        picker: job
+            .multi
+            .as_ref()
+            .map(|m| crate::files::Picker::new(m.service, file_regions.len(), m.openfiles as usize, job.seed ^ salt)),
+        parked,
+        cur: 0,
+        file_issued: vec![0; file_regions.len()],
+        file_regions,
         zbd: None,
         writes_since_sync: 0,
         writes_since_datasync: 0,
+        fsync_file: first.fsync_file,
         backlog: std::collections::VecDeque::new(),
         window_start: t0,
         window: [(0, 0); 2],
-        written: if job.verify != Verify::None { vec![0; blocks_w.div_ceil(64) as usize] } else { Vec::new() },
+        written: first.written,
         verify_seq: 0,
         first_done: 0,
         last_done: 0,
@@ -952,9 +1210,6 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
             )
         }),
     };
-    for o in &mut run.offs {
-        o.base = base;
-    }
     if job.shapes.zbd {
         match crate::zbd::Zbd::new(dev, base, region, &job.shapes, job.seed ^ salt) {
             Ok(z) => {
@@ -978,19 +1233,23 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
         run.res.logs = Some(logs);
     }
     run.res.runtime_ns = run.last_done.saturating_sub(measured_from).max(if run.last_done > 0 { 1 } else { 0 });
-    if job.behaviour.end_fsync && job.rw.writes() && run.res.error == 0 {
-        // fio's end_fsync: one flush once the writing is done, timed as a sync.
-        let s = now_ns();
-        match dev.pass(&Cmd::flush(dev.ident().nsid), &mut []) {
-            Ok(_) => run.res.sync.record(now_ns() - s),
-            Err(e) => run.fail(e.errno().unwrap_or(libc::EIO), format!("end_fsync: {e}")),
+    // The end of the job goes over every file, in order (one file: just it).
+    for (f, region) in run.all_files() {
+        run.switch_to(f);
+        if job.behaviour.end_fsync && job.rw.writes() && run.res.error == 0 {
+            // fio's end_fsync: one flush once the writing is done, timed as a sync.
+            let s = now_ns();
+            match run.dev.pass(&Cmd::flush(run.dev.ident().nsid), &mut []) {
+                Ok(_) => run.res.sync.record(now_ns() - s),
+                Err(e) => run.fail(e.errno().unwrap_or(libc::EIO), format!("end_fsync: {e}")),
+            }
         }
-    }
-    if job.verify != Verify::None && job.do_verify && run.res.error == 0 && job.rw.writes() {
-        verify_phase(&mut run);
-    }
-    if job.verify != Verify::None && job.do_verify && run.res.error == 0 && !job.rw.writes() {
-        verify_region(&mut run, region);
+        if job.verify != Verify::None && job.do_verify && run.res.error == 0 && job.rw.writes() {
+            verify_phase(&mut run);
+        }
+        if job.verify != Verify::None && job.do_verify && run.res.error == 0 && !job.rw.writes() {
+            verify_region(&mut run, region);
+        }
     }
     run.res.zone_resets = run.zbd.as_ref().map_or(0, |z| z.resets);
     let u = Usage::now(libc::RUSAGE_THREAD).since(thread_before);
@@ -1002,10 +1261,21 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
     res.minf = u.minf;
     res.elapsed_ns = now_ns() - t0;
     if job.behaviour.exitall {
-        // fio's exitall: this job's end ends every job running beside it.
-        progress.stop.store(true, Ordering::Relaxed);
+        // fio's exitall: this job's end ends the jobs exit_what names.
+        progress.exit_all(job.group, job.behaviour.exit_what);
     }
     res
+}
+
+/// Whether the job's interface copies through a mapping (`mmap`, `pmem`), whose sync is
+/// its own (msync, a drain), as in fio's engines for them.
+fn uses_mapping(job: &Job, dev: &Device) -> bool {
+    let i = dev.interfaces();
+    let name = match job.mode {
+        Mode::Sync => i.sync.map(|s| s.as_str()),
+        Mode::Async => i.r#async.map(|a| a.as_str()),
+    };
+    name.is_some_and(crate::run::is_mapping)
 }
 
 /// Bytes of I/O per loop: `io_size` (a percentage is of the device), or the region.
@@ -1057,10 +1327,23 @@ fn run_sync(run: &mut Run) {
     let mut buf = bufs.pop().expect("one buffer");
     let per_cmd = run.dev.sync_syscalls_per_cmd();
     let mut batch = 0u64;
+    // A sync due after a write runs before the next I/O, and only if there is one: fio
+    // decides on it when it gets that I/O (get_rw_ddir), so a job's last write has none.
+    let mut pending_sync = None;
     loop {
         let mut start = now_ns();
         if !run.more(start) {
             break;
+        }
+        // As fio's get_io_u: the file first (a sync, too, takes its turn of the
+        // file_service_type and goes to that file).
+        run.next_file();
+        if let Some(call) = pending_sync.take() {
+            if !run.sync_now(call) {
+                break;
+            }
+            run.res.queue.syscalls += per_cmd;
+            continue;
         }
         let (dir, off, len) = match run.pacer.is_some() {
             false => run.pick(),
@@ -1102,9 +1385,7 @@ fn run_sync(run: &mut Run) {
             Ok(_) => {
                 run.note_written(write, off);
                 run.account(dir, len, start, start, complete, false);
-                if dir != TRIM {
-                    run.completed_io(write, len, off, [start, start, complete], false);
-                }
+                run.completed_io(dir, len, off, [start, start, complete], false);
             }
             Err(e) => {
                 let errno = e.errno().unwrap_or(libc::EIO);
@@ -1117,14 +1398,8 @@ fn run_sync(run: &mut Run) {
                 }
             }
         }
-        if write && run.sync_due(1) {
-            let s = now_ns();
-            if let Err(e) = run.dev.pass(&Cmd::flush(run.dev.ident().nsid), &mut []) {
-                run.fail(e.errno().unwrap_or(libc::EIO), format!("fsync: {e}"));
-                break;
-            }
-            run.res.sync.record(now_ns() - s);
-            run.res.queue.syscalls += per_cmd;
+        if write {
+            pending_sync = run.sync_due(1).or(pending_sync);
         }
         if run.backlog_due() {
             run.verify_backlog();
@@ -1135,7 +1410,8 @@ fn run_sync(run: &mut Run) {
         run.sample(complete);
         if let Some(t) = run.thinker.as_mut() {
             if t.due(run.issued_ios, run.completed_ios, now_ns()) {
-                t.stall(now_ns);
+                let took = t.stall(now_ns);
+                run.stalled(dir != 0, took);
             }
         }
         if run.lat_target.is_some() && !latency_step(run, None) {
@@ -1191,6 +1467,8 @@ impl ReapPolicy {
 /// the completions the queue handed over beyond what a batch could take.
 struct Flight {
     q: Queue,
+    /// A job with several files: the queues of files 1.. (`q` is file 0's).
+    more_q: Vec<Queue>,
     depth: u32,
     slots: Vec<Slot>,
     free: Vec<u32>,
@@ -1210,8 +1488,55 @@ impl Flight {
     }
 
     fn commit(&mut self, run: &mut Run) {
-        if !self.uncommitted.is_empty() {
-            commit(run, &mut self.q, &mut self.slots, &mut self.uncommitted);
+        if self.uncommitted.is_empty() {
+            return;
+        }
+        if !self.more_q.is_empty() {
+            // Several files: each queue with a submission of this batch pushes it first.
+            for (i, q) in self.more_q.iter_mut().enumerate() {
+                if self.uncommitted.iter().any(|&s| self.slots[s as usize].file == i as u32 + 1) {
+                    if let Err(e) = q.commit() {
+                        run.fail(e.errno().unwrap_or(libc::EIO), e.to_string());
+                    }
+                }
+            }
+        }
+        commit(run, &mut self.q, &mut self.slots, &mut self.uncommitted);
+    }
+
+    /// The queue of the job's file `file`.
+    #[inline]
+    fn queue(&mut self, file: usize) -> &mut Queue {
+        match file {
+            0 => &mut self.q,
+            f => &mut self.more_q[f - 1],
+        }
+    }
+
+    /// Several files: takes completions from every queue into `pending` until it holds
+    /// at least `min` (waiting on a queue with commands in flight while it does not) or
+    /// `max`.
+    fn gather_all(&mut self, min: u32, max: u32, each: bool) -> ioswitch::Result<()> {
+        let pending = &mut self.pending;
+        let stamp = |c| (c, if each { now_ns() } else { 0 });
+        loop {
+            for q in std::iter::once(&mut self.q).chain(self.more_q.iter_mut()) {
+                let have = pending.len() as u32;
+                if have >= max {
+                    break;
+                }
+                if q.outstanding() > 0 {
+                    q.poke(max - have, |c| pending.push_back(stamp(c)))?;
+                }
+            }
+            if pending.len() as u32 >= min {
+                return Ok(());
+            }
+            let busy = std::iter::once(&mut self.q).chain(self.more_q.iter_mut()).find(|q| q.outstanding() > 0);
+            match busy {
+                Some(q) => q.wait(1, |c| pending.push_back(stamp(c)))?,
+                None => return Ok(()),
+            };
         }
     }
 
@@ -1221,9 +1546,12 @@ impl Flight {
     fn reap(&mut self, run: &mut Run, min: u32, max: u32) -> Option<u32> {
         self.commit(run);
         let each = run.job.behaviour.clat_stamp == ClatStamp::Each;
-        let pending = &mut self.pending;
         let mut r = Ok(());
-        if each {
+        if !self.more_q.is_empty() {
+            r = self.gather_all(min, max, each);
+        }
+        let pending = &mut self.pending;
+        if each && self.more_q.is_empty() {
             // One completion at a time, each stamped as it arrives.
             while r.is_ok() && (pending.len() as u32) < min {
                 r = self.q.wait(1, |c| pending.push_back((c, now_ns()))).map(drop);
@@ -1231,7 +1559,7 @@ impl Flight {
         }
         let have = pending.len() as u32;
         let stamp = |c| (c, if each { now_ns() } else { 0 });
-        if r.is_ok() {
+        if r.is_ok() && self.more_q.is_empty() {
             r = if have < min {
                 self.q.wait(min - have, |c| pending.push_back(stamp(c))).map(drop)
             } else if have < max {
@@ -1250,6 +1578,9 @@ impl Flight {
         run.res.complete_level[batch_bucket(n)] += 1;
         run.res.reaps += 1;
         let mut bytes = 0;
+        // Several files: each completion is accounted with its own file's state.
+        let served = run.cur;
+        let several = !self.more_q.is_empty();
         for (c, at) in self.batch.drain(..) {
             let s = c.tag as u32;
             let slot = &mut self.slots[s as usize];
@@ -1257,6 +1588,9 @@ impl Flight {
             let len = slot.len;
             let dir = if slot.trim { TRIM } else { write as usize };
             slot.buf = c.data.into_one();
+            if several {
+                run.switch_to(slot.file as usize);
+            }
             self.free.push(s);
             if !c.status.is_ok() {
                 let errno = c.status.errno().unwrap_or(libc::EIO);
@@ -1271,10 +1605,9 @@ impl Flight {
             let done = if each { at } else { complete };
             run.note_written(write, off);
             run.account(dir, len, start, issue, done, true);
-            if dir != TRIM {
-                run.completed_io(write, len, off, [start, issue, done], true);
-            }
+            run.completed_io(dir, len, off, [start, issue, done], true);
         }
+        run.switch_to(served);
         run.sample(complete);
         run.progress.ios.fetch_add(n as u64, Ordering::Relaxed);
         run.progress.bytes.fetch_add(bytes, Ordering::Relaxed);
@@ -1299,13 +1632,27 @@ fn run_async(run: &mut Run) {
             return;
         }
     };
+    // Several files: a queue per file (fio's one io context serves them all; a queue
+    // of the library serves one device), the depth shared by the slots.
+    let mut more_q = Vec::new();
+    for parked in run.parked.iter().skip(1) {
+        let dev = parked.as_ref().expect("files 1.. are parked when the job starts").dev;
+        match dev.queue(depth) {
+            Ok(q) => more_q.push(q),
+            Err(e) => {
+                run.fail(e.errno().unwrap_or(libc::EINVAL), format!("{}: {e}", dev.uri()));
+                return;
+            }
+        }
+    }
     let Some(bufs) = alloc_buffers(run, depth) else { return };
     let mut f = Flight {
         q,
+        more_q,
         depth,
         slots: bufs
             .into_iter()
-            .map(|b| Slot { buf: Some(b), start: 0, issue: 0, write: false, offset: 0, len: 0, trim: false })
+            .map(|b| Slot { buf: Some(b), start: 0, issue: 0, write: false, offset: 0, len: 0, trim: false, file: 0 })
             .collect(),
         free: (0..depth).rev().collect(),
         uncommitted: Vec::with_capacity(depth as usize),
@@ -1321,6 +1668,7 @@ fn run_async(run: &mut Run) {
         if !run.more(start) {
             break;
         }
+        run.next_file();
         let (dir, off, len) = match run.pacer.is_some() {
             false => run.pick(),
             true => {
@@ -1356,7 +1704,8 @@ fn run_async(run: &mut Run) {
         slot.offset = off;
         slot.len = len;
         slot.trim = dir == TRIM;
-        if let Err(rej) = f.q.submit(&cmd, Data::One(buf), s as u64) {
+        slot.file = run.cur as u32;
+        if let Err(rej) = f.queue(run.cur).submit(&cmd, Data::One(buf), s as u64) {
             f.slots[s as usize].buf = rej.data.into_one();
             f.free.push(s);
             run.fail(rej.error.errno().unwrap_or(libc::EIO), rej.error.to_string());
@@ -1376,7 +1725,8 @@ fn run_async(run: &mut Run) {
         // fio's queue_full: with latency_target the queue is full at the searched depth.
         let full = f.free.is_empty() || run.lat_target.as_ref().is_some_and(|l| f.inflight() >= l.depth());
         if !full && !policy.polling {
-            if think(run, &mut f).is_none() || (run.lat_target.is_some() && !latency_step(run, Some(&mut f))) {
+            if think(run, &mut f, dir != 0).is_none() || (run.lat_target.is_some() && !latency_step(run, Some(&mut f)))
+            {
                 break 'io;
             }
             continue;
@@ -1387,17 +1737,13 @@ fn run_async(run: &mut Run) {
             if run.res.error != 0 {
                 break 'io;
             }
-            if run.job.rw.writes() && run.sync_due(n) {
-                let s = now_ns();
-                // Everything in flight completes before the flush, accounted as a batch.
-                if f.reap_all(run).is_none() {
+            // As fio, no sync once the job has no I/O left to issue.
+            let due = run.job.rw.writes().then(|| run.sync_due(n)).flatten().filter(|_| run.more(now_ns()));
+            if let Some(call) = due {
+                // Everything in flight completes before the sync, accounted as a batch.
+                if f.reap_all(run).is_none() || !run.sync_now(call) {
                     break 'io;
                 }
-                if let Err(e) = run.dev.pass(&Cmd::flush(run.dev.ident().nsid), &mut []) {
-                    run.fail(e.errno().unwrap_or(libc::EIO), format!("fsync: {e}"));
-                    break 'io;
-                }
-                run.res.sync.record(now_ns() - s);
             }
             if run.backlog_due() {
                 // The writes to verify complete first, as one batch (as for a flush).
@@ -1417,13 +1763,19 @@ fn run_async(run: &mut Run) {
                 break;
             }
         }
-        if think(run, &mut f).is_none() || (run.lat_target.is_some() && !latency_step(run, Some(&mut f))) {
+        if think(run, &mut f, dir != 0).is_none() || (run.lat_target.is_some() && !latency_step(run, Some(&mut f))) {
             break 'io;
         }
     }
     // The end (or a failure): everything still in flight, as one batch.
     f.reap_all(run);
     run.res.queue = f.q.stats();
+    for q in &f.more_q {
+        let st = q.stats();
+        run.res.queue.submitted += st.submitted;
+        run.res.queue.completed += st.completed;
+        run.res.queue.syscalls += st.syscalls;
+    }
 }
 
 /// The latency target's search after an I/O (fio's `lat_target_check` and what a
@@ -1480,7 +1832,7 @@ fn latency_step(run: &mut Run, mut f: Option<&mut Flight>) -> bool {
 
 /// fio's `handle_thinktime` after an I/O: when a stall is due, waits for everything in
 /// flight (`io_u_quiesce`), then stalls. `None` when the queue failed.
-fn think(run: &mut Run, f: &mut Flight) -> Option<()> {
+fn think(run: &mut Run, f: &mut Flight, write: bool) -> Option<()> {
     let due = match run.thinker.as_mut() {
         Some(t) => t.due(run.issued_ios, run.completed_ios, now_ns()),
         None => false,
@@ -1488,7 +1840,8 @@ fn think(run: &mut Run, f: &mut Flight) -> Option<()> {
     if due {
         f.reap_all(run)?;
         if let Some(t) = run.thinker.as_ref() {
-            t.stall(now_ns);
+            let took = t.stall(now_ns);
+            run.stalled(write, took);
         }
     }
     Some(())
@@ -1647,6 +2000,8 @@ mod run_tests {
             load: crate::load::Load::new(),
             logs: Default::default(),
             shapes: Default::default(),
+            multi: None,
+            group: 0,
         }
     }
 
@@ -2101,6 +2456,30 @@ mod run_tests {
         r
     }
 
+    #[test]
+    fn rate_ignore_thinktime_goes_on_at_the_rate_instead_of_catching_up() {
+        // 2000 IOPS with a 25 ms stall every 25 I/Os (12.5 ms of I/O at the rate). fio's
+        // default catches up after each stall: the 25 I/Os go at once, a cycle is the
+        // stall, 1000 IOPS. With rate_ignore_thinktime they go at the rate after it: a
+        // cycle is 25 + 12 ms (one block less), 676 IOPS, two thirds of that.
+        let load = |ignore: bool| crate::load::Load {
+            rate_iops: [2000, 0],
+            thinktime: Duration::from_millis(25),
+            thinktime_blocks: 25,
+            rate_ignore_thinktime: ignore,
+            ..crate::load::Load::new()
+        };
+        let ios = |ignore: bool| {
+            let r = rated("async=emu", Mode::Sync, 1, load(ignore), 600);
+            r.read.ios as f64 / 0.6
+        };
+        let (catch_up, ignored) = (ios(false), ios(true));
+        assert!(
+            catch_up > 800.0 && (500.0..0.8 * catch_up).contains(&ignored),
+            "catching up {catch_up:.0} IOPS, ignoring {ignored:.0}"
+        );
+    }
+
     /// The rate of a run, I/Os per second over its measured time (from its start to its
     /// last completion: a job descheduled at the end on a loaded machine ends early, not slow).
     fn iops_of(r: &JobResult) -> f64 {
@@ -2320,12 +2699,13 @@ mod run_tests {
     #[test]
     fn fdatasync_flushes_every_n_writes_beside_fsync() {
         for (mode, fsync, fdatasync, want) in
-            [(Mode::Sync, 0, 4, 64), (Mode::Async, 0, 4, 64), (Mode::Sync, 8, 0, 32), (Mode::Sync, 8, 12, 32 + 21 - 10)]
+            [(Mode::Sync, 0, 4, 63), (Mode::Async, 0, 4, 63), (Mode::Sync, 8, 0, 31), (Mode::Sync, 8, 12, 31 + 21 - 10)]
         {
             let mut j = shaped(job("4MiB", "async=emu", mode, Rw::Write, 1), |s| s.fdatasync = fdatasync);
             j.fsync = fsync;
-            // 256 writes; where both are due (every 24th write) fio syncs once (its
-            // last_was_sync rule): 32 + 21 − 10 flushes for fsync=8 and fdatasync=12.
+            // 256 writes; fio syncs before the next write, so the 256th has none; where
+            // both are due (every 24th write) fio syncs once (its last_was_sync rule):
+            // 31 + 21 − 10 syncs for fsync=8 and fdatasync=12.
             let r = run(&j);
             assert_eq!((r.error, r.sync.samples()), (0, want), "{mode:?} fsync={fsync} fdatasync={fdatasync}");
         }
@@ -2348,7 +2728,7 @@ mod run_tests {
 
     #[test]
     fn every_verify_method_reads_back_what_it_wrote() {
-        for kind in [Verify::Crc64, Verify::Xxhash, Verify::Sha256, Verify::Pattern, Verify::Md5] {
+        for kind in [Verify::Crc64, Verify::Xxhash, Verify::Sha256, Verify::Pattern, Verify::Md5, Verify::Meta] {
             let mut j = job("4MiB", "async=emu", Mode::Async, Rw::RandWrite, 4);
             j.verify = kind;
             j.do_verify = true;

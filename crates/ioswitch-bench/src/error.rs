@@ -293,14 +293,6 @@ pub enum BenchError {
         /// The job and option (`size`).
         at: At,
     },
-    /// More than one file in `filename`.
-    #[error("{at}: {count} files: ioswitch runs one file per job")]
-    ManyFiles {
-        /// The job and option (`filename`).
-        at: At,
-        /// How many were given.
-        count: usize,
-    },
     /// A file that does not exist, with `allow_file_create=0`.
     #[error("{at}: {filename} does not exist, and allow_file_create=0 forbids creating it")]
     NoCreate {

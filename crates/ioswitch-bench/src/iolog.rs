@@ -5,7 +5,7 @@
 //! One line per entry, fio's `flush_samples` (iolog.c):
 //! `time, value, direction, block size, priority`, or with `log_offset=1`
 //! `time, value, direction, block size, offset, priority`; `time` is ms since the job's
-//! epoch (its start, or the end of its ramp), direction 0 read / 1 write, priority 0
+//! epoch (its start, or the end of its ramp), direction 0 read / 1 write / 2 trim, priority 0
 //! (fio writes 1 only for a real-time I/O priority class, which jobs here never set).
 //!
 //! Values (fio's stat.c): latency logs in ns (`lat` = complete − start, `clat` = complete −
@@ -54,6 +54,10 @@ pub struct LogOpts {
     pub hist_msec: u32,
     /// `log_hist_coarseness`: 2^N of fio's latency buckets summed into one column (0..=6).
     pub hist_coarseness: u32,
+    /// `log_compression`: fio keeps a log's entries compressed in memory in chunks of
+    /// this many bytes and inflates them into the same text file at the end (0: off);
+    /// here the entries stay in memory as they are and the file is the same.
+    pub compression: u64,
     /// `log_prio`: the priority column holds the I/O's priority value in hex (`0x0000`:
     /// jobs here set none) instead of 1/0 for a real-time class.
     pub prio: bool,
@@ -73,6 +77,7 @@ impl Default for LogOpts {
             hist_msec: 0,
             hist_coarseness: 0,
             prio: false,
+            compression: 0,
         }
     }
 }
@@ -97,7 +102,7 @@ pub struct Entry {
     pub time_ms: u64,
     /// The value (see [`LogKind`]).
     pub value: u64,
-    /// 0 read, 1 write.
+    /// 0 read, 1 write, 2 trim.
     pub ddir: u8,
     /// Block size (0 in averaged entries).
     pub bs: u64,
@@ -132,8 +137,8 @@ pub struct Log {
     pub entries: Vec<Entry>,
     avg_msec: u64,
     max_value: bool,
-    window: [Window; 2],
-    avg_last: [u64; 2],
+    window: [Window; 3],
+    avg_last: [u64; 3],
 }
 
 impl Log {
@@ -145,8 +150,8 @@ impl Log {
             entries: Vec::new(),
             avg_msec: u64::from(opts.avg_msec),
             max_value: opts.max_value,
-            window: [Window::default(); 2],
-            avg_last: [0; 2],
+            window: [Window::default(); 3],
+            avg_last: [0; 3],
         }
     }
 
@@ -157,7 +162,7 @@ impl Log {
             self.entries.push(e);
             return;
         }
-        let d = e.ddir as usize & 1;
+        let d = (e.ddir as usize).min(2);
         self.window[d].add(e.value);
         let elapsed = e.time_ms;
         if elapsed < self.avg_last[d] {
@@ -183,7 +188,7 @@ impl Log {
     /// fio's `finalize_logs`: what is left in the windows, at the job's end.
     pub fn finish(&mut self, time_ms: u64) {
         if self.avg_msec > 0 {
-            for d in 0..2 {
+            for d in 0..3 {
                 self.close(d, time_ms);
             }
         }
@@ -223,7 +228,7 @@ impl Log {
 pub struct HistEntry {
     /// ms since the job's epoch.
     pub time_ms: u64,
-    /// 0 read, 1 write.
+    /// 0 read, 1 write, 2 trim.
     pub ddir: u8,
     /// Block size of the I/O that closed the interval.
     pub bs: u64,
@@ -247,9 +252,9 @@ pub struct HistLog {
     msec: u64,
     stride: usize,
     counts: bool,
-    cum: [Vec<u64>; 2],
-    before: [Vec<u64>; 2],
-    last: [u64; 2],
+    cum: [Vec<u64>; 3],
+    before: [Vec<u64>; 3],
+    last: [u64; 3],
 }
 
 impl HistLog {
@@ -263,9 +268,9 @@ impl HistLog {
             msec: u64::from(opts.hist_msec),
             stride: 1 << opts.hist_coarseness.min(6),
             counts,
-            cum: [vec![0; n], vec![0; n]],
-            before: [vec![0; n], vec![0; n]],
-            last: [0; 2],
+            cum: [vec![0; n], vec![0; n], vec![0; n]],
+            before: [vec![0; n], vec![0; n], vec![0; n]],
+            last: [0; 3],
         }
     }
 
@@ -329,14 +334,16 @@ pub struct JobLogs {
     bw: Option<usize>,
     iops: Option<usize>,
     avg_msec: u64,
-    /// Fixed block size per direction (0: it varies), for averaged bw/iops entries.
-    bs: [u64; 2],
+    /// Fixed block size per direction (0: it varies), for averaged bw/iops entries;
+    /// trims take the writes' (as the engine's trims do).
+    bs: [u64; 3],
     last_ms: u64,
     /// Whether per-I/O bw and iops entries are written (fio: not with `disable_bw`).
     per_io_rates: bool,
-    /// Bytes and I/Os done per direction since the epoch, and at the last interval.
-    done: [(u64, u64); 2],
-    at_last: [(u64, u64); 2],
+    /// Bytes and I/Os done per direction (read, write, trim) since the epoch, and at the
+    /// last interval.
+    done: [(u64, u64); 3],
+    at_last: [(u64, u64); 3],
 }
 
 impl JobLogs {
@@ -345,7 +352,12 @@ impl JobLogs {
     /// slat, clat; `disable_lat`, `disable_slat`, `disable_clat`), and no per-I/O bw and iops
     /// entries without bandwidth measurement (`measured[3]`: not `disable_bw`).
     pub fn new(opts: &LogOpts, name: &str, bs: [u64; 2], measured: [bool; 4]) -> JobLogs {
-        let mut l = JobLogs { avg_msec: u64::from(opts.avg_msec), bs, per_io_rates: measured[3], ..JobLogs::default() };
+        let mut l = JobLogs {
+            avg_msec: u64::from(opts.avg_msec),
+            bs: [bs[0], bs[1], bs[1]],
+            per_io_rates: measured[3],
+            ..JobLogs::default()
+        };
         let prefix = |p: &String| if p.is_empty() { name.to_string() } else { p.clone() };
         l.hist = opts.hist.as_ref().map(|p| HistLog::new(&prefix(p), opts, measured[2]));
         if let Some(p) = &opts.lat {
@@ -371,29 +383,29 @@ impl JobLogs {
 
     /// Starts the logs' clock over (the ramp ended): fio's epoch moves there.
     pub fn restart(&mut self) {
-        self.done = [(0, 0); 2];
-        self.at_last = [(0, 0); 2];
+        self.done = [(0, 0); 3];
+        self.at_last = [(0, 0); 3];
         self.last_ms = 0;
         for log in &mut self.logs {
             log.entries.clear();
-            log.window = [Window::default(); 2];
-            log.avg_last = [0; 2];
+            log.window = [Window::default(); 3];
+            log.avg_last = [0; 3];
         }
         if let Some(h) = self.hist.as_mut() {
             *h = HistLog { entries: Vec::new(), ..h.clone() };
-            for d in 0..2 {
+            for d in 0..3 {
                 h.cum[d].fill(0);
                 h.before[d].fill(0);
             }
-            h.last = [0; 2];
+            h.last = [0; 3];
         }
     }
 
-    /// One completed I/O at `time_ms`: its latencies (ns; `slat` `None` for a sync job),
-    /// block size and offset.
-    pub fn io(&mut self, time_ms: u64, write: bool, len: u64, offset: u64, lat: [Option<u64>; 3]) {
-        let ddir = write as u8;
-        let d = write as usize;
+    /// One completed I/O of direction `d` (0 read, 1 write, 2 trim: fio's ddir) at
+    /// `time_ms`: its latencies (ns; `slat` `None` for a sync job), block size and offset.
+    pub fn io(&mut self, time_ms: u64, d: usize, len: u64, offset: u64, lat: [Option<u64>; 3]) {
+        let d = d.min(2);
+        let ddir = d as u8;
         self.done[d].0 += len;
         self.done[d].1 += 1;
         if let Some(idx) = self.lat {
@@ -429,7 +441,7 @@ impl JobLogs {
         if spent < self.avg_msec && self.avg_msec - spent > 1 {
             return;
         }
-        for d in 0..2 {
+        for d in 0..3 {
             let (bytes, ios) = (self.done[d].0 - self.at_last[d].0, self.done[d].1 - self.at_last[d].1);
             if ios == 0 {
                 continue;
@@ -568,12 +580,27 @@ mod tests {
     fn per_io_bw_and_iops_entries_are_fios() {
         let o = LogOpts { bw: Some("b".into()), iops: Some("i".into()), ..LogOpts::default() };
         let mut l = JobLogs::new(&o, "j", [4096; 2], [true; 4]);
-        l.io(7, true, 4096, 0, [Some(20_000), Some(1_000), Some(10_000)]);
+        l.io(7, 1, 4096, 0, [Some(20_000), Some(1_000), Some(10_000)]);
         assert_eq!(l.logs[0].render(false, false), "7, 409600, 1, 4096, 0\n", "bytes × 10⁶ / clat ns");
         assert_eq!(l.logs[1].render(false, false), "7, 1, 1, 4096, 0\n");
         let mut off = JobLogs::new(&o, "j", [4096; 2], [true, true, true, false]);
-        off.io(7, true, 4096, 0, [Some(20_000), Some(1_000), Some(10_000)]);
+        off.io(7, 1, 4096, 0, [Some(20_000), Some(1_000), Some(10_000)]);
         assert!(off.logs.iter().all(|g| g.entries.is_empty()), "disable_bw: no per-I/O rates, as fio");
+    }
+
+    #[test]
+    fn trims_are_logged_in_direction_2_with_the_writes_block_size() {
+        let o = LogOpts { lat: Some(String::new()), iops: Some(String::new()), avg_msec: 100, ..LogOpts::default() };
+        let mut l = JobLogs::new(&o, "j", [4096, 65536], [true; 4]);
+        for t in [10, 50, 101] {
+            l.io(t, 2, 65536, 0, [Some(1000), None, Some(1000)]);
+            l.tick(t);
+        }
+        l.finish(150);
+        let lat = &l.logs[0].entries;
+        assert!(!lat.is_empty() && lat.iter().all(|e| e.ddir == 2), "{lat:?}");
+        let iops: Vec<(u8, u64)> = l.logs.last().unwrap().entries.iter().map(|e| (e.ddir, e.bs)).collect();
+        assert_eq!(iops, [(2, 0)], "one interval of trims (averaged entries carry no block size)");
     }
 
     #[test]
@@ -582,11 +609,11 @@ mod tests {
         let mut l = JobLogs::new(&o, "j", [4096, 4096], [true; 4]);
         // 251 reads of 4 KiB in the first 99 ms.
         for i in 0..250 {
-            l.io(i * 98 / 250, false, 4096, 0, [None; 3]);
+            l.io(i * 98 / 250, 0, 4096, 0, [None; 3]);
             l.tick(i * 98 / 250);
         }
         assert!(l.logs[0].entries.is_empty(), "no interval has passed yet");
-        l.io(99, false, 4096, 0, [None; 3]);
+        l.io(99, 0, 4096, 0, [None; 3]);
         l.tick(99); // 1 ms early is within fio's slack
         let bw = &l.logs[0].entries;
         assert_eq!(bw.len(), 1);
@@ -594,12 +621,12 @@ mod tests {
         assert_eq!(bw[0].value, 251 * 4096 * 1000 / 99 / 1024);
         assert_eq!(l.logs[1].entries[0].value, 251 * 1000 / 99);
         // An interval without writes writes no write entry; a later one with I/O does.
-        l.io(150, false, 4096, 0, [None; 3]);
+        l.io(150, 0, 4096, 0, [None; 3]);
         l.tick(200);
         assert_eq!(l.logs[1].entries.len(), 2);
         assert!(l.logs[1].entries.iter().all(|e| e.ddir == 0));
         // The interval the end cuts short is not taken, as in fio.
-        l.io(205, false, 4096, 0, [None; 3]);
+        l.io(205, 0, 4096, 0, [None; 3]);
         l.finish(210);
         assert_eq!(l.logs[1].entries.len(), 2);
     }
@@ -609,11 +636,11 @@ mod tests {
         let o = LogOpts { hist: Some("h".into()), hist_msec: 100, hist_coarseness: 1, ..LogOpts::default() };
         let mut l = JobLogs::new(&o, "j", [4096; 2], [true; 4]);
         // The first interval starts at the first completion (10 ms).
-        l.io(10, false, 4096, 0, [None, None, Some(50)]);
-        l.io(60, false, 4096, 0, [None, None, Some(51)]);
-        l.io(115, false, 4096, 0, [None, None, Some(1000)]);
-        l.io(150, false, 4096, 0, [None, None, Some(50)]);
-        l.io(215, false, 4096, 0, [None, None, Some(50)]);
+        l.io(10, 0, 4096, 0, [None, None, Some(50)]);
+        l.io(60, 0, 4096, 0, [None, None, Some(51)]);
+        l.io(115, 0, 4096, 0, [None, None, Some(1000)]);
+        l.io(150, 0, 4096, 0, [None, None, Some(50)]);
+        l.io(215, 0, 4096, 0, [None, None, Some(50)]);
         let h = l.hist.as_ref().unwrap();
         assert_eq!(h.entries.len(), 2);
         let cols = crate::hist::PLAT_NR / 2;
@@ -633,7 +660,7 @@ mod tests {
         assert_eq!(h.file_name(2, true), PathBuf::from("h_clat_hist.2.log"));
         // Without log_hist_msec, fio writes no lines.
         let mut none = JobLogs::new(&LogOpts { hist_msec: 0, ..o }, "j", [4096; 2], [true; 4]);
-        none.io(500, false, 4096, 0, [None, None, Some(50)]);
+        none.io(500, 0, 4096, 0, [None, None, Some(50)]);
         assert!(none.hist.unwrap().entries.is_empty());
     }
 }

@@ -411,6 +411,22 @@ pub enum Verify {
     Sha256,
     /// No header: every byte is `verify_pattern`'s (fio's `pattern`).
     Pattern,
+    /// The header only (fio's `meta`, its VERIFY_HDR_ONLY): magic, length, offset and a
+    /// crc32c of the header are checked, the payload is not.
+    Meta,
+}
+
+/// Which jobs `exitall` ends when its job ends (`exit_what`, fio's `fio_terminate_threads`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ExitWhat {
+    /// `group` (fio's default): the jobs of the job's reporting group.
+    #[default]
+    Group,
+    /// `stonewall`: every job running beside it, of any group; the next stonewalled
+    /// group then runs.
+    Stonewall,
+    /// `all`: every job, the ones of later groups too (they start and end at once).
+    All,
 }
 
 /// Which errors a job counts and goes on after (`continue_on_error`): fio's error types;
@@ -523,8 +539,10 @@ pub struct Behaviour {
     /// `refill_buffers`: new random data in every write buffer before each write
     /// (default: filled once).
     pub refill_buffers: bool,
-    /// `exitall`: when this job ends, every job running beside it stops.
+    /// `exitall`: when this job ends, the jobs `exit_what` names stop.
     pub exitall: bool,
+    /// `exit_what`: which jobs `exitall` stops.
+    pub exit_what: ExitWhat,
     /// `disable_slat`: no submission latency measured.
     pub disable_slat: bool,
     /// `disable_clat`: no completion latency measured.
@@ -561,6 +579,13 @@ pub struct Behaviour {
     /// `ioswitch_clat_stamp`: one completion time per reaped batch (fio's rule) or one
     /// per completion.
     pub clat_stamp: ClatStamp,
+    /// `nrfiles` / `nr_files`: files per job (default 1; a `filename` list gives its own
+    /// count). Several files run with fio's rules ([`crate::files`]).
+    pub nrfiles: u32,
+    /// `openfiles`: how many of them may be open at once (0, the default: all).
+    pub openfiles: u32,
+    /// `file_service_type`: how I/O moves between the files.
+    pub file_service: crate::files::Service,
     /// `threads`: the tiobench profile's thread count; fio accepts it in any job and it
     /// changes nothing there (ioswitch has no profiles): kept for the note that says so.
     pub tiobench_threads: Option<u32>,
@@ -574,6 +599,7 @@ impl Default for Behaviour {
             create_on_open: false,
             refill_buffers: false,
             exitall: false,
+            exit_what: ExitWhat::default(),
             disable_slat: false,
             disable_clat: false,
             disable_lat: false,
@@ -590,6 +616,9 @@ impl Default for Behaviour {
             loops: 1,
             wait_for: None,
             tiobench_threads: None,
+            nrfiles: 1,
+            openfiles: 0,
+            file_service: crate::files::Service::default(),
             clat_stamp: ClatStamp::default(),
         }
     }
@@ -834,6 +863,7 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("create_on_open", &[], Kind::Bool),
     ("refill_buffers", &[], Kind::Bool),
     ("exitall", &[], Kind::Bool),
+    ("exit_what", &[], Kind::Value),
     ("gtod_reduce", &[], Kind::Bool),
     ("disable_lat", &[], Kind::Bool),
     ("disable_clat", &[], Kind::Bool),
@@ -866,6 +896,7 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("thinktime_blocks", &[], Kind::Value),
     ("thinktime_blocks_type", &[], Kind::Value),
     ("thinktime_iotime", &[], Kind::Value),
+    ("rate_ignore_thinktime", &[], Kind::Bool),
     ("latency_target", &[], Kind::Value),
     ("latency_window", &[], Kind::Value),
     ("latency_percentile", &[], Kind::Value),
@@ -883,6 +914,8 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("per_job_logs", &[], Kind::Bool),
     ("write_hist_log", &[], Kind::Bool),
     ("log_prio", &[], Kind::Bool),
+    ("log_compression", &[], Kind::Value),
+    ("log_store_compressed", &[], Kind::Bool),
     ("log_hist_msec", &[], Kind::Value),
     ("log_hist_coarseness", &[], Kind::Value),
     ("bssplit", &[], Kind::Value),
@@ -1024,7 +1057,7 @@ const EXPECT_SIZE_PCT: &str = "a size such as 4k or 1g, or a percentage such as 
 const EXPECT_COUNT: &str = "a whole number";
 const EXPECT_TIME: &str = "a time such as 30 (seconds), 500ms, 10s, 5m or 1h";
 const EXPECT_RW: &str = "read, write, randread, randwrite, rw (readwrite), randrw, trim, randtrim or trimwrite";
-const EXPECT_VERIFY: &str = "crc32c, crc32c-intel, md5, crc64, xxhash, sha256, pattern or none";
+const EXPECT_VERIFY: &str = "crc32c, crc32c-intel, md5, crc64, xxhash, sha256, pattern, meta or none";
 
 /// Parses a whole number with an optional fio size unit (see the module docs).
 fn parse_bytes(s: &str) -> Option<u64> {
@@ -1446,8 +1479,9 @@ impl JobSpec {
                     "xxhash" => Verify::Xxhash,
                     "sha256" => Verify::Sha256,
                     "pattern" => Verify::Pattern,
+                    "meta" => Verify::Meta,
                     "crc32" | "crc16" | "crc7" | "sha1" | "sha512" | "sha3-224" | "sha3-256" | "sha3-384"
-                    | "sha3-512" | "meta" | "null" => {
+                    | "sha3-512" | "null" => {
                         return Err(val.bad(&format!("{EXPECT_VERIFY} (this fio method is not supported)")))
                     }
                     _ => return Err(val.bad(EXPECT_VERIFY)),
@@ -1482,6 +1516,14 @@ impl JobSpec {
             "create_on_open" => b.create_on_open = val.flag()?,
             "refill_buffers" => b.refill_buffers = val.flag()?,
             "exitall" => b.exitall = val.flag()?,
+            "exit_what" => {
+                b.exit_what = match val.value("group, stonewall or all")? {
+                    "group" => ExitWhat::Group,
+                    "stonewall" => ExitWhat::Stonewall,
+                    "all" => ExitWhat::All,
+                    _ => return Err(val.bad("group, stonewall or all")),
+                }
+            }
             // fio's callback sets the four it stands for, each of which a later option
             // may set again.
             "gtod_reduce" => {
@@ -1536,7 +1578,7 @@ impl JobSpec {
                 "inline" => {}
                 "offload" => {
                     return Err(val.bad(
-                        "inline (offload, fio's pool of submission threads, is not run: each job submits from its own thread)",
+                        "inline (offload is not run: fio hands each I/O to one of iodepth submission threads, each with an engine context of its own, so that the job's thread only generates I/Os; here the job's one thread generates, submits and reaps, and running offload as inline would measure something else)",
                     ))
                 }
                 _ => return Err(val.bad("inline or offload")),
@@ -1608,9 +1650,18 @@ impl JobSpec {
         const EXPECT_US: &str = "a time such as 100 (µs), 10ms or 1s";
         let (l, g) = (&mut self.load, &mut self.logs);
         match canon {
-            "rate" => l.rate = parse_rw_pair(val.value(EXPECT_RATE)?, l.rate).ok_or_else(|| val.bad(EXPECT_RATE))?,
-            "rate_iops" => {
-                l.rate_iops = parse_rw_pair(val.value(EXPECT_RATE)?, l.rate_iops).ok_or_else(|| val.bad(EXPECT_RATE))?
+            "rate" | "rate_iops" => {
+                // fio's third value is the trims' rate: kept to refuse it for a job that
+                // trims (trims here are paced at the writes' rate); in a job that does
+                // not trim it changes nothing, in fio as here.
+                let v = val.value(EXPECT_RATE)?;
+                let (pair, trim) = match v.rsplit_once(',') {
+                    Some((rw, t)) if rw.contains(',') => (rw, parse_bytes(t.trim()).filter(|&n| n > 0)),
+                    _ => (v, None),
+                };
+                let target = if canon == "rate" { &mut l.rate } else { &mut l.rate_iops };
+                *target = parse_rw_pair(pair, *target).ok_or_else(|| val.bad(EXPECT_RATE))?;
+                l.trim_rate = trim.map(|_| if canon == "rate" { "rate" } else { "rate_iops" });
             }
             "rate_process" => {
                 l.process = match val.value("linear or poisson")? {
@@ -1629,6 +1680,7 @@ impl JobSpec {
             }
             // A plain number is seconds here (fio's is_seconds), unlike thinktime's µs.
             "thinktime_iotime" => l.thinktime_iotime = val.time()?.unwrap_or_default(),
+            "rate_ignore_thinktime" => l.rate_ignore_thinktime = val.flag()?,
             "thinktime_blocks_type" => {
                 l.thinktime_count = match val.value("complete or issue")? {
                     "complete" => crate::load::ThinkCount::Complete,
@@ -1677,6 +1729,16 @@ impl JobSpec {
             "log_offset" => g.offset = val.flag()?,
             "per_job_logs" => g.per_job = val.flag()?,
             "log_prio" => g.prio = val.flag()?,
+            "log_compression" => {
+                g.compression = parse_bytes(val.value(EXPECT_SIZE)?).ok_or_else(|| val.bad(EXPECT_SIZE))?
+            }
+            "log_store_compressed" => {
+                if val.flag()? {
+                    return Err(val.bad(
+                        "0 (fio's compressed log files, .fz zlib chunks for --inflate-log, are not written; the logs are written as text, as fio writes them without this option)",
+                    ));
+                }
+            }
             "log_hist_msec" => g.hist_msec = val.count32(0)?,
             "log_hist_coarseness" => {
                 const EXPECT: &str = "a whole number from 0 to 6";
@@ -1774,29 +1836,13 @@ impl JobSpec {
                 sh.zone_size =
                     Some(parse_bytes(val.value(EXPECT_SIZE)?).filter(|&n| n > 0).ok_or_else(|| val.bad(EXPECT_SIZE))?)
             }
-            // A job has one file here: fio's default nrfiles=1 runs; openfiles and
-            // file_service_type change nothing with one file, in fio as here.
-            "nrfiles" => {
-                if val.count(1)? != 1 {
-                    return Err(val.bad("1 (several files per job are not run; give each file its own job)"));
-                }
-            }
-            "openfiles" => {
-                val.count(1)?;
-            }
+            // Several files per job: crate::files; openfiles below nrfiles is checked in
+            // fix_up, where the file count is known.
+            "nrfiles" => self.behaviour.nrfiles = val.count32(1)?,
+            "openfiles" => self.behaviour.openfiles = val.count32(0)?,
             "file_service_type" => {
-                const EXPECT: &str =
-                    "random, roundrobin or sequential (with :N), or zipf, pareto, normal or gauss (with :value)";
-                let v = val.value(EXPECT)?;
-                let (kind, arg) = v.split_once(':').map_or((v, None), |(k, a)| (k, Some(a.trim())));
-                let ok = match kind {
-                    "random" | "roundrobin" | "sequential" => arg.is_none_or(|a| a.parse::<u32>().is_ok_and(|n| n > 0)),
-                    "zipf" | "pareto" | "normal" | "gauss" => arg.is_none_or(|a| a.parse::<f64>().is_ok()),
-                    _ => false,
-                };
-                if !ok {
-                    return Err(val.bad(EXPECT));
-                }
+                self.behaviour.file_service = crate::files::Service::parse(val.value(crate::files::EXPECT_SERVICE)?)
+                    .map_err(|e| val.bad(&format!("{} ({e})", crate::files::EXPECT_SERVICE)))?;
             }
             "verify_pattern" => {
                 const EXPECT: &str = "a pattern of hex numbers (0x…), decimal numbers and \"quoted strings\"";
@@ -1850,22 +1896,6 @@ impl JobSpec {
         if self.verify == Verify::Pattern && self.shapes.verify_pattern.is_none() {
             return Err(self.error_at("verify", "verify=pattern needs a verify_pattern"));
         }
-        if matches!(self.rw, Rw::Trim | Rw::RandTrim | Rw::TrimWrite) {
-            // fio logs trims in a direction of their own (2); the log writer has reads
-            // and writes only, so a trim job's logs would be missing its trims.
-            let logs = &self.logs;
-            let opt = [
-                ("write_lat_log", logs.lat.is_some()),
-                ("write_bw_log", logs.bw.is_some()),
-                ("write_iops_log", logs.iops.is_some()),
-                ("write_hist_log", logs.hist.is_some()),
-            ]
-            .into_iter()
-            .find_map(|(o, on)| on.then_some(o));
-            if let Some(opt) = opt {
-                return Err(self.error_at(opt, format!("{opt} with rw={} is not run: trims are not logged", self.rw)));
-            }
-        }
         if self.verify != Verify::None && self.shapes.bs[1] != BlockSizes::Bs {
             let opt = if self.origin("bssplit").is_some() { "bssplit" } else { "bsrange" };
             return Err(self.error_at(
@@ -1903,6 +1933,37 @@ impl JobSpec {
     }
 
     /// fio's cross-option checks and fix-ups, after every option is applied.
+    /// How many files each instance of the job has: the `filename` list's names, or
+    /// `nrfiles` (fio's `jobname.jobnum.filenum`).
+    pub fn file_count(&self) -> u32 {
+        match self.filename.len() {
+            0 => self.behaviour.nrfiles.max(1),
+            n => n as u32,
+        }
+    }
+
+    /// The checks of a job with several files (see [`crate::files`]).
+    fn check_files(&self) -> Result<(), JobError> {
+        let b = &self.behaviour;
+        let n = self.file_count();
+        if !self.filename.is_empty() && self.origin("nrfiles").is_some() && b.nrfiles != n {
+            return Err(self.error_at(
+                "nrfiles",
+                format!(
+                    "nrfiles={} but filename names {n} files (give one or the other, or the same count)",
+                    b.nrfiles
+                ),
+            ));
+        }
+        if n > 1 && self.shapes.zbd {
+            return Err(self.error_at("zonemode", "zonemode=zbd runs with one file per job"));
+        }
+        if n > 1 && self.ioengine == IoEngine::Null {
+            return Err(self.error_at("nrfiles", "ioengine=null runs with one file per job"));
+        }
+        Ok(())
+    }
+
     fn fix_up(&mut self) -> Result<(), JobError> {
         for option in self.origins.keys() {
             let Some(engines) = engines_for(option) else { continue };
@@ -1917,6 +1978,13 @@ impl JobSpec {
                     ),
                 ));
             }
+        }
+        self.check_files()?;
+        if let Some(opt) = self.load.trim_rate.filter(|_| self.rw.trims()) {
+            return Err(self.error_at(
+                opt,
+                format!("{opt} with a third value, for trims, is not run: trims are paced at the writes' rate here"),
+            ));
         }
         let l = &self.load;
         let any = |v: &[u64; 2]| v.iter().any(|&r| r > 0);
@@ -2369,6 +2437,27 @@ mod tests {
     }
 
     #[test]
+    fn several_files_per_job_are_read_with_fios_rules_and_what_is_not_run_is_refused() {
+        let j = one("[j]\nnrfiles=4\nfile_service_type=roundrobin:3\nopenfiles=4\n");
+        assert_eq!((j.file_count(), j.behaviour.file_service), (4, crate::files::Service::RoundRobin(3)));
+        assert_eq!(one("[j]\nfilename=a:b\\:c:d\n").file_count(), 3);
+        assert_eq!(
+            one("[j]\nnr_files=2\nfile_service_type=sequential\n").behaviour.file_service,
+            crate::files::Service::Sequential
+        );
+        assert_eq!(one("[j]\nnrfiles=4\nopenfiles=2\n").behaviour.openfiles, 2);
+        let e = err("[j]\nfilename=a:b:c\nnrfiles=2\n");
+        assert!(e.starts_with("job.fio:3: job 'j': nrfiles=2 but filename names 3 files"), "{e}");
+        let e = err("[j]\nfile_service_type=zipf:1.2\n");
+        assert!(
+            e.starts_with("job.fio:2: bad value 'zipf:1.2' for option 'file_service_type'") && e.contains("not run"),
+            "{e}"
+        );
+        assert_eq!(one("[j]\nnrfiles=2\nverify=md5\nverify_backlog=8\nrw=write\n").shapes.verify_backlog, 8);
+        assert!(err("[j]\nnrfiles=0\n").contains("at least 1"));
+    }
+
+    #[test]
     fn filenames_split_on_unescaped_colons() {
         assert_eq!(split_filenames("/dev/a:/dev/b"), vec!["/dev/a", "/dev/b"]);
         assert_eq!(split_filenames(r"/tmp/a\:b"), vec!["/tmp/a:b"]);
@@ -2481,9 +2570,8 @@ mod tests {
         assert!(err("[j]\nsize=0%\n").contains("option 'size'"));
         assert!(err("[j]\nioengine=spdk\n").contains("one of psync, pvsync"));
         assert!(err("[j]\nverify=sha512\n").contains("not supported"));
-        assert!(
-            err("[j]\nverify=bogus\n").contains("crc32c, crc32c-intel, md5, crc64, xxhash, sha256, pattern or none")
-        );
+        assert!(err("[j]\nverify=bogus\n")
+            .contains("crc32c, crc32c-intel, md5, crc64, xxhash, sha256, pattern, meta or none"));
         assert!(err("[j]\nioengine=ioswitch\nioswitch_opts=async=warp\n").contains("option 'ioswitch_opts'"));
         assert_eq!(err("[j]\nbs\n"), "job.fio:2: option 'bs' needs a value (a size such as 4096, 4k, 64m or 1g (k, m, g, t, p: powers of 1024; kib, mib, ...: powers of 1000, as in fio))");
     }
@@ -2894,8 +2982,9 @@ mod tests {
     fn bad_shaping_values_name_the_option_and_line() {
         let e = err("[j]\nrate=fast\n");
         assert!(e.starts_with("job.fio:2: bad value 'fast' for option 'rate'"), "{e}");
-        let e = err("[j]\nrate=1m,1m,1m\n");
-        assert!(e.contains("option 'rate'"), "trims are not run: {e}");
+        // A rate for trims is refused where the job trims (and changes nothing elsewhere).
+        let e = err("[j]\nrw=trim\nrate=1m,1m,1m\n");
+        assert!(e.contains("job.fio:3") && e.contains("rate with a third value, for trims, is not run"), "{e}");
         let e = err("[j]\n\nrate_process=bursty\n");
         assert!(
             e.starts_with("job.fio:3: bad value 'bursty' for option 'rate_process'") && e.contains("poisson"),
@@ -2912,10 +3001,10 @@ mod tests {
         assert!(e.contains("job.fio:3") && e.contains("minimum rate exceeds the rate (reads)"), "{e}");
         let e = err("[j]\nratemin=1m\nrate_iops_min=1\n");
         assert!(e.contains("job.fio:3") && e.contains("mutually exclusive"), "{e}");
-        for (opt, line) in [("rate_ignore_thinktime=1", 2), ("log_compression=1m", 2)] {
-            let e = err(&format!("[j]\n{opt}\n"));
-            assert!(e.starts_with(&format!("job.fio:{line}:")), "{opt}: {e}");
-        }
+        assert!(one("[j]\nrate=1m\nthinktime=1ms\nrate_ignore_thinktime\n").load.rate_ignore_thinktime);
+        assert_eq!(one("[j]\nwrite_lat_log\nlog_compression=1m\nlog_store_compressed=0\n").logs.compression, 1 << 20);
+        let e = err("[j]\nlog_store_compressed=1\n");
+        assert!(e.starts_with("job.fio:2: bad value '1' for option 'log_store_compressed'"), "{e}");
     }
 
     #[test]
@@ -2933,6 +3022,7 @@ mod tests {
             hist_msec: 0,
             hist_coarseness: 0,
             prio: false,
+            compression: 0,
         };
         assert_eq!(j.logs, want);
         assert_eq!(one("[j]\n").logs, crate::iolog::LogOpts::default());
@@ -2948,10 +3038,32 @@ mod tests {
     }
 
     #[test]
-    fn trim_jobs_refuse_logs_they_would_leave_incomplete() {
-        let e = err("[j]\nrw=trim\nwrite_lat_log=t\n");
-        assert!(e.starts_with("job.fio:3: ") && e.contains("write_lat_log with rw=trim is not run"), "{e}");
-        assert_eq!(one("[j]\nrw=trim\n").rw, Rw::Trim);
+    fn a_third_rate_for_trims_changes_nothing_without_trims_and_is_refused_with_them() {
+        let j = one("[j]\nrw=randrw\nrate=300,400,300\nrate_iops=,,5\n");
+        assert_eq!((j.load.rate, j.load.rate_iops), ([300, 400], [0, 0]));
+        let e = err("[j]\nrw=randtrim\nrate_iops=10,10,10\n");
+        assert!(e.starts_with("job.fio:3: job 'j': rate_iops with a third value, for trims, is not run"), "{e}");
+        assert_eq!(one("[j]\nrw=trim\nrate=1m,2m,0\n").load.rate, [1 << 20, 2 << 20]);
+    }
+
+    #[test]
+    fn exit_what_takes_fios_three_values() {
+        assert_eq!(one("[j]\nexitall\n").behaviour.exit_what, ExitWhat::Group);
+        for (v, w) in [("group", ExitWhat::Group), ("stonewall", ExitWhat::Stonewall), ("all", ExitWhat::All)] {
+            assert_eq!(one(&format!("[j]\nexitall\nexit_what={v}\n")).behaviour.exit_what, w);
+        }
+        let e = err("[j]\nexit_what=some\n");
+        assert!(
+            e.starts_with("job.fio:2: bad value 'some' for option 'exit_what'")
+                && e.contains("group, stonewall or all"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn trim_jobs_take_every_log() {
+        let j = one("[j]\nrw=trimwrite\nwrite_lat_log=t\nwrite_bw_log\nwrite_iops_log=t\nwrite_hist_log=t\n");
+        assert_eq!((j.rw, j.logs.lat.as_deref(), j.logs.hist.as_deref()), (Rw::TrimWrite, Some("t"), Some("t")));
     }
 
     #[test]
@@ -3004,8 +3116,6 @@ mod tests {
         assert_eq!((j.filesize, j.shapes.filesize_high), (Some(1 << 20), Some(4 << 20)));
         assert_eq!(one("[j]\nfilesize=2m\n").shapes.filesize_high, None);
         assert!(err("[j]\nfilesize=4m-1m\n").contains("a range such as 1m-4m"));
-        let e = err("[j]\nnrfiles=4\n");
-        assert!(e.starts_with("job.fio:2: bad value '4' for option 'nrfiles'") && e.contains("several files"), "{e}");
         assert!(err("[j]\nfile_service_type=random:x\n").contains("roundrobin"));
         assert!(err("[j]\nba=0\n").contains("an alignment"));
         let e = err("[j]\nrw_sequencer=reverse\n");

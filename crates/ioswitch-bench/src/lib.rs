@@ -18,6 +18,7 @@ pub mod compare;
 pub mod dist;
 pub mod engine;
 pub mod error;
+pub mod files;
 pub mod fiolog;
 pub mod hist;
 pub mod iolog;

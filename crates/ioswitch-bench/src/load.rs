@@ -67,6 +67,13 @@ pub struct Load {
     /// Whether `thinktime_blocks` was given (with `thinktime_iotime` and without it, fio
     /// stalls by time only).
     pub thinktime_blocks_given: bool,
+    /// The option (`rate` or `rate_iops`) that gave a rate for trims (fio's third value),
+    /// if one did: refused in a job that trims.
+    pub trim_rate: Option<&'static str>,
+    /// `rate_ignore_thinktime`: after a stall the rate goes on as if the job had issued
+    /// at its rate during it (no catch-up burst); off (fio's default): the limiter makes
+    /// up for the stall.
+    pub rate_ignore_thinktime: bool,
     /// `latency_target`: search for the highest queue depth whose latencies meet it.
     pub latency_target: Option<Duration>,
     /// `latency_window`: how long each depth is tried.
@@ -163,12 +170,38 @@ impl Pacer {
         }
         self.issued[d] += len;
         self.next[d] = match self.process {
-            RateProcess::Linear => {
-                let b = self.issued[d];
-                let since = (b / bps) as u128 * 1_000_000_000 + (b % bps) as u128 * 1_000_000_000 / bps as u128;
-                self.epoch + since as u64
-            }
+            RateProcess::Linear => self.linear_due(d),
             RateProcess::Poisson => self.next[d] + exp_gap_ns(&mut self.rng[d], bps, self.bs[d]),
+        };
+    }
+
+    /// Linear: when the bytes issued so far in direction `d` are due at its rate.
+    fn linear_due(&self, d: usize) -> u64 {
+        let (b, bps) = (self.issued[d], self.bps[d]);
+        let since = (b / bps) as u128 * 1_000_000_000 + (b % bps) as u128 * 1_000_000_000 / bps as u128;
+        self.epoch + since as u64
+    }
+
+    /// `rate_ignore_thinktime` after a stall of `stall_ns` that followed an I/O of
+    /// direction `write` (fio's `handle_thinktime`): the bytes the rate would have issued
+    /// during the stall count as issued, less one block (fio's `over`: the next I/O goes
+    /// at once) when the stall was at least one I/O's time; with `rate_process=poisson`
+    /// the next arrival moves on by the stall. fio works in µs; so does this.
+    pub fn skip_stall(&mut self, write: bool, stall_ns: u64) {
+        let d = write as usize;
+        let (bps, bs) = (self.bps[d], self.bs[d]);
+        let total_us = stall_ns / 1000;
+        if bps == 0 || total_us == 0 {
+            return;
+        }
+        let missed = (u128::from(bps) * u128::from(total_us) / 1_000_000) as u64;
+        let us_per_op = (u128::from(bs) * 1_000_000 / u128::from(bps)) as u64;
+        let over = if us_per_op <= total_us { bs } else { 0 };
+        // fio's unsigned sum would wrap where `missed` < `over`; here it adds nothing.
+        self.issued[d] += missed.saturating_sub(over);
+        self.next[d] = match self.process {
+            RateProcess::Linear => self.linear_due(d),
+            RateProcess::Poisson => self.next[d] + total_us * 1000,
         };
     }
 
@@ -490,6 +523,28 @@ mod tests {
         assert_eq!(p.due(false), 1_000_000_000, "1 MiB issued at 1 MiB/s is due at 1 s");
         // A late job catches up: an I/O is due as soon as asked.
         assert_eq!(p.choose(false, 2_000_000_000, false), (false, 2_000_000_000));
+    }
+
+    #[test]
+    fn rate_ignore_thinktime_counts_the_stalls_bytes_as_issued_less_a_block() {
+        let mut p = Pacer::new(&rated([1 << 20, 0], [0; 2], RateProcess::Linear), [4096; 2], 1, 0).unwrap();
+        p.issued(false, 4096);
+        // A 10 ms stall at 1 MiB/s: 10485 bytes missed, less a block (one I/O's 3906 µs is
+        // within the stall): 4096 + 6389 bytes issued, due at their time at 1 MiB/s.
+        p.skip_stall(false, 10_000_000);
+        assert_eq!(p.due(false), (4096 + 6389) * 1_000_000_000 / (1 << 20));
+        // A stall shorter than one I/O's time adds what it missed, no block less.
+        p.skip_stall(false, 1_000_000);
+        assert_eq!(p.due(false), (4096 + 6389 + 1048) * 1_000_000_000 / (1 << 20));
+        // Another direction, or one that is not rated, is left alone.
+        p.skip_stall(true, 10_000_000);
+        assert_eq!(p.due(true), 0);
+        // Poisson: the next arrival moves on by the stall.
+        let mut q = Pacer::new(&rated([1 << 20, 0], [0; 2], RateProcess::Poisson), [4096; 2], 1, 0).unwrap();
+        q.issued(false, 4096);
+        let before = q.due(false);
+        q.skip_stall(false, 10_000_000);
+        assert_eq!(q.due(false), before + 10_000_000);
     }
 
     #[test]

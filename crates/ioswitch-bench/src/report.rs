@@ -1260,6 +1260,8 @@ mod tests {
             load: crate::load::Load::new(),
             logs: Default::default(),
             shapes: Default::default(),
+            multi: None,
+            group: 0,
         }
     }
 

@@ -24,12 +24,28 @@ pub struct Prepared {
     /// The files of instances 1.. of a job that names no file (fio's `NAME.N.0` for
     /// clone N), laid out and open; empty when every instance uses `dev`.
     pub clones: Vec<(String, Device)>,
+    /// A job with several files per instance ([`crate::files`]): instance i's files after
+    /// its first (`dev` or its clone's), open; empty for a job with one file.
+    pub more_files: Vec<Vec<(String, Device)>>,
 }
 
 impl Prepared {
-    /// The device instance `i` runs on.
+    /// The device instance `i` runs on (its first file).
     pub fn device(&self, i: u32) -> &Device {
         i.checked_sub(1).and_then(|c| self.clones.get(c as usize)).map_or(&self.dev, |(_, d)| d)
+    }
+
+    /// Every file instance `i` runs on, in order.
+    pub fn devices(&self, i: u32) -> Vec<&Device> {
+        let more = self.more_files.get(i as usize).into_iter().flatten().map(|(_, d)| d);
+        std::iter::once(self.device(i)).chain(more).collect()
+    }
+
+    /// Every file of every instance, with its name.
+    fn all_files(&self) -> impl Iterator<Item = (&String, &Device)> {
+        std::iter::once((&self.job.filename, &self.dev))
+            .chain(self.clones.iter().map(|(f, d)| (f, d)))
+            .chain(self.more_files.iter().flatten().map(|(f, d)| (f, d)))
     }
 }
 
@@ -247,6 +263,9 @@ fn fio_file_name(filename: String) -> String {
 /// Opens the job's device (creating and laying out a file as fio does) and resolves the
 /// spec into an engine job. `say` receives progress messages ("Laying out IO file").
 pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Result<Prepared, BenchError> {
+    if spec.file_count() > 1 {
+        return prepare_files(spec, groupid, say);
+    }
     let (opts, mode) = engine_opts(spec)?;
     let filename = match spec.filename.as_slice() {
         [] if spec.ioengine == IoEngine::Null => {
@@ -257,8 +276,8 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
             format!("ramdisk:{}", size.max(512).next_multiple_of(512))
         }
         [] => default_filename(spec, 0),
-        [one] => one.clone(),
-        more => return Err(BenchError::ManyFiles { at: At::new(spec, "filename"), count: more.len() }),
+        // One name here: several go to prepare_files.
+        [first, ..] => first.clone(),
     };
     // fio's `directory` prefixes every file name (add_file: "DIR/" + name); a job with
     // one file takes the first directory of a list.
@@ -267,6 +286,12 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
         _ => filename,
     };
     let filename = fio_file_name(filename);
+    if spec.logs.compression > 0 && spec.logs.any() {
+        say(&format!(
+            "log_compression={}: fio compresses its log entries in memory and inflates them into the same text files; here they stay uncompressed in memory, and the files are the same",
+            spec.logs.compression
+        ));
+    }
     if let Some(n) = spec.behaviour.tiobench_threads {
         say(&format!(
             "threads={n} is fio's tiobench-profile option: it changes nothing in a job, in fio as here (numjobs sets the job's threads)"
@@ -378,6 +403,8 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
         load: spec.load.clone(),
         logs: spec.logs.clone(),
         shapes: spec.shapes.clone(),
+        multi: None,
+        group: groupid,
     };
     engine::check_job(&job, &dev).map_err(|source| BenchError::Check { at: At::new(spec, "size"), source })?;
     if spec.invalidate && !job.opts.direct && is_path {
@@ -392,11 +419,85 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
             let mut one = spec.clone();
             one.filename = vec![default_filename(spec, n)];
             one.numjobs = 1;
+            // fio's set_name_idx: clone N's file is in the N-th directory of a list
+            // (modulo its length).
+            one.behaviour.directory = crate::files::directory_of(&spec.behaviour.directory, n)
+                .map(|d| vec![d.to_string()])
+                .unwrap_or_default();
             let p = prepare(&one, groupid, say)?;
             clones.push((p.job.filename, p.dev));
         }
     }
-    Ok(Prepared { spec: spec.clone(), job, dev, groupid, clones })
+    Ok(Prepared { spec: spec.clone(), job, dev, groupid, clones, more_files: Vec::new() })
+}
+
+/// [`prepare`] for a job with several files per instance (fio's `nrfiles`, or a
+/// `filename` list): each file is prepared as a job of its own would be (laid out, open,
+/// checked), at fio's per-file size (filesetup.c `setup_files`): `filesize` each, or
+/// `size` split over the files; `size` with `filesize` is the I/O over all of them.
+fn prepare_files(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Result<Prepared, BenchError> {
+    let n = spec.file_count();
+    let min_bs = spec.shapes.bs_bounds(0, spec.bs.read).0.min(spec.shapes.bs_bounds(1, spec.bs.write).0);
+    let (sizes, total): (Vec<Option<SizeSpec>>, Option<u64>) = match (spec.filesize, spec.size) {
+        (None, Some(SizeSpec::Bytes(b))) => {
+            (crate::files::split_size(b, n, min_bs).into_iter().map(|r| Some(SizeSpec::Bytes(r))).collect(), Some(b))
+        }
+        (Some(_), Some(SizeSpec::Bytes(b))) => (vec![None; n as usize], Some(b)),
+        (_, s) => (vec![s; n as usize], None),
+    };
+    let shared = !spec.filename.is_empty();
+    let instances = if shared { 1 } else { spec.numjobs.max(1) };
+    let mut per_instance: Vec<Vec<Prepared>> = Vec::new();
+    for jobnum in 0..instances {
+        let names = if shared { spec.filename.clone() } else { crate::files::default_names(&spec.name, jobnum, n) };
+        let mut files = Vec::new();
+        for (i, name) in names.into_iter().enumerate() {
+            let mut one = spec.clone();
+            one.filename = vec![name];
+            one.numjobs = 1;
+            one.behaviour.nrfiles = 1;
+            one.behaviour.openfiles = 0;
+            one.size = sizes[i];
+            one.behaviour.directory = crate::files::directory_of(&spec.behaviour.directory, jobnum)
+                .map(|d| vec![d.to_string()])
+                .unwrap_or_default();
+            // A filesize range: each file draws its own size, as in fio.
+            if spec.shapes.filesize_high.is_some() {
+                one.randseed = Some(spec.randseed.unwrap_or(0) ^ (u64::from(jobnum) << 32 | i as u64));
+            }
+            files.push(prepare(&one, groupid, say)?);
+        }
+        per_instance.push(files);
+    }
+    let mut instances_files = per_instance.into_iter();
+    let mut first = instances_files.next().expect("one instance at least").into_iter();
+    let mut p = first.next().expect("several files");
+    let rest: Vec<Prepared> = first.collect();
+    p.job.multi = Some(crate::files::MultiFile {
+        service: spec.behaviour.file_service,
+        openfiles: spec.behaviour.openfiles,
+        regions: std::iter::once(p.job.size).chain(rest.iter().map(|q| q.job.size)).collect(),
+        total,
+    });
+    let rest: Vec<(String, Device)> = rest.into_iter().map(|q| (q.job.filename, q.dev)).collect();
+    p.spec = spec.clone();
+    p.job.seed = spec.randseed.unwrap_or(if spec.randrepeat { 0x1234_5678 } else { engine::now_ns() });
+    let mut more_files = vec![rest];
+    for files in instances_files {
+        let mut files = files.into_iter();
+        let q = files.next().expect("several files");
+        p.clones.push((q.job.filename, q.dev));
+        more_files.push(files.map(|q| (q.job.filename, q.dev)).collect());
+    }
+    if shared {
+        // fio's clones of a job with a filename list share its files.
+        for _ in 1..spec.numjobs.max(1) {
+            p.clones.push((p.job.filename.clone(), p.dev.clone()));
+            more_files.push(more_files[0].clone());
+        }
+    }
+    p.more_files = more_files;
+    Ok(p)
 }
 
 /// Drops the page cache of a byte range (fio's `invalidate`), so buffered reads start
@@ -479,14 +580,20 @@ pub fn run(prepared: Vec<Prepared>, opts: &RunOpts) -> Report {
         phases.last_mut().expect("a phase").push(p);
     }
     let mut jobs = Vec::new();
+    let mut ended = false;
     for (i, phase) in phases.into_iter().enumerate() {
-        jobs.extend(run_phase(phase, i as u32, opts));
+        let (runs, end_run) = run_phase(phase, i as u32, opts, ended);
+        jobs.extend(runs);
+        ended |= end_run;
     }
     Report { jobs, started, wall_ns: engine::now_ns() - t0, copy_ceiling_bps: None }
 }
 
-fn run_phase(phase: Vec<Prepared>, phase_no: u32, opts: &RunOpts) -> Vec<JobRun> {
-    let progress = Progress::default();
+/// Runs the jobs of one phase together; `ended`: an earlier job's `exit_what=all` ended
+/// the run, so these end at once. Returns the jobs' runs and whether one of them ended
+/// the run.
+fn run_phase(phase: Vec<Prepared>, phase_no: u32, opts: &RunOpts, ended: bool) -> (Vec<JobRun>, bool) {
+    let progress = Progress::with_groups(phase.iter().map(|p| p.groupid).max().unwrap_or(0), ended);
     let before = Usage::now(libc::RUSAGE_SELF);
     let t0 = engine::now_ns();
     let show = opts.progress && std::io::stderr().is_terminal();
@@ -519,7 +626,7 @@ fn run_phase(phase: Vec<Prepared>, phase_no: u32, opts: &RunOpts) -> Vec<JobRun>
                         let (progress, running, waitee) = (&progress, &running, waitee[j]);
                         s.spawn(move || {
                             let _ends = running.instance(j, waitee);
-                            engine::run_job(&p.job, i, p.device(i), progress)
+                            engine::run_job_files(&p.job, i, &p.devices(i), progress)
                         })
                     })
                     .collect()
@@ -549,12 +656,11 @@ fn run_phase(phase: Vec<Prepared>, phase_no: u32, opts: &RunOpts) -> Vec<JobRun>
     let phase_ns = engine::now_ns() - t0;
     for p in phase.iter().filter(|p| p.spec.behaviour.unlink) {
         // fio's unlink: the job's (regular) files go when the job is done; never a device.
-        let files = std::iter::once((&p.job.filename, &p.dev)).chain(p.clones.iter().map(|(f, d)| (f, d)));
-        for (f, _) in files.filter(|(_, d)| d.ident().kind == ioswitch::DevKind::File) {
+        for (f, _) in p.all_files().filter(|(_, d)| d.ident().kind == ioswitch::DevKind::File) {
             let _ = std::fs::remove_file(f);
         }
     }
-    phase
+    let runs = phase
         .into_iter()
         .zip(results)
         .map(|(p, results)| JobRun {
@@ -567,7 +673,8 @@ fn run_phase(phase: Vec<Prepared>, phase_no: u32, opts: &RunOpts) -> Vec<JobRun>
             process,
             phase_ns,
         })
-        .collect()
+        .collect();
+    (runs, progress.end_run.load(Ordering::Relaxed))
 }
 
 /// Writes the time-series logs of a run's jobs in fio's files ([`crate::iolog`]), in the
@@ -769,6 +876,13 @@ mod tests {
         let p = prepare(&spec(&format!("[jj]\ndirectory={d}:/elsewhere\nsize=64k\n")), 0, &mut |_| {}).unwrap();
         assert_eq!(p.job.filename, format!("{d}/jj.0.0"), "fio's name, in the first directory");
         assert!(s.dir().join("jj.0.0").exists());
+        // Clones go round the list as in fio: 3 clones over two directories put c.0.0 and
+        // c.2.0 in the first, c.1.0 in the second (fio 3.33 does the same).
+        let other = scratch("dir-other");
+        let o = other.dir().display();
+        let p = prepare(&spec(&format!("[c]\ndirectory={d}:{o}\nsize=64k\nnumjobs=3\n")), 0, &mut |_| {}).unwrap();
+        let names: Vec<&str> = p.clones.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(names, [format!("{o}/c.1.0"), format!("{d}/c.2.0")]);
     }
 
     #[test]
@@ -812,6 +926,19 @@ mod tests {
                 .unwrap();
         assert_eq!(p.spec.numjobs, 1, "threads is not numjobs, in fio either");
         assert!(said.iter().any(|m| m.contains("tiobench") && m.contains("threads=4")), "{said:?}");
+    }
+
+    #[test]
+    fn log_compression_is_said_to_keep_the_files_and_not_to_compress_memory() {
+        let s = scratch("logz");
+        let f = s.path("f");
+        let mut said = Vec::new();
+        let text = format!("[j]\nfilename={f}\nsize=64k\nwrite_lat_log=x\nlog_compression=1m\n");
+        prepare(&spec(&text), 0, &mut |m| said.push(m.to_string())).unwrap();
+        assert!(
+            said.iter().any(|m| m.starts_with("log_compression=1048576") && m.contains("the files are the same")),
+            "{said:?}"
+        );
     }
 
     #[test]
@@ -890,6 +1017,93 @@ mod tests {
             let report = run(vec![p], &RunOpts::default());
             assert_eq!(report.jobs[0].results[0].read.ios, 16);
             assert_eq!(std::path::Path::new(&f).exists(), unlink == 0, "unlink={unlink}");
+        }
+    }
+
+    #[test]
+    fn exit_what_stops_the_group_the_running_jobs_or_the_whole_run() {
+        let s = scratch("exitwhat");
+        let d = s.dir().display();
+        for what in ["group", "stonewall", "all"] {
+            let text = format!(
+                "[global]\ndirectory={d}\nsize=1m\nrw=read\n[short]\nnumber_ios=50\nexitall\nexit_what={what}\n\
+                 [same]\nruntime=20s\ntime_based\n[other]\nnew_group\nruntime=1s\ntime_based\n\
+                 [later]\nstonewall\nruntime=100ms\ntime_based\n"
+            );
+            let mut r = crate::jobfile::JobReader::new();
+            r.read_str("t.fio", &text).unwrap();
+            let set = r.finish().unwrap();
+            let groups = set.group_ids();
+            assert_eq!(groups, [0, 0, 1, 2], "short and same share a group; other and later have their own");
+            let prepared: Vec<Prepared> =
+                set.jobs.iter().zip(groups).map(|(j, g)| prepare(j, g, &mut |_| {}).unwrap()).collect();
+            let report = run(prepared, &RunOpts::default());
+            let res: Vec<&JobResult> = report.jobs.iter().map(|j| &j.results[0]).collect();
+            assert!(res.iter().all(|r| r.error == 0), "{what}");
+            let ms = |r: &JobResult| r.elapsed_ns / 1_000_000;
+            // The job of short's group ends with it, whatever exit_what says.
+            assert!(ms(res[1]) < 10_000, "{what}: 'same' ran {} ms", ms(res[1]));
+            // Another group runs on with group; stonewall and all stop it.
+            match what {
+                "group" => assert!(ms(res[2]) >= 900, "group: 'other' ran {} ms", ms(res[2])),
+                _ => assert!(ms(res[2]) < 900, "{what}: 'other' ran {} ms", ms(res[2])),
+            }
+            // The next stonewalled group runs unless exit_what=all ended the run.
+            assert_eq!(res[3].read.ios == 0, what == "all", "{what}: 'later' did {} reads", res[3].read.ios);
+        }
+    }
+
+    #[test]
+    fn several_files_write_verify_loop_and_unlink_as_one_job() {
+        let s = scratch("several");
+        let d = s.dir().display();
+        // Three files of 64 KiB written round robin, then every block of each verified.
+        let text =
+            format!("[j]\ndirectory={d}\nnrfiles=3\nfilesize=64k\nrw=randwrite\nverify=crc32c\nloops=2\nunlink=1\n");
+        let p = prepare(&spec(&text), 0, &mut |_| {}).unwrap();
+        assert_eq!(p.devices(0).len(), 3);
+        let names: Vec<String> = (0..3).map(|i| format!("{d}/j.0.{i}")).collect();
+        assert!(names.iter().all(|n| std::path::Path::new(n).exists()));
+        let report = run(vec![p], &RunOpts::default());
+        let r = &report.jobs[0].results[0];
+        assert_eq!(r.error, 0, "{:?}", r.error_msg);
+        // Two loops over 3 × 16 blocks; the verify phase reads each file's blocks once.
+        assert_eq!((r.write.ios, r.verified), (96, 48));
+        assert!(names.iter().all(|n| !std::path::Path::new(n).exists()), "unlink removes every file");
+    }
+
+    #[test]
+    fn a_time_based_job_goes_over_its_files_again_until_the_time_is_up() {
+        let s = scratch("several-tb");
+        let d = s.dir().display();
+        let text = format!(
+            "[j]\ndirectory={d}\nnrfiles=2\nfilesize=16k\nrw=read\nfile_service_type=sequential\nruntime=100ms\ntime_based\n"
+        );
+        let report = run(vec![prepare(&spec(&text), 0, &mut |_| {}).unwrap()], &RunOpts::default());
+        let r = &report.jobs[0].results[0];
+        // 8 blocks per pass: a time-based job does many passes.
+        assert!(r.error == 0 && r.read.ios > 16, "{:?} {}", r.error_msg, r.read.ios);
+    }
+
+    #[test]
+    fn several_files_run_on_an_async_engine_a_queue_each_and_verify() {
+        let s = scratch("several-async");
+        let d = s.dir().display();
+        for engine in ["libaio", "io_uring"] {
+            let text = format!(
+                "[j]\ndirectory={d}\nnrfiles=3\nfilesize=64k\nrw=randwrite\nverify=crc32c\nioengine={engine}\niodepth=4\n"
+            );
+            let report = run(vec![prepare(&spec(&text), 0, &mut |_| {}).unwrap()], &RunOpts::default());
+            let r = &report.jobs[0].results[0];
+            assert_eq!(r.error, 0, "{engine}: {:?}", r.error_msg);
+            // Every block of the three files written once, then read back and checked.
+            assert_eq!((r.write.ios, r.verified, r.queue.submitted), (48, 48, 48), "{engine}");
+            // verify_backlog over the files: each block checked once, as it goes (the
+            // verify phase finds nothing left) and the reads counted.
+            let text = format!("{text}verify_backlog=5\n");
+            let report = run(vec![prepare(&spec(&text), 0, &mut |_| {}).unwrap()], &RunOpts::default());
+            let r = &report.jobs[0].results[0];
+            assert_eq!((r.error, r.write.ios, r.verified, r.read.ios), (0, 48, 48, 48), "{engine}: {:?}", r.error_msg);
         }
     }
 

@@ -8,6 +8,10 @@
 //! check, and the error says which. The header has 16 bytes for the digest: sha256's first
 //! 16 are kept.
 //!
+//! `verify=meta` (fio's, a header-only check) writes the same header with a crc32c of its
+//! first 24 bytes only: a block not written, written elsewhere or with a damaged header
+//! fails, a changed payload does not (as in fio).
+//!
 //! `verify=pattern` (fio's) writes no header: every byte of the block is the pattern's,
 //! repeated from the block's start, and the check compares every byte.
 
@@ -26,6 +30,7 @@ pub fn name(kind: Verify) -> &'static str {
         Verify::Xxhash => "xxhash",
         Verify::Sha256 => "sha256",
         Verify::Pattern => "pattern",
+        Verify::Meta => "meta",
     }
 }
 
@@ -58,6 +63,8 @@ fn digest(kind: Verify, block: &[u8]) -> [u8; 16] {
             let c = crc32c::crc32c_append(crc32c::crc32c(&block[..24]), &block[HEADER_LEN..]);
             out[..4].copy_from_slice(&c.to_le_bytes());
         }
+        // fio's meta: the header's own crc, not the payload's.
+        Verify::Meta => out[..4].copy_from_slice(&crc32c::crc32c(&block[..24]).to_le_bytes()),
         Verify::Md5 => {
             use md5::Digest;
             let mut h = md5::Md5::new();
@@ -146,7 +153,7 @@ pub fn check_with(kind: Verify, pattern: Option<&[u8]>, block: &[u8], offset: u6
 
 fn hex(b: &[u8], kind: Verify) -> String {
     let n = match kind {
-        Verify::Crc32c | Verify::Xxhash => 4,
+        Verify::Crc32c | Verify::Xxhash | Verify::Meta => 4,
         Verify::Crc64 => 8,
         _ => 16,
     };
@@ -254,6 +261,22 @@ mod tests {
             let e = check(kind, &torn, 4096).unwrap_err().to_string();
             assert!(e.starts_with(&format!("{} mismatch", name(kind))), "{e}");
         }
+    }
+
+    #[test]
+    fn meta_checks_the_header_and_not_the_payload_as_fio() {
+        let mut b = vec![0u8; 4096];
+        fill(Verify::Meta, &mut b, 4096, 7);
+        assert_eq!(check(Verify::Meta, &b, 4096), Ok(()));
+        assert!(check(Verify::Meta, &b, 0).unwrap_err().to_string().contains("belongs at offset 4096"));
+        let mut payload = b.clone();
+        payload[4000] ^= 0x10;
+        assert_eq!(check(Verify::Meta, &payload, 4096), Ok(()), "fio's meta does not check the data");
+        let mut header = b.clone();
+        header[20] ^= 0x01;
+        let e = check(Verify::Meta, &header, 4096).unwrap_err().to_string();
+        assert!(e.starts_with("meta mismatch"), "{e}");
+        assert!(check(Verify::Meta, &vec![0u8; 4096], 4096).unwrap_err().to_string().contains("never written"));
     }
 
     #[test]

@@ -323,3 +323,70 @@ fn fio_jsonplus_clat2csv_reads_our_json_plus_as_it_reads_fios() {
     let n = ours["read_clat_ns_cumulative"] + ours["write_clat_ns_cumulative"];
     assert_eq!(n, 300, "{ours:?}");
 }
+
+#[test]
+fn trim_jobs_log_their_trims_in_direction_2_as_fio() {
+    let test = "trim_jobs_log_their_trims_in_direction_2_as_fio";
+    if !have("fio", "--version", test) {
+        return;
+    }
+    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-logs-trim");
+    // fio 3.33 trims block devices only (a file's trim is ENOTTY there): a loop device.
+    let lo = match ioswitch_testkit::loopdev::LoopDev::setup(s.dir(), "fio-logs-trim", 4 << 20) {
+        Ok(lo) => lo,
+        Err(why) => return ioswitch_testkit::skip(test, &why),
+    };
+    let dev = lo.dev.display().to_string();
+    let mut logs = Vec::new();
+    for (i, (program, pre)) in [("fio", "fio"), (env!("CARGO_BIN_EXE_ioswitch"), "ours")].into_iter().enumerate() {
+        let prefix = s.path(&format!("trim-{pre}"));
+        let mut args: Vec<String> = [
+            "--name=trimjob",
+            &format!("--filename={dev}"),
+            "--size=1m",
+            "--bs=64k",
+            "--rw=randtrim",
+            "--ioengine=psync",
+            "--log_offset=1",
+            &format!("--write_lat_log={prefix}"),
+            &format!("--write_bw_log={prefix}"),
+            &format!("--write_iops_log={prefix}"),
+            "--output-format=json",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        if i == 1 {
+            args.insert(0, "bench".into());
+            args.push("--no-progress".into());
+        }
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = run_in(s.dir(), program, &argv);
+        assert!(o.status.success(), "{program} {argv:?}: {}\n{}", o.status, text(&o.stderr));
+        let mut by_kind = BTreeMap::new();
+        for kind in ["lat", "clat", "bw", "iops"] {
+            by_kind.insert(kind, parse(Path::new(&format!("{prefix}_{kind}.1.log"))));
+        }
+        logs.push(by_kind);
+    }
+    let (fio, ours) = (&logs[0], &logs[1]);
+    for kind in ["lat", "clat", "bw", "iops"] {
+        for (who, log) in [("fio", &fio[kind]), ("ours", &ours[kind])] {
+            // One entry per trim: time, value, direction 2, block size, offset, priority.
+            assert_eq!(log.len(), 16, "{who} {kind}: {log:?}");
+            assert!(
+                log.iter().all(|l| l.len() == 6 && l[2] == 2 && l[3] == 65536 && l[5] == 0),
+                "{who} {kind}: {log:?}"
+            );
+        }
+        let offsets = |log: &Vec<Vec<u64>>| {
+            let mut v: Vec<u64> = log.iter().map(|l| l[4]).collect();
+            v.sort_unstable();
+            v
+        };
+        assert_eq!(offsets(&ours[kind]), offsets(&fio[kind]), "{kind}: every 64 KiB block of the 1 MiB trimmed once");
+        if kind == "iops" {
+            assert!(ours[kind].iter().all(|l| l[1] == 1), "ours iops: 1 per I/O, as fio's");
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! `ioswitch bench` against fio on what a job does to its files: which system calls
+//! `fsync=N` and `fdatasync=N` make (counted with strace), and, for a job with several
+//! files, which file got how many bytes.
+//!
+//! Needs fio and strace (each test skips with the reason when one is missing;
+//! `./scripts/test` installs fio).
+
+use ioswitch_testkit::dirs::Scratch;
+use ioswitch_testkit::{lock, skip};
+use std::process::{Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard};
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    lock(&ONE_AT_A_TIME)
+}
+
+fn scratch(test: &str) -> Scratch {
+    Scratch::new(env!("CARGO_TARGET_TMPDIR"), &format!("files-{test}"))
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Whether `program` runs here (`probe` is an argument it answers without work); says why
+/// `test` skips when it does not.
+fn have(program: &str, probe: &str, test: &str) -> bool {
+    match Command::new(program).arg(probe).stdout(Stdio::null()).stderr(Stdio::null()).status() {
+        Ok(s) if s.success() => true,
+        _ => {
+            skip(test, &format!("{program} does not run here"));
+            false
+        }
+    }
+}
+
+fn run(program: &str, args: &[String]) -> Output {
+    let o = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
+    assert!(o.status.success(), "{program} {args:?} failed ({}):\n{}{}", o.status, text(&o.stdout), text(&o.stderr));
+    o
+}
+
+/// The job's arguments as fio takes them, and as `ioswitch bench` takes them.
+fn both_args(args: &[&str]) -> [(String, Vec<String>); 2] {
+    let own: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    let mut ours = vec!["bench".to_string()];
+    ours.extend(own.iter().cloned());
+    ours.push("--no-progress".into());
+    [("fio".into(), own), (env!("CARGO_BIN_EXE_ioswitch").into(), ours)]
+}
+
+/// How many times each of `calls` was made by `program ARGS` (and its threads), from
+/// strace's log.
+fn count_calls(s: &Scratch, program: &str, args: &[String], calls: &[&str]) -> Vec<usize> {
+    let log = s.path("strace.log");
+    let mut a = vec!["-f".to_string(), "-qq".into(), "-e".into(), format!("trace={}", calls.join(",")), "-o".into()];
+    a.push(log.clone());
+    a.push(program.into());
+    a.extend(args.iter().cloned());
+    run("strace", &a);
+    let body = std::fs::read_to_string(&log).unwrap_or_else(|e| panic!("{log}: {e}"));
+    calls
+        .iter()
+        .map(|c| {
+            body.lines()
+                .filter(|l| l.split_whitespace().nth(1).is_some_and(|w| w.starts_with(&format!("{c}("))))
+                .count()
+        })
+        .collect()
+}
+
+#[test]
+fn fsync_n_calls_fsync_and_fdatasync_n_calls_fdatasync_as_often_as_fio() {
+    let t = "fsync_n_calls_fsync_and_fdatasync_n_calls_fdatasync_as_often_as_fio";
+    if !have("fio", "--version", t) || !have("strace", "-V", t) {
+        return;
+    }
+    let _one = serial();
+    let s = scratch("fsync");
+    let file = s.file("data", 256 << 10);
+    // 64 writes; the file is there already (no lay-out), and invalidate=0 (ours would
+    // fdatasync before dropping the cache). fio syncs before the next write, so the last
+    // write has no sync: 63 / N.
+    for (sync, want) in [("--fsync=4", [15, 0]), ("--fdatasync=8", [0, 7]), ("--fsync=16", [3, 0])] {
+        for engine in ["psync", "libaio"] {
+            let job = [
+                "--name=j",
+                &format!("--filename={file}"),
+                "--size=256k",
+                "--bs=4k",
+                "--rw=write",
+                "--invalidate=0",
+                &format!("--ioengine={engine}"),
+                sync,
+            ];
+            let [fio, ours] = both_args(&job);
+            let counts: Vec<Vec<usize>> =
+                [fio, ours].iter().map(|(p, a)| count_calls(&s, p, a, &["fsync", "fdatasync"])).collect();
+            assert_eq!(counts[0], want, "fio {engine} {sync}: fsync, fdatasync calls");
+            assert_eq!(counts[1], counts[0], "ioswitch bench {engine} {sync}: fsync, fdatasync calls, against fio's");
+        }
+    }
+}
+
+/// Which 4 KiB blocks of each file hold data (the files start as zeroes; both tools write
+/// random bytes), by file name.
+fn written_blocks(dir: &std::path::Path) -> std::collections::BTreeMap<String, Vec<bool>> {
+    let mut out = std::collections::BTreeMap::new();
+    for e in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let e = e.expect("a directory entry");
+        let body = std::fs::read(e.path()).unwrap_or_else(|err| panic!("{}: {err}", e.path().display()));
+        out.insert(
+            e.file_name().to_string_lossy().into_owned(),
+            body.chunks(4096).map(|b| b.iter().any(|&x| x != 0)).collect(),
+        );
+    }
+    out
+}
+
+/// The bytes the job wrote, from a fio-format JSON report.
+fn written_bytes(json: &[u8]) -> u64 {
+    let v: serde_json::Value =
+        serde_json::from_slice(json).unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", text(json)));
+    v["jobs"].as_array().expect("jobs").iter().map(|j| j["write"]["io_bytes"].as_u64().expect("write io_bytes")).sum()
+}
+
+#[test]
+fn several_files_per_job_get_the_same_blocks_as_with_fio() {
+    let t = "several_files_per_job_get_the_same_blocks_as_with_fio";
+    if !have("fio", "--version", t) {
+        return;
+    }
+    let _one = serial();
+    // Each case: the files (made of zeroes first, so that neither tool lays them out),
+    // their size, and the job's options; fio writes them in one directory, ours in another.
+    let default4 = |job: &str| (0..4).map(|i| format!("{job}.0.{i}")).collect::<Vec<_>>();
+    let cases: Vec<(Vec<String>, u64, Vec<&str>, bool)> = vec![
+        // fio's default roundrobin: 512 KiB over four 256 KiB files, 128 KiB each.
+        (default4("j"), 256 << 10, vec!["--nrfiles=4", "--filesize=256k", "--size=512k", "--rw=write"], true),
+        // sequential: each file until it is done.
+        (
+            default4("j"),
+            256 << 10,
+            vec!["--nrfiles=4", "--filesize=256k", "--size=512k", "--rw=write", "--file_service_type=sequential"],
+            true,
+        ),
+        // roundrobin:3 over 100 writes: 27, 25, 24, 24.
+        (
+            default4("j"),
+            256 << 10,
+            vec!["--nrfiles=4", "--filesize=256k", "--size=400k", "--rw=write", "--file_service_type=roundrobin:3"],
+            true,
+        ),
+        // size split over the files (no filesize), fio's file names.
+        (default4("j"), 64 << 10, vec!["--nrfiles=4", "--size=256k", "--rw=write"], true),
+        // a filename list with an escaped colon; size split over its three files.
+        (
+            vec!["a".into(), "b:c".into(), "d".into()],
+            96 << 10,
+            vec![r"--filename=a:b\:c:d", "--size=192k", "--rw=write"],
+            true,
+        ),
+        // two clones, each with its own two files (jobname.jobnum.filenum).
+        (
+            ["j.0.0", "j.0.1", "j.1.0", "j.1.1"].map(String::from).to_vec(),
+            64 << 10,
+            vec!["--nrfiles=2", "--filesize=64k", "--numjobs=2", "--rw=write"],
+            true,
+        ),
+        // openfiles below the file count: 160 writes round robin over the open files, a
+        // file opening when another is done (1: one at a time; 2: 64, 64, 16, 16; 3: file
+        // 3 never opens).
+        (
+            default4("j"),
+            256 << 10,
+            vec!["--nrfiles=4", "--filesize=256k", "--size=640k", "--rw=write", "--openfiles=1"],
+            true,
+        ),
+        (
+            default4("j"),
+            256 << 10,
+            vec!["--nrfiles=4", "--filesize=256k", "--size=640k", "--rw=write", "--openfiles=2"],
+            true,
+        ),
+        (
+            default4("j"),
+            256 << 10,
+            vec!["--nrfiles=4", "--filesize=256k", "--size=640k", "--rw=write", "--openfiles=3"],
+            true,
+        ),
+        // random writes: the blocks differ between the tools, the count per file does not.
+        (default4("j"), 256 << 10, vec!["--nrfiles=4", "--filesize=256k", "--size=512k", "--rw=randwrite"], false),
+    ];
+    let engines: [&[&str]; 2] = [&["--ioengine=psync"], &["--ioengine=libaio", "--iodepth=4"]];
+    for ((names, len, opts, same_blocks), engine) in cases.iter().flat_map(|c| engines.iter().map(move |e| (c, e))) {
+        let (len, same_blocks) = (*len, *same_blocks);
+        let opts: Vec<&str> = opts.iter().chain(engine.iter()).copied().collect();
+        let s = scratch("several");
+        let mut maps = Vec::new();
+        let mut bytes = Vec::new();
+        for tool in ["fio", "ours"] {
+            let dir = s.path(tool);
+            std::fs::create_dir(&dir).expect("a directory per tool");
+            for n in names {
+                std::fs::File::create(format!("{dir}/{n}")).and_then(|f| f.set_len(len)).expect("a file of zeroes");
+            }
+            let mut job = vec![
+                "--name=j".to_string(),
+                format!("--directory={dir}"),
+                "--bs=4k".into(),
+                "--output-format=json".into(),
+            ];
+            job.extend(opts.iter().map(|o| o.to_string()));
+            let job: Vec<&str> = job.iter().map(String::as_str).collect();
+            let [(fio, fio_args), (ours, our_args)] = both_args(&job);
+            let o = if tool == "fio" { run(&fio, &fio_args) } else { run(&ours, &our_args) };
+            bytes.push(written_bytes(&o.stdout));
+            maps.push(written_blocks(std::path::Path::new(&dir)));
+        }
+        let counts: Vec<Vec<(String, usize)>> = maps
+            .iter()
+            .map(|m| m.iter().map(|(f, b)| (f.clone(), b.iter().filter(|&&w| w).count())).collect())
+            .collect();
+        assert_eq!(bytes[1], bytes[0], "{opts:?}: bytes written, ours against fio's");
+        assert_eq!(counts[1], counts[0], "{opts:?}: blocks written per file, ours against fio's");
+        assert!(counts[0].iter().map(|(_, c)| c).sum::<usize>() > 0, "{opts:?}: fio wrote nothing: {counts:?}");
+        if same_blocks {
+            assert_eq!(maps[1], maps[0], "{opts:?}: which blocks of each file were written, ours against fio's");
+        }
+    }
+}

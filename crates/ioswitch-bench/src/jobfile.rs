@@ -1958,9 +1958,6 @@ impl JobSpec {
         if n > 1 && self.shapes.zbd {
             return Err(self.error_at("zonemode", "zonemode=zbd runs with one file per job"));
         }
-        if n > 1 && self.ioengine == IoEngine::Null {
-            return Err(self.error_at("nrfiles", "ioengine=null runs with one file per job"));
-        }
         Ok(())
     }
 

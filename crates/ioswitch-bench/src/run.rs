@@ -263,7 +263,9 @@ fn fio_file_name(filename: String) -> String {
 /// Opens the job's device (creating and laying out a file as fio does) and resolves the
 /// spec into an engine job. `say` receives progress messages ("Laying out IO file").
 pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Result<Prepared, BenchError> {
-    if spec.file_count() > 1 {
+    // fio's null engine opens no file (FIO_DISKLESSIO): its several files are names only,
+    // so a null job runs as one, over the first name as with one file.
+    if spec.file_count() > 1 && spec.ioengine != IoEngine::Null {
         return prepare_files(spec, groupid, say);
     }
     let (opts, mode) = engine_opts(spec)?;

@@ -5,7 +5,9 @@
  * (ioswitch_pass_raw) once the range is released; checks that while lent the range is
  * refused to commands (-EBUSY) and to a second, overlapping range, that a persist past
  * the range's end is refused, and that a write through the command API is what a new
- * range then loads.
+ * range then loads. The guarded copies (ioswitch_pmem_write / ioswitch_pmem_read) write
+ * durably and read back what the command API sees; on a regular file, shrunk under the
+ * range at the end, they return -EIO instead of the process dying of SIGBUS.
  *
  *   pmem_rw URI OPTS     e.g.  pmem_rw /dev/shm/x.img "sync=pmem,pmem_force=1,create=1,size=1MiB"
  */
@@ -15,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define OFF 8192
 #define LEN 65536
@@ -130,6 +134,53 @@ int main(int argc, char **argv)
 	if (memcmp(ioswitch_pmem_addr(r), want, 4096)) {
 		fprintf(stderr, "pmem_rw: the range loads other data than the command wrote\n");
 		goto out_r;
+	}
+	/* Guarded copies: a durable write into the range, read back by the guarded read and,
+	 * once released, by a command; a span past the end is refused. */
+	fill(want, 4096, 3);
+	if ((err = ioswitch_pmem_write(r, 0, want, 4096))) {
+		failed("pmem_write", err);
+		goto out_r;
+	}
+	memset(got, 0, 4096);
+	if ((err = ioswitch_pmem_read(r, 0, got, 4096)) || memcmp(got, want, 4096)) {
+		fprintf(stderr, "pmem_rw: pmem_read after pmem_write: %d (%s)\n", err, ioswitch_last_error());
+		goto out_r;
+	}
+	if ((err = ioswitch_pmem_read(r, 4000, got, 100)) != -EINVAL || !strstr(ioswitch_last_error(), "past the end")) {
+		fprintf(stderr, "pmem_rw: pmem_read past the end gave %d (%s)\n", err, ioswitch_last_error());
+		goto out_r;
+	}
+	ioswitch_pmem_release(r);
+	r = NULL;
+	ioswitch_cmd_fs_read(OFF, 4096, &cmd);
+	if ((err = ioswitch_pass_raw(dev, &cmd, got, 4096, &cpl)) || memcmp(got, want, 4096)) {
+		fprintf(stderr, "pmem_rw: a command read other data than pmem_write wrote (%d)\n", err);
+		goto out;
+	}
+	/* A regular file shrunk under a range: the guarded copies beyond its end give -EIO
+	 * (a plain load there would end the process with SIGBUS). */
+	struct stat st;
+	if (stat(argv[1], &st) == 0 && S_ISREG(st.st_mode)) {
+		if ((err = ioswitch_pmem_range(dev, OFF, LEN, &r))) {
+			failed("pmem_range for the shrink", err);
+			goto out;
+		}
+		if (truncate(argv[1], OFF + 4096)) {
+			perror("pmem_rw: truncate");
+			goto out_r;
+		}
+		if ((err = ioswitch_pmem_read(r, 8192, got, 4096)) != -EIO ||
+		    (err = ioswitch_pmem_write(r, 8192, want, 4096)) != -EIO) {
+			fprintf(stderr, "pmem_rw: a guarded copy beyond a shrunk file's end gave %d (%s)\n", err,
+				ioswitch_last_error());
+			goto out_r;
+		}
+		if ((err = ioswitch_pmem_read(r, 0, got, 4096)) || memcmp(got, want, 4096)) {
+			fprintf(stderr, "pmem_rw: the page still in the file: %d (%s)\n", err, ioswitch_last_error());
+			goto out_r;
+		}
+		printf("pmem_rw: guarded copies beyond a shrunk file's end: -EIO, the process lives on\n");
 	}
 	printf("pmem_rw: %s: 64 KiB stored + persisted, read back by command; command write loaded back\n",
 	       id.uri);

@@ -916,6 +916,41 @@ int ioswitch_pmem_persist(const struct ioswitch_pmem *r,
                           size_t len);
 
 /**
+ * Copies `len` bytes at `off` of a lent range (relative to its start) into `buf`, under
+ * the SIGBUS guard of the command API: where the kernel cannot provide a page (poisoned
+ * persistent memory, a file another user shrank) it returns -EIO instead of ending the
+ * process. Plain loads at `ioswitch_pmem_addr` are not guarded. Returns 0, -EINVAL for
+ * a NULL argument or a span past the range's end, or -EIO; `ioswitch_last_error()`
+ * says why.
+ *
+ * # Safety
+ * `r` NULL or a range from `ioswitch_pmem_range` not released yet; `buf` NULL or valid
+ * for writing `len` bytes, not inside the range.
+ */
+int ioswitch_pmem_read(const struct ioswitch_pmem *r,
+                       size_t off,
+                       void *buf,
+                       size_t len);
+
+/**
+ * Copies `len` bytes from `buf` to `off` of a lent range (relative to its start)
+ * durably, as a write command does (non-temporal stores or stores + cache-line
+ * write-backs, then one fence: no `ioswitch_pmem_persist` needed), under the SIGBUS
+ * guard: -EIO instead of the end of the process where the kernel cannot provide a page
+ * (the bytes may then be partly written). Plain stores at `ioswitch_pmem_addr` are not
+ * guarded. Returns 0, -EINVAL for a NULL argument or a span past the range's end, or
+ * -EIO; `ioswitch_last_error()` says why.
+ *
+ * # Safety
+ * `r` NULL or a range from `ioswitch_pmem_range` not released yet, not used by another
+ * thread meanwhile; `buf` NULL or valid for reading `len` bytes, not inside the range.
+ */
+int ioswitch_pmem_write(struct ioswitch_pmem *r,
+                        size_t off,
+                        const void *buf,
+                        size_t len);
+
+/**
  * Gives a lent range back (NULL is ignored): its memory may no longer be used, and
  * commands reach it again.
  *

@@ -120,6 +120,73 @@ pub unsafe extern "C" fn ioswitch_pmem_persist(r: *const ioswitch_pmem, off: usi
     })
 }
 
+/// Copies `len` bytes at `off` of a lent range (relative to its start) into `buf`, under
+/// the SIGBUS guard of the command API: where the kernel cannot provide a page (poisoned
+/// persistent memory, a file another user shrank) it returns -EIO instead of ending the
+/// process. Plain loads at `ioswitch_pmem_addr` are not guarded. Returns 0, -EINVAL for
+/// a NULL argument or a span past the range's end, or -EIO; `ioswitch_last_error()`
+/// says why.
+///
+/// # Safety
+/// `r` NULL or a range from `ioswitch_pmem_range` not released yet; `buf` NULL or valid
+/// for writing `len` bytes, not inside the range.
+#[no_mangle]
+pub unsafe extern "C" fn ioswitch_pmem_read(
+    r: *const ioswitch_pmem,
+    off: usize,
+    buf: *mut c_void,
+    len: usize,
+) -> c_int {
+    const F: &str = "ioswitch_pmem_read";
+    guard(F, -libc::EIO, || {
+        // SAFETY: r is null or live (caller contract).
+        let Some(r) = (unsafe { r.as_ref() }) else { return fail(libc::EINVAL, format!("{F}: range is NULL")) };
+        if buf.is_null() {
+            return fail(libc::EINVAL, format!("{F}: buf is NULL"));
+        }
+        // SAFETY: buf is valid for writing len bytes and not inside the range (caller contract).
+        let dst = unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), len) };
+        match r.slice.read_at(off, dst) {
+            Ok(()) => 0,
+            Err(e) => from_error(F, &e),
+        }
+    })
+}
+
+/// Copies `len` bytes from `buf` to `off` of a lent range (relative to its start)
+/// durably, as a write command does (non-temporal stores or stores + cache-line
+/// write-backs, then one fence: no `ioswitch_pmem_persist` needed), under the SIGBUS
+/// guard: -EIO instead of the end of the process where the kernel cannot provide a page
+/// (the bytes may then be partly written). Plain stores at `ioswitch_pmem_addr` are not
+/// guarded. Returns 0, -EINVAL for a NULL argument or a span past the range's end, or
+/// -EIO; `ioswitch_last_error()` says why.
+///
+/// # Safety
+/// `r` NULL or a range from `ioswitch_pmem_range` not released yet, not used by another
+/// thread meanwhile; `buf` NULL or valid for reading `len` bytes, not inside the range.
+#[no_mangle]
+pub unsafe extern "C" fn ioswitch_pmem_write(
+    r: *mut ioswitch_pmem,
+    off: usize,
+    buf: *const c_void,
+    len: usize,
+) -> c_int {
+    const F: &str = "ioswitch_pmem_write";
+    guard(F, -libc::EIO, || {
+        // SAFETY: r is null or live, and not used elsewhere meanwhile (caller contract).
+        let Some(r) = (unsafe { r.as_mut() }) else { return fail(libc::EINVAL, format!("{F}: range is NULL")) };
+        if buf.is_null() {
+            return fail(libc::EINVAL, format!("{F}: buf is NULL"));
+        }
+        // SAFETY: buf is valid for reading len bytes and not inside the range (caller contract).
+        let src = unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), len) };
+        match r.slice.write_at(off, src) {
+            Ok(()) => 0,
+            Err(e) => from_error(F, &e),
+        }
+    })
+}
+
 /// Gives a lent range back (NULL is ignored): its memory may no longer be used, and
 /// commands reach it again.
 ///

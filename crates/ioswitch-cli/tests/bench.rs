@@ -550,6 +550,48 @@ fn the_libpmem_engine_runs_pmem_synchronously_and_says_when_pmem_force_is_on() {
 }
 
 #[test]
+fn the_copy_ceiling_is_measured_once_per_run_for_all_its_pmem_jobs() {
+    let _one = serial();
+    if !std::path::Path::new("/dev/shm").is_dir() {
+        eprintln!("skipped: /dev/shm does not exist");
+        return;
+    }
+    let f = format!("/dev/shm/ioswitch-bench-ceiling-{}.img", std::process::id());
+    let _ = fs::remove_file(&f);
+    // Three pmem jobs in one run (one of them two threads), one ceiling for all.
+    let o = Command::new(env!("CARGO_BIN_EXE_ioswitch"))
+        .args([
+            "bench",
+            "--no-progress",
+            "--output-format=json",
+            &format!("--filename={f}"),
+            "--size=4m",
+            "--bs=64k",
+            "--ioengine=ioswitch",
+            "--ioswitch_opts=sync=pmem,pmem_force=1",
+            "--name=a",
+            "--rw=write",
+            "--name=b",
+            "--rw=read",
+            "--name=c",
+            "--rw=randread",
+            "--numjobs=2",
+            "--thread",
+        ])
+        .output()
+        .unwrap();
+    let _ = fs::remove_file(&f);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert_eq!(err.matches("measuring the single-thread copy ceiling").count(), 1, "{err}");
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let jobs = v["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 4, "{v}");
+    let ceilings: Vec<f64> = jobs.iter().map(|j| j["ioswitch"]["copy_ceiling_bps"].as_f64().unwrap()).collect();
+    assert!(ceilings[0] > 0.0 && ceilings.iter().all(|&c| c == ceilings[0]), "{ceilings:?}");
+}
+
+#[test]
 fn membw_prints_every_kernel_and_names_bad_input() {
     let _one = serial();
     let kernels = ["copy", "scale", "add", "triad", "memcpy", "nt_copy"];

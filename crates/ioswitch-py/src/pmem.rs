@@ -7,6 +7,7 @@ use ioswitch::PmemSlice;
 use pyo3::exceptions::PyBufferError;
 use pyo3::ffi;
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 use std::os::raw::c_int;
 use std::sync::{Mutex, MutexGuard};
 
@@ -94,6 +95,39 @@ impl PmemRange {
         let slice = st.held.slice.as_ref().ok_or_else(|| released(self.offset))?;
         let length = length.unwrap_or(self.len.saturating_sub(offset));
         slice.persist(offset, length).map_err(|e| errors::to_py(py, e))
+    }
+
+    /// read_at(offset, length) -> bytes
+    ///
+    /// Copies `length` bytes at `offset` of the range (relative to its start) under the
+    /// SIGBUS guard of the device's commands: where the kernel cannot provide a page
+    /// (poisoned persistent memory, a file another user shrank) it raises
+    /// `ioswitch.Error` with errno EIO instead of ending the process. Loads through a
+    /// memoryview are not guarded.
+    fn read_at<'py>(&self, py: Python<'py>, offset: usize, length: usize) -> PyResult<Bound<'py, PyBytes>> {
+        let st = self.lock();
+        let slice = st.held.slice.as_ref().ok_or_else(|| released(self.offset))?;
+        if length > self.len {
+            // Refused before allocating `length` bytes.
+            let why = format!("{length} bytes at {offset} reach past the end of a {}-byte pmem range", self.len);
+            return Err(errors::to_py(py, ioswitch::Error::BadOpt { key: "read_at".into(), why }));
+        }
+        let mut buf = vec![0u8; length];
+        slice.read_at(offset, &mut buf).map_err(|e| errors::to_py(py, e))?;
+        Ok(PyBytes::new(py, &buf))
+    }
+
+    /// write_at(offset, data)
+    ///
+    /// Copies `data` (any bytes-like object) to `offset` of the range durably, as a write
+    /// command does (non-temporal stores or stores + cache-line write-backs, then one
+    /// fence: no `persist` needed), under the SIGBUS guard: `ioswitch.Error` with errno
+    /// EIO instead of the end of the process where the kernel cannot provide a page (the
+    /// bytes may then be partly written). Stores through a memoryview are not guarded.
+    fn write_at(&self, py: Python<'_>, offset: usize, data: &[u8]) -> PyResult<()> {
+        let mut st = self.lock();
+        let slice = st.held.slice.as_mut().ok_or_else(|| released(self.offset))?;
+        slice.write_at(offset, data).map_err(|e| errors::to_py(py, e))
     }
 
     /// Gives the range back: the device's commands reach it again. Refused while

@@ -76,3 +76,43 @@ def test_pmem_range_needs_sync_pmem_and_pmem_needs_dax_or_force(shm_path):
     with pytest.raises(ioswitch.UnsupportedError) as e:
         ioswitch.Device.open(shm_path, "sync=pmem")
     assert "MAP_SYNC" in str(e.value)
+
+
+def test_guarded_copies_of_a_range_and_eio_beyond_a_shrunk_file(shm_path):
+    with ioswitch.Device.open(shm_path, "sync=pmem,pmem_force=1,create=1,size=64KiB") as dev:
+        with dev.pmem_range(4096, 32768) as r:
+            data = pattern(8192, 5)
+            r.write_at(100, data)  # durable as a command's write: no persist
+            r.write_at(9000, data[:40])
+            assert r.read_at(100, 8192) == data
+            with memoryview(r) as m:
+                assert bytes(m[100:8292]) == data
+                m[0] = 0x5A
+            assert r.read_at(0, 1) == b"\x5a"
+            with pytest.raises(ioswitch.Error) as e:
+                r.read_at(32760, 16)
+            assert "past the end" in str(e.value)
+            with pytest.raises(ioswitch.Error):
+                r.read_at(0, 1 << 60)
+            with pytest.raises(ioswitch.Error):
+                r.write_at(32767, b"ab")
+            # Shrunk to 5 KiB: range offsets from 4096 on are beyond the file's end.
+            os.truncate(shm_path, 5120)
+            for what, call in [
+                ("read across the end", lambda: r.read_at(0, 8192)),
+                ("read beyond the end", lambda: r.read_at(20000, 100)),
+                ("8 KiB write", lambda: r.write_at(12288, data)),
+                ("64 B write", lambda: r.write_at(16384, data[:64])),
+            ]:
+                with pytest.raises(ioswitch.Error) as e:
+                    call()
+                assert e.value.errno == errno.EIO, what
+            # The process and the range live on.
+            assert r.read_at(0, 1) == b"\x5a"
+        r = dev.pmem_range(0, 4096)
+        r.release()
+        with pytest.raises(BufferError):
+            r.read_at(0, 1)
+    with open(shm_path, "rb") as f:
+        f.seek(4096 + 100)
+        assert f.read() == data[: 5120 - 4196]

@@ -15,9 +15,11 @@
 //! file that another user shrank) raises SIGBUS in the copy; each command's copies, zeroing
 //! and fence run under one guard ([`crate::sys::sigbus::guarded`]), so the command
 //! completes with EIO (NVMe Data Transfer Error, Do Not Retry) and the process and the
-//! device keep working. Loads and stores the application makes through a lent range
-//! ([`Device::pmem_range`](crate::Device::pmem_range)) are its own, as with libpmem: a
-//! SIGBUS there ends the process unless the application handles it.
+//! device keep working. A lent range ([`Device::pmem_range`](crate::Device::pmem_range))
+//! offers the same guard for copies ([`PmemSlice::read_at`](crate::PmemSlice::read_at),
+//! [`write_at`](crate::PmemSlice::write_at)); plain loads and stores through it are the
+//! application's own, as with libpmem: a SIGBUS there ends the process unless the
+//! application handles it.
 //!
 //! Ranges lent to the application ([`Device::pmem_range`](crate::Device::pmem_range))
 //! are not reachable through the command API while lent: a read or write overlapping one
@@ -367,6 +369,61 @@ mod tests {
             dev.pass(&Cmd::fs_read(32768, 4096), std::slice::from_mut(&mut b)).unwrap();
             assert!(b.iter().all(|&x| x == 0), "{opts}");
         }
+    }
+
+    /// A lent range's guarded copies: they read and write the same bytes the command API
+    /// and the slice see, a write is in the file without `persist`, out-of-range requests
+    /// are refused naming the range, and a page beyond a shrunk file's end gives EIO
+    /// (read and write, large and short) while the range and the device keep working.
+    #[test]
+    fn a_lent_range_copies_under_the_sigbus_guard() {
+        use crate::cmd::Cmd;
+        let t = temp_in(&shm(), "pmem-lent-guard");
+        let dev = open(&t, "sync=pmem,pmem_force=1,create=1,size=64KiB");
+        let mut s = dev.pmem_range(4096, 32768).unwrap();
+        let data: Vec<u8> = (0..8192u32).map(|i| (i * 7 + 3) as u8).collect();
+        // A large (non-temporal body) and a short (stores + write-back) write.
+        s.write_at(100, &data).unwrap();
+        s.write_at(9000, &data[..40]).unwrap();
+        assert_eq!(&s[100..100 + 8192], &data[..]);
+        let mut back = vec![0u8; 8192];
+        s.read_at(100, &mut back).unwrap();
+        assert_eq!(back, data);
+        let file = std::fs::read(&t.0).unwrap();
+        assert_eq!(&file[4096 + 100..4096 + 100 + 8192], &data[..]);
+        assert_eq!(&file[4096 + 9000..4096 + 9040], &data[..40]);
+        // Stores through the slice read back through read_at.
+        s[0] = 0x5a;
+        let mut one = [0u8; 1];
+        s.read_at(0, &mut one).unwrap();
+        assert_eq!(one[0], 0x5a);
+        // Out of the range: refused, nothing copied.
+        let e = s.read_at(32760, &mut [0u8; 16]).unwrap_err().to_string();
+        assert!(e.contains("read_at") && e.contains("16 bytes at 32760") && e.contains("32768-byte"), "{e}");
+        let e = s.write_at(usize::MAX, b"x").unwrap_err().to_string();
+        assert!(e.contains("write_at") && e.contains("past the end"), "{e}");
+        // Cut the file to 5 KiB: the range from its offset 4096 (device offset 8192) on is
+        // beyond the end.
+        std::fs::OpenOptions::new().write(true).open(&t.0).unwrap().set_len(5120).unwrap();
+        let eio = |r: crate::Result<()>, what: &str| match r {
+            Err(crate::Error::Os { source, what: w, .. }) => {
+                assert_eq!(source.raw_os_error(), Some(libc::EIO), "{what}: {w}");
+                assert!(w.contains("could not provide a page") && w.contains("device offset 4096"), "{what}: {w}");
+            }
+            other => panic!("{what}: expected EIO, got {other:?}"),
+        };
+        eio(s.read_at(0, &mut back), "read across the end");
+        eio(s.read_at(20000, &mut back[..100]), "read beyond the end");
+        eio(s.write_at(12288, &data), "8 KiB write");
+        eio(s.write_at(16384, &data[..64]), "64 B write");
+        // The range's first kilobyte is still in the file; the device keeps working.
+        s.read_at(0, &mut one).unwrap();
+        assert_eq!(one[0], 0x5a);
+        drop(s);
+        let mut b = dev.alloc(4096).unwrap();
+        b.fill(3);
+        dev.pass(&Cmd::fs_write(0, 4096), std::slice::from_mut(&mut b)).unwrap();
+        assert_eq!(std::fs::read(&t.0).unwrap()[..4096], [3u8; 4096][..]);
     }
 
     #[test]

@@ -105,12 +105,18 @@ pub(crate) fn fsdax(name: &str) -> Option<Dax> {
 ///
 /// Ranges lent at one time never overlap (a second, overlapping request is refused), and
 /// while a range is lent, reads and writes of it through the command API fail with EBUSY:
-/// the slice is the only way to it in this process. Other processes mapping the same file
+/// the slice is the only way to it in this process. Loads and stores through the slice
+/// are not guarded against SIGBUS (a poisoned page, a file another user shrank ends the
+/// process, as with libpmem); [`read_at`](PmemSlice::read_at) and
+/// [`write_at`](PmemSlice::write_at) copy under the guard and give EIO instead. Other
+/// processes mapping the same file
 /// share the memory, as with any shared mapping. A command that another thread started
 /// before the range was lent is not waited for: do not lend a range that commands of
 /// other threads are reading or writing at that moment.
 pub struct PmemSlice<'a> {
     lent: Lent<'a>,
+    /// The device's URI, for errors.
+    uri: String,
 }
 
 impl PmemSlice<'_> {
@@ -123,13 +129,7 @@ impl PmemSlice<'_> {
     /// writes their cache lines back (CLWB, CLFLUSHOPT or CLFLUSH) and fences. With
     /// `pmem_force=1` the same instructions run, on memory that is not persistent.
     pub fn persist(&self, off: usize, len: usize) -> Result<()> {
-        let n = self.lent.slice.len();
-        if off > n || len > n - off {
-            return Err(Error::BadOpt {
-                key: "persist".into(),
-                why: format!("{len} bytes at {off} reach past the end of a {n}-byte pmem range"),
-            });
-        }
+        self.check("persist", off, len)?;
         self.lent.persist(off, len);
         Ok(())
     }
@@ -137,6 +137,51 @@ impl PmemSlice<'_> {
     /// Makes the whole range durable ([`persist`](PmemSlice::persist) of all of it).
     pub fn persist_all(&self) {
         self.lent.persist(0, self.lent.slice.len());
+    }
+
+    /// Refuses `len` bytes at `off` that do not lie inside the range.
+    fn check(&self, what: &str, off: usize, len: usize) -> Result<()> {
+        let n = self.lent.slice.len();
+        if off > n || len > n - off {
+            return Err(Error::BadOpt {
+                key: what.into(),
+                why: format!("{len} bytes at {off} reach past the end of a {n}-byte pmem range"),
+            });
+        }
+        Ok(())
+    }
+
+    /// A SIGBUS in a guarded copy of `len` bytes at `off`, as an EIO error.
+    fn fault(&self, what: &str, off: usize, len: usize, at: Option<usize>) -> Error {
+        Error::Os {
+            dev: self.uri.clone(),
+            what: format!(
+                "{what} of {len} bytes at {off} of the pmem range at device offset {}: the kernel could not \
+                 provide a page{}",
+                self.offset(),
+                at.map(|a| format!(" (at offset {a} of the range)")).unwrap_or_default()
+            ),
+            source: std::io::Error::from_raw_os_error(libc::EIO),
+        }
+    }
+
+    /// Copies `dst.len()` bytes at `off` of the range (relative to its start) into `dst`,
+    /// under the SIGBUS guard the command API uses: a page the kernel cannot provide
+    /// (poisoned persistent memory, a file another user shrank) gives an EIO error
+    /// instead of ending the process. Plain loads through the slice are not guarded.
+    pub fn read_at(&self, off: usize, dst: &mut [u8]) -> Result<()> {
+        self.check("read_at", off, dst.len())?;
+        self.lent.read_guarded(off, dst).map_err(|at| self.fault("read_at", off, dst.len(), at))
+    }
+
+    /// Copies `src` to `off` of the range (relative to its start) durably, as a write
+    /// command does (non-temporal stores or stores + cache-line write-backs, then one
+    /// fence: no [`persist`](PmemSlice::persist) needed), under the SIGBUS guard: a page the
+    /// kernel cannot provide gives an EIO error instead of ending the process (the bytes
+    /// may then be partly written). Plain stores through the slice are not guarded.
+    pub fn write_at(&mut self, off: usize, src: &[u8]) -> Result<()> {
+        self.check("write_at", off, src.len())?;
+        self.lent.write_guarded(off, src).map_err(|at| self.fault("write_at", off, src.len(), at))
     }
 }
 
@@ -202,7 +247,7 @@ impl Device {
             key: "pmem_range".into(),
             why: format!("{len} bytes at {offset} of {uri} overlap a range lent out now"),
         })?;
-        Ok(PmemSlice { lent })
+        Ok(PmemSlice { lent, uri: uri.clone() })
     }
 }
 

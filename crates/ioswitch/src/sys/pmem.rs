@@ -497,6 +497,48 @@ impl Lent<'_> {
         assert!(off <= self.slice.len() && n <= self.slice.len() - off);
         self.map.persist(self.off + off, n);
     }
+
+    /// The offset in the lent range of a faulting address, when it lies inside it.
+    fn fault_offset(&self, at: usize) -> Option<usize> {
+        let base = self.slice.as_ptr() as usize;
+        (base..base + self.slice.len()).contains(&at).then(|| at - base)
+    }
+
+    /// Copies `dst.len()` bytes at `off` of the lent range (relative to it) into `dst`
+    /// under the SIGBUS guard: `Err` (the fault's offset in the range, when inside it)
+    /// where the kernel could not provide a page. Panics unless the bytes lie inside the
+    /// range (the caller checks).
+    pub(crate) fn read_guarded(&self, off: usize, dst: &mut [u8]) -> Result<(), Option<usize>> {
+        let src = &self.slice[off..off + dst.len()];
+        let (s, d, n) = (src.as_ptr(), dst.as_mut_ptr(), dst.len());
+        // SAFETY: s .. s + n lies inside the lent range (sliced above), d .. d + n is the
+        // caller's buffer, which cannot be this range (it is borrowed here); the closure
+        // only copies: no destructor, nothing that can panic.
+        unsafe { super::sigbus::guarded(|| std::ptr::copy_nonoverlapping(s, d, n)) }.map_err(|at| self.fault_offset(at))
+    }
+
+    /// Copies `src` to `off` of the lent range (relative to it) with persistent stores and
+    /// one fence, as a command's write (durable when it returns), under the SIGBUS guard:
+    /// `Err` as [`Lent::read_guarded`]. Panics unless the bytes lie inside the range.
+    pub(crate) fn write_guarded(&mut self, off: usize, src: &[u8]) -> Result<(), Option<usize>> {
+        let dst = &mut self.slice[off..off + src.len()];
+        let (d, s, n) = (dst.as_mut_ptr(), src.as_ptr(), src.len());
+        #[cfg(target_arch = "x86_64")]
+        let how = self.map.flush;
+        // SAFETY: d .. d + n lies inside the lent range (sliced above, borrowed mutably
+        // here), s .. s + n is the caller's buffer, which cannot overlap it; the closure
+        // only copies and fences: no destructor, nothing that can panic.
+        unsafe {
+            super::sigbus::guarded(|| {
+                #[cfg(target_arch = "x86_64")]
+                persistent_copy(how, d, s, n);
+                #[cfg(not(target_arch = "x86_64"))]
+                std::ptr::copy_nonoverlapping(s, d, n);
+                fence();
+            })
+        }
+        .map_err(|at| self.fault_offset(at))
+    }
 }
 
 impl Drop for Lent<'_> {

@@ -206,11 +206,9 @@ impl Libaio {
     /// Hands out harvested events, at most `max`; returns how many.
     #[inline(always)]
     fn hand_out(&mut self, max: u32, f: &mut impl FnMut(Completion)) -> u32 {
+        let k = self.aio.harvested().min(max);
         let mut n = 0u32;
-        for _ in 0..self.aio.harvested().min(max) {
-            if !self.aio.hand_out_next(f) {
-                break;
-            }
+        while n < k && self.aio.hand_out_next(f) {
             n += 1;
         }
         n

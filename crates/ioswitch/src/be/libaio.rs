@@ -214,6 +214,13 @@ impl Libaio {
         n
     }
 
+    /// [`Self::hand_out`] of events an earlier reap left harvested (rare), out of line.
+    #[cold]
+    #[inline(never)]
+    fn hand_out_left(&mut self, max: u32, f: &mut impl FnMut(Completion)) -> u32 {
+        self.hand_out(max, f)
+    }
+
     /// Reaps without committing: what `ready` holds, then the harvested events, then
     /// io_getevents as `min` and `max` ask.
     #[inline(always)]
@@ -225,7 +232,7 @@ impl Libaio {
         // Events are left harvested only by a callback that panicked, or by a reap that
         // reached its `max`: look at them only then.
         if self.aio.harvested() != 0 {
-            n += self.hand_out(max - n, f);
+            n += self.hand_out_left(max - n, f);
         }
         loop {
             if n >= max || self.aio.in_flight() == 0 || (min > 0 && n >= min) {

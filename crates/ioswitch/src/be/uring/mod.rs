@@ -58,7 +58,10 @@
 // An SQE pushed onto the ring points at buffers and iovecs that the ring core's slot
 // table keeps alive until the CQE is reaped: `Ring::push`/`launch` are `unsafe fn`s whose
 // contract the interfaces (file.rs, cmd.rs) meet, and the slot table is here. Moving that
-// ownership into `sys` means rewriting the ring core (issue 12, part 3: what is left).
+// ownership into `sys` means rewriting the ring core (issue 12, part 3: what is left):
+// `sys` would have to build every entry kind from the slot it owns and see each CQE
+// consumed before a slot's data may come out. `io_uring_enter` and the buffer
+// registration are already in `sys::uring`.
 #![allow(unsafe_code)]
 
 pub(crate) mod cmd;

@@ -203,6 +203,24 @@ impl Libaio {
         n
     }
 
+    /// Hands out harvested events, at most `max`; returns how many.
+    #[inline(always)]
+    fn hand_out(&mut self, max: u32, f: &mut impl FnMut(Completion)) -> u32 {
+        let k = self.aio.harvested().min(max);
+        let mut n = 0u32;
+        while n < k && self.aio.hand_out_next(f) {
+            n += 1;
+        }
+        n
+    }
+
+    /// [`Self::hand_out`] of events an earlier reap left harvested (rare), out of line.
+    #[cold]
+    #[inline(never)]
+    fn hand_out_left(&mut self, max: u32, f: &mut impl FnMut(Completion)) -> u32 {
+        self.hand_out(max, f)
+    }
+
     /// Reaps without committing: what `ready` holds, then the harvested events, then
     /// io_getevents as `min` and `max` ask.
     #[inline(always)]
@@ -211,15 +229,13 @@ impl Libaio {
         if !self.ready.is_empty() {
             n = self.hand_out_ready(max, f);
         }
-        let mut polled = false;
+        // Events are left harvested only by a callback that panicked, or by a reap that
+        // reached its `max`: look at them only then.
+        if self.aio.harvested() != 0 {
+            n += self.hand_out_left(max - n, f);
+        }
         loop {
-            while n < max {
-                if !self.aio.hand_out_next(f) {
-                    break;
-                }
-                n += 1;
-            }
-            if n >= max || self.aio.in_flight() == 0 || (min > 0 && n >= min) || polled {
+            if n >= max || self.aio.in_flight() == 0 || (min > 0 && n >= min) {
                 return Ok(n);
             }
             let want_max = (max - n).min(self.aio.in_flight());
@@ -231,7 +247,10 @@ impl Libaio {
                 Err(_) if n > 0 => return Ok(n),
                 Err(errno) => return Err(self.getevents_failed(errno)),
             }
-            polled = want_min == 0;
+            n += self.hand_out(max - n, f);
+            if want_min == 0 {
+                return Ok(n); // one look without waiting is all a poll makes
+            }
         }
     }
 

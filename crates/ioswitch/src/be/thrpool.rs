@@ -352,7 +352,7 @@ mod tests {
     };
     use crate::be::{prepare, SyncIo};
     use crate::buf::Buffer;
-    use crate::dev::{DevKind, Geometry, Ident, Interfaces, ZonedModel};
+    use crate::dev::Interfaces;
     use crate::opts::{AdminIface, AsyncIface, MemIface, Opts};
     use crate::spec::Status;
     use crate::{Cmd, Device};
@@ -479,29 +479,10 @@ mod tests {
         }
     }
 
+    /// A 64 KiB ramdisk's device with `sync` as its sync interface and thrpool as its
+    /// async one.
     fn fake_inner(uri: &str, sync: Option<Box<dyn SyncIo>>) -> Inner {
-        let geo = Geometry {
-            lba_size: 512,
-            nlbas: 128,
-            bytes: 65536,
-            max_transfer: 65536,
-            dio_mem_align: 512,
-            dio_offset_align: 512,
-            zoned: ZonedModel::None,
-            zones: None,
-        };
-        let ident = Ident {
-            uri: uri.into(),
-            path: None,
-            kind: DevKind::Ramdisk,
-            nsid: 1,
-            driver: None,
-            block_name: None,
-            model: None,
-            serial: None,
-            in_use: None,
-            dax: None,
-        };
+        let (_, _, geo, ident) = crate::dev::open::open_ramdisk(uri, 65536, &Opts::default()).unwrap();
         let ifaces = Interfaces {
             sync: None,
             r#async: Some(AsyncIface::Thrpool),

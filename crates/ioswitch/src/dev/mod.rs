@@ -4,7 +4,7 @@ mod bind;
 mod enumerate;
 mod geometry;
 pub(crate) mod guard;
-mod open;
+pub(crate) mod open;
 mod pmem;
 
 pub use bind::{bind_driver, Binding, PciDriver};

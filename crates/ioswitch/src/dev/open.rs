@@ -14,7 +14,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
 
-pub(super) fn open_ramdisk(uri: &str, bytes: u64, opts: &Opts) -> Result<(DevKind, Option<OwnedFd>, Geometry, Ident)> {
+/// A ramdisk of `bytes` bytes: its kind, no descriptor, its geometry and identity.
+pub(crate) fn open_ramdisk(uri: &str, bytes: u64, opts: &Opts) -> Result<(DevKind, Option<OwnedFd>, Geometry, Ident)> {
     if opts.create || opts.truncate || opts.size.is_some() {
         return Err(Error::BadOpt {
             key: "create/truncate/size".into(),

@@ -376,10 +376,16 @@ impl Aio {
             let ev = unsafe { self.events.get_unchecked(self.ev_head as usize & self.mask) };
             let (idx, res) = (ev.data as usize, ev.res);
             self.ev_head += 1;
-            if idx < self.depth as usize && self.slot(idx).busy {
-                self.put_slot(idx);
-                let slot = self.slot(idx);
+            if idx >= self.depth as usize {
+                continue;
+            }
+            // SAFETY: idx < depth <= slots.len().
+            let slot = unsafe { self.slots.get_unchecked_mut(idx) };
+            if slot.busy {
                 slot.busy = false;
+                self.put_slot(idx);
+                // SAFETY: as above.
+                let slot = unsafe { self.slots.get_unchecked_mut(idx) };
                 let (status, result) =
                     if res >= 0 && res as u64 == slot.expect { (Status::OK, res as u64) } else { failed(res) };
                 f(Completion { tag: slot.tag, status, result, data: std::mem::take(&mut slot.data) });

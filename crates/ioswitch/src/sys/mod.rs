@@ -8,7 +8,8 @@
 //! [`nvme`] (the NVMe driver's ioctls), [`aio`] (Linux AIO) and [`posix_aio`] (glibc's
 //! POSIX aio), the last two owning what the kernel or glibc holds until it is done;
 //! [`pci`] (PCI functions and their drivers, in sysfs), [`vfio`] (VFIO containers, groups,
-//! devices, BARs, DMA mappings and hugepage memory).
+//! devices, BARs, DMA mappings and hugepage memory); [`uring`] (io_uring_enter, buffer
+//! registration, the slots' iovec arrays).
 
 // The raw-call layer: every unsafe block of the crate outside buf.rs is here or in the
 // io_uring ring core, which says why it is not yet.
@@ -25,6 +26,7 @@ pub(crate) mod posix_aio;
 pub(crate) mod sigbus;
 pub(crate) mod sysfs;
 pub(crate) mod uio;
+pub(crate) mod uring;
 pub(crate) mod vfio;
 
 use std::ffi::CStr;

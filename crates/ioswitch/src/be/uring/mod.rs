@@ -58,20 +58,24 @@
 // An SQE pushed onto the ring points at buffers and iovecs that the ring core's slot
 // table keeps alive until the CQE is reaped: `Ring::push`/`launch` are `unsafe fn`s whose
 // contract the interfaces (file.rs, cmd.rs) meet, and the slot table is here. Moving that
-// ownership into `sys` means rewriting the ring core (issue 12, part 3: what is left).
+// ownership into `sys` means rewriting the ring core (issue 12, part 3: what is left):
+// `sys` would have to build every entry kind from the slot it owns and see each CQE
+// consumed before a slot's data may come out. `io_uring_enter` and the buffer
+// registration are already in `sys::uring`.
 #![allow(unsafe_code)]
 
 pub(crate) mod cmd;
 pub(crate) mod file;
 mod reg;
 
-use crate::be::{AsyncQueue, Io, MAX_SEGMENTS};
+use crate::be::{AsyncQueue, Io};
 use crate::buf::Data;
 use crate::cmd::Cmd;
 use crate::dev::Inner;
 use crate::error::Error;
 use crate::queue::Completion;
 use crate::spec::{errno_to_status, Status};
+use crate::sys::uring::{enter, Iovecs, ENTER_GETEVENTS, ENTER_SQ_WAKEUP};
 use ::io_uring::{cqueue, squeue, IoUring};
 use reg::RegTable;
 use std::collections::VecDeque;
@@ -91,10 +95,6 @@ pub(crate) const TUNABLES: &[(&str, Option<&str>)] = &[
     ("single_issuer", None),
 ];
 
-/// `IORING_ENTER_GETEVENTS`: wait for (or, with IOPOLL, poll for) completions.
-const ENTER_GETEVENTS: u32 = 1;
-/// `IORING_ENTER_SQ_WAKEUP`: wake a sleeping SQPOLL thread.
-const ENTER_SQ_WAKEUP: u32 = 2;
 /// How long the SQPOLL thread spins without work before it sleeps (the kernel default).
 const SQPOLL_IDLE_MS: u32 = 1000;
 /// End of the free list.
@@ -196,13 +196,6 @@ pub(crate) enum End {
     Again,
 }
 
-/// The iovec array of one slot: stable in memory for as long as the queue lives.
-struct Iovecs([libc::iovec; MAX_SEGMENTS]);
-
-// SAFETY: the iovecs only ever point into buffers owned by the same slot's `Data`, which
-// is Send; nothing here is tied to a thread.
-unsafe impl Send for Iovecs {}
-
 /// One command's place in the queue.
 pub(crate) struct Slot<X> {
     tag: u64,
@@ -218,8 +211,7 @@ pub(crate) struct Slot<X> {
 
 impl<X> Slot<X> {
     fn new(next_free: u32, x: X) -> Slot<X> {
-        let empty = libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 };
-        Slot { tag: 0, data: Data::None, reg: NO_REG, next_free, iov: Box::new(Iovecs([empty; MAX_SEGMENTS])), x }
+        Slot { tag: 0, data: Data::None, reg: NO_REG, next_free, iov: Iovecs::new(), x }
     }
 }
 
@@ -541,25 +533,7 @@ impl<I: Iface> Ring<I> {
         self.syscalls += 1;
         let _guard = (I::LOCK_IOPOLL_ENTER && self.iopoll && !self.sqpoll)
             .then(|| IOPOLL_ENTER.lock().unwrap_or_else(|p| p.into_inner()));
-        // SAFETY: io_uring_enter on this queue's ring, which lives as long as `self`, with
-        // no argument pointer (NULL, size 0), as GETEVENTS and SQ_WAKEUP allow; every SQE
-        // in the ring points to memory owned by an in-flight slot (see `push`).
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_io_uring_enter,
-                self.ring_fd as libc::c_long,
-                to_submit as libc::c_long,
-                want as libc::c_long,
-                flags as libc::c_long,
-                std::ptr::null::<libc::sigset_t>(),
-                0 as libc::c_long,
-            )
-        };
-        if r < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(r as u32)
-        }
+        enter(self.ring_fd, to_submit, want, flags)
     }
 
     /// Without SQPOLL: after an `io_uring_enter` that was given `to_submit` SQEs and took

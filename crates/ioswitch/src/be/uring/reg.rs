@@ -8,10 +8,6 @@
 //! fixed-buffer index whose registration covers exactly the buffer of that command. When
 //! the table is full an entry that no command in flight uses is replaced.
 
-// `register_buffers_update` gives the kernel a buffer's address until it is replaced or
-// the ring is dropped; the table here keeps each registered buffer alive that long.
-#![allow(unsafe_code)]
-
 use crate::buf::Buffer;
 use ::io_uring::Submitter;
 use std::io;
@@ -78,14 +74,8 @@ impl RegTable {
         if old != 0 {
             self.map.remove(old);
         }
-        let iov = libc::iovec { iov_base: buf.as_ptr() as *mut libc::c_void, iov_len: buf.len() };
         *syscalls += 1;
-        // SAFETY: the iovec covers exactly `buf`, which is alive now. The kernel pins its
-        // pages, so the registration itself never touches freed memory; and the kernel
-        // only writes through it for a command naming entry `e`, which this table hands
-        // out only for the buffer whose id is recorded here, while that buffer is owned
-        // by the command's slot. The previous registration at `e` had no user.
-        unsafe { sub.register_buffers_update(e as u32, std::slice::from_ref(&iov), None) }?;
+        crate::sys::uring::register_buffer(sub, e as u32, buf)?;
         self.registrations += 1;
         self.ids[e] = id;
         self.map.insert(id, e as u16);

@@ -61,6 +61,9 @@ pub struct LogOpts {
     /// `log_prio`: the priority column holds the I/O's priority value in hex (`0x0000`:
     /// jobs here set none) instead of 1/0 for a real-time class.
     pub prio: bool,
+    /// `log_store_compressed`: the logs are written as fio's `.log.fz` files (see
+    /// [`Log::compressed`]), which `fio --inflate-log` turns into the text logs.
+    pub store_compressed: bool,
 }
 
 impl Default for LogOpts {
@@ -78,6 +81,7 @@ impl Default for LogOpts {
             hist_coarseness: 0,
             prio: false,
             compression: 0,
+            store_compressed: false,
         }
     }
 }
@@ -209,9 +213,49 @@ impl Log {
         s
     }
 
+    /// The entries as fio keeps them in memory (iolog.h `struct io_sample`, and
+    /// `struct io_sample_offset` with `log_offset`), in this machine's byte order as fio
+    /// writes them: `time` u64, `value` u64, direction u32 with fio's flag bits
+    /// (`LOG_OFFSET_SAMPLE_BIT` 1<<31 with offsets, `LOG_PRIO_SAMPLE_BIT` 1<<30 with
+    /// `log_prio`: the inflater reads the columns from the first entry's bits), priority
+    /// u16 (0: jobs here set none), 2 bytes of padding, block size u64, and the offset u64
+    /// with `log_offset`: 32 or 40 bytes an entry.
+    pub fn samples(&self, with_offset: bool, prio: bool) -> Vec<u8> {
+        let flags = if with_offset { 1u32 << 31 } else { 0 } | if prio { 1u32 << 30 } else { 0 };
+        let mut b = Vec::with_capacity(self.entries.len() * if with_offset { 40 } else { 32 });
+        for e in &self.entries {
+            b.extend_from_slice(&e.time_ms.to_ne_bytes());
+            b.extend_from_slice(&e.value.to_ne_bytes());
+            b.extend_from_slice(&(u32::from(e.ddir) | flags).to_ne_bytes());
+            b.extend_from_slice(&0u16.to_ne_bytes());
+            b.extend_from_slice(&[0, 0]);
+            b.extend_from_slice(&e.bs.to_ne_bytes());
+            if with_offset {
+                b.extend_from_slice(&e.offset.to_ne_bytes());
+            }
+        }
+        b
+    }
+
+    /// The log as fio's `log_store_compressed=1` writes it (iolog.c `gz_work` and
+    /// `inflate_gz_chunks`): the entries' [`Log::samples`] deflated into a zlib stream
+    /// (zlib header, default level). fio writes one such stream per block of entries it
+    /// kept in memory, one after the other; `fio --inflate-log` inflates the streams of a
+    /// file in turn and prints each one's entries as the text log, so one stream holding
+    /// every entry reads back the same. A log without entries is an empty file (fio's
+    /// inflater prints nothing for it either).
+    pub fn compressed(&self, with_offset: bool, prio: bool) -> Vec<u8> {
+        if self.entries.is_empty() {
+            return Vec::new();
+        }
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        z.write_all(&self.samples(with_offset, prio)).expect("deflating into memory");
+        z.finish().expect("deflating into memory")
+    }
+
     /// fio's file name of this log for job number `number` (1-based over every job and
     /// clone of the run, as fio's `thread_number`): `PREFIX_KIND.N.log`, or
-    /// `PREFIX_KIND.log` without `per_job_logs`.
+    /// `PREFIX_KIND.log` without `per_job_logs`; `.log.fz` for `log_store_compressed`.
     pub fn file_name(&self, number: u32, per_job: bool) -> PathBuf {
         let kind = self.kind.as_str();
         PathBuf::from(if per_job {
@@ -480,11 +524,16 @@ pub fn write_all(logs: &[(&LogOpts, Option<&JobLogs>)]) -> std::io::Result<Vec<P
     let mut written = Vec::new();
     for (k, (opts, job)) in logs.iter().enumerate() {
         let n = k as u32 + 1;
-        let files = job
-            .iter()
-            .flat_map(|j| &j.logs)
-            .map(|log| (log.file_name(n, opts.per_job), log.render(opts.offset, opts.prio)));
-        let hist = job.and_then(|j| j.hist.as_ref()).map(|h| (h.file_name(n, opts.per_job), h.render()));
+        let files = job.iter().flat_map(|j| &j.logs).map(|log| {
+            let path = log.file_name(n, opts.per_job);
+            if opts.store_compressed {
+                (path.with_extension("log.fz"), log.compressed(opts.offset, opts.prio))
+            } else {
+                (path, log.render(opts.offset, opts.prio).into_bytes())
+            }
+        });
+        // The hist log with log_store_compressed is refused by the job file's checks.
+        let hist = job.and_then(|j| j.hist.as_ref()).map(|h| (h.file_name(n, opts.per_job), h.render().into_bytes()));
         for (path, text) in files.chain(hist) {
             write_log(&path, &text, opts.per_job)?;
             if !written.contains(&path) {
@@ -497,7 +546,7 @@ pub fn write_all(logs: &[(&LogOpts, Option<&JobLogs>)]) -> std::io::Result<Vec<P
 
 /// Writes one log file: a new file with `per_job_logs`, else appended to (fio opens
 /// shared log files for appending). An error names the file and what was being done.
-fn write_log(path: &Path, text: &str, per_job: bool) -> std::io::Result<()> {
+fn write_log(path: &Path, text: &[u8], per_job: bool) -> std::io::Result<()> {
     let what =
         |e: std::io::Error| std::io::Error::new(e.kind(), format!("writing the fio log {}: {e}", path.display()));
     let mut f = std::fs::OpenOptions::new()
@@ -507,7 +556,7 @@ fn write_log(path: &Path, text: &str, per_job: bool) -> std::io::Result<()> {
         .truncate(per_job)
         .open(path)
         .map_err(what)?;
-    f.write_all(text.as_bytes()).map_err(what)
+    f.write_all(text).map_err(what)
 }
 
 #[cfg(test)]
@@ -530,6 +579,77 @@ mod tests {
         assert_eq!(log.render(true, false), "3, 12345, 1, 4096, 8192, 0\n");
         // log_prio: fio's hex priority value (none set: 0).
         assert_eq!(log.render(false, true), "3, 12345, 1, 4096, 0x0000\n");
+    }
+
+    #[test]
+    fn compressed_logs_hold_fios_samples_in_a_zlib_stream() {
+        use std::io::Read as _;
+        let mut log = Log::new(LogKind::Clat, "j", &opts(0, false));
+        log.add(e(3, 12345, 1), 0);
+        log.add(e(7, u64::MAX - 1, 2), 0);
+        for (offset, prio, size) in [(false, false, 32), (true, false, 40), (true, true, 40)] {
+            let z = log.compressed(offset, prio);
+            assert_eq!(&z[..2], &[0x78, 0x9c], "a zlib header at the default level");
+            let mut raw = Vec::new();
+            flate2::read::ZlibDecoder::new(&z[..]).read_to_end(&mut raw).unwrap();
+            assert_eq!(raw, log.samples(offset, prio));
+            assert_eq!(raw.len(), 2 * size);
+            let u64_at = |i: usize| u64::from_ne_bytes(raw[i..i + 8].try_into().unwrap());
+            let ddir = u32::from_ne_bytes(raw[size + 16..size + 20].try_into().unwrap());
+            let bits = if offset { 1 << 31 } else { 0 } | if prio { 1 << 30 } else { 0 };
+            assert_eq!((u64_at(size), u64_at(size + 8), ddir, u64_at(size + 24)), (7, u64::MAX - 1, 2 | bits, 4096));
+            assert_eq!(&raw[size + 20..size + 24], &[0; 4], "priority 0 and padding");
+            if offset {
+                assert_eq!(u64_at(size + 32), 8192);
+            }
+        }
+        assert!(Log::new(LogKind::Lat, "j", &opts(0, false)).compressed(false, false).is_empty());
+    }
+
+    /// fio's own inflater reads our `.log.fz` files back into exactly the text logs we
+    /// write without `log_store_compressed`.
+    #[test]
+    fn fio_inflates_our_compressed_logs_into_our_text_logs() {
+        let test = "fio_inflates_our_compressed_logs_into_our_text_logs";
+        if std::process::Command::new("fio").arg("--version").output().is_err() {
+            eprintln!("skipping {test}: fio is not on PATH (./scripts/test installs it with apt)");
+            return;
+        }
+        let s = ioswitch_testkit::dirs::Scratch::new(std::env::temp_dir(), "ioswitch-iolog-fz");
+        let mut log = Log::new(LogKind::Lat, "x", &opts(0, false));
+        for i in 0..5000u64 {
+            log.add(
+                Entry {
+                    time_ms: i / 7,
+                    value: 1000 + i * i,
+                    ddir: (i % 3) as u8,
+                    bs: 4096 << (i % 4),
+                    offset: i * 4096,
+                },
+                0,
+            );
+        }
+        for (offset, prio) in [(false, false), (true, false), (false, true), (true, true)] {
+            for per_job in [true, false] {
+                let lo =
+                    LogOpts { lat: Some(s.path("t")), offset, prio, per_job, store_compressed: true, ..opts(0, false) };
+                let mut jl = JobLogs::new(&lo, "j", [4096; 2], [true, false, false, true]);
+                jl.logs[0].entries = log.entries.clone();
+                // Two jobs: without per_job_logs the second appends its stream to the file.
+                let written = write_all(&[(&lo, Some(&jl)), (&lo, Some(&jl))]).unwrap();
+                let want = log.render(offset, prio).repeat(if per_job { 1 } else { 2 });
+                let name = if per_job { "t_lat.1.log.fz" } else { "t_lat.log.fz" };
+                let path = s.dir().join(name);
+                assert!(written.contains(&path), "{written:?}");
+                let o = std::process::Command::new("fio")
+                    .arg(format!("--inflate-log={}", path.display()))
+                    .output()
+                    .unwrap();
+                assert!(o.status.success(), "fio --inflate-log: {}", String::from_utf8_lossy(&o.stderr));
+                assert!(String::from_utf8_lossy(&o.stdout) == want, "offset {offset} prio {prio} per_job {per_job}");
+                std::fs::remove_file(&path).unwrap();
+            }
+        }
     }
 
     #[test]

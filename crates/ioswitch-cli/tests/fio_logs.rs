@@ -390,3 +390,65 @@ fn trim_jobs_log_their_trims_in_direction_2_as_fio() {
         }
     }
 }
+
+#[test]
+fn compressed_logs_are_fz_files_that_fio_inflates_as_it_inflates_its_own() {
+    let test = "compressed_logs_are_fz_files_that_fio_inflates_as_it_inflates_its_own";
+    if !have("fio", "--version", test) {
+        return;
+    }
+    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-logs-fz");
+    let file = s.file("data", 1 << 20);
+    // Per I/O entries of a sequential read of 1 MiB in 4 KiB blocks: 256 each, in order.
+    let mut inflated = Vec::new();
+    for (i, (program, pre)) in [("fio", "fio"), (env!("CARGO_BIN_EXE_ioswitch"), "ours")].into_iter().enumerate() {
+        let prefix = s.path(&format!("fz-{pre}"));
+        let mut args: Vec<String> = [
+            "--name=fzjob",
+            &format!("--filename={file}"),
+            "--size=1m",
+            "--rw=read",
+            "--ioengine=psync",
+            "--log_offset=1",
+            "--log_store_compressed=1",
+            &format!("--write_lat_log={prefix}"),
+            &format!("--write_iops_log={prefix}"),
+            "--output-format=json",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        if i == 1 {
+            args.insert(0, "bench".into());
+            args.push("--no-progress".into());
+        }
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = run_in(s.dir(), program, &argv);
+        assert!(o.status.success(), "{program} {argv:?}: {}\n{}", o.status, text(&o.stderr));
+        let mut by_kind = BTreeMap::new();
+        for kind in ["lat", "clat", "iops"] {
+            let fz = format!("{prefix}_{kind}.1.log.fz");
+            assert!(Path::new(&fz).exists(), "{program} wrote no {fz}");
+            assert!(!Path::new(&format!("{prefix}_{kind}.1.log")).exists(), "{program} wrote a text log too");
+            let o = run_in(s.dir(), "fio", &[&format!("--inflate-log={fz}")]);
+            assert!(o.status.success(), "fio --inflate-log={fz}: {}", text(&o.stderr));
+            let txt = s.path(&format!("fz-{pre}-{kind}.txt"));
+            fs::write(&txt, &o.stdout).unwrap();
+            by_kind.insert(kind, parse(Path::new(&txt)));
+        }
+        inflated.push(by_kind);
+    }
+    for kind in ["lat", "clat", "iops"] {
+        let (f, o) = (&inflated[0][kind], &inflated[1][kind]);
+        // time, value, direction, block size, offset, priority: the same but for time and
+        // latency.
+        let rest = |log: &Vec<Vec<u64>>| log.iter().map(|l| l[2..].to_vec()).collect::<Vec<_>>();
+        assert!(f.iter().chain(o).all(|l| l.len() == 6), "{kind}: a line without 6 fields");
+        assert_eq!(rest(o), rest(f), "{kind}: direction, block size, offset and priority");
+        assert_eq!(o.len(), 256, "{kind}");
+        assert!(o.windows(2).all(|w| w[0][0] <= w[1][0]), "ours {kind}: time goes back");
+        if kind == "iops" {
+            assert!(o.iter().chain(f).all(|l| l[1] == 1), "{kind}: 1 per I/O");
+        }
+    }
+}

@@ -3,11 +3,26 @@
 //! `filename=a:b:c` list; each file's region (fio's `io_size` per file, filesetup.c
 //! `setup_files`); and `file_service_type`, which file the next I/O goes to (io_u.c
 //! `__get_next_file`).
+//!
+//! The `zipf`, `pareto` and `normal`/`gauss` file choices draw as fio's
+//! `__get_next_fileno_rand` does: a value over `nrfiles × 1024` ranges from the
+//! distribution ([`crate::dist`]'s generators) without fio's scattering hash, moved by an
+//! offset (fio's `rand_off`: random, or `center × ranges` when a center is given), modulo
+//! the ranges; the file is the value divided by 1024. Zipf's rank 0 and pareto's value 0
+//! are the likeliest (pareto's value is `(ranges − 1)·u^(ln h / ln(1−h))`); the normal's
+//! values lie around `center × ranges` (default the middle) with the standard deviation of
+//! [`crate::dist`]'s normal, σ percent of the ranges. Files are never done under these
+//! choices: fio starts a file over when its offsets run out (io_u.c `get_next_rand_block`,
+//! `fio_file_reset`), so the job's `size` or run time ends it.
 
+use crate::dist::{Dist, DistGen};
 use crate::engine::Rng;
 
+/// fio's ranges per file of a distributed file choice (`FIO_FSERVICE_SHIFT` = 10).
+const RANGES_PER_FILE: u64 = 1 << 10;
+
 /// fio's `file_service_type`: how a job moves between its files.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Service {
     /// `roundrobin[:N]` (fio's default, N = 1): N I/Os to a file, then the next file.
     RoundRobin(u32),
@@ -15,7 +30,40 @@ pub enum Service {
     Sequential,
     /// `random[:N]`: N I/Os to a file drawn at random among those not done.
     Random(u32),
+    /// `zipf[:θ[:center]]`, `pareto[:h[:center]]`, `normal[:σ[:center]]` (or `gauss`):
+    /// each I/O's file drawn from the distribution (see the module docs).
+    Dist(FileDist),
 }
+
+/// The distribution of a `zipf`, `pareto` or `normal` file choice.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum FileDist {
+    /// Zipf with exponent `theta` (≠ 1).
+    Zipf {
+        /// θ.
+        theta: f64,
+        /// Where the likeliest file is, as a fraction of the files.
+        center: Option<f64>,
+    },
+    /// Pareto with parameter `h` in (0, 1).
+    Pareto {
+        /// h.
+        h: f64,
+        /// As for zipf.
+        center: Option<f64>,
+    },
+    /// Normal with a standard deviation of `dev` percent of the files.
+    Normal {
+        /// σ in percent.
+        dev: f64,
+        /// The mean, as a fraction of the files (default 0.5).
+        center: Option<f64>,
+    },
+}
+
+// The parameters are finite numbers (the parser takes no NaN), so equality is total.
+impl Eq for Service {}
+impl Eq for FileDist {}
 
 impl Default for Service {
     fn default() -> Self {
@@ -24,16 +72,19 @@ impl Default for Service {
 }
 
 /// What `file_service_type` accepts, for error messages.
-pub const EXPECT_SERVICE: &str =
-    "roundrobin, sequential or random, roundrobin and random with :N (the I/Os per file before the next)";
+pub const EXPECT_SERVICE: &str = "roundrobin, sequential or random, roundrobin and random with :N (the I/Os per file before the next), or zipf[:θ[:center]], pareto[:h[:center]], normal[:σ[:center]] (gauss: the same)";
 
 impl Service {
-    /// Parses fio's `file_service_type` value. fio's `zipf`, `pareto`, `normal` and
-    /// `gauss` file choices are refused (not run here).
+    /// Parses fio's `file_service_type` value.
     pub fn parse(v: &str) -> Result<Service, String> {
         let (kind, arg) = v.split_once(':').map_or((v, None), |(k, a)| (k, Some(a.trim())));
         if matches!(kind, "zipf" | "pareto" | "normal" | "gauss") {
-            return Err(format!("the {kind} file choice is not run here"));
+            return match crate::dist::parse(v, |_| None)? {
+                Dist::Zipf { theta, center } => Ok(Service::Dist(FileDist::Zipf { theta, center })),
+                Dist::Pareto { h, center } => Ok(Service::Dist(FileDist::Pareto { h, center })),
+                Dist::Normal { dev, center } => Ok(Service::Dist(FileDist::Normal { dev, center })),
+                other => Err(format!("'{kind}' parsed as {other:?}")),
+            };
         }
         let n = match arg {
             None => 1,
@@ -112,6 +163,8 @@ pub struct Picker {
     /// Round robin's next file.
     next: usize,
     rng: Rng,
+    /// A distributed choice's generator, its ranges and offset (see the module docs).
+    dist: Option<(DistGen, u64, u64)>,
 }
 
 impl Picker {
@@ -126,7 +179,40 @@ impl Picker {
             left: 0,
             next: 0,
             rng: Rng::new(seed ^ 0xF11E),
+            dist: None,
         }
+        .with_dist(seed)
+    }
+
+    /// Sets up a distributed choice's generator over the files' ranges.
+    fn with_dist(mut self, seed: u64) -> Picker {
+        let Service::Dist(d) = self.service else { return self };
+        let ranges = self.done.len().max(1) as u64 * RANGES_PER_FILE;
+        let (dist, center) = match d {
+            FileDist::Zipf { theta, center } => (Dist::Zipf { theta, center }, center),
+            FileDist::Pareto { h, center } => (Dist::Pareto { h, center }, center),
+            FileDist::Normal { dev, center } => (Dist::Normal { dev, center }, center),
+        };
+        let gen = DistGen::new(&dist, ranges, 1, seed ^ 0xF11E_D157).expect("no zones to place");
+        let off = match center {
+            Some(c) => ((ranges as f64 * c) as u64) % ranges,
+            None => self.rng.below(ranges),
+        };
+        self.dist = Some((gen, ranges, off));
+        self
+    }
+
+    /// A distributed choice's next file (see the module docs).
+    fn draw(&mut self) -> usize {
+        let Some((gen, ranges, off)) = self.dist.as_mut() else { return 0 };
+        let (n, off) = (*ranges, *off);
+        let v = match self.service {
+            // The normal's generator places its mean at the center (default the middle).
+            Service::Dist(FileDist::Normal { .. }) => gen.next(),
+            Service::Dist(FileDist::Pareto { .. }) => ((n - 1) - gen.rank() + off) % n,
+            _ => (gen.rank() + off) % n,
+        };
+        (v / RANGES_PER_FILE) as usize
     }
 
     /// Whether file `f` is open or may open now (fio: a file that may not is passed over,
@@ -168,17 +254,27 @@ impl Picker {
                     break f;
                 }
             },
+            Service::Dist(_) => loop {
+                let f = self.draw();
+                if !self.done[f] && self.opens(f) {
+                    break f;
+                }
+            },
         };
         self.current = Some(f);
         self.left = match self.service {
             Service::RoundRobin(k) | Service::Random(k) => k - 1,
-            Service::Sequential => 0,
+            Service::Sequential | Service::Dist(_) => 0,
         };
         Some(f)
     }
 
-    /// File `f` has no I/O left in this pass (fio closes it and marks it done).
+    /// File `f` has no I/O left in this pass (fio closes it and marks it done; under a
+    /// distributed choice fio starts the file over instead, and it stays a choice).
     pub fn set_done(&mut self, f: usize) {
+        if matches!(self.service, Service::Dist(_)) {
+            return;
+        }
         self.done[f] = true;
         self.open[f] = false;
     }
@@ -215,7 +311,14 @@ mod tests {
         assert_eq!(Service::parse("sequential"), Ok(Service::Sequential));
         assert!(Service::parse("random:0").unwrap_err().contains("':0'"));
         assert!(Service::parse("sequential:2").unwrap_err().contains("no :N"));
-        assert!(Service::parse("zipf:1.2").unwrap_err().contains("zipf file choice is not run"));
+        assert_eq!(Service::parse("zipf:1.2"), Ok(Service::Dist(FileDist::Zipf { theta: 1.2, center: None })));
+        assert_eq!(Service::parse("zipf"), Ok(Service::Dist(FileDist::Zipf { theta: 1.1, center: None })));
+        assert_eq!(Service::parse("pareto:0.3:0.5"), Ok(Service::Dist(FileDist::Pareto { h: 0.3, center: Some(0.5) })));
+        assert_eq!(Service::parse("gauss:5"), Ok(Service::Dist(FileDist::Normal { dev: 5.0, center: None })));
+        assert_eq!(Service::parse("normal"), Ok(Service::Dist(FileDist::Normal { dev: 0.0, center: None })));
+        assert!(Service::parse("zipf:1").unwrap_err().contains("other than 1"));
+        assert!(Service::parse("pareto:1.5").unwrap_err().contains("between 0 and 1"));
+        assert!(Service::parse("normal:5:2").unwrap_err().contains("center"));
         assert!(Service::parse("rr").unwrap_err().contains("'rr'"));
     }
 
@@ -290,5 +393,89 @@ mod tests {
         p.set_done(1);
         p.set_done(2);
         assert!(take(&mut p, 12).iter().all(|&f| f == 3));
+    }
+
+    /// Each file's share of `draws` picks.
+    fn shares(service: Service, files: usize, draws: usize) -> Vec<f64> {
+        let mut p = Picker::new(service, files, 0, 11);
+        let mut count = vec![0usize; files];
+        for f in take(&mut p, draws) {
+            count[f] += 1;
+        }
+        count.iter().map(|&c| c as f64 / draws as f64).collect()
+    }
+
+    /// The standard normal's distribution function (Abramowitz and Stegun 7.1.26,
+    /// |error| < 1.5e-7).
+    fn phi(x: f64) -> f64 {
+        let z = x.abs() / std::f64::consts::SQRT_2;
+        let t = 1.0 / (1.0 + 0.327_591_1 * z);
+        let poly =
+            t * (0.254_829_592 + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+        let erf = 1.0 - poly * (-z * z).exp();
+        0.5 * (1.0 + if x < 0.0 { -erf } else { erf })
+    }
+
+    /// Observed shares against the definition's: within 5 standard deviations of a
+    /// binomial share, plus `slack` for a generator that is approximate by design.
+    fn close(got: &[f64], want: &[f64], draws: usize, slack: f64, what: &str) {
+        for (g, w) in got.iter().zip(want) {
+            let sd = (w * (1.0 - w) / draws as f64).sqrt();
+            assert!((g - w).abs() <= 5.0 * sd + slack, "{what}: shares {got:?}, want {want:?}");
+        }
+    }
+
+    #[test]
+    fn distributed_file_choices_follow_their_definitions_over_fios_ranges() {
+        let draws = 200_000;
+        let n = 4 * RANGES_PER_FILE;
+        // zipf:1.2 with center 0: file k holds ranks 1024k.. 1024k+1023 (from 0); rank r
+        // has probability (r+1)^-θ / ζ(n, θ). Gray's generator is exact for the first two
+        // ranks and close for the rest: 1% of slack.
+        let theta = 1.2f64;
+        let zeta: f64 = (1..=n).map(|i| (i as f64).powf(-theta)).sum();
+        let want: Vec<f64> = (0..4)
+            .map(|k| {
+                (k * RANGES_PER_FILE + 1..=(k + 1) * RANGES_PER_FILE).map(|i| (i as f64).powf(-theta)).sum::<f64>()
+                    / zeta
+            })
+            .collect();
+        let got = shares(Service::Dist(FileDist::Zipf { theta, center: Some(0.0) }), 4, draws);
+        close(&got, &want, draws, 0.01, "zipf:1.2:0");
+        assert!(want[0] > 0.8, "{want:?}");
+        // The center moves the likeliest file: 0.5 of 4 files is file 2.
+        let got = shares(Service::Dist(FileDist::Zipf { theta, center: Some(0.5) }), 4, draws);
+        close(&got, &[want[2], want[3], want[0], want[1]], draws, 0.01, "zipf:1.2:0.5");
+        // pareto:0.3 with center 0: the value (n−1)·u^p, p = ln h / ln(1−h), is below x
+        // with probability (x/(n−1))^(1/p).
+        let h = 0.3f64;
+        let p = h.ln() / (1.0 - h).ln();
+        let cdf = |x: u64| ((x as f64) / (n - 1) as f64).min(1.0).powf(1.0 / p);
+        let want: Vec<f64> = (0..4).map(|k| cdf((k + 1) * RANGES_PER_FILE) - cdf(k * RANGES_PER_FILE)).collect();
+        let got = shares(Service::Dist(FileDist::Pareto { h, center: Some(0.0) }), 4, draws);
+        close(&got, &want, draws, 0.0, "pareto:0.3:0");
+        // normal:10 (mean at the middle, σ = 10% of the ranges): file 2 holds the values
+        // 0..1024 above the mean, file 1 the 1024 below, file 3 the next 1024 above.
+        let sd = 0.1 * n as f64;
+        let between = |a: f64, b: f64| phi(b / sd) - phi(a / sd);
+        let f1 = between(-1024.5, -0.5);
+        let f2 = between(-0.5, 1023.5);
+        let f3 = between(1023.5, 2047.5);
+        let want = [1.0 - f1 - f2 - f3, f1, f2, f3];
+        let got = shares(Service::Dist(FileDist::Normal { dev: 10.0, center: None }), 4, draws);
+        close(&got, &want, draws, 0.0, "normal:10");
+    }
+
+    #[test]
+    fn distributed_file_choices_never_finish_a_file_and_move_after_each_io() {
+        let mut p = Picker::new(Service::Dist(FileDist::Pareto { h: 0.2, center: None }), 3, 0, 5);
+        for f in 0..3 {
+            p.set_done(f);
+        }
+        assert!(!p.all_done(), "fio starts the file over: it is still a choice");
+        let v = take(&mut p, 3000);
+        let mut count = [0; 3];
+        v.iter().for_each(|&f| count[f] += 1);
+        assert!(count.iter().all(|&c| c > 0) && v.windows(2).any(|w| w[0] != w[1]), "{count:?}");
     }
 }

@@ -1949,6 +1949,16 @@ impl JobSpec {
                 ),
             ));
         }
+        let b = &self.behaviour;
+        if matches!(b.file_service, crate::files::Service::Dist(_)) && b.openfiles > 0 && b.openfiles < n {
+            return Err(self.error_at(
+                "openfiles",
+                format!(
+                    "openfiles={} below the {n} files with a zipf, pareto or normal file_service_type is not run: a file closes only when it is done, and under these choices files are never done (fio starts a file over), so the choice would keep drawing files that may not open",
+                    b.openfiles
+                ),
+            ));
+        }
         if n > 1 && self.shapes.zbd {
             return Err(self.error_at("zonemode", "zonemode=zbd runs with one file per job"));
         }
@@ -2445,11 +2455,15 @@ mod tests {
         assert_eq!(one("[j]\nnrfiles=4\nopenfiles=2\n").behaviour.openfiles, 2);
         let e = err("[j]\nfilename=a:b:c\nnrfiles=2\n");
         assert!(e.starts_with("job.fio:3: job 'j': nrfiles=2 but filename names 3 files"), "{e}");
-        let e = err("[j]\nfile_service_type=zipf:1.2\n");
-        assert!(
-            e.starts_with("job.fio:2: bad value 'zipf:1.2' for option 'file_service_type'") && e.contains("not run"),
-            "{e}"
+        let j = one("[j]\nnrfiles=4\nfile_service_type=zipf:1.2\n");
+        assert_eq!(
+            j.behaviour.file_service,
+            crate::files::Service::Dist(crate::files::FileDist::Zipf { theta: 1.2, center: None })
         );
+        let e = err("[j]\nfile_service_type=zipf:1\n");
+        assert!(e.starts_with("job.fio:2: bad value 'zipf:1' for option 'file_service_type'"), "{e}");
+        let e = err("[j]\nnrfiles=4\nopenfiles=2\nfile_service_type=pareto\n");
+        assert!(e.contains("job.fio:3") && e.contains("never done"), "{e}");
         assert_eq!(one("[j]\nnrfiles=2\nverify=md5\nverify_backlog=8\nrw=write\n").shapes.verify_backlog, 8);
         assert!(err("[j]\nnrfiles=0\n").contains("at least 1"));
     }

@@ -122,5 +122,41 @@ bench_zbd "ioswitch bench /dev/$zoned: zonemode=zbd randwrite, max_open_zones=2,
 grep -q "zonesize=8388608 is not the device's zone size of 4194304 bytes" /tmp/zbd.log
 result $? "ioswitch bench /dev/$zoned: zonesize=8m (not the device's 4 MiB) refused"
 
+# Several files: zonemode=zbd over two zoned null_blk devices (4 MiB zones of 3 MiB
+# capacity, memory-backed), a sequential write + verify of 24 MiB of each (size=48m split
+# over the two files, files served in turn). fio keeps each device's zones on its own
+# (zbd.c zbd_init_files): it writes and verifies the zones' capacity of both, 2 x 18 MiB;
+# `ioswitch bench` must move the same, with each file's zones reset before their writes.
+if modprobe -d "$IOSWITCH_VM_MODROOT" null_blk nr_devices=2 zoned=1 zone_size=4 zone_capacity=3 gb=1 \
+    memory_backed=1 bs=4096 && [ -b /dev/nullb1 ] && [ "$(cat /sys/block/nullb1/queue/zoned)" = host-managed ]; then
+    two=/dev/nullb0:/dev/nullb1
+    fio --name=zbd2 --filename=$two --ioengine=psync --direct=1 --zonemode=zbd --rw=write --bs=64k \
+        --offset=0 --size=48m --verify=crc32c --output-format=json >/tmp/zbd2-fio.json 2>/tmp/zbd2-fio.err
+    frc=$?
+    for pass in 1 2; do
+        "$root/target/debug/ioswitch" bench --no-progress --output-format=json --name=zbd2 --filename=$two \
+            --zonemode=zbd --rw=write --bs=64k --offset=0 --size=48m --direct=1 --verify=crc32c \
+            >/tmp/zbd.log 2>&1
+        orc=$?
+        python3 - "$frc" "$orc" >>/tmp/zbd.log 2>&1 <<'PY'
+import json, sys
+frc, orc = int(sys.argv[1]), int(sys.argv[2])
+fio = json.load(open("/tmp/zbd2-fio.json"))["jobs"][0]
+text = open("/tmp/zbd.log").read()
+ours = json.loads(text[text.index("{"):])["jobs"][0]
+f = dict(rc=frc, error=fio["error"], written=fio["write"]["io_bytes"], verified=fio["read"]["io_bytes"])
+o = dict(rc=orc, error=ours["error"], written=ours["write"]["io_bytes"],
+         verified=ours["ioswitch"]["verified_blocks"] * 65536, resets=ours["ioswitch"]["zone_resets"])
+print("fio", f, "ours", o)
+want = dict(rc=0, error=0, written=36 << 20, verified=36 << 20)
+sys.exit(0 if f == want and {k: o[k] for k in want} == want and o["resets"] == 12 else 1)
+PY
+        result $? "ioswitch bench $two: zonemode=zbd over two files, write + verify as fio (pass $pass)"
+    done
+else
+    echo "FAIL  null_blk with zoned=1 nr_devices=2 did not give two host-managed devices"
+    failed=$((failed + 1))
+fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -563,7 +563,11 @@ struct Run<'a> {
     /// Bytes issued to each file in this pass, and each file's region.
     file_issued: Vec<u64>,
     file_regions: Vec<u64>,
-    /// `zonemode=zbd`: the zones and write pointers.
+    /// Bytes of each file's pass: its region, or with `zonemode=zbd` its zones'
+    /// capacity (fio's rule).
+    file_pass: Vec<u64>,
+    /// `zonemode=zbd`: the served file's zones and write pointers (the other files' wait
+    /// in their [`FileState`]).
     zbd: Option<crate::zbd::Zbd>,
     writes_since_sync: u32,
     writes_since_datasync: u32,
@@ -757,7 +761,7 @@ impl<'a> Run<'a> {
                 let bs = j.bs[0].min(j.bs[1]).max(1);
                 let c = self.cur;
                 self.file_issued[c] += len;
-                if !endless && self.file_issued[c] >= self.file_regions[c] - self.file_regions[c] % bs {
+                if !endless && self.file_issued[c] >= self.file_pass[c] - self.file_pass[c] % bs {
                     p.set_done(c);
                 }
             }
@@ -793,6 +797,7 @@ impl<'a> Run<'a> {
         std::mem::swap(&mut self.written, &mut s.written);
         std::mem::swap(&mut self.fsync_file, &mut s.fsync_file);
         std::mem::swap(&mut self.trimmed, &mut s.trimmed);
+        std::mem::swap(&mut self.zbd, &mut s.zbd);
         self.parked[self.cur] = Some(s);
         self.cur = f;
     }
@@ -1021,6 +1026,8 @@ struct FileState<'a> {
     written: Vec<u64>,
     fsync_file: Option<std::fs::File>,
     trimmed: Option<(u64, u64)>,
+    /// `zonemode=zbd`: the file's zones (set up when the job starts).
+    zbd: Option<crate::zbd::Zbd>,
 }
 
 /// Checks one file of an instance and sets up its state: `size` is the file's region
@@ -1085,6 +1092,7 @@ fn file_state<'a>(
         written: if job.verify != Verify::None { vec![0; blocks_w.div_ceil(64) as usize] } else { Vec::new() },
         fsync_file,
         trimmed: None,
+        zbd: None,
     })
 }
 
@@ -1180,6 +1188,7 @@ pub fn run_job_files(job: &Job, instance: u32, devs: &[&Device], progress: &Prog
         parked,
         cur: 0,
         file_issued: vec![0; file_regions.len()],
+        file_pass: file_regions.clone(),
         file_regions,
         zbd: None,
         writes_since_sync: 0,
@@ -1211,14 +1220,32 @@ pub fn run_job_files(job: &Job, instance: u32, devs: &[&Device], progress: &Prog
         }),
     };
     if job.shapes.zbd {
-        match crate::zbd::Zbd::new(dev, base, region, &job.shapes, job.seed ^ salt) {
-            Ok(z) => {
-                // fio's rule: a pass moves the zones' capacity, not their size.
-                run.budget = run.budget.min(z.capacity().saturating_mul(u64::from(job.behaviour.loops.max(1))));
-                run.zbd = Some(z);
+        // Each file's zones (fio: each file's zone information, zbd.c zbd_init_files);
+        // file 0 keeps the seed a job with one file always had.
+        let mut capacity = 0u64;
+        for f in 0..run.file_regions.len() {
+            let (fdev, fbase, fregion) = match run.parked[f].as_ref() {
+                Some(p) => (p.dev, p.base, p.region),
+                None => (dev, base, region),
+            };
+            let seed = job.seed ^ salt ^ (f as u64 * 0x9E37_79B9);
+            match crate::zbd::Zbd::new(fdev, fbase, fregion, &job.shapes, seed) {
+                Ok(z) => {
+                    capacity = capacity.saturating_add(z.capacity());
+                    run.file_pass[f] = z.capacity();
+                    match run.parked[f].as_mut() {
+                        Some(p) => p.zbd = Some(z),
+                        None => run.zbd = Some(z),
+                    }
+                }
+                Err(e) => {
+                    run.fail(libc::EINVAL, format!("job '{}': {e}", job.name));
+                    break;
+                }
             }
-            Err(e) => run.fail(libc::EINVAL, format!("job '{}': {e}", job.name)),
         }
+        // fio's rule: a pass moves the zones' capacity, not their size.
+        run.budget = run.budget.min(capacity.saturating_mul(u64::from(job.behaviour.loops.max(1))));
     }
     match job.mode {
         Mode::Sync => run_sync(&mut run),
@@ -1251,7 +1278,8 @@ pub fn run_job_files(job: &Job, instance: u32, devs: &[&Device], progress: &Prog
             verify_region(&mut run, region);
         }
     }
-    run.res.zone_resets = run.zbd.as_ref().map_or(0, |z| z.resets);
+    run.res.zone_resets =
+        run.zbd.iter().chain(run.parked.iter().flatten().filter_map(|p| p.zbd.as_ref())).map(|z| z.resets).sum();
     let u = Usage::now(libc::RUSAGE_THREAD).since(thread_before);
     let mut res = run.res;
     res.usr_ns = u.usr_ns;

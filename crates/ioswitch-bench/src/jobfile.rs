@@ -1959,14 +1959,6 @@ impl JobSpec {
                 ),
             ));
         }
-        if n > 1 && self.shapes.zbd {
-            return Err(self.error_at(
-                "zonemode",
-                format!(
-                    "zonemode=zbd with {n} files is not run: fio keeps each device's zone state (write pointers, open zones, resets) once per device, shared by every file and job on it (zbd.c zbd_init_zone_info), and a file's pass is its zones' capacity; here the zone state is kept for one file of a job instance, and the several-file engine ends a file's pass at its region's size, so where the zone capacity is below the zone size its sequential writes would come back to the first zone and reset what they wrote (run one file per job; several jobs on different zoned devices run)"
-                ),
-            ));
-        }
         Ok(())
     }
 
@@ -2465,13 +2457,7 @@ mod tests {
             j.behaviour.file_service,
             crate::files::Service::Dist(crate::files::FileDist::Zipf { theta: 1.2, center: None })
         );
-        let e = err("[j]\nfilename=a:b\nzonemode=zbd\n");
-        assert!(
-            e.contains("job.fio:3")
-                && e.contains("zonemode=zbd with 2 files is not run")
-                && e.contains("once per device"),
-            "{e}"
-        );
+        assert!(one("[j]\nfilename=a:b\nzonemode=zbd\n").shapes.zbd, "zbd over several files runs");
         let e = err("[j]\nfile_service_type=zipf:1\n");
         assert!(e.starts_with("job.fio:2: bad value 'zipf:1' for option 'file_service_type'"), "{e}");
         let e = err("[j]\nnrfiles=4\nopenfiles=2\nfile_service_type=pareto\n");

@@ -1959,6 +1959,17 @@ impl JobSpec {
                 ),
             ));
         }
+        if self.shapes.zbd {
+            if let Some(dup) = self.filename.iter().enumerate().find(|(i, f)| self.filename[..*i].contains(f)) {
+                return Err(self.error_at(
+                    "filename",
+                    format!(
+                        "zonemode=zbd with '{}' named twice is not run: fio keeps one zone state per device, shared by its files; here each file keeps its own, and each would reset the zones the other wrote",
+                        dup.1
+                    ),
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -2458,6 +2469,8 @@ mod tests {
             crate::files::Service::Dist(crate::files::FileDist::Zipf { theta: 1.2, center: None })
         );
         assert!(one("[j]\nfilename=a:b\nzonemode=zbd\n").shapes.zbd, "zbd over several files runs");
+        let e = err("[j]\nfilename=a:b:a\nzonemode=zbd\n");
+        assert!(e.contains("job.fio:2") && e.contains("'a' named twice"), "{e}");
         let e = err("[j]\nfile_service_type=zipf:1\n");
         assert!(e.starts_with("job.fio:2: bad value 'zipf:1' for option 'file_service_type'"), "{e}");
         let e = err("[j]\nnrfiles=4\nopenfiles=2\nfile_service_type=pareto\n");

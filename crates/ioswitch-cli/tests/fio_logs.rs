@@ -73,29 +73,46 @@ fn job_args(file: &str, prefix: &str, extra: &[&str]) -> Vec<String> {
     a
 }
 
+/// The owned form of a list of options.
+fn owned(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+/// Runs one job with fio, then with `ioswitch bench` (the same options; `args` gets the
+/// log prefix of each run, `TAG-fio` and `TAG-ours`) and asserts that both succeed; returns
+/// the two prefixes, fio's first.
+fn run_both(s: &Scratch, tag: &str, args: impl Fn(&str) -> Vec<String>) -> [String; 2] {
+    let mut prefixes = [String::new(), String::new()];
+    for (i, (program, pre)) in [("fio", "fio"), (env!("CARGO_BIN_EXE_ioswitch"), "ours")].into_iter().enumerate() {
+        let prefix = s.path(&format!("{tag}-{pre}"));
+        let mut a = args(&prefix);
+        if i == 1 {
+            a.insert(0, "bench".into());
+            a.push("--no-progress".into());
+        }
+        let argv: Vec<&str> = a.iter().map(String::as_str).collect();
+        let o = run_in(s.dir(), program, &argv);
+        assert!(o.status.success(), "{program} {argv:?}: {}\n{}", o.status, text(&o.stderr));
+        prefixes[i] = prefix;
+    }
+    prefixes
+}
+
 const KINDS: [&str; 5] = ["lat", "clat", "slat", "bw", "iops"];
 
 /// Runs the job with fio and with ioswitch bench; the logs of each, by kind.
 fn both(s: &Scratch, tag: &str, extra: &[&str]) -> [BTreeMap<&'static str, Vec<Vec<u64>>>; 2] {
     let file = s.file("data", 8 << 20);
-    let mut out = [BTreeMap::new(), BTreeMap::new()];
-    for (i, (program, pre)) in [("fio", "fio"), (env!("CARGO_BIN_EXE_ioswitch"), "ours")].into_iter().enumerate() {
-        let prefix = s.path(&format!("{tag}-{pre}"));
-        let mut args = job_args(&file, &prefix, extra);
-        if i == 1 {
-            args.insert(0, "bench".into());
-            args.push("--no-progress".into());
-        }
-        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-        let o = run_in(s.dir(), program, &argv);
-        assert!(o.status.success(), "{program} {argv:?}: {}\n{}", o.status, text(&o.stderr));
+    let prefixes = run_both(s, tag, |prefix| job_args(&file, prefix, extra));
+    prefixes.map(|prefix| {
+        let mut logs = BTreeMap::new();
         for kind in KINDS {
             let path = format!("{prefix}_{kind}.1.log");
-            assert!(Path::new(&path).exists(), "{program} wrote no {path}");
-            out[i].insert(kind, parse(Path::new(&path)));
+            assert!(Path::new(&path).exists(), "{prefix}: no {path} written");
+            logs.insert(kind, parse(Path::new(&path)));
         }
-    }
-    out
+        logs
+    })
 }
 
 fn median(mut v: Vec<u64>) -> u64 {
@@ -337,10 +354,8 @@ fn trim_jobs_log_their_trims_in_direction_2_as_fio() {
         Err(why) => return ioswitch_testkit::skip(test, &why),
     };
     let dev = lo.dev.display().to_string();
-    let mut logs = Vec::new();
-    for (i, (program, pre)) in [("fio", "fio"), (env!("CARGO_BIN_EXE_ioswitch"), "ours")].into_iter().enumerate() {
-        let prefix = s.path(&format!("trim-{pre}"));
-        let mut args: Vec<String> = [
+    let prefixes = run_both(&s, "trim", |prefix| {
+        owned(&[
             "--name=trimjob",
             &format!("--filename={dev}"),
             "--size=1m",
@@ -352,23 +367,15 @@ fn trim_jobs_log_their_trims_in_direction_2_as_fio() {
             &format!("--write_bw_log={prefix}"),
             &format!("--write_iops_log={prefix}"),
             "--output-format=json",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        if i == 1 {
-            args.insert(0, "bench".into());
-            args.push("--no-progress".into());
-        }
-        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-        let o = run_in(s.dir(), program, &argv);
-        assert!(o.status.success(), "{program} {argv:?}: {}\n{}", o.status, text(&o.stderr));
+        ])
+    });
+    let logs = prefixes.map(|prefix| {
         let mut by_kind = BTreeMap::new();
         for kind in ["lat", "clat", "bw", "iops"] {
             by_kind.insert(kind, parse(Path::new(&format!("{prefix}_{kind}.1.log"))));
         }
-        logs.push(by_kind);
-    }
+        by_kind
+    });
     let (fio, ours) = (&logs[0], &logs[1]);
     for kind in ["lat", "clat", "bw", "iops"] {
         for (who, log) in [("fio", &fio[kind]), ("ours", &ours[kind])] {
@@ -400,10 +407,8 @@ fn compressed_logs_are_fz_files_that_fio_inflates_as_it_inflates_its_own() {
     let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-logs-fz");
     let file = s.file("data", 1 << 20);
     // Per I/O entries of a sequential read of 1 MiB in 4 KiB blocks: 256 each, in order.
-    let mut inflated = Vec::new();
-    for (i, (program, pre)) in [("fio", "fio"), (env!("CARGO_BIN_EXE_ioswitch"), "ours")].into_iter().enumerate() {
-        let prefix = s.path(&format!("fz-{pre}"));
-        let mut args: Vec<String> = [
+    let prefixes = run_both(&s, "fz", |prefix| {
+        owned(&[
             "--name=fzjob",
             &format!("--filename={file}"),
             "--size=1m",
@@ -414,30 +419,22 @@ fn compressed_logs_are_fz_files_that_fio_inflates_as_it_inflates_its_own() {
             &format!("--write_lat_log={prefix}"),
             &format!("--write_iops_log={prefix}"),
             "--output-format=json",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        if i == 1 {
-            args.insert(0, "bench".into());
-            args.push("--no-progress".into());
-        }
-        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-        let o = run_in(s.dir(), program, &argv);
-        assert!(o.status.success(), "{program} {argv:?}: {}\n{}", o.status, text(&o.stderr));
+        ])
+    });
+    let inflated = prefixes.map(|prefix| {
         let mut by_kind = BTreeMap::new();
         for kind in ["lat", "clat", "iops"] {
             let fz = format!("{prefix}_{kind}.1.log.fz");
-            assert!(Path::new(&fz).exists(), "{program} wrote no {fz}");
-            assert!(!Path::new(&format!("{prefix}_{kind}.1.log")).exists(), "{program} wrote a text log too");
+            assert!(Path::new(&fz).exists(), "{prefix}: no {fz} written");
+            assert!(!Path::new(&format!("{prefix}_{kind}.1.log")).exists(), "{prefix}: a text log too");
             let o = run_in(s.dir(), "fio", &[&format!("--inflate-log={fz}")]);
             assert!(o.status.success(), "fio --inflate-log={fz}: {}", text(&o.stderr));
-            let txt = s.path(&format!("fz-{pre}-{kind}.txt"));
+            let txt = format!("{prefix}-{kind}.txt");
             fs::write(&txt, &o.stdout).unwrap();
             by_kind.insert(kind, parse(Path::new(&txt)));
         }
-        inflated.push(by_kind);
-    }
+        by_kind
+    });
     for kind in ["lat", "clat", "iops"] {
         let (f, o) = (&inflated[0][kind], &inflated[1][kind]);
         // time, value, direction, block size, offset, priority: the same but for time and

@@ -41,6 +41,8 @@ use std::time::Duration;
 pub use crate::jobfile::Rw;
 use crate::jobfile::{Behaviour, ClatStamp, RandomGenerator};
 
+mod offload;
+
 /// How the job drives the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -1221,6 +1223,7 @@ pub fn run_job_files(job: &Job, instance: u32, devs: &[&Device], progress: &Prog
         }
     }
     match job.mode {
+        _ if job.behaviour.offload => offload::run_offload(&mut run),
         Mode::Sync => run_sync(&mut run),
         Mode::Async => run_async(&mut run),
     }
@@ -2345,6 +2348,59 @@ mod run_tests {
         assert_eq!(r.error, 0, "{:?}", r.error_msg);
         assert_eq!(r.verified, 256);
         assert_eq!(r.read.ios, 256, "verify reads count as reads, as in fio");
+    }
+
+    #[test]
+    fn offload_moves_the_size_and_verifies_every_block_with_sync_and_async_workers() {
+        for (opts, mode) in [("", Mode::Sync), ("async=emu", Mode::Async), ("async=thrpool", Mode::Async)] {
+            let mut j = job("4MiB", opts, mode, Rw::RandWrite, 4);
+            j.behaviour.offload = true;
+            j.verify = Verify::Crc32c;
+            j.do_verify = true;
+            let r = run(&j);
+            assert_eq!(r.error, 0, "{opts}: {:?}", r.error_msg);
+            assert_eq!((r.write.ios, r.write.bytes), (256, 1 << 20), "{opts}");
+            assert_eq!(r.verified, 256, "{opts}: every written block reads back right");
+            // Every worker runs at depth 1, as fio's (its iodepth_level is 100 % at 1).
+            assert_eq!(r.depth_level[0], 256, "{opts}");
+            assert_eq!(r.depth_level[1..].iter().sum::<u64>(), 0, "{opts}");
+            assert_eq!(r.queue.submitted, 256, "{opts}: the workers' engine contexts did the writes");
+            assert_eq!(r.write.clat.samples(), 256, "{opts}");
+            assert_eq!(r.write.lat.samples(), 256, "{opts}");
+            // slat only where the worker's engine is async, as in fio.
+            let slat = if mode == Mode::Async { 256 } else { 0 };
+            assert_eq!(r.write.slat.samples(), slat, "{opts}");
+            // lat counts from the job thread's start, clat from the worker's issue.
+            assert!(r.write.lat.stats.mean() >= r.write.clat.stats.mean(), "{opts}");
+        }
+    }
+
+    #[test]
+    fn offload_with_async_workers_has_lat_equal_to_slat_plus_clat() {
+        let mut j = job("4MiB", "async=thrpool", Mode::Async, Rw::RandRead, 8);
+        j.behaviour.offload = true;
+        let r = run(&j);
+        assert_eq!(r.error, 0, "{:?}", r.error_msg);
+        assert_eq!(r.read.ios, 256);
+        let (l, s, c) = (r.read.lat.stats.sum(), r.read.slat.stats.sum(), r.read.clat.stats.sum());
+        assert_eq!(l, s + c, "every lat sample is its slat plus its clat");
+    }
+
+    #[test]
+    fn offload_stops_at_number_ios_and_time() {
+        let mut j = job("4MiB", "", Mode::Sync, Rw::RandRead, 4);
+        j.behaviour.offload = true;
+        j.number_ios = Some(100);
+        let r = run(&j);
+        assert_eq!((r.error, r.read.ios), (0, 100));
+        j.number_ios = None;
+        j.time_based = true;
+        j.runtime = Some(Duration::from_millis(200));
+        let t = std::time::Instant::now();
+        let r = run(&j);
+        assert_eq!(r.error, 0, "{:?}", r.error_msg);
+        assert!(r.read.ios > 256, "a time-based job goes over its region more than once: {}", r.read.ios);
+        assert!(t.elapsed() < Duration::from_secs(10), "the workers end with the run time");
     }
 
     /// A 16 MiB random-read job of 4096 I/Os at depth `qd` with fio's reaping options.

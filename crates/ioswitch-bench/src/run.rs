@@ -189,8 +189,9 @@ pub fn engine_opts(spec: &JobSpec) -> Result<(Opts, Mode), BenchError> {
                 // has them (not with SQPOLL); every worker creates and uses its own queue.
                 o.single_issuer = !spec.sqthread_poll && ioswitch::io_uring_single_issuer_supported();
             }
-            // An engine with both (fio's null) is synchronous at iodepth 1 and queues above.
-            if o.r#async.is_some() && (o.sync.is_none() || spec.iodepth > 1) {
+            // An engine with both (fio's null) is synchronous at iodepth 1 and queues above;
+            // offload's workers each run the engine at iodepth 1.
+            if o.r#async.is_some() && (o.sync.is_none() || (spec.iodepth > 1 && !spec.behaviour.offload)) {
                 Mode::Async
             } else {
                 Mode::Sync
@@ -384,7 +385,8 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
         rw: spec.rw,
         rwmixread: spec.rwmixread,
         bs: [spec.bs.read, spec.bs.write],
-        iodepth: if mode == Mode::Sync { 1 } else { spec.iodepth.max(1) },
+        // offload: iodepth workers, for sync engines too (fio: one per io_u).
+        iodepth: if mode == Mode::Sync && !spec.behaviour.offload { 1 } else { spec.iodepth.max(1) },
         batch_submit: spec.iodepth_batch_submit.max(1),
         batch_complete_min: spec.iodepth_batch_complete_min,
         batch_complete_max: spec.iodepth_batch_complete_max,

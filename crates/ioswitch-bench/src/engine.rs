@@ -567,6 +567,8 @@ struct Run<'a> {
     file_regions: Vec<u64>,
     /// `zonemode=zbd`: the zones and write pointers.
     zbd: Option<crate::zbd::Zbd>,
+    /// `zonemode=zbd`: no zone holds data left to read (fio's eof); the job ends.
+    zbd_eof: bool,
     writes_since_sync: u32,
     writes_since_datasync: u32,
     /// The job's file, open for `fsync=N`'s fsync(2) (a file on an interface that is not
@@ -605,6 +607,7 @@ impl<'a> Run<'a> {
     fn more(&self, now: u64) -> bool {
         if self.progress.stop.load(Ordering::Relaxed)
             || self.res.error != 0
+            || self.zbd_eof
             || self.group_stop.is_some_and(|g| g.load(Ordering::Relaxed))
         {
             return false;
@@ -729,7 +732,12 @@ impl<'a> Run<'a> {
                 }
             }
             return match r {
-                Ok(off) => (d, off, len),
+                Ok(Some(off)) => (d, off, len),
+                Ok(None) => {
+                    // fio's zbd eof: no zone holds data left to read; the job ends.
+                    self.zbd_eof = true;
+                    (d, self.base, len)
+                }
                 Err(e) => {
                     self.fail(libc::EIO, e);
                     (d, self.base, len)
@@ -1184,6 +1192,7 @@ pub fn run_job_files(job: &Job, instance: u32, devs: &[&Device], progress: &Prog
         file_issued: vec![0; file_regions.len()],
         file_regions,
         zbd: None,
+        zbd_eof: false,
         writes_since_sync: 0,
         writes_since_datasync: 0,
         fsync_file: first.fsync_file,
@@ -1364,7 +1373,7 @@ fn run_sync(run: &mut Run) {
                 run.pick_for(write)
             }
         };
-        if run.res.error != 0 {
+        if run.res.error != 0 || run.zbd_eof {
             break;
         }
         let write = dir == 1;
@@ -1691,7 +1700,7 @@ fn run_async(run: &mut Run) {
                 run.pick_for(write)
             }
         };
-        if run.res.error != 0 {
+        if run.res.error != 0 || run.zbd_eof {
             break;
         }
         let write = dir == 1;

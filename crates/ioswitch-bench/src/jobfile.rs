@@ -936,6 +936,7 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("fdatasync", &[], Kind::Value),
     ("zonemode", &[], Kind::Value),
     ("max_open_zones", &["zbd_max_open_zones"], Kind::Value),
+    ("read_beyond_wp", &[], Kind::Bool),
     ("zonesize", &[], Kind::Value),
     ("verify_pattern", &[], Kind::Value),
     ("verify_backlog", &[], Kind::Value),
@@ -1834,6 +1835,7 @@ impl JobSpec {
                 }
             }
             "max_open_zones" => sh.max_open_zones = val.count32(0)?,
+            "read_beyond_wp" => sh.read_beyond_wp = val.flag()?,
             "zonesize" => {
                 sh.zone_size =
                     Some(parse_bytes(val.value(EXPECT_SIZE)?).filter(|&n| n > 0).ok_or_else(|| val.bad(EXPECT_SIZE))?)
@@ -3206,6 +3208,9 @@ mod tests {
 
     #[test]
     fn zonemode_and_max_open_zones_are_read_and_misfits_refused() {
+        assert!(!one("[j]\nrw=randread\nzonemode=zbd\n").shapes.read_beyond_wp, "off by default, as fio");
+        assert!(one("[j]\nrw=randread\nzonemode=zbd\nread_beyond_wp=1\n").shapes.read_beyond_wp);
+        assert!(one("[j]\nrw=randread\nzonemode=zbd\nread_beyond_wp\n").shapes.read_beyond_wp);
         let j = one("[j]\nrw=randwrite\nzonemode=zbd\nmax_open_zones=4\n");
         assert!(j.shapes.zbd);
         assert_eq!(j.shapes.max_open_zones, 4);

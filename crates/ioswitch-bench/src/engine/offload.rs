@@ -199,7 +199,7 @@ pub(super) fn run_offload(run: &mut Run) {
                     run.pick_for(write)
                 }
             };
-            if run.res.error != 0 {
+            if run.res.error != 0 || run.zbd_eof {
                 break;
             }
             let write = dir == 1;

@@ -327,6 +327,16 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
         return Err(BenchError::NoCreate { at: At::new(spec, "allow_file_create"), filename });
     }
     let regular = is_path && (creating || path.metadata().map(|m| m.is_file()).unwrap_or(false));
+    // A regular file is never zoned: refused before it is created or laid out (a zoned
+    // job's offset can be far out: fio's zbd-seq-read.fio starts at 131 GiB).
+    if regular && spec.shapes.zbd {
+        return Err(spec
+            .error_at(
+                "zonemode",
+                format!("zonemode=zbd needs a zoned device: {filename} is a regular file, which is not zoned"),
+            )
+            .into());
+    }
     // fio's create_on_open: the file is not laid out; it is created (sparse, at the size
     // the job needs) when it is opened.
     let mut opts = opts;
@@ -1168,5 +1178,6 @@ mod tests {
             e.starts_with("t.fio:6: job 'j': zonemode=zbd needs a zoned device:") && e.ends_with("is not zoned"),
             "{e}"
         );
+        assert!(!std::path::Path::new(&s.path("f")).exists(), "refused before the file is created and laid out");
     }
 }

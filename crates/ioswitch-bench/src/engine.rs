@@ -2574,6 +2574,24 @@ mod run_tests {
     }
 
     #[test]
+    fn an_offloaded_rated_job_issues_at_its_rate() {
+        use crate::load::Load;
+        for (opts, mode) in [("", Mode::Sync), ("async=emu", Mode::Async)] {
+            // The job's thread paces the handoffs: 2000 IOPS for 500 ms over 8 workers.
+            let mut j = job("4MiB", opts, mode, Rw::RandRead, 8);
+            j.runtime = Some(Duration::from_millis(500));
+            j.time_based = true;
+            j.load = Load { rate_iops: [2000, 0], ..Load::new() };
+            j.behaviour.offload = true;
+            let r = run(&j);
+            assert_eq!(r.error, 0, "{:?}", r.error_msg);
+            let iops = iops_of(&r);
+            assert!((iops / 2000.0 - 1.0).abs() < 0.05, "{opts:?}: {iops} IOPS, want 2000 ± 5%");
+            assert!(r.read.ios <= 1001, "{opts:?}: {} I/Os in 500 ms at 2000 IOPS", r.read.ios);
+        }
+    }
+
+    #[test]
     fn a_mixed_job_keeps_each_directions_rate() {
         use crate::load::Load;
         let mut j = job("4MiB", "", Mode::Sync, Rw::RandRw, 1);

@@ -8,7 +8,8 @@
 # engine (fio counts "zone resets") before its writes and verification can pass.
 # Then `ioswitch bench` itself with zonemode=zbd on the block device: the write + verify
 # job twice (every zone reset, the zones' capacity written and verified), and random
-# writes with max_open_zones=2.
+# writes with max_open_zones=2, then reads below the write pointers and, with
+# read_beyond_wp=1, past them.
 # One boot; one line per case, then `N passed, N failed`.
 #
 #   tests/vm/fio-zbd-tests.sh [--engine PATH]   (default: fio/build.sh builds it)
@@ -116,6 +117,36 @@ bench_zbd "ioswitch bench /dev/$zoned: zonemode=zbd write + verify (each zone re
 bench_zbd "ioswitch bench /dev/$zoned: again on the now full zones" seq --rw=write
 bench_zbd "ioswitch bench /dev/$zoned: zonemode=zbd randwrite, max_open_zones=2, 100 writes + verify" rand \
     --rw=randwrite --max_open_zones=2 --number_ios=100 --zonesize=4m
+# Reads after those random writes (zones partly written): by default they stop at each
+# zone's write pointer (fio's zbd_adjust_block), so a sequential read moves exactly what
+# blkzone reports written in the 6 zones; with read_beyond_wp=1 it moves their capacity.
+bench_read() {
+    local name=$1 beyond=$2
+    "$root/target/debug/ioswitch" bench --no-progress --output-format=json --name=zbd --filename="/dev/$zoned" \
+        --zonemode=zbd --bs=64k --offset=0 --size=24m --direct=1 --rw=read --read_beyond_wp="$beyond" \
+        >/tmp/zbd.log 2>&1
+    local rc=$?
+    blkzone report --count 6 "/dev/$zoned" >/tmp/zbd-report.txt 2>>/tmp/zbd.log
+    python3 - "$beyond" >>/tmp/zbd.log 2>&1 <<'PY'
+import json, re, sys
+text = open("/tmp/zbd.log").read()
+job = json.loads(text[text.index("{"):])["jobs"][0]
+written = 0
+for line in open("/tmp/zbd-report.txt"):
+    m = re.search(r"cap 0x([0-9a-f]+), wptr 0x([0-9a-f]+).*zcond:\s*(\d+)", line)
+    if m:
+        cap, wp, cond = int(m[1], 16), int(m[2], 16), int(m[3])
+        written += (cap if cond == 14 else min(wp, cap)) * 512
+want = 6 * 3 << 20 if sys.argv[1] == "1" else written
+print(dict(error=job["error"], read=job["read"]["io_bytes"], want=want, written=written))
+sys.exit(0 if job["error"] == 0 and job["read"]["io_bytes"] == want and 0 < written < want + 1 else 1)
+PY
+    local checked=$?
+    [ $rc -eq 0 ] && [ $checked -eq 0 ]
+    result $? "$name"
+}
+bench_read "ioswitch bench /dev/$zoned: zonemode=zbd read stops at the write pointers (blkzone's)" 0
+bench_read "ioswitch bench /dev/$zoned: zonemode=zbd read_beyond_wp=1 reads the zones' capacity" 1
 # A zonesize that is not the device's is refused, as fio refuses it.
 "$root/target/debug/ioswitch" bench --no-progress --name=zbd --filename="/dev/$zoned" --zonemode=zbd --zonesize=8m \
     --rw=write --bs=64k --size=24m --direct=1 >/tmp/zbd.log 2>&1

@@ -41,6 +41,8 @@ use std::time::Duration;
 pub use crate::jobfile::Rw;
 use crate::jobfile::{Behaviour, ClatStamp, RandomGenerator};
 
+mod offload;
+
 /// How the job drives the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -569,6 +571,8 @@ struct Run<'a> {
     /// `zonemode=zbd`: the served file's zones and write pointers (the other files' wait
     /// in their [`FileState`]).
     zbd: Option<crate::zbd::Zbd>,
+    /// `zonemode=zbd`: no zone holds data left to read (fio's eof); the job ends.
+    zbd_eof: bool,
     writes_since_sync: u32,
     writes_since_datasync: u32,
     /// The job's file, open for `fsync=N`'s fsync(2) (a file on an interface that is not
@@ -607,6 +611,7 @@ impl<'a> Run<'a> {
     fn more(&self, now: u64) -> bool {
         if self.progress.stop.load(Ordering::Relaxed)
             || self.res.error != 0
+            || self.zbd_eof
             || self.group_stop.is_some_and(|g| g.load(Ordering::Relaxed))
         {
             return false;
@@ -731,7 +736,12 @@ impl<'a> Run<'a> {
                 }
             }
             return match r {
-                Ok(off) => (d, off, len),
+                Ok(Some(off)) => (d, off, len),
+                Ok(None) => {
+                    // fio's zbd eof: no zone holds data left to read; the job ends.
+                    self.zbd_eof = true;
+                    (d, self.base, len)
+                }
                 Err(e) => {
                     self.fail(libc::EIO, e);
                     (d, self.base, len)
@@ -1191,6 +1201,7 @@ pub fn run_job_files(job: &Job, instance: u32, devs: &[&Device], progress: &Prog
         file_pass: file_regions.clone(),
         file_regions,
         zbd: None,
+        zbd_eof: false,
         writes_since_sync: 0,
         writes_since_datasync: 0,
         fsync_file: first.fsync_file,
@@ -1248,6 +1259,7 @@ pub fn run_job_files(job: &Job, instance: u32, devs: &[&Device], progress: &Prog
         run.budget = run.budget.min(capacity.saturating_mul(u64::from(job.behaviour.loops.max(1))));
     }
     match job.mode {
+        _ if job.behaviour.offload => offload::run_offload(&mut run),
         Mode::Sync => run_sync(&mut run),
         Mode::Async => run_async(&mut run),
     }
@@ -1389,7 +1401,7 @@ fn run_sync(run: &mut Run) {
                 run.pick_for(write)
             }
         };
-        if run.res.error != 0 {
+        if run.res.error != 0 || run.zbd_eof {
             break;
         }
         let write = dir == 1;
@@ -1716,7 +1728,7 @@ fn run_async(run: &mut Run) {
                 run.pick_for(write)
             }
         };
-        if run.res.error != 0 {
+        if run.res.error != 0 || run.zbd_eof {
             break;
         }
         let write = dir == 1;
@@ -2375,6 +2387,59 @@ mod run_tests {
         assert_eq!(r.read.ios, 256, "verify reads count as reads, as in fio");
     }
 
+    #[test]
+    fn offload_moves_the_size_and_verifies_every_block_with_sync_and_async_workers() {
+        for (opts, mode) in [("", Mode::Sync), ("async=emu", Mode::Async), ("async=thrpool", Mode::Async)] {
+            let mut j = job("4MiB", opts, mode, Rw::RandWrite, 4);
+            j.behaviour.offload = true;
+            j.verify = Verify::Crc32c;
+            j.do_verify = true;
+            let r = run(&j);
+            assert_eq!(r.error, 0, "{opts}: {:?}", r.error_msg);
+            assert_eq!((r.write.ios, r.write.bytes), (256, 1 << 20), "{opts}");
+            assert_eq!(r.verified, 256, "{opts}: every written block reads back right");
+            // Every worker runs at depth 1, as fio's (its iodepth_level is 100 % at 1).
+            assert_eq!(r.depth_level[0], 256, "{opts}");
+            assert_eq!(r.depth_level[1..].iter().sum::<u64>(), 0, "{opts}");
+            assert_eq!(r.queue.submitted, 256, "{opts}: the workers' engine contexts did the writes");
+            assert_eq!(r.write.clat.samples(), 256, "{opts}");
+            assert_eq!(r.write.lat.samples(), 256, "{opts}");
+            // slat only where the worker's engine is async, as in fio.
+            let slat = if mode == Mode::Async { 256 } else { 0 };
+            assert_eq!(r.write.slat.samples(), slat, "{opts}");
+            // lat counts from the job thread's start, clat from the worker's issue.
+            assert!(r.write.lat.stats.mean() >= r.write.clat.stats.mean(), "{opts}");
+        }
+    }
+
+    #[test]
+    fn offload_with_async_workers_has_lat_equal_to_slat_plus_clat() {
+        let mut j = job("4MiB", "async=thrpool", Mode::Async, Rw::RandRead, 8);
+        j.behaviour.offload = true;
+        let r = run(&j);
+        assert_eq!(r.error, 0, "{:?}", r.error_msg);
+        assert_eq!(r.read.ios, 256);
+        let (l, s, c) = (r.read.lat.stats.sum(), r.read.slat.stats.sum(), r.read.clat.stats.sum());
+        assert_eq!(l, s + c, "every lat sample is its slat plus its clat");
+    }
+
+    #[test]
+    fn offload_stops_at_number_ios_and_time() {
+        let mut j = job("4MiB", "", Mode::Sync, Rw::RandRead, 4);
+        j.behaviour.offload = true;
+        j.number_ios = Some(100);
+        let r = run(&j);
+        assert_eq!((r.error, r.read.ios), (0, 100));
+        j.number_ios = None;
+        j.time_based = true;
+        j.runtime = Some(Duration::from_millis(200));
+        let t = std::time::Instant::now();
+        let r = run(&j);
+        assert_eq!(r.error, 0, "{:?}", r.error_msg);
+        assert!(r.read.ios > 256, "a time-based job goes over its region more than once: {}", r.read.ios);
+        assert!(t.elapsed() < Duration::from_secs(10), "the workers end with the run time");
+    }
+
     /// A 16 MiB random-read job of 4096 I/Os at depth `qd` with fio's reaping options.
     fn reap_job(opts: &str, qd: u32, min: u32, max: u32, low: u32) -> JobResult {
         let mut j = job("16MiB", opts, Mode::Async, Rw::RandRead, qd);
@@ -2534,6 +2599,24 @@ mod run_tests {
             rated("", Mode::Sync, 1, Load { rate_iops: [2000, 0], process: RateProcess::Poisson, ..Load::new() }, 500);
         let iops = iops_of(&r);
         assert!((iops / 2000.0 - 1.0).abs() < 0.10, "poisson: {iops} IOPS, want 2000 ± 10%");
+    }
+
+    #[test]
+    fn an_offloaded_rated_job_issues_at_its_rate() {
+        use crate::load::Load;
+        for (opts, mode) in [("", Mode::Sync), ("async=emu", Mode::Async)] {
+            // The job's thread paces the handoffs: 2000 IOPS for 500 ms over 8 workers.
+            let mut j = job("4MiB", opts, mode, Rw::RandRead, 8);
+            j.runtime = Some(Duration::from_millis(500));
+            j.time_based = true;
+            j.load = Load { rate_iops: [2000, 0], ..Load::new() };
+            j.behaviour.offload = true;
+            let r = run(&j);
+            assert_eq!(r.error, 0, "{:?}", r.error_msg);
+            let iops = iops_of(&r);
+            assert!((iops / 2000.0 - 1.0).abs() < 0.05, "{opts:?}: {iops} IOPS, want 2000 ± 5%");
+            assert!(r.read.ios <= 1001, "{opts:?}: {} I/Os in 500 ms at 2000 IOPS", r.read.ios);
+        }
     }
 
     #[test]

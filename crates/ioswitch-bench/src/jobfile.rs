@@ -579,6 +579,10 @@ pub struct Behaviour {
     /// `ioswitch_clat_stamp`: one completion time per reaped batch (fio's rule) or one
     /// per completion.
     pub clat_stamp: ClatStamp,
+    /// `io_submit_mode=offload`: the job's thread generates I/Os and `iodepth` submission
+    /// workers, each at depth 1 with an engine context of its own, run them
+    /// (see the engine's `offload` module); off: `inline`, fio's default.
+    pub offload: bool,
     /// `nrfiles` / `nr_files`: files per job (default 1; a `filename` list gives its own
     /// count). Several files run with fio's rules ([`crate::files`]).
     pub nrfiles: u32,
@@ -620,6 +624,7 @@ impl Default for Behaviour {
             openfiles: 0,
             file_service: crate::files::Service::default(),
             clat_stamp: ClatStamp::default(),
+            offload: false,
         }
     }
 }
@@ -931,6 +936,7 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("fdatasync", &[], Kind::Value),
     ("zonemode", &[], Kind::Value),
     ("max_open_zones", &["zbd_max_open_zones"], Kind::Value),
+    ("read_beyond_wp", &[], Kind::Bool),
     ("zonesize", &[], Kind::Value),
     ("verify_pattern", &[], Kind::Value),
     ("verify_backlog", &[], Kind::Value),
@@ -1575,12 +1581,8 @@ impl JobSpec {
                 };
             }
             "io_submit_mode" => match val.value("inline or offload")? {
-                "inline" => {}
-                "offload" => {
-                    return Err(val.bad(
-                        "inline (offload is not run: fio hands each I/O to one of iodepth submission threads, each with an engine context of its own, so that the job's thread only generates I/Os; here the job's one thread generates, submits and reaps, and running offload as inline would measure something else)",
-                    ))
-                }
+                "inline" => b.offload = false,
+                "offload" => b.offload = true,
                 _ => return Err(val.bad("inline or offload")),
             },
             "threads" => b.tiobench_threads = Some(val.count32(1)?),
@@ -1632,7 +1634,8 @@ impl JobSpec {
             // fio's default (-1) and any other value but 0 mean non-vectored commands,
             // which is what a job of one buffer per command submits.
             "nonvectored" => {
-                const EXPECT: &str = "-1 or 1 (non-vectored commands; nonvectored=0, vectored commands for one buffer, is not run)";
+                const EXPECT: &str =
+                    "-1 or 1 (non-vectored commands; nonvectored=0, vectored commands for one buffer, is not run)";
                 match val.value(EXPECT)?.parse::<i64>() {
                     Ok(0) | Err(_) => return Err(val.bad(EXPECT)),
                     Ok(_) => {}
@@ -1826,6 +1829,7 @@ impl JobSpec {
                 }
             }
             "max_open_zones" => sh.max_open_zones = val.count32(0)?,
+            "read_beyond_wp" => sh.read_beyond_wp = val.flag()?,
             "zonesize" => {
                 sh.zone_size =
                     Some(parse_bytes(val.value(EXPECT_SIZE)?).filter(|&n| n > 0).ok_or_else(|| val.bad(EXPECT_SIZE))?)
@@ -1973,6 +1977,43 @@ impl JobSpec {
         Ok(())
     }
 
+    /// The checks of `io_submit_mode=offload`: what fio refuses, and what is not run here.
+    fn check_offload(&self) -> Result<(), JobError> {
+        if !self.behaviour.offload {
+            return Ok(());
+        }
+        if matches!(self.ioengine, IoEngine::IoUring | IoEngine::IoUringCmd) {
+            // fio's FIO_NO_OFFLOAD (ioengines.c): "can't be used with offloaded submit".
+            return Err(self.error_at(
+                "io_submit_mode",
+                format!("io_submit_mode=offload: ioengine={} can't be used with offloaded submit (as in fio); use a sync engine", self.ioengine),
+            ));
+        }
+        let not_run = |opt: &str, why: &str| {
+            Err(self.error_at(opt, format!("io_submit_mode=offload with {opt} is not run: {why}")))
+        };
+        if self.load.latency_target.is_some() {
+            return not_run(
+                "latency_target",
+                "its queue-depth search drives the job's own queue, and offload has none",
+            );
+        }
+        if self.shapes.verify_backlog > 0 {
+            return not_run("verify_backlog", "the job's thread would verify while the workers write");
+        }
+        if self.fsync > 0 || self.shapes.fdatasync > 0 {
+            let opt = if self.fsync > 0 { "fsync" } else { "fdatasync" };
+            return not_run(opt, "fio hands the sync to a worker like an I/O; here a sync runs on the job's thread");
+        }
+        if self.shapes.zbd {
+            return not_run("zonemode", "the zone write pointers are kept by the job's one thread");
+        }
+        if self.file_count() > 1 {
+            return not_run("nrfiles", "the workers serve one file");
+        }
+        Ok(())
+    }
+
     fn fix_up(&mut self) -> Result<(), JobError> {
         for option in self.origins.keys() {
             let Some(engines) = engines_for(option) else { continue };
@@ -1989,6 +2030,7 @@ impl JobSpec {
             }
         }
         self.check_files()?;
+        self.check_offload()?;
         if let Some(opt) = self.load.trim_rate.filter(|_| self.rw.trims()) {
             return Err(self.error_at(
                 opt,
@@ -2774,11 +2816,11 @@ mod tests {
         {
             assert_eq!(one(&format!("[j]\nunified_rw_reporting={v}\n")).behaviour.unified_rw_reporting, want, "{v}");
         }
-        let e = err("[j]\nio_submit_mode=offload\n");
-        assert!(
-            e.starts_with("job.fio:2: bad value 'offload' for option 'io_submit_mode'") && e.contains("not run"),
-            "{e}"
-        );
+        assert!(one("[j]\nio_submit_mode=offload\n").behaviour.offload);
+        assert!(!one("[j]\nio_submit_mode=inline\n").behaviour.offload);
+        assert!(!JobSpec::new("d").behaviour.offload, "inline by default, as fio");
+        let e = err("[j]\nio_submit_mode=sideways\n");
+        assert!(e.starts_with("job.fio:2: bad value 'sideways' for option 'io_submit_mode'"), "{e}");
         let e = err("[j]\ncontinue_on_error=sometimes\n");
         assert!(e.contains("none, read, write, io, verify, all"), "{e}");
         let e = err("[j]\nrandom_generator=mt19937\n");
@@ -2946,6 +2988,32 @@ mod tests {
             .unwrap();
         assert_eq!(set.jobs.len(), 1);
         assert_eq!((set.jobs[0].name.as_str(), set.jobs[0].iodepth, set.jobs[0].bs.read), ("b", 1, 8192));
+    }
+
+    #[test]
+    fn offload_is_refused_where_fio_refuses_it_and_where_it_is_not_run() {
+        for engine in ["io_uring", "io_uring_cmd"] {
+            let e = err(&format!("[j]\nioengine={engine}\niodepth=4\nio_submit_mode=offload\n"));
+            assert!(
+                e.starts_with("job.fio:4: job 'j': io_submit_mode=offload: ioengine=")
+                    && e.contains("can't be used with offloaded submit"),
+                "{e}"
+            );
+        }
+        for (opt, line) in [
+            ("fsync=4", "fsync"),
+            ("fdatasync=4", "fdatasync"),
+            ("latency_target=1ms", "latency_target"),
+            ("verify=crc32c\nverify_backlog=8", "verify_backlog"),
+            ("nrfiles=2", "nrfiles"),
+        ] {
+            let e = err(&format!("[j]\nrw=write\nio_submit_mode=offload\n{opt}\n"));
+            assert!(e.contains(&format!("io_submit_mode=offload with {line} is not run")), "{opt}: {e}");
+        }
+        for engine in ["psync", "libaio", "posixaio", "null", "mmap"] {
+            let j = one(&format!("[j]\nioengine={engine}\niodepth=4\nio_submit_mode=offload\n"));
+            assert!(j.behaviour.offload, "{engine}");
+        }
     }
 
     #[test]
@@ -3167,6 +3235,9 @@ mod tests {
 
     #[test]
     fn zonemode_and_max_open_zones_are_read_and_misfits_refused() {
+        assert!(!one("[j]\nrw=randread\nzonemode=zbd\n").shapes.read_beyond_wp, "off by default, as fio");
+        assert!(one("[j]\nrw=randread\nzonemode=zbd\nread_beyond_wp=1\n").shapes.read_beyond_wp);
+        assert!(one("[j]\nrw=randread\nzonemode=zbd\nread_beyond_wp\n").shapes.read_beyond_wp);
         let j = one("[j]\nrw=randwrite\nzonemode=zbd\nmax_open_zones=4\n");
         assert!(j.shapes.zbd);
         assert_eq!(j.shapes.max_open_zones, 4);

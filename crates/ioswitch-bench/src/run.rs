@@ -189,8 +189,9 @@ pub fn engine_opts(spec: &JobSpec) -> Result<(Opts, Mode), BenchError> {
                 // has them (not with SQPOLL); every worker creates and uses its own queue.
                 o.single_issuer = !spec.sqthread_poll && ioswitch::io_uring_single_issuer_supported();
             }
-            // An engine with both (fio's null) is synchronous at iodepth 1 and queues above.
-            if o.r#async.is_some() && (o.sync.is_none() || spec.iodepth > 1) {
+            // An engine with both (fio's null) is synchronous at iodepth 1 and queues above;
+            // offload's workers each run the engine at iodepth 1.
+            if o.r#async.is_some() && (o.sync.is_none() || (spec.iodepth > 1 && !spec.behaviour.offload)) {
                 Mode::Async
             } else {
                 Mode::Sync
@@ -326,6 +327,16 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
         return Err(BenchError::NoCreate { at: At::new(spec, "allow_file_create"), filename });
     }
     let regular = is_path && (creating || path.metadata().map(|m| m.is_file()).unwrap_or(false));
+    // A regular file is never zoned: refused before it is created or laid out (a zoned
+    // job's offset can be far out: fio's zbd-seq-read.fio starts at 131 GiB).
+    if regular && spec.shapes.zbd {
+        return Err(spec
+            .error_at(
+                "zonemode",
+                format!("zonemode=zbd needs a zoned device: {filename} is a regular file, which is not zoned"),
+            )
+            .into());
+    }
     // fio's create_on_open: the file is not laid out; it is created (sparse, at the size
     // the job needs) when it is opened.
     let mut opts = opts;
@@ -384,7 +395,8 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
         rw: spec.rw,
         rwmixread: spec.rwmixread,
         bs: [spec.bs.read, spec.bs.write],
-        iodepth: if mode == Mode::Sync { 1 } else { spec.iodepth.max(1) },
+        // offload: iodepth workers, for sync engines too (fio: one per io_u).
+        iodepth: if mode == Mode::Sync && !spec.behaviour.offload { 1 } else { spec.iodepth.max(1) },
         batch_submit: spec.iodepth_batch_submit.max(1),
         batch_complete_min: spec.iodepth_batch_complete_min,
         batch_complete_max: spec.iodepth_batch_complete_max,
@@ -1166,5 +1178,6 @@ mod tests {
             e.starts_with("t.fio:6: job 'j': zonemode=zbd needs a zoned device:") && e.ends_with("is not zoned"),
             "{e}"
         );
+        assert!(!std::path::Path::new(&s.path("f")).exists(), "refused before the file is created and laid out");
     }
 }

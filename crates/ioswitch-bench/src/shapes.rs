@@ -75,6 +75,9 @@ pub struct Shapes {
     pub zbd: bool,
     /// `max_open_zones`: zones a random writer keeps open (0: the device's limit).
     pub max_open_zones: u32,
+    /// `read_beyond_wp` with `zonemode=zbd`: reads go over each zone's capacity, written
+    /// or not; off (fio's default): reads stay below each zone's write pointer.
+    pub read_beyond_wp: bool,
     /// `zonesize` with `zonemode=zbd`: must be the device's zone size (fio's check).
     pub zone_size: Option<u64>,
     /// `verify_pattern`: the bytes written (and, with `verify=pattern`, checked) in

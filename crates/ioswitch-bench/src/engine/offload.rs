@@ -1,0 +1,291 @@
+//! `io_submit_mode=offload`, with fio 3.33's structure (rate-submit.c, workqueue.c,
+//! backend.c `do_io`):
+//!
+//! - the job's thread only generates I/Os: it picks the direction, offset and length,
+//!   fills the buffer, stamps `start`, and hands the I/O to one of `iodepth` submission
+//!   workers (fio's `workqueue_enqueue`: the first idle worker from the one after the last
+//!   chosen, round robin). It holds `iodepth` buffers (fio's io_u pool), so at most
+//!   `iodepth` I/Os are out; with none free it waits for a completion (fio waits on
+//!   `free_cond`). Rate limits and thinktime are applied by the job's thread; a rated job
+//!   sleeps with its I/Os still in flight (fio's `rate_ddir` quiesces only inline).
+//! - each worker has an engine context of its own at depth 1 (fio's
+//!   `io_workqueue_init_worker_fn` sets `iodepth=1`): a sync interface calls
+//!   [`Device::pass`], stamping `issue` just before the call; an async one has its own
+//!   [`Queue`] of depth 1, submits, commits, stamps `issue` after the commit and waits for
+//!   the one completion (fio's `io_workqueue_fn` with `min_evts` 1). The worker stamps
+//!   `complete` when the call returns or the completion is reaped.
+//! - the times come back with the completion and are accounted to the job, as fio's
+//!   workers account to their parent: lat = complete − start (so it includes the handoff),
+//!   clat = complete − issue, and for async interfaces slat = issue − start (the handoff
+//!   and the submission). Each worker runs at depth 1, so fio's `iodepth_level` is 100 %
+//!   at 1 and every submission and reap takes one I/O.
+//! - at the end the job waits for every worker to go idle (fio's `workqueue_flush`), then
+//!   runs its verify phase and `end_fsync` itself, as fio's `do_verify` does.
+//!
+//! fio refuses offload for its io_uring engines (`FIO_NO_OFFLOAD`); the job file reader
+//! refuses them too, and the combinations not run here (see `JobSpec::fix_up`).
+
+use super::*;
+use std::sync::mpsc;
+
+/// How an I/O went: done, or its errno and what failed.
+type Outcome = Result<(), (i32, String)>;
+
+/// One I/O handed to a worker.
+struct Work {
+    cmd: Cmd,
+    /// The buffer; `None` only when a failed submission did not hand it back.
+    buf: Option<Buffer>,
+    dir: usize,
+    off: u64,
+    len: u64,
+    start: u64,
+}
+
+/// What a worker hands back: the I/O, its times, and how it went.
+struct Done {
+    worker: usize,
+    work: Work,
+    issue: u64,
+    complete: u64,
+    result: Outcome,
+}
+
+/// A worker's engine context: the sync interface, or a queue of depth 1 of its own.
+fn worker(dev: &Device, mode: Mode, idx: usize, rx: mpsc::Receiver<Work>, tx: mpsc::Sender<Done>) -> QueueStats {
+    let mut stats = QueueStats::default();
+    let per_cmd = dev.sync_syscalls_per_cmd();
+    let mut q = match mode {
+        Mode::Sync => None,
+        Mode::Async => match dev.queue(1) {
+            Ok(q) => Some(q),
+            Err(e) => {
+                // Every I/O handed to this worker fails with the reason.
+                let why = (e.errno().unwrap_or(libc::EINVAL), format!("offload worker {idx}: {e}"));
+                for work in rx {
+                    let t = now_ns();
+                    let d = Done { worker: idx, work, issue: t, complete: t, result: Err(why.clone()) };
+                    if tx.send(d).is_err() {
+                        break;
+                    }
+                }
+                return stats;
+            }
+        },
+    };
+    for mut work in rx {
+        let (issue, result, complete);
+        match q.as_mut() {
+            None => {
+                issue = now_ns();
+                let r = match work.buf.as_mut() {
+                    Some(b) => dev.pass(&work.cmd, std::slice::from_mut(b)),
+                    None => dev.pass(&work.cmd, &mut []),
+                };
+                complete = now_ns();
+                stats.submitted += 1;
+                stats.completed += 1;
+                stats.syscalls += per_cmd;
+                result = r.map(drop).map_err(|e| (e.errno().unwrap_or(libc::EIO), e.to_string()));
+            }
+            Some(q) => {
+                let buf = work.buf.take().expect("the job hands every I/O a buffer");
+                let (i, r, c, b) = submit_one(q, &work.cmd, buf);
+                work.buf = b;
+                (issue, result, complete) = (i, r, c);
+            }
+        }
+        if tx.send(Done { worker: idx, work, issue, complete, result }).is_err() {
+            break;
+        }
+    }
+    if let Some(q) = q {
+        stats = q.stats();
+    }
+    stats
+}
+
+/// One I/O through a worker's queue of depth 1: submit, commit, wait for it. Returns the
+/// issue time, the outcome, the completion time and the buffer.
+fn submit_one(q: &mut Queue, cmd: &Cmd, buf: Buffer) -> (u64, Outcome, u64, Option<Buffer>) {
+    let err = |e: ioswitch::Error| (e.errno().unwrap_or(libc::EIO), e.to_string());
+    if let Err(rej) = q.submit(cmd, Data::One(buf), 0) {
+        let t = now_ns();
+        return (t, Err(err(rej.error)), t, rej.data.into_one());
+    }
+    if let Err(e) = q.commit() {
+        let t = now_ns();
+        // The command may still be in the queue: take it back before handing the buffer on.
+        let mut back = None;
+        let _ = q.drain(|c| back = c.data.into_one());
+        return (t, Err(err(e)), t, back);
+    }
+    let issue = now_ns();
+    let mut got = None;
+    let r = q.wait(1, |c| got = Some(c));
+    let complete = now_ns();
+    match (r, got) {
+        (Ok(_), Some(c)) => {
+            let status = if c.status.is_ok() {
+                Ok(())
+            } else {
+                Err((c.status.errno().unwrap_or(libc::EIO), c.status.to_string()))
+            };
+            (issue, status, complete, c.data.into_one())
+        }
+        (Err(e), _) => (issue, Err(err(e)), complete, None),
+        (Ok(_), None) => (issue, Err((libc::EIO, "the queue returned no completion".into())), complete, None),
+    }
+}
+
+/// The job's thread under `io_submit_mode=offload` (see the module docs).
+pub(super) fn run_offload(run: &mut Run) {
+    let depth = run.job.iodepth.max(1) as usize;
+    let Some(mut free) = alloc_buffers(run, depth as u32) else { return };
+    let (dev, mode) = (run.dev, run.job.mode);
+    let has_slat = mode == Mode::Async;
+    let stats = std::thread::scope(|s| {
+        let (done_tx, done_rx) = mpsc::channel::<Done>();
+        let mut to = Vec::with_capacity(depth);
+        let mut workers = Vec::with_capacity(depth);
+        for i in 0..depth {
+            let (tx, rx) = mpsc::channel::<Work>();
+            let done_tx = done_tx.clone();
+            to.push(tx);
+            workers.push(s.spawn(move || worker(dev, mode, i, rx, done_tx)));
+        }
+        drop(done_tx);
+        let mut idle = vec![true; depth];
+        let mut next_free = 0;
+        let mut out = 0usize;
+        loop {
+            // Completions that are back, then wait for one while no buffer is free.
+            while let Ok(d) = done_rx.try_recv() {
+                out -= 1;
+                completed(run, d, &mut idle, &mut free, has_slat);
+            }
+            if run.res.error != 0 {
+                break;
+            }
+            if free.is_empty() {
+                if out == 0 {
+                    break;
+                }
+                match done_rx.recv() {
+                    Ok(d) => {
+                        out -= 1;
+                        completed(run, d, &mut idle, &mut free, has_slat);
+                    }
+                    Err(_) => break,
+                }
+                continue;
+            }
+            let mut start = now_ns();
+            if !run.more(start) {
+                break;
+            }
+            let (dir, off, len) = match run.pacer.is_some() {
+                false => run.pick(),
+                true => {
+                    let drawn = run.pick_dir();
+                    let (write, due) = run.paced(drawn, start).unwrap_or((drawn, start));
+                    if due > start {
+                        crate::load::sleep_until(due.min(run.deadline), now_ns);
+                        start = now_ns();
+                        if !run.more(start) {
+                            break;
+                        }
+                    }
+                    run.pick_for(write)
+                }
+            };
+            if run.res.error != 0 || run.zbd_eof {
+                break;
+            }
+            let write = dir == 1;
+            let mut buf = free.pop().expect("a free buffer");
+            if write {
+                run.fill(&mut buf, off);
+            }
+            let cmd = if dir == TRIM { Cmd::fs_trim(off, len) } else { make_cmd(run.dev, write, off, len) };
+            run.count_issued(dir, len);
+            if let Some(p) = run.pacer.as_mut() {
+                p.issued(write, len);
+            }
+            // fio's get_submit_worker: the first idle worker from `next_free` on, round
+            // robin (one is always idle: a free buffer means a worker handed one back).
+            let w = (0..depth).map(|k| (next_free + k) % depth).find(|&w| idle[w]).unwrap_or(next_free);
+            next_free = (w + 1) % depth;
+            idle[w] = false;
+            // Each worker runs at depth 1 (fio's worker td has iodepth=1).
+            run.res.depth_level[0] += 1;
+            run.res.depth_sum += 1;
+            if mode == Mode::Async {
+                run.res.submit_level[batch_bucket(1)] += 1;
+            }
+            if to[w].send(Work { cmd, buf: Some(buf), dir, off, len, start }).is_err() {
+                run.fail(libc::EIO, format!("offload worker {w} ended early"));
+                break;
+            }
+            out += 1;
+            if let Some(t) = run.thinker.as_mut() {
+                if t.due(run.issued_ios, run.completed_ios, now_ns()) {
+                    let took = t.stall(now_ns);
+                    run.stalled(write, took);
+                }
+            }
+        }
+        // fio's workqueue_flush: every worker goes idle; their completions are accounted.
+        drop(to);
+        while out > 0 {
+            match done_rx.recv() {
+                Ok(d) => {
+                    out -= 1;
+                    completed(run, d, &mut idle, &mut free, has_slat);
+                }
+                Err(_) => break,
+            }
+        }
+        workers.into_iter().map(|h| h.join().unwrap_or_default()).fold(QueueStats::default(), |mut a, s| {
+            a.submitted += s.submitted;
+            a.completed += s.completed;
+            a.syscalls += s.syscalls;
+            a
+        })
+    });
+    run.res.queue = stats;
+}
+
+/// Accounts one I/O a worker handed back, as fio's worker accounts it to its parent.
+fn completed(run: &mut Run, d: Done, idle: &mut [bool], free: &mut Vec<Buffer>, has_slat: bool) {
+    let Done { worker, work, issue, complete, result } = d;
+    let Work { buf, dir, off, len, start, .. } = work;
+    idle[worker] = true;
+    // A buffer a failed submission kept is replaced, so the job keeps `iodepth` of them.
+    match buf.map(Ok).unwrap_or_else(|| alloc_buffers(run, 1).and_then(|mut v| v.pop()).ok_or(())) {
+        Ok(b) => free.push(b),
+        Err(()) => return,
+    }
+    run.res.reaps += 1;
+    if has_slat {
+        run.res.complete_level[batch_bucket(1)] += 1;
+    }
+    let write = dir == 1;
+    match result {
+        Ok(()) => {
+            run.note_written(write, off);
+            run.account(dir, len, start, issue, complete, has_slat);
+            run.completed_io(dir, len, off, [start, issue, complete], has_slat);
+            run.progress.ios.fetch_add(1, Ordering::Relaxed);
+            run.progress.bytes.fetch_add(len, Ordering::Relaxed);
+        }
+        Err((errno, msg)) => {
+            if !run.goes_on_after(dir != 0, false, errno) {
+                run.fail(errno, format!("{} at offset {off}: {msg}", DIR_NAMES[dir]));
+            } else if write {
+                run.forget_write(off);
+            }
+        }
+    }
+    run.sample(complete);
+}

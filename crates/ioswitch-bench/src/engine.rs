@@ -702,6 +702,29 @@ impl<'a> Run<'a> {
         self.pick_for(write)
     }
 
+    /// The next I/O (direction, offset, length) as [`Self::pick`], paced when the job has a
+    /// rate: when its due time is after `*start`, `before_sleep` runs first (false stops
+    /// the job), the thread sleeps until the due time and `*start` becomes the time after.
+    /// None: the job stops (`before_sleep` said so, or the run's end came while waiting).
+    fn next_io(&mut self, start: &mut u64, before_sleep: impl FnOnce(&mut Self) -> bool) -> Option<(usize, u64, u64)> {
+        if self.pacer.is_none() {
+            return Some(self.pick());
+        }
+        let drawn = self.pick_dir();
+        let (write, due) = self.paced(drawn, *start).unwrap_or((drawn, *start));
+        if due > *start {
+            if !before_sleep(self) {
+                return None;
+            }
+            crate::load::sleep_until(due.min(self.deadline), now_ns);
+            *start = now_ns();
+            if !self.more(*start) {
+                return None;
+            }
+        }
+        Some(self.pick_for(write))
+    }
+
     /// The next I/O of the direction drawn (`write`, after the rate limiter's choice).
     fn pick_for(&mut self, write: bool) -> (usize, u64, u64) {
         match self.job.rw {
@@ -1385,22 +1408,8 @@ fn run_sync(run: &mut Run) {
             run.res.queue.syscalls += per_cmd;
             continue;
         }
-        let (dir, off, len) = match run.pacer.is_some() {
-            false => run.pick(),
-            true => {
-                let drawn = run.pick_dir();
-                let (write, due) = run.paced(drawn, start).unwrap_or((drawn, start));
-                if due > start {
-                    // Nothing is in flight in a sync job: wait for the due time.
-                    crate::load::sleep_until(due.min(run.deadline), now_ns);
-                    start = now_ns();
-                    if !run.more(start) {
-                        break;
-                    }
-                }
-                run.pick_for(write)
-            }
-        };
+        // Nothing is in flight in a sync job when it waits for a paced I/O's due time.
+        let Some((dir, off, len)) = run.next_io(&mut start, |_| true) else { break };
         if run.res.error != 0 || run.zbd_eof {
             break;
         }
@@ -1709,24 +1718,11 @@ fn run_async(run: &mut Run) {
             break;
         }
         run.next_file();
-        let (dir, off, len) = match run.pacer.is_some() {
-            false => run.pick(),
-            true => {
-                let drawn = run.pick_dir();
-                let (write, due) = run.paced(drawn, start).unwrap_or((drawn, start));
-                if due > start {
-                    // fio (inline submission) waits for everything in flight, then sleeps.
-                    if f.reap_all(run).is_none() || run.res.error != 0 {
-                        break 'io;
-                    }
-                    crate::load::sleep_until(due.min(run.deadline), now_ns);
-                    start = now_ns();
-                    if !run.more(start) {
-                        break;
-                    }
-                }
-                run.pick_for(write)
-            }
+        // Before a paced I/O's due time fio (inline submission) waits for everything in
+        // flight, then sleeps.
+        let Some((dir, off, len)) = run.next_io(&mut start, |run| f.reap_all(run).is_some() && run.res.error == 0)
+        else {
+            break 'io;
         };
         if run.res.error != 0 || run.zbd_eof {
             break;

@@ -184,21 +184,9 @@ pub(super) fn run_offload(run: &mut Run) {
             if !run.more(start) {
                 break;
             }
-            let (dir, off, len) = match run.pacer.is_some() {
-                false => run.pick(),
-                true => {
-                    let drawn = run.pick_dir();
-                    let (write, due) = run.paced(drawn, start).unwrap_or((drawn, start));
-                    if due > start {
-                        crate::load::sleep_until(due.min(run.deadline), now_ns);
-                        start = now_ns();
-                        if !run.more(start) {
-                            break;
-                        }
-                    }
-                    run.pick_for(write)
-                }
-            };
+            // A rated offload job sleeps with its I/Os still in flight (fio waits for them only
+            // in inline mode).
+            let Some((dir, off, len)) = run.next_io(&mut start, |_| true) else { break };
             if run.res.error != 0 || run.zbd_eof {
                 break;
             }

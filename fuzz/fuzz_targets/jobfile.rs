@@ -14,7 +14,7 @@
 //!   spelling (`--key=value`, see `check_as_command_line`), reads back to the same job.
 #![no_main]
 
-use ioswitch_bench::jobfile::{expand_env, Loc};
+use ioswitch_bench::jobfile::{expand_env, strip_comment, Loc};
 use ioswitch_bench::{JobError, JobReader};
 use ioswitch_fuzz::{check_as_command_line, error_place};
 use libfuzzer_sys::fuzz_target;
@@ -52,8 +52,9 @@ fuzz_target!(|data: &[u8]| {
                 panic!("error at line {line}, past the file's end: {msg}")
             };
             if let Some(option) = option {
-                // The option is named as it reads after `${VAR}` substitution.
-                let expanded = expand_env(held, loc).unwrap_or_else(|e| panic!("{msg}, but {e}"));
+                // The option is named as it reads after `${VAR}` substitution, which the
+                // reader makes on the line without its comment (a `#` or `;` and the rest).
+                let expanded = expand_env(strip_comment(held), loc).unwrap_or_else(|e| panic!("{msg}, but {e}"));
                 assert!(expanded.contains(option), "{msg}: line {line} is {held:?}");
             }
         }

@@ -2129,7 +2129,7 @@ impl Default for JobReader {
 }
 
 /// Cuts a line at its first `;` or `#` and trims it (fio's comment rule).
-fn strip_comment(line: &str) -> &str {
+pub fn strip_comment(line: &str) -> &str {
     line.split(['#', ';']).next().unwrap_or_default().trim()
 }
 

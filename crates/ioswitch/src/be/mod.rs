@@ -230,7 +230,7 @@ pub(crate) enum Build {
 }
 
 /// One interface, as the rest of the library, the CLI and the bench see it: each
-/// interface file exports its descriptor, and [`TABLE`] lists them.
+/// interface file exports its descriptor, and the interface table (`be::TABLE`) lists them.
 pub struct Descriptor {
     /// The name in option strings (`io_uring`).
     pub name: &'static str,
@@ -241,7 +241,7 @@ pub struct Descriptor {
     /// Why it cannot serve a kind of device; `None` when it can.
     pub refusal: fn(DevKind) -> Option<&'static str>,
     /// The kinds of device it serves by default. When several interfaces of a role claim
-    /// a kind, the first in [`TABLE`] whose kernel support is there wins.
+    /// a kind, the first in the interface table whose kernel support is there wins.
     pub default_for: &'static [DevKind],
     /// The options only this interface takes (`sqpoll`, `threads`), with fio's name for
     /// each where fio has one (`sqthread_poll`).

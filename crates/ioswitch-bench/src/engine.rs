@@ -1214,10 +1214,9 @@ pub fn run_job_files(job: &Job, instance: u32, devs: &[&Device], progress: &Prog
         trimmed: None,
         shaped: first.shaped,
         base,
-        picker: job
-            .multi
-            .as_ref()
-            .map(|m| crate::files::Picker::new(m.service, file_regions.len(), m.openfiles as usize, job.seed ^ salt)),
+        picker: job.multi.as_ref().map(|m| {
+            crate::files::Picker::new(m.service.clone(), file_regions.len(), m.openfiles as usize, job.seed ^ salt)
+        }),
         parked,
         cur: 0,
         file_issued: vec![0; file_regions.len()],

@@ -7,15 +7,12 @@
 //! python3.
 
 use ioswitch_testkit::dirs::Scratch;
+use ioswitch_testkit::text;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 fn run(program: &str, args: &[&str]) -> Option<Output> {
     Command::new(program).args(args).stdin(Stdio::null()).output().ok()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 /// Why the test cannot run here, if it cannot.

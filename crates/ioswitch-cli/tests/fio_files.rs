@@ -6,7 +6,7 @@
 //! `./scripts/test` installs fio).
 
 use ioswitch_testkit::dirs::Scratch;
-use ioswitch_testkit::{lock, skip};
+use ioswitch_testkit::{have, lock, text};
 use std::process::{Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard};
 
@@ -18,22 +18,6 @@ fn serial() -> MutexGuard<'static, ()> {
 
 fn scratch(test: &str) -> Scratch {
     Scratch::new(env!("CARGO_TARGET_TMPDIR"), &format!("files-{test}"))
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// Whether `program` runs here (`probe` is an argument it answers without work); says why
-/// `test` skips when it does not.
-fn have(program: &str, probe: &str, test: &str) -> bool {
-    match Command::new(program).arg(probe).stdout(Stdio::null()).stderr(Stdio::null()).status() {
-        Ok(s) if s.success() => true,
-        _ => {
-            skip(test, &format!("{program} does not run here"));
-            false
-        }
-    }
 }
 
 fn run(program: &str, args: &[String]) -> Output {

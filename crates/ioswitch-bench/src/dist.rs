@@ -66,11 +66,12 @@ pub enum Dist {
         /// As for zipf.
         center: Option<f64>,
     },
-    /// Normal with a standard deviation of `dev` percent of the region.
+    /// fio's normal (`gauss_next`, see the module docs): a 12-draw average plus a uniform
+    /// deviation over `dev` percent of the region.
     Normal {
-        /// σ, percent of the region.
+        /// σ: the width of the uniform deviation, percent of the region.
         dev: f64,
-        /// Mean, as a fraction of the region (default 0.5).
+        /// Where the likeliest block is, as a fraction of the region (default 0.5).
         center: Option<f64>,
     },
     /// Zones of the region in percent.

@@ -173,6 +173,15 @@ texts("fiolog", [
     "0, 0, 4096, " + ", ".join("3" if i == 5 else "0" for i in range(29)) + "\n"
     + "500, 1, 4096, " + ", ".join(str(i) for i in range(29)) + "\n",
 ])
+# log_store_compressed=1 logs (.log.fz): zlib streams of fio's 32- or 40-byte samples
+# (time, value, ddir with the offset/prio bits, prio, 2 bytes padding, bs[, offset]).
+import zlib
+def sample(t, v, d, prio, bs, off=None):
+    b = struct.pack("<QQIHxxQ", t, v, d, prio, bs)
+    return b + (struct.pack("<Q", off) if off is not None else b"")
+write("fiolog", "fz-two-streams",
+      zlib.compress(sample(1, 1500, 0, 1 << 13, 4096) + sample(2, 2500, 1, 4, 8192))
+      + zlib.compress(sample(9, 700, (1 << 31) | (1 << 30) | 2, 0x2004, 4096, 12288)))
 
 # Log pages (log.rs tests).
 s = bytearray(512)

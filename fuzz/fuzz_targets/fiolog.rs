@@ -11,10 +11,12 @@
 //! - a parsed log has one sample (or histogram) per non-blank line, and each sample printed
 //!   in fio 3.33's format (`time, value, ddir, bs, [offset,] prio`) parses back to itself;
 //! - the chart of a parsed log (automatic window and a 1 ms window) never panics, is one
-//!   `<svg>` document, and holds no NaN or infinity.
+//!   `<svg>` document, and holds no NaN or infinity;
+//! - the same bytes as a compressed log (`.log.fz`): `inflate` never panics, and the text
+//!   it makes has one line of 5 or 6 columns per sample (fio's `flush_samples`).
 #![no_main]
 
-use ioswitch_bench::fiolog::{chart, parse, parse_line, LogSample, PlotOpts};
+use ioswitch_bench::fiolog::{chart, inflate, parse, parse_line, LogSample, PlotOpts};
 use libfuzzer_sys::fuzz_target;
 use std::path::Path;
 
@@ -30,6 +32,12 @@ fn print(s: &LogSample) -> String {
 }
 
 fuzz_target!(|data: &[u8]| {
+    if let Ok(text) = inflate(data) {
+        for line in text.lines() {
+            let cols = line.split(", ").count();
+            assert!(cols == 5 || cols == 6, "{line:?}");
+        }
+    }
     let Ok(text) = std::str::from_utf8(data) else { return };
     let lines = text.lines().count();
     for name in ["f_clat.1.log", "f_iops.1.log", "f_clat_hist.1.log"] {

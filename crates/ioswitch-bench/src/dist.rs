@@ -13,10 +13,15 @@
 //! - `pareto:h` (0 < h < 1, default 0.2): rank `(n−1)·u^(ln h / ln(1−h))` for a uniform u,
 //!   as fio's `pareto_next`: a fraction h of the draws falls into the fraction 1−h of the
 //!   ranks at the top (`pareto:0.8` is the 80/20 rule).
-//! - `normal:σ` / `gauss:σ` (0 ≤ σ < 100): a normal distribution around the center with
-//!   a standard deviation of σ percent of the region, wrapped into it. (fio 3.33
-//!   averages 12 uniform draws and adds a uniform deviation, whose spread is about 8%
-//!   of the region even for σ = 0; this follows fio's documentation instead.)
+//! - `normal:σ` / `gauss:σ` (0 ≤ σ < 100): fio 3.33's `gauss_next` (lib/gauss.c): the
+//!   value is the average of 12 uniform draws in `0..=n` (rounded up), plus, when σ > 0,
+//!   a uniform deviation `⌊s·u⌋ − ⌊s/2⌋` with `s = min(⌈n·σ/100⌉, n/2)`, halved
+//!   (towards 0) while it would take the value out of `0..n`. So the values lie around
+//!   `n/2` with a standard deviation of about `√(n²/144 + s²/12)`: `n/12` (8.3% of the
+//!   region) for σ = 0, and σ widens it. fio then scatters the value with its hash; here
+//!   the value's distance from `n/2` is the rank, scattered as zipf's are, so the likeliest
+//!   block is at `center·n` (default the middle). [`DistGen::fio_gauss`] is the value
+//!   without the hash, as fio's file choice (`file_service_type=normal`) uses it.
 //! - `zoned:A/S:…`: A percent of the draws go uniformly into the next S percent of the
 //!   region; `zoned_abs:A/SIZE:…` the same with sizes in bytes.
 //!
@@ -61,11 +66,12 @@ pub enum Dist {
         /// As for zipf.
         center: Option<f64>,
     },
-    /// Normal with a standard deviation of `dev` percent of the region.
+    /// fio's normal (`gauss_next`, see the module docs): a 12-draw average plus a uniform
+    /// deviation over `dev` percent of the region.
     Normal {
-        /// σ, percent of the region.
+        /// σ: the width of the uniform deviation, percent of the region.
         dev: f64,
-        /// Mean, as a fraction of the region (default 0.5).
+        /// Where the likeliest block is, as a fraction of the region (default 0.5).
         center: Option<f64>,
     },
     /// Zones of the region in percent.
@@ -196,6 +202,12 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
     a
 }
 
+// The parameters are finite numbers (the parser takes no NaN), so equality is total.
+impl Eq for Dist {}
+
+/// fio's `GAUSS_ITERS`: uniform draws averaged by its normal generator.
+const GAUSS_ITERS: u64 = 12;
+
 /// Draws block numbers in `0..n` from a [`Dist`].
 #[derive(Clone, Debug)]
 pub(crate) struct DistGen {
@@ -209,6 +221,10 @@ pub(crate) struct DistGen {
     base: u64,
     /// Zones resolved to block ranges: (cumulative access percent, first block, blocks).
     zones: Vec<(u32, u64, u64)>,
+    /// The normal's spread of its uniform deviation and its offset (fio's `stddev` and
+    /// `rand_off` of `struct gauss_state`).
+    gauss_spread: u64,
+    gauss_off: u64,
 }
 
 impl DistGen {
@@ -263,14 +279,52 @@ impl DistGen {
             }
             _ => {}
         }
-        Ok(DistGen { dist: dist.clone(), n, rng, zetan, zeta2, a, base, zones })
+        let (mut gauss_spread, mut gauss_off) = (0, 0);
+        if let Dist::Normal { dev, center } = dist {
+            // gauss_init: `stddev = ceil(nranges·dev/100)`, at most half the ranges.
+            if *dev != 0.0 {
+                gauss_spread = ((n as f64 * dev / 100.0).ceil() as u64).min(n / 2);
+            }
+            // `rand_off = nranges·(center − 0.5)` stored in an unsigned 32-bit field: a
+            // center below 0.5 makes it negative, which x86-64 wraps modulo 2^32 (fio's
+            // conversion; `fio_files.rs` shows the effect on fio with 3 files).
+            gauss_off = center.map_or(0, |c| (n as f64 * (c - 0.5)) as i64 as u32 as u64);
+        }
+        Ok(DistGen { dist: dist.clone(), n, rng, zetan, zeta2, a, base, zones, gauss_spread, gauss_off })
+    }
+
+    /// fio's normal value before its hash and offset (`gauss_next`): the average of 12
+    /// uniform draws in `0..=n`, rounded up, plus the uniform deviation (module docs).
+    /// In `0..=n`.
+    fn gauss_value(&mut self) -> u64 {
+        let n = self.n;
+        let sum: u64 = (0..GAUSS_ITERS).map(|_| self.rng.below(n + 1)).sum();
+        let mut v = sum.div_ceil(GAUSS_ITERS);
+        if self.gauss_spread > 0 {
+            let s = self.gauss_spread;
+            let mut dev = self.rng.below(s) as i64 - (s / 2) as i64;
+            // fio halves until the value fits; at 0 it would loop for ever (v = n), so
+            // the halving stops there.
+            while dev != 0 && !(0..n as i64).contains(&(v as i64 + dev)) {
+                dev /= 2;
+            }
+            v = (v as i64 + dev) as u64;
+        }
+        v
+    }
+
+    /// fio's `gauss_next` with the hash disabled, as its normal file choice draws: the
+    /// value moved by fio's offset (`center`), modulo `n`. Only for [`Dist::Normal`].
+    pub(crate) fn fio_gauss(&mut self) -> u64 {
+        (self.gauss_value() + self.gauss_off) % self.n
     }
 
     fn uniform01(&mut self) -> f64 {
         (self.rng.next() >> 11) as f64 / (1u64 << 53) as f64
     }
 
-    /// A rank in `0..n`, 0 the most likely (zipf, pareto), or a position (normal).
+    /// A rank in `0..n`, 0 the most likely (zipf, pareto), or the normal value's distance
+    /// from the middle, modulo `n`.
     pub(crate) fn rank(&mut self) -> u64 {
         let n = self.n;
         match self.dist {
@@ -294,12 +348,11 @@ impl DistGen {
                 let top = ((n - 1) as f64 * u.powf(h.ln() / (1.0 - h).ln())) as u64;
                 (n - 1) - top.min(n - 1)
             }
-            Dist::Normal { dev, .. } => {
-                // Box–Muller; the mean is rank 0 (the scatter puts it at the center).
-                let (u1, u2) = (self.uniform01().max(f64::MIN_POSITIVE), self.uniform01());
-                let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
-                let x = (z * dev / 100.0 * n as f64).round() as i64;
-                x.rem_euclid(n as i64) as u64
+            Dist::Normal { .. } => {
+                // The value's distance from the middle, modulo n: the middle is rank 0
+                // (the scatter puts it at the center).
+                let v = self.gauss_value();
+                (v + n - n / 2) % n
             }
             Dist::Random | Dist::Zoned(_) | Dist::ZonedAbs(_) => self.rng.below(n),
         }
@@ -315,9 +368,6 @@ impl DistGen {
                     self.zones.iter().find(|z| v <= z.0).unwrap_or_else(|| self.zones.last().expect("a zone"));
                 first + self.rng.below(blocks)
             }
-            // The normal's positions are contiguous around the center, as fio's are
-            // before its hash; zipf and pareto ranks are scattered.
-            Dist::Normal { .. } => (self.rank() + self.base) % self.n,
             _ => {
                 let r = self.rank();
                 ((r as u128 * self.a as u128 + self.base as u128) % self.n as u128) as u64
@@ -424,18 +474,67 @@ mod tests {
         }
     }
 
-    #[test]
-    fn normal_has_the_deviation_asked_around_the_center() {
-        let n = 10_000u64;
-        let mut g = DistGen::new(&Dist::Normal { dev: 5.0, center: Some(0.5) }, n, 4096, 7).unwrap();
-        let draws = 100_000;
-        let xs: Vec<f64> = (0..draws).map(|_| g.next() as f64).collect();
+    /// Mean and standard deviation of `draws` values of `f`.
+    fn moments(draws: u32, mut f: impl FnMut() -> u64) -> (f64, f64) {
+        let xs: Vec<f64> = (0..draws).map(|_| f() as f64).collect();
         let mean = xs.iter().sum::<f64>() / draws as f64;
-        let sd = (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / draws as f64).sqrt();
-        assert!((mean - 5000.0).abs() < 20.0, "mean {mean}");
-        assert!((sd - 500.0).abs() < 15.0, "sd {sd}");
-        let within = xs.iter().filter(|&&x| (x - 5000.0).abs() <= 500.0).count() as f64 / draws as f64;
-        assert!((within - 0.6827).abs() < 0.01, "within 1σ: {within}");
+        (mean, (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / draws as f64).sqrt())
+    }
+
+    #[test]
+    fn normal_values_follow_fios_twelve_draw_average_and_uniform_deviation() {
+        // fio's gauss_next: the mean of 12 uniform draws in 0..=n (variance
+        // ((n+1)²−1)/12 each, /12 for the mean) plus a uniform deviation over s values
+        // (variance (s²−1)/12), s = ceil(n·σ/100) at most n/2.
+        let n = 12_000u64;
+        let draws = 200_000;
+        for (dev, s) in [(0.0, 0u64), (10.0, 1200), (30.0, 3600), (70.0, 6000)] {
+            let mut g = DistGen::new(&Dist::Normal { dev, center: None }, n, 4096, 5).unwrap();
+            assert_eq!(g.gauss_spread, s, "σ={dev}");
+            let (mean, sd) = moments(draws, || g.fio_gauss());
+            let nf = (n + 1) as f64;
+            let want_sd = ((nf * nf - 1.0) / 144.0 + (s * s).saturating_sub(1) as f64 / 12.0).sqrt();
+            // The mean is n/2 (+ about ½ from rounding up, − ½ from the deviation's floor);
+            // its standard error is below 3 here. The halving at the edges narrows wide
+            // deviations a little: 2% for σ = 70.
+            assert!((mean - n as f64 / 2.0).abs() < 15.0, "σ={dev}: mean {mean}");
+            let tol = if dev > 50.0 { 0.03 } else { 0.01 };
+            assert!((sd - want_sd).abs() < tol * want_sd, "σ={dev}: sd {sd}, want {want_sd}");
+            if dev == 0.0 {
+                // 8.3% of the region even with no deviation asked: fio's rule, not σ.
+                assert!((sd / n as f64 - 1.0 / 12.0).abs() < 0.001, "{sd}");
+            }
+        }
+        // A center moves the values by n·(center − 0.5), modulo n.
+        let mut g = DistGen::new(&Dist::Normal { dev: 0.0, center: Some(0.75) }, n, 4096, 5).unwrap();
+        let (mean, _) = moments(draws, || g.fio_gauss());
+        assert!((mean - 9000.0).abs() < 15.0, "center 0.75: mean {mean}");
+    }
+
+    #[test]
+    fn normal_offsets_scatter_fios_values_with_the_likeliest_block_at_the_center() {
+        // Two generators with one seed draw the same values: the offsets are a bijection
+        // of them, so the sorted counts agree, and the middle value lands at center·n.
+        let n = 1000u64;
+        let d = Dist::Normal { dev: 5.0, center: Some(0.3) };
+        let (mut v, mut b) = (DistGen::new(&d, n, 4096, 9).unwrap(), DistGen::new(&d, n, 4096, 9).unwrap());
+        let (mut by_value, mut by_block) = (vec![0u32; n as usize + 1], vec![0u32; n as usize]);
+        for _ in 0..100_000 {
+            by_value[v.gauss_value() as usize] += 1;
+            by_block[b.next() as usize] += 1;
+        }
+        assert_eq!(by_block[300], by_value[500], "the middle value is block 300");
+        // Value n (all draws at the top) is value 0's block (modulo n).
+        by_value[0] += by_value[n as usize];
+        by_value.truncate(n as usize);
+        let (mut sv, mut sb) = (by_value.clone(), by_block.clone());
+        sv.sort_unstable();
+        sb.sort_unstable();
+        assert_eq!(sv, sb);
+        // Scattered, as fio's hash scatters: the value after the middle is a·1 blocks
+        // away, not the next block.
+        assert!(b.a > 1);
+        assert_eq!(by_block[((300 + b.a) % n) as usize], by_value[501]);
     }
 
     #[test]

@@ -1214,10 +1214,9 @@ pub fn run_job_files(job: &Job, instance: u32, devs: &[&Device], progress: &Prog
         trimmed: None,
         shaped: first.shaped,
         base,
-        picker: job
-            .multi
-            .as_ref()
-            .map(|m| crate::files::Picker::new(m.service, file_regions.len(), m.openfiles as usize, job.seed ^ salt)),
+        picker: job.multi.as_ref().map(|m| {
+            crate::files::Picker::new(m.service.clone(), file_regions.len(), m.openfiles as usize, job.seed ^ salt)
+        }),
         parked,
         cur: 0,
         file_issued: vec![0; file_regions.len()],
@@ -1914,10 +1913,171 @@ fn blocks_set(bits: &[u64]) -> Vec<u64> {
 }
 
 /// Reads back every block written and checks its header and checksum; the reads count
-/// as reads of the job, as fio counts its verify phase.
+/// as reads of the job, as fio counts its verify phase, and in `iodepth_level` (fio's
+/// `do_verify` queues them with `td_io_queue`, which marks their depth). An async job
+/// verifies at its `iodepth`, as fio's does ([`verify_blocks_async`]).
 fn verify_phase(run: &mut Run) {
     let blocks = blocks_set(&run.written);
-    verify_blocks(run, run.job.bs[1], blocks, true);
+    if run.job.mode == Mode::Async {
+        verify_blocks_async(run, run.job.bs[1], &blocks);
+    } else {
+        verify_blocks(run, run.job.bs[1], blocks, true);
+    }
+}
+
+/// The verify phase of an async job, as fio's `do_verify` runs it: the reads are queued
+/// up to `iodepth` (each marks the depth in flight after it, as the job's own I/O), and
+/// reaped by the job's reaping policy (`iodepth_batch_complete_min/max`, `iodepth_low`);
+/// each completion is checked and counted as a read (slat, clat, lat). Stops at the first
+/// bad block unless `continue_on_error` says to go on, as [`verify_blocks`].
+fn verify_blocks_async(run: &mut Run, bs: u64, blocks: &[u64]) {
+    let depth = run.job.iodepth.max(1);
+    let mut q = match run.dev.queue(depth) {
+        Ok(q) => q,
+        Err(e) => return run.fail(e.errno().unwrap_or(libc::EINVAL), format!("verify: {e}")),
+    };
+    // (buffer, offset, start, issue) per slot.
+    let mut slots: Vec<(Option<Buffer>, u64, u64, u64)> = Vec::with_capacity(depth as usize);
+    for _ in 0..depth {
+        match run.dev.alloc(bs as usize) {
+            Ok(b) => slots.push((Some(b), 0, 0, 0)),
+            Err(e) => return run.fail(libc::ENOMEM, e.to_string()),
+        }
+    }
+    let mut free: Vec<u32> = (0..depth).rev().collect();
+    let mut pending = std::collections::VecDeque::with_capacity(depth as usize);
+    let mut uncommitted = 0u32;
+    let policy = ReapPolicy::new(run.job, depth);
+    let batch_submit = run.job.batch_submit.max(1);
+    let commit =
+        |run: &mut Run, q: &mut Queue, slots: &mut [(Option<Buffer>, u64, u64, u64)], free: &[u32], n: &mut u32| {
+            if *n == 0 {
+                return;
+            }
+            let r = q.commit();
+            let issue = now_ns();
+            run.res.submit_level[batch_bucket(*n)] += 1;
+            // The uncommitted slots are the last n taken: stamp every busy slot not stamped.
+            for (i, s) in slots.iter_mut().enumerate() {
+                if s.3 == 0 && !free.contains(&(i as u32)) {
+                    s.3 = issue;
+                }
+            }
+            *n = 0;
+            if let Err(e) = r {
+                run.fail(e.errno().unwrap_or(libc::EIO), format!("verify: {e}"));
+            }
+        };
+    // One reap of at least `min`, at most `max` completions, stamped with one time. The
+    // queue may hand over more than a batch takes: those wait in `pending`, still in
+    // flight as fio counts them (as [`Flight::reap`]).
+    let reap = |run: &mut Run,
+                q: &mut Queue,
+                slots: &mut [(Option<Buffer>, u64, u64, u64)],
+                free: &mut Vec<u32>,
+                pending: &mut std::collections::VecDeque<Completion>,
+                n: &mut u32,
+                min: u32,
+                max: u32| {
+        commit(run, q, slots, free, n);
+        let have = pending.len() as u32;
+        let r = if have < min {
+            q.wait(min - have, |c| pending.push_back(c)).map(drop)
+        } else if have < max {
+            q.poke(max - have, |c| pending.push_back(c)).map(drop)
+        } else {
+            Ok(())
+        };
+        if let Err(e) = r {
+            return run.fail(e.errno().unwrap_or(libc::EIO), format!("verify: {e}"));
+        }
+        let take = (pending.len() as u32).min(max) as usize;
+        let done: Vec<Completion> = pending.drain(..take).collect();
+        let complete = now_ns();
+        run.res.complete_level[batch_bucket(done.len() as u32)] += 1;
+        run.res.reaps += 1;
+        for c in done {
+            let s = c.tag as u32;
+            let slot = &mut slots[s as usize];
+            let (off, start, issue) = (slot.1, slot.2, slot.3);
+            slot.0 = c.data.into_one();
+            slot.3 = 0;
+            free.push(s);
+            if run.res.error != 0 {
+                continue;
+            }
+            if !c.status.is_ok() {
+                let errno = c.status.errno().unwrap_or(libc::EIO);
+                if !run.goes_on_after(false, false, errno) {
+                    run.fail(errno, format!("verify read at offset {off}: {}", c.status));
+                }
+                continue;
+            }
+            let b = &run.job.behaviour;
+            let (slat, clat, lat) = (!b.disable_slat, !b.disable_clat, !b.disable_lat);
+            let d = &mut run.res.read;
+            d.ios += 1;
+            d.bytes += bs;
+            if slat {
+                d.slat.record(issue - start);
+            }
+            if clat {
+                d.clat.record(complete - issue);
+            }
+            if lat {
+                d.lat.record(complete - start);
+            }
+            let buf = slots[s as usize].0.as_ref().expect("a reaped slot holds its buffer");
+            if let Err(why) = verify::check_with(run.job.verify, run.job.shapes.verify_pattern.as_deref(), buf, off) {
+                if !run.goes_on_after(false, true, libc::EILSEQ) {
+                    run.fail(libc::EILSEQ, format!("verify: bad block at offset {off}: {why}"));
+                }
+                continue;
+            }
+            run.res.verified += 1;
+        }
+    };
+    for &b in blocks {
+        if run.res.error != 0 {
+            break;
+        }
+        let off = run.base + b * bs;
+        let s = free.pop().expect("a free slot whenever the queue is not full");
+        let buf = slots[s as usize].0.take().expect("an idle slot holds its buffer");
+        let start = now_ns();
+        slots[s as usize].1 = off;
+        slots[s as usize].2 = start;
+        if let Err(rej) = q.submit(&make_cmd(run.dev, false, off, bs), Data::One(buf), s as u64) {
+            slots[s as usize].0 = rej.data.into_one();
+            free.push(s);
+            run.fail(rej.error.errno().unwrap_or(libc::EIO), format!("verify: {}", rej.error));
+            break;
+        }
+        let inflight = depth - free.len() as u32;
+        run.res.depth_level[depth_bucket(inflight)] += 1;
+        run.res.depth_sum += inflight as u64;
+        uncommitted += 1;
+        if uncommitted >= batch_submit {
+            commit(run, &mut q, &mut slots, &free, &mut uncommitted);
+        }
+        if !free.is_empty() && !policy.polling {
+            continue;
+        }
+        let full = free.is_empty();
+        loop {
+            let (min, max) = policy.batch(depth - free.len() as u32);
+            reap(run, &mut q, &mut slots, &mut free, &mut pending, &mut uncommitted, min, max);
+            if run.res.error != 0 || !(full && depth - free.len() as u32 > policy.low) {
+                break;
+            }
+        }
+    }
+    // The rest, as one batch.
+    let left = depth - free.len() as u32;
+    if left > 0 {
+        reap(run, &mut q, &mut slots, &mut free, &mut pending, &mut uncommitted, left, left);
+    }
+    // (The queue's counters stay the job's own, as the sync verify's calls do.)
 }
 
 /// A read job with `verify=`: re-reads its whole region after the measured part and checks
@@ -1946,6 +2106,10 @@ fn verify_blocks(run: &mut Run, bs: u64, blocks: impl IntoIterator<Item = u64>, 
             return run.fail(errno, format!("verify read at offset {off}: {e}"));
         }
         if count_reads {
+            // One read at a time: depth 1, as fio marks a sync engine's verify reads.
+            run.res.depth_level[0] += 1;
+            run.res.depth_sum += 1;
+            run.res.reaps += 1;
             let took = now_ns() - start;
             run.res.read.ios += 1;
             run.res.read.bytes += bs;
@@ -2381,6 +2545,19 @@ mod run_tests {
         assert_eq!(r.error, 0, "{:?}", r.error_msg);
         assert_eq!(r.verified, 256);
         assert_eq!(r.read.ios, 256, "verify reads count as reads, as in fio");
+        // fio marks the verify reads' depth too, and verifies at the job's iodepth: the
+        // reads fill the queue to 4 as the writes did (1, 2 and 3 once each, then 4;
+        // the buckets are 1, 2–3, 4–7).
+        assert_eq!(r.depth_level.iter().sum::<u64>(), 512, "{:?}", r.depth_level);
+        assert_eq!(r.depth_level[..3], [2, 4, 512 - 6], "{:?}", r.depth_level);
+        assert_eq!(r.read.slat.samples(), 256, "an async verify read has a submission latency");
+        // A sync job verifies one read at a time: all 512 at depth 1.
+        let mut j = job("4MiB", "", Mode::Sync, Rw::RandWrite, 1);
+        j.verify = Verify::Crc32c;
+        j.do_verify = true;
+        let r = run(&j);
+        assert_eq!((r.error, r.verified, r.read.ios), (0, 256, 256), "{:?}", r.error_msg);
+        assert_eq!(r.depth_level, [512, 0, 0, 0, 0, 0, 0]);
     }
 
     #[test]
@@ -2394,9 +2571,12 @@ mod run_tests {
             assert_eq!(r.error, 0, "{opts}: {:?}", r.error_msg);
             assert_eq!((r.write.ios, r.write.bytes), (256, 1 << 20), "{opts}");
             assert_eq!(r.verified, 256, "{opts}: every written block reads back right");
-            // Every worker runs at depth 1, as fio's (its iodepth_level is 100 % at 1).
-            assert_eq!(r.depth_level[0], 256, "{opts}");
-            assert_eq!(r.depth_level[1..].iter().sum::<u64>(), 0, "{opts}");
+            // Every worker runs at depth 1, as fio's; the verify phase runs in the job
+            // thread (fio's do_verify queues with td_io_queue, not the workers), at
+            // depth 1 for a sync engine and at the job's iodepth (4) for an async one.
+            let verify_depths = if mode == Mode::Async { [1, 2, 253] } else { [256, 0, 0] };
+            let want = [256 + verify_depths[0], verify_depths[1], verify_depths[2], 0, 0, 0, 0];
+            assert_eq!(r.depth_level, want, "{opts}");
             assert_eq!(r.queue.submitted, 256, "{opts}: the workers' engine contexts did the writes");
             assert_eq!(r.write.clat.samples(), 256, "{opts}");
             assert_eq!(r.write.lat.samples(), 256, "{opts}");

@@ -7,11 +7,13 @@
 //! The `zipf`, `pareto` and `normal`/`gauss` file choices draw as fio's
 //! `__get_next_fileno_rand` does: a value over `nrfiles × 1024` ranges from the
 //! distribution ([`crate::dist`]'s generators) without fio's scattering hash, moved by an
-//! offset (fio's `rand_off`: random, or `center × ranges` when a center is given), modulo
-//! the ranges; the file is the value divided by 1024. Zipf's rank 0 and pareto's value 0
-//! are the likeliest (pareto's value is `(ranges − 1)·u^(ln h / ln(1−h))`); the normal's
-//! values lie around `center × ranges` (default the middle) with the standard deviation of
-//! [`crate::dist`]'s normal, σ percent of the ranges. Files are never done under these
+//! offset (fio's `rand_off`), modulo the ranges; the file is the value divided by 1024.
+//! Zipf's rank 0 and pareto's value 0 are the likeliest (pareto's value is
+//! `(ranges − 1)·u^(ln h / ln(1−h))`), and their offset is random, or `center × ranges`
+//! when a center is given. The normal is fio's `gauss_next` ([`DistGen::fio_gauss`]: the
+//! average of 12 uniform draws plus a uniform deviation of σ percent of the ranges), whose
+//! values lie around the middle, moved by `ranges × (center − 0.5)` when a center is given
+//! (wrapped as fio's unsigned 32-bit offset wraps for a center below 0.5). Files are never done under these
 //! choices: fio starts a file over when its offsets run out (io_u.c `get_next_rand_block`,
 //! `fio_file_reset`), so the job's `size` or run time ends it.
 
@@ -22,7 +24,7 @@ use crate::engine::Rng;
 const RANGES_PER_FILE: u64 = 1 << 10;
 
 /// fio's `file_service_type`: how a job moves between its files.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Service {
     /// `roundrobin[:N]` (fio's default, N = 1): N I/Os to a file, then the next file.
     RoundRobin(u32),
@@ -31,39 +33,11 @@ pub enum Service {
     /// `random[:N]`: N I/Os to a file drawn at random among those not done.
     Random(u32),
     /// `zipf[:θ[:center]]`, `pareto[:h[:center]]`, `normal[:σ[:center]]` (or `gauss`):
-    /// each I/O's file drawn from the distribution (see the module docs).
-    Dist(FileDist),
+    /// each I/O's file drawn from the distribution (see the module docs); only
+    /// [`Dist::Zipf`], [`Dist::Pareto`] and [`Dist::Normal`] ([`Service::parse`] makes no
+    /// other).
+    Dist(Dist),
 }
-
-/// The distribution of a `zipf`, `pareto` or `normal` file choice.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum FileDist {
-    /// Zipf with exponent `theta` (≠ 1).
-    Zipf {
-        /// θ.
-        theta: f64,
-        /// Where the likeliest file is, as a fraction of the files.
-        center: Option<f64>,
-    },
-    /// Pareto with parameter `h` in (0, 1).
-    Pareto {
-        /// h.
-        h: f64,
-        /// As for zipf.
-        center: Option<f64>,
-    },
-    /// Normal with a standard deviation of `dev` percent of the files.
-    Normal {
-        /// σ in percent.
-        dev: f64,
-        /// The mean, as a fraction of the files (default 0.5).
-        center: Option<f64>,
-    },
-}
-
-// The parameters are finite numbers (the parser takes no NaN), so equality is total.
-impl Eq for Service {}
-impl Eq for FileDist {}
 
 impl Default for Service {
     fn default() -> Self {
@@ -80,9 +54,7 @@ impl Service {
         let (kind, arg) = v.split_once(':').map_or((v, None), |(k, a)| (k, Some(a.trim())));
         if matches!(kind, "zipf" | "pareto" | "normal" | "gauss") {
             return match crate::dist::parse(v, |_| None)? {
-                Dist::Zipf { theta, center } => Ok(Service::Dist(FileDist::Zipf { theta, center })),
-                Dist::Pareto { h, center } => Ok(Service::Dist(FileDist::Pareto { h, center })),
-                Dist::Normal { dev, center } => Ok(Service::Dist(FileDist::Normal { dev, center })),
+                d @ (Dist::Zipf { .. } | Dist::Pareto { .. } | Dist::Normal { .. }) => Ok(Service::Dist(d)),
                 other => Err(format!("'{kind}' parsed as {other:?}")),
             };
         }
@@ -186,14 +158,13 @@ impl Picker {
 
     /// Sets up a distributed choice's generator over the files' ranges.
     fn with_dist(mut self, seed: u64) -> Picker {
-        let Service::Dist(d) = self.service else { return self };
+        let Service::Dist(dist) = &self.service else { return self };
         let ranges = self.done.len().max(1) as u64 * RANGES_PER_FILE;
-        let (dist, center) = match d {
-            FileDist::Zipf { theta, center } => (Dist::Zipf { theta, center }, center),
-            FileDist::Pareto { h, center } => (Dist::Pareto { h, center }, center),
-            FileDist::Normal { dev, center } => (Dist::Normal { dev, center }, center),
+        let center = match dist {
+            Dist::Zipf { center, .. } | Dist::Pareto { center, .. } | Dist::Normal { center, .. } => *center,
+            _ => None,
         };
-        let gen = DistGen::new(&dist, ranges, 1, seed ^ 0xF11E_D157).expect("no zones to place");
+        let gen = DistGen::new(dist, ranges, 1, seed ^ 0xF11E_D157).expect("no zones to place");
         let off = match center {
             Some(c) => ((ranges as f64 * c) as u64) % ranges,
             None => self.rng.below(ranges),
@@ -207,9 +178,9 @@ impl Picker {
         let Some((gen, ranges, off)) = self.dist.as_mut() else { return 0 };
         let (n, off) = (*ranges, *off);
         let v = match self.service {
-            // The normal's generator places its mean at the center (default the middle).
-            Service::Dist(FileDist::Normal { .. }) => gen.next(),
-            Service::Dist(FileDist::Pareto { .. }) => ((n - 1) - gen.rank() + off) % n,
+            // fio's gauss_next without the hash: its own offset (the center) included.
+            Service::Dist(Dist::Normal { .. }) => gen.fio_gauss(),
+            Service::Dist(Dist::Pareto { .. }) => ((n - 1) - gen.rank() + off) % n,
             _ => (gen.rank() + off) % n,
         };
         (v / RANGES_PER_FILE) as usize
@@ -311,11 +282,11 @@ mod tests {
         assert_eq!(Service::parse("sequential"), Ok(Service::Sequential));
         assert!(Service::parse("random:0").unwrap_err().contains("':0'"));
         assert!(Service::parse("sequential:2").unwrap_err().contains("no :N"));
-        assert_eq!(Service::parse("zipf:1.2"), Ok(Service::Dist(FileDist::Zipf { theta: 1.2, center: None })));
-        assert_eq!(Service::parse("zipf"), Ok(Service::Dist(FileDist::Zipf { theta: 1.1, center: None })));
-        assert_eq!(Service::parse("pareto:0.3:0.5"), Ok(Service::Dist(FileDist::Pareto { h: 0.3, center: Some(0.5) })));
-        assert_eq!(Service::parse("gauss:5"), Ok(Service::Dist(FileDist::Normal { dev: 5.0, center: None })));
-        assert_eq!(Service::parse("normal"), Ok(Service::Dist(FileDist::Normal { dev: 0.0, center: None })));
+        assert_eq!(Service::parse("zipf:1.2"), Ok(Service::Dist(Dist::Zipf { theta: 1.2, center: None })));
+        assert_eq!(Service::parse("zipf"), Ok(Service::Dist(Dist::Zipf { theta: 1.1, center: None })));
+        assert_eq!(Service::parse("pareto:0.3:0.5"), Ok(Service::Dist(Dist::Pareto { h: 0.3, center: Some(0.5) })));
+        assert_eq!(Service::parse("gauss:5"), Ok(Service::Dist(Dist::Normal { dev: 5.0, center: None })));
+        assert_eq!(Service::parse("normal"), Ok(Service::Dist(Dist::Normal { dev: 0.0, center: None })));
         assert!(Service::parse("zipf:1").unwrap_err().contains("other than 1"));
         assert!(Service::parse("pareto:1.5").unwrap_err().contains("between 0 and 1"));
         assert!(Service::parse("normal:5:2").unwrap_err().contains("center"));
@@ -440,11 +411,11 @@ mod tests {
                     / zeta
             })
             .collect();
-        let got = shares(Service::Dist(FileDist::Zipf { theta, center: Some(0.0) }), 4, draws);
+        let got = shares(Service::Dist(Dist::Zipf { theta, center: Some(0.0) }), 4, draws);
         close(&got, &want, draws, 0.01, "zipf:1.2:0");
         assert!(want[0] > 0.8, "{want:?}");
         // The center moves the likeliest file: 0.5 of 4 files is file 2.
-        let got = shares(Service::Dist(FileDist::Zipf { theta, center: Some(0.5) }), 4, draws);
+        let got = shares(Service::Dist(Dist::Zipf { theta, center: Some(0.5) }), 4, draws);
         close(&got, &[want[2], want[3], want[0], want[1]], draws, 0.01, "zipf:1.2:0.5");
         // pareto:0.3 with center 0: the value (n−1)·u^p, p = ln h / ln(1−h), is below x
         // with probability (x/(n−1))^(1/p).
@@ -452,23 +423,42 @@ mod tests {
         let p = h.ln() / (1.0 - h).ln();
         let cdf = |x: u64| ((x as f64) / (n - 1) as f64).min(1.0).powf(1.0 / p);
         let want: Vec<f64> = (0..4).map(|k| cdf((k + 1) * RANGES_PER_FILE) - cdf(k * RANGES_PER_FILE)).collect();
-        let got = shares(Service::Dist(FileDist::Pareto { h, center: Some(0.0) }), 4, draws);
+        let got = shares(Service::Dist(Dist::Pareto { h, center: Some(0.0) }), 4, draws);
         close(&got, &want, draws, 0.0, "pareto:0.3:0");
-        // normal:10 (mean at the middle, σ = 10% of the ranges): file 2 holds the values
-        // 0..1024 above the mean, file 1 the 1024 below, file 3 the next 1024 above.
-        let sd = 0.1 * n as f64;
-        let between = |a: f64, b: f64| phi(b / sd) - phi(a / sd);
-        let f1 = between(-1024.5, -0.5);
-        let f2 = between(-0.5, 1023.5);
-        let f3 = between(1023.5, 2047.5);
-        let want = [1.0 - f1 - f2 - f3, f1, f2, f3];
-        let got = shares(Service::Dist(FileDist::Normal { dev: 10.0, center: None }), 4, draws);
-        close(&got, &want, draws, 0.0, "normal:10");
+        // normal (fio's gauss_next): values modulo the ranges around the middle (+½ from rounding up the
+        // average), standard deviation √(((n+1)²−1)/144 + (s²−1)/12), s = ⌈n·σ/100⌉; the
+        // 12-draw average is close to normal (0.2% of slack for its shape). σ = 0 still
+        // spreads over files 1 and 2 (fio's rule; σ percent of the ranges would not).
+        let normal = |files: u64, dev: f64, mean: f64| -> Vec<f64> {
+            let n = files * RANGES_PER_FILE;
+            let s = ((n as f64 * dev / 100.0).ceil()).min((n / 2) as f64);
+            let nf = (n + 1) as f64;
+            let sd = ((nf * nf - 1.0) / 144.0 + (s * s - 1.0).max(0.0) / 12.0).sqrt();
+            // The offset value is taken modulo n: a file also gets the tails that wrap.
+            let below = |x: f64| (-1..=1).map(|w| phi((x + (w * n as i64) as f64 - mean) / sd)).sum::<f64>();
+            (0..files)
+                .map(|k| below(((k + 1) * RANGES_PER_FILE) as f64 - 0.5) - below((k * RANGES_PER_FILE) as f64 - 0.5))
+                .collect()
+        };
+        for dev in [0.0, 10.0] {
+            let want = normal(4, dev, 2048.5);
+            let got = shares(Service::Dist(Dist::Normal { dev, center: None }), 4, draws);
+            close(&got, &want, draws, 0.002, &format!("normal:{dev}"));
+        }
+        assert!(normal(4, 0.0, 2048.5)[1] > 0.45);
+        // A center moves the middle by ranges·(center − 0.5): 0.75 of 3 files is +768, in
+        // file 2. Below 0.5 the offset is negative, and fio's unsigned 32-bit field wraps
+        // it: 2^32 − 768 ≡ +256 modulo 3072, so 0.25 of 3 files puts the middle (1536) at
+        // 1792, in file 1 (fio does so; fio_files.rs checks it against fio).
+        let got = shares(Service::Dist(Dist::Normal { dev: 20.0, center: Some(0.75) }), 3, draws);
+        close(&got, &normal(3, 20.0, 1536.5 + 768.0), draws, 0.002, "normal:20:0.75");
+        let got = shares(Service::Dist(Dist::Normal { dev: 20.0, center: Some(0.25) }), 3, draws);
+        close(&got, &normal(3, 20.0, 1536.5 + 256.0), draws, 0.002, "normal:20:0.25");
     }
 
     #[test]
     fn distributed_file_choices_never_finish_a_file_and_move_after_each_io() {
-        let mut p = Picker::new(Service::Dist(FileDist::Pareto { h: 0.2, center: None }), 3, 0, 5);
+        let mut p = Picker::new(Service::Dist(Dist::Pareto { h: 0.2, center: None }), 3, 0, 5);
         for f in 0..3 {
             p.set_done(f);
         }

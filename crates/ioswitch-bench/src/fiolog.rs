@@ -22,6 +22,16 @@
 //! histogram buckets since the line before (the same buckets as [`crate::hist`]), every
 //! `2^hist_coarseness` buckets added into one column (so 1856, 928, …, 29 columns).
 //!
+//! Compressed logs (`log_store_compressed=1`, `NAME_KIND[.N].log.fz`; fio's `gz_work` and
+//! `iolog_file_inflate`, as ours are written by [`crate::iolog`]): one or more zlib
+//! streams one after the other, each holding fio's in-memory samples (`struct io_sample`,
+//! this machine's byte order: time u64, value u64, direction u32 whose bit 31 says the
+//! samples carry an offset and bit 30 that the priority is logged, priority u16, 2 bytes of
+//! padding, bs u64, and the offset u64 with bit 31: 32 or 40 bytes). [`inflate`] turns them
+//! into the text `fio --inflate-log` prints (its `flush_samples`, the columns of each
+//! stream from its first sample), which is then read as a text log. A compressed
+//! histogram log is refused: fio deflates pointers to its histograms, not the counts.
+//!
 //! Charts ([`chart`]): time on x (seconds), windows of [`PlotOpts::window_ms`]; a latency
 //! log gives p50/p99/p99.9 (nearest rank, the sample at rank ⌈p·n/100⌉ of the window's
 //! sorted samples) per window and direction (no max: on a linear axis one outlier would
@@ -188,6 +198,14 @@ pub enum LogError {
         /// What the name should be.
         reason: String,
     },
+    /// A compressed log (`.log.fz`) that does not inflate into fio's samples.
+    #[error("{}: {reason}", path.display())]
+    Compressed {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
     /// A line is not a sample.
     #[error("{}:{line}: {reason}: {text:?}", path.display())]
     Line {
@@ -240,10 +258,12 @@ pub fn parse_line(text: &str) -> Result<LogSample, String> {
     Ok(LogSample { time_ms, value, ddir, bs, offset, prio })
 }
 
-/// Parses a whole log's text; `path` names it in errors. Blank lines are skipped; a log
-/// with no line is read as empty (fio writes an empty `_slat` log for a sync engine).
+/// Parses a whole log's text; `path` names it in errors (its kind comes from the name,
+/// a `.fz` after `.log` ignored). Blank lines are skipped; a log with no line is read as
+/// empty (fio writes an empty `_slat` log for a sync engine).
 pub fn parse(path: &Path, text: &str) -> Result<FioLog, LogError> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let name = name.strip_suffix(".fz").unwrap_or(name);
     let kind = LogKind::of_file_name(name).map_err(|reason| LogError::Name { path: path.to_path_buf(), reason })?;
     let mut samples = Vec::new();
     let mut hist = Vec::new();
@@ -266,9 +286,85 @@ pub fn parse(path: &Path, text: &str) -> Result<FioLog, LogError> {
     Ok(FioLog { path: path.to_path_buf(), kind, samples, hist })
 }
 
-/// Reads and parses the log file at `path`.
+/// Whether `path` names a compressed log (`….log.fz`).
+pub fn is_compressed(path: &Path) -> bool {
+    path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(".log.fz"))
+}
+
+/// The text log of a compressed one (`log_store_compressed=1`; see the module docs), as
+/// `fio --inflate-log` prints it; `Err` says what is wrong with the bytes. An empty file
+/// is an empty log.
+pub fn inflate(bytes: &[u8]) -> Result<String, String> {
+    use std::fmt::Write as _;
+    use std::io::Read as _;
+    const OFFSET_BIT: u32 = 1 << 31;
+    const PRIO_BIT: u32 = 1 << 30;
+    let mut text = String::new();
+    let mut rest = bytes;
+    let mut stream = 0;
+    while !rest.is_empty() {
+        stream += 1;
+        let at = bytes.len() - rest.len();
+        let mut z = flate2::bufread::ZlibDecoder::new(rest);
+        let mut raw = Vec::new();
+        z.read_to_end(&mut raw).map_err(|e| {
+            format!("zlib stream {stream} (byte {at}) does not inflate ({e}): not fio's compressed log format")
+        })?;
+        let left = z.into_inner();
+        if left.len() == rest.len() {
+            return Err(format!("zlib stream {stream} (byte {at}) is empty"));
+        }
+        rest = left;
+        let u64_at = |b: &[u8], o: usize| u64::from_ne_bytes(b[o..o + 8].try_into().expect("8 bytes"));
+        let Some(first) = raw.get(16..20) else {
+            if raw.is_empty() {
+                continue;
+            }
+            return Err(format!("zlib stream {stream} holds {} bytes, less than one sample", raw.len()));
+        };
+        let flags = u32::from_ne_bytes(first.try_into().expect("4 bytes"));
+        let (offset, prio) = (flags & OFFSET_BIT != 0, flags & PRIO_BIT != 0);
+        let size = if offset { 40 } else { 32 };
+        if raw.len() % size != 0 {
+            return Err(format!(
+                "zlib stream {stream} holds {} bytes, not a whole number of fio's {size}-byte samples",
+                raw.len()
+            ));
+        }
+        for e in raw.chunks_exact(size) {
+            let (time, value) = (u64_at(e, 0), u64_at(e, 8) as i64);
+            let ddir = u32::from_ne_bytes(e[16..20].try_into().expect("4 bytes")) & !(OFFSET_BIT | PRIO_BIT);
+            let priority = u16::from_ne_bytes(e[20..22].try_into().expect("2 bytes"));
+            let bs = u64_at(e, 24);
+            let _ = write!(text, "{time}, {value}, {ddir}, {bs}, ");
+            if offset {
+                let _ = write!(text, "{}, ", u64_at(e, 32));
+            }
+            // fio prints the priority in hex with log_prio, else whether its class is
+            // real-time (class 1, the bits above 13).
+            let _ = if prio {
+                writeln!(text, "0x{priority:04x}")
+            } else {
+                writeln!(text, "{}", u8::from(priority >> 13 == 1))
+            };
+        }
+    }
+    Ok(text)
+}
+
+/// Reads and parses the log file at `path`; a `….log.fz` file is inflated first
+/// ([`inflate`]).
 pub fn read(path: &Path) -> Result<FioLog, LogError> {
     let bytes = std::fs::read(path).map_err(|source| LogError::Read { path: path.to_path_buf(), source })?;
+    if is_compressed(path) {
+        let bad = |reason: String| LogError::Compressed { path: path.to_path_buf(), reason };
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if LogKind::of_file_name(name.strip_suffix(".fz").unwrap_or(name)) == Ok(LogKind::ClatHist) {
+            return Err(bad("a compressed histogram log cannot be read: fio deflates pointers to its histograms, not their counts (write it without log_store_compressed)".into()));
+        }
+        let text = inflate(&bytes).map_err(bad)?;
+        return parse(path, &text);
+    }
     let text = String::from_utf8(bytes).map_err(|e| LogError::Line {
         path: path.to_path_buf(),
         line: 0,
@@ -488,10 +584,11 @@ fn how(per_io: bool) -> &'static str {
     }
 }
 
-/// The SVG file name for a log: its name with `.log` replaced by `.svg`.
+/// The SVG file name for a log: its name with `.log` (or `.log.fz`) replaced by `.svg`.
 pub fn svg_name(log: &Path) -> String {
     let name = log.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    format!("{}.svg", name.strip_suffix(".log").unwrap_or(&name))
+    let name = name.strip_suffix(".fz").filter(|n| n.ends_with(".log")).unwrap_or(&name);
+    format!("{}.svg", name.strip_suffix(".log").unwrap_or(name))
 }
 
 /// Reads every log, draws its chart and writes it into `out` (created when missing) as
@@ -730,5 +827,76 @@ mod tests {
         assert!(e.to_string().contains("missing_lat.1.log: cannot read"), "{e}");
         assert!(plot_files(&[], &out, &PlotOpts { window_ms: None }).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// fio's in-memory sample (`struct io_sample`, + offset), as `gz_work` deflates it.
+    fn sample(time: u64, value: u64, ddir: u32, prio: u16, bs: u64, offset: Option<u64>) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend_from_slice(&time.to_ne_bytes());
+        b.extend_from_slice(&value.to_ne_bytes());
+        b.extend_from_slice(&ddir.to_ne_bytes());
+        b.extend_from_slice(&prio.to_ne_bytes());
+        b.extend_from_slice(&[0, 0]);
+        b.extend_from_slice(&bs.to_ne_bytes());
+        if let Some(o) = offset {
+            b.extend_from_slice(&o.to_ne_bytes());
+        }
+        b
+    }
+
+    fn deflate(raw: &[u8]) -> Vec<u8> {
+        use std::io::Write as _;
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        z.write_all(raw).unwrap();
+        z.finish().unwrap()
+    }
+
+    #[test]
+    fn compressed_logs_inflate_stream_by_stream_into_fios_text() {
+        // Two streams, as fio writes one per block of samples: the first without offsets
+        // (a real-time priority prints 1, class 1 << 13), the second with offsets and
+        // log_prio (hex): each stream's columns come from its first sample.
+        let mut one = sample(1, 1500, 0, 1 << 13, 4096, None);
+        one.extend(sample(2, 2500, 1, 4, 8192, None));
+        let two = sample(9, 700, (1 << 31) | (1 << 30) | 2, 0x2004, 4096, Some(12288));
+        let mut file = deflate(&one);
+        file.extend(deflate(&two));
+        assert_eq!(
+            inflate(&file).unwrap(),
+            "1, 1500, 0, 4096, 1\n2, 2500, 1, 8192, 0\n9, 700, 2, 4096, 12288, 0x2004\n"
+        );
+        assert_eq!(inflate(&[]).unwrap(), "");
+        // What is not fio's format is named.
+        let e = inflate(b"not zlib").unwrap_err();
+        assert!(e.contains("stream 1 (byte 0) does not inflate"), "{e}");
+        let mut bad = file.clone();
+        bad.extend(deflate(&one[..40]));
+        let e = inflate(&bad).unwrap_err();
+        assert!(e.contains("stream 3") && e.contains("40 bytes, not a whole number of fio's 32-byte samples"), "{e}");
+        let e = inflate(&file[..file.len() - 3]).unwrap_err();
+        assert!(e.contains("stream 2") && e.contains("does not inflate"), "{e}");
+    }
+
+    #[test]
+    fn compressed_logs_are_read_and_named_as_their_text_logs() {
+        let s = ioswitch_testkit::dirs::Scratch::new(std::env::temp_dir(), "ioswitch-fiolog-fz");
+        let raw: Vec<u8> = (0..50u64).flat_map(|i| sample(i, 1000 + i, (i % 2) as u32, 0, 4096, None)).collect();
+        let fz = s.dir().join("j_clat.3.log.fz");
+        std::fs::write(&fz, deflate(&raw)).unwrap();
+        let text = s.dir().join("j_clat.3.log");
+        std::fs::write(&text, inflate(&deflate(&raw)).unwrap()).unwrap();
+        let (a, b) = (read(&fz).unwrap(), read(&text).unwrap());
+        assert_eq!((a.kind, a.samples.len()), (LogKind::Clat, 50));
+        assert_eq!(a.samples, b.samples);
+        assert_eq!((svg_name(&fz), svg_name(&text)), ("j_clat.3.svg".to_string(), "j_clat.3.svg".to_string()));
+        // fio deflates its histogram logs' pointers: refused, saying so.
+        let hist = s.dir().join("j_clat_hist.1.log.fz");
+        std::fs::write(&hist, deflate(&raw)).unwrap();
+        let e = read(&hist).unwrap_err().to_string();
+        assert!(e.contains("j_clat_hist.1.log.fz: a compressed histogram log cannot be read"), "{e}");
+        let garbage = s.dir().join("j_bw.log.fz");
+        std::fs::write(&garbage, b"plain text, 1, 2").unwrap();
+        let e = read(&garbage).unwrap_err().to_string();
+        assert!(e.contains("j_bw.log.fz: zlib stream 1 (byte 0) does not inflate"), "{e}");
     }
 }

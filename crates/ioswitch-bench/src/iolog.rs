@@ -647,6 +647,9 @@ mod tests {
                     .unwrap();
                 assert!(o.status.success(), "fio --inflate-log: {}", String::from_utf8_lossy(&o.stderr));
                 assert!(String::from_utf8_lossy(&o.stdout) == want, "offset {offset} prio {prio} per_job {per_job}");
+                // Our reader (`ioswitch bench plot`'s) inflates it as fio does.
+                let ours = crate::fiolog::inflate(&std::fs::read(&path).unwrap()).unwrap();
+                assert!(ours == String::from_utf8_lossy(&o.stdout), "fiolog::inflate, offset {offset} prio {prio}");
                 std::fs::remove_file(&path).unwrap();
             }
         }

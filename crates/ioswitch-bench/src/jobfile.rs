@@ -2508,7 +2508,7 @@ mod tests {
         let j = one("[j]\nnrfiles=4\nfile_service_type=zipf:1.2\n");
         assert_eq!(
             j.behaviour.file_service,
-            crate::files::Service::Dist(crate::files::FileDist::Zipf { theta: 1.2, center: None })
+            crate::files::Service::Dist(crate::dist::Dist::Zipf { theta: 1.2, center: None })
         );
         assert!(one("[j]\nfilename=a:b\nzonemode=zbd\n").shapes.zbd, "zbd over several files runs");
         let e = err("[j]\nfilename=a:b:a\nzonemode=zbd\n");

@@ -488,7 +488,7 @@ fn prepare_files(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Res
     let mut p = first.next().expect("several files");
     let rest: Vec<Prepared> = first.collect();
     p.job.multi = Some(crate::files::MultiFile {
-        service: spec.behaviour.file_service,
+        service: spec.behaviour.file_service.clone(),
         openfiles: spec.behaviour.openfiles,
         regions: std::iter::once(p.job.size).chain(rest.iter().map(|q| q.job.size)).collect(),
         total,

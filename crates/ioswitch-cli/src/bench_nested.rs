@@ -304,7 +304,8 @@ fn membw_run(a: MembwArgs) -> Outcome {
     after_help = "\
 Reads the logs fio (or ioswitch bench) writes with write_lat_log, write_bw_log and write_iops_log
 (NAME_lat.N.log, NAME_clat.N.log, NAME_slat.N.log, NAME_bw.N.log, NAME_iops.N.log; fio 3.33's
-columns: time ms, value, direction, bs, [offset,] priority) and writes one SVG per log into --out,
+columns: time ms, value, direction, bs, [offset,] priority; compressed NAME_KIND.N.log.fz logs of
+log_store_compressed=1 are inflated as fio --inflate-log does) and writes one SVG per log into --out,
 named after the log (j_clat.1.log -> j_clat.1.svg). Time is cut into windows; a latency log is
 drawn as p50, p99 and p99.9 (nearest rank) per window and direction, in µs on a log axis; a bandwidth
 (KiB/s) or IOPS log as the rate per window and direction (fio's default log of one line per I/O

@@ -7,7 +7,7 @@
 //! throughput, which other tests running beside them on a 2-CPU machine would distort.
 
 use ioswitch_testkit::dirs::Scratch;
-use ioswitch_testkit::{lock, pattern};
+use ioswitch_testkit::{lock, pattern, text};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fs;
@@ -56,10 +56,6 @@ fn bench(args: &[&str]) -> Output {
     let mut all = vec!["bench"];
     all.extend_from_slice(args);
     run(env!("CARGO_BIN_EXE_ioswitch"), &all)
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// Runs `ioswitch bench ARGS` that must succeed, and parses its JSON.

@@ -7,15 +7,12 @@
 //! python3.
 
 use ioswitch_testkit::dirs::Scratch;
+use ioswitch_testkit::text;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 fn run(program: &str, args: &[&str]) -> Option<Output> {
     Command::new(program).args(args).stdin(Stdio::null()).output().ok()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 /// Why the test cannot run here, if it cannot.
@@ -184,5 +181,75 @@ fn the_scaling_study_runs_refuses_what_the_target_cannot_run_and_names_bad_input
     ] {
         let o = Command::new(env!("CARGO_BIN_EXE_ioswitch")).args(["bench", "sweep"]).args(args).output().unwrap();
         assert!(!o.status.success() && text(&o.stderr).contains(want), "{args:?}: {}", text(&o.stderr));
+    }
+}
+
+/// `ioswitch bench plot` on compressed logs (`log_store_compressed=1`, `.log.fz`), one
+/// written by fio and one by `ioswitch bench`: each draws the same chart as the text log
+/// that fio's own inflater (`fio --inflate-log`) makes of it. Skips, saying why, as the
+/// test above.
+#[test]
+fn compressed_logs_of_fio_and_of_ioswitch_plot_as_their_inflated_text() {
+    if let Some(why) = missing() {
+        eprintln!("skipping compressed_logs_of_fio_and_of_ioswitch_plot_as_their_inflated_text: {why}");
+        return;
+    }
+    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "bench-plot-fz");
+    let shm = Scratch::new("/dev/shm", "ioswitch-bench-plot-fz");
+    let data = shm.path("data");
+    let logs = s.dir().join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    for (program, prefix) in [("fio", "f"), (env!("CARGO_BIN_EXE_ioswitch"), "o")] {
+        let p = logs.join(prefix).display().to_string();
+        let job: Vec<String> = [
+            "--name=j",
+            &format!("--filename={data}"),
+            "--size=4m",
+            "--rw=randrw",
+            "--bs=4k",
+            "--ioengine=psync",
+            "--runtime=400ms",
+            "--time_based",
+            "--log_store_compressed=1",
+            &format!("--write_lat_log={p}"),
+            &format!("--write_bw_log={p}"),
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+        let mut args = job.clone();
+        if prefix == "o" {
+            args.insert(0, "bench".into());
+            args.push("--no-progress".into());
+        } else {
+            args.push("--output=/dev/null".into());
+        }
+        let o = Command::new(program).args(&args).stdin(Stdio::null()).output().unwrap();
+        assert!(o.status.success(), "{program} {args:?}: {}", text(&o.stderr));
+    }
+    let text_dir = s.dir().join("inflated");
+    std::fs::create_dir_all(&text_dir).unwrap();
+    for prefix in ["f", "o"] {
+        for kind in ["lat", "clat", "bw"] {
+            let fz = logs.join(format!("{prefix}_{kind}.1.log.fz"));
+            assert!(fz.is_file(), "{} was not written", fz.display());
+            let o = run("fio", &[&format!("--inflate-log={}", fz.display())]).unwrap();
+            assert!(o.status.success(), "fio --inflate-log {}: {}", fz.display(), text(&o.stderr));
+            assert!(o.stdout.len() > 100, "{}: {}", fz.display(), text(&o.stdout));
+            std::fs::write(text_dir.join(format!("{prefix}_{kind}.1.log")), &o.stdout).unwrap();
+            let mut svgs = Vec::new();
+            for (log, out) in [(fz.clone(), "svg-fz"), (text_dir.join(format!("{prefix}_{kind}.1.log")), "svg-text")] {
+                let out = s.dir().join(out);
+                let o = Command::new(env!("CARGO_BIN_EXE_ioswitch"))
+                    .args(["bench", "plot", "--out", &out.display().to_string(), &log.display().to_string()])
+                    .output()
+                    .unwrap();
+                assert!(o.status.success(), "plot {}: {}", log.display(), text(&o.stderr));
+                let svg = std::fs::read_to_string(out.join(format!("{prefix}_{kind}.1.svg"))).unwrap();
+                assert!(!svg.contains("no data"), "{}", log.display());
+                svgs.push(svg.replace(".log.fz", ".log"));
+            }
+            assert!(svgs[0] == svgs[1], "{prefix}_{kind}: the .fz's chart is not the inflated text's");
+        }
     }
 }

@@ -6,6 +6,7 @@
 //! gnuplot (`./scripts/test` installs both).
 
 use ioswitch_testkit::dirs::Scratch;
+use ioswitch_testkit::{have, text};
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
@@ -18,22 +19,6 @@ fn run_in(dir: &Path, program: &str, args: &[&str]) -> Output {
         .stdin(Stdio::null())
         .output()
         .unwrap_or_else(|e| panic!("cannot run {program}: {e}"))
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// Whether `program` runs here (`probe` is an argument it answers without work); says
-/// why a test skips when it does not.
-fn have(program: &str, probe: &str, test: &str) -> bool {
-    match Command::new(program).arg(probe).stdout(Stdio::null()).stderr(Stdio::null()).status() {
-        Ok(_) => true,
-        Err(_) => {
-            eprintln!("skipping {test}: {program} is not on PATH (./scripts/test installs it with apt)");
-            false
-        }
-    }
 }
 
 /// One parsed log: its lines' fields.

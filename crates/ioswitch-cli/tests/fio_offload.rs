@@ -6,7 +6,7 @@
 //! `./scripts/test` installs fio).
 
 use ioswitch_testkit::dirs::Scratch;
-use ioswitch_testkit::{lock, skip};
+use ioswitch_testkit::{have, lock, text};
 use std::collections::BTreeMap;
 use std::process::{Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard};
@@ -15,21 +15,6 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn serial() -> MutexGuard<'static, ()> {
     lock(&ONE_AT_A_TIME)
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// Whether `program` runs here; says why `test` skips when it does not.
-fn have(program: &str, probe: &str, test: &str) -> bool {
-    match Command::new(program).arg(probe).stdout(Stdio::null()).stderr(Stdio::null()).status() {
-        Ok(s) if s.success() => true,
-        _ => {
-            skip(test, &format!("{program} does not run here"));
-            false
-        }
-    }
 }
 
 /// Runs `program ARGS` under a time limit. fio 3.33's offload can deadlock (the job

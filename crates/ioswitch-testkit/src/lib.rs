@@ -10,6 +10,8 @@
 //! - [`robust`]: the harness of the parser robustness tests (deterministic fuzzing);
 //! - [`lock`]: a mutex lock that ignores poisoning, for tests that serialise themselves;
 //! - [`skip`]: a test that cannot run says why (in the guest it fails instead);
+//! - [`have`]: whether a program the test needs runs here (else it skips, saying why);
+//! - [`text`]: a command's output bytes as text;
 //! - [`run`]: a system tool's output, or an error naming the command.
 #![deny(missing_docs)]
 
@@ -38,6 +40,37 @@ pub fn skip(test: &str, why: &str) {
     let _ = writeln!(std::io::stderr(), "skipping {test}: {why}");
 }
 
+/// Whether `program` runs here: `program probe` (an argument it answers without work)
+/// starts and exits, whatever its status (`fio2gnuplot -h` exits 1). When it does not,
+/// says why `test` skips ([`skip`]: in the guest, a failure).
+pub fn have(program: &str, probe: &str, test: &str) -> bool {
+    let status = Command::new(program)
+        .arg(probe)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
+    match status {
+        Ok(s) if s.code().is_some() => true,
+        Ok(s) => {
+            skip(test, &format!("{program} {probe} did not run to its end ({s})"));
+            false
+        }
+        Err(e) => {
+            skip(
+                test,
+                &format!("{program} does not run here ({e}; ./scripts/test installs fio, strace and gnuplot with apt)"),
+            );
+            false
+        }
+    }
+}
+
+/// A command's output bytes as text (invalid UTF-8 replaced).
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
 /// Runs `prog` with `args`: its standard output, trimmed, or an error naming the command,
 /// its exit status and its standard error.
 pub fn run(prog: &str, args: &[&str]) -> Result<String, String> {
@@ -51,4 +84,19 @@ pub fn run(prog: &str, args: &[&str]) -> Result<String, String> {
         ));
     }
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn have_takes_any_exit_status_and_text_replaces_bad_utf8() {
+        // `sh -c` without its command exits 2: the program runs, so it is there.
+        assert!(have("sh", "-c", "have_takes_any_exit_status"));
+        if std::env::var_os("IOSWITCH_VM").is_none() {
+            assert!(!have("/nonexistent/ioswitch-no-such-program", "--version", "have (expected skip)"));
+        }
+        assert_eq!(text(b"ok \xff"), "ok \u{fffd}");
+    }
 }

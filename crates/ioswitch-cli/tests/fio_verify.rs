@@ -1,0 +1,84 @@
+//! `ioswitch bench` against fio on how a job's verify phase is accounted: fio's
+//! `do_verify` queues the verify reads with `td_io_queue`, which marks their depth in
+//! `iodepth_level` (and an async job verifies at its `iodepth`). The same
+//! `verify=crc32c` write jobs run under both, and the JSON fields agree.
+//!
+//! Needs fio (skips with the reason when it is missing; `./scripts/test` installs it).
+
+use ioswitch_testkit::dirs::Scratch;
+use ioswitch_testkit::{have, text};
+use serde_json::Value;
+use std::process::{Command, Stdio};
+
+fn json(program: &str, args: &[String]) -> Value {
+    let o = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
+    assert!(o.status.success(), "{program} {args:?} failed ({}):\n{}", o.status, text(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{program}: not JSON ({e}):\n{}", text(&o.stdout)))
+}
+
+/// The seven percentages of `key` (`iodepth_level`, `iodepth_submit`, …), in the order
+/// of their keys' names (the same for fio's JSON and ours).
+fn levels(job: &Value, key: &str) -> Vec<f64> {
+    job[key].as_object().unwrap_or_else(|| panic!("no {key}")).values().map(|v| v.as_f64().unwrap()).collect()
+}
+
+#[test]
+fn the_verify_phase_shows_in_iodepth_level_as_fios_does() {
+    let t = "the_verify_phase_shows_in_iodepth_level_as_fios_does";
+    if !have("fio", "--version", t) {
+        return;
+    }
+    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-verify");
+    let data = s.path("data");
+    // 256 random writes of 4 KiB at iodepth 8, then their 256 verify reads. With a
+    // thinktime after every write the writes all go at depth 1 (the queue is drained
+    // before each think), while the verify reads fill the queue: half of iodepth_level is
+    // at 1 and half at 8, which a verify phase left out (100% at 1) or run one read at a
+    // time (also 100%) does not give. psync: every I/O at depth 1 (and in the sums).
+    for (engine, qd, extra) in
+        [("libaio", 8, "--thinktime=50"), ("libaio", 8, "--iodepth_batch_complete_max=8"), ("psync", 1, "")]
+    {
+        let mut args: Vec<String> = [
+            "--name=v",
+            &format!("--filename={data}"),
+            "--size=1m",
+            "--bs=4k",
+            "--rw=randwrite",
+            "--verify=crc32c",
+            &format!("--ioengine={engine}"),
+            &format!("--iodepth={qd}"),
+            "--output-format=json",
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+        if !extra.is_empty() {
+            args.push(extra.into());
+        }
+        let fio = json("fio", &args);
+        let mut ours_args = vec!["bench".to_string()];
+        ours_args.extend(args.iter().cloned());
+        ours_args.push("--no-progress".into());
+        let ours = json(env!("CARGO_BIN_EXE_ioswitch"), &ours_args);
+        let (f, o) = (&fio["jobs"][0], &ours["jobs"][0]);
+        let what = format!("{engine} {extra}");
+        for key in ["iodepth_level", "iodepth_submit"] {
+            let (a, b) = (levels(f, key), levels(o, key));
+            // The depths are the same I/O by I/O; 0.5 points leaves room for fio's
+            // rounding of a few counts.
+            assert!(a.iter().zip(&b).all(|(x, y)| (x - y).abs() <= 0.5), "{what} {key}: fio {a:?}, ours {b:?}");
+        }
+        for dir in ["read", "write"] {
+            assert_eq!(f[dir]["total_ios"], o[dir]["total_ios"], "{what}: {dir} total_ios");
+        }
+        assert_eq!((&f["error"], &o["error"]), (&Value::from(0), &Value::from(0)), "{what}");
+        if extra == "--thinktime=50" {
+            let at = |k: &str| o["iodepth_level"][k].as_f64().unwrap();
+            assert!((at("1") - 50.0).abs() < 3.0 && (at("8") - 50.0).abs() < 3.0, "{what}: {}", o["iodepth_level"]);
+        }
+    }
+}

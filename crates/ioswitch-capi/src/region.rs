@@ -118,15 +118,15 @@ fn find(regions: &[*const ioswitch_region], addr: usize) -> Option<(&ioswitch_re
 /// it, dropped without freeing anything).
 #[inline(always)]
 fn release(regions: &[*const ioswitch_region], data: Data) {
-    if let Data::One(b) = data {
+    if let Data::One(b) = &data {
         if let Some((r, i)) = find(regions, b.as_ptr() as usize) {
             if let Some(f) = r.busy.get(i) {
                 f.store(false, Ordering::Release);
             }
         }
-        // Borrowed (id 0): nothing to free.
-        mem::forget(b);
     }
+    // Borrowed buffers (id 0) or none: nothing to free, no drop to run.
+    mem::forget(data);
 }
 
 /// Makes a region of the buffer `buf` (from `ioswitch_buf_alloc`, not in flight) with
@@ -430,15 +430,17 @@ pub unsafe extern "C" fn ioswitch_queue_reap_at(
         let (wait, count) = if n >= min { (false, max - n) } else { (true, min - n) };
         let ioswitch_queue { rq, regions, evkept, .. } = q;
         let regions: &[*const ioswitch_region] = regions;
+        // Small enough for the interface's reaping loop to inline: the rare completion
+        // beyond max is kept out of line.
         let mut put = |c: Completion| {
-            release(regions, c.data);
             let e = ioswitch_event::new(c.tag, c.status, c.result);
+            release(regions, c.data);
             if n < max {
                 // SAFETY: as above.
                 unsafe { evs.add(n as usize).write(e) };
                 n += 1;
             } else {
-                evkept.push_back(e);
+                keep(evkept, e);
             }
         };
         let r = match (wait, count) {
@@ -452,6 +454,13 @@ pub unsafe extern "C" fn ioswitch_queue_reap_at(
             Err(e) => unsafe { reap_at_failed(evkept, evs, n, &e) },
         }
     })
+}
+
+/// Keeps an event `ioswitch_queue_reap_at` reaped beyond its caller's `max`.
+#[cold]
+#[inline(never)]
+fn keep(kept: &mut VecDeque<ioswitch_event>, e: ioswitch_event) {
+    kept.push_back(e);
 }
 
 #[cold]

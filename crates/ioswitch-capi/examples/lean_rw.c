@@ -29,16 +29,23 @@ static int fail(const char *what, int err)
 	return 1;
 }
 
-/* Runs NBLK commands (writes or reads) with at most QD in flight, slot = block % QD. */
+/*
+ * Runs NBLK commands (writes or reads) with at most QD in flight, each on a free slot
+ * (completions may come in any order: a slot is reused only once its command has been
+ * reaped). The user data carries the block number and the slot.
+ */
 static int pass(struct ioswitch_queue *q, uint8_t *mem, int write, unsigned *mismatches)
 {
 	struct ioswitch_event evs[QD];
+	unsigned free_slots[QD], nfree = QD;
 	uint64_t next = 0, done = 0;
-	int inflight = 0;
 
+	for (unsigned i = 0; i < QD; i++)
+		free_slots[i] = i;
 	while (done < NBLK) {
-		while (next < NBLK && inflight < QD) {
-			uint8_t *slot = mem + (next % QD) * BS;
+		while (next < NBLK && nfree > 0) {
+			unsigned s = free_slots[--nfree];
+			uint8_t *slot = mem + (size_t)s * BS;
 			struct ioswitch_cmd cmd;
 			int err;
 
@@ -50,20 +57,20 @@ static int pass(struct ioswitch_queue *q, uint8_t *mem, int write, unsigned *mis
 				memset(slot, 0, BS);
 				ioswitch_cmd_fs_read(next * BS, BS, &cmd);
 			}
-			err = ioswitch_queue_submit_at(q, &cmd, slot, BS, next);
+			err = ioswitch_queue_submit_at(q, &cmd, slot, BS, next << 8 | s);
 			if (err)
 				return fail("ioswitch_queue_submit_at", err);
 			next++;
-			inflight++;
 		}
 		int n = ioswitch_queue_reap_at(q, 1, QD, evs);
 		if (n < 1)
 			return fail("ioswitch_queue_reap_at", n);
 		for (int i = 0; i < n; i++) {
-			uint64_t block = evs[i].user_data;
-			const uint8_t *slot = mem + (block % QD) * BS;
+			uint64_t block = evs[i].user_data >> 8;
+			unsigned s = (unsigned)(evs[i].user_data & 0xff);
+			const uint8_t *slot = mem + (size_t)s * BS;
 
-			if (evs[i].status || evs[i].errnum || evs[i].result != BS || block >= NBLK) {
+			if (evs[i].status || evs[i].errnum || evs[i].result != BS || block >= NBLK || s >= QD) {
 				fprintf(stderr, "lean_rw: block %" PRIu64 ": status %u errno %d result %" PRIu64 "\n",
 					block, evs[i].status, evs[i].errnum, evs[i].result);
 				return 1;
@@ -74,8 +81,8 @@ static int pass(struct ioswitch_queue *q, uint8_t *mem, int write, unsigned *mis
 						(*mismatches)++;
 						break;
 					}
+			free_slots[nfree++] = s;
 		}
-		inflight -= n;
 		done += n;
 	}
 	return 0;

@@ -14,7 +14,7 @@ of a group once, in an order rotated by one each repetition.
 - io_uring on a /dev/shm file and on an O_DIRECT file on disk, qd1 and qd16: fio
   `io_uring`; xNVMe `io_uring`; the ioswitch engine on `io_uring`.
 - With --callgrind N: user-space instructions per I/O of the nil rows (qd1 and qd16) and
-  of the io_uring rows on the /dev/shm file at qd1 (runs of N and 2N I/Os, the difference
+  of the io_uring rows on the /dev/shm file (qd1 and qd16) (runs of N and 2N I/Os, the difference
   divided by N), split as fio/bench.py splits them (xNVMe's library counts under "fio +
   libc"). --callgrind 0, or no valgrind on the machine, skips
   them with a printed reason.
@@ -141,7 +141,7 @@ def main():
         for what, path, size, extra in (("/dev/shm file", shm, "256m", []),
                                         ("O_DIRECT disk file", disk, "1g", ["--direct=1"])):
             for qd in (1, 16):
-                if a.callgrind_only and (extra or qd != 1):
+                if a.callgrind_only and extra:
                     continue
                 base = common + extra + [f"--iodepth={qd}", f"--filename={path}", f"--size={size}"]
                 configs = [
@@ -153,7 +153,7 @@ def main():
                 bench.show(configs)
                 if not a.callgrind_only:
                     report(bench.interleave(configs, a.reps), "fio io_uring", "xNVMe io_uring", lat=qd == 1)
-                if a.callgrind and not extra and qd == 1:
+                if a.callgrind and not extra:
                     # io_size: the runs of N and 2N I/Os go round the 256 MiB file as needed.
                     print(f"Instructions per I/O (callgrind, {a.callgrind} and {2 * a.callgrind} I/Os, "
                           "--number_ios and --io_size=1t instead of --time_based/--runtime; "

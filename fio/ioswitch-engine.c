@@ -20,13 +20,13 @@
  * that must not be split across fio's forked job processes.
  *
  * Timestamps follow fio's rules for an engine with a ->commit() hook, as fio's libaio
- * and io_uring engines do: ->queue() only queues the command (ioswitch_queue_submit);
+ * and io_uring engines do: ->queue() only queues the command (ioswitch_queue_submit_at);
  * ->commit() pushes every queued command to the kernel (ioswitch_queue_commit: one
  * system call per queue where the interface batches, so iodepth_batch_submit batches
  * for real), then takes the issue time once for the batch and records each command's
  * slat (issue - start) with fio's io_u_queued(), and its submit depth. fio takes the
  * completion time when ->getevents() returns (clat = complete - issue). ->getevents()
- * reaps with ioswitch_queue_reap, which writes each completion once, in place, into
+ * reaps with ioswitch_queue_reap_at, which writes each completion once, in place, into
  * the engine's array that ->event() reads (no callbacks): what has completed, up to
  * fio's maximum, waiting only for what fio's minimum still lacks; the library keeps
  * what comes beyond the maximum for the next call. In the
@@ -36,9 +36,16 @@
  * for engines without a ->commit() hook), so fio's "IO depths" report stays whole.
  *
  * Buffers: in the queueing modes (ioswitch_async, also with ioswitch_inline=1) fio's I/O
- * buffers are replaced, in ->post_init(), by buffers from ioswitch_buf_alloc (one per
- * io_u, initial contents copied), because ioswitch takes ownership of a command's buffers
- * while it is in a queue and knows only its own. The synchronous mode keeps fio's
+ * buffers are replaced, in ->post_init(), by slots of one buffer from ioswitch_buf_alloc
+ * (one page-aligned slot of max_bs per io_u, initial contents copied), made an ioswitch
+ * region and attached to each file's queue: the lean path of the C API, where a command
+ * names its data by address inside a slot and carries the io_u as its 64-bit user data
+ * (ioswitch_queue_submit_at / ioswitch_queue_reap_at: no buffer handle or per-command
+ * context looked up per I/O; the library keeps a slot in flight from being submitted
+ * again and the region from being freed). A job on a PCI address keeps the classic path
+ * (one buffer of the device's DMA memory per io_u, ioswitch_queue_submit /
+ * ioswitch_queue_reap), because the user-space driver needs its own buffers, not
+ * borrowed ranges of one. The synchronous mode keeps fio's
  * buffers and passes them with ioswitch_pass_raw (caller memory for the length of the
  * call, like pread(2)); it asks fio for page-aligned buffers (FIO_RAWIO), as ioswitch's
  * own would be, so that direct I/O accepts them.
@@ -147,7 +154,7 @@ struct iosw_file {
 	struct ioswitch_cmd *fast[8];
 	/*
 	 * The same for the queueing modes (async, also inline) with file-set commands: the
-	 * reads and writes queue_queued hands to ioswitch_queue_submit first thing.
+	 * reads and writes queue_queued hands to ioswitch_queue_submit_at first thing.
 	 */
 	struct ioswitch_cmd *qfast[8];
 	struct ioswitch_geo geo;
@@ -169,11 +176,24 @@ struct iosw_data {
 	int inline_mode; /* async interface, completed inside ->queue() */
 	char devopts[1024];
 	/*
-	 * The completions the last ->getevents() reaped (ioswitch_queue_reap writes them
-	 * here in place, iodepth entries at most): ->event() reads the io_u from each
-	 * (fio reads every event before it queues or reaps again).
+	 * The classic path's completions (PCI address): the last ->getevents() reaped
+	 * them (ioswitch_queue_reap writes them here in place, iodepth entries at most);
+	 * ->event() reads the io_u from each (fio reads every event before it queues or
+	 * reaps again).
 	 */
 	struct ioswitch_cpl *cpls;
+	/*
+	 * The lean path's completions (ioswitch_queue_reap_at writes them here; ->event()
+	 * reads the io_u from each user_data), when `region` is set.
+	 */
+	struct ioswitch_event *evs;
+	/*
+	 * The lean path (every queueing job but one on a PCI address): all io_u buffers are
+	 * slots of one ioswitch buffer (rbuf), registered once as a region and attached to
+	 * each file's queue; commands name their data by address (ioswitch_queue_submit_at).
+	 */
+	struct ioswitch_region *region;
+	void *rbuf;
 	unsigned int cap;
 	/* Queued by ->queue() and not yet committed (async mode), at most iodepth. */
 	struct io_u **pending;
@@ -241,10 +261,12 @@ static int iosw_init(struct thread_data *td)
 		return 1;
 	ed->cap = depth;
 	ed->cpls = calloc(depth, sizeof(*ed->cpls));
+	ed->evs = calloc(depth, sizeof(*ed->evs));
 	ed->pending = calloc(depth, sizeof(*ed->pending));
 	ed->open = calloc(td->o.nr_files ? td->o.nr_files : 1, sizeof(*ed->open));
-	if (!ed->cpls || !ed->pending || !ed->open) {
+	if (!ed->cpls || !ed->evs || !ed->pending || !ed->open) {
 		free(ed->cpls);
+		free(ed->evs);
 		free(ed->pending);
 		free(ed->open);
 		free(ed);
@@ -269,6 +291,7 @@ static int iosw_init(struct thread_data *td)
 		td_vmsg(td, EINVAL, "ioswitch_inline=1 needs iodepth=1", "init");
 		td->io_ops_data = NULL;
 		free(ed->cpls);
+		free(ed->evs);
 		free(ed->pending);
 		free(ed->open);
 		free(ed);
@@ -299,7 +322,13 @@ static void iosw_cleanup(struct thread_data *td)
 
 	if (!ed)
 		return;
+	/* Every file is closed (its queue terminated, the region detached) by now. */
+	if (ed->region && ioswitch_region_free(ed->region))
+		log_err("ioswitch: %s\n", ioswitch_last_error());
+	else if (ed->rbuf && ioswitch_buf_free(ed->rbuf))
+		log_err("ioswitch: %s\n", ioswitch_last_error());
 	free(ed->cpls);
+	free(ed->evs);
 	free(ed->pending);
 	free(ed->open);
 	free(ed->bufs);
@@ -307,6 +336,38 @@ static void iosw_cleanup(struct thread_data *td)
 		ioswitch_dev_close(ed->pci);
 	free(ed);
 	td->io_ops_data = NULL;
+}
+
+/*
+ * The lean path's buffers: one ioswitch buffer cut into page-aligned slots of max_bs
+ * (rounded up to the page), one per io_u, made a region (ioswitch_region_new) that each
+ * file's queue attaches at open. fio's contents are copied.
+ */
+static int lean_buffers(struct thread_data *td, struct iosw_data *ed, unsigned long long max_bs,
+			unsigned int n)
+{
+	unsigned long long slot = (max_bs + page_size - 1) / page_size * page_size;
+	unsigned int i;
+	int err;
+
+	if (!slot)
+		slot = page_size;
+	ed->rbuf = ioswitch_buf_alloc(NULL, slot * (n ? n : 1));
+	if (!ed->rbuf)
+		return iosw_fail(td, ENOMEM, "ioswitch_buf_alloc");
+	err = ioswitch_region_new(ed->rbuf, slot, &ed->region);
+	if (err)
+		return iosw_fail(td, -err, "ioswitch_region_new");
+	for (i = 0; i < n; i++) {
+		struct io_u *io_u = td->io_u_all.io_us[i];
+		char *buf = (char *)ed->rbuf + (unsigned long long)i * slot;
+
+		if (!io_u->buf)
+			continue;
+		memcpy(buf, io_u->buf, max_bs);
+		io_u->buf = buf;
+	}
+	return 0;
 }
 
 /*
@@ -345,6 +406,8 @@ static int iosw_post_init(struct thread_data *td)
 	}
 	if (ed->sync_mode)
 		return 0;
+	if (!ed->pci)
+		return lean_buffers(td, ed, max_bs, n);
 	ed->bufs = calloc(n ? n : 1, sizeof(*ed->bufs));
 	if (!ed->bufs)
 		return 1;
@@ -369,6 +432,11 @@ static void iosw_io_u_free(struct thread_data *td, struct io_u *io_u)
 {
 	struct iosw_data *ed = td->io_ops_data;
 
+	if (ed && ed->rbuf) {
+		/* A slot of the region, freed with it in ->cleanup(). */
+		io_u->buf = NULL;
+		return;
+	}
 	if (!ed || !ed->bufs || io_u->index >= ed->nbufs || !ed->bufs[io_u->index])
 		return;
 	if (io_u->buf == ed->bufs[io_u->index])
@@ -390,6 +458,37 @@ static inline struct io_u *cpl_io_u(const struct ioswitch_cpl *cpl)
 	if (__builtin_expect((cpl->status & 0x7ff) || cpl->errnum, 0))
 		io_u->error = cpl->errnum ? cpl->errnum : EIO;
 	return io_u;
+}
+
+/* cpl_io_u for the lean path's events. */
+static inline struct io_u *ev_io_u(const struct ioswitch_event *ev)
+{
+	struct io_u *io_u = (struct io_u *)(uintptr_t)ev->user_data;
+
+	if (__builtin_expect((ev->status & 0x7ff) || ev->errnum, 0))
+		io_u->error = ev->errnum ? ev->errnum : EIO;
+	return io_u;
+}
+
+/* Reaps from q into ed's completion array at `at` (the lean path's or the classic one). */
+static inline int reap(struct iosw_data *ed, struct ioswitch_queue *q, unsigned int min,
+		       unsigned int max, unsigned int at)
+{
+	if (__builtin_expect(ed->region != NULL, 1))
+		return ioswitch_queue_reap_at(q, min, max, ed->evs + at);
+	return ioswitch_queue_reap(q, min, max, ed->cpls + at);
+}
+
+/* Submits an io_u's command (data: nbufs 0 or 1, at io_u->xfer_buf) on either path. */
+static inline int submit(struct iosw_data *ed, struct iosw_file *fd, struct ioswitch_cmd *cmd,
+			 struct io_u *io_u, int nbufs)
+{
+	void *buf = io_u->xfer_buf;
+
+	if (__builtin_expect(ed->region != NULL, 1))
+		return ioswitch_queue_submit_at(fd->q, cmd, nbufs ? buf : NULL,
+						nbufs ? io_u->xfer_buflen : 0, (uintptr_t)io_u);
+	return ioswitch_queue_submit(fd->q, cmd, &buf, nbufs, io_u);
 }
 
 static int iosw_open_file(struct thread_data *td, struct fio_file *f)
@@ -451,6 +550,14 @@ static int iosw_open_file(struct thread_data *td, struct fio_file *f)
 		err = ioswitch_queue_init(fd->dev, ed->cap, &fd->q);
 		if (err) {
 			iosw_fail(td, -err, "ioswitch_queue_init");
+			if (!fd->borrowed)
+				ioswitch_dev_close(fd->dev);
+			free(fd);
+			return 1;
+		}
+		if (ed->region && (err = ioswitch_queue_attach(fd->q, ed->region))) {
+			iosw_fail(td, -err, "ioswitch_queue_attach");
+			ioswitch_queue_term(fd->q);
 			if (!fd->borrowed)
 				ioswitch_dev_close(fd->dev);
 			free(fd);
@@ -681,12 +788,15 @@ static inline enum fio_q_status complete_inline(struct thread_data *td, struct i
 	int err;
 
 	mark_completed_in_queue(td);
-	err = ioswitch_queue_reap(fd->q, 1, 1, ed->cpls);
+	err = reap(ed, fd->q, 1, 1, 0);
 	if (__builtin_expect(err == 1, 1)) {
-		cpl_io_u(ed->cpls);
+		if (ed->region)
+			ev_io_u(ed->evs);
+		else
+			cpl_io_u(ed->cpls);
 	} else {
 		io_u->error = err < 0 ? -err : EIO;
-		log_err("ioswitch: ioswitch_queue_reap: %s\n",
+		log_err("ioswitch: reaping the inline command: %s\n",
 			err < 0 ? ioswitch_last_error() : "no completion");
 	}
 	return FIO_Q_COMPLETED;
@@ -717,12 +827,11 @@ static inline __attribute__((always_inline)) enum fio_q_status
 queue_rw(struct thread_data *td, struct io_u *io_u, struct iosw_file *fd, struct ioswitch_cmd *cmd)
 {
 	struct iosw_data *ed = td->io_ops_data;
-	void *buf = io_u->xfer_buf;
 	int err;
 
 	set_dwords(&cmd->sqe.cdw10, io_u->offset);
 	set_dwords(&cmd->sqe.cdw12, io_u->xfer_buflen);
-	err = ioswitch_queue_submit(fd->q, cmd, &buf, 1, io_u);
+	err = submit(ed, fd, cmd, io_u, 1);
 	if (__builtin_expect(err != 0, 0))
 		return submit_failed(td, io_u, fd, err);
 	if (ed->inline_mode)
@@ -760,7 +869,7 @@ static enum fio_q_status __attribute__((noinline)) queue_other(struct thread_dat
 			sync_failed(td, io_u, err);
 		return FIO_Q_COMPLETED;
 	}
-	err = ioswitch_queue_submit(fd->q, cmd, &buf, nbufs, io_u);
+	err = submit(ed, fd, cmd, io_u, nbufs);
 	if (err == -EBUSY && ioswitch_queue_outstanding(fd->q) >= (int)ed->cap)
 		return FIO_Q_BUSY;
 	if (err) {
@@ -881,10 +990,10 @@ static enum fio_q_status iosw_queue(struct thread_data *td, struct io_u *io_u)
 	return queue_queued(td, io_u, fd);
 }
 
-/* A failed ioswitch_queue_reap: logged and recorded; returns err. */
+/* A failed reap (ioswitch_queue_reap_at or _reap): logged and recorded; returns err. */
 static int __attribute__((noinline, cold)) reap_failed(struct thread_data *td, int err)
 {
-	iosw_fail(td, -err, "ioswitch_queue_reap");
+	iosw_fail(td, -err, "reaping completions");
 	return err;
 }
 
@@ -892,7 +1001,8 @@ static int getevents_many(struct thread_data *td, struct iosw_data *ed, unsigned
 			  unsigned int max);
 
 /*
- * Reaps straight into ed->cpls (ioswitch_queue_reap: no callbacks, no copies), which
+ * Reaps straight into ed->evs (ioswitch_queue_reap_at; ed->cpls with ioswitch_queue_reap
+ * on the classic path: no callbacks, no copies), which
  * ->event() reads: commits what ->queue() left, then takes what has completed, up to
  * max, waiting only for what fio's minimum still lacks.
  */
@@ -914,7 +1024,7 @@ static int iosw_getevents(struct thread_data *td, unsigned int min, unsigned int
 			return err; /* logged; fio records it (td_io_getevents) */
 	}
 	if (__builtin_expect(ed->nopen == 1, 1)) {
-		err = ioswitch_queue_reap(ed->open[0]->q, min, max, ed->cpls);
+		err = reap(ed, ed->open[0]->q, min, max, 0);
 		if (__builtin_expect(err < 0, 0))
 			return reap_failed(td, err);
 		return err;
@@ -935,9 +1045,9 @@ static int __attribute__((noinline)) getevents_many(struct thread_data *td, stru
 		for (i = 0; i < ed->nopen && n < max; i++) {
 			struct ioswitch_queue *q = ed->open[i]->q;
 
-			err = ioswitch_queue_reap(q, 0, max - n, ed->cpls + n);
+			err = reap(ed, q, 0, max - n, n);
 			if (err < 0) {
-				iosw_fail(td, -err, "ioswitch_queue_reap");
+				iosw_fail(td, -err, "reaping completions");
 				return err;
 			}
 			n += err;
@@ -946,9 +1056,9 @@ static int __attribute__((noinline)) getevents_many(struct thread_data *td, stru
 		}
 		if (n >= min || busy < 0)
 			return n;
-		err = ioswitch_queue_reap(ed->open[busy]->q, 1, max - n, ed->cpls + n);
+		err = reap(ed, ed->open[busy]->q, 1, max - n, n);
 		if (err < 0) {
-			iosw_fail(td, -err, "ioswitch_queue_reap");
+			iosw_fail(td, -err, "reaping completions");
 			return err;
 		}
 		n += err;
@@ -961,6 +1071,8 @@ static struct io_u *iosw_event(struct thread_data *td, int event)
 {
 	struct iosw_data *ed = td->io_ops_data;
 
+	if (__builtin_expect(ed->region != NULL, 1))
+		return ev_io_u(&ed->evs[event]);
 	return cpl_io_u(&ed->cpls[event]);
 }
 

@@ -142,7 +142,7 @@ verify_job "async=io_uring qd1 inline + verify" --ioswitch_async=io_uring --iosw
 verify_job "async=thrpool threads=2 batch 4 + verify" --ioswitch_async=thrpool --ioswitch_opts=threads=2 \
     --rw=randwrite --iodepth=16 --iodepth_batch_complete_min=4 --iodepth_batch_complete_max=8
 # fio takes at most 2 completions per ->getevents(): the library keeps the rest of a
-# reap (ioswitch_queue_reap) and hands them over first at the next call.
+# reap (ioswitch_queue_reap_at) and hands them over first at the next call.
 verify_job "async=thrpool qd16 iodepth_batch_complete_max=2 (completions kept between reaps) + verify" \
     --ioswitch_async=thrpool --rw=randwrite --iodepth=16 --iodepth_batch_complete_min=1 \
     --iodepth_batch_complete_max=2

@@ -165,6 +165,11 @@
 #define IOSWITCH_MAX_BUFS 64
 
 /**
+ * Most regions one queue may have attached.
+ */
+#define IOSWITCH_MAX_REGIONS 16
+
+/**
  * An open device (opaque). Open with `ioswitch_dev_open`, close with
  * `ioswitch_dev_close`. A device may be used from several threads at once, each thread
  * with its own queue.
@@ -184,6 +189,14 @@ struct ioswitch_pmem;
  * at a time; a device may carry several queues, each on its own thread.
  */
 struct ioswitch_queue;
+
+/**
+ * A buffer from `ioswitch_buf_alloc` registered for the lean path, cut into slots of a
+ * fixed length (opaque). Made by `ioswitch_region_new`, attached to queues with
+ * `ioswitch_queue_attach`, freed by `ioswitch_region_free` once no queue has it
+ * attached. It may be attached to queues of several threads.
+ */
+struct ioswitch_region;
 
 /**
  * An NVMe submission queue entry: exactly 64 bytes, laid out as in the NVMe base
@@ -538,6 +551,38 @@ struct ioswitch_queue_stats {
      * System calls the interface made for this queue (submission, reaping, wake-ups).
      */
     uint64_t syscalls;
+};
+
+/**
+ * A completion of the lean path, as `ioswitch_queue_reap_at` writes it.
+ *
+ * The command succeeded when `(status & 0x7ff) == 0 && errnum == 0` (as
+ * `ioswitch_cpl_ok` says of a `struct ioswitch_cpl`).
+ */
+struct ioswitch_event {
+    /**
+     * The `user_data` given to `ioswitch_queue_submit_at`.
+     */
+    uint64_t user_data;
+    /**
+     * Command-specific result, as in `struct ioswitch_cpl`: bytes moved for data
+     * commands on files and block devices, completion DW0-1 for NVMe. A read or write
+     * that succeeds moved every byte; one that ends short fails with EIO.
+     */
+    uint64_t result;
+    /**
+     * The NVMe status field, as in `struct ioswitch_cpl` (bits 7:0 SC, 10:8 SCT, 12:11
+     * CRD, 13 More, 14 DNR); 0 on success.
+     */
+    uint16_t status;
+    /**
+     * Zero.
+     */
+    uint16_t reserved;
+    /**
+     * The positive errno the OS reported for the failure, or 0.
+     */
+    int32_t errnum;
 };
 
 #ifdef __cplusplus
@@ -1130,6 +1175,100 @@ int ioswitch_queue_capacity(const struct ioswitch_queue *q);
  */
 int ioswitch_queue_stats(const struct ioswitch_queue *q,
                          struct ioswitch_queue_stats *stats);
+
+/**
+ * Makes a region of the buffer `buf` (from `ioswitch_buf_alloc`, not in flight) with
+ * slots of `slot_len` bytes (the buffer's length divided by `slot_len`, rounded down, is
+ * the number of slots) and stores it in `*out`. Returns 0, or -EINVAL (NULL argument,
+ * `slot_len` 0 or larger than the buffer, `buf` not the start of a live buffer from
+ * `ioswitch_buf_alloc`), -EBUSY (the buffer belongs to a command in flight or to
+ * another region).
+ *
+ * The region holds the buffer until `ioswitch_region_free`: `ioswitch_buf_free`
+ * answers -EBUSY for it meanwhile, and the classic functions refuse it as a command
+ * buffer. Its bytes stay the caller's to read and write, except a slot's while a
+ * command submitted on it is in flight.
+ *
+ * # Safety
+ * `out` valid for writing one pointer.
+ */
+int ioswitch_region_new(void *buf,
+                        uint64_t slot_len,
+                        struct ioswitch_region **out);
+
+/**
+ * Frees a region and gives its buffer back to the caller (free it with
+ * `ioswitch_buf_free`). NULL is ignored. Returns 0, or -EBUSY (freeing nothing) while
+ * a queue has it attached (`ioswitch_queue_term` detaches; a queue whose final wait
+ * failed keeps it, so memory that commands may still use is never handed back).
+ *
+ * # Safety
+ * `r` NULL or a region from `ioswitch_region_new` not freed before, used by no other
+ * thread meanwhile.
+ */
+int ioswitch_region_free(struct ioswitch_region *r);
+
+/**
+ * Attaches region `r` to queue `q`: from now on the queue takes commands through
+ * `ioswitch_queue_submit_at` with data inside `r` (or another attached region) and
+ * hands completions out through `ioswitch_queue_reap_at`; its classic submitting and
+ * reaping functions (`ioswitch_queue_submit*`, `poke`, `wait`, `drain`,
+ * `ioswitch_queue_reap`) refuse it with -EINVAL. The region stays attached until
+ * `ioswitch_queue_term`. Returns 0, or -EINVAL (NULL argument, `r` already attached to
+ * `q`), -EBUSY (commands submitted through the classic functions are outstanding, or
+ * called from one of the queue's callbacks), -ENOSPC (`IOSWITCH_MAX_REGIONS` attached).
+ *
+ * # Safety
+ * `q` a live queue used by this thread only; `r` a live region.
+ */
+int ioswitch_queue_attach(struct ioswitch_queue *q,
+                          struct ioswitch_region *r);
+
+/**
+ * Submits a command whose data is the `len` bytes at `addr`, inside one slot of a
+ * region attached to the queue (`len` 0 and `addr` NULL: no data), with `user_data`
+ * handed back in its completion by `ioswitch_queue_reap_at`. Never blocks; the command
+ * reaches the kernel at the next `ioswitch_queue_commit` or `ioswitch_queue_reap_at`.
+ *
+ * Returns 0; -EBUSY when `depth` commands are outstanding, or when the slot already
+ * belongs to a command in flight; -EINVAL for a NULL or bad argument: no region
+ * attached to the queue, a range not inside one slot of an attached region, a bad
+ * command; -ERANGE for a range past the end of the device. Nothing was submitted when
+ * the return is not 0.
+ *
+ * Ownership: on success the slot belongs to the queue until the command's completion
+ * has been written by `ioswitch_queue_reap_at` (or `ioswitch_queue_term` returned): do
+ * not read or write its bytes meanwhile; its region cannot be freed meanwhile.
+ *
+ * # Safety
+ * `q` a live queue used by this thread only; `cmd` a valid command.
+ */
+int ioswitch_queue_submit_at(struct ioswitch_queue *q,
+                             const struct ioswitch_cmd *cmd,
+                             void *addr,
+                             uint64_t len,
+                             uint64_t user_data);
+
+/**
+ * Commits, then reaps completions into `evs`: at least `min` (waiting for them; at most
+ * as many as are outstanding) and at most `max` (the length of `evs`). Returns how many
+ * it wrote to `evs[0..n]`, or a negative errno: -EINVAL for a NULL argument, `max` 0,
+ * `min` above `max` (an array too small for what must be waited for), or a queue with
+ * no region attached; -EBUSY when called from a completion callback of the same
+ * queue; an interface's failure otherwise (the completions reaped before it stay in the
+ * queue and come first at the next call).
+ *
+ * Each completion is written once, straight into `evs`, its slot already free again.
+ * Completions the interface delivers beyond `max` stay in the queue for the next call;
+ * `ioswitch_queue_outstanding` counts them until then.
+ *
+ * # Safety
+ * `q` a live queue used by this thread only; `evs` valid for writing `max` events.
+ */
+int ioswitch_queue_reap_at(struct ioswitch_queue *q,
+                           uint32_t min,
+                           uint32_t max,
+                           struct ioswitch_event *evs);
 
 #ifdef __cplusplus
 }  // extern "C"

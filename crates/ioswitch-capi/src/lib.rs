@@ -22,6 +22,7 @@ mod dev;
 mod error;
 mod pmem;
 mod queue;
+mod region;
 mod table;
 
 pub use cmd::*;
@@ -29,6 +30,7 @@ pub use cpl::*;
 pub use dev::*;
 pub use pmem::*;
 pub use queue::*;
+pub use region::*;
 
 use std::ffi::{c_char, CStr, CString};
 use std::sync::Mutex;

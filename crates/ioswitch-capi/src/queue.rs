@@ -12,6 +12,7 @@ use crate::cmd::{ioswitch_cmd, to_cmd};
 use crate::cpl::ioswitch_cpl;
 use crate::dev::{busy_message, dev_arg, ioswitch_dev, null_arg, take_bufs};
 use crate::error::{fail, from_error, guard};
+use crate::region::{self as lean, ioswitch_event, ioswitch_region};
 use crate::table::{self, Refusal, Slot};
 use ioswitch_rs::{Buffer, Completion, Data, Error, Queue};
 use std::collections::VecDeque;
@@ -26,7 +27,7 @@ pub type ioswitch_queue_cb = Option<unsafe extern "C" fn(cpl: *const ioswitch_cp
 /// An asynchronous queue on a device's async interface (opaque). One thread uses a queue
 /// at a time; a device may carry several queues, each on its own thread.
 pub struct ioswitch_queue {
-    rq: Queue,
+    pub(crate) rq: Queue,
     ctxs: Box<[Ctx]>,
     free: Vec<u32>,
     /// Callbacks to run: completions reaped and finished, waiting for the library call
@@ -34,10 +35,15 @@ pub struct ioswitch_queue {
     parked: VecDeque<Delivery>,
     /// Completions `ioswitch_queue_reap` reaped beyond its caller's `max`, with the
     /// callback they would have had: handed out first by the next reaping call.
-    kept: VecDeque<Kept>,
+    pub(crate) kept: VecDeque<Kept>,
     cb: ioswitch_queue_cb,
     cb_arg: *mut c_void,
-    in_cb: u32,
+    pub(crate) in_cb: u32,
+    /// Regions attached (`ioswitch_queue_attach`): when any, the queue takes the lean
+    /// functions only (`region.rs`).
+    pub(crate) regions: Vec<*const ioswitch_region>,
+    /// Events `ioswitch_queue_reap_at` reaped beyond its caller's `max`.
+    pub(crate) evkept: VecDeque<ioswitch_event>,
 }
 
 /// A completion kept by `ioswitch_queue_reap`: its callback and argument (for
@@ -253,6 +259,8 @@ pub unsafe extern "C" fn ioswitch_queue_init(
             cb: None,
             cb_arg: ptr::null_mut(),
             in_cb: 0,
+            regions: Vec::new(),
+            evkept: VecDeque::with_capacity(depth as usize),
         });
         // SAFETY: as above.
         unsafe { out.write(Box::into_raw(q)) };
@@ -282,8 +290,12 @@ pub unsafe extern "C" fn ioswitch_queue_term(q: *mut ioswitch_queue) -> c_int {
         }
         // SAFETY: q came from Box::into_raw in ioswitch_queue_init; no callback of it runs.
         let mut qb = unsafe { Box::from_raw(q) };
-        let (rq, mut fin) = qb.split();
-        let r = rq.drain(|c| fin.finish(c, false));
+        let r = if qb.regions.is_empty() {
+            let (rq, mut fin) = qb.split();
+            rq.drain(|c| fin.finish(c, false)).map(|_| ())
+        } else {
+            lean::term_lean(&mut qb)
+        };
         drop(qb);
         match r {
             Ok(_) => 0,
@@ -340,6 +352,9 @@ unsafe fn submit(
         let Some(q) = (unsafe { q.as_mut() }) else {
             return null_arg(func, "q");
         };
+        if !q.regions.is_empty() {
+            return lean::lean_queue(func);
+        }
         // SAFETY: cmd is null or valid (caller contract).
         let Some(c) = (unsafe { cmd.as_ref() }) else {
             return null_arg(func, "cmd");
@@ -427,7 +442,7 @@ fn refused(func: &str, p: *mut c_void, r: Refusal) -> c_int {
 /// Records why the library refused a submission; returns the negative errno.
 #[cold]
 #[inline(never)]
-fn rejection(func: &str, e: Error) -> c_int {
+pub(crate) fn rejection(func: &str, e: Error) -> c_int {
     if let Error::Busy { .. } = e {
         busy()
     } else {
@@ -520,6 +535,10 @@ unsafe fn reap(func: &str, q: *mut ioswitch_queue, how: Reap) -> c_int {
     guard(func, -libc::EIO, move || {
         if q.is_null() {
             return null_arg(func, "q");
+        }
+        // SAFETY: q is live (caller contract); a short read through the raw pointer.
+        if !unsafe { (*q).regions.is_empty() } {
+            return lean::lean_queue(func);
         }
         // Completions an ioswitch_queue_reap kept come first, with their callbacks.
         // SAFETY: q is live (caller contract); the borrow ends before deliver runs.
@@ -667,6 +686,9 @@ pub unsafe extern "C" fn ioswitch_queue_reap(
         if q.in_cb > 0 {
             return fail(libc::EBUSY, format!("{F}: called from a completion callback of the same queue"));
         }
+        if !q.regions.is_empty() {
+            return lean::lean_queue(F);
+        }
         let mut n: u32 = 0;
         while n < max {
             let Some((_, _, c)) = q.kept.pop_front() else { break };
@@ -735,7 +757,7 @@ pub unsafe extern "C" fn ioswitch_queue_outstanding(q: *const ioswitch_queue) ->
     guard("ioswitch_queue_outstanding", -libc::EIO, || {
         // SAFETY: q is null or live (caller contract).
         match unsafe { q.as_ref() } {
-            Some(q) => (q.rq.outstanding() as usize + q.kept.len()) as c_int,
+            Some(q) => (q.rq.outstanding() as usize + q.kept.len() + q.evkept.len()) as c_int,
             None => fail(libc::EINVAL, "ioswitch_queue_outstanding: q is NULL"),
         }
     })

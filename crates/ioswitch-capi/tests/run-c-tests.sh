@@ -43,7 +43,7 @@ export PKG_CONFIG_PATH=$prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH
 check "pkg-config finds ioswitch" pkg-config --exists ioswitch
 
 cflags="-Wall -Wextra -Werror -O2 -g"
-examples="info sync_rw async_rw raw_rw pmem_rw"
+examples="info sync_rw async_rw raw_rw pmem_rw lean_rw"
 for e in $examples; do
     # shellcheck disable=SC2046,SC2086
     check "cc $e.c (shared)" cc $cflags -o "$tmp/$e" "$capi/examples/$e.c" $(pkg-config --cflags --libs ioswitch)
@@ -79,6 +79,7 @@ for iface in io_uring libaio thrpool emu posix; do
     opts="create=1,size=1MiB,sync=psync,async=$iface"
     check "sync_rw  async=$iface" run "$tmp/sync_rw" "$file" "$opts"
     check "async_rw async=$iface" run "$tmp/async_rw" "$file" "$opts"
+    check "lean_rw  async=$iface" run "$tmp/lean_rw" "$file" "$opts"
 done
 check "async_rw async=io_uring direct=1" run "$tmp/async_rw" "$file" "create=1,size=1MiB,async=io_uring,direct=1"
 check "async_rw ramdisk" "$tmp/async_rw" 1MiB ""
@@ -120,6 +121,8 @@ if command -v valgrind >/dev/null; then
         check "valgrind sync_rw  async=$iface" run $vg "$tmp/sync_rw" "$file" "$opts"
         # shellcheck disable=SC2086
         check "valgrind async_rw async=$iface" run $vg "$tmp/async_rw" "$file" "$opts"
+        # shellcheck disable=SC2086
+        check "valgrind lean_rw  async=$iface" run $vg "$tmp/lean_rw" "$file" "$opts"
     done
 else
     skipped=$((skipped + 1))

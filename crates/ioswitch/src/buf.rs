@@ -141,9 +141,9 @@ impl Buffer {
     ///
     /// # Safety
     /// `ptr` must be valid for reads and writes of `len` bytes while the returned value
-    /// is in use, and nothing else may read or write that memory meanwhile. The `Buffer`
-    /// must never be taken out of the `ManuallyDrop` (its drop would free memory this
-    /// crate did not allocate).
+    /// is in use, and nothing else may read or write that memory meanwhile. Dropping the
+    /// `Buffer` (also one taken out of the `ManuallyDrop`, as the C ABI's registered
+    /// regions do for a command in a queue) frees nothing: its id 0 marks it borrowed.
     pub unsafe fn borrow_raw(ptr: NonNull<u8>, len: usize) -> ManuallyDrop<Buffer> {
         // Id 0: capacity() is len, and nothing reads past it.
         ManuallyDrop::new(Buffer { ptr, len, id: 0, align: Log2::of(1) })
@@ -239,12 +239,17 @@ impl Drop for Buffer {
         if self.id & FOREIGN != 0 {
             return release_foreign(self.id);
         }
+        if self.id == 0 {
+            // Borrowed caller memory (borrow_raw): this crate did not allocate it, so a
+            // drop (of one that left its ManuallyDrop, or in an unwinding panic) frees
+            // nothing.
+            return;
+        }
         let base = self.ptr.as_ptr().wrapping_sub(self.offset());
         // SAFETY: base and this layout are exactly what with_alignment allocated: the
         // start is less than one alignment past the aligned base, the size follows from
         // the same length, offset and alignment by the same function, and size and
-        // alignment were validated there. (Borrowed buffers, id 0, are never dropped:
-        // borrow_raw wraps them in ManuallyDrop.)
+        // alignment were validated there. (Borrowed buffers, id 0, returned above.)
         unsafe { alloc::dealloc(base, Layout::from_size_align_unchecked(self.alloc_size(), self.align())) }
     }
 }
@@ -525,6 +530,20 @@ mod tests {
             b[4095] = 2;
         } // dropping the ManuallyDrop frees nothing: mem is still whole below
         assert_eq!((mem[off], mem[off + 4095], mem[off + 4096]), (1, 2, 7));
+    }
+
+    #[test]
+    fn a_borrowed_buffer_taken_out_of_its_manually_drop_frees_nothing_when_dropped() {
+        let mut mem = vec![7u8; 8192];
+        let p = NonNull::new(mem[100..].as_mut_ptr()).unwrap();
+        // SAFETY: mem outlives the borrow and nothing else touches it meanwhile.
+        let b = ManuallyDrop::into_inner(unsafe { Buffer::borrow_raw(p, 4096) });
+        // In a Data, as a queue holds it: dropping it must not hand mem[100..] to the
+        // allocator (which would corrupt the heap, and the checks below or the vector's
+        // own drop would fail under the test harness's allocator).
+        drop(Data::One(b));
+        mem[100] = 3;
+        assert_eq!((mem[99], mem[100], mem[8191]), (7, 3, 7));
     }
 
     #[test]

@@ -1,0 +1,784 @@
+//! The lean asynchronous path: registered regions, `ioswitch_queue_submit_at` and
+//! `ioswitch_queue_reap_at`.
+//!
+//! The classic path (`ioswitch_queue_submit` / `ioswitch_queue_reap`) moves each
+//! command's buffer out of the global handle table and back, and keeps a context per
+//! command for its user argument and callback. The lean path does neither:
+//!
+//! - a buffer from `ioswitch_buf_alloc` is made a *region* once
+//!   (`ioswitch_region_new`): the region takes the buffer out of the handle table for its
+//!   whole life (so `ioswitch_buf_free` refuses it with -EBUSY) and cuts it into slots of
+//!   a fixed length; queues attach it (`ioswitch_queue_attach`);
+//! - a submission names its data by address and length inside one slot of a region
+//!   attached to the queue; the slot is marked busy (one atomic swap) until the
+//!   command's completion is reaped, so a slot in flight can be neither submitted again
+//!   nor freed; the library gets a borrowed buffer over the slot's bytes;
+//! - the caller's 64-bit user data is the library command's tag (no context table), and
+//!   `ioswitch_queue_reap_at` writes `{user_data, result, status, errnum}` once, straight
+//!   into the caller's array; no callbacks.
+//!
+//! A queue takes the lean functions once a region is attached and the classic submitting
+//! and reaping functions until then (each refuses the other's queue with -EINVAL), so
+//! the two never share a queue's tags.
+
+use crate::cmd::{ioswitch_cmd, to_cmd};
+use crate::dev::null_arg;
+use crate::error::{fail, from_error, guard};
+use crate::queue::{ioswitch_queue, rejection};
+use crate::table::{self, Refusal, Slot};
+use ioswitch_rs::{Buffer, Completion, Data, Error, Status};
+use std::collections::VecDeque;
+use std::ffi::{c_int, c_void};
+use std::mem::{self, ManuallyDrop};
+use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+/// Most regions one queue may have attached.
+pub const IOSWITCH_MAX_REGIONS: u32 = 16;
+
+/// A buffer from `ioswitch_buf_alloc` registered for the lean path, cut into slots of a
+/// fixed length (opaque). Made by `ioswitch_region_new`, attached to queues with
+/// `ioswitch_queue_attach`, freed by `ioswitch_region_free` once no queue has it
+/// attached. It may be attached to queues of several threads.
+pub struct ioswitch_region {
+    base: usize,
+    /// Bytes covered by whole slots (the buffer's tail past the last whole slot is not).
+    len: usize,
+    slot_len: usize,
+    /// One flag per slot: a command in flight uses it.
+    busy: Box<[AtomicBool]>,
+    /// Queues that have it attached (a queue that could not finish its commands at
+    /// `ioswitch_queue_term` keeps counting, so the memory is never freed under them).
+    users: AtomicU32,
+    /// The buffer, out of its handle-table slot while the region lives.
+    held: (&'static Slot, ManuallyDrop<Buffer>),
+}
+
+/// A completion of the lean path, as `ioswitch_queue_reap_at` writes it.
+///
+/// The command succeeded when `(status & 0x7ff) == 0 && errnum == 0` (as
+/// `ioswitch_cpl_ok` says of a `struct ioswitch_cpl`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ioswitch_event {
+    /// The `user_data` given to `ioswitch_queue_submit_at`.
+    pub user_data: u64,
+    /// Command-specific result, as in `struct ioswitch_cpl`: bytes moved for data
+    /// commands on files and block devices, completion DW0-1 for NVMe. A read or write
+    /// that succeeds moved every byte; one that ends short fails with EIO.
+    pub result: u64,
+    /// The NVMe status field, as in `struct ioswitch_cpl` (bits 7:0 SC, 10:8 SCT, 12:11
+    /// CRD, 13 More, 14 DNR); 0 on success.
+    pub status: u16,
+    /// Zero.
+    pub reserved: u16,
+    /// The positive errno the OS reported for the failure, or 0.
+    pub errnum: i32,
+}
+
+impl ioswitch_event {
+    #[inline(always)]
+    fn new(user_data: u64, status: Status, result: u64) -> ioswitch_event {
+        ioswitch_event { user_data, result, status: status.raw, reserved: 0, errnum: status.errno_raw }
+    }
+}
+
+impl ioswitch_region {
+    /// The slot of `[addr, addr + len)` when that range lies inside one whole slot.
+    #[inline(always)]
+    fn slot_of(&self, addr: usize, len: usize) -> Option<usize> {
+        let off = addr.wrapping_sub(self.base);
+        if off >= self.len {
+            return None;
+        }
+        let (i, at) = (off / self.slot_len, off % self.slot_len);
+        if len > self.slot_len - at {
+            return None;
+        }
+        Some(i)
+    }
+}
+
+/// The region attached to `regions` that covers `addr`, with the slot index of `addr`.
+#[inline(always)]
+fn find(regions: &[*const ioswitch_region], addr: usize) -> Option<(&ioswitch_region, usize)> {
+    for &r in regions {
+        // SAFETY: an attached region lives until every queue that attached it is
+        // terminated (ioswitch_region_free refuses it while `users` > 0).
+        let r = unsafe { &*r };
+        let off = addr.wrapping_sub(r.base);
+        if off < r.len {
+            return Some((r, off / r.slot_len));
+        }
+    }
+    None
+}
+
+/// Frees the slot a completed command's data used (the data is a borrowed buffer over
+/// it, dropped without freeing anything).
+#[inline(always)]
+fn release(regions: &[*const ioswitch_region], data: Data) {
+    if let Data::One(b) = &data {
+        if let Some((r, i)) = find(regions, b.as_ptr() as usize) {
+            if let Some(f) = r.busy.get(i) {
+                f.store(false, Ordering::Release);
+            }
+        }
+    }
+    // Borrowed buffers (id 0) or none: nothing to free, no drop to run.
+    mem::forget(data);
+}
+
+/// Makes a region of the buffer `buf` (from `ioswitch_buf_alloc`, not in flight) with
+/// slots of `slot_len` bytes (the buffer's length divided by `slot_len`, rounded down, is
+/// the number of slots) and stores it in `*out`. Returns 0, or -EINVAL (NULL argument,
+/// `slot_len` 0 or larger than the buffer, `buf` not the start of a live buffer from
+/// `ioswitch_buf_alloc`), -EBUSY (the buffer belongs to a command in flight or to
+/// another region).
+///
+/// The region holds the buffer until `ioswitch_region_free`: `ioswitch_buf_free`
+/// answers -EBUSY for it meanwhile, and the classic functions refuse it as a command
+/// buffer. Its bytes stay the caller's to read and write, except a slot's while a
+/// command submitted on it is in flight.
+///
+/// # Safety
+/// `out` valid for writing one pointer.
+#[no_mangle]
+pub unsafe extern "C" fn ioswitch_region_new(buf: *mut c_void, slot_len: u64, out: *mut *mut ioswitch_region) -> c_int {
+    const F: &str = "ioswitch_region_new";
+    guard(F, -libc::EIO, || {
+        if out.is_null() {
+            return null_arg(F, "out");
+        }
+        // SAFETY: out is non-null and valid for a write (caller contract).
+        unsafe { out.write(ptr::null_mut()) };
+        if buf.is_null() {
+            return null_arg(F, "buf");
+        }
+        let (slot, b) = match table::take(buf as usize) {
+            Ok(t) => t,
+            Err(Refusal::Busy) => {
+                return fail(
+                    libc::EBUSY,
+                    format!("{F}: buffer {buf:p} belongs to a command in flight or to another region"),
+                )
+            }
+            Err(Refusal::Unknown) => {
+                return fail(
+                    libc::EINVAL,
+                    format!("{F}: buffer {buf:p} is not the start of a live buffer from ioswitch_buf_alloc"),
+                )
+            }
+        };
+        let blen = b.len();
+        if slot_len == 0 || slot_len > blen as u64 {
+            table::put(slot, b);
+            return fail(
+                libc::EINVAL,
+                format!("{F}: slot_len {slot_len}: use 1..={blen} (the length of buffer {buf:p})"),
+            );
+        }
+        let slot_len = slot_len as usize;
+        let n = blen / slot_len;
+        let r = Box::new(ioswitch_region {
+            base: b.as_ptr() as usize,
+            len: n * slot_len,
+            slot_len,
+            busy: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            users: AtomicU32::new(0),
+            held: (slot, ManuallyDrop::new(b)),
+        });
+        // SAFETY: as above.
+        unsafe { out.write(Box::into_raw(r)) };
+        0
+    })
+}
+
+/// Frees a region and gives its buffer back to the caller (free it with
+/// `ioswitch_buf_free`). NULL is ignored. Returns 0, or -EBUSY (freeing nothing) while
+/// a queue has it attached (`ioswitch_queue_term` detaches; a queue whose final wait
+/// failed keeps it, so memory that commands may still use is never handed back).
+///
+/// # Safety
+/// `r` NULL or a region from `ioswitch_region_new` not freed before, used by no other
+/// thread meanwhile.
+#[no_mangle]
+pub unsafe extern "C" fn ioswitch_region_free(r: *mut ioswitch_region) -> c_int {
+    const F: &str = "ioswitch_region_free";
+    guard(F, -libc::EIO, || {
+        // SAFETY: r is null or live (caller contract).
+        let Some(reg) = (unsafe { r.as_ref() }) else {
+            return 0;
+        };
+        let users = reg.users.load(Ordering::Acquire);
+        if users > 0 {
+            return fail(
+                libc::EBUSY,
+                format!("{F}: region {r:p} is attached to {users} queue(s); terminate them first"),
+            );
+        }
+        // SAFETY: r came from Box::into_raw in ioswitch_region_new; no queue uses it.
+        let reg = unsafe { Box::from_raw(r) };
+        let (slot, b) = reg.held;
+        table::put(slot, ManuallyDrop::into_inner(b));
+        0
+    })
+}
+
+/// Attaches region `r` to queue `q`: from now on the queue takes commands through
+/// `ioswitch_queue_submit_at` with data inside `r` (or another attached region) and
+/// hands completions out through `ioswitch_queue_reap_at`; its classic submitting and
+/// reaping functions (`ioswitch_queue_submit*`, `poke`, `wait`, `drain`,
+/// `ioswitch_queue_reap`) refuse it with -EINVAL. The region stays attached until
+/// `ioswitch_queue_term`. Returns 0, or -EINVAL (NULL argument, `r` already attached to
+/// `q`), -EBUSY (commands submitted through the classic functions are outstanding, or
+/// called from one of the queue's callbacks), -ENOSPC (`IOSWITCH_MAX_REGIONS` attached).
+///
+/// # Safety
+/// `q` a live queue used by this thread only; `r` a live region.
+#[no_mangle]
+pub unsafe extern "C" fn ioswitch_queue_attach(q: *mut ioswitch_queue, r: *mut ioswitch_region) -> c_int {
+    const F: &str = "ioswitch_queue_attach";
+    guard(F, -libc::EIO, || {
+        // SAFETY: q is null or live and used by this thread only (caller contract).
+        let Some(q) = (unsafe { q.as_mut() }) else {
+            return null_arg(F, "q");
+        };
+        // SAFETY: r is null or live (caller contract).
+        let Some(reg) = (unsafe { r.as_ref() }) else {
+            return null_arg(F, "r");
+        };
+        if q.in_cb > 0 {
+            return fail(libc::EBUSY, format!("{F}: called from a completion callback of the same queue"));
+        }
+        if q.regions.is_empty() && (q.rq.outstanding() > 0 || !q.kept.is_empty()) {
+            return fail(
+                libc::EBUSY,
+                format!("{F}: commands submitted with ioswitch_queue_submit are outstanding; reap them first"),
+            );
+        }
+        if q.regions.contains(&r.cast_const()) {
+            return fail(libc::EINVAL, format!("{F}: region {r:p} is already attached to this queue"));
+        }
+        if q.regions.len() >= IOSWITCH_MAX_REGIONS as usize {
+            return fail(libc::ENOSPC, format!("{F}: the queue has {IOSWITCH_MAX_REGIONS} regions attached already"));
+        }
+        reg.users.fetch_add(1, Ordering::AcqRel);
+        q.regions.push(r.cast_const());
+        0
+    })
+}
+
+/// Submits a command whose data is the `len` bytes at `addr`, inside one slot of a
+/// region attached to the queue (`len` 0 and `addr` NULL: no data), with `user_data`
+/// handed back in its completion by `ioswitch_queue_reap_at`. Never blocks; the command
+/// reaches the kernel at the next `ioswitch_queue_commit` or `ioswitch_queue_reap_at`.
+///
+/// Returns 0; -EBUSY when `depth` commands are outstanding, or when the slot already
+/// belongs to a command in flight; -EINVAL for a NULL or bad argument: no region
+/// attached to the queue, a range not inside one slot of an attached region, a bad
+/// command; -ERANGE for a range past the end of the device. Nothing was submitted when
+/// the return is not 0.
+///
+/// Ownership: on success the slot belongs to the queue until the command's completion
+/// has been written by `ioswitch_queue_reap_at` (or `ioswitch_queue_term` returned): do
+/// not read or write its bytes meanwhile; its region cannot be freed meanwhile.
+///
+/// # Safety
+/// `q` a live queue used by this thread only; `cmd` a valid command.
+#[no_mangle]
+pub unsafe extern "C" fn ioswitch_queue_submit_at(
+    q: *mut ioswitch_queue,
+    cmd: *const ioswitch_cmd,
+    addr: *mut c_void,
+    len: u64,
+    user_data: u64,
+) -> c_int {
+    const F: &str = "ioswitch_queue_submit_at";
+    guard(F, -libc::EIO, move || {
+        // SAFETY: q is null or live and used by this thread only (caller contract).
+        let Some(q) = (unsafe { q.as_mut() }) else {
+            return null_arg(F, "q");
+        };
+        // SAFETY: cmd is null or valid (caller contract).
+        let Some(c) = (unsafe { cmd.as_ref() }) else {
+            return null_arg(F, "cmd");
+        };
+        let c = match to_cmd(c, F) {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
+        let (data, flag) = match NonNull::new(addr.cast::<u8>()) {
+            Some(p) if len != 0 => {
+                let Some((r, i)) = find(&q.regions, p.as_ptr() as usize) else {
+                    return outside(q, addr, len);
+                };
+                let len = usize::try_from(len).unwrap_or(usize::MAX);
+                if r.slot_of(p.as_ptr() as usize, len) != Some(i) {
+                    return crosses(r, addr, len);
+                }
+                let flag = &r.busy[i];
+                if flag.swap(true, Ordering::Acquire) {
+                    return slot_busy(addr);
+                }
+                // SAFETY: the slot lies inside the region's buffer, which the region holds
+                // (allocated, not freed while a queue has it attached); the busy flag gives
+                // this command the slot's bytes until its completion is reaped. The buffer
+                // is borrowed (id 0): dropping it frees nothing.
+                let b = ManuallyDrop::into_inner(unsafe { Buffer::borrow_raw(p, len) });
+                (Data::One(b), Some(flag))
+            }
+            None if len == 0 => {
+                if q.regions.is_empty() {
+                    return outside(q, addr, len);
+                }
+                (Data::None, None)
+            }
+            _ => return fail(libc::EINVAL, format!("{F}: addr {addr:p} with len {len}: both or neither must be 0")),
+        };
+        match q.rq.submit(c, data, user_data) {
+            Ok(()) => 0,
+            Err(rejected) => {
+                mem::forget(rejected.data);
+                if let Some(f) = flag {
+                    f.store(false, Ordering::Release);
+                }
+                rejection(F, rejected.error)
+            }
+        }
+    })
+}
+
+/// Why a lean submission's data was refused: no region attached, or none covers it.
+#[cold]
+#[inline(never)]
+fn outside(q: &ioswitch_queue, addr: *mut c_void, len: u64) -> c_int {
+    if q.regions.is_empty() {
+        return fail(
+            libc::EINVAL,
+            "ioswitch_queue_submit_at: the queue has no region attached (ioswitch_queue_attach); \
+             use ioswitch_queue_submit for buffers of their own",
+        );
+    }
+    fail(
+        libc::EINVAL,
+        format!("ioswitch_queue_submit_at: {len} bytes at {addr:p} are not inside a region attached to this queue"),
+    )
+}
+
+#[cold]
+#[inline(never)]
+fn crosses(r: &ioswitch_region, addr: *mut c_void, len: usize) -> c_int {
+    fail(
+        libc::EINVAL,
+        format!(
+            "ioswitch_queue_submit_at: {len} bytes at {addr:p} cross the end of their {}-byte slot of region {:p}",
+            r.slot_len, r.base as *const u8
+        ),
+    )
+}
+
+#[cold]
+#[inline(never)]
+fn slot_busy(addr: *mut c_void) -> c_int {
+    fail(
+        libc::EBUSY,
+        format!("ioswitch_queue_submit_at: the slot of {addr:p} already belongs to a command that has not been reaped"),
+    )
+}
+
+/// Commits, then reaps completions into `evs`: at least `min` (waiting for them; at most
+/// as many as are outstanding) and at most `max` (the length of `evs`). Returns how many
+/// it wrote to `evs[0..n]`, or a negative errno: -EINVAL for a NULL argument, `max` 0,
+/// `min` above `max` (an array too small for what must be waited for), or a queue with
+/// no region attached; -EBUSY when called from a completion callback of the same
+/// queue; an interface's failure otherwise (the completions reaped before it stay in the
+/// queue and come first at the next call).
+///
+/// Each completion is written once, straight into `evs`, its slot already free again.
+/// Completions the interface delivers beyond `max` stay in the queue for the next call;
+/// `ioswitch_queue_outstanding` counts them until then.
+///
+/// # Safety
+/// `q` a live queue used by this thread only; `evs` valid for writing `max` events.
+#[no_mangle]
+pub unsafe extern "C" fn ioswitch_queue_reap_at(
+    q: *mut ioswitch_queue,
+    min: u32,
+    max: u32,
+    evs: *mut ioswitch_event,
+) -> c_int {
+    const F: &str = "ioswitch_queue_reap_at";
+    guard(F, -libc::EIO, move || {
+        // SAFETY: q is null or live and used by this thread only (caller contract).
+        let Some(q) = (unsafe { q.as_mut() }) else {
+            return null_arg(F, "q");
+        };
+        if evs.is_null() || max == 0 || min > max || q.regions.is_empty() || q.in_cb > 0 {
+            return bad_reap(q, evs, min, max);
+        }
+        let mut n: u32 = 0;
+        if !q.evkept.is_empty() {
+            while n < max {
+                let Some(e) = q.evkept.pop_front() else { break };
+                // SAFETY: n < max and evs is valid for max events (caller contract).
+                unsafe { evs.add(n as usize).write(e) };
+                n += 1;
+            }
+        }
+        // Enough already (then take what is there, up to max), or wait for the rest.
+        let (wait, count) = if n >= min { (false, max - n) } else { (true, min - n) };
+        let ioswitch_queue { rq, regions, evkept, .. } = q;
+        let regions: &[*const ioswitch_region] = regions;
+        // Small enough for the interface's reaping loop to inline: the rare completion
+        // beyond max is kept out of line.
+        let mut put = |c: Completion| {
+            let e = ioswitch_event::new(c.tag, c.status, c.result);
+            release(regions, c.data);
+            if n < max {
+                // SAFETY: as above.
+                unsafe { evs.add(n as usize).write(e) };
+                n += 1;
+            } else {
+                keep(evkept, e);
+            }
+        };
+        let r = match (wait, count) {
+            (false, 0) => rq.commit(),
+            (false, left) => rq.poke(left, &mut put),
+            (true, need) => rq.wait(need, &mut put),
+        };
+        match r {
+            Ok(_) => n as c_int,
+            // SAFETY: evs[0..n] were written above.
+            Err(e) => unsafe { reap_at_failed(evkept, evs, n, &e) },
+        }
+    })
+}
+
+/// Keeps an event `ioswitch_queue_reap_at` reaped beyond its caller's `max`.
+#[cold]
+#[inline(never)]
+fn keep(kept: &mut VecDeque<ioswitch_event>, e: ioswitch_event) {
+    kept.push_back(e);
+}
+
+#[cold]
+#[inline(never)]
+fn bad_reap(q: &ioswitch_queue, evs: *mut ioswitch_event, min: u32, max: u32) -> c_int {
+    const F: &str = "ioswitch_queue_reap_at";
+    if evs.is_null() {
+        null_arg(F, "evs")
+    } else if max == 0 || min > max {
+        fail(libc::EINVAL, format!("{F}: min {min} and max {max}: max must be at least 1 and at least min"))
+    } else if q.regions.is_empty() {
+        fail(libc::EINVAL, format!("{F}: the queue has no region attached; use ioswitch_queue_reap"))
+    } else {
+        fail(libc::EBUSY, format!("{F}: called from a completion callback of the same queue"))
+    }
+}
+
+/// A failed `ioswitch_queue_reap_at`: the events written before the failure go back to
+/// the front of the kept list, in order.
+///
+/// # Safety
+/// `evs[0..n]` written.
+#[cold]
+#[inline(never)]
+unsafe fn reap_at_failed(kept: &mut VecDeque<ioswitch_event>, evs: *mut ioswitch_event, n: u32, e: &Error) -> c_int {
+    for i in (0..n as usize).rev() {
+        // SAFETY: i < n; evs[i] was written (caller contract).
+        kept.push_front(unsafe { evs.add(i).read() });
+    }
+    from_error("ioswitch_queue_reap_at", e)
+}
+
+/// Waits for the lean commands of a queue being terminated (their slots freed as they
+/// complete) and detaches its regions; when the wait fails the regions stay counted as
+/// attached (never freed under commands that may still run).
+pub(crate) fn term_lean(q: &mut ioswitch_queue) -> Result<(), Error> {
+    let ioswitch_queue { rq, regions, .. } = q;
+    let regs: &[*const ioswitch_region] = regions;
+    rq.drain(|c| release(regs, c.data))?;
+    for r in regions.drain(..) {
+        // SAFETY: attached regions live while attached (see find).
+        unsafe { &*r }.users.fetch_sub(1, Ordering::AcqRel);
+    }
+    Ok(())
+}
+
+/// Refuses a classic submitting or reaping function on a queue with a region attached.
+#[cold]
+#[inline(never)]
+pub(crate) fn lean_queue(func: &str) -> c_int {
+    fail(
+        libc::EINVAL,
+        format!("{func}: the queue has a region attached; use ioswitch_queue_submit_at and ioswitch_queue_reap_at"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cmd::{ioswitch_cmd_fs_flush, ioswitch_cmd_fs_read, ioswitch_cmd_fs_write};
+    use crate::cpl::ioswitch_cpl;
+    use crate::dev::{ioswitch_buf_alloc, ioswitch_buf_free, ioswitch_dev, ioswitch_dev_close, ioswitch_dev_open};
+    use crate::error::last_string;
+    use crate::queue::{
+        ioswitch_queue_init, ioswitch_queue_outstanding, ioswitch_queue_poke, ioswitch_queue_reap,
+        ioswitch_queue_submit, ioswitch_queue_term,
+    };
+    use std::ffi::CString;
+
+    const SLOT: usize = 4096;
+
+    // Safe wrappers for the tests: every call below passes live handles (or NULL where a
+    // refusal is tested), valid commands, and out pointers and arrays valid for what the
+    // function writes; addresses of region memory are only dereferenced by the library
+    // when they lie inside a slot.
+    macro_rules! wrap {
+        ($($w:ident => $f:ident($($a:ident: $t:ty),*) -> $r:ty;)*) => {$(
+            fn $w($($a: $t),*) -> $r {
+                // SAFETY: see above.
+                unsafe { $f($($a),*) }
+            }
+        )*};
+    }
+    wrap! {
+        s_buf_alloc => ioswitch_buf_alloc(d: *const ioswitch_dev, n: usize) -> *mut c_void;
+        s_buf_free => ioswitch_buf_free(b: *mut c_void) -> c_int;
+        s_cmd_fs_flush => ioswitch_cmd_fs_flush(o: *mut ioswitch_cmd) -> c_int;
+        s_dev_open => ioswitch_dev_open(u: *const std::ffi::c_char, o: *const std::ffi::c_char, d: *mut *mut ioswitch_dev) -> c_int;
+        s_queue_attach => ioswitch_queue_attach(q: *mut ioswitch_queue, r: *mut ioswitch_region) -> c_int;
+        s_queue_init => ioswitch_queue_init(d: *const ioswitch_dev, n: u32, o: *mut *mut ioswitch_queue) -> c_int;
+        s_queue_outstanding => ioswitch_queue_outstanding(q: *const ioswitch_queue) -> c_int;
+        s_queue_poke => ioswitch_queue_poke(q: *mut ioswitch_queue, m: u32) -> c_int;
+        s_queue_reap => ioswitch_queue_reap(q: *mut ioswitch_queue, a: u32, b: u32, c: *mut ioswitch_cpl) -> c_int;
+        s_queue_reap_at => ioswitch_queue_reap_at(q: *mut ioswitch_queue, a: u32, b: u32, e: *mut ioswitch_event) -> c_int;
+        s_queue_submit => ioswitch_queue_submit(q: *mut ioswitch_queue, c: *const ioswitch_cmd, b: *const *mut c_void, n: u32, u: *mut c_void) -> c_int;
+        s_queue_submit_at => ioswitch_queue_submit_at(q: *mut ioswitch_queue, c: *const ioswitch_cmd, a: *mut c_void, l: u64, u: u64) -> c_int;
+        s_queue_term => ioswitch_queue_term(q: *mut ioswitch_queue) -> c_int;
+        s_region_free => ioswitch_region_free(r: *mut ioswitch_region) -> c_int;
+        s_region_new => ioswitch_region_new(b: *mut c_void, l: u64, o: *mut *mut ioswitch_region) -> c_int;
+    }
+
+    /// A file device with one queue, and a 4-slot region (not attached yet).
+    struct Fixture {
+        dev: *mut ioswitch_dev,
+        q: *mut ioswitch_queue,
+        buf: *mut c_void,
+        r: *mut ioswitch_region,
+        path: std::path::PathBuf,
+    }
+
+    impl Fixture {
+        fn new(name: &str, opts: &str) -> Fixture {
+            let path = std::env::temp_dir().join(format!("ioswitch-capi-lean-{name}-{}.img", std::process::id()));
+            let _ = std::fs::remove_file(&path);
+            let uri = CString::new(path.to_str().unwrap()).unwrap();
+            let opts = CString::new(format!("create=1,size=1MiB,{opts}")).unwrap();
+            let (mut dev, mut q, mut r) = (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
+            assert_eq!(s_dev_open(uri.as_ptr(), opts.as_ptr(), &mut dev), 0, "{}", last_string());
+            assert_eq!(s_queue_init(dev, 8, &mut q), 0, "{}", last_string());
+            let buf = s_buf_alloc(dev, 4 * SLOT);
+            assert!(!buf.is_null());
+            assert_eq!(s_region_new(buf, SLOT as u64, &mut r), 0, "{}", last_string());
+            Fixture { dev, q, buf, r, path }
+        }
+        fn slot(&self, i: usize) -> *mut c_void {
+            self.buf.cast::<u8>().wrapping_add(i * SLOT).cast()
+        }
+        fn attach(&self) {
+            assert_eq!(s_queue_attach(self.q, self.r), 0, "{}", last_string());
+        }
+    }
+
+    impl Drop for Fixture {
+        fn drop(&mut self) {
+            // SAFETY: q, r, buf and dev are live and used by this thread only.
+            unsafe {
+                assert_eq!(ioswitch_queue_term(self.q), 0);
+                assert_eq!(ioswitch_region_free(self.r), 0, "{}", last_string());
+                assert_eq!(ioswitch_buf_free(self.buf), 0, "{}", last_string());
+                ioswitch_dev_close(self.dev);
+            }
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+
+    fn fs_cmd(write: bool, off: u64, len: u64) -> ioswitch_cmd {
+        let mut c = ioswitch_cmd::default();
+        // SAFETY: c is a valid out location.
+        let r = unsafe {
+            if write {
+                ioswitch_cmd_fs_write(off, len, &mut c)
+            } else {
+                ioswitch_cmd_fs_read(off, len, &mut c)
+            }
+        };
+        assert_eq!(r, 0);
+        c
+    }
+
+    fn reap(q: *mut ioswitch_queue, min: u32, max: u32) -> Vec<ioswitch_event> {
+        let mut evs = vec![ioswitch_event::default(); max as usize];
+        let n = s_queue_reap_at(q, min, max, evs.as_mut_ptr());
+        assert!(n >= min as c_int, "{n}: {}", last_string());
+        evs.truncate(n as usize);
+        evs
+    }
+
+    #[test]
+    fn data_written_from_one_slot_reads_back_into_another_with_the_64_bit_user_data() {
+        for iface in ["thrpool", "emu", "io_uring"] {
+            let f = Fixture::new(&format!("rw-{iface}"), &format!("async={iface}"));
+            f.attach();
+            let src = f.slot(1).cast::<u8>();
+            // SAFETY: slot 1 is idle region memory (the caller's to write).
+            let bytes = unsafe { std::slice::from_raw_parts_mut(src, SLOT) };
+            bytes.iter_mut().enumerate().for_each(|(i, b)| *b = (i * 7 + 3) as u8);
+            let ud_w = 0xfeed_0000_0000_0001_u64;
+            let r = s_queue_submit_at(f.q, &fs_cmd(true, 8192, 4096), f.slot(1), 4096, ud_w);
+            assert_eq!(r, 0, "{iface}: {}", last_string());
+            let evs = reap(f.q, 1, 4);
+            assert_eq!(evs.len(), 1);
+            assert_eq!((evs[0].user_data, evs[0].result, evs[0].status, evs[0].errnum), (ud_w, 4096, 0, 0), "{iface}");
+            // Read the first 512 of those bytes back into slot 2's second half (an
+            // address inside the slot, not its start).
+            let half = f.slot(2).cast::<u8>().wrapping_add(2048).cast::<c_void>();
+            let r = s_queue_submit_at(f.q, &fs_cmd(false, 8192, 512), half, 512, u64::MAX);
+            assert_eq!(r, 0, "{iface}: {}", last_string());
+            let evs = reap(f.q, 1, 1);
+            assert_eq!((evs[0].user_data, evs[0].result), (u64::MAX, 512), "{iface}");
+            // SAFETY: both slots are idle again, the caller's to read.
+            let (a, b) =
+                unsafe { (std::slice::from_raw_parts(src, 512), std::slice::from_raw_parts(half.cast::<u8>(), 512)) };
+            assert_eq!(a, b, "{iface}");
+        }
+    }
+
+    #[test]
+    fn a_slot_in_flight_a_range_outside_or_across_slots_and_a_classic_call_are_refused() {
+        let f = Fixture::new("refuse", "async=nil");
+        let cmd = fs_cmd(true, 0, 4096);
+        // No region attached: the lean functions refuse the queue.
+        assert_eq!(s_queue_submit_at(f.q, &cmd, f.slot(0), 4096, 1), -libc::EINVAL);
+        assert!(last_string().contains("no region attached"), "{}", last_string());
+        let mut ev = [ioswitch_event::default(); 1];
+        assert_eq!(s_queue_reap_at(f.q, 0, 1, ev.as_mut_ptr()), -libc::EINVAL);
+        f.attach();
+        // Attached twice.
+        assert_eq!(s_queue_attach(f.q, f.r), -libc::EINVAL);
+        // A buffer of its own, not in the region.
+        let other = s_buf_alloc(f.dev, 4096);
+        assert_eq!(s_queue_submit_at(f.q, &cmd, other, 4096, 1), -libc::EINVAL);
+        assert!(last_string().contains("not inside a region attached to this queue"), "{}", last_string());
+        // Past the region's end, and across the end of slot 0.
+        assert_eq!(s_queue_submit_at(f.q, &cmd, f.slot(4), 4096, 1), -libc::EINVAL);
+        let mid = f.buf.cast::<u8>().wrapping_add(512).cast::<c_void>();
+        assert_eq!(s_queue_submit_at(f.q, &cmd, mid, 4096, 1), -libc::EINVAL);
+        assert!(last_string().contains("cross the end of their 4096-byte slot"), "{}", last_string());
+        // Address and length disagree about having data.
+        assert_eq!(s_queue_submit_at(f.q, &cmd, ptr::null_mut(), 4096, 1), -libc::EINVAL);
+        // A slot in flight: taken once, refused again (also at another address in it).
+        assert_eq!(s_queue_submit_at(f.q, &cmd, f.slot(0), 4096, 1), 0, "{}", last_string());
+        assert_eq!(s_queue_submit_at(f.q, &cmd, mid, 512, 2), -libc::EBUSY);
+        assert!(last_string().contains("already belongs to a command"), "{}", last_string());
+        // The classic functions refuse a queue with a region.
+        let p = other;
+        assert_eq!(s_queue_submit(f.q, &cmd, &p, 1, ptr::null_mut()), -libc::EINVAL);
+        assert!(last_string().contains("has a region attached"), "{}", last_string());
+        let mut cpl = [ioswitch_cpl::new(ptr::null_mut(), Status::OK, 0); 1];
+        assert_eq!(s_queue_reap(f.q, 0, 1, cpl.as_mut_ptr()), -libc::EINVAL);
+        assert_eq!(s_queue_poke(f.q, 0), -libc::EINVAL);
+        // The region's buffer cannot be freed, nor the region while attached.
+        assert_eq!(s_buf_free(f.buf), -libc::EBUSY);
+        assert_eq!(s_region_free(f.r), -libc::EBUSY);
+        assert!(last_string().contains("attached to 1 queue"), "{}", last_string());
+        // An array too small for what must be waited for; no array; max 0.
+        assert_eq!(s_queue_reap_at(f.q, 2, 1, ev.as_mut_ptr()), -libc::EINVAL);
+        assert!(last_string().contains("min 2 and max 1"), "{}", last_string());
+        assert_eq!(s_queue_reap_at(f.q, 0, 1, ptr::null_mut()), -libc::EINVAL);
+        assert_eq!(s_queue_reap_at(f.q, 0, 0, ev.as_mut_ptr()), -libc::EINVAL);
+        // The command is still there, and its slot is free once it is reaped.
+        let evs = reap(f.q, 1, 1);
+        assert_eq!(evs[0].user_data, 1);
+        assert_eq!(s_queue_submit_at(f.q, &fs_cmd(true, 0, 512), mid, 512, 3), 0, "{}", last_string());
+        assert_eq!(reap(f.q, 1, 1)[0].user_data, 3);
+        assert_eq!(s_buf_free(other), 0);
+    }
+
+    #[test]
+    fn a_region_of_another_queue_is_foreign_and_attach_waits_for_classic_commands() {
+        let f = Fixture::new("foreign", "async=nil");
+        let mut q2 = ptr::null_mut();
+        assert_eq!(s_queue_init(f.dev, 4, &mut q2), 0);
+        // q2 has a classic command outstanding: attaching waits for it to be reaped.
+        let own = s_buf_alloc(f.dev, 4096);
+        let cmd = fs_cmd(false, 0, 4096);
+        assert_eq!(s_queue_submit(q2, &cmd, &own, 1, ptr::null_mut()), 0);
+        let mut r2 = ptr::null_mut();
+        let buf2 = s_buf_alloc(f.dev, 2 * SLOT);
+        assert_eq!(s_region_new(buf2, SLOT as u64, &mut r2), 0);
+        assert_eq!(s_queue_attach(q2, r2), -libc::EBUSY);
+        assert_eq!(s_queue_poke(q2, 0), 1);
+        assert_eq!(s_queue_attach(q2, r2), 0, "{}", last_string());
+        // f.r belongs to f.q only: q2 refuses its memory.
+        f.attach();
+        assert_eq!(s_queue_submit_at(q2, &cmd, f.slot(0), 4096, 9), -libc::EINVAL);
+        assert!(last_string().contains("not inside a region attached to this queue"), "{}", last_string());
+        assert_eq!(s_queue_submit_at(q2, &cmd, buf2, 4096, 9), 0);
+        // Terminating q2 waits for its command and detaches r2: then it can be freed.
+        assert_eq!(s_region_free(r2), -libc::EBUSY);
+        assert_eq!(s_queue_term(q2), 0);
+        assert_eq!(s_region_free(r2), 0, "{}", last_string());
+        assert_eq!(s_buf_free(buf2), 0);
+        assert_eq!(s_buf_free(own), 0);
+    }
+
+    #[test]
+    fn completions_beyond_max_are_kept_and_counted_and_commands_without_data_take_none() {
+        let f = Fixture::new("kept", "async=nil");
+        f.attach();
+        let mut flush = ioswitch_cmd::default();
+        assert_eq!(s_cmd_fs_flush(&mut flush), 0);
+        for i in 0..4u64 {
+            assert_eq!(s_queue_submit_at(f.q, &fs_cmd(false, 0, 4096), f.slot(i as usize), 4096, i), 0);
+        }
+        assert_eq!(s_queue_submit_at(f.q, &flush, ptr::null_mut(), 0, 100), 0, "{}", last_string());
+        // Waiting for 1 reaps all 5 from nil: 2 handed over, 3 kept and still counted.
+        let first = reap(f.q, 1, 2);
+        assert_eq!(first.len(), 2);
+        assert_eq!(s_queue_outstanding(f.q), 3);
+        let rest = reap(f.q, 3, 8);
+        assert_eq!(rest.len(), 3);
+        let mut ud: Vec<u64> = first.iter().chain(&rest).map(|e| e.user_data).collect();
+        ud.sort_unstable();
+        assert_eq!(ud, [0, 1, 2, 3, 100]);
+        assert_eq!(s_queue_outstanding(f.q), 0);
+        // Every slot is free again.
+        for i in 0..4 {
+            assert_eq!(s_queue_submit_at(f.q, &fs_cmd(false, 0, 4096), f.slot(i), 4096, 7), 0);
+        }
+        assert_eq!(reap(f.q, 4, 4).len(), 4);
+    }
+
+    #[test]
+    fn a_region_refuses_a_bad_buffer_or_slot_length() {
+        let mut r = ptr::null_mut();
+        let b = s_buf_alloc(ptr::null(), 8192);
+        assert_eq!(s_region_new(b, 0, &mut r), -libc::EINVAL);
+        assert_eq!(s_region_new(b, 8193, &mut r), -libc::EINVAL);
+        assert!(last_string().contains("use 1..=8192"), "{}", last_string());
+        let inside = b.cast::<u8>().wrapping_add(16).cast::<c_void>();
+        assert_eq!(s_region_new(inside, 16, &mut r), -libc::EINVAL);
+        assert!(r.is_null());
+        // One region per buffer.
+        assert_eq!(s_region_new(b, 4096, &mut r), 0);
+        let mut r2 = ptr::null_mut();
+        assert_eq!(s_region_new(b, 4096, &mut r2), -libc::EBUSY);
+        assert_eq!(s_region_free(r), 0);
+        assert_eq!(s_region_free(ptr::null_mut()), 0);
+        assert_eq!(s_buf_free(b), 0);
+    }
+}

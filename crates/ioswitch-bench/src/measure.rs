@@ -446,7 +446,7 @@ pub(crate) fn measure(
             continue;
         }
         if let Some(p) = on_open_controller(&prepared, &item.spec, n as u32) {
-            prepared.push(Some(p));
+            prepared.push(Some(p.map_err(|e| BenchError::Interface { iface: item.iface, source: Box::new(e) })?));
             continue;
         }
         match run::prepare(&item.spec, n as u32, say) {
@@ -522,11 +522,16 @@ pub(crate) fn measure(
 }
 
 /// A point on a PCI address whose controller an earlier point of the same run already
-/// holds open: that point's device, with this point's job (name, depth, job count).
-/// A controller opens once per process (its VFIO group is exclusive: a second open is
-/// EBUSY), and the points run one at a time. `None` for any other target, or when no
-/// earlier point has the same job up to name, depth and job count.
-fn on_open_controller(earlier: &[Option<Prepared>], spec: &JobSpec, groupid: u32) -> Option<Prepared> {
+/// holds open: that point's device, with this point's job (name, depth, job count,
+/// block size; checked against the device as a fresh open's would be). A controller
+/// opens once per process (its VFIO group is exclusive: a second open is EBUSY), and the
+/// points run one at a time. `None` for any other target, or when no earlier point has
+/// the same job up to name, depth, job count and block size.
+fn on_open_controller(
+    earlier: &[Option<Prepared>],
+    spec: &JobSpec,
+    groupid: u32,
+) -> Option<Result<Prepared, BenchError>> {
     let pci =
         spec.filename.first().is_some_and(|f| matches!(ioswitch::uri::parse(f), Ok(ioswitch::uri::Target::Pci(_))));
     if !pci || spec.file_count() != 1 {
@@ -537,6 +542,7 @@ fn on_open_controller(earlier: &[Option<Prepared>], spec: &JobSpec, groupid: u32
         s.name.clone_from(&spec.name);
         s.iodepth = spec.iodepth;
         s.numjobs = spec.numjobs;
+        s.bs = spec.bs;
         s == *spec
     };
     let e = earlier.iter().flatten().find(|p| same(&p.spec))?;
@@ -547,10 +553,14 @@ fn on_open_controller(earlier: &[Option<Prepared>], spec: &JobSpec, groupid: u32
         p.job.iodepth = spec.iodepth.max(1);
     }
     p.job.name.clone_from(&spec.name);
+    p.job.bs = [spec.bs.read, spec.bs.write];
     p.job.group = groupid;
     p.groupid = groupid;
     p.spec = spec.clone();
-    Some(p)
+    if let Err(source) = engine::check_job(&p.job, &p.dev) {
+        return Some(Err(BenchError::Check { at: crate::error::At::new(spec, "size"), source }));
+    }
+    Some(Ok(p))
 }
 
 fn drop_iface(prepared: &mut [Option<Prepared>], items: &[Item], iface: Iface) {
@@ -846,7 +856,11 @@ mod tests {
         next.name = "s-vfio-j2-qd16".into();
         next.iodepth = 16;
         next.numjobs = 2;
-        let q = on_open_controller(&earlier, &next, 2).expect("the same job up to name, depth and job count");
+        next.bs.read = 8192;
+        let q = on_open_controller(&earlier, &next, 2)
+            .expect("the same job up to name, depth, job count and block size")
+            .unwrap();
+        assert_eq!(q.job.bs[0], 8192);
         assert_eq!((q.job.iodepth, q.spec.numjobs, q.job.name.as_str()), (16, 2, "s-vfio-j2-qd16"));
         assert_eq!((q.groupid, q.job.group), (2, 2));
         assert_eq!(q.dev.uri(), p.dev.uri(), "the earlier point's device");
@@ -859,6 +873,11 @@ mod tests {
         let mut earlier_file = p.clone();
         earlier_file.spec.filename = file.filename.clone();
         assert!(on_open_controller(&[Some(earlier_file)], &file, 2).is_none());
+        // A block size the region cannot hold is refused as a fresh open's check would.
+        let mut odd = next.clone();
+        odd.bs.read = 2 << 20;
+        let e = on_open_controller(&earlier, &odd, 2).expect("the same controller").unwrap_err().to_string();
+        assert!(e.contains("s-vfio-j2-qd16"), "{e}");
     }
 
     #[test]

@@ -20,12 +20,46 @@
 # emulator's. What carries over is the shape: the order of CPU and syscalls per I/O.
 # Not a stage of ./scripts/test (minutes of guest time).
 #
+# --scaling: the paper's scaling study instead (`ioswitch bench sweep --variants`, jobs ×
+# queue depth × variant, 4 KiB random reads) on the same controller: the kernel variants
+# iou, iou+p (IOPOLL, on the namespace's poll queue), iou+k (SQPOLL) and libaio on
+# /dev/nvmeXn1 (O_DIRECT), then, bound to vfio-pci, `vfio` on 0000:00:05.0. The two
+# sweeps' study.csv files are merged by `ioswitch bench sweep --from-csv` into
+# target/scaling-study/study.csv and the paper's plots (iops-vs-qd-jN.svg per job count,
+# iops-vs-jobs-qdD.svg per depth); table.md there has IOPS median [min–max] per cell.
+# Each sweep interleaves its own repetitions; the rebind sits between the two sweeps.
+# Release build.
+#
 # Usage: tests/vm/pci-study.sh [--reps N] [--runtime SECS]
+#        tests/vm/pci-study.sh --scaling [--reps N] [--runtime SECS] [--jobs 1,2] [--qd 1,4,16]
 set -euo pipefail
 
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd -- "$here/../.." && pwd)
 addr=0000:00:05.0
+
+if [[ ${1:-} == --guest-scaling ]]; then
+    # ------------------------------------------------- inside the guest: --scaling
+    out=$2 reps=$3 runtime=$4 jobs=$5 qds=$6
+    cli=$root/target/release/ioswitch
+    for m in vfio-pci vfio_iommu_type1; do modprobe -d "$IOSWITCH_VM_MODROOT" "$m"; done
+    ctrl=$(basename "$(ls -d /sys/bus/pci/devices/$addr/nvme/nvme*)")
+    ns=
+    for b in /sys/block/"$ctrl"n*; do [[ $(cat "$b/nsid") == 1 ]] && ns=$(basename "$b"); done
+    echo "guest: $addr is $ctrl, nsid 1 = /dev/$ns; io_poll=$(cat /sys/block/$ns/queue/io_poll)"
+    [[ $(cat /sys/block/$ns/queue/io_poll) == 1 ]] || { echo "no poll queue (nvme.poll_queues)" >&2; exit 1; }
+    job=(--name=s --rw=randread --bs=4k --size=64m --runtime="$runtime" --time_based --norandommap --randrepeat=0)
+    sweep() { # VARIANTS OUTDIR FIO-ARGS…
+        "$cli" bench sweep --variants "$1" --jobs "$jobs" --qd "$qds" --reps "$reps" --out "$2" "${job[@]}" "${@:3}"
+    }
+    echo "== kernel driver: iou, iou+p, iou+k, libaio on /dev/$ns"
+    sweep iou,iou+p,iou+k,libaio "$out/kernel" --filename="/dev/$ns" --direct=1
+    echo "== user-space driver: vfio on $addr"
+    "$cli" driver bind vfio "$addr"
+    sweep vfio "$out/vfio" --filename="${addr//:/\\:}" --ioengine=ioswitch --ioswitch_opts=nsid=1
+    "$cli" driver bind nvme "$addr"
+    exit 0
+fi
 
 if [[ ${1:-} == --guest ]]; then
     # ------------------------------------------------------------ inside the guest
@@ -71,15 +105,50 @@ if [[ ${1:-} == --guest ]]; then
 fi
 
 # ---------------------------------------------------------------- on the host
-reps=3 runtime=3
+reps=3 runtime=3 scaling=0 jobs=1,2 qds=1,4,16
+usage="usage: tests/vm/pci-study.sh [--reps N] [--runtime SECS] | --scaling [--reps N] [--runtime SECS] [--jobs LIST] [--qd LIST]"
 while (($#)); do
     case $1 in
         --reps) reps=$2; shift 2 ;;
         --runtime) runtime=$2; shift 2 ;;
-        *) echo "usage: tests/vm/pci-study.sh [--reps N] [--runtime SECS]" >&2; exit 2 ;;
+        --scaling) scaling=1; shift ;;
+        --jobs) jobs=$2; shift 2 ;;
+        --qd) qds=$2; shift 2 ;;
+        *) echo "$usage" >&2; exit 2 ;;
     esac
 done
 cd "$root"
+if ((scaling)); then
+    cargo build --release -p ioswitch-cli
+    out=$root/target/scaling-study
+    rm -rf "$out"
+    mkdir -p "$out"
+    "$here/run.sh" --iommu --rw "$out" --timeout "${IOSWITCH_VM_TIMEOUT:-1500}" -- \
+        "$here/pci-study.sh" --guest-scaling "$out" "$reps" "$runtime" "$jobs" "$qds"
+    # One study of both sweeps: the merged study.csv and the paper's plots.
+    "$root/target/release/ioswitch" bench sweep --from-csv "$out/kernel/study.csv" --from-csv "$out/vfio/study.csv" --out "$out"
+    python3 - "$out/study.csv" "$out/kernel/study.json" "$out/vfio/study.json" <<'PY' | tee "$out/table.md"
+import csv, json, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+qds = sorted({int(r["qd"]) for r in rows})
+def k(v):
+    return f"{v / 1000:.1f}k" if v >= 1000 else f"{v:.0f}"
+print("| variant | jobs | " + " | ".join(f"qd {q}" for q in qds) + " |")
+print("|---|---|" + "---|" * len(qds))
+seen = []
+for r in rows:
+    if (r["variant"], r["jobs"]) not in seen:
+        seen.append((r["variant"], r["jobs"]))
+for v, j in seen:
+    cells = {int(r["qd"]): r for r in rows if (r["variant"], r["jobs"]) == (v, j)}
+    line = [f"{k(float(c['iops']))} [{k(float(c['iops_min']))}–{k(float(c['iops_max']))}]" if (c := cells.get(q)) else "—" for q in qds]
+    print(f"| {v} | {j} | " + " | ".join(line) + " |")
+for f in sys.argv[2:]:
+    for r in json.load(open(f))["refused"]:
+        print(f"\nrefused {r['variant']}: {r['reason']}")
+PY
+    exit 0
+fi
 cargo build -p ioswitch-cli
 out=$root/target/pci-study
 rm -rf "$out"

@@ -445,6 +445,10 @@ pub(crate) fn measure(
             prepared.push(None);
             continue;
         }
+        if let Some(p) = on_open_controller(&prepared, &item.spec, n as u32) {
+            prepared.push(Some(p.map_err(|e| BenchError::Interface { iface: item.iface, source: Box::new(e) })?));
+            continue;
+        }
         match run::prepare(&item.spec, n as u32, say) {
             Ok(p) => prepared.push(Some(p)),
             Err(e) if skip_unavailable => {
@@ -515,6 +519,48 @@ pub(crate) fn measure(
         })
         .collect();
     Ok((points, skipped))
+}
+
+/// A point on a PCI address whose controller an earlier point of the same run already
+/// holds open: that point's device, with this point's job (name, depth, job count,
+/// block size; checked against the device as a fresh open's would be). A controller
+/// opens once per process (its VFIO group is exclusive: a second open is EBUSY), and the
+/// points run one at a time. `None` for any other target, or when no earlier point has
+/// the same job up to name, depth, job count and block size.
+fn on_open_controller(
+    earlier: &[Option<Prepared>],
+    spec: &JobSpec,
+    groupid: u32,
+) -> Option<Result<Prepared, BenchError>> {
+    let pci =
+        spec.filename.first().is_some_and(|f| matches!(ioswitch::uri::parse(f), Ok(ioswitch::uri::Target::Pci(_))));
+    if !pci || spec.file_count() != 1 {
+        return None;
+    }
+    let same = |s: &JobSpec| {
+        let mut s = s.clone();
+        s.name.clone_from(&spec.name);
+        s.iodepth = spec.iodepth;
+        s.numjobs = spec.numjobs;
+        s.bs = spec.bs;
+        s == *spec
+    };
+    let e = earlier.iter().flatten().find(|p| same(&p.spec))?;
+    let mut p = e.clone();
+    // The earlier job's depth is its spec's, unless its mode runs at depth 1 regardless.
+    let forced = e.job.iodepth != e.spec.iodepth.max(1);
+    if !forced {
+        p.job.iodepth = spec.iodepth.max(1);
+    }
+    p.job.name.clone_from(&spec.name);
+    p.job.bs = [spec.bs.read, spec.bs.write];
+    p.job.group = groupid;
+    p.groupid = groupid;
+    p.spec = spec.clone();
+    if let Err(source) = engine::check_job(&p.job, &p.dev) {
+        return Some(Err(BenchError::Check { at: crate::error::At::new(spec, "size"), source }));
+    }
+    Some(Ok(p))
 }
 
 fn drop_iface(prepared: &mut [Option<Prepared>], items: &[Item], iface: Iface) {
@@ -793,6 +839,46 @@ impl Drop for TempDir {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_point_on_an_open_controller_takes_its_device_with_its_own_job() {
+        // The first point's device is opened on a ramdisk (no controller here); its spec
+        // then names a PCI address, as a vfio point's does.
+        let pci = "0000:00:05.0".to_string();
+        let mut first = JobSpec::new("s-vfio-j1-qd1");
+        first.filename = vec!["ramdisk:1m".into()];
+        first.rw = Rw::RandRead;
+        first.iodepth = 1;
+        let mut p = run::prepare(&spec_for(&first, Iface::Async(AsyncIface::Nil)), 0, &mut |_| {}).unwrap();
+        p.spec.filename = vec![pci.clone()];
+        let earlier = vec![Some(p.clone()), None];
+        let mut next = p.spec.clone();
+        next.name = "s-vfio-j2-qd16".into();
+        next.iodepth = 16;
+        next.numjobs = 2;
+        next.bs.read = 8192;
+        let q = on_open_controller(&earlier, &next, 2)
+            .expect("the same job up to name, depth, job count and block size")
+            .unwrap();
+        assert_eq!(q.job.bs[0], 8192);
+        assert_eq!((q.job.iodepth, q.spec.numjobs, q.job.name.as_str()), (16, 2, "s-vfio-j2-qd16"));
+        assert_eq!((q.groupid, q.job.group), (2, 2));
+        assert_eq!(q.dev.uri(), p.dev.uri(), "the earlier point's device");
+        // Another job on the controller, or a target that is not a PCI address, opens its own.
+        let mut other = next.clone();
+        other.rw = Rw::Read;
+        assert!(on_open_controller(&earlier, &other, 2).is_none());
+        let mut file = next.clone();
+        file.filename = vec!["ramdisk:1m".into()];
+        let mut earlier_file = p.clone();
+        earlier_file.spec.filename = file.filename.clone();
+        assert!(on_open_controller(&[Some(earlier_file)], &file, 2).is_none());
+        // A block size the region cannot hold is refused as a fresh open's check would.
+        let mut odd = next.clone();
+        odd.bs.read = 2 << 20;
+        let e = on_open_controller(&earlier, &odd, 2).expect("the same controller").unwrap_err().to_string();
+        assert!(e.contains("s-vfio-j2-qd16"), "{e}");
+    }
 
     #[test]
     fn spread_takes_the_median_and_extremes() {

@@ -389,59 +389,23 @@ impl StudyResult {
         out
     }
 
-    fn series(&self, keep: impl Fn(&StudyPoint) -> bool, x: impl Fn(&StudyPoint) -> f64) -> Vec<Series> {
-        self.variants
-            .iter()
-            .map(|&v| {
-                let mut points: Vec<(f64, f64)> = self
-                    .points
-                    .iter()
-                    .filter(|p| p.variant == v && keep(p))
-                    .map(|p| (x(p), p.point.summary.iops.median))
-                    .collect();
-                points.sort_by(|a, b| a.0.total_cmp(&b.0));
-                Series { name: v.to_string(), points }
-            })
-            .collect()
-    }
-
     /// The charts with their file names: `iops-vs-qd-jN.svg` for each job count N,
     /// `iops-vs-jobs-qdD.svg` for each queue depth D (only when more than one job count
     /// was run).
     pub fn charts(&self) -> Vec<(String, LineChart)> {
         let rw = self.job.split(' ').next().unwrap_or("");
-        let mut out = Vec::new();
-        for &j in &self.jobs {
-            out.push((
-                format!("iops-vs-qd-j{j}.svg"),
-                LineChart {
-                    title: format!("IOPS vs queue depth, {j} job{} ({rw})", if j == 1 { "" } else { "s" }),
-                    x_label: "queue depth per job (log2 scale)".into(),
-                    y_label: "IOPS (I/Os per second)".into(),
-                    x_scale: Scale::Log2,
-                    x_ticks: TickFormat::Number,
-                    y_ticks: TickFormat::Si,
-                    series: self.series(|p| p.jobs == j, |p| p.point.qd as f64),
-                },
-            ));
-        }
-        if self.jobs.len() > 1 {
-            for &qd in &self.qds {
-                out.push((
-                    format!("iops-vs-jobs-qd{qd}.svg"),
-                    LineChart {
-                        title: format!("IOPS vs number of jobs, queue depth {qd} ({rw})"),
-                        x_label: "jobs (log2 scale)".into(),
-                        y_label: "IOPS (I/Os per second)".into(),
-                        x_scale: Scale::Log2,
-                        x_ticks: TickFormat::Number,
-                        y_ticks: TickFormat::Si,
-                        series: self.series(|p| p.point.qd == qd, |p| p.jobs as f64),
-                    },
-                ));
-            }
-        }
-        out
+        let labels: Vec<String> = self.variants.iter().map(|v| v.to_string()).collect();
+        let points: Vec<ChartPoint> = self
+            .points
+            .iter()
+            .map(|p| ChartPoint {
+                variant: p.variant.to_string(),
+                jobs: p.jobs,
+                qd: p.point.qd,
+                iops: p.point.summary.iops.median,
+            })
+            .collect();
+        charts_of(Some(rw), &labels, &self.jobs, &self.qds, &points)
     }
 
     /// Writes `study.csv`, `study.json` and the charts into `dir` (created when
@@ -449,6 +413,78 @@ impl StudyResult {
     pub fn write_all(&self, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
         measure::write_result(dir, "study", self.to_csv(), &self.to_json(), self.charts())
     }
+}
+
+/// One point of a study chart: a variant's median IOPS at a job count and queue depth.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChartPoint {
+    /// The legend label (a variant's, or as written in a CSV file).
+    pub variant: String,
+    /// Jobs.
+    pub jobs: u32,
+    /// Queue depth per job.
+    pub qd: u32,
+    /// Median IOPS.
+    pub iops: f64,
+}
+
+/// The study's charts, as the paper draws them, of `points`: `iops-vs-qd-jN.svg` for
+/// each job count of `jobs`, one line per label of `labels`; and, with more than one job
+/// count, `iops-vs-jobs-qdD.svg` for each queue depth of `qds`. `rw`, when known, goes
+/// into the titles. A label without points at a chart's job count (or depth) has no line
+/// there.
+pub fn charts_of(
+    rw: Option<&str>,
+    labels: &[String],
+    jobs: &[u32],
+    qds: &[u32],
+    points: &[ChartPoint],
+) -> Vec<(String, LineChart)> {
+    let rw = rw.filter(|r| !r.is_empty()).map(|r| format!(" ({r})")).unwrap_or_default();
+    let series = |keep: &dyn Fn(&ChartPoint) -> bool, x: &dyn Fn(&ChartPoint) -> f64| -> Vec<Series> {
+        labels
+            .iter()
+            .map(|l| {
+                let mut pts: Vec<(f64, f64)> =
+                    points.iter().filter(|p| &p.variant == l && keep(p)).map(|p| (x(p), p.iops)).collect();
+                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                Series { name: l.clone(), points: pts }
+            })
+            .filter(|s| !s.points.is_empty())
+            .collect()
+    };
+    let mut out = Vec::new();
+    for &j in jobs {
+        out.push((
+            format!("iops-vs-qd-j{j}.svg"),
+            LineChart {
+                title: format!("IOPS vs queue depth, {j} job{}{rw}", if j == 1 { "" } else { "s" }),
+                x_label: "queue depth per job (log2 scale)".into(),
+                y_label: "IOPS (I/Os per second)".into(),
+                x_scale: Scale::Log2,
+                x_ticks: TickFormat::Number,
+                y_ticks: TickFormat::Si,
+                series: series(&|p| p.jobs == j, &|p| p.qd as f64),
+            },
+        ));
+    }
+    if jobs.len() > 1 {
+        for &qd in qds {
+            out.push((
+                format!("iops-vs-jobs-qd{qd}.svg"),
+                LineChart {
+                    title: format!("IOPS vs number of jobs, queue depth {qd}{rw}"),
+                    x_label: "jobs (log2 scale)".into(),
+                    y_label: "IOPS (I/Os per second)".into(),
+                    x_scale: Scale::Log2,
+                    x_ticks: TickFormat::Number,
+                    y_ticks: TickFormat::Si,
+                    series: series(&|p| p.qd == qd, &|p| p.jobs as f64),
+                },
+            ));
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -9,12 +9,20 @@
 //! Interface names are taken as written (`io_uring+iopoll`, `vfio 2 jobs`): a row is a
 //! legend entry, not an interface the library must know.
 //!
+//! The scaling study's `study.csv` files (`ioswitch bench sweep --variants …`) are taken
+//! too: the same study run on two targets (the kernel variants on a namespace, then
+//! `vfio` on the controller's PCI address after a rebind; tests/vm/pci-study.sh
+//! --scaling) merges into one `study.csv` and the study's charts ([`crate::scaling`]):
+//! IOPS vs queue depth per job count, IOPS vs jobs per queue depth. All files given
+//! together are of one kind; a variant at the same job count and depth twice is refused.
+//!
 //! Plots, at the sweep's plot block size (4 KiB when present, else the smallest), one
 //! line per interface over queue depth: mean latency, IOPS, process CPU per I/O
 //! (`process_cpu_pct / 100 / iops`) and syscalls per I/O; with more than one block size,
 //! mean latency vs block size at the smallest queue depth too.
 
 use crate::plot::{LineChart, Scale, Series, TickFormat};
+use crate::scaling::{self, ChartPoint};
 use crate::sweep::CSV_HEADER;
 use std::path::{Path, PathBuf};
 
@@ -29,11 +37,35 @@ pub enum CsvError {
         /// Why.
         source: std::io::Error,
     },
-    /// The first line is not the sweep's header.
-    #[error("--from-csv {}: the first line is not sweep.csv's header ({CSV_HEADER})", path.display())]
+    /// The first line is not the sweep's header, nor the study's.
+    #[error("--from-csv {}: the first line is neither sweep.csv's header ({CSV_HEADER}) nor study.csv's ({})", path.display(), scaling::CSV_HEADER)]
     Header {
         /// The file.
         path: PathBuf,
+    },
+    /// sweep.csv and study.csv files given together.
+    #[error("--from-csv: {} is a sweep.csv and {} a study.csv; give files of one kind", sweep.display(), study.display())]
+    Mixed {
+        /// A sweep.csv file.
+        sweep: PathBuf,
+        /// A study.csv file.
+        study: PathBuf,
+    },
+    /// The same study point in two rows.
+    #[error("--from-csv: {variant} with {jobs} job(s) at qd {qd} is in {} and again in {} line {line}", first.display(), path.display())]
+    StudyTwice {
+        /// The variant.
+        variant: String,
+        /// Jobs.
+        jobs: u32,
+        /// Queue depth.
+        qd: u32,
+        /// Where it was first.
+        first: PathBuf,
+        /// Where it is again.
+        path: PathBuf,
+        /// The line there.
+        line: usize,
     },
     /// A row is malformed.
     #[error("--from-csv {} line {line}: {why}", path.display())]
@@ -258,22 +290,143 @@ pub fn charts(rows: &[Row]) -> Vec<(&'static str, LineChart, bool)> {
     out
 }
 
+/// One row of a study.csv: the columns its charts use, and the line as written.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StudyRow {
+    /// The point.
+    pub point: ChartPoint,
+    /// The line, as written (the merged study.csv repeats it).
+    pub text: String,
+    /// The file it came from.
+    pub file: PathBuf,
+}
+
+/// The rows of the study.csv texts `files` (path, text), in order, merged.
+pub fn parse_study(files: &[(PathBuf, String)]) -> Result<Vec<StudyRow>, CsvError> {
+    let cols: Vec<&str> = scaling::CSV_HEADER.split(',').collect();
+    let at = |name: &str| cols.iter().position(|c| *c == name).expect("a column of the study's CSV_HEADER");
+    let (c_var, c_jobs, c_qd, c_iops) = (at("variant"), at("jobs"), at("qd"), at("iops"));
+    let mut rows: Vec<StudyRow> = Vec::new();
+    for (path, text) in files {
+        let mut lines = text.lines();
+        if lines.next().map(str::trim_end) != Some(scaling::CSV_HEADER) {
+            return Err(CsvError::Header { path: path.clone() });
+        }
+        for (i, l) in lines.enumerate() {
+            let line = i + 2;
+            if l.trim().is_empty() {
+                continue;
+            }
+            let bad = |why: String| CsvError::Row { path: path.clone(), line, why };
+            let f: Vec<&str> = l.split(',').collect();
+            if f.len() != cols.len() {
+                return Err(bad(format!("{} fields, the header has {}", f.len(), cols.len())));
+            }
+            let count = |c: usize, what: &str| -> Result<u32, CsvError> {
+                f[c].trim()
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| bad(format!("{} is {:?}, not {what} ≥ 1", cols[c], f[c])))
+            };
+            let variant = f[c_var].trim().to_string();
+            if variant.is_empty() {
+                return Err(bad("the variant is empty".into()));
+            }
+            let point = ChartPoint {
+                variant,
+                jobs: count(c_jobs, "a number of jobs")?,
+                qd: count(c_qd, "a queue depth")?,
+                iops: f[c_iops]
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|v| v.is_finite() && *v >= 0.0)
+                    .ok_or_else(|| bad(format!("iops is {:?}, not a number ≥ 0", f[c_iops])))?,
+            };
+            if let Some(r) = rows
+                .iter()
+                .find(|r| (&r.point.variant, r.point.jobs, r.point.qd) == (&point.variant, point.jobs, point.qd))
+            {
+                return Err(CsvError::StudyTwice {
+                    variant: point.variant,
+                    jobs: point.jobs,
+                    qd: point.qd,
+                    first: r.file.clone(),
+                    path: path.clone(),
+                    line,
+                });
+            }
+            rows.push(StudyRow { point, text: l.trim_end().to_string(), file: path.clone() });
+        }
+    }
+    if rows.is_empty() {
+        return Err(CsvError::Empty);
+    }
+    Ok(rows)
+}
+
+/// The study's charts of `rows` ([`scaling::charts_of`]): legend in the order the
+/// variants first appear, every job count and depth present.
+pub fn study_charts(rows: &[StudyRow]) -> Vec<(String, LineChart)> {
+    let mut labels: Vec<String> = Vec::new();
+    let mut jobs: Vec<u32> = Vec::new();
+    let mut qds: Vec<u32> = Vec::new();
+    for r in rows {
+        if !labels.contains(&r.point.variant) {
+            labels.push(r.point.variant.clone());
+        }
+        jobs.push(r.point.jobs);
+        qds.push(r.point.qd);
+    }
+    for v in [&mut jobs, &mut qds] {
+        v.sort_unstable();
+        v.dedup();
+    }
+    let points: Vec<ChartPoint> = rows.iter().map(|r| r.point.clone()).collect();
+    scaling::charts_of(None, &labels, &jobs, &qds, &points)
+}
+
 /// Reads `files`, merges them and writes the plots into `dir` (created when missing);
-/// returns the paths written.
+/// returns the paths written. Files of the scaling study (study.csv's header) give the
+/// study's charts and the merged `study.csv` in `dir`; files of the sweep, the sweep's.
 pub fn plot_files(files: &[PathBuf], dir: &Path) -> Result<Vec<PathBuf>, CsvError> {
     let mut texts = Vec::new();
     for f in files {
         let text = std::fs::read_to_string(f).map_err(|source| CsvError::Read { path: f.clone(), source })?;
         texts.push((f.clone(), text));
     }
+    let is_study = |t: &str| t.lines().next().map(str::trim_end) == Some(scaling::CSV_HEADER);
+    let study = texts.iter().find(|(_, t)| is_study(t)).map(|(p, _)| p.clone());
+    let write = |name: &str, text: String, written: &mut Vec<PathBuf>| -> Result<(), CsvError> {
+        let path = dir.join(name);
+        std::fs::write(&path, text).map_err(|source| CsvError::Write { path: path.clone(), source })?;
+        written.push(path);
+        Ok(())
+    };
+    let mut written = Vec::new();
+    if let Some(study) = study {
+        if let Some((sweep, _)) = texts.iter().find(|(_, t)| t.lines().next().map(str::trim_end) == Some(CSV_HEADER)) {
+            return Err(CsvError::Mixed { sweep: sweep.clone(), study });
+        }
+        let rows = parse_study(&texts)?;
+        std::fs::create_dir_all(dir).map_err(|source| CsvError::Write { path: dir.to_path_buf(), source })?;
+        let mut csv = format!("{}\n", scaling::CSV_HEADER);
+        for r in &rows {
+            csv += &r.text;
+            csv.push('\n');
+        }
+        write("study.csv", csv, &mut written)?;
+        for (name, chart) in study_charts(&rows) {
+            write(&name, chart.to_svg(), &mut written)?;
+        }
+        return Ok(written);
+    }
     let rows = parse(&texts)?;
     std::fs::create_dir_all(dir).map_err(|source| CsvError::Write { path: dir.to_path_buf(), source })?;
-    let mut written = Vec::new();
     for (name, chart, log_y) in charts(&rows) {
-        let path = dir.join(name);
         let svg = if log_y { chart.to_svg_log_y() } else { chart.to_svg() };
-        std::fs::write(&path, svg).map_err(|source| CsvError::Write { path: path.clone(), source })?;
-        written.push(path);
+        write(name, svg, &mut written)?;
     }
     Ok(written)
 }
@@ -346,6 +499,91 @@ mod tests {
         for p in &out {
             assert!(std::fs::read_to_string(p).unwrap().starts_with("<svg"), "{}", p.display());
         }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn study_csv(rows: &[(&str, u32, u32, f64)]) -> String {
+        let mut s = format!("{}\n", scaling::CSV_HEADER);
+        for &(v, jobs, qd, iops) in rows {
+            let iface = if v == "vfio" { "vfio" } else { "io_uring" };
+            s += &format!("{v},{iface},{jobs},{qd},3,{iops},{iops},{iops},{},1000,900,5000,50,1.0\n", iops * 4096.0);
+        }
+        s
+    }
+
+    #[test]
+    fn study_files_of_two_targets_merge_into_one_study() {
+        let dir = std::env::temp_dir().join(format!("ioswitch-study-csv-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let kernel = dir.join("kernel.csv");
+        let user = dir.join("vfio.csv");
+        std::fs::write(
+            &kernel,
+            study_csv(&[
+                ("iou", 1, 1, 1000.0),
+                ("iou", 1, 16, 4000.0),
+                ("iou", 2, 1, 1800.0),
+                ("iou", 2, 16, 5000.0),
+                ("iou+p", 1, 1, 1100.0),
+                ("iou+p", 1, 16, 4100.0),
+                ("iou+p", 2, 1, 2000.0),
+                ("iou+p", 2, 16, 5100.0),
+            ]),
+        )
+        .unwrap();
+        std::fs::write(
+            &user,
+            study_csv(&[
+                ("vfio", 1, 1, 3000.0),
+                ("vfio", 1, 16, 9000.0),
+                ("vfio", 2, 1, 5000.0),
+                ("vfio", 2, 16, 9500.0),
+            ]),
+        )
+        .unwrap();
+        let out = dir.join("out");
+        let files = plot_files(&[kernel.clone(), user.clone()], &out).unwrap();
+        let names: Vec<String> = files.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+        assert_eq!(
+            names,
+            ["study.csv", "iops-vs-qd-j1.svg", "iops-vs-qd-j2.svg", "iops-vs-jobs-qd1.svg", "iops-vs-jobs-qd16.svg"]
+        );
+        // The merged CSV: one header, the rows of both files in order.
+        let merged = std::fs::read_to_string(&files[0]).unwrap();
+        assert_eq!(merged.lines().filter(|l| l.starts_with("variant,")).count(), 1);
+        assert_eq!(merged.lines().count(), 1 + 8 + 4);
+        assert!(merged.lines().last().unwrap().starts_with("vfio,vfio,2,16,3,9500,"), "{merged}");
+        // The rows read back, and the charts: one line per variant, of both files.
+        let texts: Vec<(PathBuf, String)> =
+            [kernel, user].into_iter().map(|p| (p.clone(), std::fs::read_to_string(&p).unwrap())).collect();
+        let charts = study_charts(&parse_study(&texts).unwrap());
+        let by_jobs = &charts[3].1;
+        assert_eq!(by_jobs.series.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["iou", "iou+p", "vfio"]);
+        assert_eq!(by_jobs.series[2].points, [(1.0, 9000.0), (2.0, 9500.0)]);
+        assert_eq!(charts[0].1.series[0].points, [(1.0, 1000.0), (16.0, 4000.0)]);
+        let svg = std::fs::read_to_string(&files[1]).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains(">vfio</text>") && svg.contains(">iou+p</text>"), "{svg}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn study_files_refuse_a_point_twice_a_bad_field_and_a_sweep_file_beside_them() {
+        let one = study_csv(&[("vfio", 2, 4, 1000.0)]);
+        let e = parse_study(&[("a.csv".into(), one.clone()), ("b.csv".into(), one.clone())]).unwrap_err().to_string();
+        assert!(e.contains("vfio with 2 job(s) at qd 4 is in a.csv and again in b.csv line 2"), "{e}");
+        let bad = one.replace("vfio,vfio,2,", "vfio,vfio,0,");
+        let e = parse_study(&[("c.csv".into(), bad)]).unwrap_err().to_string();
+        assert!(e.contains("c.csv line 2") && e.contains("jobs is \"0\""), "{e}");
+        let e = parse_study(&[("d.csv".into(), csv(&[row("vfio", 1, 1000.0, 50.0, 0.0)]))]).unwrap_err().to_string();
+        assert!(e.contains("d.csv") && e.contains("study.csv's"), "{e}");
+        let dir = std::env::temp_dir().join(format!("ioswitch-study-mixed-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (s, t) = (dir.join("sweep.csv"), dir.join("study.csv"));
+        std::fs::write(&s, csv(&[row("psync", 1, 900.0, 40.0, 1.0)])).unwrap();
+        std::fs::write(&t, one).unwrap();
+        let e = plot_files(&[s, t], &dir.join("out")).unwrap_err().to_string();
+        assert!(e.contains("is a sweep.csv and") && e.contains("give files of one kind"), "{e}");
+        assert!(!dir.join("out").exists(), "nothing written");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -130,16 +130,21 @@ With --from-csv FILE (repeatable): no run; the plots of rows in sweep.csv's form
 or more files merged (rows that one sweep cannot measure together, e.g. one controller under
 the kernel's driver and then, rebound, under the user-space one: tests/vm/pci-study.sh).
 Writes lat-vs-qd.svg, iops-vs-qd.svg, cpu-per-io-vs-qd.svg and syscalls-per-io-vs-qd.svg
-(and lat-vs-bs.svg with several block sizes) into --out.
+(and lat-vs-bs.svg with several block sizes) into --out. Files in study.csv's format (of
+--variants runs) merge into one study instead: the merged study.csv, iops-vs-qd-jN.svg and
+iops-vs-jobs-qdD.svg into --out (tests/vm/pci-study.sh --scaling: the kernel variants on a
+namespace, then vfio on its controller). The files given together are of one kind.
 
 Examples:
   ioswitch bench sweep --engines io_uring,libaio,psync --qd 1,2,4,8,16,32 --bs 512,4k,32k,128k --out sweep/
   ioswitch bench sweep --variants iou,iou+p,iou+k,libaio --jobs 1,2 --qd 1,4,16,64 --out study/ \\
       --name=j --filename=/var/tmp/f --size=1g --rw=randread --bs=4k --direct=1 --runtime=2s --time_based
-  ioswitch bench sweep --from-csv target/pci-study/sweep.csv --out target/pci-study"
+  ioswitch bench sweep --from-csv target/pci-study/sweep.csv --out target/pci-study
+  ioswitch bench sweep --from-csv kernel/study.csv --from-csv vfio/study.csv --out study/"
 )]
 struct SweepArgs {
-    /// Draw the plots of these CSV files (sweep.csv's columns, merged) instead of running.
+    /// Draw the plots of these CSV files (sweep.csv's or study.csv's columns, merged)
+    /// instead of running.
     #[arg(long = "from-csv", value_name = "FILE")]
     from_csv: Vec<PathBuf>,
     /// Interfaces: a comma list or `all` [default: io_uring,libaio,psync].

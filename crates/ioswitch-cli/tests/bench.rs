@@ -430,6 +430,30 @@ fn compare_sweep_and_overhead_run_and_name_bad_input() {
     let o = bench(&["sweep", "--from-csv", &csv_path, "--engines", "emu", "--out", &replot]);
     assert_eq!(o.status.code(), Some(1));
     assert!(text(&o.stderr).contains("runs nothing"), "{}", text(&o.stderr));
+    // Two scaling studies of one job, run apart (as the kernel variants and vfio are,
+    // around a rebind), merge into one study: its CSV and the paper's plots with the
+    // variants of both; a sweep.csv does not go with study.csv files.
+    let mut studies = Vec::new();
+    for v in ["libaio", "iou"] {
+        let dir = s.path(&format!("study-{v}"));
+        let mut args = vec!["sweep", "--variants", v, "--jobs", "1,2", "--qd", "1", "--reps", "1", "--out", &dir];
+        args.extend(job);
+        let o = bench(&args);
+        assert!(o.status.success(), "{v}: {}", text(&o.stderr));
+        studies.push(format!("{dir}/study.csv"));
+    }
+    let merged = s.path("merged");
+    let o = bench(&["sweep", "--from-csv", &studies[0], "--from-csv", &studies[1], "--out", &merged]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let csv = fs::read_to_string(Path::new(&merged).join("study.csv")).unwrap();
+    let variants: Vec<&str> = csv.lines().skip(1).map(|l| l.split(',').next().unwrap()).collect();
+    assert_eq!(variants, ["libaio", "libaio", "iou", "iou"], "{csv}");
+    let svg = fs::read_to_string(Path::new(&merged).join("iops-vs-jobs-qd1.svg")).unwrap();
+    assert!(svg.contains(">libaio</text>") && svg.contains(">iou</text>"), "{svg}");
+    assert!(Path::new(&merged).join("iops-vs-qd-j2.svg").exists());
+    let o = bench(&["sweep", "--from-csv", &studies[0], "--from-csv", &csv_path, "--out", &merged]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("give files of one kind"), "{}", text(&o.stderr));
 
     let o = bench(&["overhead", "--engines", "nil", "--qd", "1", "--bs", "4k", "--reps", "2", "--run-ms", "5"]);
     assert!(o.status.success(), "{}", text(&o.stderr));

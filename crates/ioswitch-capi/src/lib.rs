@@ -8,7 +8,7 @@
 //! every entry point catches unwinding and answers -EIO with the panic's message.
 //!
 //! Buffers are owned by ioswitch and handed to C as plain pointers; the handle table in
-//! [`table`] lets the Rust side move a buffer into a queue on submission and back on
+//! the `table` module lets the Rust side move a buffer into a queue on submission and back on
 //! completion exactly as the Rust API does, so C can never free memory the kernel may
 //! still write. `ioswitch_pass_raw` is the one exception: a synchronous call on the
 //! caller's own memory for the length of the call (`Buffer::borrow_raw`, like

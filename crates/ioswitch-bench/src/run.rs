@@ -1122,6 +1122,39 @@ mod tests {
     }
 
     #[test]
+    fn offloaded_workers_serve_the_file_the_job_picked_and_sync_it() {
+        let s = scratch("several-offload");
+        let d = s.dir().display();
+        for engine in ["psync", "libaio"] {
+            for service in ["roundrobin", "sequential", "random"] {
+                let text = format!(
+                    "[j]\ndirectory={d}\nnrfiles=3\nfilesize=64k\nrw=randwrite\nverify=crc32c\nioengine={engine}\niodepth=4\nio_submit_mode=offload\nfile_service_type={service}\nfsync=5\n"
+                );
+                let report = run(vec![prepare(&spec(&text), 0, &mut |_| {}).unwrap()], &RunOpts::default());
+                let r = &report.jobs[0].results[0];
+                let what = format!("{engine} {service}");
+                assert_eq!(r.error, 0, "{what}: {:?}", r.error_msg);
+                // Every block of the three files written once by the workers, then read
+                // back and checked file by file: each write went to the file it was
+                // generated for (a block written to the wrong file fails its check).
+                assert_eq!((r.write.ios, r.verified, r.queue.submitted), (48, 48, 48), "{what}");
+                // fsync=5 over 48 writes: after the 5th, 10th … 45th, none after the last.
+                assert_eq!(r.sync.samples(), 9, "{what}");
+                // verify_backlog over the files under offload: each block checked once.
+                let text = format!("{text}verify_backlog=5\n");
+                let report = run(vec![prepare(&spec(&text), 0, &mut |_| {}).unwrap()], &RunOpts::default());
+                let r = &report.jobs[0].results[0];
+                assert_eq!(
+                    (r.error, r.write.ios, r.verified, r.read.ios),
+                    (0, 48, 48, 48),
+                    "{what}: {:?}",
+                    r.error_msg
+                );
+            }
+        }
+    }
+
+    #[test]
     fn clones_of_a_job_without_a_file_each_have_their_own_as_fio() {
         let s = scratch("clones");
         let d = s.dir().display();

@@ -19,11 +19,26 @@
 //!   clat = complete − issue, and for async interfaces slat = issue − start (the handoff
 //!   and the submission). Each worker runs at depth 1, so fio's `iodepth_level` is 100 %
 //!   at 1 and every submission and reap takes one I/O.
+//! - `fsync=N`/`fdatasync=N`: the sync is a piece of work handed to a worker like an I/O
+//!   (fio's `DDIR_SYNC` io_u), taking one of the `iodepth` buffers. It is due after the
+//!   N-th write is handed on (fio counts `io_issues` at the handoff under offload), waits
+//!   for nothing (the writes still with other workers run beside it), and is handed on
+//!   before the next I/O only, so a job's last write has none. fio 3.33 itself, after
+//!   the N-th write, hands on syncs without end: its job thread tests `last_was_sync`,
+//!   which `io_completed` sets only in the worker's copy (see docs/BENCHMARKS.md).
+//! - several files: the job's thread picks the file of each I/O and sync (its
+//!   `file_service_type`), the worker runs it on that file (a sync interface's call, or
+//!   the worker's queue for that file); the completion is accounted with that file's state.
+//! - `verify_backlog`: the job's thread reads back and checks the writes that completed,
+//!   with the other writes still in flight (fio's `get_next_verify` takes only writes no
+//!   longer in flight); fio hands those reads to the workers, here the job's thread makes
+//!   them itself.
 //! - at the end the job waits for every worker to go idle (fio's `workqueue_flush`), then
 //!   runs its verify phase and `end_fsync` itself, as fio's `do_verify` does.
 //!
 //! fio refuses offload for its io_uring engines (`FIO_NO_OFFLOAD`); the job file reader
-//! refuses them too, and the combinations not run here (see `JobSpec::fix_up`).
+//! refuses them too, and the combinations not run here (`latency_target`, `zonemode=zbd`;
+//! see `JobSpec::check_offload`).
 
 use super::*;
 use std::sync::mpsc;
@@ -31,15 +46,32 @@ use std::sync::mpsc;
 /// How an I/O went: done, or its errno and what failed.
 type Outcome = Result<(), (i32, String)>;
 
+/// What a worker does: an I/O, or a sync of a file (fio's `DDIR_SYNC`/`DDIR_DATASYNC`
+/// io_u, handed to a worker like an I/O).
+enum Op {
+    Io(Cmd),
+    Sync(SyncCall),
+}
+
 /// One I/O handed to a worker.
 struct Work {
-    cmd: Cmd,
-    /// The buffer; `None` only when a failed submission did not hand it back.
+    op: Op,
+    /// The job's file it goes to (its number, as [`Run::cur`]).
+    file: usize,
+    /// The buffer; `None` only when a failed submission did not hand it back. A sync
+    /// holds one too: it takes one of the job's `iodepth` io_us, as in fio.
     buf: Option<Buffer>,
     dir: usize,
     off: u64,
     len: u64,
     start: u64,
+}
+
+/// A file as the workers see it: its device, and for `fsync=N` a handle of its own for
+/// fsync(2) (a duplicate of the job's).
+struct FileCtx<'a> {
+    dev: &'a Device,
+    fsync: Option<std::fs::File>,
 }
 
 /// What a worker hands back: the I/O, its times, and how it went.
@@ -51,36 +83,51 @@ struct Done {
     result: Outcome,
 }
 
-/// A worker's engine context: the sync interface, or a queue of depth 1 of its own.
-fn worker(dev: &Device, mode: Mode, idx: usize, rx: mpsc::Receiver<Work>, tx: mpsc::Sender<Done>) -> QueueStats {
+/// A worker's engine context: the sync interface, or a queue of depth 1 of its own for
+/// each of the job's files (fio's worker opens the job's files in its own context).
+fn worker(files: &[FileCtx], mode: Mode, idx: usize, rx: mpsc::Receiver<Work>, tx: mpsc::Sender<Done>) -> QueueStats {
     let mut stats = QueueStats::default();
-    let per_cmd = dev.sync_syscalls_per_cmd();
-    let mut q = match mode {
-        Mode::Sync => None,
-        Mode::Async => match dev.queue(1) {
-            Ok(q) => Some(q),
-            Err(e) => {
-                // Every I/O handed to this worker fails with the reason.
-                let why = (e.errno().unwrap_or(libc::EINVAL), format!("offload worker {idx}: {e}"));
-                for work in rx {
-                    let t = now_ns();
-                    let d = Done { worker: idx, work, issue: t, complete: t, result: Err(why.clone()) };
-                    if tx.send(d).is_err() {
-                        break;
+    let per_cmd = files[0].dev.sync_syscalls_per_cmd();
+    let mut queues = Vec::new();
+    if mode == Mode::Async {
+        for f in files {
+            match f.dev.queue(1) {
+                Ok(q) => queues.push(q),
+                Err(e) => {
+                    // Every I/O handed to this worker fails with the reason.
+                    let why =
+                        (e.errno().unwrap_or(libc::EINVAL), format!("offload worker {idx}: {}: {e}", f.dev.uri()));
+                    for work in rx {
+                        let t = now_ns();
+                        let d = Done { worker: idx, work, issue: t, complete: t, result: Err(why.clone()) };
+                        if tx.send(d).is_err() {
+                            break;
+                        }
                     }
+                    return stats;
                 }
-                return stats;
             }
-        },
-    };
+        }
+    }
     for mut work in rx {
         let (issue, result, complete);
-        match q.as_mut() {
-            None => {
+        let f = &files[work.file];
+        match (&work.op, queues.get_mut(work.file)) {
+            (Op::Sync(call), _) => {
+                // A sync runs as a call in the worker, whatever the engine (fio's libaio,
+                // too, syncs with a call: do_io_u_sync).
+                issue = now_ns();
+                result = sync_call(f.dev, f.fsync.as_ref(), *call);
+                complete = now_ns();
+                if mode == Mode::Sync {
+                    stats.syscalls += per_cmd;
+                }
+            }
+            (Op::Io(cmd), None) => {
                 issue = now_ns();
                 let r = match work.buf.as_mut() {
-                    Some(b) => dev.pass(&work.cmd, std::slice::from_mut(b)),
-                    None => dev.pass(&work.cmd, &mut []),
+                    Some(b) => f.dev.pass(cmd, std::slice::from_mut(b)),
+                    None => f.dev.pass(cmd, &mut []),
                 };
                 complete = now_ns();
                 stats.submitted += 1;
@@ -88,9 +135,9 @@ fn worker(dev: &Device, mode: Mode, idx: usize, rx: mpsc::Receiver<Work>, tx: mp
                 stats.syscalls += per_cmd;
                 result = r.map(drop).map_err(|e| (e.errno().unwrap_or(libc::EIO), e.to_string()));
             }
-            Some(q) => {
+            (Op::Io(cmd), Some(q)) => {
                 let buf = work.buf.take().expect("the job hands every I/O a buffer");
-                let (i, r, c, b) = submit_one(q, &work.cmd, buf);
+                let (i, r, c, b) = submit_one(q, cmd, buf);
                 work.buf = b;
                 (issue, result, complete) = (i, r, c);
             }
@@ -99,8 +146,11 @@ fn worker(dev: &Device, mode: Mode, idx: usize, rx: mpsc::Receiver<Work>, tx: mp
             break;
         }
     }
-    if let Some(q) = q {
-        stats = q.stats();
+    for q in &queues {
+        let s = q.stats();
+        stats.submitted += s.submitted;
+        stats.completed += s.completed;
+        stats.syscalls += s.syscalls;
     }
     stats
 }
@@ -142,8 +192,24 @@ fn submit_one(q: &mut Queue, cmd: &Cmd, buf: Buffer) -> (u64, Outcome, u64, Opti
 pub(super) fn run_offload(run: &mut Run) {
     let depth = run.job.iodepth.max(1) as usize;
     let Some(mut free) = alloc_buffers(run, depth as u32) else { return };
-    let (dev, mode) = (run.dev, run.job.mode);
+    let mode = run.job.mode;
     let has_slat = mode == Mode::Async;
+    // Every file of the job, for the workers (fio's dup_files).
+    let mut files = Vec::with_capacity(run.file_regions.len());
+    for f in 0..run.file_regions.len() {
+        let (dev, fsync) = match run.parked[f].as_ref() {
+            Some(p) => (p.dev, p.fsync_file.as_ref()),
+            None => (run.dev, run.fsync_file.as_ref()),
+        };
+        match fsync.map(|h| h.try_clone()).transpose() {
+            Ok(fsync) => files.push(FileCtx { dev, fsync }),
+            Err(e) => {
+                let why = format!("offload: cannot duplicate '{}' for fsync=N: {e}", dev.uri());
+                return run.fail(e.raw_os_error().unwrap_or(libc::EIO), why);
+            }
+        }
+    }
+    let files = &files;
     let stats = std::thread::scope(|s| {
         let (done_tx, done_rx) = mpsc::channel::<Done>();
         let mut to = Vec::with_capacity(depth);
@@ -152,12 +218,15 @@ pub(super) fn run_offload(run: &mut Run) {
             let (tx, rx) = mpsc::channel::<Work>();
             let done_tx = done_tx.clone();
             to.push(tx);
-            workers.push(s.spawn(move || worker(dev, mode, i, rx, done_tx)));
+            workers.push(s.spawn(move || worker(files, mode, i, rx, done_tx)));
         }
         drop(done_tx);
         let mut idle = vec![true; depth];
         let mut next_free = 0;
         let mut out = 0usize;
+        // A sync due after a write is handed on before the next I/O, and only if there is
+        // one (fio's get_rw_ddir decides on it when it gets that I/O).
+        let mut pending_sync = None;
         loop {
             // Completions that are back, then wait for one while no buffer is free.
             while let Ok(d) = done_rx.try_recv() {
@@ -166,6 +235,14 @@ pub(super) fn run_offload(run: &mut Run) {
             }
             if run.res.error != 0 {
                 break;
+            }
+            // verify_backlog: the writes that completed are read back and checked; those
+            // still with a worker wait (fio's get_next_verify skips an IP_F_IN_FLIGHT one).
+            if run.backlog_due() {
+                run.verify_backlog();
+                if run.res.error != 0 {
+                    break;
+                }
             }
             if free.is_empty() {
                 if out == 0 {
@@ -183,6 +260,25 @@ pub(super) fn run_offload(run: &mut Run) {
             let mut start = now_ns();
             if !run.more(start) {
                 break;
+            }
+            // As fio's get_io_u: the file first (a sync, too, takes its turn of the
+            // file_service_type and goes to that file).
+            run.next_file();
+            if let Some(call) = pending_sync.take() {
+                // fio counts writes when it hands them on (io_issues), so the sync follows
+                // the N-th write's handoff and waits for nothing: it runs beside the writes
+                // still with other workers.
+                let w = pick_worker(&idle, next_free);
+                next_free = (w + 1) % depth;
+                idle[w] = false;
+                let buf = free.pop();
+                let work = Work { op: Op::Sync(call), file: run.cur, buf, dir: 1, off: 0, len: 0, start };
+                if to[w].send(work).is_err() {
+                    run.fail(libc::EIO, format!("offload worker {w} ended early"));
+                    break;
+                }
+                out += 1;
+                continue;
             }
             // A rated offload job sleeps with its I/Os still in flight (fio waits for them only
             // in inline mode).
@@ -202,7 +298,7 @@ pub(super) fn run_offload(run: &mut Run) {
             }
             // fio's get_submit_worker: the first idle worker from `next_free` on, round
             // robin (one is always idle: a free buffer means a worker handed one back).
-            let w = (0..depth).map(|k| (next_free + k) % depth).find(|&w| idle[w]).unwrap_or(next_free);
+            let w = pick_worker(&idle, next_free);
             next_free = (w + 1) % depth;
             idle[w] = false;
             // Each worker runs at depth 1 (fio's worker td has iodepth=1).
@@ -211,11 +307,14 @@ pub(super) fn run_offload(run: &mut Run) {
             if mode == Mode::Async {
                 run.res.submit_level[batch_bucket(1)] += 1;
             }
-            if to[w].send(Work { cmd, buf: Some(buf), dir, off, len, start }).is_err() {
+            if to[w].send(Work { op: Op::Io(cmd), file: run.cur, buf: Some(buf), dir, off, len, start }).is_err() {
                 run.fail(libc::EIO, format!("offload worker {w} ended early"));
                 break;
             }
             out += 1;
+            if write {
+                pending_sync = run.sync_due(1).or(pending_sync);
+            }
             if let Some(t) = run.thinker.as_mut() {
                 if t.due(run.issued_ios, run.completed_ios, now_ns()) {
                     let took = t.stall(now_ns);
@@ -244,16 +343,41 @@ pub(super) fn run_offload(run: &mut Run) {
     run.res.queue = stats;
 }
 
+/// fio's `get_submit_worker`: the first idle worker from `next_free` on, round robin
+/// (one is always idle: a free buffer means a worker handed one back).
+fn pick_worker(idle: &[bool], next_free: usize) -> usize {
+    let n = idle.len();
+    (0..n).map(|k| (next_free + k) % n).find(|&w| idle[w]).unwrap_or(next_free)
+}
+
 /// Accounts one I/O a worker handed back, as fio's worker accounts it to its parent.
 fn completed(run: &mut Run, d: Done, idle: &mut [bool], free: &mut Vec<Buffer>, has_slat: bool) {
     let Done { worker, work, issue, complete, result } = d;
-    let Work { buf, dir, off, len, start, .. } = work;
+    let Work { op, file, buf, dir, off, len, start } = work;
     idle[worker] = true;
     // A buffer a failed submission kept is replaced, so the job keeps `iodepth` of them.
     match buf.map(Ok).unwrap_or_else(|| alloc_buffers(run, 1).and_then(|mut v| v.pop()).ok_or(())) {
         Ok(b) => free.push(b),
         Err(()) => return,
     }
+    if let Op::Sync(_) = op {
+        // Timed as one, like the job's own syncs.
+        match result {
+            Ok(()) => run.res.sync.record(complete - issue),
+            Err((errno, msg)) => run.fail(errno, msg),
+        }
+        return;
+    }
+    // Several files: the I/O is accounted with its own file's state.
+    let served = run.cur;
+    run.switch_to(file);
+    account_io(run, dir, off, len, [start, issue, complete], result, has_slat);
+    run.switch_to(served);
+}
+
+/// Accounts a finished I/O of the served file.
+fn account_io(run: &mut Run, dir: usize, off: u64, len: u64, t: [u64; 3], result: Outcome, has_slat: bool) {
+    let [start, issue, complete] = t;
     run.res.reaps += 1;
     if has_slat {
         run.res.complete_level[batch_bucket(1)] += 1;

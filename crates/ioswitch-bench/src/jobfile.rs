@@ -2003,9 +2003,6 @@ impl JobSpec {
                 "fio 3.33 runs no search there (its workers count the latencies over the target in their own copies and the searched depth limits nothing), so there are no fio semantics to follow",
             );
         }
-        if self.shapes.zbd {
-            return not_run("zonemode", "the zone write pointers are kept by the job's one thread");
-        }
         Ok(())
     }
 
@@ -2995,13 +2992,14 @@ mod tests {
                 "{e}"
             );
         }
-        for (opt, line) in [("latency_target=1ms", "latency_target"), ("zonemode=zbd", "zonemode")] {
-            let e = err(&format!("[j]\nrw=write\nio_submit_mode=offload\n{opt}\n"));
-            assert!(e.contains(&format!("io_submit_mode=offload with {line} is not run")), "{opt}: {e}");
-        }
+        let e = err("[j]\nrw=write\nio_submit_mode=offload\nlatency_target=1ms\n");
+        assert!(e.contains("io_submit_mode=offload with latency_target is not run"), "{e}");
+        assert!(e.starts_with("job.fio:4:") && e.contains("fio 3.33 runs no search"), "{e}");
         // These run (engine.rs's offload tests run each): the sync handed to a worker,
         // the workers serving the file the job picked, the backlog verified as it goes.
-        for opt in ["fsync=4", "fdatasync=4", "verify=crc32c\nverify_backlog=8", "nrfiles=2", "filename=a:b"] {
+        for opt in
+            ["fsync=4", "fdatasync=4", "verify=crc32c\nverify_backlog=8", "nrfiles=2", "filename=a:b", "zonemode=zbd"]
+        {
             let j = one(&format!("[j]\nrw=write\nio_submit_mode=offload\n{opt}\n"));
             assert!(j.behaviour.offload, "{opt}");
         }

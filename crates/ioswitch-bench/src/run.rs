@@ -376,7 +376,9 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
             .error_at("zonemode", format!("zonemode=zbd needs a zoned device: {filename} is not zoned"))
             .into());
     }
-    if spec.shapes.zbd && spec.rw.writes() && mode == Mode::Async && spec.iodepth > 1 {
+    // (Under offload each worker runs at depth 1 and the job's thread keeps one I/O per
+    // zone in flight: engine/offload.rs.)
+    if spec.shapes.zbd && spec.rw.writes() && mode == Mode::Async && spec.iodepth > 1 && !spec.behaviour.offload {
         return Err(spec
             .error_at(
                 "iodepth",

@@ -36,9 +36,18 @@
 //! - at the end the job waits for every worker to go idle (fio's `workqueue_flush`), then
 //!   runs its verify phase and `end_fsync` itself, as fio's `do_verify` does.
 //!
+//! - `zonemode=zbd`: the job's thread keeps the write pointers (zbd.rs) and fio's zone
+//!   lock, held from `zbd_adjust_block` until the I/O completes (`zbd_queue_io`,
+//!   `zbd_put_io`): one I/O per zone in flight, the job's thread waiting for it, so a
+//!   zone's writes reach it in order. Since the offset choice may reset a zone (zbd.rs
+//!   resets inside it), a job that writes first waits until nothing is in flight to the
+//!   file: its writes go one at a time (fio's too for a sequential writer, whose one
+//!   open zone is locked; for random writes over several open zones fio keeps one in
+//!   flight per zone).
+//!
 //! fio refuses offload for its io_uring engines (`FIO_NO_OFFLOAD`); the job file reader
-//! refuses them too, and the combinations not run here (`latency_target`, `zonemode=zbd`;
-//! see `JobSpec::check_offload`).
+//! refuses them too, and `latency_target`, which fio 3.33 runs without a meaning (see
+//! `JobSpec::check_offload`).
 
 use super::*;
 use std::sync::mpsc;
@@ -221,7 +230,13 @@ pub(super) fn run_offload(run: &mut Run) {
             workers.push(s.spawn(move || worker(files, mode, i, rx, done_tx)));
         }
         drop(done_tx);
-        let mut idle = vec![true; depth];
+        // zonemode=zbd: the zone size in bytes (0: not zoned).
+        let zone_bytes = match (run.job.shapes.zbd, run.dev.geometry().zones.as_ref()) {
+            (true, Some(z)) => z.zone_size * run.dev.geometry().lba_size as u64,
+            _ => 0,
+        };
+        // What each worker holds: the file and zone of its I/O (`None`: idle).
+        let mut busy: Vec<Option<(usize, u64)>> = vec![None; depth];
         let mut next_free = 0;
         let mut out = 0usize;
         // A sync due after a write is handed on before the next I/O, and only if there is
@@ -231,7 +246,7 @@ pub(super) fn run_offload(run: &mut Run) {
             // Completions that are back, then wait for one while no buffer is free.
             while let Ok(d) = done_rx.try_recv() {
                 out -= 1;
-                completed(run, d, &mut idle, &mut free, has_slat);
+                completed(run, d, &mut busy, &mut free, has_slat);
             }
             if run.res.error != 0 {
                 break;
@@ -251,7 +266,7 @@ pub(super) fn run_offload(run: &mut Run) {
                 match done_rx.recv() {
                     Ok(d) => {
                         out -= 1;
-                        completed(run, d, &mut idle, &mut free, has_slat);
+                        completed(run, d, &mut busy, &mut free, has_slat);
                     }
                     Err(_) => break,
                 }
@@ -268,9 +283,9 @@ pub(super) fn run_offload(run: &mut Run) {
                 // fio counts writes when it hands them on (io_issues), so the sync follows
                 // the N-th write's handoff and waits for nothing: it runs beside the writes
                 // still with other workers.
-                let w = pick_worker(&idle, next_free);
+                let w = pick_worker(&busy, next_free);
                 next_free = (w + 1) % depth;
-                idle[w] = false;
+                busy[w] = Some((run.cur, NO_ZONE));
                 let buf = free.pop();
                 let work = Work { op: Op::Sync(call), file: run.cur, buf, dir: 1, off: 0, len: 0, start };
                 if to[w].send(work).is_err() {
@@ -280,11 +295,30 @@ pub(super) fn run_offload(run: &mut Run) {
                 out += 1;
                 continue;
             }
+            // zonemode=zbd, a job that writes: the offset choice may reset a zone, so it
+            // waits until nothing is in flight to the file (see `zone_of`).
+            if zone_bytes > 0 && run.job.rw.writes() {
+                let f = run.cur;
+                if !wait_while(run, &done_rx, &mut out, &mut busy, &mut free, has_slat, |b| {
+                    b.iter().flatten().any(|x| x.0 == f)
+                }) {
+                    break;
+                }
+                start = now_ns();
+            }
             // A rated offload job sleeps with its I/Os still in flight (fio waits for them only
             // in inline mode).
             let Some((dir, off, len)) = run.next_io(&mut start, |_| true) else { break };
             if run.res.error != 0 || run.zbd_eof {
                 break;
+            }
+            let zone = (off - run.base).checked_div(zone_bytes).unwrap_or(NO_ZONE);
+            if zone_bytes > 0 {
+                // fio's zone lock: one I/O in flight per zone; the job's thread waits for it.
+                let at = (run.cur, zone);
+                if !wait_while(run, &done_rx, &mut out, &mut busy, &mut free, has_slat, |b| b.contains(&Some(at))) {
+                    break;
+                }
             }
             let write = dir == 1;
             let mut buf = free.pop().expect("a free buffer");
@@ -298,9 +332,9 @@ pub(super) fn run_offload(run: &mut Run) {
             }
             // fio's get_submit_worker: the first idle worker from `next_free` on, round
             // robin (one is always idle: a free buffer means a worker handed one back).
-            let w = pick_worker(&idle, next_free);
+            let w = pick_worker(&busy, next_free);
             next_free = (w + 1) % depth;
-            idle[w] = false;
+            busy[w] = Some((run.cur, zone));
             // Each worker runs at depth 1 (fio's worker td has iodepth=1).
             run.res.depth_level[0] += 1;
             run.res.depth_sum += 1;
@@ -328,7 +362,7 @@ pub(super) fn run_offload(run: &mut Run) {
             match done_rx.recv() {
                 Ok(d) => {
                     out -= 1;
-                    completed(run, d, &mut idle, &mut free, has_slat);
+                    completed(run, d, &mut busy, &mut free, has_slat);
                 }
                 Err(_) => break,
             }
@@ -343,18 +377,44 @@ pub(super) fn run_offload(run: &mut Run) {
     run.res.queue = stats;
 }
 
+/// Not an I/O to a zone (a sync, or a job without zones).
+const NO_ZONE: u64 = u64::MAX;
+
+/// Accounts completions (waiting for each) while `held` says the workers still hold what
+/// the job's thread waits for; false when no worker is left to wait for.
+fn wait_while(
+    run: &mut Run,
+    done_rx: &mpsc::Receiver<Done>,
+    out: &mut usize,
+    busy: &mut [Option<(usize, u64)>],
+    free: &mut Vec<Buffer>,
+    has_slat: bool,
+    held: impl Fn(&[Option<(usize, u64)>]) -> bool,
+) -> bool {
+    while held(busy) {
+        match done_rx.recv() {
+            Ok(d) => {
+                *out -= 1;
+                completed(run, d, busy, free, has_slat);
+            }
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
 /// fio's `get_submit_worker`: the first idle worker from `next_free` on, round robin
 /// (one is always idle: a free buffer means a worker handed one back).
-fn pick_worker(idle: &[bool], next_free: usize) -> usize {
-    let n = idle.len();
-    (0..n).map(|k| (next_free + k) % n).find(|&w| idle[w]).unwrap_or(next_free)
+fn pick_worker(busy: &[Option<(usize, u64)>], next_free: usize) -> usize {
+    let n = busy.len();
+    (0..n).map(|k| (next_free + k) % n).find(|&w| busy[w].is_none()).unwrap_or(next_free)
 }
 
 /// Accounts one I/O a worker handed back, as fio's worker accounts it to its parent.
-fn completed(run: &mut Run, d: Done, idle: &mut [bool], free: &mut Vec<Buffer>, has_slat: bool) {
+fn completed(run: &mut Run, d: Done, busy: &mut [Option<(usize, u64)>], free: &mut Vec<Buffer>, has_slat: bool) {
     let Done { worker, work, issue, complete, result } = d;
     let Work { op, file, buf, dir, off, len, start } = work;
-    idle[worker] = true;
+    busy[worker] = None;
     // A buffer a failed submission kept is replaced, so the job keeps `iodepth` of them.
     match buf.map(Ok).unwrap_or_else(|| alloc_buffers(run, 1).and_then(|mut v| v.pop()).ok_or(())) {
         Ok(b) => free.push(b),

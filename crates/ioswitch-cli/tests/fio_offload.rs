@@ -232,8 +232,9 @@ fn call_lines(s: &Scratch, program: &str, args: &[String], calls: &str) -> Optio
     let body = std::fs::read_to_string(&log).unwrap_or_else(|e| panic!("{log}: {e}"));
     let mut out = Vec::new();
     for l in body.lines() {
+        // strace pads the thread id to a width: "647   pwrite64(…".
         let mut w = l.splitn(2, char::is_whitespace);
-        let (Some(pid), Some(rest)) = (w.next(), w.next()) else { continue };
+        let (Some(pid), Some(rest)) = (w.next(), w.next().map(str::trim_start)) else { continue };
         let Some(open) = rest.find('(') else { continue };
         let call = &rest[..open];
         if !calls.split(',').any(|c| c == call) {

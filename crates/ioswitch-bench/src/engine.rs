@@ -2443,6 +2443,14 @@ mod run_tests {
             assert_eq!(r.error, 0, "{opts}: {:?}", r.error_msg);
             // Every block is verified once: along the way, and what is left at the end.
             assert_eq!((r.write.ios, r.verified, r.read.ios), (256, 256, 256), "{opts} batch {batch}");
+            // The reads along the way are the workers' (fio hands them on like I/Os); at
+            // the end at most the last 16 writes' backlog and a batch not yet handed on
+            // are left to the job's verify phase.
+            let by_workers = r.queue.submitted - 256;
+            assert!(
+                (256 - 32..=256).contains(&by_workers),
+                "{opts} batch {batch}: {by_workers} verify reads by workers"
+            );
         }
     }
 

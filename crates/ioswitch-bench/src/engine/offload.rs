@@ -29,10 +29,12 @@
 //! - several files: the job's thread picks the file of each I/O and sync (its
 //!   `file_service_type`), the worker runs it on that file (a sync interface's call, or
 //!   the worker's queue for that file); the completion is accounted with that file's state.
-//! - `verify_backlog`: the job's thread reads back and checks the writes that completed,
-//!   with the other writes still in flight (fio's `get_next_verify` takes only writes no
-//!   longer in flight); fio hands those reads to the workers, here the job's thread makes
-//!   them itself.
+//! - `verify_backlog`: once `verify_backlog` writes have completed, a batch of them
+//!   (`verify_backlog_batch`, default all), oldest first, is read back before the next
+//!   I/Os: each read handed to a worker like an I/O (fio's `check_get_verify`), checked
+//!   when it comes back, with the other writes still in flight (fio's `get_next_verify`
+//!   takes only writes no longer in flight). What is left at the end is checked by the
+//!   job's verify phase.
 //! - at the end the job waits for every worker to go idle (fio's `workqueue_flush`), then
 //!   runs its verify phase and `end_fsync` itself, as fio's `do_verify` does.
 //!
@@ -74,6 +76,8 @@ struct Work {
     off: u64,
     len: u64,
     start: u64,
+    /// A `verify_backlog` read: its block is checked when it comes back.
+    verify: bool,
 }
 
 /// A file as the workers see it: its device, and for `fsync=N` a handle of its own for
@@ -242,6 +246,8 @@ pub(super) fn run_offload(run: &mut Run) {
         // A sync due after a write is handed on before the next I/O, and only if there is
         // one (fio's get_rw_ddir decides on it when it gets that I/O).
         let mut pending_sync = None;
+        // verify_backlog: the blocks (file, offset) to read back before the next I/O.
+        let mut to_verify = std::collections::VecDeque::new();
         loop {
             // Completions that are back, then wait for one while no buffer is free.
             while let Ok(d) = done_rx.try_recv() {
@@ -251,13 +257,14 @@ pub(super) fn run_offload(run: &mut Run) {
             if run.res.error != 0 {
                 break;
             }
-            // verify_backlog: the writes that completed are read back and checked; those
-            // still with a worker wait (fio's get_next_verify skips an IP_F_IN_FLIGHT one).
-            if run.backlog_due() {
-                run.verify_backlog();
-                if run.res.error != 0 {
-                    break;
-                }
+            // verify_backlog: a batch of the writes that completed (fio's get_next_verify
+            // takes no IP_F_IN_FLIGHT one) is read back, oldest first, by the workers.
+            if to_verify.is_empty() && run.backlog_due() {
+                let n = match run.job.shapes.verify_backlog_batch {
+                    0 => run.backlog.len(),
+                    b => (b as usize).min(run.backlog.len()),
+                };
+                to_verify.extend(run.backlog.drain(..n));
             }
             if free.is_empty() {
                 if out == 0 {
@@ -276,6 +283,34 @@ pub(super) fn run_offload(run: &mut Run) {
             if !run.more(start) {
                 break;
             }
+            // fio's check_get_verify: the verify reads due go before the next I/O, each
+            // to its own file, taking an io_u; they do not count against the size.
+            if let Some((f, off)) = to_verify.pop_front() {
+                let bs = run.job.bs[1];
+                let served = run.cur;
+                run.switch_to(f);
+                let zone = (off - run.base).checked_div(zone_bytes).unwrap_or(NO_ZONE);
+                let ok = zone == NO_ZONE
+                    || wait_while(run, &done_rx, &mut out, &mut busy, &mut free, has_slat, |b| {
+                        b.contains(&Some((f, zone)))
+                    });
+                let cmd = make_cmd(run.dev, false, off, bs);
+                run.switch_to(served);
+                if !ok || free.is_empty() {
+                    break;
+                }
+                let w = pick_worker(&busy, next_free);
+                next_free = (w + 1) % depth;
+                busy[w] = Some((f, zone));
+                let buf = free.pop();
+                let work = Work { op: Op::Io(cmd), file: f, buf, dir: 0, off, len: bs, start: now_ns(), verify: true };
+                if to[w].send(work).is_err() {
+                    run.fail(libc::EIO, format!("offload worker {w} ended early"));
+                    break;
+                }
+                out += 1;
+                continue;
+            }
             // As fio's get_io_u: the file first (a sync, too, takes its turn of the
             // file_service_type and goes to that file).
             run.next_file();
@@ -287,7 +322,8 @@ pub(super) fn run_offload(run: &mut Run) {
                 next_free = (w + 1) % depth;
                 busy[w] = Some((run.cur, NO_ZONE));
                 let buf = free.pop();
-                let work = Work { op: Op::Sync(call), file: run.cur, buf, dir: 1, off: 0, len: 0, start };
+                let work =
+                    Work { op: Op::Sync(call), file: run.cur, buf, dir: 1, off: 0, len: 0, start, verify: false };
                 if to[w].send(work).is_err() {
                     run.fail(libc::EIO, format!("offload worker {w} ended early"));
                     break;
@@ -341,7 +377,8 @@ pub(super) fn run_offload(run: &mut Run) {
             if mode == Mode::Async {
                 run.res.submit_level[batch_bucket(1)] += 1;
             }
-            if to[w].send(Work { op: Op::Io(cmd), file: run.cur, buf: Some(buf), dir, off, len, start }).is_err() {
+            let work = Work { op: Op::Io(cmd), file: run.cur, buf: Some(buf), dir, off, len, start, verify: false };
+            if to[w].send(work).is_err() {
                 run.fail(libc::EIO, format!("offload worker {w} ended early"));
                 break;
             }
@@ -413,13 +450,24 @@ fn pick_worker(busy: &[Option<(usize, u64)>], next_free: usize) -> usize {
 /// Accounts one I/O a worker handed back, as fio's worker accounts it to its parent.
 fn completed(run: &mut Run, d: Done, busy: &mut [Option<(usize, u64)>], free: &mut Vec<Buffer>, has_slat: bool) {
     let Done { worker, work, issue, complete, result } = d;
-    let Work { op, file, buf, dir, off, len, start } = work;
+    let Work { op, file, buf, dir, off, len, start, verify } = work;
     busy[worker] = None;
+    // A verify read is checked before its buffer goes back; the I/Os' results below.
+    let result = if verify {
+        let served = run.cur;
+        run.switch_to(file);
+        checked(run, buf.as_ref(), off, len, [start, issue, complete], result);
+        run.switch_to(served);
+        None
+    } else {
+        Some(result)
+    };
     // A buffer a failed submission kept is replaced, so the job keeps `iodepth` of them.
     match buf.map(Ok).unwrap_or_else(|| alloc_buffers(run, 1).and_then(|mut v| v.pop()).ok_or(())) {
         Ok(b) => free.push(b),
         Err(()) => return,
     }
+    let Some(result) = result else { return };
     if let Op::Sync(_) = op {
         // Timed as one, like the job's own syncs.
         match result {
@@ -433,6 +481,31 @@ fn completed(run: &mut Run, d: Done, busy: &mut [Option<(usize, u64)>], free: &m
     run.switch_to(file);
     account_io(run, dir, off, len, [start, issue, complete], result, has_slat);
     run.switch_to(served);
+}
+
+/// A `verify_backlog` read of the served file came back: counted as a read (as the
+/// inline backlog's reads) and its block checked; verified, it is not read again at the end.
+fn checked(run: &mut Run, buf: Option<&Buffer>, off: u64, len: u64, t: [u64; 3], result: Outcome) {
+    let [start, issue, complete] = t;
+    if let Err((errno, msg)) = result {
+        if !run.goes_on_after(false, false, errno) {
+            run.fail(errno, format!("verify read at offset {off}: {msg}"));
+        }
+        return;
+    }
+    run.res.read.ios += 1;
+    run.res.read.bytes += len;
+    run.res.read.clat.record(complete - issue);
+    run.res.read.lat.record(complete - start);
+    let Some(buf) = buf else { return };
+    if let Err(why) = verify::check_with(run.job.verify, run.job.shapes.verify_pattern.as_deref(), buf, off) {
+        if !run.goes_on_after(false, true, libc::EILSEQ) {
+            run.fail(libc::EILSEQ, format!("verify: bad block at offset {off}: {why}"));
+        }
+        return;
+    }
+    run.res.verified += 1;
+    set_block(&mut run.written, (off - run.base) / run.job.bs[1], false);
 }
 
 /// Accounts a finished I/O of the served file.

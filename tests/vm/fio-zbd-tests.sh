@@ -8,8 +8,8 @@
 # engine (fio counts "zone resets") before its writes and verification can pass.
 # Then `ioswitch bench` itself with zonemode=zbd on the block device: the write + verify
 # job twice (every zone reset, the zones' capacity written and verified), and random
-# writes with max_open_zones=2, then reads below the write pointers and, with
-# read_beyond_wp=1, past them.
+# writes with max_open_zones=2, the same three under io_submit_mode=offload, then reads
+# below the write pointers (inline and offload) and, with read_beyond_wp=1, past them.
 # One boot; one line per case, then `N passed, N failed`.
 #
 #   tests/vm/fio-zbd-tests.sh [--engine PATH]   (default: fio/build.sh builds it)

@@ -8,8 +8,8 @@
 # engine (fio counts "zone resets") before its writes and verification can pass.
 # Then `ioswitch bench` itself with zonemode=zbd on the block device: the write + verify
 # job twice (every zone reset, the zones' capacity written and verified), and random
-# writes with max_open_zones=2, then reads below the write pointers and, with
-# read_beyond_wp=1, past them.
+# writes with max_open_zones=2, the same three under io_submit_mode=offload, then reads
+# below the write pointers (inline and offload) and, with read_beyond_wp=1, past them.
 # One boot; one line per case, then `N passed, N failed`.
 #
 #   tests/vm/fio-zbd-tests.sh [--engine PATH]   (default: fio/build.sh builds it)
@@ -117,13 +117,23 @@ bench_zbd "ioswitch bench /dev/$zoned: zonemode=zbd write + verify (each zone re
 bench_zbd "ioswitch bench /dev/$zoned: again on the now full zones" seq --rw=write
 bench_zbd "ioswitch bench /dev/$zoned: zonemode=zbd randwrite, max_open_zones=2, 100 writes + verify" rand \
     --rw=randwrite --max_open_zones=2 --number_ios=100 --zonesize=4m
+# The same under io_submit_mode=offload (4 workers, psync and libaio): the job's thread
+# keeps the write pointers and one I/O per zone in flight (fio's zone lock), so every
+# zone is reset, written in order and verified as inline.
+bench_zbd "ioswitch bench /dev/$zoned: offload psync iodepth=4, zonemode=zbd write + verify" seq --rw=write \
+    --io_submit_mode=offload --iodepth=4
+bench_zbd "ioswitch bench /dev/$zoned: offload libaio iodepth=4, zonemode=zbd write + verify" seq --rw=write \
+    --io_submit_mode=offload --iodepth=4 --ioengine=libaio
+bench_zbd "ioswitch bench /dev/$zoned: offload libaio iodepth=4, randwrite, max_open_zones=2, 100 writes + verify" rand \
+    --rw=randwrite --max_open_zones=2 --number_ios=100 --zonesize=4m --io_submit_mode=offload --iodepth=4 --ioengine=libaio
 # Reads after those random writes (zones partly written): by default they stop at each
 # zone's write pointer (fio's zbd_adjust_block), so a sequential read moves exactly what
 # blkzone reports written in the 6 zones; with read_beyond_wp=1 it moves their capacity.
 bench_read() {
     local name=$1 beyond=$2
+    shift 2
     "$root/target/debug/ioswitch" bench --no-progress --output-format=json --name=zbd --filename="/dev/$zoned" \
-        --zonemode=zbd --bs=64k --offset=0 --size=24m --direct=1 --rw=read --read_beyond_wp="$beyond" \
+        --zonemode=zbd --bs=64k --offset=0 --size=24m --direct=1 --rw=read --read_beyond_wp="$beyond" "$@" \
         >/tmp/zbd.log 2>&1
     local rc=$?
     blkzone report --count 6 "/dev/$zoned" >/tmp/zbd-report.txt 2>>/tmp/zbd.log
@@ -147,6 +157,8 @@ PY
 }
 bench_read "ioswitch bench /dev/$zoned: zonemode=zbd read stops at the write pointers (blkzone's)" 0
 bench_read "ioswitch bench /dev/$zoned: zonemode=zbd read_beyond_wp=1 reads the zones' capacity" 1
+bench_read "ioswitch bench /dev/$zoned: offload libaio iodepth=4, zonemode=zbd read stops at the write pointers" 0 \
+    --io_submit_mode=offload --iodepth=4 --ioengine=libaio
 # A zonesize that is not the device's is refused, as fio refuses it.
 "$root/target/debug/ioswitch" bench --no-progress --name=zbd --filename="/dev/$zoned" --zonemode=zbd --zonesize=8m \
     --rw=write --bs=64k --size=24m --direct=1 >/tmp/zbd.log 2>&1

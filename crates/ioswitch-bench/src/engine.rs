@@ -531,6 +531,20 @@ enum SyncCall {
     Fdatasync,
 }
 
+/// One sync of a file (see [`Run::sync_now`]): fsync(2) of `fsync_file` for `fsync=N`,
+/// else the library's flush of `dev`. Errors carry the errno and what failed.
+fn sync_call(dev: &Device, fsync_file: Option<&std::fs::File>, call: SyncCall) -> Result<(), (i32, String)> {
+    match (fsync_file, call) {
+        (Some(f), SyncCall::Fsync) => {
+            f.sync_all().map_err(|e| (e.raw_os_error().unwrap_or(libc::EIO), format!("fsync of '{}': {e}", dev.uri())))
+        }
+        _ => dev.pass(&Cmd::flush(dev.ident().nsid), &mut []).map(drop).map_err(|e| {
+            let what = if call == SyncCall::Fsync { "fsync" } else { "fdatasync" };
+            (e.errno().unwrap_or(libc::EIO), format!("{what}: {e}"))
+        }),
+    }
+}
+
 /// The direction index of trims (after 0 read and 1 write).
 const TRIM: usize = 2;
 /// Names of the directions, by index, for error messages.
@@ -916,16 +930,7 @@ impl<'a> Run<'a> {
     /// flush (fdatasync on a file, a device flush, msync).
     fn sync_now(&mut self, call: SyncCall) -> bool {
         let s = now_ns();
-        let r = match (&self.fsync_file, call) {
-            (Some(f), SyncCall::Fsync) => f
-                .sync_all()
-                .map_err(|e| (e.raw_os_error().unwrap_or(libc::EIO), format!("fsync of '{}': {e}", self.dev.uri()))),
-            _ => self.dev.pass(&Cmd::flush(self.dev.ident().nsid), &mut []).map(drop).map_err(|e| {
-                let what = if call == SyncCall::Fsync { "fsync" } else { "fdatasync" };
-                (e.errno().unwrap_or(libc::EIO), format!("{what}: {e}"))
-            }),
-        };
-        match r {
+        match sync_call(self.dev, self.fsync_file.as_ref(), call) {
             Ok(()) => {
                 self.res.sync.record(now_ns() - s);
                 true
@@ -2597,6 +2602,47 @@ mod run_tests {
             assert_eq!(r.write.slat.samples(), slat, "{opts}");
             // lat counts from the job thread's start, clat from the worker's issue.
             assert!(r.write.lat.stats.mean() >= r.write.clat.stats.mean(), "{opts}");
+        }
+    }
+
+    #[test]
+    fn offload_hands_a_sync_to_a_worker_every_n_writes_and_none_after_the_last() {
+        // The counts of the inline test (fdatasync_flushes_every_n_writes_beside_fsync):
+        // the same rule, with the writes counted as they are handed on, as fio's
+        // io_issues under offload.
+        for (opts, mode) in [("", Mode::Sync), ("async=emu", Mode::Async), ("async=thrpool", Mode::Async)] {
+            for (fsync, fdatasync, want) in [(0, 4, 63), (8, 0, 31), (8, 12, 31 + 21 - 10), (256, 0, 0), (255, 0, 1)] {
+                let mut j = shaped(job("4MiB", opts, mode, Rw::Write, 4), |s| s.fdatasync = fdatasync);
+                (j.fsync, j.behaviour.offload) = (fsync, true);
+                let r = run(&j);
+                let what = format!("{opts} fsync={fsync} fdatasync={fdatasync}");
+                assert_eq!((r.error, r.write.ios, r.sync.samples()), (0, 256, want), "{what}: {:?}", r.error_msg);
+                // The syncs are no I/Os: the workers' engine contexts did 256 writes.
+                assert_eq!(r.queue.submitted, 256, "{what}");
+            }
+        }
+    }
+
+    #[test]
+    fn offload_verifies_the_backlog_as_it_goes() {
+        for (opts, mode, backlog, batch) in
+            [("", Mode::Sync, 16, 0), ("async=emu", Mode::Async, 16, 0), ("async=thrpool", Mode::Async, 16, 4)]
+        {
+            let mut j = job("4MiB", opts, mode, Rw::RandWrite, 4);
+            (j.verify, j.do_verify, j.behaviour.offload) = (Verify::Crc32c, true, true);
+            (j.shapes.verify_backlog, j.shapes.verify_backlog_batch) = (backlog, batch);
+            let r = run(&j);
+            assert_eq!(r.error, 0, "{opts}: {:?}", r.error_msg);
+            // Every block is verified once: along the way, and what is left at the end.
+            assert_eq!((r.write.ios, r.verified, r.read.ios), (256, 256, 256), "{opts} batch {batch}");
+            // The reads along the way are the workers' (fio hands them on like I/Os); at
+            // the end at most the last 16 writes' backlog and a batch not yet handed on
+            // are left to the job's verify phase.
+            let by_workers = r.queue.submitted - 256;
+            assert!(
+                (256 - 32..=256).contains(&by_workers),
+                "{opts} batch {batch}: {by_workers} verify reads by workers"
+            );
         }
     }
 

@@ -184,3 +184,124 @@ fn offload_fills_the_json_fields_fio_fills_and_verifies() {
         }
     }
 }
+
+/// The job with several files, as fio and `ioswitch bench` take it: 96 random 4 KiB
+/// writes over three files of 128 KiB (`o.0.0` … `o.0.2`, fio's names, made here so
+/// neither tool lays them out), `file_service_type` round robin, under offload.
+fn both_files(s: &Scratch, engine: &str) -> [(String, Vec<String>); 2] {
+    let dir = s.path("files");
+    std::fs::create_dir_all(&dir).unwrap();
+    for i in 0..3 {
+        std::fs::write(format!("{dir}/o.0.{i}"), vec![0u8; 128 << 10]).unwrap();
+    }
+    both(s, engine, &["--io_submit_mode=offload"]).map(|(tool, args)| {
+        let mut args: Vec<String> = args.into_iter().filter(|a| !a.starts_with("--filename=")).collect();
+        for a in ["--size=384k".to_string(), "--nrfiles=3".into(), format!("--directory={dir}")] {
+            match args.iter_mut().find(|x| x.starts_with(&a[..a.find('=').unwrap() + 1])) {
+                Some(x) => *x = a,
+                None => args.push(a),
+            }
+        }
+        (tool, args)
+    })
+}
+
+/// Each strace line of `calls` in `program ARGS` as (thread id, call, first argument).
+/// None when fio hung every time (see `run`).
+fn call_lines(s: &Scratch, program: &str, args: &[String], calls: &str) -> Option<Vec<(String, String, String)>> {
+    let log = s.path("strace.log");
+    let mut a = vec!["-f".to_string(), "-qq".into(), "-e".into(), format!("trace={calls}"), "-o".into(), log.clone()];
+    a.push(program.into());
+    a.extend(args.iter().cloned());
+    run("strace", &a)?;
+    let body = std::fs::read_to_string(&log).unwrap_or_else(|e| panic!("{log}: {e}"));
+    let mut out = Vec::new();
+    for l in body.lines() {
+        // strace pads the thread id to a width: "647   pwrite64(…".
+        let mut w = l.splitn(2, char::is_whitespace);
+        let (Some(pid), Some(rest)) = (w.next(), w.next().map(str::trim_start)) else { continue };
+        let Some(open) = rest.find('(') else { continue };
+        let call = &rest[..open];
+        if !calls.split(',').any(|c| c == call) {
+            continue; // "<... resumed>" and signal lines
+        }
+        // pwrite64(FD, …) and fsync(FD); io_submit's file is the iocb's aio_fildes.
+        let args = &rest[open + 1..];
+        let first = match args.find("aio_fildes=") {
+            Some(at) => args[at + 11..].split(|c: char| !c.is_ascii_digit()).next().unwrap_or(""),
+            None => args.split([',', ')']).next().unwrap_or(""),
+        };
+        out.push((pid.to_string(), call.to_string(), first.to_string()));
+    }
+    Some(out)
+}
+
+#[test]
+fn offload_workers_serve_the_file_the_job_picked_as_fio_does() {
+    let t = "offload_workers_serve_the_file_the_job_picked_as_fio_does";
+    if !have("fio", "--version", t) || !have("strace", "-V", t) {
+        return;
+    }
+    let _g = serial();
+    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), &format!("offload-{t}"));
+    for (engine, call) in [("psync", "pwrite64"), ("libaio", "io_submit")] {
+        for (tool, args) in both_files(&s, engine) {
+            let Some(lines) = call_lines(&s, &tool, &args, call) else { continue };
+            let threads: std::collections::BTreeSet<&str> = lines.iter().map(|l| l.0.as_str()).collect();
+            let mut per_file: BTreeMap<&str, usize> = BTreeMap::new();
+            for l in &lines {
+                *per_file.entry(l.2.as_str()).or_insert(0) += 1;
+            }
+            assert_eq!(lines.len(), 96, "{tool} {engine}: one {call} per write");
+            assert!((2..=4).contains(&threads.len()), "{tool} {engine}: {call} from {threads:?}");
+            // Round robin over three files: 32 writes to each file's descriptor.
+            assert_eq!(per_file.values().copied().collect::<Vec<_>>(), [32, 32, 32], "{tool} {engine}: {per_file:?}");
+        }
+        for (tool, args) in both_files(&s, engine) {
+            let mut args = args;
+            args.push("--verify=crc32c".into());
+            let Some(v) = json_of(&tool, &args) else { continue };
+            let j = &v["jobs"][0];
+            assert_eq!(j["error"].as_i64(), Some(0), "{tool} {engine}");
+            assert_eq!(j["write"]["total_ios"].as_u64(), Some(96), "{tool} {engine}");
+            assert_eq!(j["read"]["total_ios"].as_u64(), Some(96), "{tool} {engine}: every block read back");
+        }
+    }
+}
+
+#[test]
+fn offload_hands_fsync_to_the_workers_every_n_writes() {
+    let t = "offload_hands_fsync_to_the_workers_every_n_writes";
+    if !have("fio", "--version", t) || !have("strace", "-V", t) {
+        return;
+    }
+    let _g = serial();
+    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), &format!("offload-{t}"));
+    for (engine, call) in [("psync", "pwrite64"), ("libaio", "io_submit")] {
+        let [(fio, fio_args), (ours, our_args)] = both(&s, engine, &["--io_submit_mode=offload", "--fsync=4"]);
+        // Ours: 256 writes and a sync after every 4th but the last (63), each made by a
+        // worker (a thread that also writes), none by the job's thread.
+        let lines = call_lines(&s, &ours, &our_args, &format!("{call},fsync")).expect("ours does not hang");
+        let count = |c: &str| lines.iter().filter(|l| l.1 == c).count();
+        assert_eq!((count(call), count("fsync")), (256, 63), "ours {engine}");
+        let writers: std::collections::BTreeSet<&str> =
+            lines.iter().filter(|l| l.1 == call).map(|l| l.0.as_str()).collect();
+        let syncers: std::collections::BTreeSet<&str> =
+            lines.iter().filter(|l| l.1 == "fsync").map(|l| l.0.as_str()).collect();
+        assert!(syncers.is_subset(&writers) && syncers.len() >= 2, "ours {engine}: {syncers:?} / {writers:?}");
+        let v = json_of(&ours, &our_args).expect("ours does not hang");
+        let j = &v["jobs"][0];
+        assert_eq!(j["error"].as_i64(), Some(0), "ours {engine}");
+        assert_eq!((j["write"]["total_ios"].as_u64(), j["sync"]["total_ios"].as_u64()), (Some(256), Some(63)));
+        // fio 3.33 hands on its first sync after the 4th write too, and then nothing but
+        // syncs: its job thread tests last_was_sync, which io_completed sets only in the
+        // worker's copy of the job (io_u.c), so the size-based job never ends. Run for
+        // 1 s, it shows 4 writes and the syncs that followed.
+        let mut fio_args = fio_args;
+        fio_args.extend(["--time_based".to_string(), "--runtime=1".into()]);
+        let Some(v) = json_of(&fio, &fio_args) else { continue };
+        let j = &v["jobs"][0];
+        assert_eq!(j["write"]["total_ios"].as_u64(), Some(4), "fio {engine}: {}", j["write"]);
+        assert!(j["sync"]["total_ios"].as_u64().unwrap_or(0) > 63, "fio {engine}: {}", j["sync"]);
+    }
+}

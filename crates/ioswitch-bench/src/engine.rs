@@ -633,6 +633,10 @@ impl<'a> Run<'a> {
     #[inline]
     fn completed_io(&mut self, dir: usize, len: u64, off: u64, t: [u64; 3], has_slat: bool) {
         self.completed_ios += 1;
+        if let Some(z) = self.zbd.as_mut() {
+            // The write has landed: its zone is free for the other jobs (fio's zone unlock).
+            z.done();
+        }
         let [start, issue, complete] = t;
         if let Some(m) = self.min_rate.as_mut().filter(|_| complete >= self.ramp_end) {
             let done = [(self.res.read.bytes, self.res.read.ios), (self.res.write.bytes, self.res.write.ios)];
@@ -1263,7 +1267,8 @@ pub fn run_job_files(job: &Job, instance: u32, devs: &[&Device], progress: &Prog
                 None => (dev, base, region),
             };
             let seed = job.seed ^ salt ^ (f as u64 * 0x9E37_79B9);
-            match crate::zbd::Zbd::new(fdev, fbase, fregion, &job.shapes, seed) {
+            let verify = job.verify != Verify::None && job.do_verify;
+            match crate::zbd::Zbd::new(fdev, fbase, fregion, &job.shapes, seed, job.rw.writes(), verify) {
                 Ok(z) => {
                     capacity = capacity.saturating_add(z.capacity());
                     run.file_pass[f] = z.capacity();

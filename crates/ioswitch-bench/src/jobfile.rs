@@ -1970,7 +1970,7 @@ impl JobSpec {
                 return Err(self.error_at(
                     "filename",
                     format!(
-                        "zonemode=zbd with '{}' named twice is not run: fio keeps one zone state per device, shared by its files; here each file keeps its own, and each would reset the zones the other wrote",
+                        "zonemode=zbd with '{}' named twice in one job is not run: fio shares one zone state between them; here the job's one thread would be two writers of the same zones, each waiting for a zone the other holds open",
                         dup.1
                     ),
                 ));

@@ -94,8 +94,9 @@ impl State {
         let by = std::mem::take(&mut self.opener[z]);
         if by != 0 {
             self.open -= 1;
-            let n = self.job_open(by);
-            *n = n.saturating_sub(1);
+            if let Some(j) = self.job_open.iter_mut().find(|j| j.0 == by) {
+                j.1 = j.1.saturating_sub(1);
+            }
         }
     }
 }
@@ -158,15 +159,14 @@ impl Table {
         Ok(())
     }
 
-    /// Writer `me` leaves: its zone is released, the zones it opened are closed.
+    /// Writer `me` leaves: its zone is released; the zones it opened stay open (as in fio,
+    /// they count against `max_open_zones` until they are full, and the other writers
+    /// write into them).
     pub(crate) fn detach(&self, me: u32) {
         let mut st = self.lock();
         for z in 0..st.owner.len() {
             if st.owner[z] == me {
                 st.owner[z] = 0;
-            }
-            if st.opener[z] == me {
-                st.close(z, self.cap, 1);
             }
         }
         st.writers.retain(|w| w.0 != me);
@@ -219,6 +219,12 @@ impl Table {
         let mut st = self.lock();
         loop {
             let can_open = |st: &mut State| st.open < self.max_open && (job_max == 0 || *st.job_open(me) < job_max);
+            // Open zones that cannot take the block are closed (full).
+            for z in first as usize..(first + n) as usize {
+                if st.opener[z] != 0 && st.owner[z] == 0 && st.wp[z] + len > cap {
+                    st.close(z, cap, len);
+                }
+            }
             let got = match pick {
                 Pick::Seq(cursor) => loop {
                     let (rel, lap) = **cursor;
@@ -242,31 +248,20 @@ impl Table {
                         continue;
                     }
                     if !can_open(&mut st) {
-                        break None;
+                        // fio's zbd_convert_to_open_zone: the write goes to an open zone
+                        // instead; the writer stays on its own zone for the next one.
+                        break free_open(&st, first, n, cap, len, rng);
                     }
                     break Some(open_at(&st, z, cap, len));
                 },
                 Pick::Random => {
-                    // Open zones that cannot take the block are closed (full).
-                    for z in first as usize..(first + n) as usize {
-                        if st.opener[z] != 0 && st.owner[z] == 0 && st.wp[z] + len > cap {
-                            st.close(z, cap, len);
-                        }
-                    }
                     let start = rng.below(n);
                     let to_open = (0..n)
                         .map(|i| (first + (start + i) % n) as usize)
                         .find(|&z| st.opener[z] == 0 && st.owner[z] == 0);
                     match to_open {
                         Some(z) if can_open(&mut st) => Some(open_at(&st, z, cap, len)),
-                        _ => {
-                            let free: Vec<usize> = (first as usize..(first + n) as usize)
-                                .filter(|&z| st.opener[z] != 0 && st.owner[z] == 0 && st.wp[z] + len <= cap)
-                                .collect();
-                            (!free.is_empty())
-                                .then(|| (free[rng.below(free.len() as u64) as usize], 0, false))
-                                .map(|(z, _, r)| (z, st.wp[z], r))
-                        }
+                        _ => free_open(&st, first, n, cap, len, rng),
                     }
                 }
             };
@@ -285,6 +280,16 @@ impl Table {
             st = self.freed.wait_timeout(st, Duration::from_millis(50)).unwrap_or_else(|p| p.into_inner()).0;
         }
     }
+}
+
+/// A random open zone of the `n` from `first` that no writer owns and that can take `len`
+/// bytes, with its write pointer; `None` when there is none.
+fn free_open(st: &State, first: u64, n: u64, cap: u64, len: u64, rng: &mut Rng) -> Option<(usize, u64, bool)> {
+    let free: Vec<usize> = (first as usize..(first + n) as usize)
+        .filter(|&z| st.opener[z] != 0 && st.owner[z] == 0 && st.wp[z] + len <= cap)
+        .collect();
+    let z = *free.get(rng.below(free.len().max(1) as u64) as usize)?;
+    Some((z, st.wp[z], false))
 }
 
 /// Where a zone being opened takes its next block: at its write pointer when it holds
@@ -569,7 +574,7 @@ mod tests {
     const K: u64 = 4096;
 
     /// `jobs` writers (`random` or sequential) share one table of `zones` zones of 16
-    /// blocks' capacity, each making `writes` writes of a block, at most `max_open` zones
+    /// blocks' capacity (`cap` with [`shared_run_cap`]), each making `writes` writes of a block, at most `max_open` zones
     /// open (and `job_max` per writer); a simulated device checks each write lands at its
     /// zone's write pointer while no other writer writes there. Returns the device's
     /// write pointers and the resets.
@@ -581,8 +586,20 @@ mod tests {
         writes: u32,
         random: bool,
     ) -> (Vec<u64>, u64) {
+        shared_run_cap(jobs, (zones, 16), max_open, job_max, writes, random)
+    }
+
+    /// [`shared_run`] with `(zones, cap)`: zones of `cap` blocks.
+    fn shared_run_cap(
+        jobs: u32,
+        (zones, cap): (u64, u64),
+        max_open: usize,
+        job_max: usize,
+        writes: u32,
+        random: bool,
+    ) -> (Vec<u64>, u64) {
         use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-        let table = Arc::new(Table::new(zones, 16 * K, max_open));
+        let table = Arc::new(Table::new(zones, cap * K, max_open));
         let device: Arc<Vec<AtomicU64>> = Arc::new((0..zones).map(|_| AtomicU64::new(0)).collect());
         let writing: Arc<Vec<AtomicU32>> = Arc::new((0..zones).map(|_| AtomicU32::new(0)).collect());
         let resets = Arc::new(AtomicU64::new(0));
@@ -608,7 +625,7 @@ mod tests {
                         }
                         // The device takes a write only at the zone's write pointer, within its capacity.
                         assert_eq!(device[z].load(Ordering::SeqCst), g.at, "zone {z}: write off the write pointer");
-                        assert!(g.at + K <= 16 * K, "zone {z}: write past the capacity");
+                        assert!(g.at + K <= cap * K, "zone {z}: write past the capacity");
                         std::thread::yield_now();
                         device[z].store(g.at + K, Ordering::SeqCst);
                         writing[z].store(0, Ordering::SeqCst);
@@ -621,7 +638,7 @@ mod tests {
         for t in threads {
             t.join().unwrap();
         }
-        assert_eq!(table.open_zones(), 0, "every zone the writers opened is closed when they leave");
+        assert!(table.open_zones() <= max_open, "the zones of writers that left stay open, within the limit");
         let wps: Vec<u64> = device.iter().map(|w| w.load(Ordering::SeqCst)).collect();
         assert_eq!(table.written(0, zones), wps, "the table's write pointers are the device's");
         (wps, resets.load(Ordering::SeqCst))
@@ -635,9 +652,10 @@ mod tests {
         assert!(resets > 800 / 16, "{resets} resets for 800 writes into zones of 16 blocks");
         assert!(wps.iter().all(|w| w % K == 0 && *w <= 16 * K), "{wps:?}");
         // Few writes, no zone fills: nothing written is lost, the write pointers hold every byte.
-        let (wps, resets) = shared_run(4, 8, 4, 0, 10, true);
+        let (wps, resets) = shared_run_cap(4, (8, 64), 4, 0, 10, true);
         assert_eq!(wps.iter().sum::<u64>(), 40 * K, "{wps:?}");
-        assert_eq!(resets, wps.iter().filter(|&&w| w > 0).count() as u64, "each zone written was reset once: {wps:?}");
+        let written = wps.iter().filter(|&&w| w > 0).count() as u64;
+        assert!(resets == written && written <= 4, "each zone written was opened (reset) once, 4 at most: {wps:?}");
         // job_max_open_zones: each writer opens at most 1 of the 4.
         shared_run(4, 8, 4, 1, 100, true);
     }
@@ -652,6 +670,43 @@ mod tests {
         let (wps, resets) = shared_run(3, 4, 1, 0, 40, false);
         assert_eq!(wps.iter().sum::<u64>() % K, 0);
         assert!(resets >= 120 / 16, "{resets}");
+    }
+
+    #[test]
+    fn a_sequential_writer_at_the_open_limit_writes_into_an_open_zone() {
+        // Writer 1 opens both zones the limit allows and pauses (its writes done); writer 2's
+        // own zone (0) is not among them: it writes into one of the open ones, at its write
+        // pointer, instead of waiting (fio's zbd_convert_to_open_zone).
+        let t = Table::new(8, 16 * K, 2);
+        let mut rng = Rng::new(5);
+        let mut opened = Vec::new();
+        for _ in 0..2 {
+            let g = t.grant(1, 0, (0, 8), K, &mut Pick::Random, &mut rng);
+            assert!(g.reset && g.at == 0, "{g:?}");
+            t.release(1, g.zone);
+            opened.push(g.zone);
+        }
+        let mut cursor = (0, 0);
+        let skip = (0..8).find(|z| !opened.contains(z)).unwrap();
+        cursor.0 = skip;
+        let g = t.grant(2, 0, (0, 8), K, &mut Pick::Seq(&mut cursor), &mut rng);
+        assert!(opened.contains(&g.zone) && g.at == K && !g.reset, "{g:?} (open: {opened:?})");
+        assert_eq!((t.open_zones(), cursor), (2, (skip, 0)));
+        // Writer 1 leaves: its zones stay open (fio's rule) and writer 2 keeps writing
+        // into them until they are full; then it opens its own.
+        t.release(2, g.zone);
+        t.detach(1);
+        let mut full = false;
+        loop {
+            let g = t.grant(2, 0, (0, 8), K, &mut Pick::Seq(&mut cursor), &mut rng);
+            t.release(2, g.zone);
+            if g.zone == skip {
+                assert!(g.at == 0 && g.reset && full, "{g:?}: its own zone only once an open one is full");
+                break;
+            }
+            assert!(opened.contains(&g.zone) && !g.reset, "{g:?}");
+            full |= g.at + K == 16 * K;
+        }
     }
 
     #[test]

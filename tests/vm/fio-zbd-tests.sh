@@ -197,11 +197,13 @@ fi
 # and a write off a zone's write pointer fails: both show as write errors. From reset
 # zones, 20 writes of 64k per job fill no zone: blkzone's write pointers then hold
 # exactly the bytes the tool reports written; 150 per job fill zones and reset some.
-check_numjobs() {   # TOOL WRITES_PER_JOB: checks /tmp/nj.json against the device's zones
+# TOOL WRITES_PER_JOB JOBS exact|fill: checks /tmp/nj.json against the device's zones
+# (exact: no zone filled, the write pointers hold every byte written).
+check_numjobs() {
     blkzone report --count 24 /dev/nullb0 >/tmp/nj-report.txt 2>>/tmp/zbd.log
-    python3 - "$1" "$2" >>/tmp/zbd.log 2>&1 <<'PY'
+    python3 - "$@" >>/tmp/zbd.log 2>&1 <<'PY'
 import json, re, sys
-tool, per_job = sys.argv[1], int(sys.argv[2])
+tool, per_job, njobs, mode = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 text = open("/tmp/nj.json").read()
 jobs = json.loads(text[text.index("{"):])["jobs"]
 written = sum(j["write"]["io_bytes"] for j in jobs)
@@ -215,8 +217,8 @@ for line in open("/tmp/nj-report.txt"):
         full += cond == 14
         partial += cond in (2, 3, 4)
 print(tool, dict(jobs=len(jobs), errors=errors, written=written, wps=wps, partial=partial, full=full))
-ok = len(jobs) == 4 and errors == [0] * 4 and written == 4 * per_job * 65536 and partial <= 4 and wps % 65536 == 0
-if per_job <= 20:
+ok = len(jobs) == njobs and errors == [0] * njobs and written == njobs * per_job * 65536 and partial <= 4 and wps % 65536 == 0
+if mode == "exact":
     ok = ok and wps == written and full == 0
 else:
     ok = ok and full > 0 and wps <= written
@@ -230,21 +232,36 @@ rmmod null_blk 2>/dev/null
 if modprobe -d "$IOSWITCH_VM_MODROOT" null_blk nr_devices=1 zoned=1 zone_size=4 zone_capacity=3 gb=1 \
     memory_backed=1 bs=4096 zone_max_open=4 zone_max_active=4 && [ "$(cat /sys/block/nullb0/queue/zoned)" = host-managed ]; then
     echo "null_blk: max_open_zones $(cat /sys/block/nullb0/queue/max_open_zones), max_active_zones $(cat /sys/block/nullb0/queue/max_active_zones)"
-    for per_job in 20 150; do
+    for run in 20:exact 150:fill; do
+        per_job=${run%:*}
         nj="--name=nj --filename=/dev/nullb0 --direct=1 --zonemode=zbd --rw=randwrite --bs=64k --offset=0 --size=96m --numjobs=4 --max_open_zones=4 --number_ios=$per_job --output-format=json"
         blkzone reset /dev/nullb0
         # shellcheck disable=SC2086
         fio $nj --ioengine=psync >/tmp/nj.json 2>/tmp/zbd.log
         rc=$?
-        check_numjobs fio "$per_job" && [ $rc -eq 0 ]
+        check_numjobs fio "$per_job" 4 "${run#*:}" && [ $rc -eq 0 ]
         result $? "fio /dev/nullb0: zonemode=zbd randwrite numjobs=4 max_open_zones=4, $per_job writes per job (max_active=4)"
         blkzone reset /dev/nullb0
         # shellcheck disable=SC2086
         "$root/target/debug/ioswitch" bench --no-progress $nj >/tmp/nj.json 2>/tmp/zbd.log
         rc=$?
-        check_numjobs ioswitch "$per_job" && [ $rc -eq 0 ]
+        check_numjobs ioswitch "$per_job" 4 "${run#*:}" && [ $rc -eq 0 ]
         result $? "ioswitch bench /dev/nullb0: zonemode=zbd randwrite numjobs=4 max_open_zones=4, $per_job writes per job (max_active=4)"
     done
+    # Two sections on the same device share its zones as clones do (fio: zbd_info per
+    # file name): 2 x 40 writes, at most 4 zones open between them.
+    printf '%s\n' '[global]' filename=/dev/nullb0 direct=1 zonemode=zbd rw=randwrite bs=64k offset=0 \
+        size=96m max_open_zones=4 number_ios=40 '[a]' '[b]' >/tmp/nj2.fio
+    blkzone reset /dev/nullb0
+    fio --output-format=json --ioengine=psync /tmp/nj2.fio >/tmp/nj.json 2>/tmp/zbd.log
+    rc=$?
+    check_numjobs fio 40 2 exact && [ $rc -eq 0 ]
+    result $? "fio /dev/nullb0: zonemode=zbd randwrite in two sections on one device, max_open_zones=4"
+    blkzone reset /dev/nullb0
+    "$root/target/debug/ioswitch" bench --no-progress --output-format=json /tmp/nj2.fio >/tmp/nj.json 2>/tmp/zbd.log
+    rc=$?
+    check_numjobs ioswitch 40 2 exact && [ $rc -eq 0 ]
+    result $? "ioswitch bench /dev/nullb0: zonemode=zbd randwrite in two sections on one device, max_open_zones=4"
     # Sequential clones append at the write pointer of the zone they share: 4 × 48 writes
     # of 64k fill 4 zones exactly (their 3 MiB capacity), with 4 resets in all.
     blkzone reset /dev/nullb0

@@ -203,8 +203,9 @@ impl Table {
     }
 
     /// Where writer `me` writes its next `len` bytes in its `region`, `(first, n)`: the
-    /// `n` zones from zone `first` (`job_max`: its own limit of open zones, 0 none); waits while every zone it could
-    /// take is owned by another writer or the open-zone limits are reached.
+    /// `n` zones from zone `first` (`job_max`: its own limit of open zones, 0 none).
+    /// Waits while every zone it could take is owned by another writer and the open-zone
+    /// limits keep it from opening one.
     pub(crate) fn grant(
         &self,
         me: u32,
@@ -293,7 +294,7 @@ fn free_open(st: &State, first: u64, n: u64, cap: u64, len: u64, rng: &mut Rng) 
 }
 
 /// Where a zone being opened takes its next block: at its write pointer when it holds
-/// this run's data and has room (another job's zone, closed when that job left), else
+/// this run's data and has room (closed as full for a larger block of another job), else
 /// from its start after a reset (the data from before the run, or a full zone).
 fn open_at(st: &State, z: usize, cap: u64, len: u64) -> (usize, u64, bool) {
     if st.fresh[z] && st.wp[z] + len <= cap {

@@ -1970,7 +1970,7 @@ impl JobSpec {
                 return Err(self.error_at(
                     "filename",
                     format!(
-                        "zonemode=zbd with '{}' named twice in one job is not run: fio shares one zone state between them; here the job's one thread would be two writers of the same zones, each waiting for a zone the other holds open",
+                        "zonemode=zbd with '{}' named twice in one job is not run: fio shares one zone state between them; here they would be two writers of the same zones in the job's one thread, and one waiting for a zone the other holds would wait for itself",
                         dup.1
                     ),
                 ));

@@ -710,7 +710,23 @@ impl<'a> Run<'a> {
     /// rate: when its due time is after `*start`, `before_sleep` runs first (false stops
     /// the job), the thread sleeps until the due time and `*start` becomes the time after.
     /// None: the job stops (`before_sleep` said so, or the run's end came while waiting).
+    /// With `zonemode=zbd`, `*start` is the time after the zone was chosen.
     fn next_io(&mut self, start: &mut u64, before_sleep: impl FnOnce(&mut Self) -> bool) -> Option<(usize, u64, u64)> {
+        let io = self.next_io_paced(start, before_sleep)?;
+        if self.zbd.is_some() {
+            // fio stamps an I/O's start after zbd_adjust_block (get_io_u): the wait for a
+            // zone another job owns, and a zone reset, are not part of its latency.
+            *start = now_ns();
+        }
+        Some(io)
+    }
+
+    /// [`Run::next_io`] before the zone adjustment of its start time.
+    fn next_io_paced(
+        &mut self,
+        start: &mut u64,
+        before_sleep: impl FnOnce(&mut Self) -> bool,
+    ) -> Option<(usize, u64, u64)> {
         if self.pacer.is_none() {
             return Some(self.pick());
         }

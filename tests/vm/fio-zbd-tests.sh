@@ -9,7 +9,9 @@
 # Then `ioswitch bench` itself with zonemode=zbd on the block device: the write + verify
 # job twice (every zone reset, the zones' capacity written and verified), and random
 # writes with max_open_zones=2, the same three under io_submit_mode=offload, then reads
-# below the write pointers (inline and offload) and, with read_beyond_wp=1, past them.
+# below the write pointers (inline and offload) and, with read_beyond_wp=1, past them;
+# zbd over two null_blk devices; numjobs=4 writers sharing one null_blk device's zones
+# (fio and ours), with the device enforcing max_active=4.
 # One boot; one line per case, then `N passed, N failed`.
 #
 #   tests/vm/fio-zbd-tests.sh [--engine PATH]   (default: fio/build.sh builds it)
@@ -198,6 +200,107 @@ PY
     done
 else
     echo "FAIL  null_blk with zoned=1 nr_devices=2 did not give two host-managed devices"
+    failed=$((failed + 1))
+fi
+
+# Several jobs writing one zoned device (numjobs=4): fio shares one zone state between
+# them (zbd.c zbd_init_zone_info), so must `ioswitch bench`. A null_blk device with
+# zone_max_active=4 refuses (BLK_STS_ZONE_ACTIVE_RESOURCE) any write that would make a 5th
+# zone active (open or closed), so max_open_zones=4 must hold over all the jobs together,
+# and a write off a zone's write pointer fails: both show as write errors. From reset
+# zones, 20 writes of 64k per job fill no zone: blkzone's write pointers then hold
+# exactly the bytes the tool reports written; 150 per job fill zones and reset some.
+# TOOL WRITES_PER_JOB JOBS exact|fill: checks /tmp/nj.json against the device's zones
+# (exact: no zone filled, the write pointers hold every byte written).
+check_numjobs() {
+    blkzone report --count 24 /dev/nullb0 >/tmp/nj-report.txt 2>>/tmp/zbd.log
+    python3 - "$@" >>/tmp/zbd.log 2>&1 <<'PY'
+import json, re, sys
+tool, per_job, njobs, mode = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+text = open("/tmp/nj.json").read()
+jobs = json.loads(text[text.index("{"):])["jobs"]
+written = sum(j["write"]["io_bytes"] for j in jobs)
+errors = [j["error"] for j in jobs]
+wps, partial, full = 0, 0, 0
+for line in open("/tmp/nj-report.txt"):
+    m = re.search(r"cap 0x([0-9a-f]+), wptr 0x([0-9a-f]+).*zcond:\s*(\d+)", line)
+    if m:
+        cap, wp, cond = int(m[1], 16), int(m[2], 16), int(m[3])
+        wps += (cap if cond == 14 else wp) * 512
+        full += cond == 14
+        partial += cond in (2, 3, 4)
+print(tool, dict(jobs=len(jobs), errors=errors, written=written, wps=wps, partial=partial, full=full))
+ok = len(jobs) == njobs and errors == [0] * njobs and written == njobs * per_job * 65536 and partial <= 4 and wps % 65536 == 0
+if mode == "exact":
+    ok = ok and wps == written and full == 0
+else:
+    ok = ok and full > 0 and wps <= written
+sys.exit(0 if ok else 1)
+PY
+    local rc=$?
+    tail -1 /tmp/zbd.log | sed 's/^/      /'
+    return $rc
+}
+rmmod null_blk 2>/dev/null
+if modprobe -d "$IOSWITCH_VM_MODROOT" null_blk nr_devices=1 zoned=1 zone_size=4 zone_capacity=3 gb=1 \
+    memory_backed=1 bs=4096 zone_max_open=4 zone_max_active=4 && [ "$(cat /sys/block/nullb0/queue/zoned)" = host-managed ]; then
+    echo "null_blk: max_open_zones $(cat /sys/block/nullb0/queue/max_open_zones), max_active_zones $(cat /sys/block/nullb0/queue/max_active_zones)"
+    for run in 20:exact 150:fill; do
+        per_job=${run%:*}
+        nj="--name=nj --filename=/dev/nullb0 --direct=1 --zonemode=zbd --rw=randwrite --bs=64k --offset=0 --size=96m --numjobs=4 --max_open_zones=4 --number_ios=$per_job --output-format=json"
+        blkzone reset /dev/nullb0
+        # shellcheck disable=SC2086
+        fio $nj --ioengine=psync >/tmp/nj.json 2>/tmp/zbd.log
+        rc=$?
+        check_numjobs fio "$per_job" 4 "${run#*:}" && [ $rc -eq 0 ]
+        result $? "fio /dev/nullb0: zonemode=zbd randwrite numjobs=4 max_open_zones=4, $per_job writes per job (max_active=4)"
+        blkzone reset /dev/nullb0
+        # shellcheck disable=SC2086
+        "$root/target/debug/ioswitch" bench --no-progress $nj >/tmp/nj.json 2>/tmp/zbd.log
+        rc=$?
+        check_numjobs ioswitch "$per_job" 4 "${run#*:}" && [ $rc -eq 0 ]
+        result $? "ioswitch bench /dev/nullb0: zonemode=zbd randwrite numjobs=4 max_open_zones=4, $per_job writes per job (max_active=4)"
+    done
+    # Two sections on the same device share its zones as clones do (fio: zbd_info per
+    # file name): 2 x 40 writes, at most 4 zones open between them.
+    printf '%s\n' '[global]' filename=/dev/nullb0 direct=1 zonemode=zbd rw=randwrite bs=64k offset=0 \
+        size=96m max_open_zones=4 number_ios=40 '[a]' '[b]' >/tmp/nj2.fio
+    blkzone reset /dev/nullb0
+    fio --output-format=json --ioengine=psync /tmp/nj2.fio >/tmp/nj.json 2>/tmp/zbd.log
+    rc=$?
+    check_numjobs fio 40 2 exact && [ $rc -eq 0 ]
+    result $? "fio /dev/nullb0: zonemode=zbd randwrite in two sections on one device, max_open_zones=4"
+    blkzone reset /dev/nullb0
+    "$root/target/debug/ioswitch" bench --no-progress --output-format=json /tmp/nj2.fio >/tmp/nj.json 2>/tmp/zbd.log
+    rc=$?
+    check_numjobs ioswitch 40 2 exact && [ $rc -eq 0 ]
+    result $? "ioswitch bench /dev/nullb0: zonemode=zbd randwrite in two sections on one device, max_open_zones=4"
+    # Sequential clones append at the write pointer of the zone they share: 4 × 48 writes
+    # of 64k fill 4 zones exactly (their 3 MiB capacity), with 4 resets in all.
+    blkzone reset /dev/nullb0
+    "$root/target/debug/ioswitch" bench --no-progress --output-format=json --name=nj --filename=/dev/nullb0 \
+        --direct=1 --zonemode=zbd --rw=write --bs=64k --offset=0 --size=96m --numjobs=4 --number_ios=48 \
+        >/tmp/nj.json 2>/tmp/zbd.log
+    rc=$?
+    blkzone report --count 24 /dev/nullb0 >/tmp/nj-report.txt 2>>/tmp/zbd.log
+    python3 - >>/tmp/zbd.log 2>&1 <<'PY'
+import json, re, sys
+text = open("/tmp/nj.json").read()
+jobs = json.loads(text[text.index("{"):])["jobs"]
+got = dict(errors=[j["error"] for j in jobs], written=sum(j["write"]["io_bytes"] for j in jobs),
+           resets=sum(j["ioswitch"]["zone_resets"] for j in jobs))
+conds = [int(m[1]) for m in re.finditer(r"zcond:\s*(\d+)", open("/tmp/nj-report.txt").read())]
+got["full"] = conds.count(14)
+got["empty"] = conds.count(1)
+print(got)
+sys.exit(0 if got == dict(errors=[0] * 4, written=12 << 20, resets=4, full=4, empty=20) else 1)
+PY
+    checked=$?
+    tail -1 /tmp/zbd.log | sed 's/^/      /'
+    [ $checked -eq 0 ] && [ $rc -eq 0 ]
+    result $? "ioswitch bench /dev/nullb0: zonemode=zbd sequential write numjobs=4: 4 zones filled in turn, 4 resets"
+else
+    echo "FAIL  null_blk with zoned=1 zone_max_active=4 did not give a host-managed device"
     failed=$((failed + 1))
 fi
 

@@ -649,6 +649,10 @@ impl<'a> Run<'a> {
     #[inline]
     fn completed_io(&mut self, dir: usize, len: u64, off: u64, t: [u64; 3], has_slat: bool) {
         self.completed_ios += 1;
+        if let Some(z) = self.zbd.as_mut() {
+            // The write has landed: its zone is free for the other jobs (fio's zone unlock).
+            z.done();
+        }
         let [start, issue, complete] = t;
         if let Some(m) = self.min_rate.as_mut().filter(|_| complete >= self.ramp_end) {
             let done = [(self.res.read.bytes, self.res.read.ios), (self.res.write.bytes, self.res.write.ios)];
@@ -722,7 +726,23 @@ impl<'a> Run<'a> {
     /// rate: when its due time is after `*start`, `before_sleep` runs first (false stops
     /// the job), the thread sleeps until the due time and `*start` becomes the time after.
     /// None: the job stops (`before_sleep` said so, or the run's end came while waiting).
+    /// With `zonemode=zbd`, `*start` is the time after the zone was chosen.
     fn next_io(&mut self, start: &mut u64, before_sleep: impl FnOnce(&mut Self) -> bool) -> Option<(usize, u64, u64)> {
+        let io = self.next_io_paced(start, before_sleep)?;
+        if self.zbd.is_some() {
+            // fio stamps an I/O's start after zbd_adjust_block (get_io_u): the wait for a
+            // zone another job owns, and a zone reset, are not part of its latency.
+            *start = now_ns();
+        }
+        Some(io)
+    }
+
+    /// [`Run::next_io`] before the zone adjustment of its start time.
+    fn next_io_paced(
+        &mut self,
+        start: &mut u64,
+        before_sleep: impl FnOnce(&mut Self) -> bool,
+    ) -> Option<(usize, u64, u64)> {
         if self.pacer.is_none() {
             return Some(self.pick());
         }
@@ -1277,7 +1297,8 @@ pub fn run_job_files(job: &Job, instance: u32, devs: &[&Device], progress: &Prog
                 None => (dev, base, region),
             };
             let seed = job.seed ^ salt ^ (f as u64 * 0x9E37_79B9);
-            match crate::zbd::Zbd::new(fdev, fbase, fregion, &job.shapes, seed) {
+            let verify = job.verify != Verify::None && job.do_verify;
+            match crate::zbd::Zbd::new(fdev, fbase, fregion, &job.shapes, seed, job.rw.writes(), verify) {
                 Ok(z) => {
                     capacity = capacity.saturating_add(z.capacity());
                     run.file_pass[f] = z.capacity();

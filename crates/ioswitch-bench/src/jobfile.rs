@@ -936,6 +936,7 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("fdatasync", &[], Kind::Value),
     ("zonemode", &[], Kind::Value),
     ("max_open_zones", &["zbd_max_open_zones"], Kind::Value),
+    ("job_max_open_zones", &[], Kind::Value),
     ("read_beyond_wp", &[], Kind::Bool),
     ("zonesize", &[], Kind::Value),
     ("verify_pattern", &[], Kind::Value),
@@ -1829,6 +1830,7 @@ impl JobSpec {
                 }
             }
             "max_open_zones" => sh.max_open_zones = val.count32(0)?,
+            "job_max_open_zones" => sh.job_max_open_zones = val.count32(0)?,
             "read_beyond_wp" => sh.read_beyond_wp = val.flag()?,
             "zonesize" => {
                 sh.zone_size =
@@ -1871,10 +1873,10 @@ impl JobSpec {
         if self.shapes.zone_size.is_some() && !self.shapes.zbd {
             return Err(self.error_at("zonesize", "zonesize without zonemode=zbd (fio's strided zones) is not run"));
         }
-        if self.shapes.zbd && self.rw.writes() && self.numjobs > 1 {
+        if self.shapes.zbd && self.rw.writes() && self.numjobs > 1 && self.verify != Verify::None && self.do_verify {
             return Err(self.error_at(
                 "numjobs",
-                "zonemode=zbd writes with numjobs>1 are not run (fio shares zone state between the clones; each clone here would reset the others' zones)",
+                "zonemode=zbd writes with verify and numjobs>1 are not run (the clones share the zones; a zone one clone resets loses the blocks another wrote and would verify)",
             ));
         }
         if self.shapes.zbd && self.shapes.shaped(0) | self.shapes.shaped(1) {
@@ -1968,7 +1970,7 @@ impl JobSpec {
                 return Err(self.error_at(
                     "filename",
                     format!(
-                        "zonemode=zbd with '{}' named twice is not run: fio keeps one zone state per device, shared by its files; here each file keeps its own, and each would reset the zones the other wrote",
+                        "zonemode=zbd with '{}' named twice in one job is not run: fio shares one zone state between them; here they would be two writers of the same zones in the job's one thread, and one waiting for a zone the other holds would wait for itself",
                         dup.1
                     ),
                 ));
@@ -3243,7 +3245,13 @@ mod tests {
         assert_eq!(one("[j]\nzonemode=zbd\nzonesize=256m\n").shapes.zone_size, Some(256 << 20));
         let e = err("[j]\nzonesize=256m\n");
         assert!(e.starts_with("job.fio:2: job 'j': zonesize without zonemode=zbd"), "{e}");
-        let e = err("[j]\nzonemode=zbd\nrw=randwrite\nnumjobs=16\n");
-        assert!(e.starts_with("job.fio:4: job 'j': zonemode=zbd writes with numjobs>1 are not run"), "{e}");
+        let j = one("[j]\nzonemode=zbd\nrw=randwrite\nnumjobs=16\nmax_open_zones=4\njob_max_open_zones=2\n");
+        assert_eq!(
+            (j.numjobs, j.shapes.max_open_zones, j.shapes.job_max_open_zones),
+            (16, 4, 2),
+            "clones share the zones"
+        );
+        let e = err("[j]\nzonemode=zbd\nrw=randwrite\nnumjobs=16\nverify=crc32c\n");
+        assert!(e.starts_with("job.fio:4: job 'j': zonemode=zbd writes with verify and numjobs>1 are not run"), "{e}");
     }
 }

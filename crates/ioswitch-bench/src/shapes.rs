@@ -73,8 +73,12 @@ pub struct Shapes {
     pub filesize_high: Option<u64>,
     /// `zonemode=zbd`: I/O follows the zones of a zoned device (the rules of the `zbd` module).
     pub zbd: bool,
-    /// `max_open_zones`: zones a random writer keeps open (0: the device's limit).
+    /// `max_open_zones`: zones open at once over all the jobs writing a device (0: the
+    /// device's limit).
     pub max_open_zones: u32,
+    /// `job_max_open_zones`: zones one job may hold open (0: no limit of its own); the
+    /// zones of a device are shared by the jobs that use it.
+    pub job_max_open_zones: u32,
     /// `read_beyond_wp` with `zonemode=zbd`: reads go over each zone's capacity, written
     /// or not; off (fio's default): reads stay below each zone's write pointer.
     pub read_beyond_wp: bool,

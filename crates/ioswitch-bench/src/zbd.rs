@@ -11,7 +11,8 @@
 //!   write pointer of a random open zone; a full zone is replaced by another.
 //! - Reads (fio's `zbd_adjust_block` and `zbd_find_zone`): by default they stay in the
 //!   written part of each zone, below its write pointer (taken from a zone report when
-//!   the job starts, then moved by the job's own writes and resets). Sequential reads go
+//!   the first job using the device starts, then moved by the writes and resets of every job
+//!   that shares it). Sequential reads go
 //!   from a zone's start to its write pointer, then on to the next zone holding at least a
 //!   block; random reads draw a zone and an offset in its capacity, take the nearest zone
 //!   holding a block when the drawn one holds none (above and below in turn), and fold the
@@ -21,44 +22,349 @@
 //!   fio's does. With `read_beyond_wp=1`, reads go over each zone's capacity, written or
 //!   not: sequential from each zone's start, or random within a random zone's capacity.
 //!
+//! Zone state is shared (fio's `zbd_info` per file, zbd.c `zbd_init_zone_info`): every job
+//! of a run that uses one device (the clones of `numjobs`, and other sections naming the
+//! same file) works on one [`Table`] of its zones, keyed by the device's name. A writer
+//! owns a zone from the moment it is given a write position there until that write has
+//! completed (fio's zone lock), so writes to a zone go in order at its write pointer; the
+//! open zones are counted over all the jobs (`max_open_zones`, taken from the first job
+//! as fio takes it) and per job (`job_max_open_zones`). A sequential writer appends at
+//! the write pointer of a zone another writer has open, and resets a zone only when it
+//! opens it; a random writer resets a zone when it opens it. A writer that can neither
+//! open a zone nor find an open one free waits until one is released.
+//!
 //! Writes run one at a time (`iodepth=1`): several writes in flight to one zone would
-//! need fio's per-zone locking, which is not run (refused at prepare).
+//! need fio's per-zone queueing, which is not run (refused at prepare).
 
 use crate::engine::Rng;
 use ioswitch::spec::zns::{ZoneAction, ZoneReport, ZoneState};
 use ioswitch::{Cmd, Device};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::time::Duration;
 
-/// Zones and write pointers of one job instance.
+/// The zones of one device as every job of the run that uses it sees them.
+pub(crate) struct Table {
+    st: Mutex<State>,
+    /// Signalled when a zone is released, closed, or a job leaves.
+    freed: Condvar,
+    /// Bytes a write may fill in each zone (the zone capacity).
+    cap: u64,
+    /// Most zones open at once over all the jobs.
+    max_open: usize,
+}
+
+struct State {
+    /// Bytes written from each zone's start (its write pointer).
+    wp: Vec<u64>,
+    /// Whether `wp` has been read from the device (a job's zone report fills in its
+    /// region's zones the first time).
+    known: Vec<bool>,
+    /// The writer that owns each zone (0: none).
+    owner: Vec<u32>,
+    /// Whether each zone's data was written in this run (by a job sharing the table):
+    /// opened again, it is appended to rather than reset while it can take a block.
+    fresh: Vec<bool>,
+    /// Times each zone was filled in this run (a sequential writer on an earlier lap
+    /// skips a zone that another filled on this lap).
+    fills: Vec<u64>,
+    /// The writer that opened each open zone (0: the zone is not open).
+    opener: Vec<u32>,
+    /// Zones open, over all the jobs.
+    open: usize,
+    /// Zones open per writer: (writer, zones).
+    job_open: Vec<(u32, usize)>,
+    /// Writers attached: (writer, whether it verifies what it writes).
+    writers: Vec<(u32, bool)>,
+}
+
+impl State {
+    fn job_open(&mut self, me: u32) -> &mut usize {
+        if let Some(i) = self.job_open.iter().position(|j| j.0 == me) {
+            return &mut self.job_open[i].1;
+        }
+        self.job_open.push((me, 0));
+        &mut self.job_open.last_mut().expect("just pushed").1
+    }
+
+    /// Closes zone `z`; it counts as filled when it cannot take `len` more bytes.
+    fn close(&mut self, z: usize, cap: u64, len: u64) {
+        if self.wp[z] + len > cap {
+            self.fills[z] += 1;
+        }
+        let by = std::mem::take(&mut self.opener[z]);
+        if by != 0 {
+            self.open -= 1;
+            if let Some(j) = self.job_open.iter_mut().find(|j| j.0 == by) {
+                j.1 = j.1.saturating_sub(1);
+            }
+        }
+    }
+}
+
+/// Where a writer may write next: `zone` (absolute zone number on the device) from `at`
+/// bytes of its start; `reset`: the zone was just opened and must be reset first. The
+/// zone is owned by the writer until [`Table::release`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Grant {
+    pub(crate) zone: u64,
+    pub(crate) at: u64,
+    pub(crate) reset: bool,
+}
+
+/// How a writer picks its zone: sequentially from its cursor (a zone number relative to
+/// `first`, and the lap it is on), or at random among the open zones of its region.
+pub(crate) enum Pick<'a> {
+    Seq(&'a mut (u64, u64)),
+    Random,
+}
+
+impl Table {
+    /// A table of `nr_zones` zones of `cap` writable bytes, at most `max_open` open.
+    pub(crate) fn new(nr_zones: u64, cap: u64, max_open: usize) -> Table {
+        let n = nr_zones as usize;
+        Table {
+            st: Mutex::new(State {
+                wp: vec![0; n],
+                known: vec![false; n],
+                owner: vec![0; n],
+                fresh: vec![false; n],
+                fills: vec![0; n],
+                opener: vec![0; n],
+                open: 0,
+                job_open: Vec::new(),
+                writers: Vec::new(),
+            }),
+            freed: Condvar::new(),
+            cap,
+            max_open: max_open.max(1),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A job that panicked holding the lock leaves the table as it was: go on.
+        self.st.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Registers writer `me` (`verify`: it verifies its writes); `Err` when a verifying
+    /// writer would share the zones with another writer (a zone reset by one loses the
+    /// other's blocks).
+    pub(crate) fn attach_writer(&self, me: u32, verify: bool) -> Result<(), String> {
+        let mut st = self.lock();
+        if let Some(&(_, v)) = st.writers.iter().find(|w| w.0 != me) {
+            if v || verify {
+                return Err("zonemode=zbd: a job that verifies its writes shares the device's zones with another writing job (numjobs>1 or another section on the same file); a zone one resets loses the other's blocks, so this is not run".into());
+            }
+        }
+        st.writers.push((me, verify));
+        Ok(())
+    }
+
+    /// Writer `me` leaves: its zone is released; the zones it opened stay open (as in fio,
+    /// they count against `max_open_zones` until they are full, and the other writers
+    /// write into them).
+    pub(crate) fn detach(&self, me: u32) {
+        let mut st = self.lock();
+        for z in 0..st.owner.len() {
+            if st.owner[z] == me {
+                st.owner[z] = 0;
+            }
+        }
+        st.writers.retain(|w| w.0 != me);
+        st.job_open.retain(|w| w.0 != me);
+        drop(st);
+        self.freed.notify_all();
+    }
+
+    /// Writer `me`'s write has completed: its zone is free for others.
+    pub(crate) fn release(&self, me: u32, zone: u64) {
+        let mut st = self.lock();
+        if st.owner[zone as usize] == me {
+            st.owner[zone as usize] = 0;
+        }
+        drop(st);
+        self.freed.notify_all();
+    }
+
+    /// The write pointers of `n` zones from `first` (for reads).
+    fn written(&self, first: u64, n: u64) -> Vec<u64> {
+        self.lock().wp[first as usize..(first + n) as usize].to_vec()
+    }
+
+    /// Zones open now, over all the jobs.
+    #[cfg(test)]
+    fn open_zones(&self) -> usize {
+        self.lock().open
+    }
+
+    /// Zones writer `me` has open now.
+    #[cfg(test)]
+    fn open_by(&self, me: u32) -> usize {
+        *self.lock().job_open(me)
+    }
+
+    /// Where writer `me` writes its next `len` bytes in its `region`, `(first, n)`: the
+    /// `n` zones from zone `first` (`job_max`: its own limit of open zones, 0 none).
+    /// Waits while every zone it could take is owned by another writer and the open-zone
+    /// limits keep it from opening one.
+    pub(crate) fn grant(
+        &self,
+        me: u32,
+        job_max: usize,
+        region: (u64, u64),
+        len: u64,
+        pick: &mut Pick,
+        rng: &mut Rng,
+    ) -> Grant {
+        let (first, n) = region;
+        let cap = self.cap;
+        let mut st = self.lock();
+        loop {
+            let can_open = |st: &mut State| st.open < self.max_open && (job_max == 0 || *st.job_open(me) < job_max);
+            // Open zones that cannot take the block are closed (full).
+            for z in first as usize..(first + n) as usize {
+                if st.opener[z] != 0 && st.owner[z] == 0 && st.wp[z] + len > cap {
+                    st.close(z, cap, len);
+                }
+            }
+            let got = match pick {
+                Pick::Seq(cursor) => loop {
+                    let (rel, lap) = **cursor;
+                    let z = (first + rel) as usize;
+                    let next = if rel + 1 == n { (0, lap + 1) } else { (rel + 1, lap) };
+                    if st.fills[z] > lap {
+                        // Filled on this lap by another writer: on to the next zone.
+                        **cursor = next;
+                        continue;
+                    }
+                    if st.owner[z] != 0 && st.owner[z] != me {
+                        break None;
+                    }
+                    if st.opener[z] != 0 {
+                        if st.wp[z] + len <= cap {
+                            break Some((z, st.wp[z], false));
+                        }
+                        // Full: closed; the writer goes on to the next zone.
+                        st.close(z, cap, len);
+                        **cursor = next;
+                        continue;
+                    }
+                    if !can_open(&mut st) {
+                        // fio's zbd_convert_to_open_zone: the write goes to an open zone
+                        // instead; the writer stays on its own zone for the next one.
+                        break free_open(&st, first, n, cap, len, rng);
+                    }
+                    break Some(open_at(&st, z, cap, len));
+                },
+                Pick::Random => {
+                    let start = rng.below(n);
+                    let to_open = (0..n)
+                        .map(|i| (first + (start + i) % n) as usize)
+                        .find(|&z| st.opener[z] == 0 && st.owner[z] == 0);
+                    match to_open {
+                        Some(z) if can_open(&mut st) => Some(open_at(&st, z, cap, len)),
+                        _ => free_open(&st, first, n, cap, len, rng),
+                    }
+                }
+            };
+            if let Some((z, at, reset)) = got {
+                if st.opener[z] == 0 {
+                    st.opener[z] = me;
+                    st.open += 1;
+                    *st.job_open(me) += 1;
+                }
+                st.owner[z] = me;
+                st.fresh[z] = true;
+                st.wp[z] = at + len;
+                st.known[z] = true;
+                return Grant { zone: z as u64, at, reset };
+            }
+            st = self.freed.wait_timeout(st, Duration::from_millis(50)).unwrap_or_else(|p| p.into_inner()).0;
+        }
+    }
+}
+
+/// A random open zone of the `n` from `first` that no writer owns and that can take `len`
+/// bytes, with its write pointer; `None` when there is none.
+fn free_open(st: &State, first: u64, n: u64, cap: u64, len: u64, rng: &mut Rng) -> Option<(usize, u64, bool)> {
+    let free: Vec<usize> = (first as usize..(first + n) as usize)
+        .filter(|&z| st.opener[z] != 0 && st.owner[z] == 0 && st.wp[z] + len <= cap)
+        .collect();
+    let z = *free.get(rng.below(free.len().max(1) as u64) as usize)?;
+    Some((z, st.wp[z], false))
+}
+
+/// Where a zone being opened takes its next block: at its write pointer when it holds
+/// this run's data and has room (closed as full for a larger block of another job), else
+/// from its start after a reset (the data from before the run, or a full zone).
+fn open_at(st: &State, z: usize, cap: u64, len: u64) -> (usize, u64, bool) {
+    if st.fresh[z] && st.wp[z] + len <= cap {
+        (z, st.wp[z], false)
+    } else {
+        (z, 0, true)
+    }
+}
+
+/// The run's tables, by device name; a table lives while a job uses it.
+static TABLES: Mutex<Vec<(String, Weak<Table>)>> = Mutex::new(Vec::new());
+
+/// The table of `dev` that the jobs using it share (made by the first, as fio's
+/// `zbd_create_zone_info`, with its `max_open`).
+fn table_for(dev: &Device, nr_zones: u64, cap: u64, max_open: usize) -> Arc<Table> {
+    let mut all = TABLES.lock().unwrap_or_else(|p| p.into_inner());
+    all.retain(|(_, t)| t.strong_count() > 0);
+    if let Some(t) = all.iter().find(|(n, _)| n == dev.uri()).and_then(|(_, t)| t.upgrade()) {
+        return t;
+    }
+    let t = Arc::new(Table::new(nr_zones, cap, max_open));
+    all.push((dev.uri().to_string(), Arc::downgrade(&t)));
+    t
+}
+
+/// Numbers the writers of a process (0 is no writer).
+static NEXT_WRITER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+
+/// One job's view of the zones of one file: its region, its positions, its zone.
 pub(crate) struct Zbd {
+    table: Arc<Table>,
+    /// This job's writer number.
+    me: u32,
     zone: u64,
     cap: u64,
+    /// The region's first zone on the device.
+    first: u64,
     zones: u64,
-    /// Sequential position per direction: (zone, offset in it).
-    seq: [(u64, u64); 2],
-    /// Zones reset by the sequential writer (zone number of the last one).
-    seq_reset: Option<u64>,
-    /// Open zones of the random writer: (zone, write pointer in it).
-    open: Vec<(u64, u64)>,
-    max_open: usize,
+    /// Sequential read position: (zone, offset in it); sequential writer's zone.
+    seq_read: (u64, u64),
+    seq_write: (u64, u64),
+    /// The zone this job owns while its write is in flight.
+    owned: Option<u64>,
+    job_max_open: usize,
+    read_beyond_wp: bool,
     rng: Rng,
     /// Zone resets issued.
     pub(crate) resets: u64,
     /// Zones reset since the caller last looked: (byte offset from the region's start,
     /// bytes); what was written there is gone.
     pub(crate) reset_log: Vec<(u64, u64)>,
-    /// Bytes written in each zone from its start (its write pointer), for reads;
-    /// empty with `read_beyond_wp`.
-    written: Vec<u64>,
+}
+
+impl Drop for Zbd {
+    fn drop(&mut self) {
+        self.table.detach(self.me);
+    }
 }
 
 impl Zbd {
-    /// Zones of `region` bytes from `base` on `dev`; `Err` says why the job cannot run.
+    /// Zones of `region` bytes from `base` on `dev`; `writes`: the job writes, `verify`:
+    /// it verifies them; `Err` says why the job cannot run.
     pub(crate) fn new(
         dev: &Device,
         base: u64,
         region: u64,
         shapes: &crate::shapes::Shapes,
         seed: u64,
+        writes: bool,
+        verify: bool,
     ) -> Result<Zbd, String> {
         let max_open = shapes.max_open_zones;
         let g = dev.geometry();
@@ -77,22 +383,56 @@ impl Zbd {
         if zones == 0 {
             return Err(format!("zonemode=zbd: the region of {region} bytes holds no whole zone of {zone} bytes"));
         }
-        let written = if shapes.read_beyond_wp { Vec::new() } else { write_pointers(dev, base, zones, cap)? };
+        let first = base / zone;
+        let nr_zones = z.nr_zones.max(first + zones);
         let dev_max = if z.max_open > 0 { z.max_open } else { 32 };
         let max_open = if max_open == 0 { dev_max } else { max_open.min(dev_max) };
-        Ok(Zbd {
+        let table = table_for(dev, nr_zones, cap, max_open as usize);
+        if (table.lock().wp.len() as u64) < first + zones {
+            return Err(format!(
+                "zonemode=zbd: the region of zones {first}..{} is past the device's {nr_zones} zones",
+                first + zones
+            ));
+        }
+        let me = NEXT_WRITER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let zbd = Zbd {
+            table,
+            me,
             zone,
             cap,
+            first,
             zones,
-            seq: [(0, 0); 2],
-            seq_reset: None,
-            open: Vec::new(),
-            max_open: (max_open as u64).min(zones) as usize,
+            seq_read: (0, 0),
+            seq_write: (0, 0),
+            owned: None,
+            job_max_open: shapes.job_max_open_zones as usize,
+            read_beyond_wp: shapes.read_beyond_wp,
             rng: Rng::new(seed ^ 0x2B0),
             resets: 0,
             reset_log: Vec::new(),
-            written,
-        })
+        };
+        if writes {
+            zbd.table.attach_writer(me, verify)?;
+        }
+        if !shapes.read_beyond_wp {
+            // The write pointers of the zones no job has seen yet, from the device.
+            let unknown = {
+                let st = zbd.table.lock();
+                (first..first + zones).any(|z| !st.known[z as usize])
+            };
+            if unknown {
+                let report = write_pointers(dev, base, zones, cap)?;
+                let mut st = zbd.table.lock();
+                for (i, w) in report.into_iter().enumerate() {
+                    let z = first as usize + i;
+                    if !st.known[z] {
+                        st.wp[z] = w;
+                        st.known[z] = true;
+                    }
+                }
+            }
+        }
+        Ok(zbd)
     }
 
     /// Bytes one pass can move: the zones' capacity.
@@ -100,21 +440,10 @@ impl Zbd {
         self.zones * self.cap
     }
 
-    fn reset(&mut self, dev: &Device, base: u64, zone: u64) -> Result<(), String> {
-        let lba = dev.geometry().lba_size as u64;
-        let slba = (base + zone * self.zone) / lba;
-        dev.pass(&Cmd::zone_mgmt_send(dev.ident().nsid, slba, ZoneAction::Reset, false), &mut [])
-            .map_err(|e| format!("zone reset at offset {}: {e}", base + zone * self.zone))?;
-        self.resets += 1;
-        self.reset_log.push((zone * self.zone, self.zone));
-        self.wrote(zone, 0);
-        Ok(())
-    }
-
-    /// Zone `zone` now holds `upto` bytes from its start.
-    fn wrote(&mut self, zone: u64, upto: u64) {
-        if let Some(w) = self.written.get_mut(zone as usize) {
-            *w = upto;
+    /// This job's write has completed: the zone it owned is free for others.
+    pub(crate) fn done(&mut self) {
+        if let Some(z) = self.owned.take() {
+            self.table.release(self.me, z);
         }
     }
 
@@ -134,56 +463,47 @@ impl Zbd {
                 self.cap
             ));
         }
-        match (d, random) {
-            (_, false) => {
-                let (mut zone, mut at) = self.seq[d];
-                if at + len > self.cap {
-                    (zone, at) = ((zone + 1) % self.zones, 0);
-                }
-                if d == 0 && !self.written.is_empty() {
-                    // fio: past the write pointer, on to the next zone holding a block.
-                    let (cur, at0) = self.seq[0];
-                    let Some((zone, at)) = seq_read_at(&self.written, cur, at0, len) else { return Ok(None) };
-                    self.seq[0] = (zone, at + len);
-                    return Ok(Some(base + zone * self.zone + at));
-                }
-                if d == 1 && at == 0 && self.seq_reset != Some(zone) {
-                    self.reset(dev, base, zone)?;
-                    self.seq_reset = Some(zone);
-                }
-                self.seq[d] = (zone, at + len);
-                if d == 1 {
-                    self.wrote(zone, at + len);
-                }
-                Ok(Some(base + zone * self.zone + at))
+        self.done();
+        if d == 1 {
+            let mut pick = if random { Pick::Random } else { Pick::Seq(&mut self.seq_write) };
+            let g =
+                self.table.grant(self.me, self.job_max_open, (self.first, self.zones), len, &mut pick, &mut self.rng);
+            self.owned = Some(g.zone);
+            let rel = g.zone - self.first;
+            if g.reset {
+                let lba = dev.geometry().lba_size as u64;
+                let off = g.zone * self.zone;
+                dev.pass(&Cmd::zone_mgmt_send(dev.ident().nsid, off / lba, ZoneAction::Reset, false), &mut [])
+                    .map_err(|e| format!("zone reset at offset {off}: {e}"))?;
+                self.resets += 1;
+                self.reset_log.push((rel * self.zone, self.zone));
             }
-            (0, true) => {
+            return Ok(Some(base + rel * self.zone + g.at));
+        }
+        if self.read_beyond_wp {
+            if random {
                 let zone = self.rng.below(self.zones);
                 let at = self.rng.below(self.cap / len) * len;
-                if self.written.is_empty() {
-                    return Ok(Some(base + zone * self.zone + at));
-                }
-                Ok(random_read_at(&self.written, zone, at, len).map(|(z, a)| base + z * self.zone + a))
+                return Ok(Some(base + zone * self.zone + at));
             }
-            _ => {
-                self.open.retain(|&(_, wp)| wp + len <= self.cap);
-                while self.open.len() < self.max_open {
-                    let zone = loop {
-                        let z = self.rng.below(self.zones);
-                        if !self.open.iter().any(|o| o.0 == z) {
-                            break z;
-                        }
-                    };
-                    self.reset(dev, base, zone)?;
-                    self.open.push((zone, 0));
-                }
-                let i = self.rng.below(self.open.len() as u64) as usize;
-                let (zone, wp) = self.open[i];
-                self.open[i].1 = wp + len;
-                self.wrote(zone, wp + len);
-                Ok(Some(base + zone * self.zone + wp))
+            let (mut zone, mut at) = self.seq_read;
+            if at + len > self.cap {
+                (zone, at) = ((zone + 1) % self.zones, 0);
             }
+            self.seq_read = (zone, at + len);
+            return Ok(Some(base + zone * self.zone + at));
         }
+        let written = self.table.written(self.first, self.zones);
+        if random {
+            let zone = self.rng.below(self.zones);
+            let at = self.rng.below(self.cap / len) * len;
+            return Ok(random_read_at(&written, zone, at, len).map(|(z, a)| base + z * self.zone + a));
+        }
+        // fio: past the write pointer, on to the next zone holding a block.
+        let (cur, at0) = self.seq_read;
+        let Some((zone, at)) = seq_read_at(&written, cur, at0, len) else { return Ok(None) };
+        self.seq_read = (zone, at + len);
+        Ok(Some(base + zone * self.zone + at))
     }
 }
 
@@ -253,6 +573,154 @@ mod tests {
     use super::*;
 
     const K: u64 = 4096;
+
+    /// `jobs` writers (`random` or sequential) share one table of `zones` zones of 16
+    /// blocks' capacity (`cap` with [`shared_run_cap`]), each making `writes` writes of a block, at most `max_open` zones
+    /// open (and `job_max` per writer); a simulated device checks each write lands at its
+    /// zone's write pointer while no other writer writes there. Returns the device's
+    /// write pointers and the resets.
+    fn shared_run(
+        jobs: u32,
+        zones: u64,
+        max_open: usize,
+        job_max: usize,
+        writes: u32,
+        random: bool,
+    ) -> (Vec<u64>, u64) {
+        shared_run_cap(jobs, (zones, 16), max_open, job_max, writes, random)
+    }
+
+    /// [`shared_run`] with `(zones, cap)`: zones of `cap` blocks.
+    fn shared_run_cap(
+        jobs: u32,
+        (zones, cap): (u64, u64),
+        max_open: usize,
+        job_max: usize,
+        writes: u32,
+        random: bool,
+    ) -> (Vec<u64>, u64) {
+        use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+        let table = Arc::new(Table::new(zones, cap * K, max_open));
+        let device: Arc<Vec<AtomicU64>> = Arc::new((0..zones).map(|_| AtomicU64::new(0)).collect());
+        let writing: Arc<Vec<AtomicU32>> = Arc::new((0..zones).map(|_| AtomicU32::new(0)).collect());
+        let resets = Arc::new(AtomicU64::new(0));
+        let threads: Vec<_> = (1..=jobs)
+            .map(|me| {
+                let (table, device, writing, resets) = (table.clone(), device.clone(), writing.clone(), resets.clone());
+                std::thread::spawn(move || {
+                    table.attach_writer(me, false).unwrap();
+                    let mut rng = Rng::new(u64::from(me) * 77);
+                    let mut cursor = (0, 0);
+                    for _ in 0..writes {
+                        let mut pick = if random { Pick::Random } else { Pick::Seq(&mut cursor) };
+                        let g = table.grant(me, job_max, (0, zones), K, &mut pick, &mut rng);
+                        let z = g.zone as usize;
+                        assert_eq!(writing[z].swap(me, Ordering::SeqCst), 0, "two writers in zone {z}");
+                        assert!(table.open_zones() <= max_open, "{} zones open, limit {max_open}", table.open_zones());
+                        if job_max > 0 {
+                            assert!(table.open_by(me) <= job_max, "writer {me} holds {} zones", table.open_by(me));
+                        }
+                        if g.reset {
+                            device[z].store(0, Ordering::SeqCst);
+                            resets.fetch_add(1, Ordering::SeqCst);
+                        }
+                        // The device takes a write only at the zone's write pointer, within its capacity.
+                        assert_eq!(device[z].load(Ordering::SeqCst), g.at, "zone {z}: write off the write pointer");
+                        assert!(g.at + K <= cap * K, "zone {z}: write past the capacity");
+                        std::thread::yield_now();
+                        device[z].store(g.at + K, Ordering::SeqCst);
+                        writing[z].store(0, Ordering::SeqCst);
+                        table.release(me, g.zone);
+                    }
+                    table.detach(me);
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert!(table.open_zones() <= max_open, "the zones of writers that left stay open, within the limit");
+        let wps: Vec<u64> = device.iter().map(|w| w.load(Ordering::SeqCst)).collect();
+        assert_eq!(table.written(0, zones), wps, "the table's write pointers are the device's");
+        (wps, resets.load(Ordering::SeqCst))
+    }
+
+    #[test]
+    fn shared_zones_random_writers_keep_the_open_limit_and_write_in_order() {
+        // 4 writers, 3 zones open at most: 4 × 200 writes over 8 zones of 16 blocks fill and
+        // reopen (reset) zones again and again.
+        let (wps, resets) = shared_run(4, 8, 3, 0, 200, true);
+        assert!(resets > 800 / 16, "{resets} resets for 800 writes into zones of 16 blocks");
+        assert!(wps.iter().all(|w| w % K == 0 && *w <= 16 * K), "{wps:?}");
+        // Few writes, no zone fills: nothing written is lost, the write pointers hold every byte.
+        let (wps, resets) = shared_run_cap(4, (8, 64), 4, 0, 10, true);
+        assert_eq!(wps.iter().sum::<u64>(), 40 * K, "{wps:?}");
+        let written = wps.iter().filter(|&&w| w > 0).count() as u64;
+        assert!(resets == written && written <= 4, "each zone written was opened (reset) once, 4 at most: {wps:?}");
+        // job_max_open_zones: each writer opens at most 1 of the 4.
+        shared_run(4, 8, 4, 1, 100, true);
+    }
+
+    #[test]
+    fn shared_zones_sequential_writers_append_at_the_write_pointer() {
+        // 4 sequential clones over 4 zones: together they fill zone after zone; 4 × 16 writes
+        // fill all 4 zones exactly once, each reset once (when opened).
+        let (wps, resets) = shared_run(4, 4, 2, 0, 16, false);
+        assert_eq!((wps, resets), (vec![16 * K; 4], 4));
+        // More writes than the zones hold: the writers come round and reset them again.
+        let (wps, resets) = shared_run(3, 4, 1, 0, 40, false);
+        assert_eq!(wps.iter().sum::<u64>() % K, 0);
+        assert!(resets >= 120 / 16, "{resets}");
+    }
+
+    #[test]
+    fn a_sequential_writer_at_the_open_limit_writes_into_an_open_zone() {
+        // Writer 1 opens both zones the limit allows and pauses (its writes done); writer 2's
+        // own zone (0) is not among them: it writes into one of the open ones, at its write
+        // pointer, instead of waiting (fio's zbd_convert_to_open_zone).
+        let t = Table::new(8, 16 * K, 2);
+        let mut rng = Rng::new(5);
+        let mut opened = Vec::new();
+        for _ in 0..2 {
+            let g = t.grant(1, 0, (0, 8), K, &mut Pick::Random, &mut rng);
+            assert!(g.reset && g.at == 0, "{g:?}");
+            t.release(1, g.zone);
+            opened.push(g.zone);
+        }
+        let mut cursor = (0, 0);
+        let skip = (0..8).find(|z| !opened.contains(z)).unwrap();
+        cursor.0 = skip;
+        let g = t.grant(2, 0, (0, 8), K, &mut Pick::Seq(&mut cursor), &mut rng);
+        assert!(opened.contains(&g.zone) && g.at == K && !g.reset, "{g:?} (open: {opened:?})");
+        assert_eq!((t.open_zones(), cursor), (2, (skip, 0)));
+        // Writer 1 leaves: its zones stay open (fio's rule) and writer 2 keeps writing
+        // into them until they are full; then it opens its own.
+        t.release(2, g.zone);
+        t.detach(1);
+        let mut full = false;
+        loop {
+            let g = t.grant(2, 0, (0, 8), K, &mut Pick::Seq(&mut cursor), &mut rng);
+            t.release(2, g.zone);
+            if g.zone == skip {
+                assert!(g.at == 0 && g.reset && full, "{g:?}: its own zone only once an open one is full");
+                break;
+            }
+            assert!(opened.contains(&g.zone) && !g.reset, "{g:?}");
+            full |= g.at + K == 16 * K;
+        }
+    }
+
+    #[test]
+    fn a_verifying_writer_does_not_share_zones_with_another_writer() {
+        let t = Table::new(4, 16 * K, 2);
+        t.attach_writer(1, true).unwrap();
+        let e = t.attach_writer(2, false).unwrap_err();
+        assert!(e.contains("verifies its writes"), "{e}");
+        t.detach(1);
+        t.attach_writer(2, false).unwrap();
+        assert!(t.attach_writer(3, true).is_err());
+        t.attach_writer(3, false).unwrap();
+    }
 
     #[test]
     fn sequential_reads_stop_at_each_write_pointer_and_skip_zones_without_a_block() {

@@ -221,7 +221,7 @@ fn assert_confined(text: &str, dir: &Path, name: &str) {
 /// The option a parse-time refusal is about: the one its message names (`bad value 'V'
 /// for option 'O'`, `unknown option 'O'`, `option 'O' needs a value`), else the option set
 /// on the line it points at (`FILE:LINE: job 'J': …`, a refusal of the job's options
-/// together, such as zonemode=zbd with numjobs=16), else the environment variable it
+/// together, such as zonemode=zbd verify with numjobs=16), else the environment variable it
 /// names, else the whole reason.
 fn refused_option(reason: &str, at: &str, text: &str) -> String {
     if let Some((_, rest)) = reason.split_once("option '") {
@@ -346,7 +346,7 @@ fn a_refusal_is_tallied_under_its_option() {
     for (reason, option) in [
         ("/x/e.fio:5: bad value '31250' for option 'nrfiles': expected 1", "nrfiles"),
         ("/x/e.fio:5: unknown option 'sync'", "sync"),
-        ("/x/e.fio:3: job 'zbd-rand-write': zonemode=zbd writes with numjobs>1 are not run", "numjobs"),
+        ("/x/e.fio:3: job 'zbd-rand-write': zonemode=zbd writes with verify and numjobs>1 are not run", "numjobs"),
         ("/x/e.fio:4: job 'dev1': refused", "/x/e.fio:4: job 'dev1': refused"),
     ] {
         assert_eq!(refused_option(reason, at, text), option, "{reason}");

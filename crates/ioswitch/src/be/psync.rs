@@ -38,7 +38,7 @@ pub(crate) const PSYNC: Descriptor = Descriptor::new(
         DevKind::DevDax => Some(super::DEVDAX_ONLY_PMEM),
         DevKind::NvmePci => Some(super::vfio::PCI_ONLY_VFIO),
     },
-    Build::Sync(|dev| Ok(Box::new(Psync::new(dev, false)))),
+    Build::Sync(|dev| Ok(build(dev, false))),
 )
 .defaults(&[DevKind::File])
 .tunables(TUNABLES)
@@ -61,12 +61,23 @@ pub(crate) const BLOCK: Descriptor = Descriptor::new(
         DevKind::DevDax => Some(super::DEVDAX_ONLY_PMEM),
         DevKind::NvmePci => Some(super::vfio::PCI_ONLY_VFIO),
     },
-    Build::Sync(|dev| Ok(Box::new(Psync::new(dev, true)))),
+    Build::Sync(|dev| Ok(build(dev, true))),
 )
 .defaults(&[DevKind::Block, DevKind::NvmeBlock])
 .tunables(TUNABLES);
 
-pub(crate) struct Psync {
+/// The interface for `dev` (`block`: with the block-layer ioctls). The calls are chosen
+/// at open: with pread/pwrite (the default) the one-buffer fast path is compiled in, so a
+/// read or write does not test which calls to make.
+fn build(dev: &Inner, block: bool) -> Box<dyn super::SyncIo> {
+    match dev.opts.psync_call.unwrap_or_default() {
+        PsyncCall::Pread => Box::new(Psync::<true>::new(dev, block)),
+        _ => Box::new(Psync::<false>::new(dev, block)),
+    }
+}
+
+/// psync and block; `PREAD`: the calls are pread/pwrite (`call` is `PsyncCall::Pread`).
+pub(crate) struct Psync<const PREAD: bool> {
     fd: RawFd,
     block: bool,
     /// The calls that move data.
@@ -81,12 +92,21 @@ pub(crate) struct Psync {
     zoned: Option<super::zoned::ZonedBlock>,
 }
 
+/// The status of a failed one-buffer transfer, or `None` for EINTR (the general loop
+/// sends it again).
+#[cold]
+#[inline(never)]
+fn failed(e: std::io::Error) -> Option<Status> {
+    (e.raw_os_error() != Some(libc::EINTR)).then(|| status(e))
+}
+
 fn status(e: std::io::Error) -> Status {
     errno_to_status(e.raw_os_error().unwrap_or(libc::EIO))
 }
 
-impl Psync {
-    pub(crate) fn new(dev: &Inner, block: bool) -> Psync {
+impl<const PREAD: bool> Psync<PREAD> {
+    /// Only [`build`] picks `PREAD`, from the same option as `call`.
+    fn new(dev: &Inner, block: bool) -> Psync<PREAD> {
         let blockdev = matches!(dev.ident.kind, crate::dev::DevKind::Block | crate::dev::DevKind::NvmeBlock);
         let zoned = (blockdev && dev.geo.zones.is_some()).then(|| super::zoned::ZonedBlock {
             fd: dev.raw_fd(),
@@ -111,18 +131,22 @@ impl Psync {
     /// `fua` writes through to stable storage (pwritev2 with RWF_DSYNC).
     #[inline(always)]
     fn rw(&self, write: bool, fua: bool, offset: u64, len: u64, bufs: &mut [Buffer]) -> Result<u64, Status> {
-        if let ([buf], false, PsyncCall::Pread) = (&mut *bufs, fua, self.call) {
+        if let ([buf], false, true) = (&mut *bufs, fua, PREAD) {
             // One buffer: pread/pwrite straight from it, no iovec to build (prepare
             // checked len <= buf.len()).
             let (fd, n) = (self.fd, len as usize);
-            match if write { io::pwrite_all(fd, buf, n, offset) } else { io::pread_all(fd, buf, n, offset) } {
-                Ok(true) => return Ok(len),
+            let r = if write { io::pwrite_upto(fd, buf, n, offset) } else { io::pread_upto(fd, buf, n, offset) };
+            if r as u64 == len {
+                return Ok(len);
+            }
+            if r < 0 {
                 // The device's error is the command's, reported once: sent again, the
                 // command would run twice and a passing fault (a timeout) would be hidden.
-                Err(e) if e.raw_os_error() != Some(libc::EINTR) => return Err(status(e)),
-                // A signal, or a short transfer: the general loop retries and reports.
-                _ => {}
+                if let Some(s) = failed(std::io::Error::last_os_error()) {
+                    return Err(s);
+                }
             }
+            // A signal, or a short transfer: the general loop retries and reports.
         }
         self.rw_vectored(write, fua, offset, len, bufs)
     }
@@ -234,7 +258,7 @@ fn retry(offset: u64, len: u64, mut step: impl FnMut(usize, u64) -> std::io::Res
     Ok(done)
 }
 
-impl SyncIo for Psync {
+impl<const PREAD: bool> SyncIo for Psync<PREAD> {
     fn exec(&self, io: &Io, cmd: &Cmd, bufs: &mut [Buffer]) -> Result<u64, Status> {
         match io.op {
             Op::Read => self.rw(false, false, io.offset, io.len, bufs),
@@ -248,7 +272,7 @@ impl SyncIo for Psync {
     }
 }
 
-impl Psync {
+impl<const PREAD: bool> Psync<PREAD> {
     /// Everything but reads and writes.
     #[inline(never)]
     fn exec_other(&self, io: &Io, cmd: &Cmd, bufs: &mut [Buffer]) -> Result<u64, Status> {
@@ -375,10 +399,10 @@ mod tests {
     fn hipri_sets_rwf_hipri_and_needs_preadv2() {
         let t = temp_in(&std::env::temp_dir(), "psync");
         let dev = open(&t, "sync=psync,create=1,size=1MiB,psync_call=preadv2,rwf_hipri=1");
-        let p = Psync::new(&dev.inner, false);
+        let p = Psync::<false>::new(&dev.inner, false);
         assert_eq!((p.call, p.rwf), (PsyncCall::Preadv2, libc::RWF_HIPRI));
         let o: crate::Opts = "sync=psync,create=1,size=1MiB,psync_call=preadv".parse().unwrap();
-        let p = Psync::new(&Device::open(t.0.to_str().unwrap(), &o).unwrap().inner, false);
+        let p = Psync::<false>::new(&Device::open(t.0.to_str().unwrap(), &o).unwrap().inner, false);
         assert_eq!((p.call, p.rwf), (PsyncCall::Preadv, 0));
         let e = "sync=psync,rwf_hipri=1".parse::<crate::Opts>().unwrap_err().to_string();
         assert!(e.contains("psync_call=preadv2"), "{e}");

@@ -41,33 +41,26 @@ pub(crate) fn pwrite(fd: RawFd, buf: &[u8], offset: u64) -> io::Result<usize> {
     bytes(pwrite_raw(fd, buf, offset))
 }
 
-/// [`pread`] for a hot path: `Ok(true)` when the first `len` bytes of `buf` were read in
-/// full; `Ok(false)` for a short read or a `len` past the end of `buf` (of which no more
-/// than `buf` holds is read), for the caller to redo on a path that retries; the error
-/// when the call failed (errno is read only then).
+/// [`pread`] for a hot path: reads up to `len` bytes (never more than `buf` holds) into
+/// `buf` from byte `offset` and returns what the kernel returned: the number of bytes
+/// read, or -1 with the errno set (take it with `io::Error::last_os_error()` before
+/// making another call). The caller compares the count with `len` first, so a complete
+/// transfer costs one comparison.
 #[inline(always)]
-pub(crate) fn pread_all(fd: RawFd, buf: &mut [u8], len: usize, offset: u64) -> std::io::Result<bool> {
+pub(crate) fn pread_upto(fd: RawFd, buf: &mut [u8], len: usize, offset: u64) -> isize {
     let n = len.min(buf.len());
     // SAFETY: the kernel writes at most n <= buf.len() bytes into buf, which is borrowed
     // mutably for the call.
-    let r = unsafe { libc::pread(fd, buf.as_mut_ptr() as *mut libc::c_void, n, offset as libc::off_t) };
-    if r < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(r as usize == len)
+    unsafe { libc::pread(fd, buf.as_mut_ptr() as *mut libc::c_void, n, offset as libc::off_t) }
 }
 
-/// [`pwrite`] for a hot path: whether the first `len` bytes of `buf` were written in
-/// full, or the error (see [`pread_all`]).
+/// [`pwrite`] for a hot path: writes up to `len` bytes (never more than `buf` holds) of
+/// `buf` at byte `offset`; returns what the kernel returned (see [`pread_upto`]).
 #[inline(always)]
-pub(crate) fn pwrite_all(fd: RawFd, buf: &[u8], len: usize, offset: u64) -> std::io::Result<bool> {
+pub(crate) fn pwrite_upto(fd: RawFd, buf: &[u8], len: usize, offset: u64) -> isize {
     let n = len.min(buf.len());
     // SAFETY: the kernel reads at most n <= buf.len() bytes from buf, borrowed for the call.
-    let r = unsafe { libc::pwrite(fd, buf.as_ptr() as *const libc::c_void, n, offset as libc::off_t) };
-    if r < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(r as usize == len)
+    unsafe { libc::pwrite(fd, buf.as_ptr() as *const libc::c_void, n, offset as libc::off_t) }
 }
 
 #[inline(always)]
@@ -222,14 +215,16 @@ mod tests {
         let mut buf = [0u8; 4];
         assert_eq!(pread(fd, &mut buf, 3).unwrap(), 4);
         assert_eq!(&buf, b"hell");
-        assert!(pread_all(fd, &mut buf, 4, 9).unwrap() && !pread_all(fd, &mut buf, 4, 11).unwrap(), "a short read");
-        assert!(pread_all(fd, &mut buf, 2, 3).unwrap() && &buf[..2] == b"he", "a prefix of the buffer");
-        assert!(!pread_all(fd, &mut buf, 5, 3).unwrap(), "a length past the buffer is never all");
-        assert!(pwrite_all(fd, b"x", 1, 13).unwrap());
-        assert!(!pwrite_all(fd, b"x", 2, 13).unwrap(), "a length past the buffer is never all");
-        // A failed call is an error, with its errno, not a short transfer.
-        assert_eq!(pwrite_all(-1, b"x", 1, 13).unwrap_err().raw_os_error(), Some(libc::EBADF));
-        assert_eq!(pread_all(-1, &mut buf, 1, 0).unwrap_err().raw_os_error(), Some(libc::EBADF));
+        assert_eq!((pread_upto(fd, &mut buf, 4, 9), pread_upto(fd, &mut buf, 4, 11)), (4, 2), "a short read");
+        assert!(pread_upto(fd, &mut buf, 2, 3) == 2 && &buf[..2] == b"he", "a prefix of the buffer");
+        assert_eq!(pread_upto(fd, &mut buf, 5, 3), 4, "a length past the buffer reads what the buffer holds");
+        assert_eq!(pwrite_upto(fd, b"x", 1, 13), 1);
+        assert_eq!(pwrite_upto(fd, b"x", 2, 13), 1, "a length past the buffer writes what the buffer holds");
+        // A failed call returns -1 with its errno.
+        assert_eq!(pwrite_upto(-1, b"x", 1, 13), -1);
+        assert_eq!(io::Error::last_os_error().raw_os_error(), Some(libc::EBADF));
+        assert_eq!(pread_upto(-1, &mut buf, 1, 0), -1);
+        assert_eq!(io::Error::last_os_error().raw_os_error(), Some(libc::EBADF));
         let (mut a, mut b) = ([0u8; 3], [0u8; 7]);
         let n = preadv(fd, &mut [IoSliceMut::new(&mut a), IoSliceMut::new(&mut b)], 3).unwrap();
         assert_eq!((n, &a, &b), (10, b"hel", b"loabcd!"));

@@ -2794,6 +2794,15 @@ mod run_tests {
         assert_eq!(r.read.ios, 0);
     }
 
+    /// Tests whose figures are rates over wall-clock time (rate, thinktime, latency
+    /// targets) run one at a time: on a 2-CPU machine two of them beside each other take
+    /// each other's CPU time and miss their rates (a_rated_job's sibling
+    /// rate_ignore_thinktime failed that way). The other tests still run beside them.
+    fn timed() -> std::sync::MutexGuard<'static, ()> {
+        static TIMED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        TIMED.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn rated(opts: &str, mode: Mode, qd: u32, load: crate::load::Load, ms: u64) -> JobResult {
         let mut j = job("4MiB", opts, mode, Rw::RandRead, qd);
         j.runtime = Some(Duration::from_millis(ms));
@@ -2806,6 +2815,7 @@ mod run_tests {
 
     #[test]
     fn rate_ignore_thinktime_goes_on_at_the_rate_instead_of_catching_up() {
+        let _alone = timed();
         // 2000 IOPS with a 25 ms stall every 25 I/Os (12.5 ms of I/O at the rate). fio's
         // default catches up after each stall: the 25 I/Os go at once, a cycle is the
         // stall, 1000 IOPS. With rate_ignore_thinktime they go at the rate after it: a
@@ -2836,6 +2846,7 @@ mod run_tests {
 
     #[test]
     fn a_rated_job_issues_at_its_rate() {
+        let _alone = timed();
         use crate::load::{Load, RateProcess};
         for (opts, mode, qd) in [("", Mode::Sync, 1), ("async=nil", Mode::Async, 4), ("async=emu", Mode::Async, 8)] {
             // 2000 IOPS for 500 ms: ~1000 I/Os, never more than the rate allows.
@@ -2858,6 +2869,7 @@ mod run_tests {
 
     #[test]
     fn an_offloaded_rated_job_issues_at_its_rate() {
+        let _alone = timed();
         use crate::load::Load;
         for (opts, mode) in [("", Mode::Sync), ("async=emu", Mode::Async)] {
             // The job's thread paces the handoffs: 2000 IOPS for 500 ms over 8 workers.
@@ -2876,6 +2888,7 @@ mod run_tests {
 
     #[test]
     fn a_mixed_job_keeps_each_directions_rate() {
+        let _alone = timed();
         use crate::load::Load;
         let mut j = job("4MiB", "", Mode::Sync, Rw::RandRw, 1);
         (j.runtime, j.time_based) = (Some(Duration::from_millis(500)), true);
@@ -2900,6 +2913,7 @@ mod run_tests {
 
     #[test]
     fn thinktime_stalls_after_every_thinktime_blocks_ios() {
+        let _alone = timed();
         use crate::load::Load;
         // 20 ms: far above what a descheduled test thread on a loaded 2-core machine
         // loses between two I/Os of nil-speed emulation, so that only stalls show as gaps.
@@ -2957,6 +2971,7 @@ mod run_tests {
 
     #[test]
     fn latency_target_searches_the_depth_and_ends_after_the_final_window() {
+        let _alone = timed();
         // nil completes at once: every depth meets 1 s, so the search doubles up to
         // iodepth (1, 2, 4, 8, 16), stays there, runs one final window and ends the job
         // long before its 20 s run time.
@@ -2972,6 +2987,7 @@ mod run_tests {
 
     #[test]
     fn latency_target_missed_at_depth_one_fails_the_job() {
+        let _alone = timed();
         let (r, _) = targeted(Duration::from_nanos(1), 100.0);
         assert_eq!(r.error, libc::ETIMEDOUT, "{:?}", r.error_msg);
         assert!(r.error_msg.unwrap().contains("latency_target"));
@@ -2979,6 +2995,7 @@ mod run_tests {
 
     #[test]
     fn a_job_below_rate_iops_min_fails_after_the_settling_time() {
+        let _alone = timed();
         use crate::load::Load;
         // thinktime 5 ms after every I/O: under 200 IOPS, against a minimum of 500.
         let load = Load {

@@ -45,6 +45,9 @@ pub struct ioswitch_region {
     /// Bytes covered by whole slots (the buffer's tail past the last whole slot is not).
     len: usize,
     slot_len: usize,
+    /// log2(slot_len) when slot_len is a power of two (the slot of an address is then a
+    /// shift, not a division), else `u32::MAX`.
+    shift: u32,
     /// One flag per slot: a command in flight uses it.
     busy: Box<[AtomicBool]>,
     /// Queues that have it attached (a queue that could not finish its commands at
@@ -91,11 +94,22 @@ impl ioswitch_region {
         if off >= self.len {
             return None;
         }
-        let (i, at) = (off / self.slot_len, off % self.slot_len);
+        let i = self.index(off);
+        let at = off - i * self.slot_len;
         if len > self.slot_len - at {
             return None;
         }
         Some(i)
+    }
+
+    /// The slot of the byte at offset `off` from the base.
+    #[inline(always)]
+    fn index(&self, off: usize) -> usize {
+        if self.shift != u32::MAX {
+            off >> self.shift
+        } else {
+            off / self.slot_len
+        }
     }
 }
 
@@ -108,7 +122,7 @@ fn find(regions: &[*const ioswitch_region], addr: usize) -> Option<(&ioswitch_re
         let r = unsafe { &*r };
         let off = addr.wrapping_sub(r.base);
         if off < r.len {
-            return Some((r, off / r.slot_len));
+            return Some((r, r.index(off)));
         }
     }
     None
@@ -184,6 +198,7 @@ pub unsafe extern "C" fn ioswitch_region_new(buf: *mut c_void, slot_len: u64, ou
             base: b.as_ptr() as usize,
             len: n * slot_len,
             slot_len,
+            shift: if slot_len.is_power_of_two() { slot_len.trailing_zeros() } else { u32::MAX },
             busy: (0..n).map(|_| AtomicBool::new(false)).collect(),
             users: AtomicU32::new(0),
             held: (slot, ManuallyDrop::new(b)),
@@ -655,6 +670,50 @@ mod tests {
                 unsafe { (std::slice::from_raw_parts(src, 512), std::slice::from_raw_parts(half.cast::<u8>(), 512)) };
             assert_eq!(a, b, "{iface}");
         }
+    }
+
+    #[test]
+    fn slots_of_a_length_not_a_power_of_two_are_found_by_division() {
+        // The fixture's 4096-byte slots take the shift; 1536-byte slots (4 * 4096 / 1536:
+        // 10 whole slots) take the division. fs commands on a nil queue need no alignment.
+        let f = Fixture::new("odd", "async=nil");
+        const ODD: usize = 1536;
+        let mut r = ptr::null_mut();
+        // The fixture's region holds the buffer: a second region over it is refused, so
+        // make one over a buffer of its own.
+        let buf = s_buf_alloc(f.dev, 4 * SLOT);
+        assert!(!buf.is_null());
+        assert_eq!(s_region_new(buf, ODD as u64, &mut r), 0, "{}", last_string());
+        assert_eq!(s_queue_attach(f.q, r), 0, "{}", last_string());
+        let at = |i: usize, off: usize| buf.cast::<u8>().wrapping_add(i * ODD + off).cast::<c_void>();
+        let cmd = |len: u64| fs_cmd(false, 0, len);
+        // Slot 3 at an inner address, to its end: taken; a second command in slot 3 is
+        // refused, one in slot 4 (its first byte just past slot 3) is taken.
+        assert_eq!(s_queue_submit_at(f.q, &cmd(1036), at(3, 500), 1036, 3), 0, "{}", last_string());
+        assert_eq!(s_queue_submit_at(f.q, &cmd(1), at(3, ODD - 1), 1, 33), -libc::EBUSY);
+        assert_eq!(s_queue_submit_at(f.q, &cmd(ODD as u64), at(4, 0), ODD as u64, 4), 0, "{}", last_string());
+        // One byte across the end of slot 5; past the last whole slot (the tail of 16384
+        // - 10 * 1536 bytes is no slot).
+        assert_eq!(s_queue_submit_at(f.q, &cmd(1037), at(5, 500), 1037, 5), -libc::EINVAL);
+        assert!(last_string().contains("cross the end of their 1536-byte slot"), "{}", last_string());
+        assert_eq!(s_queue_submit_at(f.q, &cmd(1), at(10, 0), 1, 10), -libc::EINVAL);
+        let mut ud: Vec<u64> = reap(f.q, 2, 4).iter().map(|e| e.user_data).collect();
+        ud.sort_unstable();
+        assert_eq!(ud, [3, 4]);
+        // Reaped: slot 3 is free again.
+        assert_eq!(s_queue_submit_at(f.q, &cmd(1), at(3, ODD - 1), 1, 33), 0, "{}", last_string());
+        assert_eq!(reap(f.q, 1, 1)[0].user_data, 33);
+        // SAFETY: q is live and idle; r and buf are no longer in use once q is terminated.
+        unsafe {
+            assert_eq!(ioswitch_queue_term(f.q), 0);
+            assert_eq!(ioswitch_region_free(r), 0, "{}", last_string());
+            assert_eq!(ioswitch_buf_free(buf), 0, "{}", last_string());
+        }
+        // The fixture terminates the queue again: make it a fresh one.
+        let mut q = ptr::null_mut();
+        assert_eq!(s_queue_init(f.dev, 8, &mut q), 0, "{}", last_string());
+        let mut f = f;
+        f.q = q;
     }
 
     #[test]

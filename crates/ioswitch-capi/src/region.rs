@@ -315,79 +315,142 @@ pub unsafe extern "C" fn ioswitch_queue_submit_at(
         let Some(q) = (unsafe { q.as_mut() }) else {
             return null_arg(F, "q");
         };
-        // SAFETY: cmd is null or valid (caller contract).
-        let Some(c) = (unsafe { cmd.as_ref() }) else {
-            return null_arg(F, "cmd");
+        // SAFETY: forwarded caller contract.
+        unsafe { submit_at(F, q, cmd, addr, len, user_data) }
+    })
+}
+
+/// `ioswitch_queue_submit_at`, then, when it succeeds, `ioswitch_queue_commit`: one call
+/// for a caller that commits after every command (fio does, with its default
+/// `iodepth_batch=1`).
+///
+/// Returns 0 when the command was submitted and pushed to the kernel; a negative errno
+/// when it was not submitted (as `ioswitch_queue_submit_at`: nothing was submitted); a
+/// positive errno when it was submitted but the commit failed (`ioswitch_last_error`
+/// says why): the command is then the queue's as after `ioswitch_queue_submit_at`, and
+/// comes back through `ioswitch_queue_reap_at` like any other (pushed at the next
+/// commit or reap, or completed with an error).
+///
+/// # Safety
+/// As `ioswitch_queue_submit_at`.
+#[no_mangle]
+pub unsafe extern "C" fn ioswitch_queue_submit_at_commit(
+    q: *mut ioswitch_queue,
+    cmd: *const ioswitch_cmd,
+    addr: *mut c_void,
+    len: u64,
+    user_data: u64,
+) -> c_int {
+    const F: &str = "ioswitch_queue_submit_at_commit";
+    guard(F, -libc::EIO, move || {
+        // SAFETY: q is null or live and used by this thread only (caller contract).
+        let Some(q) = (unsafe { q.as_mut() }) else {
+            return null_arg(F, "q");
         };
-        let c = match to_cmd(c, F) {
-            Ok(c) => c,
-            Err(e) => return e,
-        };
-        let (data, flag) = match NonNull::new(addr.cast::<u8>()) {
-            Some(p) if len != 0 => {
-                let Some((r, i)) = find(&q.regions, p.as_ptr() as usize) else {
-                    return outside(q, addr, len);
-                };
-                let len = usize::try_from(len).unwrap_or(usize::MAX);
-                if r.slot_of(p.as_ptr() as usize, len) != Some(i) {
-                    return crosses(r, addr, len);
-                }
-                let flag = &r.busy[i];
-                if flag.swap(true, Ordering::Acquire) {
-                    return slot_busy(addr);
-                }
-                // SAFETY: the slot lies inside the region's buffer, which the region holds
-                // (allocated, not freed while a queue has it attached); the busy flag gives
-                // this command the slot's bytes until its completion is reaped. The buffer
-                // is borrowed (id 0): dropping it frees nothing.
-                let b = ManuallyDrop::into_inner(unsafe { Buffer::borrow_raw(p, len) });
-                (Data::One(b), Some(flag))
-            }
-            None if len == 0 => {
-                if q.regions.is_empty() {
-                    return outside(q, addr, len);
-                }
-                (Data::None, None)
-            }
-            _ => return fail(libc::EINVAL, format!("{F}: addr {addr:p} with len {len}: both or neither must be 0")),
-        };
-        match q.rq.submit(c, data, user_data) {
-            Ok(()) => 0,
-            Err(rejected) => {
-                mem::forget(rejected.data);
-                if let Some(f) = flag {
-                    f.store(false, Ordering::Release);
-                }
-                rejection(F, rejected.error)
-            }
+        // SAFETY: forwarded caller contract.
+        let r = unsafe { submit_at(F, q, cmd, addr, len, user_data) };
+        if r != 0 {
+            return r;
+        }
+        match q.rq.commit() {
+            Ok(_) => 0,
+            Err(e) => commit_failed(F, &e),
         }
     })
+}
+
+/// A failed commit after a successful submission: the errno, positive.
+#[cold]
+#[inline(never)]
+fn commit_failed(func: &str, e: &Error) -> c_int {
+    -from_error(func, e)
+}
+
+/// The body of `ioswitch_queue_submit_at` (and `_commit`), `func` naming the caller in
+/// error messages.
+///
+/// # Safety
+/// `cmd` null or a valid command.
+#[inline(always)]
+unsafe fn submit_at(
+    func: &str,
+    q: &mut ioswitch_queue,
+    cmd: *const ioswitch_cmd,
+    addr: *mut c_void,
+    len: u64,
+    user_data: u64,
+) -> c_int {
+    // SAFETY: cmd is null or valid (caller contract).
+    let Some(c) = (unsafe { cmd.as_ref() }) else {
+        return null_arg(func, "cmd");
+    };
+    let c = match to_cmd(c, func) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
+    let (data, flag) = match NonNull::new(addr.cast::<u8>()) {
+        Some(p) if len != 0 => {
+            let Some((r, i)) = find(&q.regions, p.as_ptr() as usize) else {
+                return outside(func, q, addr, len);
+            };
+            let len = usize::try_from(len).unwrap_or(usize::MAX);
+            if r.slot_of(p.as_ptr() as usize, len) != Some(i) {
+                return crosses(func, r, addr, len);
+            }
+            let flag = &r.busy[i];
+            if flag.swap(true, Ordering::Acquire) {
+                return slot_busy(func, addr);
+            }
+            // SAFETY: the slot lies inside the region's buffer, which the region holds
+            // (allocated, not freed while a queue has it attached); the busy flag gives
+            // this command the slot's bytes until its completion is reaped. The buffer
+            // is borrowed (id 0): dropping it frees nothing.
+            let b = ManuallyDrop::into_inner(unsafe { Buffer::borrow_raw(p, len) });
+            (Data::One(b), Some(flag))
+        }
+        None if len == 0 => {
+            if q.regions.is_empty() {
+                return outside(func, q, addr, len);
+            }
+            (Data::None, None)
+        }
+        _ => return fail(libc::EINVAL, format!("{func}: addr {addr:p} with len {len}: both or neither must be 0")),
+    };
+    match q.rq.submit(c, data, user_data) {
+        Ok(()) => 0,
+        Err(rejected) => {
+            mem::forget(rejected.data);
+            if let Some(f) = flag {
+                f.store(false, Ordering::Release);
+            }
+            rejection(func, rejected.error)
+        }
+    }
 }
 
 /// Why a lean submission's data was refused: no region attached, or none covers it.
 #[cold]
 #[inline(never)]
-fn outside(q: &ioswitch_queue, addr: *mut c_void, len: u64) -> c_int {
+fn outside(func: &str, q: &ioswitch_queue, addr: *mut c_void, len: u64) -> c_int {
     if q.regions.is_empty() {
         return fail(
             libc::EINVAL,
-            "ioswitch_queue_submit_at: the queue has no region attached (ioswitch_queue_attach); \
-             use ioswitch_queue_submit for buffers of their own",
+            format!(
+                "{func}: the queue has no region attached (ioswitch_queue_attach); use \
+                 ioswitch_queue_submit for buffers of their own"
+            ),
         );
     }
-    fail(
-        libc::EINVAL,
-        format!("ioswitch_queue_submit_at: {len} bytes at {addr:p} are not inside a region attached to this queue"),
-    )
+    fail(libc::EINVAL, format!("{func}: {len} bytes at {addr:p} are not inside a region attached to this queue"))
 }
 
 #[cold]
 #[inline(never)]
-fn crosses(r: &ioswitch_region, addr: *mut c_void, len: usize) -> c_int {
+fn crosses(func: &str, r: &ioswitch_region, addr: *mut c_void, len: usize) -> c_int {
     fail(
         libc::EINVAL,
         format!(
-            "ioswitch_queue_submit_at: {len} bytes at {addr:p} cross the end of their {}-byte slot of region {:p}",
+            "{func}: {len} bytes at {addr:p} cross the end of their {}-byte slot of region {:p}",
             r.slot_len, r.base as *const u8
         ),
     )
@@ -395,11 +458,8 @@ fn crosses(r: &ioswitch_region, addr: *mut c_void, len: usize) -> c_int {
 
 #[cold]
 #[inline(never)]
-fn slot_busy(addr: *mut c_void) -> c_int {
-    fail(
-        libc::EBUSY,
-        format!("ioswitch_queue_submit_at: the slot of {addr:p} already belongs to a command that has not been reaped"),
-    )
+fn slot_busy(func: &str, addr: *mut c_void) -> c_int {
+    fail(libc::EBUSY, format!("{func}: the slot of {addr:p} already belongs to a command that has not been reaped"))
 }
 
 /// Commits, then reaps completions into `evs`: at least `min` (waiting for them; at most
@@ -572,6 +632,7 @@ mod tests {
         s_queue_reap_at => ioswitch_queue_reap_at(q: *mut ioswitch_queue, a: u32, b: u32, e: *mut ioswitch_event) -> c_int;
         s_queue_submit => ioswitch_queue_submit(q: *mut ioswitch_queue, c: *const ioswitch_cmd, b: *const *mut c_void, n: u32, u: *mut c_void) -> c_int;
         s_queue_submit_at => ioswitch_queue_submit_at(q: *mut ioswitch_queue, c: *const ioswitch_cmd, a: *mut c_void, l: u64, u: u64) -> c_int;
+        s_queue_submit_at_commit => ioswitch_queue_submit_at_commit(q: *mut ioswitch_queue, c: *const ioswitch_cmd, a: *mut c_void, l: u64, u: u64) -> c_int;
         s_queue_term => ioswitch_queue_term(q: *mut ioswitch_queue) -> c_int;
         s_region_free => ioswitch_region_free(r: *mut ioswitch_region) -> c_int;
         s_region_new => ioswitch_region_new(b: *mut c_void, l: u64, o: *mut *mut ioswitch_region) -> c_int;
@@ -641,6 +702,40 @@ mod tests {
         assert!(n >= min as c_int, "{n}: {}", last_string());
         evs.truncate(n as usize);
         evs
+    }
+
+    #[test]
+    fn submit_at_commit_pushes_the_command_before_any_reap_and_refuses_as_submit_at() {
+        // thrpool runs a command once it is committed: the write reaches the file with no
+        // further call (ioswitch_queue_submit_at alone would leave it queued).
+        let f = Fixture::new("push", "async=thrpool");
+        f.attach();
+        let src = f.slot(2).cast::<u8>();
+        // SAFETY: slot 2 is idle region memory (the caller's to write).
+        unsafe { std::slice::from_raw_parts_mut(src, SLOT) }.fill(0x5a);
+        let r = s_queue_submit_at_commit(f.q, &fs_cmd(true, 4096, 4096), f.slot(2), 4096, 77);
+        assert_eq!(r, 0, "{}", last_string());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let data = std::fs::read(&f.path).unwrap();
+            if data[4096..8192].iter().all(|&b| b == 0x5a) {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "the committed write never reached the file");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        // Refused as ioswitch_queue_submit_at refuses, naming itself: the slot is busy
+        // until reaped; a range across slots; no command.
+        let r = s_queue_submit_at_commit(f.q, &fs_cmd(true, 0, 512), f.slot(2), 512, 78);
+        assert_eq!(r, -libc::EBUSY);
+        assert!(last_string().starts_with("ioswitch_queue_submit_at_commit: the slot of"), "{}", last_string());
+        let mid = f.slot(0).cast::<u8>().wrapping_add(512).cast::<c_void>();
+        assert_eq!(s_queue_submit_at_commit(f.q, &fs_cmd(true, 0, 4096), mid, 4096, 79), -libc::EINVAL);
+        assert!(last_string().contains("cross the end of their 4096-byte slot"), "{}", last_string());
+        assert_eq!(s_queue_submit_at_commit(f.q, ptr::null(), f.slot(0), 4096, 80), -libc::EINVAL);
+        let evs = reap(f.q, 1, 4);
+        assert_eq!(evs.len(), 1);
+        assert_eq!((evs[0].user_data, evs[0].result, evs[0].status, evs[0].errnum), (77, 4096, 0, 0));
     }
 
     #[test]

@@ -23,7 +23,10 @@
  * and io_uring engines do: ->queue() only queues the command (ioswitch_queue_submit_at);
  * ->commit() pushes every queued command to the kernel (ioswitch_queue_commit: one
  * system call per queue where the interface batches, so iodepth_batch_submit batches
- * for real), then takes the issue time once for the batch and records each command's
+ * for real; with fio's default iodepth_batch=1, which commits after every ->queue(),
+ * ->queue() pushes each read and write itself with ioswitch_queue_submit_at_commit, one
+ * call instead of two, and ->commit() only accounts), then takes the issue time once
+ * for the batch and records each command's
  * slat (issue - start) with fio's io_u_queued(), and its submit depth. fio takes the
  * completion time when ->getevents() returns (clat = complete - issue). ->getevents()
  * reaps with ioswitch_queue_reap_at, which writes each completion once, in place, into
@@ -198,6 +201,14 @@ struct iosw_data {
 	/* Queued by ->queue() and not yet committed (async mode), at most iodepth. */
 	struct io_u **pending;
 	unsigned int npending;
+	/*
+	 * fio commits after every ->queue() (iodepth_batch=1, its default) and the lean path
+	 * is on (cleared for the classic path in ->post_init()): queue_rw pushes each read and write at once (ioswitch_queue_submit_at_commit,
+	 * one call instead of two), and ->commit() only does the accounting...
+	 */
+	int push_now;
+	/* ...unless a queued command was not pushed yet (then ->commit() commits). */
+	int unpushed;
 	/* Open files with a queue, for ->getevents(). */
 	struct iosw_file **open;
 	unsigned int nopen;
@@ -298,6 +309,8 @@ static int iosw_init(struct thread_data *td)
 		return 1;
 	}
 	ed->inline_mode = !ed->sync_mode && o->inline_qd1;
+	/* fio's init.c has set iodepth_batch (1 by default; 0 became iodepth) by now. */
+	ed->push_now = !ed->sync_mode && !ed->inline_mode && td->o.iodepth_batch == 1;
 	if (ed->sync_mode || ed->inline_mode) {
 		/* Like fio's own synchronous engines: this job's ->queue() completes. */
 		td->flags |= (unsigned long long)FIO_SYNCIO << TD_ENG_FLAG_SHIFT;
@@ -408,6 +421,7 @@ static int iosw_post_init(struct thread_data *td)
 		return 0;
 	if (!ed->pci)
 		return lean_buffers(td, ed, max_bs, n);
+	ed->push_now = 0; /* the classic path: no ioswitch_queue_submit_at_commit */
 	ed->bufs = calloc(n ? n : 1, sizeof(*ed->bufs));
 	if (!ed->bufs)
 		return 1;
@@ -831,11 +845,30 @@ queue_rw(struct thread_data *td, struct io_u *io_u, struct iosw_file *fd, struct
 
 	set_dwords(&cmd->sqe.cdw10, io_u->offset);
 	set_dwords(&cmd->sqe.cdw12, io_u->xfer_buflen);
+	if (ed->inline_mode) {
+		err = submit(ed, fd, cmd, io_u, 1);
+		if (__builtin_expect(err != 0, 0))
+			return submit_failed(td, io_u, fd, err);
+		return complete_inline(td, io_u, fd);
+	}
+	if (__builtin_expect(ed->push_now, 1)) {
+		/* Submitted and pushed: ->commit(), right after, only accounts for it. */
+		err = ioswitch_queue_submit_at_commit(fd->q, cmd, io_u->xfer_buf,
+						      io_u->xfer_buflen, (uintptr_t)io_u);
+		if (__builtin_expect(err != 0, 0)) {
+			if (err < 0)
+				return submit_failed(td, io_u, fd, err);
+			/* Queued, not pushed: logged; ->commit() tries again. */
+			commit_failed(1, -err);
+			ed->unpushed = 1;
+		}
+		ed->pending[ed->npending++] = io_u;
+		return FIO_Q_QUEUED;
+	}
 	err = submit(ed, fd, cmd, io_u, 1);
 	if (__builtin_expect(err != 0, 0))
 		return submit_failed(td, io_u, fd, err);
-	if (ed->inline_mode)
-		return complete_inline(td, io_u, fd);
+	ed->unpushed = 1;
 	/* The queue holds at most iodepth (ed->cap) commands: `pending` cannot overflow. */
 	ed->pending[ed->npending++] = io_u;
 	return FIO_Q_QUEUED;
@@ -886,6 +919,7 @@ static enum fio_q_status __attribute__((noinline)) queue_other(struct thread_dat
 	 * Queued in ioswitch, not yet in the kernel: ->commit() pushes it. The queue holds
 	 * at most iodepth (ed->cap) commands, so `pending` cannot overflow.
 	 */
+	ed->unpushed = 1;
 	ed->pending[ed->npending++] = io_u;
 	return FIO_Q_QUEUED;
 }
@@ -918,7 +952,9 @@ static int __attribute__((noinline)) commit_pending(struct thread_data *td, stru
 	unsigned int i, n = ed->npending;
 	int err, ret = 0;
 
-	if (__builtin_expect(ed->nopen == 1, 1)) {
+	if (!ed->unpushed) {
+		/* queue_rw pushed every pending command (push_now). */
+	} else if (__builtin_expect(ed->nopen == 1, 1)) {
 		err = ioswitch_queue_commit(ed->open[0]->q);
 		if (__builtin_expect(err < 0, 0))
 			ret = commit_failed(n, err);
@@ -930,6 +966,7 @@ static int __attribute__((noinline)) commit_pending(struct thread_data *td, stru
 		}
 	}
 	ed->npending = 0;
+	ed->unpushed = 0;
 	if (fio_fill_issue_time(td)) {
 		struct timespec now;
 

@@ -1250,6 +1250,27 @@ int ioswitch_queue_submit_at(struct ioswitch_queue *q,
                              uint64_t user_data);
 
 /**
+ * `ioswitch_queue_submit_at`, then, when it succeeds, `ioswitch_queue_commit`: one call
+ * for a caller that commits after every command (fio does, with its default
+ * `iodepth_batch=1`).
+ *
+ * Returns 0 when the command was submitted and pushed to the kernel; a negative errno
+ * when it was not submitted (as `ioswitch_queue_submit_at`: nothing was submitted); a
+ * positive errno when it was submitted but the commit failed (`ioswitch_last_error`
+ * says why): the command is then the queue's as after `ioswitch_queue_submit_at`, and
+ * comes back through `ioswitch_queue_reap_at` like any other (pushed at the next
+ * commit or reap, or completed with an error).
+ *
+ * # Safety
+ * As `ioswitch_queue_submit_at`.
+ */
+int ioswitch_queue_submit_at_commit(struct ioswitch_queue *q,
+                                    const struct ioswitch_cmd *cmd,
+                                    void *addr,
+                                    uint64_t len,
+                                    uint64_t user_data);
+
+/**
  * Commits, then reaps completions into `evs`: at least `min` (waiting for them; at most
  * as many as are outstanding) and at most `max` (the length of `evs`). Returns how many
  * it wrote to `evs[0..n]`, or a negative errno: -EINVAL for a NULL argument, `max` 0,

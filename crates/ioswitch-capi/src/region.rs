@@ -45,6 +45,9 @@ pub struct ioswitch_region {
     /// Bytes covered by whole slots (the buffer's tail past the last whole slot is not).
     len: usize,
     slot_len: usize,
+    /// log2(slot_len) when slot_len is a power of two (the slot of an address is then a
+    /// shift, not a division), else `u32::MAX`.
+    shift: u32,
     /// One flag per slot: a command in flight uses it.
     busy: Box<[AtomicBool]>,
     /// Queues that have it attached (a queue that could not finish its commands at
@@ -91,11 +94,22 @@ impl ioswitch_region {
         if off >= self.len {
             return None;
         }
-        let (i, at) = (off / self.slot_len, off % self.slot_len);
+        let i = self.index(off);
+        let at = off - i * self.slot_len;
         if len > self.slot_len - at {
             return None;
         }
         Some(i)
+    }
+
+    /// The slot of the byte at offset `off` from the base.
+    #[inline(always)]
+    fn index(&self, off: usize) -> usize {
+        if self.shift != u32::MAX {
+            off >> self.shift
+        } else {
+            off / self.slot_len
+        }
     }
 }
 
@@ -108,7 +122,7 @@ fn find(regions: &[*const ioswitch_region], addr: usize) -> Option<(&ioswitch_re
         let r = unsafe { &*r };
         let off = addr.wrapping_sub(r.base);
         if off < r.len {
-            return Some((r, off / r.slot_len));
+            return Some((r, r.index(off)));
         }
     }
     None
@@ -184,6 +198,7 @@ pub unsafe extern "C" fn ioswitch_region_new(buf: *mut c_void, slot_len: u64, ou
             base: b.as_ptr() as usize,
             len: n * slot_len,
             slot_len,
+            shift: if slot_len.is_power_of_two() { slot_len.trailing_zeros() } else { u32::MAX },
             busy: (0..n).map(|_| AtomicBool::new(false)).collect(),
             users: AtomicU32::new(0),
             held: (slot, ManuallyDrop::new(b)),
@@ -300,79 +315,142 @@ pub unsafe extern "C" fn ioswitch_queue_submit_at(
         let Some(q) = (unsafe { q.as_mut() }) else {
             return null_arg(F, "q");
         };
-        // SAFETY: cmd is null or valid (caller contract).
-        let Some(c) = (unsafe { cmd.as_ref() }) else {
-            return null_arg(F, "cmd");
+        // SAFETY: forwarded caller contract.
+        unsafe { submit_at(F, q, cmd, addr, len, user_data) }
+    })
+}
+
+/// `ioswitch_queue_submit_at`, then, when it succeeds, `ioswitch_queue_commit`: one call
+/// for a caller that commits after every command (fio does, with its default
+/// `iodepth_batch=1`).
+///
+/// Returns 0 when the command was submitted and pushed to the kernel; a negative errno
+/// when it was not submitted (as `ioswitch_queue_submit_at`: nothing was submitted); a
+/// positive errno when it was submitted but the commit failed (`ioswitch_last_error`
+/// says why): the command is then the queue's as after `ioswitch_queue_submit_at`, and
+/// comes back through `ioswitch_queue_reap_at` like any other (pushed at the next
+/// commit or reap, or completed with an error).
+///
+/// # Safety
+/// As `ioswitch_queue_submit_at`.
+#[no_mangle]
+pub unsafe extern "C" fn ioswitch_queue_submit_at_commit(
+    q: *mut ioswitch_queue,
+    cmd: *const ioswitch_cmd,
+    addr: *mut c_void,
+    len: u64,
+    user_data: u64,
+) -> c_int {
+    const F: &str = "ioswitch_queue_submit_at_commit";
+    guard(F, -libc::EIO, move || {
+        // SAFETY: q is null or live and used by this thread only (caller contract).
+        let Some(q) = (unsafe { q.as_mut() }) else {
+            return null_arg(F, "q");
         };
-        let c = match to_cmd(c, F) {
-            Ok(c) => c,
-            Err(e) => return e,
-        };
-        let (data, flag) = match NonNull::new(addr.cast::<u8>()) {
-            Some(p) if len != 0 => {
-                let Some((r, i)) = find(&q.regions, p.as_ptr() as usize) else {
-                    return outside(q, addr, len);
-                };
-                let len = usize::try_from(len).unwrap_or(usize::MAX);
-                if r.slot_of(p.as_ptr() as usize, len) != Some(i) {
-                    return crosses(r, addr, len);
-                }
-                let flag = &r.busy[i];
-                if flag.swap(true, Ordering::Acquire) {
-                    return slot_busy(addr);
-                }
-                // SAFETY: the slot lies inside the region's buffer, which the region holds
-                // (allocated, not freed while a queue has it attached); the busy flag gives
-                // this command the slot's bytes until its completion is reaped. The buffer
-                // is borrowed (id 0): dropping it frees nothing.
-                let b = ManuallyDrop::into_inner(unsafe { Buffer::borrow_raw(p, len) });
-                (Data::One(b), Some(flag))
-            }
-            None if len == 0 => {
-                if q.regions.is_empty() {
-                    return outside(q, addr, len);
-                }
-                (Data::None, None)
-            }
-            _ => return fail(libc::EINVAL, format!("{F}: addr {addr:p} with len {len}: both or neither must be 0")),
-        };
-        match q.rq.submit(c, data, user_data) {
-            Ok(()) => 0,
-            Err(rejected) => {
-                mem::forget(rejected.data);
-                if let Some(f) = flag {
-                    f.store(false, Ordering::Release);
-                }
-                rejection(F, rejected.error)
-            }
+        // SAFETY: forwarded caller contract.
+        let r = unsafe { submit_at(F, q, cmd, addr, len, user_data) };
+        if r != 0 {
+            return r;
+        }
+        match q.rq.commit() {
+            Ok(_) => 0,
+            Err(e) => commit_failed(F, &e),
         }
     })
+}
+
+/// A failed commit after a successful submission: the errno, positive.
+#[cold]
+#[inline(never)]
+fn commit_failed(func: &str, e: &Error) -> c_int {
+    -from_error(func, e)
+}
+
+/// The body of `ioswitch_queue_submit_at` (and `_commit`), `func` naming the caller in
+/// error messages.
+///
+/// # Safety
+/// `cmd` null or a valid command.
+#[inline(always)]
+unsafe fn submit_at(
+    func: &str,
+    q: &mut ioswitch_queue,
+    cmd: *const ioswitch_cmd,
+    addr: *mut c_void,
+    len: u64,
+    user_data: u64,
+) -> c_int {
+    // SAFETY: cmd is null or valid (caller contract).
+    let Some(c) = (unsafe { cmd.as_ref() }) else {
+        return null_arg(func, "cmd");
+    };
+    let c = match to_cmd(c, func) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
+    let (data, flag) = match NonNull::new(addr.cast::<u8>()) {
+        Some(p) if len != 0 => {
+            let Some((r, i)) = find(&q.regions, p.as_ptr() as usize) else {
+                return outside(func, q, addr, len);
+            };
+            let len = usize::try_from(len).unwrap_or(usize::MAX);
+            if r.slot_of(p.as_ptr() as usize, len) != Some(i) {
+                return crosses(func, r, addr, len);
+            }
+            let flag = &r.busy[i];
+            if flag.swap(true, Ordering::Acquire) {
+                return slot_busy(func, addr);
+            }
+            // SAFETY: the slot lies inside the region's buffer, which the region holds
+            // (allocated, not freed while a queue has it attached); the busy flag gives
+            // this command the slot's bytes until its completion is reaped. The buffer
+            // is borrowed (id 0): dropping it frees nothing.
+            let b = ManuallyDrop::into_inner(unsafe { Buffer::borrow_raw(p, len) });
+            (Data::One(b), Some(flag))
+        }
+        None if len == 0 => {
+            if q.regions.is_empty() {
+                return outside(func, q, addr, len);
+            }
+            (Data::None, None)
+        }
+        _ => return fail(libc::EINVAL, format!("{func}: addr {addr:p} with len {len}: both or neither must be 0")),
+    };
+    match q.rq.submit(c, data, user_data) {
+        Ok(()) => 0,
+        Err(rejected) => {
+            mem::forget(rejected.data);
+            if let Some(f) = flag {
+                f.store(false, Ordering::Release);
+            }
+            rejection(func, rejected.error)
+        }
+    }
 }
 
 /// Why a lean submission's data was refused: no region attached, or none covers it.
 #[cold]
 #[inline(never)]
-fn outside(q: &ioswitch_queue, addr: *mut c_void, len: u64) -> c_int {
+fn outside(func: &str, q: &ioswitch_queue, addr: *mut c_void, len: u64) -> c_int {
     if q.regions.is_empty() {
         return fail(
             libc::EINVAL,
-            "ioswitch_queue_submit_at: the queue has no region attached (ioswitch_queue_attach); \
-             use ioswitch_queue_submit for buffers of their own",
+            format!(
+                "{func}: the queue has no region attached (ioswitch_queue_attach); use \
+                 ioswitch_queue_submit for buffers of their own"
+            ),
         );
     }
-    fail(
-        libc::EINVAL,
-        format!("ioswitch_queue_submit_at: {len} bytes at {addr:p} are not inside a region attached to this queue"),
-    )
+    fail(libc::EINVAL, format!("{func}: {len} bytes at {addr:p} are not inside a region attached to this queue"))
 }
 
 #[cold]
 #[inline(never)]
-fn crosses(r: &ioswitch_region, addr: *mut c_void, len: usize) -> c_int {
+fn crosses(func: &str, r: &ioswitch_region, addr: *mut c_void, len: usize) -> c_int {
     fail(
         libc::EINVAL,
         format!(
-            "ioswitch_queue_submit_at: {len} bytes at {addr:p} cross the end of their {}-byte slot of region {:p}",
+            "{func}: {len} bytes at {addr:p} cross the end of their {}-byte slot of region {:p}",
             r.slot_len, r.base as *const u8
         ),
     )
@@ -380,11 +458,8 @@ fn crosses(r: &ioswitch_region, addr: *mut c_void, len: usize) -> c_int {
 
 #[cold]
 #[inline(never)]
-fn slot_busy(addr: *mut c_void) -> c_int {
-    fail(
-        libc::EBUSY,
-        format!("ioswitch_queue_submit_at: the slot of {addr:p} already belongs to a command that has not been reaped"),
-    )
+fn slot_busy(func: &str, addr: *mut c_void) -> c_int {
+    fail(libc::EBUSY, format!("{func}: the slot of {addr:p} already belongs to a command that has not been reaped"))
 }
 
 /// Commits, then reaps completions into `evs`: at least `min` (waiting for them; at most
@@ -557,6 +632,7 @@ mod tests {
         s_queue_reap_at => ioswitch_queue_reap_at(q: *mut ioswitch_queue, a: u32, b: u32, e: *mut ioswitch_event) -> c_int;
         s_queue_submit => ioswitch_queue_submit(q: *mut ioswitch_queue, c: *const ioswitch_cmd, b: *const *mut c_void, n: u32, u: *mut c_void) -> c_int;
         s_queue_submit_at => ioswitch_queue_submit_at(q: *mut ioswitch_queue, c: *const ioswitch_cmd, a: *mut c_void, l: u64, u: u64) -> c_int;
+        s_queue_submit_at_commit => ioswitch_queue_submit_at_commit(q: *mut ioswitch_queue, c: *const ioswitch_cmd, a: *mut c_void, l: u64, u: u64) -> c_int;
         s_queue_term => ioswitch_queue_term(q: *mut ioswitch_queue) -> c_int;
         s_region_free => ioswitch_region_free(r: *mut ioswitch_region) -> c_int;
         s_region_new => ioswitch_region_new(b: *mut c_void, l: u64, o: *mut *mut ioswitch_region) -> c_int;
@@ -629,6 +705,40 @@ mod tests {
     }
 
     #[test]
+    fn submit_at_commit_pushes_the_command_before_any_reap_and_refuses_as_submit_at() {
+        // thrpool runs a command once it is committed: the write reaches the file with no
+        // further call (ioswitch_queue_submit_at alone would leave it queued).
+        let f = Fixture::new("push", "async=thrpool");
+        f.attach();
+        let src = f.slot(2).cast::<u8>();
+        // SAFETY: slot 2 is idle region memory (the caller's to write).
+        unsafe { std::slice::from_raw_parts_mut(src, SLOT) }.fill(0x5a);
+        let r = s_queue_submit_at_commit(f.q, &fs_cmd(true, 4096, 4096), f.slot(2), 4096, 77);
+        assert_eq!(r, 0, "{}", last_string());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let data = std::fs::read(&f.path).unwrap();
+            if data[4096..8192].iter().all(|&b| b == 0x5a) {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "the committed write never reached the file");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        // Refused as ioswitch_queue_submit_at refuses, naming itself: the slot is busy
+        // until reaped; a range across slots; no command.
+        let r = s_queue_submit_at_commit(f.q, &fs_cmd(true, 0, 512), f.slot(2), 512, 78);
+        assert_eq!(r, -libc::EBUSY);
+        assert!(last_string().starts_with("ioswitch_queue_submit_at_commit: the slot of"), "{}", last_string());
+        let mid = f.slot(0).cast::<u8>().wrapping_add(512).cast::<c_void>();
+        assert_eq!(s_queue_submit_at_commit(f.q, &fs_cmd(true, 0, 4096), mid, 4096, 79), -libc::EINVAL);
+        assert!(last_string().contains("cross the end of their 4096-byte slot"), "{}", last_string());
+        assert_eq!(s_queue_submit_at_commit(f.q, ptr::null(), f.slot(0), 4096, 80), -libc::EINVAL);
+        let evs = reap(f.q, 1, 4);
+        assert_eq!(evs.len(), 1);
+        assert_eq!((evs[0].user_data, evs[0].result, evs[0].status, evs[0].errnum), (77, 4096, 0, 0));
+    }
+
+    #[test]
     fn data_written_from_one_slot_reads_back_into_another_with_the_64_bit_user_data() {
         for iface in ["thrpool", "emu", "io_uring"] {
             let f = Fixture::new(&format!("rw-{iface}"), &format!("async={iface}"));
@@ -655,6 +765,50 @@ mod tests {
                 unsafe { (std::slice::from_raw_parts(src, 512), std::slice::from_raw_parts(half.cast::<u8>(), 512)) };
             assert_eq!(a, b, "{iface}");
         }
+    }
+
+    #[test]
+    fn slots_of_a_length_not_a_power_of_two_are_found_by_division() {
+        // The fixture's 4096-byte slots take the shift; 1536-byte slots (4 * 4096 / 1536:
+        // 10 whole slots) take the division. fs commands on a nil queue need no alignment.
+        let f = Fixture::new("odd", "async=nil");
+        const ODD: usize = 1536;
+        let mut r = ptr::null_mut();
+        // The fixture's region holds the buffer: a second region over it is refused, so
+        // make one over a buffer of its own.
+        let buf = s_buf_alloc(f.dev, 4 * SLOT);
+        assert!(!buf.is_null());
+        assert_eq!(s_region_new(buf, ODD as u64, &mut r), 0, "{}", last_string());
+        assert_eq!(s_queue_attach(f.q, r), 0, "{}", last_string());
+        let at = |i: usize, off: usize| buf.cast::<u8>().wrapping_add(i * ODD + off).cast::<c_void>();
+        let cmd = |len: u64| fs_cmd(false, 0, len);
+        // Slot 3 at an inner address, to its end: taken; a second command in slot 3 is
+        // refused, one in slot 4 (its first byte just past slot 3) is taken.
+        assert_eq!(s_queue_submit_at(f.q, &cmd(1036), at(3, 500), 1036, 3), 0, "{}", last_string());
+        assert_eq!(s_queue_submit_at(f.q, &cmd(1), at(3, ODD - 1), 1, 33), -libc::EBUSY);
+        assert_eq!(s_queue_submit_at(f.q, &cmd(ODD as u64), at(4, 0), ODD as u64, 4), 0, "{}", last_string());
+        // One byte across the end of slot 5; past the last whole slot (the tail of 16384
+        // - 10 * 1536 bytes is no slot).
+        assert_eq!(s_queue_submit_at(f.q, &cmd(1037), at(5, 500), 1037, 5), -libc::EINVAL);
+        assert!(last_string().contains("cross the end of their 1536-byte slot"), "{}", last_string());
+        assert_eq!(s_queue_submit_at(f.q, &cmd(1), at(10, 0), 1, 10), -libc::EINVAL);
+        let mut ud: Vec<u64> = reap(f.q, 2, 4).iter().map(|e| e.user_data).collect();
+        ud.sort_unstable();
+        assert_eq!(ud, [3, 4]);
+        // Reaped: slot 3 is free again.
+        assert_eq!(s_queue_submit_at(f.q, &cmd(1), at(3, ODD - 1), 1, 33), 0, "{}", last_string());
+        assert_eq!(reap(f.q, 1, 1)[0].user_data, 33);
+        // SAFETY: q is live and idle; r and buf are no longer in use once q is terminated.
+        unsafe {
+            assert_eq!(ioswitch_queue_term(f.q), 0);
+            assert_eq!(ioswitch_region_free(r), 0, "{}", last_string());
+            assert_eq!(ioswitch_buf_free(buf), 0, "{}", last_string());
+        }
+        // The fixture terminates the queue again: make it a fresh one.
+        let mut q = ptr::null_mut();
+        assert_eq!(s_queue_init(f.dev, 8, &mut q), 0, "{}", last_string());
+        let mut f = f;
+        f.q = q;
     }
 
     #[test]

@@ -1213,6 +1213,12 @@ pub fn run_job_files(job: &Job, instance: u32, devs: &[&Device], progress: &Prog
         n if job.behaviour.cpus_split => pin(&[job.cpus[instance as usize % n]]),
         _ => pin(&job.cpus),
     }
+    // numa_cpu_nodes, numa_mem_policy, prioclass/prio: after the pin, as fio.
+    if let Err(msg) = job.behaviour.placement.apply() {
+        res.error = libc::EINVAL;
+        res.error_msg = Some(format!("job '{}': {msg}", job.name));
+        return res;
+    }
     if let Some(d) = job.behaviour.startdelay {
         // fio's startdelay: the job starts (and its clock with it) this much later.
         let until = t0 + d.as_nanos() as u64;

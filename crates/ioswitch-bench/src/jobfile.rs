@@ -2427,6 +2427,22 @@ impl JobReader {
                 }
             }
         }
+        // fio reports a group's latencies per I/O priority ("prios") once its jobs ran at
+        // two priorities or more; the report here has no such part.
+        let groups = group_ids(&jobs);
+        for (i, j) in jobs.iter().enumerate() {
+            let same_group = jobs[..i].iter().zip(&groups).filter(|(_, g)| **g == groups[i]).map(|(e, _)| e);
+            let mut earlier = same_group.filter(|e| e.group_reporting || j.group_reporting);
+            if let Some(e) = earlier.find(|e| e.logs.ioprio != j.logs.ioprio) {
+                return Err(j.error_at(
+                    if j.behaviour.placement.prioclass.is_some() { "prioclass" } else { "prio" },
+                    format!(
+                        "group_reporting over jobs of different I/O priorities ('{}' and '{}') is not run: fio reports such a group's latencies per priority (its \"prios\"), which this report does not",
+                        e.name, j.name
+                    ),
+                ));
+            }
+        }
         Ok(JobSet { jobs, global_options: self.globals, output_format: self.output_format, output: self.output })
     }
 }
@@ -3341,6 +3357,22 @@ mod tests {
         assert!(e.contains("option 'numa_mem_policy'"), "{e}");
         assert!(err("[j]\nprioclass=4\n").contains("for option 'prioclass'"));
         assert!(err("[j]\nprio=8\n").contains("for option 'prio'"));
+    }
+
+    #[test]
+    fn group_reporting_over_different_io_priorities_is_refused() {
+        let set = read;
+        let e = set("[global]\ngroup_reporting\n[a]\nprioclass=3\n[b]\nprioclass=2\n").unwrap_err().to_string();
+        assert!(
+            e.starts_with("job.fio:6: job 'b': group_reporting over jobs of different I/O priorities ('a' and 'b')"),
+            "{e}"
+        );
+        assert!(set("[global]\ngroup_reporting\n[a]\nprioclass=3\n[b]\nprioclass=3\n").is_ok());
+        assert!(set("[a]\nprioclass=3\n[b]\nprioclass=2\n").is_ok(), "reported apart");
+        assert!(
+            set("[global]\ngroup_reporting\n[a]\nprioclass=3\n[b]\nstonewall\nprioclass=2\n").is_ok(),
+            "two groups"
+        );
     }
 
     #[test]

@@ -1213,6 +1213,12 @@ pub fn run_job_files(job: &Job, instance: u32, devs: &[&Device], progress: &Prog
         n if job.behaviour.cpus_split => pin(&[job.cpus[instance as usize % n]]),
         _ => pin(&job.cpus),
     }
+    // numa_cpu_nodes, numa_mem_policy, prioclass/prio: after the pin, as fio.
+    if let Err(msg) = job.behaviour.placement.apply() {
+        res.error = libc::EINVAL;
+        res.error_msg = Some(format!("job '{}': {msg}", job.name));
+        return res;
+    }
     if let Some(d) = job.behaviour.startdelay {
         // fio's startdelay: the job starts (and its clock with it) this much later.
         let until = t0 + d.as_nanos() as u64;
@@ -2510,6 +2516,41 @@ mod run_tests {
             });
             assert_eq!(got, want, "split={split} instance {instance}");
         }
+    }
+
+    #[test]
+    fn the_job_thread_runs_with_its_numa_nodes_and_io_priority_after_the_pin() {
+        use crate::placement::{online_nodes, parse_list, thread_ioprio, Placement};
+        let online = affinity();
+        let node0 = online_nodes()[0];
+        let cpulist = format!("/sys/devices/system/node/node{node0}/cpulist");
+        let Some(node_cpus) = std::fs::read_to_string(&cpulist).ok().and_then(|s| parse_list(s.trim())) else {
+            return eprintln!("skipped: no {cpulist} (a kernel without NUMA)");
+        };
+        let node_cpus: Vec<usize> = node_cpus.into_iter().map(|c| c as usize).filter(|c| online.contains(c)).collect();
+        let mut j = job("4MiB", "", Mode::Sync, Rw::RandRead, 1);
+        j.number_ios = Some(4);
+        j.cpus = vec![online[0]];
+        j.behaviour.placement =
+            Placement { cpu_nodes: Some(vec![node0]), prioclass: Some(2), prio: Some(6), ..Default::default() };
+        let (err, cpus, prio) = std::thread::scope(|s| {
+            s.spawn(|| {
+                let dev = Device::open(&j.filename, &j.opts).unwrap();
+                let r = run_job(&j, 0, &dev, &Progress::default());
+                (r.error, affinity(), thread_ioprio().unwrap())
+            })
+            .join()
+            .unwrap()
+        });
+        assert_eq!(err, 0);
+        assert_eq!(cpus, node_cpus, "numa_cpu_nodes replaces cpus_allowed's pin, as in fio");
+        assert_eq!(prio, 2 << 13 | 6);
+        // A node without CPUs to read: the job fails with the option named.
+        j.behaviour.placement = Placement { cpu_nodes: Some(vec![65000]), ..Default::default() };
+        let r = std::thread::scope(|s| s.spawn(|| run(&j)).join().unwrap());
+        assert_eq!(r.error, libc::EINVAL);
+        let msg = r.error_msg.unwrap_or_default();
+        assert!(msg.starts_with("job 't': numa_cpu_nodes: read the CPUs of node 65000"), "{msg}");
     }
 
     #[test]

@@ -5,8 +5,9 @@
 //! One line per entry, fio's `flush_samples` (iolog.c):
 //! `time, value, direction, block size, priority`, or with `log_offset=1`
 //! `time, value, direction, block size, offset, priority`; `time` is ms since the job's
-//! epoch (its start, or the end of its ramp), direction 0 read / 1 write / 2 trim, priority 0
-//! (fio writes 1 only for a real-time I/O priority class, which jobs here never set).
+//! epoch (its start, or the end of its ramp), direction 0 read / 1 write / 2 trim, priority 1
+//! for a real-time I/O priority class (`prioclass=1`), else 0, or with `log_prio=1` the
+//! I/O priority value in hex; averaged entries carry 0, as fio's.
 //!
 //! Values (fio's stat.c): latency logs in ns (`lat` = complete − start, `clat` = complete −
 //! issue, `slat` = issue − start); without `log_avg_msec` one entry per I/O, with its block
@@ -59,11 +60,14 @@ pub struct LogOpts {
     /// here the entries stay in memory as they are and the file is the same.
     pub compression: u64,
     /// `log_prio`: the priority column holds the I/O's priority value in hex (`0x0000`:
-    /// jobs here set none) instead of 1/0 for a real-time class.
+    /// none set; see `ioprio`) instead of 1/0 for a real-time class.
     pub prio: bool,
     /// `log_store_compressed`: the logs are written as fio's `.log.fz` files (see
     /// [`Log::compressed`]), which `fio --inflate-log` turns into the text logs.
     pub store_compressed: bool,
+    /// The job's I/O priority value (`prioclass`/`prio`, [`crate::placement`]; 0: none
+    /// set): fio's per-I/O entries carry it (its priority column), averaged ones 0.
+    pub ioprio: u16,
 }
 
 impl Default for LogOpts {
@@ -82,6 +86,7 @@ impl Default for LogOpts {
             prio: false,
             compression: 0,
             store_compressed: false,
+            ioprio: 0,
         }
     }
 }
@@ -143,6 +148,7 @@ pub struct Log {
     max_value: bool,
     window: [Window; 3],
     avg_last: [u64; 3],
+    ioprio: u16,
 }
 
 impl Log {
@@ -156,6 +162,7 @@ impl Log {
             max_value: opts.max_value,
             window: [Window::default(); 3],
             avg_last: [0; 3],
+            ioprio: opts.ioprio,
         }
     }
 
@@ -201,7 +208,14 @@ impl Log {
     /// The entries in fio's text format (`prio`: `log_prio`'s hex priority column).
     pub fn render(&self, with_offset: bool, prio: bool) -> String {
         let mut s = String::with_capacity(self.entries.len() * 24);
-        let p = if prio { "0x0000" } else { "0" };
+        // fio's column: the I/O's priority value in hex with log_prio, else 1 for the
+        // real-time class; per-I/O entries (no averaging) carry the job's priority.
+        let v = if self.avg_msec == 0 { self.ioprio } else { 0 };
+        let p = if prio {
+            format!("0x{v:04x}")
+        } else {
+            u8::from(v >> crate::placement::IOPRIO_CLASS_SHIFT == crate::placement::IOPRIO_CLASS_RT).to_string()
+        };
         for e in &self.entries {
             use std::fmt::Write as _;
             let _ = if with_offset {
@@ -227,7 +241,7 @@ impl Log {
             b.extend_from_slice(&e.time_ms.to_ne_bytes());
             b.extend_from_slice(&e.value.to_ne_bytes());
             b.extend_from_slice(&(u32::from(e.ddir) | flags).to_ne_bytes());
-            b.extend_from_slice(&0u16.to_ne_bytes());
+            b.extend_from_slice(&if self.avg_msec == 0 { self.ioprio } else { 0 }.to_ne_bytes());
             b.extend_from_slice(&[0, 0]);
             b.extend_from_slice(&e.bs.to_ne_bytes());
             if with_offset {
@@ -579,6 +593,28 @@ mod tests {
         assert_eq!(log.render(true, false), "3, 12345, 1, 4096, 8192, 0\n");
         // log_prio: fio's hex priority value (none set: 0).
         assert_eq!(log.render(false, true), "3, 12345, 1, 4096, 0x0000\n");
+    }
+
+    #[test]
+    fn per_io_entries_carry_the_jobs_io_priority_averaged_ones_none() {
+        // prioclass=1 prio=2: fio's column is 1 (real-time) without log_prio, the value with.
+        let rt = LogOpts { ioprio: 1 << 13 | 2, ..opts(0, false) };
+        let mut log = Log::new(LogKind::Clat, "j", &rt);
+        log.add(e(3, 12345, 1), 0);
+        assert_eq!(log.render(false, false), "3, 12345, 1, 4096, 1\n");
+        assert_eq!(log.render(false, true), "3, 12345, 1, 4096, 0x2002\n");
+        assert_eq!(&log.samples(false, true)[20..22], &(0x2002u16).to_ne_bytes());
+        let idle = LogOpts { ioprio: 3 << 13, ..opts(0, false) };
+        let mut log = Log::new(LogKind::Clat, "j", &idle);
+        log.add(e(3, 12345, 1), 0);
+        assert_eq!(log.render(false, false), "3, 12345, 1, 4096, 0\n");
+        assert_eq!(log.render(false, true), "3, 12345, 1, 4096, 0x6000\n");
+        let mut avg = Log::new(LogKind::Clat, "j", &LogOpts { avg_msec: 10, ..rt });
+        for t in [1, 5, 12] {
+            avg.add(e(t, 100, 0), 0);
+        }
+        assert!(!avg.entries.is_empty());
+        assert!(avg.render(false, true).lines().all(|l| l.ends_with(", 0x0000")), "{}", avg.render(false, true));
     }
 
     #[test]

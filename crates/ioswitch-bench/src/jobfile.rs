@@ -593,6 +593,11 @@ pub struct Behaviour {
     /// `threads`: the tiobench profile's thread count; fio accepts it in any job and it
     /// changes nothing there (ioswitch has no profiles): kept for the note that says so.
     pub tiobench_threads: Option<u32>,
+    /// `numa_cpu_nodes`, `numa_mem_policy`, `prioclass`, `prio` ([`crate::placement`]).
+    pub placement: crate::placement::Placement,
+    /// `sync=1` (or `sync`, `dsync`): run only with ioengine=libpmem, whose writes are
+    /// durable when they return (fio's libpmem drains after each write with it).
+    pub sync: bool,
 }
 
 impl Default for Behaviour {
@@ -620,6 +625,8 @@ impl Default for Behaviour {
             loops: 1,
             wait_for: None,
             tiobench_threads: None,
+            placement: Default::default(),
+            sync: false,
             nrfiles: 1,
             openfiles: 0,
             file_service: crate::files::Service::default(),
@@ -942,6 +949,11 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("verify_pattern", &[], Kind::Value),
     ("verify_backlog", &[], Kind::Value),
     ("verify_backlog_batch", &[], Kind::Value),
+    ("numa_cpu_nodes", &[], Kind::Value),
+    ("numa_mem_policy", &[], Kind::Value),
+    ("prioclass", &[], Kind::Value),
+    ("prio", &[], Kind::Value),
+    ("sync", &[], Kind::Value),
 ];
 
 /// Options that only some engines have, besides fio's names of the library's interface
@@ -1304,7 +1316,8 @@ impl JobSpec {
             || self.apply_verify_and_report(canon, &val)?
             || self.apply_behaviour(canon, &val)?
             || self.apply_load_and_logs(canon, &val)?
-            || self.apply_shapes(canon, &val)?;
+            || self.apply_shapes(canon, &val)?
+            || self.apply_placement(canon, &val)?;
         if !known {
             return Err(unknown_option(&opt.key, &opt.loc));
         }
@@ -2008,7 +2021,55 @@ impl JobSpec {
         Ok(())
     }
 
+    /// NUMA placement and I/O priority of the job's thread ([`crate::placement`]), and `sync`.
+    fn apply_placement(&mut self, canon: &str, val: &OptValue) -> Result<bool, JobError> {
+        let p = &mut self.behaviour.placement;
+        match canon {
+            "numa_cpu_nodes" => {
+                let v = val.value("a node list such as 0 or 0-1")?;
+                p.cpu_nodes =
+                    Some(crate::placement::parse_nodes(v, &crate::placement::online_nodes()).map_err(|e| val.bad(&e))?);
+            }
+            "numa_mem_policy" => {
+                let v = val.value("default, prefer:NODE, bind:NODES, interleave[:NODES] or local")?;
+                p.mem_policy = Some(
+                    crate::placement::parse_mem_policy(v, &crate::placement::online_nodes())
+                        .map_err(|e| val.bad(&e))?,
+                );
+            }
+            "prioclass" => {
+                const EXPECT: &str =
+                    "an I/O priority class from 0 to 3 (0 none: best-effort, 1 real-time, 2 best-effort, 3 idle)";
+                p.prioclass = Some(val.value(EXPECT)?.parse().ok().filter(|c| *c <= 3).ok_or_else(|| val.bad(EXPECT))?);
+            }
+            "prio" => {
+                const EXPECT: &str = "an I/O priority level from 0 (highest) to 7 (lowest)";
+                p.prio = Some(val.value(EXPECT)?.parse().ok().filter(|c| *c <= 7).ok_or_else(|| val.bad(EXPECT))?);
+            }
+            "sync" => {
+                const EXPECT: &str = "none, 0, sync, 1 or dsync";
+                self.behaviour.sync = match val.value(EXPECT)? {
+                    "none" | "0" => false,
+                    "sync" | "1" | "dsync" => true,
+                    _ => return Err(val.bad(EXPECT)),
+                };
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
     fn fix_up(&mut self) -> Result<(), JobError> {
+        self.logs.ioprio = self.behaviour.placement.ioprio().unwrap_or(0);
+        if self.behaviour.sync && self.ioengine != IoEngine::Libpmem {
+            return Err(self.error_at(
+                "sync",
+                format!(
+                    "sync=1 (O_SYNC writes) is run only with ioengine=libpmem (whose writes are durable when they return), not ioengine={}",
+                    self.ioengine
+                ),
+            ));
+        }
         for option in self.origins.keys() {
             let Some(engines) = engines_for(option) else { continue };
             if !engines.contains(&self.ioengine) {
@@ -2364,6 +2425,22 @@ impl JobReader {
                 if !jobs[..i].iter().any(|e| &e.name == w) {
                     return Err(j.error_at("wait_for", format!("wait_for={w}: no job named {w} before this one")));
                 }
+            }
+        }
+        // fio reports a group's latencies per I/O priority ("prios") once its jobs ran at
+        // two priorities or more; the report here has no such part.
+        let groups = group_ids(&jobs);
+        for (i, j) in jobs.iter().enumerate() {
+            let same_group = jobs[..i].iter().zip(&groups).filter(|(_, g)| **g == groups[i]).map(|(e, _)| e);
+            let mut earlier = same_group.filter(|e| e.group_reporting || j.group_reporting);
+            if let Some(e) = earlier.find(|e| e.logs.ioprio != j.logs.ioprio) {
+                return Err(j.error_at(
+                    if j.behaviour.placement.prioclass.is_some() { "prioclass" } else { "prio" },
+                    format!(
+                        "group_reporting over jobs of different I/O priorities ('{}' and '{}') is not run: fio reports such a group's latencies per priority (its \"prios\"), which this report does not",
+                        e.name, j.name
+                    ),
+                ));
             }
         }
         Ok(JobSet { jobs, global_options: self.globals, output_format: self.output_format, output: self.output })
@@ -3110,6 +3187,7 @@ mod tests {
             prio: false,
             compression: 0,
             store_compressed: false,
+            ioprio: 0,
         };
         assert_eq!(j.logs, want);
         assert_eq!(one("[j]\n").logs, crate::iolog::LogOpts::default());
@@ -3253,5 +3331,56 @@ mod tests {
         );
         let e = err("[j]\nzonemode=zbd\nrw=randwrite\nnumjobs=16\nverify=crc32c\n");
         assert!(e.starts_with("job.fio:4: job 'j': zonemode=zbd writes with verify and numjobs>1 are not run"), "{e}");
+    }
+
+    #[test]
+    fn numa_and_io_priority_options_take_fios_values() {
+        let node0 = crate::placement::online_nodes()[0];
+        let j = one(&format!("[j]\nnuma_cpu_nodes={node0}\nnuma_mem_policy=bind:{node0}\nprioclass=3\nprio=7\n"));
+        let p = &j.behaviour.placement;
+        assert_eq!(p.cpu_nodes, Some(vec![node0]));
+        assert_eq!(p.mem_policy, Some(crate::placement::MemPolicy::Bind(vec![node0])));
+        assert_eq!((p.prioclass, p.prio, p.ioprio()), (Some(3), Some(7), Some(3 << 13 | 7)));
+        assert_eq!(j.logs.ioprio, 3 << 13 | 7, "the logs' priority column");
+        assert_eq!(one("[j]\n").logs.ioprio, 0);
+        assert_eq!(
+            one("[j]\nnuma_mem_policy=local\n").behaviour.placement.mem_policy,
+            Some(crate::placement::MemPolicy::Local)
+        );
+        let e = err("[j]\nnuma_cpu_nodes=65000\n");
+        assert!(
+            e.starts_with("job.fio:2: bad value '65000' for option 'numa_cpu_nodes'")
+                && e.contains("node 65000 does not exist"),
+            "{e}"
+        );
+        let e = err("[j]\nnuma_mem_policy=prefer:0-1\n");
+        assert!(e.contains("option 'numa_mem_policy'"), "{e}");
+        assert!(err("[j]\nprioclass=4\n").contains("for option 'prioclass'"));
+        assert!(err("[j]\nprio=8\n").contains("for option 'prio'"));
+    }
+
+    #[test]
+    fn group_reporting_over_different_io_priorities_is_refused() {
+        let set = read;
+        let e = set("[global]\ngroup_reporting\n[a]\nprioclass=3\n[b]\nprioclass=2\n").unwrap_err().to_string();
+        assert!(
+            e.starts_with("job.fio:6: job 'b': group_reporting over jobs of different I/O priorities ('a' and 'b')"),
+            "{e}"
+        );
+        assert!(set("[global]\ngroup_reporting\n[a]\nprioclass=3\n[b]\nprioclass=3\n").is_ok());
+        assert!(set("[a]\nprioclass=3\n[b]\nprioclass=2\n").is_ok(), "reported apart");
+        assert!(
+            set("[global]\ngroup_reporting\n[a]\nprioclass=3\n[b]\nstonewall\nprioclass=2\n").is_ok(),
+            "two groups"
+        );
+    }
+
+    #[test]
+    fn sync_runs_only_with_libpmem() {
+        assert!(one("[j]\nioengine=libpmem\nsync=1\n").behaviour.sync);
+        assert!(!one("[j]\nsync=none\n").behaviour.sync);
+        let e = err("[j]\nsync=1\n");
+        assert!(e.starts_with("job.fio:2: job 'j': sync=1 (O_SYNC writes) is run only with ioengine=libpmem"), "{e}");
+        assert!(err("[j]\nsync=2\n").contains("bad value '2' for option 'sync'"));
     }
 }

@@ -27,6 +27,7 @@ pub mod load;
 pub mod measure;
 pub mod membw;
 pub mod overhead;
+pub mod placement;
 pub mod plot;
 pub mod report;
 pub mod run;

@@ -210,6 +210,9 @@ pub struct JobResult {
     /// The queue depth `latency_target`'s search settled on (fio's `latency_depth`; 0:
     /// no target).
     pub latency_depth: u32,
+    /// The steady state of the instance (with `group_reporting`, of its group), when
+    /// the job has `ss_dur` ([`crate::steady`]).
+    pub steady: Option<crate::steady::Outcome>,
 }
 
 /// Progress counters shared with the status line; updated once per reaped batch.
@@ -226,6 +229,21 @@ pub struct Progress {
     pub groups: Vec<AtomicBool>,
     /// Set by `exitall` with `exit_what=all`: the jobs of later phases end at once.
     pub end_run: AtomicBool,
+    /// Per job instance, for the steady-state check ([`crate::steady`]): I/Os and bytes
+    /// completed, and its stop flag; see [`run_job_slot`].
+    pub slots: Vec<SsSlot>,
+}
+
+/// One job instance's completed I/Os and bytes, read once a second by the steady-state
+/// check, and the flag with which it ends the instance.
+#[derive(Debug, Default)]
+pub struct SsSlot {
+    /// I/Os completed (fio's `io_blocks`).
+    pub ios: AtomicU64,
+    /// Bytes completed (fio's `io_bytes`).
+    pub bytes: AtomicU64,
+    /// Set to end the instance (its steady state was attained).
+    pub stop: AtomicBool,
 }
 
 impl Progress {
@@ -620,6 +638,8 @@ struct Run<'a> {
     lat_step: crate::load::LatStep,
     /// The `rate_min`/`rate_iops_min` check, if the job has one.
     min_rate: Option<crate::load::MinRate>,
+    /// The instance's counters and stop flag for the steady-state check, if it has one.
+    slot: Option<&'a SsSlot>,
 }
 
 impl<'a> Run<'a> {
@@ -629,6 +649,7 @@ impl<'a> Run<'a> {
             || self.res.error != 0
             || self.zbd_eof
             || self.group_stop.is_some_and(|g| g.load(Ordering::Relaxed))
+            || self.slot.is_some_and(|s| s.stop.load(Ordering::Relaxed))
         {
             return false;
         }
@@ -649,6 +670,10 @@ impl<'a> Run<'a> {
     #[inline]
     fn completed_io(&mut self, dir: usize, len: u64, off: u64, t: [u64; 3], has_slat: bool) {
         self.completed_ios += 1;
+        if let Some(s) = self.slot {
+            s.ios.fetch_add(1, Ordering::Relaxed);
+            s.bytes.fetch_add(len, Ordering::Relaxed);
+        }
         if let Some(z) = self.zbd.as_mut() {
             // The write has landed: its zone is free for the other jobs (fio's zone unlock).
             z.done();
@@ -1173,6 +1198,12 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
 /// Runs one job instance on its open files (one, or those of [`Job::multi`], in order);
 /// never panics on I/O errors (they end up in [`JobResult::error`]).
 pub fn run_job_files(job: &Job, instance: u32, devs: &[&Device], progress: &Progress) -> JobResult {
+    run_job_slot(job, instance, devs, progress, None)
+}
+
+/// [`run_job_files`], counting the instance's completions in `progress.slots[slot]` and
+/// ending when its stop flag is set (the steady-state check, [`crate::steady`]).
+pub fn run_job_slot(job: &Job, instance: u32, devs: &[&Device], progress: &Progress, slot: Option<usize>) -> JobResult {
     let thread_before = Usage::now(libc::RUSAGE_THREAD);
     let t0 = now_ns();
     let mut res = JobResult { name: job.name.clone(), instance, ..JobResult::default() };
@@ -1277,6 +1308,7 @@ pub fn run_job_files(job: &Job, instance: u32, devs: &[&Device], progress: &Prog
         lat_target: crate::load::LatencyTarget::new(&job.load, job.iodepth, ramp_end),
         lat_step: crate::load::LatStep::Go,
         min_rate: crate::load::MinRate::new(&job.load),
+        slot: slot.and_then(|i| progress.slots.get(i)),
         logs: job.logs.any().then(|| {
             let b = &job.behaviour;
             crate::iolog::JobLogs::new(

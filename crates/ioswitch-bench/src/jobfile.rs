@@ -749,6 +749,9 @@ pub struct JobSpec {
     /// global ones are in [`JobSet::global_options`].
     pub options: Vec<RawOption>,
     origins: BTreeMap<&'static str, Loc>,
+    /// `ss`, `ss_dur`, `ss_ramp`: fio's steady state ([`crate::steady`]; off while
+    /// `ss_dur` is under a second).
+    pub steady: crate::steady::SteadySpec,
 }
 
 /// Jobs and run-wide settings read from job files and a command line.
@@ -942,6 +945,9 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("verify_pattern", &[], Kind::Value),
     ("verify_backlog", &[], Kind::Value),
     ("verify_backlog_batch", &[], Kind::Value),
+    ("steadystate", &["ss"], Kind::Value),
+    ("steadystate_duration", &["ss_dur"], Kind::Value),
+    ("steadystate_ramp_time", &["ss_ramp"], Kind::Value),
 ];
 
 /// Options that only some engines have, besides fio's names of the library's interface
@@ -1067,7 +1073,7 @@ const EXPECT_RW: &str = "read, write, randread, randwrite, rw (readwrite), randr
 const EXPECT_VERIFY: &str = "crc32c, crc32c-intel, md5, crc64, xxhash, sha256, pattern, meta or none";
 
 /// Parses a whole number with an optional fio size unit (see the module docs).
-fn parse_bytes(s: &str) -> Option<u64> {
+pub(crate) fn parse_bytes(s: &str) -> Option<u64> {
     let t = s.trim();
     if let Some(hex) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
         return u64::from_str_radix(hex, 16).ok();
@@ -1257,6 +1263,7 @@ impl JobSpec {
             section: None,
             options: Vec::new(),
             origins: BTreeMap::new(),
+            steady: crate::steady::SteadySpec::default(),
         }
     }
 
@@ -1304,7 +1311,8 @@ impl JobSpec {
             || self.apply_verify_and_report(canon, &val)?
             || self.apply_behaviour(canon, &val)?
             || self.apply_load_and_logs(canon, &val)?
-            || self.apply_shapes(canon, &val)?;
+            || self.apply_shapes(canon, &val)?
+            || self.apply_steady(canon, &val)?;
         if !known {
             return Err(unknown_option(&opt.key, &opt.loc));
         }
@@ -1852,6 +1860,23 @@ impl JobSpec {
             }
             "verify_backlog" => sh.verify_backlog = val.count(0)?,
             "verify_backlog_batch" => sh.verify_backlog_batch = val.count(0)?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// fio's steady state: `ss`, `ss_dur`, `ss_ramp` ([`crate::steady`]).
+    fn apply_steady(&mut self, canon: &str, val: &OptValue) -> Result<bool, JobError> {
+        match canon {
+            "steadystate" => {
+                self.steady.crit = crate::steady::Criterion::parse(val.value(crate::steady::EXPECT_SS)?)
+                    .map_err(|e| val.bad(&format!("{} ({e})", crate::steady::EXPECT_SS)))?
+            }
+            // fio keeps whole seconds of the window.
+            "steadystate_duration" => {
+                self.steady.dur = val.time()?.map_or(0, |d| d.as_secs().min(u32::MAX as u64) as u32)
+            }
+            "steadystate_ramp_time" => self.steady.ramp = val.time()?.unwrap_or_default(),
             _ => return Ok(false),
         }
         Ok(true)
@@ -3253,5 +3278,21 @@ mod tests {
         );
         let e = err("[j]\nzonemode=zbd\nrw=randwrite\nnumjobs=16\nverify=crc32c\n");
         assert!(e.starts_with("job.fio:4: job 'j': zonemode=zbd writes with verify and numjobs>1 are not run"), "{e}");
+    }
+
+    #[test]
+    fn steady_state_options_are_read_as_fio_reads_them() {
+        let j = one("[j]\nss=bw_slope:1%\nss_dur=10s\nss_ramp=5s\n");
+        let c = j.steady.crit;
+        assert_eq!((c.iops, c.slope, c.pct, c.limit), (false, true, true, 1.0));
+        assert_eq!((j.steady.dur, j.steady.ramp), (10, Duration::from_secs(5)));
+        assert!(j.steady.on());
+        let j = one("[j]\nsteadystate=iops:500\nsteadystate_duration=1500ms\n");
+        assert_eq!((j.steady.crit.iops, j.steady.crit.pct, j.steady.crit.limit, j.steady.dur), (true, false, 500.0, 1));
+        assert!(!one("[j]\nss=iops:10%\n").steady.on(), "off without ss_dur, as fio");
+        let d = one("[j]\nss_dur=30\n").steady;
+        assert_eq!((d.dur, d.crit.iops, d.crit.slope, d.crit.limit), (30, true, true, 0.01), "fio's default criterion");
+        let e = err("[j]\nss=lat:5%\n");
+        assert!(e.starts_with("job.fio:2: ") && e.contains("'lat' is not a criterion"), "{e}");
     }
 }

@@ -33,6 +33,7 @@ pub mod run;
 pub mod scaling;
 pub mod shapes;
 pub mod stats;
+pub mod steady;
 pub mod sweep;
 pub mod sweep_csv;
 pub mod verify;

@@ -605,8 +605,11 @@ struct Run<'a> {
     /// `zonemode=zbd`: the served file's zones and write pointers (the other files' wait
     /// in their [`FileState`]).
     zbd: Option<crate::zbd::Zbd>,
-    /// `zonemode=zbd`: no zone holds data left to read (fio's eof); the job ends.
+    /// `zonemode=zbd`: no zone holds data left to read (fio's eof); `zonemode=strided`:
+    /// the next I/O would pass the file's end. The job ends.
     zbd_eof: bool,
+    /// `zonemode=strided`: the zones' state ([`crate::strided`]).
+    strided: Option<crate::strided::Strided>,
     writes_since_sync: u32,
     writes_since_datasync: u32,
     /// The job's file, open for `fsync=N`'s fsync(2) (a file on an interface that is not
@@ -828,6 +831,16 @@ impl<'a> Run<'a> {
                 }
                 Err(e) => {
                     self.fail(libc::EIO, e);
+                    (d, self.base, len)
+                }
+            };
+        }
+        if let Some(s) = &mut self.strided {
+            let len = self.job.bs[d];
+            return match s.next(d, len) {
+                Some(off) => (d, off, len),
+                None => {
+                    self.zbd_eof = true;
                     (d, self.base, len)
                 }
             };
@@ -1290,6 +1303,7 @@ pub fn run_job_slot(job: &Job, instance: u32, devs: &[&Device], progress: &Progr
         file_regions,
         zbd: None,
         zbd_eof: false,
+        strided: None,
         writes_since_sync: 0,
         writes_since_datasync: 0,
         fsync_file: first.fsync_file,
@@ -1319,6 +1333,21 @@ pub fn run_job_slot(job: &Job, instance: u32, devs: &[&Device], progress: &Progr
             )
         }),
     };
+    if job.shapes.strided {
+        let sh = &job.shapes;
+        let size = sh.zone_size.unwrap_or(region).max(1);
+        let map = job.rw.is_random() && (!job.norandommap || job.behaviour.random_generator == RandomGenerator::Lfsr);
+        run.strided = Some(crate::strided::Strided::new(
+            size,
+            sh.zone_range.unwrap_or(size),
+            sh.zone_skip,
+            base,
+            dev.geometry().bytes,
+            job.rw.is_random(),
+            map,
+            job.seed ^ salt ^ 0x5747,
+        ));
+    }
     if job.shapes.zbd {
         // Each file's zones (fio: each file's zone information, zbd.c zbd_init_files);
         // file 0 keeps the seed a job with one file always had.

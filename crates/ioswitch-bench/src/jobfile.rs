@@ -942,6 +942,8 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("job_max_open_zones", &[], Kind::Value),
     ("read_beyond_wp", &[], Kind::Bool),
     ("zonesize", &[], Kind::Value),
+    ("zonerange", &[], Kind::Value),
+    ("zoneskip", &[], Kind::Value),
     ("verify_pattern", &[], Kind::Value),
     ("verify_backlog", &[], Kind::Value),
     ("verify_backlog_batch", &[], Kind::Value),
@@ -1830,10 +1832,11 @@ impl JobSpec {
             }
             "fdatasync" => sh.fdatasync = val.count32(0)?,
             "zonemode" => {
-                const EXPECT: &str = "none or zbd (strided zones, zonemode=strided, are not run)";
-                sh.zbd = match val.value(EXPECT)? {
-                    "none" => false,
-                    "zbd" => true,
+                const EXPECT: &str = "none, strided or zbd";
+                (sh.zbd, sh.strided) = match val.value(EXPECT)? {
+                    "none" => (false, false),
+                    "zbd" => (true, false),
+                    "strided" => (false, true),
                     _ => return Err(val.bad(EXPECT)),
                 }
             }
@@ -1859,10 +1862,45 @@ impl JobSpec {
                 sh.verify_pattern = Some(p);
             }
             "verify_backlog" => sh.verify_backlog = val.count(0)?,
+            "zonerange" => {
+                sh.zone_range =
+                    Some(parse_bytes(val.value(EXPECT_SIZE)?).filter(|&n| n > 0).ok_or_else(|| val.bad(EXPECT_SIZE))?)
+            }
+            "zoneskip" => {
+                sh.zone_skip = parse_bytes(val.value(EXPECT_SIZE)?)
+                    .ok_or_else(|| val.bad(&format!("{EXPECT_SIZE} (a count of zones, Nz, is not run)")))?
+            }
             "verify_backlog_batch" => sh.verify_backlog_batch = val.count(0)?,
             _ => return Ok(false),
         }
         Ok(true)
+    }
+
+    /// `zonemode=strided` ([`crate::strided`]) and its options: what fits.
+    fn check_strided(&self) -> Result<(), JobError> {
+        let sh = &self.shapes;
+        for o in ["zonerange", "zoneskip"] {
+            if self.origin(o).is_some() && !sh.strided {
+                return Err(self.error_at(o, format!("{o} without zonemode=strided is not run")));
+            }
+        }
+        if !sh.strided {
+            return Ok(());
+        }
+        let why = if sh.zone_size.is_none() {
+            "zonemode=strided needs zonesize (as in fio)"
+        } else if !matches!(self.rw, Rw::Read | Rw::Write | Rw::RandRead | Rw::RandWrite | Rw::ReadWrite | Rw::RandRw) {
+            "zonemode=strided with trims is not run"
+        } else if sh.shaped(0) || sh.shaped(1) {
+            "zonemode=strided with bssplit, bsrange, random_distribution, rw=…:N or blockalign is not run"
+        } else if self.verify != Verify::None && self.do_verify {
+            "zonemode=strided with verify is not run (its offsets leave the job's region)"
+        } else if self.behaviour.nrfiles > 1 || self.filename.len() > 1 {
+            "zonemode=strided with several files is not run (fio drops the zones then)"
+        } else {
+            return Ok(());
+        };
+        Err(self.error_at("zonemode", why))
     }
 
     /// fio's steady state: `ss`, `ss_dur`, `ss_ramp` ([`crate::steady`]).
@@ -1895,9 +1933,13 @@ impl JobSpec {
                 format!("zonemode=zbd with rw={} is not run (read, write, randread, randwrite are)", self.rw),
             ));
         }
-        if self.shapes.zone_size.is_some() && !self.shapes.zbd {
-            return Err(self.error_at("zonesize", "zonesize without zonemode=zbd (fio's strided zones) is not run"));
+        if self.shapes.zone_size.is_some() && !self.shapes.zbd && !self.shapes.strided {
+            return Err(self.error_at(
+                "zonesize",
+                "zonesize without zonemode=zbd or zonemode=strided is not run (fio: zonemode=none and zonesize are not compatible)",
+            ));
         }
+        self.check_strided()?;
         if self.shapes.zbd && self.rw.writes() && self.numjobs > 1 && self.verify != Verify::None && self.do_verify {
             return Err(self.error_at(
                 "numjobs",
@@ -3262,7 +3304,7 @@ mod tests {
         assert!(j.shapes.zbd);
         assert_eq!(j.shapes.max_open_zones, 4);
         assert!(!one("[j]\nzonemode=none\n").shapes.zbd);
-        assert!(err("[j]\nzonemode=strided\n").contains("strided zones, zonemode=strided, are not run"));
+        assert!(err("[j]\nzonemode=strided\n").contains("zonemode=strided needs zonesize"));
         let e = err("[j]\nzonemode=zbd\nrw=randrw\n");
         assert!(e.starts_with("job.fio:2: job 'j': zonemode=zbd with rw=randrw is not run"), "{e}");
         let e = err("[j]\nzonemode=zbd\nrw=write\nbssplit=4k/50:8k/50\n");
@@ -3294,5 +3336,35 @@ mod tests {
         assert_eq!((d.dur, d.crit.iops, d.crit.slope, d.crit.limit), (30, true, true, 0.01), "fio's default criterion");
         let e = err("[j]\nss=lat:5%\n");
         assert!(e.starts_with("job.fio:2: ") && e.contains("'lat' is not a criterion"), "{e}");
+    }
+
+    #[test]
+    fn strided_zones_are_read_and_misfits_refused() {
+        let j = one("[j]\nzonemode=strided\nzonesize=256m\nzoneskip=2g\n");
+        let sh = &j.shapes;
+        assert!(sh.strided && !sh.zbd);
+        assert_eq!((sh.zone_size, sh.zone_range, sh.zone_skip), (Some(256 << 20), None, 2 << 30));
+        assert_eq!(one("[j]\nzonemode=strided\nzonesize=1m\nzonerange=4m\n").shapes.zone_range, Some(4 << 20));
+        for (text, why) in [
+            ("[j]\nzoneskip=1m\n", "job.fio:2: job 'j': zoneskip without zonemode=strided"),
+            ("[j]\nzonemode=zbd\nzonerange=1m\n", "job.fio:3: job 'j': zonerange without zonemode=strided"),
+            ("[j]\nzonemode=strided\nzonesize=1m\nrw=trim\n", "job.fio:2: job 'j': zonemode=strided with trims"),
+            (
+                "[j]\nzonemode=strided\nzonesize=1m\nverify=crc32c\nrw=write\n",
+                "job.fio:2: job 'j': zonemode=strided with verify",
+            ),
+            (
+                "[j]\nzonemode=strided\nzonesize=1m\nfilename=a:b\n",
+                "job.fio:2: job 'j': zonemode=strided with several files",
+            ),
+            (
+                "[j]\nzonemode=strided\nzonesize=1m\nbssplit=4k/50:8k/50\n",
+                "job.fio:2: job 'j': zonemode=strided with bssplit",
+            ),
+            ("[j]\nzonemode=strided\nzonesize=1m\nzoneskip=2z\n", "job.fio:4: bad value '2z' for option 'zoneskip'"),
+        ] {
+            let e = err(text);
+            assert!(e.starts_with(why), "{text}: {e}");
+        }
     }
 }

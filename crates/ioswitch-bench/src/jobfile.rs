@@ -2433,8 +2433,31 @@ impl JobReader {
                 }
             }
         }
+        check_steady_groups(&jobs)?;
         Ok(JobSet { jobs, global_options: self.globals, output_format: self.output_format, output: self.output })
     }
+}
+
+/// fio's rule: the jobs of a reporting group have the same steady-state settings (all
+/// without, or all with the same `ss`, `ss_dur` and `ss_ramp`).
+fn check_steady_groups(jobs: &[JobSpec]) -> Result<(), JobError> {
+    let groups = group_ids(jobs);
+    let rule = |j: &JobSpec| j.steady.on().then_some(j.steady);
+    for (i, j) in jobs.iter().enumerate() {
+        if let Some(first) = (0..i).find(|&k| groups[k] == groups[i]) {
+            if rule(&jobs[first]) != rule(j) {
+                let at = ["ss_dur", "ss", "ss_ramp"].into_iter().find(|o| j.origin(o).is_some()).unwrap_or("ss_dur");
+                return Err(j.error_at(
+                    at,
+                    format!(
+                        "steady-state options (ss, ss_dur, ss_ramp) differ from those of job '{}' of the same reporting group; fio rejects that (they must be consistent within a reporting group)",
+                        jobs[first].name
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// fio's `${VAR}` substitution: every `${NAME}` in an option becomes the value of the
@@ -3334,6 +3357,17 @@ mod tests {
         assert!(!one("[j]\nss=iops:10%\n").steady.on(), "off without ss_dur, as fio");
         let d = one("[j]\nss_dur=30\n").steady;
         assert_eq!((d.dur, d.crit.iops, d.crit.slope, d.crit.limit), (30, true, true, 0.01), "fio's default criterion");
+        let e = err("[a]\nss=iops:10%\nss_dur=10\n[b]\nss=iops:20%\nss_dur=10\n");
+        assert!(
+            e.starts_with(
+                "job.fio:6: job 'b': steady-state options (ss, ss_dur, ss_ramp) differ from those of job 'a'"
+            ),
+            "{e}"
+        );
+        let e = err("[a]\nss_dur=10\n[b]\n");
+        assert!(e.contains("job 'b'") && e.contains("differ from those of job 'a'"), "{e}");
+        let set = read("[a]\nss=iops:10%\nss_dur=10\n[b]\nnew_group\nss=bw:1m\nss_dur=5\n[c]\nstonewall\n").unwrap();
+        assert_eq!(set.jobs.len(), 3, "each group consistent");
         let e = err("[j]\nss=lat:5%\n");
         assert!(e.starts_with("job.fio:2: ") && e.contains("'lat' is not a criterion"), "{e}");
     }

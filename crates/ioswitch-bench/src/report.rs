@@ -1078,6 +1078,9 @@ fn entry_text(out: &mut String, e: &Entry<'_>, gd: &[(u32, [GroupDir; 3])], when
         let why = std::io::Error::from_raw_os_error(e.first_error);
         let _ = writeln!(out, "     errors    : total={}, first_error={}/<{why}>", e.total_err, e.first_error);
     }
+    if let Some(ss) = &e.steady {
+        let _ = writeln!(out, "{}", ss.text());
+    }
     let verified = if e.verified > 0 {
         format!(", verified {} blocks ({})", e.verified, verify::name(spec.verify))
     } else {

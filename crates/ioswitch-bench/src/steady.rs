@@ -214,6 +214,26 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// fio's line of it in the normal output: `  steadystate  : attained=yes,
+    /// bw=1300MiB/s (1331MB/s), iops=333k, iops mean dev=4.145%`.
+    pub fn text(&self) -> String {
+        use crate::report::num2str;
+        let c = &self.spec.crit;
+        let mean = |v: &[u64]| if v.is_empty() { 0 } else { v.iter().sum::<u64>() / v.len() as u64 };
+        let (bw, iops) = (mean(&self.bw), mean(&self.iops));
+        format!(
+            "  steadystate  : attained={}, bw={}B/s ({}B/s), iops={}, {}{}={:.3}{}",
+            if self.attained { "yes" } else { "no" },
+            num2str(bw, 4, true),
+            num2str(bw, 4, false),
+            num2str(iops, 4, false),
+            if c.iops { "iops" } else { "bw" },
+            if c.slope { " slope" } else { " mean dev" },
+            self.criterion,
+            if c.pct { "%" } else { "" }
+        )
+    }
+
     /// fio's `"steadystate"` object of a job in its JSON output.
     pub fn json(&self) -> Json {
         let c = &self.spec.crit;
@@ -356,6 +376,10 @@ mod tests {
         let d = j.get("data").unwrap();
         assert_eq!(d.get("iops_mean"), Some(&Json::Int(100)));
         assert_eq!(d.get("iops"), Some(&Json::Arr(vec![Json::Int(100), Json::Int(101), Json::Int(99)])));
+        assert_eq!(
+            st.outcome().text(),
+            "  steadystate  : attained=yes, bw=12.5MiB/s (13.1MB/s), iops=100, iops mean dev=1.000%"
+        );
     }
 }
 

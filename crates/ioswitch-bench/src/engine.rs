@@ -1347,6 +1347,9 @@ pub fn run_job_slot(job: &Job, instance: u32, devs: &[&Device], progress: &Progr
             map,
             job.seed ^ salt ^ 0x5747,
         ));
+        if let Some(s) = run.strided.as_mut().filter(|_| job.time_based) {
+            s.rewind_at = Some(base + region);
+        }
     }
     if job.shapes.zbd {
         // Each file's zones (fio: each file's zone information, zbd.c zbd_init_files);

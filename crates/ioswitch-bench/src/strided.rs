@@ -6,7 +6,10 @@
 //! (back to the zone's start past its range), random I/O draws blocks of the zone (with
 //! the random map, each once until the map is reset at every `zonerange` bytes). An I/O
 //! that would pass the file's end ends the job (fio's "failed getting offset"). The
-//! skipped bytes do not count: the job still does `size` bytes of I/O.
+//! skipped bytes do not count: the job still does `size` bytes of I/O. A time-based
+//! job keeps fio's rewind of sequential I/O (get_next_seq_offset): once the last
+//! position is at or past the region's end (offset + size), the I/O goes to the
+//! zone's start, so such a zone past the region repeats its first block.
 
 use crate::engine::{RandMap, Rng};
 
@@ -29,6 +32,8 @@ pub(crate) struct Strided {
     map: bool,
     maps: [Option<RandMap>; 2],
     rng: Rng,
+    /// Time-based jobs: the region's end, where sequential I/O rewinds (see the module docs).
+    pub(crate) rewind_at: Option<u64>,
 }
 
 impl Strided {
@@ -57,6 +62,7 @@ impl Strided {
             map,
             maps: [None, None],
             rng: Rng::new(seed),
+            rewind_at: None,
         }
     }
 
@@ -92,6 +98,9 @@ impl Strided {
             };
             self.zone + block * len
         } else {
+            if self.rewind_at.is_some_and(|end| self.last_pos[d] >= end) {
+                self.last_pos[d] = self.zone;
+            }
             self.last_pos[d]
         };
         if off + len > self.file_size {
@@ -136,6 +145,18 @@ mod tests {
         let got = blocks(&mut seq(128 << 10, 128 << 10, 200 << 10, 0), 256);
         assert_eq!(got.len(), 106);
         assert_eq!(&got[96..], &(246..256).collect::<Vec<_>>()[..]);
+    }
+
+    #[test]
+    fn a_time_based_job_rewinds_past_the_regions_end_as_fio() {
+        // fio 3.33, 1 MiB file, size=64k zonesize=16k zoneskip=32k time_based: zones
+        // past 64 KiB read their first block four times; back to 0 past the file's end.
+        let mut s = Strided::new(16 << 10, 16 << 10, 32 << 10, 0, 1 << 20, false, true, 1);
+        s.rewind_at = Some(64 << 10);
+        let mut want: Vec<u64> = vec![0, 1, 2, 3, 12, 13, 14, 15];
+        want.extend((2..22).flat_map(|z| [z * 12; 4]));
+        want.extend([0, 1, 2, 3, 12, 13, 14, 15, 24]);
+        assert_eq!(blocks(&mut s, want.len()), want);
     }
 
     #[test]

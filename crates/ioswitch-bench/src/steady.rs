@@ -267,6 +267,68 @@ impl Outcome {
     }
 }
 
+/// One steady-state check unit: a job instance, or with `group_reporting` every
+/// instance of the reporting group (fio sums the group's jobs), with their slots in
+/// [`crate::engine::Progress::slots`].
+#[derive(Debug)]
+pub struct Unit {
+    /// The slots (job instances) it sums.
+    pub slots: Vec<usize>,
+    /// When each instance's data collection starts (its start + `ss_ramp` + 1 s, fio's rule), ns.
+    pub from: Vec<u64>,
+    /// The window and criterion.
+    pub steady: Steady,
+    prev: Vec<(u64, u64, u64)>,
+}
+
+impl Unit {
+    /// A unit over `slots`, whose instances started at `start` (ns, [`crate::engine::now_ns`]).
+    pub fn new(spec: SteadySpec, slots: Vec<usize>, start: &[u64]) -> Unit {
+        let ramp = spec.ramp.as_nanos() as u64;
+        // fio: with no ss_ramp, collection starts at once; with one, a second after it.
+        let from = start.iter().map(|&s| if ramp == 0 { s } else { s + ramp + 1_000_000_000 }).collect();
+        Unit { prev: start.iter().map(|&s| (s, 0, 0)).collect(), slots, from, steady: Steady::new(spec) }
+    }
+
+    /// Adds an instance (slot) that started at `start` (ns).
+    pub fn add(&mut self, slot: usize, start: u64) {
+        let ramp = self.steady.spec.ramp.as_nanos() as u64;
+        self.slots.push(slot);
+        self.from.push(if ramp == 0 { start } else { start + ramp + 1_000_000_000 });
+        self.prev.push((start, 0, 0));
+    }
+
+    /// One check (fio's steadystate_check, once a second): adds the instances' IOPS and
+    /// bandwidth since the last check, records them, and when the criterion holds sets
+    /// every instance's stop flag.
+    pub fn check(&mut self, progress: &crate::engine::Progress, now: u64) {
+        use std::sync::atomic::Ordering;
+        if self.steady.attained() {
+            return;
+        }
+        let (mut iops, mut bw, mut over) = (0u64, 0u64, false);
+        for (k, &i) in self.slots.iter().enumerate() {
+            let Some(s) = progress.slots.get(i) else { continue };
+            let (ios, bytes) = (s.ios.load(Ordering::Relaxed), s.bytes.load(Ordering::Relaxed));
+            let (t, pios, pbytes) = self.prev[k];
+            let ms = (now.saturating_sub(t) / 1_000_000).max(1);
+            if now >= self.from[k] {
+                iops += 1000 * (ios - pios) / ms;
+                bw += 1000 * (bytes - pbytes) / ms;
+                over = true;
+            }
+            self.prev[k] = (now, ios, bytes);
+        }
+        if over && self.steady.push(iops, bw) {
+            for &i in &self.slots {
+                if let Some(s) = progress.slots.get(i) {
+                    s.stop.store(true, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -381,66 +443,39 @@ mod tests {
             "  steadystate  : attained=yes, bw=12.5MiB/s (13.1MB/s), iops=100, iops mean dev=1.000%"
         );
     }
-}
 
-/// One steady-state check unit: a job instance, or with `group_reporting` every
-/// instance of the reporting group (fio sums the group's jobs), with their slots in
-/// [`crate::engine::Progress::slots`].
-#[derive(Debug)]
-pub struct Unit {
-    /// The slots (job instances) it sums.
-    pub slots: Vec<usize>,
-    /// When each instance's data collection starts (its start + `ss_ramp` + 1 s, fio's rule), ns.
-    pub from: Vec<u64>,
-    /// The window and criterion.
-    pub steady: Steady,
-    prev: Vec<(u64, u64, u64)>,
-}
-
-impl Unit {
-    /// A unit over `slots`, whose instances started at `start` (ns, [`crate::engine::now_ns`]).
-    pub fn new(spec: SteadySpec, slots: Vec<usize>, start: &[u64]) -> Unit {
-        let ramp = spec.ramp.as_nanos() as u64;
-        // fio: with no ss_ramp, collection starts at once; with one, a second after it.
-        let from = start.iter().map(|&s| if ramp == 0 { s } else { s + ramp + 1_000_000_000 }).collect();
-        Unit { prev: start.iter().map(|&s| (s, 0, 0)).collect(), slots, from, steady: Steady::new(spec) }
-    }
-
-    /// Adds an instance (slot) that started at `start` (ns).
-    pub fn add(&mut self, slot: usize, start: u64) {
-        let ramp = self.steady.spec.ramp.as_nanos() as u64;
-        self.slots.push(slot);
-        self.from.push(if ramp == 0 { start } else { start + ramp + 1_000_000_000 });
-        self.prev.push((start, 0, 0));
-    }
-
-    /// One check (fio's steadystate_check, once a second): adds the instances' IOPS and
-    /// bandwidth since the last check, records them, and when the criterion holds sets
-    /// every instance's stop flag.
-    pub fn check(&mut self, progress: &crate::engine::Progress, now: u64) {
+    #[test]
+    fn a_unit_sums_its_instances_rates_after_the_ramp_and_stops_them_when_steady() {
+        use crate::engine::{Progress, SsSlot};
         use std::sync::atomic::Ordering;
-        if self.steady.attained() {
-            return;
-        }
-        let (mut iops, mut bw, mut over) = (0u64, 0u64, false);
-        for (k, &i) in self.slots.iter().enumerate() {
-            let Some(s) = progress.slots.get(i) else { continue };
-            let (ios, bytes) = (s.ios.load(Ordering::Relaxed), s.bytes.load(Ordering::Relaxed));
-            let (t, pios, pbytes) = self.prev[k];
-            let ms = (now.saturating_sub(t) / 1_000_000).max(1);
-            if now >= self.from[k] {
-                iops += 1000 * (ios - pios) / ms;
-                bw += 1000 * (bytes - pbytes) / ms;
-                over = true;
+        const S: u64 = 1_000_000_000;
+        let progress = Progress { slots: (0..3).map(|_| SsSlot::default()).collect(), ..Progress::default() };
+        let spec = SteadySpec { crit: Criterion::parse("iops:5%").unwrap(), dur: 2, ramp: Duration::from_secs(1) };
+        // Instances 0 and 1 as one group; instance 2 is not in it.
+        let mut u = Unit::new(spec, vec![0], &[0]);
+        u.add(1, 0);
+        let step = |u: &mut Unit, t: u64, ios: [u64; 2]| {
+            for (i, n) in ios.into_iter().enumerate() {
+                progress.slots[i].ios.store(n, Ordering::Relaxed);
+                progress.slots[i].bytes.store(n * 4096, Ordering::Relaxed);
             }
-            self.prev[k] = (now, ios, bytes);
-        }
-        if over && self.steady.push(iops, bw) {
-            for &i in &self.slots {
-                if let Some(s) = progress.slots.get(i) {
-                    s.stop.store(true, Ordering::Relaxed);
-                }
-            }
-        }
+            progress.slots[2].ios.store(t, Ordering::Relaxed);
+            u.check(&progress, t * S);
+        };
+        // Second 1 is in the ramp (samples start at ss_ramp + 1 s, fio's rule): not recorded.
+        step(&mut u, 1, [100, 100]);
+        assert_eq!(u.steady.outcome().iops, [0, 0]);
+        // From second 2 on: the group's IOPS over the last second.
+        step(&mut u, 2, [1100, 600]);
+        assert_eq!(u.steady.outcome().iops, [1500, 0]);
+        assert!(!u.steady.attained());
+        assert!(!progress.slots[0].stop.load(Ordering::Relaxed));
+        step(&mut u, 3, [2100, 1100]);
+        let o = u.steady.outcome();
+        assert_eq!(o.iops, [1500, 1500]);
+        assert_eq!(o.bw, [1500 * 4096, 1500 * 4096]);
+        assert!(o.attained);
+        assert!(progress.slots[0].stop.load(Ordering::Relaxed) && progress.slots[1].stop.load(Ordering::Relaxed));
+        assert!(!progress.slots[2].stop.load(Ordering::Relaxed), "not in the unit");
     }
 }

@@ -210,6 +210,9 @@ pub struct JobResult {
     /// The queue depth `latency_target`'s search settled on (fio's `latency_depth`; 0:
     /// no target).
     pub latency_depth: u32,
+    /// The steady state of the instance (with `group_reporting`, of its group), when
+    /// the job has `ss_dur` ([`crate::steady`]).
+    pub steady: Option<crate::steady::Outcome>,
 }
 
 /// Progress counters shared with the status line; updated once per reaped batch.
@@ -226,6 +229,21 @@ pub struct Progress {
     pub groups: Vec<AtomicBool>,
     /// Set by `exitall` with `exit_what=all`: the jobs of later phases end at once.
     pub end_run: AtomicBool,
+    /// Per job instance, for the steady-state check ([`crate::steady`]): I/Os and bytes
+    /// completed, and its stop flag; see [`run_job_slot`].
+    pub slots: Vec<SsSlot>,
+}
+
+/// One job instance's completed I/Os and bytes, read once a second by the steady-state
+/// check, and the flag with which it ends the instance.
+#[derive(Debug, Default)]
+pub struct SsSlot {
+    /// I/Os completed (fio's `io_blocks`).
+    pub ios: AtomicU64,
+    /// Bytes completed (fio's `io_bytes`).
+    pub bytes: AtomicU64,
+    /// Set to end the instance (its steady state was attained).
+    pub stop: AtomicBool,
 }
 
 impl Progress {
@@ -587,8 +605,11 @@ struct Run<'a> {
     /// `zonemode=zbd`: the served file's zones and write pointers (the other files' wait
     /// in their [`FileState`]).
     zbd: Option<crate::zbd::Zbd>,
-    /// `zonemode=zbd`: no zone holds data left to read (fio's eof); the job ends.
+    /// `zonemode=zbd`: no zone holds data left to read (fio's eof); `zonemode=strided`:
+    /// the next I/O would pass the file's end. The job ends.
     zbd_eof: bool,
+    /// `zonemode=strided`: the zones' state ([`crate::strided`]).
+    strided: Option<crate::strided::Strided>,
     writes_since_sync: u32,
     writes_since_datasync: u32,
     /// The job's file, open for `fsync=N`'s fsync(2) (a file on an interface that is not
@@ -620,6 +641,8 @@ struct Run<'a> {
     lat_step: crate::load::LatStep,
     /// The `rate_min`/`rate_iops_min` check, if the job has one.
     min_rate: Option<crate::load::MinRate>,
+    /// The instance's counters and stop flag for the steady-state check, if it has one.
+    slot: Option<&'a SsSlot>,
 }
 
 impl<'a> Run<'a> {
@@ -629,6 +652,7 @@ impl<'a> Run<'a> {
             || self.res.error != 0
             || self.zbd_eof
             || self.group_stop.is_some_and(|g| g.load(Ordering::Relaxed))
+            || self.slot.is_some_and(|s| s.stop.load(Ordering::Relaxed))
         {
             return false;
         }
@@ -649,6 +673,10 @@ impl<'a> Run<'a> {
     #[inline]
     fn completed_io(&mut self, dir: usize, len: u64, off: u64, t: [u64; 3], has_slat: bool) {
         self.completed_ios += 1;
+        if let Some(s) = self.slot {
+            s.ios.fetch_add(1, Ordering::Relaxed);
+            s.bytes.fetch_add(len, Ordering::Relaxed);
+        }
         if let Some(z) = self.zbd.as_mut() {
             // The write has landed: its zone is free for the other jobs (fio's zone unlock).
             z.done();
@@ -803,6 +831,16 @@ impl<'a> Run<'a> {
                 }
                 Err(e) => {
                     self.fail(libc::EIO, e);
+                    (d, self.base, len)
+                }
+            };
+        }
+        if let Some(s) = &mut self.strided {
+            let len = self.job.bs[d];
+            return match s.next(d, len) {
+                Some(off) => (d, off, len),
+                None => {
+                    self.zbd_eof = true;
                     (d, self.base, len)
                 }
             };
@@ -1173,6 +1211,12 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
 /// Runs one job instance on its open files (one, or those of [`Job::multi`], in order);
 /// never panics on I/O errors (they end up in [`JobResult::error`]).
 pub fn run_job_files(job: &Job, instance: u32, devs: &[&Device], progress: &Progress) -> JobResult {
+    run_job_slot(job, instance, devs, progress, None)
+}
+
+/// [`run_job_files`], counting the instance's completions in `progress.slots[slot]` and
+/// ending when its stop flag is set (the steady-state check, [`crate::steady`]).
+pub fn run_job_slot(job: &Job, instance: u32, devs: &[&Device], progress: &Progress, slot: Option<usize>) -> JobResult {
     let thread_before = Usage::now(libc::RUSAGE_THREAD);
     let t0 = now_ns();
     let mut res = JobResult { name: job.name.clone(), instance, ..JobResult::default() };
@@ -1265,6 +1309,7 @@ pub fn run_job_files(job: &Job, instance: u32, devs: &[&Device], progress: &Prog
         file_regions,
         zbd: None,
         zbd_eof: false,
+        strided: None,
         writes_since_sync: 0,
         writes_since_datasync: 0,
         fsync_file: first.fsync_file,
@@ -1283,6 +1328,7 @@ pub fn run_job_files(job: &Job, instance: u32, devs: &[&Device], progress: &Prog
         lat_target: crate::load::LatencyTarget::new(&job.load, job.iodepth, ramp_end),
         lat_step: crate::load::LatStep::Go,
         min_rate: crate::load::MinRate::new(&job.load),
+        slot: slot.and_then(|i| progress.slots.get(i)),
         logs: job.logs.any().then(|| {
             let b = &job.behaviour;
             crate::iolog::JobLogs::new(
@@ -1293,6 +1339,24 @@ pub fn run_job_files(job: &Job, instance: u32, devs: &[&Device], progress: &Prog
             )
         }),
     };
+    if job.shapes.strided {
+        let sh = &job.shapes;
+        let size = sh.zone_size.unwrap_or(region).max(1);
+        let map = job.rw.is_random() && (!job.norandommap || job.behaviour.random_generator == RandomGenerator::Lfsr);
+        run.strided = Some(crate::strided::Strided::new(
+            size,
+            sh.zone_range.unwrap_or(size),
+            sh.zone_skip,
+            base,
+            dev.geometry().bytes,
+            job.rw.is_random(),
+            map,
+            job.seed ^ salt ^ 0x5747,
+        ));
+        if let Some(s) = run.strided.as_mut().filter(|_| job.time_based) {
+            s.rewind_at = Some(base + region);
+        }
+    }
     if job.shapes.zbd {
         // Each file's zones (fio: each file's zone information, zbd.c zbd_init_files);
         // file 0 keeps the seed a job with one file always had.

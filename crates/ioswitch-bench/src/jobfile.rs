@@ -756,6 +756,9 @@ pub struct JobSpec {
     /// global ones are in [`JobSet::global_options`].
     pub options: Vec<RawOption>,
     origins: BTreeMap<&'static str, Loc>,
+    /// `ss`, `ss_dur`, `ss_ramp`: fio's steady state ([`crate::steady`]; off while
+    /// `ss_dur` is under a second).
+    pub steady: crate::steady::SteadySpec,
 }
 
 /// Jobs and run-wide settings read from job files and a command line.
@@ -946,6 +949,8 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("job_max_open_zones", &[], Kind::Value),
     ("read_beyond_wp", &[], Kind::Bool),
     ("zonesize", &[], Kind::Value),
+    ("zonerange", &[], Kind::Value),
+    ("zoneskip", &[], Kind::Value),
     ("verify_pattern", &[], Kind::Value),
     ("verify_backlog", &[], Kind::Value),
     ("verify_backlog_batch", &[], Kind::Value),
@@ -954,6 +959,9 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("prioclass", &[], Kind::Value),
     ("prio", &[], Kind::Value),
     ("sync", &[], Kind::Value),
+    ("steadystate", &["ss"], Kind::Value),
+    ("steadystate_duration", &["ss_dur"], Kind::Value),
+    ("steadystate_ramp_time", &["ss_ramp"], Kind::Value),
 ];
 
 /// Options that only some engines have, besides fio's names of the library's interface
@@ -1079,7 +1087,7 @@ const EXPECT_RW: &str = "read, write, randread, randwrite, rw (readwrite), randr
 const EXPECT_VERIFY: &str = "crc32c, crc32c-intel, md5, crc64, xxhash, sha256, pattern, meta or none";
 
 /// Parses a whole number with an optional fio size unit (see the module docs).
-fn parse_bytes(s: &str) -> Option<u64> {
+pub(crate) fn parse_bytes(s: &str) -> Option<u64> {
     let t = s.trim();
     if let Some(hex) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
         return u64::from_str_radix(hex, 16).ok();
@@ -1269,6 +1277,7 @@ impl JobSpec {
             section: None,
             options: Vec::new(),
             origins: BTreeMap::new(),
+            steady: crate::steady::SteadySpec::default(),
         }
     }
 
@@ -1317,7 +1326,8 @@ impl JobSpec {
             || self.apply_behaviour(canon, &val)?
             || self.apply_load_and_logs(canon, &val)?
             || self.apply_shapes(canon, &val)?
-            || self.apply_placement(canon, &val)?;
+            || self.apply_placement(canon, &val)?
+            || self.apply_steady(canon, &val)?;
         if !known {
             return Err(unknown_option(&opt.key, &opt.loc));
         }
@@ -1835,10 +1845,11 @@ impl JobSpec {
             }
             "fdatasync" => sh.fdatasync = val.count32(0)?,
             "zonemode" => {
-                const EXPECT: &str = "none or zbd (strided zones, zonemode=strided, are not run)";
-                sh.zbd = match val.value(EXPECT)? {
-                    "none" => false,
-                    "zbd" => true,
+                const EXPECT: &str = "none, strided or zbd";
+                (sh.zbd, sh.strided) = match val.value(EXPECT)? {
+                    "none" => (false, false),
+                    "zbd" => (true, false),
+                    "strided" => (false, true),
                     _ => return Err(val.bad(EXPECT)),
                 }
             }
@@ -1864,7 +1875,59 @@ impl JobSpec {
                 sh.verify_pattern = Some(p);
             }
             "verify_backlog" => sh.verify_backlog = val.count(0)?,
+            "zonerange" => {
+                sh.zone_range =
+                    Some(parse_bytes(val.value(EXPECT_SIZE)?).filter(|&n| n > 0).ok_or_else(|| val.bad(EXPECT_SIZE))?)
+            }
+            "zoneskip" => {
+                sh.zone_skip = parse_bytes(val.value(EXPECT_SIZE)?)
+                    .ok_or_else(|| val.bad(&format!("{EXPECT_SIZE} (a count of zones, Nz, is not run)")))?
+            }
             "verify_backlog_batch" => sh.verify_backlog_batch = val.count(0)?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// `zonemode=strided` ([`crate::strided`]) and its options: what fits.
+    fn check_strided(&self) -> Result<(), JobError> {
+        let sh = &self.shapes;
+        for o in ["zonerange", "zoneskip"] {
+            if self.origin(o).is_some() && !sh.strided {
+                return Err(self.error_at(o, format!("{o} without zonemode=strided is not run")));
+            }
+        }
+        if !sh.strided {
+            return Ok(());
+        }
+        let why = if sh.zone_size.is_none() {
+            "zonemode=strided needs zonesize (as in fio)"
+        } else if !matches!(self.rw, Rw::Read | Rw::Write | Rw::RandRead | Rw::RandWrite | Rw::ReadWrite | Rw::RandRw) {
+            "zonemode=strided with trims is not run"
+        } else if sh.shaped(0) || sh.shaped(1) {
+            "zonemode=strided with bssplit, bsrange, random_distribution, rw=…:N or blockalign is not run"
+        } else if self.verify != Verify::None && self.do_verify {
+            "zonemode=strided with verify is not run (its offsets leave the job's region)"
+        } else if self.behaviour.nrfiles > 1 || self.filename.len() > 1 {
+            "zonemode=strided with several files is not run (fio drops the zones then)"
+        } else {
+            return Ok(());
+        };
+        Err(self.error_at("zonemode", why))
+    }
+
+    /// fio's steady state: `ss`, `ss_dur`, `ss_ramp` ([`crate::steady`]).
+    fn apply_steady(&mut self, canon: &str, val: &OptValue) -> Result<bool, JobError> {
+        match canon {
+            "steadystate" => {
+                self.steady.crit = crate::steady::Criterion::parse(val.value(crate::steady::EXPECT_SS)?)
+                    .map_err(|e| val.bad(&format!("{} ({e})", crate::steady::EXPECT_SS)))?
+            }
+            // fio keeps whole seconds of the window.
+            "steadystate_duration" => {
+                self.steady.dur = val.time()?.map_or(0, |d| d.as_secs().min(u32::MAX as u64) as u32)
+            }
+            "steadystate_ramp_time" => self.steady.ramp = val.time()?.unwrap_or_default(),
             _ => return Ok(false),
         }
         Ok(true)
@@ -1883,9 +1946,13 @@ impl JobSpec {
                 format!("zonemode=zbd with rw={} is not run (read, write, randread, randwrite are)", self.rw),
             ));
         }
-        if self.shapes.zone_size.is_some() && !self.shapes.zbd {
-            return Err(self.error_at("zonesize", "zonesize without zonemode=zbd (fio's strided zones) is not run"));
+        if self.shapes.zone_size.is_some() && !self.shapes.zbd && !self.shapes.strided {
+            return Err(self.error_at(
+                "zonesize",
+                "zonesize without zonemode=zbd or zonemode=strided is not run (fio: zonemode=none and zonesize are not compatible)",
+            ));
         }
+        self.check_strided()?;
         if self.shapes.zbd && self.rw.writes() && self.numjobs > 1 && self.verify != Verify::None && self.do_verify {
             return Err(self.error_at(
                 "numjobs",
@@ -2443,8 +2510,31 @@ impl JobReader {
                 ));
             }
         }
+        check_steady_groups(&jobs)?;
         Ok(JobSet { jobs, global_options: self.globals, output_format: self.output_format, output: self.output })
     }
+}
+
+/// fio's rule: the jobs of a reporting group have the same steady-state settings (all
+/// without, or all with the same `ss`, `ss_dur` and `ss_ramp`).
+fn check_steady_groups(jobs: &[JobSpec]) -> Result<(), JobError> {
+    let groups = group_ids(jobs);
+    let rule = |j: &JobSpec| j.steady.on().then_some(j.steady);
+    for (i, j) in jobs.iter().enumerate() {
+        if let Some(first) = (0..i).find(|&k| groups[k] == groups[i]) {
+            if rule(&jobs[first]) != rule(j) {
+                let at = ["ss_dur", "ss", "ss_ramp"].into_iter().find(|o| j.origin(o).is_some()).unwrap_or("ss_dur");
+                return Err(j.error_at(
+                    at,
+                    format!(
+                        "steady-state options (ss, ss_dur, ss_ramp) differ from those of job '{}' of the same reporting group; fio rejects that (they must be consistent within a reporting group)",
+                        jobs[first].name
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// fio's `${VAR}` substitution: every `${NAME}` in an option becomes the value of the
@@ -3315,7 +3405,7 @@ mod tests {
         assert!(j.shapes.zbd);
         assert_eq!(j.shapes.max_open_zones, 4);
         assert!(!one("[j]\nzonemode=none\n").shapes.zbd);
-        assert!(err("[j]\nzonemode=strided\n").contains("strided zones, zonemode=strided, are not run"));
+        assert!(err("[j]\nzonemode=strided\n").contains("zonemode=strided needs zonesize"));
         let e = err("[j]\nzonemode=zbd\nrw=randrw\n");
         assert!(e.starts_with("job.fio:2: job 'j': zonemode=zbd with rw=randrw is not run"), "{e}");
         let e = err("[j]\nzonemode=zbd\nrw=write\nbssplit=4k/50:8k/50\n");
@@ -3382,5 +3472,62 @@ mod tests {
         let e = err("[j]\nsync=1\n");
         assert!(e.starts_with("job.fio:2: job 'j': sync=1 (O_SYNC writes) is run only with ioengine=libpmem"), "{e}");
         assert!(err("[j]\nsync=2\n").contains("bad value '2' for option 'sync'"));
+    }
+
+    #[test]
+    fn steady_state_options_are_read_as_fio_reads_them() {
+        let j = one("[j]\nss=bw_slope:1%\nss_dur=10s\nss_ramp=5s\n");
+        let c = j.steady.crit;
+        assert_eq!((c.iops, c.slope, c.pct, c.limit), (false, true, true, 1.0));
+        assert_eq!((j.steady.dur, j.steady.ramp), (10, Duration::from_secs(5)));
+        assert!(j.steady.on());
+        let j = one("[j]\nsteadystate=iops:500\nsteadystate_duration=1500ms\n");
+        assert_eq!((j.steady.crit.iops, j.steady.crit.pct, j.steady.crit.limit, j.steady.dur), (true, false, 500.0, 1));
+        assert!(!one("[j]\nss=iops:10%\n").steady.on(), "off without ss_dur, as fio");
+        let d = one("[j]\nss_dur=30\n").steady;
+        assert_eq!((d.dur, d.crit.iops, d.crit.slope, d.crit.limit), (30, true, true, 0.01), "fio's default criterion");
+        let e = err("[a]\nss=iops:10%\nss_dur=10\n[b]\nss=iops:20%\nss_dur=10\n");
+        assert!(
+            e.starts_with(
+                "job.fio:6: job 'b': steady-state options (ss, ss_dur, ss_ramp) differ from those of job 'a'"
+            ),
+            "{e}"
+        );
+        let e = err("[a]\nss_dur=10\n[b]\n");
+        assert!(e.contains("job 'b'") && e.contains("differ from those of job 'a'"), "{e}");
+        let set = read("[a]\nss=iops:10%\nss_dur=10\n[b]\nnew_group\nss=bw:1m\nss_dur=5\n[c]\nstonewall\n").unwrap();
+        assert_eq!(set.jobs.len(), 3, "each group consistent");
+        let e = err("[j]\nss=lat:5%\n");
+        assert!(e.starts_with("job.fio:2: ") && e.contains("'lat' is not a criterion"), "{e}");
+    }
+
+    #[test]
+    fn strided_zones_are_read_and_misfits_refused() {
+        let j = one("[j]\nzonemode=strided\nzonesize=256m\nzoneskip=2g\n");
+        let sh = &j.shapes;
+        assert!(sh.strided && !sh.zbd);
+        assert_eq!((sh.zone_size, sh.zone_range, sh.zone_skip), (Some(256 << 20), None, 2 << 30));
+        assert_eq!(one("[j]\nzonemode=strided\nzonesize=1m\nzonerange=4m\n").shapes.zone_range, Some(4 << 20));
+        for (text, why) in [
+            ("[j]\nzoneskip=1m\n", "job.fio:2: job 'j': zoneskip without zonemode=strided"),
+            ("[j]\nzonemode=zbd\nzonerange=1m\n", "job.fio:3: job 'j': zonerange without zonemode=strided"),
+            ("[j]\nzonemode=strided\nzonesize=1m\nrw=trim\n", "job.fio:2: job 'j': zonemode=strided with trims"),
+            (
+                "[j]\nzonemode=strided\nzonesize=1m\nverify=crc32c\nrw=write\n",
+                "job.fio:2: job 'j': zonemode=strided with verify",
+            ),
+            (
+                "[j]\nzonemode=strided\nzonesize=1m\nfilename=a:b\n",
+                "job.fio:2: job 'j': zonemode=strided with several files",
+            ),
+            (
+                "[j]\nzonemode=strided\nzonesize=1m\nbssplit=4k/50:8k/50\n",
+                "job.fio:2: job 'j': zonemode=strided with bssplit",
+            ),
+            ("[j]\nzonemode=strided\nzonesize=1m\nzoneskip=2z\n", "job.fio:4: bad value '2z' for option 'zoneskip'"),
+        ] {
+            let e = err(text);
+            assert!(e.starts_with(why), "{text}: {e}");
+        }
     }
 }

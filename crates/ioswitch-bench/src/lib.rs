@@ -34,6 +34,8 @@ pub mod run;
 pub mod scaling;
 pub mod shapes;
 pub mod stats;
+pub mod steady;
+mod strided;
 pub mod sweep;
 pub mod sweep_csv;
 pub mod verify;

@@ -318,6 +318,8 @@ struct Entry<'a> {
     trim: Dir,
     /// Zones reset (`zonemode=zbd`).
     zone_resets: u64,
+    /// The steady state (`ss_dur`), of the first instance that has one.
+    steady: Option<crate::steady::Outcome>,
     /// Errors gone on after (`continue_on_error`), and the errno of the first.
     total_err: u64,
     first_error: i32,
@@ -346,6 +348,7 @@ impl<'a> Entry<'a> {
             dirs: Default::default(),
             trim: Dir::default(),
             zone_resets: 0,
+            steady: None,
             total_err: 0,
             first_error: 0,
             sync: LatStats::new(),
@@ -381,6 +384,9 @@ impl<'a> Entry<'a> {
         self.dirs[2].add(&r.write, r.runtime_ns);
         self.trim.add(&r.trim, r.runtime_ns);
         self.zone_resets += r.zone_resets;
+        if self.steady.is_none() {
+            self.steady = r.steady.clone();
+        }
         self.dirs[2].add(&r.trim, r.runtime_ns);
         if self.total_err == 0 {
             self.first_error = r.first_error;
@@ -790,6 +796,11 @@ fn entry_json(e: &Entry<'_>, gd: &[(u32, [GroupDir; 3])], plus: bool, ceiling: O
         pairs.insert(at, ("first_error", e.first_error.into()));
         pairs.insert(at, ("total_err", e.total_err.into()));
     }
+    if let Some(s) = &e.steady {
+        // fio: after latency_window.
+        let at = pairs.iter().position(|(k, _)| *k == "latency_window").map_or(pairs.len(), |i| i + 1);
+        pairs.insert(at, ("steadystate", s.json()));
+    }
     if let Some(d) = &spec.description {
         pairs.insert(1, ("desc", d.as_str().into()));
     }
@@ -1066,6 +1077,9 @@ fn entry_text(out: &mut String, e: &Entry<'_>, gd: &[(u32, [GroupDir; 3])], when
     if spec.behaviour.continue_on_error != ContinueOn::default() {
         let why = std::io::Error::from_raw_os_error(e.first_error);
         let _ = writeln!(out, "     errors    : total={}, first_error={}/<{why}>", e.total_err, e.first_error);
+    }
+    if let Some(ss) = &e.steady {
+        let _ = writeln!(out, "{}", ss.text());
     }
     let verified = if e.verified > 0 {
         format!(", verified {} blocks ({})", e.verified, verify::name(spec.verify))

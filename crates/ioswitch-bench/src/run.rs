@@ -609,7 +609,12 @@ pub fn run(prepared: Vec<Prepared>, opts: &RunOpts) -> Report {
 /// the run, so these end at once. Returns the jobs' runs and whether one of them ended
 /// the run.
 fn run_phase(phase: Vec<Prepared>, phase_no: u32, opts: &RunOpts, ended: bool) -> (Vec<JobRun>, bool) {
-    let progress = Progress::with_groups(phase.iter().map(|p| p.groupid).max().unwrap_or(0), ended);
+    let mut progress = Progress::with_groups(phase.iter().map(|p| p.groupid).max().unwrap_or(0), ended);
+    // Steady state ([`crate::steady`]): a slot per instance of a job with ss_dur.
+    let (first_slot, units) = steady_units(&phase);
+    progress.slots = (0..first_slot.last().copied().unwrap_or(0)).map(|_| engine::SsSlot::default()).collect();
+    let units = Mutex::new(units);
+    let checks_done = std::sync::atomic::AtomicBool::new(false);
     let before = Usage::now(libc::RUSAGE_SELF);
     let t0 = engine::now_ns();
     let show = opts.progress && std::io::stderr().is_terminal();
@@ -640,18 +645,23 @@ fn run_phase(phase: Vec<Prepared>, phase_no: u32, opts: &RunOpts, ended: bool) -
                 (0..p.spec.numjobs.max(1))
                     .map(|i| {
                         let (progress, running, waitee) = (&progress, &running, waitee[j]);
+                        let slot = p.spec.steady.on().then(|| first_slot[j] + i as usize);
                         s.spawn(move || {
                             let _ends = running.instance(j, waitee);
-                            engine::run_job_files(&p.job, i, &p.devices(i), progress)
+                            engine::run_job_slot(&p.job, i, &p.devices(i), progress, slot)
                         })
                     })
                     .collect()
             })
             .collect();
+        if units.lock().is_ok_and(|u| !u.is_empty()) {
+            let (units, progress, checks_done) = (&units, &progress, &checks_done);
+            s.spawn(move || steady_loop(units, progress, checks_done));
+        }
         if show {
             status_loop(&handles, &progress, total_threads, budget, longest, t0);
         }
-        handles
+        let results = handles
             .into_iter()
             .map(|hs| {
                 hs.into_iter()
@@ -666,8 +676,21 @@ fn run_phase(phase: Vec<Prepared>, phase_no: u32, opts: &RunOpts, ended: bool) -
                     })
                     .collect()
             })
-            .collect()
+            .collect();
+        checks_done.store(true, Ordering::Relaxed);
+        results
     });
+    let mut results = results;
+    for u in units.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        let outcome = u.steady.outcome();
+        for slot in u.slots {
+            // The slot's job and instance.
+            let j = first_slot.iter().rposition(|&f| f <= slot).unwrap_or(0);
+            if let Some(r) = results.get_mut(j).and_then(|rs| rs.get_mut(slot - first_slot[j])) {
+                r.steady = Some(outcome.clone());
+            }
+        }
+    }
     let process = Usage::now(libc::RUSAGE_SELF).since(before);
     let phase_ns = engine::now_ns() - t0;
     for p in phase.iter().filter(|p| p.spec.behaviour.unlink) {
@@ -691,6 +714,58 @@ fn run_phase(phase: Vec<Prepared>, phase_no: u32, opts: &RunOpts, ended: bool) -
         })
         .collect();
     (runs, progress.end_run.load(Ordering::Relaxed))
+}
+
+/// The steady-state slots and check units of a phase: each job's first slot (a slot per
+/// instance of a job with `ss_dur`; the last entry is the slot count), and the units: an
+/// instance each, or with `group_reporting` one per reporting group (fio's rule).
+fn steady_units(phase: &[Prepared]) -> (Vec<usize>, Vec<crate::steady::Unit>) {
+    let mut first = Vec::with_capacity(phase.len() + 1);
+    let mut n = 0usize;
+    for p in phase {
+        first.push(n);
+        if p.spec.steady.on() {
+            n += p.spec.numjobs.max(1) as usize;
+        }
+    }
+    first.push(n);
+    let now = engine::now_ns();
+    let start = |p: &Prepared| now + p.spec.behaviour.startdelay.map_or(0, |d| d.as_nanos() as u64);
+    let mut units: Vec<crate::steady::Unit> = Vec::new();
+    let mut group_unit: Vec<(u32, usize)> = Vec::new();
+    for (j, p) in phase.iter().enumerate().filter(|(_, p)| p.spec.steady.on()) {
+        for i in 0..p.spec.numjobs.max(1) as usize {
+            let slot = first[j] + i;
+            match group_unit.iter().find(|(g, _)| *g == p.groupid).filter(|_| p.spec.group_reporting) {
+                Some(&(_, u)) => units[u].add(slot, start(p)),
+                None => {
+                    if p.spec.group_reporting {
+                        group_unit.push((p.groupid, units.len()));
+                    }
+                    units.push(crate::steady::Unit::new(p.spec.steady, vec![slot], &[start(p)]));
+                }
+            }
+        }
+    }
+    (first, units)
+}
+
+/// Runs the steady-state checks once a second until the phase's jobs are done.
+fn steady_loop(units: &Mutex<Vec<crate::steady::Unit>>, progress: &Progress, done: &std::sync::atomic::AtomicBool) {
+    let mut next = engine::now_ns() + 1_000_000_000;
+    while !done.load(Ordering::Relaxed) {
+        let now = engine::now_ns();
+        if now < next {
+            std::thread::sleep(Duration::from_nanos((next - now).min(50_000_000)));
+            continue;
+        }
+        next += 1_000_000_000;
+        if let Ok(mut us) = units.lock() {
+            for u in us.iter_mut() {
+                u.check(progress, now);
+            }
+        }
+    }
 }
 
 /// Writes the time-series logs of a run's jobs in fio's files ([`crate::iolog`]), in the

@@ -91,6 +91,13 @@ pub struct Shapes {
     pub verify_backlog: u64,
     /// `verify_backlog_batch`: how many of those to verify (0: all of them).
     pub verify_backlog_batch: u64,
+    /// `zonemode=strided`: fio's strided zones ([`crate::strided`]), of `zone_size` bytes
+    /// of I/O each.
+    pub strided: bool,
+    /// `zonerange` with `zonemode=strided`: the zone's bytes (default: `zonesize`).
+    pub zone_range: Option<u64>,
+    /// `zoneskip` with `zonemode=strided`: bytes skipped after each zone.
+    pub zone_skip: u64,
 }
 
 impl Shapes {

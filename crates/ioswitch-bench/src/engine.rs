@@ -1064,7 +1064,13 @@ impl<'a> Run<'a> {
     }
 
     fn fill(&mut self, buf: &mut Buffer, offset: u64) {
-        if self.job.behaviour.refill_buffers && self.job.verify == Verify::None {
+        if let Some(p) = self.job.shapes.buffer_pattern.as_deref().filter(|_| self.job.verify == Verify::None) {
+            // fio's buffer_pattern in a job that reads (or refill_buffers): the reads may
+            // have overwritten the buffer, so the pattern goes back before every write.
+            if self.job.rw.reads() || self.job.behaviour.refill_buffers {
+                fill_pattern(buf, p);
+            }
+        } else if self.job.behaviour.refill_buffers && self.job.verify == Verify::None {
             // fio's refill_buffers: new random contents before every write.
             for chunk in buf.chunks_mut(8) {
                 let r = self.refill.next().to_le_bytes();
@@ -1396,6 +1402,13 @@ fn pin(cpus: &[usize]) {
     }
 }
 
+/// `pattern` repeated over `buf` from its start (fio's `fill_pattern`).
+fn fill_pattern(buf: &mut [u8], pattern: &[u8]) {
+    for (b, x) in buf.iter_mut().zip(pattern.iter().cycle()) {
+        *b = *x;
+    }
+}
+
 fn alloc_buffers(run: &mut Run, n: u32) -> Option<Vec<Buffer>> {
     let j = run.job;
     let len = j.shapes.bs_bounds(0, j.bs[0]).1.max(j.shapes.bs_bounds(1, j.bs[1]).1) as usize;
@@ -1404,10 +1417,16 @@ fn alloc_buffers(run: &mut Run, n: u32) -> Option<Vec<Buffer>> {
     for _ in 0..n {
         match run.dev.alloc(len) {
             Ok(mut b) => {
-                // fio fills write buffers with random data once (refill_buffers off).
-                for chunk in b.chunks_mut(8) {
-                    let r = rng.next().to_le_bytes();
-                    chunk.copy_from_slice(&r[..chunk.len()]);
+                // fio fills write buffers with random data once (refill_buffers off),
+                // or with buffer_pattern repeated from the buffer's start.
+                match j.shapes.buffer_pattern.as_deref() {
+                    Some(p) => fill_pattern(&mut b, p),
+                    None => {
+                        for chunk in b.chunks_mut(8) {
+                            let r = rng.next().to_le_bytes();
+                            chunk.copy_from_slice(&r[..chunk.len()]);
+                        }
+                    }
                 }
                 v.push(b)
             }
@@ -2509,6 +2528,36 @@ mod run_tests {
                 .unwrap()
             });
             assert_eq!(got, want, "split={split} instance {instance}");
+        }
+    }
+
+    #[test]
+    fn buffer_pattern_is_in_every_written_block_from_its_start() {
+        let s = scratch("bufpat");
+        // A pattern whose length does not divide the block: each block starts over.
+        let pattern = vec![0xde, 0xad, 0x01];
+        for rw in [Rw::Write, Rw::ReadWrite] {
+            let path = s.file(&format!("f{rw:?}"), 1 << 18);
+            std::fs::write(&path, vec![0x77u8; 1 << 18]).unwrap();
+            let mut j = job(&path, "", Mode::Sync, rw, 1);
+            j.size = Some(1 << 18);
+            j.shapes.buffer_pattern = Some(pattern.clone());
+            let r = run(&j);
+            assert_eq!(r.error, 0);
+            assert!(rw == Rw::Write || r.read.bytes > 0, "{rw:?} read nothing");
+            let data = std::fs::read(&path).unwrap();
+            let mut written = 0;
+            for block in data.chunks(4096) {
+                if block.iter().all(|&b| b == 0x77) {
+                    continue; // not written
+                }
+                written += 1;
+                for (i, b) in block.iter().enumerate() {
+                    assert_eq!(*b, pattern[i % 3], "{rw:?}: byte {i} of a written block");
+                }
+            }
+            // Each write went to a block of its own (sequential): every one holds the pattern.
+            assert_eq!(written, r.write.ios, "{rw:?}: blocks holding the pattern");
         }
     }
 

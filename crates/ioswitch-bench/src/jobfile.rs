@@ -942,6 +942,7 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("verify_pattern", &[], Kind::Value),
     ("verify_backlog", &[], Kind::Value),
     ("verify_backlog_batch", &[], Kind::Value),
+    ("buffer_pattern", &[], Kind::Value),
 ];
 
 /// Options that only some engines have, besides fio's names of the library's interface
@@ -1849,6 +1850,13 @@ impl JobSpec {
                 let p =
                     crate::verify::parse_pattern(val.value(EXPECT)?).map_err(|e| val.bad(&format!("{EXPECT}: {e}")))?;
                 sh.verify_pattern = Some(p);
+            }
+            "buffer_pattern" => {
+                // fio's buffer_pattern takes verify_pattern's syntax without formats (%o).
+                const EXPECT: &str = "a pattern of hex numbers (0x…), decimal numbers and \"quoted strings\"";
+                let p =
+                    crate::verify::parse_pattern(val.value(EXPECT)?).map_err(|e| val.bad(&format!("{EXPECT}: {e}")))?;
+                sh.buffer_pattern = Some(p);
             }
             "verify_backlog" => sh.verify_backlog = val.count(0)?,
             "verify_backlog_batch" => sh.verify_backlog_batch = val.count(0)?,
@@ -3224,6 +3232,12 @@ mod tests {
         assert_eq!(one("[j]\nverify=md5\nverify_pattern=1\n").verify, Verify::Md5);
         let e = err("[j]\nverify=pattern\n");
         assert!(e.starts_with("job.fio:2: job 'j': verify=pattern needs a verify_pattern"), "{e}");
+        let j = one("[j]\nbuffer_pattern=0x01\"ab\"258\n");
+        assert_eq!(j.shapes.buffer_pattern.as_deref(), Some(&[0x01, b'a', b'b', 0x02, 0x01][..]));
+        assert_eq!(j.verify, Verify::None, "buffer_pattern is no verify_pattern");
+        let e = err("[j]\nbuffer_pattern=%o\n");
+        assert!(e.starts_with("job.fio:2: bad value '%o' for option 'buffer_pattern'") && e.contains("not run"), "{e}");
+        assert!(err("[j]\nbuffer_pattern=0x\n").contains("hex digits after 0x"));
         let e = err("[j]\nverify_pattern=%o\n");
         assert!(e.starts_with("job.fio:2: bad value '%o' for option 'verify_pattern'") && e.contains("not run"), "{e}");
     }

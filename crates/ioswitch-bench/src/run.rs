@@ -352,7 +352,14 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
     } else if regular {
         let cur = path.metadata().map(|m| m.len()).unwrap_or(0);
         match want_file {
-            Some(w) if w > cur => lay_out(path, cur, w, say).map_err(|source| BenchError::LayOut {
+            Some(w) if w > cur => {
+                // fio lays a file out with its write buffers' contents, a buffer_pattern
+                // started over every largest write block.
+                let bs = spec.shapes.bs_bounds(1, spec.bs.write).1 as usize;
+                let pattern = spec.shapes.buffer_pattern.as_deref().map(|p| (p, bs));
+                lay_out(path, cur, w, pattern, say)
+            }
+            .map_err(|source| BenchError::LayOut {
                 at: At::new(spec, "filename"),
                 filename: filename.clone(),
                 source,
@@ -534,18 +541,37 @@ fn invalidate(path: &str, offset: u64, len: u64) -> std::io::Result<()> {
 }
 
 /// Writes data into a file from `from` to `to` bytes, so reads measure real data (fio
-/// lays files out the same way), in 1 MiB chunks.
-fn lay_out(path: &std::path::Path, from: u64, to: u64, say: &mut dyn FnMut(&str)) -> std::io::Result<()> {
+/// lays files out the same way), in 1 MiB chunks; with `pattern` (`buffer_pattern`, and
+/// the block it starts over at), that pattern.
+fn lay_out(
+    path: &std::path::Path,
+    from: u64,
+    to: u64,
+    pattern: Option<(&[u8], usize)>,
+    say: &mut dyn FnMut(&str),
+) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
     say(&format!("Laying out IO file {} ({} bytes)", path.display(), to));
     let f = std::fs::OpenOptions::new().create(true).write(true).truncate(false).open(path)?;
     let mut chunk = vec![0u8; 1 << 20];
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    for c in chunk.chunks_mut(8) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        c.copy_from_slice(&x.to_le_bytes()[..c.len()]);
+    match pattern.filter(|(p, bs)| !p.is_empty() && *bs > 0) {
+        Some((p, bs)) => {
+            chunk.resize(bs * (chunk.len() / bs).max(1), 0);
+            for block in chunk.chunks_mut(bs) {
+                for (b, x) in block.iter_mut().zip(p.iter().cycle()) {
+                    *b = *x;
+                }
+            }
+        }
+        None => {
+            let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+            for c in chunk.chunks_mut(8) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                c.copy_from_slice(&x.to_le_bytes()[..c.len()]);
+            }
+        }
     }
     let mut pos = from;
     while pos < to {

@@ -87,6 +87,10 @@ pub struct Shapes {
     /// `verify_pattern`: the bytes written (and, with `verify=pattern`, checked) in
     /// every block's payload.
     pub verify_pattern: Option<Vec<u8>>,
+    /// `buffer_pattern`: every write buffer holds these bytes repeated from its start
+    /// (fio's `fill_buffer_pattern`); a job that also reads refills its write buffers
+    /// with the pattern before every write (fio turns `refill_buffers` on).
+    pub buffer_pattern: Option<Vec<u8>>,
     /// `verify_backlog`: verify the written blocks every N writes; 0: at the end only.
     pub verify_backlog: u64,
     /// `verify_backlog_batch`: how many of those to verify (0: all of them).

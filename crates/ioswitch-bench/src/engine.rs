@@ -1034,6 +1034,36 @@ impl<'a> Run<'a> {
     /// one the job goes on after (fio's `continue_on_error`: only EIO and EILSEQ, its
     /// default `ignore_error`; a verify failure with `verify_fatal` never); if so, counts
     /// it as fio's `total_err` / `first_error`.
+    /// `verify_dump`: the block that failed its check (and the one expected) into files
+    /// in the working directory, as fio names them (no `--aux-path`); returns the words for the error
+    /// (`; received data dumped as …`), empty without `verify_dump`. Each dump is also
+    /// said on stderr, as fio logs it, since a job that goes on after the failure has no
+    /// error to carry it.
+    fn dump_bad_block(&self, block: &[u8], offset: u64, why: &crate::error::VerifyError) -> String {
+        if !self.job.behaviour.verify_dump {
+            return String::new();
+        }
+        let pattern = self.job.shapes.verify_pattern.as_deref();
+        let said = match verify::dump(
+            std::path::Path::new(""),
+            self.dev.uri(),
+            self.job.verify,
+            pattern,
+            block,
+            offset,
+            why,
+        ) {
+            Ok(files) => {
+                files.iter().map(|(what, p)| format!("{what} data dumped as {}", p.display())).collect::<Vec<_>>()
+            }
+            Err(e) => vec![format!("verify_dump: {e}")],
+        };
+        for line in &said {
+            eprintln!("{}: {line}", self.job.name);
+        }
+        format!("; {}", said.join(", "))
+    }
+
     fn goes_on_after(&mut self, write: bool, verify: bool, errno: i32) -> bool {
         let b = &self.job.behaviour;
         let c = b.continue_on_error;
@@ -2086,8 +2116,9 @@ fn verify_blocks_async(run: &mut Run, bs: u64, blocks: &[u64]) {
             }
             let buf = slots[s as usize].0.as_ref().expect("a reaped slot holds its buffer");
             if let Err(why) = verify::check_with(run.job.verify, run.job.shapes.verify_pattern.as_deref(), buf, off) {
+                let dumped = run.dump_bad_block(buf, off, &why);
                 if !run.goes_on_after(false, true, libc::EILSEQ) {
-                    run.fail(libc::EILSEQ, format!("verify: bad block at offset {off}: {why}"));
+                    run.fail(libc::EILSEQ, format!("verify: bad block at offset {off}: {why}{dumped}"));
                 }
                 continue;
             }
@@ -2174,10 +2205,11 @@ fn verify_blocks(run: &mut Run, bs: u64, blocks: impl IntoIterator<Item = u64>, 
             run.res.read.lat.record(took);
         }
         if let Err(why) = verify::check_with(run.job.verify, run.job.shapes.verify_pattern.as_deref(), &buf, off) {
+            let dumped = run.dump_bad_block(&buf, off, &why);
             if run.goes_on_after(false, true, libc::EILSEQ) {
                 continue;
             }
-            return run.fail(libc::EILSEQ, format!("verify: bad block at offset {off}: {why}"));
+            return run.fail(libc::EILSEQ, format!("verify: bad block at offset {off}: {why}{dumped}"));
         }
         run.res.verified += 1;
     }

@@ -553,6 +553,9 @@ pub struct Behaviour {
     pub disable_bw: bool,
     /// `verify_fatal`: a verify failure ends the job even with `continue_on_error=verify`.
     pub verify_fatal: bool,
+    /// `verify_dump`: a block that fails its check is written to files named as fio
+    /// names them ([`crate::verify::dump`]), in the working directory.
+    pub verify_dump: bool,
     /// `continue_on_error`.
     pub continue_on_error: ContinueOn,
     /// `random_generator`.
@@ -609,6 +612,7 @@ impl Default for Behaviour {
             disable_lat: false,
             disable_bw: false,
             verify_fatal: false,
+            verify_dump: false,
             continue_on_error: ContinueOn::default(),
             random_generator: RandomGenerator::default(),
             unified_rw_reporting: UnifiedRw::default(),
@@ -943,6 +947,7 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("verify_backlog", &[], Kind::Value),
     ("verify_backlog_batch", &[], Kind::Value),
     ("buffer_pattern", &[], Kind::Value),
+    ("verify_dump", &[], Kind::Bool),
 ];
 
 /// Options that only some engines have, besides fio's names of the library's interface
@@ -1523,6 +1528,7 @@ impl JobSpec {
             "allow_file_create" => b.allow_file_create = val.flag()?,
             "create_on_open" => b.create_on_open = val.flag()?,
             "refill_buffers" => b.refill_buffers = val.flag()?,
+            "verify_dump" => b.verify_dump = val.flag()?,
             "exitall" => b.exitall = val.flag()?,
             "exit_what" => {
                 b.exit_what = match val.value("group, stonewall or all")? {
@@ -3232,6 +3238,9 @@ mod tests {
         assert_eq!(one("[j]\nverify=md5\nverify_pattern=1\n").verify, Verify::Md5);
         let e = err("[j]\nverify=pattern\n");
         assert!(e.starts_with("job.fio:2: job 'j': verify=pattern needs a verify_pattern"), "{e}");
+        assert!(one("[j]\nverify=crc32c\nverify_dump=1\n").behaviour.verify_dump);
+        assert!(!one("[j]\nverify=crc32c\n").behaviour.verify_dump, "fio's default is off");
+        assert!(err("[j]\nverify_dump=2\n").contains("option 'verify_dump'"));
         let j = one("[j]\nbuffer_pattern=0x01\"ab\"258\n");
         assert_eq!(j.shapes.buffer_pattern.as_deref(), Some(&[0x01, b'a', b'b', 0x02, 0x01][..]));
         assert_eq!(j.verify, Verify::None, "buffer_pattern is no verify_pattern");

@@ -177,6 +177,53 @@ const CRC64_TABLE: [u64; 256] = {
     t
 };
 
+/// `verify_dump`: writes a block that failed its check to files named as fio names them
+/// (`verify.c`'s `dump_buf`), in `dir`: `BASENAME.OFFSET.hdr_fail` (the block read) when
+/// its header is wrong, else `BASENAME.OFFSET.received` (the block read) and
+/// `BASENAME.OFFSET.expected` (the block regenerated from the seed its header stores, or
+/// the pattern). `BASENAME` is the file's name without its directories. Returns what each
+/// file is and its path, as fio's "`TYPE` data dumped as `PATH`" says, or why one could
+/// not be written.
+pub fn dump(
+    dir: &std::path::Path,
+    file: &str,
+    kind: Verify,
+    pattern: Option<&[u8]>,
+    block: &[u8],
+    offset: u64,
+    why: &VerifyError,
+) -> Result<Vec<(&'static str, std::path::PathBuf)>, String> {
+    let base = std::path::Path::new(file).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let header_wrong = matches!(
+        why,
+        VerifyError::Short { .. }
+            | VerifyError::NoHeader { .. }
+            | VerifyError::Length { .. }
+            | VerifyError::Offset { .. }
+    );
+    let mut files: Vec<(&'static str, Vec<u8>)> = Vec::new();
+    if header_wrong {
+        files.push(("hdr_fail", block.to_vec()));
+    } else {
+        files.push(("received", block.to_vec()));
+        let mut want = vec![0u8; block.len()];
+        let seed = if kind == Verify::Pattern || block.len() < 24 {
+            0
+        } else {
+            u64::from_le_bytes(block[16..24].try_into().expect("8 bytes"))
+        };
+        fill_with(kind, pattern, &mut want, offset, seed);
+        files.push(("expected", want));
+    }
+    let mut out = Vec::new();
+    for (what, data) in files {
+        let path = dir.join(format!("{base}.{offset}.{what}"));
+        std::fs::write(&path, data).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        out.push((what, path));
+    }
+    Ok(out)
+}
+
 /// fio's `crc64` (initial value 0, no final xor) continued over `data`.
 pub fn crc64_append(mut crc: u64, data: &[u8]) -> u64 {
     for &b in data {
@@ -233,6 +280,33 @@ pub fn parse_pattern(s: &str) -> Result<Vec<u8>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dump_names_the_files_as_fio_and_holds_the_blocks() {
+        let dir = std::env::temp_dir().join(format!("ioswitch-verify-dump-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut good = vec![0u8; 4096];
+        fill(Verify::Crc32c, &mut good, 8192, 77);
+        let mut bad = good.clone();
+        bad[1000] ^= 1;
+        let why = check(Verify::Crc32c, &bad, 8192).unwrap_err();
+        let files = dump(&dir, "/some/dir/f.dat", Verify::Crc32c, None, &bad, 8192, &why).unwrap();
+        let names: Vec<_> =
+            files.iter().map(|(w, p)| (*w, p.file_name().unwrap().to_string_lossy().into_owned())).collect();
+        assert_eq!(
+            names,
+            [("received", "f.dat.8192.received".to_string()), ("expected", "f.dat.8192.expected".to_string())]
+        );
+        assert!(std::fs::read(&files[0].1).unwrap() == bad && std::fs::read(&files[1].1).unwrap() == good);
+        bad[0] ^= 1; // the magic: a header failure
+        let why = check(Verify::Crc32c, &bad, 8192).unwrap_err();
+        let files = dump(&dir, "f.dat", Verify::Crc32c, None, &bad, 8192, &why).unwrap();
+        assert_eq!(files.len(), 1);
+        assert!(files[0].1.ends_with("f.dat.8192.hdr_fail") && std::fs::read(&files[0].1).unwrap() == bad);
+        let e = dump(&dir.join("missing"), "f.dat", Verify::Crc32c, None, &bad, 8192, &why).unwrap_err();
+        assert!(e.contains("cannot write") && e.contains("f.dat.8192.hdr_fail"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn a_filled_block_checks_and_any_change_is_caught() {

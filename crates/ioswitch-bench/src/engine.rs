@@ -1034,6 +1034,13 @@ impl<'a> Run<'a> {
     /// one the job goes on after (fio's `continue_on_error`: only EIO and EILSEQ, its
     /// default `ignore_error`; a verify failure with `verify_fatal` never); if so, counts
     /// it as fio's `total_err` / `first_error`.
+    /// The bytes of a block each verify header covers (fio's `verify_interval` settled
+    /// as fio settles it, [`verify::interval`]).
+    fn verify_interval(&self) -> usize {
+        let j = self.job;
+        verify::interval(j.shapes.verify_interval, j.bs[1], j.bs[0], j.rw.reads()) as usize
+    }
+
     /// `verify_dump`: the block that failed its check (and the one expected) into files
     /// in the working directory, as fio names them (no `--aux-path`); returns the words for the error
     /// (`; received data dumped as …`), empty without `verify_dump`. Each dump is also
@@ -1110,7 +1117,8 @@ impl<'a> Run<'a> {
         if self.job.verify != Verify::None {
             self.verify_seq += 1;
             let pattern = self.job.shapes.verify_pattern.as_deref();
-            verify::fill_with(self.job.verify, pattern, buf, offset, self.job.seed ^ self.verify_seq);
+            let vi = self.verify_interval();
+            verify::fill_pieces(self.job.verify, pattern, buf, offset, self.job.seed ^ self.verify_seq, vi);
             let bs = self.job.bs[1];
             set_block(&mut self.written, (offset - self.base) / bs, true);
         }
@@ -2115,8 +2123,10 @@ fn verify_blocks_async(run: &mut Run, bs: u64, blocks: &[u64]) {
                 d.lat.record(complete - start);
             }
             let buf = slots[s as usize].0.as_ref().expect("a reaped slot holds its buffer");
-            if let Err(why) = verify::check_with(run.job.verify, run.job.shapes.verify_pattern.as_deref(), buf, off) {
-                let dumped = run.dump_bad_block(buf, off, &why);
+            let (pattern, vi) = (run.job.shapes.verify_pattern.as_deref(), run.verify_interval());
+            if let Err((at, len, why)) = verify::check_pieces(run.job.verify, pattern, buf, off, vi) {
+                let off = off + at as u64;
+                let dumped = run.dump_bad_block(&buf[at..at + len], off, &why);
                 if !run.goes_on_after(false, true, libc::EILSEQ) {
                     run.fail(libc::EILSEQ, format!("verify: bad block at offset {off}: {why}{dumped}"));
                 }
@@ -2204,8 +2214,10 @@ fn verify_blocks(run: &mut Run, bs: u64, blocks: impl IntoIterator<Item = u64>, 
             run.res.read.clat.record(took);
             run.res.read.lat.record(took);
         }
-        if let Err(why) = verify::check_with(run.job.verify, run.job.shapes.verify_pattern.as_deref(), &buf, off) {
-            let dumped = run.dump_bad_block(&buf, off, &why);
+        let (pattern, vi) = (run.job.shapes.verify_pattern.as_deref(), run.verify_interval());
+        if let Err((at, len, why)) = verify::check_pieces(run.job.verify, pattern, &buf, off, vi) {
+            let off = off + at as u64;
+            let dumped = run.dump_bad_block(&buf[at..at + len], off, &why);
             if run.goes_on_after(false, true, libc::EILSEQ) {
                 continue;
             }

@@ -948,6 +948,7 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("verify_backlog_batch", &[], Kind::Value),
     ("buffer_pattern", &[], Kind::Value),
     ("verify_dump", &[], Kind::Bool),
+    ("verify_interval", &[], Kind::Value),
 ];
 
 /// Options that only some engines have, besides fio's names of the library's interface
@@ -1863,6 +1864,12 @@ impl JobSpec {
                 let p =
                     crate::verify::parse_pattern(val.value(EXPECT)?).map_err(|e| val.bad(&format!("{EXPECT}: {e}")))?;
                 sh.buffer_pattern = Some(p);
+            }
+            "verify_interval" => {
+                // fio's minval: twice its verify header (80 bytes; ours is 40).
+                const EXPECT: &str = "a size of at least 80 bytes (fio's minimum)";
+                sh.verify_interval =
+                    parse_bytes(val.value(EXPECT)?).filter(|&v| v >= 80).ok_or_else(|| val.bad(EXPECT))?;
             }
             "verify_backlog" => sh.verify_backlog = val.count(0)?,
             "verify_backlog_batch" => sh.verify_backlog_batch = val.count(0)?,
@@ -3241,6 +3248,16 @@ mod tests {
         assert!(one("[j]\nverify=crc32c\nverify_dump=1\n").behaviour.verify_dump);
         assert!(!one("[j]\nverify=crc32c\n").behaviour.verify_dump, "fio's default is off");
         assert!(err("[j]\nverify_dump=2\n").contains("option 'verify_dump'"));
+        let j = one("[j]\nbs=64k\nverify=meta\nverify_pattern=0xaa555aa5\nverify_interval=512\n");
+        assert_eq!(j.shapes.verify_interval, 512);
+        assert_eq!(one("[j]\nverify=md5\nverify_interval=1k\n").shapes.verify_interval, 1024);
+        let e = err("[j]\nverify=md5\nverify_interval=0\n");
+        assert!(
+            e.starts_with("job.fio:3: bad value '0' for option 'verify_interval'") && e.contains("at least 80"),
+            "{e}"
+        );
+        one("[j]\nverify=md5\nverify_interval=80\n");
+        assert!(err("[j]\nverify_interval=x\n").contains("option 'verify_interval'"));
         let j = one("[j]\nbuffer_pattern=0x01\"ab\"258\n");
         assert_eq!(j.shapes.buffer_pattern.as_deref(), Some(&[0x01, b'a', b'b', 0x02, 0x01][..]));
         assert_eq!(j.verify, Verify::None, "buffer_pattern is no verify_pattern");

@@ -91,6 +91,9 @@ pub struct Shapes {
     /// (fio's `fill_buffer_pattern`); a job that also reads refills its write buffers
     /// with the pattern before every write (fio turns `refill_buffers` on).
     pub buffer_pattern: Option<Vec<u8>>,
+    /// `verify_interval`: a verify header every this many bytes of a block (0, fio's
+    /// default: one per block); settled as fio settles it by [`crate::verify::interval`].
+    pub verify_interval: u64,
     /// `verify_backlog`: verify the written blocks every N writes; 0: at the end only.
     pub verify_backlog: u64,
     /// `verify_backlog_batch`: how many of those to verify (0: all of them).

@@ -111,6 +111,54 @@ pub fn fill_with(kind: Verify, pattern: Option<&[u8]>, block: &mut [u8], offset:
     block[24..40].copy_from_slice(&d);
 }
 
+/// fio's `verify_interval` as its `fixup_options` settles it for a job whose blocks
+/// have one size: `option` (0: unset) above the write block size is that size (or, in a
+/// job that reads, above the read block size, that one); an interval that is 0 or does
+/// not divide the write block size is the block size. Each piece of that many bytes of a
+/// block has its own header.
+pub fn interval(option: u64, bs_write: u64, bs_read: u64, reads: bool) -> u64 {
+    let mut vi = option;
+    if vi > bs_write {
+        vi = bs_write;
+    } else if reads && vi > bs_read {
+        vi = bs_read;
+    }
+    if vi == 0 || bs_write % vi != 0 {
+        vi = bs_write;
+    }
+    vi
+}
+
+/// [`fill_with`] for each `interval`-byte piece of `block` (at its own offset, with its
+/// own seed); an interval of 0, or one not below the block's length, is the block.
+/// `verify=pattern` has no header: the pattern fills the block.
+pub fn fill_pieces(kind: Verify, pattern: Option<&[u8]>, block: &mut [u8], offset: u64, seed: u64, interval: usize) {
+    if interval == 0 || interval >= block.len() || kind == Verify::Pattern {
+        return fill_with(kind, pattern, block, offset, seed);
+    }
+    for (i, piece) in block.chunks_mut(interval).enumerate() {
+        fill_with(kind, pattern, piece, offset + (i * interval) as u64, seed.wrapping_add(i as u64));
+    }
+}
+
+/// [`check_with`] for each piece [`fill_pieces`] wrote; the error comes with the
+/// piece's start within the block and its length.
+pub fn check_pieces(
+    kind: Verify,
+    pattern: Option<&[u8]>,
+    block: &[u8],
+    offset: u64,
+    interval: usize,
+) -> Result<(), (usize, usize, VerifyError)> {
+    if interval == 0 || interval >= block.len() || kind == Verify::Pattern {
+        return check_with(kind, pattern, block, offset).map_err(|e| (0, block.len(), e));
+    }
+    for (i, piece) in block.chunks(interval).enumerate() {
+        check_with(kind, pattern, piece, offset + (i * interval) as u64).map_err(|e| (i * interval, piece.len(), e))?;
+    }
+    Ok(())
+}
+
 /// Checks a block read back from byte `offset`; says what is wrong when it is.
 pub fn check(kind: Verify, block: &[u8], offset: u64) -> Result<(), VerifyError> {
     check_with(kind, None, block, offset)
@@ -280,6 +328,45 @@ pub fn parse_pattern(s: &str) -> Result<Vec<u8>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_interval_is_settled_as_fio_settles_it() {
+        assert_eq!(interval(512, 65536, 65536, false), 512);
+        assert_eq!(interval(0, 4096, 4096, false), 4096, "unset: one header per block");
+        assert_eq!(interval(8192, 4096, 4096, false), 4096, "above the block: the block");
+        assert_eq!(interval(1000, 4096, 4096, false), 4096, "not dividing the block: the block");
+        assert_eq!(interval(4096, 8192, 2048, true), 2048, "a reading job: not above the read size");
+        assert_eq!(interval(4096, 8192, 2048, false), 4096);
+    }
+
+    #[test]
+    fn an_interval_puts_a_header_in_every_piece_and_finds_a_corruption_inside_a_block() {
+        for kind in [Verify::Meta, Verify::Crc32c] {
+            let mut b = vec![0u8; 4096];
+            fill_pieces(kind, Some(&[0xaa, 0x55]), &mut b, 65536, 9, 512);
+            assert!(check_pieces(kind, Some(&[0xaa, 0x55]), &b, 65536, 512).is_ok(), "{kind:?}");
+            for i in 0..8 {
+                assert_eq!(&b[i * 512..i * 512 + 4], b"IOSW", "{kind:?}: piece {i} has a header");
+                assert_eq!(
+                    u64::from_le_bytes(b[i * 512 + 8..i * 512 + 16].try_into().unwrap()),
+                    65536 + i as u64 * 512
+                );
+            }
+            // A byte of the fourth piece's header: only a header per piece sees it with
+            // verify=meta (a whole block's header does not cover it).
+            b[3 * 512 + 10] ^= 1;
+            let (at, len, why) = check_pieces(kind, None, &b, 65536, 512).unwrap_err();
+            assert_eq!((at, len), (1536, 512), "{kind:?}: {why}");
+            assert!(matches!(why, VerifyError::Offset { .. }), "{kind:?}: {why}");
+        }
+        let mut whole = vec![0u8; 4096];
+        fill_pieces(Verify::Meta, None, &mut whole, 0, 9, 0);
+        whole[3 * 512 + 10] ^= 1;
+        assert!(
+            check_pieces(Verify::Meta, None, &whole, 0, 0).is_ok(),
+            "meta without an interval: the payload is not checked"
+        );
+    }
 
     #[test]
     fn dump_names_the_files_as_fio_and_holds_the_blocks() {

@@ -154,3 +154,49 @@ fn verify_dump_writes_the_files_fio_writes() {
         }
     }
 }
+
+#[test]
+fn verify_interval_finds_a_damaged_header_inside_a_block_as_fio_does() {
+    let t = "verify_interval_finds_a_damaged_header_inside_a_block_as_fio_does";
+    if !have("fio", "--version", t) {
+        return;
+    }
+    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-verify-interval");
+    for program in ["fio", env!("CARGO_BIN_EXE_ioswitch")] {
+        let who = if program == "fio" { "fio" } else { "ours" };
+        for interval in ["512", "none"] {
+            let dir = std::path::PathBuf::from(s.path(&format!("{who}-{interval}")));
+            std::fs::create_dir_all(&dir).unwrap();
+            let mut common = vec!["--filename=d.dat", "--size=16k", "--bs=4k", "--verify=meta", "--verify_dump=1"];
+            let vi = format!("--verify_interval={interval}");
+            if interval != "none" {
+                common.push(&vi);
+            }
+            let mut write = vec!["--name=w", "--rw=write", "--do_verify=0"];
+            write.extend(&common);
+            run_in(&dir, program, &write);
+            // Byte 4 of the block's second 512-byte piece: the header's length field
+            // with an interval of 512 (fio's and ours), payload without one (which
+            // verify=meta does not check).
+            let data = dir.join("d.dat");
+            let mut bytes = std::fs::read(&data).expect("the written file");
+            bytes[4096 + 512 + 4] ^= 0xff;
+            std::fs::write(&data, &bytes).unwrap();
+            let mut read = vec!["--name=r", "--rw=read"];
+            read.extend(&common);
+            let out = run_in(&dir, program, &read);
+            let dumped = dir.join("d.dat.4608.hdr_fail");
+            if interval == "512" {
+                assert!(
+                    std::fs::read(&dumped).is_ok_and(|d| d == bytes[4608..5120]),
+                    "{who}: no 512-byte piece at 4608 dumped:\n{out}"
+                );
+            } else {
+                assert!(
+                    !dumped.exists() && !out.contains("dumped"),
+                    "{who}: meta with one header per block checks no payload:\n{out}"
+                );
+            }
+        }
+    }
+}

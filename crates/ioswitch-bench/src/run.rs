@@ -313,12 +313,15 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
     let min_bs = spec.shapes.bs_bounds(0, spec.bs.read).0.min(spec.shapes.bs_bounds(1, spec.bs.write).0);
     let filesize =
         crate::shapes::file_size(spec.filesize, spec.shapes.filesize_high, min_bs, spec.randseed.unwrap_or(0));
+    // fio lays a file out for each of the job's clones to fit its region: with
+    // offset_increment the last clone's region ends furthest.
+    let last_increment = u64::from(spec.numjobs.max(1) - 1).saturating_mul(spec.shapes.offset_increment);
     let want_file = filesize.or(match spec.size {
         Some(SizeSpec::Bytes(b)) => Some(
             b + match spec.offset {
                 SizeSpec::Bytes(o) => o,
                 SizeSpec::Percent(_) => 0,
-            },
+            } + last_increment,
         ),
         _ => None,
     });

@@ -605,6 +605,9 @@ struct Run<'a> {
     last_done: u64,
     /// Random data for `refill_buffers`.
     refill: Rng,
+    /// Write buffers' contents under `buffer_compress_*` and `dedupe_*` (every write
+    /// gets new contents, as fio turns `refill_buffers` on for them).
+    bufgen: Option<crate::dedupe::Buffers>,
     /// The rate limiter, if the job is rated; `paced_from_ramp`: restarted at the ramp's end.
     pacer: Option<crate::load::Pacer>,
     paced_from_ramp: bool,
@@ -1101,7 +1104,9 @@ impl<'a> Run<'a> {
     }
 
     fn fill(&mut self, buf: &mut Buffer, offset: u64) {
-        if let Some(p) = self.job.shapes.buffer_pattern.as_deref().filter(|_| self.job.verify == Verify::None) {
+        if let Some(g) = self.bufgen.as_mut().filter(|_| self.job.verify == Verify::None) {
+            g.fill(buf, self.job.bs[1]);
+        } else if let Some(p) = self.job.shapes.buffer_pattern.as_deref().filter(|_| self.job.verify == Verify::None) {
             // fio's buffer_pattern in a job that reads (or refill_buffers): the reads may
             // have overwritten the buffer, so the pattern goes back before every write.
             if self.job.rw.reads() || self.job.behaviour.refill_buffers {
@@ -1314,6 +1319,24 @@ pub fn run_job_files(job: &Job, instance: u32, devs: &[&Device], progress: &Prog
         first_done: 0,
         last_done: 0,
         refill: Rng::new(job.seed ^ salt ^ 0xF111),
+        bufgen: job.shapes.buffers.active().then(|| {
+            let size = job.size.unwrap_or(0);
+            // fio seeds every job's buffers apart (by its thread number): two jobs with
+            // the same options write different pages here too (by name and file).
+            let who = job
+                .name
+                .bytes()
+                .chain([0])
+                .chain(job.filename.bytes())
+                .fold(0xCBF2_9CE4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3));
+            crate::dedupe::Buffers::new(
+                &job.shapes.buffers,
+                job.shapes.buffer_pattern.as_deref(),
+                job.seed ^ salt ^ who,
+                size,
+                job.bs[1],
+            )
+        }),
         pacer: crate::load::Pacer::new(&job.load, job.bs, job.seed ^ salt, t0),
         paced_from_ramp: job.ramp.is_zero(),
         thinker: crate::load::Thinker::new(&job.load, t0),

@@ -949,6 +949,12 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("buffer_pattern", &[], Kind::Value),
     ("verify_dump", &[], Kind::Bool),
     ("verify_interval", &[], Kind::Value),
+    ("buffer_compress_percentage", &[], Kind::Value),
+    ("buffer_compress_chunk", &[], Kind::Value),
+    ("dedupe_percentage", &[], Kind::Value),
+    ("dedupe_mode", &[], Kind::Value),
+    ("dedupe_working_set_percentage", &[], Kind::Value),
+    ("dedupe_global", &[], Kind::Bool),
 ];
 
 /// Options that only some engines have, besides fio's names of the library's interface
@@ -1871,6 +1877,20 @@ impl JobSpec {
                 sh.verify_interval =
                     parse_bytes(val.value(EXPECT)?).filter(|&v| v >= 80).ok_or_else(|| val.bad(EXPECT))?;
             }
+            "buffer_compress_percentage" => sh.buffers.compress_percentage = val.percent()?,
+            "buffer_compress_chunk" => {
+                sh.buffers.compress_chunk = parse_bytes(val.value(EXPECT_SIZE)?).ok_or_else(|| val.bad(EXPECT_SIZE))?
+            }
+            "dedupe_percentage" => sh.buffers.dedupe_percentage = val.percent()?,
+            "dedupe_mode" => {
+                sh.buffers.dedupe_mode = match val.value("repeat or working_set")? {
+                    "repeat" => crate::dedupe::DedupeMode::Repeat,
+                    "working_set" => crate::dedupe::DedupeMode::WorkingSet,
+                    _ => return Err(val.bad("repeat or working_set")),
+                }
+            }
+            "dedupe_working_set_percentage" => sh.buffers.working_set_percentage = val.percent()?,
+            "dedupe_global" => sh.buffers.global = val.flag()?,
             "verify_backlog" => sh.verify_backlog = val.count(0)?,
             "verify_backlog_batch" => sh.verify_backlog_batch = val.count(0)?,
             _ => return Ok(false),
@@ -1916,6 +1936,25 @@ impl JobSpec {
         }
         if self.verify == Verify::Pattern && self.shapes.verify_pattern.is_none() {
             return Err(self.error_at("verify", "verify=pattern needs a verify_pattern"));
+        }
+        let bufs = &self.shapes.buffers;
+        if bufs.dedupe_percentage > 0 && bufs.dedupe_mode == crate::dedupe::DedupeMode::WorkingSet {
+            // fio's checks (init.c), in its words.
+            if self.origin("size").is_none() {
+                return Err(self.error_at("dedupe_mode", "pregenerated dedupe working set requires size to be set"));
+            }
+            if self.behaviour.nrfiles != 1 || self.filename.len() > 1 {
+                return Err(self.error_at("dedupe_mode", "dedupe working set mode supported with single file per job"));
+            }
+            if bufs.working_set_percentage + bufs.dedupe_percentage > 100 {
+                return Err(self.error_at(
+                    "dedupe_working_set_percentage",
+                    format!(
+                        "impossible to reach expected dedupe percentage {} since {} percentage of size is reserved to dedupe working set (those are unique pages)",
+                        bufs.dedupe_percentage, bufs.working_set_percentage
+                    ),
+                ));
+            }
         }
         if self.verify != Verify::None && self.shapes.bs[1] != BlockSizes::Bs {
             let opt = if self.origin("bssplit").is_some() { "bssplit" } else { "bsrange" };
@@ -3258,6 +3297,24 @@ mod tests {
         );
         one("[j]\nverify=md5\nverify_interval=80\n");
         assert!(err("[j]\nverify_interval=x\n").contains("option 'verify_interval'"));
+        let j = one("[j]\nsize=100m\ndedupe_mode=working_set\ndedupe_global=1\ndedupe_percentage=50\nbuffer_compress_percentage=50\ndedupe_working_set_percentage=50\nbuffer_compress_chunk=1k\n");
+        let b = &j.shapes.buffers;
+        assert_eq!(
+            (b.dedupe_mode, b.global, b.dedupe_percentage, b.compress_percentage),
+            (crate::dedupe::DedupeMode::WorkingSet, true, 50, 50)
+        );
+        assert_eq!((b.working_set_percentage, b.compress_chunk), (50, 1024));
+        let d = one("[j]\n").shapes.buffers;
+        assert_eq!(
+            (d.dedupe_mode, d.working_set_percentage, d.compress_chunk, d.active()),
+            (crate::dedupe::DedupeMode::Repeat, 5, 512, false)
+        );
+        assert!(err("[j]\ndedupe_mode=sometimes\n").contains("expected repeat or working_set"));
+        assert!(err("[j]\ndedupe_percentage=101\n").contains("option 'dedupe_percentage'"));
+        let e = err("[j]\ndedupe_mode=working_set\ndedupe_percentage=50\n");
+        assert!(e.contains("working set requires size to be set"), "{e}");
+        let e = err("[j]\nsize=1m\ndedupe_mode=working_set\ndedupe_percentage=60\ndedupe_working_set_percentage=50\n");
+        assert!(e.starts_with("job.fio:5: job 'j': impossible to reach expected dedupe percentage 60"), "{e}");
         let j = one("[j]\nbuffer_pattern=0x01\"ab\"258\n");
         assert_eq!(j.shapes.buffer_pattern.as_deref(), Some(&[0x01, b'a', b'b', 0x02, 0x01][..]));
         assert_eq!(j.verify, Verify::None, "buffer_pattern is no verify_pattern");

@@ -91,6 +91,8 @@ pub struct Shapes {
     /// (fio's `fill_buffer_pattern`); a job that also reads refills its write buffers
     /// with the pattern before every write (fio turns `refill_buffers` on).
     pub buffer_pattern: Option<Vec<u8>>,
+    /// `buffer_compress_*` and `dedupe_*`: what write buffers hold ([`crate::dedupe`]).
+    pub buffers: crate::dedupe::BufferShape,
     /// `verify_interval`: a verify header every this many bytes of a block (0, fio's
     /// default: one per block); settled as fio settles it by [`crate::verify::interval`].
     pub verify_interval: u64,

@@ -60,3 +60,69 @@ fn buffer_pattern_leaves_the_same_file_as_fio() {
         );
     }
 }
+
+/// Of a file's 4 KiB blocks: the share (%) that repeat an earlier block, the share of
+/// zero bytes, and the distinct blocks.
+fn dedupe_and_zeroes(data: &[u8]) -> (f64, f64, std::collections::HashSet<&[u8]>) {
+    let blocks: Vec<&[u8]> = data.chunks(4096).collect();
+    let distinct: std::collections::HashSet<&[u8]> = blocks.iter().copied().collect();
+    let copies = (blocks.len() - distinct.len()) as f64 * 100.0 / blocks.len() as f64;
+    let zeroes = data.iter().filter(|&&b| b == 0).count() as f64 * 100.0 / data.len() as f64;
+    (copies, zeroes, distinct)
+}
+
+#[test]
+fn dedupe_and_compression_shares_are_fios() {
+    let t = "dedupe_and_compression_shares_are_fios";
+    if !have("fio", "--version", t) {
+        return;
+    }
+    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-dedupe");
+    // 2 jobs of 1024 writes each: with dedupe_global their working sets (10% of 4 MiB:
+    // 102 pages) are one, so the files share about that many blocks; without, none.
+    for (mode, global) in [("repeat", "0"), ("working_set", "0"), ("working_set", "1")] {
+        let mut got = Vec::new();
+        for program in ["fio", env!("CARGO_BIN_EXE_ioswitch")] {
+            let who = if program == "fio" { "fio" } else { "ours" };
+            let (a, b) = (s.path(&format!("{who}-{mode}-{global}-a")), s.path(&format!("{who}-{mode}-{global}-b")));
+            let mut args: Vec<String> = [
+                "--size=4m",
+                "--bs=4k",
+                "--rw=write",
+                "--dedupe_percentage=50",
+                &format!("--dedupe_mode={mode}"),
+                "--dedupe_working_set_percentage=10",
+                &format!("--dedupe_global={global}"),
+                "--buffer_compress_percentage=25",
+                "--name=a",
+                &format!("--filename={a}"),
+                "--name=b",
+                &format!("--filename={b}"),
+                "--output-format=json",
+            ]
+            .iter()
+            .map(|x| x.to_string())
+            .collect();
+            if program != "fio" {
+                args.insert(0, "bench".into());
+                args.push("--no-progress".into());
+            }
+            run(program, &args);
+            let (da, db) = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+            let (copies, zeroes, sa) = dedupe_and_zeroes(&da);
+            let (_, _, sb) = dedupe_and_zeroes(&db);
+            got.push((who, copies, zeroes, sa.intersection(&sb).count()));
+        }
+        let what =
+            format!("dedupe_mode={mode} dedupe_global={global}: (who, % copies, % zero bytes, blocks shared) {got:?}");
+        let (f, o) = (got[0], got[1]);
+        // 1024 draws of a 50% coin: a spread of 1.6 points; both within 6 of each other.
+        assert!((f.1 - o.1).abs() < 6.0, "{what}");
+        assert!((f.2 - 25.0).abs() < 2.0 && (o.2 - 25.0).abs() < 2.0, "{what}");
+        if global == "1" {
+            assert!(f.3 > 80 && o.3 > 80 && f.3 <= 103 && o.3 <= 103, "{what}");
+        } else {
+            assert!(f.3 == 0 && o.3 == 0, "{what}");
+        }
+    }
+}

@@ -281,14 +281,23 @@ pub fn crc64_append(mut crc: u64, data: &[u8]) -> u64 {
 }
 
 /// Parses `verify_pattern` (fio's syntax, without `%o`): hex numbers `0x…` (bytes in the
-/// order written), decimal numbers (little-endian, 1 to 4 bytes as wide as the value) and
-/// `"quoted strings"`, one after the other.
+/// order written), decimal numbers (little-endian, 1 to 4 bytes as wide as the value),
+/// `"quoted strings"` and `'file names'` (the file's bytes), one after the other.
 pub fn parse_pattern(s: &str) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
     let mut rest = s.trim();
     while !rest.is_empty() {
-        if let Some(r) = rest.strip_prefix('"').or_else(|| rest.strip_prefix('\'')) {
-            let q = rest.as_bytes()[0] as char;
+        if let Some(r) = rest.strip_prefix('\'') {
+            // fio's parse_file: 'NAME' is a file whose bytes (up to the pattern's room)
+            // are the pattern.
+            let end = r.find('\'').ok_or_else(|| format!("a closing ' in '{s}'"))?;
+            let name = &r[..end];
+            let mut data = std::fs::read(name).map_err(|e| format!("the pattern file '{name}': {e}"))?;
+            data.truncate(512 - out.len().min(512));
+            out.extend_from_slice(&data);
+            rest = r[end + 1..].trim_start();
+        } else if let Some(r) = rest.strip_prefix('"') {
+            let q = '"';
             let end = r.find(q).ok_or_else(|| format!("a closing {q} in '{s}'"))?;
             out.extend_from_slice(&r.as_bytes()[..end]);
             rest = r[end + 1..].trim_start();
@@ -459,6 +468,13 @@ mod tests {
         assert_eq!(parse_pattern("0xf").unwrap(), [0x0f]);
         assert!(parse_pattern("%o").unwrap_err().contains("not run"));
         assert!(parse_pattern("\"open").unwrap_err().contains("closing"));
+        // 'NAME' is a file's contents, as in fio (not a string).
+        let f = std::env::temp_dir().join(format!("ioswitch-pattern-{}", std::process::id()));
+        std::fs::write(&f, b"\x01\x02xyz").unwrap();
+        assert_eq!(parse_pattern(&format!("0xff'{}'", f.display())).unwrap(), [0xff, 1, 2, b'x', b'y', b'z']);
+        std::fs::remove_file(&f).unwrap();
+        let e = parse_pattern("'/nonexistent/pattern'").unwrap_err();
+        assert!(e.contains("the pattern file '/nonexistent/pattern'"), "{e}");
         assert!(parse_pattern("zz").unwrap_err().contains("at 'zz'"));
         let mut b = vec![0u8; 512];
         fill_with(Verify::Pattern, Some(&p), &mut b, 0, 1);

@@ -26,10 +26,19 @@ fn buffer_pattern_leaves_the_same_file_as_fio() {
     let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-buffers");
     // A 7-byte pattern (hex, string and decimal together) that does not divide the
     // block: fio starts it over at every buffer's start, so every 4 KiB block is the same.
-    for (pattern, rw) in [("0xdead\"xyz\"258", "write"), ("0x01", "randwrite"), ("\"ab\"0x0a", "readwrite")] {
+    // 'NAME' is a file's bytes (fio's parse_file).
+    let pattern_file = s.path("pattern");
+    std::fs::write(&pattern_file, b"\x07file\x00").unwrap();
+    let from_file = format!("0x99'{pattern_file}'");
+    for (pattern, rw) in [
+        ("0xdead\"xyz\"258", "write"),
+        ("0x01", "randwrite"),
+        ("\"ab\"0x0a", "readwrite"),
+        (from_file.as_str(), "write"),
+    ] {
         let mut files = Vec::new();
         for program in ["fio", env!("CARGO_BIN_EXE_ioswitch")] {
-            let data = s.path(&format!("{}-{rw}", if program == "fio" { "fio" } else { "ours" }));
+            let data = s.path(&format!("{}-{rw}-{}", if program == "fio" { "fio" } else { "ours" }, pattern.len()));
             let mut args: Vec<String> = [
                 "--name=p",
                 &format!("--filename={data}"),

@@ -626,6 +626,9 @@ struct Run<'a> {
     last_done: u64,
     /// Random data for `refill_buffers`.
     refill: Rng,
+    /// Write buffers' contents under `buffer_compress_*` and `dedupe_*` (every write
+    /// gets new contents, as fio turns `refill_buffers` on for them).
+    bufgen: Option<crate::dedupe::Buffers>,
     /// The rate limiter, if the job is rated; `paced_from_ramp`: restarted at the ramp's end.
     pacer: Option<crate::load::Pacer>,
     paced_from_ramp: bool,
@@ -1072,6 +1075,43 @@ impl<'a> Run<'a> {
     /// one the job goes on after (fio's `continue_on_error`: only EIO and EILSEQ, its
     /// default `ignore_error`; a verify failure with `verify_fatal` never); if so, counts
     /// it as fio's `total_err` / `first_error`.
+    /// The bytes of a block each verify header covers (fio's `verify_interval` settled
+    /// as fio settles it, [`verify::interval`]).
+    fn verify_interval(&self) -> usize {
+        let j = self.job;
+        verify::interval(j.shapes.verify_interval, j.bs[1], j.bs[0], j.rw.reads()) as usize
+    }
+
+    /// `verify_dump`: the block that failed its check (and the one expected) into files
+    /// in the working directory, as fio names them (no `--aux-path`); returns the words for the error
+    /// (`; received data dumped as …`), empty without `verify_dump`. Each dump is also
+    /// said on stderr, as fio logs it, since a job that goes on after the failure has no
+    /// error to carry it.
+    fn dump_bad_block(&self, block: &[u8], offset: u64, why: &crate::error::VerifyError) -> String {
+        if !self.job.behaviour.verify_dump {
+            return String::new();
+        }
+        let pattern = self.job.shapes.verify_pattern.as_deref();
+        let said = match verify::dump(
+            std::path::Path::new(""),
+            self.dev.uri(),
+            self.job.verify,
+            pattern,
+            block,
+            offset,
+            why,
+        ) {
+            Ok(files) => {
+                files.iter().map(|(what, p)| format!("{what} data dumped as {}", p.display())).collect::<Vec<_>>()
+            }
+            Err(e) => vec![format!("verify_dump: {e}")],
+        };
+        for line in &said {
+            eprintln!("{}: {line}", self.job.name);
+        }
+        format!("; {}", said.join(", "))
+    }
+
     fn goes_on_after(&mut self, write: bool, verify: bool, errno: i32) -> bool {
         let b = &self.job.behaviour;
         let c = b.continue_on_error;
@@ -1102,7 +1142,15 @@ impl<'a> Run<'a> {
     }
 
     fn fill(&mut self, buf: &mut Buffer, offset: u64) {
-        if self.job.behaviour.refill_buffers && self.job.verify == Verify::None {
+        if let Some(g) = self.bufgen.as_mut().filter(|_| self.job.verify == Verify::None) {
+            g.fill(buf, self.job.bs[1]);
+        } else if let Some(p) = self.job.shapes.buffer_pattern.as_deref().filter(|_| self.job.verify == Verify::None) {
+            // fio's buffer_pattern in a job that reads (or refill_buffers): the reads may
+            // have overwritten the buffer, so the pattern goes back before every write.
+            if self.job.rw.reads() || self.job.behaviour.refill_buffers {
+                fill_pattern(buf, p);
+            }
+        } else if self.job.behaviour.refill_buffers && self.job.verify == Verify::None {
             // fio's refill_buffers: new random contents before every write.
             for chunk in buf.chunks_mut(8) {
                 let r = self.refill.next().to_le_bytes();
@@ -1112,7 +1160,8 @@ impl<'a> Run<'a> {
         if self.job.verify != Verify::None {
             self.verify_seq += 1;
             let pattern = self.job.shapes.verify_pattern.as_deref();
-            verify::fill_with(self.job.verify, pattern, buf, offset, self.job.seed ^ self.verify_seq);
+            let vi = self.verify_interval();
+            verify::fill_pieces(self.job.verify, pattern, buf, offset, self.job.seed ^ self.verify_seq, vi);
             let bs = self.job.bs[1];
             set_block(&mut self.written, (offset - self.base) / bs, true);
         }
@@ -1321,6 +1370,24 @@ pub fn run_job_slot(job: &Job, instance: u32, devs: &[&Device], progress: &Progr
         first_done: 0,
         last_done: 0,
         refill: Rng::new(job.seed ^ salt ^ 0xF111),
+        bufgen: job.shapes.buffers.active().then(|| {
+            let size = job.size.unwrap_or(0);
+            // fio seeds every job's buffers apart (by its thread number): two jobs with
+            // the same options write different pages here too (by name and file).
+            let who = job
+                .name
+                .bytes()
+                .chain([0])
+                .chain(job.filename.bytes())
+                .fold(0xCBF2_9CE4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3));
+            crate::dedupe::Buffers::new(
+                &job.shapes.buffers,
+                job.shapes.buffer_pattern.as_deref(),
+                job.seed ^ salt ^ who,
+                size,
+                job.bs[1],
+            )
+        }),
         pacer: crate::load::Pacer::new(&job.load, job.bs, job.seed ^ salt, t0),
         paced_from_ramp: job.ramp.is_zero(),
         thinker: crate::load::Thinker::new(&job.load, t0),
@@ -1466,6 +1533,13 @@ fn pin(cpus: &[usize]) {
     }
 }
 
+/// `pattern` repeated over `buf` from its start (fio's `fill_pattern`).
+fn fill_pattern(buf: &mut [u8], pattern: &[u8]) {
+    for (b, x) in buf.iter_mut().zip(pattern.iter().cycle()) {
+        *b = *x;
+    }
+}
+
 fn alloc_buffers(run: &mut Run, n: u32) -> Option<Vec<Buffer>> {
     let j = run.job;
     let len = j.shapes.bs_bounds(0, j.bs[0]).1.max(j.shapes.bs_bounds(1, j.bs[1]).1) as usize;
@@ -1474,10 +1548,16 @@ fn alloc_buffers(run: &mut Run, n: u32) -> Option<Vec<Buffer>> {
     for _ in 0..n {
         match run.dev.alloc(len) {
             Ok(mut b) => {
-                // fio fills write buffers with random data once (refill_buffers off).
-                for chunk in b.chunks_mut(8) {
-                    let r = rng.next().to_le_bytes();
-                    chunk.copy_from_slice(&r[..chunk.len()]);
+                // fio fills write buffers with random data once (refill_buffers off),
+                // or with buffer_pattern repeated from the buffer's start.
+                match j.shapes.buffer_pattern.as_deref() {
+                    Some(p) => fill_pattern(&mut b, p),
+                    None => {
+                        for chunk in b.chunks_mut(8) {
+                            let r = rng.next().to_le_bytes();
+                            chunk.copy_from_slice(&r[..chunk.len()]);
+                        }
+                    }
                 }
                 v.push(b)
             }
@@ -2136,9 +2216,12 @@ fn verify_blocks_async(run: &mut Run, bs: u64, blocks: &[u64]) {
                 d.lat.record(complete - start);
             }
             let buf = slots[s as usize].0.as_ref().expect("a reaped slot holds its buffer");
-            if let Err(why) = verify::check_with(run.job.verify, run.job.shapes.verify_pattern.as_deref(), buf, off) {
+            let (pattern, vi) = (run.job.shapes.verify_pattern.as_deref(), run.verify_interval());
+            if let Err((at, len, why)) = verify::check_pieces(run.job.verify, pattern, buf, off, vi) {
+                let off = off + at as u64;
+                let dumped = run.dump_bad_block(&buf[at..at + len], off, &why);
                 if !run.goes_on_after(false, true, libc::EILSEQ) {
-                    run.fail(libc::EILSEQ, format!("verify: bad block at offset {off}: {why}"));
+                    run.fail(libc::EILSEQ, format!("verify: bad block at offset {off}: {why}{dumped}"));
                 }
                 continue;
             }
@@ -2224,11 +2307,14 @@ fn verify_blocks(run: &mut Run, bs: u64, blocks: impl IntoIterator<Item = u64>, 
             run.res.read.clat.record(took);
             run.res.read.lat.record(took);
         }
-        if let Err(why) = verify::check_with(run.job.verify, run.job.shapes.verify_pattern.as_deref(), &buf, off) {
+        let (pattern, vi) = (run.job.shapes.verify_pattern.as_deref(), run.verify_interval());
+        if let Err((at, len, why)) = verify::check_pieces(run.job.verify, pattern, &buf, off, vi) {
+            let off = off + at as u64;
+            let dumped = run.dump_bad_block(&buf[at..at + len], off, &why);
             if run.goes_on_after(false, true, libc::EILSEQ) {
                 continue;
             }
-            return run.fail(libc::EILSEQ, format!("verify: bad block at offset {off}: {why}"));
+            return run.fail(libc::EILSEQ, format!("verify: bad block at offset {off}: {why}{dumped}"));
         }
         run.res.verified += 1;
     }
@@ -2615,6 +2701,36 @@ mod run_tests {
         assert_eq!(r.error, libc::EINVAL);
         let msg = r.error_msg.unwrap_or_default();
         assert!(msg.starts_with("job 't': numa_cpu_nodes: read the CPUs of node 65000"), "{msg}");
+    }
+
+    #[test]
+    fn buffer_pattern_is_in_every_written_block_from_its_start() {
+        let s = scratch("bufpat");
+        // A pattern whose length does not divide the block: each block starts over.
+        let pattern = vec![0xde, 0xad, 0x01];
+        for rw in [Rw::Write, Rw::ReadWrite] {
+            let path = s.file(&format!("f{rw:?}"), 1 << 18);
+            std::fs::write(&path, vec![0x77u8; 1 << 18]).unwrap();
+            let mut j = job(&path, "", Mode::Sync, rw, 1);
+            j.size = Some(1 << 18);
+            j.shapes.buffer_pattern = Some(pattern.clone());
+            let r = run(&j);
+            assert_eq!(r.error, 0);
+            assert!(rw == Rw::Write || r.read.bytes > 0, "{rw:?} read nothing");
+            let data = std::fs::read(&path).unwrap();
+            let mut written = 0;
+            for block in data.chunks(4096) {
+                if block.iter().all(|&b| b == 0x77) {
+                    continue; // not written
+                }
+                written += 1;
+                for (i, b) in block.iter().enumerate() {
+                    assert_eq!(*b, pattern[i % 3], "{rw:?}: byte {i} of a written block");
+                }
+            }
+            // Each write went to a block of its own (sequential): every one holds the pattern.
+            assert_eq!(written, r.write.ios, "{rw:?}: blocks holding the pattern");
+        }
     }
 
     #[test]

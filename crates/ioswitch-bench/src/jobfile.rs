@@ -553,6 +553,9 @@ pub struct Behaviour {
     pub disable_bw: bool,
     /// `verify_fatal`: a verify failure ends the job even with `continue_on_error=verify`.
     pub verify_fatal: bool,
+    /// `verify_dump`: a block that fails its check is written to files named as fio
+    /// names them ([`crate::verify::dump`]), in the working directory.
+    pub verify_dump: bool,
     /// `continue_on_error`.
     pub continue_on_error: ContinueOn,
     /// `random_generator`.
@@ -614,6 +617,7 @@ impl Default for Behaviour {
             disable_lat: false,
             disable_bw: false,
             verify_fatal: false,
+            verify_dump: false,
             continue_on_error: ContinueOn::default(),
             random_generator: RandomGenerator::default(),
             unified_rw_reporting: UnifiedRw::default(),
@@ -962,6 +966,15 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("steadystate", &["ss"], Kind::Value),
     ("steadystate_duration", &["ss_dur"], Kind::Value),
     ("steadystate_ramp_time", &["ss_ramp"], Kind::Value),
+    ("buffer_pattern", &[], Kind::Value),
+    ("verify_dump", &[], Kind::Bool),
+    ("verify_interval", &[], Kind::Value),
+    ("buffer_compress_percentage", &[], Kind::Value),
+    ("buffer_compress_chunk", &[], Kind::Value),
+    ("dedupe_percentage", &[], Kind::Value),
+    ("dedupe_mode", &[], Kind::Value),
+    ("dedupe_working_set_percentage", &[], Kind::Value),
+    ("dedupe_global", &[], Kind::Bool),
 ];
 
 /// Options that only some engines have, besides fio's names of the library's interface
@@ -1545,6 +1558,7 @@ impl JobSpec {
             "allow_file_create" => b.allow_file_create = val.flag()?,
             "create_on_open" => b.create_on_open = val.flag()?,
             "refill_buffers" => b.refill_buffers = val.flag()?,
+            "verify_dump" => b.verify_dump = val.flag()?,
             "exitall" => b.exitall = val.flag()?,
             "exit_what" => {
                 b.exit_what = match val.value("group, stonewall or all")? {
@@ -1874,6 +1888,33 @@ impl JobSpec {
                     crate::verify::parse_pattern(val.value(EXPECT)?).map_err(|e| val.bad(&format!("{EXPECT}: {e}")))?;
                 sh.verify_pattern = Some(p);
             }
+            "buffer_pattern" => {
+                // fio's buffer_pattern takes verify_pattern's syntax without formats (%o).
+                const EXPECT: &str = "a pattern of hex numbers (0x…), decimal numbers and \"quoted strings\"";
+                let p =
+                    crate::verify::parse_pattern(val.value(EXPECT)?).map_err(|e| val.bad(&format!("{EXPECT}: {e}")))?;
+                sh.buffer_pattern = Some(p);
+            }
+            "verify_interval" => {
+                // fio's minval: twice its verify header (80 bytes; ours is 40).
+                const EXPECT: &str = "a size of at least 80 bytes (fio's minimum)";
+                sh.verify_interval =
+                    parse_bytes(val.value(EXPECT)?).filter(|&v| v >= 80).ok_or_else(|| val.bad(EXPECT))?;
+            }
+            "buffer_compress_percentage" => sh.buffers.compress_percentage = val.percent()?,
+            "buffer_compress_chunk" => {
+                sh.buffers.compress_chunk = parse_bytes(val.value(EXPECT_SIZE)?).ok_or_else(|| val.bad(EXPECT_SIZE))?
+            }
+            "dedupe_percentage" => sh.buffers.dedupe_percentage = val.percent()?,
+            "dedupe_mode" => {
+                sh.buffers.dedupe_mode = match val.value("repeat or working_set")? {
+                    "repeat" => crate::dedupe::DedupeMode::Repeat,
+                    "working_set" => crate::dedupe::DedupeMode::WorkingSet,
+                    _ => return Err(val.bad("repeat or working_set")),
+                }
+            }
+            "dedupe_working_set_percentage" => sh.buffers.working_set_percentage = val.percent()?,
+            "dedupe_global" => sh.buffers.global = val.flag()?,
             "verify_backlog" => sh.verify_backlog = val.count(0)?,
             "zonerange" => {
                 sh.zone_range =
@@ -1975,6 +2016,25 @@ impl JobSpec {
         }
         if self.verify == Verify::Pattern && self.shapes.verify_pattern.is_none() {
             return Err(self.error_at("verify", "verify=pattern needs a verify_pattern"));
+        }
+        let bufs = &self.shapes.buffers;
+        if bufs.dedupe_percentage > 0 && bufs.dedupe_mode == crate::dedupe::DedupeMode::WorkingSet {
+            // fio's checks (init.c), in its words.
+            if self.origin("size").is_none() {
+                return Err(self.error_at("dedupe_mode", "pregenerated dedupe working set requires size to be set"));
+            }
+            if self.behaviour.nrfiles != 1 || self.filename.len() > 1 {
+                return Err(self.error_at("dedupe_mode", "dedupe working set mode supported with single file per job"));
+            }
+            if bufs.working_set_percentage + bufs.dedupe_percentage > 100 {
+                return Err(self.error_at(
+                    "dedupe_working_set_percentage",
+                    format!(
+                        "impossible to reach expected dedupe percentage {} since {} percentage of size is reserved to dedupe working set (those are unique pages)",
+                        bufs.dedupe_percentage, bufs.working_set_percentage
+                    ),
+                ));
+            }
         }
         if self.verify != Verify::None && self.shapes.bs[1] != BlockSizes::Bs {
             let opt = if self.origin("bssplit").is_some() { "bssplit" } else { "bsrange" };
@@ -3392,6 +3452,43 @@ mod tests {
         assert_eq!(one("[j]\nverify=md5\nverify_pattern=1\n").verify, Verify::Md5);
         let e = err("[j]\nverify=pattern\n");
         assert!(e.starts_with("job.fio:2: job 'j': verify=pattern needs a verify_pattern"), "{e}");
+        assert!(one("[j]\nverify=crc32c\nverify_dump=1\n").behaviour.verify_dump);
+        assert!(!one("[j]\nverify=crc32c\n").behaviour.verify_dump, "fio's default is off");
+        assert!(err("[j]\nverify_dump=2\n").contains("option 'verify_dump'"));
+        let j = one("[j]\nbs=64k\nverify=meta\nverify_pattern=0xaa555aa5\nverify_interval=512\n");
+        assert_eq!(j.shapes.verify_interval, 512);
+        assert_eq!(one("[j]\nverify=md5\nverify_interval=1k\n").shapes.verify_interval, 1024);
+        let e = err("[j]\nverify=md5\nverify_interval=0\n");
+        assert!(
+            e.starts_with("job.fio:3: bad value '0' for option 'verify_interval'") && e.contains("at least 80"),
+            "{e}"
+        );
+        one("[j]\nverify=md5\nverify_interval=80\n");
+        assert!(err("[j]\nverify_interval=x\n").contains("option 'verify_interval'"));
+        let j = one("[j]\nsize=100m\ndedupe_mode=working_set\ndedupe_global=1\ndedupe_percentage=50\nbuffer_compress_percentage=50\ndedupe_working_set_percentage=50\nbuffer_compress_chunk=1k\n");
+        let b = &j.shapes.buffers;
+        assert_eq!(
+            (b.dedupe_mode, b.global, b.dedupe_percentage, b.compress_percentage),
+            (crate::dedupe::DedupeMode::WorkingSet, true, 50, 50)
+        );
+        assert_eq!((b.working_set_percentage, b.compress_chunk), (50, 1024));
+        let d = one("[j]\n").shapes.buffers;
+        assert_eq!(
+            (d.dedupe_mode, d.working_set_percentage, d.compress_chunk, d.active()),
+            (crate::dedupe::DedupeMode::Repeat, 5, 512, false)
+        );
+        assert!(err("[j]\ndedupe_mode=sometimes\n").contains("expected repeat or working_set"));
+        assert!(err("[j]\ndedupe_percentage=101\n").contains("option 'dedupe_percentage'"));
+        let e = err("[j]\ndedupe_mode=working_set\ndedupe_percentage=50\n");
+        assert!(e.contains("working set requires size to be set"), "{e}");
+        let e = err("[j]\nsize=1m\ndedupe_mode=working_set\ndedupe_percentage=60\ndedupe_working_set_percentage=50\n");
+        assert!(e.starts_with("job.fio:5: job 'j': impossible to reach expected dedupe percentage 60"), "{e}");
+        let j = one("[j]\nbuffer_pattern=0x01\"ab\"258\n");
+        assert_eq!(j.shapes.buffer_pattern.as_deref(), Some(&[0x01, b'a', b'b', 0x02, 0x01][..]));
+        assert_eq!(j.verify, Verify::None, "buffer_pattern is no verify_pattern");
+        let e = err("[j]\nbuffer_pattern=%o\n");
+        assert!(e.starts_with("job.fio:2: bad value '%o' for option 'buffer_pattern'") && e.contains("not run"), "{e}");
+        assert!(err("[j]\nbuffer_pattern=0x\n").contains("hex digits after 0x"));
         let e = err("[j]\nverify_pattern=%o\n");
         assert!(e.starts_with("job.fio:2: bad value '%o' for option 'verify_pattern'") && e.contains("not run"), "{e}");
     }

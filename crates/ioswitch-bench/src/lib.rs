@@ -15,6 +15,7 @@
 #![deny(missing_docs)]
 
 pub mod compare;
+pub mod dedupe;
 pub mod dist;
 pub mod engine;
 pub mod error;

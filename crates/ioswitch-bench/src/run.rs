@@ -313,12 +313,15 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
     let min_bs = spec.shapes.bs_bounds(0, spec.bs.read).0.min(spec.shapes.bs_bounds(1, spec.bs.write).0);
     let filesize =
         crate::shapes::file_size(spec.filesize, spec.shapes.filesize_high, min_bs, spec.randseed.unwrap_or(0));
+    // fio lays a file out for each of the job's clones to fit its region: with
+    // offset_increment the last clone's region ends furthest.
+    let last_increment = u64::from(spec.numjobs.max(1) - 1).saturating_mul(spec.shapes.offset_increment);
     let want_file = filesize.or(match spec.size {
         Some(SizeSpec::Bytes(b)) => Some(
             b + match spec.offset {
                 SizeSpec::Bytes(o) => o,
                 SizeSpec::Percent(_) => 0,
-            },
+            } + last_increment,
         ),
         _ => None,
     });
@@ -352,7 +355,14 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
     } else if regular {
         let cur = path.metadata().map(|m| m.len()).unwrap_or(0);
         match want_file {
-            Some(w) if w > cur => lay_out(path, cur, w, say).map_err(|source| BenchError::LayOut {
+            Some(w) if w > cur => {
+                // fio lays a file out with its write buffers' contents, a buffer_pattern
+                // started over every largest write block.
+                let bs = spec.shapes.bs_bounds(1, spec.bs.write).1 as usize;
+                let pattern = spec.shapes.buffer_pattern.as_deref().map(|p| (p, bs));
+                lay_out(path, cur, w, pattern, say)
+            }
+            .map_err(|source| BenchError::LayOut {
                 at: At::new(spec, "filename"),
                 filename: filename.clone(),
                 source,
@@ -534,18 +544,37 @@ fn invalidate(path: &str, offset: u64, len: u64) -> std::io::Result<()> {
 }
 
 /// Writes data into a file from `from` to `to` bytes, so reads measure real data (fio
-/// lays files out the same way), in 1 MiB chunks.
-fn lay_out(path: &std::path::Path, from: u64, to: u64, say: &mut dyn FnMut(&str)) -> std::io::Result<()> {
+/// lays files out the same way), in 1 MiB chunks; with `pattern` (`buffer_pattern`, and
+/// the block it starts over at), that pattern.
+fn lay_out(
+    path: &std::path::Path,
+    from: u64,
+    to: u64,
+    pattern: Option<(&[u8], usize)>,
+    say: &mut dyn FnMut(&str),
+) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
     say(&format!("Laying out IO file {} ({} bytes)", path.display(), to));
     let f = std::fs::OpenOptions::new().create(true).write(true).truncate(false).open(path)?;
     let mut chunk = vec![0u8; 1 << 20];
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    for c in chunk.chunks_mut(8) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        c.copy_from_slice(&x.to_le_bytes()[..c.len()]);
+    match pattern.filter(|(p, bs)| !p.is_empty() && *bs > 0) {
+        Some((p, bs)) => {
+            chunk.resize(bs * (chunk.len() / bs).max(1), 0);
+            for block in chunk.chunks_mut(bs) {
+                for (b, x) in block.iter_mut().zip(p.iter().cycle()) {
+                    *b = *x;
+                }
+            }
+        }
+        None => {
+            let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+            for c in chunk.chunks_mut(8) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                c.copy_from_slice(&x.to_le_bytes()[..c.len()]);
+            }
+        }
     }
     let mut pos = from;
     while pos < to {

@@ -87,6 +87,15 @@ pub struct Shapes {
     /// `verify_pattern`: the bytes written (and, with `verify=pattern`, checked) in
     /// every block's payload.
     pub verify_pattern: Option<Vec<u8>>,
+    /// `buffer_pattern`: every write buffer holds these bytes repeated from its start
+    /// (fio's `fill_buffer_pattern`); a job that also reads refills its write buffers
+    /// with the pattern before every write (fio turns `refill_buffers` on).
+    pub buffer_pattern: Option<Vec<u8>>,
+    /// `buffer_compress_*` and `dedupe_*`: what write buffers hold ([`crate::dedupe`]).
+    pub buffers: crate::dedupe::BufferShape,
+    /// `verify_interval`: a verify header every this many bytes of a block (0, fio's
+    /// default: one per block); settled as fio settles it by [`crate::verify::interval`].
+    pub verify_interval: u64,
     /// `verify_backlog`: verify the written blocks every N writes; 0: at the end only.
     pub verify_backlog: u64,
     /// `verify_backlog_batch`: how many of those to verify (0: all of them).

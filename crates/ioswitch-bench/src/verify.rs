@@ -111,6 +111,54 @@ pub fn fill_with(kind: Verify, pattern: Option<&[u8]>, block: &mut [u8], offset:
     block[24..40].copy_from_slice(&d);
 }
 
+/// fio's `verify_interval` as its `fixup_options` settles it for a job whose blocks
+/// have one size: `option` (0: unset) above the write block size is that size (or, in a
+/// job that reads, above the read block size, that one); an interval that is 0 or does
+/// not divide the write block size is the block size. Each piece of that many bytes of a
+/// block has its own header.
+pub fn interval(option: u64, bs_write: u64, bs_read: u64, reads: bool) -> u64 {
+    let mut vi = option;
+    if vi > bs_write {
+        vi = bs_write;
+    } else if reads && vi > bs_read {
+        vi = bs_read;
+    }
+    if vi == 0 || bs_write % vi != 0 {
+        vi = bs_write;
+    }
+    vi
+}
+
+/// [`fill_with`] for each `interval`-byte piece of `block` (at its own offset, with its
+/// own seed); an interval of 0, or one not below the block's length, is the block.
+/// `verify=pattern` has no header: the pattern fills the block.
+pub fn fill_pieces(kind: Verify, pattern: Option<&[u8]>, block: &mut [u8], offset: u64, seed: u64, interval: usize) {
+    if interval == 0 || interval >= block.len() || kind == Verify::Pattern {
+        return fill_with(kind, pattern, block, offset, seed);
+    }
+    for (i, piece) in block.chunks_mut(interval).enumerate() {
+        fill_with(kind, pattern, piece, offset + (i * interval) as u64, seed.wrapping_add(i as u64));
+    }
+}
+
+/// [`check_with`] for each piece [`fill_pieces`] wrote; the error comes with the
+/// piece's start within the block and its length.
+pub fn check_pieces(
+    kind: Verify,
+    pattern: Option<&[u8]>,
+    block: &[u8],
+    offset: u64,
+    interval: usize,
+) -> Result<(), (usize, usize, VerifyError)> {
+    if interval == 0 || interval >= block.len() || kind == Verify::Pattern {
+        return check_with(kind, pattern, block, offset).map_err(|e| (0, block.len(), e));
+    }
+    for (i, piece) in block.chunks(interval).enumerate() {
+        check_with(kind, pattern, piece, offset + (i * interval) as u64).map_err(|e| (i * interval, piece.len(), e))?;
+    }
+    Ok(())
+}
+
 /// Checks a block read back from byte `offset`; says what is wrong when it is.
 pub fn check(kind: Verify, block: &[u8], offset: u64) -> Result<(), VerifyError> {
     check_with(kind, None, block, offset)
@@ -177,6 +225,53 @@ const CRC64_TABLE: [u64; 256] = {
     t
 };
 
+/// `verify_dump`: writes a block that failed its check to files named as fio names them
+/// (`verify.c`'s `dump_buf`), in `dir`: `BASENAME.OFFSET.hdr_fail` (the block read) when
+/// its header is wrong, else `BASENAME.OFFSET.received` (the block read) and
+/// `BASENAME.OFFSET.expected` (the block regenerated from the seed its header stores, or
+/// the pattern). `BASENAME` is the file's name without its directories. Returns what each
+/// file is and its path, as fio's "`TYPE` data dumped as `PATH`" says, or why one could
+/// not be written.
+pub fn dump(
+    dir: &std::path::Path,
+    file: &str,
+    kind: Verify,
+    pattern: Option<&[u8]>,
+    block: &[u8],
+    offset: u64,
+    why: &VerifyError,
+) -> Result<Vec<(&'static str, std::path::PathBuf)>, String> {
+    let base = std::path::Path::new(file).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let header_wrong = matches!(
+        why,
+        VerifyError::Short { .. }
+            | VerifyError::NoHeader { .. }
+            | VerifyError::Length { .. }
+            | VerifyError::Offset { .. }
+    );
+    let mut files: Vec<(&'static str, Vec<u8>)> = Vec::new();
+    if header_wrong {
+        files.push(("hdr_fail", block.to_vec()));
+    } else {
+        files.push(("received", block.to_vec()));
+        let mut want = vec![0u8; block.len()];
+        let seed = if kind == Verify::Pattern || block.len() < 24 {
+            0
+        } else {
+            u64::from_le_bytes(block[16..24].try_into().expect("8 bytes"))
+        };
+        fill_with(kind, pattern, &mut want, offset, seed);
+        files.push(("expected", want));
+    }
+    let mut out = Vec::new();
+    for (what, data) in files {
+        let path = dir.join(format!("{base}.{offset}.{what}"));
+        std::fs::write(&path, data).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        out.push((what, path));
+    }
+    Ok(out)
+}
+
 /// fio's `crc64` (initial value 0, no final xor) continued over `data`.
 pub fn crc64_append(mut crc: u64, data: &[u8]) -> u64 {
     for &b in data {
@@ -186,14 +281,23 @@ pub fn crc64_append(mut crc: u64, data: &[u8]) -> u64 {
 }
 
 /// Parses `verify_pattern` (fio's syntax, without `%o`): hex numbers `0x…` (bytes in the
-/// order written), decimal numbers (little-endian, 1 to 4 bytes as wide as the value) and
-/// `"quoted strings"`, one after the other.
+/// order written), decimal numbers (little-endian, 1 to 4 bytes as wide as the value),
+/// `"quoted strings"` and `'file names'` (the file's bytes), one after the other.
 pub fn parse_pattern(s: &str) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
     let mut rest = s.trim();
     while !rest.is_empty() {
-        if let Some(r) = rest.strip_prefix('"').or_else(|| rest.strip_prefix('\'')) {
-            let q = rest.as_bytes()[0] as char;
+        if let Some(r) = rest.strip_prefix('\'') {
+            // fio's parse_file: 'NAME' is a file whose bytes (up to the pattern's room)
+            // are the pattern.
+            let end = r.find('\'').ok_or_else(|| format!("a closing ' in '{s}'"))?;
+            let name = &r[..end];
+            let mut data = std::fs::read(name).map_err(|e| format!("the pattern file '{name}': {e}"))?;
+            data.truncate(512 - out.len().min(512));
+            out.extend_from_slice(&data);
+            rest = r[end + 1..].trim_start();
+        } else if let Some(r) = rest.strip_prefix('"') {
+            let q = '"';
             let end = r.find(q).ok_or_else(|| format!("a closing {q} in '{s}'"))?;
             out.extend_from_slice(&r.as_bytes()[..end]);
             rest = r[end + 1..].trim_start();
@@ -233,6 +337,72 @@ pub fn parse_pattern(s: &str) -> Result<Vec<u8>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_interval_is_settled_as_fio_settles_it() {
+        assert_eq!(interval(512, 65536, 65536, false), 512);
+        assert_eq!(interval(0, 4096, 4096, false), 4096, "unset: one header per block");
+        assert_eq!(interval(8192, 4096, 4096, false), 4096, "above the block: the block");
+        assert_eq!(interval(1000, 4096, 4096, false), 4096, "not dividing the block: the block");
+        assert_eq!(interval(4096, 8192, 2048, true), 2048, "a reading job: not above the read size");
+        assert_eq!(interval(4096, 8192, 2048, false), 4096);
+    }
+
+    #[test]
+    fn an_interval_puts_a_header_in_every_piece_and_finds_a_corruption_inside_a_block() {
+        for kind in [Verify::Meta, Verify::Crc32c] {
+            let mut b = vec![0u8; 4096];
+            fill_pieces(kind, Some(&[0xaa, 0x55]), &mut b, 65536, 9, 512);
+            assert!(check_pieces(kind, Some(&[0xaa, 0x55]), &b, 65536, 512).is_ok(), "{kind:?}");
+            for i in 0..8 {
+                assert_eq!(&b[i * 512..i * 512 + 4], b"IOSW", "{kind:?}: piece {i} has a header");
+                assert_eq!(
+                    u64::from_le_bytes(b[i * 512 + 8..i * 512 + 16].try_into().unwrap()),
+                    65536 + i as u64 * 512
+                );
+            }
+            // A byte of the fourth piece's header: only a header per piece sees it with
+            // verify=meta (a whole block's header does not cover it).
+            b[3 * 512 + 10] ^= 1;
+            let (at, len, why) = check_pieces(kind, None, &b, 65536, 512).unwrap_err();
+            assert_eq!((at, len), (1536, 512), "{kind:?}: {why}");
+            assert!(matches!(why, VerifyError::Offset { .. }), "{kind:?}: {why}");
+        }
+        let mut whole = vec![0u8; 4096];
+        fill_pieces(Verify::Meta, None, &mut whole, 0, 9, 0);
+        whole[3 * 512 + 10] ^= 1;
+        assert!(
+            check_pieces(Verify::Meta, None, &whole, 0, 0).is_ok(),
+            "meta without an interval: the payload is not checked"
+        );
+    }
+
+    #[test]
+    fn dump_names_the_files_as_fio_and_holds_the_blocks() {
+        let dir = std::env::temp_dir().join(format!("ioswitch-verify-dump-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut good = vec![0u8; 4096];
+        fill(Verify::Crc32c, &mut good, 8192, 77);
+        let mut bad = good.clone();
+        bad[1000] ^= 1;
+        let why = check(Verify::Crc32c, &bad, 8192).unwrap_err();
+        let files = dump(&dir, "/some/dir/f.dat", Verify::Crc32c, None, &bad, 8192, &why).unwrap();
+        let names: Vec<_> =
+            files.iter().map(|(w, p)| (*w, p.file_name().unwrap().to_string_lossy().into_owned())).collect();
+        assert_eq!(
+            names,
+            [("received", "f.dat.8192.received".to_string()), ("expected", "f.dat.8192.expected".to_string())]
+        );
+        assert!(std::fs::read(&files[0].1).unwrap() == bad && std::fs::read(&files[1].1).unwrap() == good);
+        bad[0] ^= 1; // the magic: a header failure
+        let why = check(Verify::Crc32c, &bad, 8192).unwrap_err();
+        let files = dump(&dir, "f.dat", Verify::Crc32c, None, &bad, 8192, &why).unwrap();
+        assert_eq!(files.len(), 1);
+        assert!(files[0].1.ends_with("f.dat.8192.hdr_fail") && std::fs::read(&files[0].1).unwrap() == bad);
+        let e = dump(&dir.join("missing"), "f.dat", Verify::Crc32c, None, &bad, 8192, &why).unwrap_err();
+        assert!(e.contains("cannot write") && e.contains("f.dat.8192.hdr_fail"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn a_filled_block_checks_and_any_change_is_caught() {
@@ -298,6 +468,13 @@ mod tests {
         assert_eq!(parse_pattern("0xf").unwrap(), [0x0f]);
         assert!(parse_pattern("%o").unwrap_err().contains("not run"));
         assert!(parse_pattern("\"open").unwrap_err().contains("closing"));
+        // 'NAME' is a file's contents, as in fio (not a string).
+        let f = std::env::temp_dir().join(format!("ioswitch-pattern-{}", std::process::id()));
+        std::fs::write(&f, b"\x01\x02xyz").unwrap();
+        assert_eq!(parse_pattern(&format!("0xff'{}'", f.display())).unwrap(), [0xff, 1, 2, b'x', b'y', b'z']);
+        std::fs::remove_file(&f).unwrap();
+        let e = parse_pattern("'/nonexistent/pattern'").unwrap_err();
+        assert!(e.contains("the pattern file '/nonexistent/pattern'"), "{e}");
         assert!(parse_pattern("zz").unwrap_err().contains("at 'zz'"));
         let mut b = vec![0u8; 512];
         fill_with(Verify::Pattern, Some(&p), &mut b, 0, 1);

@@ -2,7 +2,7 @@
 //! `--parse-only` on the file as shipped, then, for each one that parses, a real run with
 //! every `filename` and `directory` rewritten into a scratch directory (never this
 //! machine's disks: several examples name `/dev/sdX` or `/dev/nvme0n1`), sizes capped at
-//! 16 MiB and run times (and start delays) at 2 s (a job with `rate`, `rate_iops`,
+//! 16 MiB (`offset` and `offset_increment` at 1 MiB, `numjobs` at 8) and run times (and start delays) at 2 s (a job with `rate`, `rate_iops`,
 //! `rate_min` or `thinktime` gets a run time of 2 s where it has none). None may crash or hang; a file that parses must run, or
 //! be refused because its engine needs another kind of device than a file. The tally is
 //! printed (docs/BENCHMARKS.md records it):
@@ -34,6 +34,9 @@ const RUN_TIMEOUT: u32 = 120;
 /// Sizes above this are capped (bytes), run times above this (seconds).
 const MAX_SIZE: u64 = 16 << 20;
 const MAX_RUNTIME_S: u64 = 2;
+/// `offset` and `offset_increment` above this are capped (bytes), `numjobs` above this.
+const MAX_OFFSET: u64 = 1 << 20;
+const MAX_NUMJOBS: u64 = 8;
 
 fn examples_dir() -> Option<PathBuf> {
     if let Some(d) = std::env::var_os("IOSWITCH_FIO_EXAMPLES") {
@@ -166,6 +169,12 @@ fn rewrite(text: &str, dir: &Path) -> String {
             "size" | "filesize" | "io_size" => {
                 size_of(value).filter(|&s| s > MAX_SIZE).map(|_| format!("{}m", MAX_SIZE >> 20))
             }
+            // Offsets beyond the capped size would need files of that size
+            // (cross-stripe-verify.fio: offset_increment=124g for 30 jobs): capped too.
+            "offset" | "offset_increment" => {
+                size_of(value).filter(|&s| s > MAX_OFFSET).map(|_| format!("{}m", MAX_OFFSET >> 20))
+            }
+            "numjobs" => value.parse::<u64>().ok().filter(|&n| n > MAX_NUMJOBS).map(|_| MAX_NUMJOBS.to_string()),
             "loops" => value.parse::<u64>().ok().filter(|&n| n > 2).map(|_| "2".to_string()),
             "runtime" | "timeout" | "ramp_time" | "startdelay" => {
                 seconds_of(value).filter(|&s| s > MAX_RUNTIME_S as f64).map(|_| format!("{MAX_RUNTIME_S}s"))

@@ -271,3 +271,35 @@ fn distributed_file_choices_spread_ios_over_the_files_as_fio_does() {
         assert!(fio.iter().zip(ours).all(|(f, o)| (f - o).abs() < 0.03), "{fst}: fio's shares {fio:?}, ours {ours:?}");
     }
 }
+
+#[test]
+fn a_file_is_laid_out_for_every_clone_of_an_offset_increment_job_as_fio_does() {
+    let t = "a_file_is_laid_out_for_every_clone_of_an_offset_increment_job_as_fio_does";
+    if !have("fio", "--version", t) {
+        return;
+    }
+    let _one = serial();
+    let s = scratch("offset-increment");
+    // cross-stripe-verify.fio's shape, small: 3 clones, each 1 MiB further on.
+    let mut sizes = Vec::new();
+    for (who, (program, mut args)) in both_args(&[
+        "--name=w",
+        "--size=1m",
+        "--offset=120k",
+        "--offset_increment=1m",
+        "--numjobs=3",
+        "--bs=16k",
+        "--rw=write",
+        "--verify=crc32c",
+    ])
+    .into_iter()
+    .enumerate()
+    {
+        let data = s.path(&format!("d{who}"));
+        args.push(format!("--filename={data}"));
+        run(&program, &args);
+        sizes.push(std::fs::metadata(&data).expect("the job's file").len());
+    }
+    assert_eq!(sizes[0], (120 << 10) + (3 << 20), "fio's file: the last clone's region's end");
+    assert_eq!(sizes[1], sizes[0], "ours");
+}

@@ -82,3 +82,121 @@ fn the_verify_phase_shows_in_iodepth_level_as_fios_does() {
         }
     }
 }
+
+/// Runs `program` (fio, or `ioswitch bench`) with `args` in `dir`; returns its stderr
+/// and stdout together.
+fn run_in(dir: &std::path::Path, program: &str, args: &[&str]) -> String {
+    let mut cmd = Command::new(program);
+    if program != "fio" {
+        cmd.args(["bench", "--no-progress"]);
+    }
+    let o = cmd
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
+    format!("{}{}", text(&o.stderr), text(&o.stdout))
+}
+
+#[test]
+fn verify_dump_writes_the_files_fio_writes() {
+    let t = "verify_dump_writes_the_files_fio_writes";
+    if !have("fio", "--version", t) {
+        return;
+    }
+    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-verify-dump");
+    for program in ["fio", env!("CARGO_BIN_EXE_ioswitch")] {
+        let who = if program == "fio" { "fio" } else { "ours" };
+        let dir = std::path::PathBuf::from(s.path(who));
+        std::fs::create_dir_all(&dir).unwrap();
+        let write =
+            ["--name=w", "--filename=d.dat", "--size=16k", "--bs=4k", "--rw=write", "--verify=crc32c", "--do_verify=0"];
+        run_in(&dir, program, &write);
+        let data = dir.join("d.dat");
+        let good = std::fs::read(&data).expect("the written file");
+        // One byte of block 1's payload changed (its checksum fails), block 2's header
+        // zeroed (its header fails); blocks 0 and 3 are sound.
+        let mut bad = good.clone();
+        bad[4096 + 100] ^= 0xff;
+        bad[8192..8196].fill(0);
+        std::fs::write(&data, &bad).unwrap();
+        let read = [
+            "--name=r",
+            "--filename=d.dat",
+            "--size=16k",
+            "--bs=4k",
+            "--rw=read",
+            "--verify=crc32c",
+            "--verify_dump=1",
+            "--continue_on_error=verify",
+        ];
+        let out = run_in(&dir, program, &read);
+        let mut names: Vec<String> =
+            std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        names.retain(|n| n.starts_with("d.dat."));
+        names.sort();
+        assert_eq!(names, ["d.dat.4096.expected", "d.dat.4096.received", "d.dat.8192.hdr_fail"], "{who}:\n{out}");
+        let file = |n: &str| std::fs::read(dir.join(n)).unwrap();
+        assert!(file("d.dat.4096.received") == bad[4096..8192], "{who}: the block read");
+        assert!(file("d.dat.8192.hdr_fail") == bad[8192..12288], "{who}: the block with the bad header");
+        // fio regenerates the expected block from its header's seed, but its header
+        // fields (fio's own time stamps) differ from the block written: ours must be the
+        // block as written, fio's a block of the same length.
+        let expected = file("d.dat.4096.expected");
+        assert_eq!(expected.len(), 4096, "{who}: the expected block's length");
+        assert!(program == "fio" || expected == good[4096..8192], "{who}: the block as written");
+        for (what, name) in [("received", "d.dat.4096.received"), ("hdr_fail", "d.dat.8192.hdr_fail")] {
+            assert!(
+                out.contains(&format!("{what} data dumped as {name}")),
+                "{who} does not say it dumped {name}:\n{out}"
+            );
+        }
+    }
+}
+
+#[test]
+fn verify_interval_finds_a_damaged_header_inside_a_block_as_fio_does() {
+    let t = "verify_interval_finds_a_damaged_header_inside_a_block_as_fio_does";
+    if !have("fio", "--version", t) {
+        return;
+    }
+    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-verify-interval");
+    for program in ["fio", env!("CARGO_BIN_EXE_ioswitch")] {
+        let who = if program == "fio" { "fio" } else { "ours" };
+        for interval in ["512", "none"] {
+            let dir = std::path::PathBuf::from(s.path(&format!("{who}-{interval}")));
+            std::fs::create_dir_all(&dir).unwrap();
+            let mut common = vec!["--filename=d.dat", "--size=16k", "--bs=4k", "--verify=meta", "--verify_dump=1"];
+            let vi = format!("--verify_interval={interval}");
+            if interval != "none" {
+                common.push(&vi);
+            }
+            let mut write = vec!["--name=w", "--rw=write", "--do_verify=0"];
+            write.extend(&common);
+            run_in(&dir, program, &write);
+            // Byte 4 of the block's second 512-byte piece: the header's length field
+            // with an interval of 512 (fio's and ours), payload without one (which
+            // verify=meta does not check).
+            let data = dir.join("d.dat");
+            let mut bytes = std::fs::read(&data).expect("the written file");
+            bytes[4096 + 512 + 4] ^= 0xff;
+            std::fs::write(&data, &bytes).unwrap();
+            let mut read = vec!["--name=r", "--rw=read"];
+            read.extend(&common);
+            let out = run_in(&dir, program, &read);
+            let dumped = dir.join("d.dat.4608.hdr_fail");
+            if interval == "512" {
+                assert!(
+                    std::fs::read(&dumped).is_ok_and(|d| d == bytes[4608..5120]),
+                    "{who}: no 512-byte piece at 4608 dumped:\n{out}"
+                );
+            } else {
+                assert!(
+                    !dumped.exists() && !out.contains("dumped"),
+                    "{who}: meta with one header per block checks no payload:\n{out}"
+                );
+            }
+        }
+    }
+}

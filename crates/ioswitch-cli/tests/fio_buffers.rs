@@ -1,0 +1,137 @@
+//! `ioswitch bench` against fio on what write buffers hold: the same write jobs run under
+//! both, and the files they leave must be the same byte for byte (`buffer_pattern`, in
+//! the written blocks and in the file's layout).
+//!
+//! Needs fio (skips with the reason when it is missing; `./scripts/test` installs it).
+
+use ioswitch_testkit::dirs::Scratch;
+use ioswitch_testkit::{have, text};
+use std::process::{Command, Stdio};
+
+fn run(program: &str, args: &[String]) {
+    let o = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
+    assert!(o.status.success(), "{program} {args:?} failed ({}):\n{}", o.status, text(&o.stderr));
+}
+
+#[test]
+fn buffer_pattern_leaves_the_same_file_as_fio() {
+    let t = "buffer_pattern_leaves_the_same_file_as_fio";
+    if !have("fio", "--version", t) {
+        return;
+    }
+    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-buffers");
+    // A 7-byte pattern (hex, string and decimal together) that does not divide the
+    // block: fio starts it over at every buffer's start, so every 4 KiB block is the same.
+    // 'NAME' is a file's bytes (fio's parse_file).
+    let pattern_file = s.path("pattern");
+    std::fs::write(&pattern_file, b"\x07file\x00").unwrap();
+    let from_file = format!("0x99'{pattern_file}'");
+    for (pattern, rw) in [
+        ("0xdead\"xyz\"258", "write"),
+        ("0x01", "randwrite"),
+        ("\"ab\"0x0a", "readwrite"),
+        (from_file.as_str(), "write"),
+    ] {
+        let mut files = Vec::new();
+        for program in ["fio", env!("CARGO_BIN_EXE_ioswitch")] {
+            let data = s.path(&format!("{}-{rw}-{}", if program == "fio" { "fio" } else { "ours" }, pattern.len()));
+            let mut args: Vec<String> = [
+                "--name=p",
+                &format!("--filename={data}"),
+                "--size=64k",
+                "--bs=4k",
+                &format!("--rw={rw}"),
+                &format!("--buffer_pattern={pattern}"),
+                "--output-format=json",
+            ]
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
+            if program != "fio" {
+                args.insert(0, "bench".into());
+                args.push("--no-progress".into());
+            }
+            run(program, &args);
+            files.push(std::fs::read(&data).expect("the job's file"));
+        }
+        let (fio, ours) = (&files[0], &files[1]);
+        assert_eq!(fio.len(), ours.len(), "{pattern} {rw}: file sizes");
+        // A job that reads has its file laid out first: fio writes it with the
+        // write buffers' contents, the pattern too.
+        assert!(
+            fio == ours,
+            "{pattern} {rw}: the files differ (first at byte {:?})",
+            fio.iter().zip(ours).position(|(a, b)| a != b)
+        );
+    }
+}
+
+/// Of a file's 4 KiB blocks: the share (%) that repeat an earlier block, the share of
+/// zero bytes, and the distinct blocks.
+fn dedupe_and_zeroes(data: &[u8]) -> (f64, f64, std::collections::HashSet<&[u8]>) {
+    let blocks: Vec<&[u8]> = data.chunks(4096).collect();
+    let distinct: std::collections::HashSet<&[u8]> = blocks.iter().copied().collect();
+    let copies = (blocks.len() - distinct.len()) as f64 * 100.0 / blocks.len() as f64;
+    let zeroes = data.iter().filter(|&&b| b == 0).count() as f64 * 100.0 / data.len() as f64;
+    (copies, zeroes, distinct)
+}
+
+#[test]
+fn dedupe_and_compression_shares_are_fios() {
+    let t = "dedupe_and_compression_shares_are_fios";
+    if !have("fio", "--version", t) {
+        return;
+    }
+    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-dedupe");
+    // 2 jobs of 1024 writes each: with dedupe_global their working sets (10% of 4 MiB:
+    // 102 pages) are one, so the files share about that many blocks; without, none.
+    for (mode, global) in [("repeat", "0"), ("working_set", "0"), ("working_set", "1")] {
+        let mut got = Vec::new();
+        for program in ["fio", env!("CARGO_BIN_EXE_ioswitch")] {
+            let who = if program == "fio" { "fio" } else { "ours" };
+            let (a, b) = (s.path(&format!("{who}-{mode}-{global}-a")), s.path(&format!("{who}-{mode}-{global}-b")));
+            let mut args: Vec<String> = [
+                "--size=4m",
+                "--bs=4k",
+                "--rw=write",
+                "--dedupe_percentage=50",
+                &format!("--dedupe_mode={mode}"),
+                "--dedupe_working_set_percentage=10",
+                &format!("--dedupe_global={global}"),
+                "--buffer_compress_percentage=25",
+                "--name=a",
+                &format!("--filename={a}"),
+                "--name=b",
+                &format!("--filename={b}"),
+                "--output-format=json",
+            ]
+            .iter()
+            .map(|x| x.to_string())
+            .collect();
+            if program != "fio" {
+                args.insert(0, "bench".into());
+                args.push("--no-progress".into());
+            }
+            run(program, &args);
+            let (da, db) = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+            let (copies, zeroes, sa) = dedupe_and_zeroes(&da);
+            let (_, _, sb) = dedupe_and_zeroes(&db);
+            got.push((who, copies, zeroes, sa.intersection(&sb).count()));
+        }
+        let what =
+            format!("dedupe_mode={mode} dedupe_global={global}: (who, % copies, % zero bytes, blocks shared) {got:?}");
+        let (f, o) = (got[0], got[1]);
+        // 1024 draws of a 50% coin: a spread of 1.6 points; both within 6 of each other.
+        assert!((f.1 - o.1).abs() < 6.0, "{what}");
+        assert!((f.2 - 25.0).abs() < 2.0 && (o.2 - 25.0).abs() < 2.0, "{what}");
+        if global == "1" {
+            assert!(f.3 > 80 && o.3 > 80 && f.3 <= 103 && o.3 <= 103, "{what}");
+        } else {
+            assert!(f.3 == 0 && o.3 == 0, "{what}");
+        }
+    }
+}

@@ -555,6 +555,9 @@ pub struct Behaviour {
     pub verify_fatal: bool,
     /// `continue_on_error`.
     pub continue_on_error: ContinueOn,
+    /// `filename_format`: how the files of a job without `filename` are named (see
+    /// [`crate::files::format_name`]); `None`: fio's `$jobname.$jobnum.$filenum`.
+    pub filename_format: Option<String>,
     /// `random_generator`.
     pub random_generator: RandomGenerator,
     /// `unified_rw_reporting`.
@@ -610,6 +613,7 @@ impl Default for Behaviour {
             disable_bw: false,
             verify_fatal: false,
             continue_on_error: ContinueOn::default(),
+            filename_format: None,
             random_generator: RandomGenerator::default(),
             unified_rw_reporting: UnifiedRw::default(),
             cpus_split: false,
@@ -928,6 +932,7 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("blocksize_unaligned", &["bs_unaligned"], Kind::Bool),
     ("blockalign", &["ba"], Kind::Value),
     ("nrfiles", &["nr_files"], Kind::Value),
+    ("filename_format", &[], Kind::Value),
     ("openfiles", &[], Kind::Value),
     ("file_service_type", &[], Kind::Value),
     ("random_distribution", &[], Kind::Value),
@@ -1839,6 +1844,7 @@ impl JobSpec {
             // Several files per job: crate::files; openfiles below nrfiles is checked in
             // fix_up, where the file count is known.
             "nrfiles" => self.behaviour.nrfiles = val.count32(1)?,
+            "filename_format" => self.behaviour.filename_format = Some(val.text()?),
             "openfiles" => self.behaviour.openfiles = val.count32(0)?,
             "file_service_type" => {
                 self.behaviour.file_service = crate::files::Service::parse(val.value(crate::files::EXPECT_SERVICE)?)
@@ -2819,6 +2825,14 @@ mod tests {
         assert!(e.contains("none, read, write, io, verify, all"), "{e}");
         let e = err("[j]\nrandom_generator=mt19937\n");
         assert!(e.contains("tausworthe, lfsr or tausworthe64"), "{e}");
+    }
+
+    #[test]
+    fn filename_format_is_kept_for_the_file_names() {
+        let b = one("[global]\nfilename_format=f.$jobnum.$filenum\n[j]\n").behaviour;
+        assert_eq!(b.filename_format.as_deref(), Some("f.$jobnum.$filenum"));
+        assert_eq!(JobSpec::new("d").behaviour.filename_format, None, "fio's $jobname.$jobnum.$filenum");
+        assert!(err("[j]\nfilename_format=\n").contains("filename_format"));
     }
 
     #[test]

@@ -234,9 +234,10 @@ fn resolve_size(s: SizeSpec, dev_bytes: u64) -> u64 {
     }
 }
 
-/// fio's default file name for a job without `filename`: `NAME.CLONE.0`.
+/// fio's default file name for a job without `filename`: `NAME.CLONE.0`, or by its
+/// `filename_format`.
 fn default_filename(spec: &JobSpec, clone: u32) -> String {
-    format!("{}.{clone}.0", spec.name)
+    crate::files::format_name(spec.behaviour.filename_format.as_deref(), &spec.name, clone, 0)
 }
 
 /// A job's file name as the library opens it. In fio a file name is a path, so a bare
@@ -465,7 +466,11 @@ fn prepare_files(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Res
     let instances = if shared { 1 } else { spec.numjobs.max(1) };
     let mut per_instance: Vec<Vec<Prepared>> = Vec::new();
     for jobnum in 0..instances {
-        let names = if shared { spec.filename.clone() } else { crate::files::default_names(&spec.name, jobnum, n) };
+        let names = if shared {
+            spec.filename.clone()
+        } else {
+            crate::files::formatted_names(spec.behaviour.filename_format.as_deref(), &spec.name, jobnum, n)
+        };
         let mut files = Vec::new();
         for (i, name) in names.into_iter().enumerate() {
             let mut one = spec.clone();

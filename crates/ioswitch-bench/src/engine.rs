@@ -1044,8 +1044,27 @@ impl<'a> Run<'a> {
         } else {
             c.read
         };
-        if !on || !(errno == libc::EIO || errno == libc::EILSEQ) {
+        let listed = &b.ignore_error[if verify { 2 } else { usize::from(write) }];
+        let ignored =
+            if listed.is_empty() { errno == libc::EIO || errno == libc::EILSEQ } else { listed.contains(&errno) };
+        if !on || !ignored {
             return false;
+        }
+        if b.error_dump {
+            // fio's io_u error line for an error it goes on after (error_dump=1).
+            let what = if verify {
+                "verify"
+            } else if write {
+                "write"
+            } else {
+                "read"
+            };
+            eprintln!(
+                "ioswitch: job {}: error on file {}: {}: {what} (going on: continue_on_error)",
+                self.job.name,
+                self.job.filename,
+                std::io::Error::from_raw_os_error(errno)
+            );
         }
         self.res.total_err += 1;
         if self.res.total_err == 1 {
@@ -2333,6 +2352,29 @@ mod run_tests {
             b.continue_on_error = crate::jobfile::ContinueOn { write: true, verify: true, read: false };
             let r = half_gone(&s, mode, Rw::RandRead, b);
             assert_eq!((r.error, r.total_err), (libc::EIO, 0), "{mode:?}: write and verify do not cover reads");
+        }
+    }
+
+    #[test]
+    fn ignore_error_goes_on_after_the_listed_errnos_only() {
+        let s = scratch("ignerr");
+        for mode in [Mode::Sync, Mode::Async] {
+            let mut b = Behaviour::default();
+            b.continue_on_error.read = true;
+            b.error_dump = false;
+            // A read list without EIO replaces fio's default (EIO, EILSEQ): the EIO ends it.
+            b.ignore_error[0] = vec![libc::ENOSPC];
+            let r = half_gone(&s, mode, Rw::RandRead, b.clone());
+            assert_eq!((r.error, r.total_err), (libc::EIO, 0), "{mode:?}: EIO is not listed");
+            b.ignore_error[0] = vec![libc::ENOSPC, libc::EIO];
+            let r = half_gone(&s, mode, Rw::RandRead, b.clone());
+            assert_eq!(r.error, 0, "{mode:?}: {:?}", r.error_msg);
+            assert_eq!((r.total_err, r.first_error, r.read.ios), (128, libc::EIO, 128), "{mode:?}");
+            // The write list does not cover reads.
+            b.ignore_error = [vec![libc::ENOSPC], vec![libc::EIO], Vec::new()];
+            b.continue_on_error.write = true;
+            let r = half_gone(&s, mode, Rw::RandRead, b);
+            assert_eq!((r.error, r.total_err), (libc::EIO, 0), "{mode:?}: the write list is not the read list");
         }
     }
 

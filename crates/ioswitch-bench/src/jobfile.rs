@@ -555,6 +555,13 @@ pub struct Behaviour {
     pub verify_fatal: bool,
     /// `continue_on_error`.
     pub continue_on_error: ContinueOn,
+    /// `ignore_error`: per error type (read, write, verify) the errnos a job goes on after
+    /// where `continue_on_error` covers the type; an empty list: fio's default, EIO and
+    /// EILSEQ.
+    pub ignore_error: [Vec<i32>; 3],
+    /// `error_dump`: each error the job goes on after is written to stderr (fio's
+    /// default); off: only the error that ends the job is.
+    pub error_dump: bool,
     /// `filename_format`: how the files of a job without `filename` are named (see
     /// [`crate::files::format_name`]); `None`: fio's `$jobname.$jobnum.$filenum`.
     pub filename_format: Option<String>,
@@ -613,6 +620,8 @@ impl Default for Behaviour {
             disable_bw: false,
             verify_fatal: false,
             continue_on_error: ContinueOn::default(),
+            ignore_error: Default::default(),
+            error_dump: true,
             filename_format: None,
             random_generator: RandomGenerator::default(),
             unified_rw_reporting: UnifiedRw::default(),
@@ -806,6 +815,44 @@ pub fn group_ids(jobs: &[JobSpec]) -> Vec<u32> {
         .collect()
 }
 
+/// What `ignore_error` takes.
+const EXPECT_IGNORE_ERROR: &str =
+    "up to three ','-separated lists (read, write, verify) of ':'-separated errno names (EIO, ENOSPC, …) or numbers";
+
+/// The errno names fio's `ignore_error` knows (options.c `str2error`): Linux's errnos 1
+/// to 34, in order.
+const ERRNO_NAMES: [&str; 34] = [
+    "EPERM", "ENOENT", "ESRCH", "EINTR", "EIO", "ENXIO", "E2BIG", "ENOEXEC", "EBADF", "ECHILD", "EAGAIN", "ENOMEM",
+    "EACCES", "EFAULT", "ENOTBLK", "EBUSY", "EEXIST", "EXDEV", "ENODEV", "ENOTDIR", "EISDIR", "EINVAL", "ENFILE",
+    "EMFILE", "ENOTTY", "ETXTBSY", "EFBIG", "ENOSPC", "ESPIPE", "EROFS", "EMLINK", "EPIPE", "EDOM", "ERANGE",
+];
+
+/// fio's `ignore_error` value: a list of errnos per error type (read, write, verify), as
+/// options.c `str_ignore_error_cb`: a list ends at its first empty name; a name is one of
+/// [`ERRNO_NAMES`], a number its absolute value (not 0).
+fn parse_ignore_error(v: &str) -> Result<Vec<Vec<i32>>, String> {
+    let lists: Vec<&str> = v.trim().split(',').collect();
+    if lists.len() > 3 {
+        return Err(format!("{} lists; fio's error types are read, write and verify", lists.len()));
+    }
+    lists
+        .into_iter()
+        .map(|list| {
+            list.split(':')
+                .take_while(|name| !name.is_empty())
+                .map(|name| {
+                    let errno = if name.starts_with('E') {
+                        ERRNO_NAMES.iter().position(|n| *n == name).map(|i| i as i32 + 1)
+                    } else {
+                        name.parse::<i32>().ok().map(i32::abs).filter(|n| *n != 0)
+                    };
+                    errno.ok_or_else(|| format!("unknown error '{name}'"))
+                })
+                .collect()
+        })
+        .collect()
+}
+
 /// Whether an option takes no value when given bare.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -880,6 +927,8 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("disable_bw_measurement", &["disable_bw"], Kind::Bool),
     ("verify_fatal", &[], Kind::Bool),
     ("continue_on_error", &[], Kind::Value),
+    ("ignore_error", &[], Kind::Value),
+    ("error_dump", &[], Kind::Bool),
     ("random_generator", &[], Kind::Value),
     ("unified_rw_reporting", &[], Kind::Value),
     ("io_submit_mode", &[], Kind::Value),
@@ -1560,6 +1609,25 @@ impl JobSpec {
                 };
                 b.continue_on_error = ContinueOn { read, write, verify };
             }
+            "ignore_error" => {
+                for (kind, list) in parse_ignore_error(val.value(EXPECT_IGNORE_ERROR)?)
+                    .map_err(|why| val.bad(&format!("{EXPECT_IGNORE_ERROR} ({why})")))?
+                    .into_iter()
+                    .enumerate()
+                {
+                    // fio (options.c ignore_error_type): a list turns continue_on_error on
+                    // for its error type; an empty one leaves the type as it was.
+                    if !list.is_empty() {
+                        match kind {
+                            0 => b.continue_on_error.read = true,
+                            1 => b.continue_on_error.write = true,
+                            _ => b.continue_on_error.verify = true,
+                        }
+                        b.ignore_error[kind] = list;
+                    }
+                }
+            }
+            "error_dump" => b.error_dump = val.flag()?,
             "ioswitch_clat_stamp" => {
                 const EXPECT: &str = "batch (one completion time per reaped batch, as fio) or each";
                 b.clat_stamp = match val.value(EXPECT)? {
@@ -2825,6 +2893,33 @@ mod tests {
         assert!(e.contains("none, read, write, io, verify, all"), "{e}");
         let e = err("[j]\nrandom_generator=mt19937\n");
         assert!(e.contains("tausworthe, lfsr or tausworthe64"), "{e}");
+    }
+
+    #[test]
+    fn ignore_error_lists_per_error_type_as_fio() {
+        // enospc-pressure.fio's: continue_on_error=write, then an empty read list and ENOSPC.
+        let b = one("[j]\ncontinue_on_error=write\nignore_error=,ENOSPC\nerror_dump=0\n").behaviour;
+        assert_eq!(b.ignore_error, [vec![], vec![libc::ENOSPC], vec![]]);
+        assert_eq!(b.continue_on_error, ContinueOn { write: true, ..ContinueOn::default() });
+        assert!(!b.error_dump && JobSpec::new("d").behaviour.error_dump, "fio dumps errors by default");
+        // A list turns continue_on_error on for its type; numbers are taken as absolute
+        // values; a list ends at an empty name.
+        let b = one("[j]\nignore_error=EIO:-28::EPERM,,84\n").behaviour;
+        assert_eq!(b.ignore_error, [vec![libc::EIO, libc::ENOSPC], vec![], vec![84]]);
+        assert_eq!(b.continue_on_error, ContinueOn { read: true, write: false, verify: true });
+        // A later continue_on_error sets the types again, as in fio (its bits are one value).
+        let b = one("[j]\nignore_error=EIO\ncontinue_on_error=none\n").behaviour;
+        assert_eq!((b.continue_on_error, b.ignore_error[0].clone()), (ContinueOn::default(), vec![libc::EIO]));
+        assert_eq!(JobSpec::new("d").behaviour.ignore_error, [vec![], vec![], vec![]] as [Vec<i32>; 3]);
+        for (v, why) in [
+            ("EWHATEVER", "unknown error 'EWHATEVER'"),
+            ("0", "unknown error '0'"),
+            ("eio", "unknown error 'eio'"),
+            ("EIO,EIO,EIO,EIO", "4 lists"),
+        ] {
+            let e = err(&format!("[j]\nignore_error={v}\n"));
+            assert!(e.contains("ignore_error") && e.contains(why), "{v}: {e}");
+        }
     }
 
     #[test]

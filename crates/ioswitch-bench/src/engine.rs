@@ -226,6 +226,8 @@ pub struct Progress {
     pub groups: Vec<AtomicBool>,
     /// Set by `exitall` with `exit_what=all`: the jobs of later phases end at once.
     pub end_run: AtomicBool,
+    /// fio's flow control between the jobs (`flow`, `flow_id`).
+    pub flows: crate::flow::Flows,
 }
 
 impl Progress {
@@ -620,9 +622,20 @@ struct Run<'a> {
     lat_step: crate::load::LatStep,
     /// The `rate_min`/`rate_iops_min` check, if the job has one.
     min_rate: Option<crate::load::MinRate>,
+    /// The job's part in its flow (`flow`), if it has one.
+    flow: Option<crate::flow::JobFlow>,
 }
 
 impl<'a> Run<'a> {
+    /// fio's flow check before an I/O: `None` when the I/O may go (counted in the job's
+    /// flow), else how long to sleep (after the I/Os in flight are done, where the
+    /// `flow_sleep` is not 0) before trying again.
+    #[inline]
+    fn flow_held(&mut self) -> Option<Duration> {
+        let f = self.flow.as_mut()?;
+        f.held().then_some(f.sleep)
+    }
+
     #[inline]
     fn more(&self, now: u64) -> bool {
         if self.progress.stop.load(Ordering::Relaxed)
@@ -1296,6 +1309,11 @@ pub fn run_job_files(job: &Job, instance: u32, devs: &[&Device], progress: &Prog
         lat_target: crate::load::LatencyTarget::new(&job.load, job.iodepth, ramp_end),
         lat_step: crate::load::LatStep::Go,
         min_rate: crate::load::MinRate::new(&job.load),
+        flow: progress.flows.join(
+            job.behaviour.flow_id,
+            job.behaviour.flow,
+            Duration::from_micros(u64::from(job.behaviour.flow_sleep_us)),
+        ),
         logs: job.logs.any().then(|| {
             let b = &job.behaviour;
             crate::iolog::JobLogs::new(
@@ -1439,6 +1457,15 @@ fn alloc_buffers(run: &mut Run, n: u32) -> Option<Vec<Buffer>> {
     Some(v)
 }
 
+/// A job held by its flow: sleeps `flow_sleep`, or (0) yields the CPU once.
+fn flow_pause(sleep: Duration) {
+    if sleep.is_zero() {
+        std::thread::yield_now();
+    } else {
+        std::thread::sleep(sleep);
+    }
+}
+
 fn run_sync(run: &mut Run) {
     let Some(mut bufs) = alloc_buffers(run, 1) else { return };
     let mut buf = bufs.pop().expect("one buffer");
@@ -1451,6 +1478,10 @@ fn run_sync(run: &mut Run) {
         let mut start = now_ns();
         if !run.more(start) {
             break;
+        }
+        if let Some(sleep) = run.flow_held() {
+            flow_pause(sleep);
+            continue;
         }
         // As fio's get_io_u: the file first (a sync, too, takes its turn of the
         // file_service_type and goes to that file).
@@ -1772,6 +1803,14 @@ fn run_async(run: &mut Run) {
         let mut start = now_ns();
         if !run.more(start) {
             break;
+        }
+        if let Some(sleep) = run.flow_held() {
+            // fio's io_u_quiesce before the sleep.
+            if !sleep.is_zero() && (f.reap_all(run).is_none() || run.res.error != 0) {
+                break 'io;
+            }
+            flow_pause(sleep);
+            continue;
         }
         run.next_file();
         // Before a paced I/O's due time fio (inline submission) waits for everything in

@@ -562,6 +562,13 @@ pub struct Behaviour {
     /// `error_dump`: each error the job goes on after is written to stderr (fio's
     /// default); off: only the error that ends the job is.
     pub error_dump: bool,
+    /// `flow`: the job's weight in its flow (fio's flow control, see [`crate::flow`]);
+    /// 0: none.
+    pub flow: u32,
+    /// `flow_id`: which flow the job is in.
+    pub flow_id: i32,
+    /// `flow_sleep`: how long a job held by its flow sleeps before it tries again, µs.
+    pub flow_sleep_us: u32,
     /// `filename_format`: how the files of a job without `filename` are named (see
     /// [`crate::files::format_name`]); `None`: fio's `$jobname.$jobnum.$filenum`.
     pub filename_format: Option<String>,
@@ -623,6 +630,9 @@ impl Default for Behaviour {
             ignore_error: Default::default(),
             error_dump: true,
             filename_format: None,
+            flow: 0,
+            flow_id: 0,
+            flow_sleep_us: 0,
             random_generator: RandomGenerator::default(),
             unified_rw_reporting: UnifiedRw::default(),
             cpus_split: false,
@@ -982,6 +992,9 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("blockalign", &["ba"], Kind::Value),
     ("nrfiles", &["nr_files"], Kind::Value),
     ("filename_format", &[], Kind::Value),
+    ("flow", &[], Kind::Value),
+    ("flow_id", &[], Kind::Value),
+    ("flow_sleep", &[], Kind::Value),
     ("openfiles", &[], Kind::Value),
     ("file_service_type", &[], Kind::Value),
     ("random_distribution", &[], Kind::Value),
@@ -1628,6 +1641,16 @@ impl JobSpec {
                 }
             }
             "error_dump" => b.error_dump = val.flag()?,
+            "flow" => {
+                const EXPECT: &str = "a weight from 0 to 1000 (fio's FLOW_MAX_WEIGHT)";
+                b.flow =
+                    val.value(EXPECT)?.parse::<u32>().ok().filter(|w| *w <= 1000).ok_or_else(|| val.bad(EXPECT))?;
+            }
+            "flow_id" => {
+                const EXPECT: &str = "a whole number (a flow's id)";
+                b.flow_id = val.value(EXPECT)?.parse::<i32>().map_err(|_| val.bad(EXPECT))?;
+            }
+            "flow_sleep" => b.flow_sleep_us = val.count32(0)?,
             "ioswitch_clat_stamp" => {
                 const EXPECT: &str = "batch (one completion time per reaped batch, as fio) or each";
                 b.clat_stamp = match val.value(EXPECT)? {
@@ -2919,6 +2942,19 @@ mod tests {
         ] {
             let e = err(&format!("[j]\nignore_error={v}\n"));
             assert!(e.contains("ignore_error") && e.contains(why), "{v}: {e}");
+        }
+    }
+
+    #[test]
+    fn flow_options_as_fio() {
+        let b = one("[global]\nflow_sleep=1000\n[j]\nflow=8\nflow_id=-2\n").behaviour;
+        assert_eq!((b.flow, b.flow_id, b.flow_sleep_us), (8, -2, 1000));
+        let d = JobSpec::new("d").behaviour;
+        assert_eq!((d.flow, d.flow_id, d.flow_sleep_us), (0, 0, 0), "fio's defaults: no flow");
+        assert_eq!(one("[j]\nflow=1000\n").behaviour.flow, 1000);
+        for bad in ["flow=1001", "flow=-1", "flow=x", "flow_id=1.5", "flow_sleep=-3"] {
+            let e = err(&format!("[j]\n{bad}\n"));
+            assert!(e.contains(bad.split('=').next().unwrap()), "{bad}: {e}");
         }
     }
 

@@ -441,6 +441,25 @@ pub struct ContinueOn {
     pub verify: bool,
 }
 
+/// How a file is preallocated when it is laid out (`fallocate`; fio's filesetup.c
+/// `fallocate_file`, over the file's whole size, before its data is written).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Fallocate {
+    /// `none` / `0`: no preallocation.
+    None,
+    /// `native` (fio's default on Linux): fallocate(2) with no flags; a failure is
+    /// ignored, as in fio.
+    #[default]
+    Native,
+    /// `posix` / `1`: posix_fallocate(3); a failure is reported and the layout goes on,
+    /// as in fio.
+    Posix,
+    /// `keep`: fallocate(2) with FALLOC_FL_KEEP_SIZE; a failure ends the job.
+    Keep,
+    /// `truncate`: ftruncate(2) to the size; a failure ends the job.
+    Truncate,
+}
+
 /// The generator of random offsets (`random_generator`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum RandomGenerator {
@@ -569,6 +588,8 @@ pub struct Behaviour {
     pub flow_id: i32,
     /// `flow_sleep`: how long a job held by its flow sleeps before it tries again, µs.
     pub flow_sleep_us: u32,
+    /// `fallocate`: how a file is preallocated when it is laid out.
+    pub fallocate: Fallocate,
     /// `filename_format`: how the files of a job without `filename` are named (see
     /// [`crate::files::format_name`]); `None`: fio's `$jobname.$jobnum.$filenum`.
     pub filename_format: Option<String>,
@@ -633,6 +654,7 @@ impl Default for Behaviour {
             flow: 0,
             flow_id: 0,
             flow_sleep_us: 0,
+            fallocate: Fallocate::default(),
             random_generator: RandomGenerator::default(),
             unified_rw_reporting: UnifiedRw::default(),
             cpus_split: false,
@@ -995,6 +1017,7 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("flow", &[], Kind::Value),
     ("flow_id", &[], Kind::Value),
     ("flow_sleep", &[], Kind::Value),
+    ("fallocate", &[], Kind::Value),
     ("openfiles", &[], Kind::Value),
     ("file_service_type", &[], Kind::Value),
     ("random_distribution", &[], Kind::Value),
@@ -1651,6 +1674,17 @@ impl JobSpec {
                 b.flow_id = val.value(EXPECT)?.parse::<i32>().map_err(|_| val.bad(EXPECT))?;
             }
             "flow_sleep" => b.flow_sleep_us = val.count32(0)?,
+            "fallocate" => {
+                const EXPECT: &str = "none, native, posix, keep, truncate, 0 (none) or 1 (posix)";
+                b.fallocate = match val.value(EXPECT)? {
+                    "none" | "0" => Fallocate::None,
+                    "native" => Fallocate::Native,
+                    "posix" | "1" => Fallocate::Posix,
+                    "keep" => Fallocate::Keep,
+                    "truncate" => Fallocate::Truncate,
+                    _ => return Err(val.bad(EXPECT)),
+                };
+            }
             "ioswitch_clat_stamp" => {
                 const EXPECT: &str = "batch (one completion time per reaped batch, as fio) or each";
                 b.clat_stamp = match val.value(EXPECT)? {
@@ -2956,6 +2990,24 @@ mod tests {
             let e = err(&format!("[j]\n{bad}\n"));
             assert!(e.contains(bad.split('=').next().unwrap()), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn fallocate_modes_as_fio() {
+        assert_eq!(JobSpec::new("d").behaviour.fallocate, Fallocate::Native, "fio's default on Linux");
+        for (v, want) in [
+            ("none", Fallocate::None),
+            ("0", Fallocate::None),
+            ("native", Fallocate::Native),
+            ("posix", Fallocate::Posix),
+            ("1", Fallocate::Posix),
+            ("keep", Fallocate::Keep),
+            ("truncate", Fallocate::Truncate),
+        ] {
+            assert_eq!(one(&format!("[j]\nfallocate={v}\n")).behaviour.fallocate, want, "{v}");
+        }
+        let e = err("[j]\nfallocate=2\n");
+        assert!(e.contains("'fallocate'") && e.contains("none, native, posix, keep, truncate"), "{e}");
     }
 
     #[test]

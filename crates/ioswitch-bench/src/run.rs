@@ -353,10 +353,8 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
     } else if regular {
         let cur = path.metadata().map(|m| m.len()).unwrap_or(0);
         match want_file {
-            Some(w) if w > cur => lay_out(path, cur, w, say).map_err(|source| BenchError::LayOut {
-                at: At::new(spec, "filename"),
-                filename: filename.clone(),
-                source,
+            Some(w) if w > cur => lay_out(path, cur, w, spec.behaviour.fallocate, say).map_err(|source| {
+                BenchError::LayOut { at: At::new(spec, "filename"), filename: filename.clone(), source }
             })?,
             None if creating => return Err(BenchError::NoSize { at: At::new(spec, "size"), filename }),
             _ => {}
@@ -540,10 +538,17 @@ fn invalidate(path: &str, offset: u64, len: u64) -> std::io::Result<()> {
 
 /// Writes data into a file from `from` to `to` bytes, so reads measure real data (fio
 /// lays files out the same way), in 1 MiB chunks.
-fn lay_out(path: &std::path::Path, from: u64, to: u64, say: &mut dyn FnMut(&str)) -> std::io::Result<()> {
+fn lay_out(
+    path: &std::path::Path,
+    from: u64,
+    to: u64,
+    fallocate: crate::jobfile::Fallocate,
+    say: &mut dyn FnMut(&str),
+) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
     say(&format!("Laying out IO file {} ({} bytes)", path.display(), to));
     let f = std::fs::OpenOptions::new().create(true).write(true).truncate(false).open(path)?;
+    preallocate(&f, to, fallocate, say)?;
     let mut chunk = vec![0u8; 1 << 20];
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
     for c in chunk.chunks_mut(8) {
@@ -559,6 +564,48 @@ fn lay_out(path: &std::path::Path, from: u64, to: u64, say: &mut dyn FnMut(&str)
         pos += n as u64;
     }
     f.sync_all()
+}
+
+/// fio's `fallocate_file` on a file being laid out to `size` bytes (see
+/// [`crate::jobfile::Fallocate`] for which failures count).
+fn preallocate(
+    f: &std::fs::File,
+    size: u64,
+    mode: crate::jobfile::Fallocate,
+    say: &mut dyn FnMut(&str),
+) -> std::io::Result<()> {
+    use crate::jobfile::Fallocate;
+    use std::os::fd::AsRawFd;
+    let fd = f.as_raw_fd();
+    let len = size as libc::off_t;
+    match mode {
+        Fallocate::None => {}
+        Fallocate::Native => {
+            // As fio's native_fallocate: a failure (e.g. a file system without it) is
+            // not an error; the layout writes the data anyway.
+            // SAFETY: fd is open for the call, which takes plain integers.
+            let _ = unsafe { libc::fallocate(fd, 0, 0, len) };
+        }
+        Fallocate::Posix => {
+            // SAFETY: fd is open for the call, which takes plain integers; it returns the
+            // error number.
+            let rc = unsafe { libc::posix_fallocate(fd, 0, len) };
+            if rc > 0 {
+                say(&format!("fallocate=posix: posix_fallocate fails: {}", std::io::Error::from_raw_os_error(rc)));
+            }
+        }
+        Fallocate::Keep => {
+            // SAFETY: fd is open for the call, which takes plain integers.
+            if unsafe { libc::fallocate(fd, libc::FALLOC_FL_KEEP_SIZE, 0, len) } != 0 {
+                let e = std::io::Error::last_os_error();
+                return Err(std::io::Error::new(e.kind(), format!("fallocate=keep: fallocate: {e}")));
+            }
+        }
+        Fallocate::Truncate => {
+            f.set_len(size).map_err(|e| std::io::Error::new(e.kind(), format!("fallocate=truncate: ftruncate: {e}")))?
+        }
+    }
+    Ok(())
 }
 
 /// Options of a run.

@@ -313,3 +313,29 @@ fn filename_format_names_the_files_as_fio_does() {
         assert_eq!(made[1], made[0], "ours against fio's for filename_format={format}");
     }
 }
+
+#[test]
+fn fallocate_preallocates_a_laid_out_file_as_fio_does() {
+    let t = "fallocate_preallocates_a_laid_out_file_as_fio_does";
+    if !have("fio", "--version", t) || !have("strace", "-V", t) {
+        return;
+    }
+    let _one = serial();
+    let s = scratch("fallocate");
+    // A read job on a new file: both lay it out, preallocating it first by the mode.
+    // Each case: the mode and the fallocate(2) calls fio made (posix_fallocate is one).
+    for (mode, calls) in [("none", 0), ("0", 0), ("native", 1), ("posix", 1), ("1", 1), ("keep", 1), ("truncate", 0)] {
+        for (n, (program, args)) in
+            both_args(&["--name=j", "--size=64k", "--bs=4k", "--rw=read"]).into_iter().enumerate()
+        {
+            let file = s.path(&format!("{mode}-{n}"));
+            let mut args = args;
+            args.push(format!("--filename={file}"));
+            args.push(format!("--fallocate={mode}"));
+            let got = count_calls(&s, &program, &args, &["fallocate"]);
+            assert_eq!(got, [calls], "{program} fallocate={mode}");
+            let len = std::fs::metadata(&file).unwrap_or_else(|e| panic!("{file}: {e}")).len();
+            assert_eq!(len, 64 << 10, "{program} fallocate={mode}: the file laid out");
+        }
+    }
+}

@@ -1060,11 +1060,21 @@ impl<'a> Run<'a> {
         let listed = &b.ignore_error[if verify { 2 } else { usize::from(write) }];
         let ignored =
             if listed.is_empty() { errno == libc::EIO || errno == libc::EILSEQ } else { listed.contains(&errno) };
-        if !on || !ignored {
+        if !on {
+            return false;
+        }
+        if !ignored {
+            // fio's break_on_this_error: an error of a type continue_on_error covers but
+            // not in its list ends the job, and is counted (update_error_count); once: the
+            // I/Os still in flight when it ends fail on their own.
+            if self.res.error == 0 {
+                self.count_error(errno);
+            }
             return false;
         }
         if b.error_dump {
-            // fio's io_u error line for an error it goes on after (error_dump=1).
+            // fio's io_u error line for an error it goes on after (error_dump=1; without
+            // fio's offset and length).
             let what = if verify {
                 "verify"
             } else if write {
@@ -1079,11 +1089,16 @@ impl<'a> Run<'a> {
                 std::io::Error::from_raw_os_error(errno)
             );
         }
+        self.count_error(errno);
+        true
+    }
+
+    /// fio's `update_error_count`: `total_err`, and `first_error` at the first.
+    fn count_error(&mut self, errno: i32) {
         self.res.total_err += 1;
         if self.res.total_err == 1 {
             self.res.first_error = errno;
         }
-        true
     }
 
     /// A write at `offset` failed and the job goes on: its block is not read back by the
@@ -2400,11 +2415,11 @@ mod run_tests {
         for mode in [Mode::Sync, Mode::Async] {
             let mut b = Behaviour::default();
             b.continue_on_error.read = true;
-            b.error_dump = false;
             // A read list without EIO replaces fio's default (EIO, EILSEQ): the EIO ends it.
             b.ignore_error[0] = vec![libc::ENOSPC];
             let r = half_gone(&s, mode, Rw::RandRead, b.clone());
-            assert_eq!((r.error, r.total_err), (libc::EIO, 0), "{mode:?}: EIO is not listed");
+            // Counted as fio counts it (break_on_this_error): the type is covered.
+            assert_eq!((r.error, r.total_err, r.first_error), (libc::EIO, 1, libc::EIO), "{mode:?}: EIO is not listed");
             b.ignore_error[0] = vec![libc::ENOSPC, libc::EIO];
             let r = half_gone(&s, mode, Rw::RandRead, b.clone());
             assert_eq!(r.error, 0, "{mode:?}: {:?}", r.error_msg);
@@ -2413,7 +2428,7 @@ mod run_tests {
             b.ignore_error = [vec![libc::ENOSPC], vec![libc::EIO], Vec::new()];
             b.continue_on_error.write = true;
             let r = half_gone(&s, mode, Rw::RandRead, b);
-            assert_eq!((r.error, r.total_err), (libc::EIO, 0), "{mode:?}: the write list is not the read list");
+            assert_eq!((r.error, r.total_err), (libc::EIO, 1), "{mode:?}: the write list is not the read list");
         }
     }
 

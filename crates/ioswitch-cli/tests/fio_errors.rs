@@ -8,7 +8,7 @@
 //! refuses.
 
 use ioswitch_testkit::dirs::Scratch;
-use ioswitch_testkit::{have, text};
+use ioswitch_testkit::{have, skip, text};
 use std::process::{Command, Output, Stdio};
 
 /// A 1 MiB tmpfs mounted on a directory, unmounted when dropped.
@@ -48,8 +48,8 @@ fn ignore_error_goes_on_after_the_listed_errnos_as_fio_does() {
     let m = Command::new("mount").args(["-t", "tmpfs", "-o", "size=1m", "tmpfs", &mnt]).output();
     match m {
         Ok(o) if o.status.success() => {}
-        Ok(o) => return println!("skipped {t}: cannot mount a tmpfs: {}", text(&o.stderr).trim()),
-        Err(e) => return println!("skipped {t}: cannot run mount: {e}"),
+        Ok(o) => return skip(t, &format!("cannot mount a tmpfs: {}", text(&o.stderr).trim())),
+        Err(e) => return skip(t, &format!("cannot run mount: {e}")),
     }
     let _mounted = Tmpfs(mnt.clone());
     let file = format!("{mnt}/f");

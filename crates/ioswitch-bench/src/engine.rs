@@ -229,6 +229,8 @@ pub struct Progress {
     pub groups: Vec<AtomicBool>,
     /// Set by `exitall` with `exit_what=all`: the jobs of later phases end at once.
     pub end_run: AtomicBool,
+    /// fio's flow control between the jobs (`flow`, `flow_id`).
+    pub flows: crate::flow::Flows,
     /// Per job instance, for the steady-state check ([`crate::steady`]): I/Os and bytes
     /// completed, and its stop flag; see [`run_job_slot`].
     pub slots: Vec<SsSlot>,
@@ -646,9 +648,20 @@ struct Run<'a> {
     min_rate: Option<crate::load::MinRate>,
     /// The instance's counters and stop flag for the steady-state check, if it has one.
     slot: Option<&'a SsSlot>,
+    /// The job's part in its flow (`flow`), if it has one.
+    flow: Option<crate::flow::JobFlow>,
 }
 
 impl<'a> Run<'a> {
+    /// fio's flow check before an I/O: `None` when the I/O may go (counted in the job's
+    /// flow), else how long to sleep (after the I/Os in flight are done, where the
+    /// `flow_sleep` is not 0) before trying again.
+    #[inline]
+    fn flow_held(&mut self) -> Option<Duration> {
+        let f = self.flow.as_mut()?;
+        f.held().then_some(f.sleep)
+    }
+
     #[inline]
     fn more(&self, now: u64) -> bool {
         if self.progress.stop.load(Ordering::Relaxed)
@@ -1122,14 +1135,48 @@ impl<'a> Run<'a> {
         } else {
             c.read
         };
-        if !on || !(errno == libc::EIO || errno == libc::EILSEQ) {
+        let listed = &b.ignore_error[if verify { 2 } else { usize::from(write) }];
+        let ignored =
+            if listed.is_empty() { errno == libc::EIO || errno == libc::EILSEQ } else { listed.contains(&errno) };
+        if !on {
             return false;
         }
+        if !ignored {
+            // fio's break_on_this_error: an error of a type continue_on_error covers but
+            // not in its list ends the job, and is counted (update_error_count); once: the
+            // I/Os still in flight when it ends fail on their own.
+            if self.res.error == 0 {
+                self.count_error(errno);
+            }
+            return false;
+        }
+        if b.error_dump {
+            // fio's io_u error line for an error it goes on after (error_dump=1; without
+            // fio's offset and length).
+            let what = if verify {
+                "verify"
+            } else if write {
+                "write"
+            } else {
+                "read"
+            };
+            eprintln!(
+                "ioswitch: job {}: error on file {}: {}: {what} (going on: continue_on_error)",
+                self.job.name,
+                self.job.filename,
+                std::io::Error::from_raw_os_error(errno)
+            );
+        }
+        self.count_error(errno);
+        true
+    }
+
+    /// fio's `update_error_count`: `total_err`, and `first_error` at the first.
+    fn count_error(&mut self, errno: i32) {
         self.res.total_err += 1;
         if self.res.total_err == 1 {
             self.res.first_error = errno;
         }
-        true
     }
 
     /// A write at `offset` failed and the job goes on: its block is not read back by the
@@ -1396,6 +1443,11 @@ pub fn run_job_slot(job: &Job, instance: u32, devs: &[&Device], progress: &Progr
         lat_step: crate::load::LatStep::Go,
         min_rate: crate::load::MinRate::new(&job.load),
         slot: slot.and_then(|i| progress.slots.get(i)),
+        flow: progress.flows.join(
+            job.behaviour.flow_id,
+            job.behaviour.flow,
+            Duration::from_micros(u64::from(job.behaviour.flow_sleep_us)),
+        ),
         logs: job.logs.any().then(|| {
             let b = &job.behaviour;
             crate::iolog::JobLogs::new(
@@ -1570,6 +1622,15 @@ fn alloc_buffers(run: &mut Run, n: u32) -> Option<Vec<Buffer>> {
     Some(v)
 }
 
+/// A job held by its flow: sleeps `flow_sleep`, or (0) yields the CPU once.
+fn flow_pause(sleep: Duration) {
+    if sleep.is_zero() {
+        std::thread::yield_now();
+    } else {
+        std::thread::sleep(sleep);
+    }
+}
+
 fn run_sync(run: &mut Run) {
     let Some(mut bufs) = alloc_buffers(run, 1) else { return };
     let mut buf = bufs.pop().expect("one buffer");
@@ -1582,6 +1643,10 @@ fn run_sync(run: &mut Run) {
         let mut start = now_ns();
         if !run.more(start) {
             break;
+        }
+        if let Some(sleep) = run.flow_held() {
+            flow_pause(sleep);
+            continue;
         }
         // As fio's get_io_u: the file first (a sync, too, takes its turn of the
         // file_service_type and goes to that file).
@@ -1903,6 +1968,14 @@ fn run_async(run: &mut Run) {
         let mut start = now_ns();
         if !run.more(start) {
             break;
+        }
+        if let Some(sleep) = run.flow_held() {
+            // fio's io_u_quiesce before the sleep.
+            if !sleep.is_zero() && (f.reap_all(run).is_none() || run.res.error != 0) {
+                break 'io;
+            }
+            flow_pause(sleep);
+            continue;
         }
         run.next_file();
         // Before a paced I/O's due time fio (inline submission) waits for everything in
@@ -2489,6 +2562,29 @@ mod run_tests {
             b.continue_on_error = crate::jobfile::ContinueOn { write: true, verify: true, read: false };
             let r = half_gone(&s, mode, Rw::RandRead, b);
             assert_eq!((r.error, r.total_err), (libc::EIO, 0), "{mode:?}: write and verify do not cover reads");
+        }
+    }
+
+    #[test]
+    fn ignore_error_goes_on_after_the_listed_errnos_only() {
+        let s = scratch("ignerr");
+        for mode in [Mode::Sync, Mode::Async] {
+            let mut b = Behaviour::default();
+            b.continue_on_error.read = true;
+            // A read list without EIO replaces fio's default (EIO, EILSEQ): the EIO ends it.
+            b.ignore_error[0] = vec![libc::ENOSPC];
+            let r = half_gone(&s, mode, Rw::RandRead, b.clone());
+            // Counted as fio counts it (break_on_this_error): the type is covered.
+            assert_eq!((r.error, r.total_err, r.first_error), (libc::EIO, 1, libc::EIO), "{mode:?}: EIO is not listed");
+            b.ignore_error[0] = vec![libc::ENOSPC, libc::EIO];
+            let r = half_gone(&s, mode, Rw::RandRead, b.clone());
+            assert_eq!(r.error, 0, "{mode:?}: {:?}", r.error_msg);
+            assert_eq!((r.total_err, r.first_error, r.read.ios), (128, libc::EIO, 128), "{mode:?}");
+            // The write list does not cover reads.
+            b.ignore_error = [vec![libc::ENOSPC], vec![libc::EIO], Vec::new()];
+            b.continue_on_error.write = true;
+            let r = half_gone(&s, mode, Rw::RandRead, b);
+            assert_eq!((r.error, r.total_err), (libc::EIO, 1), "{mode:?}: the write list is not the read list");
         }
     }
 

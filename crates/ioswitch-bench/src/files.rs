@@ -95,6 +95,41 @@ pub fn default_names(job: &str, jobnum: u32, nrfiles: u32) -> Vec<String> {
     (0..nrfiles.max(1)).map(|i| format!("{job}.{jobnum}.{i}")).collect()
 }
 
+/// The name of file `filenum` of clone `jobnum` of job `job` by fio's `filename_format`
+/// (init.c `make_filename`): each of `$jobname`, `$jobnum`, `$filenum` and `$clientuid`
+/// (matched without regard to case, in that order) is replaced wherever it occurs;
+/// `$clientuid` is empty, as in fio run without its client/server mode. No format: fio's
+/// default `$jobname.$jobnum.$filenum`.
+pub fn format_name(format: Option<&str>, job: &str, jobnum: u32, filenum: u32) -> String {
+    let Some(format) = format.filter(|f| !f.is_empty()) else {
+        return format!("{job}.{jobnum}.{filenum}");
+    };
+    let (jobnum, filenum) = (jobnum.to_string(), filenum.to_string());
+    let mut name = format.to_string();
+    for (key, with) in [("$jobname", job), ("$jobnum", &jobnum), ("$filenum", &filenum), ("$clientuid", "")] {
+        name = replace_ignoring_case(&name, key, with);
+    }
+    name
+}
+
+/// `s` with every occurrence of the ASCII `key` (of any case) replaced by `with`.
+fn replace_ignoring_case(s: &str, key: &str, with: &str) -> String {
+    let lower = s.to_ascii_lowercase();
+    let mut out = String::with_capacity(s.len());
+    let mut at = 0;
+    while let Some(i) = lower[at..].find(key) {
+        out += &s[at..at + i];
+        out += with;
+        at += i + key.len();
+    }
+    out + &s[at..]
+}
+
+/// [`default_names`] by a `filename_format` (see [`format_name`]).
+pub fn formatted_names(format: Option<&str>, job: &str, jobnum: u32, nrfiles: u32) -> Vec<String> {
+    (0..nrfiles.max(1)).map(|i| format_name(format, job, jobnum, i)).collect()
+}
+
 /// The directory of clone `jobnum` in a `directory=a:b` list: fio takes the
 /// `jobnum % count`-th (options.c `set_name_idx`).
 pub fn directory_of(dirs: &[String], jobnum: u32) -> Option<&str> {
@@ -294,8 +329,20 @@ mod tests {
     }
 
     #[test]
+    fn filename_format_replaces_fios_keywords() {
+        assert_eq!(format_name(Some("fio-test-ime.$jobnum.$filenum"), "w", 3, 1), "fio-test-ime.3.1");
+        assert_eq!(format_name(Some("$JobName-$jobname/$FILENUM"), "a.b", 0, 7), "a.b-a.b/7");
+        assert_eq!(format_name(Some("x$clientuid.y"), "j", 0, 0), "x.y");
+        assert_eq!(format_name(Some("plain"), "j", 4, 2), "plain", "no keyword: one name for every file");
+        assert_eq!(format_name(Some(""), "j", 1, 2), "j.1.2", "empty: fio's default");
+        assert_eq!(format_name(Some("$jobnumber"), "j", 5, 0), "5ber");
+        assert_eq!(formatted_names(Some("f.$filenum"), "j", 9, 3), ["f.0", "f.1", "f.2"]);
+    }
+
+    #[test]
     fn fios_names_and_directories() {
         assert_eq!(default_names("j", 2, 3), ["j.2.0", "j.2.1", "j.2.2"]);
+        assert_eq!(formatted_names(None, "j", 2, 2), default_names("j", 2, 2));
         let dirs = vec!["/a".to_string(), "/b".to_string()];
         assert_eq!(
             (directory_of(&dirs, 0), directory_of(&dirs, 3), directory_of(&[], 1)),

@@ -441,6 +441,25 @@ pub struct ContinueOn {
     pub verify: bool,
 }
 
+/// How a file is preallocated when it is laid out (`fallocate`; fio's filesetup.c
+/// `fallocate_file`, over the file's whole size, before its data is written).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Fallocate {
+    /// `none` / `0`: no preallocation.
+    None,
+    /// `native` (fio's default on Linux): fallocate(2) with no flags; a failure is
+    /// ignored, as in fio.
+    #[default]
+    Native,
+    /// `posix` / `1`: posix_fallocate(3); a failure is reported and the layout goes on,
+    /// as in fio.
+    Posix,
+    /// `keep`: fallocate(2) with FALLOC_FL_KEEP_SIZE; a failure ends the job.
+    Keep,
+    /// `truncate`: ftruncate(2) to the size; a failure ends the job.
+    Truncate,
+}
+
 /// The generator of random offsets (`random_generator`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum RandomGenerator {
@@ -558,6 +577,26 @@ pub struct Behaviour {
     pub verify_dump: bool,
     /// `continue_on_error`.
     pub continue_on_error: ContinueOn,
+    /// `ignore_error`: per error type (read, write, verify) the errnos a job goes on after
+    /// where `continue_on_error` covers the type; an empty list: fio's default, EIO and
+    /// EILSEQ.
+    pub ignore_error: [Vec<i32>; 3],
+    /// `error_dump`: each error the job goes on after is written to stderr; off (fio 3.33's
+    /// default, its option table's, whatever its HOWTO says): only the error that ends the
+    /// job is.
+    pub error_dump: bool,
+    /// `flow`: the job's weight in its flow (fio's flow control, see [`crate::flow`]);
+    /// 0: none.
+    pub flow: u32,
+    /// `flow_id`: which flow the job is in.
+    pub flow_id: i32,
+    /// `flow_sleep`: how long a job held by its flow sleeps before it tries again, µs.
+    pub flow_sleep_us: u32,
+    /// `fallocate`: how a file is preallocated when it is laid out.
+    pub fallocate: Fallocate,
+    /// `filename_format`: how the files of a job without `filename` are named (see
+    /// [`crate::files::format_name`]); `None`: fio's `$jobname.$jobnum.$filenum`.
+    pub filename_format: Option<String>,
     /// `random_generator`.
     pub random_generator: RandomGenerator,
     /// `unified_rw_reporting`.
@@ -619,6 +658,13 @@ impl Default for Behaviour {
             verify_fatal: false,
             verify_dump: false,
             continue_on_error: ContinueOn::default(),
+            ignore_error: Default::default(),
+            error_dump: false,
+            filename_format: None,
+            flow: 0,
+            flow_id: 0,
+            flow_sleep_us: 0,
+            fallocate: Fallocate::default(),
             random_generator: RandomGenerator::default(),
             unified_rw_reporting: UnifiedRw::default(),
             cpus_split: false,
@@ -816,6 +862,44 @@ pub fn group_ids(jobs: &[JobSpec]) -> Vec<u32> {
         .collect()
 }
 
+/// What `ignore_error` takes.
+const EXPECT_IGNORE_ERROR: &str =
+    "up to three ','-separated lists (read, write, verify) of ':'-separated errno names (EIO, ENOSPC, …) or numbers";
+
+/// The errno names fio's `ignore_error` knows (options.c `str2error`): Linux's errnos 1
+/// to 34, in order.
+const ERRNO_NAMES: [&str; 34] = [
+    "EPERM", "ENOENT", "ESRCH", "EINTR", "EIO", "ENXIO", "E2BIG", "ENOEXEC", "EBADF", "ECHILD", "EAGAIN", "ENOMEM",
+    "EACCES", "EFAULT", "ENOTBLK", "EBUSY", "EEXIST", "EXDEV", "ENODEV", "ENOTDIR", "EISDIR", "EINVAL", "ENFILE",
+    "EMFILE", "ENOTTY", "ETXTBSY", "EFBIG", "ENOSPC", "ESPIPE", "EROFS", "EMLINK", "EPIPE", "EDOM", "ERANGE",
+];
+
+/// fio's `ignore_error` value: a list of errnos per error type (read, write, verify), as
+/// options.c `str_ignore_error_cb`: a list ends at its first empty name; a name is one of
+/// [`ERRNO_NAMES`], a number its absolute value (not 0).
+fn parse_ignore_error(v: &str) -> Result<Vec<Vec<i32>>, String> {
+    let lists: Vec<&str> = v.trim().split(',').collect();
+    if lists.len() > 3 {
+        return Err(format!("{} lists; fio's error types are read, write and verify", lists.len()));
+    }
+    lists
+        .into_iter()
+        .map(|list| {
+            list.split(':')
+                .take_while(|name| !name.is_empty())
+                .map(|name| {
+                    let errno = if name.starts_with('E') {
+                        ERRNO_NAMES.iter().position(|n| *n == name).map(|i| i as i32 + 1)
+                    } else {
+                        name.parse::<i32>().ok().map(i32::abs).filter(|n| *n != 0)
+                    };
+                    errno.ok_or_else(|| format!("unknown error '{name}'"))
+                })
+                .collect()
+        })
+        .collect()
+}
+
 /// Whether an option takes no value when given bare.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -890,6 +974,8 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("disable_bw_measurement", &["disable_bw"], Kind::Bool),
     ("verify_fatal", &[], Kind::Bool),
     ("continue_on_error", &[], Kind::Value),
+    ("ignore_error", &[], Kind::Value),
+    ("error_dump", &[], Kind::Bool),
     ("random_generator", &[], Kind::Value),
     ("unified_rw_reporting", &[], Kind::Value),
     ("io_submit_mode", &[], Kind::Value),
@@ -942,6 +1028,11 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("blocksize_unaligned", &["bs_unaligned"], Kind::Bool),
     ("blockalign", &["ba"], Kind::Value),
     ("nrfiles", &["nr_files"], Kind::Value),
+    ("filename_format", &[], Kind::Value),
+    ("flow", &[], Kind::Value),
+    ("flow_id", &[], Kind::Value),
+    ("flow_sleep", &[], Kind::Value),
+    ("fallocate", &[], Kind::Value),
     ("openfiles", &[], Kind::Value),
     ("file_service_type", &[], Kind::Value),
     ("random_distribution", &[], Kind::Value),
@@ -1592,6 +1683,46 @@ impl JobSpec {
                 };
                 b.continue_on_error = ContinueOn { read, write, verify };
             }
+            "ignore_error" => {
+                for (kind, list) in parse_ignore_error(val.value(EXPECT_IGNORE_ERROR)?)
+                    .map_err(|why| val.bad(&format!("{EXPECT_IGNORE_ERROR} ({why})")))?
+                    .into_iter()
+                    .enumerate()
+                {
+                    // fio (options.c ignore_error_type): a list turns continue_on_error on
+                    // for its error type; an empty one leaves the type as it was.
+                    if !list.is_empty() {
+                        match kind {
+                            0 => b.continue_on_error.read = true,
+                            1 => b.continue_on_error.write = true,
+                            _ => b.continue_on_error.verify = true,
+                        }
+                        b.ignore_error[kind] = list;
+                    }
+                }
+            }
+            "error_dump" => b.error_dump = val.flag()?,
+            "flow" => {
+                const EXPECT: &str = "a weight from 0 to 1000 (fio's FLOW_MAX_WEIGHT)";
+                b.flow =
+                    val.value(EXPECT)?.parse::<u32>().ok().filter(|w| *w <= 1000).ok_or_else(|| val.bad(EXPECT))?;
+            }
+            "flow_id" => {
+                const EXPECT: &str = "a whole number (a flow's id)";
+                b.flow_id = val.value(EXPECT)?.parse::<i32>().map_err(|_| val.bad(EXPECT))?;
+            }
+            "flow_sleep" => b.flow_sleep_us = val.count32(0)?,
+            "fallocate" => {
+                const EXPECT: &str = "none, native, posix, keep, truncate, 0 (none) or 1 (posix)";
+                b.fallocate = match val.value(EXPECT)? {
+                    "none" | "0" => Fallocate::None,
+                    "native" => Fallocate::Native,
+                    "posix" | "1" => Fallocate::Posix,
+                    "keep" => Fallocate::Keep,
+                    "truncate" => Fallocate::Truncate,
+                    _ => return Err(val.bad(EXPECT)),
+                };
+            }
             "ioswitch_clat_stamp" => {
                 const EXPECT: &str = "batch (one completion time per reaped batch, as fio) or each";
                 b.clat_stamp = match val.value(EXPECT)? {
@@ -1877,6 +2008,7 @@ impl JobSpec {
             // Several files per job: crate::files; openfiles below nrfiles is checked in
             // fix_up, where the file count is known.
             "nrfiles" => self.behaviour.nrfiles = val.count32(1)?,
+            "filename_format" => self.behaviour.filename_format = Some(val.text()?),
             "openfiles" => self.behaviour.openfiles = val.count32(0)?,
             "file_service_type" => {
                 self.behaviour.file_service = crate::files::Service::parse(val.value(crate::files::EXPECT_SERVICE)?)
@@ -3046,6 +3178,72 @@ mod tests {
         assert!(e.contains("none, read, write, io, verify, all"), "{e}");
         let e = err("[j]\nrandom_generator=mt19937\n");
         assert!(e.contains("tausworthe, lfsr or tausworthe64"), "{e}");
+    }
+
+    #[test]
+    fn ignore_error_lists_per_error_type_as_fio() {
+        // enospc-pressure.fio's: continue_on_error=write, then an empty read list and ENOSPC.
+        let b = one("[j]\ncontinue_on_error=write\nignore_error=,ENOSPC\nerror_dump=1\n").behaviour;
+        assert_eq!(b.ignore_error, [vec![], vec![libc::ENOSPC], vec![]]);
+        assert_eq!(b.continue_on_error, ContinueOn { write: true, ..ContinueOn::default() });
+        assert!(b.error_dump && !JobSpec::new("d").behaviour.error_dump, "fio 3.33 dumps no errors by default");
+        // A list turns continue_on_error on for its type; numbers are taken as absolute
+        // values; a list ends at an empty name.
+        let b = one("[j]\nignore_error=EIO:-28::EPERM,,84\n").behaviour;
+        assert_eq!(b.ignore_error, [vec![libc::EIO, libc::ENOSPC], vec![], vec![84]]);
+        assert_eq!(b.continue_on_error, ContinueOn { read: true, write: false, verify: true });
+        // A later continue_on_error sets the types again, as in fio (its bits are one value).
+        let b = one("[j]\nignore_error=EIO\ncontinue_on_error=none\n").behaviour;
+        assert_eq!((b.continue_on_error, b.ignore_error[0].clone()), (ContinueOn::default(), vec![libc::EIO]));
+        assert_eq!(JobSpec::new("d").behaviour.ignore_error, [vec![], vec![], vec![]] as [Vec<i32>; 3]);
+        for (v, why) in [
+            ("EWHATEVER", "unknown error 'EWHATEVER'"),
+            ("0", "unknown error '0'"),
+            ("eio", "unknown error 'eio'"),
+            ("EIO,EIO,EIO,EIO", "4 lists"),
+        ] {
+            let e = err(&format!("[j]\nignore_error={v}\n"));
+            assert!(e.contains("ignore_error") && e.contains(why), "{v}: {e}");
+        }
+    }
+
+    #[test]
+    fn flow_options_as_fio() {
+        let b = one("[global]\nflow_sleep=1000\n[j]\nflow=8\nflow_id=-2\n").behaviour;
+        assert_eq!((b.flow, b.flow_id, b.flow_sleep_us), (8, -2, 1000));
+        let d = JobSpec::new("d").behaviour;
+        assert_eq!((d.flow, d.flow_id, d.flow_sleep_us), (0, 0, 0), "fio's defaults: no flow");
+        assert_eq!(one("[j]\nflow=1000\n").behaviour.flow, 1000);
+        for bad in ["flow=1001", "flow=-1", "flow=x", "flow_id=1.5", "flow_sleep=-3"] {
+            let e = err(&format!("[j]\n{bad}\n"));
+            assert!(e.contains(bad.split('=').next().unwrap()), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn fallocate_modes_as_fio() {
+        assert_eq!(JobSpec::new("d").behaviour.fallocate, Fallocate::Native, "fio's default on Linux");
+        for (v, want) in [
+            ("none", Fallocate::None),
+            ("0", Fallocate::None),
+            ("native", Fallocate::Native),
+            ("posix", Fallocate::Posix),
+            ("1", Fallocate::Posix),
+            ("keep", Fallocate::Keep),
+            ("truncate", Fallocate::Truncate),
+        ] {
+            assert_eq!(one(&format!("[j]\nfallocate={v}\n")).behaviour.fallocate, want, "{v}");
+        }
+        let e = err("[j]\nfallocate=2\n");
+        assert!(e.contains("'fallocate'") && e.contains("none, native, posix, keep, truncate"), "{e}");
+    }
+
+    #[test]
+    fn filename_format_is_kept_for_the_file_names() {
+        let b = one("[global]\nfilename_format=f.$jobnum.$filenum\n[j]\n").behaviour;
+        assert_eq!(b.filename_format.as_deref(), Some("f.$jobnum.$filenum"));
+        assert_eq!(JobSpec::new("d").behaviour.filename_format, None, "fio's $jobname.$jobnum.$filenum");
+        assert!(err("[j]\nfilename_format=\n").contains("filename_format"));
     }
 
     #[test]

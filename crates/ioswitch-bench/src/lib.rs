@@ -21,6 +21,7 @@ pub mod engine;
 pub mod error;
 pub mod files;
 pub mod fiolog;
+pub mod flow;
 pub mod hist;
 pub mod iolog;
 pub mod jobfile;

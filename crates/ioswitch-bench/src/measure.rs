@@ -605,7 +605,7 @@ pub(crate) fn describe(spec: &JobSpec) -> String {
 /// The target in words: the job's file (or files), else fio's default file name.
 pub(crate) fn target_of(spec: &JobSpec) -> String {
     match spec.filename.as_slice() {
-        [] => format!("{}.0.0", spec.name),
+        [] => crate::files::format_name(spec.behaviour.filename_format.as_deref(), &spec.name, 0, 0),
         [one] => one.clone(),
         more => more.join(":"),
     }

@@ -234,9 +234,10 @@ fn resolve_size(s: SizeSpec, dev_bytes: u64) -> u64 {
     }
 }
 
-/// fio's default file name for a job without `filename`: `NAME.CLONE.0`.
+/// fio's default file name for a job without `filename`: `NAME.CLONE.0`, or by its
+/// `filename_format`.
 fn default_filename(spec: &JobSpec, clone: u32) -> String {
-    format!("{}.{clone}.0", spec.name)
+    crate::files::format_name(spec.behaviour.filename_format.as_deref(), &spec.name, clone, 0)
 }
 
 /// A job's file name as the library opens it. In fio a file name is a path, so a bare
@@ -360,7 +361,7 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
                 // started over every largest write block.
                 let bs = spec.shapes.bs_bounds(1, spec.bs.write).1 as usize;
                 let pattern = spec.shapes.buffer_pattern.as_deref().map(|p| (p, bs));
-                lay_out(path, cur, w, pattern, say)
+                lay_out(path, cur, w, pattern, spec.behaviour.fallocate, say)
             }
             .map_err(|source| BenchError::LayOut {
                 at: At::new(spec, "filename"),
@@ -475,7 +476,11 @@ fn prepare_files(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Res
     let instances = if shared { 1 } else { spec.numjobs.max(1) };
     let mut per_instance: Vec<Vec<Prepared>> = Vec::new();
     for jobnum in 0..instances {
-        let names = if shared { spec.filename.clone() } else { crate::files::default_names(&spec.name, jobnum, n) };
+        let names = if shared {
+            spec.filename.clone()
+        } else {
+            crate::files::formatted_names(spec.behaviour.filename_format.as_deref(), &spec.name, jobnum, n)
+        };
         let mut files = Vec::new();
         for (i, name) in names.into_iter().enumerate() {
             let mut one = spec.clone();
@@ -551,11 +556,13 @@ fn lay_out(
     from: u64,
     to: u64,
     pattern: Option<(&[u8], usize)>,
+    fallocate: crate::jobfile::Fallocate,
     say: &mut dyn FnMut(&str),
 ) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
     say(&format!("Laying out IO file {} ({} bytes)", path.display(), to));
     let f = std::fs::OpenOptions::new().create(true).write(true).truncate(false).open(path)?;
+    preallocate(&f, to, fallocate, say)?;
     let mut chunk = vec![0u8; 1 << 20];
     match pattern.filter(|(p, bs)| !p.is_empty() && *bs > 0) {
         Some((p, bs)) => {
@@ -583,6 +590,48 @@ fn lay_out(
         pos += n as u64;
     }
     f.sync_all()
+}
+
+/// fio's `fallocate_file` on a file being laid out to `size` bytes (see
+/// [`crate::jobfile::Fallocate`] for which failures count).
+fn preallocate(
+    f: &std::fs::File,
+    size: u64,
+    mode: crate::jobfile::Fallocate,
+    say: &mut dyn FnMut(&str),
+) -> std::io::Result<()> {
+    use crate::jobfile::Fallocate;
+    use std::os::fd::AsRawFd;
+    let fd = f.as_raw_fd();
+    let len = size as libc::off_t;
+    match mode {
+        Fallocate::None => {}
+        Fallocate::Native => {
+            // As fio's native_fallocate: a failure (e.g. a file system without it) is
+            // not an error; the layout writes the data anyway.
+            // SAFETY: fd is open for the call, which takes plain integers.
+            let _ = unsafe { libc::fallocate(fd, 0, 0, len) };
+        }
+        Fallocate::Posix => {
+            // SAFETY: fd is open for the call, which takes plain integers; it returns the
+            // error number.
+            let rc = unsafe { libc::posix_fallocate(fd, 0, len) };
+            if rc > 0 {
+                say(&format!("fallocate=posix: posix_fallocate fails: {}", std::io::Error::from_raw_os_error(rc)));
+            }
+        }
+        Fallocate::Keep => {
+            // SAFETY: fd is open for the call, which takes plain integers.
+            if unsafe { libc::fallocate(fd, libc::FALLOC_FL_KEEP_SIZE, 0, len) } != 0 {
+                let e = std::io::Error::last_os_error();
+                return Err(std::io::Error::new(e.kind(), format!("fallocate=keep: fallocate: {e}")));
+            }
+        }
+        Fallocate::Truncate => {
+            f.set_len(size).map_err(|e| std::io::Error::new(e.kind(), format!("fallocate=truncate: ftruncate: {e}")))?
+        }
+    }
+    Ok(())
 }
 
 /// Options of a run.

@@ -47,7 +47,9 @@ Own options:
 An I/O error or a verify failure ends the job; it is reported, and the exit status is 1.
 With continue_on_error (read, write, io, verify, all; EIO and EILSEQ, as fio) the job goes
 on after the errors it covers, counts them (total_err, first_error), reports the first as
-the job's error, and exits 0, as fio does.";
+the job's error, and exits 0, as fio does; ignore_error=READ,WRITE,VERIFY (':'-separated
+errno names or numbers per type) sets which errnos those are, and error_dump=1 writes each
+error gone on after to stderr.";
 
 const EXAMPLES: &str = "\
 Examples:

@@ -303,3 +303,71 @@ fn a_file_is_laid_out_for_every_clone_of_an_offset_increment_job_as_fio_does() {
     assert_eq!(sizes[0], (120 << 10) + (3 << 20), "fio's file: the last clone's region's end");
     assert_eq!(sizes[1], sizes[0], "ours");
 }
+
+/// The names of the files in `dir`, sorted.
+fn names_in(dir: &str) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{dir}: {e}"))
+        .map(|e| e.expect("a directory entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn filename_format_names_the_files_as_fio_does() {
+    let t = "filename_format_names_the_files_as_fio_does";
+    if !have("fio", "--version", t) {
+        return;
+    }
+    let _one = serial();
+    let s = scratch("filename_format");
+    // Each case: the format, and the names fio made for it (checked here, so that a fio
+    // that named them otherwise shows up as such, not as our bug).
+    let cases: [(&str, &[&str]); 4] = [
+        ("fmt.$jobnum.$filenum", &["fmt.0.0", "fmt.0.1", "fmt.1.0", "fmt.1.1"]),
+        ("$JOBNAME-$filenum$clientuid", &["j-0", "j-1"]),
+        ("$jobname.$jobnum.$filenum", &["j.0.0", "j.0.1", "j.1.0", "j.1.1"]),
+        ("one", &["one"]),
+    ];
+    for (i, (format, want)) in cases.iter().enumerate() {
+        let job = ["--name=j", "--nrfiles=2", "--numjobs=2", "--size=64k", "--bs=4k", "--rw=write", "--ioengine=psync"];
+        let mut made = Vec::new();
+        for (n, (program, mut args)) in both_args(&job).into_iter().enumerate() {
+            let dir = s.path(&format!("{i}-{n}"));
+            std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{dir}: {e}"));
+            args.push(format!("--directory={dir}"));
+            args.push(format!("--filename_format={format}"));
+            run(&program, &args);
+            made.push(names_in(&dir));
+        }
+        assert_eq!(made[0], *want, "fio's names for filename_format={format}");
+        assert_eq!(made[1], made[0], "ours against fio's for filename_format={format}");
+    }
+}
+
+#[test]
+fn fallocate_preallocates_a_laid_out_file_as_fio_does() {
+    let t = "fallocate_preallocates_a_laid_out_file_as_fio_does";
+    if !have("fio", "--version", t) || !have("strace", "-V", t) {
+        return;
+    }
+    let _one = serial();
+    let s = scratch("fallocate");
+    // A read job on a new file: both lay it out, preallocating it first by the mode.
+    // Each case: the mode and the fallocate(2) calls fio made (posix_fallocate is one).
+    for (mode, calls) in [("none", 0), ("0", 0), ("native", 1), ("posix", 1), ("1", 1), ("keep", 1), ("truncate", 0)] {
+        for (n, (program, args)) in
+            both_args(&["--name=j", "--size=64k", "--bs=4k", "--rw=read"]).into_iter().enumerate()
+        {
+            let file = s.path(&format!("{mode}-{n}"));
+            let mut args = args;
+            args.push(format!("--filename={file}"));
+            args.push(format!("--fallocate={mode}"));
+            let got = count_calls(&s, &program, &args, &["fallocate"]);
+            assert_eq!(got, [calls], "{program} fallocate={mode}");
+            let len = std::fs::metadata(&file).unwrap_or_else(|e| panic!("{file}: {e}")).len();
+            assert_eq!(len, 64 << 10, "{program} fallocate={mode}: the file laid out");
+        }
+    }
+}

@@ -283,6 +283,11 @@ pub(super) fn run_offload(run: &mut Run) {
             if !run.more(start) {
                 break;
             }
+            // fio's flow check (without its quiesce: the workers' I/Os go on).
+            if let Some(sleep) = run.flow_held() {
+                super::flow_pause(sleep);
+                continue;
+            }
             // fio's check_get_verify: the verify reads due go before the next I/O, each
             // to its own file, taking an io_u; they do not count against the size.
             if let Some((f, off)) = to_verify.pop_front() {

@@ -1,0 +1,98 @@
+//! `ioswitch bench` against fio on which errors a job goes on after (`ignore_error`,
+//! `continue_on_error`, `error_dump`): sequential 4 KiB writes to a sparse 4 MiB file on a
+//! 1 MiB tmpfs fail with ENOSPC past the first MiB; a job whose lists name ENOSPC runs to
+//! the end and counts the failures, one whose lists do not stops at the first; both
+//! tools must report the same.
+//!
+//! Needs fio and a tmpfs mount (root); the test skips with the reason where `mount`
+//! refuses.
+
+use ioswitch_testkit::dirs::Scratch;
+use ioswitch_testkit::{have, skip, text};
+use std::process::{Command, Output, Stdio};
+
+/// A 1 MiB tmpfs mounted on a directory, unmounted when dropped.
+struct Tmpfs(String);
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// Exit status, (error, total_err, first_error, bytes written), lines on stderr.
+type Outcome = (Option<i32>, Option<(i64, i64, i64, u64)>, usize);
+
+/// What a job reported: exit status, and from its JSON (where it wrote one) the error,
+/// `total_err`, `first_error` and bytes written; and the lines it wrote to stderr.
+fn outcome(o: &Output) -> Outcome {
+    let out = text(&o.stdout);
+    let json = out.find('{').and_then(|i| serde_json::from_str::<serde_json::Value>(&out[i..]).ok());
+    let fields = json.map(|j| {
+        let j = &j["jobs"][0];
+        let n = |k: &str| j[k].as_i64().unwrap_or(-1);
+        (n("error"), n("total_err"), n("first_error"), j["write"]["io_bytes"].as_u64().unwrap_or(0))
+    });
+    (o.status.code(), fields, text(&o.stderr).lines().filter(|l| l.contains("No space left on device")).count())
+}
+
+#[test]
+fn ignore_error_goes_on_after_the_listed_errnos_as_fio_does() {
+    let t = "ignore_error_goes_on_after_the_listed_errnos_as_fio_does";
+    if !have("fio", "--version", t) {
+        return;
+    }
+    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "errors");
+    let mnt = s.path("mnt");
+    std::fs::create_dir_all(&mnt).expect("make the mount point");
+    let m = Command::new("mount").args(["-t", "tmpfs", "-o", "size=1m", "tmpfs", &mnt]).output();
+    match m {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => return skip(t, &format!("cannot mount a tmpfs: {}", text(&o.stderr).trim())),
+        Err(e) => return skip(t, &format!("cannot run mount: {e}")),
+    }
+    let _mounted = Tmpfs(mnt.clone());
+    let file = format!("{mnt}/f");
+    // Each case: the options, and whether the job goes on (after 768 failed writes).
+    let cases: [(&[&str], bool); 5] = [
+        (&["--continue_on_error=write", "--ignore_error=,ENOSPC"], true),
+        (&["--ignore_error=,ENOSPC", "--error_dump=1"], true),
+        (&["--continue_on_error=write", "--ignore_error=,EIO"], false),
+        (&["--ignore_error=ENOSPC"], false),
+        (&["--continue_on_error=write"], false),
+    ];
+    for (opts, goes_on) in cases {
+        let mut got = Vec::new();
+        for program in ["fio", env!("CARGO_BIN_EXE_ioswitch")] {
+            std::fs::File::create(&file).and_then(|f| f.set_len(4 << 20)).expect("the sparse file");
+            let mut cmd = Command::new(program);
+            if program != "fio" {
+                cmd.args(["bench", "--no-progress"]);
+            }
+            let o = cmd
+                .args(["--name=j", &format!("--filename={file}"), "--rw=write", "--bs=4k", "--size=4m"])
+                .args(["--ioengine=psync", "--output-format=json"])
+                .args(opts)
+                .stdin(Stdio::null())
+                .output()
+                .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
+            got.push(outcome(&o));
+        }
+        println!("{opts:?}: fio {:?}, ours {:?}", got[0], got[1]);
+        let (fio, ours) = (&got[0], &got[1]);
+        if goes_on {
+            assert_eq!(fio.0, Some(0), "{opts:?}: fio goes on");
+            assert_eq!(fio.1, Some((28, 768, 28, 1 << 20)), "{opts:?}: fio's error fields");
+            assert_eq!((ours.0, ours.1), (fio.0, fio.1), "{opts:?}: ours against fio's");
+            // error_dump=1: each error gone on after is on stderr; fio 3.33's default: none.
+            let dumped = if opts.contains(&"--error_dump=1") { 768 } else { 0 };
+            assert_eq!((fio.2, ours.2), (dumped, dumped), "{opts:?}: the errors written to stderr");
+        } else {
+            assert_eq!(fio.0, Some(1), "{opts:?}: fio stops at the first ENOSPC");
+            assert_eq!(ours.0, Some(1), "{opts:?}: ours stops at the first ENOSPC too");
+            // Where continue_on_error covers writes, fio counts the error that ends the job.
+            assert_eq!(ours.1, fio.1, "{opts:?}: the error fields, ours against fio's");
+            assert!(ours.2 >= 1, "{opts:?}: ours names the error");
+        }
+    }
+}

@@ -1188,7 +1188,7 @@ impl<'a> Run<'a> {
         }
     }
 
-    fn fill(&mut self, buf: &mut Buffer, offset: u64) {
+    fn fill(&mut self, buf: &mut Buffer, offset: u64, len: u64) {
         if let Some(g) = self.bufgen.as_mut().filter(|_| self.job.verify == Verify::None) {
             g.fill(buf, self.job.bs[1]);
         } else if let Some(p) = self.job.shapes.buffer_pattern.as_deref().filter(|_| self.job.verify == Verify::None) {
@@ -1203,6 +1203,13 @@ impl<'a> Run<'a> {
                 let r = self.refill.next().to_le_bytes();
                 chunk.copy_from_slice(&r[..chunk.len()]);
             }
+        } else if self.job.behaviour.scramble_buffers
+            && self.job.verify == Verify::None
+            && self.bufgen.is_none()
+            && self.job.shapes.buffer_pattern.is_none()
+        {
+            let n = (len as usize).min(buf.len());
+            scramble(&mut buf[..n], offset, now_ns());
         }
         if self.job.verify != Verify::None {
             self.verify_seq += 1;
@@ -1592,6 +1599,22 @@ fn fill_pattern(buf: &mut [u8], pattern: &[u8]) {
     }
 }
 
+/// fio's `small_content_scramble` (`scramble_buffers`): in every whole 512-byte piece of
+/// `buf` (written at `offset`), the piece's offset goes at the start of one of its eight
+/// 64-byte lines (chosen by the time's nanoseconds XOR the I/O's offset) and the time
+/// (seconds, nanoseconds; `now` in ns, as u64 little-endian) at bytes 48..64.
+fn scramble(buf: &mut [u8], offset: u64, now: u64) {
+    let (sec, nsec) = (now / 1_000_000_000, now % 1_000_000_000);
+    let line = (((nsec ^ offset) & 7) as usize) << 6;
+    let mut boff = offset;
+    for piece in buf.chunks_exact_mut(512) {
+        piece[line..line + 8].copy_from_slice(&boff.to_le_bytes());
+        piece[48..56].copy_from_slice(&sec.to_le_bytes());
+        piece[56..64].copy_from_slice(&nsec.to_le_bytes());
+        boff += 512;
+    }
+}
+
 fn alloc_buffers(run: &mut Run, n: u32) -> Option<Vec<Buffer>> {
     let j = run.job;
     let len = j.shapes.bs_bounds(0, j.bs[0]).1.max(j.shapes.bs_bounds(1, j.bs[1]).1) as usize;
@@ -1665,7 +1688,7 @@ fn run_sync(run: &mut Run) {
         }
         let write = dir == 1;
         if write {
-            run.fill(&mut buf, off);
+            run.fill(&mut buf, off, len);
         }
         let cmd = if dir == TRIM { Cmd::fs_trim(off, len) } else { make_cmd(run.dev, write, off, len) };
         run.count_issued(dir, len);
@@ -1992,7 +2015,7 @@ fn run_async(run: &mut Run) {
         let slot = &mut f.slots[s as usize];
         let mut buf = slot.buf.take().expect("an idle slot holds its buffer");
         if write {
-            run.fill(&mut buf, off);
+            run.fill(&mut buf, off, len);
         }
         let cmd = if dir == TRIM { Cmd::fs_trim(off, len) } else { make_cmd(run.dev, write, off, len) };
         slot.start = start;
@@ -2830,6 +2853,50 @@ mod run_tests {
     }
 
     #[test]
+    fn scramble_stamps_offset_and_time_in_every_512_byte_piece() {
+        let mut b = vec![0xEEu8; 1536 + 100];
+        let now = 7 * 1_000_000_000 + 3; // nsec 3, offset 4096: line (3 ^ 4096) & 7 = 3
+        scramble(&mut b, 4096, now);
+        for (i, p) in b.chunks(512).enumerate() {
+            if p.len() < 512 {
+                assert!(p.iter().all(|&x| x == 0xEE), "a partial piece is left alone");
+                continue;
+            }
+            let u = |at: usize| u64::from_le_bytes(p[at..at + 8].try_into().unwrap());
+            assert_eq!(u(3 * 64), 4096 + 512 * i as u64, "piece {i}'s offset");
+            assert_eq!((u(48), u(56)), (7, 3), "piece {i}'s time");
+            let stamped = |k: usize| (192..200).contains(&k) || (48..64).contains(&k);
+            assert!(p.iter().enumerate().all(|(k, &x)| stamped(k) || x == 0xEE), "only 24 bytes change");
+        }
+    }
+
+    #[test]
+    fn scramble_buffers_makes_a_default_jobs_blocks_differ() {
+        let s = scratch("scramble");
+        for scramble in [false, true] {
+            let path = s.file(&format!("f{scramble}"), 8192);
+            let mut j = job(&path, "", Mode::Sync, Rw::Write, 1);
+            j.size = Some(8192);
+            j.behaviour.scramble_buffers = scramble;
+            assert_eq!(run(&j).error, 0);
+            let data = std::fs::read(&path).unwrap();
+            assert_eq!(data[..4096] != data[4096..], scramble, "scramble_buffers={scramble}");
+            // Apart from the stamps (24 bytes per 512) the two blocks hold the same data.
+            let same = data[..4096].iter().zip(&data[4096..]).filter(|(a, b)| a == b).count();
+            assert!(same >= 4096 - 8 * 24, "{same} bytes alike");
+            if scramble {
+                let off = |p: &[u8]| {
+                    (0..8).map(|l| u64::from_le_bytes(p[l * 64..l * 64 + 8].try_into().unwrap())).collect::<Vec<_>>()
+                };
+                assert!(
+                    off(&data[4096 + 512..]).contains(&(4096 + 512)),
+                    "the second block's second piece holds its offset"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn refill_buffers_writes_new_data_every_time() {
         let s = scratch("refill");
         for refill in [false, true] {
@@ -2837,6 +2904,9 @@ mod run_tests {
             let mut j = job(&path, "", Mode::Sync, Rw::Write, 1);
             j.size = Some(8192);
             j.behaviour.refill_buffers = refill;
+            // fio's scramble_buffers (default on) stamps each 512-byte piece; off here, so
+            // the buffers filled once write the same data every time.
+            j.behaviour.scramble_buffers = false;
             assert_eq!(run(&j).error, 0);
             let data = std::fs::read(&path).unwrap();
             assert!(data[..4096].iter().any(|&b| b != 0), "random data, not zeroes");

@@ -558,6 +558,9 @@ pub struct Behaviour {
     /// `refill_buffers`: new random data in every write buffer before each write
     /// (default: filled once).
     pub refill_buffers: bool,
+    /// `scramble_buffers` (fio's default 1): when buffers are not refilled, each 512-byte
+    /// piece of a write buffer gets its file offset and the submit time before each write.
+    pub scramble_buffers: bool,
     /// `exitall`: when this job ends, the jobs `exit_what` names stop.
     pub exitall: bool,
     /// `exit_what`: which jobs `exitall` stops.
@@ -649,6 +652,7 @@ impl Default for Behaviour {
             allow_file_create: true,
             create_on_open: false,
             refill_buffers: false,
+            scramble_buffers: true,
             exitall: false,
             exit_what: ExitWhat::default(),
             disable_slat: false,
@@ -965,6 +969,7 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("allow_file_create", &[], Kind::Bool),
     ("create_on_open", &[], Kind::Bool),
     ("refill_buffers", &[], Kind::Bool),
+    ("scramble_buffers", &[], Kind::Bool),
     ("exitall", &[], Kind::Bool),
     ("exit_what", &[], Kind::Value),
     ("gtod_reduce", &[], Kind::Bool),
@@ -1649,6 +1654,7 @@ impl JobSpec {
             "allow_file_create" => b.allow_file_create = val.flag()?,
             "create_on_open" => b.create_on_open = val.flag()?,
             "refill_buffers" => b.refill_buffers = val.flag()?,
+            "scramble_buffers" => b.scramble_buffers = val.flag()?,
             "verify_dump" => b.verify_dump = val.flag()?,
             "exitall" => b.exitall = val.flag()?,
             "exit_what" => {

@@ -1048,6 +1048,7 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("zoneskip", &[], Kind::Value),
     ("verify_pattern", &[], Kind::Value),
     ("verify_backlog", &[], Kind::Value),
+    ("verify_async", &[], Kind::Value),
     ("verify_backlog_batch", &[], Kind::Value),
     ("numa_cpu_nodes", &[], Kind::Value),
     ("numa_mem_policy", &[], Kind::Value),
@@ -2053,6 +2054,9 @@ impl JobSpec {
             "dedupe_working_set_percentage" => sh.buffers.working_set_percentage = val.percent()?,
             "dedupe_global" => sh.buffers.global = val.flag()?,
             "verify_backlog" => sh.verify_backlog = val.count(0)?,
+            "verify_async" => {
+                sh.verify_async = u32::try_from(val.count(0)?).map_err(|_| val.bad("a number of checker threads"))?
+            }
             "zonerange" => {
                 sh.zone_range =
                     Some(parse_bytes(val.value(EXPECT_SIZE)?).filter(|&n| n > 0).ok_or_else(|| val.bad(EXPECT_SIZE))?)
@@ -2989,6 +2993,15 @@ mod tests {
         assert!(err("[j]\nbs=,\n").contains("bad value ',' for option 'bs'"));
         assert!(err("[j]\nbs=0\n").contains("option 'bs'"));
         assert!(err("[j]\nbs=4k,8k,1k,2k\n").contains("option 'bs'"));
+    }
+
+    #[test]
+    fn verify_async_is_a_number_of_checker_threads() {
+        assert_eq!(one("[j]\nverify=crc32c\nverify_async=4\n").shapes.verify_async, 4);
+        assert_eq!(one("[j]\nverify=crc32c\n").shapes.verify_async, 0);
+        assert!(err("[j]\nverify_async=x\n").starts_with("job.fio:2: bad value 'x' for option 'verify_async'"));
+        assert!(err("[j]\nverify_async=8g\n").starts_with("job.fio:2: bad value '8g' for option 'verify_async'"));
+        assert_eq!(err("[j]\nverify_async_cpus=0\n"), "job.fio:2: unknown option 'verify_async_cpus'");
     }
 
     #[test]

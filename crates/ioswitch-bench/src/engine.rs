@@ -2280,7 +2280,22 @@ fn verify_blocks_async(run: &mut Run, bs: u64, blocks: &[u64]) {
         let complete = now_ns();
         run.res.complete_level[batch_bucket(done.len() as u32)] += 1;
         run.res.reaps += 1;
+        // The reaped blocks' checks (on `verify_async` checker threads), reported below in
+        // the completions' order as if each were checked there.
+        let (pattern, vi) = (run.job.shapes.verify_pattern.as_deref(), run.verify_interval());
+        let read: Vec<(&[u8], u64)> = done
+            .iter()
+            .filter(|c| c.status.is_ok())
+            .filter_map(|c| match &c.data {
+                Data::One(b) => Some((&b[..], slots[c.tag as usize].1)),
+                _ => None,
+            })
+            .collect();
+        let mut checks =
+            verify::check_pieces_on(run.job.shapes.verify_async, run.job.verify, pattern, &read, vi).into_iter();
+        drop(read);
         for c in done {
+            let check = if c.status.is_ok() && matches!(c.data, Data::One(_)) { checks.next() } else { None };
             let s = c.tag as u32;
             let slot = &mut slots[s as usize];
             let (off, start, issue) = (slot.1, slot.2, slot.3);
@@ -2312,8 +2327,10 @@ fn verify_blocks_async(run: &mut Run, bs: u64, blocks: &[u64]) {
                 d.lat.record(complete - start);
             }
             let buf = slots[s as usize].0.as_ref().expect("a reaped slot holds its buffer");
-            let (pattern, vi) = (run.job.shapes.verify_pattern.as_deref(), run.verify_interval());
-            if let Err((at, len, why)) = verify::check_pieces(run.job.verify, pattern, buf, off, vi) {
+            let check = check.unwrap_or_else(|| {
+                verify::check_pieces(run.job.verify, run.job.shapes.verify_pattern.as_deref(), buf, off, vi)
+            });
+            if let Err((at, len, why)) = check {
                 let off = off + at as u64;
                 let dumped = run.dump_bad_block(&buf[at..at + len], off, &why);
                 if !run.goes_on_after(false, true, libc::EILSEQ) {
@@ -2375,22 +2392,61 @@ fn verify_region(run: &mut Run, region: u64) {
 }
 
 /// Reads `blocks` (block numbers of size `bs` from the job's offset) and checks each; stops
-/// at the first bad one, naming its offset.
+/// at the first bad one, naming its offset. With `verify_async=N`, N blocks are read, then
+/// checked by N checker threads, their results reported in the blocks' order.
 fn verify_blocks(run: &mut Run, bs: u64, blocks: impl IntoIterator<Item = u64>, count_reads: bool) {
-    let mut buf = match run.dev.alloc(bs as usize) {
-        Ok(b) => b,
-        Err(e) => return run.fail(libc::ENOMEM, e.to_string()),
-    };
-    for b in blocks {
+    let threads = run.job.shapes.verify_async;
+    let mut bufs = Vec::new();
+    for _ in 0..threads.max(1) {
+        match run.dev.alloc(bs as usize) {
+            Ok(b) => bufs.push(b),
+            Err(e) => return run.fail(libc::ENOMEM, e.to_string()),
+        }
+    }
+    let mut blocks = blocks.into_iter().peekable();
+    let mut offs: Vec<u64> = Vec::with_capacity(bufs.len());
+    while blocks.peek().is_some() {
+        offs.clear();
+        while offs.len() < bufs.len() {
+            let Some(b) = blocks.next() else { break };
+            if let Some(off) = verify_read(run, bs, b, count_reads, &mut bufs[offs.len()]) {
+                offs.push(off);
+            } else if run.res.error != 0 {
+                return;
+            }
+        }
+        let (pattern, vi) = (run.job.shapes.verify_pattern.as_deref(), run.verify_interval());
+        let read: Vec<(&[u8], u64)> = bufs.iter().zip(&offs).map(|(b, &o)| (&b[..], o)).collect();
+        let results = verify::check_pieces_on(threads, run.job.verify, pattern, &read, vi);
+        drop(read);
+        for ((buf, &off), r) in bufs.iter().zip(&offs).zip(results) {
+            if let Err((at, len, why)) = r {
+                let off = off + at as u64;
+                let dumped = run.dump_bad_block(&buf[at..at + len], off, &why);
+                if run.goes_on_after(false, true, libc::EILSEQ) {
+                    continue;
+                }
+                return run.fail(libc::EILSEQ, format!("verify: bad block at offset {off}: {why}{dumped}"));
+            }
+            run.res.verified += 1;
+        }
+    }
+}
+
+/// One read of [`verify_blocks`] into `buf`: its offset once read (counted as a read
+/// where `count_reads`); `None` after a read error, which fails the job unless
+/// `continue_on_error` says to go on.
+fn verify_read(run: &mut Run, bs: u64, b: u64, count_reads: bool, buf: &mut Buffer) -> Option<u64> {
+    {
         let off = run.base + b * bs;
         let cmd = make_cmd(run.dev, false, off, bs);
         let start = now_ns();
-        if let Err(e) = run.dev.pass(&cmd, std::slice::from_mut(&mut buf)) {
+        if let Err(e) = run.dev.pass(&cmd, std::slice::from_mut(buf)) {
             let errno = e.errno().unwrap_or(libc::EIO);
-            if run.goes_on_after(false, false, errno) {
-                continue;
+            if !run.goes_on_after(false, false, errno) {
+                run.fail(errno, format!("verify read at offset {off}: {e}"));
             }
-            return run.fail(errno, format!("verify read at offset {off}: {e}"));
+            return None;
         }
         if count_reads {
             // One read at a time: depth 1, as fio marks a sync engine's verify reads.
@@ -2403,16 +2459,7 @@ fn verify_blocks(run: &mut Run, bs: u64, blocks: impl IntoIterator<Item = u64>, 
             run.res.read.clat.record(took);
             run.res.read.lat.record(took);
         }
-        let (pattern, vi) = (run.job.shapes.verify_pattern.as_deref(), run.verify_interval());
-        if let Err((at, len, why)) = verify::check_pieces(run.job.verify, pattern, &buf, off, vi) {
-            let off = off + at as u64;
-            let dumped = run.dump_bad_block(&buf[at..at + len], off, &why);
-            if run.goes_on_after(false, true, libc::EILSEQ) {
-                continue;
-            }
-            return run.fail(libc::EILSEQ, format!("verify: bad block at offset {off}: {why}{dumped}"));
-        }
-        run.res.verified += 1;
+        Some(off)
     }
 }
 
@@ -2648,6 +2695,41 @@ mod run_tests {
         r.behaviour.verify_fatal = true;
         let res = run(&r);
         assert_eq!((res.error, res.total_err), (libc::EILSEQ, 0), "verify_fatal wins over continue_on_error");
+    }
+
+    #[test]
+    fn verify_async_checkers_give_the_results_the_job_thread_gives() {
+        let s = scratch("vasync");
+        let path = s.file("f", 1 << 20);
+        let mut w = job(&path, "", Mode::Sync, Rw::Write, 1);
+        (w.verify, w.do_verify) = (Verify::Crc32c, true);
+        assert_eq!(run(&w).error, 0);
+        // Two bad blocks (the 5th and the 200th).
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.write_all_at(b"garbage!", 4 * 4096 + 100).unwrap();
+        f.write_all_at(b"garbage!", 199 * 4096 + 8).unwrap();
+        for (mode, spec, qd) in [(Mode::Sync, "", 1), (Mode::Async, "async=emu", 8)] {
+            for go_on in [false, true] {
+                let outcome = |threads: u32| {
+                    let mut r = job(&path, spec, mode, Rw::Read, qd);
+                    (r.verify, r.do_verify, r.shapes.verify_async) = (Verify::Crc32c, true, threads);
+                    r.behaviour.continue_on_error.verify = go_on;
+                    let res = run(&r);
+                    (res.error, res.total_err, res.first_error, res.verified, res.error_msg)
+                };
+                let inline = outcome(0);
+                assert_eq!(inline.0, if go_on { 0 } else { libc::EILSEQ }, "{mode:?} {inline:?}");
+                if go_on {
+                    assert_eq!((inline.1, inline.3), (2, 254), "{mode:?}");
+                } else {
+                    assert!(format!("{:?}", inline.4).contains("bad block at offset 16384"), "{inline:?}");
+                }
+                for threads in [1, 3, 4] {
+                    assert_eq!(outcome(threads), inline, "{mode:?} verify_async={threads} continue_on_error={go_on}");
+                }
+            }
+        }
     }
 
     #[test]

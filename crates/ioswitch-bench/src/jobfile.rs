@@ -1053,6 +1053,7 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("zoneskip", &[], Kind::Value),
     ("verify_pattern", &[], Kind::Value),
     ("verify_backlog", &[], Kind::Value),
+    ("verify_async", &[], Kind::Value),
     ("verify_backlog_batch", &[], Kind::Value),
     ("numa_cpu_nodes", &[], Kind::Value),
     ("numa_mem_policy", &[], Kind::Value),
@@ -1108,6 +1109,11 @@ fn lookup(key: &str) -> Option<(&'static str, Kind)> {
         .iter()
         .find(|(name, aliases, _)| *name == key || aliases.contains(&key))
         .map(|&(name, _, kind)| (name, kind))
+}
+
+/// Whether an error refuses an `ioengine` value (an engine this benchmark does not run).
+fn is_engine_refusal(e: &JobError) -> bool {
+    matches!(e, JobError::BadValue { name, .. } if lookup(name).is_some_and(|(c, _)| c == "ioengine"))
 }
 
 fn unknown_option(name: &str, loc: &Loc) -> JobError {
@@ -2054,6 +2060,9 @@ impl JobSpec {
             "dedupe_working_set_percentage" => sh.buffers.working_set_percentage = val.percent()?,
             "dedupe_global" => sh.buffers.global = val.flag()?,
             "verify_backlog" => sh.verify_backlog = val.count(0)?,
+            "verify_async" => {
+                sh.verify_async = u32::try_from(val.count(0)?).map_err(|_| val.bad("a number of checker threads"))?
+            }
             "zonerange" => {
                 sh.zone_range =
                     Some(parse_bytes(val.value(EXPECT_SIZE)?).filter(|&n| n > 0).ok_or_else(|| val.bad(EXPECT_SIZE))?)
@@ -2440,6 +2449,10 @@ pub struct JobReader {
     args_read: bool,
     output_format: OutputFormat,
     output: Option<PathBuf>,
+    /// While a job file is read: its first unknown option, reported at the file's end
+    /// unless the file names an ioengine this benchmark does not run (whose refusal wins:
+    /// such options, e.g. nfs's `nfs_url`, belong to that engine).
+    deferred: Option<JobError>,
 }
 
 impl Default for JobReader {
@@ -2465,6 +2478,7 @@ impl JobReader {
             args_read: false,
             output_format: OutputFormat::default(),
             output: None,
+            deferred: None,
         }
     }
 
@@ -2498,7 +2512,14 @@ impl JobReader {
         self.files_read += 1;
         self.names_read.push(name.to_string());
         let mut cur = Cur::None;
-        self.read_lines(&Arc::from(name), text, &mut cur, 0, &mut file_stonewall)
+        self.deferred = None;
+        let read = self.read_lines(&Arc::from(name), text, &mut cur, 0, &mut file_stonewall);
+        let deferred = self.deferred.take();
+        match (read, deferred) {
+            (Err(e), _) if is_engine_refusal(&e) => Err(e),
+            (_, Some(unknown)) => Err(unknown),
+            (read, None) => read,
+        }
     }
 
     fn read_lines(
@@ -2561,7 +2582,15 @@ impl JobReader {
             if *cur == Cur::None {
                 return Err(JobError::Syntax { loc, msg: format!("option '{key}' outside of a [section]") });
             }
-            self.add_option(*cur, RawOption { key: key.to_string(), value, loc })?;
+            let opt = RawOption { key: key.to_string(), value, loc };
+            match self.add_option(*cur, opt) {
+                Ok(()) => {}
+                Err(e) if is_engine_refusal(&e) => return Err(e),
+                // The file is refused for its first unknown option at its end (read_str).
+                Err(_) if self.deferred.is_some() => {}
+                Err(e @ JobError::UnknownOption { .. }) => self.deferred = Some(e),
+                Err(e) => return Err(e),
+            }
         }
         Ok(())
     }
@@ -2970,6 +2999,28 @@ mod tests {
         assert!(err("[j]\nbs=,\n").contains("bad value ',' for option 'bs'"));
         assert!(err("[j]\nbs=0\n").contains("option 'bs'"));
         assert!(err("[j]\nbs=4k,8k,1k,2k\n").contains("option 'bs'"));
+    }
+
+    #[test]
+    fn verify_async_is_a_number_of_checker_threads() {
+        assert_eq!(one("[j]\nverify=crc32c\nverify_async=4\n").shapes.verify_async, 4);
+        assert_eq!(one("[j]\nverify=crc32c\n").shapes.verify_async, 0);
+        assert!(err("[j]\nverify_async=x\n").starts_with("job.fio:2: bad value 'x' for option 'verify_async'"));
+        assert!(err("[j]\nverify_async=8g\n").starts_with("job.fio:2: bad value '8g' for option 'verify_async'"));
+        assert_eq!(err("[j]\nverify_async_cpus=0\n"), "job.fio:2: unknown option 'verify_async_cpus'");
+    }
+
+    #[test]
+    fn an_unknown_option_of_a_job_whose_engine_is_not_run_counts_as_the_engine_refusal() {
+        // nfs.fio: nfs_url (an option of fio's nfs engine) comes before ioengine=nfs.
+        let e = err("[global]\nnfs_url=nfs://127.0.0.1/nfs\nbs=4k\nioengine=nfs\n[j]\nrw=read\n");
+        assert!(e.starts_with("job.fio:4: bad value 'nfs' for option 'ioengine'"), "{e}");
+        // Without such an engine, the first unknown option is reported, even when a later
+        // line is wrong too.
+        let e = err("[j]\nioengine=libaio\nfoo=1\nbs=x\nbar=2\n");
+        assert_eq!(e, "job.fio:3: unknown option 'foo'");
+        let e = err("[j]\nfoo=1\n[k]\nioengine=spdk\n");
+        assert!(e.starts_with("job.fio:4: bad value 'spdk' for option 'ioengine'"), "{e}");
     }
 
     #[test]

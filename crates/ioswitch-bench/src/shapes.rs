@@ -100,6 +100,9 @@ pub struct Shapes {
     pub verify_backlog: u64,
     /// `verify_backlog_batch`: how many of those to verify (0: all of them).
     pub verify_backlog_batch: u64,
+    /// `verify_async`: how many checker threads check the blocks read back (0: the job's
+    /// own thread checks them).
+    pub verify_async: u32,
     /// `zonemode=strided`: fio's strided zones ([`crate::strided`]), of `zone_size` bytes
     /// of I/O each.
     pub strided: bool,

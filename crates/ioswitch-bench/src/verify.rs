@@ -159,6 +159,43 @@ pub fn check_pieces(
     Ok(())
 }
 
+/// One block's result from [`check_pieces`].
+pub type PieceResult = Result<(), (usize, usize, VerifyError)>;
+
+/// fio's `verify_async=N`: [`check_pieces`] for each `(block, offset)`, on `threads`
+/// checker threads (0: in the calling thread); the results come in the blocks' order, so
+/// the caller reports them as it would have checking one after the other.
+pub fn check_pieces_on(
+    threads: u32,
+    kind: Verify,
+    pattern: Option<&[u8]>,
+    blocks: &[(&[u8], u64)],
+    interval: usize,
+) -> Vec<PieceResult> {
+    let one = |&(block, offset): &(&[u8], u64)| check_pieces(kind, pattern, block, offset, interval);
+    if threads == 0 || blocks.is_empty() {
+        return blocks.iter().map(one).collect();
+    }
+    let n = (threads as usize).min(blocks.len());
+    let mut out: Vec<Option<PieceResult>> = (0..blocks.len()).map(|_| None).collect();
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..n)
+            .map(|t| {
+                s.spawn(move || {
+                    blocks.iter().enumerate().skip(t).step_by(n).map(|(i, b)| (i, one(b))).collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for w in workers {
+            // A checker only compares bytes; a panic in it is a bug, passed on as one.
+            for (i, r) in w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)) {
+                out[i] = Some(r);
+            }
+        }
+    });
+    out.into_iter().map(|r| r.expect("every block is checked by one checker")).collect()
+}
+
 /// Checks a block read back from byte `offset`; says what is wrong when it is.
 pub fn check(kind: Verify, block: &[u8], offset: u64) -> Result<(), VerifyError> {
     check_with(kind, None, block, offset)
@@ -337,6 +374,27 @@ pub fn parse_pattern(s: &str) -> Result<Vec<u8>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn checker_threads_report_in_the_blocks_order_as_one_thread_does() {
+        let mut blocks = vec![vec![0u8; 4096]; 7];
+        for (i, b) in blocks.iter_mut().enumerate() {
+            fill(Verify::Crc32c, b, i as u64 * 4096, 7);
+        }
+        blocks[2][100] ^= 1;
+        blocks[5][4000] ^= 1;
+        let read: Vec<(&[u8], u64)> = blocks.iter().enumerate().map(|(i, b)| (&b[..], i as u64 * 4096)).collect();
+        let one: Vec<String> =
+            read.iter().map(|&(b, o)| format!("{:?}", check_pieces(Verify::Crc32c, None, b, o, 4096))).collect();
+        let bad: Vec<usize> = one.iter().enumerate().filter(|(_, r)| r.starts_with("Err")).map(|(i, _)| i).collect();
+        assert_eq!(bad, [2, 5]);
+        for threads in [0, 1, 2, 3, 7, 16] {
+            let got: Vec<String> =
+                check_pieces_on(threads, Verify::Crc32c, None, &read, 4096).iter().map(|r| format!("{r:?}")).collect();
+            assert_eq!(got, one, "{threads} checker threads");
+        }
+        assert!(check_pieces_on(4, Verify::Crc32c, None, &[], 4096).is_empty());
+    }
 
     #[test]
     fn the_interval_is_settled_as_fio_settles_it() {

@@ -200,3 +200,63 @@ fn verify_interval_finds_a_damaged_header_inside_a_block_as_fio_does() {
         }
     }
 }
+
+#[test]
+fn verify_async_checkers_find_and_dump_the_bad_blocks_fio_finds() {
+    let t = "verify_async_checkers_find_and_dump_the_bad_blocks_fio_finds";
+    if !have("fio", "--version", t) {
+        return;
+    }
+    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-verify-async");
+    for program in ["fio", env!("CARGO_BIN_EXE_ioswitch")] {
+        let who = if program == "fio" { "fio" } else { "ours" };
+        for engine in ["psync", "libaio"] {
+            let dir = std::path::PathBuf::from(s.path(&format!("{who}-{engine}")));
+            std::fs::create_dir_all(&dir).unwrap();
+            let write = [
+                "--name=w",
+                "--filename=d.dat",
+                "--size=64k",
+                "--bs=4k",
+                "--rw=write",
+                "--verify=crc32c",
+                "--do_verify=0",
+            ];
+            run_in(&dir, program, &write);
+            // Blocks 3 and 9 damaged, the others sound: 4 checker threads must find both.
+            let data = dir.join("d.dat");
+            let mut bytes = std::fs::read(&data).expect("the written file");
+            bytes[3 * 4096 + 100] ^= 0xff;
+            bytes[9 * 4096 + 200] ^= 0xff;
+            std::fs::write(&data, &bytes).unwrap();
+            let ioengine = format!("--ioengine={engine}");
+            let read = [
+                "--name=r",
+                "--filename=d.dat",
+                "--size=64k",
+                "--bs=4k",
+                "--rw=read",
+                "--iodepth=4",
+                &ioengine,
+                "--verify=crc32c",
+                "--verify_dump=1",
+                "--continue_on_error=verify",
+                "--verify_async=4",
+            ];
+            let out = run_in(&dir, program, &read);
+            let mut names: Vec<String> = std::fs::read_dir(&dir)
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("d.dat."))
+                .collect();
+            names.sort();
+            assert_eq!(
+                names,
+                ["d.dat.12288.expected", "d.dat.12288.received", "d.dat.36864.expected", "d.dat.36864.received"],
+                "{who} {engine}:\n{out}"
+            );
+            assert!(std::fs::read(dir.join("d.dat.36864.received")).unwrap() == bytes[36864..40960], "{who} {engine}");
+        }
+    }
+}

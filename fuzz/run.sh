@@ -7,12 +7,13 @@
 # that replays it is printed.
 #
 # Usage: fuzz/run.sh [TARGET...]      (default: every target)
-# Environment: FUZZ_SECONDS (per target, default 15: the whole stage, build
-# included, stays under 5 minutes on 2 cores), FUZZ_KEEP_CORPUS=1 keeps the grown
-# corpora (their folder is printed), FUZZ_SEED (libFuzzer's -seed; default 1, so that
-# the gate in ./scripts/test replays on CI the mutation sequence that passed where the
-# change was made, instead of failing at random on a bug nobody has seen yet; 0 picks a
-# random seed: use it, with a larger FUZZ_SECONDS, to hunt for new bugs).
+# Environment: FUZZ_SECONDS (per target, default 15), FUZZ_JOBS (targets run at once,
+# default one per CPU; on 2 cores the whole stage, build included, takes about 3
+# minutes), FUZZ_KEEP_CORPUS=1 keeps the grown corpora (their folder is printed),
+# FUZZ_SEED (libFuzzer's -seed; default 1, so that the gate in ./scripts/test replays on
+# CI the mutation sequence that passed where the change was made, instead of failing at
+# random on a bug nobody has seen yet; 0 picks a random seed: use it, with a larger
+# FUZZ_SECONDS, to hunt for new bugs).
 # Needs the nightly toolchain (cargo fuzz builds with -Zsanitizer=address); installs
 # cargo-fuzz itself when `cargo fuzz` is missing.
 set -uo pipefail
@@ -49,14 +50,12 @@ bin_dir="fuzz/target/$(rustc +nightly -vV | sed -n 's/^host: //p')/release"
 work=$(mktemp -d "${TMPDIR:-/tmp}/ioswitch-fuzz.XXXXXX")
 [ "${FUZZ_KEEP_CORPUS:-0}" = 1 ] || trap 'rm -rf "$work"' EXIT
 
-passed=0
-failed=()
-printf '\n%-12s %8s %12s %8s  %s\n' target seconds executions corpus result
-for t in "${targets[@]}"; do
-  corpus="$work/$t"
+# One target's bounded run; writes its table row and, on a crash, its details to
+# $work/$t.out, and its exit status to $work/$t.rc.
+fuzz_one() {
+  local t=$1 corpus="$work/$1" log="$work/$1.log" out="$work/$1.out" t0 rc took execs size a
   mkdir -p "$corpus" "fuzz/artifacts/$t"
   [ -d "fuzz/corpus/$t" ] && cp -r "fuzz/corpus/$t/." "$corpus/"
-  log="$work/$t.log"
   t0=$(date +%s)
   # -timeout: one input taking longer is a hang; -rss_limit_mb: memory blow-ups crash.
   "$bin_dir/$t" "$corpus" -max_total_time="$seconds" -seed="$seed" -max_len=8192 -timeout=10 -rss_limit_mb=2048 \
@@ -66,26 +65,47 @@ for t in "${targets[@]}"; do
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   size=$(find "$corpus" -type f | wc -l)
   if [ $rc -eq 0 ]; then
-    passed=$((passed + 1))
-    printf '%-12s %8s %12s %8s  %s\n' "$t" "$took" "${execs:-?}" "$size" ok
+    printf '%-12s %8s %12s %8s  %s\n' "$t" "$took" "${execs:-?}" "$size" ok >"$out"
   else
-    failed+=("$t")
-    printf '%-12s %8s %12s %8s  %s\n' "$t" "$took" "${execs:-?}" "$size" "CRASH (exit $rc)"
-    cp "$log" "fuzz/artifacts/$t/last-crash.log"
-    grep -a -E -A3 'panicked at' "$log" | grep -v '^note: run with' | head -8 | sed 's/^/    | /'
-    grep -a -E 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|SUMMARY' "$log" | head -3 | sed 's/^/    | /'
-    echo "    whole log: fuzz/artifacts/$t/last-crash.log"
-    for a in $(sed -n 's/.*Test unit written to \(\S*\).*/\1/p' "$log"); do
-      echo "    reproducer kept: $a"
-      echo "    replay: cargo +nightly fuzz run $t $a"
-    done
+    {
+      printf '%-12s %8s %12s %8s  %s\n' "$t" "$took" "${execs:-?}" "$size" "CRASH (exit $rc)"
+      cp "$log" "fuzz/artifacts/$t/last-crash.log"
+      grep -a -E -A3 'panicked at' "$log" | grep -v '^note: run with' | head -8 | sed 's/^/    | /'
+      grep -a -E 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|SUMMARY' "$log" | head -3 | sed 's/^/    | /'
+      echo "    whole log: fuzz/artifacts/$t/last-crash.log"
+      for a in $(sed -n 's/.*Test unit written to \(\S*\).*/\1/p' "$log"); do
+        echo "    reproducer kept: $a"
+        echo "    replay: cargo +nightly fuzz run $t $a"
+      done
+    } >"$out"
   fi
+  echo "$rc" >"$work/$t.rc"
+}
+
+# The targets run side by side, FUZZ_JOBS at a time (default: one per CPU). Each libFuzzer
+# run is single-threaded and bounded by its own -max_total_time, so running them in
+# parallel changes no target's budget, only the stage's wall-clock time.
+jobs="${FUZZ_JOBS:-$(nproc)}"
+running=0
+for t in "${targets[@]}"; do
+  if [ "$running" -ge "$jobs" ]; then wait -n; running=$((running - 1)); fi
+  fuzz_one "$t" &
+  running=$((running + 1))
+done
+wait
+
+passed=0
+failed=()
+printf '\n%-12s %8s %12s %8s  %s\n' target seconds executions corpus result
+for t in "${targets[@]}"; do
+  cat "$work/$t.out" 2>/dev/null || printf '%-12s %8s %12s %8s  %s\n' "$t" ? ? ? "NO RESULT"
+  if [ "$(cat "$work/$t.rc" 2>/dev/null)" = 0 ]; then passed=$((passed + 1)); else failed+=("$t"); fi
 done
 [ "${FUZZ_KEEP_CORPUS:-0}" = 1 ] && echo "grown corpora kept in $work"
 
 total=$(( $(date +%s) - start ))
 echo
-echo "fuzz: build ${built}s, whole stage ${total}s, ${seconds}s per target, seed ${seed}"
+echo "fuzz: build ${built}s, whole stage ${total}s, ${seconds}s per target, ${jobs} at a time, seed ${seed}"
 if [ ${#failed[@]} -gt 0 ]; then echo "fuzz: crashed: ${failed[*]}"; fi
 echo "${passed} passed, ${#failed[@]} failed"
 [ ${#failed[@]} -eq 0 ]

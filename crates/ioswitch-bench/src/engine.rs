@@ -1188,7 +1188,10 @@ impl<'a> Run<'a> {
         }
     }
 
-    fn fill(&mut self, buf: &mut Buffer, offset: u64, len: u64) {
+    /// Fills a write's buffer. `now` is the engine's latest clock reading (the I/O's start
+    /// time or the previous completion), which `scramble_buffers` stamps, as fio stamps the
+    /// io_u's last start time: no clock is read here, per write.
+    fn fill(&mut self, buf: &mut Buffer, offset: u64, len: u64, now: u64) {
         if let Some(g) = self.bufgen.as_mut().filter(|_| self.job.verify == Verify::None) {
             g.fill(buf, self.job.bs[1]);
         } else if let Some(p) = self.job.shapes.buffer_pattern.as_deref().filter(|_| self.job.verify == Verify::None) {
@@ -1209,7 +1212,7 @@ impl<'a> Run<'a> {
             && self.job.shapes.buffer_pattern.is_none()
         {
             let n = (len as usize).min(buf.len());
-            scramble(&mut buf[..n], offset, now_ns());
+            scramble(&mut buf[..n], offset, now);
         }
         if self.job.verify != Verify::None {
             self.verify_seq += 1;
@@ -1688,7 +1691,7 @@ fn run_sync(run: &mut Run) {
         }
         let write = dir == 1;
         if write {
-            run.fill(&mut buf, off, len);
+            run.fill(&mut buf, off, len, start);
         }
         let cmd = if dir == TRIM { Cmd::fs_trim(off, len) } else { make_cmd(run.dev, write, off, len) };
         run.count_issued(dir, len);
@@ -2015,7 +2018,7 @@ fn run_async(run: &mut Run) {
         let slot = &mut f.slots[s as usize];
         let mut buf = slot.buf.take().expect("an idle slot holds its buffer");
         if write {
-            run.fill(&mut buf, off, len);
+            run.fill(&mut buf, off, len, start);
         }
         let cmd = if dir == TRIM { Cmd::fs_trim(off, len) } else { make_cmd(run.dev, write, off, len) };
         slot.start = start;

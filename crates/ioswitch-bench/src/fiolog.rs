@@ -293,8 +293,17 @@ pub fn is_compressed(path: &Path) -> bool {
 
 /// The text log of a compressed one (`log_store_compressed=1`; see the module docs), as
 /// `fio --inflate-log` prints it; `Err` says what is wrong with the bytes. An empty file
-/// is an empty log.
+/// is an empty log. Inflating stops with an error past [`MAX_INFLATED`] bytes of samples
+/// (a few bytes of zlib can claim gigabytes).
 pub fn inflate(bytes: &[u8]) -> Result<String, String> {
+    inflate_capped(bytes, MAX_INFLATED)
+}
+
+/// The most sample bytes [`inflate`] takes from one compressed log: 1 GiB, about 30 million
+/// samples (a day of a 1 ms per-job log is 86 million bytes; fio's own inflate has no cap).
+pub const MAX_INFLATED: u64 = 1 << 30;
+
+fn inflate_capped(bytes: &[u8], cap: u64) -> Result<String, String> {
     use std::fmt::Write as _;
     use std::io::Read as _;
     const OFFSET_BIT: u32 = 1 << 31;
@@ -302,14 +311,22 @@ pub fn inflate(bytes: &[u8]) -> Result<String, String> {
     let mut text = String::new();
     let mut rest = bytes;
     let mut stream = 0;
+    let mut total = 0u64;
     while !rest.is_empty() {
         stream += 1;
         let at = bytes.len() - rest.len();
         let mut z = flate2::bufread::ZlibDecoder::new(rest);
         let mut raw = Vec::new();
-        z.read_to_end(&mut raw).map_err(|e| {
+        let left_to_take = cap - total;
+        (&mut z).take(left_to_take + 1).read_to_end(&mut raw).map_err(|e| {
             format!("zlib stream {stream} (byte {at}) does not inflate ({e}): not fio's compressed log format")
         })?;
+        if raw.len() as u64 > left_to_take {
+            return Err(format!(
+                "zlib stream {stream} (byte {at}) inflates past {cap} bytes of samples in all: too large for a log this tool reads"
+            ));
+        }
+        total += raw.len() as u64;
         let left = z.into_inner();
         if left.len() == rest.len() {
             return Err(format!("zlib stream {stream} (byte {at}) is empty"));
@@ -875,6 +892,22 @@ mod tests {
         assert!(e.contains("stream 3") && e.contains("40 bytes, not a whole number of fio's 32-byte samples"), "{e}");
         let e = inflate(&file[..file.len() - 3]).unwrap_err();
         assert!(e.contains("stream 2") && e.contains("does not inflate"), "{e}");
+    }
+
+    #[test]
+    fn inflating_stops_at_the_cap_over_all_streams() {
+        // Three streams of two 32-byte samples each: 192 bytes of samples in all.
+        let raw: Vec<u8> = (0..2u64).flat_map(|i| sample(i, 100 + i, 0, 0, 4096, None)).collect();
+        let file: Vec<u8> = (0..3).flat_map(|_| deflate(&raw)).collect();
+        assert_eq!(inflate_capped(&file, 192).unwrap().lines().count(), 6);
+        let e = inflate_capped(&file, 191).unwrap_err();
+        assert!(e.contains("zlib stream 3 (byte") && e.contains("inflates past 191 bytes of samples in all"), "{e}");
+        // A zlib bomb: 64 MiB of zeroes deflate to about 64 KiB; past a 1 MiB cap it stops
+        // without inflating the rest.
+        let bomb = deflate(&vec![0u8; 64 << 20]);
+        assert!(bomb.len() < 1 << 20, "{}", bomb.len());
+        let e = inflate_capped(&bomb, 1 << 20).unwrap_err();
+        assert!(e.contains("zlib stream 1 (byte 0) inflates past 1048576 bytes"), "{e}");
     }
 
     #[test]

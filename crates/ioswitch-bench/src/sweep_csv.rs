@@ -134,77 +134,81 @@ impl Row {
     }
 }
 
-/// The rows of the CSV texts `files` (path, text), in order, merged.
-pub fn parse(files: &[(PathBuf, String)]) -> Result<Vec<Row>, CsvError> {
-    let cols: Vec<&str> = CSV_HEADER.split(',').collect();
-    let at = |name: &str| cols.iter().position(|c| *c == name).expect("a column of CSV_HEADER");
-    let (c_if, c_qd, c_bs, c_iops, c_lat, c_cpu, c_sys) = (
-        at("interface"),
-        at("qd"),
-        at("bs"),
-        at("iops"),
-        at("lat_mean_ns"),
-        at("process_cpu_pct"),
-        at("syscalls_per_io"),
-    );
-    let mut rows: Vec<Row> = Vec::new();
+/// One line of a CSV being read: its fields, and errors that name its file and line.
+struct Line<'a> {
+    cols: &'a [&'a str],
+    fields: Vec<&'a str>,
+    path: &'a PathBuf,
+    line: usize,
+    text: &'a str,
+}
+
+impl Line<'_> {
+    fn bad(&self, why: String) -> CsvError {
+        CsvError::Row { path: self.path.clone(), line: self.line, why }
+    }
+
+    fn field(&self, name: &str) -> (usize, &str) {
+        let c = self.cols.iter().position(|c| *c == name).expect("a column of the header");
+        (c, self.fields[c].trim())
+    }
+
+    /// A text field that must not be empty.
+    fn name(&self, name: &str) -> Result<String, CsvError> {
+        let (_, v) = self.field(name);
+        if v.is_empty() {
+            return Err(self.bad(format!("the {name} is empty")));
+        }
+        Ok(v.to_string())
+    }
+
+    /// A finite number ≥ 0.
+    fn num(&self, name: &str) -> Result<f64, CsvError> {
+        let (c, v) = self.field(name);
+        v.parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite() && *v >= 0.0)
+            .ok_or_else(|| self.bad(format!("{name} is {:?}, not a number ≥ 0", self.fields[c])))
+    }
+
+    /// A whole number ≥ 1, named `what` in the error.
+    fn count<T: std::str::FromStr + PartialOrd + From<u8>>(&self, name: &str, what: &str) -> Result<T, CsvError> {
+        let (c, v) = self.field(name);
+        v.parse::<T>()
+            .ok()
+            .filter(|n| *n >= T::from(1))
+            .ok_or_else(|| self.bad(format!("{name} is {:?}, not {what} ≥ 1", self.fields[c])))
+    }
+}
+
+/// The lines of the CSV texts `files` (path, text), in order, after each file's `header`
+/// (blank lines skipped), each read by `per_line` into a row; `same` finds an earlier row
+/// with the same key and `twice` names the clash.
+fn read_rows<T>(
+    files: &[(PathBuf, String)],
+    header: &str,
+    mut per_line: impl FnMut(&Line<'_>) -> Result<T, CsvError>,
+    same: impl Fn(&T, &T) -> bool,
+    twice: impl Fn(&T, &T, &Line<'_>) -> CsvError,
+) -> Result<Vec<T>, CsvError> {
+    let cols: Vec<&str> = header.split(',').collect();
+    let mut rows: Vec<T> = Vec::new();
     for (path, text) in files {
         let mut lines = text.lines();
-        if lines.next().map(str::trim_end) != Some(CSV_HEADER) {
+        if lines.next().map(str::trim_end) != Some(header) {
             return Err(CsvError::Header { path: path.clone() });
         }
         for (i, l) in lines.enumerate() {
-            let line = i + 2;
             if l.trim().is_empty() {
                 continue;
             }
-            let bad = |why: String| CsvError::Row { path: path.clone(), line, why };
-            let f: Vec<&str> = l.split(',').collect();
-            if f.len() != cols.len() {
-                return Err(bad(format!("{} fields, the header has {}", f.len(), cols.len())));
+            let line = Line { cols: &cols, fields: l.split(',').collect(), path, line: i + 2, text: l };
+            if line.fields.len() != cols.len() {
+                return Err(line.bad(format!("{} fields, the header has {}", line.fields.len(), cols.len())));
             }
-            let num = |c: usize| -> Result<f64, CsvError> {
-                f[c].trim()
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|v| v.is_finite() && *v >= 0.0)
-                    .ok_or_else(|| bad(format!("{} is {:?}, not a number ≥ 0", cols[c], f[c])))
-            };
-            let interface = f[c_if].trim().to_string();
-            if interface.is_empty() {
-                return Err(bad("the interface is empty".into()));
-            }
-            let qd: u32 = f[c_qd]
-                .trim()
-                .parse()
-                .ok()
-                .filter(|&q| q > 0)
-                .ok_or_else(|| bad(format!("qd is {:?}, not a queue depth ≥ 1", f[c_qd])))?;
-            let bs: u64 = f[c_bs]
-                .trim()
-                .parse()
-                .ok()
-                .filter(|&b| b > 0)
-                .ok_or_else(|| bad(format!("bs is {:?}, not a block size ≥ 1", f[c_bs])))?;
-            let row = Row {
-                interface,
-                qd,
-                bs,
-                iops: num(c_iops)?,
-                lat_mean_ns: num(c_lat)?,
-                process_cpu_pct: num(c_cpu)?,
-                syscalls_per_io: num(c_sys)?,
-                file: path.clone(),
-            };
-            if let Some(r) = rows.iter().find(|r| (&r.interface, r.qd, r.bs) == (&row.interface, row.qd, row.bs)) {
-                return Err(CsvError::Twice {
-                    interface: row.interface,
-                    qd,
-                    bs,
-                    first: r.file.clone(),
-                    path: path.clone(),
-                    line,
-                });
+            let row = per_line(&line)?;
+            if let Some(r) = rows.iter().find(|r| same(r, &row)) {
+                return Err(twice(r, &row, &line));
             }
             rows.push(row);
         }
@@ -213,6 +217,35 @@ pub fn parse(files: &[(PathBuf, String)]) -> Result<Vec<Row>, CsvError> {
         return Err(CsvError::Empty);
     }
     Ok(rows)
+}
+
+/// The rows of the CSV texts `files` (path, text), in order, merged.
+pub fn parse(files: &[(PathBuf, String)]) -> Result<Vec<Row>, CsvError> {
+    read_rows(
+        files,
+        CSV_HEADER,
+        |l| {
+            Ok(Row {
+                interface: l.name("interface")?,
+                qd: l.count("qd", "a queue depth")?,
+                bs: l.count::<u64>("bs", "a block size")?,
+                iops: l.num("iops")?,
+                lat_mean_ns: l.num("lat_mean_ns")?,
+                process_cpu_pct: l.num("process_cpu_pct")?,
+                syscalls_per_io: l.num("syscalls_per_io")?,
+                file: l.path.clone(),
+            })
+        },
+        |a, b| (&a.interface, a.qd, a.bs) == (&b.interface, b.qd, b.bs),
+        |first, row, l| CsvError::Twice {
+            interface: row.interface.clone(),
+            qd: row.qd,
+            bs: row.bs,
+            first: first.file.clone(),
+            path: l.path.clone(),
+            line: l.line,
+        },
+    )
 }
 
 /// The plots of `rows`, with their file names (see the module's documentation) and
@@ -303,67 +336,28 @@ pub struct StudyRow {
 
 /// The rows of the study.csv texts `files` (path, text), in order, merged.
 pub fn parse_study(files: &[(PathBuf, String)]) -> Result<Vec<StudyRow>, CsvError> {
-    let cols: Vec<&str> = scaling::CSV_HEADER.split(',').collect();
-    let at = |name: &str| cols.iter().position(|c| *c == name).expect("a column of the study's CSV_HEADER");
-    let (c_var, c_jobs, c_qd, c_iops) = (at("variant"), at("jobs"), at("qd"), at("iops"));
-    let mut rows: Vec<StudyRow> = Vec::new();
-    for (path, text) in files {
-        let mut lines = text.lines();
-        if lines.next().map(str::trim_end) != Some(scaling::CSV_HEADER) {
-            return Err(CsvError::Header { path: path.clone() });
-        }
-        for (i, l) in lines.enumerate() {
-            let line = i + 2;
-            if l.trim().is_empty() {
-                continue;
-            }
-            let bad = |why: String| CsvError::Row { path: path.clone(), line, why };
-            let f: Vec<&str> = l.split(',').collect();
-            if f.len() != cols.len() {
-                return Err(bad(format!("{} fields, the header has {}", f.len(), cols.len())));
-            }
-            let count = |c: usize, what: &str| -> Result<u32, CsvError> {
-                f[c].trim()
-                    .parse::<u32>()
-                    .ok()
-                    .filter(|&n| n > 0)
-                    .ok_or_else(|| bad(format!("{} is {:?}, not {what} ≥ 1", cols[c], f[c])))
-            };
-            let variant = f[c_var].trim().to_string();
-            if variant.is_empty() {
-                return Err(bad("the variant is empty".into()));
-            }
+    read_rows(
+        files,
+        scaling::CSV_HEADER,
+        |l| {
             let point = ChartPoint {
-                variant,
-                jobs: count(c_jobs, "a number of jobs")?,
-                qd: count(c_qd, "a queue depth")?,
-                iops: f[c_iops]
-                    .trim()
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|v| v.is_finite() && *v >= 0.0)
-                    .ok_or_else(|| bad(format!("iops is {:?}, not a number ≥ 0", f[c_iops])))?,
+                variant: l.name("variant")?,
+                jobs: l.count("jobs", "a number of jobs")?,
+                qd: l.count("qd", "a queue depth")?,
+                iops: l.num("iops")?,
             };
-            if let Some(r) = rows
-                .iter()
-                .find(|r| (&r.point.variant, r.point.jobs, r.point.qd) == (&point.variant, point.jobs, point.qd))
-            {
-                return Err(CsvError::StudyTwice {
-                    variant: point.variant,
-                    jobs: point.jobs,
-                    qd: point.qd,
-                    first: r.file.clone(),
-                    path: path.clone(),
-                    line,
-                });
-            }
-            rows.push(StudyRow { point, text: l.trim_end().to_string(), file: path.clone() });
-        }
-    }
-    if rows.is_empty() {
-        return Err(CsvError::Empty);
-    }
-    Ok(rows)
+            Ok(StudyRow { point, text: l.text.trim_end().to_string(), file: l.path.clone() })
+        },
+        |a, b| (&a.point.variant, a.point.jobs, a.point.qd) == (&b.point.variant, b.point.jobs, b.point.qd),
+        |first, row, l| CsvError::StudyTwice {
+            variant: row.point.variant.clone(),
+            jobs: row.point.jobs,
+            qd: row.point.qd,
+            first: first.file.clone(),
+            path: l.path.clone(),
+            line: l.line,
+        },
+    )
 }
 
 /// The study's charts of `rows` ([`scaling::charts_of`]): legend in the order the

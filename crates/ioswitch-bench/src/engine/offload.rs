@@ -364,7 +364,7 @@ pub(super) fn run_offload(run: &mut Run) {
             let write = dir == 1;
             let mut buf = free.pop().expect("a free buffer");
             if write {
-                run.fill(&mut buf, off, len);
+                run.fill(&mut buf, off, len, start);
             }
             let cmd = if dir == TRIM { Cmd::fs_trim(off, len) } else { make_cmd(run.dev, write, off, len) };
             run.count_issued(dir, len);

@@ -34,8 +34,11 @@
 //! (the callgrind runs re-enter the tool through [`Invocation::reenter`]).
 //! `--cpu N` pins the bench (every side, and the callgrind runs it starts) to CPU N, so
 //! that both sides of every pair run on the same CPU and none migrates mid-run; without
-//! it the scheduler places the thread. The data files (256 MiB in /dev/shm, 1 GiB in /var/tmp, which must be on a disk file
-//! system) are written once and removed at the end unless `--keep-files`.
+//! it the scheduler places the thread. The data files (256 MiB in /dev/shm, 1 GiB in
+//! /var/tmp, which must be on a disk file system; by default named after the process, so
+//! that runs at the same time do not share them, or the files `--shm`/`--disk` name,
+//! which are reused when they have the size) are written once and removed at the end
+//! unless `--keep-files`.
 
 use super::raw::{open_raw, thread_cpu_ns, AioContext, AlignedBuf, IoEvent, Iocb, IOCB_CMD_PREAD};
 use crate::error::LoopError;
@@ -182,8 +185,10 @@ impl Args {
             reps: None,
             ios: None,
             once: None,
-            shm: PathBuf::from("/dev/shm/ioswitch-overhead.dat"),
-            disk: PathBuf::from("/var/tmp/ioswitch-overhead.dat"),
+            // Per process: two runs at once (two worktrees, two engineers) must not write,
+            // reuse or remove each other's file.
+            shm: PathBuf::from(format!("/dev/shm/ioswitch-overhead.{}.dat", std::process::id())),
+            disk: PathBuf::from(format!("/var/tmp/ioswitch-overhead.{}.dat", std::process::id())),
             keep_files: false,
             callgrind: true,
             cpu: None,

@@ -8,10 +8,12 @@
 //! copy: in `repeat` mode of the last unique page, in `working_set` mode of a page drawn
 //! uniformly from the working set, the job's first `size × dedupe_working_set_percentage
 //! / 100 / bs` unique pages (fio's working set is those first states of the job's buffer
-//! generator). With `dedupe_global`, every job that has it draws from one working set,
-//! made from a seed they share, so copies dedupe across jobs (fio builds the shared set
-//! from the jobs' own first pages in turn; here the shared pages are the set's, not a
-//! job's unique writes). `dedupe_percentage=100` makes every write the same page.
+//! generator). With `dedupe_global`, as in fio's `init_dedupe_working_set_seeds`, the set
+//! of the run's thread `t` (of `n`, every thread of the run counted) is made of the
+//! threads' own first pages in turn: `P = max(pages / n, 1)` pages of thread `t`, then `P`
+//! of thread `t + 1`, and so on around, each from its first page; so copies dedupe across
+//! jobs, and against the first unique writes of each job. `dedupe_percentage=100` makes
+//! every write the same page.
 //!
 //! The page fills the buffer chunk by chunk (`buffer_compress_chunk`, at most the write
 //! size): each chunk's first `(100 - buffer_compress_percentage)` % is random from the
@@ -68,8 +70,20 @@ impl BufferShape {
     }
 }
 
-/// The seed of the working set every `dedupe_global` job shares.
-const GLOBAL_SEED: u64 = 0xDED0_9E00_61B4_1000;
+/// The buffer seeds of the run's threads and which one is this job's
+/// ([`crate::engine::BufferThreads`], resolved for one instance).
+#[derive(Clone, Copy, Debug)]
+pub struct Threads<'a> {
+    /// Every thread's seed, in fio's thread order.
+    pub seeds: &'a [u64],
+    /// This thread's index in `seeds`.
+    pub me: usize,
+}
+
+/// The unique pages of the thread whose buffer seed is `seed`, in order.
+fn unique_pages(seed: u64) -> Rng {
+    Rng::new(seed ^ 0xB0F0_D0DE)
+}
 
 /// A job's buffer contents generator.
 pub struct Buffers {
@@ -82,26 +96,40 @@ pub struct Buffers {
 }
 
 impl Buffers {
-    /// The generator of a job (instance) whose seed is `seed`, of `size` bytes written in
-    /// blocks of `bs` (the working set's size comes from them).
-    pub fn new(shape: &BufferShape, pattern: Option<&[u8]>, seed: u64, size: u64, bs: u64) -> Buffers {
-        // A dedupe_global job's unique pages must not be the shared set's.
-        let own = seed ^ 0xB0F0_D0DE ^ if shape.global { 0x6C0B } else { 0 };
+    /// The generator of thread `threads.me` (its seed `threads.seeds[threads.me]`), of
+    /// `size` bytes written in blocks of `bs` (the working set's size comes from them).
+    pub fn new(shape: &BufferShape, pattern: Option<&[u8]>, threads: Threads<'_>, size: u64, bs: u64) -> Buffers {
+        let seed = threads.seeds[threads.me];
         let pages = (size.saturating_mul(u64::from(shape.working_set_percentage)) / 100 / bs.max(1)).max(1);
         let working_set = if shape.dedupe_mode == DedupeMode::WorkingSet && shape.dedupe_percentage > 0 {
-            let mut set_rng = Rng::new(if shape.global { GLOBAL_SEED } else { own });
-            (0..pages).map(|_| set_rng.next()).collect()
+            if shape.global {
+                // fio's rotation: P pages of each thread in turn, from this one on.
+                let n = threads.seeds.len();
+                let per = (pages / n as u64).max(1);
+                let mut set = Vec::with_capacity(pages as usize);
+                let mut gen = unique_pages(seed);
+                for i in 0..pages {
+                    if i > 0 && i % per == 0 {
+                        gen = unique_pages(threads.seeds[(threads.me + (i / per) as usize) % n]);
+                    }
+                    set.push(gen.next());
+                }
+                set
+            } else {
+                let mut gen = unique_pages(seed);
+                (0..pages).map(|_| gen.next()).collect()
+            }
         } else {
             Vec::new()
         };
         Buffers {
             shape: shape.clone(),
             pattern: pattern.map(<[u8]>::to_vec),
-            unique: Rng::new(own),
+            unique: unique_pages(seed),
             choice: Rng::new(seed ^ 0xDEDE),
             // The job's first unique page is the one a first copy repeats (fio's
             // buf_state_prev starts as the generator's first state).
-            last_unique: Rng::new(own).next(),
+            last_unique: unique_pages(seed).next(),
             working_set,
         }
     }
@@ -192,7 +220,7 @@ mod tests {
     fn the_share_of_copies_is_dedupe_percentage() {
         for mode in [DedupeMode::Repeat, DedupeMode::WorkingSet] {
             for pct in [0u32, 25, 50, 90] {
-                let mut b = Buffers::new(&shape(pct, mode), None, 7, 4096 * 4000, 4096);
+                let mut b = Buffers::new(&shape(pct, mode), None, alone(&7), 4096 * 4000, 4096);
                 let (dup, _) = copies(&mut b, 4000);
                 let share = dup as f64 / 4000.0 * 100.0;
                 // 4000 draws: the binomial's spread is under 1 point; 3 points of room
@@ -201,31 +229,64 @@ mod tests {
                 assert!((share - pct as f64).abs() < 3.0, "{mode:?} {pct}%: {share:.1}% copies");
             }
         }
-        let mut b = Buffers::new(&shape(100, DedupeMode::Repeat), None, 7, 1 << 20, 4096);
+        let mut b = Buffers::new(&shape(100, DedupeMode::Repeat), None, alone(&7), 1 << 20, 4096);
         assert_eq!(copies(&mut b, 100).1.len(), 1, "100%: one page");
+    }
+
+    /// A thread alone in its run.
+    fn alone(seed: &u64) -> Threads<'_> {
+        Threads { seeds: std::slice::from_ref(seed), me: 0 }
     }
 
     #[test]
     fn working_set_copies_come_from_the_set_and_global_sets_are_shared() {
         let s = BufferShape { working_set_percentage: 1, ..shape(50, DedupeMode::WorkingSet) };
         // 1% of 1000 blocks: a set of 10 pages; the job's first unique pages are them.
-        let mut b = Buffers::new(&s, None, 3, 4096 * 1000, 4096);
+        let mut b = Buffers::new(&s, None, alone(&3), 4096 * 1000, 4096);
         assert_eq!(b.working_set.len(), 10);
         let (_, seen) = copies(&mut b, 1000);
         let repeated = seen.values().filter(|&&c| c > 1).count();
         assert!(repeated <= 10, "copies only of the set's 10 pages: {repeated} pages repeated");
-        // Two jobs: without dedupe_global their sets differ, with it they are one.
-        let set = |global: bool, seed: u64| {
-            Buffers::new(&BufferShape { global, ..s.clone() }, None, seed, 4096 * 1000, 4096).working_set
+        let firsts = |seed: u64, n: usize| -> Vec<u64> {
+            let mut g =
+                Buffers::new(&BufferShape { dedupe_percentage: 0, ..s.clone() }, None, alone(&seed), 1 << 20, 4096);
+            (0..n).map(|_| g.next_page().0).collect()
         };
-        assert_ne!(set(false, 1), set(false, 2));
-        assert_eq!(set(true, 1), set(true, 2));
-        // ... and global jobs' unique pages stay their own.
-        let mut a =
-            Buffers::new(&BufferShape { global: true, dedupe_percentage: 0, ..s.clone() }, None, 1, 1 << 20, 4096);
-        let mut c =
-            Buffers::new(&BufferShape { global: true, dedupe_percentage: 0, ..s.clone() }, None, 2, 1 << 20, 4096);
-        assert_ne!(a.next_page().0, c.next_page().0);
+        assert_eq!(b.working_set, firsts(3, 10), "the set is the job's own first 10 pages");
+        // Two threads: without dedupe_global each set is its own first pages.
+        let seeds = [1u64, 2];
+        let set = |global: bool, me: usize| {
+            Buffers::new(&BufferShape { global, ..s.clone() }, None, Threads { seeds: &seeds, me }, 4096 * 1000, 4096)
+                .working_set
+        };
+        assert_eq!((set(false, 0), set(false, 1)), (firsts(1, 10), firsts(2, 10)));
+        // With it, fio's rotation: 10 / 2 = 5 pages of each thread, from its own on.
+        let (a, b) = (firsts(1, 5), firsts(2, 5));
+        assert_eq!(set(true, 0), [a.clone(), b.clone()].concat());
+        assert_eq!(set(true, 1), [b, a].concat());
+        // Three threads, 10 pages: 3 of each in turn, and the tenth from the first again.
+        let seeds = [1u64, 2, 3];
+        let set = Buffers::new(
+            &BufferShape { global: true, ..s.clone() },
+            None,
+            Threads { seeds: &seeds, me: 2 },
+            4096 * 1000,
+            4096,
+        )
+        .working_set;
+        assert_eq!(set, [firsts(3, 3), firsts(1, 3), firsts(2, 3), firsts(3, 1)].concat());
+        // More threads than pages: one page of each of the next threads.
+        let many: Vec<u64> = (0..40).collect();
+        let set = Buffers::new(
+            &BufferShape { global: true, ..s.clone() },
+            None,
+            Threads { seeds: &many, me: 35 },
+            4096 * 1000,
+            4096,
+        )
+        .working_set;
+        let want: Vec<u64> = (0..10).map(|k| firsts((35 + k) % 40, 1)[0]).collect();
+        assert_eq!(set, want);
     }
 
     #[test]

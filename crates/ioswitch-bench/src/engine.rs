@@ -117,6 +117,10 @@ pub struct Job {
     /// Workload shapes: block size mixes, offset distributions and modifiers,
     /// `offset_increment`, `fdatasync` ([`crate::shapes`]).
     pub shapes: crate::shapes::Shapes,
+    /// The buffer seeds of every thread of the run, in fio's thread order, and this job's
+    /// first thread among them: `dedupe_global`'s working set is made of the threads' own
+    /// first pages, as fio makes it (see [`crate::dedupe`]). Empty: this job's alone.
+    pub buffer_threads: BufferThreads,
     /// Several files per instance ([`crate::files`]): their regions and how I/O moves
     /// between them; `None`: one file, `filename`.
     pub multi: Option<crate::files::MultiFile>,
@@ -1308,6 +1312,29 @@ fn file_state<'a>(
     })
 }
 
+/// The buffer seeds of a run's threads ([`Job::buffer_threads`]).
+#[derive(Clone, Debug, Default)]
+pub struct BufferThreads {
+    /// Every thread's [`buffer_seed`], in fio's thread order (jobs as written, each job's
+    /// `numjobs` instances in turn).
+    pub seeds: std::sync::Arc<[u64]>,
+    /// The index in `seeds` of this job's instance 0.
+    pub first: usize,
+}
+
+/// The seed of the buffer contents of `job`'s instance `instance`: fio seeds every
+/// thread's buffers apart (by its thread number), so two jobs with the same options write
+/// different pages here too (by name, file and instance).
+pub fn buffer_seed(job: &Job, instance: u32) -> u64 {
+    let who = job
+        .name
+        .bytes()
+        .chain([0])
+        .chain(job.filename.bytes())
+        .fold(0xCBF2_9CE4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3));
+    job.seed ^ (instance as u64 * 0x1000_0001) ^ who
+}
+
 /// Runs one job instance on an open device; never panics on I/O errors (they end up in
 /// [`JobResult::error`]).
 pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> JobResult {
@@ -1429,18 +1456,17 @@ pub fn run_job_slot(job: &Job, instance: u32, devs: &[&Device], progress: &Progr
         refill: Rng::new(job.seed ^ salt ^ 0xF111),
         bufgen: job.shapes.buffers.active().then(|| {
             let size = job.size.unwrap_or(0);
-            // fio seeds every job's buffers apart (by its thread number): two jobs with
-            // the same options write different pages here too (by name and file).
-            let who = job
-                .name
-                .bytes()
-                .chain([0])
-                .chain(job.filename.bytes())
-                .fold(0xCBF2_9CE4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3));
+            let own = buffer_seed(job, instance);
+            let threads = &job.buffer_threads;
+            let (peers, me) = if threads.seeds.is_empty() {
+                (std::slice::from_ref(&own), 0)
+            } else {
+                (&threads.seeds[..], threads.first + instance as usize)
+            };
             crate::dedupe::Buffers::new(
                 &job.shapes.buffers,
                 job.shapes.buffer_pattern.as_deref(),
-                job.seed ^ salt ^ who,
+                crate::dedupe::Threads { seeds: peers, me },
                 size,
                 job.bs[1],
             )
@@ -2540,6 +2566,7 @@ mod run_tests {
             load: crate::load::Load::new(),
             logs: Default::default(),
             shapes: Default::default(),
+            buffer_threads: Default::default(),
             multi: None,
             group: 0,
         }

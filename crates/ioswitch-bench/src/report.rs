@@ -1274,6 +1274,7 @@ mod tests {
             load: crate::load::Load::new(),
             logs: Default::default(),
             shapes: Default::default(),
+            buffer_threads: Default::default(),
             multi: None,
             group: 0,
         }

@@ -430,6 +430,8 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
         load: spec.load.clone(),
         logs: spec.logs.clone(),
         shapes: spec.shapes.clone(),
+        // Set by `run`, which sees every job of the run.
+        buffer_threads: Default::default(),
         multi: None,
         group: groupid,
     };
@@ -666,6 +668,16 @@ pub fn is_mapping(interface: &str) -> bool {
 pub fn run(prepared: Vec<Prepared>, opts: &RunOpts) -> Report {
     let started = SystemTime::now();
     let t0 = engine::now_ns();
+    let mut prepared = prepared;
+    // fio numbers every thread of the run (jobs as written, each job's instances in
+    // turn); dedupe_global's working sets are made of those threads' first pages.
+    let seeds: std::sync::Arc<[u64]> =
+        prepared.iter().flat_map(|p| (0..p.spec.numjobs.max(1)).map(|i| engine::buffer_seed(&p.job, i))).collect();
+    let mut first = 0;
+    for p in &mut prepared {
+        p.job.buffer_threads = engine::BufferThreads { seeds: seeds.clone(), first };
+        first += p.spec.numjobs.max(1) as usize;
+    }
     let mut phases: Vec<Vec<Prepared>> = Vec::new();
     for p in prepared {
         if phases.is_empty() || p.spec.stonewall {

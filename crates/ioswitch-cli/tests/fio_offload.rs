@@ -45,7 +45,9 @@ fn run(program: &str, args: &[String]) -> Option<Output> {
         // timeout's KILL reaches its own process group too: killed by 9, or 137.
         let hung = o.status.signal() == Some(9) || o.status.code() == Some(137);
         if hung && is_fio {
-            eprintln!("note: fio hung (its offload deadlock), killed after {limit} s (attempt {attempt} of {ATTEMPTS})");
+            eprintln!(
+                "note: fio hung (its offload deadlock), killed after {limit} s (attempt {attempt} of {ATTEMPTS})"
+            );
             if attempt == ATTEMPTS {
                 eprintln!("note: fio hung {ATTEMPTS} times: its side of this check is not run");
                 return None;

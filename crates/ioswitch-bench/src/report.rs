@@ -1627,6 +1627,61 @@ mod tests {
     }
 
     #[test]
+    fn latencies_per_priority_are_reported_and_merged_as_fio_reports_them() {
+        // One job that chose priorities per command: its own (0) and 0x4001.
+        let mut r = result("c", 0, 30, 1, Mode::Async);
+        let (mut own, mut hi) = (LatStats::new(), LatStats::new());
+        for i in 0..30u64 {
+            if i % 3 == 0 { &mut hi } else { &mut own }.record(20_000 + i);
+        }
+        r.read.prios = vec![(0, own), (2 << 13 | 1, hi)];
+        let one = parse(&json(&report(vec![job_run("c", 0, vec![r.clone()], Mode::Async, false)]), &[], false));
+        let read = &one["jobs"][0]["read"];
+        let keys: Vec<&String> = read.as_object().unwrap().keys().collect();
+        let at = keys.iter().position(|k| *k == "prios").expect("prios");
+        assert_eq!(keys[at - 1], "lat_ns", "fio: after lat_ns");
+        let p = read["prios"].as_array().unwrap();
+        let got: Vec<(u64, u64, u64)> = p
+            .iter()
+            .map(|e| {
+                (e["prioclass"].as_u64().unwrap(), e["prio"].as_u64().unwrap(), e["clat_ns"]["N"].as_u64().unwrap())
+            })
+            .collect();
+        assert_eq!(got, vec![(0, 0, 20), (2, 1, 10)]);
+        assert!(p[0]["clat_ns"].get("percentile").is_some(), "clat_percentiles is on by default");
+        assert!(one["jobs"][0]["write"].get("prios").is_none(), "no samples: no prios");
+        // A group of it and a job without a choice at prioclass=3: that job's latencies go
+        // under its own priority; its 40 I/Os join none of the others.
+        let mut other = job_run("d", 0, vec![result("d", 0, 40, 2, Mode::Async)], Mode::Async, true);
+        other.spec.logs.ioprio = 3 << 13;
+        let mut first = job_run("c", 0, vec![r.clone()], Mode::Async, true);
+        first.spec.logs.ioprio = 0;
+        let g = parse(&json(&report(vec![first, other]), &[], false));
+        let p = g["jobs"][0]["read"]["prios"].as_array().unwrap();
+        let got: Vec<(u64, u64, u64)> = p
+            .iter()
+            .map(|e| {
+                (e["prioclass"].as_u64().unwrap(), e["prio"].as_u64().unwrap(), e["clat_ns"]["N"].as_u64().unwrap())
+            })
+            .collect();
+        assert_eq!(got, vec![(0, 0, 20), (2, 1, 10), (3, 0, 40)]);
+        // Two jobs at one priority, without choices: no prios (fio keeps none).
+        let same = parse(&json(
+            &report(vec![
+                job_run("a", 0, vec![result("a", 0, 10, 1, Mode::Async)], Mode::Async, true),
+                job_run("b", 0, vec![result("b", 0, 10, 2, Mode::Async)], Mode::Async, true),
+            ]),
+            &[],
+            false,
+        ));
+        assert!(same["jobs"][0]["read"].get("prios").is_none());
+        // The text report: fio's per-priority lines.
+        let t = text(&report(vec![job_run("c", 0, vec![r], Mode::Async, false)]));
+        assert!(t.contains("    clat prio 0/0 (") && t.contains("    clat prio 2/1 ("), "{t}");
+        assert!(t.contains("clat prio 2/1 (33.33% of IOs) percentiles"), "{t}");
+    }
+
+    #[test]
     fn group_reporting_merges_instances_like_fio() {
         let a = result("g", 0, 1000, 1, Mode::Async);
         let mut b = result("g", 1, 3000, 2, Mode::Async);

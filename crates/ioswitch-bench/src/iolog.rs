@@ -763,6 +763,26 @@ mod tests {
     }
 
     #[test]
+    fn per_io_entries_carry_the_ios_own_priority_else_the_jobs() {
+        // prioclass=3 for the job; one I/O given 0x4001 by cmdprio, one none of its own.
+        let o = LogOpts { lat: Some(String::new()), ioprio: 3 << 13, ..LogOpts::default() };
+        let mut l = JobLogs::new(&o, "j", [4096; 2], [true; 4]);
+        l.io(7, 0, 4096, 0, [Some(20_000), None, None], 2 << 13 | 1);
+        l.io(8, 0, 4096, 0, [Some(30_000), None, None], 0);
+        l.io(9, 0, 4096, 0, [Some(30_000), None, None], 1 << 13);
+        assert_eq!(
+            l.logs[0].render(false, true),
+            "7, 20000, 0, 4096, 0x4001\n8, 30000, 0, 4096, 0x6000\n9, 30000, 0, 4096, 0x2000\n"
+        );
+        // Without log_prio: 1 for the real-time class only.
+        assert_eq!(
+            l.logs[0].render(false, false),
+            "7, 20000, 0, 4096, 0\n8, 30000, 0, 4096, 0\n9, 30000, 0, 4096, 1\n"
+        );
+        assert_eq!(&l.logs[0].samples(false, true)[20..22], &(0x4001u16).to_ne_bytes());
+    }
+
+    #[test]
     fn trims_are_logged_in_direction_2_with_the_writes_block_size() {
         let o = LogOpts { lat: Some(String::new()), iops: Some(String::new()), avg_msec: 100, ..LogOpts::default() };
         let mut l = JobLogs::new(&o, "j", [4096, 65536], [true; 4]);

@@ -186,3 +186,35 @@ fn group_reporting_over_different_priorities_reports_each() {
     let (f, o) = (prios(&fio["jobs"][0], "read"), prios(&ours["jobs"][0], "read"));
     assert_eq!((&f[0].2, &f[0].3), (&o[0].2, &o[0].3), "the latency objects");
 }
+
+#[test]
+fn the_lat_logs_priority_column_holds_each_ios_priority_as_fios() {
+    if !have("fio", "--version", "the_lat_logs_priority_column_holds_each_ios_priority_as_fios") {
+        return;
+    }
+    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-cmdprio-log");
+    let file = s.path("data");
+    let mut columns = Vec::new();
+    for (who, program) in [("fio", "fio"), ("ours", env!("CARGO_BIN_EXE_ioswitch"))] {
+        let prefix = s.path(&format!("log-{who}"));
+        let mut a = job(&file, "libaio", &["--bs=4k", "--cmdprio_percentage=30", "--cmdprio_class=2", "--cmdprio=1"]);
+        a.extend([format!("--write_lat_log={prefix}"), "--log_prio=1".into(), "--prioclass=3".into()]);
+        if who == "ours" {
+            a.insert(0, "bench".into());
+            a.push("--no-progress".into());
+        }
+        let o = Command::new(program).args(&a).current_dir(s.dir()).stdin(Stdio::null()).output().unwrap();
+        assert!(o.status.success(), "{who}: {}", text(&o.stderr));
+        let body = std::fs::read_to_string(format!("{prefix}_lat.1.log")).unwrap();
+        let col: Vec<String> = body.lines().map(|l| l.rsplit(", ").next().unwrap_or_default().to_string()).collect();
+        assert_eq!(col.len() as u64, IOS, "{who}: one entry per I/O");
+        let high = col.iter().filter(|c| *c == "0x4001").count() as f64 / IOS as f64;
+        let own = col.iter().filter(|c| *c == "0x6000").count() as f64 / IOS as f64;
+        assert!((high - 0.30).abs() < 0.04 && (own + high - 1.0).abs() < 1e-9, "{who}: shares {high} / {own}");
+        let mut kinds = col.clone();
+        kinds.sort();
+        kinds.dedup();
+        columns.push(kinds);
+    }
+    assert_eq!(columns[0], columns[1], "the same priority values in both logs");
+}

@@ -3889,6 +3889,8 @@ mod tests {
         assert!(e.contains("for option 'cmdprio_bssplit'") && e.contains("more than 100"), "{e}");
         let e = err("[j]\nioengine=libaio\nrw=write\nverify=crc32c\ncmdprio_percentage=10\n");
         assert!(e.contains("with verify is not run"), "{e}");
+        let e = err("[j]\nioengine=libaio\nio_submit_mode=offload\ncmdprio_percentage=10\n");
+        assert!(e.contains("with io_submit_mode=offload is not run"), "{e}");
     }
 
     #[test]

@@ -145,6 +145,10 @@ pub struct DirResult {
     pub iops_samples: Stats,
     /// Bandwidth in KiB/s measured over 500 ms windows.
     pub bw_samples: Stats,
+    /// With per-command priorities ([`crate::cmdprio`]): the latencies of each priority
+    /// apart (completion latencies, or total ones with `lat_percentiles`), the job's own
+    /// priority first, by the value; empty without (fio's `clat_prio`).
+    pub prios: Vec<(u16, LatStats)>,
 }
 
 /// fio's latency distribution buckets of total latency: ns, µs and ms groups.
@@ -479,6 +483,8 @@ struct Slot {
     trim: bool,
     /// The job's file it went to (0 for a job with one file).
     file: u32,
+    /// Its priority's index in the direction's per-priority statistics (0: the job's own).
+    prio: u16,
 }
 
 /// Errors that stop a job before it starts: named after the job and the device.
@@ -588,6 +594,8 @@ struct Run<'a> {
     issued_bytes: u64,
     issued_ios: u64,
     mix: Rng,
+    /// The draws of per-command priorities (fio's `prio_state`).
+    prio_rng: Rng,
     offs: [Offsets; 2],
     /// `trimwrite`: the block just trimmed, to be written next.
     trimmed: Option<(u64, u64)>,
@@ -691,7 +699,7 @@ impl<'a> Run<'a> {
     /// `latency_target`, and put in the logs (after the ramp; times in ms since its end,
     /// fio's epoch).
     #[inline]
-    fn completed_io(&mut self, dir: usize, len: u64, off: u64, t: [u64; 3], has_slat: bool) {
+    fn completed_io(&mut self, dir: usize, len: u64, off: u64, t: [u64; 3], has_slat: bool, prio: u16) {
         self.completed_ios += 1;
         if let Some(s) = self.slot {
             s.ios.fetch_add(1, Ordering::Relaxed);
@@ -724,7 +732,7 @@ impl<'a> Run<'a> {
             (has_slat && !b.disable_slat).then_some(issue - start),
             (!b.disable_clat).then_some(complete - issue),
         ];
-        logs.io(ms, dir, len, off, lat);
+        logs.io(ms, dir, len, off, lat, prio);
         if !b.disable_bw {
             logs.tick(ms);
         }
@@ -1020,6 +1028,21 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// The priority value of an I/O whose statistics index is `index` (0: the job's own,
+    /// which the logs show as the job's).
+    #[inline]
+    fn prio_value(&self, dir: usize, index: u16) -> u16 {
+        match dir {
+            0 => &self.res.read,
+            1 => &self.res.write,
+            _ => return 0,
+        }
+        .prios
+        .get(index as usize)
+        .filter(|_| index > 0)
+        .map_or(0, |(v, _)| *v)
+    }
+
     fn fail(&mut self, errno: i32, msg: String) {
         if self.res.error == 0 {
             self.res.error = errno.max(1);
@@ -1029,7 +1052,8 @@ impl<'a> Run<'a> {
 
     /// Accounts one finished I/O.
     #[inline]
-    fn account(&mut self, dir: usize, len: u64, start: u64, issue: u64, complete: u64, has_slat: bool) {
+    #[allow(clippy::too_many_arguments)]
+    fn account(&mut self, dir: usize, len: u64, start: u64, issue: u64, complete: u64, has_slat: bool, prio: u16) {
         if complete < self.ramp_end {
             return;
         }
@@ -1053,6 +1077,14 @@ impl<'a> Run<'a> {
         }
         if !b.disable_lat {
             d.lat.record(complete - start);
+        }
+        if let Some((_, p)) = d.prios.get_mut(prio as usize) {
+            // fio's add_clat_sample / add_lat_sample: total latency with lat_percentiles.
+            match b.cmdprio.on_lat {
+                false if !b.disable_clat => p.record(complete - issue),
+                true if !b.disable_lat => p.record(complete - start),
+                _ => {}
+            }
         }
         self.res.lat_dist[lat_bucket(complete - start)] += 1;
         if let Some(w) = self.window.get_mut(dir) {
@@ -1428,6 +1460,7 @@ pub fn run_job_slot(job: &Job, instance: u32, devs: &[&Device], progress: &Progr
         issued_bytes: 0,
         issued_ios: 0,
         mix: Rng::new(job.seed ^ salt ^ 0xA5A5),
+        prio_rng: Rng::new(job.seed ^ salt ^ 0x9210),
         offs: first.offs,
         trimmed: None,
         shaped: first.shaped,
@@ -1494,6 +1527,11 @@ pub fn run_job_slot(job: &Job, instance: u32, devs: &[&Device], progress: &Progr
             )
         }),
     };
+    if let Some(c) = &job.behaviour.cmdprio.chooser {
+        for (d, values) in [&mut run.res.read, &mut run.res.write].into_iter().zip(&c.values) {
+            d.prios = values.iter().map(|&v| (v, LatStats::new())).collect();
+        }
+    }
     if job.shapes.strided {
         let sh = &job.shapes;
         let size = sh.zone_size.unwrap_or(region).max(1);
@@ -1735,8 +1773,8 @@ fn run_sync(run: &mut Run) {
         match r {
             Ok(_) => {
                 run.note_written(write, off);
-                run.account(dir, len, start, start, complete, false);
-                run.completed_io(dir, len, off, [start, start, complete], false);
+                run.account(dir, len, start, start, complete, false, 0);
+                run.completed_io(dir, len, off, [start, start, complete], false, 0);
             }
             Err(e) => {
                 let errno = e.errno().unwrap_or(libc::EIO);
@@ -1937,7 +1975,7 @@ impl Flight {
             let s = c.tag as u32;
             let slot = &mut self.slots[s as usize];
             let (write, start, issue, off) = (slot.write, slot.start, slot.issue, slot.offset);
-            let len = slot.len;
+            let (len, prio) = (slot.len, slot.prio);
             let dir = if slot.trim { TRIM } else { write as usize };
             slot.buf = c.data.into_one();
             if several {
@@ -1956,8 +1994,9 @@ impl Flight {
             bytes += len;
             let done = if each { at } else { complete };
             run.note_written(write, off);
-            run.account(dir, len, start, issue, done, true);
-            run.completed_io(dir, len, off, [start, issue, done], true);
+            run.account(dir, len, start, issue, done, true, prio);
+            let value = run.prio_value(dir, prio);
+            run.completed_io(dir, len, off, [start, issue, done], true, value);
         }
         if several {
             run.switch_to(served);
@@ -2006,7 +2045,17 @@ fn run_async(run: &mut Run) {
         depth,
         slots: bufs
             .into_iter()
-            .map(|b| Slot { buf: Some(b), start: 0, issue: 0, write: false, offset: 0, len: 0, trim: false, file: 0 })
+            .map(|b| Slot {
+                buf: Some(b),
+                start: 0,
+                issue: 0,
+                write: false,
+                offset: 0,
+                len: 0,
+                trim: false,
+                file: 0,
+                prio: 0,
+            })
             .collect(),
         free: (0..depth).rev().collect(),
         uncommitted: Vec::with_capacity(depth as usize),
@@ -2046,7 +2095,14 @@ fn run_async(run: &mut Run) {
         if write {
             run.fill(&mut buf, off, len, start);
         }
-        let cmd = if dir == TRIM { Cmd::fs_trim(off, len) } else { make_cmd(run.dev, write, off, len) };
+        let mut cmd = if dir == TRIM { Cmd::fs_trim(off, len) } else { make_cmd(run.dev, write, off, len) };
+        slot.prio = 0;
+        if let Some((value, index)) =
+            run.job.behaviour.cmdprio.chooser.as_ref().and_then(|c| c.choose(dir, len, &mut run.prio_rng))
+        {
+            cmd = cmd.with_ioprio(value);
+            slot.prio = index;
+        }
         slot.start = start;
         slot.write = write;
         slot.offset = off;

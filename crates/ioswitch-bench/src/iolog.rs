@@ -117,6 +117,8 @@ pub struct Entry {
     pub bs: u64,
     /// Offset (0 in averaged entries).
     pub offset: u64,
+    /// The I/O's own priority (`cmdprio_*`, [`crate::cmdprio`]); 0: the job's.
+    pub prio: u16,
 }
 
 /// fio's `io_stat` window of averaged samples.
@@ -192,7 +194,7 @@ impl Log {
         let w = std::mem::take(&mut self.window[d]);
         if w.samples > 0 {
             let value = if self.max_value { w.max } else { (w.mean + 0.5) as u64 };
-            self.entries.push(Entry { time_ms, value, ddir: d as u8, bs: 0, offset: 0 });
+            self.entries.push(Entry { time_ms, value, ddir: d as u8, bs: 0, offset: 0, prio: 0 });
         }
     }
 
@@ -205,19 +207,31 @@ impl Log {
         }
     }
 
+    /// The priority an entry shows: an I/O's own, else the job's; 0 for averaged ones.
+    fn prio_of(&self, e: &Entry) -> u16 {
+        match (self.avg_msec, e.prio) {
+            (0, 0) => self.ioprio,
+            (0, p) => p,
+            _ => 0,
+        }
+    }
+
     /// The entries in fio's text format (`prio`: `log_prio`'s hex priority column).
     pub fn render(&self, with_offset: bool, prio: bool) -> String {
         let mut s = String::with_capacity(self.entries.len() * 24);
         // fio's column: the I/O's priority value in hex with log_prio, else 1 for the
-        // real-time class; per-I/O entries (no averaging) carry the job's priority.
-        let v = if self.avg_msec == 0 { self.ioprio } else { 0 };
-        let p = if prio {
-            format!("0x{v:04x}")
-        } else {
-            u8::from(v >> crate::placement::IOPRIO_CLASS_SHIFT == crate::placement::IOPRIO_CLASS_RT).to_string()
+        // real-time class; per-I/O entries (no averaging) carry the I/O's priority (its
+        // own, or the job's).
+        let column = |v: u16| {
+            if prio {
+                format!("0x{v:04x}")
+            } else {
+                u8::from(v >> crate::placement::IOPRIO_CLASS_SHIFT == crate::placement::IOPRIO_CLASS_RT).to_string()
+            }
         };
         for e in &self.entries {
             use std::fmt::Write as _;
+            let p = column(self.prio_of(e));
             let _ = if with_offset {
                 writeln!(s, "{}, {}, {}, {}, {}, {p}", e.time_ms, e.value, e.ddir, e.bs, e.offset)
             } else {
@@ -241,7 +255,7 @@ impl Log {
             b.extend_from_slice(&e.time_ms.to_ne_bytes());
             b.extend_from_slice(&e.value.to_ne_bytes());
             b.extend_from_slice(&(u32::from(e.ddir) | flags).to_ne_bytes());
-            b.extend_from_slice(&if self.avg_msec == 0 { self.ioprio } else { 0 }.to_ne_bytes());
+            b.extend_from_slice(&self.prio_of(e).to_ne_bytes());
             b.extend_from_slice(&[0, 0]);
             b.extend_from_slice(&e.bs.to_ne_bytes());
             if with_offset {
@@ -461,7 +475,7 @@ impl JobLogs {
 
     /// One completed I/O of direction `d` (0 read, 1 write, 2 trim: fio's ddir) at
     /// `time_ms`: its latencies (ns; `slat` `None` for a sync job), block size and offset.
-    pub fn io(&mut self, time_ms: u64, d: usize, len: u64, offset: u64, lat: [Option<u64>; 3]) {
+    pub fn io(&mut self, time_ms: u64, d: usize, len: u64, offset: u64, lat: [Option<u64>; 3], prio: u16) {
         let d = d.min(2);
         let ddir = d as u8;
         self.done[d].0 += len;
@@ -469,7 +483,7 @@ impl JobLogs {
         if let Some(idx) = self.lat {
             for (i, v) in lat.into_iter().enumerate() {
                 if let (Some(v), Some(log)) = (v, self.logs.get_mut(idx[i])) {
-                    log.add(Entry { time_ms, value: v, ddir, bs: len, offset }, 0);
+                    log.add(Entry { time_ms, value: v, ddir, bs: len, offset, prio }, 0);
                 }
             }
         }
@@ -480,10 +494,10 @@ impl JobLogs {
             // fio's per-I/O bw and iops entries.
             if let (Some(i), Some(clat)) = (self.bw, lat[2]) {
                 let value = (len * 1_000_000).checked_div(clat).unwrap_or(0);
-                self.logs[i].add(Entry { time_ms, value, ddir, bs: len, offset }, 0);
+                self.logs[i].add(Entry { time_ms, value, ddir, bs: len, offset, prio }, 0);
             }
             if let Some(i) = self.iops {
-                self.logs[i].add(Entry { time_ms, value: 1, ddir, bs: len, offset }, 0);
+                self.logs[i].add(Entry { time_ms, value: 1, ddir, bs: len, offset, prio }, 0);
             }
         }
     }
@@ -512,10 +526,10 @@ impl JobLogs {
             };
             let ddir = d as u8;
             if let Some(i) = self.bw {
-                self.logs[i].add(Entry { time_ms, value: rate(bytes, true), ddir, bs, offset: 0 }, 1);
+                self.logs[i].add(Entry { time_ms, value: rate(bytes, true), ddir, bs, offset: 0, prio: 0 }, 1);
             }
             if let Some(i) = self.iops {
-                self.logs[i].add(Entry { time_ms, value: rate(ios, false), ddir, bs, offset: 0 }, 1);
+                self.logs[i].add(Entry { time_ms, value: rate(ios, false), ddir, bs, offset: 0, prio: 0 }, 1);
             }
             self.at_last[d] = self.done[d];
         }
@@ -582,7 +596,7 @@ mod tests {
     }
 
     fn e(t: u64, v: u64, d: u8) -> Entry {
-        Entry { time_ms: t, value: v, ddir: d, bs: 4096, offset: 8192 }
+        Entry { time_ms: t, value: v, ddir: d, bs: 4096, offset: 8192, prio: 0 }
     }
 
     #[test]
@@ -661,6 +675,7 @@ mod tests {
                     ddir: (i % 3) as u8,
                     bs: 4096 << (i % 4),
                     offset: i * 4096,
+                    prio: 0,
                 },
                 0,
             );
@@ -739,12 +754,32 @@ mod tests {
     fn per_io_bw_and_iops_entries_are_fios() {
         let o = LogOpts { bw: Some("b".into()), iops: Some("i".into()), ..LogOpts::default() };
         let mut l = JobLogs::new(&o, "j", [4096; 2], [true; 4]);
-        l.io(7, 1, 4096, 0, [Some(20_000), Some(1_000), Some(10_000)]);
+        l.io(7, 1, 4096, 0, [Some(20_000), Some(1_000), Some(10_000)], 0);
         assert_eq!(l.logs[0].render(false, false), "7, 409600, 1, 4096, 0\n", "bytes × 10⁶ / clat ns");
         assert_eq!(l.logs[1].render(false, false), "7, 1, 1, 4096, 0\n");
         let mut off = JobLogs::new(&o, "j", [4096; 2], [true, true, true, false]);
-        off.io(7, 1, 4096, 0, [Some(20_000), Some(1_000), Some(10_000)]);
+        off.io(7, 1, 4096, 0, [Some(20_000), Some(1_000), Some(10_000)], 0);
         assert!(off.logs.iter().all(|g| g.entries.is_empty()), "disable_bw: no per-I/O rates, as fio");
+    }
+
+    #[test]
+    fn per_io_entries_carry_the_ios_own_priority_else_the_jobs() {
+        // prioclass=3 for the job; one I/O given 0x4001 by cmdprio, one none of its own.
+        let o = LogOpts { lat: Some(String::new()), ioprio: 3 << 13, ..LogOpts::default() };
+        let mut l = JobLogs::new(&o, "j", [4096; 2], [true; 4]);
+        l.io(7, 0, 4096, 0, [Some(20_000), None, None], 2 << 13 | 1);
+        l.io(8, 0, 4096, 0, [Some(30_000), None, None], 0);
+        l.io(9, 0, 4096, 0, [Some(30_000), None, None], 1 << 13);
+        assert_eq!(
+            l.logs[0].render(false, true),
+            "7, 20000, 0, 4096, 0x4001\n8, 30000, 0, 4096, 0x6000\n9, 30000, 0, 4096, 0x2000\n"
+        );
+        // Without log_prio: 1 for the real-time class only.
+        assert_eq!(
+            l.logs[0].render(false, false),
+            "7, 20000, 0, 4096, 0\n8, 30000, 0, 4096, 0\n9, 30000, 0, 4096, 1\n"
+        );
+        assert_eq!(&l.logs[0].samples(false, true)[20..22], &(0x4001u16).to_ne_bytes());
     }
 
     #[test]
@@ -752,7 +787,7 @@ mod tests {
         let o = LogOpts { lat: Some(String::new()), iops: Some(String::new()), avg_msec: 100, ..LogOpts::default() };
         let mut l = JobLogs::new(&o, "j", [4096, 65536], [true; 4]);
         for t in [10, 50, 101] {
-            l.io(t, 2, 65536, 0, [Some(1000), None, Some(1000)]);
+            l.io(t, 2, 65536, 0, [Some(1000), None, Some(1000)], 0);
             l.tick(t);
         }
         l.finish(150);
@@ -768,11 +803,11 @@ mod tests {
         let mut l = JobLogs::new(&o, "j", [4096, 4096], [true; 4]);
         // 251 reads of 4 KiB in the first 99 ms.
         for i in 0..250 {
-            l.io(i * 98 / 250, 0, 4096, 0, [None; 3]);
+            l.io(i * 98 / 250, 0, 4096, 0, [None; 3], 0);
             l.tick(i * 98 / 250);
         }
         assert!(l.logs[0].entries.is_empty(), "no interval has passed yet");
-        l.io(99, 0, 4096, 0, [None; 3]);
+        l.io(99, 0, 4096, 0, [None; 3], 0);
         l.tick(99); // 1 ms early is within fio's slack
         let bw = &l.logs[0].entries;
         assert_eq!(bw.len(), 1);
@@ -780,12 +815,12 @@ mod tests {
         assert_eq!(bw[0].value, 251 * 4096 * 1000 / 99 / 1024);
         assert_eq!(l.logs[1].entries[0].value, 251 * 1000 / 99);
         // An interval without writes writes no write entry; a later one with I/O does.
-        l.io(150, 0, 4096, 0, [None; 3]);
+        l.io(150, 0, 4096, 0, [None; 3], 0);
         l.tick(200);
         assert_eq!(l.logs[1].entries.len(), 2);
         assert!(l.logs[1].entries.iter().all(|e| e.ddir == 0));
         // The interval the end cuts short is not taken, as in fio.
-        l.io(205, 0, 4096, 0, [None; 3]);
+        l.io(205, 0, 4096, 0, [None; 3], 0);
         l.finish(210);
         assert_eq!(l.logs[1].entries.len(), 2);
     }
@@ -795,11 +830,11 @@ mod tests {
         let o = LogOpts { hist: Some("h".into()), hist_msec: 100, hist_coarseness: 1, ..LogOpts::default() };
         let mut l = JobLogs::new(&o, "j", [4096; 2], [true; 4]);
         // The first interval starts at the first completion (10 ms).
-        l.io(10, 0, 4096, 0, [None, None, Some(50)]);
-        l.io(60, 0, 4096, 0, [None, None, Some(51)]);
-        l.io(115, 0, 4096, 0, [None, None, Some(1000)]);
-        l.io(150, 0, 4096, 0, [None, None, Some(50)]);
-        l.io(215, 0, 4096, 0, [None, None, Some(50)]);
+        l.io(10, 0, 4096, 0, [None, None, Some(50)], 0);
+        l.io(60, 0, 4096, 0, [None, None, Some(51)], 0);
+        l.io(115, 0, 4096, 0, [None, None, Some(1000)], 0);
+        l.io(150, 0, 4096, 0, [None, None, Some(50)], 0);
+        l.io(215, 0, 4096, 0, [None, None, Some(50)], 0);
         let h = l.hist.as_ref().unwrap();
         assert_eq!(h.entries.len(), 2);
         let cols = crate::hist::PLAT_NR / 2;
@@ -819,7 +854,7 @@ mod tests {
         assert_eq!(h.file_name(2, true), PathBuf::from("h_clat_hist.2.log"));
         // Without log_hist_msec, fio writes no lines.
         let mut none = JobLogs::new(&LogOpts { hist_msec: 0, ..o }, "j", [4096; 2], [true; 4]);
-        none.io(500, 0, 4096, 0, [None, None, Some(50)]);
+        none.io(500, 0, 4096, 0, [None, None, Some(50)], 0);
         assert!(none.hist.unwrap().entries.is_empty());
     }
 }

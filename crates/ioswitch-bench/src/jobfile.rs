@@ -640,6 +640,9 @@ pub struct Behaviour {
     pub tiobench_threads: Option<u32>,
     /// `numa_cpu_nodes`, `numa_mem_policy`, `prioclass`, `prio` ([`crate::placement`]).
     pub placement: crate::placement::Placement,
+    /// `cmdprio_percentage`, `cmdprio_class`, `cmdprio`, `cmdprio_bssplit`: per-command
+    /// I/O priorities ([`crate::cmdprio`]).
+    pub cmdprio: crate::cmdprio::CmdPrio,
     /// `sync=1` (or `sync`, `dsync`): run only with ioengine=libpmem, whose writes are
     /// durable when they return (fio's libpmem drains after each write with it).
     pub sync: bool,
@@ -680,6 +683,7 @@ impl Default for Behaviour {
             wait_for: None,
             tiobench_threads: None,
             placement: Default::default(),
+            cmdprio: Default::default(),
             sync: false,
             nrfiles: 1,
             openfiles: 0,
@@ -1059,6 +1063,10 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("numa_mem_policy", &[], Kind::Value),
     ("prioclass", &[], Kind::Value),
     ("prio", &[], Kind::Value),
+    ("cmdprio_percentage", &[], Kind::Value),
+    ("cmdprio_class", &[], Kind::Value),
+    ("cmdprio", &[], Kind::Value),
+    ("cmdprio_bssplit", &[], Kind::Value),
     ("sync", &[], Kind::Value),
     ("steadystate", &["ss"], Kind::Value),
     ("steadystate_duration", &["ss_dur"], Kind::Value),
@@ -1088,6 +1096,11 @@ const ENGINE_OPTIONS: &[(&str, &[IoEngine])] = &[
     ("ioswitch_opts", &[IoEngine::Ioswitch]),
     ("cmd_type", &[IoEngine::IoUringCmd]),
     ("nonvectored", &[IoEngine::IoUring, IoEngine::IoUringCmd]),
+    // fio's cmdprio.c options: the libaio and io_uring engines' only.
+    ("cmdprio_percentage", &[IoEngine::Libaio, IoEngine::IoUring]),
+    ("cmdprio_class", &[IoEngine::Libaio, IoEngine::IoUring]),
+    ("cmdprio", &[IoEngine::Libaio, IoEngine::IoUring]),
+    ("cmdprio_bssplit", &[IoEngine::Libaio, IoEngine::IoUring]),
 ];
 
 /// The engines that take an engine-only option, or `None` for an option every engine takes:
@@ -2320,6 +2333,28 @@ impl JobSpec {
                 const EXPECT: &str = "an I/O priority level from 0 (highest) to 7 (lowest)";
                 p.prio = Some(val.value(EXPECT)?.parse().ok().filter(|c| *c <= 7).ok_or_else(|| val.bad(EXPECT))?);
             }
+            "cmdprio_percentage" => {
+                let c = &mut self.behaviour.cmdprio.opts;
+                c.percentage =
+                    crate::cmdprio::parse_pair(val.value("a percentage")?, 0, 100).map_err(|e| val.bad(&e))?;
+            }
+            "cmdprio_class" => {
+                let c = &mut self.behaviour.cmdprio.opts;
+                let v = crate::cmdprio::parse_pair(val.value("a class")?, 1, 3).map_err(|e| val.bad(&e))?;
+                c.class = v.map(|x| x as u16);
+            }
+            "cmdprio" => {
+                let c = &mut self.behaviour.cmdprio.opts;
+                let v = crate::cmdprio::parse_pair(val.value("a level")?, 0, 7).map_err(|e| val.bad(&e))?;
+                c.level = v.map(|x| x as u16);
+            }
+            "cmdprio_bssplit" => {
+                const EXPECT: &str = "entries bs/percentage[/class/level] separated by ':', per direction READ,WRITE";
+                let v = val.value(EXPECT)?;
+                let split =
+                    crate::cmdprio::parse_bssplit(v, parse_bytes).map_err(|e| val.bad(&format!("{EXPECT} ({e})")))?;
+                self.behaviour.cmdprio.opts.bssplit = Some(split);
+            }
             "sync" => {
                 const EXPECT: &str = "none, 0, sync, 1 or dsync";
                 self.behaviour.sync = match val.value(EXPECT)? {
@@ -2331,6 +2366,38 @@ impl JobSpec {
             _ => return Ok(false),
         }
         Ok(true)
+    }
+
+    /// fio's `fio_cmdprio_init`: the two ways to choose exclude each other; the choice is
+    /// made once here, for the directions the job does.
+    fn check_cmdprio(&mut self) -> Result<(), JobError> {
+        let c = &self.behaviour.cmdprio.opts;
+        if c.bssplit.is_some() && c.percentage.iter().any(|&p| p > 0) {
+            return Err(self.error_at(
+                "cmdprio_bssplit",
+                "cmdprio_percentage and cmdprio_bssplit options are mutually exclusive (as in fio)",
+            ));
+        }
+        if !c.is_set() {
+            return Ok(());
+        }
+        let opt = if c.bssplit.is_some() { "cmdprio_bssplit" } else { "cmdprio_percentage" };
+        if self.behaviour.offload {
+            return Err(self.error_at(
+                opt,
+                format!("{opt} with io_submit_mode=offload is not run: the offload workers do not choose priorities"),
+            ));
+        }
+        if self.verify != Verify::None && self.do_verify {
+            return Err(self.error_at(
+                opt,
+                format!("{opt} with verify is not run: the verify phase's reads do not choose priorities here"),
+            ));
+        }
+        let chooser = crate::cmdprio::Chooser::new(c, self.logs.ioprio, [self.rw.reads(), self.rw.writes()]);
+        self.behaviour.cmdprio.chooser = chooser;
+        self.behaviour.cmdprio.on_lat = self.lat_percentiles;
+        Ok(())
     }
 
     fn fix_up(&mut self) -> Result<(), JobError> {
@@ -2360,6 +2427,7 @@ impl JobSpec {
         }
         self.check_files()?;
         self.check_offload()?;
+        self.check_cmdprio()?;
         if let Some(opt) = self.load.trim_rate.filter(|_| self.rw.trims()) {
             return Err(self.error_at(
                 opt,
@@ -2719,22 +2787,6 @@ impl JobReader {
                 if !jobs[..i].iter().any(|e| &e.name == w) {
                     return Err(j.error_at("wait_for", format!("wait_for={w}: no job named {w} before this one")));
                 }
-            }
-        }
-        // fio reports a group's latencies per I/O priority ("prios") once its jobs ran at
-        // two priorities or more; the report here has no such part.
-        let groups = group_ids(&jobs);
-        for (i, j) in jobs.iter().enumerate() {
-            let same_group = jobs[..i].iter().zip(&groups).filter(|(_, g)| **g == groups[i]).map(|(e, _)| e);
-            let mut earlier = same_group.filter(|e| e.group_reporting || j.group_reporting);
-            if let Some(e) = earlier.find(|e| e.logs.ioprio != j.logs.ioprio) {
-                return Err(j.error_at(
-                    if j.behaviour.placement.prioclass.is_some() { "prioclass" } else { "prio" },
-                    format!(
-                        "group_reporting over jobs of different I/O priorities ('{}' and '{}') is not run: fio reports such a group's latencies per priority (its \"prios\"), which this report does not",
-                        e.name, j.name
-                    ),
-                ));
             }
         }
         check_steady_groups(&jobs)?;
@@ -3802,19 +3854,43 @@ mod tests {
     }
 
     #[test]
-    fn group_reporting_over_different_io_priorities_is_refused() {
-        let set = read;
-        let e = set("[global]\ngroup_reporting\n[a]\nprioclass=3\n[b]\nprioclass=2\n").unwrap_err().to_string();
-        assert!(
-            e.starts_with("job.fio:6: job 'b': group_reporting over jobs of different I/O priorities ('a' and 'b')"),
-            "{e}"
+    fn group_reporting_over_different_io_priorities_runs() {
+        // fio reports such a group's latencies per priority ("prios", crate::report).
+        assert!(read("[global]\ngroup_reporting\n[a]\nprioclass=3\n[b]\nprioclass=2\n").is_ok());
+    }
+
+    #[test]
+    fn cmdprio_options_take_fios_values_on_libaio_and_io_uring_only() {
+        use crate::cmdprio::SplitPrio;
+        let j = one("[j]\nioengine=libaio\nrw=randrw\ncmdprio_percentage=20,40\ncmdprio_class=3\ncmdprio=2,5\n");
+        let c = &j.behaviour.cmdprio;
+        assert_eq!((c.opts.percentage, c.opts.class, c.opts.level), ([20, 40], [3, 3], [2, 5]));
+        assert_eq!(c.chooser.as_ref().unwrap().values, [vec![0, 3 << 13 | 2], vec![0, 3 << 13 | 5]]);
+        // The job's own priority is index 0; a read-only job keeps no write priorities.
+        let j = one("[j]\nioengine=io_uring\nrw=randread\nprioclass=2\nprio=4\ncmdprio_percentage=10\n");
+        assert_eq!(j.behaviour.cmdprio.chooser.as_ref().unwrap().values, [vec![2 << 13 | 4, 1 << 13], vec![]]);
+        let j = one("[j]\nioengine=io_uring\nrw=randread\ncmdprio_bssplit=4k/10/3/1:64k/50\n");
+        assert_eq!(
+            j.behaviour.cmdprio.opts.bssplit.as_ref().unwrap()[0],
+            vec![
+                SplitPrio { bs: 4096, perc: 10, prio: Some(3 << 13 | 1) },
+                SplitPrio { bs: 65536, perc: 50, prio: None }
+            ]
         );
-        assert!(set("[global]\ngroup_reporting\n[a]\nprioclass=3\n[b]\nprioclass=3\n").is_ok());
-        assert!(set("[a]\nprioclass=3\n[b]\nprioclass=2\n").is_ok(), "reported apart");
-        assert!(
-            set("[global]\ngroup_reporting\n[a]\nprioclass=3\n[b]\nstonewall\nprioclass=2\n").is_ok(),
-            "two groups"
-        );
+        assert!(one("[j]\nioengine=libaio\n").behaviour.cmdprio.chooser.is_none());
+        let e = err("[j]\nioengine=psync\ncmdprio_percentage=10\n");
+        assert!(e.contains("option 'cmdprio_percentage' belongs to ioengine libaio or io_uring"), "{e}");
+        let e = err("[j]\nioengine=libaio\ncmdprio_percentage=10\ncmdprio_bssplit=4k/10\n");
+        assert!(e.contains("mutually exclusive"), "{e}");
+        assert!(err("[j]\nioengine=libaio\ncmdprio_percentage=101\n").contains("for option 'cmdprio_percentage'"));
+        assert!(err("[j]\nioengine=libaio\ncmdprio_class=0\n").contains("for option 'cmdprio_class'"));
+        assert!(err("[j]\nioengine=libaio\ncmdprio=8\n").contains("for option 'cmdprio'"));
+        let e = err("[j]\nioengine=libaio\ncmdprio_bssplit=4k/60:4k/60\n");
+        assert!(e.contains("for option 'cmdprio_bssplit'") && e.contains("more than 100"), "{e}");
+        let e = err("[j]\nioengine=libaio\nrw=write\nverify=crc32c\ncmdprio_percentage=10\n");
+        assert!(e.contains("with verify is not run"), "{e}");
+        let e = err("[j]\nioengine=libaio\nio_submit_mode=offload\ncmdprio_percentage=10\n");
+        assert!(e.contains("with io_submit_mode=offload is not run"), "{e}");
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! fio (see the design notes, "Measurement semantics").
 #![deny(missing_docs)]
 
+pub mod cmdprio;
 pub mod compare;
 pub mod dedupe;
 pub mod dist;

@@ -226,6 +226,9 @@ struct Dir {
     bw: Windows,
     iops: Windows,
     runtime_ns: u64,
+    /// Latencies per I/O priority (fio's `clat_prio`), by value, once the entry keeps
+    /// them ([`Entry::prio_stats`]); `None` until a member added some.
+    prios: Option<Vec<(u16, LatStats)>>,
 }
 
 impl Dir {
@@ -240,6 +243,31 @@ impl Dir {
         if d.ios > 0 {
             self.runtime_ns = self.runtime_ns.max(runtime_ns);
         }
+    }
+
+    /// fio's `sum_clat_prio_stats`: a member's latencies per priority join the entry's,
+    /// priority by priority; a member that kept none ran every I/O at its job's priority
+    /// `ioprio`, and adds its completion latencies (total ones with `lat_percentiles`).
+    fn add_prios(&mut self, d: &crate::engine::DirResult, ioprio: u16, on_lat: bool) {
+        let dst = self.prios.get_or_insert_with(Vec::new);
+        let mut add = |v: u16, l: &LatStats| match dst.iter_mut().find(|(p, _)| *p == v) {
+            Some((_, t)) => t.merge(l),
+            None => dst.push((v, l.clone())),
+        };
+        if d.prios.is_empty() {
+            add(ioprio, if on_lat { &d.lat } else { &d.clat });
+        } else {
+            for (v, l) in &d.prios {
+                add(*v, l);
+            }
+        }
+    }
+
+    /// The priorities to report apart: fio's rule, only when two or more have samples.
+    fn reported_prios(&self) -> Option<impl Iterator<Item = &(u16, LatStats)>> {
+        let p = self.prios.as_ref()?;
+        let with = || p.iter().filter(|(_, l)| l.samples() > 0);
+        (with().count() >= 2).then(with)
     }
 
     /// fio's `runtime`: whole milliseconds, at least 1 when anything ran.
@@ -335,6 +363,9 @@ struct Entry<'a> {
     verified: u64,
     interfaces: Vec<String>,
     cpu: ProcessCpu,
+    /// Whether latencies are kept per I/O priority (fio's `!disable_prio_stat`): some
+    /// member chose priorities per command, or the members' jobs ran at different ones.
+    prio_stats: bool,
 }
 
 impl<'a> Entry<'a> {
@@ -363,6 +394,7 @@ impl<'a> Entry<'a> {
             verified: 0,
             interfaces: Vec::new(),
             cpu: ProcessCpu::default(),
+            prio_stats: false,
         }
     }
 
@@ -388,6 +420,14 @@ impl<'a> Entry<'a> {
             self.steady = r.steady.clone();
         }
         self.dirs[2].add(&r.trim, r.runtime_ns);
+        if self.prio_stats {
+            let (ioprio, on_lat) = (run.spec.logs.ioprio, run.spec.lat_percentiles);
+            for (i, d) in [(0, &r.read), (1, &r.write), (2, &r.read), (2, &r.write)] {
+                self.dirs[i].add_prios(d, ioprio, on_lat);
+            }
+            self.trim.add_prios(&r.trim, ioprio, on_lat);
+            self.dirs[2].add_prios(&r.trim, ioprio, on_lat);
+        }
         if self.total_err == 0 {
             self.first_error = r.first_error;
         }
@@ -504,6 +544,9 @@ fn entries(report: &Report) -> Vec<Entry<'_>> {
         let members = &report.jobs[i..end];
         if members.iter().any(|j| j.spec.group_reporting) {
             let mut e = Entry::new(&members[0]);
+            // fio's init_per_prio_stats.
+            let own = members[0].spec.logs.ioprio;
+            e.prio_stats = members.iter().any(|j| j.spec.logs.ioprio != own || j.results.iter().any(keeps_prios));
             let mut ps = Vec::new();
             for (k, j) in members.iter().enumerate() {
                 for r in &j.results {
@@ -519,6 +562,7 @@ fn entries(report: &Report) -> Vec<Entry<'_>> {
             for (k, j) in members.iter().enumerate() {
                 for r in &j.results {
                     let mut e = Entry::new(j);
+                    e.prio_stats = keeps_prios(r);
                     e.add(j, r);
                     e.cpu = cpu_of(&[phase[i + k]]);
                     out.push(e);
@@ -528,6 +572,11 @@ fn entries(report: &Report) -> Vec<Entry<'_>> {
         i = end;
     }
     out
+}
+
+/// Whether an instance kept latencies per priority (chose priorities per command).
+fn keeps_prios(r: &JobResult) -> bool {
+    !r.read.prios.is_empty() || !r.write.prios.is_empty()
 }
 
 /// fio's "Run status group" numbers of one direction of one group.
@@ -667,7 +716,34 @@ fn bins_json(h: &Histogram) -> Json {
     Json::Obj(h.nonzero_buckets().map(|(v, c)| (v.to_string(), c.into())).collect())
 }
 
+/// fio's `"prios"` of a direction: each priority with samples, its class, level and
+/// latencies (`lat_ns` with `lat_percentiles`, else `clat_ns`).
+fn prios_json(d: &Dir, p: &Pct<'_>) -> Option<Json> {
+    let name = if p.lat { "lat_ns" } else { "clat_ns" };
+    let list = d.reported_prios()?.map(|(v, l)| {
+        Json::Obj(vec![
+            ("prioclass".into(), u64::from(ioswitch::cmd::ioprio::class(*v)).into()),
+            ("prio".into(), u64::from(ioswitch::cmd::ioprio::level(*v)).into()),
+            (name.into(), lat_json(l, p.clat || p.lat, p)),
+        ])
+    });
+    Some(Json::Arr(list.collect()))
+}
+
 fn dir_json(d: &Dir, g: &GroupDir, p: &Pct<'_>) -> Json {
+    let j = dir_json_plain(d, g, p);
+    match (j, prios_json(d, p)) {
+        (Json::Obj(mut pairs), Some(prios)) => {
+            // fio: after lat_ns.
+            let at = pairs.iter().position(|(k, _)| k == "lat_ns").map_or(pairs.len(), |i| i + 1);
+            pairs.insert(at, ("prios".into(), prios));
+            Json::Obj(pairs)
+        }
+        (j, _) => j,
+    }
+}
+
+fn dir_json_plain(d: &Dir, g: &GroupDir, p: &Pct<'_>) -> Json {
     obj([
         ("io_bytes", d.bytes.into()),
         ("io_kbytes", (d.bytes / 1024).into()),
@@ -989,6 +1065,14 @@ fn dir_text(out: &mut String, name: &str, d: &Dir, g: &GroupDir, spec: &JobSpec)
     }
     lat_line(out, "clat", &d.clat.stats);
     lat_line(out, " lat", &d.lat.stats);
+    // fio's per-priority lines, named "clat" or "lat" (with lat_percentiles).
+    let kind = if spec.lat_percentiles { "lat" } else { "clat" };
+    let name = |v: u16| format!("{kind} prio {}/{}", ioswitch::cmd::ioprio::class(v), ioswitch::cmd::ioprio::level(v));
+    if let Some(prios) = d.reported_prios() {
+        for (v, l) in prios {
+            lat_line(out, &name(*v), &l.stats);
+        }
+    }
     if spec.slat_percentiles && d.slat.samples() > 0 {
         pct_block(out, "slat", &d.slat.hist, &spec.percentile_list);
     }
@@ -997,6 +1081,13 @@ fn dir_text(out: &mut String, name: &str, d: &Dir, g: &GroupDir, spec: &JobSpec)
     }
     if spec.lat_percentiles {
         pct_block(out, " lat", &d.lat.hist, &spec.percentile_list);
+    }
+    if let Some(prios) = d.reported_prios().filter(|_| spec.clat_percentiles || spec.lat_percentiles) {
+        let all = if spec.lat_percentiles { d.lat.samples() } else { d.clat.samples() };
+        for (v, l) in prios {
+            let share = 100.0 * l.samples() as f64 / all.max(1) as f64;
+            pct_block(out, &format!("{} ({share:.2}% of IOs)", name(*v)), &l.hist, &spec.percentile_list);
+        }
     }
     bw_lines(out, d, g);
 }
@@ -1534,6 +1625,61 @@ mod tests {
         assert_eq!(n, read["slat_ns"]["N"].as_u64().expect("N"));
         assert!((m("lat_ns") - m("slat_ns") - m("clat_ns")).abs() < 1e-6 * m("lat_ns"), "{read}");
         assert!(read["lat_ns"]["min"].as_u64() >= read["clat_ns"]["min"].as_u64());
+    }
+
+    #[test]
+    fn latencies_per_priority_are_reported_and_merged_as_fio_reports_them() {
+        // One job that chose priorities per command: its own (0) and 0x4001.
+        let mut r = result("c", 0, 30, 1, Mode::Async);
+        let (mut own, mut hi) = (LatStats::new(), LatStats::new());
+        for i in 0..30u64 {
+            if i % 3 == 0 { &mut hi } else { &mut own }.record(20_000 + i);
+        }
+        r.read.prios = vec![(0, own), (2 << 13 | 1, hi)];
+        let one = parse(&json(&report(vec![job_run("c", 0, vec![r.clone()], Mode::Async, false)]), &[], false));
+        let read = &one["jobs"][0]["read"];
+        let keys: Vec<&String> = read.as_object().unwrap().keys().collect();
+        let at = keys.iter().position(|k| *k == "prios").expect("prios");
+        assert_eq!(keys[at - 1], "lat_ns", "fio: after lat_ns");
+        let p = read["prios"].as_array().unwrap();
+        let got: Vec<(u64, u64, u64)> = p
+            .iter()
+            .map(|e| {
+                (e["prioclass"].as_u64().unwrap(), e["prio"].as_u64().unwrap(), e["clat_ns"]["N"].as_u64().unwrap())
+            })
+            .collect();
+        assert_eq!(got, vec![(0, 0, 20), (2, 1, 10)]);
+        assert!(p[0]["clat_ns"].get("percentile").is_some(), "clat_percentiles is on by default");
+        assert!(one["jobs"][0]["write"].get("prios").is_none(), "no samples: no prios");
+        // A group of it and a job without a choice at prioclass=3: that job's latencies go
+        // under its own priority; its 40 I/Os join none of the others.
+        let mut other = job_run("d", 0, vec![result("d", 0, 40, 2, Mode::Async)], Mode::Async, true);
+        other.spec.logs.ioprio = 3 << 13;
+        let mut first = job_run("c", 0, vec![r.clone()], Mode::Async, true);
+        first.spec.logs.ioprio = 0;
+        let g = parse(&json(&report(vec![first, other]), &[], false));
+        let p = g["jobs"][0]["read"]["prios"].as_array().unwrap();
+        let got: Vec<(u64, u64, u64)> = p
+            .iter()
+            .map(|e| {
+                (e["prioclass"].as_u64().unwrap(), e["prio"].as_u64().unwrap(), e["clat_ns"]["N"].as_u64().unwrap())
+            })
+            .collect();
+        assert_eq!(got, vec![(0, 0, 20), (2, 1, 10), (3, 0, 40)]);
+        // Two jobs at one priority, without choices: no prios (fio keeps none).
+        let same = parse(&json(
+            &report(vec![
+                job_run("a", 0, vec![result("a", 0, 10, 1, Mode::Async)], Mode::Async, true),
+                job_run("b", 0, vec![result("b", 0, 10, 2, Mode::Async)], Mode::Async, true),
+            ]),
+            &[],
+            false,
+        ));
+        assert!(same["jobs"][0]["read"].get("prios").is_none());
+        // The text report: fio's per-priority lines.
+        let t = text(&report(vec![job_run("c", 0, vec![r], Mode::Async, false)]));
+        assert!(t.contains("    clat prio 0/0 (") && t.contains("    clat prio 2/1 ("), "{t}");
+        assert!(t.contains("clat prio 2/1 (33.33% of IOs) percentiles"), "{t}");
     }
 
     #[test]

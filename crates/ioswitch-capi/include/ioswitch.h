@@ -264,9 +264,9 @@ struct ioswitch_sqe {
 };
 
 /**
- * A command: the 64-byte submission entry plus the command set it belongs to
- * (`IOSWITCH_SET_*`). Build one with the `ioswitch_cmd_*` functions, or fill `sqe` by
- * hand (raw access) and set `set`.
+ * A command: the 64-byte submission entry, the command set it belongs to
+ * (`IOSWITCH_SET_*`) and its I/O priority. Build one with the `ioswitch_cmd_*`
+ * functions, or zero it and fill `sqe` by hand (raw access) and set `set`.
  */
 struct ioswitch_cmd {
     /**
@@ -277,6 +277,16 @@ struct ioswitch_cmd {
      * The command set: `IOSWITCH_SET_NVM`, `IOSWITCH_SET_ADMIN` or `IOSWITCH_SET_FS`.
      */
     uint32_t set;
+    /**
+     * The I/O priority, the kernel's `class << 13 | level` (ioprio_set(2)); 0: none, the
+     * submitting thread's. Only `async=io_uring` and `async=libaio` carry one, on reads
+     * and writes; everywhere else a command with one is refused (-EINVAL).
+     */
+    uint16_t ioprio;
+    /**
+     * Reserved: 0.
+     */
+    uint16_t reserved;
 };
 
 /**

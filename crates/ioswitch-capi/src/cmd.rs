@@ -72,9 +72,9 @@ pub struct ioswitch_sqe {
 
 const _: () = assert!(std::mem::size_of::<ioswitch_sqe>() == 64);
 
-/// A command: the 64-byte submission entry plus the command set it belongs to
-/// (`IOSWITCH_SET_*`). Build one with the `ioswitch_cmd_*` functions, or fill `sqe` by
-/// hand (raw access) and set `set`.
+/// A command: the 64-byte submission entry, the command set it belongs to
+/// (`IOSWITCH_SET_*`) and its I/O priority. Build one with the `ioswitch_cmd_*`
+/// functions, or zero it and fill `sqe` by hand (raw access) and set `set`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ioswitch_cmd {
@@ -82,6 +82,12 @@ pub struct ioswitch_cmd {
     pub sqe: ioswitch_sqe,
     /// The command set: `IOSWITCH_SET_NVM`, `IOSWITCH_SET_ADMIN` or `IOSWITCH_SET_FS`.
     pub set: u32,
+    /// The I/O priority, the kernel's `class << 13 | level` (ioprio_set(2)); 0: none, the
+    /// submitting thread's. Only `async=io_uring` and `async=libaio` carry one, on reads
+    /// and writes; everywhere else a command with one is refused (-EINVAL).
+    pub ioprio: u16,
+    /// Reserved: 0.
+    pub reserved: u16,
 }
 
 /// `From` both ways between two structs with the same fields, listed once.
@@ -111,7 +117,7 @@ impl From<Cmd> for ioswitch_cmd {
             CmdSet::Admin => IOSWITCH_SET_ADMIN,
             CmdSet::Fs => IOSWITCH_SET_FS,
         };
-        ioswitch_cmd { sqe: c.sqe.into(), set }
+        ioswitch_cmd { sqe: c.sqe.into(), set, ioprio: c.ioprio, reserved: 0 }
     }
 }
 
@@ -138,6 +144,7 @@ const _: () = {
     assert!(size_of::<ioswitch_cmd>() == size_of::<Cmd>() && align_of::<ioswitch_cmd>() == align_of::<Cmd>());
     assert!(offset_of!(ioswitch_cmd, sqe) == offset_of!(Cmd, sqe));
     assert!(offset_of!(ioswitch_cmd, set) == offset_of!(Cmd, set));
+    assert!(offset_of!(ioswitch_cmd, ioprio) == offset_of!(Cmd, ioprio));
     assert!(size_of::<CmdSet>() == size_of::<u32>());
     assert!(CmdSet::Nvm as u32 == IOSWITCH_SET_NVM);
     assert!(CmdSet::Admin as u32 == IOSWITCH_SET_ADMIN);
@@ -152,8 +159,10 @@ pub(crate) fn to_cmd<'a>(c: &'a ioswitch_cmd, func: &str) -> Result<&'a Cmd, c_i
         return Err(bad_set(func, c.set));
     }
     // SAFETY: the two types have the same size, alignment and field offsets (checked at
-    // compile time above), every bit pattern is a valid `Sqe` (integers only), and `set`
-    // is 0, 1 or 2 (checked just now), a valid `CmdSet` (`repr(u32)` with those values).
+    // compile time above), every bit pattern is a valid `Sqe` (integers only) and a valid
+    // `ioprio` and reserved `u16` (the C struct's last four bytes are those two fields,
+    // no padding, in both), and `set` is 0, 1 or 2 (checked just now), a valid `CmdSet`
+    // (`repr(u32)` with those values).
     // The borrow keeps `c`'s lifetime, and neither type has interior mutability.
     Ok(unsafe { &*(c as *const ioswitch_cmd).cast::<Cmd>() })
 }

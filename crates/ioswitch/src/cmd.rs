@@ -58,11 +58,42 @@ pub enum CmdSet {
     Fs = 2,
 }
 
-/// A command: an NVMe submission entry plus the set it belongs to.
+/// Per-command I/O priority: the kernel's `ioprio` value, `class << 13 | level`
+/// (ioprio_set(2)), which io_uring carries in `sqe->ioprio` and Linux AIO in
+/// `aio_reqprio` (with `IOCB_FLAG_IOPRIO`).
+pub mod ioprio {
+    /// No priority of its own: the command runs with the submitting thread's.
+    pub const NONE: u16 = 0;
+    /// Real-time class.
+    pub const CLASS_RT: u16 = 1;
+    /// Best-effort class.
+    pub const CLASS_BE: u16 = 2;
+    /// Idle class.
+    pub const CLASS_IDLE: u16 = 3;
+    /// Bits of the class's shift (`IOPRIO_CLASS_SHIFT`).
+    pub const CLASS_SHIFT: u16 = 13;
+    /// The value of `class` (0 to 7; the kernel takes 1 to 3) and `level` (0 to 7 for
+    /// the real-time and best-effort classes): `class << 13 | level`. Values the kernel
+    /// does not take are not refused here: the kernel refuses them (EINVAL) at submission.
+    pub const fn value(class: u16, level: u16) -> u16 {
+        (class & 7) << CLASS_SHIFT | (level & 0x1fff)
+    }
+    /// The class of a value.
+    pub const fn class(value: u16) -> u16 {
+        value >> CLASS_SHIFT
+    }
+    /// The level of a value (the low 3 bits, as fio reports it).
+    pub const fn level(value: u16) -> u16 {
+        value & 7
+    }
+}
+
+/// A command: an NVMe submission entry, the set it belongs to, and its I/O priority.
 ///
 /// `repr(C)`: the 64-byte entry, then the set as a 32-bit value (0 NVM, 1 admin, 2 file
-/// set), 72 bytes in all, the layout of `struct ioswitch_cmd` in the C API, which can
-/// then lend a caller's command after checking its set.
+/// set), then the 16-bit I/O priority and 16 reserved bits, 72 bytes in all, the layout of
+/// `struct ioswitch_cmd` in the C API, which can then lend a caller's command after
+/// checking its set.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Cmd {
@@ -70,10 +101,23 @@ pub struct Cmd {
     pub sqe: Sqe,
     /// The command set.
     pub set: CmdSet,
+    /// The command's I/O priority ([`ioprio`]; [`ioprio::NONE`], the default of every
+    /// constructor, runs it at the submitting thread's priority). Only the kernel's
+    /// asynchronous interfaces carry one (`async=io_uring`, `async=libaio`), and only on
+    /// reads and writes; every other interface refuses a command that has one.
+    #[serde(skip_serializing_if = "is_none")]
+    pub ioprio: u16,
+    /// Reserved: 0 from every constructor, ignored.
+    #[serde(skip)]
+    reserved: u16,
+}
+
+fn is_none(p: &u16) -> bool {
+    *p == ioprio::NONE
 }
 
 const _: () = assert!(std::mem::size_of::<Cmd>() == 72 && std::mem::align_of::<Cmd>() == 8);
-const _: () = assert!(std::mem::offset_of!(Cmd, set) == 64);
+const _: () = assert!(std::mem::offset_of!(Cmd, set) == 64 && std::mem::offset_of!(Cmd, ioprio) == 68);
 
 /// One Dataset Management range (NVM spec, 16 bytes), written into a DSM command's buffer.
 #[repr(C)]
@@ -110,7 +154,7 @@ impl DsmRange {
 
 #[inline]
 fn nvm(opcode: u8, nsid: u32) -> Cmd {
-    Cmd { sqe: Sqe { opcode, nsid, ..Sqe::default() }, set: CmdSet::Nvm }
+    Cmd::of(Sqe { opcode, nsid, ..Sqe::default() }, CmdSet::Nvm)
 }
 
 #[inline]
@@ -123,7 +167,7 @@ fn fs(opcode: u8, offset: u64, len: u64) -> Cmd {
         cdw13: (len >> 32) as u32,
         ..Sqe::default()
     };
-    Cmd { sqe, set: CmdSet::Fs }
+    Cmd::of(sqe, CmdSet::Fs)
 }
 
 #[inline]
@@ -136,6 +180,26 @@ fn lba_range(mut c: Cmd, slba: u64, nlb: u32) -> Cmd {
 }
 
 impl Cmd {
+    /// A command of `set` from a submission entry, with no I/O priority.
+    #[inline(always)]
+    const fn of(sqe: Sqe, set: CmdSet) -> Cmd {
+        Cmd { sqe, set, ioprio: ioprio::NONE, reserved: 0 }
+    }
+
+    /// Sets the command's I/O priority ([`ioprio::value`]; [`ioprio::NONE`] for none).
+    #[inline]
+    pub fn with_ioprio(mut self, ioprio: u16) -> Cmd {
+        self.ioprio = ioprio;
+        self
+    }
+
+    /// The command's set and I/O priority in one word (the reserved bits too): the fast
+    /// check's test for "a command of this set with no priority" is one comparison.
+    #[inline(always)]
+    pub(crate) fn set_and_prio(&self) -> u64 {
+        self.set as u32 as u64 | (self.ioprio as u64) << 32 | (self.reserved as u64) << 48
+    }
+
     /// NVM Read of `nlb` logical blocks (1..=65536) starting at `slba`.
     ///
     /// # Panics
@@ -209,11 +273,11 @@ impl Cmd {
     /// Any I/O command from a raw submission entry.
     #[inline]
     pub fn io(sqe: Sqe) -> Cmd {
-        Cmd { sqe, set: CmdSet::Nvm }
+        Cmd::of(sqe, CmdSet::Nvm)
     }
     /// Any admin command from a raw submission entry.
     pub fn admin(sqe: Sqe) -> Cmd {
-        Cmd { sqe, set: CmdSet::Admin }
+        Cmd::of(sqe, CmdSet::Admin)
     }
 
     /// True for an NVM read or write with Force Unit Access set.
@@ -274,7 +338,7 @@ impl Cmd {
             cdw11: (csi as u32) << 24,
             ..Sqe::default()
         };
-        Cmd { sqe, set: CmdSet::Admin }
+        Cmd::of(sqe, CmdSet::Admin)
     }
 }
 
@@ -306,7 +370,7 @@ impl Cmd {
             cdw13: (offset >> 32) as u32,
             ..Sqe::default()
         };
-        Cmd { sqe, set: CmdSet::Admin }
+        Cmd::of(sqe, CmdSet::Admin)
     }
     /// Sets Retain Asynchronous Event on a Get Log Page (reading the page does not clear
     /// the event that announced it).
@@ -322,7 +386,7 @@ impl Cmd {
     pub fn get_features(fid: u8, sel: crate::spec::feat::Select, nsid: u32, cdw11: u32) -> Cmd {
         let sqe =
             Sqe { opcode: opc::ADMIN_GET_FEATURES, nsid, cdw10: fid as u32 | sel.bits() << 8, cdw11, ..Sqe::default() };
-        Cmd { sqe, set: CmdSet::Admin }
+        Cmd::of(sqe, CmdSet::Admin)
     }
     /// Admin Set Features: feature `fid` to the value `cdw11` (see
     /// [`crate::spec::feat::Feature::to_dword`]); `save` keeps it across resets.
@@ -331,7 +395,7 @@ impl Cmd {
     pub fn set_features(fid: u8, save: bool, cdw11: u32) -> Cmd {
         let sqe =
             Sqe { opcode: opc::ADMIN_SET_FEATURES, cdw10: fid as u32 | (save as u32) << 31, cdw11, ..Sqe::default() };
-        Cmd { sqe, set: CmdSet::Admin }
+        Cmd::of(sqe, CmdSet::Admin)
     }
     /// Sets the namespace id of any command.
     pub fn with_nsid(mut self, nsid: u32) -> Cmd {

@@ -524,8 +524,8 @@ fn account_io(run: &mut Run, dir: usize, off: u64, len: u64, t: [u64; 3], result
     match result {
         Ok(()) => {
             run.note_written(write, off);
-            run.account(dir, len, start, issue, complete, has_slat);
-            run.completed_io(dir, len, off, [start, issue, complete], has_slat);
+            run.account(dir, len, start, issue, complete, has_slat, 0);
+            run.completed_io(dir, len, off, [start, issue, complete], has_slat, 0);
             run.progress.ios.fetch_add(1, Ordering::Relaxed);
             run.progress.bytes.fetch_add(len, Ordering::Relaxed);
         }

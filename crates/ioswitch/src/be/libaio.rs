@@ -135,7 +135,7 @@ impl Libaio {
                 return Err((e, data));
             }
         };
-        self.aio.queue_vectored(write, data, io.len, io.offset, write && cmd.is_fua(), tag).map_err(
+        self.aio.queue_vectored(write, data, io.len, io.offset, write && cmd.is_fua(), cmd.ioprio, tag).map_err(
             |(why, d)| match why {
                 Refused::Full => self.busy(d),
                 Refused::Empty => (self.bad_command(cmd, "it moves data but carries no buffer"), d),
@@ -300,6 +300,12 @@ impl AsyncQueue for Libaio {
     fn commit_and_reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
         self.commit()?;
         self.reap_now(min, max, f)
+    }
+
+    /// A read or write with a priority: `aio_reqprio` with `IOCB_FLAG_IOPRIO`, written
+    /// by the general path (the one-buffer path leaves both alone).
+    fn submit_prio(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
+        self.submit_other(io, cmd, data, tag)
     }
 
     fn syscalls(&self) -> u64 {

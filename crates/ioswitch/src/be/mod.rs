@@ -101,6 +101,22 @@ pub(crate) trait AsyncQueue: Send {
     /// Syscalls made so far by this queue (submission, completion and wake-ups).
     fn syscalls(&self) -> u64;
 
+    /// [`submit`](AsyncQueue::submit) of a read or write with an I/O priority
+    /// (`cmd.ioprio`, not 0), which only the interfaces that carry one take; the others
+    /// never see one (the queue refuses it first, [`prio_refused`]). Never called on the
+    /// fast path, whose commands have no priority: the interfaces that carry one read it
+    /// here, off their fast paths.
+    fn submit_prio(&mut self, io: &Io, cmd: &Cmd, data: Data, _tag: u64) -> Result<(), (Error, Data)> {
+        let _ = io;
+        let e = Error::BadCommand {
+            dev: String::new(),
+            iface: "any",
+            what: cmd.describe(),
+            why: "this interface cannot carry a per-command I/O priority".into(),
+        };
+        Err((e, data))
+    }
+
     /// [`commit`](AsyncQueue::commit), then [`reap`](AsyncQueue::reap) with the same
     /// contract. Interfaces whose waiting reap can submit in the same syscall override it
     /// (io_uring: one `io_uring_enter` both submits and waits).
@@ -184,6 +200,9 @@ impl AsyncQueue for Backend {
     }
     fn syscalls(&self) -> u64 {
         dispatch!(self, q => q.syscalls())
+    }
+    fn submit_prio(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
+        dispatch!(self, q => q.submit_prio(io, cmd, data, tag))
     }
     #[inline(always)]
     fn commit_and_reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
@@ -515,8 +534,12 @@ const _: () = assert!(opc::READ & 2 != 0 && opc::FS_READ & 2 != 0 && opc::WRITE 
 #[inline(always)]
 pub(crate) fn fast_check_buf(lim: &Limits, cmd: &Cmd, b: &Buffer) -> Option<Io> {
     let s = &cmd.sqe;
-    let (offset, len) = match (cmd.set, s.opcode) {
-        (CmdSet::Nvm, opc::READ | opc::WRITE) if s.nsid == lim.nsid => {
+    // The set and the priority in one comparison: a command with a priority takes
+    // `prepare`, which refuses it where the interface cannot carry it.
+    const NVM: u64 = CmdSet::Nvm as u64;
+    const FS: u64 = CmdSet::Fs as u64;
+    let (offset, len) = match (cmd.set_and_prio(), s.opcode) {
+        (NVM, opc::READ | opc::WRITE) if s.nsid == lim.nsid => {
             // nlb is 1..=65536: slba + nlb cannot wrap once slba has passed nlbas.
             let (slba, nlb) = (s.slba(), s.nlb() as u64);
             let len = nlb << lim.lba_shift;
@@ -525,7 +548,7 @@ pub(crate) fn fast_check_buf(lim: &Limits, cmd: &Cmd, b: &Buffer) -> Option<Io> 
             }
             (slba << lim.lba_shift, len)
         }
-        (CmdSet::Fs, opc::FS_READ | opc::FS_WRITE) => {
+        (FS, opc::FS_READ | opc::FS_WRITE) => {
             let (offset, len) = (cmd.fs_offset(), cmd.fs_len());
             // 1 <= len <= max_transfer <= bytes (one comparison), then offset + len <= bytes.
             if len.wrapping_sub(1) >= lim.max_transfer || offset > lim.bytes - len {
@@ -726,6 +749,37 @@ fn passthru_buffers(bufs: &[Buffer]) -> Result<(), Why> {
         Some(i) => Err(Why::PassthruBuffer(i)),
         None => Ok(()),
     }
+}
+
+/// Why a checked command with an I/O priority cannot go to a queue of `iface` (`None`
+/// for a sync call): only the kernel's asynchronous interfaces carry a priority (io_uring
+/// in `sqe->ioprio`, Linux AIO in `aio_reqprio`), and only on reads and writes; anywhere
+/// else it would be dropped without a word, so it is refused. `None` when it can go.
+#[cold]
+#[inline(never)]
+pub(crate) fn prio_refused(dev: &Inner, iface: Option<AsyncIface>, io: &Io, cmd: &Cmd) -> Option<Error> {
+    let (name, why) = match iface {
+        Some(AsyncIface::IoUring | AsyncIface::Libaio) if matches!(io.op, Op::Read | Op::Write) => return None,
+        Some(i @ (AsyncIface::IoUring | AsyncIface::Libaio)) => {
+            (i.as_str(), "an I/O priority rides on reads and writes only; submit this command without one")
+        }
+        Some(i) => (
+            i.as_str(),
+            "this interface cannot carry a per-command I/O priority; use async=io_uring or async=libaio, \
+             or submit the command without one",
+        ),
+        None => (
+            "sync",
+            "a sync call carries no per-command I/O priority; submit it on a queue of async=io_uring or \
+             async=libaio, or without one",
+        ),
+    };
+    Some(Error::BadCommand {
+        dev: dev.uri.clone(),
+        iface: name,
+        what: format!("{} with I/O priority {:#06x}", cmd.describe(), cmd.ioprio),
+        why: why.into(),
+    })
 }
 
 /// The same check for admin commands, which do not go through [`prepare`].

@@ -353,6 +353,9 @@ impl Device {
         let sync =
             self.inner.sync().ok_or_else(|| self.inner.unsupported("sync", "the device has no sync interface"))?;
         let io = be::prepare(&self.inner, cmd, bufs)?;
+        if cmd.ioprio != 0 {
+            return Err(be::prio_refused(&self.inner, None, &io, cmd).expect("a sync call carries no priority"));
+        }
         sync.exec(&io, cmd, bufs).map_err(|status| self.command_error(cmd, status))
     }
 
@@ -376,6 +379,14 @@ impl Device {
                 iface: "admin",
                 what: cmd.describe(),
                 why: "not an admin command; use pass for I/O commands".into(),
+            });
+        }
+        if cmd.ioprio != 0 {
+            return Err(Error::BadCommand {
+                dev: self.inner.uri.clone(),
+                iface: "admin",
+                what: cmd.describe(),
+                why: "an admin command carries no I/O priority; submit it without one".into(),
             });
         }
         if iface == AdminIface::Nvme {

@@ -30,6 +30,8 @@ const IOCB_CMD_PWRITE: u16 = 1;
 const IOCB_CMD_FDSYNC: u16 = 3;
 const IOCB_CMD_PREADV: u16 = 7;
 const IOCB_CMD_PWRITEV: u16 = 8;
+/// `aio_flags`: `aio_reqprio` holds the command's I/O priority.
+const IOCB_FLAG_IOPRIO: u32 = 1 << 1;
 
 /// `struct iocb` of linux/aio_abi.h: 64 bytes; `aio_key` and `aio_rw_flags` swap places
 /// on big-endian machines.
@@ -108,8 +110,9 @@ pub(crate) fn probe() -> Result<(), i32> {
 #[repr(C, align(64))]
 struct Slot {
     /// `aio_data` (the slot index) and `aio_fildes` are written once, at creation;
-    /// `aio_key`, `aio_reqprio`, `aio_reserved2`, `aio_flags` and `aio_resfd` stay 0 (the
-    /// kernel writes 0 into `aio_key`). Queueing writes the rest.
+    /// `aio_key`, `aio_reserved2` and `aio_resfd` stay 0 (the kernel writes 0 into
+    /// `aio_key`), `aio_reqprio` is read only with `IOCB_FLAG_IOPRIO` in `aio_flags`.
+    /// Queueing writes the rest.
     iocb: Iocb,
     data: Data,
     tag: u64,
@@ -247,6 +250,8 @@ impl Aio {
         let Some(i) = self.take_slot() else { return Err(data) };
         let cb = &mut self.slot(i).iocb;
         cb.aio_rw_flags = 0;
+        // A command with a priority (queue_vectored) may have used the slot last.
+        cb.aio_flags = 0;
         cb.aio_lio_opcode = if write { IOCB_CMD_PWRITE } else { IOCB_CMD_PREAD };
         cb.aio_buf = ptr;
         cb.aio_nbytes = len.min(max);
@@ -256,8 +261,10 @@ impl Aio {
     }
 
     /// Queues a read or write of the first `len` bytes of `data` at `offset` (readv/writev
-    /// for several buffers), with RWF_DSYNC when `dsync`. The data comes back with
-    /// `Full` when no slot is free, `Empty` when it holds no buffer.
+    /// for several buffers), with RWF_DSYNC when `dsync`, at I/O priority `ioprio` (0:
+    /// the submitting thread's). The data comes back with `Full` when no slot is free,
+    /// `Empty` when it holds no buffer.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn queue_vectored(
         &mut self,
         write: bool,
@@ -265,6 +272,7 @@ impl Aio {
         len: u64,
         offset: u64,
         dsync: bool,
+        ioprio: u16,
         tag: u64,
     ) -> Result<(), (Refused, Data)> {
         let Some(i) = self.take_slot() else { return Err((Refused::Full, data)) };
@@ -286,6 +294,10 @@ impl Aio {
         cb.aio_offset = offset as i64;
         if dsync {
             cb.aio_rw_flags = libc::RWF_DSYNC;
+        }
+        if ioprio != 0 {
+            cb.aio_reqprio = ioprio as i16;
+            cb.aio_flags = IOCB_FLAG_IOPRIO;
         }
         self.slot(i).iocb = cb;
         self.queue(i, data, tag, len);

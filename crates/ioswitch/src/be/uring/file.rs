@@ -336,6 +336,33 @@ impl Iface for File {
         q.submit_slow(io, cmd, data, tag)
     }
 
+    /// A read or write with a priority goes through the general path, which writes
+    /// `sqe->ioprio` (the fast path leaves it 0); one that would run outside the ring is
+    /// refused, since that would lose its priority.
+    fn submit_prio(q: &mut Ring<File>, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
+        if q.free_head == NO_SLOT {
+            return Err((q.busy(), data));
+        }
+        if matches!(io.op, Op::Read | Op::Write)
+            && io.len <= MAX_RW
+            && !q.iface.split.is_some_and(|l| l.splits(io.len, data.bufs()))
+        {
+            return q.submit_rw(io, cmd, data, tag);
+        }
+        let e = Error::BadCommand {
+            dev: q.dev.uri.clone(),
+            iface: File::NAME,
+            what: cmd.describe(),
+            why: format!(
+                "a read or write of {} bytes runs outside the ring here (longer than one ring operation \
+                 takes, or split under IOPOLL), which cannot carry its I/O priority; submit shorter commands, \
+                 or none with a priority",
+                io.len
+            ),
+        };
+        Err((e, data))
+    }
+
     #[inline(always)]
     fn end(slot: &Slot<FileSlot>, cqe: &cqueue::Entry) -> End {
         let res = cqe.result();
@@ -476,28 +503,32 @@ impl Ring<File> {
                     return Err((self.error(what, e), data));
                 }
             };
-            let off = io.offset;
+            let (off, pr) = (io.offset, cmd.ioprio);
             match (write, fixed) {
                 (false, Some(e)) => {
                     self.slots[idx as usize].reg = e as u32;
-                    on_fd!(self, |t| opcode::ReadFixed::new(t, ptr, len, e).offset(off).build())
+                    on_fd!(self, |t| opcode::ReadFixed::new(t, ptr, len, e).offset(off).ioprio(pr).build())
                 }
                 (true, Some(e)) => {
                     self.slots[idx as usize].reg = e as u32;
-                    on_fd!(self, |t| opcode::WriteFixed::new(t, ptr, len, e).offset(off).rw_flags(rw_flags).build())
+                    on_fd!(self, |t| opcode::WriteFixed::new(t, ptr, len, e)
+                        .offset(off)
+                        .rw_flags(rw_flags)
+                        .ioprio(pr)
+                        .build())
                 }
-                (false, None) => on_fd!(self, |t| opcode::Read::new(t, ptr, len).offset(off).build()),
+                (false, None) => on_fd!(self, |t| opcode::Read::new(t, ptr, len).offset(off).ioprio(pr).build()),
                 (true, None) => {
-                    on_fd!(self, |t| opcode::Write::new(t, ptr, len).offset(off).rw_flags(rw_flags).build())
+                    on_fd!(self, |t| opcode::Write::new(t, ptr, len).offset(off).rw_flags(rw_flags).ioprio(pr).build())
                 }
             }
         } else {
             let iov = slot.iov.0.as_ptr();
-            let (n, off) = (n as u32, io.offset);
+            let (n, off, pr) = (n as u32, io.offset, cmd.ioprio);
             if write {
-                on_fd!(self, |t| opcode::Writev::new(t, iov, n).offset(off).rw_flags(rw_flags).build())
+                on_fd!(self, |t| opcode::Writev::new(t, iov, n).offset(off).rw_flags(rw_flags).ioprio(pr).build())
             } else {
-                on_fd!(self, |t| opcode::Readv::new(t, iov, n).offset(off).build())
+                on_fd!(self, |t| opcode::Readv::new(t, iov, n).offset(off).ioprio(pr).build())
             }
         };
         let slot = &mut self.slots[idx as usize];

@@ -610,6 +610,11 @@ struct Run<'a> {
     /// `zonemode=zbd`: no zone holds data left to read (fio's eof); `zonemode=strided`:
     /// the next I/O would pass the file's end. The job ends.
     zbd_eof: bool,
+    /// `fill_device`: a write met ENOSPC or EDQUOT; the job ends without an error.
+    filled: bool,
+    /// `fill_device`: the end of the furthest write that landed (the file is cut there
+    /// when the job ends).
+    fill_end: u64,
     /// `zonemode=strided`: the zones' state ([`crate::strided`]).
     strided: Option<crate::strided::Strided>,
     writes_since_sync: u32,
@@ -667,6 +672,7 @@ impl<'a> Run<'a> {
         if self.progress.stop.load(Ordering::Relaxed)
             || self.res.error != 0
             || self.zbd_eof
+            || self.filled
             || self.group_stop.is_some_and(|g| g.load(Ordering::Relaxed))
             || self.slot.is_some_and(|s| s.stop.load(Ordering::Relaxed))
         {
@@ -689,6 +695,9 @@ impl<'a> Run<'a> {
     #[inline]
     fn completed_io(&mut self, dir: usize, len: u64, off: u64, t: [u64; 3], has_slat: bool) {
         self.completed_ios += 1;
+        if dir == 1 && self.job.behaviour.fill_device {
+            self.fill_end = self.fill_end.max(off + len);
+        }
         if let Some(s) = self.slot {
             s.ios.fetch_add(1, Ordering::Relaxed);
             s.bytes.fetch_add(len, Ordering::Relaxed);
@@ -1017,6 +1026,11 @@ impl<'a> Run<'a> {
     }
 
     fn fail(&mut self, errno: i32, msg: String) {
+        // fill_device: the ENOSPC/EDQUOT that ended the job, or one of the writes that
+        // were in flight with it, is no error (fio clears it).
+        if self.filled && (errno == libc::ENOSPC || errno == libc::EDQUOT) {
+            return;
+        }
         if self.res.error == 0 {
             self.res.error = errno.max(1);
             self.res.error_msg = Some(msg);
@@ -1138,6 +1152,13 @@ impl<'a> Run<'a> {
         let listed = &b.ignore_error[if verify { 2 } else { usize::from(write) }];
         let ignored =
             if listed.is_empty() { errno == libc::EIO || errno == libc::EILSEQ } else { listed.contains(&errno) };
+        // fio's fill_device: a write's ENOSPC or EDQUOT that continue_on_error does not
+        // go on after ends the job, and is no error (not counted either).
+        let fills = b.fill_device && write && !verify && (errno == libc::ENOSPC || errno == libc::EDQUOT);
+        if fills && !(on && ignored) {
+            self.filled = true;
+            return false;
+        }
         if !on {
             return false;
         }
@@ -1412,6 +1433,8 @@ pub fn run_job_slot(job: &Job, instance: u32, devs: &[&Device], progress: &Progr
         file_regions,
         zbd: None,
         zbd_eof: false,
+        filled: false,
+        fill_end: 0,
         strided: None,
         writes_since_sync: 0,
         writes_since_datasync: 0,
@@ -1526,6 +1549,21 @@ pub fn run_job_slot(job: &Job, instance: u32, devs: &[&Device], progress: &Progr
         run.res.logs = Some(logs);
     }
     run.res.runtime_ns = run.last_done.saturating_sub(measured_from).max(if run.last_done > 0 { 1 } else { 0 });
+    if job.behaviour.fill_device
+        && job.rw.writes()
+        && !job.rw.reads()
+        && run.dev.ident().kind == ioswitch::DevKind::File
+    {
+        // fio's fill leaves the file as long as its writes made it (they extend it); the
+        // file was sized ahead here, so it is cut to the end of the furthest write.
+        let end = run.fill_end.max(base);
+        if let Err(e) = std::fs::OpenOptions::new().write(true).open(run.dev.uri()).and_then(|f| f.set_len(end)) {
+            run.fail(
+                e.raw_os_error().unwrap_or(libc::EIO),
+                format!("fill_device: cutting {} to {end} bytes: {e}", run.dev.uri()),
+            );
+        }
+    }
     // The end of the job goes over every file, in order (one file: just it).
     for (f, region) in run.all_files() {
         run.switch_to(f);
@@ -1712,6 +1750,9 @@ fn run_sync(run: &mut Run) {
             Err(e) => {
                 let errno = e.errno().unwrap_or(libc::EIO);
                 if !run.goes_on_after(dir != 0, false, errno) {
+                    if run.filled && write {
+                        run.forget_write(off);
+                    }
                     run.fail(errno, format!("{} at offset {off}: {e}", DIR_NAMES[dir]));
                     break;
                 }
@@ -1918,6 +1959,9 @@ impl Flight {
             if !c.status.is_ok() {
                 let errno = c.status.errno().unwrap_or(libc::EIO);
                 if !run.goes_on_after(dir != 0, false, errno) {
+                    if run.filled && write {
+                        run.forget_write(off);
+                    }
                     run.fail(errno, format!("{} at offset {off}: {}", DIR_NAMES[dir], c.status));
                 } else if write {
                     run.forget_write(off);

@@ -555,6 +555,10 @@ pub struct Behaviour {
     /// `create_on_open`: create (and lay out) the file when the job starts, not when the
     /// jobs are set up.
     pub create_on_open: bool,
+    /// `fill_device` (fio's alias `fill_fs`): ENOSPC or EDQUOT on a write ends the job
+    /// without an error; a job on a regular file without `size` writes until the file
+    /// system is full (see [`crate::run::prepare`]).
+    pub fill_device: bool,
     /// `refill_buffers`: new random data in every write buffer before each write
     /// (default: filled once).
     pub refill_buffers: bool,
@@ -651,6 +655,7 @@ impl Default for Behaviour {
             directory: Vec::new(),
             allow_file_create: true,
             create_on_open: false,
+            fill_device: false,
             refill_buffers: false,
             scramble_buffers: true,
             exitall: false,
@@ -968,6 +973,7 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("directory", &[], Kind::Value),
     ("allow_file_create", &[], Kind::Bool),
     ("create_on_open", &[], Kind::Bool),
+    ("fill_device", &["fill_fs"], Kind::Bool),
     ("refill_buffers", &[], Kind::Bool),
     ("scramble_buffers", &[], Kind::Bool),
     ("exitall", &[], Kind::Bool),
@@ -1659,6 +1665,7 @@ impl JobSpec {
             }
             "allow_file_create" => b.allow_file_create = val.flag()?,
             "create_on_open" => b.create_on_open = val.flag()?,
+            "fill_device" => b.fill_device = val.flag()?,
             "refill_buffers" => b.refill_buffers = val.flag()?,
             "scramble_buffers" => b.scramble_buffers = val.flag()?,
             "verify_dump" => b.verify_dump = val.flag()?,
@@ -3301,6 +3308,15 @@ mod tests {
         assert_eq!(b.filename_format.as_deref(), Some("f.$jobnum.$filenum"));
         assert_eq!(JobSpec::new("d").behaviour.filename_format, None, "fio's $jobname.$jobnum.$filenum");
         assert!(err("[j]\nfilename_format=\n").contains("filename_format"));
+    }
+
+    #[test]
+    fn fill_device_and_its_alias_fill_fs_are_read() {
+        assert!(!one("[j]\n").behaviour.fill_device, "off by default");
+        assert!(one("[j]\nfill_device=1\n").behaviour.fill_device);
+        assert!(one("[j]\nfill_fs\n").behaviour.fill_device);
+        assert!(!one("[j]\nfill_fs=0\n").behaviour.fill_device);
+        assert!(err("[j]\nfill_device=2\n").contains("fill_device"));
     }
 
     #[test]

@@ -559,6 +559,11 @@ pub struct Behaviour {
     /// without an error; a job on a regular file without `size` writes until the file
     /// system is full (see [`crate::run::prepare`]).
     pub fill_device: bool,
+    /// `create_serialize` (default on): fio lays the jobs' files out one after another;
+    /// off, each job lays its own out in its thread, the jobs together. Here files are
+    /// laid out one after another when the jobs are set up either way (the files are the
+    /// same; only fio's set-up time differs).
+    pub create_serialize: bool,
     /// `refill_buffers`: new random data in every write buffer before each write
     /// (default: filled once).
     pub refill_buffers: bool,
@@ -656,6 +661,7 @@ impl Default for Behaviour {
             allow_file_create: true,
             create_on_open: false,
             fill_device: false,
+            create_serialize: true,
             refill_buffers: false,
             scramble_buffers: true,
             exitall: false,
@@ -1790,12 +1796,7 @@ impl JobSpec {
                     return Err(val.bad("1024 (fio's default; kb_base=1000 is not supported)"));
                 }
             }
-            // Files are laid out one after the other, as with fio's default.
-            "create_serialize" => {
-                if !val.flag()? {
-                    return Err(val.bad("1 (fio's default: files are laid out one at a time; 0 is not run)"));
-                }
-            }
+            "create_serialize" => b.create_serialize = val.flag()?,
             "io_size" => {
                 b.io_size = match parse_size_spec(val.value(EXPECT_SIZE_PCT)?, 1..=100)
                     .ok_or_else(|| val.bad(EXPECT_SIZE_PCT))?
@@ -3327,7 +3328,9 @@ mod tests {
         assert!(one("[j]\nfsync_on_close=1\n").behaviour.end_fsync);
         assert_eq!(one("[j]\nkb_base=1024\nbs=4k\ncreate_serialize=1\n").bs.read, 4096);
         assert!(err("[j]\nkb_base=1000\n").contains("kb_base=1000 is not supported"));
-        assert!(err("[j]\ncreate_serialize=0\n").contains("0 is not run"));
+        assert!(one("[j]\n").behaviour.create_serialize, "on by default");
+        assert!(!one("[j]\ncreate_serialize=0\n").behaviour.create_serialize);
+        assert!(err("[j]\ncreate_serialize=2\n").contains("create_serialize"));
         assert!(err("[j]\ncpus_allowed_policy=spread\n").contains("shared or split"));
     }
 

@@ -610,6 +610,9 @@ struct Run<'a> {
     /// `zonemode=zbd`: no zone holds data left to read (fio's eof); `zonemode=strided`:
     /// the next I/O would pass the file's end. The job ends.
     zbd_eof: bool,
+    /// `zonemode=zbd` with writes queued: the next write's zone needs what is in flight
+    /// completed first ([`crate::zbd::Zbd::quiesce`]); the async loop reaps and asks again.
+    zbd_quiesce: bool,
     /// `fill_device`: a write met ENOSPC or EDQUOT; the job ends without an error.
     filled: bool,
     /// `fill_device`: the end of the furthest write that landed (the file is cut there
@@ -704,7 +707,7 @@ impl<'a> Run<'a> {
         }
         if let Some(z) = self.zbd.as_mut() {
             // The write has landed: its zone is free for the other jobs (fio's zone unlock).
-            z.done();
+            z.done_at(off);
         }
         let [start, issue, complete] = t;
         if let Some(m) = self.min_rate.as_mut().filter(|_| complete >= self.ramp_end) {
@@ -837,6 +840,13 @@ impl<'a> Run<'a> {
 
     /// The next offset and length of direction `d` (0 read, 1 write).
     fn pick_at(&mut self, d: usize) -> (usize, u64, u64) {
+        if self.zbd.is_some() && self.parked.len() > 1 {
+            // fio's io_u_quiesce covers every file of the job.
+            let held = self.parked.iter().flatten().any(|p| p.zbd.as_ref().is_some_and(|z| z.holds_zones()));
+            if let Some(z) = self.zbd.as_mut() {
+                z.held_elsewhere = held;
+            }
+        }
         if let Some(z) = &mut self.zbd {
             let len = self.job.bs[d];
             let r = z.next(self.dev, self.base, d, self.job.rw.is_random(), len);
@@ -849,6 +859,10 @@ impl<'a> Run<'a> {
             }
             return match r {
                 Ok(Some(off)) => (d, off, len),
+                Ok(None) if z.quiesce => {
+                    self.zbd_quiesce = true;
+                    (d, self.base, len)
+                }
                 Ok(None) => {
                     // fio's zbd eof: no zone holds data left to read; the job ends.
                     self.zbd_eof = true;
@@ -1433,6 +1447,7 @@ pub fn run_job_slot(job: &Job, instance: u32, devs: &[&Device], progress: &Progr
         file_regions,
         zbd: None,
         zbd_eof: false,
+        zbd_quiesce: false,
         filled: false,
         fill_end: 0,
         strided: None,
@@ -1518,7 +1533,10 @@ pub fn run_job_slot(job: &Job, instance: u32, devs: &[&Device], progress: &Progr
             let seed = job.seed ^ salt ^ (f as u64 * 0x9E37_79B9);
             let verify = job.verify != Verify::None && job.do_verify;
             match crate::zbd::Zbd::new(fdev, fbase, fregion, &job.shapes, seed, job.rw.writes(), verify) {
-                Ok(z) => {
+                Ok(mut z) => {
+                    // Several writes in flight (fio's recursive zone lock): each zone is
+                    // released when its own write completes.
+                    z.queued = job.mode == Mode::Async && job.iodepth > 1 && !job.behaviour.offload;
                     capacity = capacity.saturating_add(z.capacity());
                     run.file_pass[f] = z.capacity();
                     match run.parked[f].as_mut() {
@@ -1957,6 +1975,10 @@ impl Flight {
             }
             self.free.push(s);
             if !c.status.is_ok() {
+                if let Some(z) = run.zbd.as_mut() {
+                    // A failed write holds its zone no longer either.
+                    z.done_at(off);
+                }
                 let errno = c.status.errno().unwrap_or(libc::EIO);
                 if !run.goes_on_after(dir != 0, false, errno) {
                     if run.filled && write {
@@ -2051,6 +2073,15 @@ fn run_async(run: &mut Run) {
         else {
             break 'io;
         };
+        if run.zbd_quiesce {
+            // fio's io_u_quiesce before waiting for a zone another job holds, or before a
+            // zone reset: everything in flight completes, then the zone is asked again.
+            run.zbd_quiesce = false;
+            if f.reap_all(run).is_none() || run.res.error != 0 {
+                break 'io;
+            }
+            continue;
+        }
         if run.res.error != 0 || run.zbd_eof {
             break;
         }

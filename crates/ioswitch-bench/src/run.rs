@@ -398,15 +398,21 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
             .error_at("zonemode", format!("zonemode=zbd needs a zoned device: {filename} is not zoned"))
             .into());
     }
-    // (Under offload each worker runs at depth 1 and the job's thread keeps one I/O per
-    // zone in flight: engine/offload.rs.)
+    // Several zoned writes in flight run where the kernel keeps a zone's writes in order
+    // (zbd.rs). (Under offload each worker runs at depth 1 and the job's thread keeps one
+    // I/O per zone in flight: engine/offload.rs.)
     if spec.shapes.zbd && spec.rw.writes() && mode == Mode::Async && spec.iodepth > 1 && !spec.behaviour.offload {
-        return Err(spec
-            .error_at(
-                "iodepth",
-                "zonemode=zbd writes run at iodepth=1 (several writes in flight to a zone would need fio's zone locking)",
-            )
-            .into());
+        if let Some(why) = crate::zbd::queued_writes_refused(&dev) {
+            return Err(spec
+                .error_at(
+                    "iodepth",
+                    format!(
+                        "zonemode=zbd writes at iodepth={} are not run on {filename}: {why}; iodepth=1 runs them",
+                        spec.iodepth
+                    ),
+                )
+                .into());
+        }
     }
     let bytes = dev.geometry().bytes;
     let offset = resolve_size(spec.offset, bytes);

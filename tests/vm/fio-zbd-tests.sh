@@ -10,8 +10,10 @@
 # job twice (every zone reset, the zones' capacity written and verified), and random
 # writes with max_open_zones=2, the same three under io_submit_mode=offload, then reads
 # below the write pointers (inline and offload) and, with read_beyond_wp=1, past them;
+# several writes in flight (libaio and io_uring at iodepth=8 under mq-deadline; refused
+# under the none scheduler on Linux before 6.10, and through the char device);
 # zbd over two null_blk devices; numjobs=4 writers sharing one null_blk device's zones
-# (fio and ours), with the device enforcing max_active=4.
+# (fio and ours, psync and libaio at iodepth=8), with the device enforcing max_active=4.
 # One boot; one line per case, then `N passed, N failed`.
 #
 #   tests/vm/fio-zbd-tests.sh [--engine PATH]   (default: fio/build.sh builds it)
@@ -105,13 +107,21 @@ job = json.loads(text[text.index("{"):])["jobs"][0]
 io = job["ioswitch"]
 got = dict(error=job["error"], written=job["write"]["io_bytes"], verified=io["verified_blocks"], resets=io["zone_resets"])
 print(got)
+depth8 = job["iodepth_level"].get("8", 0)
+print("iodepth_level", job["iodepth_level"])
 if sys.argv[1] == "seq":
     ok = got == dict(error=0, written=18 << 20, verified=288, resets=6)
+elif sys.argv[1] == "seq-qd8":
+    # Several writes in flight: the queue at 8 part of the time.
+    ok = got == dict(error=0, written=18 << 20, verified=288, resets=6) and depth8 > 0
+elif sys.argv[1] == "rand-qd8":
+    ok = got["error"] == 0 and got["written"] == 100 * 65536 and 0 < got["verified"] <= 100 and got["resets"] >= 3 and depth8 > 0
 else:
     ok = got["error"] == 0 and got["written"] == 100 * 65536 and 0 < got["verified"] <= 100 and got["resets"] >= 3
 sys.exit(0 if ok else 1)
 PY
     local checked=$?
+    tail -2 /tmp/zbd.log | sed 's/^/      /'
     [ $rc -eq 0 ] && [ $checked -eq 0 ]
     result $? "$name"
 }
@@ -128,6 +138,41 @@ bench_zbd "ioswitch bench /dev/$zoned: offload libaio iodepth=4, zonemode=zbd wr
     --io_submit_mode=offload --iodepth=4 --ioengine=libaio
 bench_zbd "ioswitch bench /dev/$zoned: offload libaio iodepth=4, randwrite, max_open_zones=2, 100 writes + verify" rand \
     --rw=randwrite --max_open_zones=2 --number_ios=100 --zonesize=4m --io_submit_mode=offload --iodepth=4 --ioengine=libaio
+# Several writes in flight (an async job at iodepth>1, fio's rule in zbd.c): a job queues
+# writes to a zone it holds, each at the write pointer the one before moved, and the
+# kernel keeps them in order: on Linux before 6.10 only under mq-deadline (zone write
+# locking; fio's t/zbd tests set it), so another scheduler there is refused; NVMe
+# passthrough (the char device) keeps no order and is refused at any depth above 1.
+modprobe -d "$IOSWITCH_VM_MODROOT" mq-deadline 2>/dev/null
+sched=/sys/block/$zoned/queue/scheduler
+echo "scheduler of $zoned: $(cat "$sched"), Linux $(uname -r)"
+kv=$(uname -r)
+kmaj=${kv%%.*}
+kmin=${kv#*.}
+kmin=${kmin%%[!0-9]*}
+if [ "$kmaj" -lt 6 ] || { [ "$kmaj" -eq 6 ] && [ "$kmin" -lt 10 ]; }; then
+    echo none >"$sched"
+    "$root/target/debug/ioswitch" bench --no-progress --name=zbd --filename="/dev/$zoned" --zonemode=zbd --rw=write \
+        --bs=64k --offset=0 --size=24m --direct=1 --ioengine=libaio --iodepth=8 >/tmp/zbd.log 2>&1
+    rc=$?
+    [ $rc -eq 1 ] && grep -q "only under the mq-deadline scheduler" /tmp/zbd.log
+    result $? "ioswitch bench /dev/$zoned: zonemode=zbd libaio iodepth=8 writes refused under the none scheduler (Linux $kv)"
+fi
+echo mq-deadline >"$sched"
+grep -q '\[mq-deadline\]' "$sched"
+result $? "/dev/$zoned: the mq-deadline scheduler is set ($(cat "$sched"))"
+bench_zbd "ioswitch bench /dev/$zoned: libaio iodepth=8, zonemode=zbd write + verify (8 writes in flight)" seq-qd8 \
+    --rw=write --ioengine=libaio --iodepth=8
+bench_zbd "ioswitch bench /dev/$zoned: io_uring iodepth=8, zonemode=zbd write + verify (8 writes in flight)" seq-qd8 \
+    --rw=write --ioengine=io_uring --iodepth=8
+bench_zbd "ioswitch bench /dev/$zoned: libaio iodepth=8, randwrite, max_open_zones=2, 100 writes + verify" rand-qd8 \
+    --rw=randwrite --max_open_zones=2 --number_ios=100 --zonesize=4m --ioengine=libaio --iodepth=8
+"$root/target/debug/ioswitch" bench --no-progress --name=zbd --filename="$char" --zonemode=zbd --rw=write --bs=64k \
+    --offset=0 --size=24m --ioengine=io_uring_cmd --iodepth=8 >/tmp/zbd.log 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "does not keep a zone's writes in order\|not a zoned block device" /tmp/zbd.log
+result $? "ioswitch bench $char: zonemode=zbd io_uring_cmd iodepth=8 writes refused (passthrough keeps no order)"
+
 # Reads after those random writes (zones partly written): by default they stop at each
 # zone's write pointer (fio's zbd_adjust_block), so a sequential read moves exactly what
 # blkzone reports written in the 6 zones; with read_beyond_wp=1 it moves their capacity.
@@ -217,6 +262,7 @@ check_numjobs() {
     python3 - "$@" >>/tmp/zbd.log 2>&1 <<'PY'
 import json, re, sys
 tool, per_job, njobs, mode = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+queued = len(sys.argv) > 5 and sys.argv[5] == "qd8"
 text = open("/tmp/nj.json").read()
 jobs = json.loads(text[text.index("{"):])["jobs"]
 written = sum(j["write"]["io_bytes"] for j in jobs)
@@ -229,8 +275,13 @@ for line in open("/tmp/nj-report.txt"):
         wps += (cap if cond == 14 else wp) * 512
         full += cond == 14
         partial += cond in (2, 3, 4)
-print(tool, dict(jobs=len(jobs), errors=errors, written=written, wps=wps, partial=partial, full=full))
+# Time with more than one I/O in flight, % (per job, as the JSON's iodepth_level).
+deeper = [round(sum(v for k, v in j["iodepth_level"].items() if k != "1"), 1) for j in jobs]
+print(tool, dict(jobs=len(jobs), errors=errors, written=written, wps=wps, partial=partial, full=full, depth_over_1=deeper))
 ok = len(jobs) == njobs and errors == [0] * njobs and written == njobs * per_job * 65536 and partial <= 4 and wps % 65536 == 0
+if queued:
+    # Several writes in flight (iodepth=8): each job had more than one in flight at times.
+    ok = ok and all(d > 0 for d in deeper)
 if mode == "exact":
     ok = ok and wps == written and full == 0
 else:
@@ -245,21 +296,29 @@ rmmod null_blk 2>/dev/null
 if modprobe -d "$IOSWITCH_VM_MODROOT" null_blk nr_devices=1 zoned=1 zone_size=4 zone_capacity=3 gb=1 \
     memory_backed=1 bs=4096 zone_max_open=4 zone_max_active=4 && [ "$(cat /sys/block/nullb0/queue/zoned)" = host-managed ]; then
     echo "null_blk: max_open_zones $(cat /sys/block/nullb0/queue/max_open_zones), max_active_zones $(cat /sys/block/nullb0/queue/max_active_zones)"
+    # psync, then libaio at iodepth=8 (several writes in flight per job, as fio's t/zbd
+    # test 46: the zone state shared by 4 jobs each queueing writes; mq-deadline keeps
+    # each zone's writes in order).
+    echo mq-deadline >/sys/block/nullb0/queue/scheduler
+    for engine in psync libaio; do
+    qd=""
+    [ $engine = libaio ] && qd="--iodepth=8"
     for run in 20:exact 150:fill; do
         per_job=${run%:*}
-        nj="--name=nj --filename=/dev/nullb0 --direct=1 --zonemode=zbd --rw=randwrite --bs=64k --offset=0 --size=96m --numjobs=4 --max_open_zones=4 --number_ios=$per_job --output-format=json"
+        nj="--name=nj --filename=/dev/nullb0 --direct=1 --zonemode=zbd --rw=randwrite --bs=64k --offset=0 --size=96m --numjobs=4 --max_open_zones=4 --number_ios=$per_job --output-format=json --ioengine=$engine $qd"
         blkzone reset /dev/nullb0
         # shellcheck disable=SC2086
-        fio $nj --ioengine=psync >/tmp/nj.json 2>/tmp/zbd.log
+        fio $nj >/tmp/nj.json 2>/tmp/zbd.log
         rc=$?
-        check_numjobs fio "$per_job" 4 "${run#*:}" && [ $rc -eq 0 ]
-        result $? "fio /dev/nullb0: zonemode=zbd randwrite numjobs=4 max_open_zones=4, $per_job writes per job (max_active=4)"
+        check_numjobs fio "$per_job" 4 "${run#*:}" "qd${qd#--iodepth=}" && [ $rc -eq 0 ]
+        result $? "fio /dev/nullb0: zonemode=zbd $engine $qd randwrite numjobs=4 max_open_zones=4, $per_job writes per job (max_active=4)"
         blkzone reset /dev/nullb0
         # shellcheck disable=SC2086
         "$root/target/debug/ioswitch" bench --no-progress $nj >/tmp/nj.json 2>/tmp/zbd.log
         rc=$?
-        check_numjobs ioswitch "$per_job" 4 "${run#*:}" && [ $rc -eq 0 ]
-        result $? "ioswitch bench /dev/nullb0: zonemode=zbd randwrite numjobs=4 max_open_zones=4, $per_job writes per job (max_active=4)"
+        check_numjobs ioswitch "$per_job" 4 "${run#*:}" "qd${qd#--iodepth=}" && [ $rc -eq 0 ]
+        result $? "ioswitch bench /dev/nullb0: zonemode=zbd $engine $qd randwrite numjobs=4 max_open_zones=4, $per_job writes per job (max_active=4)"
+    done
     done
     # Two sections on the same device share its zones as clones do (fio: zbd_info per
     # file name): 2 x 40 writes, at most 4 zones open between them.

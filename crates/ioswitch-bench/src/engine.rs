@@ -622,6 +622,14 @@ struct Run<'a> {
     /// `zonemode=zbd`: no zone holds data left to read (fio's eof); `zonemode=strided`:
     /// the next I/O would pass the file's end. The job ends.
     zbd_eof: bool,
+    /// `zonemode=zbd` with writes queued: the next write's zone needs what is in flight
+    /// completed first ([`crate::zbd::Zbd::quiesce`]); the async loop reaps and asks again.
+    zbd_quiesce: bool,
+    /// `fill_device`: a write met ENOSPC or EDQUOT; the job ends without an error.
+    filled: bool,
+    /// `fill_device`: the end of the furthest write that landed (the file is cut there
+    /// when the job ends).
+    fill_end: u64,
     /// `zonemode=strided`: the zones' state ([`crate::strided`]).
     strided: Option<crate::strided::Strided>,
     writes_since_sync: u32,
@@ -679,6 +687,7 @@ impl<'a> Run<'a> {
         if self.progress.stop.load(Ordering::Relaxed)
             || self.res.error != 0
             || self.zbd_eof
+            || self.filled
             || self.group_stop.is_some_and(|g| g.load(Ordering::Relaxed))
             || self.slot.is_some_and(|s| s.stop.load(Ordering::Relaxed))
         {
@@ -701,13 +710,16 @@ impl<'a> Run<'a> {
     #[inline]
     fn completed_io(&mut self, dir: usize, len: u64, off: u64, t: [u64; 3], has_slat: bool, prio: u16) {
         self.completed_ios += 1;
+        if dir == 1 && self.job.behaviour.fill_device {
+            self.fill_end = self.fill_end.max(off + len);
+        }
         if let Some(s) = self.slot {
             s.ios.fetch_add(1, Ordering::Relaxed);
             s.bytes.fetch_add(len, Ordering::Relaxed);
         }
         if let Some(z) = self.zbd.as_mut() {
             // The write has landed: its zone is free for the other jobs (fio's zone unlock).
-            z.done();
+            z.done_at(off);
         }
         let [start, issue, complete] = t;
         if let Some(m) = self.min_rate.as_mut().filter(|_| complete >= self.ramp_end) {
@@ -840,6 +852,13 @@ impl<'a> Run<'a> {
 
     /// The next offset and length of direction `d` (0 read, 1 write).
     fn pick_at(&mut self, d: usize) -> (usize, u64, u64) {
+        if self.zbd.is_some() && self.parked.len() > 1 {
+            // fio's io_u_quiesce covers every file of the job.
+            let held = self.parked.iter().flatten().any(|p| p.zbd.as_ref().is_some_and(|z| z.holds_zones()));
+            if let Some(z) = self.zbd.as_mut() {
+                z.held_elsewhere = held;
+            }
+        }
         if let Some(z) = &mut self.zbd {
             let len = self.job.bs[d];
             let r = z.next(self.dev, self.base, d, self.job.rw.is_random(), len);
@@ -852,6 +871,10 @@ impl<'a> Run<'a> {
             }
             return match r {
                 Ok(Some(off)) => (d, off, len),
+                Ok(None) if z.quiesce => {
+                    self.zbd_quiesce = true;
+                    (d, self.base, len)
+                }
                 Ok(None) => {
                     // fio's zbd eof: no zone holds data left to read; the job ends.
                     self.zbd_eof = true;
@@ -1044,6 +1067,11 @@ impl<'a> Run<'a> {
     }
 
     fn fail(&mut self, errno: i32, msg: String) {
+        // fill_device: the ENOSPC/EDQUOT that ended the job, or one of the writes that
+        // were in flight with it, is no error (fio clears it).
+        if self.filled && (errno == libc::ENOSPC || errno == libc::EDQUOT) {
+            return;
+        }
         if self.res.error == 0 {
             self.res.error = errno.max(1);
             self.res.error_msg = Some(msg);
@@ -1174,6 +1202,13 @@ impl<'a> Run<'a> {
         let listed = &b.ignore_error[if verify { 2 } else { usize::from(write) }];
         let ignored =
             if listed.is_empty() { errno == libc::EIO || errno == libc::EILSEQ } else { listed.contains(&errno) };
+        // fio's fill_device: a write's ENOSPC or EDQUOT that continue_on_error does not
+        // go on after ends the job, and is no error (not counted either).
+        let fills = b.fill_device && write && !verify && (errno == libc::ENOSPC || errno == libc::EDQUOT);
+        if fills && !(on && ignored) {
+            self.filled = true;
+            return false;
+        }
         if !on {
             return false;
         }
@@ -1475,6 +1510,9 @@ pub fn run_job_slot(job: &Job, instance: u32, devs: &[&Device], progress: &Progr
         file_regions,
         zbd: None,
         zbd_eof: false,
+        zbd_quiesce: false,
+        filled: false,
+        fill_end: 0,
         strided: None,
         writes_since_sync: 0,
         writes_since_datasync: 0,
@@ -1562,7 +1600,10 @@ pub fn run_job_slot(job: &Job, instance: u32, devs: &[&Device], progress: &Progr
             let seed = job.seed ^ salt ^ (f as u64 * 0x9E37_79B9);
             let verify = job.verify != Verify::None && job.do_verify;
             match crate::zbd::Zbd::new(fdev, fbase, fregion, &job.shapes, seed, job.rw.writes(), verify) {
-                Ok(z) => {
+                Ok(mut z) => {
+                    // Several writes in flight (fio's recursive zone lock): each zone is
+                    // released when its own write completes.
+                    z.queued = job.mode == Mode::Async && job.iodepth > 1 && !job.behaviour.offload;
                     capacity = capacity.saturating_add(z.capacity());
                     run.file_pass[f] = z.capacity();
                     match run.parked[f].as_mut() {
@@ -1593,6 +1634,21 @@ pub fn run_job_slot(job: &Job, instance: u32, devs: &[&Device], progress: &Progr
         run.res.logs = Some(logs);
     }
     run.res.runtime_ns = run.last_done.saturating_sub(measured_from).max(if run.last_done > 0 { 1 } else { 0 });
+    if job.behaviour.fill_device
+        && job.rw.writes()
+        && !job.rw.reads()
+        && run.dev.ident().kind == ioswitch::DevKind::File
+    {
+        // fio's fill leaves the file as long as its writes made it (they extend it); the
+        // file was sized ahead here, so it is cut to the end of the furthest write.
+        let end = run.fill_end.max(base);
+        if let Err(e) = std::fs::OpenOptions::new().write(true).open(run.dev.uri()).and_then(|f| f.set_len(end)) {
+            run.fail(
+                e.raw_os_error().unwrap_or(libc::EIO),
+                format!("fill_device: cutting {} to {end} bytes: {e}", run.dev.uri()),
+            );
+        }
+    }
     // The end of the job goes over every file, in order (one file: just it).
     for (f, region) in run.all_files() {
         run.switch_to(f);
@@ -1779,6 +1835,9 @@ fn run_sync(run: &mut Run) {
             Err(e) => {
                 let errno = e.errno().unwrap_or(libc::EIO);
                 if !run.goes_on_after(dir != 0, false, errno) {
+                    if run.filled && write {
+                        run.forget_write(off);
+                    }
                     run.fail(errno, format!("{} at offset {off}: {e}", DIR_NAMES[dir]));
                     break;
                 }
@@ -1983,8 +2042,15 @@ impl Flight {
             }
             self.free.push(s);
             if !c.status.is_ok() {
+                if let Some(z) = run.zbd.as_mut() {
+                    // A failed write holds its zone no longer either.
+                    z.done_at(off);
+                }
                 let errno = c.status.errno().unwrap_or(libc::EIO);
                 if !run.goes_on_after(dir != 0, false, errno) {
+                    if run.filled && write {
+                        run.forget_write(off);
+                    }
                     run.fail(errno, format!("{} at offset {off}: {}", DIR_NAMES[dir], c.status));
                 } else if write {
                     run.forget_write(off);
@@ -2085,6 +2151,15 @@ fn run_async(run: &mut Run) {
         else {
             break 'io;
         };
+        if run.zbd_quiesce {
+            // fio's io_u_quiesce before waiting for a zone another job holds, or before a
+            // zone reset: everything in flight completes, then the zone is asked again.
+            run.zbd_quiesce = false;
+            if f.reap_all(run).is_none() || run.res.error != 0 {
+                break 'io;
+            }
+            continue;
+        }
         if run.res.error != 0 || run.zbd_eof {
             break;
         }

@@ -555,6 +555,15 @@ pub struct Behaviour {
     /// `create_on_open`: create (and lay out) the file when the job starts, not when the
     /// jobs are set up.
     pub create_on_open: bool,
+    /// `fill_device` (fio's alias `fill_fs`): ENOSPC or EDQUOT on a write ends the job
+    /// without an error; a job on a regular file without `size` writes until the file
+    /// system is full (see [`crate::run::prepare`]).
+    pub fill_device: bool,
+    /// `create_serialize` (default on): fio lays the jobs' files out one after another;
+    /// off, each job lays its own out in its thread, the jobs together. Here files are
+    /// laid out one after another when the jobs are set up either way (the files are the
+    /// same; only fio's set-up time differs).
+    pub create_serialize: bool,
     /// `refill_buffers`: new random data in every write buffer before each write
     /// (default: filled once).
     pub refill_buffers: bool,
@@ -654,6 +663,8 @@ impl Default for Behaviour {
             directory: Vec::new(),
             allow_file_create: true,
             create_on_open: false,
+            fill_device: false,
+            create_serialize: true,
             refill_buffers: false,
             scramble_buffers: true,
             exitall: false,
@@ -972,6 +983,7 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("directory", &[], Kind::Value),
     ("allow_file_create", &[], Kind::Bool),
     ("create_on_open", &[], Kind::Bool),
+    ("fill_device", &["fill_fs"], Kind::Bool),
     ("refill_buffers", &[], Kind::Bool),
     ("scramble_buffers", &[], Kind::Bool),
     ("exitall", &[], Kind::Bool),
@@ -1672,6 +1684,7 @@ impl JobSpec {
             }
             "allow_file_create" => b.allow_file_create = val.flag()?,
             "create_on_open" => b.create_on_open = val.flag()?,
+            "fill_device" => b.fill_device = val.flag()?,
             "refill_buffers" => b.refill_buffers = val.flag()?,
             "scramble_buffers" => b.scramble_buffers = val.flag()?,
             "verify_dump" => b.verify_dump = val.flag()?,
@@ -1796,12 +1809,7 @@ impl JobSpec {
                     return Err(val.bad("1024 (fio's default; kb_base=1000 is not supported)"));
                 }
             }
-            // Files are laid out one after the other, as with fio's default.
-            "create_serialize" => {
-                if !val.flag()? {
-                    return Err(val.bad("1 (fio's default: files are laid out one at a time; 0 is not run)"));
-                }
-            }
+            "create_serialize" => b.create_serialize = val.flag()?,
             "io_size" => {
                 b.io_size = match parse_size_spec(val.value(EXPECT_SIZE_PCT)?, 1..=100)
                     .ok_or_else(|| val.bad(EXPECT_SIZE_PCT))?
@@ -3356,6 +3364,15 @@ mod tests {
     }
 
     #[test]
+    fn fill_device_and_its_alias_fill_fs_are_read() {
+        assert!(!one("[j]\n").behaviour.fill_device, "off by default");
+        assert!(one("[j]\nfill_device=1\n").behaviour.fill_device);
+        assert!(one("[j]\nfill_fs\n").behaviour.fill_device);
+        assert!(!one("[j]\nfill_fs=0\n").behaviour.fill_device);
+        assert!(err("[j]\nfill_device=2\n").contains("fill_device"));
+    }
+
+    #[test]
     fn cpus_policy_end_fsync_kb_base_and_create_serialize() {
         let b = one("[j]\ncpus_allowed=0-1\ncpus_allowed_policy=split\nend_fsync=1\n").behaviour;
         assert!(b.cpus_split && b.end_fsync);
@@ -3363,7 +3380,9 @@ mod tests {
         assert!(one("[j]\nfsync_on_close=1\n").behaviour.end_fsync);
         assert_eq!(one("[j]\nkb_base=1024\nbs=4k\ncreate_serialize=1\n").bs.read, 4096);
         assert!(err("[j]\nkb_base=1000\n").contains("kb_base=1000 is not supported"));
-        assert!(err("[j]\ncreate_serialize=0\n").contains("0 is not run"));
+        assert!(one("[j]\n").behaviour.create_serialize, "on by default");
+        assert!(!one("[j]\ncreate_serialize=0\n").behaviour.create_serialize);
+        assert!(err("[j]\ncreate_serialize=2\n").contains("create_serialize"));
         assert!(err("[j]\ncpus_allowed_policy=spread\n").contains("shared or split"));
     }
 

@@ -296,6 +296,9 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
             spec.logs.compression
         ));
     }
+    if !spec.behaviour.create_serialize {
+        say("create_serialize=0: fio lays the jobs' files out in their threads, together; here they are laid out one after another when the jobs are set up (the files are the same)");
+    }
     if let Some(n) = spec.behaviour.tiobench_threads {
         say(&format!(
             "threads={n} is fio's tiobench-profile option: it changes nothing in a job, in fio as here (numjobs sets the job's threads)"
@@ -341,10 +344,18 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
             )
             .into());
     }
+    // fio's fill_device on a regular file (on a device it only makes ENOSPC/EDQUOT end the
+    // job cleanly: the device's size bounds it as it bounds any job).
+    let mut fill_cap = None;
+    if regular && spec.behaviour.fill_device {
+        fill_cap = Some(prepare_fill(spec, path, &filename, creating, want_file, say)?);
+    }
     // fio's create_on_open: the file is not laid out; it is created (sparse, at the size
     // the job needs) when it is opened.
     let mut opts = opts;
-    if regular && spec.behaviour.create_on_open {
+    if fill_cap.is_some() {
+        // Laid out (or emptied and sized) by prepare_fill.
+    } else if regular && spec.behaviour.create_on_open {
         match want_file {
             Some(w) if creating || w > path.metadata().map(|m| m.len()).unwrap_or(0) => {
                 opts.create = true;
@@ -387,19 +398,32 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
             .error_at("zonemode", format!("zonemode=zbd needs a zoned device: {filename} is not zoned"))
             .into());
     }
-    // (Under offload each worker runs at depth 1 and the job's thread keeps one I/O per
-    // zone in flight: engine/offload.rs.)
+    // Several zoned writes in flight run where the kernel keeps a zone's writes in order
+    // (zbd.rs). (Under offload each worker runs at depth 1 and the job's thread keeps one
+    // I/O per zone in flight: engine/offload.rs.)
     if spec.shapes.zbd && spec.rw.writes() && mode == Mode::Async && spec.iodepth > 1 && !spec.behaviour.offload {
-        return Err(spec
-            .error_at(
-                "iodepth",
-                "zonemode=zbd writes run at iodepth=1 (several writes in flight to a zone would need fio's zone locking)",
-            )
-            .into());
+        if let Some(why) = crate::zbd::queued_writes_refused(&dev) {
+            return Err(spec
+                .error_at(
+                    "iodepth",
+                    format!(
+                        "zonemode=zbd writes at iodepth={} are not run on {filename}: {why}; iodepth=1 runs them",
+                        spec.iodepth
+                    ),
+                )
+                .into());
+        }
     }
     let bytes = dev.geometry().bytes;
     let offset = resolve_size(spec.offset, bytes);
-    let size = spec.size.map(|s| resolve_size(s, bytes));
+    let mut size = spec.size.map(|s| resolve_size(s, bytes));
+    if let (Some(cap), true) = (fill_cap, spec.rw.reads()) {
+        // fio caps a job's I/O at the file its fill_device layout could write (here in
+        // whole read blocks).
+        let bs = spec.bs.read.max(1);
+        let room = cap.saturating_sub(offset) / bs * bs;
+        size = Some(size.map_or(room, |s| s.min(room)));
+    }
     let job = Job {
         name: spec.name.clone(),
         filename,
@@ -465,6 +489,11 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
 /// checked), at fio's per-file size (filesetup.c `setup_files`): `filesize` each, or
 /// `size` split over the files; `size` with `filesize` is the I/O over all of them.
 fn prepare_files(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Result<Prepared, BenchError> {
+    if spec.behaviour.fill_device {
+        return Err(spec
+            .error_at("fill_device", "fill_device=1 with several files per job is not run (one file per job only)")
+            .into());
+    }
     let n = spec.file_count();
     let min_bs = spec.shapes.bs_bounds(0, spec.bs.read).0.min(spec.shapes.bs_bounds(1, spec.bs.write).0);
     let (sizes, total): (Vec<Option<SizeSpec>>, Option<u64>) = match (spec.filesize, spec.size) {
@@ -565,6 +594,19 @@ fn lay_out(
     say(&format!("Laying out IO file {} ({} bytes)", path.display(), to));
     let f = std::fs::OpenOptions::new().create(true).write(true).truncate(false).open(path)?;
     preallocate(&f, to, fallocate, say)?;
+    let chunk = layout_chunk(pattern);
+    let mut pos = from;
+    while pos < to {
+        let n = (to - pos).min(chunk.len() as u64) as usize;
+        f.write_all_at(&chunk[..n], pos)?;
+        pos += n as u64;
+    }
+    f.sync_all()
+}
+
+/// The 1 MiB a layout writes over and over: the `buffer_pattern` started over every
+/// largest write block, or random-looking bytes.
+fn layout_chunk(pattern: Option<(&[u8], usize)>) -> Vec<u8> {
     let mut chunk = vec![0u8; 1 << 20];
     match pattern.filter(|(p, bs)| !p.is_empty() && *bs > 0) {
         Some((p, bs)) => {
@@ -585,11 +627,119 @@ fn lay_out(
             }
         }
     }
-    let mut pos = from;
+    chunk
+}
+
+/// fio's `fill_device` on the regular file `path` of a job: returns the file's size,
+/// ready to run. A job that reads gets its file laid out until the file system is full
+/// (or to its size, when it has one; ENOSPC and EDQUOT end the layout, not the job). A
+/// job that only writes starts from an empty file (fio unlinks it, freeing its space),
+/// not laid out, sized (sparse) to its region, or without `size` to the whole file
+/// system's size, which no write can pass: its writes end at ENOSPC or EDQUOT, and the
+/// file is cut to what was written when the job ends ([`engine`]'s fill end).
+fn prepare_fill(
+    spec: &JobSpec,
+    path: &std::path::Path,
+    filename: &str,
+    creating: bool,
+    want_file: Option<u64>,
+    say: &mut dyn FnMut(&str),
+) -> Result<u64, BenchError> {
+    let refuse = |why: &str| -> BenchError { spec.error_at("fill_device", format!("fill_device=1 {why}")).into() };
+    if spec.numjobs > 1 && !spec.filename.is_empty() {
+        return Err(refuse(&format!(
+            "with numjobs={} on one file ({filename}) is not run: each instance would write until the file system is full, into the same file",
+            spec.numjobs
+        )));
+    }
+    if spec.behaviour.create_on_open {
+        return Err(refuse("with create_on_open=1 is not run (fio's fill never lays the file out ahead)"));
+    }
+    if spec.shapes.zbd {
+        return Err(refuse("with zonemode=zbd is not run"));
+    }
+    if want_file.is_none() && spec.offset != SizeSpec::Bytes(0) {
+        // fio 3.33 adds the offset to its unbounded size, which wraps around: it writes
+        // nothing to a new file, and only up to an existing file's end.
+        return Err(refuse("without size starts at offset 0 only (fio's unbounded size wraps around with an offset)"));
+    }
+    let lay_err = |source: std::io::Error| BenchError::LayOut {
+        at: At::new(spec, "filename"),
+        filename: filename.to_string(),
+        source,
+    };
+    if spec.rw.reads() {
+        let cur = if creating { 0 } else { path.metadata().map(|m| m.len()).unwrap_or(0) };
+        let to = want_file.unwrap_or(u64::MAX);
+        let bs = spec.shapes.bs_bounds(1, spec.bs.write).1 as usize;
+        let pattern = spec.shapes.buffer_pattern.as_deref().map(|p| (p, bs));
+        // fio lays a reading job's file out anew (O_TRUNC) when it is too small.
+        if cur < to {
+            lay_out_until_full(path, to, pattern, say).map_err(lay_err)?;
+        }
+        let len = path.metadata().map(|m| m.len()).map_err(lay_err)?;
+        if len == 0 {
+            return Err(refuse(&format!("could not write anything to {filename}: its file system is full")));
+        }
+        return Ok(len);
+    }
+    let end = match want_file {
+        Some(w) => w,
+        None if spec.rw.is_random() => {
+            return Err(refuse(&format!(
+                "without size runs sequential writes only (rw={}: random offsets over an unbounded region)",
+                spec.rw
+            )))
+        }
+        None => {
+            let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+            let total = fs_bytes(dir).map_err(lay_err)?;
+            let bs = spec.shapes.bs_bounds(1, spec.bs.write).1.max(1);
+            (total / bs).max(1) * bs
+        }
+    };
+    say(&format!("fill_device: writing {} until its file system is full (at most {end} bytes)", path.display()));
+    let f = std::fs::OpenOptions::new().create(true).write(true).truncate(true).open(path).map_err(lay_err)?;
+    f.set_len(end).map_err(lay_err)?;
+    Ok(end)
+}
+
+/// The size of the file system holding `dir`, bytes (statfs(2): blocks × block size).
+fn fs_bytes(dir: &std::path::Path) -> std::io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "a NUL byte in the path"))?;
+    // SAFETY: statfs is plain data; all-zero is a valid value.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: c is a NUL-terminated path and st a valid out pointer for the call.
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((st.f_blocks as u64).saturating_mul(st.f_bsize as u64))
+}
+
+/// fio's layout under `fill_device`: the file written anew from its start up to `to`
+/// bytes, stopping without an error at ENOSPC or EDQUOT.
+fn lay_out_until_full(
+    path: &std::path::Path,
+    to: u64,
+    pattern: Option<(&[u8], usize)>,
+    say: &mut dyn FnMut(&str),
+) -> std::io::Result<()> {
+    use std::io::Write;
+    say(&format!("Laying out IO file {} until its file system is full", path.display()));
+    let mut f = std::fs::OpenOptions::new().create(true).write(true).truncate(true).open(path)?;
+    let chunk = layout_chunk(pattern);
+    let mut pos = 0u64;
     while pos < to {
         let n = (to - pos).min(chunk.len() as u64) as usize;
-        f.write_all_at(&chunk[..n], pos)?;
-        pos += n as u64;
+        match f.write(&chunk[..n]) {
+            Ok(0) => break,
+            Ok(w) => pos += w as u64,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT)) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
     }
     f.sync_all()
 }
@@ -687,7 +837,34 @@ pub fn run(prepared: Vec<Prepared>, opts: &RunOpts) -> Report {
     }
     let mut jobs = Vec::new();
     let mut ended = false;
+    // Files a fill_device job of an earlier phase wrote until full: every job is set up
+    // before the first runs, so a later job on such a file saw it as sized ahead for the
+    // fill; it is set up again on the file as the fill left it (fio sets each job up when
+    // it starts).
+    let mut filled: Vec<String> = Vec::new();
     for (i, phase) in phases.into_iter().enumerate() {
+        let phase: Vec<Prepared> = phase
+            .into_iter()
+            .map(|p| {
+                if !filled.contains(&p.job.filename) {
+                    return p;
+                }
+                match prepare(&p.spec, p.groupid, &mut |_| {}) {
+                    Ok(again) => again,
+                    Err(e) => {
+                        eprintln!("ioswitch: job '{}': set up again after a fill_device job: {e}", p.spec.name);
+                        p
+                    }
+                }
+            })
+            .collect();
+        filled.extend(
+            phase
+                .iter()
+                .filter(|p| p.spec.behaviour.fill_device && p.spec.rw.writes() && !p.spec.rw.reads())
+                .filter(|p| p.dev.ident().kind == ioswitch::DevKind::File)
+                .map(|p| p.job.filename.clone()),
+        );
         let (runs, end_run) = run_phase(phase, i as u32, opts, ended);
         jobs.extend(runs);
         ended |= end_run;

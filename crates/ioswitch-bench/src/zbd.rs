@@ -33,8 +33,18 @@
 //! opens it; a random writer resets a zone when it opens it. A writer that can neither
 //! open a zone nor find an open one free waits until one is released.
 //!
-//! Writes run one at a time (`iodepth=1`): several writes in flight to one zone would
-//! need fio's per-zone queueing, which is not run (refused at prepare).
+//! Several writes in flight (an async job at `iodepth>1`, fio's rule in zbd.c): fio's zone
+//! lock is recursive and held from the offset choice until the write completes, so a job
+//! may have several writes in flight to a zone it holds, each at the write pointer the
+//! one before it moved (the pointer moves when a write is queued), and no other job
+//! writes there until they have all completed. A job that would wait for a zone another
+//! job holds, or reset a zone, first completes everything it has in flight (fio's
+//! `io_u_quiesce` in `zone_lock` and before `zbd_reset_zone`): two jobs each waiting for
+//! the other's zone would never get it, and a reset must not pass a write. The writes of
+//! a zone reach the device in order only where the kernel keeps them in order, which is
+//! what fio relies on (its `t/zbd` tests set mq-deadline; `uring-cmd-zoned.fio` says
+//! passthrough writes must stay at QD1): [`queued_writes_refused`] says where that is
+//! not so, and the job is refused there.
 
 use crate::engine::Rng;
 use ioswitch::spec::zns::{ZoneAction, ZoneReport, ZoneState};
@@ -61,6 +71,8 @@ struct State {
     known: Vec<bool>,
     /// The writer that owns each zone (0: none).
     owner: Vec<u32>,
+    /// The owner's writes in flight to each zone (the zone is free again at 0).
+    inflight: Vec<u32>,
     /// Whether each zone's data was written in this run (by a job sharing the table):
     /// opened again, it is appended to rather than reset while it can take a block.
     fresh: Vec<bool>,
@@ -127,6 +139,7 @@ impl Table {
                 wp: vec![0; n],
                 known: vec![false; n],
                 owner: vec![0; n],
+                inflight: vec![0; n],
                 fresh: vec![false; n],
                 fills: vec![0; n],
                 opener: vec![0; n],
@@ -167,6 +180,7 @@ impl Table {
         for z in 0..st.owner.len() {
             if st.owner[z] == me {
                 st.owner[z] = 0;
+                st.inflight[z] = 0;
             }
         }
         st.writers.retain(|w| w.0 != me);
@@ -175,11 +189,16 @@ impl Table {
         self.freed.notify_all();
     }
 
-    /// Writer `me`'s write has completed: its zone is free for others.
+    /// One of writer `me`'s writes to `zone` has completed: the zone is free for others
+    /// once none of its writes there is in flight.
     pub(crate) fn release(&self, me: u32, zone: u64) {
         let mut st = self.lock();
-        if st.owner[zone as usize] == me {
-            st.owner[zone as usize] = 0;
+        let z = zone as usize;
+        if st.owner[z] == me {
+            st.inflight[z] = st.inflight[z].saturating_sub(1);
+            if st.inflight[z] == 0 {
+                st.owner[z] = 0;
+            }
         }
         drop(st);
         self.freed.notify_all();
@@ -206,6 +225,7 @@ impl Table {
     /// `n` zones from zone `first` (`job_max`: its own limit of open zones, 0 none).
     /// Waits while every zone it could take is owned by another writer and the open-zone
     /// limits keep it from opening one.
+    #[cfg(test)]
     pub(crate) fn grant(
         &self,
         me: u32,
@@ -215,6 +235,24 @@ impl Table {
         pick: &mut Pick,
         rng: &mut Rng,
     ) -> Grant {
+        self.try_grant(me, job_max, region, len, pick, rng, true).expect("a grant that may wait comes")
+    }
+
+    /// [`Table::grant`]; without `may_wait` (the writer has writes in flight), `None`
+    /// where it would wait for a zone another writer owns or reset a zone: the writer
+    /// completes what it has in flight first, then asks again (fio's `io_u_quiesce`).
+    /// A writer may take a zone it owns already (fio's zone lock is recursive).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn try_grant(
+        &self,
+        me: u32,
+        job_max: usize,
+        region: (u64, u64),
+        len: u64,
+        pick: &mut Pick,
+        rng: &mut Rng,
+        may_wait: bool,
+    ) -> Option<Grant> {
         let (first, n) = region;
         let cap = self.cap;
         let mut st = self.lock();
@@ -251,7 +289,7 @@ impl Table {
                     if !can_open(&mut st) {
                         // fio's zbd_convert_to_open_zone: the write goes to an open zone
                         // instead; the writer stays on its own zone for the next one.
-                        break free_open(&st, first, n, cap, len, rng);
+                        break free_open(&st, me, first, n, cap, len, rng);
                     }
                     break Some(open_at(&st, z, cap, len));
                 },
@@ -262,32 +300,39 @@ impl Table {
                         .find(|&z| st.opener[z] == 0 && st.owner[z] == 0);
                     match to_open {
                         Some(z) if can_open(&mut st) => Some(open_at(&st, z, cap, len)),
-                        _ => free_open(&st, first, n, cap, len, rng),
+                        _ => free_open(&st, me, first, n, cap, len, rng),
                     }
                 }
             };
             if let Some((z, at, reset)) = got {
+                if reset && !may_wait {
+                    return None;
+                }
                 if st.opener[z] == 0 {
                     st.opener[z] = me;
                     st.open += 1;
                     *st.job_open(me) += 1;
                 }
                 st.owner[z] = me;
+                st.inflight[z] += 1;
                 st.fresh[z] = true;
                 st.wp[z] = at + len;
                 st.known[z] = true;
-                return Grant { zone: z as u64, at, reset };
+                return Some(Grant { zone: z as u64, at, reset });
+            }
+            if !may_wait {
+                return None;
             }
             st = self.freed.wait_timeout(st, Duration::from_millis(50)).unwrap_or_else(|p| p.into_inner()).0;
         }
     }
 }
 
-/// A random open zone of the `n` from `first` that no writer owns and that can take `len`
-/// bytes, with its write pointer; `None` when there is none.
-fn free_open(st: &State, first: u64, n: u64, cap: u64, len: u64, rng: &mut Rng) -> Option<(usize, u64, bool)> {
+/// A random open zone of the `n` from `first` that no writer but `me` owns and that can
+/// take `len` bytes, with its write pointer; `None` when there is none.
+fn free_open(st: &State, me: u32, first: u64, n: u64, cap: u64, len: u64, rng: &mut Rng) -> Option<(usize, u64, bool)> {
     let free: Vec<usize> = (first as usize..(first + n) as usize)
-        .filter(|&z| st.opener[z] != 0 && st.owner[z] == 0 && st.wp[z] + len <= cap)
+        .filter(|&z| st.opener[z] != 0 && (st.owner[z] == 0 || st.owner[z] == me) && st.wp[z] + len <= cap)
         .collect();
     let z = *free.get(rng.below(free.len().max(1) as u64) as usize)?;
     Some((z, st.wp[z], false))
@@ -301,6 +346,59 @@ fn open_at(st: &State, z: usize, cap: u64, len: u64) -> (usize, u64, bool) {
         (z, st.wp[z], false)
     } else {
         (z, 0, true)
+    }
+}
+
+/// Why an async job's writes at `iodepth>1` cannot run in zone order on `dev` with
+/// `zonemode=zbd` (`None`: they can). fio queues several writes to a zone and relies on
+/// the kernel to keep them in order: the block layer does, from one submitting thread
+/// through io_uring or libaio, with mq-deadline's zone write locking (Linux before 6.10)
+/// or zone write plugging (Linux 6.10 on, any scheduler); NVMe passthrough (the
+/// generic char device, io_uring_cmd), the user-space driver and a thread pool do not
+/// (fio's `uring-cmd-zoned.fio`: "the device can reorder the requests").
+pub(crate) fn queued_writes_refused(dev: &Device) -> Option<String> {
+    use ioswitch::{AsyncIface, DevKind};
+    let iface = dev.interfaces().r#async;
+    if !matches!(iface, Some(AsyncIface::IoUring | AsyncIface::Libaio)) {
+        let name = iface.map_or("none", |i| i.as_str());
+        return Some(format!(
+            "the async interface {name} does not keep a zone's writes in order (only io_uring and libaio on a zoned block device do, through the kernel's block layer)"
+        ));
+    }
+    let kind = dev.ident().kind;
+    if !matches!(kind, DevKind::Block | DevKind::NvmeBlock) {
+        return Some(format!(
+            "it is not a zoned block device ({}); nothing between the queue and the device keeps a zone's writes in order",
+            kind.as_str()
+        ));
+    }
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let release = release.trim();
+    if kernel_at_least(release, (6, 10)) {
+        return None;
+    }
+    let name = std::fs::canonicalize(dev.uri())
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_default();
+    let sched_file = format!("/sys/class/block/{name}/queue/scheduler");
+    let sched = std::fs::read_to_string(&sched_file).unwrap_or_default();
+    let chosen = sched.split_whitespace().find(|w| w.starts_with('[')).map(|w| w.trim_matches(['[', ']']).to_string());
+    match chosen.as_deref() {
+        Some("mq-deadline") => None,
+        other => Some(format!(
+            "Linux {release} keeps a zone's writes in order only under the mq-deadline scheduler (zone write locking), and {name}'s is {} ({sched_file}; `echo mq-deadline > {sched_file}`)",
+            other.unwrap_or("unknown")
+        )),
+    }
+}
+
+/// Whether kernel release `release` ("6.1.0-18-amd64") is at least `want` (major, minor).
+fn kernel_at_least(release: &str, want: (u32, u32)) -> bool {
+    let mut parts = release.split(|c: char| !c.is_ascii_digit()).map(|p| p.parse::<u32>().ok());
+    match (parts.next().flatten(), parts.next().flatten()) {
+        (Some(major), Some(minor)) => (major, minor) >= want,
+        _ => false,
     }
 }
 
@@ -336,8 +434,17 @@ pub(crate) struct Zbd {
     /// Sequential read position: (zone, offset in it); sequential writer's zone.
     seq_read: (u64, u64),
     seq_write: (u64, u64),
-    /// The zone this job owns while its write is in flight.
-    owned: Option<u64>,
+    /// The zones of this job's writes in flight, one entry per write.
+    owned: Vec<u64>,
+    /// Writes are queued several at a time (an async job at `iodepth>1`): each zone is
+    /// released when its own write completes ([`Zbd::done_at`]), not at the next choice.
+    pub(crate) queued: bool,
+    /// [`Zbd::next`] gave no offset because the job must first complete what it has in
+    /// flight (it would wait for another job's zone, or reset one); it asks again after.
+    pub(crate) quiesce: bool,
+    /// The job has writes in flight to another of its files' zones (it must not wait
+    /// for a zone here either before completing them).
+    pub(crate) held_elsewhere: bool,
     job_max_open: usize,
     read_beyond_wp: bool,
     rng: Rng,
@@ -404,7 +511,10 @@ impl Zbd {
             zones,
             seq_read: (0, 0),
             seq_write: (0, 0),
-            owned: None,
+            owned: Vec::new(),
+            queued: false,
+            quiesce: false,
+            held_elsewhere: false,
             job_max_open: shapes.job_max_open_zones as usize,
             read_beyond_wp: shapes.read_beyond_wp,
             rng: Rng::new(seed ^ 0x2B0),
@@ -440,15 +550,31 @@ impl Zbd {
         self.zones * self.cap
     }
 
-    /// This job's write has completed: the zone it owned is free for others.
+    /// This job's writes have completed: the zones it owned are free for others.
     pub(crate) fn done(&mut self) {
-        if let Some(z) = self.owned.take() {
+        for z in std::mem::take(&mut self.owned) {
             self.table.release(self.me, z);
         }
     }
 
+    /// Whether this job has writes in flight to these zones.
+    pub(crate) fn holds_zones(&self) -> bool {
+        !self.owned.is_empty()
+    }
+
+    /// This job's I/O at device offset `off` has completed (or failed): the zone of a
+    /// write there is released (one write's hold of it).
+    pub(crate) fn done_at(&mut self, off: u64) {
+        let zone = off / self.zone;
+        if let Some(i) = self.owned.iter().position(|&z| z == zone) {
+            self.owned.swap_remove(i);
+            self.table.release(self.me, zone);
+        }
+    }
+
     /// The next offset (from the device's start) of an I/O of `len` bytes in direction
-    /// `d` (0 read, 1 write); `None`: no zone holds data left to read, the job ends.
+    /// `d` (0 read, 1 write); `None`: no zone holds data left to read, the job ends, or
+    /// (with [`Zbd::quiesce`] set) the job must complete its I/O in flight and ask again.
     pub(crate) fn next(
         &mut self,
         dev: &Device,
@@ -463,12 +589,20 @@ impl Zbd {
                 self.cap
             ));
         }
-        self.done();
+        self.quiesce = false;
+        if !self.queued {
+            self.done();
+        }
         if d == 1 {
             let mut pick = if random { Pick::Random } else { Pick::Seq(&mut self.seq_write) };
-            let g =
-                self.table.grant(self.me, self.job_max_open, (self.first, self.zones), len, &mut pick, &mut self.rng);
-            self.owned = Some(g.zone);
+            let may_wait = self.owned.is_empty() && !self.held_elsewhere;
+            let region = (self.first, self.zones);
+            let got = self.table.try_grant(self.me, self.job_max_open, region, len, &mut pick, &mut self.rng, may_wait);
+            let Some(g) = got else {
+                self.quiesce = true;
+                return Ok(None);
+            };
+            self.owned.push(g.zone);
             let rel = g.zone - self.first;
             if g.reset {
                 let lba = dev.geometry().lba_size as u64;
@@ -671,6 +805,112 @@ mod tests {
         let (wps, resets) = shared_run(3, 4, 1, 0, 40, false);
         assert_eq!(wps.iter().sum::<u64>() % K, 0);
         assert!(resets >= 120 / 16, "{resets}");
+    }
+
+    /// `jobs` writers, each keeping up to `depth` writes in flight (completed in order,
+    /// oldest first, as a queue of the block layer hands a zone's writes to the device),
+    /// over `zones` zones of 16 blocks, `max_open` open: a writer that gets no grant
+    /// without waiting completes everything it has in flight first. The simulated
+    /// device takes each write only at its zone's write pointer, and no zone ever has
+    /// writes of two writers in flight. Returns the most writes one writer had in flight
+    /// to one zone, and the resets.
+    fn queued_run(jobs: u32, zones: u64, max_open: usize, depth: usize, writes: u32, random: bool) -> (u32, u64) {
+        use std::collections::{HashMap, VecDeque};
+        use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+        let table = Arc::new(Table::new(zones, 16 * K, max_open));
+        let device: Arc<Vec<AtomicU64>> = Arc::new((0..zones).map(|_| AtomicU64::new(0)).collect());
+        let writing: Arc<Vec<AtomicU32>> = Arc::new((0..zones).map(|_| AtomicU32::new(0)).collect());
+        let resets = Arc::new(AtomicU64::new(0));
+        let threads: Vec<_> = (1..=jobs)
+            .map(|me| {
+                let (table, device, writing, resets) = (table.clone(), device.clone(), writing.clone(), resets.clone());
+                std::thread::spawn(move || {
+                    table.attach_writer(me, false).unwrap();
+                    let mut rng = Rng::new(u64::from(me) * 91);
+                    let mut cursor = (0, 0);
+                    let mut flight: VecDeque<Grant> = VecDeque::new();
+                    let mut per_zone: HashMap<u64, u32> = HashMap::new();
+                    let mut most = 0;
+                    let complete = |g: Grant, per_zone: &mut HashMap<u64, u32>| {
+                        let z = g.zone as usize;
+                        assert_eq!(device[z].load(Ordering::SeqCst), g.at, "zone {z}: write off the write pointer");
+                        device[z].store(g.at + K, Ordering::SeqCst);
+                        let n = per_zone.get_mut(&g.zone).expect("a write in flight there");
+                        *n -= 1;
+                        if *n == 0 {
+                            writing[z].store(0, Ordering::SeqCst);
+                        }
+                        table.release(me, g.zone);
+                    };
+                    for _ in 0..writes {
+                        let g = loop {
+                            let mut pick = if random { Pick::Random } else { Pick::Seq(&mut cursor) };
+                            let may_wait = flight.is_empty();
+                            match table.try_grant(me, 0, (0, zones), K, &mut pick, &mut rng, may_wait) {
+                                Some(g) => break g,
+                                None => {
+                                    assert!(!may_wait, "a grant that may wait comes");
+                                    while let Some(g) = flight.pop_front() {
+                                        complete(g, &mut per_zone);
+                                    }
+                                }
+                            }
+                        };
+                        let z = g.zone as usize;
+                        let other = writing[z].swap(me, Ordering::SeqCst);
+                        assert!(other == 0 || other == me, "writers {other} and {me} both in zone {z}");
+                        assert!(table.open_zones() <= max_open);
+                        if g.reset {
+                            assert!(flight.is_empty(), "a reset with writes in flight");
+                            device[z].store(0, Ordering::SeqCst);
+                            resets.fetch_add(1, Ordering::SeqCst);
+                        }
+                        assert!(g.at + K <= 16 * K, "zone {z}: write past the capacity");
+                        let n = per_zone.entry(g.zone).or_insert(0);
+                        *n += 1;
+                        most = most.max(*n);
+                        flight.push_back(g);
+                        if flight.len() == depth {
+                            let g = flight.pop_front().unwrap();
+                            complete(g, &mut per_zone);
+                        }
+                        std::thread::yield_now();
+                    }
+                    while let Some(g) = flight.pop_front() {
+                        complete(g, &mut per_zone);
+                    }
+                    table.detach(me);
+                    most
+                })
+            })
+            .collect();
+        let most = threads.into_iter().map(|t| t.join().unwrap()).max().unwrap_or(0);
+        let wps: Vec<u64> = device.iter().map(|w| w.load(Ordering::SeqCst)).collect();
+        assert_eq!(table.written(0, zones), wps, "the table's write pointers are the device's");
+        (most, resets.load(Ordering::SeqCst))
+    }
+
+    #[test]
+    fn queued_writers_keep_several_writes_in_flight_to_their_zone_in_order() {
+        // One sequential writer at depth 8: 8 writes in flight to its zone, each at the
+        // write pointer the one before moved; 64 writes fill 4 zones, each reset once.
+        assert_eq!(queued_run(1, 4, 2, 8, 64, false), (8, 4));
+        // 4 sequential clones sharing the zones, and 4 random writers over 3 open zones,
+        // at depth 4, with zones filling and reopening: no zone ever has two writers'
+        // writes in flight, every write lands at the write pointer, no reset passes a
+        // write, and nobody waits forever for a zone another holds.
+        let (most, resets) = queued_run(4, 8, 3, 4, 300, false);
+        assert!(most >= 2 && resets >= 1200 / 16, "{most} in flight at most, {resets} resets");
+        let (most, resets) = queued_run(4, 8, 3, 4, 300, true);
+        assert!(most >= 2 && resets >= 1200 / 16, "{most} in flight at most, {resets} resets");
+    }
+
+    #[test]
+    fn kernel_releases_compare_by_major_and_minor() {
+        assert!(!kernel_at_least("6.1.0-18-amd64", (6, 10)));
+        assert!(kernel_at_least("6.10.3", (6, 10)) && kernel_at_least("6.18.44-fc-v1300", (6, 10)));
+        assert!(kernel_at_least("7.0", (6, 10)) && !kernel_at_least("5.19.1", (6, 10)));
+        assert!(!kernel_at_least("", (6, 10)) && !kernel_at_least("x", (6, 10)));
     }
 
     #[test]

@@ -531,6 +531,9 @@ fn account_io(run: &mut Run, dir: usize, off: u64, len: u64, t: [u64; 3], result
         }
         Err((errno, msg)) => {
             if !run.goes_on_after(dir != 0, false, errno) {
+                if run.filled && write {
+                    run.forget_write(off);
+                }
                 run.fail(errno, format!("{} at offset {off}: {msg}", DIR_NAMES[dir]));
             } else if write {
                 run.forget_write(off);

@@ -126,9 +126,12 @@ def test_the_measure_sees_a_held_gil():
     """The control: a C call that holds the GIL (sum over a range) is caught."""
 
     def work():
-        t0 = time.perf_counter()
-        while time.perf_counter() - t0 < 0.5:
-            sum(range(3_000_000))
+        # One call of about 0.3 s that holds the GIL throughout (the int sum runs in C
+        # with no eval-breaker check). Shorter calls in a loop let this thread take the
+        # GIL between them, and on a loaded machine it then held the GIL, preempted, for
+        # much of the time (counted as waiting for a CPU, not as sleep): the control
+        # failed at load average 10 on 2 CPUs (2026-12-06).
+        sum(range(20_000_000))
 
     took, slept = slept_during(work)
     with pytest.raises(AssertionError):

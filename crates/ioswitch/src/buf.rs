@@ -462,6 +462,31 @@ mod tests {
         assert_eq!(std::rc::Rc::strong_count(&rc), 1, "a dropped ring drops what it holds");
     }
 
+    #[test]
+    fn a_fifo_drained_by_a_panicking_callback_keeps_the_rest_once() {
+        // Values are Rc clones: each one dropped twice, or never, shows in the count.
+        let rc = std::rc::Rc::new(0);
+        let mut f = super::Fifo::new(4);
+        for _ in 0..4 {
+            f.push(std::rc::Rc::clone(&rc)).unwrap();
+        }
+        let mut seen = 0;
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            f.drain_front(usize::MAX, |v| {
+                seen += 1;
+                drop(v);
+                if seen == 2 {
+                    panic!("the callback fails on its second value");
+                }
+            })
+        }));
+        assert!(r.is_err());
+        assert_eq!((f.len(), std::rc::Rc::strong_count(&rc)), (2, 3), "two taken, two left in the ring");
+        f.push(std::rc::Rc::clone(&rc)).unwrap();
+        assert_eq!(f.drain_front(usize::MAX, drop), 3, "the ring goes on from where the panic left it");
+        assert_eq!(std::rc::Rc::strong_count(&rc), 1);
+    }
+
     use super::*;
 
     #[test]

@@ -425,33 +425,52 @@ impl<M> Reaped<'_, M> {
 }
 
 impl<C: Cqe, M> Uring<squeue::Entry, C, M> {
-    /// Pushes a read (`write`: a write, with `rw_flags`) of `len` bytes at `offset` into
-    /// the one buffer of `data`, which moves into slot `id`; `len` is cut to the buffer's
-    /// length. Data of other shapes goes through [`Self::push_rw`].
+    /// Takes a free slot and pushes a read (`write`: a write, with `rw_flags`) of `len`
+    /// bytes at `offset` into the one buffer of `data`, which moves into the slot; `len` is
+    /// cut to the buffer's length, and `meta` sets the caller's state of the slot. Hands
+    /// `data` back, pushing nothing, when no slot is free, the SQ is full, or `data` is
+    /// not one buffer (the caller sends those through [`Self::push_rw`]).
+    ///
+    /// One index of the table, and no in-the-ring check: a slot on the free list is never
+    /// in the ring (slots go on the list only through `release`, which checks, or with
+    /// their CQE).
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn push_one(
         &mut self,
-        id: SlotId,
         data: Data,
         write: bool,
         fd: RawFd,
         offset: u64,
         len: u32,
         rw_flags: i32,
-    ) -> Result<(), SlotId> {
-        let Data::One(b) = &data else {
-            self.put(&id, data);
-            return self.push_rw(id, write, Target::Fd(fd), offset, len as u64, rw_flags, None).map(|_| ());
-        };
+        meta: impl FnOnce(&mut M),
+    ) -> Result<(), Data> {
+        let Data::One(b) = &data else { return Err(data) };
         let (ptr, len) = (b.as_ptr().cast_mut(), (len as usize).min(b.len()) as u32);
+        let idx = self.free_head;
+        let Some(slot) = self.slots.get_mut(idx as usize) else { return Err(data) };
         let t = types::Fd(fd);
         let entry = if write {
             opcode::Write::new(t, ptr, len).offset(offset).rw_flags(rw_flags).build()
         } else {
             opcode::Read::new(t, ptr, len).offset(offset).build()
-        };
-        self.push_with(id, Some(data), entry)
+        }
+        .user_data(idx as u64);
+        // A slot on the free list holds Data::None: nothing to drop.
+        std::mem::forget(std::mem::replace(&mut slot.data, data));
+        // SAFETY: the entry points into the one buffer of the data now owned by slot
+        // `idx`, no further than its length; the slot is free, so not in the ring and
+        // nothing else points into it. It stays untouched until its CQE is taken, as in
+        // `push_with` (the slot is marked IN_RING below).
+        if unsafe { self.ring.submission().push(&entry) }.is_err() {
+            return Err(std::mem::take(&mut slot.data));
+        }
+        self.free_head = slot.next_free;
+        slot.next_free = IN_RING;
+        meta(&mut slot.meta);
+        self.inflight += 1;
+        Ok(())
     }
 
     /// Pushes a read (`write`: a write, with `rw_flags`) of the first `len` bytes of the
@@ -655,12 +674,13 @@ mod tests {
         let f = std::fs::File::open("/proc/self/exe").unwrap();
         let mut head = [0u8; 8];
         std::io::Read::read_exact(&mut &f, &mut head).unwrap();
-        let a = u.take_slot().unwrap();
-        let b = u.take_slot().unwrap();
-        assert!(u.take_slot().is_none() && !u.has_free_slot());
         // A read asked for more than its buffer holds reads only the buffer.
         let buf = Buffer::alloc(4, 1).unwrap();
-        u.push_one(a, Data::One(buf), false, f.as_raw_fd(), 0, 4096, 0).unwrap();
+        u.push_one(Data::One(buf), false, f.as_raw_fd(), 0, 4096, 0, |m| *m = 3).unwrap();
+        let b = u.take_slot().unwrap();
+        assert!(u.take_slot().is_none() && !u.has_free_slot());
+        let refused = u.push_one(Data::One(Buffer::alloc(4, 1).unwrap()), false, f.as_raw_fd(), 0, 4, 0, |_| {});
+        assert_eq!(refused.unwrap_err().total_len(), 4, "no slot is free: the data comes back");
         *u.meta_mut(&b) = 7;
         let bufs: Data = vec![Buffer::alloc(3, 1).unwrap(), Buffer::alloc(2, 1).unwrap()].into();
         u.put(&b, bufs);
@@ -675,7 +695,7 @@ mod tests {
             true
         });
         got.sort();
-        assert_eq!(got, vec![(0, 4, head[..4].to_vec()), (7, 5, head[1..6].to_vec())]);
+        assert_eq!(got, vec![(3, 4, head[..4].to_vec()), (7, 5, head[1..6].to_vec())]);
         assert_eq!(u.inflight(), 0);
         u.assert_idle();
     }

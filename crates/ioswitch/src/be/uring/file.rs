@@ -374,16 +374,22 @@ impl Ring<File> {
     /// The fast path: a one-buffer read or write with no registered file or buffer.
     #[inline(always)]
     fn submit_one(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
-        let Some(id) = self.uring.take_slot() else { return Err((self.busy(), data)) };
         let len = io.len as u32; // io.len <= MAX_RW, checked by the caller
-        let slot = self.uring.meta_mut(&id);
-        slot.tag = tag;
-        slot.x.kind = Kind::Rw;
-        slot.x.expect = len as u64;
         let write = io.op == Op::Write;
         let flags = if write { rw_flags(cmd) } else { 0 };
-        let pushed = self.uring.push_one(id, data, write, self.fd, io.offset, len, flags);
-        self.launched(pushed)
+        let meta = |slot: &mut Slot<FileSlot>| {
+            slot.tag = tag;
+            slot.x.kind = Kind::Rw;
+            slot.x.expect = len as u64;
+        };
+        match self.uring.push_one(data, write, self.fd, io.offset, len, flags, meta) {
+            Ok(()) => {
+                self.unsubmitted += 1;
+                Ok(())
+            }
+            // No slot free (the SQ, at least `depth` long, cannot be full).
+            Err(data) => Err((self.busy(), data)),
+        }
     }
 
     /// Everything but the fast path.

@@ -20,9 +20,8 @@
 //! ```
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
-// Raw calls live in `sys/` and the buffer internals in `buf.rs`, which opt in; the
-// io_uring ring core (`be/uring/`), which still keeps kernel-owned memory beside its
-// queue, opts in with a note saying why (docs/ARCHITECTURE.md, "Ownership and safety").
+// Raw calls live in `sys/` and the buffer internals in `buf.rs`, the only modules that
+// opt in (docs/ARCHITECTURE.md, "Ownership and safety").
 #![deny(unsafe_code)]
 
 mod be;

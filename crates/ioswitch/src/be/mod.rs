@@ -24,7 +24,6 @@ pub(crate) mod uring;
 pub(crate) mod vfio;
 pub(crate) mod zoned;
 
-pub(crate) use crate::buf::fill_iovecs;
 use crate::buf::{Buffer, Data};
 use crate::cmd::{opc, Cmd, CmdSet, DsmRange};
 use crate::dev::{DevKind, Inner};

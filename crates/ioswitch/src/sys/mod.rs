@@ -8,11 +8,11 @@
 //! [`nvme`] (the NVMe driver's ioctls), [`aio`] (Linux AIO) and [`posix_aio`] (glibc's
 //! POSIX aio), the last two owning what the kernel or glibc holds until it is done;
 //! [`pci`] (PCI functions and their drivers, in sysfs), [`vfio`] (VFIO containers, groups,
-//! devices, BARs, DMA mappings and hugepage memory); [`uring`] (io_uring_enter, buffer
-//! registration, the slots' iovec arrays).
+//! devices, BARs, DMA mappings and hugepage memory); [`uring`] (an io_uring ring with the
+//! slots whose memory its SQEs point to: every SQE built and pushed there,
+//! io_uring_enter, buffer registration).
 
-// The raw-call layer: every unsafe block of the crate outside buf.rs is here or in the
-// io_uring ring core, which says why it is not yet.
+// The raw-call layer: every unsafe block of the crate outside buf.rs is here.
 #![allow(unsafe_code)]
 
 pub(crate) mod aio;

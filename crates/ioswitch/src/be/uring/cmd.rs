@@ -47,20 +47,16 @@
 //! `register_buffers=1` is refused at open (fixed buffers for uring_cmd are not
 //! implemented).
 
-// Calls the ring core's `unsafe fn launch` (see the note in mod.rs): each entry built
-// here points into its own slot, which is what launch's contract asks.
-#![allow(unsafe_code)]
-
-use super::{check_poll_queues, check_sqpoll, check_usable, on_fd, End, Iface, Ring, Slot};
+use super::{check_poll_queues, check_sqpoll, check_usable, End, Iface, Ring, Slot};
 use crate::be::nvme::{self, WireData};
-use crate::be::{fill_iovecs, Build, Descriptor, Io, Role};
+use crate::be::{Build, Descriptor, Io, Role};
 use crate::buf::Data;
 use crate::cmd::Cmd;
 use crate::dev::{DevKind, Inner};
 use crate::error::Error;
 use crate::queue::Completion;
 use crate::spec::{errno_to_status, Status};
-use crate::sys::nvme::{NVME_URING_CMD_IO, NVME_URING_CMD_IO_VEC};
+use crate::sys::uring::{Payload, Refused};
 use ::io_uring::{cqueue, opcode, squeue, IoUring};
 use std::sync::Arc;
 
@@ -154,13 +150,9 @@ pub(crate) struct UringCmd {
     lba: u64,
 }
 
-/// The `io_uring_cmd` state of a slot.
-pub(crate) struct CmdSlot {
-    /// The slot's command is in the ring (a CQE for any other slot is stray).
-    in_ring: bool,
-    /// The DSM range of a file-set trim.
-    range: [u8; 16],
-}
+/// The `io_uring_cmd` state of a slot: none (the ring keeps the DSM range of a file-set
+/// trim in the slot, and hands out only CQEs of slots it has in the ring).
+pub(crate) struct CmdSlot;
 
 impl Iface for UringCmd {
     type Sqe = squeue::Entry128;
@@ -172,13 +164,11 @@ impl Iface for UringCmd {
     const LOCK_IOPOLL_ENTER: bool = true;
 
     fn new_slot() -> CmdSlot {
-        CmdSlot { in_ring: false, range: [0; 16] }
+        CmdSlot
     }
 
     #[inline(always)]
-    fn free(slot: &mut CmdSlot) {
-        slot.in_ring = false;
-    }
+    fn free(_: &mut CmdSlot) {}
 
     #[inline]
     fn submit(q: &mut Ring<UringCmd>, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
@@ -188,10 +178,7 @@ impl Iface for UringCmd {
     /// `res` is 0, the NVMe status field (positive), or a negative errno; the big CQE's
     /// first extra dword pair is the completion's DW0-1.
     #[inline(always)]
-    fn end(slot: &Slot<CmdSlot>, cqe: &cqueue::Entry32) -> End {
-        if !slot.x.in_ring {
-            return End::Stray;
-        }
+    fn end(_: &Slot<CmdSlot>, cqe: &cqueue::Entry32) -> End {
         let res = cqe.result();
         if res < 0 {
             End::Done(errno_to_status(res.wrapping_neg()), 0)
@@ -218,7 +205,7 @@ impl Ring<UringCmd> {
             Ok(w) => w,
             Err(why) => return Err((self.bad_command(cmd, why.into()), data)),
         };
-        let Some(idx) = self.take_slot() else { return Err((self.busy(), data)) };
+        let Some(id) = self.uring.take_slot() else { return Err((self.busy(), data)) };
         if self.iopoll && w.data == WireData::None {
             // Not through the IOPOLL ring (see the module docs): through the ioctl, now.
             let mut data = data;
@@ -227,38 +214,28 @@ impl Ring<UringCmd> {
                 Ok(result) => Completion { tag, status: Status::OK, result, data },
                 Err(status) => Completion { tag, status, result: 0, data },
             };
-            self.hold_ready(idx, c);
+            self.hold_ready(id, c);
             return Ok(());
         }
-        let slot = &mut self.slots[idx as usize];
-        slot.data = data;
-        slot.tag = tag;
-        let (addr, len, op) = match w.data {
-            WireData::None => (0, 0, NVME_URING_CMD_IO),
-            WireData::Range(r) => {
-                slot.x.range = r.to_bytes();
-                (slot.x.range.as_ptr() as u64, 16, NVME_URING_CMD_IO)
-            }
-            WireData::Bufs(len) => {
-                let n = fill_iovecs(slot.data.bufs(), len, &mut slot.iov.0);
-                let covered: u64 = slot.iov.0[..n].iter().map(|v| v.iov_len as u64).sum();
-                if covered < len || len > u32::MAX as u64 {
-                    let data = self.release(idx);
-                    let why = format!("the buffers hold fewer than the {len} bytes the command moves");
-                    return Err((self.bad_command(cmd, why), data));
-                }
-                if n == 1 {
-                    (slot.iov.0[0].iov_base as u64, slot.iov.0[0].iov_len as u32, NVME_URING_CMD_IO)
-                } else {
-                    (slot.iov.0.as_ptr() as u64, n as u32, NVME_URING_CMD_IO_VEC)
-                }
-            }
+        self.uring.meta_mut(&id).tag = tag;
+        self.uring.put(&id, data);
+        let payload = match w.data {
+            WireData::None => Payload::None,
+            WireData::Range(r) => Payload::Range(r.to_bytes()),
+            WireData::Bufs(len) => Payload::Bufs(len),
         };
-        let bytes = nvme::uring_cmd(&w.sqe, addr, len);
-        let entry = on_fd!(self, |t| opcode::UringCmd80::new(t, op).cmd(bytes).build());
-        self.slots[idx as usize].x.in_ring = true;
-        // SAFETY: everything the entry points to (the buffers, the slot's iovec array and
-        // DSM range) is owned by slot `idx`.
-        unsafe { self.launch(idx, entry) }
+        // The data pointer and length are written by the ring, from the slot's memory.
+        let bytes = nvme::uring_cmd(&w.sqe, 0, 0);
+        let t = self.target();
+        match self.uring.push_uring_cmd(id, t, bytes, payload) {
+            Ok(()) => self.launched(Ok(())),
+            Err((id, Refused::Full)) => self.launched(Err(id)),
+            Err((id, Refused::Short)) => {
+                let data = self.release(id);
+                let WireData::Bufs(len) = w.data else { unreachable!("only a command with buffers is short") };
+                let why = format!("the buffers hold fewer than the {len} bytes the command moves");
+                Err((self.bad_command(cmd, why), data))
+            }
+        }
     }
 }

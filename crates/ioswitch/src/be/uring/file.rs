@@ -59,19 +59,16 @@
 //! commands. Dropping the queue with commands in flight waits for them, or leaks their
 //! data (see [`super`]).
 
-// Calls the ring core's `unsafe fn launch` (see the note in mod.rs): each entry built
-// here points into its own slot, which is what launch's contract asks.
-#![allow(unsafe_code)]
-
-use super::{check_poll_queues, check_sqpoll, check_usable, on_fd, End, Iface, Ring, Slot, NO_SLOT};
-use crate::be::{exec_to_completion, fill_iovecs, Io, Op};
+use super::{check_poll_queues, check_sqpoll, check_usable, End, Iface, Ring, Slot};
+use crate::be::{exec_to_completion, Io, Op};
 use crate::be::{Build, Descriptor, Role};
 use crate::buf::{Buffer, Data};
 use crate::cmd::{Cmd, CmdSet};
 use crate::dev::{DevKind, Inner};
 use crate::error::Error;
 use crate::spec::{errno_to_status, Status};
-use ::io_uring::{cqueue, opcode, squeue, types, IoUring};
+use crate::sys::uring::{one_segment, SlotId};
+use ::io_uring::{cqueue, squeue, IoUring};
 use std::fs;
 use std::os::fd::RawFd;
 use std::path::PathBuf;
@@ -281,12 +278,14 @@ pub(crate) struct FileSlot {
 }
 
 /// The end of a command whose CQE result is not the expected one (errors, short
-/// transfers, positive fsync/fallocate results, the zero-range fallback, stray CQEs).
+/// transfers, positive fsync/fallocate results, the zero-range fallback).
 #[cold]
 #[inline(never)]
 fn outcome(slot: &FileSlot, res: i32) -> End {
     match slot.kind {
-        Kind::Free | Kind::Ready => End::Stray,
+        // The ring hands out only CQEs of slots it has in the ring, and those are Rw,
+        // Other or ZeroRange: not reached.
+        Kind::Free | Kind::Ready => End::Done(errno_to_status(libc::EIO), 0),
         // No zero range on this file system (tmpfs): a punched hole reads back as zeroes,
         // which is what write zeroes promises (as psync does).
         Kind::ZeroRange if res == -libc::EOPNOTSUPP => End::Again,
@@ -327,10 +326,9 @@ impl Iface for File {
 
     #[inline(always)]
     fn submit(q: &mut Ring<File>, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
-        if let (true, Op::Read | Op::Write, Data::One(b)) = (q.iface.plain, io.op, &data) {
+        if let (true, Op::Read | Op::Write, Data::One(_)) = (q.iface.plain, io.op, &data) {
             if io.len <= MAX_RW {
-                let ptr = b.as_ptr().cast_mut();
-                return q.submit_one(io, cmd, ptr, data, tag);
+                return q.submit_one(io, cmd, data, tag);
             }
         }
         q.submit_slow(io, cmd, data, tag)
@@ -340,7 +338,7 @@ impl Iface for File {
     /// `sqe->ioprio` (the fast path leaves it 0); one that would run outside the ring is
     /// refused, since that would lose its priority.
     fn submit_prio(q: &mut Ring<File>, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
-        if q.free_head == NO_SLOT {
+        if !q.uring.has_free_slot() {
             return Err((q.busy(), data));
         }
         if matches!(io.op, Op::Read | Op::Write)
@@ -375,18 +373,14 @@ impl Iface for File {
 
     /// A write zeroes that found no zero range goes again as a hole punch; if the SQ does
     /// not take it, the command ends with the EOPNOTSUPP it got.
-    fn again(q: &mut Ring<File>, idx: u32) -> Result<(), Status> {
+    fn again(q: &mut Ring<File>, id: SlotId) -> Result<(), (SlotId, Status)> {
         q.iface.zero_range = false;
-        let slot = &mut q.slots[idx as usize];
+        let slot = q.uring.meta_mut(&id);
         let (offset, len) = slot.x.zero;
         slot.x.kind = Kind::Other;
-        let e = q.fallocate_entry(offset, len, libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE);
-        // SAFETY: a fallocate entry points to no memory.
-        if unsafe { q.push(idx, e) } {
-            Ok(())
-        } else {
-            Err(errno_to_status(libc::EOPNOTSUPP))
-        }
+        let t = q.target();
+        let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+        q.uring.push_fallocate(id, t, offset, len, mode).map_err(|id| (id, errno_to_status(libc::EOPNOTSUPP)))
     }
 }
 
@@ -406,29 +400,29 @@ impl Ring<File> {
 
     /// The fast path: a one-buffer read or write with no registered file or buffer.
     #[inline(always)]
-    fn submit_one(&mut self, io: &Io, cmd: &Cmd, ptr: *mut u8, data: Data, tag: u64) -> Result<(), (Error, Data)> {
-        let Some(idx) = self.take_slot() else { return Err((self.busy(), data)) };
+    fn submit_one(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
         let len = io.len as u32; // io.len <= MAX_RW, checked by the caller
-        let t = types::Fd(self.fd);
-        let entry = if io.op == Op::Write {
-            opcode::Write::new(t, ptr, len).offset(io.offset).rw_flags(rw_flags(cmd)).build()
-        } else {
-            opcode::Read::new(t, ptr, len).offset(io.offset).build()
+        let write = io.op == Op::Write;
+        let flags = if write { rw_flags(cmd) } else { 0 };
+        let meta = |slot: &mut Slot<FileSlot>| {
+            slot.tag = tag;
+            slot.x.kind = Kind::Rw;
+            slot.x.expect = len as u64;
         };
-        let slot = &mut self.slots[idx as usize];
-        // A free slot's data is Data::None: nothing to drop.
-        std::mem::forget(std::mem::replace(&mut slot.data, data));
-        slot.tag = tag;
-        slot.x.kind = Kind::Rw;
-        slot.x.expect = len as u64;
-        // SAFETY: the entry points into the buffer of `data`, now owned by slot `idx`.
-        unsafe { self.launch(idx, entry) }
+        match self.uring.push_one(data, write, self.fd, io.offset, len, flags, meta) {
+            Ok(()) => {
+                self.unsubmitted += 1;
+                Ok(())
+            }
+            // No slot free (the SQ, at least `depth` long, cannot be full).
+            Err(data) => Err((self.busy(), data)),
+        }
     }
 
     /// Everything but the fast path.
     #[inline(never)]
     fn submit_slow(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
-        if self.free_head == NO_SLOT {
+        if !self.uring.has_free_slot() {
             return Err((self.busy(), data));
         }
         match io.op {
@@ -437,22 +431,19 @@ impl Ring<File> {
             {
                 self.submit_rw(io, cmd, data, tag)
             }
-            Op::Flush if !self.iopoll => {
-                let e = on_fd!(self, |t| opcode::Fsync::new(t).flags(types::FsyncFlags::DATASYNC).build());
-                self.submit_other(Kind::Other, e, data, tag)
-            }
+            Op::Flush if !self.iopoll => self.submit_other(Kind::Other, None, data, tag),
             Op::Trim if self.iface.fallocate => {
-                let e = self.fallocate_entry(io.offset, io.len, libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE);
-                self.submit_other(Kind::Other, e, data, tag)
+                let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+                self.submit_other(Kind::Other, Some((io.offset, io.len, mode)), data, tag)
             }
             Op::WriteZeroes if self.iface.fallocate => {
                 let keep = libc::FALLOC_FL_KEEP_SIZE;
                 if self.iface.zero_range {
-                    let e = self.fallocate_entry(io.offset, io.len, libc::FALLOC_FL_ZERO_RANGE | keep);
-                    self.submit_zero_range(e, (io.offset, io.len), data, tag)
+                    let mode = libc::FALLOC_FL_ZERO_RANGE | keep;
+                    self.submit_other(Kind::ZeroRange, Some((io.offset, io.len, mode)), data, tag)
                 } else {
-                    let e = self.fallocate_entry(io.offset, io.len, libc::FALLOC_FL_PUNCH_HOLE | keep);
-                    self.submit_other(Kind::Other, e, data, tag)
+                    let mode = libc::FALLOC_FL_PUNCH_HOLE | keep;
+                    self.submit_other(Kind::Other, Some((io.offset, io.len, mode)), data, tag)
                 }
             }
             Op::Passthru => {
@@ -475,102 +466,61 @@ impl Ring<File> {
 
     /// A read or write in general: several buffers, registered files or buffers.
     fn submit_rw(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
-        let Some(idx) = self.take_slot() else { return Err((self.busy(), data)) };
+        let Some(id) = self.uring.take_slot() else { return Err((self.busy(), data)) };
         let write = io.op == Op::Write;
-        let len = io.len as u32; // io.len <= MAX_RW, checked by the caller
         let rw_flags = if write { rw_flags(cmd) } else { 0 };
-        let slot = &mut self.slots[idx as usize];
-        slot.data = data;
+        // One buffer for the whole transfer: a registered buffer, with register_buffers=1.
+        let fixed = match &mut self.reg {
+            Some(t) if one_segment(&data, io.len) => {
+                t.index_for(&self.uring.submitter(), &data.bufs()[0], &mut self.syscalls)
+            }
+            _ => Ok(None),
+        };
+        let fixed = match fixed {
+            Ok(e) => e,
+            Err(e) => {
+                self.uring.release(id);
+                let what = "register a buffer (IORING_REGISTER_BUFFERS_UPDATE)";
+                return Err((self.error(what, e), data));
+            }
+        };
+        let slot = self.uring.meta_mut(&id);
         slot.tag = tag;
-        // One buffer needs no iovec.
-        let n = match &slot.data {
-            Data::One(_) => 1,
-            d => fill_iovecs(d.bufs(), io.len, &mut slot.iov.0),
-        };
-        let entry = if n == 1 {
-            // One buffer, or fill_iovecs used the first buffer only.
-            let buf = &mut slot.data.bufs_mut()[0];
-            let ptr = buf.as_mut_ptr();
-            let fixed = match &mut self.reg {
-                Some(t) => t.index_for(&self.ring.submitter(), buf, &mut self.syscalls),
-                None => Ok(None),
-            };
-            let fixed = match fixed {
-                Ok(e) => e,
-                Err(e) => {
-                    let data = self.release(idx);
-                    let what = "register a buffer (IORING_REGISTER_BUFFERS_UPDATE)";
-                    return Err((self.error(what, e), data));
-                }
-            };
-            let (off, pr) = (io.offset, cmd.ioprio);
-            match (write, fixed) {
-                (false, Some(e)) => {
-                    self.slots[idx as usize].reg = e as u32;
-                    on_fd!(self, |t| opcode::ReadFixed::new(t, ptr, len, e).offset(off).ioprio(pr).build())
-                }
-                (true, Some(e)) => {
-                    self.slots[idx as usize].reg = e as u32;
-                    on_fd!(self, |t| opcode::WriteFixed::new(t, ptr, len, e)
-                        .offset(off)
-                        .rw_flags(rw_flags)
-                        .ioprio(pr)
-                        .build())
-                }
-                (false, None) => on_fd!(self, |t| opcode::Read::new(t, ptr, len).offset(off).ioprio(pr).build()),
-                (true, None) => {
-                    on_fd!(self, |t| opcode::Write::new(t, ptr, len).offset(off).rw_flags(rw_flags).ioprio(pr).build())
-                }
-            }
-        } else {
-            let iov = slot.iov.0.as_ptr();
-            let (n, off, pr) = (n as u32, io.offset, cmd.ioprio);
-            if write {
-                on_fd!(self, |t| opcode::Writev::new(t, iov, n).offset(off).rw_flags(rw_flags).ioprio(pr).build())
-            } else {
-                on_fd!(self, |t| opcode::Readv::new(t, iov, n).offset(off).ioprio(pr).build())
-            }
-        };
-        let slot = &mut self.slots[idx as usize];
         slot.x.kind = Kind::Rw;
-        slot.x.expect = len as u64;
-        // SAFETY: the entry points into the buffers of the slot's data, or to the slot's
-        // iovec array (which points into them), all owned by slot `idx`.
-        unsafe { self.launch(idx, entry) }
+        slot.x.expect = io.len; // io.len <= MAX_RW, checked by the caller
+        if let Some(e) = fixed {
+            slot.reg = e as u32;
+        }
+        self.uring.put(&id, data);
+        let t = self.target();
+        let pushed = self.uring.push_rw(id, write, t, io.offset, io.len, rw_flags, fixed, cmd.ioprio).map(|_| ());
+        self.launched(pushed)
     }
 
-    /// Fsync or fallocate: commands with no data in the ring.
-    fn submit_other(&mut self, kind: Kind, entry: squeue::Entry, data: Data, tag: u64) -> Result<(), (Error, Data)> {
-        let Some(idx) = self.take_slot() else { return Err((self.busy(), data)) };
-        let slot = &mut self.slots[idx as usize];
-        slot.data = data;
-        slot.tag = tag;
-        slot.x.kind = kind;
-        slot.x.expect = 0;
-        // SAFETY: fsync and fallocate entries point to no memory.
-        unsafe { self.launch(idx, entry) }
-    }
-
-    fn submit_zero_range(
+    /// Fsync (`range` None) or fallocate (offset, length, mode): commands with no data in
+    /// the ring.
+    fn submit_other(
         &mut self,
-        entry: squeue::Entry,
-        range: (u64, u64),
+        kind: Kind,
+        range: Option<(u64, u64, i32)>,
         data: Data,
         tag: u64,
     ) -> Result<(), (Error, Data)> {
-        let Some(idx) = self.take_slot() else { return Err((self.busy(), data)) };
-        let slot = &mut self.slots[idx as usize];
-        slot.x.zero = range;
-        slot.data = data;
+        let Some(id) = self.uring.take_slot() else { return Err((self.busy(), data)) };
+        let slot = self.uring.meta_mut(&id);
         slot.tag = tag;
-        slot.x.kind = Kind::ZeroRange;
+        slot.x.kind = kind;
         slot.x.expect = 0;
-        // SAFETY: a fallocate entry points to no memory.
-        unsafe { self.launch(idx, entry) }
-    }
-
-    fn fallocate_entry(&self, offset: u64, len: u64, mode: i32) -> squeue::Entry {
-        on_fd!(self, |t| opcode::Fallocate::new(t, len).offset(offset).mode(mode).build())
+        if let Some((offset, len, _)) = range {
+            slot.x.zero = (offset, len);
+        }
+        self.uring.put(&id, data);
+        let t = self.target();
+        let pushed = match range {
+            None => self.uring.push_fdatasync(id, t),
+            Some((offset, len, mode)) => self.uring.push_fallocate(id, t, offset, len, mode),
+        };
+        self.launched(pushed)
     }
 
     /// Runs a command now through the sync interface; its completion waits in `ready`,
@@ -587,11 +537,11 @@ impl Ring<File> {
             };
             return Err((e, data));
         };
-        let Some(idx) = self.take_slot() else { return Err((self.busy(), data)) };
-        self.slots[idx as usize].x.kind = Kind::Ready;
+        let Some(id) = self.uring.take_slot() else { return Err((self.busy(), data)) };
+        self.uring.meta_mut(&id).x.kind = Kind::Ready;
         self.syscalls += sync.syscalls_per_cmd();
         let c = exec_to_completion(sync, io, cmd, data, tag);
-        self.hold_ready(idx, c);
+        self.hold_ready(id, c);
         Ok(())
     }
 }
@@ -914,20 +864,14 @@ mod tests {
 
     /// Every slot free, on the free list once, nothing in flight or queued.
     fn assert_idle(q: &IoUringQueue) {
-        assert_eq!(q.inflight, 0);
+        assert_eq!(q.uring.inflight(), 0);
         assert_eq!(q.unsubmitted, 0);
         assert!(q.ready.is_empty());
-        let mut seen = vec![false; q.slots.len()];
-        let mut i = q.free_head;
-        while i != NO_SLOT {
-            assert!(!seen[i as usize], "slot {i} twice on the free list");
-            seen[i as usize] = true;
-            i = q.slots[i as usize].next_free;
-        }
-        assert!(seen.iter().all(|&x| x), "a slot is missing from the free list");
-        for s in q.slots.iter() {
+        // The free list, the slots' data, nothing in the ring.
+        q.uring.assert_idle();
+        for i in 0..q.uring.slot_count() as u32 {
+            let s = q.uring.meta_at(i).unwrap();
             assert!(s.x.kind == Kind::Free && s.x.expect == NO_EXPECT && s.reg == NO_REG);
-            assert!(matches!(s.data, Data::None));
         }
     }
 
@@ -943,7 +887,7 @@ mod tests {
             put(&mut q, &dev, &Cmd::fs_read(i * 4096, 4096), dev.alloc(4096).unwrap().into(), i).unwrap();
         }
         // Submit and wait until all 16 CQEs are in the ring, without reaping any.
-        while q.unsubmitted > 0 || q.ring.completion().len() < 16 {
+        while q.unsubmitted > 0 || q.uring.cq_len() < 16 {
             q.enter_wait(16).unwrap();
         }
         let mut seen = Vec::new();
@@ -957,7 +901,7 @@ mod tests {
         }));
         assert!(r.is_err());
         assert_eq!(seen.len(), 5);
-        assert_eq!(q.inflight, 11);
+        assert_eq!(q.uring.inflight(), 11);
         let mut rest = Vec::new();
         let n = q
             .reap(11, u32::MAX, &mut |c: Completion| {
@@ -980,7 +924,7 @@ mod tests {
             q.reap(1, u32::MAX, &mut |_| panic!("callback panics"))
         }));
         assert!(r.is_err());
-        assert_eq!(q.inflight, 15);
+        assert_eq!(q.uring.inflight(), 15);
         drop(q);
         // Through a Queue: a panicking callback, then the drop does not hang.
         let mut q = dev.queue(16).unwrap();
@@ -1076,7 +1020,7 @@ mod tests {
             put(&mut q, &dev, &Cmd::fs_write(i * 4096, 4096), filled(&dev, i, 4096).into(), i).unwrap();
         }
         assert_eq!(q.unsubmitted, 2);
-        while q.unsubmitted > 0 || q.ring.completion().len() < 2 {
+        while q.unsubmitted > 0 || q.uring.cq_len() < 2 {
             q.enter_wait(2).unwrap();
         }
         for i in 2..4u64 {
@@ -1089,9 +1033,9 @@ mod tests {
         // One completion was there: no wait, one enter to submit the two queued.
         assert_eq!(q.syscalls() - before, 1);
         assert_eq!(q.unsubmitted, 0);
-        assert_eq!(q.inflight, 3);
-        while q.inflight > 0 {
-            q.commit_and_reap(q.inflight, u32::MAX, &mut |c| {
+        assert_eq!(q.uring.inflight(), 3);
+        while q.uring.inflight() > 0 {
+            q.commit_and_reap(q.uring.inflight(), u32::MAX, &mut |c| {
                 assert!(c.status.is_ok() && c.result == 4096);
                 tags.push(c.tag);
             })
@@ -1303,7 +1247,7 @@ mod tests {
                 q.commit().unwrap();
             }
         }
-        assert_eq!(q.inflight, 16);
+        assert_eq!(q.uring.inflight(), 16);
         drop(q);
     }
 

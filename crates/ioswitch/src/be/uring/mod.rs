@@ -27,10 +27,14 @@
 //! - **Registration**: the descriptor (`register_files=1`: commands name fixed file 0)
 //!   and, for the interfaces that use them, a sparse table of registered buffers
 //!   ([`reg::RegTable`]).
-//! - **Slots**: a table preallocated at queue creation, one slot per command (the tag,
-//!   the moved-in [`Data`], a stable iovec array, the interface's own state), a free list
-//!   threaded through the slots, and each SQE's `user_data` is its slot's index. No
-//!   allocation, no locking and no formatting happens on the submit and reap paths.
+//! - **Slots**: a table preallocated at queue creation, one slot per command, owned with
+//!   the ring by a [`sys::uring::Uring`](Uring): what an SQE may point to (the moved-in
+//!   [`Data`], a stable iovec array, a DSM range) is private to `sys`, which builds every
+//!   SQE from it and lets it out only once the slot's CQE is taken; beside it, in the same
+//!   slot, the core's [`Slot`] (the tag, the registered buffer, the interface's own state).
+//!   A free list is threaded through the slots, and each SQE's `user_data` is its slot's
+//!   index. No allocation, no locking and no formatting happens on the submit and reap
+//!   paths.
 //! - **Commit**: every SQE written since the last commit goes to the kernel with one
 //!   `io_uring_enter` (made directly, not through the crate's `Submitter`, which builds a
 //!   view of the ring's registers per call); with SQPOLL, commit enters only to wake a
@@ -48,21 +52,12 @@
 //!   at queue creation, is handed out: reap hands those out before anything from the
 //!   kernel.
 //! - **Drop**: a queue dropped with commands in flight waits for them; if waiting fails
-//!   or makes no progress, the slot table and the data of every command in it are
-//!   leaked, never freed while the kernel may still write into them.
+//!   or makes no progress, the `Uring` leaks the slot table and the data of every command
+//!   in it, never freed while the kernel may still write into them.
 //!
 //! The `syscalls` counter counts `io_uring_enter` calls, buffer registrations and the
 //! syscalls of inline commands; the setup of the ring (creating it, registering the
 //! descriptor and the empty buffer table) is not counted.
-
-// An SQE pushed onto the ring points at buffers and iovecs that the ring core's slot
-// table keeps alive until the CQE is reaped: `Ring::push`/`launch` are `unsafe fn`s whose
-// contract the interfaces (file.rs, cmd.rs) meet, and the slot table is here. Moving that
-// ownership into `sys` means rewriting the ring core (issue 12, part 3: what is left):
-// `sys` would have to build every entry kind from the slot it owns and see each CQE
-// consumed before a slot's data may come out. `io_uring_enter` and the buffer
-// registration are already in `sys::uring`.
-#![allow(unsafe_code)]
 
 pub(crate) mod cmd;
 pub(crate) mod file;
@@ -75,13 +70,13 @@ use crate::dev::Inner;
 use crate::error::Error;
 use crate::queue::Completion;
 use crate::spec::{errno_to_status, Status};
-use crate::sys::uring::{enter, Iovecs, ENTER_GETEVENTS, ENTER_SQ_WAKEUP};
-use ::io_uring::{cqueue, squeue, IoUring};
+use crate::sys::uring::{Cqe, SlotId, Sqe, Target, Uring, ENTER_GETEVENTS, ENTER_SQ_WAKEUP};
+use ::io_uring::{squeue, IoUring};
 use reg::RegTable;
 use std::collections::VecDeque;
 use std::fs;
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::RawFd;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -97,56 +92,8 @@ pub(crate) const TUNABLES: &[(&str, Option<&str>)] = &[
 
 /// How long the SQPOLL thread spins without work before it sleeps (the kernel default).
 const SQPOLL_IDLE_MS: u32 = 1000;
-/// End of the free list.
-const NO_SLOT: u32 = u32::MAX;
 /// `Slot::reg` when the command uses no registered buffer.
 const NO_REG: u32 = u32::MAX;
-
-/// A submission entry type of the io-uring crate: 64 bytes (`squeue::Entry`) or 128
-/// (`squeue::Entry128`).
-pub(crate) trait Sqe: squeue::EntryMarker + Send {
-    /// How a ring of these entries is described in errors ("" for the plain ring).
-    const RING: &'static str;
-    /// The entry with its `user_data` set.
-    fn with_user_data(self, user_data: u64) -> Self;
-}
-
-impl Sqe for squeue::Entry {
-    const RING: &'static str = "";
-    #[inline(always)]
-    fn with_user_data(self, user_data: u64) -> Self {
-        self.user_data(user_data)
-    }
-}
-
-impl Sqe for squeue::Entry128 {
-    const RING: &'static str = " with 128-byte SQEs";
-    #[inline(always)]
-    fn with_user_data(self, user_data: u64) -> Self {
-        self.user_data(user_data)
-    }
-}
-
-/// A completion entry type of the io-uring crate: 16 bytes (`cqueue::Entry`) or 32
-/// (`cqueue::Entry32`).
-pub(crate) trait Cqe: cqueue::EntryMarker {
-    /// The `user_data` of the SQE it completes: a slot index.
-    fn user_data(&self) -> u64;
-}
-
-impl Cqe for cqueue::Entry {
-    #[inline(always)]
-    fn user_data(&self) -> u64 {
-        cqueue::Entry::user_data(self)
-    }
-}
-
-impl Cqe for cqueue::Entry32 {
-    #[inline(always)]
-    fn user_data(&self) -> u64 {
-        cqueue::Entry32::user_data(self)
-    }
-}
 
 /// What is particular to one io_uring interface; the [`Ring`] does the rest.
 pub(crate) trait Iface: Send + Sized {
@@ -171,9 +118,9 @@ pub(crate) trait Iface: Send + Sized {
     fn new_slot() -> Self::Slot;
     /// Puts a slot's state back to that of a free slot.
     fn free(slot: &mut Self::Slot);
-    /// Takes a checked command: writes its SQE (through [`Ring::launch`]) or runs it
-    /// inline (through [`Ring::hold_ready`]). Must not block on the ring. Returns the
-    /// data on error.
+    /// Takes a checked command: pushes its SQE (through the `Uring`'s pushes and
+    /// [`Ring::launched`]) or runs it inline (through [`Ring::hold_ready`]). Must not block
+    /// on the ring. Returns the data on error.
     fn submit(q: &mut Ring<Self>, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)>;
     /// [`submit`](Iface::submit) of a read or write with an I/O priority (see
     /// [`AsyncQueue::submit_prio`]); interfaces that carry none keep this refusal.
@@ -189,12 +136,12 @@ pub(crate) trait Iface: Send + Sized {
     }
     /// How the CQE of a slot ends its command.
     fn end(slot: &Slot<Self::Slot>, cqe: &Self::Cqe) -> End;
-    /// For [`End::Again`]: resubmits slot `idx`'s command in another form (through
-    /// [`Ring::push`]); when it cannot, the status the command completes with.
-    /// Interfaces whose `end` never says `Again` keep this default.
-    fn again(q: &mut Ring<Self>, idx: u32) -> Result<(), Status> {
-        let _ = (q, idx);
-        Err(errno_to_status(libc::EIO))
+    /// For [`End::Again`]: pushes slot `id`'s command again in another form; when it
+    /// cannot, the slot back with the status the command completes with. Interfaces whose
+    /// `end` never says `Again` keep this default.
+    fn again(q: &mut Ring<Self>, id: SlotId) -> Result<(), (SlotId, Status)> {
+        let _ = q;
+        Err((id, errno_to_status(libc::EIO)))
     }
 }
 
@@ -202,28 +149,23 @@ pub(crate) trait Iface: Send + Sized {
 pub(crate) enum End {
     /// The command's completion, with this status and result.
     Done(Status, u64),
-    /// Not a command's end (no command of the ring in that slot): ignored.
-    Stray,
     /// The command goes to the ring again in another form ([`Iface::again`]).
     Again,
 }
 
-/// One command's place in the queue.
+/// The ring core's part of one command's slot (the `Uring` keeps the data and what the
+/// SQE points to beside it).
 pub(crate) struct Slot<X> {
     tag: u64,
-    data: Data,
     /// Registered-buffer table entry the command uses, or NO_REG.
     reg: u32,
-    /// Next free slot (NO_SLOT: none), while this one is free.
-    next_free: u32,
-    iov: Box<Iovecs>,
     /// The interface's state.
     x: X,
 }
 
 impl<X> Slot<X> {
-    fn new(next_free: u32, x: X) -> Slot<X> {
-        Slot { tag: 0, data: Data::None, reg: NO_REG, next_free, iov: Iovecs::new(), x }
+    fn new(x: X) -> Slot<X> {
+        Slot { tag: 0, reg: NO_REG, x }
     }
 }
 
@@ -231,42 +173,22 @@ impl<X> Slot<X> {
 /// that ask for it ([`Iface::LOCK_IOPOLL_ENTER`]).
 static IOPOLL_ENTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Builds an SQE on the queue's descriptor: fixed file 0 when it is registered.
-macro_rules! on_fd {
-    ($q:expr, |$t:ident| $body:expr) => {
-        if $q.fixed_file {
-            let $t = ::io_uring::types::Fixed(0);
-            $body
-        } else {
-            let $t = ::io_uring::types::Fd($q.fd);
-            $body
-        }
-    };
-}
-use on_fd;
-
 /// A queue on one io_uring ring, for the interface `I`.
 pub(crate) struct Ring<I: Iface> {
-    ring: IoUring<I::Sqe, I::Cqe>,
-    /// The ring's descriptor, for `io_uring_enter`.
-    ring_fd: RawFd,
+    /// The ring and the slots (what SQEs point to, and the core's [`Slot`] beside it).
+    uring: Uring<I::Sqe, I::Cqe, Slot<I::Slot>>,
     dev: Arc<Inner>,
     fd: RawFd,
     fixed_file: bool,
     sqpoll: bool,
     iopoll: bool,
     depth: u32,
-    slots: Box<[Slot<I::Slot>]>,
-    /// First free slot (NO_SLOT: none); the list runs through `Slot::next_free`.
-    free_head: u32,
-    /// Slots holding a command the kernel has or will have (not counting inline ones).
-    inflight: u32,
     /// Without SQPOLL: SQEs written and not yet consumed by the kernel (the kernel takes
     /// SQEs only in an `io_uring_enter` of ours, which says how many it took). With
     /// SQPOLL: SQEs written since the last commit.
     unsubmitted: u32,
     /// Completions of inline commands, with their slots; capacity `depth`.
-    ready: VecDeque<(u32, Completion)>,
+    ready: VecDeque<(SlotId, Completion)>,
     reg: Option<RegTable>,
     syscalls: u64,
     /// The interface's own state.
@@ -431,17 +353,13 @@ impl<I: Iface> Ring<I> {
             None
         };
         Ok(Ring {
-            ring_fd: ring.as_raw_fd(),
-            ring,
+            uring: Uring::new(ring, depth, || Slot::new(I::new_slot())),
             dev: dev.clone(),
             fd,
             fixed_file: o.register_files,
             sqpoll: o.sqpoll,
             iopoll: o.iopoll,
             depth,
-            slots: (0..depth).map(|i| Slot::new(if i + 1 < depth { i + 1 } else { NO_SLOT }, I::new_slot())).collect(),
-            free_head: 0,
-            inflight: 0,
             unsubmitted: 0,
             ready: VecDeque::with_capacity(depth as usize),
             reg,
@@ -462,67 +380,53 @@ impl<I: Iface> Ring<I> {
         Error::Busy { depth: self.depth }
     }
 
-    /// Takes a free slot off the list.
+    /// The file commands name: fixed file 0 when the descriptor is registered.
     #[inline(always)]
-    fn take_slot(&mut self) -> Option<u32> {
-        let idx = self.free_head;
-        let slot = self.slots.get(idx as usize)?;
-        self.free_head = slot.next_free;
-        Some(idx)
-    }
-
-    /// Frees a slot and returns its data.
-    #[inline]
-    fn release(&mut self, idx: u32) -> Data {
-        release::<I>(&mut self.slots[idx as usize], idx, &mut self.free_head, &mut self.reg)
-    }
-
-    /// Writes one SQE for slot `idx`. False when the SQ is full (it cannot be: it has at
-    /// least `depth` entries and every SQE holds a slot).
-    ///
-    /// # Safety
-    ///
-    /// Everything the entry points to (buffers, the slot's iovec array, the interface's
-    /// slot state) must be owned by slot `idx` and stay there, unmoved and untouched,
-    /// until the CQE of that slot is reaped or the queue is dropped (which waits for it,
-    /// or leaks it): the slot table is a boxed slice that never moves or grows.
-    #[inline(always)]
-    unsafe fn push(&mut self, idx: u32, entry: I::Sqe) -> bool {
-        let entry = entry.with_user_data(idx as u64);
-        // SAFETY: the caller keeps what the entry points to alive and in place until its
-        // CQE is reaped (this function's contract).
-        unsafe { self.ring.submission().push(&entry) }.is_ok()
-    }
-
-    /// Writes the SQE of slot `idx`, whose fields are set; on failure frees the slot and
-    /// hands back the data.
-    ///
-    /// # Safety
-    ///
-    /// As for [`Self::push`].
-    #[inline(always)]
-    unsafe fn launch(&mut self, idx: u32, entry: I::Sqe) -> Result<(), (Error, Data)> {
-        // SAFETY: passed on from the caller.
-        if unsafe { self.push(idx, entry) } {
-            self.inflight += 1;
-            self.unsubmitted += 1;
-            return Ok(());
+    fn target(&self) -> Target {
+        if self.fixed_file {
+            Target::Fixed(0)
+        } else {
+            Target::Fd(self.fd)
         }
-        self.launch_failed(idx)
+    }
+
+    /// Frees slot `id` (ends its use of a registered buffer) and returns its data.
+    #[inline]
+    fn release(&mut self, id: SlotId) -> Data {
+        let slot = self.uring.meta_mut(&id);
+        I::free(&mut slot.x);
+        if slot.reg != NO_REG {
+            unuse_reg(&mut slot.reg, &mut self.reg);
+        }
+        self.uring.release(id)
+    }
+
+    /// After a push of slot `id`'s SQE: counts it, or (the SQ full: it cannot be, it has
+    /// at least `depth` entries and every SQE holds a slot) frees the slot and hands back
+    /// the data.
+    #[inline(always)]
+    fn launched(&mut self, pushed: Result<(), SlotId>) -> Result<(), (Error, Data)> {
+        match pushed {
+            Ok(()) => {
+                self.unsubmitted += 1;
+                Ok(())
+            }
+            Err(id) => self.launch_failed(id),
+        }
     }
 
     #[cold]
     #[inline(never)]
-    fn launch_failed(&mut self, idx: u32) -> Result<(), (Error, Data)> {
-        let data = self.release(idx);
+    fn launch_failed(&mut self, id: SlotId) -> Result<(), (Error, Data)> {
+        let data = self.release(id);
         Err((self.busy(), data))
     }
 
-    /// The completion of an inline command in slot `idx`: it waits in `ready`, holding
+    /// The completion of an inline command in slot `id`: it waits in `ready`, holding
     /// the slot until it is handed out.
     #[inline]
-    fn hold_ready(&mut self, idx: u32, c: Completion) {
-        self.ready.push_back((idx, c));
+    fn hold_ready(&mut self, id: SlotId, c: Completion) {
+        self.ready.push_back((id, c));
     }
 
     /// Hands out completions of inline commands, at most `max`.
@@ -531,8 +435,8 @@ impl<I: Iface> Ring<I> {
     fn hand_out_ready(&mut self, max: u32, f: &mut impl FnMut(Completion)) -> u32 {
         let mut n = 0;
         while n < max {
-            let Some((idx, c)) = self.ready.pop_front() else { break };
-            self.release(idx);
+            let Some((id, c)) = self.ready.pop_front() else { break };
+            self.release(id);
             f(c);
             n += 1;
         }
@@ -545,7 +449,7 @@ impl<I: Iface> Ring<I> {
         self.syscalls += 1;
         let _guard = (I::LOCK_IOPOLL_ENTER && self.iopoll && !self.sqpoll)
             .then(|| IOPOLL_ENTER.lock().unwrap_or_else(|p| p.into_inner()));
-        enter(self.ring_fd, to_submit, want, flags)
+        self.uring.enter(to_submit, want, flags)
     }
 
     /// Without SQPOLL: after an `io_uring_enter` that was given `to_submit` SQEs and took
@@ -565,7 +469,7 @@ impl<I: Iface> Ring<I> {
     #[cold]
     #[inline(never)]
     fn resync_unsubmitted(&mut self) {
-        self.unsubmitted = self.ring.submission().len() as u32;
+        self.unsubmitted = self.uring.sq_len();
     }
 
     /// One `io_uring_enter` that submits what is queued and waits for `want` completions
@@ -593,9 +497,8 @@ impl<I: Iface> Ring<I> {
     #[cold]
     #[inline(never)]
     fn sqpoll_enter_args(&mut self) -> (u32, u32) {
-        let sq = self.ring.submission();
-        let wake = if sq.need_wakeup() { ENTER_SQ_WAKEUP } else { 0 };
-        (sq.len() as u32, ENTER_GETEVENTS | wake)
+        let wake = if self.uring.sq_need_wakeup() { ENTER_SQ_WAKEUP } else { 0 };
+        (self.uring.sq_len(), ENTER_GETEVENTS | wake)
     }
 
     #[cold]
@@ -604,68 +507,74 @@ impl<I: Iface> Ring<I> {
         self.error("io_uring_enter (wait for completions)", io::Error::from_raw_os_error(errno))
     }
 
-    /// Takes up to `limit` completions from the CQ ring, without a syscall.
+    /// Takes up to `limit` (at least 1) completions from the CQ ring, without a syscall.
     ///
-    /// One view of the CQ serves the whole batch; dropping it publishes the new head, also
-    /// when a callback panics: a completion is counted out of `inflight` and its slot
-    /// freed before its callback runs, so the CQEs handed out are consumed exactly once
-    /// and the rest stay in the ring for the next reap (or the drop).
+    /// One view of the CQ serves the whole batch ([`Uring::take_cqes`]); dropping it
+    /// publishes the new head, also when a callback panics: a completion's slot is freed
+    /// before its callback runs, so the CQEs handed out are consumed exactly once and the
+    /// rest stay in the ring for the next reap (or the drop).
     #[inline(always)]
     fn take_cqes(&mut self, limit: u32, f: &mut impl FnMut(Completion)) -> u32 {
         let mut n = 0;
         loop {
             let mut again = None;
-            let mut cq = self.ring.completion();
-            while n < limit {
-                let Some(cqe) = cq.next() else { break };
-                let user_data = cqe.user_data();
-                let Some(slot) = usize::try_from(user_data).ok().and_then(|i| self.slots.get_mut(i)) else {
-                    continue;
-                };
-                let idx = user_data as u32;
-                let (status, result) = match I::end(slot, &cqe) {
-                    End::Done(status, result) => (status, result),
-                    End::Stray => continue,
-                    End::Again => {
-                        again = Some(idx);
-                        break;
+            let reg = &mut self.reg;
+            // Inlined: a closure called per CQE that stays a call costs more than its body.
+            self.uring.take_cqes(
+                #[inline(always)]
+                |mut r, cqe| {
+                    let slot = r.meta();
+                    let (status, result) = match I::end(slot, cqe) {
+                        End::Done(status, result) => (status, result),
+                        End::Again => {
+                            again = Some(r.keep());
+                            return false;
+                        }
+                    };
+                    let tag = slot.tag;
+                    I::free(&mut slot.x);
+                    if slot.reg != NO_REG {
+                        unuse_reg(&mut slot.reg, reg);
                     }
-                };
-                let tag = slot.tag;
-                let data = release::<I>(slot, idx, &mut self.free_head, &mut self.reg);
-                self.inflight -= 1;
-                f(Completion { tag, status, result, data });
-                n += 1;
-            }
-            drop(cq);
+                    let data = r.release();
+                    f(Completion { tag, status, result, data });
+                    n += 1;
+                    n < limit
+                },
+            );
             // The resubmission writes to the SQ, so it waits until the CQ view is gone (its
             // CQE already consumed; no callback runs in between).
-            let Some(idx) = again else { return n };
-            if let Some(c) = self.again(idx) {
+            let Some(id) = again else { return n };
+            if let Some(c) = self.again(id) {
                 f(c);
                 n += 1;
+            }
+            if n >= limit {
+                return n;
             }
         }
     }
 
-    /// Resubmits slot `idx` ([`Iface::again`]); returns its completion if it cannot.
+    /// Pushes slot `id` again ([`Iface::again`]); returns its completion if it cannot.
     #[cold]
     #[inline(never)]
-    fn again(&mut self, idx: u32) -> Option<Completion> {
-        let Err(status) = I::again(self, idx) else {
-            self.unsubmitted += 1;
-            return None;
+    fn again(&mut self, id: SlotId) -> Option<Completion> {
+        let (id, status) = match I::again(self, id) {
+            Ok(()) => {
+                self.unsubmitted += 1;
+                return None;
+            }
+            Err(e) => e,
         };
-        let tag = self.slots[idx as usize].tag;
-        let data = self.release(idx);
-        self.inflight -= 1;
+        let tag = self.uring.meta_mut(&id).tag;
+        let data = self.release(id);
         Some(Completion { tag, status, result: 0, data })
     }
 
     /// Whether the kernel has completions of punted work to post (COOP_TASKRUN).
     #[inline]
     fn taskrun(&mut self) -> bool {
-        self.ring.submission().taskrun()
+        self.uring.taskrun()
     }
 
     /// [`AsyncQueue::reap`], inlined into both reaping entry points. A failure to enter
@@ -676,18 +585,18 @@ impl<I: Iface> Ring<I> {
         if !self.ready.is_empty() {
             n = self.hand_out_ready(max, f);
         }
-        let min = min.min(max).min(n.saturating_add(self.inflight));
+        let min = min.min(max).min(n.saturating_add(self.uring.inflight()));
         let mut entered = false;
         // Without SQPOLL the kernel has seen none of the SQEs still in the SQ: when those
         // are all the commands in flight, no CQE can be waiting and the first look is
         // skipped.
-        let mut look = self.sqpoll || self.inflight != self.unsubmitted;
+        let mut look = self.sqpoll || self.uring.inflight() != self.unsubmitted;
         loop {
             if look && n < max {
                 n += self.take_cqes(max - n, f);
             }
             look = true;
-            if n >= max || self.inflight == 0 {
+            if n >= max || self.uring.inflight() == 0 {
                 break;
             }
             let want = if n >= min {
@@ -707,20 +616,6 @@ impl<I: Iface> Ring<I> {
         }
         Ok(n)
     }
-}
-
-/// Frees `slot`, whose index is `idx` (puts it on the free list, ends its use of a
-/// registered buffer), and returns its data. A free function over the fields it needs, so
-/// it can run while a view of the ring is borrowed.
-#[inline(always)]
-fn release<I: Iface>(slot: &mut Slot<I::Slot>, idx: u32, free_head: &mut u32, reg: &mut Option<RegTable>) -> Data {
-    I::free(&mut slot.x);
-    if slot.reg != NO_REG {
-        unuse_reg(&mut slot.reg, reg);
-    }
-    slot.next_free = *free_head;
-    *free_head = idx;
-    std::mem::take(&mut slot.data)
 }
 
 #[cold]
@@ -746,10 +641,7 @@ impl<I: Iface> AsyncQueue for Ring<I> {
         if self.sqpoll {
             let queued = std::mem::take(&mut self.unsubmitted);
             // The SQEs are already visible to the poll thread; enter only to wake it.
-            let wake = {
-                let sq = self.ring.submission();
-                !sq.is_empty() && sq.need_wakeup()
-            };
+            let wake = self.uring.sq_len() > 0 && self.uring.sq_need_wakeup();
             if wake {
                 if let Err(e) = self.enter(0, 0, ENTER_SQ_WAKEUP) {
                     if !matches!(e.raw_os_error(), Some(libc::EINTR | libc::EAGAIN | libc::EBUSY)) {
@@ -817,17 +709,15 @@ impl<I: Iface> Drop for Ring<I> {
         // Queue::drop drains first; this is the safety net. Wait for every command the
         // kernel may still be working on, so no buffer is freed under it.
         let mut sink = |c: Completion| drop(c);
-        while self.inflight > 0 {
-            let want = self.inflight.saturating_add(self.ready.len() as u32);
+        while self.uring.inflight() > 0 {
+            let want = self.uring.inflight().saturating_add(self.ready.len() as u32);
             match self.reap_inline(want, u32::MAX, &mut sink) {
                 Ok(n) if n > 0 => {}
-                _ => {
-                    // Cannot prove the kernel is done (waiting failed, or made no
-                    // progress): leak the slot table, with the data and the iovec arrays
-                    // of the commands in flight, rather than free memory it may write into.
-                    std::mem::forget(std::mem::take(&mut self.slots));
-                    return;
-                }
+                // Cannot prove the kernel is done (waiting failed, or made no progress):
+                // the Uring's drop leaks the slot table, with the data and the iovec
+                // arrays of the commands in flight, rather than free memory it may write
+                // into.
+                _ => return,
             }
         }
     }

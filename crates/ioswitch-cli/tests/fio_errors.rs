@@ -7,19 +7,11 @@
 //! Needs fio and a tmpfs mount (root); the test skips with the reason where `mount`
 //! refuses.
 
-use ioswitch_testkit::dirs::Scratch;
+use ioswitch_testkit::dirs::{Scratch, Tmpfs};
 use ioswitch_testkit::{have, skip, text};
 use std::process::{Command, Output, Stdio};
 
 /// A 1 MiB tmpfs mounted on a directory, unmounted when dropped.
-struct Tmpfs(String);
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
-    }
-}
-
 /// Exit status, (error, total_err, first_error, bytes written), lines on stderr.
 type Outcome = (Option<i32>, Option<(i64, i64, i64, u64)>, usize);
 
@@ -44,14 +36,10 @@ fn ignore_error_goes_on_after_the_listed_errnos_as_fio_does() {
     }
     let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "errors");
     let mnt = s.path("mnt");
-    std::fs::create_dir_all(&mnt).expect("make the mount point");
-    let m = Command::new("mount").args(["-t", "tmpfs", "-o", "size=1m", "tmpfs", &mnt]).output();
-    match m {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => return skip(t, &format!("cannot mount a tmpfs: {}", text(&o.stderr).trim())),
-        Err(e) => return skip(t, &format!("cannot run mount: {e}")),
-    }
-    let _mounted = Tmpfs(mnt.clone());
+    let _mounted = match Tmpfs::mount(&mnt, "1m") {
+        Ok(m) => m,
+        Err(why) => return skip(t, &why),
+    };
     let file = format!("{mnt}/f");
     // Each case: the options, and whether the job goes on (after 768 failed writes).
     let cases: [(&[&str], bool); 5] = [

@@ -9,19 +9,11 @@
 //! Needs fio and a tmpfs mount (root); the test skips with the reason where `mount`
 //! refuses.
 
-use ioswitch_testkit::dirs::Scratch;
+use ioswitch_testkit::dirs::{Scratch, Tmpfs};
 use ioswitch_testkit::{have, skip, text};
 use std::process::{Command, Output, Stdio};
 
 /// A tmpfs mounted on a directory, unmounted when dropped.
-struct Tmpfs(String);
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
-    }
-}
-
 /// Bytes free on the file system holding `dir` (stat -f: free blocks × block size).
 fn free_bytes(dir: &str) -> u64 {
     let o = Command::new("stat").args(["-f", "-c", "%f %S", dir]).output().expect("run stat -f");
@@ -61,14 +53,10 @@ fn fill_device_writes_until_the_file_system_is_full_as_fio_does() {
     }
     let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fill");
     let mnt = s.path("mnt");
-    std::fs::create_dir_all(&mnt).expect("make the mount point");
-    let m = Command::new("mount").args(["-t", "tmpfs", "-o", "size=16m", "tmpfs", &mnt]).output();
-    match m {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => return skip(t, &format!("cannot mount a tmpfs: {}", text(&o.stderr).trim())),
-        Err(e) => return skip(t, &format!("cannot run mount: {e}")),
-    }
-    let _mounted = Tmpfs(mnt.clone());
+    let _mounted = match Tmpfs::mount(&mnt, "16m") {
+        Ok(m) => m,
+        Err(why) => return skip(t, &why),
+    };
     let file = format!("{mnt}/f");
     let bs = 64u64 << 10;
     let common = |extra: &[&str]| -> Vec<String> {

@@ -1,4 +1,5 @@
-//! Directories for tests: scratch directories, a directory on a disk file system.
+//! Directories for tests: scratch directories, a directory on a disk file system, a small
+//! tmpfs of a chosen size.
 
 use std::fs;
 use std::os::unix::fs::OpenOptionsExt;
@@ -95,4 +96,31 @@ pub fn direct_works(dir: &Path, probe: &str) -> Result<(), String> {
         fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).custom_flags(libc::O_DIRECT).open(&p);
     let _ = fs::remove_file(&p);
     r.map(|_| ()).map_err(|e| format!("the file system of {} refuses O_DIRECT: {e}", dir.display()))
+}
+
+/// A tmpfs mounted for one test (a file system that fills up at a known size), unmounted
+/// when dropped: declare it after the [`Scratch`] holding its mount point, so that it is
+/// unmounted before the directory is removed.
+pub struct Tmpfs(String);
+
+impl Tmpfs {
+    /// Mounts a tmpfs of `size` (mount's `size=` value, e.g. `16m`) at `dir`, made when
+    /// missing. `Err` says why it could not be (not root, no `mount`): a reason to skip.
+    pub fn mount(dir: &str, size: &str) -> Result<Tmpfs, String> {
+        fs::create_dir_all(dir).map_err(|e| format!("cannot make the mount point {dir}: {e}"))?;
+        let o = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs", dir])
+            .output()
+            .map_err(|e| format!("cannot run mount: {e}"))?;
+        if !o.status.success() {
+            return Err(format!("cannot mount a tmpfs: {}", String::from_utf8_lossy(&o.stderr).trim()));
+        }
+        Ok(Tmpfs(dir.to_string()))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
 }

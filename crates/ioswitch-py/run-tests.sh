@@ -2,8 +2,10 @@
 # Builds the Python module `ioswitch` and runs its pytest suite.
 #
 # A virtual environment under target/ (reused when present) gets maturin and pytest from
-# PyPI; the wheel is built with `maturin build --release` (abi3: one wheel for CPython
-# >= 3.11) into target/wheels and installed into it. Extra arguments go to pytest.
+# PyPI; the wheel is built with `maturin build` (abi3: one wheel for CPython >= 3.11), in
+# cargo's dev profile, which reuses what `cargo test --workspace` built (a release build
+# recompiled the library and its dependencies: about half of this stage's 72 s), into
+# target/wheels and installed into it. IOSWITCH_PY_RELEASE=1 builds it with --release. Extra arguments go to pytest.
 # Exits non-zero when the build or a test fails.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -25,9 +27,11 @@ if ! "$venv/bin/python" -c 'import pytest' 2>/dev/null || ! [ -x "$venv/bin/matu
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'maturin>=1.5,<2.0' pytest
 fi
 
-echo "==== building the wheel (maturin build --release)"
+profile=()
+[ "${IOSWITCH_PY_RELEASE:-0}" = 1 ] && profile=(--release)
+echo "==== building the wheel (maturin build ${profile[*]:-(dev profile)})"
 rm -rf "$wheels"
-(cd "$here" && "$venv/bin/maturin" build --release --quiet --interpreter "$venv/bin/python" --out "$wheels")
+(cd "$here" && "$venv/bin/maturin" build "${profile[@]}" --quiet --interpreter "$venv/bin/python" --out "$wheels")
 wheel=("$wheels"/ioswitch-*.whl)
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "${wheel[0]}"
 

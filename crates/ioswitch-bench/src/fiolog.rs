@@ -299,8 +299,10 @@ pub fn inflate(bytes: &[u8]) -> Result<String, String> {
     inflate_capped(bytes, MAX_INFLATED)
 }
 
-/// The most sample bytes [`inflate`] takes from one compressed log: 1 GiB, about 30 million
-/// samples (a day of a 1 ms per-job log is 86 million bytes; fio's own inflate has no cap).
+/// The most sample bytes [`inflate`] takes from one compressed log: 1 GiB, 33.5 million
+/// 32-byte samples (26.8 million with offsets), about 9 hours of a log with one sample per
+/// millisecond; a longer log is refused with the error that names this cap, and is read
+/// after `fio --inflate-log` has turned it into text (fio's own inflate has no cap).
 pub const MAX_INFLATED: u64 = 1 << 30;
 
 fn inflate_capped(bytes: &[u8], cap: u64) -> Result<String, String> {
@@ -323,7 +325,7 @@ fn inflate_capped(bytes: &[u8], cap: u64) -> Result<String, String> {
         })?;
         if raw.len() as u64 > left_to_take {
             return Err(format!(
-                "zlib stream {stream} (byte {at}) inflates past {cap} bytes of samples in all: too large for a log this tool reads"
+                "zlib stream {stream} (byte {at}) inflates past {cap} bytes of samples in all: too large for a log this tool inflates in memory (turn it into a text log with `fio --inflate-log FILE`, and give that)"
             ));
         }
         total += raw.len() as u64;

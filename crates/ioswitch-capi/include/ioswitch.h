@@ -1281,6 +1281,38 @@ int ioswitch_queue_submit_at_commit(struct ioswitch_queue *q,
                                     uint64_t user_data);
 
 /**
+ * `ioswitch_queue_submit_at_commit`, then a reap that does not wait: what has completed
+ * by then is written to `evs` from `evs[*n]` on, at most up to `evs[max - 1]`, as
+ * `ioswitch_queue_reap_at` writes it (each completion once, its slot already free
+ * again), and `*n` counts it (`evs[0..*n]` are the caller's, untouched). One call instead
+ * of a submission and a reap for a caller that looks for completions after every
+ * command (the fio engine at `iodepth_batch=1`): completions of the nil interface, and
+ * of any interface that has finished a command by then, come back without another
+ * call. `*n == max` reaps nothing (a commit only), and so does a queue that still holds
+ * completions an earlier reap kept beyond its `max` (they come first, at the next
+ * `ioswitch_queue_reap_at`).
+ *
+ * Returns as `ioswitch_queue_submit_at_commit`: 0 when the command was submitted and
+ * pushed; a negative errno when it was not submitted (-EINVAL also for a NULL `n`, a
+ * NULL `evs` with `max` above 0, `*n` above `max`); a positive errno when it was
+ * submitted but the commit or the reap failed (the completions reaped before the
+ * failure stay in the queue and come first at the next `ioswitch_queue_reap_at`). `*n`
+ * grows only when the return is 0.
+ *
+ * # Safety
+ * As `ioswitch_queue_submit_at`; `evs` valid for writing `max` events (may be NULL when
+ * `max` is 0); `n` valid for reading and writing one `uint32_t`.
+ */
+int ioswitch_queue_submit_at_reap(struct ioswitch_queue *q,
+                                  const struct ioswitch_cmd *cmd,
+                                  void *addr,
+                                  uint64_t len,
+                                  uint64_t user_data,
+                                  struct ioswitch_event *evs,
+                                  uint32_t max,
+                                  uint32_t *n);
+
+/**
  * Commits, then reaps completions into `evs`: at least `min` (waiting for them; at most
  * as many as are outstanding) and at most `max` (the length of `evs`). Returns how many
  * it wrote to `evs[0..n]`, or a negative errno: -EINVAL for a NULL argument, `max` 0,

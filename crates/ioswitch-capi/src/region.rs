@@ -359,6 +359,101 @@ pub unsafe extern "C" fn ioswitch_queue_submit_at_commit(
     })
 }
 
+/// `ioswitch_queue_submit_at_commit`, then a reap that does not wait: what has completed
+/// by then is written to `evs` from `evs[*n]` on, at most up to `evs[max - 1]`, as
+/// `ioswitch_queue_reap_at` writes it (each completion once, its slot already free
+/// again), and `*n` counts it (`evs[0..*n]` are the caller's, untouched). One call instead
+/// of a submission and a reap for a caller that looks for completions after every
+/// command (the fio engine at `iodepth_batch=1`): completions of the nil interface, and
+/// of any interface that has finished a command by then, come back without another
+/// call. `*n == max` reaps nothing (a commit only), and so does a queue that still holds
+/// completions an earlier reap kept beyond its `max` (they come first, at the next
+/// `ioswitch_queue_reap_at`).
+///
+/// Returns as `ioswitch_queue_submit_at_commit`: 0 when the command was submitted and
+/// pushed; a negative errno when it was not submitted (-EINVAL also for a NULL `n`, a
+/// NULL `evs` with `max` above 0, `*n` above `max`); a positive errno when it was
+/// submitted but the commit or the reap failed (the completions reaped before the
+/// failure stay in the queue and come first at the next `ioswitch_queue_reap_at`). `*n`
+/// grows only when the return is 0.
+///
+/// # Safety
+/// As `ioswitch_queue_submit_at`; `evs` valid for writing `max` events (may be NULL when
+/// `max` is 0); `n` valid for reading and writing one `uint32_t`.
+#[no_mangle]
+pub unsafe extern "C" fn ioswitch_queue_submit_at_reap(
+    q: *mut ioswitch_queue,
+    cmd: *const ioswitch_cmd,
+    addr: *mut c_void,
+    len: u64,
+    user_data: u64,
+    evs: *mut ioswitch_event,
+    max: u32,
+    n: *mut u32,
+) -> c_int {
+    const F: &str = "ioswitch_queue_submit_at_reap";
+    guard(F, -libc::EIO, move || {
+        // SAFETY: q is null or live and used by this thread only (caller contract).
+        let Some(q) = (unsafe { q.as_mut() }) else {
+            return null_arg(F, "q");
+        };
+        // SAFETY: n is null or valid for reads and writes (caller contract).
+        let Some(n) = (unsafe { n.as_mut() }) else {
+            return null_arg(F, "n");
+        };
+        let mut got = *n;
+        if got > max || (evs.is_null() && max > 0) {
+            return bad_reap_to(got, max);
+        }
+        // SAFETY: forwarded caller contract.
+        let r = unsafe { submit_at(F, q, cmd, addr, len, user_data) };
+        if r != 0 {
+            return r;
+        }
+        if got == max || !q.evkept.is_empty() {
+            return match q.rq.commit() {
+                Ok(_) => 0,
+                Err(e) => commit_failed(F, &e),
+            };
+        }
+        let first = got;
+        let ioswitch_queue { rq, regions, evkept, .. } = q;
+        let regions: &[*const ioswitch_region] = regions;
+        let mut put = |c: Completion| {
+            let e = ioswitch_event::new(c.tag, c.status, c.result);
+            release(regions, c.data);
+            if got < max {
+                // SAFETY: got < max and evs is valid for max events (caller contract).
+                unsafe { evs.add(got as usize).write(e) };
+                got += 1;
+            } else {
+                keep(evkept, e);
+            }
+        };
+        match rq.poke(max - first, &mut put) {
+            Ok(_) => {
+                *n = got;
+                0
+            }
+            Err(e) => {
+                // SAFETY: evs[first..got] were written above.
+                -unsafe { reap_at_failed(F, evkept, evs.add(first as usize), got - first, &e) }
+            }
+        }
+    })
+}
+
+#[cold]
+#[inline(never)]
+fn bad_reap_to(n: u32, max: u32) -> c_int {
+    const F: &str = "ioswitch_queue_submit_at_reap";
+    if n > max {
+        fail(libc::EINVAL, format!("{F}: *n is {n}, above max {max}"))
+    } else {
+        fail(libc::EINVAL, format!("{F}: evs is NULL with max {max}"))
+    }
+}
+
 /// A failed commit after a successful submission: the errno, positive.
 #[cold]
 #[inline(never)]
@@ -526,7 +621,7 @@ pub unsafe extern "C" fn ioswitch_queue_reap_at(
         match r {
             Ok(_) => n as c_int,
             // SAFETY: evs[0..n] were written above.
-            Err(e) => unsafe { reap_at_failed(evkept, evs, n, &e) },
+            Err(e) => unsafe { reap_at_failed(F, evkept, evs, n, &e) },
         }
     })
 }
@@ -553,19 +648,26 @@ fn bad_reap(q: &ioswitch_queue, evs: *mut ioswitch_event, min: u32, max: u32) ->
     }
 }
 
-/// A failed `ioswitch_queue_reap_at`: the events written before the failure go back to
-/// the front of the kept list, in order.
+/// A failed `ioswitch_queue_reap_at` (or the reap of `ioswitch_queue_submit_at_reap`):
+/// the events written before the failure go back to the front of the kept list, in
+/// order; returns the negative errno.
 ///
 /// # Safety
 /// `evs[0..n]` written.
 #[cold]
 #[inline(never)]
-unsafe fn reap_at_failed(kept: &mut VecDeque<ioswitch_event>, evs: *mut ioswitch_event, n: u32, e: &Error) -> c_int {
+unsafe fn reap_at_failed(
+    func: &str,
+    kept: &mut VecDeque<ioswitch_event>,
+    evs: *mut ioswitch_event,
+    n: u32,
+    e: &Error,
+) -> c_int {
     for i in (0..n as usize).rev() {
         // SAFETY: i < n; evs[i] was written (caller contract).
         kept.push_front(unsafe { evs.add(i).read() });
     }
-    from_error("ioswitch_queue_reap_at", e)
+    from_error(func, e)
 }
 
 /// Waits for the lean commands of a queue being terminated (their slots freed as they
@@ -613,6 +715,7 @@ mod tests {
     // when they lie inside a slot.
     macro_rules! wrap {
         ($($w:ident => $f:ident($($a:ident: $t:ty),*) -> $r:ty;)*) => {$(
+            #[allow(clippy::too_many_arguments)] // ioswitch_queue_submit_at_reap's 8
             fn $w($($a: $t),*) -> $r {
                 // SAFETY: see above.
                 unsafe { $f($($a),*) }
@@ -633,6 +736,7 @@ mod tests {
         s_queue_submit => ioswitch_queue_submit(q: *mut ioswitch_queue, c: *const ioswitch_cmd, b: *const *mut c_void, n: u32, u: *mut c_void) -> c_int;
         s_queue_submit_at => ioswitch_queue_submit_at(q: *mut ioswitch_queue, c: *const ioswitch_cmd, a: *mut c_void, l: u64, u: u64) -> c_int;
         s_queue_submit_at_commit => ioswitch_queue_submit_at_commit(q: *mut ioswitch_queue, c: *const ioswitch_cmd, a: *mut c_void, l: u64, u: u64) -> c_int;
+        s_queue_submit_at_reap => ioswitch_queue_submit_at_reap(q: *mut ioswitch_queue, c: *const ioswitch_cmd, a: *mut c_void, l: u64, u: u64, e: *mut ioswitch_event, m: u32, n: *mut u32) -> c_int;
         s_queue_term => ioswitch_queue_term(q: *mut ioswitch_queue) -> c_int;
         s_region_free => ioswitch_region_free(r: *mut ioswitch_region) -> c_int;
         s_region_new => ioswitch_region_new(b: *mut c_void, l: u64, o: *mut *mut ioswitch_region) -> c_int;
@@ -736,6 +840,76 @@ mod tests {
         let evs = reap(f.q, 1, 4);
         assert_eq!(evs.len(), 1);
         assert_eq!((evs[0].user_data, evs[0].result, evs[0].status, evs[0].errnum), (77, 4096, 0, 0));
+    }
+
+    #[test]
+    fn submit_at_reap_hands_back_what_completed_after_the_callers_events_and_refuses_as_submit_at() {
+        let f = Fixture::new("sreap", "async=nil");
+        f.attach();
+        let rd = |i: u64| fs_cmd(false, i * 4096, 4096);
+        let mut evs = [ioswitch_event::default(); 4];
+        evs[0].user_data = 999; // the caller's, before *n: left alone
+        let mut n = 1u32;
+        // nil completes at once: each command comes back in its own call, after evs[n - 1].
+        for i in 0..3u64 {
+            let r = s_queue_submit_at_reap(f.q, &rd(i), f.slot(i as usize), 4096, 10 + i, evs.as_mut_ptr(), 4, &mut n);
+            assert_eq!(r, 0, "{}", last_string());
+            assert_eq!(n, 2 + i as u32);
+        }
+        assert_eq!(s_queue_outstanding(f.q), 0);
+        let got: Vec<(u64, u64, u16, i32)> = evs.iter().map(|e| (e.user_data, e.result, e.status, e.errnum)).collect();
+        assert_eq!(got[..4], [(999, 0, 0, 0), (10, 4096, 0, 0), (11, 4096, 0, 0), (12, 4096, 0, 0)]);
+        // Reaped: the slots are free again. With the array full (*n == max) the command is
+        // submitted and committed, not reaped: reap_at hands it over later.
+        assert_eq!(s_queue_submit_at_reap(f.q, &rd(0), f.slot(0), 4096, 20, evs.as_mut_ptr(), 4, &mut n), 0);
+        assert_eq!((n, s_queue_outstanding(f.q)), (4, 1));
+        assert_eq!(reap(f.q, 1, 4).iter().map(|e| e.user_data).collect::<Vec<_>>(), [20]);
+        // max 0 with no array: a commit only.
+        let mut z = 0u32;
+        assert_eq!(s_queue_submit_at_reap(f.q, &rd(1), f.slot(1), 4096, 21, ptr::null_mut(), 0, &mut z), 0);
+        assert_eq!((z, s_queue_outstanding(f.q)), (0, 1));
+        // Refusals, naming the function, nothing submitted and *n unchanged: the slot of
+        // the command above is busy; a range across slots; no n; *n above max; no array.
+        let mut m = 1u32;
+        assert_eq!(s_queue_submit_at_reap(f.q, &rd(1), f.slot(1), 4096, 22, evs.as_mut_ptr(), 4, &mut m), -libc::EBUSY);
+        assert!(last_string().starts_with("ioswitch_queue_submit_at_reap: the slot of"), "{}", last_string());
+        let mid = f.slot(2).cast::<u8>().wrapping_add(512).cast::<c_void>();
+        assert_eq!(s_queue_submit_at_reap(f.q, &rd(2), mid, 4096, 23, evs.as_mut_ptr(), 4, &mut m), -libc::EINVAL);
+        assert!(last_string().contains("cross the end of their 4096-byte slot"), "{}", last_string());
+        assert_eq!(
+            s_queue_submit_at_reap(f.q, &rd(2), f.slot(2), 4096, 24, evs.as_mut_ptr(), 4, ptr::null_mut()),
+            -libc::EINVAL
+        );
+        assert!(last_string().contains("n is NULL"), "{}", last_string());
+        let mut over = 5u32;
+        assert_eq!(
+            s_queue_submit_at_reap(f.q, &rd(2), f.slot(2), 4096, 25, evs.as_mut_ptr(), 4, &mut over),
+            -libc::EINVAL
+        );
+        assert!(last_string().contains("*n is 5, above max 4"), "{}", last_string());
+        assert_eq!(s_queue_submit_at_reap(f.q, &rd(2), f.slot(2), 4096, 26, ptr::null_mut(), 4, &mut m), -libc::EINVAL);
+        assert!(last_string().contains("evs is NULL with max 4"), "{}", last_string());
+        assert_eq!((m, over, s_queue_outstanding(f.q)), (1, 5, 1));
+        assert_eq!(reap(f.q, 1, 4).iter().map(|e| e.user_data).collect::<Vec<_>>(), [21]);
+    }
+
+    #[test]
+    fn submit_at_reap_leaves_completions_kept_by_an_earlier_reap_first_in_line() {
+        let f = Fixture::new("sreapkept", "async=nil");
+        f.attach();
+        for i in 0..3u64 {
+            assert_eq!(s_queue_submit_at(f.q, &fs_cmd(false, 0, 4096), f.slot(i as usize), 4096, i), 0);
+        }
+        // One handed over, two kept beyond max.
+        assert_eq!(reap(f.q, 1, 1).len(), 1);
+        let mut evs = [ioswitch_event::default(); 4];
+        let mut n = 0u32;
+        let r = s_queue_submit_at_reap(f.q, &fs_cmd(false, 0, 4096), f.slot(3), 4096, 3, evs.as_mut_ptr(), 4, &mut n);
+        assert_eq!((r, n), (0, 0), "{}", last_string());
+        let mut ud: Vec<u64> = reap(f.q, 3, 4).iter().map(|e| e.user_data).collect();
+        assert_eq!(ud[..2], [1, 2], "the kept ones come first");
+        ud.sort_unstable();
+        assert_eq!(ud, [1, 2, 3]);
     }
 
     #[test]

@@ -24,8 +24,10 @@
  * ->commit() pushes every queued command to the kernel (ioswitch_queue_commit: one
  * system call per queue where the interface batches, so iodepth_batch_submit batches
  * for real; with fio's default iodepth_batch=1, which commits after every ->queue(),
- * ->queue() pushes each read and write itself with ioswitch_queue_submit_at_commit, one
- * call instead of two, and ->commit() only accounts), then takes the issue time once
+ * ->queue() pushes each read and write itself with ioswitch_queue_submit_at_reap, one
+ * call instead of two, which also takes back what has completed by then (nil: the command
+ * itself) for the next ->getevents() to hand over without a call into ioswitch; and
+ * ->commit() only accounts), then takes the issue time once
  * for the batch and records each command's
  * slat (issue - start) with fio's io_u_queued(), and its submit depth. fio takes the
  * completion time when ->getevents() returns (clat = complete - issue). ->getevents()
@@ -191,6 +193,13 @@ struct iosw_data {
 	 */
 	struct ioswitch_event *evs;
 	/*
+	 * evs[rhead, rtail): completions ioswitch_queue_submit_at_reap handed back in
+	 * ->queue() (push_now), not yet given to fio: ->getevents() gives them first,
+	 * without a call into ioswitch. evbase: where the events of the last ->getevents()
+	 * start, which ->event() indexes from.
+	 */
+	uint32_t rhead, rtail, evbase;
+	/*
 	 * The lean path (every queueing job but one on a PCI address): all io_u buffers are
 	 * slots of one ioswitch buffer (rbuf), registered once as a region and attached to
 	 * each file's queue; commands name their data by address (ioswitch_queue_submit_at).
@@ -203,8 +212,10 @@ struct iosw_data {
 	unsigned int npending;
 	/*
 	 * fio commits after every ->queue() (iodepth_batch=1, its default) and the lean path
-	 * is on (cleared for the classic path in ->post_init()): queue_rw pushes each read and write at once (ioswitch_queue_submit_at_commit,
-	 * one call instead of two), and ->commit() only does the accounting...
+	 * is on (cleared for the classic path in ->post_init()): queue_rw pushes each read
+	 * and write at once (ioswitch_queue_submit_at_reap, one call instead of two, taking
+	 * back what has completed into evs[rtail..]), and ->commit() only does the
+	 * accounting...
 	 */
 	int push_now;
 	/* ...unless a queued command was not pushed yet (then ->commit() commits). */
@@ -421,7 +432,7 @@ static int iosw_post_init(struct thread_data *td)
 		return 0;
 	if (!ed->pci)
 		return lean_buffers(td, ed, max_bs, n);
-	ed->push_now = 0; /* the classic path: no ioswitch_queue_submit_at_commit */
+	ed->push_now = 0; /* the classic path: no ioswitch_queue_submit_at_reap */
 	ed->bufs = calloc(n ? n : 1, sizeof(*ed->bufs));
 	if (!ed->bufs)
 		return 1;
@@ -852,9 +863,13 @@ queue_rw(struct thread_data *td, struct io_u *io_u, struct iosw_file *fd, struct
 		return complete_inline(td, io_u, fd);
 	}
 	if (__builtin_expect(ed->push_now, 1)) {
-		/* Submitted and pushed: ->commit(), right after, only accounts for it. */
-		err = ioswitch_queue_submit_at_commit(fd->q, cmd, io_u->xfer_buf,
-						      io_u->xfer_buflen, (uintptr_t)io_u);
+		/*
+		 * Submitted and pushed: ->commit(), right after, only accounts for it. What
+		 * has completed by then comes back in the same call, into evs from rtail on,
+		 * for ->getevents().
+		 */
+		err = ioswitch_queue_submit_at_reap(fd->q, cmd, io_u->xfer_buf, io_u->xfer_buflen,
+						    (uintptr_t)io_u, ed->evs, ed->cap, &ed->rtail);
 		if (__builtin_expect(err != 0, 0)) {
 			if (err < 0)
 				return submit_failed(td, io_u, fd, err);
@@ -989,8 +1004,24 @@ static int __attribute__((noinline)) commit_pending(struct thread_data *td, stru
 static int iosw_commit(struct thread_data *td)
 {
 	struct iosw_data *ed = td->io_ops_data;
+	struct io_u *io_u;
 
-	return ed->npending ? commit_pending(td, ed) : 0;
+	if (!ed->npending)
+		return 0;
+	/*
+	 * The common case at iodepth_batch=1: one command, pushed by queue_rw, fio's issue
+	 * time wanted and no iolog to replay: commit_pending's work without its loop and
+	 * frame (a tail call to io_u_mark_submit).
+	 */
+	if (__builtin_expect(ed->npending != 1 || ed->unpushed || td->o.read_iolog_file ||
+				     !fio_fill_issue_time(td), 0))
+		return commit_pending(td, ed);
+	io_u = ed->pending[0];
+	ed->npending = 0;
+	fio_gettime(&io_u->issue_time, NULL);
+	io_u_queued(td, io_u);
+	io_u_mark_submit(td, 1);
+	return 0;
 }
 
 /*
@@ -1035,21 +1066,49 @@ static int __attribute__((noinline, cold)) reap_failed(struct thread_data *td, i
 }
 
 static int getevents_many(struct thread_data *td, struct iosw_data *ed, unsigned int min,
-			  unsigned int max);
+			  unsigned int max, unsigned int n);
+static int getevents_ready(struct thread_data *td, struct iosw_data *ed, unsigned int min,
+			   unsigned int max);
+
+static int getevents_reap(struct thread_data *td, unsigned int min, unsigned int max);
 
 /*
- * Reaps straight into ed->evs (ioswitch_queue_reap_at; ed->cpls with ioswitch_queue_reap
- * on the classic path: no callbacks, no copies), which
- * ->event() reads: commits what ->queue() left, then takes what has completed, up to
- * max, waiting only for what fio's minimum still lacks.
+ * ->getevents(): the completions ->queue() took back (push_now; fio reads them with
+ * ->event() before it queues again), when they are enough for fio's minimum, without a
+ * call into ioswitch and without a frame; otherwise getevents_reap.
  */
 static int iosw_getevents(struct thread_data *td, unsigned int min, unsigned int max,
 			  const struct timespec *t)
 {
 	struct iosw_data *ed = td->io_ops_data;
-	int err;
+	uint32_t n = ed->rtail - ed->rhead;
 
 	(void)t;
+	/* fio passes 0 < min <= max <= its depth (<= cap) here, or min 0 to poll. */
+	if (__builtin_expect(n != 0 && n >= min && !ed->npending, 1)) {
+		if (n > max)
+			n = max;
+		ed->evbase = ed->rhead;
+		ed->rhead += n;
+		if (ed->rhead == ed->rtail)
+			ed->rhead = ed->rtail = 0;
+		return n;
+	}
+	return getevents_reap(td, min, max);
+}
+
+/*
+ * Reaps straight into ed->evs (ioswitch_queue_reap_at; ed->cpls with ioswitch_queue_reap
+ * on the classic path: no callbacks, no copies), which ->event() reads: commits what
+ * ->queue() left, then hands over what ->queue() took back and what has completed, up to
+ * max, waiting only for what fio's minimum still lacks.
+ */
+static int __attribute__((noinline)) getevents_reap(struct thread_data *td, unsigned int min,
+						    unsigned int max)
+{
+	struct iosw_data *ed = td->io_ops_data;
+	int err;
+
 	if (max > ed->cap)
 		max = ed->cap;
 	if (min > max)
@@ -1060,20 +1119,59 @@ static int iosw_getevents(struct thread_data *td, unsigned int min, unsigned int
 		if (err < 0)
 			return err; /* logged; fio records it (td_io_getevents) */
 	}
+	if (ed->rtail != ed->rhead) {
+		unsigned int n = ed->rtail - ed->rhead;
+
+		if (n < min)
+			return getevents_ready(td, ed, min, max);
+		if (n > max)
+			n = max;
+		ed->evbase = ed->rhead;
+		ed->rhead += n;
+		if (ed->rhead == ed->rtail)
+			ed->rhead = ed->rtail = 0;
+		return n;
+	}
+	ed->evbase = 0;
 	if (__builtin_expect(ed->nopen == 1, 1)) {
 		err = reap(ed, ed->open[0]->q, min, max, 0);
 		if (__builtin_expect(err < 0, 0))
 			return reap_failed(td, err);
 		return err;
 	}
-	return getevents_many(td, ed, min, max);
+	return getevents_many(td, ed, min, max, 0);
 }
 
-/* ->getevents() with several files: from every queue without waiting, then block on a busy one. */
-static int __attribute__((noinline)) getevents_many(struct thread_data *td, struct iosw_data *ed,
-						    unsigned int min, unsigned int max)
+/*
+ * ->getevents() with fewer completions taken back by ->queue() than fio's minimum: they
+ * move to the front of the array, and the rest is reaped after them.
+ */
+static int __attribute__((noinline)) getevents_ready(struct thread_data *td, struct iosw_data *ed,
+						     unsigned int min, unsigned int max)
 {
-	unsigned int i, n = 0;
+	unsigned int n = ed->rtail - ed->rhead;
+	int err;
+
+	memmove(ed->evs, ed->evs + ed->rhead, n * sizeof(*ed->evs));
+	ed->rhead = ed->rtail = ed->evbase = 0;
+	if (ed->nopen != 1)
+		return getevents_many(td, ed, min, max, n);
+	err = reap(ed, ed->open[0]->q, min - n, max - n, n);
+	if (err < 0) {
+		ed->rtail = n; /* handed over at the next call */
+		return reap_failed(td, err);
+	}
+	return n + err;
+}
+
+/*
+ * ->getevents() with several files: from every queue without waiting, then block on a
+ * busy one; evs[0, n) already holds completions to hand over.
+ */
+static int __attribute__((noinline)) getevents_many(struct thread_data *td, struct iosw_data *ed,
+						    unsigned int min, unsigned int max, unsigned int n)
+{
+	unsigned int i;
 	int err;
 
 	for (;;) {
@@ -1083,10 +1181,8 @@ static int __attribute__((noinline)) getevents_many(struct thread_data *td, stru
 			struct ioswitch_queue *q = ed->open[i]->q;
 
 			err = reap(ed, q, 0, max - n, n);
-			if (err < 0) {
-				iosw_fail(td, -err, "reaping completions");
-				return err;
-			}
+			if (err < 0)
+				goto failed;
 			n += err;
 			if (busy < 0 && ioswitch_queue_outstanding(q) > 0)
 				busy = i;
@@ -1094,14 +1190,17 @@ static int __attribute__((noinline)) getevents_many(struct thread_data *td, stru
 		if (n >= min || busy < 0)
 			return n;
 		err = reap(ed, ed->open[busy]->q, 1, max - n, n);
-		if (err < 0) {
-			iosw_fail(td, -err, "reaping completions");
-			return err;
-		}
+		if (err < 0)
+			goto failed;
 		n += err;
 		if (n >= min)
 			return n;
 	}
+failed:
+	/* The lean path hands what was reaped before the failure over at the next call. */
+	if (ed->region)
+		ed->rtail = n;
+	return reap_failed(td, err);
 }
 
 static struct io_u *iosw_event(struct thread_data *td, int event)
@@ -1109,7 +1208,7 @@ static struct io_u *iosw_event(struct thread_data *td, int event)
 	struct iosw_data *ed = td->io_ops_data;
 
 	if (__builtin_expect(ed->region != NULL, 1))
-		return ev_io_u(&ed->evs[event]);
+		return ev_io_u(&ed->evs[ed->evbase + event]);
 	return cpl_io_u(&ed->cpls[event]);
 }
 

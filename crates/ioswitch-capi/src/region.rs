@@ -87,42 +87,39 @@ impl ioswitch_event {
 }
 
 impl ioswitch_region {
-    /// The slot of `[addr, addr + len)` when that range lies inside one whole slot.
+    /// The slot of the byte at offset `off` (below `len`) from the base, and the byte's
+    /// offset inside it.
     #[inline(always)]
-    fn slot_of(&self, addr: usize, len: usize) -> Option<usize> {
-        let off = addr.wrapping_sub(self.base);
-        if off >= self.len {
-            return None;
+    fn locate(&self, off: usize) -> (usize, usize) {
+        if self.shift != u32::MAX {
+            (off >> self.shift, off & (self.slot_len - 1))
+        } else {
+            (off / self.slot_len, off % self.slot_len)
         }
-        let i = self.index(off);
-        let at = off - i * self.slot_len;
-        if len > self.slot_len - at {
-            return None;
-        }
-        Some(i)
     }
 
-    /// The slot of the byte at offset `off` from the base.
+    /// The busy flag of slot `i`, a slot of [`locate`](Self::locate).
     #[inline(always)]
-    fn index(&self, off: usize) -> usize {
-        if self.shift != u32::MAX {
-            off >> self.shift
-        } else {
-            off / self.slot_len
-        }
+    fn flag(&self, i: usize) -> &AtomicBool {
+        debug_assert!(i < self.busy.len());
+        // SAFETY: locate gives i = off / slot_len for an off below len = busy.len() *
+        // slot_len (see find), so i < busy.len().
+        unsafe { self.busy.get_unchecked(i) }
     }
 }
 
-/// The region attached to `regions` that covers `addr`, with the slot index of `addr`.
+/// The region attached to `regions` that covers `addr`, with the slot index of `addr`
+/// and its offset inside the slot.
 #[inline(always)]
-fn find(regions: &[*const ioswitch_region], addr: usize) -> Option<(&ioswitch_region, usize)> {
+fn find(regions: &[*const ioswitch_region], addr: usize) -> Option<(&ioswitch_region, usize, usize)> {
     for &r in regions {
         // SAFETY: an attached region lives until every queue that attached it is
         // terminated (ioswitch_region_free refuses it while `users` > 0).
         let r = unsafe { &*r };
         let off = addr.wrapping_sub(r.base);
         if off < r.len {
-            return Some((r, r.index(off)));
+            let (i, at) = r.locate(off);
+            return Some((r, i, at));
         }
     }
     None
@@ -132,15 +129,19 @@ fn find(regions: &[*const ioswitch_region], addr: usize) -> Option<(&ioswitch_re
 /// it, dropped without freeing anything).
 #[inline(always)]
 fn release(regions: &[*const ioswitch_region], data: Data) {
-    if let Data::One(b) = &data {
-        if let Some((r, i)) = find(regions, b.as_ptr() as usize) {
-            if let Some(f) = r.busy.get(i) {
-                f.store(false, Ordering::Release);
-            }
-        }
-    }
+    free_slot(regions, &data);
     // Borrowed buffers (id 0) or none: nothing to free, no drop to run.
     mem::forget(data);
+}
+
+/// [`release`]'s part that frees the slot, the data left where it is.
+#[inline(always)]
+fn free_slot(regions: &[*const ioswitch_region], data: &Data) {
+    if let Data::One(b) = data {
+        if let Some((r, i, _)) = find(regions, b.as_ptr() as usize) {
+            r.flag(i).store(false, Ordering::Release);
+        }
+    }
 }
 
 /// Makes a region of the buffer `buf` (from `ioswitch_buf_alloc`, not in flight) with
@@ -419,15 +420,21 @@ pub unsafe extern "C" fn ioswitch_queue_submit_at_reap(
         let first = got;
         let ioswitch_queue { rq, regions, evkept, .. } = q;
         let regions: &[*const ioswitch_region] = regions;
-        let mut put = |c: Completion| {
-            let e = ioswitch_event::new(c.tag, c.status, c.result);
-            release(regions, c.data);
-            if got < max {
+        let (at, kept) = (&mut got, &mut *evkept);
+        // As ioswitch_queue_reap_at's.
+        let mut put = move |c: Completion| {
+            free_slot(regions, &c.data);
+            let (tag, status, result) = (c.tag, c.status, c.result);
+            // Borrowed buffers (id 0) or none: nothing to free, no drop to run.
+            mem::forget(c.data);
+            // The event is made in each arm: written straight into evs, not through the
+            // stack.
+            if *at < max {
                 // SAFETY: got < max and evs is valid for max events (caller contract).
-                unsafe { evs.add(got as usize).write(e) };
-                got += 1;
+                unsafe { evs.add(*at as usize).write(ioswitch_event::new(tag, status, result)) };
+                *at += 1;
             } else {
-                keep(evkept, e);
+                keep(kept, ioswitch_event::new(tag, status, result));
             }
         };
         match rq.poke(max - first, &mut put) {
@@ -485,14 +492,14 @@ unsafe fn submit_at(
     };
     let (data, flag) = match NonNull::new(addr.cast::<u8>()) {
         Some(p) if len != 0 => {
-            let Some((r, i)) = find(&q.regions, p.as_ptr() as usize) else {
+            let Some((r, i, at)) = find(&q.regions, p.as_ptr() as usize) else {
                 return outside(func, q, addr, len);
             };
             let len = usize::try_from(len).unwrap_or(usize::MAX);
-            if r.slot_of(p.as_ptr() as usize, len) != Some(i) {
+            if len > r.slot_len - at {
                 return crosses(func, r, addr, len);
             }
-            let flag = &r.busy[i];
+            let flag = r.flag(i);
             if flag.swap(true, Ordering::Acquire) {
                 return slot_busy(func, addr);
             }
@@ -600,17 +607,22 @@ pub unsafe extern "C" fn ioswitch_queue_reap_at(
         let (wait, count) = if n >= min { (false, max - n) } else { (true, min - n) };
         let ioswitch_queue { rq, regions, evkept, .. } = q;
         let regions: &[*const ioswitch_region] = regions;
-        // Small enough for the interface's reaping loop to inline: the rare completion
-        // beyond max is kept out of line.
-        let mut put = |c: Completion| {
-            let e = ioswitch_event::new(c.tag, c.status, c.result);
-            release(regions, c.data);
-            if n < max {
+        let (at, kept) = (&mut n, &mut *evkept);
+        // Small, with what it reads captured by value: the rare completion beyond max is
+        // kept out of line.
+        let mut put = move |c: Completion| {
+            free_slot(regions, &c.data);
+            let (tag, status, result) = (c.tag, c.status, c.result);
+            // Borrowed buffers (id 0) or none: nothing to free, no drop to run.
+            mem::forget(c.data);
+            // The event is made in each arm: written straight into evs, not through the
+            // stack.
+            if *at < max {
                 // SAFETY: as above.
-                unsafe { evs.add(n as usize).write(e) };
-                n += 1;
+                unsafe { evs.add(*at as usize).write(ioswitch_event::new(tag, status, result)) };
+                *at += 1;
             } else {
-                keep(evkept, e);
+                keep(kept, ioswitch_event::new(tag, status, result));
             }
         };
         let r = match (wait, count) {

@@ -844,11 +844,53 @@ static enum fio_q_status __attribute__((noinline, cold)) submit_failed(struct th
 }
 
 /*
+ * queue_push's ioswitch_queue_submit_at_reap did not push its command (err > 0: submitted,
+ * logged, ->commit() tries again) or refused it (err < 0, as submit_failed). Only the
+ * io_u lives across that call: the file, the job and its data are found from it.
+ */
+static enum fio_q_status __attribute__((noinline, cold)) push_failed(struct io_u *io_u, int err)
+{
+	struct iosw_file *fd = FILE_ENG_DATA(io_u->file);
+	struct thread_data *td = fd->td;
+	struct iosw_data *ed = td->io_ops_data;
+
+	if (err < 0) {
+		ed->npending--; /* queue_push's, the last one */
+		return submit_failed(td, io_u, fd, err);
+	}
+	commit_failed(1, err);
+	ed->unpushed = 1;
+	return FIO_Q_QUEUED;
+}
+
+/*
+ * The async mode's reads and writes when fio commits after each (push_now), from
+ * queue_queued: the file's prebuilt command, submitted and pushed in one call
+ * (->commit(), right after, only accounts for it); what has completed by then comes back
+ * in the same call, into evs from rtail on, for ->getevents(). A frame of its own: only
+ * the io_u lives across the call (for push_failed), as `pending` takes it first.
+ */
+static enum fio_q_status __attribute__((noinline))
+queue_push(struct iosw_data *ed, struct io_u *io_u, struct iosw_file *fd, struct ioswitch_cmd *cmd)
+{
+	int err;
+
+	set_dwords(&cmd->sqe.cdw10, io_u->offset);
+	set_dwords(&cmd->sqe.cdw12, io_u->xfer_buflen);
+	ed->pending[ed->npending++] = io_u;
+	err = ioswitch_queue_submit_at_reap(fd->q, cmd, io_u->xfer_buf, io_u->xfer_buflen,
+					    (uintptr_t)io_u, ed->evs, ed->cap, &ed->rtail);
+	if (__builtin_expect(err != 0, 0))
+		return push_failed(io_u, err);
+	return FIO_Q_QUEUED;
+}
+
+/*
  * The queueing modes' reads and writes (iosw_file.qfast), from iosw_queue: the file's
  * prebuilt command, queued in ioswitch, not yet in the kernel: ->commit() pushes it (the
  * inline mode completes it here).
  */
-static inline __attribute__((always_inline)) enum fio_q_status
+static enum fio_q_status __attribute__((noinline))
 queue_rw(struct thread_data *td, struct io_u *io_u, struct iosw_file *fd, struct ioswitch_cmd *cmd)
 {
 	struct iosw_data *ed = td->io_ops_data;
@@ -861,24 +903,6 @@ queue_rw(struct thread_data *td, struct io_u *io_u, struct iosw_file *fd, struct
 		if (__builtin_expect(err != 0, 0))
 			return submit_failed(td, io_u, fd, err);
 		return complete_inline(td, io_u, fd);
-	}
-	if (__builtin_expect(ed->push_now, 1)) {
-		/*
-		 * Submitted and pushed: ->commit(), right after, only accounts for it. What
-		 * has completed by then comes back in the same call, into evs from rtail on,
-		 * for ->getevents().
-		 */
-		err = ioswitch_queue_submit_at_reap(fd->q, cmd, io_u->xfer_buf, io_u->xfer_buflen,
-						    (uintptr_t)io_u, ed->evs, ed->cap, &ed->rtail);
-		if (__builtin_expect(err != 0, 0)) {
-			if (err < 0)
-				return submit_failed(td, io_u, fd, err);
-			/* Queued, not pushed: logged; ->commit() tries again. */
-			commit_failed(1, -err);
-			ed->unpushed = 1;
-		}
-		ed->pending[ed->npending++] = io_u;
-		return FIO_Q_QUEUED;
 	}
 	err = submit(ed, fd, cmd, io_u, 1);
 	if (__builtin_expect(err != 0, 0))
@@ -948,8 +972,12 @@ static enum fio_q_status __attribute__((noinline)) queue_queued(struct thread_da
 								struct iosw_file *fd)
 {
 	struct ioswitch_cmd *c = fd->qfast[io_u->ddir & 7];
+	struct iosw_data *ed = td->io_ops_data;
 
-	if (__builtin_expect(c != NULL, 1))
+	/* Tail calls only: no frame here. */
+	if (__builtin_expect(c != NULL && ed->push_now, 1))
+		return queue_push(ed, io_u, fd, c);
+	if (c != NULL)
 		return queue_rw(td, io_u, fd, c);
 	return queue_other(td, io_u, fd);
 }

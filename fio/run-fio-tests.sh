@@ -160,6 +160,12 @@ trim_job "async=io_uring qd4 randtrim: every trim counted" --ioswitch_async=io_u
 stats_job "async=io_uring qd16 iodepth_batch_submit=8: batches of 8, slat of each" yes 8 8 \
     --ioswitch_async=io_uring --iodepth=16 --iodepth_batch_submit=8 --iodepth_batch_complete_min=8
 stats_job "async=libaio qd1: each command committed with its slat" yes 4 4 --ioswitch_async=libaio --iodepth=1
+# nil completes each command inside ->queue()'s ioswitch_queue_submit_at_reap: ->getevents()
+# hands those completions over without reaping, as many as fio asks for at a time.
+stats_job "async=nil qd1: completions taken back in ->queue(), each with its slat" yes 4 4 \
+    --ioswitch_async=nil --iodepth=1
+stats_job "async=nil qd16 iodepth_batch_complete_min=8: taken-back completions handed over 8+ at a time" \
+    yes 4 8 --ioswitch_async=nil --iodepth=16 --iodepth_batch_complete_min=8
 # Synchronous modes: no slat; the engine records fio's submit/complete depths itself.
 stats_job "sync=psync: no slat, IO depths recorded as by fio's psync" no 4 4 --ioswitch_sync=psync
 stats_job "async=nil qd1 inline: no slat, IO depths recorded" no 4 4 --ioswitch_async=nil --ioswitch_inline=1

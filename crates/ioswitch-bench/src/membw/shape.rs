@@ -410,6 +410,14 @@ fn measure_with(opts: &ShapeOpts, nt: Option<NtMethod>, say: &mut dyn FnMut(&str
         (None, None) => DEFAULT_REGION_BYTES,
     };
     if region_bytes < opts.bs {
+        if let (None, Some(f)) = (opts.region_bytes, &opts.file) {
+            return Err(MembwError::File(format!(
+                "{}: {} long, smaller than one piece of {} (--bs)",
+                f.display(),
+                fmt_bytes(region_bytes),
+                fmt_bytes(opts.bs)
+            )));
+        }
         return Err(MembwError::Size(format!(
             "{}: smaller than one piece of {} (--bs)",
             fmt_bytes(region_bytes),

@@ -296,7 +296,8 @@ struct MembwArgs {
     /// With --shape: the job's block size, one piece (512k, 4k, …).
     #[arg(long)]
     bs: Option<String>,
-    /// With --shape: map this file as the region (write shapes overwrite it).
+    /// With --shape: map this file as the region (write shapes overwrite it; nothing else may
+    /// write it meanwhile).
     #[arg(long)]
     file: Option<std::path::PathBuf>,
     /// Timed repetitions of every kernel (after one warm-up), 1 to 100.

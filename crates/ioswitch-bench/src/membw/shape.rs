@@ -109,7 +109,8 @@ pub struct ShapeOpts {
     pub bs: u64,
     /// Timed repetitions (after one warm-up).
     pub reps: u32,
-    /// Map this file (`MAP_SHARED`) instead of anonymous memory. Write shapes overwrite it.
+    /// Map this file (`MAP_SHARED`) instead of anonymous memory. Write shapes overwrite it;
+    /// no other process may write it meanwhile.
     pub file: Option<PathBuf>,
 }
 
@@ -233,9 +234,10 @@ impl Region {
     }
 
     fn bytes(&self) -> &[u8] {
-        // SAFETY: the mapping is readable, `len` bytes, alive while `self` is; nothing
-        // writes it while this shared borrow lives (writes go through `bytes_mut`, which
-        // needs `&mut self`).
+        // SAFETY: the mapping is readable, `len` bytes, alive while `self` is; nothing in
+        // this process writes it while this shared borrow lives (writes go through
+        // `bytes_mut`, which needs `&mut self`). A file region assumes, as `--file` says
+        // and the pmem study does, that no other process writes the file meanwhile.
         unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
 

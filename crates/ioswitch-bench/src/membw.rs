@@ -31,6 +31,11 @@
 //!
 //! [`copy_ceiling`] is the single-thread copy rate in one call (about a second), for
 //! reporting `mmap`/`pmem` results as a fraction of it.
+//!
+//! [`shape`] measures ceilings of the same shape as a job instead (`--shape`): a memcpy of
+//! `bs`-byte pieces of a mapped region into one buffer, and non-temporal stores over them.
+
+pub mod shape;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -65,6 +70,15 @@ pub enum MembwError {
     /// A bad `--size`.
     #[error("--size {0}")]
     Size(String),
+    /// A bad `--shape`, or one this CPU cannot run.
+    #[error("--shape {0}")]
+    Shape(String),
+    /// A bad `--bs`.
+    #[error("--bs {0}")]
+    Bs(String),
+    /// A `--file` that cannot be mapped.
+    #[error("--file {0}")]
+    File(String),
     /// A bad `--reps`.
     #[error("--reps {0}: must be 1 to {MAX_REPS}")]
     Reps(u32),

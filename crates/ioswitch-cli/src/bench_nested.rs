@@ -7,7 +7,7 @@ use clap::Parser;
 use ioswitch_bench::compare::{self, Comparison, Iface};
 use ioswitch_bench::fiolog;
 use ioswitch_bench::jobfile::{JobSet, JobSpec};
-use ioswitch_bench::membw::{self, MembwOpts};
+use ioswitch_bench::membw::{self, shape, MembwOpts};
 use ioswitch_bench::overhead::{self, targets, OverheadOpts};
 use ioswitch_bench::scaling;
 use ioswitch_bench::sweep::{self, SweepPlan};
@@ -260,17 +260,46 @@ library's streaming writes do.
 The default array size follows STREAM's rule: each array at least 4 times all caches together
 (read from /sys/devices/system/cpu/cpu*/cache/index*/size; the report prints them).
 
+Ceilings of a job's shape (--shape, with --bs; instead of the kernels above): one thread, not
+pinned, over one mapped region of --size bytes (default 256m), or of the file --file (its
+length unless --size says less; MAP_SHARED, as the pmem and mmap interfaces map it), in --bs
+pieces at the job's offsets (in order for read/write, uniformly random bs-aligned for
+randread/randwrite, repeats allowed as fio's norandommap), as many pieces per repetition as
+the region holds:
+  read, randread    the C library's memcpy of each piece into ONE reused bs-byte buffer
+                    (what a read through a mapping does, and nothing else)
+  write, randwrite  non-temporal stores of a value held in a register over each piece, no
+                    source read (AVX or SSE2 after a CPUID check), one sfence per piece:
+                    the store bandwidth a durable write cannot exceed. They overwrite --file.
+Each byte counts once (bytes read, or bytes written: fio's bw_bytes), not as STREAM counts,
+so a job's bandwidth divides by these directly. One warm-up repetition (it also faults the
+pages in) is not counted; best / median / spread of --reps. After every repetition the buffer
+must hold the last piece read, and every piece written the value stored.
+
 Example:
   ioswitch bench membw --threads 1,2 --reps 10
-  ioswitch bench membw --size 1g --output-format json"
+  ioswitch bench membw --size 1g --output-format json
+  ioswitch bench membw --shape read,randread,write,randwrite --bs 512k --file /dev/shm/f"
 )]
 struct MembwArgs {
     /// Thread counts, one run each (default: 1 and every CPU this process may use).
     #[arg(long)]
     threads: Option<String>,
     /// Bytes of each array, all threads' slices together (1g, 512m, …); default: STREAM's rule.
+    /// With --shape: bytes of the region.
     #[arg(long)]
     size: Option<String>,
+    /// Ceilings of a job's shape instead of the kernels: a comma list of read, randread,
+    /// write, randwrite (needs --bs).
+    #[arg(long)]
+    shape: Option<String>,
+    /// With --shape: the job's block size, one piece (512k, 4k, …).
+    #[arg(long)]
+    bs: Option<String>,
+    /// With --shape: map this file as the region (write shapes overwrite it; nothing else may
+    /// write it meanwhile).
+    #[arg(long)]
+    file: Option<std::path::PathBuf>,
     /// Timed repetitions of every kernel (after one warm-up), 1 to 100.
     #[arg(long, default_value_t = membw::DEFAULT_REPS)]
     reps: u32,
@@ -281,6 +310,13 @@ struct MembwArgs {
 
 fn membw_run(a: MembwArgs) -> Outcome {
     let fail = |e: membw::MembwError| Failure::new(e.to_string());
+    if let Some(sh) = &a.shape {
+        return membw_shape_run(&a, sh);
+    }
+    if a.bs.is_some() || a.file.is_some() {
+        let which = if a.bs.is_some() { "--bs" } else { "--file" };
+        return Err(Failure::new(format!("{which} applies to --shape only (the STREAM kernels use arrays of --size)")));
+    }
     let threads = match &a.threads {
         Some(t) => membw::parse_threads(t).map_err(fail)?,
         None => {
@@ -295,6 +331,26 @@ fn membw_run(a: MembwArgs) -> Outcome {
     let array_bytes = a.size.as_deref().map(membw::parse_array_size).transpose().map_err(fail)?;
     let opts = MembwOpts { threads, array_bytes, reps: a.reps };
     let r = membw::measure(&opts, &mut say).map_err(fail)?;
+    match a.format {
+        MembwFormat::Normal => output::stdout(&r.to_text()),
+        MembwFormat::Json => output::stdout(&format!("{:#}\n", r.to_json())),
+    }
+}
+
+/// `ioswitch bench membw --shape …`: ceilings of a job's shape.
+fn membw_shape_run(a: &MembwArgs, shapes: &str) -> Outcome {
+    let fail = |e: membw::MembwError| Failure::new(e.to_string());
+    if a.threads.is_some() {
+        return Err(Failure::new(
+            "--threads applies to the STREAM kernels; --shape measures one thread, as one job's thread",
+        ));
+    }
+    let shapes = shape::parse_shapes(shapes).map_err(fail)?;
+    let bs = a.bs.as_deref().ok_or_else(|| Failure::new("--shape needs --bs (the job's block size, e.g. 512k)"))?;
+    let bs = shape::parse_bs(bs).map_err(fail)?;
+    let region_bytes = a.size.as_deref().map(membw::parse_array_size).transpose().map_err(fail)?;
+    let opts = shape::ShapeOpts { shapes, region_bytes, bs, reps: a.reps, file: a.file.clone() };
+    let r = shape::measure(&opts, &mut say).map_err(fail)?;
     match a.format {
         MembwFormat::Normal => output::stdout(&r.to_text()),
         MembwFormat::Json => output::stdout(&format!("{:#}\n", r.to_json())),

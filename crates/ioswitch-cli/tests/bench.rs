@@ -660,6 +660,77 @@ fn membw_prints_every_kernel_and_names_bad_input() {
 }
 
 #[test]
+fn membw_shape_measures_the_jobs_shape_over_its_file_and_names_bad_input() {
+    let _one = serial();
+    let s = scratch("membw-shape");
+    let f = data_file(&s, "region", 1 << 20);
+    let before = fs::read(&f).unwrap();
+    // Read shapes map the file read-only and leave it as it was.
+    let o = bench(&[
+        "membw",
+        "--shape",
+        "read,randread",
+        "--bs",
+        "64k",
+        "--file",
+        &f,
+        "--reps",
+        "2",
+        "--output-format",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("membw --shape JSON parses");
+    assert_eq!(v["region_bytes"], 1 << 20, "the file's length by default: {v:#}");
+    assert_eq!(v["pieces_per_rep"], 16);
+    assert!(v["region"].as_str().unwrap().contains("read-only"), "{v:#}");
+    let shapes = v["shapes"].as_array().unwrap();
+    assert_eq!(shapes.iter().map(|k| k["shape"].as_str().unwrap()).collect::<Vec<_>>(), ["read", "randread"]);
+    for k in shapes {
+        assert_eq!(k["bytes_per_rep"], 1 << 20, "each byte read counted once: {k}");
+        assert_eq!(k["counts"], "bytes read");
+        let (best, t) = (k["best_bps"].as_f64().unwrap(), k["best_s"].as_f64().unwrap());
+        assert!(best > 0.0 && (best * t - (1u64 << 20) as f64).abs() < 1.0, "{k}");
+    }
+    assert_eq!(fs::read(&f).unwrap(), before, "a read shape changed the file");
+
+    // Write shapes store into the file itself, and count bytes written.
+    let o = bench(&["membw", "--shape", "write", "--bs", "64k", "--file", &f, "--size", "512k", "--reps", "2"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    let row = out.lines().find(|l| l.starts_with("write ")).unwrap_or_else(|| panic!("no write row:\n{out}"));
+    assert!(row.contains("(bytes written)") && row.contains("no source"), "{row}");
+    let best: f64 = row.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(best > 0.0, "{row}");
+    assert!(out.contains("one sfence per piece"), "{out}");
+    let after = fs::read(&f).unwrap();
+    let lane = &after[..8];
+    assert!(after[..512 << 10].chunks_exact(8).all(|c| c == lane), "every piece holds the one value stored last");
+    assert_ne!(after[..512 << 10], before[..512 << 10], "the write shape did not store into the file");
+    assert_eq!(after[512 << 10..], before[512 << 10..], "the write shape stored beyond --size");
+
+    for (args, want) in [
+        (vec!["--shape", "read"], "--shape needs --bs"),
+        (vec!["--shape", "copy", "--bs", "4k"], "\"copy\" is not a shape"),
+        (vec!["--bs", "4k"], "--bs applies to --shape only"),
+        (vec!["--file", &f], "--file applies to --shape only"),
+        (vec!["--shape", "read", "--bs", "4k", "--threads", "2"], "--threads applies to the STREAM kernels"),
+        (vec!["--shape", "read", "--bs", "0"], "--bs \"0\""),
+        (vec!["--shape", "write", "--bs", "100", "--size", "1m"], "multiple of 64"),
+        (vec!["--shape", "read", "--bs", "2m", "--file", &f], "smaller than one piece"),
+        (vec!["--shape", "read", "--bs", "4k", "--file", &f, "--size", "2m"], "shorter than the region"),
+    ] {
+        let mut all = vec!["membw"];
+        all.extend(args.iter().copied());
+        let o = bench(&all);
+        assert_eq!(o.status.code(), Some(1), "{all:?}: {}", text(&o.stderr));
+        assert!(text(&o.stderr).contains(want), "{all:?}: want {want:?} in {}", text(&o.stderr));
+    }
+    let o = bench(&["membw", "--help"]);
+    assert!(text(&o.stdout).contains("--shape") && text(&o.stdout).contains("ONE reused"), "{}", text(&o.stdout));
+}
+
+#[test]
 fn parse_only_checks_the_jobs_and_runs_nothing() {
     let _one = serial();
     let s = scratch("parse-only");

@@ -125,7 +125,7 @@ impl Queue {
                 return self.submit_checked(&io, cmd, data, tag);
             }
         }
-        self.submit_slow(cmd, data, tag)
+        self.submit_slow(cmd, be::own(data), tag)
     }
 
     #[inline(never)]

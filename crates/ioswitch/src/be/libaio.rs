@@ -274,7 +274,7 @@ impl AsyncQueue for Libaio {
         let write = match (io.op, &data) {
             (Op::Read, Data::One(_)) => false,
             (Op::Write, Data::One(_)) if !cmd.is_fua() => true,
-            _ => return self.submit_other(io, cmd, data, tag),
+            _ => return self.submit_other(&{ *io }, cmd, super::own(data), tag),
         };
         self.aio.queue_one(write, data, io.len, io.offset, tag).map_err(|d| self.busy(d))
     }

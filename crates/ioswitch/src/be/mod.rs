@@ -24,7 +24,7 @@ pub(crate) mod uring;
 pub(crate) mod vfio;
 pub(crate) mod zoned;
 
-use crate::buf::{Buffer, Data};
+use crate::buf::{Buffer, Data, DataWords};
 use crate::cmd::{opc, Cmd, CmdSet, DsmRange};
 use crate::dev::{DevKind, Inner};
 use crate::error::Error;
@@ -184,10 +184,29 @@ macro_rules! dispatch_reap {
     };
 }
 
+/// A copy of a command's data in a place of its own, for a call that takes it out of
+/// line. The fast path inlines the submission into the caller's loop; a call that takes
+/// the caller's own `Data` (by address, as Rust passes it) would keep that value in
+/// memory on every path, the inlined one too (stores per command); the copy is made only
+/// on the path that makes the call.
+#[inline(always)]
+pub(crate) fn own(data: Data) -> Data {
+    DataWords::new(data).into_data()
+}
+
 impl AsyncQueue for Backend {
     #[inline(always)]
     fn submit(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
-        dispatch!(self, q => q.submit(io, cmd, data, tag))
+        match self {
+            Backend::Nil(q) => q.submit(io, cmd, data, tag),
+            Backend::IoUring(q) => q.submit(io, cmd, data, tag),
+            Backend::Libaio(q) => q.submit(io, cmd, data, tag),
+            other => {
+                let io = *io;
+                let data = own(data);
+                dispatch!(other, q => q.submit(&io, cmd, data, tag))
+            }
+        }
     }
     #[inline(always)]
     fn commit(&mut self) -> Result<u32, Error> {

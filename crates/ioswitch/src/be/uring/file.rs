@@ -331,7 +331,7 @@ impl Iface for File {
                 return q.submit_one(io, cmd, data, tag);
             }
         }
-        q.submit_slow(io, cmd, data, tag)
+        q.submit_slow(&{ *io }, cmd, crate::be::own(data), tag)
     }
 
     /// A read or write with a priority goes through the general path, which writes

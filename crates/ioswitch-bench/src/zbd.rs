@@ -708,6 +708,51 @@ mod tests {
 
     const K: u64 = 4096;
 
+    /// A simulated zoned device under a shared zone table: each zone's write pointer as
+    /// the device holds it, which writer is writing there (0: none), and the resets. The
+    /// writers' threads see it through an `Arc`.
+    struct Sim {
+        table: Table,
+        device: Vec<std::sync::atomic::AtomicU64>,
+        writing: Vec<std::sync::atomic::AtomicU32>,
+        resets: std::sync::atomic::AtomicU64,
+    }
+
+    impl Sim {
+        fn new(zones: u64, cap: u64, max_open: usize) -> Arc<Sim> {
+            use std::sync::atomic::{AtomicU32, AtomicU64};
+            Arc::new(Sim {
+                table: Table::new(zones, cap, max_open),
+                device: (0..zones).map(|_| AtomicU64::new(0)).collect(),
+                writing: (0..zones).map(|_| AtomicU32::new(0)).collect(),
+                resets: AtomicU64::new(0),
+            })
+        }
+
+        /// Runs writers 1..=`jobs`, each `writer(sim, me)` on a thread of its own; their results.
+        fn run<T, F>(self: &Arc<Sim>, jobs: u32, writer: F) -> Vec<T>
+        where
+            T: Send + 'static,
+            F: Fn(&Sim, u32) -> T + Clone + Send + 'static,
+        {
+            let threads: Vec<_> = (1..=jobs)
+                .map(|me| {
+                    let (sim, writer) = (self.clone(), writer.clone());
+                    std::thread::spawn(move || writer(&sim, me))
+                })
+                .collect();
+            threads.into_iter().map(|t| t.join().unwrap()).collect()
+        }
+
+        /// The device's write pointers, checked against the table's, and the resets.
+        fn end(&self, zones: u64) -> (Vec<u64>, u64) {
+            use std::sync::atomic::Ordering;
+            let wps: Vec<u64> = self.device.iter().map(|w| w.load(Ordering::SeqCst)).collect();
+            assert_eq!(self.table.written(0, zones), wps, "the table's write pointers are the device's");
+            (wps, self.resets.load(Ordering::SeqCst))
+        }
+    }
+
     /// `jobs` writers (`random` or sequential) share one table of `zones` zones of 16
     /// blocks' capacity (`cap` with [`shared_run_cap`]), each making `writes` writes of a block, at most `max_open` zones
     /// open (and `job_max` per writer); a simulated device checks each write lands at its
@@ -733,50 +778,38 @@ mod tests {
         writes: u32,
         random: bool,
     ) -> (Vec<u64>, u64) {
-        use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-        let table = Arc::new(Table::new(zones, cap * K, max_open));
-        let device: Arc<Vec<AtomicU64>> = Arc::new((0..zones).map(|_| AtomicU64::new(0)).collect());
-        let writing: Arc<Vec<AtomicU32>> = Arc::new((0..zones).map(|_| AtomicU32::new(0)).collect());
-        let resets = Arc::new(AtomicU64::new(0));
-        let threads: Vec<_> = (1..=jobs)
-            .map(|me| {
-                let (table, device, writing, resets) = (table.clone(), device.clone(), writing.clone(), resets.clone());
-                std::thread::spawn(move || {
-                    table.attach_writer(me, false).unwrap();
-                    let mut rng = Rng::new(u64::from(me) * 77);
-                    let mut cursor = (0, 0);
-                    for _ in 0..writes {
-                        let mut pick = if random { Pick::Random } else { Pick::Seq(&mut cursor) };
-                        let g = table.grant(me, job_max, (0, zones), K, &mut pick, &mut rng);
-                        let z = g.zone as usize;
-                        assert_eq!(writing[z].swap(me, Ordering::SeqCst), 0, "two writers in zone {z}");
-                        assert!(table.open_zones() <= max_open, "{} zones open, limit {max_open}", table.open_zones());
-                        if job_max > 0 {
-                            assert!(table.open_by(me) <= job_max, "writer {me} holds {} zones", table.open_by(me));
-                        }
-                        if g.reset {
-                            device[z].store(0, Ordering::SeqCst);
-                            resets.fetch_add(1, Ordering::SeqCst);
-                        }
-                        // The device takes a write only at the zone's write pointer, within its capacity.
-                        assert_eq!(device[z].load(Ordering::SeqCst), g.at, "zone {z}: write off the write pointer");
-                        assert!(g.at + K <= cap * K, "zone {z}: write past the capacity");
-                        std::thread::yield_now();
-                        device[z].store(g.at + K, Ordering::SeqCst);
-                        writing[z].store(0, Ordering::SeqCst);
-                        table.release(me, g.zone);
-                    }
-                    table.detach(me);
-                })
-            })
-            .collect();
-        for t in threads {
-            t.join().unwrap();
-        }
-        assert!(table.open_zones() <= max_open, "the zones of writers that left stay open, within the limit");
-        let wps: Vec<u64> = device.iter().map(|w| w.load(Ordering::SeqCst)).collect();
-        assert_eq!(table.written(0, zones), wps, "the table's write pointers are the device's");
-        (wps, resets.load(Ordering::SeqCst))
+        use std::sync::atomic::Ordering;
+        let sim = Sim::new(zones, cap * K, max_open);
+        sim.run(jobs, move |sim, me| {
+            let Sim { table, device, writing, resets } = sim;
+            table.attach_writer(me, false).unwrap();
+            let mut rng = Rng::new(u64::from(me) * 77);
+            let mut cursor = (0, 0);
+            for _ in 0..writes {
+                let mut pick = if random { Pick::Random } else { Pick::Seq(&mut cursor) };
+                let g = table.grant(me, job_max, (0, zones), K, &mut pick, &mut rng);
+                let z = g.zone as usize;
+                assert_eq!(writing[z].swap(me, Ordering::SeqCst), 0, "two writers in zone {z}");
+                assert!(table.open_zones() <= max_open, "{} zones open, limit {max_open}", table.open_zones());
+                if job_max > 0 {
+                    assert!(table.open_by(me) <= job_max, "writer {me} holds {} zones", table.open_by(me));
+                }
+                if g.reset {
+                    device[z].store(0, Ordering::SeqCst);
+                    resets.fetch_add(1, Ordering::SeqCst);
+                }
+                // The device takes a write only at the zone's write pointer, within its capacity.
+                assert_eq!(device[z].load(Ordering::SeqCst), g.at, "zone {z}: write off the write pointer");
+                assert!(g.at + K <= cap * K, "zone {z}: write past the capacity");
+                std::thread::yield_now();
+                device[z].store(g.at + K, Ordering::SeqCst);
+                writing[z].store(0, Ordering::SeqCst);
+                table.release(me, g.zone);
+            }
+            table.detach(me);
+        });
+        assert!(sim.table.open_zones() <= max_open, "the zones of writers that left stay open, within the limit");
+        sim.end(zones)
     }
 
     #[test]
@@ -816,78 +849,69 @@ mod tests {
     /// to one zone, and the resets.
     fn queued_run(jobs: u32, zones: u64, max_open: usize, depth: usize, writes: u32, random: bool) -> (u32, u64) {
         use std::collections::{HashMap, VecDeque};
-        use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-        let table = Arc::new(Table::new(zones, 16 * K, max_open));
-        let device: Arc<Vec<AtomicU64>> = Arc::new((0..zones).map(|_| AtomicU64::new(0)).collect());
-        let writing: Arc<Vec<AtomicU32>> = Arc::new((0..zones).map(|_| AtomicU32::new(0)).collect());
-        let resets = Arc::new(AtomicU64::new(0));
-        let threads: Vec<_> = (1..=jobs)
-            .map(|me| {
-                let (table, device, writing, resets) = (table.clone(), device.clone(), writing.clone(), resets.clone());
-                std::thread::spawn(move || {
-                    table.attach_writer(me, false).unwrap();
-                    let mut rng = Rng::new(u64::from(me) * 91);
-                    let mut cursor = (0, 0);
-                    let mut flight: VecDeque<Grant> = VecDeque::new();
-                    let mut per_zone: HashMap<u64, u32> = HashMap::new();
-                    let mut most = 0;
-                    let complete = |g: Grant, per_zone: &mut HashMap<u64, u32>| {
-                        let z = g.zone as usize;
-                        assert_eq!(device[z].load(Ordering::SeqCst), g.at, "zone {z}: write off the write pointer");
-                        device[z].store(g.at + K, Ordering::SeqCst);
-                        let n = per_zone.get_mut(&g.zone).expect("a write in flight there");
-                        *n -= 1;
-                        if *n == 0 {
-                            writing[z].store(0, Ordering::SeqCst);
-                        }
-                        table.release(me, g.zone);
-                    };
-                    for _ in 0..writes {
-                        let g = loop {
-                            let mut pick = if random { Pick::Random } else { Pick::Seq(&mut cursor) };
-                            let may_wait = flight.is_empty();
-                            match table.try_grant(me, 0, (0, zones), K, &mut pick, &mut rng, may_wait) {
-                                Some(g) => break g,
-                                None => {
-                                    assert!(!may_wait, "a grant that may wait comes");
-                                    while let Some(g) = flight.pop_front() {
-                                        complete(g, &mut per_zone);
-                                    }
-                                }
+        use std::sync::atomic::Ordering;
+        let sim = Sim::new(zones, 16 * K, max_open);
+        let most = sim.run(jobs, move |sim, me| {
+            let Sim { table, device, writing, resets } = sim;
+            table.attach_writer(me, false).unwrap();
+            let mut rng = Rng::new(u64::from(me) * 91);
+            let mut cursor = (0, 0);
+            let mut flight: VecDeque<Grant> = VecDeque::new();
+            let mut per_zone: HashMap<u64, u32> = HashMap::new();
+            let mut most = 0;
+            let complete = |g: Grant, per_zone: &mut HashMap<u64, u32>| {
+                let z = g.zone as usize;
+                assert_eq!(device[z].load(Ordering::SeqCst), g.at, "zone {z}: write off the write pointer");
+                device[z].store(g.at + K, Ordering::SeqCst);
+                let n = per_zone.get_mut(&g.zone).expect("a write in flight there");
+                *n -= 1;
+                if *n == 0 {
+                    writing[z].store(0, Ordering::SeqCst);
+                }
+                table.release(me, g.zone);
+            };
+            for _ in 0..writes {
+                let g = loop {
+                    let mut pick = if random { Pick::Random } else { Pick::Seq(&mut cursor) };
+                    let may_wait = flight.is_empty();
+                    match table.try_grant(me, 0, (0, zones), K, &mut pick, &mut rng, may_wait) {
+                        Some(g) => break g,
+                        None => {
+                            assert!(!may_wait, "a grant that may wait comes");
+                            while let Some(g) = flight.pop_front() {
+                                complete(g, &mut per_zone);
                             }
-                        };
-                        let z = g.zone as usize;
-                        let other = writing[z].swap(me, Ordering::SeqCst);
-                        assert!(other == 0 || other == me, "writers {other} and {me} both in zone {z}");
-                        assert!(table.open_zones() <= max_open);
-                        if g.reset {
-                            assert!(flight.is_empty(), "a reset with writes in flight");
-                            device[z].store(0, Ordering::SeqCst);
-                            resets.fetch_add(1, Ordering::SeqCst);
                         }
-                        assert!(g.at + K <= 16 * K, "zone {z}: write past the capacity");
-                        let n = per_zone.entry(g.zone).or_insert(0);
-                        *n += 1;
-                        most = most.max(*n);
-                        flight.push_back(g);
-                        if flight.len() == depth {
-                            let g = flight.pop_front().unwrap();
-                            complete(g, &mut per_zone);
-                        }
-                        std::thread::yield_now();
                     }
-                    while let Some(g) = flight.pop_front() {
-                        complete(g, &mut per_zone);
-                    }
-                    table.detach(me);
-                    most
-                })
-            })
-            .collect();
-        let most = threads.into_iter().map(|t| t.join().unwrap()).max().unwrap_or(0);
-        let wps: Vec<u64> = device.iter().map(|w| w.load(Ordering::SeqCst)).collect();
-        assert_eq!(table.written(0, zones), wps, "the table's write pointers are the device's");
-        (most, resets.load(Ordering::SeqCst))
+                };
+                let z = g.zone as usize;
+                let other = writing[z].swap(me, Ordering::SeqCst);
+                assert!(other == 0 || other == me, "writers {other} and {me} both in zone {z}");
+                assert!(table.open_zones() <= max_open);
+                if g.reset {
+                    assert!(flight.is_empty(), "a reset with writes in flight");
+                    device[z].store(0, Ordering::SeqCst);
+                    resets.fetch_add(1, Ordering::SeqCst);
+                }
+                assert!(g.at + K <= 16 * K, "zone {z}: write past the capacity");
+                let n = per_zone.entry(g.zone).or_insert(0);
+                *n += 1;
+                most = most.max(*n);
+                flight.push_back(g);
+                if flight.len() == depth {
+                    let g = flight.pop_front().unwrap();
+                    complete(g, &mut per_zone);
+                }
+                std::thread::yield_now();
+            }
+            while let Some(g) = flight.pop_front() {
+                complete(g, &mut per_zone);
+            }
+            table.detach(me);
+            most
+        });
+        let (_, resets) = sim.end(zones);
+        (most.into_iter().max().unwrap_or(0), resets)
     }
 
     #[test]

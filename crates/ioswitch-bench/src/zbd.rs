@@ -45,6 +45,12 @@
 //! what fio relies on (its `t/zbd` tests set mq-deadline; `uring-cmd-zoned.fio` says
 //! passthrough writes must stay at QD1): [`queued_writes_refused`] says where that is
 //! not so, and the job is refused there.
+//!
+//! Garbage collection (`zone_reset_threshold`, `zone_reset_frequency`, fio's
+//! `zbd_adjust_block`): once the bytes below the write pointers of a writer's region
+//! reach the threshold share of it, every `1 / frequency`-th write (one countdown per
+//! device, as fio's `write_cnt`) resets the zone it goes to and lands at its start
+//! ([`Gc`]); a writer with writes in flight completes them first. Refused with verify.
 
 use crate::engine::Rng;
 use ioswitch::spec::zns::{ZoneAction, ZoneReport, ZoneState};
@@ -87,6 +93,11 @@ struct State {
     job_open: Vec<(u32, usize)>,
     /// Writers attached: (writer, whether it verifies what it writes).
     writers: Vec<(u32, bool)>,
+    /// Writes left until the next garbage-collection reset (fio's `write_cnt`, one per
+    /// device, counted down only while the written share is above the threshold).
+    gc_left: u32,
+    /// Zones chosen for such a reset, reset when next written (fio's `reset_zone`).
+    gc_reset: Vec<bool>,
 }
 
 impl State {
@@ -130,6 +141,26 @@ pub(crate) enum Pick<'a> {
     Random,
 }
 
+/// `zone_reset_threshold` and `zone_reset_frequency`: once the bytes below the write
+/// pointers of a writer's region reach `threshold`, every `every`-th write resets the zone
+/// it goes to first (fio's simulation of garbage collection, `zbd_adjust_block`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Gc {
+    pub(crate) threshold: u64,
+    pub(crate) every: u32,
+}
+
+impl Gc {
+    /// `None` when `frequency` is 0 (fio's default: no such resets). fio counts down
+    /// `1 / frequency` writes, truncated to a whole number.
+    pub(crate) fn new(region: u64, threshold: f64, frequency: f64) -> Option<Gc> {
+        (frequency > 0.0).then(|| Gc {
+            threshold: (region as f64 * threshold) as u64,
+            every: ((1.0 / frequency).min(f64::from(u32::MAX)) as u32).max(1),
+        })
+    }
+}
+
 impl Table {
     /// A table of `nr_zones` zones of `cap` writable bytes, at most `max_open` open.
     pub(crate) fn new(nr_zones: u64, cap: u64, max_open: usize) -> Table {
@@ -146,11 +177,19 @@ impl Table {
                 open: 0,
                 job_open: Vec::new(),
                 writers: Vec::new(),
+                gc_left: u32::MAX,
+                gc_reset: vec![false; n],
             }),
             freed: Condvar::new(),
             cap,
             max_open: max_open.max(1),
         }
+    }
+
+    /// Starts the countdown to the next garbage-collection reset; fio sets it when each
+    /// job sets up its file (`zbd_file_reset`).
+    pub(crate) fn arm_gc(&self, gc: Option<Gc>) {
+        self.lock().gc_left = gc.map_or(u32::MAX, |g| g.every);
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -235,7 +274,7 @@ impl Table {
         pick: &mut Pick,
         rng: &mut Rng,
     ) -> Grant {
-        self.try_grant(me, job_max, region, len, pick, rng, true).expect("a grant that may wait comes")
+        self.try_grant(me, job_max, region, len, pick, rng, None, true).expect("a grant that may wait comes")
     }
 
     /// [`Table::grant`]; without `may_wait` (the writer has writes in flight), `None`
@@ -251,6 +290,7 @@ impl Table {
         len: u64,
         pick: &mut Pick,
         rng: &mut Rng,
+        gc: Option<Gc>,
         may_wait: bool,
     ) -> Option<Grant> {
         let (first, n) = region;
@@ -304,7 +344,21 @@ impl Table {
                     }
                 }
             };
-            if let Some((z, at, reset)) = got {
+            if let Some((z, mut at, mut reset)) = got {
+                // A zone already chosen waits for its writer to quiesce: not counted again.
+                if let Some(gc) = gc.filter(|_| !st.gc_reset[z]) {
+                    let written: u64 = st.wp[first as usize..(first + n) as usize].iter().sum();
+                    if written >= gc.threshold {
+                        st.gc_left = st.gc_left.saturating_sub(1);
+                        if st.gc_left == 0 {
+                            st.gc_left = gc.every;
+                            st.gc_reset[z] = true;
+                        }
+                    }
+                }
+                if st.gc_reset[z] {
+                    (at, reset) = (0, true);
+                }
                 if reset && !may_wait {
                     return None;
                 }
@@ -313,6 +367,7 @@ impl Table {
                     st.open += 1;
                     *st.job_open(me) += 1;
                 }
+                st.gc_reset[z] = false;
                 st.owner[z] = me;
                 st.inflight[z] += 1;
                 st.fresh[z] = true;
@@ -446,6 +501,7 @@ pub(crate) struct Zbd {
     /// for a zone here either before completing them).
     pub(crate) held_elsewhere: bool,
     job_max_open: usize,
+    gc: Option<Gc>,
     read_beyond_wp: bool,
     rng: Rng,
     /// Zone resets issued.
@@ -501,6 +557,12 @@ impl Zbd {
                 first + zones
             ));
         }
+        let gc = Gc::new(region, shapes.zone_reset_threshold, shapes.zone_reset_frequency).filter(|_| writes);
+        if gc.is_some() && verify {
+            return Err("zonemode=zbd: zone_reset_frequency resets zones while the job writes them, which loses \
+                        blocks it would verify; run it without verify"
+                .into());
+        }
         let me = NEXT_WRITER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let zbd = Zbd {
             table,
@@ -516,6 +578,7 @@ impl Zbd {
             quiesce: false,
             held_elsewhere: false,
             job_max_open: shapes.job_max_open_zones as usize,
+            gc,
             read_beyond_wp: shapes.read_beyond_wp,
             rng: Rng::new(seed ^ 0x2B0),
             resets: 0,
@@ -523,6 +586,7 @@ impl Zbd {
         };
         if writes {
             zbd.table.attach_writer(me, verify)?;
+            zbd.table.arm_gc(gc);
         }
         if !shapes.read_beyond_wp {
             // The write pointers of the zones no job has seen yet, from the device.
@@ -597,7 +661,16 @@ impl Zbd {
             let mut pick = if random { Pick::Random } else { Pick::Seq(&mut self.seq_write) };
             let may_wait = self.owned.is_empty() && !self.held_elsewhere;
             let region = (self.first, self.zones);
-            let got = self.table.try_grant(self.me, self.job_max_open, region, len, &mut pick, &mut self.rng, may_wait);
+            let got = self.table.try_grant(
+                self.me,
+                self.job_max_open,
+                region,
+                len,
+                &mut pick,
+                &mut self.rng,
+                self.gc,
+                may_wait,
+            );
             let Some(g) = got else {
                 self.quiesce = true;
                 return Ok(None);
@@ -829,6 +902,64 @@ mod tests {
     }
 
     #[test]
+    fn zone_reset_frequency_resets_every_nth_write_once_the_threshold_is_written() {
+        // One sequential writer over 4 zones of 16 blocks. Threshold 0.5: no such reset
+        // until 32 blocks are below the write pointers; frequency 0.25: then every 4th
+        // write resets the zone it goes to and lands at its start (fio's zbd_adjust_block).
+        let table = Table::new(4, 16 * K, 4);
+        let gc = Gc::new(64 * K, 0.5, 0.25);
+        assert_eq!(gc, Some(Gc { threshold: 32 * K, every: 4 }));
+        table.arm_gc(gc);
+        let (mut rng, mut cursor) = (Rng::new(1), (0, 0));
+        let mut resets = Vec::new();
+        for i in 1..=64u64 {
+            let g = table.try_grant(1, 0, (0, 4), K, &mut Pick::Seq(&mut cursor), &mut rng, gc, true).unwrap();
+            table.release(1, g.zone);
+            if g.reset {
+                assert_eq!(g.at, 0, "write {i}: a reset zone is written from its start");
+                resets.push(i);
+            }
+        }
+        // Zones 0, 1 and 2 reset when opened (writes 1, 17, 33); the countdown runs from
+        // write 33 on: writes 36, 40, ..., 64 reset zone 2, which never fills.
+        let want: Vec<u64> = [1, 17, 33].into_iter().chain((36..=64).step_by(4)).collect();
+        assert_eq!(resets, want);
+        assert_eq!(table.written(0, 4), vec![16 * K, 16 * K, K, 0], "write 64 reset zone 2, then wrote a block");
+
+        // Threshold 0, frequency 1: every write resets its zone first.
+        let table = Table::new(2, 16 * K, 2);
+        let gc = Gc::new(32 * K, 0.0, 1.0);
+        table.arm_gc(gc);
+        let mut cursor = (0, 0);
+        for i in 0..5 {
+            let g = table.try_grant(1, 0, (0, 2), K, &mut Pick::Seq(&mut cursor), &mut rng, gc, true).unwrap();
+            table.release(1, g.zone);
+            assert_eq!((g.zone, g.at, g.reset), (0, 0, true), "write {i}");
+        }
+        // Frequency 0: none (fio's default).
+        assert_eq!(Gc::new(32 * K, 0.0, 0.0), None);
+    }
+
+    #[test]
+    fn a_garbage_collection_reset_waits_for_the_writes_in_flight() {
+        // The writer has writes in flight (may_wait false): the reset is not granted, the
+        // writer completes them and asks again, and the chosen zone is reset then,
+        // counted once.
+        let table = Table::new(2, 16 * K, 2);
+        let gc = Gc::new(32 * K, 0.0, 0.5);
+        table.arm_gc(gc);
+        let (mut rng, mut cursor) = (Rng::new(1), (0, 0));
+        let mut ask = |may_wait| table.try_grant(1, 0, (0, 2), K, &mut Pick::Seq(&mut cursor), &mut rng, gc, may_wait);
+        assert!(ask(true).unwrap().reset, "zone 0 is reset when opened; the countdown goes 2 -> 1");
+        assert_eq!(ask(false), None, "the countdown reached 0: a reset, with writes in flight");
+        assert_eq!(ask(false), None, "still chosen, not counted again");
+        let g = ask(true).unwrap();
+        assert_eq!((g.zone, g.at, g.reset), (0, 0, true), "reset once the writer has quiesced");
+        assert!(!ask(false).unwrap().reset, "the countdown started again: 2 -> 1");
+        assert_eq!(ask(false), None, "and reached 0 again");
+    }
+
+    #[test]
     fn shared_zones_sequential_writers_append_at_the_write_pointer() {
         // 4 sequential clones over 4 zones: together they fill zone after zone; 4 × 16 writes
         // fill all 4 zones exactly once, each reset once (when opened).
@@ -874,7 +1005,7 @@ mod tests {
                 let g = loop {
                     let mut pick = if random { Pick::Random } else { Pick::Seq(&mut cursor) };
                     let may_wait = flight.is_empty();
-                    match table.try_grant(me, 0, (0, zones), K, &mut pick, &mut rng, may_wait) {
+                    match table.try_grant(me, 0, (0, zones), K, &mut pick, &mut rng, None, may_wait) {
                         Some(g) => break g,
                         None => {
                             assert!(!may_wait, "a grant that may wait comes");

@@ -13,10 +13,11 @@
 # several writes in flight (libaio and io_uring at iodepth=8 under mq-deadline; refused
 # under the none scheduler on Linux before 6.10, and through the char device);
 # zbd over two null_blk devices; numjobs=4 writers sharing one null_blk device's zones
-# (fio and ours, psync and libaio at iodepth=8), with the device enforcing max_active=4.
+# (fio and ours, psync and libaio at iodepth=8), with the device enforcing max_active=4;
+# zone_reset_threshold/zone_reset_frequency against fio's.
 # One boot; one line per case, then `N passed, N failed`.
 #
-#   tests/vm/fio-zbd-tests.sh [--engine PATH]   (default: fio/build.sh builds it)
+#   tests/vm/fio-zbd-tests.sh [--engine PATH]   (default: fio/build.sh builds it into target/ioswitch-fio-zbd)
 #
 # Exit status: 0 all passed, 1 something failed, 2 could not run; 124/125 from run.sh.
 set -uo pipefail

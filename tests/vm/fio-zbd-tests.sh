@@ -13,10 +13,11 @@
 # several writes in flight (libaio and io_uring at iodepth=8 under mq-deadline; refused
 # under the none scheduler on Linux before 6.10, and through the char device);
 # zbd over two null_blk devices; numjobs=4 writers sharing one null_blk device's zones
-# (fio and ours, psync and libaio at iodepth=8), with the device enforcing max_active=4.
+# (fio and ours, psync and libaio at iodepth=8), with the device enforcing max_active=4;
+# zone_reset_threshold/zone_reset_frequency against fio's.
 # One boot; one line per case, then `N passed, N failed`.
 #
-#   tests/vm/fio-zbd-tests.sh [--engine PATH]   (default: fio/build.sh builds it)
+#   tests/vm/fio-zbd-tests.sh [--engine PATH]   (default: fio/build.sh builds it into target/ioswitch-fio-zbd)
 #
 # Exit status: 0 all passed, 1 something failed, 2 could not run; 124/125 from run.sh.
 set -uo pipefail
@@ -28,7 +29,9 @@ if [ "${IOSWITCH_VM:-}" != 1 ]; then
     if [ "${1:-}" = "--engine" ]; then
         engine=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
     else
-        engine=$(fio/build.sh | tail -1) || exit 2
+        # Its own build directory: the host's fio engine stage may build target/ioswitch-fio
+        # at the same time (scripts/test runs the two side by side).
+        engine=$(fio/build.sh --out target/ioswitch-fio-zbd | tail -1) || exit 2
     fi
     [ -f "$engine" ] || { echo "fio-zbd-tests: no engine at $engine" >&2; exit 2; }
     cargo build -q -p ioswitch-cli || exit 2   # `ioswitch bench` zonemode=zbd below
@@ -358,6 +361,33 @@ PY
     tail -1 /tmp/zbd.log | sed 's/^/      /'
     [ $checked -eq 0 ] && [ $rc -eq 0 ]
     result $? "ioswitch bench /dev/nullb0: zonemode=zbd sequential write numjobs=4: 4 zones filled in turn, 4 resets"
+    # fio's garbage-collection simulation: once half the region (4 zones of 16m) is below
+    # the write pointers, every 4th write resets its zone first. fio resets no zone it
+    # finds empty and ioswitch resets each zone it opens, so the check compares the
+    # resets each tool adds with zone_reset_threshold/zone_reset_frequency to its own
+    # run of the same job without them.
+    gc_resets() {  # TOOL [OPTIONS...]: the job's zone resets
+        local tool=$1
+        shift
+        blkzone reset /dev/nullb0
+        local job=(--name=gc --filename=/dev/nullb0 --direct=1 --zonemode=zbd --rw=write --bs=64k --offset=0
+            --size=16m --number_ios=200 --ioengine=psync "$@")
+        if [ "$tool" = fio ]; then
+            fio "${job[@]}" >/tmp/gc.txt 2>>/tmp/zbd.log || return 1
+            grep -o '[0-9]* zone resets' /tmp/gc.txt | awk '{ n += $1 } END { print n + 0 }'
+        else
+            "$root/target/debug/ioswitch" bench --no-progress --output-format=json "${job[@]}" >/tmp/gc.json \
+                2>>/tmp/zbd.log || return 1
+            python3 -c 'import json, sys; t = open(sys.argv[1]).read(); print(sum(j["ioswitch"]["zone_resets"] for j in json.loads(t[t.index("{"):])["jobs"]))' /tmp/gc.json
+        fi
+    }
+    gc=(--zone_reset_threshold=0.5 --zone_reset_frequency=0.25)
+    fio_plain=$(gc_resets fio) && fio_gc=$(gc_resets fio "${gc[@]}") &&
+        ios_plain=$(gc_resets ioswitch) && ios_gc=$(gc_resets ioswitch "${gc[@]}")
+    rc=$?
+    echo "      zone resets without / with: fio ${fio_plain:-?} / ${fio_gc:-?}, ioswitch ${ios_plain:-?} / ${ios_gc:-?}"
+    [ $rc -eq 0 ] && [ $((fio_gc - fio_plain)) -gt 0 ] && [ $((fio_gc - fio_plain)) -eq $((ios_gc - ios_plain)) ]
+    result $? "fio and ioswitch bench /dev/nullb0: zone_reset_threshold=0.5 zone_reset_frequency=0.25 add the same zone resets"
 else
     echo "FAIL  null_blk with zoned=1 zone_max_active=4 did not give a host-managed device"
     failed=$((failed + 1))

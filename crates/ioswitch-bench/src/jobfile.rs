@@ -1063,6 +1063,8 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("zonemode", &[], Kind::Value),
     ("max_open_zones", &["zbd_max_open_zones"], Kind::Value),
     ("job_max_open_zones", &[], Kind::Value),
+    ("zone_reset_threshold", &[], Kind::Value),
+    ("zone_reset_frequency", &[], Kind::Value),
     ("read_beyond_wp", &[], Kind::Bool),
     ("zonesize", &[], Kind::Value),
     ("zonerange", &[], Kind::Value),
@@ -1203,6 +1205,12 @@ impl<'a> OptValue<'a> {
     fn percent(&self) -> Result<u32, JobError> {
         let expected = "a percentage from 0 to 100";
         self.value(expected)?.parse::<u32>().ok().filter(|p| *p <= 100).ok_or_else(|| self.bad(expected))
+    }
+
+    /// A number from 0 to 1 (fio's float options with those bounds).
+    fn fraction(&self) -> Result<f64, JobError> {
+        let expected = "a number from 0 to 1, such as 0.25";
+        self.value(expected)?.parse::<f64>().ok().filter(|f| (0.0..=1.0).contains(f)).ok_or_else(|| self.bad(expected))
     }
 
     /// Any text that is not empty.
@@ -2033,6 +2041,8 @@ impl JobSpec {
             }
             "max_open_zones" => sh.max_open_zones = val.count32(0)?,
             "job_max_open_zones" => sh.job_max_open_zones = val.count32(0)?,
+            "zone_reset_threshold" => sh.zone_reset_threshold = val.fraction()?,
+            "zone_reset_frequency" => sh.zone_reset_frequency = val.fraction()?,
             "read_beyond_wp" => sh.read_beyond_wp = val.flag()?,
             "zonesize" => {
                 sh.zone_size =
@@ -3844,6 +3854,14 @@ mod tests {
         );
         let e = err("[j]\nzonemode=zbd\nrw=randwrite\nnumjobs=16\nverify=crc32c\n");
         assert!(e.starts_with("job.fio:4: job 'j': zonemode=zbd writes with verify and numjobs>1 are not run"), "{e}");
+        // fio's garbage-collection simulation: two numbers from 0 to 1.
+        let j = one("[j]\nzonemode=zbd\nrw=write\nzone_reset_threshold=0.6\nzone_reset_frequency=.25\n");
+        assert_eq!((j.shapes.zone_reset_threshold, j.shapes.zone_reset_frequency), (0.6, 0.25));
+        for bad in ["zone_reset_threshold=1.5", "zone_reset_frequency=-0.1", "zone_reset_frequency=often"] {
+            let e = err(&format!("[j]\nzonemode=zbd\nrw=write\n{bad}\n"));
+            let name = bad.split('=').next().unwrap();
+            assert!(e.contains(name) && e.contains("a number from 0 to 1"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -79,6 +79,12 @@ pub struct Shapes {
     /// `job_max_open_zones`: zones one job may hold open (0: no limit of its own); the
     /// zones of a device are shared by the jobs that use it.
     pub job_max_open_zones: u32,
+    /// `zone_reset_threshold` with `zonemode=zbd`: the share of the job's region written
+    /// (the bytes below the write pointers) above which writes reset their zone every
+    /// `1 / zone_reset_frequency` writes (fio's garbage-collection simulation).
+    pub zone_reset_threshold: f64,
+    /// `zone_reset_frequency`: 0 (fio's default) resets no zone that way.
+    pub zone_reset_frequency: f64,
     /// `read_beyond_wp` with `zonemode=zbd`: reads go over each zone's capacity, written
     /// or not; off (fio's default): reads stay below each zone's write pointer.
     pub read_beyond_wp: bool,

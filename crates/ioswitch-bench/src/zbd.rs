@@ -45,6 +45,12 @@
 //! what fio relies on (its `t/zbd` tests set mq-deadline; `uring-cmd-zoned.fio` says
 //! passthrough writes must stay at QD1): [`queued_writes_refused`] says where that is
 //! not so, and the job is refused there.
+//!
+//! Garbage collection (`zone_reset_threshold`, `zone_reset_frequency`, fio's
+//! `zbd_adjust_block`): once the bytes below the write pointers of a writer's region
+//! reach the threshold share of it, every `1 / frequency`-th write (one countdown per
+//! device, as fio's `write_cnt`) resets the zone it goes to and lands at its start
+//! ([`Gc`]); a writer with writes in flight completes them first. Refused with verify.
 
 use crate::engine::Rng;
 use ioswitch::spec::zns::{ZoneAction, ZoneReport, ZoneState};
@@ -87,6 +93,11 @@ struct State {
     job_open: Vec<(u32, usize)>,
     /// Writers attached: (writer, whether it verifies what it writes).
     writers: Vec<(u32, bool)>,
+    /// Writes left until the next garbage-collection reset (fio's `write_cnt`, one per
+    /// device, counted down only while the written share is above the threshold).
+    gc_left: u32,
+    /// Zones chosen for such a reset, reset when next written (fio's `reset_zone`).
+    gc_reset: Vec<bool>,
 }
 
 impl State {
@@ -124,10 +135,31 @@ pub(crate) struct Grant {
 }
 
 /// How a writer picks its zone: sequentially from its cursor (a zone number relative to
-/// `first`, and the lap it is on), or at random among the open zones of its region.
+/// `first`, the lap it is on, and the bytes it has written into that zone, fio's file
+/// position in it), or at random among the open zones of its region.
 pub(crate) enum Pick<'a> {
-    Seq(&'a mut (u64, u64)),
+    Seq(&'a mut (u64, u64, u64)),
     Random,
+}
+
+/// `zone_reset_threshold` and `zone_reset_frequency`: once the bytes below the write
+/// pointers of a writer's region reach `threshold`, every `every`-th write resets the zone
+/// it goes to first (fio's simulation of garbage collection, `zbd_adjust_block`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Gc {
+    pub(crate) threshold: u64,
+    pub(crate) every: u32,
+}
+
+impl Gc {
+    /// `None` when `frequency` is 0 (fio's default: no such resets). fio counts down
+    /// `1 / frequency` writes, truncated to a whole number.
+    pub(crate) fn new(region: u64, threshold: f64, frequency: f64) -> Option<Gc> {
+        (frequency > 0.0).then(|| Gc {
+            threshold: (region as f64 * threshold) as u64,
+            every: ((1.0 / frequency).min(f64::from(u32::MAX)) as u32).max(1),
+        })
+    }
 }
 
 impl Table {
@@ -146,11 +178,19 @@ impl Table {
                 open: 0,
                 job_open: Vec::new(),
                 writers: Vec::new(),
+                gc_left: u32::MAX,
+                gc_reset: vec![false; n],
             }),
             freed: Condvar::new(),
             cap,
             max_open: max_open.max(1),
         }
+    }
+
+    /// Starts the countdown to the next garbage-collection reset; fio sets it when each
+    /// job sets up its file (`zbd_file_reset`).
+    pub(crate) fn arm_gc(&self, gc: Option<Gc>) {
+        self.lock().gc_left = gc.map_or(u32::MAX, |g| g.every);
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -235,7 +275,7 @@ impl Table {
         pick: &mut Pick,
         rng: &mut Rng,
     ) -> Grant {
-        self.try_grant(me, job_max, region, len, pick, rng, true).expect("a grant that may wait comes")
+        self.try_grant(me, job_max, region, len, pick, rng, None, true).expect("a grant that may wait comes")
     }
 
     /// [`Table::grant`]; without `may_wait` (the writer has writes in flight), `None`
@@ -251,6 +291,7 @@ impl Table {
         len: u64,
         pick: &mut Pick,
         rng: &mut Rng,
+        gc: Option<Gc>,
         may_wait: bool,
     ) -> Option<Grant> {
         let (first, n) = region;
@@ -266,11 +307,18 @@ impl Table {
             }
             let got = match pick {
                 Pick::Seq(cursor) => loop {
-                    let (rel, lap) = **cursor;
+                    let (rel, lap, pos) = **cursor;
                     let z = (first + rel) as usize;
-                    let next = if rel + 1 == n { (0, lap + 1) } else { (rel + 1, lap) };
+                    let next = if rel + 1 == n { (0, lap + 1, 0) } else { (rel + 1, lap, 0) };
                     if st.fills[z] > lap {
                         // Filled on this lap by another writer: on to the next zone.
+                        **cursor = next;
+                        continue;
+                    }
+                    if pos + len > cap {
+                        // The writer's position went through the zone's capacity while a
+                        // garbage-collection reset put the write pointer back: fio's
+                        // file position moves on to the next zone all the same.
                         **cursor = next;
                         continue;
                     }
@@ -304,7 +352,21 @@ impl Table {
                     }
                 }
             };
-            if let Some((z, at, reset)) = got {
+            if let Some((z, mut at, mut reset)) = got {
+                // A zone already chosen waits for its writer to quiesce: not counted again.
+                if let Some(gc) = gc.filter(|_| !st.gc_reset[z]) {
+                    let written: u64 = st.wp[first as usize..(first + n) as usize].iter().sum();
+                    if written >= gc.threshold {
+                        st.gc_left = st.gc_left.saturating_sub(1);
+                        if st.gc_left == 0 {
+                            st.gc_left = gc.every;
+                            st.gc_reset[z] = true;
+                        }
+                    }
+                }
+                if st.gc_reset[z] {
+                    (at, reset) = (0, true);
+                }
                 if reset && !may_wait {
                     return None;
                 }
@@ -313,11 +375,17 @@ impl Table {
                     st.open += 1;
                     *st.job_open(me) += 1;
                 }
+                st.gc_reset[z] = false;
                 st.owner[z] = me;
                 st.inflight[z] += 1;
                 st.fresh[z] = true;
                 st.wp[z] = at + len;
                 st.known[z] = true;
+                if let Pick::Seq(cursor) = pick {
+                    if first as usize + cursor.0 as usize == z {
+                        cursor.2 += len;
+                    }
+                }
                 return Some(Grant { zone: z as u64, at, reset });
             }
             if !may_wait {
@@ -433,7 +501,7 @@ pub(crate) struct Zbd {
     zones: u64,
     /// Sequential read position: (zone, offset in it); sequential writer's zone.
     seq_read: (u64, u64),
-    seq_write: (u64, u64),
+    seq_write: (u64, u64, u64),
     /// The zones of this job's writes in flight, one entry per write.
     owned: Vec<u64>,
     /// Writes are queued several at a time (an async job at `iodepth>1`): each zone is
@@ -446,6 +514,7 @@ pub(crate) struct Zbd {
     /// for a zone here either before completing them).
     pub(crate) held_elsewhere: bool,
     job_max_open: usize,
+    gc: Option<Gc>,
     read_beyond_wp: bool,
     rng: Rng,
     /// Zone resets issued.
@@ -501,6 +570,12 @@ impl Zbd {
                 first + zones
             ));
         }
+        let gc = Gc::new(region, shapes.zone_reset_threshold, shapes.zone_reset_frequency).filter(|_| writes);
+        if gc.is_some() && verify {
+            return Err("zonemode=zbd: zone_reset_frequency resets zones while the job writes them, which loses \
+                        blocks it would verify; run it without verify"
+                .into());
+        }
         let me = NEXT_WRITER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let zbd = Zbd {
             table,
@@ -510,12 +585,13 @@ impl Zbd {
             first,
             zones,
             seq_read: (0, 0),
-            seq_write: (0, 0),
+            seq_write: (0, 0, 0),
             owned: Vec::new(),
             queued: false,
             quiesce: false,
             held_elsewhere: false,
             job_max_open: shapes.job_max_open_zones as usize,
+            gc,
             read_beyond_wp: shapes.read_beyond_wp,
             rng: Rng::new(seed ^ 0x2B0),
             resets: 0,
@@ -523,6 +599,7 @@ impl Zbd {
         };
         if writes {
             zbd.table.attach_writer(me, verify)?;
+            zbd.table.arm_gc(gc);
         }
         if !shapes.read_beyond_wp {
             // The write pointers of the zones no job has seen yet, from the device.
@@ -597,7 +674,16 @@ impl Zbd {
             let mut pick = if random { Pick::Random } else { Pick::Seq(&mut self.seq_write) };
             let may_wait = self.owned.is_empty() && !self.held_elsewhere;
             let region = (self.first, self.zones);
-            let got = self.table.try_grant(self.me, self.job_max_open, region, len, &mut pick, &mut self.rng, may_wait);
+            let got = self.table.try_grant(
+                self.me,
+                self.job_max_open,
+                region,
+                len,
+                &mut pick,
+                &mut self.rng,
+                self.gc,
+                may_wait,
+            );
             let Some(g) = got else {
                 self.quiesce = true;
                 return Ok(None);
@@ -708,6 +794,51 @@ mod tests {
 
     const K: u64 = 4096;
 
+    /// A simulated zoned device under a shared zone table: each zone's write pointer as
+    /// the device holds it, which writer is writing there (0: none), and the resets. The
+    /// writers' threads see it through an `Arc`.
+    struct Sim {
+        table: Table,
+        device: Vec<std::sync::atomic::AtomicU64>,
+        writing: Vec<std::sync::atomic::AtomicU32>,
+        resets: std::sync::atomic::AtomicU64,
+    }
+
+    impl Sim {
+        fn new(zones: u64, cap: u64, max_open: usize) -> Arc<Sim> {
+            use std::sync::atomic::{AtomicU32, AtomicU64};
+            Arc::new(Sim {
+                table: Table::new(zones, cap, max_open),
+                device: (0..zones).map(|_| AtomicU64::new(0)).collect(),
+                writing: (0..zones).map(|_| AtomicU32::new(0)).collect(),
+                resets: AtomicU64::new(0),
+            })
+        }
+
+        /// Runs writers 1..=`jobs`, each `writer(sim, me)` on a thread of its own; their results.
+        fn run<T, F>(self: &Arc<Sim>, jobs: u32, writer: F) -> Vec<T>
+        where
+            T: Send + 'static,
+            F: Fn(&Sim, u32) -> T + Clone + Send + 'static,
+        {
+            let threads: Vec<_> = (1..=jobs)
+                .map(|me| {
+                    let (sim, writer) = (self.clone(), writer.clone());
+                    std::thread::spawn(move || writer(&sim, me))
+                })
+                .collect();
+            threads.into_iter().map(|t| t.join().unwrap()).collect()
+        }
+
+        /// The device's write pointers, checked against the table's, and the resets.
+        fn end(&self, zones: u64) -> (Vec<u64>, u64) {
+            use std::sync::atomic::Ordering;
+            let wps: Vec<u64> = self.device.iter().map(|w| w.load(Ordering::SeqCst)).collect();
+            assert_eq!(self.table.written(0, zones), wps, "the table's write pointers are the device's");
+            (wps, self.resets.load(Ordering::SeqCst))
+        }
+    }
+
     /// `jobs` writers (`random` or sequential) share one table of `zones` zones of 16
     /// blocks' capacity (`cap` with [`shared_run_cap`]), each making `writes` writes of a block, at most `max_open` zones
     /// open (and `job_max` per writer); a simulated device checks each write lands at its
@@ -733,50 +864,38 @@ mod tests {
         writes: u32,
         random: bool,
     ) -> (Vec<u64>, u64) {
-        use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-        let table = Arc::new(Table::new(zones, cap * K, max_open));
-        let device: Arc<Vec<AtomicU64>> = Arc::new((0..zones).map(|_| AtomicU64::new(0)).collect());
-        let writing: Arc<Vec<AtomicU32>> = Arc::new((0..zones).map(|_| AtomicU32::new(0)).collect());
-        let resets = Arc::new(AtomicU64::new(0));
-        let threads: Vec<_> = (1..=jobs)
-            .map(|me| {
-                let (table, device, writing, resets) = (table.clone(), device.clone(), writing.clone(), resets.clone());
-                std::thread::spawn(move || {
-                    table.attach_writer(me, false).unwrap();
-                    let mut rng = Rng::new(u64::from(me) * 77);
-                    let mut cursor = (0, 0);
-                    for _ in 0..writes {
-                        let mut pick = if random { Pick::Random } else { Pick::Seq(&mut cursor) };
-                        let g = table.grant(me, job_max, (0, zones), K, &mut pick, &mut rng);
-                        let z = g.zone as usize;
-                        assert_eq!(writing[z].swap(me, Ordering::SeqCst), 0, "two writers in zone {z}");
-                        assert!(table.open_zones() <= max_open, "{} zones open, limit {max_open}", table.open_zones());
-                        if job_max > 0 {
-                            assert!(table.open_by(me) <= job_max, "writer {me} holds {} zones", table.open_by(me));
-                        }
-                        if g.reset {
-                            device[z].store(0, Ordering::SeqCst);
-                            resets.fetch_add(1, Ordering::SeqCst);
-                        }
-                        // The device takes a write only at the zone's write pointer, within its capacity.
-                        assert_eq!(device[z].load(Ordering::SeqCst), g.at, "zone {z}: write off the write pointer");
-                        assert!(g.at + K <= cap * K, "zone {z}: write past the capacity");
-                        std::thread::yield_now();
-                        device[z].store(g.at + K, Ordering::SeqCst);
-                        writing[z].store(0, Ordering::SeqCst);
-                        table.release(me, g.zone);
-                    }
-                    table.detach(me);
-                })
-            })
-            .collect();
-        for t in threads {
-            t.join().unwrap();
-        }
-        assert!(table.open_zones() <= max_open, "the zones of writers that left stay open, within the limit");
-        let wps: Vec<u64> = device.iter().map(|w| w.load(Ordering::SeqCst)).collect();
-        assert_eq!(table.written(0, zones), wps, "the table's write pointers are the device's");
-        (wps, resets.load(Ordering::SeqCst))
+        use std::sync::atomic::Ordering;
+        let sim = Sim::new(zones, cap * K, max_open);
+        sim.run(jobs, move |sim, me| {
+            let Sim { table, device, writing, resets } = sim;
+            table.attach_writer(me, false).unwrap();
+            let mut rng = Rng::new(u64::from(me) * 77);
+            let mut cursor = (0, 0, 0);
+            for _ in 0..writes {
+                let mut pick = if random { Pick::Random } else { Pick::Seq(&mut cursor) };
+                let g = table.grant(me, job_max, (0, zones), K, &mut pick, &mut rng);
+                let z = g.zone as usize;
+                assert_eq!(writing[z].swap(me, Ordering::SeqCst), 0, "two writers in zone {z}");
+                assert!(table.open_zones() <= max_open, "{} zones open, limit {max_open}", table.open_zones());
+                if job_max > 0 {
+                    assert!(table.open_by(me) <= job_max, "writer {me} holds {} zones", table.open_by(me));
+                }
+                if g.reset {
+                    device[z].store(0, Ordering::SeqCst);
+                    resets.fetch_add(1, Ordering::SeqCst);
+                }
+                // The device takes a write only at the zone's write pointer, within its capacity.
+                assert_eq!(device[z].load(Ordering::SeqCst), g.at, "zone {z}: write off the write pointer");
+                assert!(g.at + K <= cap * K, "zone {z}: write past the capacity");
+                std::thread::yield_now();
+                device[z].store(g.at + K, Ordering::SeqCst);
+                writing[z].store(0, Ordering::SeqCst);
+                table.release(me, g.zone);
+            }
+            table.detach(me);
+        });
+        assert!(sim.table.open_zones() <= max_open, "the zones of writers that left stay open, within the limit");
+        sim.end(zones)
     }
 
     #[test]
@@ -793,6 +912,70 @@ mod tests {
         assert!(resets == written && written <= 4, "each zone written was opened (reset) once, 4 at most: {wps:?}");
         // job_max_open_zones: each writer opens at most 1 of the 4.
         shared_run(4, 8, 4, 1, 100, true);
+    }
+
+    #[test]
+    fn zone_reset_frequency_resets_every_nth_write_once_the_threshold_is_written() {
+        // One sequential writer over 4 zones of 16 blocks. Threshold 0.5: no such reset
+        // until 32 blocks are below the write pointers; frequency 0.25: then every 4th
+        // write resets the zone it goes to and lands at its start (fio's zbd_adjust_block).
+        let table = Table::new(4, 16 * K, 4);
+        let gc = Gc::new(64 * K, 0.5, 0.25);
+        assert_eq!(gc, Some(Gc { threshold: 32 * K, every: 4 }));
+        table.arm_gc(gc);
+        let (mut rng, mut cursor) = (Rng::new(1), (0, 0, 0));
+        let mut resets = Vec::new();
+        for i in 1..=64u64 {
+            let g = table.try_grant(1, 0, (0, 4), K, &mut Pick::Seq(&mut cursor), &mut rng, gc, true).unwrap();
+            table.release(1, g.zone);
+            if g.reset {
+                assert_eq!(g.at, 0, "write {i}: a reset zone is written from its start");
+                resets.push(i);
+            }
+        }
+        // Zones 0 to 3 reset when opened (writes 1, 17, 33, 49); the countdown runs from
+        // write 33 on (zones 0 and 1 hold the threshold): writes 36, 40, 44, 48 reset
+        // zone 2, 52, 56, 60, 64 zone 3. The writer's position goes on through each zone
+        // as fio's file position does: 16 writes per zone, whatever the resets.
+        let want: Vec<u64> = vec![1, 17, 33, 36, 40, 44, 48, 49, 52, 56, 60, 64];
+        assert_eq!(resets, want);
+        assert_eq!(
+            table.written(0, 4),
+            vec![16 * K, 16 * K, K, K],
+            "writes 48 and 64 reset their zone, then wrote a block"
+        );
+
+        // Threshold 0, frequency 1: every write resets its zone first.
+        let table = Table::new(2, 16 * K, 2);
+        let gc = Gc::new(32 * K, 0.0, 1.0);
+        table.arm_gc(gc);
+        let mut cursor = (0, 0, 0);
+        for i in 0..5 {
+            let g = table.try_grant(1, 0, (0, 2), K, &mut Pick::Seq(&mut cursor), &mut rng, gc, true).unwrap();
+            table.release(1, g.zone);
+            assert_eq!((g.zone, g.at, g.reset), (0, 0, true), "write {i}");
+        }
+        // Frequency 0: none (fio's default).
+        assert_eq!(Gc::new(32 * K, 0.0, 0.0), None);
+    }
+
+    #[test]
+    fn a_garbage_collection_reset_waits_for_the_writes_in_flight() {
+        // The writer has writes in flight (may_wait false): the reset is not granted, the
+        // writer completes them and asks again, and the chosen zone is reset then,
+        // counted once.
+        let table = Table::new(2, 16 * K, 2);
+        let gc = Gc::new(32 * K, 0.0, 0.5);
+        table.arm_gc(gc);
+        let (mut rng, mut cursor) = (Rng::new(1), (0, 0, 0));
+        let mut ask = |may_wait| table.try_grant(1, 0, (0, 2), K, &mut Pick::Seq(&mut cursor), &mut rng, gc, may_wait);
+        assert!(ask(true).unwrap().reset, "zone 0 is reset when opened; the countdown goes 2 -> 1");
+        assert_eq!(ask(false), None, "the countdown reached 0: a reset, with writes in flight");
+        assert_eq!(ask(false), None, "still chosen, not counted again");
+        let g = ask(true).unwrap();
+        assert_eq!((g.zone, g.at, g.reset), (0, 0, true), "reset once the writer has quiesced");
+        assert!(!ask(false).unwrap().reset, "the countdown started again: 2 -> 1");
+        assert_eq!(ask(false), None, "and reached 0 again");
     }
 
     #[test]
@@ -816,78 +999,69 @@ mod tests {
     /// to one zone, and the resets.
     fn queued_run(jobs: u32, zones: u64, max_open: usize, depth: usize, writes: u32, random: bool) -> (u32, u64) {
         use std::collections::{HashMap, VecDeque};
-        use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-        let table = Arc::new(Table::new(zones, 16 * K, max_open));
-        let device: Arc<Vec<AtomicU64>> = Arc::new((0..zones).map(|_| AtomicU64::new(0)).collect());
-        let writing: Arc<Vec<AtomicU32>> = Arc::new((0..zones).map(|_| AtomicU32::new(0)).collect());
-        let resets = Arc::new(AtomicU64::new(0));
-        let threads: Vec<_> = (1..=jobs)
-            .map(|me| {
-                let (table, device, writing, resets) = (table.clone(), device.clone(), writing.clone(), resets.clone());
-                std::thread::spawn(move || {
-                    table.attach_writer(me, false).unwrap();
-                    let mut rng = Rng::new(u64::from(me) * 91);
-                    let mut cursor = (0, 0);
-                    let mut flight: VecDeque<Grant> = VecDeque::new();
-                    let mut per_zone: HashMap<u64, u32> = HashMap::new();
-                    let mut most = 0;
-                    let complete = |g: Grant, per_zone: &mut HashMap<u64, u32>| {
-                        let z = g.zone as usize;
-                        assert_eq!(device[z].load(Ordering::SeqCst), g.at, "zone {z}: write off the write pointer");
-                        device[z].store(g.at + K, Ordering::SeqCst);
-                        let n = per_zone.get_mut(&g.zone).expect("a write in flight there");
-                        *n -= 1;
-                        if *n == 0 {
-                            writing[z].store(0, Ordering::SeqCst);
-                        }
-                        table.release(me, g.zone);
-                    };
-                    for _ in 0..writes {
-                        let g = loop {
-                            let mut pick = if random { Pick::Random } else { Pick::Seq(&mut cursor) };
-                            let may_wait = flight.is_empty();
-                            match table.try_grant(me, 0, (0, zones), K, &mut pick, &mut rng, may_wait) {
-                                Some(g) => break g,
-                                None => {
-                                    assert!(!may_wait, "a grant that may wait comes");
-                                    while let Some(g) = flight.pop_front() {
-                                        complete(g, &mut per_zone);
-                                    }
-                                }
+        use std::sync::atomic::Ordering;
+        let sim = Sim::new(zones, 16 * K, max_open);
+        let most = sim.run(jobs, move |sim, me| {
+            let Sim { table, device, writing, resets } = sim;
+            table.attach_writer(me, false).unwrap();
+            let mut rng = Rng::new(u64::from(me) * 91);
+            let mut cursor = (0, 0, 0);
+            let mut flight: VecDeque<Grant> = VecDeque::new();
+            let mut per_zone: HashMap<u64, u32> = HashMap::new();
+            let mut most = 0;
+            let complete = |g: Grant, per_zone: &mut HashMap<u64, u32>| {
+                let z = g.zone as usize;
+                assert_eq!(device[z].load(Ordering::SeqCst), g.at, "zone {z}: write off the write pointer");
+                device[z].store(g.at + K, Ordering::SeqCst);
+                let n = per_zone.get_mut(&g.zone).expect("a write in flight there");
+                *n -= 1;
+                if *n == 0 {
+                    writing[z].store(0, Ordering::SeqCst);
+                }
+                table.release(me, g.zone);
+            };
+            for _ in 0..writes {
+                let g = loop {
+                    let mut pick = if random { Pick::Random } else { Pick::Seq(&mut cursor) };
+                    let may_wait = flight.is_empty();
+                    match table.try_grant(me, 0, (0, zones), K, &mut pick, &mut rng, None, may_wait) {
+                        Some(g) => break g,
+                        None => {
+                            assert!(!may_wait, "a grant that may wait comes");
+                            while let Some(g) = flight.pop_front() {
+                                complete(g, &mut per_zone);
                             }
-                        };
-                        let z = g.zone as usize;
-                        let other = writing[z].swap(me, Ordering::SeqCst);
-                        assert!(other == 0 || other == me, "writers {other} and {me} both in zone {z}");
-                        assert!(table.open_zones() <= max_open);
-                        if g.reset {
-                            assert!(flight.is_empty(), "a reset with writes in flight");
-                            device[z].store(0, Ordering::SeqCst);
-                            resets.fetch_add(1, Ordering::SeqCst);
                         }
-                        assert!(g.at + K <= 16 * K, "zone {z}: write past the capacity");
-                        let n = per_zone.entry(g.zone).or_insert(0);
-                        *n += 1;
-                        most = most.max(*n);
-                        flight.push_back(g);
-                        if flight.len() == depth {
-                            let g = flight.pop_front().unwrap();
-                            complete(g, &mut per_zone);
-                        }
-                        std::thread::yield_now();
                     }
-                    while let Some(g) = flight.pop_front() {
-                        complete(g, &mut per_zone);
-                    }
-                    table.detach(me);
-                    most
-                })
-            })
-            .collect();
-        let most = threads.into_iter().map(|t| t.join().unwrap()).max().unwrap_or(0);
-        let wps: Vec<u64> = device.iter().map(|w| w.load(Ordering::SeqCst)).collect();
-        assert_eq!(table.written(0, zones), wps, "the table's write pointers are the device's");
-        (most, resets.load(Ordering::SeqCst))
+                };
+                let z = g.zone as usize;
+                let other = writing[z].swap(me, Ordering::SeqCst);
+                assert!(other == 0 || other == me, "writers {other} and {me} both in zone {z}");
+                assert!(table.open_zones() <= max_open);
+                if g.reset {
+                    assert!(flight.is_empty(), "a reset with writes in flight");
+                    device[z].store(0, Ordering::SeqCst);
+                    resets.fetch_add(1, Ordering::SeqCst);
+                }
+                assert!(g.at + K <= 16 * K, "zone {z}: write past the capacity");
+                let n = per_zone.entry(g.zone).or_insert(0);
+                *n += 1;
+                most = most.max(*n);
+                flight.push_back(g);
+                if flight.len() == depth {
+                    let g = flight.pop_front().unwrap();
+                    complete(g, &mut per_zone);
+                }
+                std::thread::yield_now();
+            }
+            while let Some(g) = flight.pop_front() {
+                complete(g, &mut per_zone);
+            }
+            table.detach(me);
+            most
+        });
+        let (_, resets) = sim.end(zones);
+        (most.into_iter().max().unwrap_or(0), resets)
     }
 
     #[test]
@@ -927,12 +1101,12 @@ mod tests {
             t.release(1, g.zone);
             opened.push(g.zone);
         }
-        let mut cursor = (0, 0);
+        let mut cursor = (0, 0, 0);
         let skip = (0..8).find(|z| !opened.contains(z)).unwrap();
         cursor.0 = skip;
         let g = t.grant(2, 0, (0, 8), K, &mut Pick::Seq(&mut cursor), &mut rng);
         assert!(opened.contains(&g.zone) && g.at == K && !g.reset, "{g:?} (open: {opened:?})");
-        assert_eq!((t.open_zones(), cursor), (2, (skip, 0)));
+        assert_eq!((t.open_zones(), (cursor.0, cursor.1)), (2, (skip, 0)));
         // Writer 1 leaves: its zones stay open (fio's rule) and writer 2 keeps writing
         // into them until they are full; then it opens its own.
         t.release(2, g.zone);

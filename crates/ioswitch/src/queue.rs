@@ -134,16 +134,13 @@ impl Queue {
             return Err(Rejected { error: Error::Busy { depth: self.depth }, data });
         }
         match be::prepare(&self.dev.inner, cmd, data.bufs()) {
-            Ok(io) if cmd.ioprio != 0 => match be::prio_refused(&self.dev.inner, Some(self.iface), &io, cmd) {
-                Some(error) => Err(Rejected { error, data }),
-                None => match self.be.submit_prio(&io, cmd, data, tag) {
-                    Ok(()) => {
-                        self.outstanding += 1;
-                        self.submitted += 1;
-                        Ok(())
-                    }
-                    Err((error, data)) => Err(Rejected { error, data }),
-                },
+            Ok(io) if cmd.ioprio != 0 => match self.be.submit_prio(&self.dev.inner, self.iface, &io, cmd, data, tag) {
+                Ok(()) => {
+                    self.outstanding += 1;
+                    self.submitted += 1;
+                    Ok(())
+                }
+                Err((error, data)) => Err(Rejected { error, data }),
             },
             Ok(io) => self.submit_checked(&io, cmd, data, tag),
             Err(error) => Err(Rejected { error, data }),

@@ -116,6 +116,7 @@ fn interfaces_that_cannot_carry_a_priority_refuse_it_by_name() {
         let dev = f.open(&format!("async={iface}"));
         let e = run_one(&dev, Cmd::fs_read(0, BS).with_ioprio(prio)).expect_err(iface).to_string();
         assert!(e.contains(iface) && e.contains("I/O priority"), "async={iface}: {e}");
+        assert!(e.contains(f.0.to_str().unwrap()), "async={iface}: the refusal names the device: {e}");
         // Without one the same command runs.
         assert_eq!(run_one(&dev, Cmd::fs_read(0, BS)).unwrap(), 0, "async={iface}");
     }

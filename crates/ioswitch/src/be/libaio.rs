@@ -91,6 +91,12 @@ pub(crate) struct Libaio {
 }
 
 impl Libaio {
+    /// A read or write with a priority: `aio_reqprio` with `IOCB_FLAG_IOPRIO`, written
+    /// by the general path (the one-buffer path leaves both alone).
+    pub(crate) fn submit_prio(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
+        self.submit_other(io, cmd, data, tag)
+    }
+
     fn new(dev: &Arc<Inner>, depth: u32) -> Result<Libaio, Error> {
         let fd = dev.raw_fd();
         if fd < 0 {
@@ -300,12 +306,6 @@ impl AsyncQueue for Libaio {
     fn commit_and_reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
         self.commit()?;
         self.reap_now(min, max, f)
-    }
-
-    /// A read or write with a priority: `aio_reqprio` with `IOCB_FLAG_IOPRIO`, written
-    /// by the general path (the one-buffer path leaves both alone).
-    fn submit_prio(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
-        self.submit_other(io, cmd, data, tag)
     }
 
     fn syscalls(&self) -> u64 {

@@ -100,22 +100,6 @@ pub(crate) trait AsyncQueue: Send {
     /// Syscalls made so far by this queue (submission, completion and wake-ups).
     fn syscalls(&self) -> u64;
 
-    /// [`submit`](AsyncQueue::submit) of a read or write with an I/O priority
-    /// (`cmd.ioprio`, not 0), which only the interfaces that carry one take; the others
-    /// never see one (the queue refuses it first, [`prio_refused`]). Never called on the
-    /// fast path, whose commands have no priority: the interfaces that carry one read it
-    /// here, off their fast paths.
-    fn submit_prio(&mut self, io: &Io, cmd: &Cmd, data: Data, _tag: u64) -> Result<(), (Error, Data)> {
-        let _ = io;
-        let e = Error::BadCommand {
-            dev: String::new(),
-            iface: "any",
-            what: cmd.describe(),
-            why: "this interface cannot carry a per-command I/O priority".into(),
-        };
-        Err((e, data))
-    }
-
     /// [`commit`](AsyncQueue::commit), then [`reap`](AsyncQueue::reap) with the same
     /// contract. Interfaces whose waiting reap can submit in the same syscall override it
     /// (io_uring: one `io_uring_enter` both submits and waits).
@@ -219,12 +203,38 @@ impl AsyncQueue for Backend {
     fn syscalls(&self) -> u64 {
         dispatch!(self, q => q.syscalls())
     }
-    fn submit_prio(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
-        dispatch!(self, q => q.submit_prio(io, cmd, data, tag))
-    }
     #[inline(always)]
     fn commit_and_reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
         dispatch_reap!(self, f, q => q.commit_and_reap(min, max, f))
+    }
+}
+
+impl Backend {
+    /// A command with an I/O priority (`cmd.ioprio`, not 0): a read or write goes to the
+    /// interfaces that carry one (io_uring in `sqe->ioprio`, libaio in `aio_reqprio`);
+    /// everything else is refused by name ([`prio_refused`]). Never on the fast path,
+    /// whose commands have no priority.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn submit_prio(
+        &mut self,
+        dev: &Inner,
+        iface: AsyncIface,
+        io: &Io,
+        cmd: &Cmd,
+        data: Data,
+        tag: u64,
+    ) -> Result<(), (Error, Data)> {
+        if let Some(e) = prio_refused(dev, Some(iface), io, cmd) {
+            return Err((e, data));
+        }
+        match self {
+            Backend::IoUring(q) => q.submit_prio(io, cmd, data, tag),
+            Backend::Libaio(q) => q.submit_prio(io, cmd, data, tag),
+            // `prio_refused` lets through only io_uring and libaio, whose queues are the
+            // arms above; a queue of another kind under their name would land here.
+            _ => Err((prio_error(dev, iface.as_str(), cmd, CANNOT_CARRY), data)),
+        }
     }
 }
 
@@ -781,23 +791,29 @@ pub(crate) fn prio_refused(dev: &Inner, iface: Option<AsyncIface>, io: &Io, cmd:
         Some(i @ (AsyncIface::IoUring | AsyncIface::Libaio)) => {
             (i.as_str(), "an I/O priority rides on reads and writes only; submit this command without one")
         }
-        Some(i) => (
-            i.as_str(),
-            "this interface cannot carry a per-command I/O priority; use async=io_uring or async=libaio, \
-             or submit the command without one",
-        ),
+        Some(i) => (i.as_str(), CANNOT_CARRY),
         None => (
             "sync",
             "a sync call carries no per-command I/O priority; submit it on a queue of async=io_uring or \
              async=libaio, or without one",
         ),
     };
-    Some(Error::BadCommand {
+    Some(prio_error(dev, name, cmd, why))
+}
+
+/// Why an interface other than io_uring and libaio refuses a command with a priority.
+const CANNOT_CARRY: &str = "this interface cannot carry a per-command I/O priority; use async=io_uring or \
+                            async=libaio, or submit the command without one";
+
+/// The refusal of a command with an I/O priority, naming the device and the interface.
+#[cold]
+fn prio_error(dev: &Inner, iface: &'static str, cmd: &Cmd, why: &str) -> Error {
+    Error::BadCommand {
         dev: dev.uri.clone(),
-        iface: name,
+        iface,
         what: format!("{} with I/O priority {:#06x}", cmd.describe(), cmd.ioprio),
         why: why.into(),
-    })
+    }
 }
 
 /// The same check for admin commands, which do not go through [`prepare`].

@@ -334,33 +334,6 @@ impl Iface for File {
         q.submit_slow(&{ *io }, cmd, crate::be::own(data), tag)
     }
 
-    /// A read or write with a priority goes through the general path, which writes
-    /// `sqe->ioprio` (the fast path leaves it 0); one that would run outside the ring is
-    /// refused, since that would lose its priority.
-    fn submit_prio(q: &mut Ring<File>, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
-        if !q.uring.has_free_slot() {
-            return Err((q.busy(), data));
-        }
-        if matches!(io.op, Op::Read | Op::Write)
-            && io.len <= MAX_RW
-            && !q.iface.split.is_some_and(|l| l.splits(io.len, data.bufs()))
-        {
-            return q.submit_rw(io, cmd, data, tag);
-        }
-        let e = Error::BadCommand {
-            dev: q.dev.uri.clone(),
-            iface: File::NAME,
-            what: cmd.describe(),
-            why: format!(
-                "a read or write of {} bytes runs outside the ring here (longer than one ring operation \
-                 takes, or split under IOPOLL), which cannot carry its I/O priority; submit shorter commands, \
-                 or none with a priority",
-                io.len
-            ),
-        };
-        Err((e, data))
-    }
-
     #[inline(always)]
     fn end(slot: &Slot<FileSlot>, cqe: &cqueue::Entry) -> End {
         let res = cqe.result();
@@ -385,6 +358,33 @@ impl Iface for File {
 }
 
 impl Ring<File> {
+    /// A read or write with a priority goes through the general path, which writes
+    /// `sqe->ioprio` (the fast path leaves it 0); one that would run outside the ring is
+    /// refused, since that would lose its priority.
+    pub(crate) fn submit_prio(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
+        if !self.uring.has_free_slot() {
+            return Err((self.busy(), data));
+        }
+        if matches!(io.op, Op::Read | Op::Write)
+            && io.len <= MAX_RW
+            && !self.iface.split.is_some_and(|l| l.splits(io.len, data.bufs()))
+        {
+            return self.submit_rw(io, cmd, data, tag);
+        }
+        let e = Error::BadCommand {
+            dev: self.dev.uri.clone(),
+            iface: File::NAME,
+            what: cmd.describe(),
+            why: format!(
+                "a read or write of {} bytes runs outside the ring here (longer than one ring operation \
+                 takes, or split under IOPOLL), which cannot carry its I/O priority; submit shorter commands, \
+                 or none with a priority",
+                io.len
+            ),
+        };
+        Err((e, data))
+    }
+
     /// A queue of `depth` slots on a new ring.
     pub(crate) fn new(dev: &Arc<Inner>, depth: u32) -> Result<IoUringQueue, Error> {
         let o = &dev.opts;

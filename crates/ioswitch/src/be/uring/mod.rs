@@ -122,18 +122,6 @@ pub(crate) trait Iface: Send + Sized {
     /// [`Ring::launched`]) or runs it inline (through [`Ring::hold_ready`]). Must not block
     /// on the ring. Returns the data on error.
     fn submit(q: &mut Ring<Self>, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)>;
-    /// [`submit`](Iface::submit) of a read or write with an I/O priority (see
-    /// [`AsyncQueue::submit_prio`]); interfaces that carry none keep this refusal.
-    fn submit_prio(q: &mut Ring<Self>, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
-        let _ = (io, tag);
-        let e = Error::BadCommand {
-            dev: q.dev.uri.clone(),
-            iface: Self::NAME,
-            what: cmd.describe(),
-            why: "this interface cannot carry a per-command I/O priority".into(),
-        };
-        Err((e, data))
-    }
     /// How the CQE of a slot ends its command.
     fn end(slot: &Slot<Self::Slot>, cqe: &Self::Cqe) -> End;
     /// For [`End::Again`]: pushes slot `id`'s command again in another form; when it
@@ -631,10 +619,6 @@ impl<I: Iface> AsyncQueue for Ring<I> {
     #[inline(always)]
     fn submit(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
         I::submit(self, io, cmd, data, tag)
-    }
-
-    fn submit_prio(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
-        I::submit_prio(self, io, cmd, data, tag)
     }
 
     fn commit(&mut self) -> Result<u32, Error> {

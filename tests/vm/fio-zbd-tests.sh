@@ -363,31 +363,31 @@ PY
     result $? "ioswitch bench /dev/nullb0: zonemode=zbd sequential write numjobs=4: 4 zones filled in turn, 4 resets"
     # fio's garbage-collection simulation: once half the region (4 zones of 16m) is below
     # the write pointers, every 4th write resets its zone first. fio resets no zone it
-    # finds empty and ioswitch resets each zone it opens, so the check compares the
-    # resets each tool adds with zone_reset_threshold/zone_reset_frequency to its own
-    # run of the same job without them.
-    gc_resets() {  # TOOL [OPTIONS...]: the job's zone resets
-        local tool=$1
-        shift
+    # finds empty, ioswitch resets each zone when it opens it: the garbage-collection
+    # resets are fio's count, and ioswitch's less one per zone the job wrote (the zones
+    # blkzone reports not empty afterwards).
+    gc_resets() {  # TOOL: "RESETS ZONES-WRITTEN" of the job
+        local tool=$1 n
         blkzone reset /dev/nullb0
         local job=(--name=gc --filename=/dev/nullb0 --direct=1 --zonemode=zbd --rw=write --bs=64k --offset=0
-            --size=16m --number_ios=200 --ioengine=psync "$@")
+            --size=16m --number_ios=200 --ioengine=psync --zone_reset_threshold=0.5 --zone_reset_frequency=0.25)
         if [ "$tool" = fio ]; then
             fio "${job[@]}" >/tmp/gc.txt 2>>/tmp/zbd.log || return 1
-            grep -o '[0-9]* zone resets' /tmp/gc.txt | awk '{ n += $1 } END { print n + 0 }'
+            n=$(grep -o '[0-9]* zone resets' /tmp/gc.txt | awk '{ n += $1 } END { print n + 0 }')
         else
             "$root/target/debug/ioswitch" bench --no-progress --output-format=json "${job[@]}" >/tmp/gc.json \
                 2>>/tmp/zbd.log || return 1
-            python3 -c 'import json, sys; t = open(sys.argv[1]).read(); print(sum(j["ioswitch"]["zone_resets"] for j in json.loads(t[t.index("{"):])["jobs"]))' /tmp/gc.json
+            n=$(python3 -c 'import json, sys; t = open(sys.argv[1]).read(); print(sum(j["ioswitch"]["zone_resets"] for j in json.loads(t[t.index("{"):])["jobs"]))' /tmp/gc.json)
         fi
+        echo "$n $(blkzone report --count 4 /dev/nullb0 | grep -vc 'zcond: *1(')"
     }
-    gc=(--zone_reset_threshold=0.5 --zone_reset_frequency=0.25)
-    fio_plain=$(gc_resets fio) && fio_gc=$(gc_resets fio "${gc[@]}") &&
-        ios_plain=$(gc_resets ioswitch) && ios_gc=$(gc_resets ioswitch "${gc[@]}")
+    fio_gc=$(gc_resets fio) && ios_gc=$(gc_resets ioswitch)
     rc=$?
-    echo "      zone resets without / with: fio ${fio_plain:-?} / ${fio_gc:-?}, ioswitch ${ios_plain:-?} / ${ios_gc:-?}"
-    [ $rc -eq 0 ] && [ $((fio_gc - fio_plain)) -gt 0 ] && [ $((fio_gc - fio_plain)) -eq $((ios_gc - ios_plain)) ]
-    result $? "fio and ioswitch bench /dev/nullb0: zone_reset_threshold=0.5 zone_reset_frequency=0.25 add the same zone resets"
+    read -r fio_n fio_z <<<"${fio_gc:-x x}"
+    read -r ios_n ios_z <<<"${ios_gc:-x x}"
+    echo "      zone resets / zones written: fio $fio_n / $fio_z, ioswitch $ios_n / $ios_z"
+    [ $rc -eq 0 ] && [ "$fio_n" -gt 0 ] && [ "$fio_z" = "$ios_z" ] && [ $((ios_n - ios_z)) -eq "$fio_n" ]
+    result $? "fio and ioswitch bench /dev/nullb0: zone_reset_threshold=0.5 zone_reset_frequency=0.25 reset the same zones as often"
 else
     echo "FAIL  null_blk with zoned=1 zone_max_active=4 did not give a host-managed device"
     failed=$((failed + 1))

@@ -115,11 +115,13 @@ struct Slot {
     /// `aio_nbytes` and `aio_offset` by each command; the rest stays 0 (the kernel writes
     /// 0 into `aio_key`). The other paths write their iocb into `Aio::spare` instead, so
     /// none of them leaves a flag (RWF_DSYNC, a priority) here for the next command.
+    ///
+    /// Its `aio_nbytes` is also the number of bytes the slot's command must move, whichever
+    /// iocb went to the kernel (0 for fdsync; fewer is a short transfer): `queue_one` asks
+    /// for exactly that, the other paths write it here beside their spare iocb.
     iocb: Iocb,
     data: Data,
     tag: u64,
-    /// Bytes the command must move (0 for flush); fewer is a short transfer.
-    expect: u64,
     /// Taken (queued, in flight, or its event harvested and not yet handed out).
     busy: bool,
 }
@@ -168,7 +170,6 @@ impl Aio {
             iocb: Iocb { aio_data: i as u64, aio_fildes: fd, ..Iocb::default() },
             data: Data::None,
             tag: 0,
-            expect: 0,
             busy: false,
         };
         Ok(Aio {
@@ -231,30 +232,31 @@ impl Aio {
     }
 
     /// Fills slot `idx` and queues it for the next submit with its own iocb (already
-    /// written).
+    /// written; its `aio_nbytes` is what the command must move).
     #[inline(always)]
-    fn queue(&mut self, idx: usize, data: Data, tag: u64, expect: u64) {
+    fn queue(&mut self, idx: usize, data: Data, tag: u64) {
         let cb: *mut Iocb = &mut self.slot(idx).iocb;
-        self.queue_iocb(idx, cb, data, tag, expect);
+        self.queue_iocb(idx, cb, data, tag);
     }
 
-    /// Writes `cb` into slot `idx`'s spare iocb and queues the slot with it.
+    /// Writes `cb` into slot `idx`'s spare iocb and queues the slot with it; the command
+    /// must move `expect` bytes.
     fn queue_spare(&mut self, idx: usize, cb: Iocb, data: Data, tag: u64, expect: u64) {
+        self.slot(idx).iocb.aio_nbytes = expect;
         let spare = &mut self.spare[idx];
         *spare = cb;
         let cb: *mut Iocb = spare;
-        self.queue_iocb(idx, cb, data, tag, expect);
+        self.queue_iocb(idx, cb, data, tag);
     }
 
     /// Fills slot `idx` and queues `cb` (slot `idx`'s own iocb or its spare one, written)
     /// for the next submit.
     #[inline(always)]
-    fn queue_iocb(&mut self, idx: usize, cb: *mut Iocb, data: Data, tag: u64, expect: u64) {
+    fn queue_iocb(&mut self, idx: usize, cb: *mut Iocb, data: Data, tag: u64) {
         debug_assert!(self.nqueued < self.depth);
         let q = self.nqueued as usize & self.mask;
         let slot = self.slot(idx);
         slot.tag = tag;
-        slot.expect = expect;
         slot.busy = true;
         // A free slot holds Data::None (whoever freed it took its data): nothing to drop.
         std::mem::forget(std::mem::replace(&mut slot.data, data));
@@ -263,20 +265,23 @@ impl Aio {
         self.nqueued += 1;
     }
 
-    /// Queues a read (or write) of `len` bytes (at most the buffer's length) of the one
-    /// buffer of `data` at `offset`, writing only the fields that change; the data comes
-    /// back when the queue is full or `data` is not one buffer.
+    /// Queues a read (or write) of `len` bytes of the one buffer of `data` at `offset`,
+    /// writing only the fields that change; the data comes back when the queue is full or
+    /// `data` is not one buffer. The caller's checks made sure the buffer holds `len`
+    /// bytes: a shorter one would be cut to its length, and the command would count as
+    /// complete once that much moved (`aio_nbytes` is what the event is measured against).
     #[inline(always)]
     pub(crate) fn queue_one(&mut self, write: bool, data: Data, len: u64, offset: u64, tag: u64) -> Result<(), Data> {
         let Data::One(b) = &data else { return Err(data) };
         let (ptr, max) = (b.as_ptr() as u64, b.len() as u64);
+        debug_assert!(len <= max, "the checks let a buffer shorter than the command through");
         let Some(i) = self.take_slot() else { return Err(data) };
         let cb = &mut self.slot(i).iocb;
         cb.aio_lio_opcode = if write { IOCB_CMD_PWRITE } else { IOCB_CMD_PREAD };
         cb.aio_buf = ptr;
         cb.aio_nbytes = len.min(max);
         cb.aio_offset = offset as i64;
-        self.queue(i, data, tag, len);
+        self.queue(i, data, tag);
         Ok(())
     }
 
@@ -429,7 +434,7 @@ impl Aio {
                 // SAFETY: as above.
                 let slot = unsafe { self.slots.get_unchecked_mut(idx) };
                 let (status, result) =
-                    if res >= 0 && res as u64 == slot.expect { (Status::OK, res as u64) } else { failed(res) };
+                    if res >= 0 && res as u64 == slot.iocb.aio_nbytes { (Status::OK, res as u64) } else { failed(res) };
                 f(Completion { tag: slot.tag, status, result, data: std::mem::take(&mut slot.data) });
                 return true;
             }

@@ -231,31 +231,28 @@ impl Aio {
         self.nfree += 1;
     }
 
-    /// Fills slot `idx` and queues it for the next submit with its own iocb (already
-    /// written; its `aio_nbytes` is what the command must move).
-    #[inline(always)]
-    fn queue(&mut self, idx: usize, data: Data, tag: u64) {
-        let cb: *mut Iocb = &mut self.slot(idx).iocb;
-        self.queue_iocb(idx, cb, data, tag);
-    }
-
     /// Writes `cb` into slot `idx`'s spare iocb and queues the slot with it; the command
     /// must move `expect` bytes.
     fn queue_spare(&mut self, idx: usize, cb: Iocb, data: Data, tag: u64, expect: u64) {
-        self.slot(idx).iocb.aio_nbytes = expect;
         let spare = &mut self.spare[idx];
         *spare = cb;
         let cb: *mut Iocb = spare;
-        self.queue_iocb(idx, cb, data, tag);
+        self.queue_iocb(idx, data, tag, |own| {
+            own.aio_nbytes = expect;
+            cb
+        });
     }
 
-    /// Fills slot `idx` and queues `cb` (slot `idx`'s own iocb or its spare one, written)
-    /// for the next submit.
+    /// Fills slot `idx` and queues it for the next submit with the iocb `fill` returns
+    /// (the slot's own, which `fill` gets to write, or its spare one, already written);
+    /// the own iocb's `aio_nbytes` must be what the command must move. The slot is looked
+    /// up once, and the queue's position read before anything is written into the slot.
     #[inline(always)]
-    fn queue_iocb(&mut self, idx: usize, cb: *mut Iocb, data: Data, tag: u64) {
+    fn queue_iocb(&mut self, idx: usize, data: Data, tag: u64, fill: impl FnOnce(&mut Iocb) -> *mut Iocb) {
         debug_assert!(self.nqueued < self.depth);
         let q = self.nqueued as usize & self.mask;
         let slot = self.slot(idx);
+        let cb = fill(&mut slot.iocb);
         slot.tag = tag;
         slot.busy = true;
         // A free slot holds Data::None (whoever freed it took its data): nothing to drop.
@@ -276,12 +273,13 @@ impl Aio {
         let (ptr, max) = (b.as_ptr() as u64, b.len() as u64);
         debug_assert!(len <= max, "the checks let a buffer shorter than the command through");
         let Some(i) = self.take_slot() else { return Err(data) };
-        let cb = &mut self.slot(i).iocb;
-        cb.aio_lio_opcode = if write { IOCB_CMD_PWRITE } else { IOCB_CMD_PREAD };
-        cb.aio_buf = ptr;
-        cb.aio_nbytes = len.min(max);
-        cb.aio_offset = offset as i64;
-        self.queue(i, data, tag);
+        self.queue_iocb(i, data, tag, |cb| {
+            cb.aio_lio_opcode = if write { IOCB_CMD_PWRITE } else { IOCB_CMD_PREAD };
+            cb.aio_buf = ptr;
+            cb.aio_nbytes = len.min(max);
+            cb.aio_offset = offset as i64;
+            cb
+        });
         Ok(())
     }
 

@@ -3,7 +3,9 @@
 //!
 //! An [`Aio`] owns one AIO context and a slot table of `depth` slots, all allocated at
 //! creation: per slot an `iocb`, the command's [`Data`] (which the iocb points into) with
-//! its tag beside it (one 128-byte entry), and an iovec array for vectored commands. A
+//! its tag beside it (one 128-byte entry), and an iovec array and a spare iocb for the
+//! commands other than a read or write of one buffer (vectored, fdsync, with RWF_DSYNC or
+//! a priority), so those never leave a flag in the iocb the common command reuses. A
 //! command's data moves into its slot when it is queued and comes out only when the
 //! kernel is done with it: when its event is handed out, when io_submit refused it, or when
 //! it never reached the kernel. The iocbs are written only here, from the data they point
@@ -104,20 +106,22 @@ pub(crate) fn probe() -> Result<(), i32> {
     Ok(())
 }
 
-/// One command's place: the iocb the kernel reads and, in the same two cache lines, what
-/// the command holds meanwhile. The iocb comes first, so a pointer to it is a pointer to
-/// its slot.
+/// One command's place: the iocb the kernel reads for a read or write of one buffer and,
+/// in the same two cache lines, what the command holds meanwhile.
 #[repr(C, align(64))]
 struct Slot {
-    /// `aio_data` (the slot index) and `aio_fildes` are written once, at creation;
-    /// `aio_key`, `aio_reserved2` and `aio_resfd` stay 0 (the kernel writes 0 into
-    /// `aio_key`), `aio_reqprio` is read only with `IOCB_FLAG_IOPRIO` in `aio_flags`.
-    /// Queueing writes the rest.
+    /// The iocb of the one-buffer path (`queue_one`): `aio_data` (the slot index) and
+    /// `aio_fildes` are written once, at creation; `aio_lio_opcode`, `aio_buf`,
+    /// `aio_nbytes` and `aio_offset` by each command; the rest stays 0 (the kernel writes
+    /// 0 into `aio_key`). The other paths write their iocb into `Aio::spare` instead, so
+    /// none of them leaves a flag (RWF_DSYNC, a priority) here for the next command.
+    ///
+    /// Its `aio_nbytes` is also the number of bytes the slot's command must move, whichever
+    /// iocb went to the kernel (0 for fdsync; fewer is a short transfer): `queue_one` asks
+    /// for exactly that, the other paths write it here beside their spare iocb.
     iocb: Iocb,
     data: Data,
     tag: u64,
-    /// Bytes the command must move (0 for flush); fewer is a short transfer.
-    expect: u64,
     /// Taken (queued, in flight, or its event harvested and not yet handed out).
     busy: bool,
 }
@@ -132,6 +136,10 @@ pub(crate) struct Aio {
     slots: Box<[Slot]>,
     /// One iovec array per slot in use (only vectored commands use them).
     iovecs: Box<[[libc::iovec; MAX_SEGMENTS]]>,
+    /// One iocb per slot in use for the commands `queue_one` does not queue (vectored,
+    /// with RWF_DSYNC or a priority, fdsync), written whole by each; `aio_data` is the
+    /// slot index as in the slot's own iocb.
+    spare: Box<[Iocb]>,
     /// Free slot indices: `free[..nfree]`, each below `depth`.
     free: Box<[u32]>,
     nfree: u32,
@@ -162,7 +170,6 @@ impl Aio {
             iocb: Iocb { aio_data: i as u64, aio_fildes: fd, ..Iocb::default() },
             data: Data::None,
             tag: 0,
-            expect: 0,
             busy: false,
         };
         Ok(Aio {
@@ -171,6 +178,7 @@ impl Aio {
             mask: n - 1,
             slots: (0..n).map(slot).collect(),
             iovecs: vec![[iov0; MAX_SEGMENTS]; depth as usize].into_boxed_slice(),
+            spare: vec![Iocb::default(); depth as usize].into_boxed_slice(),
             free: (0..n as u32).map(|k| depth.saturating_sub(k + 1)).collect(),
             nfree: depth,
             ptrs: vec![std::ptr::null_mut(); n].into_boxed_slice(),
@@ -223,15 +231,29 @@ impl Aio {
         self.nfree += 1;
     }
 
-    /// Fills slot `idx` (its iocb already written) and queues it for the next submit.
+    /// Writes `cb` into slot `idx`'s spare iocb and queues the slot with it; the command
+    /// must move `expect` bytes.
+    fn queue_spare(&mut self, idx: usize, cb: Iocb, data: Data, tag: u64, expect: u64) {
+        let spare = &mut self.spare[idx];
+        *spare = cb;
+        let cb: *mut Iocb = spare;
+        self.queue_iocb(idx, data, tag, |own| {
+            own.aio_nbytes = expect;
+            cb
+        });
+    }
+
+    /// Fills slot `idx` and queues it for the next submit with the iocb `fill` returns
+    /// (the slot's own, which `fill` gets to write, or its spare one, already written);
+    /// the own iocb's `aio_nbytes` must be what the command must move. The slot is looked
+    /// up once, and the queue's position read before anything is written into the slot.
     #[inline(always)]
-    fn queue(&mut self, idx: usize, data: Data, tag: u64, expect: u64) {
+    fn queue_iocb(&mut self, idx: usize, data: Data, tag: u64, fill: impl FnOnce(&mut Iocb) -> *mut Iocb) {
         debug_assert!(self.nqueued < self.depth);
         let q = self.nqueued as usize & self.mask;
         let slot = self.slot(idx);
-        let cb: *mut Iocb = &mut slot.iocb;
+        let cb = fill(&mut slot.iocb);
         slot.tag = tag;
-        slot.expect = expect;
         slot.busy = true;
         // A free slot holds Data::None (whoever freed it took its data): nothing to drop.
         std::mem::forget(std::mem::replace(&mut slot.data, data));
@@ -240,23 +262,24 @@ impl Aio {
         self.nqueued += 1;
     }
 
-    /// Queues a read (or write) of `len` bytes (at most the buffer's length) of the one
-    /// buffer of `data` at `offset`, writing only the fields that change; the data comes
-    /// back when the queue is full or `data` is not one buffer.
+    /// Queues a read (or write) of `len` bytes of the one buffer of `data` at `offset`,
+    /// writing only the fields that change; the data comes back when the queue is full or
+    /// `data` is not one buffer. The caller's checks made sure the buffer holds `len`
+    /// bytes: a shorter one would be cut to its length, and the command would count as
+    /// complete once that much moved (`aio_nbytes` is what the event is measured against).
     #[inline(always)]
     pub(crate) fn queue_one(&mut self, write: bool, data: Data, len: u64, offset: u64, tag: u64) -> Result<(), Data> {
         let Data::One(b) = &data else { return Err(data) };
         let (ptr, max) = (b.as_ptr() as u64, b.len() as u64);
+        debug_assert!(len <= max, "the checks let a buffer shorter than the command through");
         let Some(i) = self.take_slot() else { return Err(data) };
-        let cb = &mut self.slot(i).iocb;
-        cb.aio_rw_flags = 0;
-        // A command with a priority (queue_vectored) may have used the slot last.
-        cb.aio_flags = 0;
-        cb.aio_lio_opcode = if write { IOCB_CMD_PWRITE } else { IOCB_CMD_PREAD };
-        cb.aio_buf = ptr;
-        cb.aio_nbytes = len.min(max);
-        cb.aio_offset = offset as i64;
-        self.queue(i, data, tag, len);
+        self.queue_iocb(i, data, tag, |cb| {
+            cb.aio_lio_opcode = if write { IOCB_CMD_PWRITE } else { IOCB_CMD_PREAD };
+            cb.aio_buf = ptr;
+            cb.aio_nbytes = len.min(max);
+            cb.aio_offset = offset as i64;
+            cb
+        });
         Ok(())
     }
 
@@ -276,7 +299,7 @@ impl Aio {
         tag: u64,
     ) -> Result<(), (Refused, Data)> {
         let Some(i) = self.take_slot() else { return Err((Refused::Full, data)) };
-        let mut cb = Iocb { aio_data: i as u64, aio_fildes: self.slots[i].iocb.aio_fildes, ..Iocb::default() };
+        let mut cb = Iocb { aio_data: i as u64, aio_fildes: self.fd(), ..Iocb::default() };
         let iov = &mut self.iovecs[i];
         let n = fill_iovecs(data.bufs(), len, iov);
         if n == 1 {
@@ -299,24 +322,34 @@ impl Aio {
             cb.aio_reqprio = ioprio as i16;
             cb.aio_flags = IOCB_FLAG_IOPRIO;
         }
-        self.slot(i).iocb = cb;
-        self.queue(i, data, tag, len);
+        self.queue_spare(i, cb, data, tag, len);
         Ok(())
     }
 
     /// Queues an fdsync; the data (normally none) comes back when no slot is free.
     pub(crate) fn queue_fdsync(&mut self, data: Data, tag: u64) -> Result<(), Data> {
         let Some(i) = self.take_slot() else { return Err(data) };
-        let fd = self.slots[i].iocb.aio_fildes;
-        self.slot(i).iocb =
-            Iocb { aio_data: i as u64, aio_fildes: fd, aio_lio_opcode: IOCB_CMD_FDSYNC, ..Iocb::default() };
-        self.queue(i, data, tag, 0);
+        let cb = Iocb { aio_data: i as u64, aio_fildes: self.fd(), aio_lio_opcode: IOCB_CMD_FDSYNC, ..Iocb::default() };
+        self.queue_spare(i, cb, data, tag, 0);
         Ok(())
+    }
+
+    /// The descriptor every iocb names.
+    fn fd(&self) -> u32 {
+        self.slots[0].iocb.aio_fildes
+    }
+
+    /// The `k`-th queued iocb (`k < nqueued`).
+    fn queued_iocb(&self, k: usize) -> &Iocb {
+        assert!(k < self.nqueued as usize);
+        // SAFETY: ptrs[..nqueued] point at iocbs in `slots` or `spare`, which this
+        // struct owns and which nothing writes while the shared borrow of self lasts.
+        unsafe { &*self.ptrs[k] }
     }
 
     /// The slot index of the first queued command.
     fn first_queued(&self) -> usize {
-        (self.ptrs[0] as usize - self.slots.as_ptr() as usize) / std::mem::size_of::<Slot>()
+        self.queued_iocb(0).aio_data as usize
     }
 
     /// Takes the first `k` queued commands off the queue; the rest move to the front.
@@ -332,8 +365,8 @@ impl Aio {
     #[inline(always)]
     pub(crate) fn submit(&mut self) -> Result<u32, Result<u32, i32>> {
         let n = self.nqueued;
-        // SAFETY: ctx is live; ptrs[..nqueued] point into the slot table at iocbs written
-        // by the queue_* functions from the data their slots own, which stays put until
+        // SAFETY: ctx is live; ptrs[..nqueued] point into the slot or spare table at iocbs
+        // written by the queue_* functions from the data their slots own, which stays put until
         // the events are harvested; the kernel copies the iocbs and iovecs during the call.
         let r = unsafe { libc::syscall(libc::SYS_io_submit, self.ctx, n as libc::c_long, self.ptrs.as_mut_ptr()) };
         if r == n as libc::c_long {
@@ -364,9 +397,9 @@ impl Aio {
             return None;
         }
         let idx = self.first_queued();
+        let fdsync = self.queued_iocb(0).aio_lio_opcode == IOCB_CMD_FDSYNC;
         self.unqueue_front(1);
         let slot = &mut self.slots[idx];
-        let fdsync = slot.iocb.aio_lio_opcode == IOCB_CMD_FDSYNC;
         let (data, tag) = (std::mem::take(&mut slot.data), slot.tag);
         slot.busy = false;
         self.put_slot(idx);
@@ -399,7 +432,7 @@ impl Aio {
                 // SAFETY: as above.
                 let slot = unsafe { self.slots.get_unchecked_mut(idx) };
                 let (status, result) =
-                    if res >= 0 && res as u64 == slot.expect { (Status::OK, res as u64) } else { failed(res) };
+                    if res >= 0 && res as u64 == slot.iocb.aio_nbytes { (Status::OK, res as u64) } else { failed(res) };
                 f(Completion { tag: slot.tag, status, result, data: std::mem::take(&mut slot.data) });
                 return true;
             }
@@ -513,8 +546,10 @@ mod tests {
         /// Gives the `k`-th queued iocb an opcode the kernel does not know; returns its slot
         /// and the slot of the first queued one.
         pub(crate) fn break_queued(&mut self, k: usize) -> (usize, usize) {
-            let idx = (self.ptrs[k] as usize - self.slots.as_ptr() as usize) / std::mem::size_of::<Slot>();
-            self.slots[idx].iocb.aio_lio_opcode = 0x7fff;
+            let idx = self.queued_iocb(k).aio_data as usize;
+            // SAFETY: as in queued_iocb; the exclusive borrow of self keeps everything
+            // else off the iocb while it is written.
+            unsafe { (*self.ptrs[k]).aio_lio_opcode = 0x7fff };
             (idx, self.first_queued())
         }
     }

@@ -1,0 +1,3 @@
+//! Empty: it exists so that cargo resolves this crate's build dependency (syn with the
+//! workspace's features; see Cargo.toml).
+fn main() {}

@@ -14,11 +14,12 @@
 //! `pmem_populate=1` maps with `MAP_POPULATE`: the page faults of the whole mapping are
 //! taken at open instead of at each page's first access inside the I/O (what a DAX user
 //! who pre-faults gets). It costs time and page tables at open in proportion to the size
-//! (on 4 KiB pages: one fault and one page-table entry per 4 KiB; a 256 MiB tmpfs file is
-//! 65 536 of them); where the memory is mapped in 2 MiB units (a devdax device with 2 MiB
-//! alignment, a huge-page mapping) there are few faults either way. The kernel populates
-//! a shared mapping with read faults, so on a DAX file with `MAP_SYNC` (the file system's
-//! `page_mkwrite` tracks writes) the first store to each page still faults once.
+//! (on 4 KiB pages one page-table entry per 4 KiB: a 256 MiB tmpfs file is 65 536 of them,
+//! mapped by about 4 100 faults at open, 16 pages each); where the memory is mapped in
+//! 2 MiB units (a devdax device with 2 MiB alignment, a huge-page mapping) there are few
+//! faults either way. The kernel populates a shared mapping with read faults, so on a DAX
+//! file with `MAP_SYNC` (the file system's `page_mkwrite` tracks writes) the first store
+//! to each page still faults once.
 //!
 //! A page the kernel cannot provide (a poisoned page of pmem, a page beyond the end of a
 //! file that another user shrank) raises SIGBUS in the copy; each command's copies, zeroing

@@ -19,7 +19,8 @@
 #      - exports IOSWITCH_PMEM=1, IOSWITCH_PMEM_DIR (a directory on the DAX mount) and
 #        IOSWITCH_PMEM_DEVDAX (the devdax device), and runs the conformance suite with its
 #        file and loop rows on the DAX file system (TMPDIR there): nothing may be skipped,
-#        and its rows "pmem fsdax" and "pmem devdax" must be there with the pmem cell passed;
+#        and its rows "pmem fsdax" and "pmem devdax" must be there with the pmem cell and
+#        the pmem+pop cell (pmem_populate=1) passed;
 #      - runs the pmem integration tests (crates/ioswitch/tests/pmem.rs), ignored ones
 #        included: every test listed must pass, none may skip a part;
 #   3. prints a summary; exits non-zero when anything failed.
@@ -156,7 +157,8 @@ if [[ ${1:-} == --guest || ${1:-} == --guest-then ]]; then
         result PASS "conformance/ (file and loop rows on the DAX ext4): $conf_line"
     fi
     # The rows this stage exists for: both ran, no cell failed or was skipped, and their
-    # pmem cell passed (the other columns: passed, or n/a where the table refuses them).
+    # pmem and pmem+pop (pmem_populate=1) cells passed (the other columns: passed, or n/a
+    # where the table refuses them).
     checked=0
     while IFS= read -r line; do
         checked=$((checked + 1))
@@ -177,10 +179,10 @@ for name in ("fsdax", "devdax"):
     cells = rows.get(name)
     if cells is None:
         print(f"FAIL conformance/: no 'pmem {name}' row in the matrix")
-    elif cells.get("pmem") != "PASS" or any(v not in ("PASS", "n/a") for v in cells.values()):
+    elif cells.get("pmem") != "PASS" or cells.get("pmem+pop") != "PASS" or any(v not in ("PASS", "n/a") for v in cells.values()):
         print(f"FAIL conformance/ row 'pmem {name}': " + " ".join(f"{k}={v}" for k, v in cells.items()))
     else:
-        print(f"PASS conformance/ row 'pmem {name}': pmem PASS; " + " ".join(f"{k}={v}" for k, v in cells.items()))
+        print(f"PASS conformance/ row 'pmem {name}': pmem and pmem+pop PASS; " + " ".join(f"{k}={v}" for k, v in cells.items()))
 PY
     )
     ((checked == 2)) || result FAIL "conformance/: the pmem rows were not checked (python3 gave $checked verdicts, not 2)"

@@ -800,15 +800,30 @@ pub(crate) fn interface_name(p: &Prepared) -> String {
         Mode::Sync => i.sync.map(|s| s.as_str()).unwrap_or("none").to_string(),
         Mode::Async => i.r#async.map(|s| s.as_str()).unwrap_or("none").to_string(),
     };
-    // pmem on ordinary memory says so wherever the interface is reported.
+    // pmem on ordinary memory, or pre-faulted at open, says so wherever the interface is
+    // reported.
     match p.dev.pmem() {
-        Some(info) if info.forced && name == "pmem" => "pmem(pmem_force=1)".into(),
+        Some(info) if name == "pmem" => pmem_name(info.forced, info.populate),
         _ => name,
     }
 }
 
+/// `pmem`, with the options that change what its figures mean in parentheses:
+/// `pmem(pmem_force=1)`, `pmem(pmem_populate=1)`, `pmem(pmem_force=1,pmem_populate=1)`.
+fn pmem_name(forced: bool, populate: bool) -> String {
+    let opts: Vec<&str> = [(forced, "pmem_force=1"), (populate, "pmem_populate=1")]
+        .into_iter()
+        .filter_map(|(on, o)| on.then_some(o))
+        .collect();
+    if opts.is_empty() {
+        "pmem".into()
+    } else {
+        format!("pmem({})", opts.join(","))
+    }
+}
+
 /// Whether an interface as reported ([`JobRun::interface`]) copies through a mapping:
-/// `mmap`, and `pmem` (also `pmem(pmem_force=1)`).
+/// `mmap`, and `pmem` (also `pmem(pmem_force=1)`, `pmem(pmem_populate=1)`, …).
 pub fn is_mapping(interface: &str) -> bool {
     interface == "mmap" || interface == "pmem" || interface.starts_with("pmem(")
 }
@@ -1145,6 +1160,18 @@ mod tests {
     fn opts_of(args: &str) -> Result<(Opts, Mode), BenchError> {
         let set = JobSet::from_args(format!("--name=j {args}").split_whitespace()).unwrap();
         engine_opts(&set.jobs[0])
+    }
+
+    #[test]
+    fn pmem_names_the_options_that_change_its_figures() {
+        assert_eq!(pmem_name(false, false), "pmem");
+        assert_eq!(pmem_name(true, false), "pmem(pmem_force=1)");
+        assert_eq!(pmem_name(false, true), "pmem(pmem_populate=1)");
+        assert_eq!(pmem_name(true, true), "pmem(pmem_force=1,pmem_populate=1)");
+        for n in ["pmem", "pmem(pmem_force=1)", "pmem(pmem_populate=1)", "pmem(pmem_force=1,pmem_populate=1)", "mmap"] {
+            assert!(is_mapping(n), "{n}");
+        }
+        assert!(!is_mapping("psync"));
     }
 
     #[test]

@@ -126,6 +126,9 @@ fn info_text(r: &InfoReport) -> String {
         kv.item("mapping", how);
         kv.item("write-back", format!("{}, non-temporal stores from {} bytes, then sfence", p.flush, p.nt_threshold));
         kv.item("mapping alignment", human_exact(p.align));
+        if p.populate {
+            kv.item("populated", "pmem_populate=1: MAP_POPULATE, page faults taken at open");
+        }
     }
     kv.render()
 }

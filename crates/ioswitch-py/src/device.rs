@@ -429,7 +429,8 @@ impl Device {
     }
 
     /// How `sync=pmem` mapped the device, as a dict (`mode`: fsdax, devdax or forced;
-    /// `forced`; `flush`: the write-back instruction; `nt_threshold`; `align`); None for
+    /// `forced`; `populate`: pmem_populate=1; `flush`: the write-back instruction;
+    /// `nt_threshold`; `align`); None for
     /// other sync interfaces.
     #[getter]
     fn pmem<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
@@ -437,6 +438,7 @@ impl Device {
         let d = PyDict::new(py);
         d.set_item("mode", p.mode)?;
         d.set_item("forced", p.forced)?;
+        d.set_item("populate", p.populate)?;
         d.set_item("flush", p.flush)?;
         d.set_item("nt_threshold", p.nt_threshold)?;
         d.set_item("align", p.align)?;

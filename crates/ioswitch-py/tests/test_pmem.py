@@ -56,6 +56,25 @@ def test_stores_through_a_range_read_back_through_commands(shm_path):
         assert f.read(65536 - 4096) == data[4096:]
 
 
+def test_a_populated_mapping_says_so_and_reads_back(shm_path):
+    opts = "sync=pmem,pmem_force=1,pmem_populate=1,create=1,size=64KiB"
+    with ioswitch.Device.open(shm_path, opts) as dev:
+        assert dev.pmem["populate"] is True
+        data = pattern(8192, 7)
+        with dev.pmem_range(4096, 8192) as r:
+            r.write_at(0, data)
+        assert dev.read(4096, 8192) == data
+    with open(shm_path, "rb") as f:
+        f.seek(4096)
+        assert f.read(8192) == data
+    with ioswitch.Device.open(shm_path, "sync=pmem,pmem_force=1") as dev:
+        assert dev.pmem["populate"] is False
+    # Another interface refuses it, naming the option.
+    with pytest.raises(ioswitch.Error) as e:
+        ioswitch.Device.open(shm_path, "sync=psync,pmem_populate=1")
+    assert "pmem_populate" in str(e.value)
+
+
 def test_a_range_is_not_released_while_viewed(shm_path):
     with ioswitch.Device.open(shm_path, "sync=pmem,pmem_force=1,create=1,size=64KiB") as dev:
         r = dev.pmem_range(0, 4096)

@@ -1065,7 +1065,8 @@ mod tests {
         }
         // Every tunable Opts knows is some interface's.
         let o: crate::Opts =
-            "sqpoll,sqpoll_cpu=0,iopoll,register_files,register_buffers,single_issuer,threads=2,psync_call=preadv2,rwf_hipri"
+            "sqpoll,sqpoll_cpu=0,iopoll,register_files,register_buffers,single_issuer,threads=2,psync_call=preadv2,rwf_hipri,\
+             pmem_force,pmem_populate"
                 .parse()
                 .unwrap();
         for t in o.tunables_set() {

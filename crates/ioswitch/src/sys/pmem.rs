@@ -309,7 +309,22 @@ impl PmemMap {
     /// mmap(2) of `len` bytes of `fd` from offset 0, readable and (when `writable`)
     /// writable. The kernel picks an address aligned to `align` (a devdax device's
     /// alignment) by over-reserving and trimming.
-    pub(crate) fn map(fd: RawFd, len: usize, writable: bool, mode: MapMode, align: usize) -> io::Result<PmemMap> {
+    ///
+    /// With `populate`, `MAP_POPULATE`: the kernel faults every page of the mapping in
+    /// before mmap returns, so that copies later find them mapped (the open pays the
+    /// faults, the I/O does not). The kernel takes these as read faults on a shared
+    /// mapping, and does not fail the mmap when it cannot populate (a page it cannot
+    /// provide faults, or raises SIGBUS, at its first access as without it). Where the
+    /// file system tracks writes to shared pages (a DAX file with `MAP_SYNC`: ext4's and
+    /// xfs's `page_mkwrite`) the first store to each page still faults once.
+    pub(crate) fn map(
+        fd: RawFd,
+        len: usize,
+        writable: bool,
+        mode: MapMode,
+        align: usize,
+        populate: bool,
+    ) -> io::Result<PmemMap> {
         if !cfg!(target_arch = "x86_64") {
             return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
         }
@@ -337,9 +352,10 @@ impl PmemMap {
             reserved = Some((r, span));
         }
         let fixed = if reserved.is_some() { libc::MAP_FIXED } else { 0 };
+        let populate = if populate { libc::MAP_POPULATE } else { 0 };
         // SAFETY: either a fresh mapping at an address the kernel chooses, or MAP_FIXED
         // inside the reservation made just above (which only this function knows of).
-        let p = unsafe { libc::mmap(hint, len, prot, flags | fixed, fd, 0) };
+        let p = unsafe { libc::mmap(hint, len, prot, flags | fixed | populate, fd, 0) };
         let err = (p == libc::MAP_FAILED).then(io::Error::last_os_error);
         if let Some((r, span)) = reserved {
             let (r, p_addr) = (r as usize, if err.is_some() { r as usize } else { p as usize });
@@ -596,7 +612,7 @@ mod tests {
     #[test]
     fn persistent_copies_and_zeroing_land_exactly_around_the_threshold() {
         let f = shm_file(1 << 16);
-        let m = PmemMap::map(f.as_raw_fd(), 1 << 16, true, MapMode::Shared, 0).unwrap();
+        let m = PmemMap::map(f.as_raw_fd(), 1 << 16, true, MapMode::Shared, 0, false).unwrap();
         let src: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 3) as u8).collect();
         let mut back = vec![0u8; 16384];
         let sizes = [0, 1, 63, 64, 65, 127, NT_THRESHOLD - 1, NT_THRESHOLD, NT_THRESHOLD + 1, 319, 320, 1000, 4095];
@@ -635,7 +651,7 @@ mod tests {
     #[test]
     fn both_non_temporal_bodies_copy_exactly() {
         let f = shm_file(1 << 16);
-        let m = PmemMap::map(f.as_raw_fd(), 1 << 16, true, MapMode::Shared, 0).unwrap();
+        let m = PmemMap::map(f.as_raw_fd(), 1 << 16, true, MapMode::Shared, 0, false).unwrap();
         let src: Vec<u8> = (0..8192u32).map(|i| (i * 13 + 5) as u8).collect();
         let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let avx2 =
@@ -684,7 +700,7 @@ mod tests {
     #[test]
     fn lent_ranges_never_overlap_and_come_back_on_drop() {
         let f = shm_file(16384);
-        let m = PmemMap::map(f.as_raw_fd(), 16384, true, MapMode::Shared, 0).unwrap();
+        let m = PmemMap::map(f.as_raw_fd(), 16384, true, MapMode::Shared, 0, false).unwrap();
         let a = m.lend(0, 4096).unwrap();
         assert!(m.lend(4095, 2).is_none());
         assert!(m.overlaps_lent(4000, 100) && !m.overlaps_lent(4096, 100));
@@ -703,7 +719,7 @@ mod tests {
     fn an_aligned_mapping_starts_on_its_alignment() {
         let f = shm_file(1 << 20);
         let align = 2 << 20;
-        let m = PmemMap::map(f.as_raw_fd(), 1 << 20, true, MapMode::Shared, align).unwrap();
+        let m = PmemMap::map(f.as_raw_fd(), 1 << 20, true, MapMode::Shared, align, false).unwrap();
         assert_eq!(m.addr() % align, 0);
         m.write_at(0, b"x");
     }
@@ -711,7 +727,7 @@ mod tests {
     #[test]
     fn map_sync_on_memory_that_is_not_dax_is_refused_by_the_kernel() {
         let f = shm_file(4096);
-        let e = PmemMap::map(f.as_raw_fd(), 4096, true, MapMode::Sync, 0).err().expect("tmpfs is not DAX");
+        let e = PmemMap::map(f.as_raw_fd(), 4096, true, MapMode::Sync, 0, false).err().expect("tmpfs is not DAX");
         assert!(matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL)), "{e}");
     }
 }

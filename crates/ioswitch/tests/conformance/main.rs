@@ -17,8 +17,8 @@
 //! generic char device with the NVMe columns (sync=nvme, io_uring with iopoll,
 //! io_uring_cmd with sqpoll / iopoll, ...), zoned ones as block device (direct=1) and
 //! char device with the zone cases. Elsewhere the NVMe rows are absent and the run says
-//! why. Persistent memory: the `pmem` column (with `pmem_force=1` on the /dev/shm row;
-//! refused on a file that is not DAX), and the rows `pmem fsdax` (`IOSWITCH_PMEM_DIR`, a
+//! why. Persistent memory: the `pmem` column and `pmem+pop` (`pmem_populate=1`) beside
+//! it (with `pmem_force=1` on the /dev/shm row; refused on a file that is not DAX), and the rows `pmem fsdax` (`IOSWITCH_PMEM_DIR`, a
 //! directory on ext4 mounted `-o dax`) and `pmem devdax` (`IOSWITCH_PMEM_DEVDAX`, a
 //! `/dev/daxX.Y`), skipped with the reason where unset on the host, failed in the guest
 //! when `IOSWITCH_PMEM=1` says they must be there, and absent (the run says why) in a

@@ -31,6 +31,9 @@ pub(crate) enum Col {
     Nil,
     Mmap,
     Pmem,
+    /// `pmem` with `pmem_populate=1` (the mapping made with MAP_POPULATE): the same cases
+    /// on a mapping whose pages were faulted in at open.
+    PmemPopulate,
     /// The user-space NVMe driver (sync and async `vfio`), on a PCI controller bound to
     /// vfio-pci; refused by every other kind of device.
     Vfio,
@@ -38,12 +41,13 @@ pub(crate) enum Col {
 
 impl Col {
     /// The columns of the rows that are not NVMe (files, loop devices, ramdisk).
-    pub(crate) const ALL: [Col; 15] = [
+    pub(crate) const ALL: [Col; 16] = [
         Col::Psync,
         Col::Block,
         Col::Ram,
         Col::Mmap,
         Col::Pmem,
+        Col::PmemPopulate,
         Col::Emu,
         Col::Thrpool,
         Col::Libaio,
@@ -117,6 +121,7 @@ impl Col {
             Col::Nil => "nil",
             Col::Mmap => "mmap",
             Col::Pmem => "pmem",
+            Col::PmemPopulate => "pmem+pop",
             Col::Vfio => "vfio",
         }
     }
@@ -144,6 +149,7 @@ impl Col {
             Col::Nil => "async=nil",
             Col::Mmap => "sync=mmap,async=emu",
             Col::Pmem => "sync=pmem,async=emu",
+            Col::PmemPopulate => "sync=pmem,async=emu,pmem_populate=1",
             // The sync interface of a PCI device defaults to vfio too.
             Col::Vfio => "async=vfio",
         }
@@ -156,14 +162,16 @@ impl Col {
             Col::Ram => Some(SyncIface::Ramdisk),
             Col::Nvme => Some(SyncIface::Nvme),
             Col::Mmap => Some(SyncIface::Mmap),
-            Col::Pmem => Some(SyncIface::Pmem),
+            Col::Pmem | Col::PmemPopulate => Some(SyncIface::Pmem),
             _ => None,
         }
     }
 
     pub(crate) fn async_iface(self) -> AsyncIface {
         match self {
-            Col::Psync | Col::Block | Col::Ram | Col::Nvme | Col::Mmap | Col::Pmem | Col::Emu => AsyncIface::Emu,
+            Col::Psync | Col::Block | Col::Ram | Col::Nvme | Col::Mmap | Col::Pmem | Col::PmemPopulate | Col::Emu => {
+                AsyncIface::Emu
+            }
             Col::Thrpool => AsyncIface::Thrpool,
             Col::Libaio => AsyncIface::Libaio,
             Col::Uring | Col::UringRegFiles | Col::UringRegBufs | Col::UringSqpoll | Col::UringIopoll => {
@@ -210,7 +218,7 @@ impl Col {
             Col::Ram => kind != Ramdisk,
             Col::Nvme => !matches!(kind, NvmeBlock | NvmeChar),
             Col::Mmap => !matches!(kind, File | Block | NvmeBlock),
-            Col::Pmem => !matches!(kind, File | DevDax),
+            Col::Pmem | Col::PmemPopulate => !matches!(kind, File | DevDax),
             Col::Emu | Col::Thrpool | Col::Nil => false,
             Col::Libaio
             | Col::Uring
@@ -228,18 +236,18 @@ impl Col {
         if self == Col::UringIopoll && !direct {
             return Some("async=io_uring (iopoll=1)".into());
         }
-        if self == Col::Pmem && direct {
+        if matches!(self, Col::Pmem | Col::PmemPopulate) && direct {
             return Some(self.refusal_key());
         }
         None
     }
 
-    /// What this column needs beyond the table on a row: `pmem` on a file that is not on
-    /// a DAX file system is refused at open (MAP_SYNC refused) unless `pmem_force=1`,
-    /// which the /dev/shm row gives it. Returns (extra options, the `iface` a refusal
-    /// must name).
+    /// What this column needs beyond the table on a row: `pmem` (also with
+    /// `pmem_populate=1`) on a file that is not on a DAX file system is refused at open
+    /// (MAP_SYNC refused) unless `pmem_force=1`, which the /dev/shm row gives it. Returns
+    /// (extra options, the `iface` a refusal must name).
     pub(crate) fn row_specifics(self, row: RowKind, place: &Place) -> (&'static str, Option<String>) {
-        if self != Col::Pmem {
+        if !matches!(self, Col::Pmem | Col::PmemPopulate) {
             return ("", None);
         }
         match (row, place) {

@@ -127,7 +127,15 @@ fn info_text(r: &InfoReport) -> String {
         kv.item("write-back", format!("{}, non-temporal stores from {} bytes, then sfence", p.flush, p.nt_threshold));
         kv.item("mapping alignment", human_exact(p.align));
         if p.populate {
-            kv.item("populated", "pmem_populate=1: MAP_POPULATE, page faults taken at open");
+            kv.item(
+                "populated",
+                if p.populate_writes {
+                    "pmem_populate=1: MAP_POPULATE and MADV_POPULATE_WRITE, page faults taken at open"
+                } else {
+                    "pmem_populate=1: MAP_POPULATE (for reading only: read-only, or a kernel before 5.14), \
+                     read faults taken at open"
+                },
+            );
         }
     }
     kv.render()

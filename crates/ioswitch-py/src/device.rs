@@ -429,7 +429,8 @@ impl Device {
     }
 
     /// How `sync=pmem` mapped the device, as a dict (`mode`: fsdax, devdax or forced;
-    /// `forced`; `populate`: pmem_populate=1; `flush`: the write-back instruction;
+    /// `forced`; `populate`: pmem_populate=1; `populate_writes`: populated for writing
+    /// too (Linux 5.14 and later, a writable device); `flush`: the write-back instruction;
     /// `nt_threshold`; `align`); None for
     /// other sync interfaces.
     #[getter]
@@ -439,6 +440,7 @@ impl Device {
         d.set_item("mode", p.mode)?;
         d.set_item("forced", p.forced)?;
         d.set_item("populate", p.populate)?;
+        d.set_item("populate_writes", p.populate_writes)?;
         d.set_item("flush", p.flush)?;
         d.set_item("nt_threshold", p.nt_threshold)?;
         d.set_item("align", p.align)?;

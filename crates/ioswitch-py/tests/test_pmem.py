@@ -60,6 +60,7 @@ def test_a_populated_mapping_says_so_and_reads_back(shm_path):
     opts = "sync=pmem,pmem_force=1,pmem_populate=1,create=1,size=64KiB"
     with ioswitch.Device.open(shm_path, opts) as dev:
         assert dev.pmem["populate"] is True
+        assert dev.pmem["populate_writes"] is True  # writable, on Linux 5.14 or later
         data = pattern(8192, 7)
         with dev.pmem_range(4096, 8192) as r:
             r.write_at(0, data)

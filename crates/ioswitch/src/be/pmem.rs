@@ -17,9 +17,12 @@
 //! (on 4 KiB pages one page-table entry per 4 KiB: a 256 MiB tmpfs file is 65 536 of them,
 //! mapped by about 4 100 faults at open, 16 pages each); where the memory is mapped in
 //! 2 MiB units (a devdax device with 2 MiB alignment, a huge-page mapping) there are few
-//! faults either way. The kernel populates a shared mapping with read faults, so on a DAX
-//! file with `MAP_SYNC` (the file system's `page_mkwrite` tracks writes) the first store
-//! to each page still faults once.
+//! faults either way. The kernel populates a shared mapping with read faults; a writable
+//! one is then populated for writing too (`MADV_POPULATE_WRITE`, Linux 5.14), so that on a
+//! DAX file with `MAP_SYNC`, whose file system tracks the first store to each page
+//! (`page_mkwrite`, which allocates its blocks), the stores take no fault either. On an
+//! older kernel that step is refused and the stores to a DAX file fault once per page, as
+//! `PmemInfo::populate_writes` (false) says.
 //!
 //! A page the kernel cannot provide (a poisoned page of pmem, a page beyond the end of a
 //! file that another user shrank) raises SIGBUS in the copy; each command's copies, zeroing
@@ -94,6 +97,10 @@ pub struct PmemInfo {
     /// Whether `pmem_populate=1` was given: the mapping was made with `MAP_POPULATE`
     /// (its page faults taken at open).
     pub populate: bool,
+    /// Whether the populated mapping was also populated for writing
+    /// (`MADV_POPULATE_WRITE`, Linux 5.14): false when read-only, not populated, or on an
+    /// older kernel, where a DAX file's first store to each page still faults once.
+    pub populate_writes: bool,
     /// The cache-line write-back instruction (`clwb`, `clflushopt`, `clflush`).
     pub flush: &'static str,
     /// Copies of at least this many bytes use non-temporal stores.
@@ -177,6 +184,7 @@ impl Pmem {
             mode,
             forced: force,
             populate,
+            populate_writes: map.populated_for_writes(),
             flush: map.flush_kind().as_str(),
             nt_threshold: crate::sys::pmem::NT_THRESHOLD,
             align,
@@ -308,11 +316,14 @@ mod tests {
         let t = temp_in(&shm(), "pmem-populate");
         let dev = open(&t, "sync=pmem,pmem_force=1,pmem_populate=1,create=1,size=64KiB");
         let p = dev.pmem().unwrap();
-        assert!(p.forced && p.populate && p.mode == "forced", "{p:?}");
+        assert!(p.forced && p.populate && p.populate_writes && p.mode == "forced", "{p:?}");
         mapped_writes_reach_the_file_and_reads_see_it(&dev, &t);
         // Read-only, populated: the file's bytes, as written above.
         let ro = open(&t, "sync=pmem,pmem_force=1,pmem_populate=1,rdonly=1");
-        assert!(ro.pmem().unwrap().populate);
+        assert!(
+            ro.pmem().unwrap().populate && !ro.pmem().unwrap().populate_writes,
+            "read-only: populated for reads only"
+        );
         let mut b = ro.alloc(65536).unwrap();
         ro.pass(&crate::cmd::Cmd::fs_read(0, 65536), std::slice::from_mut(&mut b)).unwrap();
         assert_eq!(&b[..], &std::fs::read(&t.0).unwrap()[..]);

@@ -286,6 +286,8 @@ pub(crate) struct PmemMap {
     lent: Mutex<Vec<(usize, usize)>>,
     /// How many ranges are lent (so the I/O path looks at the list only when some are).
     nlent: AtomicUsize,
+    /// Populated for writing at open (see [`PmemMap::map`]).
+    write_populated: bool,
 }
 
 // SAFETY: the mapping is shared memory owned by this value until drop; copies are
@@ -314,9 +316,13 @@ impl PmemMap {
     /// before mmap returns, so that copies later find them mapped (the open pays the
     /// faults, the I/O does not). The kernel takes these as read faults on a shared
     /// mapping, and does not fail the mmap when it cannot populate (a page it cannot
-    /// provide faults, or raises SIGBUS, at its first access as without it). Where the
-    /// file system tracks writes to shared pages (a DAX file with `MAP_SYNC`: ext4's and
-    /// xfs's `page_mkwrite`) the first store to each page still faults once.
+    /// provide faults, or raises SIGBUS, at its first access as without it). A writable
+    /// mapping is then populated for writing too (`madvise(MADV_POPULATE_WRITE)`, Linux
+    /// 5.14): where the file system tracks writes to shared pages (a DAX file with
+    /// `MAP_SYNC`: ext4's and xfs's `page_mkwrite`, which also allocates the blocks) the
+    /// first store to each page would otherwise still fault once. On an older kernel
+    /// (EINVAL) the mapping stays populated for reading only, and [`PmemMap::populated_for_writes`]
+    /// says so; any other error of that call (a page the kernel cannot provide) fails the map.
     pub(crate) fn map(
         fd: RawFd,
         len: usize,
@@ -377,8 +383,36 @@ impl PmemMap {
         if let Some(e) = err {
             return Err(e);
         }
+        let mut write_populated = false;
+        if populate != 0 && writable && len > 0 {
+            // SAFETY: the mapping made just above, whole; populating changes no byte.
+            let rc = unsafe { libc::madvise(p, len, libc::MADV_POPULATE_WRITE) };
+            if rc == 0 {
+                write_populated = true;
+            } else {
+                let e = io::Error::last_os_error();
+                if e.raw_os_error() != Some(libc::EINVAL) {
+                    // SAFETY: the mapping made above, which nothing else knows of yet.
+                    unsafe { libc::munmap(p, len) };
+                    return Err(e);
+                }
+            }
+        }
         let base = NonNull::new(p as *mut u8).expect("mmap returned a non-null address");
-        Ok(PmemMap { base, len, flush: Flush::detect(), lent: Mutex::new(Vec::new()), nlent: AtomicUsize::new(0) })
+        Ok(PmemMap {
+            base,
+            len,
+            flush: Flush::detect(),
+            lent: Mutex::new(Vec::new()),
+            nlent: AtomicUsize::new(0),
+            write_populated,
+        })
+    }
+
+    /// Whether the mapping was populated for writing at open (`pmem_populate=1` on a
+    /// writable mapping, on Linux 5.14 or later): its stores take no page fault.
+    pub(crate) fn populated_for_writes(&self) -> bool {
+        self.write_populated
     }
 
     /// The mapped length in bytes.

@@ -549,11 +549,35 @@ fn describe_caches(caches: &[Cache]) -> String {
     format!("{} = {} in all", list.join(", "), fmt_bytes(cache_total(caches)))
 }
 
-/// Parses `--threads`: a comma list of thread counts, each at least 1.
-pub fn parse_threads(s: &str) -> Result<Vec<usize>, MembwError> {
+/// Parses a comma list: each part, trimmed, by `one`; a value that repeats is kept once,
+/// in the order first given.
+pub(crate) fn parse_list<T: PartialEq>(
+    s: &str,
+    mut one: impl FnMut(&str) -> Result<T, MembwError>,
+) -> Result<Vec<T>, MembwError> {
     let mut out = Vec::new();
     for part in s.split(',') {
-        let p = part.trim();
+        let v = one(part.trim())?;
+        if !out.contains(&v) {
+            out.push(v);
+        }
+    }
+    Ok(out)
+}
+
+/// Parses a size of one byte or more (`1g`, `512k`): `err` makes the option's error, and
+/// `zero` says what a size of 0 would be.
+pub(crate) fn parse_nonzero_size(s: &str, zero: &str, err: fn(String) -> MembwError) -> Result<u64, MembwError> {
+    let b = ioswitch::units::parse_size(s).map_err(|e| err(format!("{s:?}: {e}")))?;
+    if b == 0 {
+        return Err(err(format!("{s:?}: {zero}")));
+    }
+    Ok(b)
+}
+
+/// Parses `--threads`: a comma list of thread counts, each at least 1.
+pub fn parse_threads(s: &str) -> Result<Vec<usize>, MembwError> {
+    parse_list(s, |p| {
         let n: usize = p.parse().map_err(|_| {
             MembwError::Threads(format!("{s:?}: {p:?} is not a number of threads (a comma list such as 1,2,4)"))
         })?;
@@ -563,20 +587,13 @@ pub fn parse_threads(s: &str) -> Result<Vec<usize>, MembwError> {
         if n > 1024 {
             return Err(MembwError::Threads(format!("{s:?}: {n} threads is more than 1024")));
         }
-        if !out.contains(&n) {
-            out.push(n);
-        }
-    }
-    Ok(out)
+        Ok(n)
+    })
 }
 
 /// Parses `--size` (bytes of each array, all threads' slices together: `1g`, `512m`).
 pub fn parse_array_size(s: &str) -> Result<u64, MembwError> {
-    let b = ioswitch::units::parse_size(s).map_err(|e| MembwError::Size(format!("{s:?}: {e}")))?;
-    if b == 0 {
-        return Err(MembwError::Size(format!("{s:?}: an array of 0 bytes")));
-    }
-    Ok(b)
+    parse_nonzero_size(s, "an array of 0 bytes", MembwError::Size)
 }
 
 /// CPUs this process may run on (sched_getaffinity), in order.

@@ -21,7 +21,7 @@
 //! median and the spread. After every repetition the result is checked: the buffer holds
 //! the last piece read, and every piece the last write repetition wrote holds its value.
 
-use super::{fmt_bytes, median, MembwError, NtMethod, MAX_REPS};
+use super::{fmt_bytes, median, parse_list, parse_nonzero_size, MembwError, NtMethod, MAX_REPS};
 use serde::Serialize;
 use serde_json::Value;
 use std::fmt::Write as _;
@@ -75,26 +75,16 @@ impl Shape {
 
 /// Parses `--shape`: a comma list of read, randread, write, randwrite.
 pub fn parse_shapes(s: &str) -> Result<Vec<Shape>, MembwError> {
-    let mut out = Vec::new();
-    for part in s.split(',') {
-        let p = part.trim();
-        let sh = Shape::ALL.into_iter().find(|k| k.name() == p).ok_or_else(|| {
+    parse_list(s, |p| {
+        Shape::ALL.into_iter().find(|k| k.name() == p).ok_or_else(|| {
             MembwError::Shape(format!("{s:?}: {p:?} is not a shape (a comma list of read, randread, write, randwrite)"))
-        })?;
-        if !out.contains(&sh) {
-            out.push(sh);
-        }
-    }
-    Ok(out)
+        })
+    })
 }
 
 /// Parses `--bs` (the job's block size: `512k`, `4k`).
 pub fn parse_bs(s: &str) -> Result<u64, MembwError> {
-    let b = ioswitch::units::parse_size(s).map_err(|e| MembwError::Bs(format!("{s:?}: {e}")))?;
-    if b == 0 {
-        return Err(MembwError::Bs(format!("{s:?}: a block of 0 bytes")));
-    }
-    Ok(b)
+    parse_nonzero_size(s, "a block of 0 bytes", MembwError::Bs)
 }
 
 /// What to measure.

@@ -14,22 +14,16 @@
 //! idle) need no privilege.
 
 use ioswitch_testkit::dirs::Scratch;
+use ioswitch_testkit::tools::{output, success, FIO};
 use ioswitch_testkit::{have, text};
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 const IOS: u64 = 4096;
 
 /// Runs `program` with `args` in `dir`; the JSON it wrote to `out`.
 fn run_json(dir: &Path, program: &str, args: &[String], out: &str) -> Value {
-    let o = Command::new(program)
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
-    assert!(o.status.success(), "{program} {args:?}: {}{}", text(&o.stdout), text(&o.stderr));
+    success(program, args, Some(dir));
     let body = std::fs::read_to_string(out).unwrap_or_else(|e| panic!("{out}: {e}"));
     serde_json::from_str(&body).unwrap_or_else(|e| panic!("{program}'s JSON {out}: {e}\n{body}"))
 }
@@ -37,15 +31,11 @@ fn run_json(dir: &Path, program: &str, args: &[String], out: &str) -> Value {
 /// Runs the job with both tools: (fio's JSON, ours).
 fn both(s: &Scratch, tag: &str, job: &[String]) -> (Value, Value) {
     let mut out = Vec::new();
-    for (who, program) in [("fio", "fio"), ("ours", env!("CARGO_BIN_EXE_ioswitch"))] {
+    for (who, program) in [("fio", FIO), ("ours", env!("CARGO_BIN_EXE_ioswitch"))] {
         let json = s.path(&format!("{tag}-{who}.json"));
         let mut a: Vec<String> = job.to_vec();
         a.push("--output-format=json".into());
         a.push(format!("--output={json}"));
-        if who == "ours" {
-            a.insert(0, "bench".into());
-            a.insert(1, "--no-progress".into());
-        }
         out.push(run_json(s.dir(), program, &a, &json));
     }
     let ours = out.pop().unwrap();
@@ -195,15 +185,11 @@ fn the_lat_logs_priority_column_holds_each_ios_priority_as_fios() {
     let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-cmdprio-log");
     let file = s.path("data");
     let mut columns = Vec::new();
-    for (who, program) in [("fio", "fio"), ("ours", env!("CARGO_BIN_EXE_ioswitch"))] {
+    for (who, program) in [("fio", FIO), ("ours", env!("CARGO_BIN_EXE_ioswitch"))] {
         let prefix = s.path(&format!("log-{who}"));
         let mut a = job(&file, "libaio", &["--bs=4k", "--cmdprio_percentage=30", "--cmdprio_class=2", "--cmdprio=1"]);
         a.extend([format!("--write_lat_log={prefix}"), "--log_prio=1".into(), "--prioclass=3".into()]);
-        if who == "ours" {
-            a.insert(0, "bench".into());
-            a.push("--no-progress".into());
-        }
-        let o = Command::new(program).args(&a).current_dir(s.dir()).stdin(Stdio::null()).output().unwrap();
+        let o = output(program, &a, Some(s.dir()));
         assert!(o.status.success(), "{who}: {}", text(&o.stderr));
         let body = std::fs::read_to_string(format!("{prefix}_lat.1.log")).unwrap();
         let col: Vec<String> = body.lines().map(|l| l.rsplit(", ").next().unwrap_or_default().to_string()).collect();

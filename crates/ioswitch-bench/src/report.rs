@@ -1332,43 +1332,12 @@ fn ctime(secs: u64) -> String {
 mod tests {
     use super::*;
     use crate::engine::{DirResult, Job};
-    use crate::jobfile::{Loc, Rw, Verify};
+    use crate::jobfile::{Loc, Rw};
     use std::time::SystemTime;
 
     fn job(name: &str, mode: Mode) -> Job {
-        Job {
-            name: name.into(),
-            filename: "f".into(),
-            opts: ioswitch::Opts::default(),
-            mode,
-            rw: Rw::RandRead,
-            rwmixread: 50,
-            bs: [4096, 4096],
-            iodepth: if mode == Mode::Async { 4 } else { 1 },
-            batch_submit: 1,
-            batch_complete_min: 1,
-            batch_complete_max: 1,
-            iodepth_low: if mode == Mode::Async { 4 } else { 1 },
-            offset: 0,
-            size: Some(1 << 20),
-            runtime: None,
-            time_based: false,
-            ramp: Duration::ZERO,
-            number_ios: None,
-            norandommap: false,
-            seed: 1,
-            cpus: Vec::new(),
-            fsync: 0,
-            verify: Verify::None,
-            do_verify: false,
-            behaviour: Default::default(),
-            load: crate::load::Load::new(),
-            logs: Default::default(),
-            shapes: Default::default(),
-            buffer_threads: Default::default(),
-            multi: None,
-            group: 0,
-        }
+        let qd = if mode == Mode::Async { 4 } else { 1 };
+        crate::engine::test_job(name, "f", ioswitch::Opts::default(), mode, Rw::RandRead, qd)
     }
 
     /// An instance that read `n` blocks with latencies derived from `k`.

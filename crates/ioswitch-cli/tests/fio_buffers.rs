@@ -4,17 +4,13 @@
 //!
 //! Needs fio (skips with the reason when it is missing; `./scripts/test` installs it).
 
-use ioswitch_testkit::dirs::Scratch;
-use ioswitch_testkit::have;
+use ioswitch_testkit::fio_scratch;
 use ioswitch_testkit::tools::{success, who, FIO};
 
 #[test]
 fn buffer_pattern_leaves_the_same_file_as_fio() {
     let t = "buffer_pattern_leaves_the_same_file_as_fio";
-    if !have("fio", "--version", t) {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-buffers");
+    let s = fio_scratch!(t, "fio-buffers");
     // A 7-byte pattern (hex, string and decimal together) that does not divide the
     // block: fio starts it over at every buffer's start, so every 4 KiB block is the same.
     // 'NAME' is a file's bytes (fio's parse_file).
@@ -70,10 +66,7 @@ fn dedupe_and_zeroes(data: &[u8]) -> (f64, f64, std::collections::HashSet<&[u8]>
 #[test]
 fn dedupe_and_compression_shares_are_fios() {
     let t = "dedupe_and_compression_shares_are_fios";
-    if !have("fio", "--version", t) {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-dedupe");
+    let s = fio_scratch!(t, "fio-dedupe");
     // 2 jobs of 1024 writes each: with dedupe_global their working sets (10% of 4 MiB:
     // 102 pages) are one, so the files share about that many blocks; without, none.
     for (mode, global) in [("repeat", "0"), ("working_set", "0"), ("working_set", "1")] {

@@ -15,7 +15,7 @@
 
 use ioswitch_testkit::dirs::Scratch;
 use ioswitch_testkit::tools::{output, success, FIO};
-use ioswitch_testkit::{have, text};
+use ioswitch_testkit::{fio_scratch, text};
 use serde_json::Value;
 use std::path::Path;
 
@@ -108,10 +108,7 @@ fn job(file: &str, engine: &str, extra: &[&str]) -> Vec<String> {
 
 #[test]
 fn cmdprio_percentage_is_reported_per_priority_as_fio_reports_it() {
-    if !have("fio", "--version", "cmdprio_percentage_is_reported_per_priority_as_fio_reports_it") {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-cmdprio-perc");
+    let s = fio_scratch!("cmdprio_percentage_is_reported_per_priority_as_fio_reports_it", "fio-cmdprio-perc");
     let file = s.path("data");
     for engine in ["libaio", "io_uring"] {
         let j = job(&file, engine, &["--bs=4k", "--cmdprio_percentage=30", "--cmdprio_class=2", "--cmdprio=1"]);
@@ -129,10 +126,7 @@ fn cmdprio_percentage_is_reported_per_priority_as_fio_reports_it() {
 
 #[test]
 fn cmdprio_bssplit_is_reported_per_priority_as_fio_reports_it() {
-    if !have("fio", "--version", "cmdprio_bssplit_is_reported_per_priority_as_fio_reports_it") {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-cmdprio-bssplit");
+    let s = fio_scratch!("cmdprio_bssplit_is_reported_per_priority_as_fio_reports_it", "fio-cmdprio-bssplit");
     let file = s.path("data");
     for engine in ["libaio", "io_uring"] {
         // Half the I/Os 4k (20% of them idle class, level 0), half 16k (60% of them the
@@ -150,10 +144,7 @@ fn cmdprio_bssplit_is_reported_per_priority_as_fio_reports_it() {
 
 #[test]
 fn group_reporting_over_different_priorities_reports_each() {
-    if !have("fio", "--version", "group_reporting_over_different_priorities_reports_each") {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-cmdprio-group");
+    let s = fio_scratch!("group_reporting_over_different_priorities_reports_each", "fio-cmdprio-group");
     let file = s.path("data");
     let mut j = vec!["--group_reporting".to_string()];
     for (name, class) in [("a", "2"), ("b", "3")] {
@@ -179,10 +170,7 @@ fn group_reporting_over_different_priorities_reports_each() {
 
 #[test]
 fn the_lat_logs_priority_column_holds_each_ios_priority_as_fios() {
-    if !have("fio", "--version", "the_lat_logs_priority_column_holds_each_ios_priority_as_fios") {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-cmdprio-log");
+    let s = fio_scratch!("the_lat_logs_priority_column_holds_each_ios_priority_as_fios", "fio-cmdprio-log");
     let file = s.path("data");
     let mut columns = Vec::new();
     for (who, program) in [("fio", FIO), ("ours", env!("CARGO_BIN_EXE_ioswitch"))] {

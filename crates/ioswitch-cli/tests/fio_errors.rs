@@ -7,9 +7,9 @@
 //! Needs fio and a tmpfs mount (root); the test skips with the reason where `mount`
 //! refuses.
 
-use ioswitch_testkit::dirs::{Scratch, Tmpfs};
+use ioswitch_testkit::dirs::Tmpfs;
 use ioswitch_testkit::tools::{output, FIO};
-use ioswitch_testkit::{have, skip, text};
+use ioswitch_testkit::{fio_scratch, skip, text};
 use std::process::Output;
 
 /// A 1 MiB tmpfs mounted on a directory, unmounted when dropped.
@@ -32,10 +32,7 @@ fn outcome(o: &Output) -> Outcome {
 #[test]
 fn ignore_error_goes_on_after_the_listed_errnos_as_fio_does() {
     let t = "ignore_error_goes_on_after_the_listed_errnos_as_fio_does";
-    if !have("fio", "--version", t) {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "errors");
+    let s = fio_scratch!(t, "errors");
     let mnt = s.path("mnt");
     let _mounted = match Tmpfs::mount(&mnt, "1m") {
         Ok(m) => m,

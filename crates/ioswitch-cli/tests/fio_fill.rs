@@ -9,9 +9,9 @@
 //! Needs fio and a tmpfs mount (root); the test skips with the reason where `mount`
 //! refuses.
 
-use ioswitch_testkit::dirs::{Scratch, Tmpfs};
+use ioswitch_testkit::dirs::Tmpfs;
 use ioswitch_testkit::tools::output;
-use ioswitch_testkit::{have, skip, text};
+use ioswitch_testkit::{fio_scratch, skip, text};
 use std::process::Command;
 
 /// A tmpfs mounted on a directory, unmounted when dropped.
@@ -40,10 +40,7 @@ fn bytes(job: &serde_json::Value, dir: &str) -> u64 {
 #[test]
 fn fill_device_writes_until_the_file_system_is_full_as_fio_does() {
     let t = "fill_device_writes_until_the_file_system_is_full_as_fio_does";
-    if !have("fio", "--version", t) {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fill");
+    let s = fio_scratch!(t, "fill");
     let mnt = s.path("mnt");
     let _mounted = match Tmpfs::mount(&mnt, "16m") {
         Ok(m) => m,

@@ -6,9 +6,8 @@
 //! Needs fio (the test skips with the reason when it is missing; `./scripts/test`
 //! installs fio).
 
-use ioswitch_testkit::dirs::Scratch;
 use ioswitch_testkit::tools::{success, FIO};
-use ioswitch_testkit::{have, text};
+use ioswitch_testkit::{fio_scratch, text};
 
 /// The I/Os (reads plus writes) of each job of `program`'s JSON output for `job`.
 fn ios(program: &str, job: &str) -> Vec<(String, u64)> {
@@ -30,10 +29,7 @@ fn ios(program: &str, job: &str) -> Vec<(String, u64)> {
 #[test]
 fn flow_weights_share_the_ios_between_jobs_as_fio_does() {
     let t = "flow_weights_share_the_ios_between_jobs_as_fio_does";
-    if !have("fio", "--version", t) {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "flow");
+    let s = fio_scratch!(t, "flow");
     let file = s.file("data", 4 << 20);
     for (engine, weights) in [("psync", [1, 8]), ("libaio\niodepth=16", [1, 3])] {
         let job = s.path("flow.fio");

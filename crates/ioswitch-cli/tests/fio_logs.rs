@@ -7,7 +7,7 @@
 
 use ioswitch_testkit::dirs::Scratch;
 use ioswitch_testkit::tools::{output, plain, FIO};
-use ioswitch_testkit::{have, text};
+use ioswitch_testkit::{fio_scratch, have, text};
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
@@ -94,10 +94,7 @@ fn median(mut v: Vec<u64>) -> u64 {
 #[test]
 fn averaged_logs_have_fios_columns_units_and_windows() {
     let test = "averaged_logs_have_fios_columns_units_and_windows";
-    if !have("fio", "--version", test) {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-logs-avg");
+    let s = fio_scratch!(test, "fio-logs-avg");
     let [fio, ours] = both(&s, "avg", &["--log_avg_msec=100"]);
     for kind in KINDS {
         let (f, o) = (&fio[kind], &ours[kind]);
@@ -141,10 +138,7 @@ fn averaged_logs_have_fios_columns_units_and_windows() {
 #[test]
 fn per_io_logs_have_fios_columns_and_one_entry_per_io() {
     let test = "per_io_logs_have_fios_columns_and_one_entry_per_io";
-    if !have("fio", "--version", test) {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-logs-each");
+    let s = fio_scratch!(test, "fio-logs-each");
     let [fio, ours] = both(&s, "each", &["--log_offset=1"]);
     for kind in KINDS {
         let (f, o) = (&fio[kind], &ours[kind]);
@@ -166,10 +160,7 @@ fn per_io_logs_have_fios_columns_and_one_entry_per_io() {
 #[test]
 fn fios_plot_tools_accept_our_logs() {
     let test = "fios_plot_tools_accept_our_logs";
-    if !have("fio", "--version", test) || !have("fio2gnuplot", "-h", test) {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-logs-plot");
+    let s = fio_scratch!(test, "fio-logs-plot", ("fio2gnuplot", "-h"));
     let file = s.file("data", 8 << 20);
     let args = job_args(&file, "ours", &["--log_avg_msec=100"]);
     let o = output(env!("CARGO_BIN_EXE_ioswitch"), &args, Some(s.dir()));
@@ -202,10 +193,7 @@ fn fios_plot_tools_accept_our_logs() {
 #[test]
 fn hist_logs_have_fios_columns_and_intervals() {
     let test = "hist_logs_have_fios_columns_and_intervals";
-    if !have("fio", "--version", test) {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-logs-hist");
+    let s = fio_scratch!(test, "fio-logs-hist");
     let file = s.file("data", 8 << 20);
     let mut logs = Vec::new();
     for (program, pre) in [(FIO, "fio"), (env!("CARGO_BIN_EXE_ioswitch"), "ours")] {
@@ -256,10 +244,7 @@ fn clat_csv(path: &Path) -> (Vec<String>, Vec<String>, BTreeMap<String, u64>) {
 #[test]
 fn fio_jsonplus_clat2csv_reads_our_json_plus_as_it_reads_fios() {
     let test = "fio_jsonplus_clat2csv_reads_our_json_plus_as_it_reads_fios";
-    if !have("fio", "--version", test) || !have("fio_jsonplus_clat2csv", "--help", test) {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-jsonplus");
+    let s = fio_scratch!(test, "fio-jsonplus", ("fio_jsonplus_clat2csv", "--help"));
     let file = s.file("data", 4 << 20);
     let mut got = Vec::new();
     for (program, who) in [(FIO, "fio"), (env!("CARGO_BIN_EXE_ioswitch"), "ours")] {
@@ -304,10 +289,7 @@ fn fio_jsonplus_clat2csv_reads_our_json_plus_as_it_reads_fios() {
 #[test]
 fn trim_jobs_log_their_trims_in_direction_2_as_fio() {
     let test = "trim_jobs_log_their_trims_in_direction_2_as_fio";
-    if !have("fio", "--version", test) {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-logs-trim");
+    let s = fio_scratch!(test, "fio-logs-trim");
     // fio 3.33 trims block devices only (a file's trim is ENOTTY there): a loop device.
     let lo = match ioswitch_testkit::loopdev::LoopDev::setup(s.dir(), "fio-logs-trim", 4 << 20) {
         Ok(lo) => lo,
@@ -361,10 +343,7 @@ fn trim_jobs_log_their_trims_in_direction_2_as_fio() {
 #[test]
 fn compressed_logs_are_fz_files_that_fio_inflates_as_it_inflates_its_own() {
     let test = "compressed_logs_are_fz_files_that_fio_inflates_as_it_inflates_its_own";
-    if !have("fio", "--version", test) {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-logs-fz");
+    let s = fio_scratch!(test, "fio-logs-fz");
     let file = s.file("data", 1 << 20);
     // Per I/O entries of a sequential read of 1 MiB in 4 KiB blocks: 256 each, in order.
     let prefixes = run_both(&s, "fz", |prefix| {

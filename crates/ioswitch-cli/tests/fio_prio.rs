@@ -7,7 +7,7 @@
 
 use ioswitch_testkit::dirs::Scratch;
 use ioswitch_testkit::tools::{output, plain, FIO};
-use ioswitch_testkit::{have, text};
+use ioswitch_testkit::{fio_scratch, text};
 use std::fs;
 use std::path::Path;
 use std::process::Output;
@@ -24,10 +24,7 @@ fn prio_column(path: &Path) -> Vec<String> {
 
 #[test]
 fn io_priority_shows_in_the_logs_as_in_fios() {
-    if !have("fio", "--version", "io_priority_shows_in_the_logs_as_in_fios") {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-prio-logs");
+    let s = fio_scratch!("io_priority_shows_in_the_logs_as_in_fios", "fio-prio-logs");
     // (options, the column fio 3.33 writes): prioclass=1 is real-time, which needs
     // CAP_SYS_ADMIN (or CAP_SYS_NICE); the others any user may set.
     let mut cases =
@@ -64,10 +61,7 @@ fn io_priority_shows_in_the_logs_as_in_fios() {
 
 #[test]
 fn a_numa_node_the_machine_lacks_is_refused_as_fio_refuses_it() {
-    if !have("fio", "--version", "a_numa_node_the_machine_lacks_is_refused_as_fio_refuses_it") {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-prio-numa");
+    let s = fio_scratch!("a_numa_node_the_machine_lacks_is_refused_as_fio_refuses_it", "fio-prio-numa");
     let file = s.path("data");
     let job = |opt: &str| vec!["--name=n".to_string(), format!("--filename={file}"), "--size=64k".into(), opt.into()];
     for opt in ["--numa_cpu_nodes=4000", "--numa_mem_policy=bind:4000"] {

@@ -3,9 +3,8 @@
 //! its file offset (at the start of one of its 64-byte lines) and the submit time (bytes
 //! 48..64); with `scramble_buffers=0` the blocks are alike. Needs fio.
 
-use ioswitch_testkit::dirs::Scratch;
 use ioswitch_testkit::tools::{output, FIO};
-use ioswitch_testkit::{have, text};
+use ioswitch_testkit::{fio_scratch, text};
 
 /// Whether every 512-byte piece of `data` holds its offset at one line's start, and how
 /// many bytes the two 4 KiB blocks differ in.
@@ -20,10 +19,7 @@ fn stamps(data: &[u8]) -> (bool, usize) {
 #[test]
 fn scramble_buffers_stamps_each_piece_as_fio_does() {
     let t = "scramble_buffers_stamps_each_piece_as_fio_does";
-    if !have("fio", "--version", t) {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "scramble");
+    let s = fio_scratch!(t, "scramble");
     let file = s.path("f");
     for opt in ["--scramble_buffers=1", "--scramble_buffers=0"] {
         let mut got = Vec::new();

@@ -4,8 +4,7 @@
 //!
 //! Needs fio (skipped with the reason when missing; `./scripts/test` installs it).
 
-use ioswitch_testkit::dirs::Scratch;
-use ioswitch_testkit::{have, text};
+use ioswitch_testkit::{fio_scratch, text};
 use std::process::Command;
 
 /// Runs one tool on the job in `dir`; returns the offsets of its I/Os (in 4 KiB blocks,
@@ -33,10 +32,7 @@ fn offsets(dir: &str, program: &str, args: &[String]) -> (Vec<u64>, u64) {
 
 #[test]
 fn strided_offsets_and_bytes_are_fios() {
-    if !have("fio", "--version", "fio_strided") {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-strided");
+    let s = fio_scratch!("fio_strided", "fio-strided");
     let file = s.path("data");
     std::fs::write(&file, vec![0u8; 1 << 20]).unwrap();
     // The strided read job with `opts` added, run by fio and by us: (ours, theirs).

@@ -5,9 +5,8 @@
 //!
 //! Needs fio (skips with the reason when it is missing; `./scripts/test` installs it).
 
-use ioswitch_testkit::dirs::Scratch;
 use ioswitch_testkit::tools::{output, success, who, FIO};
-use ioswitch_testkit::{have, text};
+use ioswitch_testkit::{fio_scratch, text};
 use serde_json::Value;
 
 fn json(program: &str, args: &[String]) -> Value {
@@ -24,10 +23,7 @@ fn levels(job: &Value, key: &str) -> Vec<f64> {
 #[test]
 fn the_verify_phase_shows_in_iodepth_level_as_fios_does() {
     let t = "the_verify_phase_shows_in_iodepth_level_as_fios_does";
-    if !have("fio", "--version", t) {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-verify");
+    let s = fio_scratch!(t, "fio-verify");
     let data = s.path("data");
     // 256 random writes of 4 KiB at iodepth 8, then their 256 verify reads. With a
     // thinktime after every write the writes all go at depth 1 (the queue is drained
@@ -85,10 +81,7 @@ fn run_in(dir: &std::path::Path, program: &str, args: &[&str]) -> String {
 #[test]
 fn verify_dump_writes_the_files_fio_writes() {
     let t = "verify_dump_writes_the_files_fio_writes";
-    if !have("fio", "--version", t) {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-verify-dump");
+    let s = fio_scratch!(t, "fio-verify-dump");
     for program in [FIO, env!("CARGO_BIN_EXE_ioswitch")] {
         let who = who(program);
         let dir = std::path::PathBuf::from(s.path(who));
@@ -141,10 +134,7 @@ fn verify_dump_writes_the_files_fio_writes() {
 #[test]
 fn verify_interval_finds_a_damaged_header_inside_a_block_as_fio_does() {
     let t = "verify_interval_finds_a_damaged_header_inside_a_block_as_fio_does";
-    if !have("fio", "--version", t) {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-verify-interval");
+    let s = fio_scratch!(t, "fio-verify-interval");
     for program in [FIO, env!("CARGO_BIN_EXE_ioswitch")] {
         let who = who(program);
         for interval in ["512", "none"] {
@@ -187,10 +177,7 @@ fn verify_interval_finds_a_damaged_header_inside_a_block_as_fio_does() {
 #[test]
 fn verify_async_checkers_find_and_dump_the_bad_blocks_fio_finds() {
     let t = "verify_async_checkers_find_and_dump_the_bad_blocks_fio_finds";
-    if !have("fio", "--version", t) {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-verify-async");
+    let s = fio_scratch!(t, "fio-verify-async");
     for program in [FIO, env!("CARGO_BIN_EXE_ioswitch")] {
         let who = who(program);
         for engine in ["psync", "libaio"] {

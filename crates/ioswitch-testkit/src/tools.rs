@@ -1,6 +1,7 @@
 //! Running one job under fio and under `ioswitch bench`, for the tests that compare the
 //! two tools: the same arguments, given to `fio` or to the ioswitch binary's `bench`.
 
+use crate::dirs::Scratch;
 use std::ffi::OsStr;
 use std::fmt::Debug;
 use std::path::Path;
@@ -9,6 +10,41 @@ use std::process::{Command, Output, Stdio};
 /// fio's program name. Any other program given to these helpers is the ioswitch binary
 /// (the test's `env!("CARGO_BIN_EXE_ioswitch")`), run as `PROGRAM bench --no-progress ARGS`.
 pub const FIO: &str = "fio";
+
+/// The scratch directory `base/NAME-PID` ([`Scratch::new`]) of test `test`, which runs
+/// `programs` (each with the argument that probes it, as [`crate::have`] takes them:
+/// `("fio", "--version")`); `None` where one of them does not run here: the test skips,
+/// saying why (in the guest, a failure).
+pub fn scratch_if_present(test: &str, programs: &[(&str, &str)], base: &str, name: &str) -> Option<Scratch> {
+    if programs.iter().all(|&(program, probe)| crate::have(program, probe, test)) {
+        Some(Scratch::new(base, name))
+    } else {
+        None
+    }
+}
+
+/// fio with the argument that shows it runs ([`crate::have`]'s probe).
+pub const FIO_RUNS: (&str, &str) = (FIO, "--version");
+
+/// The scratch directory of a test that compares with fio:
+/// `fio_scratch!(test, "name")` is [`scratch_if_present`]`(test, &[FIO_RUNS], <the test
+/// target's CARGO_TARGET_TMPDIR>, "name")`, and **returns from the test** (it skips,
+/// saying why) where fio does not run here. More programs the test needs follow, each
+/// with its probe: `fio_scratch!(test, "name", ("strace", "-V"))`.
+#[macro_export]
+macro_rules! fio_scratch {
+    ($test:expr, $name:expr $(, $program:expr)*) => {
+        match $crate::tools::scratch_if_present(
+            $test,
+            &[$crate::tools::FIO_RUNS $(, $program)*],
+            env!("CARGO_TARGET_TMPDIR"),
+            $name,
+        ) {
+            Some(s) => s,
+            None => return,
+        }
+    };
+}
 
 /// `"fio"` or `"ours"`: which tool `program` is, for file names and messages.
 pub fn who(program: &str) -> &'static str {
@@ -86,6 +122,19 @@ mod tests {
         assert_eq!(crate::text(&o.stdout), "bench --no-progress --name=j\n");
         let o = plain("echo", &["--name=j"], Some(Path::new("/")));
         assert_eq!(crate::text(&o.stdout), "--name=j\n");
+    }
+
+    #[test]
+    fn a_scratch_directory_only_where_every_program_runs() {
+        let base = std::env::temp_dir();
+        let s =
+            scratch_if_present("scratch_if_present", &[("sh", "-c"), ("true", "")], base.to_str().unwrap(), "tk-sip");
+        assert!(s.is_some_and(|s| s.dir().is_dir()));
+        if std::env::var_os("IOSWITCH_VM").is_none() {
+            let missing = [("sh", "-c"), ("/nonexistent/ioswitch-no-such-program", "--version")];
+            assert!(scratch_if_present("(expected skip)", &missing, base.to_str().unwrap(), "tk-sip2").is_none());
+            assert!(!base.join(format!("tk-sip2-{}", std::process::id())).exists());
+        }
     }
 
     #[test]

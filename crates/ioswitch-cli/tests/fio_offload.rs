@@ -6,7 +6,7 @@
 //! `./scripts/test` installs fio).
 
 use ioswitch_testkit::dirs::Scratch;
-use ioswitch_testkit::{have, lock, text};
+use ioswitch_testkit::{fio_scratch, lock, text};
 use std::collections::BTreeMap;
 use std::process::{Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard};
@@ -117,11 +117,8 @@ fn calls_per_thread(s: &Scratch, program: &str, args: &[String], call: &str) -> 
 #[test]
 fn offload_spreads_the_io_calls_over_iodepth_workers_as_fio_does() {
     let t = "offload_spreads_the_io_calls_over_iodepth_workers_as_fio_does";
-    if !have("fio", "--version", t) || !have("strace", "-V", t) {
-        return;
-    }
+    let s = fio_scratch!(t, &format!("offload-{t}"), ("strace", "-V"));
     let _g = serial();
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), &format!("offload-{t}"));
     for (engine, call) in [("psync", "pwrite64"), ("libaio", "io_submit")] {
         for (mode, threads) in [("inline", 1..=1), ("offload", 2..=4)] {
             for (tool, args) in both(&s, engine, &[&format!("--io_submit_mode={mode}")]) {
@@ -154,11 +151,8 @@ fn json_of(tool: &str, args: &[String]) -> Option<serde_json::Value> {
 #[test]
 fn offload_fills_the_json_fields_fio_fills_and_verifies() {
     let t = "offload_fills_the_json_fields_fio_fills_and_verifies";
-    if !have("fio", "--version", t) {
-        return;
-    }
+    let s = fio_scratch!(t, &format!("offload-{t}"));
     let _g = serial();
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), &format!("offload-{t}"));
     for engine in ["psync", "libaio"] {
         let mut seen = Vec::new();
         for (tool, args) in both(&s, engine, &["--io_submit_mode=offload"]) {
@@ -245,11 +239,8 @@ fn call_lines(s: &Scratch, program: &str, args: &[String], calls: &str) -> Optio
 #[test]
 fn offload_workers_serve_the_file_the_job_picked_as_fio_does() {
     let t = "offload_workers_serve_the_file_the_job_picked_as_fio_does";
-    if !have("fio", "--version", t) || !have("strace", "-V", t) {
-        return;
-    }
+    let s = fio_scratch!(t, &format!("offload-{t}"), ("strace", "-V"));
     let _g = serial();
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), &format!("offload-{t}"));
     for (engine, call) in [("psync", "pwrite64"), ("libaio", "io_submit")] {
         for (tool, args) in both_files(&s, engine) {
             let Some(lines) = call_lines(&s, &tool, &args, call) else { continue };
@@ -278,11 +269,8 @@ fn offload_workers_serve_the_file_the_job_picked_as_fio_does() {
 #[test]
 fn offload_hands_fsync_to_the_workers_every_n_writes() {
     let t = "offload_hands_fsync_to_the_workers_every_n_writes";
-    if !have("fio", "--version", t) || !have("strace", "-V", t) {
-        return;
-    }
+    let s = fio_scratch!(t, &format!("offload-{t}"), ("strace", "-V"));
     let _g = serial();
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), &format!("offload-{t}"));
     for (engine, call) in [("psync", "pwrite64"), ("libaio", "io_submit")] {
         let [(fio, fio_args), (ours, our_args)] = both(&s, engine, &["--io_submit_mode=offload", "--fsync=4"]);
         // Ours: 256 writes and a sync after every 4th but the last (63), each made by a

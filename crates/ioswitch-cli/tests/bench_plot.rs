@@ -203,8 +203,7 @@ fn compressed_logs_of_fio_and_of_ioswitch_plot_as_their_inflated_text() {
         return;
     };
     let data = shm.path("data");
-    let logs = s.dir().join("logs");
-    std::fs::create_dir_all(&logs).unwrap();
+    let logs = s.subdir("logs");
     for (program, prefix) in [("fio", "f"), (env!("CARGO_BIN_EXE_ioswitch"), "o")] {
         let p = logs.join(prefix).display().to_string();
         let job: Vec<String> = [
@@ -233,8 +232,7 @@ fn compressed_logs_of_fio_and_of_ioswitch_plot_as_their_inflated_text() {
         let o = Command::new(program).args(&args).stdin(Stdio::null()).output().unwrap();
         assert!(o.status.success(), "{program} {args:?}: {}", text(&o.stderr));
     }
-    let text_dir = s.dir().join("inflated");
-    std::fs::create_dir_all(&text_dir).unwrap();
+    let text_dir = s.subdir("inflated");
     for prefix in ["f", "o"] {
         for kind in ["lat", "clat", "bw"] {
             let fz = logs.join(format!("{prefix}_{kind}.1.log.fz"));

@@ -84,8 +84,7 @@ fn verify_dump_writes_the_files_fio_writes() {
     let s = fio_scratch!(t, "fio-verify-dump");
     for program in [FIO, env!("CARGO_BIN_EXE_ioswitch")] {
         let who = who(program);
-        let dir = std::path::PathBuf::from(s.path(who));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = s.subdir(who);
         let write =
             ["--name=w", "--filename=d.dat", "--size=16k", "--bs=4k", "--rw=write", "--verify=crc32c", "--do_verify=0"];
         run_in(&dir, program, &write);
@@ -138,8 +137,7 @@ fn verify_interval_finds_a_damaged_header_inside_a_block_as_fio_does() {
     for program in [FIO, env!("CARGO_BIN_EXE_ioswitch")] {
         let who = who(program);
         for interval in ["512", "none"] {
-            let dir = std::path::PathBuf::from(s.path(&format!("{who}-{interval}")));
-            std::fs::create_dir_all(&dir).unwrap();
+            let dir = s.subdir(&format!("{who}-{interval}"));
             let mut common = vec!["--filename=d.dat", "--size=16k", "--bs=4k", "--verify=meta", "--verify_dump=1"];
             let vi = format!("--verify_interval={interval}");
             if interval != "none" {
@@ -181,8 +179,7 @@ fn verify_async_checkers_find_and_dump_the_bad_blocks_fio_finds() {
     for program in [FIO, env!("CARGO_BIN_EXE_ioswitch")] {
         let who = who(program);
         for engine in ["psync", "libaio"] {
-            let dir = std::path::PathBuf::from(s.path(&format!("{who}-{engine}")));
-            std::fs::create_dir_all(&dir).unwrap();
+            let dir = s.subdir(&format!("{who}-{engine}"));
             let write = [
                 "--name=w",
                 "--filename=d.dat",

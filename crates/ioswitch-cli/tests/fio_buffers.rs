@@ -26,7 +26,7 @@ fn buffer_pattern_leaves_the_same_file_as_fio() {
         let mut files = Vec::new();
         for program in [FIO, env!("CARGO_BIN_EXE_ioswitch")] {
             let data = s.path(&format!("{}-{rw}-{}", who(program), pattern.len()));
-            let args: Vec<String> = [
+            let args = [
                 "--name=p",
                 &format!("--filename={data}"),
                 "--size=64k",
@@ -34,10 +34,7 @@ fn buffer_pattern_leaves_the_same_file_as_fio() {
                 &format!("--rw={rw}"),
                 &format!("--buffer_pattern={pattern}"),
                 "--output-format=json",
-            ]
-            .iter()
-            .map(|a| a.to_string())
-            .collect();
+            ];
             success(program, &args, None);
             files.push(std::fs::read(&data).expect("the job's file"));
         }
@@ -74,7 +71,7 @@ fn dedupe_and_compression_shares_are_fios() {
         for program in [FIO, env!("CARGO_BIN_EXE_ioswitch")] {
             let who = who(program);
             let (a, b) = (s.path(&format!("{who}-{mode}-{global}-a")), s.path(&format!("{who}-{mode}-{global}-b")));
-            let args: Vec<String> = [
+            let args = [
                 "--size=4m",
                 "--bs=4k",
                 "--rw=write",
@@ -88,10 +85,7 @@ fn dedupe_and_compression_shares_are_fios() {
                 "--name=b",
                 &format!("--filename={b}"),
                 "--output-format=json",
-            ]
-            .iter()
-            .map(|x| x.to_string())
-            .collect();
+            ];
             success(program, &args, None);
             let (da, db) = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
             let (copies, zeroes, sa) = dedupe_and_zeroes(&da);

@@ -310,13 +310,18 @@ struct ProcessCpu {
     thread_count: u32,
 }
 
+/// `ns` of CPU time as a percentage of `wall_ns` of wall time (0 for no wall time).
+fn cpu_share_pct(ns: u64, wall_ns: u64) -> f64 {
+    if wall_ns == 0 {
+        0.0
+    } else {
+        ns as f64 * 100.0 / wall_ns as f64
+    }
+}
+
 impl ProcessCpu {
     fn pct(&self, ns: u64) -> f64 {
-        if self.phase_ns == 0 {
-            0.0
-        } else {
-            ns as f64 * 100.0 / self.phase_ns as f64
-        }
+        cpu_share_pct(ns, self.phase_ns)
     }
     fn usr(&self) -> f64 {
         self.pct(self.process.usr_ns)
@@ -493,11 +498,7 @@ impl<'a> Entry<'a> {
     }
 
     fn cpu_pct(&self, ns: u64) -> f64 {
-        if self.job_runtime_ns == 0 {
-            0.0
-        } else {
-            ns as f64 * 100.0 / self.job_runtime_ns as f64
-        }
+        cpu_share_pct(ns, self.job_runtime_ns)
     }
 
     fn syscalls_per_io(&self) -> f64 {

@@ -1322,23 +1322,7 @@ fn parse_time_us(s: &str) -> Option<Duration> {
 
 /// `0-3,8,10-11`, sorted and without repeats.
 fn parse_cpu_list(s: &str) -> Option<Vec<u32>> {
-    let mut cpus = Vec::new();
-    for item in s.split(',') {
-        let (lo, hi) = match item.split_once('-') {
-            Some((a, b)) => (a.trim().parse::<u32>().ok()?, b.trim().parse::<u32>().ok()?),
-            None => {
-                let c = item.trim().parse::<u32>().ok()?;
-                (c, c)
-            }
-        };
-        if lo > hi || hi >= MAX_CPUS {
-            return None;
-        }
-        cpus.extend(lo..=hi);
-    }
-    cpus.sort_unstable();
-    cpus.dedup();
-    Some(cpus)
+    crate::placement::parse_list_below(s, MAX_CPUS)
 }
 
 fn parse_percentile_list(s: &str) -> Option<Vec<f64>> {

@@ -833,8 +833,8 @@ mod tests {
 
     #[test]
     fn plot_files_writes_one_svg_per_log_and_refuses_clashes() {
-        let dir = std::env::temp_dir().join(format!("ioswitch-fiolog-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = ioswitch_testkit::dirs::Scratch::new(std::env::temp_dir(), "ioswitch-fiolog");
+        let dir = scratch.dir();
         let a = dir.join("j_iops.1.log");
         std::fs::write(&a, "500, 1200, 0, 4096, 0\n1000, 1300, 0, 4096, 0\n").unwrap();
         let out = dir.join("out");
@@ -846,7 +846,6 @@ mod tests {
         let e = plot_files(&[dir.join("missing_lat.1.log")], &out, &PlotOpts { window_ms: None }).unwrap_err();
         assert!(e.to_string().contains("missing_lat.1.log: cannot read"), "{e}");
         assert!(plot_files(&[], &out, &PlotOpts { window_ms: None }).is_err());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// fio's in-memory sample (`struct io_sample`, + offset), as `gz_work` deflates it.

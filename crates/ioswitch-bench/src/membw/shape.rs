@@ -654,8 +654,8 @@ mod tests {
 
     #[test]
     fn a_file_region_is_the_file_and_bad_input_is_refused_by_name() {
-        let dir = std::env::temp_dir().join(format!("ioswitch-membw-shape-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = ioswitch_testkit::dirs::Scratch::new(std::env::temp_dir(), "ioswitch-membw-shape");
+        let dir = scratch.dir();
         let f = dir.join("region");
         std::fs::write(&f, (0..(256usize << 10)).map(pattern).collect::<Vec<u8>>()).unwrap();
         let mut o = opts(&[Shape::Randread, Shape::Write], 256 << 10, 64 << 10);
@@ -676,7 +676,6 @@ mod tests {
         o.file = Some(dir.join("missing"));
         let e = measure(&o, &mut |_| {}).unwrap_err().to_string();
         assert!(e.starts_with("--file") && e.contains("missing"), "{e}");
-        let _ = std::fs::remove_dir_all(&dir);
 
         let e = measure(&opts(&[Shape::Read], 4096, 8192), &mut |_| {}).unwrap_err().to_string();
         assert!(e.starts_with("--size") && e.contains("smaller than one piece"), "{e}");

@@ -13,6 +13,9 @@ use std::sync::{Mutex, MutexGuard};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
+/// The engines the tests run, each with the system call that makes its writes.
+const ENGINES: [(&str, &str); 2] = [("psync", "pwrite64"), ("libaio", "io_submit")];
+
 fn serial() -> MutexGuard<'static, ()> {
     lock(&ONE_AT_A_TIME)
 }
@@ -119,7 +122,7 @@ fn offload_spreads_the_io_calls_over_iodepth_workers_as_fio_does() {
     let t = "offload_spreads_the_io_calls_over_iodepth_workers_as_fio_does";
     let s = fio_scratch!(t, &format!("offload-{t}"), ("strace", "-V"));
     let _g = serial();
-    for (engine, call) in [("psync", "pwrite64"), ("libaio", "io_submit")] {
+    for (engine, call) in ENGINES {
         for (mode, threads) in [("inline", 1..=1), ("offload", 2..=4)] {
             for (tool, args) in both(&s, engine, &[&format!("--io_submit_mode={mode}")]) {
                 let Some(per) = calls_per_thread(&s, &tool, &args, call) else { continue };
@@ -241,7 +244,7 @@ fn offload_workers_serve_the_file_the_job_picked_as_fio_does() {
     let t = "offload_workers_serve_the_file_the_job_picked_as_fio_does";
     let s = fio_scratch!(t, &format!("offload-{t}"), ("strace", "-V"));
     let _g = serial();
-    for (engine, call) in [("psync", "pwrite64"), ("libaio", "io_submit")] {
+    for (engine, call) in ENGINES {
         for (tool, args) in both_files(&s, engine) {
             let Some(lines) = call_lines(&s, &tool, &args, call) else { continue };
             let threads: std::collections::BTreeSet<&str> = lines.iter().map(|l| l.0.as_str()).collect();
@@ -271,7 +274,7 @@ fn offload_hands_fsync_to_the_workers_every_n_writes() {
     let t = "offload_hands_fsync_to_the_workers_every_n_writes";
     let s = fio_scratch!(t, &format!("offload-{t}"), ("strace", "-V"));
     let _g = serial();
-    for (engine, call) in [("psync", "pwrite64"), ("libaio", "io_submit")] {
+    for (engine, call) in ENGINES {
         let [(fio, fio_args), (ours, our_args)] = both(&s, engine, &["--io_submit_mode=offload", "--fsync=4"]);
         // Ours: 256 writes and a sync after every 4th but the last (63), each made by a
         // worker (a thread that also writes), none by the job's thread.

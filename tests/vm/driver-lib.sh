@@ -53,6 +53,15 @@ ns_name() {
     done
 }
 
+# guest_controller: sets ctrl (the controller at $addr), ns1 and ns2 (the block devices of
+# its namespaces 1 and 2 while the kernel owns it) and says which they are.
+guest_controller() {
+    ctrl=$(basename "$(ls -d /sys/bus/pci/devices/$addr/nvme/nvme*)")
+    ns1=$(ns_name "$ctrl" 1)
+    ns2=$(ns_name "$ctrl" 2)
+    echo "guest: $addr is $ctrl (nsid 1 = $ns1, nsid 2 = $ns2)"
+}
+
 # kernel_namespaces NS...: the block devices NS as the kernel sees them, for the
 # conformance rows (which must not take them from the library they test): a word
 # nsid:lba:bytes:zone_lbas:nr_zones:dlfeat each.

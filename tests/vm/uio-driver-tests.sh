@@ -42,10 +42,7 @@ if [[ ${1:-} == --guest ]]; then
     # vfio-pci too: its bind must be refused for the missing IOMMU, not a missing module.
     for m in uio_pci_generic vfio-pci vfio_iommu_type1; do modprobe -d "$IOSWITCH_VM_MODROOT" "$m"; done
     echo "guest: modules loaded at $(date +%T)"
-    ctrl=$(basename "$(ls -d /sys/bus/pci/devices/$addr/nvme/nvme*)")
-    ns1=$(ns_name "$ctrl" 1)
-    ns2=$(ns_name "$ctrl" 2)
-    echo "guest: $addr is $ctrl (nsid 1 = $ns1, nsid 2 = $ns2)"
+    guest_controller
     kernel_pattern
     # The namespaces as the kernel sees them, for the conformance rows.
     vfio_ns=$(kernel_namespaces "$ns1" "$ns2")

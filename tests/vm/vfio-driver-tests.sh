@@ -44,10 +44,7 @@ if [[ ${1:-} == --guest ]]; then
     # shellcheck source=tests/vm/driver-lib.sh
     source "$here/driver-lib.sh"
     for m in vfio-pci vfio_iommu_type1; do modprobe -d "$IOSWITCH_VM_MODROOT" "$m"; done
-    ctrl=$(basename "$(ls -d /sys/bus/pci/devices/$addr/nvme/nvme*)")
-    ns1=$(ns_name "$ctrl" 1)
-    ns2=$(ns_name "$ctrl" 2)
-    echo "guest: $addr is $ctrl (nsid 1 = $ns1, nsid 2 = $ns2)"
+    guest_controller
     nvme id-ctrl "/dev/$ctrl" -o json >"$out/kernel-id-ctrl.json"
     nvme id-ns "/dev/$ns1" -o json >"$out/kernel-id-ns.json"
     nvme smart-log "/dev/$ctrl" -o json >"$out/kernel-smart.json"

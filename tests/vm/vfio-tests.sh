@@ -115,6 +115,19 @@ if [[ ${1:-} == --guest ]]; then
             bad "bind nvme from $1: status $rc, driver $(driver_of), $(nvme1_namespaces) namespaces: $(cat "$out/bind.out" "$out/bind.err")"
         fi
     }
+    # refused_while_open DRIVER DEV WHAT: with DEV (WHAT, in words) held open by a
+    # process, `bind DRIVER` is refused naming that process, and the controller stays on
+    # $stay (see refused).
+    refused_while_open() {
+        local holder rc=0
+        sleep 600 <"$2" &
+        holder=$!
+        sleep 0.2
+        bind "$1" || rc=$?
+        refused "$3 open in a process" $rc "$2 is open in process $holder (sleep)"
+        kill "$holder"
+        wait "$holder" 2>/dev/null || true
+    }
     # refused NAME RC WORDS...: the last bind failed with status 1, its message has every
     # WORDS, and the controller is still on $stay (nvme: with both namespaces).
     stay=nvme
@@ -202,21 +215,9 @@ if [[ ${1:-} == --guest ]]; then
     else
         bad "held: cannot create a dm linear device on $ns2: $(cat "$out/dm.log")"
     fi
-    sleep 600 <"$ns2" &
-    holder=$!
-    sleep 0.2
-    bind vfio
-    refused "namespace open in a process" $? "$ns2 is open in process $holder (sleep)"
-    kill "$holder"
-    wait "$holder" 2>/dev/null
+    refused_while_open vfio "$ns2" namespace
     ng=/dev/ng${ns2#/dev/nvme}
-    sleep 600 <"$ng" &
-    holder=$!
-    sleep 0.2
-    bind uio
-    refused "generic char device open in a process" $? "$ng is open in process $holder (sleep)"
-    kill "$holder"
-    wait "$holder" 2>/dev/null
+    refused_while_open uio "$ng" "generic char device"
     set -e
 
     echo "==== nvme -> vfio-pci -> nvme"
@@ -246,15 +247,7 @@ if [[ ${1:-} == --guest ]]; then
     fi
     # A program holding the vfio group: vfio-pci's unbind would wait for it, unkillably.
     stay=vfio-pci
-    sleep 600 <"/dev/vfio/$group" &
-    holder=$!
-    sleep 0.2
-    set +e
-    bind nvme
-    refused "vfio group open in a process" $? "/dev/vfio/$group is open in process $holder (sleep)"
-    set -e
-    kill "$holder"
-    wait "$holder" 2>/dev/null || true
+    refused_while_open nvme "/dev/vfio/$group" "vfio group"
     stay=nvme
 
     # ==================================================================== VFIO DATA PATH
@@ -300,15 +293,7 @@ if [[ ${1:-} == --guest ]]; then
         bad "bind uio: status $rc, driver $(driver_of), uio '$uio': $(cat "$out/bind.out" "$out/bind.err")"
     fi
     stay=uio_pci_generic
-    sleep 600 <"/dev/$uio" &
-    holder=$!
-    sleep 0.2
-    set +e
-    bind nvme
-    refused "uio device open in a process" $? "/dev/$uio is open in process $holder (sleep)"
-    set -e
-    kill "$holder"
-    wait "$holder" 2>/dev/null || true
+    refused_while_open nvme "/dev/$uio" "uio device"
     stay=nvme
     back_to_nvme uio_pci_generic
 

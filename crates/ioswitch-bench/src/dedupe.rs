@@ -254,37 +254,24 @@ mod tests {
         };
         assert_eq!(b.working_set, firsts(3, 10), "the set is the job's own first 10 pages");
         // Two threads: without dedupe_global each set is its own first pages.
-        let seeds = [1u64, 2];
-        let set = |global: bool, me: usize| {
-            Buffers::new(&BufferShape { global, ..s.clone() }, None, Threads { seeds: &seeds, me }, 4096 * 1000, 4096)
+        // The working set of thread `me` of threads `seeds`, with or without dedupe_global.
+        let set_of = |global: bool, seeds: &[u64], me: usize| {
+            Buffers::new(&BufferShape { global, ..s.clone() }, None, Threads { seeds, me }, 4096 * 1000, 4096)
                 .working_set
         };
+        let seeds = [1u64, 2];
+        let set = |global: bool, me: usize| set_of(global, &seeds, me);
         assert_eq!((set(false, 0), set(false, 1)), (firsts(1, 10), firsts(2, 10)));
         // With it, fio's rotation: 10 / 2 = 5 pages of each thread, from its own on.
         let (a, b) = (firsts(1, 5), firsts(2, 5));
         assert_eq!(set(true, 0), [a.clone(), b.clone()].concat());
         assert_eq!(set(true, 1), [b, a].concat());
         // Three threads, 10 pages: 3 of each in turn, and the tenth from the first again.
-        let seeds = [1u64, 2, 3];
-        let set = Buffers::new(
-            &BufferShape { global: true, ..s.clone() },
-            None,
-            Threads { seeds: &seeds, me: 2 },
-            4096 * 1000,
-            4096,
-        )
-        .working_set;
+        let set = set_of(true, &[1, 2, 3], 2);
         assert_eq!(set, [firsts(3, 3), firsts(1, 3), firsts(2, 3), firsts(3, 1)].concat());
         // More threads than pages: one page of each of the next threads.
         let many: Vec<u64> = (0..40).collect();
-        let set = Buffers::new(
-            &BufferShape { global: true, ..s.clone() },
-            None,
-            Threads { seeds: &many, me: 35 },
-            4096 * 1000,
-            4096,
-        )
-        .working_set;
+        let set = set_of(true, &many, 35);
         let want: Vec<u64> = (0..10).map(|k| firsts((35 + k) % 40, 1)[0]).collect();
         assert_eq!(set, want);
     }

@@ -2663,44 +2663,51 @@ mod tests {
     }
 }
 
+/// A job for the unit tests: `name` on `filename` with `opts`, `mode`, `rw` and depth `qd`
+/// (also its `iodepth_low`), 4 KiB blocks over 1 MiB, every other setting its default.
+#[cfg(test)]
+pub(crate) fn test_job(name: &str, filename: &str, opts: ioswitch::Opts, mode: Mode, rw: Rw, qd: u32) -> Job {
+    Job {
+        name: name.into(),
+        filename: filename.into(),
+        opts,
+        mode,
+        rw,
+        rwmixread: 50,
+        bs: [4096, 4096],
+        iodepth: qd,
+        batch_submit: 1,
+        batch_complete_min: 1,
+        batch_complete_max: 1,
+        iodepth_low: qd,
+        offset: 0,
+        size: Some(1 << 20),
+        runtime: None,
+        time_based: false,
+        ramp: Duration::ZERO,
+        number_ios: None,
+        norandommap: false,
+        seed: 1,
+        cpus: vec![],
+        fsync: 0,
+        verify: Verify::None,
+        do_verify: false,
+        behaviour: Behaviour::default(),
+        load: crate::load::Load::new(),
+        logs: Default::default(),
+        shapes: Default::default(),
+        buffer_threads: Default::default(),
+        multi: None,
+        group: 0,
+    }
+}
+
 #[cfg(test)]
 mod run_tests {
     use super::*;
 
     fn job(uri: &str, opts: &str, mode: Mode, rw: Rw, qd: u32) -> Job {
-        Job {
-            name: "t".into(),
-            filename: uri.into(),
-            opts: opts.parse().unwrap(),
-            mode,
-            rw,
-            rwmixread: 50,
-            bs: [4096, 4096],
-            iodepth: qd,
-            batch_submit: 1,
-            batch_complete_min: 1,
-            batch_complete_max: 1,
-            iodepth_low: qd,
-            offset: 0,
-            size: Some(1 << 20),
-            runtime: None,
-            time_based: false,
-            ramp: Duration::ZERO,
-            number_ios: None,
-            norandommap: false,
-            seed: 1,
-            cpus: vec![],
-            fsync: 0,
-            verify: Verify::None,
-            do_verify: false,
-            behaviour: Behaviour::default(),
-            load: crate::load::Load::new(),
-            logs: Default::default(),
-            shapes: Default::default(),
-            buffer_threads: Default::default(),
-            multi: None,
-            group: 0,
-        }
+        test_job("t", uri, opts.parse().unwrap(), mode, rw, qd)
     }
 
     fn run(j: &Job) -> JobResult {

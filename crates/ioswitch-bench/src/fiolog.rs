@@ -458,20 +458,28 @@ pub fn window_of(log: &FioLog, opts: &PlotOpts) -> u64 {
 /// One time window of one direction: its start (ms), its samples' values, their bytes.
 type Window = (u64, Vec<u64>, u64);
 
+/// Per direction (in the order first seen), values by the start of their window.
+type ByDirection<V> = Vec<(u8, std::collections::BTreeMap<u64, V>)>;
+
+/// The value of direction `ddir` for the window of `window` ms that holds `time_ms`
+/// (a default one where there is none yet).
+fn window_entry<V: Default>(by: &mut ByDirection<V>, ddir: u8, time_ms: u64, window: u64) -> &mut V {
+    let at = match by.iter().position(|(d, _)| *d == ddir) {
+        Some(i) => i,
+        None => {
+            by.push((ddir, Default::default()));
+            by.len() - 1
+        }
+    };
+    by[at].1.entry(time_ms / window * window).or_default()
+}
+
 /// The samples of `log` grouped by direction and window: `(ddir, [(window start ms,
 /// values, bytes)])`, directions and windows ascending.
 fn windows(log: &FioLog, window: u64) -> Vec<(u8, Vec<Window>)> {
-    type ByStart = std::collections::BTreeMap<u64, (Vec<u64>, u64)>;
-    let mut out: Vec<(u8, ByStart)> = Vec::new();
+    let mut out: ByDirection<(Vec<u64>, u64)> = Vec::new();
     for s in &log.samples {
-        let at = match out.iter().position(|(d, _)| *d == s.ddir) {
-            Some(i) => i,
-            None => {
-                out.push((s.ddir, Default::default()));
-                out.len() - 1
-            }
-        };
-        let w = out[at].1.entry(s.time_ms / window * window).or_default();
+        let w = window_entry(&mut out, s.ddir, s.time_ms, window);
         w.0.push(s.value);
         w.1 = w.1.saturating_add(s.bs);
     }
@@ -565,16 +573,9 @@ pub fn chart(log: &FioLog, opts: &PlotOpts) -> LineChart {
 /// its middle bucket.
 fn hist_series(log: &FioLog, window: u64) -> Vec<Series> {
     use crate::hist::{bucket_value, Histogram};
-    let mut by: Vec<(u8, std::collections::BTreeMap<u64, Histogram>)> = Vec::new();
+    let mut by: ByDirection<Histogram> = Vec::new();
     for h in &log.hist {
-        let at = match by.iter().position(|(d, _)| *d == h.ddir) {
-            Some(i) => i,
-            None => {
-                by.push((h.ddir, Default::default()));
-                by.len() - 1
-            }
-        };
-        let hist = by[at].1.entry(h.time_ms / window * window).or_default();
+        let hist = window_entry(&mut by, h.ddir, h.time_ms, window);
         let stride = h.stride();
         for (i, &c) in h.counts.iter().enumerate().filter(|(_, &c)| c > 0) {
             hist.record_n(bucket_value(i * stride + stride / 2), c);
@@ -832,8 +833,8 @@ mod tests {
 
     #[test]
     fn plot_files_writes_one_svg_per_log_and_refuses_clashes() {
-        let dir = std::env::temp_dir().join(format!("ioswitch-fiolog-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = ioswitch_testkit::dirs::Scratch::new(std::env::temp_dir(), "ioswitch-fiolog");
+        let dir = scratch.dir();
         let a = dir.join("j_iops.1.log");
         std::fs::write(&a, "500, 1200, 0, 4096, 0\n1000, 1300, 0, 4096, 0\n").unwrap();
         let out = dir.join("out");
@@ -845,7 +846,6 @@ mod tests {
         let e = plot_files(&[dir.join("missing_lat.1.log")], &out, &PlotOpts { window_ms: None }).unwrap_err();
         assert!(e.to_string().contains("missing_lat.1.log: cannot read"), "{e}");
         assert!(plot_files(&[], &out, &PlotOpts { window_ms: None }).is_err());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// fio's in-memory sample (`struct io_sample`, + offset), as `gz_work` deflates it.

@@ -1180,6 +1180,13 @@ impl<'a> OptValue<'a> {
         }
     }
 
+    /// The meaning of the value in `table` (word, meaning); an error when it is none of
+    /// the words (`expected` lists them).
+    fn choice<T: Clone>(&self, expected: &str, table: &[(&str, T)]) -> Result<T, JobError> {
+        let v = self.value(expected)?;
+        table.iter().find(|(w, _)| *w == v).map(|(_, t)| t.clone()).ok_or_else(|| self.bad(expected))
+    }
+
     /// A boolean; the bare option means 1.
     fn flag(&self) -> Result<bool, JobError> {
         let raw = self.opt.value.as_deref();
@@ -1322,23 +1329,7 @@ fn parse_time_us(s: &str) -> Option<Duration> {
 
 /// `0-3,8,10-11`, sorted and without repeats.
 fn parse_cpu_list(s: &str) -> Option<Vec<u32>> {
-    let mut cpus = Vec::new();
-    for item in s.split(',') {
-        let (lo, hi) = match item.split_once('-') {
-            Some((a, b)) => (a.trim().parse::<u32>().ok()?, b.trim().parse::<u32>().ok()?),
-            None => {
-                let c = item.trim().parse::<u32>().ok()?;
-                (c, c)
-            }
-        };
-        if lo > hi || hi >= MAX_CPUS {
-            return None;
-        }
-        cpus.extend(lo..=hi);
-    }
-    cpus.sort_unstable();
-    cpus.dedup();
-    Some(cpus)
+    crate::placement::parse_list_below(s, MAX_CPUS)
 }
 
 fn parse_percentile_list(s: &str) -> Option<Vec<f64>> {
@@ -1698,12 +1689,10 @@ impl JobSpec {
             "verify_dump" => b.verify_dump = val.flag()?,
             "exitall" => b.exitall = val.flag()?,
             "exit_what" => {
-                b.exit_what = match val.value("group, stonewall or all")? {
-                    "group" => ExitWhat::Group,
-                    "stonewall" => ExitWhat::Stonewall,
-                    "all" => ExitWhat::All,
-                    _ => return Err(val.bad("group, stonewall or all")),
-                }
+                b.exit_what = val.choice(
+                    "group, stonewall or all",
+                    &[("group", ExitWhat::Group), ("stonewall", ExitWhat::Stonewall), ("all", ExitWhat::All)],
+                )?
             }
             // fio's callback sets the four it stands for, each of which a later option
             // may set again.
@@ -1759,55 +1748,53 @@ impl JobSpec {
             }
             "flow_sleep" => b.flow_sleep_us = val.count32(0)?,
             "fallocate" => {
-                const EXPECT: &str = "none, native, posix, keep, truncate, 0 (none) or 1 (posix)";
-                b.fallocate = match val.value(EXPECT)? {
-                    "none" | "0" => Fallocate::None,
-                    "native" => Fallocate::Native,
-                    "posix" | "1" => Fallocate::Posix,
-                    "keep" => Fallocate::Keep,
-                    "truncate" => Fallocate::Truncate,
-                    _ => return Err(val.bad(EXPECT)),
-                };
+                b.fallocate = val.choice(
+                    "none, native, posix, keep, truncate, 0 (none) or 1 (posix)",
+                    &[
+                        ("none", Fallocate::None),
+                        ("0", Fallocate::None),
+                        ("native", Fallocate::Native),
+                        ("posix", Fallocate::Posix),
+                        ("1", Fallocate::Posix),
+                        ("keep", Fallocate::Keep),
+                        ("truncate", Fallocate::Truncate),
+                    ],
+                )?
             }
             "ioswitch_clat_stamp" => {
-                const EXPECT: &str = "batch (one completion time per reaped batch, as fio) or each";
-                b.clat_stamp = match val.value(EXPECT)? {
-                    "batch" => ClatStamp::Batch,
-                    "each" => ClatStamp::Each,
-                    _ => return Err(val.bad(EXPECT)),
-                };
+                b.clat_stamp = val.choice(
+                    "batch (one completion time per reaped batch, as fio) or each",
+                    &[("batch", ClatStamp::Batch), ("each", ClatStamp::Each)],
+                )?
             }
             "random_generator" => {
-                const EXPECT: &str = "tausworthe, lfsr or tausworthe64";
-                b.random_generator = match val.value(EXPECT)? {
-                    "tausworthe" => RandomGenerator::Tausworthe,
-                    "tausworthe64" => RandomGenerator::Tausworthe64,
-                    "lfsr" => RandomGenerator::Lfsr,
-                    _ => return Err(val.bad(EXPECT)),
-                };
+                b.random_generator = val.choice(
+                    "tausworthe, lfsr or tausworthe64",
+                    &[
+                        ("tausworthe", RandomGenerator::Tausworthe),
+                        ("tausworthe64", RandomGenerator::Tausworthe64),
+                        ("lfsr", RandomGenerator::Lfsr),
+                    ],
+                )?
             }
             "unified_rw_reporting" => {
-                const EXPECT: &str = "none, mixed, both, 0, 1 or 2";
-                b.unified_rw_reporting = match val.value(EXPECT)? {
-                    "none" | "0" => UnifiedRw::None,
-                    "mixed" | "1" => UnifiedRw::Mixed,
-                    "both" | "2" => UnifiedRw::Both,
-                    _ => return Err(val.bad(EXPECT)),
-                };
+                b.unified_rw_reporting = val.choice(
+                    "none, mixed, both, 0, 1 or 2",
+                    &[
+                        ("none", UnifiedRw::None),
+                        ("0", UnifiedRw::None),
+                        ("mixed", UnifiedRw::Mixed),
+                        ("1", UnifiedRw::Mixed),
+                        ("both", UnifiedRw::Both),
+                        ("2", UnifiedRw::Both),
+                    ],
+                )?
             }
-            "io_submit_mode" => match val.value("inline or offload")? {
-                "inline" => b.offload = false,
-                "offload" => b.offload = true,
-                _ => return Err(val.bad("inline or offload")),
-            },
+            "io_submit_mode" => b.offload = val.choice("inline or offload", &[("inline", false), ("offload", true)])?,
             "threads" => b.tiobench_threads = Some(val.count32(1)?),
             "loops" => b.loops = val.count32(1)?,
             "cpus_allowed_policy" => {
-                b.cpus_split = match val.value("shared or split")? {
-                    "shared" => false,
-                    "split" => true,
-                    _ => return Err(val.bad("shared or split")),
-                }
+                b.cpus_split = val.choice("shared or split", &[("shared", false), ("split", true)])?
             }
             // One flush at the end either way: the job has one file, closed when it ends.
             "end_fsync" | "fsync_on_close" => b.end_fsync = val.flag()?,
@@ -1877,11 +1864,10 @@ impl JobSpec {
                 l.trim_rate = trim.map(|_| if canon == "rate" { "rate" } else { "rate_iops" });
             }
             "rate_process" => {
-                l.process = match val.value("linear or poisson")? {
-                    "linear" => crate::load::RateProcess::Linear,
-                    "poisson" => crate::load::RateProcess::Poisson,
-                    _ => return Err(val.bad("linear or poisson")),
-                }
+                l.process = val.choice(
+                    "linear or poisson",
+                    &[("linear", crate::load::RateProcess::Linear), ("poisson", crate::load::RateProcess::Poisson)],
+                )?
             }
             "thinktime" => l.thinktime = parse_time_us(val.value(EXPECT_US)?).ok_or_else(|| val.bad(EXPECT_US))?,
             "thinktime_spin" => {
@@ -1895,11 +1881,10 @@ impl JobSpec {
             "thinktime_iotime" => l.thinktime_iotime = val.time()?.unwrap_or_default(),
             "rate_ignore_thinktime" => l.rate_ignore_thinktime = val.flag()?,
             "thinktime_blocks_type" => {
-                l.thinktime_count = match val.value("complete or issue")? {
-                    "complete" => crate::load::ThinkCount::Complete,
-                    "issue" => crate::load::ThinkCount::Issue,
-                    _ => return Err(val.bad("complete or issue")),
-                }
+                l.thinktime_count = val.choice(
+                    "complete or issue",
+                    &[("complete", crate::load::ThinkCount::Complete), ("issue", crate::load::ThinkCount::Issue)],
+                )?
             }
             "latency_target" => {
                 let t = parse_time_us(val.value(EXPECT_US)?).ok_or_else(|| val.bad(EXPECT_US))?;
@@ -2018,11 +2003,10 @@ impl JobSpec {
                 }
             }
             "rw_sequencer" => {
-                sh.rw_sequencer = match val.value("sequential or identical")? {
-                    "sequential" => RwSequencer::Sequential,
-                    "identical" => RwSequencer::Identical,
-                    _ => return Err(val.bad("sequential or identical")),
-                }
+                sh.rw_sequencer = val.choice(
+                    "sequential or identical",
+                    &[("sequential", RwSequencer::Sequential), ("identical", RwSequencer::Identical)],
+                )?
             }
             "offset_increment" => {
                 sh.offset_increment = parse_bytes(val.value(EXPECT_SIZE)?).ok_or_else(|| {
@@ -2031,13 +2015,10 @@ impl JobSpec {
             }
             "fdatasync" => sh.fdatasync = val.count32(0)?,
             "zonemode" => {
-                const EXPECT: &str = "none, strided or zbd";
-                (sh.zbd, sh.strided) = match val.value(EXPECT)? {
-                    "none" => (false, false),
-                    "zbd" => (true, false),
-                    "strided" => (false, true),
-                    _ => return Err(val.bad(EXPECT)),
-                }
+                (sh.zbd, sh.strided) = val.choice(
+                    "none, strided or zbd",
+                    &[("none", (false, false)), ("zbd", (true, false)), ("strided", (false, true))],
+                )?
             }
             "max_open_zones" => sh.max_open_zones = val.count32(0)?,
             "job_max_open_zones" => sh.job_max_open_zones = val.count32(0)?,
@@ -2082,11 +2063,13 @@ impl JobSpec {
             }
             "dedupe_percentage" => sh.buffers.dedupe_percentage = val.percent()?,
             "dedupe_mode" => {
-                sh.buffers.dedupe_mode = match val.value("repeat or working_set")? {
-                    "repeat" => crate::dedupe::DedupeMode::Repeat,
-                    "working_set" => crate::dedupe::DedupeMode::WorkingSet,
-                    _ => return Err(val.bad("repeat or working_set")),
-                }
+                sh.buffers.dedupe_mode = val.choice(
+                    "repeat or working_set",
+                    &[
+                        ("repeat", crate::dedupe::DedupeMode::Repeat),
+                        ("working_set", crate::dedupe::DedupeMode::WorkingSet),
+                    ],
+                )?
             }
             "dedupe_working_set_percentage" => sh.buffers.working_set_percentage = val.percent()?,
             "dedupe_global" => sh.buffers.global = val.flag()?,
@@ -2374,12 +2357,10 @@ impl JobSpec {
                 self.behaviour.cmdprio.opts.bssplit = Some(split);
             }
             "sync" => {
-                const EXPECT: &str = "none, 0, sync, 1 or dsync";
-                self.behaviour.sync = match val.value(EXPECT)? {
-                    "none" | "0" => false,
-                    "sync" | "1" | "dsync" => true,
-                    _ => return Err(val.bad(EXPECT)),
-                };
+                self.behaviour.sync = val.choice(
+                    "none, 0, sync, 1 or dsync",
+                    &[("none", false), ("0", false), ("sync", true), ("1", true), ("dsync", true)],
+                )?
             }
             _ => return Ok(false),
         }

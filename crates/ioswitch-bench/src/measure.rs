@@ -91,6 +91,24 @@ pub struct Selection {
     pub all: bool,
 }
 
+/// Parses a comma list with no repeats: each item, trimmed, by `one`; a value given a
+/// second time is the error `twice(item, value)`.
+pub(crate) fn parse_unique<T: PartialEq, E>(
+    list: &str,
+    mut one: impl FnMut(&str) -> Result<T, E>,
+    twice: impl Fn(&str, &T) -> E,
+) -> Result<Vec<T>, E> {
+    let mut out = Vec::new();
+    for item in list.split(',').map(str::trim) {
+        let v = one(item)?;
+        if out.contains(&v) {
+            return Err(twice(item, &v));
+        }
+        out.push(v);
+    }
+    Ok(out)
+}
+
 /// Parses `io_uring,libaio,psync` or `all`. Errors name the list and the bad item.
 pub fn parse_interfaces(list: &str) -> Result<Selection, BenchError> {
     let items: Vec<&str> = list.split(',').map(str::trim).collect();
@@ -100,21 +118,16 @@ pub fn parse_interfaces(list: &str) -> Result<Selection, BenchError> {
     if items == ["all"] {
         return Ok(Selection { ifaces: Iface::all(), all: true });
     }
-    let mut ifaces = Vec::new();
-    for item in items {
-        if item == "all" {
-            return Err(BenchError::AllStandsAlone { list: list.to_string() });
-        }
-        let i: Iface = item.parse().map_err(|source| BenchError::ListIface { list: list.to_string(), source })?;
-        if ifaces.contains(&i) {
-            return Err(BenchError::Twice {
-                kind: ListKind::Interfaces,
-                list: list.to_string(),
-                item: item.to_string(),
-            });
-        }
-        ifaces.push(i);
-    }
+    let ifaces = parse_unique(
+        list,
+        |item| {
+            if item == "all" {
+                return Err(BenchError::AllStandsAlone { list: list.to_string() });
+            }
+            item.parse::<Iface>().map_err(|source| BenchError::ListIface { list: list.to_string(), source })
+        },
+        |item, _| BenchError::Twice { kind: ListKind::Interfaces, list: list.to_string(), item: item.to_string() },
+    )?;
     Ok(Selection { ifaces, all: false })
 }
 

@@ -549,11 +549,35 @@ fn describe_caches(caches: &[Cache]) -> String {
     format!("{} = {} in all", list.join(", "), fmt_bytes(cache_total(caches)))
 }
 
-/// Parses `--threads`: a comma list of thread counts, each at least 1.
-pub fn parse_threads(s: &str) -> Result<Vec<usize>, MembwError> {
+/// Parses a comma list: each part, trimmed, by `one`; a value that repeats is kept once,
+/// in the order first given.
+pub(crate) fn parse_list<T: PartialEq>(
+    s: &str,
+    mut one: impl FnMut(&str) -> Result<T, MembwError>,
+) -> Result<Vec<T>, MembwError> {
     let mut out = Vec::new();
     for part in s.split(',') {
-        let p = part.trim();
+        let v = one(part.trim())?;
+        if !out.contains(&v) {
+            out.push(v);
+        }
+    }
+    Ok(out)
+}
+
+/// Parses a size of one byte or more (`1g`, `512k`): `err` makes the option's error, and
+/// `zero` says what a size of 0 would be.
+pub(crate) fn parse_nonzero_size(s: &str, zero: &str, err: fn(String) -> MembwError) -> Result<u64, MembwError> {
+    let b = ioswitch::units::parse_size(s).map_err(|e| err(format!("{s:?}: {e}")))?;
+    if b == 0 {
+        return Err(err(format!("{s:?}: {zero}")));
+    }
+    Ok(b)
+}
+
+/// Parses `--threads`: a comma list of thread counts, each at least 1.
+pub fn parse_threads(s: &str) -> Result<Vec<usize>, MembwError> {
+    parse_list(s, |p| {
         let n: usize = p.parse().map_err(|_| {
             MembwError::Threads(format!("{s:?}: {p:?} is not a number of threads (a comma list such as 1,2,4)"))
         })?;
@@ -563,20 +587,13 @@ pub fn parse_threads(s: &str) -> Result<Vec<usize>, MembwError> {
         if n > 1024 {
             return Err(MembwError::Threads(format!("{s:?}: {n} threads is more than 1024")));
         }
-        if !out.contains(&n) {
-            out.push(n);
-        }
-    }
-    Ok(out)
+        Ok(n)
+    })
 }
 
 /// Parses `--size` (bytes of each array, all threads' slices together: `1g`, `512m`).
 pub fn parse_array_size(s: &str) -> Result<u64, MembwError> {
-    let b = ioswitch::units::parse_size(s).map_err(|e| MembwError::Size(format!("{s:?}: {e}")))?;
-    if b == 0 {
-        return Err(MembwError::Size(format!("{s:?}: an array of 0 bytes")));
-    }
-    Ok(b)
+    parse_nonzero_size(s, "an array of 0 bytes", MembwError::Size)
 }
 
 /// CPUs this process may run on (sched_getaffinity), in order.
@@ -638,7 +655,15 @@ pub struct KernelStats {
     pub arrays_counted: u64,
     /// Bytes counted per repetition, all threads together.
     pub bytes_per_rep: u64,
-    /// Best rate (the shortest repetition): what STREAM reports.
+    /// The rates (best: what STREAM reports).
+    #[serde(flatten)]
+    pub rates: Rates,
+}
+
+/// The rates of one measurement, bytes per second, from its timed repetitions.
+#[derive(Clone, Debug, Serialize)]
+pub struct Rates {
+    /// Best rate (the shortest repetition).
     pub best_bps: f64,
     /// Median rate.
     pub median_bps: f64,
@@ -648,6 +673,33 @@ pub struct KernelStats {
     pub max_bps: f64,
     /// The shortest repetition, seconds.
     pub best_s: f64,
+}
+
+impl Rates {
+    /// The rates of `bytes` moved in each of the repetitions that took `sorted` seconds
+    /// (sorted, shortest first; one at least).
+    pub(crate) fn of(sorted: &[f64], bytes: u64) -> Rates {
+        let rate = |t: f64| bytes as f64 / t;
+        Rates {
+            best_bps: rate(sorted[0]),
+            median_bps: rate(median(sorted)),
+            min_bps: rate(sorted[sorted.len() - 1]),
+            max_bps: rate(sorted[0]),
+            best_s: sorted[0],
+        }
+    }
+
+    /// The text tables' columns: best and median in GB/s (10^9 B/s), the spread
+    /// (min..max) and the best time.
+    pub(crate) fn columns(&self) -> (f64, f64, String, String) {
+        let gb = |x: f64| x / 1e9;
+        (
+            gb(self.best_bps),
+            gb(self.median_bps),
+            format!("{:.2}..{:.2}", gb(self.min_bps), gb(self.max_bps)),
+            format!("{:.2} ms", self.best_s * 1e3),
+        )
+    }
 }
 
 /// One thread count's run.
@@ -696,7 +748,6 @@ impl MembwReport {
     /// are 10^6).
     pub fn to_text(&self) -> String {
         let mut s = String::new();
-        let gb = |x: f64| x / 1e9;
         let _ = writeln!(s, "caches: {}", describe_caches(&self.caches));
         let _ = writeln!(s, "array size: {}", self.size_rule);
         let _ = writeln!(s, "nt_copy: {}", self.nt_copy);
@@ -721,16 +772,17 @@ impl MembwReport {
                 "kernel", "computes", "counts", "best", "median", "spread", "best time"
             );
             for k in &r.kernels {
+                let (best, median, spread, time) = k.rates.columns();
                 let _ = writeln!(
                     s,
                     "{:<8} {:<27} {:>6} {:>9.2} {:>9.2} {:>15} {:>10}",
                     k.kernel.name(),
                     k.computes,
                     format!("{}x8B", k.arrays_counted),
-                    gb(k.best_bps),
-                    gb(k.median_bps),
-                    format!("{:.2}..{:.2}", gb(k.min_bps), gb(k.max_bps)),
-                    format!("{:.2} ms", k.best_s * 1e3)
+                    best,
+                    median,
+                    spread,
+                    time
                 );
             }
             let c = &r.checksums;
@@ -840,17 +892,12 @@ fn kernel_stats(k: Kernel, i: usize, times: &[Times], bytes: u64) -> KernelStats
         })
         .collect();
     secs.sort_by(f64::total_cmp);
-    let rate = |t: f64| bytes as f64 / t;
     KernelStats {
         kernel: k,
         computes: k.what(),
         arrays_counted: k.arrays(),
         bytes_per_rep: bytes,
-        best_bps: rate(secs[0]),
-        median_bps: rate(median(&secs)),
-        min_bps: rate(secs[secs.len() - 1]),
-        max_bps: rate(secs[0]),
-        best_s: secs[0],
+        rates: Rates::of(&secs, bytes),
     }
 }
 
@@ -1087,7 +1134,12 @@ mod tests {
         assert_eq!(run.elems_per_thread, 4096);
         for k in &run.kernels {
             assert_eq!(k.bytes_per_rep, k.kernel.arrays() * 8 * 8192, "{:?}", k.kernel);
-            assert!(k.best_bps > 0.0 && k.min_bps <= k.median_bps && k.median_bps <= k.best_bps, "{k:?}");
+            assert!(
+                k.rates.best_bps > 0.0
+                    && k.rates.min_bps <= k.rates.median_bps
+                    && k.rates.median_bps <= k.rates.best_bps,
+                "{k:?}"
+            );
         }
         assert!(!run.kernels.iter().any(|k| k.kernel == Kernel::NtCopy), "nt_copy is left out when unavailable");
         assert_eq!(r.nt_copy, NT_UNAVAILABLE);

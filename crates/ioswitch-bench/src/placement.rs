@@ -212,6 +212,11 @@ pub fn thread_mempolicy() -> std::io::Result<(i32, Vec<u32>)> {
 /// A list such as `0-1,3` (sysfs's and fio's node list syntax), sorted and deduplicated;
 /// `None` when it is not one.
 pub fn parse_list(s: &str) -> Option<Vec<u32>> {
+    parse_list_below(s, 1 << 16)
+}
+
+/// [`parse_list`] of numbers below `limit` (`None` where one is not).
+pub fn parse_list_below(s: &str, limit: u32) -> Option<Vec<u32>> {
     let mut out = Vec::new();
     for item in s.split(',') {
         let (lo, hi) = match item.split_once('-') {
@@ -221,7 +226,7 @@ pub fn parse_list(s: &str) -> Option<Vec<u32>> {
                 (n, n)
             }
         };
-        if lo > hi || hi >= 1 << 16 {
+        if lo > hi || hi >= limit {
             return None;
         }
         out.extend(lo..=hi);

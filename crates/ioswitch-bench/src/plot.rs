@@ -386,22 +386,25 @@ mod tests {
         }
     }
 
+    /// Coordinate `axis` (0: x, 1: y) of each point of the first series' line in `svg`.
+    fn line_coords(svg: &str, axis: usize) -> Vec<f64> {
+        let line = svg.lines().find(|l| l.contains("<polyline fill=\"none\"")).unwrap();
+        line.split("points=\"")
+            .nth(1)
+            .unwrap()
+            .trim_end_matches("\"/>")
+            .split(' ')
+            .map(|p| p.split(',').nth(axis).unwrap().parse().unwrap())
+            .collect()
+    }
+
     #[test]
     fn log2_points_are_evenly_spaced_per_doubling() {
         let c = LineChart {
             series: vec![Series { name: "s".into(), points: vec![(1.0, 1.0), (2.0, 1.0), (4.0, 1.0)] }],
             ..chart()
         };
-        let svg = c.to_svg();
-        let line = svg.lines().find(|l| l.contains("<polyline fill=\"none\"")).unwrap();
-        let pts: Vec<f64> = line
-            .split("points=\"")
-            .nth(1)
-            .unwrap()
-            .trim_end_matches("\"/>")
-            .split(' ')
-            .map(|p| p.split(',').next().unwrap().parse().unwrap())
-            .collect();
+        let pts = line_coords(&c.to_svg(), 0);
         assert!(((pts[1] - pts[0]) - (pts[2] - pts[1])).abs() < 0.2, "{pts:?}");
     }
 
@@ -427,15 +430,7 @@ mod tests {
         for t in ["1", "10", "100", "1000"] {
             assert!(svg.contains(&format!(">{t}</text>")), "tick {t}");
         }
-        let line = svg.lines().find(|l| l.contains("<polyline fill=\"none\"")).unwrap();
-        let ys: Vec<f64> = line
-            .split("points=\"")
-            .nth(1)
-            .unwrap()
-            .trim_end_matches("\"/>")
-            .split(' ')
-            .map(|p| p.split(',').nth(1).unwrap().parse().unwrap())
-            .collect();
+        let ys = line_coords(&svg, 1);
         assert_eq!(ys.len(), 3, "y = 0 has no place on a log axis: {ys:?}");
         assert!(((ys[0] - ys[1]) - (ys[1] - ys[2])).abs() < 0.2, "{ys:?}");
         assert!(!svg.contains("NaN") && !svg.contains("inf"));

@@ -310,13 +310,18 @@ struct ProcessCpu {
     thread_count: u32,
 }
 
+/// `ns` of CPU time as a percentage of `wall_ns` of wall time (0 for no wall time).
+fn cpu_share_pct(ns: u64, wall_ns: u64) -> f64 {
+    if wall_ns == 0 {
+        0.0
+    } else {
+        ns as f64 * 100.0 / wall_ns as f64
+    }
+}
+
 impl ProcessCpu {
     fn pct(&self, ns: u64) -> f64 {
-        if self.phase_ns == 0 {
-            0.0
-        } else {
-            ns as f64 * 100.0 / self.phase_ns as f64
-        }
+        cpu_share_pct(ns, self.phase_ns)
     }
     fn usr(&self) -> f64 {
         self.pct(self.process.usr_ns)
@@ -493,11 +498,7 @@ impl<'a> Entry<'a> {
     }
 
     fn cpu_pct(&self, ns: u64) -> f64 {
-        if self.job_runtime_ns == 0 {
-            0.0
-        } else {
-            ns as f64 * 100.0 / self.job_runtime_ns as f64
-        }
+        cpu_share_pct(ns, self.job_runtime_ns)
     }
 
     fn syscalls_per_io(&self) -> f64 {
@@ -1332,43 +1333,12 @@ fn ctime(secs: u64) -> String {
 mod tests {
     use super::*;
     use crate::engine::{DirResult, Job};
-    use crate::jobfile::{Loc, Rw, Verify};
+    use crate::jobfile::{Loc, Rw};
     use std::time::SystemTime;
 
     fn job(name: &str, mode: Mode) -> Job {
-        Job {
-            name: name.into(),
-            filename: "f".into(),
-            opts: ioswitch::Opts::default(),
-            mode,
-            rw: Rw::RandRead,
-            rwmixread: 50,
-            bs: [4096, 4096],
-            iodepth: if mode == Mode::Async { 4 } else { 1 },
-            batch_submit: 1,
-            batch_complete_min: 1,
-            batch_complete_max: 1,
-            iodepth_low: if mode == Mode::Async { 4 } else { 1 },
-            offset: 0,
-            size: Some(1 << 20),
-            runtime: None,
-            time_based: false,
-            ramp: Duration::ZERO,
-            number_ios: None,
-            norandommap: false,
-            seed: 1,
-            cpus: Vec::new(),
-            fsync: 0,
-            verify: Verify::None,
-            do_verify: false,
-            behaviour: Default::default(),
-            load: crate::load::Load::new(),
-            logs: Default::default(),
-            shapes: Default::default(),
-            buffer_threads: Default::default(),
-            multi: None,
-            group: 0,
-        }
+        let qd = if mode == Mode::Async { 4 } else { 1 };
+        crate::engine::test_job(name, "f", ioswitch::Opts::default(), mode, Rw::RandRead, qd)
     }
 
     /// An instance that read `n` blocks with latencies derived from `k`.

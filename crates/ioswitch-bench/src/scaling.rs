@@ -142,35 +142,31 @@ pub const MAX_JOBS: u32 = 256;
 
 /// Parses `iou,iou+p,iou+k,libaio`.
 pub fn parse_variants(list: &str) -> Result<Vec<Variant>, StudyError> {
-    let mut out = Vec::new();
-    for item in list.split(',').map(str::trim) {
-        let v = Variant::ALL
-            .into_iter()
-            .find(|v| v.label() == item)
-            .ok_or_else(|| StudyError::UnknownVariant { list: list.into(), item: item.into() })?;
-        if out.contains(&v) {
-            return Err(StudyError::Twice { what: "variants", list: list.into(), item: item.into() });
-        }
-        out.push(v);
-    }
-    Ok(out)
+    measure::parse_unique(
+        list,
+        |item| {
+            Variant::ALL
+                .into_iter()
+                .find(|v| v.label() == item)
+                .ok_or_else(|| StudyError::UnknownVariant { list: list.into(), item: item.into() })
+        },
+        |item, _| StudyError::Twice { what: "variants", list: list.into(), item: item.into() },
+    )
 }
 
 /// Parses `1,2,4` (job counts 1..=[`MAX_JOBS`], no repeats).
 pub fn parse_jobs(list: &str) -> Result<Vec<u32>, StudyError> {
-    let mut out = Vec::new();
-    for item in list.split(',').map(str::trim) {
-        let n = item.parse::<u32>().ok().filter(|n| (1..=MAX_JOBS).contains(n)).ok_or_else(|| StudyError::BadJobs {
-            list: list.into(),
-            item: item.into(),
-            max: MAX_JOBS,
-        })?;
-        if out.contains(&n) {
-            return Err(StudyError::Twice { what: "jobs", list: list.into(), item: item.into() });
-        }
-        out.push(n);
-    }
-    Ok(out)
+    measure::parse_unique(
+        list,
+        |item| {
+            item.parse::<u32>().ok().filter(|n| (1..=MAX_JOBS).contains(n)).ok_or_else(|| StudyError::BadJobs {
+                list: list.into(),
+                item: item.into(),
+                max: MAX_JOBS,
+            })
+        },
+        |item, _| StudyError::Twice { what: "jobs", list: list.into(), item: item.into() },
+    )
 }
 
 /// The variants of the study when none are given: the four of the paper, and `vfio`

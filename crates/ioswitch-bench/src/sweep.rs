@@ -51,50 +51,40 @@ impl Default for SweepPlan {
 
 /// Parses `1,2,4,8` (queue depths 1..=4096, no repeats).
 pub fn parse_qds(list: &str) -> Result<Vec<u32>, BenchError> {
-    let mut out = Vec::new();
-    for item in list.split(',').map(str::trim) {
-        let qd: u32 = item.parse().map_err(|source| BenchError::QdNotANumber {
-            list: list.to_string(),
-            item: item.to_string(),
-            source,
-        })?;
-        if qd == 0 || qd > MAX_QD {
-            return Err(BenchError::QdRange { list: Some(list.to_string()), qd, max: MAX_QD });
-        }
-        if out.contains(&qd) {
-            return Err(BenchError::Twice {
-                kind: ListKind::QueueDepths,
+    measure::parse_unique(
+        list,
+        |item| {
+            let qd: u32 = item.parse().map_err(|source| BenchError::QdNotANumber {
                 list: list.to_string(),
-                item: qd.to_string(),
-            });
-        }
-        out.push(qd);
-    }
-    Ok(out)
+                item: item.to_string(),
+                source,
+            })?;
+            if qd == 0 || qd > MAX_QD {
+                return Err(BenchError::QdRange { list: Some(list.to_string()), qd, max: MAX_QD });
+            }
+            Ok(qd)
+        },
+        |_, qd| BenchError::Twice { kind: ListKind::QueueDepths, list: list.to_string(), item: qd.to_string() },
+    )
 }
 
 /// Parses `512,4k,32k,128k` (sizes with fio's units, no repeats).
 pub fn parse_bss(list: &str) -> Result<Vec<u64>, BenchError> {
-    let mut out = Vec::new();
-    for item in list.split(',').map(str::trim) {
-        let bs = ioswitch::units::parse_size(item).map_err(|reason| BenchError::BadBlockSize {
-            list: list.to_string(),
-            item: item.to_string(),
-            reason,
-        })?;
-        if bs == 0 {
-            return Err(BenchError::ZeroBlockSize { list: Some(list.to_string()) });
-        }
-        if out.contains(&bs) {
-            return Err(BenchError::Twice {
-                kind: ListKind::BlockSizes,
+    measure::parse_unique(
+        list,
+        |item| {
+            let bs = ioswitch::units::parse_size(item).map_err(|reason| BenchError::BadBlockSize {
                 list: list.to_string(),
                 item: item.to_string(),
-            });
-        }
-        out.push(bs);
-    }
-    Ok(out)
+                reason,
+            })?;
+            if bs == 0 {
+                return Err(BenchError::ZeroBlockSize { list: Some(list.to_string()) });
+            }
+            Ok(bs)
+        },
+        |item, _| BenchError::Twice { kind: ListKind::BlockSizes, list: list.to_string(), item: item.to_string() },
+    )
 }
 
 /// The result of [`sweep`].

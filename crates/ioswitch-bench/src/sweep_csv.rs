@@ -484,8 +484,8 @@ mod tests {
 
     #[test]
     fn plot_files_writes_the_svgs() {
-        let dir = std::env::temp_dir().join(format!("ioswitch-sweep-csv-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = ioswitch_testkit::dirs::Scratch::new(std::env::temp_dir(), "ioswitch-sweep-csv");
+        let dir = scratch.dir();
         let f = dir.join("s.csv");
         std::fs::write(&f, csv(&[row("psync", 1, 900.0, 40.0, 1.0), row("libaio", 16, 3000.0, 70.0, 0.6)])).unwrap();
         let out = plot_files(&[f], &dir.join("out")).unwrap();
@@ -493,7 +493,6 @@ mod tests {
         for p in &out {
             assert!(std::fs::read_to_string(p).unwrap().starts_with("<svg"), "{}", p.display());
         }
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     fn study_csv(rows: &[(&str, u32, u32, f64)]) -> String {
@@ -507,8 +506,8 @@ mod tests {
 
     #[test]
     fn study_files_of_two_targets_merge_into_one_study() {
-        let dir = std::env::temp_dir().join(format!("ioswitch-study-csv-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = ioswitch_testkit::dirs::Scratch::new(std::env::temp_dir(), "ioswitch-study-csv");
+        let dir = scratch.dir();
         let kernel = dir.join("kernel.csv");
         let user = dir.join("vfio.csv");
         std::fs::write(
@@ -557,7 +556,6 @@ mod tests {
         assert_eq!(charts[0].1.series[0].points, [(1.0, 1000.0), (16.0, 4000.0)]);
         let svg = std::fs::read_to_string(&files[1]).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains(">vfio</text>") && svg.contains(">iou+p</text>"), "{svg}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
@@ -570,14 +568,13 @@ mod tests {
         assert!(e.contains("c.csv line 2") && e.contains("jobs is \"0\""), "{e}");
         let e = parse_study(&[("d.csv".into(), csv(&[row("vfio", 1, 1000.0, 50.0, 0.0)]))]).unwrap_err().to_string();
         assert!(e.contains("d.csv") && e.contains("study.csv's"), "{e}");
-        let dir = std::env::temp_dir().join(format!("ioswitch-study-mixed-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = ioswitch_testkit::dirs::Scratch::new(std::env::temp_dir(), "ioswitch-study-mixed");
+        let dir = scratch.dir();
         let (s, t) = (dir.join("sweep.csv"), dir.join("study.csv"));
         std::fs::write(&s, csv(&[row("psync", 1, 900.0, 40.0, 1.0)])).unwrap();
         std::fs::write(&t, one).unwrap();
         let e = plot_files(&[s, t], &dir.join("out")).unwrap_err().to_string();
         assert!(e.contains("is a sweep.csv and") && e.contains("give files of one kind"), "{e}");
         assert!(!dir.join("out").exists(), "nothing written");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -437,14 +437,14 @@ mod tests {
 
     #[test]
     fn dump_names_the_files_as_fio_and_holds_the_blocks() {
-        let dir = std::env::temp_dir().join(format!("ioswitch-verify-dump-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = ioswitch_testkit::dirs::Scratch::new(std::env::temp_dir(), "ioswitch-verify-dump");
+        let dir = scratch.dir();
         let mut good = vec![0u8; 4096];
         fill(Verify::Crc32c, &mut good, 8192, 77);
         let mut bad = good.clone();
         bad[1000] ^= 1;
         let why = check(Verify::Crc32c, &bad, 8192).unwrap_err();
-        let files = dump(&dir, "/some/dir/f.dat", Verify::Crc32c, None, &bad, 8192, &why).unwrap();
+        let files = dump(dir, "/some/dir/f.dat", Verify::Crc32c, None, &bad, 8192, &why).unwrap();
         let names: Vec<_> =
             files.iter().map(|(w, p)| (*w, p.file_name().unwrap().to_string_lossy().into_owned())).collect();
         assert_eq!(
@@ -454,12 +454,11 @@ mod tests {
         assert!(std::fs::read(&files[0].1).unwrap() == bad && std::fs::read(&files[1].1).unwrap() == good);
         bad[0] ^= 1; // the magic: a header failure
         let why = check(Verify::Crc32c, &bad, 8192).unwrap_err();
-        let files = dump(&dir, "f.dat", Verify::Crc32c, None, &bad, 8192, &why).unwrap();
+        let files = dump(dir, "f.dat", Verify::Crc32c, None, &bad, 8192, &why).unwrap();
         assert_eq!(files.len(), 1);
         assert!(files[0].1.ends_with("f.dat.8192.hdr_fail") && std::fs::read(&files[0].1).unwrap() == bad);
         let e = dump(&dir.join("missing"), "f.dat", Verify::Crc32c, None, &bad, 8192, &why).unwrap_err();
         assert!(e.contains("cannot write") && e.contains("f.dat.8192.hdr_fail"), "{e}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

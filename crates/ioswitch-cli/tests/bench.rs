@@ -531,15 +531,22 @@ fn the_mmap_engine_writes_and_verifies_through_a_mapping() {
     assert!(o.status.success() && !text(&o.stdout).contains("ioswitch mem"), "{}", text(&o.stdout));
 }
 
+/// `/dev/shm/ioswitch-bench-NAME-PID.img`, removed if it is there; `None` (the test
+/// skips, saying why) where there is no /dev/shm.
+fn shm_image(name: &str) -> Option<String> {
+    if !std::path::Path::new("/dev/shm").is_dir() {
+        eprintln!("skipped: /dev/shm does not exist");
+        return None;
+    }
+    let f = format!("/dev/shm/ioswitch-bench-{name}-{}.img", std::process::id());
+    let _ = fs::remove_file(&f);
+    Some(f)
+}
+
 #[test]
 fn the_libpmem_engine_runs_pmem_synchronously_and_says_when_pmem_force_is_on() {
     let _one = serial();
-    if !std::path::Path::new("/dev/shm").is_dir() {
-        eprintln!("skipped: /dev/shm does not exist");
-        return;
-    }
-    let f = format!("/dev/shm/ioswitch-bench-libpmem-{}.img", std::process::id());
-    let _ = fs::remove_file(&f);
+    let Some(f) = shm_image("libpmem") else { return };
     let args = [
         "bench",
         "--name=p",
@@ -630,12 +637,7 @@ fn pmem_populate_is_reported_and_moves_the_jobs_faults_to_open() {
 #[test]
 fn the_copy_ceiling_is_measured_once_per_run_for_all_its_pmem_jobs() {
     let _one = serial();
-    if !std::path::Path::new("/dev/shm").is_dir() {
-        eprintln!("skipped: /dev/shm does not exist");
-        return;
-    }
-    let f = format!("/dev/shm/ioswitch-bench-ceiling-{}.img", std::process::id());
-    let _ = fs::remove_file(&f);
+    let Some(f) = shm_image("ceiling") else { return };
     // Three pmem jobs in one run (one of them two threads), one ceiling for all.
     let o = Command::new(env!("CARGO_BIN_EXE_ioswitch"))
         .args([

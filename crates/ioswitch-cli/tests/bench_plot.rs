@@ -29,6 +29,16 @@ fn missing() -> Option<String> {
     None
 }
 
+/// The test's scratch directory `NAME` and one on /dev/shm (`ioswitch-NAME`) for its data
+/// file; `None` (the test skips, saying why) where something it needs is [`missing`].
+fn scratches(test: &str, name: &str) -> Option<(Scratch, Scratch)> {
+    if let Some(why) = missing() {
+        eprintln!("skipping {test}: {why}");
+        return None;
+    }
+    Some((Scratch::new(env!("CARGO_TARGET_TMPDIR"), name), Scratch::new("/dev/shm", &format!("ioswitch-{name}"))))
+}
+
 fn fio_logs(dir: &Path, data: &str, prefix: &str, extra: &[&str]) -> Vec<PathBuf> {
     let p = dir.join(prefix).display().to_string();
     let (lat, bw, iops) =
@@ -62,12 +72,9 @@ fn fio_logs(dir: &Path, data: &str, prefix: &str, extra: &[&str]) -> Vec<PathBuf
 
 #[test]
 fn fios_own_logs_plot_as_valid_svg_with_the_expected_series() {
-    if let Some(why) = missing() {
-        eprintln!("skipping fios_own_logs_plot_as_valid_svg_with_the_expected_series: {why}");
+    let Some((s, shm)) = scratches("fios_own_logs_plot_as_valid_svg_with_the_expected_series", "bench-plot") else {
         return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "bench-plot");
-    let shm = Scratch::new("/dev/shm", "ioswitch-bench-plot");
+    };
     let data = shm.path("data");
     let per_io = fio_logs(s.dir(), &data, "each", &[]);
     let hist = format!("--write_hist_log={}", s.dir().join("avg").display());
@@ -190,15 +197,13 @@ fn the_scaling_study_runs_refuses_what_the_target_cannot_run_and_names_bad_input
 /// test above.
 #[test]
 fn compressed_logs_of_fio_and_of_ioswitch_plot_as_their_inflated_text() {
-    if let Some(why) = missing() {
-        eprintln!("skipping compressed_logs_of_fio_and_of_ioswitch_plot_as_their_inflated_text: {why}");
+    let Some((s, shm)) =
+        scratches("compressed_logs_of_fio_and_of_ioswitch_plot_as_their_inflated_text", "bench-plot-fz")
+    else {
         return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "bench-plot-fz");
-    let shm = Scratch::new("/dev/shm", "ioswitch-bench-plot-fz");
+    };
     let data = shm.path("data");
-    let logs = s.dir().join("logs");
-    std::fs::create_dir_all(&logs).unwrap();
+    let logs = s.subdir("logs");
     for (program, prefix) in [("fio", "f"), (env!("CARGO_BIN_EXE_ioswitch"), "o")] {
         let p = logs.join(prefix).display().to_string();
         let job: Vec<String> = [
@@ -227,8 +232,7 @@ fn compressed_logs_of_fio_and_of_ioswitch_plot_as_their_inflated_text() {
         let o = Command::new(program).args(&args).stdin(Stdio::null()).output().unwrap();
         assert!(o.status.success(), "{program} {args:?}: {}", text(&o.stderr));
     }
-    let text_dir = s.dir().join("inflated");
-    std::fs::create_dir_all(&text_dir).unwrap();
+    let text_dir = s.subdir("inflated");
     for prefix in ["f", "o"] {
         for kind in ["lat", "clat", "bw"] {
             let fz = logs.join(format!("{prefix}_{kind}.1.log.fz"));

@@ -4,26 +4,13 @@
 //!
 //! Needs fio (skips with the reason when it is missing; `./scripts/test` installs it).
 
-use ioswitch_testkit::dirs::Scratch;
-use ioswitch_testkit::{have, text};
-use std::process::{Command, Stdio};
-
-fn run(program: &str, args: &[String]) {
-    let o = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
-    assert!(o.status.success(), "{program} {args:?} failed ({}):\n{}", o.status, text(&o.stderr));
-}
+use ioswitch_testkit::fio_scratch;
+use ioswitch_testkit::tools::{success, who, FIO};
 
 #[test]
 fn buffer_pattern_leaves_the_same_file_as_fio() {
     let t = "buffer_pattern_leaves_the_same_file_as_fio";
-    if !have("fio", "--version", t) {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-buffers");
+    let s = fio_scratch!(t, "fio-buffers");
     // A 7-byte pattern (hex, string and decimal together) that does not divide the
     // block: fio starts it over at every buffer's start, so every 4 KiB block is the same.
     // 'NAME' is a file's bytes (fio's parse_file).
@@ -37,9 +24,9 @@ fn buffer_pattern_leaves_the_same_file_as_fio() {
         (from_file.as_str(), "write"),
     ] {
         let mut files = Vec::new();
-        for program in ["fio", env!("CARGO_BIN_EXE_ioswitch")] {
-            let data = s.path(&format!("{}-{rw}-{}", if program == "fio" { "fio" } else { "ours" }, pattern.len()));
-            let mut args: Vec<String> = [
+        for program in [FIO, env!("CARGO_BIN_EXE_ioswitch")] {
+            let data = s.path(&format!("{}-{rw}-{}", who(program), pattern.len()));
+            let args = [
                 "--name=p",
                 &format!("--filename={data}"),
                 "--size=64k",
@@ -47,15 +34,8 @@ fn buffer_pattern_leaves_the_same_file_as_fio() {
                 &format!("--rw={rw}"),
                 &format!("--buffer_pattern={pattern}"),
                 "--output-format=json",
-            ]
-            .iter()
-            .map(|a| a.to_string())
-            .collect();
-            if program != "fio" {
-                args.insert(0, "bench".into());
-                args.push("--no-progress".into());
-            }
-            run(program, &args);
+            ];
+            success(program, &args, None);
             files.push(std::fs::read(&data).expect("the job's file"));
         }
         let (fio, ours) = (&files[0], &files[1]);
@@ -83,18 +63,15 @@ fn dedupe_and_zeroes(data: &[u8]) -> (f64, f64, std::collections::HashSet<&[u8]>
 #[test]
 fn dedupe_and_compression_shares_are_fios() {
     let t = "dedupe_and_compression_shares_are_fios";
-    if !have("fio", "--version", t) {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-dedupe");
+    let s = fio_scratch!(t, "fio-dedupe");
     // 2 jobs of 1024 writes each: with dedupe_global their working sets (10% of 4 MiB:
     // 102 pages) are one, so the files share about that many blocks; without, none.
     for (mode, global) in [("repeat", "0"), ("working_set", "0"), ("working_set", "1")] {
         let mut got = Vec::new();
-        for program in ["fio", env!("CARGO_BIN_EXE_ioswitch")] {
-            let who = if program == "fio" { "fio" } else { "ours" };
+        for program in [FIO, env!("CARGO_BIN_EXE_ioswitch")] {
+            let who = who(program);
             let (a, b) = (s.path(&format!("{who}-{mode}-{global}-a")), s.path(&format!("{who}-{mode}-{global}-b")));
-            let mut args: Vec<String> = [
+            let args = [
                 "--size=4m",
                 "--bs=4k",
                 "--rw=write",
@@ -108,15 +85,8 @@ fn dedupe_and_compression_shares_are_fios() {
                 "--name=b",
                 &format!("--filename={b}"),
                 "--output-format=json",
-            ]
-            .iter()
-            .map(|x| x.to_string())
-            .collect();
-            if program != "fio" {
-                args.insert(0, "bench".into());
-                args.push("--no-progress".into());
-            }
-            run(program, &args);
+            ];
+            success(program, &args, None);
             let (da, db) = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
             let (copies, zeroes, sa) = dedupe_and_zeroes(&da);
             let (_, _, sb) = dedupe_and_zeroes(&db);

@@ -14,22 +14,16 @@
 //! idle) need no privilege.
 
 use ioswitch_testkit::dirs::Scratch;
-use ioswitch_testkit::{have, text};
+use ioswitch_testkit::tools::{output, success, FIO};
+use ioswitch_testkit::{fio_scratch, text};
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 const IOS: u64 = 4096;
 
 /// Runs `program` with `args` in `dir`; the JSON it wrote to `out`.
 fn run_json(dir: &Path, program: &str, args: &[String], out: &str) -> Value {
-    let o = Command::new(program)
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
-    assert!(o.status.success(), "{program} {args:?}: {}{}", text(&o.stdout), text(&o.stderr));
+    success(program, args, Some(dir));
     let body = std::fs::read_to_string(out).unwrap_or_else(|e| panic!("{out}: {e}"));
     serde_json::from_str(&body).unwrap_or_else(|e| panic!("{program}'s JSON {out}: {e}\n{body}"))
 }
@@ -37,15 +31,11 @@ fn run_json(dir: &Path, program: &str, args: &[String], out: &str) -> Value {
 /// Runs the job with both tools: (fio's JSON, ours).
 fn both(s: &Scratch, tag: &str, job: &[String]) -> (Value, Value) {
     let mut out = Vec::new();
-    for (who, program) in [("fio", "fio"), ("ours", env!("CARGO_BIN_EXE_ioswitch"))] {
+    for (who, program) in [("fio", FIO), ("ours", env!("CARGO_BIN_EXE_ioswitch"))] {
         let json = s.path(&format!("{tag}-{who}.json"));
         let mut a: Vec<String> = job.to_vec();
         a.push("--output-format=json".into());
         a.push(format!("--output={json}"));
-        if who == "ours" {
-            a.insert(0, "bench".into());
-            a.insert(1, "--no-progress".into());
-        }
         out.push(run_json(s.dir(), program, &a, &json));
     }
     let ours = out.pop().unwrap();
@@ -118,10 +108,7 @@ fn job(file: &str, engine: &str, extra: &[&str]) -> Vec<String> {
 
 #[test]
 fn cmdprio_percentage_is_reported_per_priority_as_fio_reports_it() {
-    if !have("fio", "--version", "cmdprio_percentage_is_reported_per_priority_as_fio_reports_it") {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-cmdprio-perc");
+    let s = fio_scratch!("cmdprio_percentage_is_reported_per_priority_as_fio_reports_it", "fio-cmdprio-perc");
     let file = s.path("data");
     for engine in ["libaio", "io_uring"] {
         let j = job(&file, engine, &["--bs=4k", "--cmdprio_percentage=30", "--cmdprio_class=2", "--cmdprio=1"]);
@@ -139,10 +126,7 @@ fn cmdprio_percentage_is_reported_per_priority_as_fio_reports_it() {
 
 #[test]
 fn cmdprio_bssplit_is_reported_per_priority_as_fio_reports_it() {
-    if !have("fio", "--version", "cmdprio_bssplit_is_reported_per_priority_as_fio_reports_it") {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-cmdprio-bssplit");
+    let s = fio_scratch!("cmdprio_bssplit_is_reported_per_priority_as_fio_reports_it", "fio-cmdprio-bssplit");
     let file = s.path("data");
     for engine in ["libaio", "io_uring"] {
         // Half the I/Os 4k (20% of them idle class, level 0), half 16k (60% of them the
@@ -160,10 +144,7 @@ fn cmdprio_bssplit_is_reported_per_priority_as_fio_reports_it() {
 
 #[test]
 fn group_reporting_over_different_priorities_reports_each() {
-    if !have("fio", "--version", "group_reporting_over_different_priorities_reports_each") {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-cmdprio-group");
+    let s = fio_scratch!("group_reporting_over_different_priorities_reports_each", "fio-cmdprio-group");
     let file = s.path("data");
     let mut j = vec!["--group_reporting".to_string()];
     for (name, class) in [("a", "2"), ("b", "3")] {
@@ -189,21 +170,14 @@ fn group_reporting_over_different_priorities_reports_each() {
 
 #[test]
 fn the_lat_logs_priority_column_holds_each_ios_priority_as_fios() {
-    if !have("fio", "--version", "the_lat_logs_priority_column_holds_each_ios_priority_as_fios") {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-cmdprio-log");
+    let s = fio_scratch!("the_lat_logs_priority_column_holds_each_ios_priority_as_fios", "fio-cmdprio-log");
     let file = s.path("data");
     let mut columns = Vec::new();
-    for (who, program) in [("fio", "fio"), ("ours", env!("CARGO_BIN_EXE_ioswitch"))] {
+    for (who, program) in [("fio", FIO), ("ours", env!("CARGO_BIN_EXE_ioswitch"))] {
         let prefix = s.path(&format!("log-{who}"));
         let mut a = job(&file, "libaio", &["--bs=4k", "--cmdprio_percentage=30", "--cmdprio_class=2", "--cmdprio=1"]);
         a.extend([format!("--write_lat_log={prefix}"), "--log_prio=1".into(), "--prioclass=3".into()]);
-        if who == "ours" {
-            a.insert(0, "bench".into());
-            a.push("--no-progress".into());
-        }
-        let o = Command::new(program).args(&a).current_dir(s.dir()).stdin(Stdio::null()).output().unwrap();
+        let o = output(program, &a, Some(s.dir()));
         assert!(o.status.success(), "{who}: {}", text(&o.stderr));
         let body = std::fs::read_to_string(format!("{prefix}_lat.1.log")).unwrap();
         let col: Vec<String> = body.lines().map(|l| l.rsplit(", ").next().unwrap_or_default().to_string()).collect();

@@ -7,9 +7,10 @@
 //! Needs fio and a tmpfs mount (root); the test skips with the reason where `mount`
 //! refuses.
 
-use ioswitch_testkit::dirs::{Scratch, Tmpfs};
-use ioswitch_testkit::{have, skip, text};
-use std::process::{Command, Output, Stdio};
+use ioswitch_testkit::dirs::Tmpfs;
+use ioswitch_testkit::tools::{output, FIO};
+use ioswitch_testkit::{fio_scratch, skip, text};
+use std::process::Output;
 
 /// A 1 MiB tmpfs mounted on a directory, unmounted when dropped.
 /// Exit status, (error, total_err, first_error, bytes written), lines on stderr.
@@ -31,10 +32,7 @@ fn outcome(o: &Output) -> Outcome {
 #[test]
 fn ignore_error_goes_on_after_the_listed_errnos_as_fio_does() {
     let t = "ignore_error_goes_on_after_the_listed_errnos_as_fio_does";
-    if !have("fio", "--version", t) {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "errors");
+    let s = fio_scratch!(t, "errors");
     let mnt = s.path("mnt");
     let _mounted = match Tmpfs::mount(&mnt, "1m") {
         Ok(m) => m,
@@ -51,19 +49,11 @@ fn ignore_error_goes_on_after_the_listed_errnos_as_fio_does() {
     ];
     for (opts, goes_on) in cases {
         let mut got = Vec::new();
-        for program in ["fio", env!("CARGO_BIN_EXE_ioswitch")] {
+        for program in [FIO, env!("CARGO_BIN_EXE_ioswitch")] {
             std::fs::File::create(&file).and_then(|f| f.set_len(4 << 20)).expect("the sparse file");
-            let mut cmd = Command::new(program);
-            if program != "fio" {
-                cmd.args(["bench", "--no-progress"]);
-            }
-            let o = cmd
-                .args(["--name=j", &format!("--filename={file}"), "--rw=write", "--bs=4k", "--size=4m"])
-                .args(["--ioengine=psync", "--output-format=json"])
-                .args(opts)
-                .stdin(Stdio::null())
-                .output()
-                .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
+            let filename = format!("--filename={file}");
+            let job = ["--name=j", &filename, "--rw=write", "--bs=4k", "--size=4m", "--ioengine=psync"];
+            let o = output(program, &[&job[..], &["--output-format=json"], opts].concat(), None);
             got.push(outcome(&o));
         }
         println!("{opts:?}: fio {:?}, ours {:?}", got[0], got[1]);

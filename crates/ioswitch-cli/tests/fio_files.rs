@@ -6,7 +6,7 @@
 //! `./scripts/test` installs fio).
 
 use ioswitch_testkit::dirs::Scratch;
-use ioswitch_testkit::{have, lock, text};
+use ioswitch_testkit::{fio_scratch, have, lock, text};
 use std::process::{Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard};
 
@@ -62,11 +62,8 @@ fn count_calls(s: &Scratch, program: &str, args: &[String], calls: &[&str]) -> V
 #[test]
 fn fsync_n_calls_fsync_and_fdatasync_n_calls_fdatasync_as_often_as_fio() {
     let t = "fsync_n_calls_fsync_and_fdatasync_n_calls_fdatasync_as_often_as_fio";
-    if !have("fio", "--version", t) || !have("strace", "-V", t) {
-        return;
-    }
+    let s = fio_scratch!(t, "files-fsync", ("strace", "-V"));
     let _one = serial();
-    let s = scratch("fsync");
     let file = s.file("data", 256 << 10);
     // 64 writes; the file is there already (no lay-out), and invalidate=0 (ours would
     // fdatasync before dropping the cache). fio syncs before the next write, so the last
@@ -223,11 +220,8 @@ fn several_files_per_job_get_the_same_blocks_as_with_fio() {
 #[test]
 fn distributed_file_choices_spread_ios_over_the_files_as_fio_does() {
     let t = "distributed_file_choices_spread_ios_over_the_files_as_fio_does";
-    if !have("fio", "--version", t) || !have("strace", "-V", t) {
-        return;
-    }
+    let s = fio_scratch!(t, "files-fst-dist", ("strace", "-V"));
     let _one = serial();
-    let s = scratch("fst-dist");
     let dir = s.dir().display().to_string();
     // 4096 reads of 4 KiB over four 256 KiB files (io_size 16 MiB: each file is gone over
     // many times, fio starts a file over when its offsets run out), 3072 over three. With a
@@ -275,11 +269,8 @@ fn distributed_file_choices_spread_ios_over_the_files_as_fio_does() {
 #[test]
 fn a_file_is_laid_out_for_every_clone_of_an_offset_increment_job_as_fio_does() {
     let t = "a_file_is_laid_out_for_every_clone_of_an_offset_increment_job_as_fio_does";
-    if !have("fio", "--version", t) {
-        return;
-    }
+    let s = fio_scratch!(t, "files-offset-increment");
     let _one = serial();
-    let s = scratch("offset-increment");
     // cross-stripe-verify.fio's shape, small: 3 clones, each 1 MiB further on.
     let mut sizes = Vec::new();
     for (who, (program, mut args)) in both_args(&[
@@ -317,11 +308,8 @@ fn names_in(dir: &str) -> Vec<String> {
 #[test]
 fn filename_format_names_the_files_as_fio_does() {
     let t = "filename_format_names_the_files_as_fio_does";
-    if !have("fio", "--version", t) {
-        return;
-    }
+    let s = fio_scratch!(t, "files-filename_format");
     let _one = serial();
-    let s = scratch("filename_format");
     // Each case: the format, and the names fio made for it (checked here, so that a fio
     // that named them otherwise shows up as such, not as our bug).
     let cases: [(&str, &[&str]); 4] = [
@@ -349,11 +337,8 @@ fn filename_format_names_the_files_as_fio_does() {
 #[test]
 fn fallocate_preallocates_a_laid_out_file_as_fio_does() {
     let t = "fallocate_preallocates_a_laid_out_file_as_fio_does";
-    if !have("fio", "--version", t) || !have("strace", "-V", t) {
-        return;
-    }
+    let s = fio_scratch!(t, "files-fallocate", ("strace", "-V"));
     let _one = serial();
-    let s = scratch("fallocate");
     // A read job on a new file: both lay it out, preallocating it first by the mode.
     // Each case: the mode and the fallocate(2) calls fio made (posix_fallocate is one).
     for (mode, calls) in [("none", 0), ("0", 0), ("native", 1), ("posix", 1), ("1", 1), ("keep", 1), ("truncate", 0)] {

@@ -9,9 +9,10 @@
 //! Needs fio and a tmpfs mount (root); the test skips with the reason where `mount`
 //! refuses.
 
-use ioswitch_testkit::dirs::{Scratch, Tmpfs};
-use ioswitch_testkit::{have, skip, text};
-use std::process::{Command, Output, Stdio};
+use ioswitch_testkit::dirs::Tmpfs;
+use ioswitch_testkit::tools::output;
+use ioswitch_testkit::{fio_scratch, skip, text};
+use std::process::Command;
 
 /// A tmpfs mounted on a directory, unmounted when dropped.
 /// Bytes free on the file system holding `dir` (stat -f: free blocks × block size).
@@ -25,16 +26,7 @@ fn free_bytes(dir: &str) -> u64 {
 /// Runs fio or ours with `args`; returns the exit status, the JSON's jobs (empty without
 /// one) and stderr.
 fn run(program: &str, args: &[String]) -> (Option<i32>, Vec<serde_json::Value>, String) {
-    let mut cmd = Command::new(program);
-    if program != "fio" {
-        cmd.args(["bench", "--no-progress"]);
-    }
-    let o: Output = cmd
-        .args(args)
-        .arg("--output-format=json")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
+    let o = output(program, &[args, &["--output-format=json".to_string()]].concat(), None);
     let out = text(&o.stdout);
     let json = out.find('{').and_then(|i| serde_json::from_str::<serde_json::Value>(&out[i..]).ok());
     let jobs = json.and_then(|j| j["jobs"].as_array().cloned()).unwrap_or_default();
@@ -48,10 +40,7 @@ fn bytes(job: &serde_json::Value, dir: &str) -> u64 {
 #[test]
 fn fill_device_writes_until_the_file_system_is_full_as_fio_does() {
     let t = "fill_device_writes_until_the_file_system_is_full_as_fio_does";
-    if !have("fio", "--version", t) {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fill");
+    let s = fio_scratch!(t, "fill");
     let mnt = s.path("mnt");
     let _mounted = match Tmpfs::mount(&mnt, "16m") {
         Ok(m) => m,

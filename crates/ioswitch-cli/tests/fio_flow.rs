@@ -6,20 +6,12 @@
 //! Needs fio (the test skips with the reason when it is missing; `./scripts/test`
 //! installs fio).
 
-use ioswitch_testkit::dirs::Scratch;
-use ioswitch_testkit::{have, text};
-use std::process::{Command, Stdio};
+use ioswitch_testkit::tools::{success, FIO};
+use ioswitch_testkit::{fio_scratch, text};
 
 /// The I/Os (reads plus writes) of each job of `program`'s JSON output for `job`.
-fn ios(program: &str, args: &[&str], job: &str) -> Vec<(String, u64)> {
-    let o = Command::new(program)
-        .args(args)
-        .arg("--output-format=json")
-        .arg(job)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
-    assert!(o.status.success(), "{program} {job} failed ({}):\n{}{}", o.status, text(&o.stdout), text(&o.stderr));
+fn ios(program: &str, job: &str) -> Vec<(String, u64)> {
+    let o = success(program, &["--output-format=json", job], None);
     let out = text(&o.stdout);
     let json: serde_json::Value = serde_json::from_str(&out[out.find('{').expect("JSON")..])
         .unwrap_or_else(|e| panic!("{program}'s JSON: {e}\n{out}"));
@@ -37,10 +29,7 @@ fn ios(program: &str, args: &[&str], job: &str) -> Vec<(String, u64)> {
 #[test]
 fn flow_weights_share_the_ios_between_jobs_as_fio_does() {
     let t = "flow_weights_share_the_ios_between_jobs_as_fio_does";
-    if !have("fio", "--version", t) {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "flow");
+    let s = fio_scratch!(t, "flow");
     let file = s.file("data", 4 << 20);
     for (engine, weights) in [("psync", [1, 8]), ("libaio\niodepth=16", [1, 3])] {
         let job = s.path("flow.fio");
@@ -53,8 +42,8 @@ fn flow_weights_share_the_ios_between_jobs_as_fio_does() {
             ),
         )
         .expect("write the job file");
-        let theirs = ios("fio", &[], &job);
-        let ours = ios(env!("CARGO_BIN_EXE_ioswitch"), &["bench", "--no-progress"], &job);
+        let theirs = ios(FIO, &job);
+        let ours = ios(env!("CARGO_BIN_EXE_ioswitch"), &job);
         let ratio = |r: &[(String, u64)]| {
             assert_eq!(r.iter().map(|j| j.0.as_str()).collect::<Vec<_>>(), ["writer", "reader"]);
             assert!(r[0].1 > 100, "too few I/Os to compare: {r:?}");

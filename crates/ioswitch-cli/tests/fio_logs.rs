@@ -6,20 +6,11 @@
 //! gnuplot (`./scripts/test` installs both).
 
 use ioswitch_testkit::dirs::Scratch;
-use ioswitch_testkit::{have, text};
+use ioswitch_testkit::tools::{output, plain, FIO};
+use ioswitch_testkit::{fio_scratch, have, text};
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-
-fn run_in(dir: &Path, program: &str, args: &[&str]) -> Output {
-    Command::new(program)
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"))
-}
 
 /// One parsed log: its lines' fields.
 fn parse(path: &Path) -> Vec<Vec<u64>> {
@@ -68,16 +59,11 @@ fn owned(args: &[&str]) -> Vec<String> {
 /// the two prefixes, fio's first.
 fn run_both(s: &Scratch, tag: &str, args: impl Fn(&str) -> Vec<String>) -> [String; 2] {
     let mut prefixes = [String::new(), String::new()];
-    for (i, (program, pre)) in [("fio", "fio"), (env!("CARGO_BIN_EXE_ioswitch"), "ours")].into_iter().enumerate() {
+    for (i, (program, pre)) in [(FIO, "fio"), (env!("CARGO_BIN_EXE_ioswitch"), "ours")].into_iter().enumerate() {
         let prefix = s.path(&format!("{tag}-{pre}"));
-        let mut a = args(&prefix);
-        if i == 1 {
-            a.insert(0, "bench".into());
-            a.push("--no-progress".into());
-        }
-        let argv: Vec<&str> = a.iter().map(String::as_str).collect();
-        let o = run_in(s.dir(), program, &argv);
-        assert!(o.status.success(), "{program} {argv:?}: {}\n{}", o.status, text(&o.stderr));
+        let a = args(&prefix);
+        let o = output(program, &a, Some(s.dir()));
+        assert!(o.status.success(), "{program} {a:?}: {}\n{}", o.status, text(&o.stderr));
         prefixes[i] = prefix;
     }
     prefixes
@@ -108,10 +94,7 @@ fn median(mut v: Vec<u64>) -> u64 {
 #[test]
 fn averaged_logs_have_fios_columns_units_and_windows() {
     let test = "averaged_logs_have_fios_columns_units_and_windows";
-    if !have("fio", "--version", test) {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-logs-avg");
+    let s = fio_scratch!(test, "fio-logs-avg");
     let [fio, ours] = both(&s, "avg", &["--log_avg_msec=100"]);
     for kind in KINDS {
         let (f, o) = (&fio[kind], &ours[kind]);
@@ -155,10 +138,7 @@ fn averaged_logs_have_fios_columns_units_and_windows() {
 #[test]
 fn per_io_logs_have_fios_columns_and_one_entry_per_io() {
     let test = "per_io_logs_have_fios_columns_and_one_entry_per_io";
-    if !have("fio", "--version", test) {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-logs-each");
+    let s = fio_scratch!(test, "fio-logs-each");
     let [fio, ours] = both(&s, "each", &["--log_offset=1"]);
     for kind in KINDS {
         let (f, o) = (&fio[kind], &ours[kind]);
@@ -180,18 +160,13 @@ fn per_io_logs_have_fios_columns_and_one_entry_per_io() {
 #[test]
 fn fios_plot_tools_accept_our_logs() {
     let test = "fios_plot_tools_accept_our_logs";
-    if !have("fio", "--version", test) || !have("fio2gnuplot", "-h", test) {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-logs-plot");
+    let s = fio_scratch!(test, "fio-logs-plot", ("fio2gnuplot", "-h"));
     let file = s.file("data", 8 << 20);
-    let mut args = job_args(&file, "ours", &["--log_avg_msec=100"]);
-    args.insert(0, "bench".into());
-    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    let o = run_in(s.dir(), env!("CARGO_BIN_EXE_ioswitch"), &argv);
+    let args = job_args(&file, "ours", &["--log_avg_msec=100"]);
+    let o = output(env!("CARGO_BIN_EXE_ioswitch"), &args, Some(s.dir()));
     assert!(o.status.success(), "{}", text(&o.stderr));
     for (flag, kind) in [("-b", "bw"), ("-i", "iops")] {
-        let o = run_in(s.dir(), "fio2gnuplot", &[flag, "-o", kind]);
+        let o = plain("fio2gnuplot", &[flag, "-o", kind], Some(s.dir()));
         assert!(o.status.success(), "fio2gnuplot {flag}: {}\n{}", text(&o.stdout), text(&o.stderr));
         assert!(text(&o.stdout).contains(&format!("ours_{kind}.1.log")), "fio2gnuplot did not read our log");
         // Its statistics of the trace ("0 MEAN" after comment lines): the job's rate,
@@ -204,7 +179,7 @@ fn fios_plot_tools_accept_our_logs() {
     if !have("gnuplot", "--version", test) {
         return;
     }
-    let o = run_in(s.dir(), "fio_generate_plots", &["ioswitch"]);
+    let o = plain("fio_generate_plots", &["ioswitch"], Some(s.dir()));
     assert!(o.status.success(), "fio_generate_plots: {}\n{}", text(&o.stdout), text(&o.stderr));
     for kind in KINDS {
         let svg = s.dir().join(format!("ioswitch-{kind}.svg"));
@@ -218,23 +193,16 @@ fn fios_plot_tools_accept_our_logs() {
 #[test]
 fn hist_logs_have_fios_columns_and_intervals() {
     let test = "hist_logs_have_fios_columns_and_intervals";
-    if !have("fio", "--version", test) {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-logs-hist");
+    let s = fio_scratch!(test, "fio-logs-hist");
     let file = s.file("data", 8 << 20);
     let mut logs = Vec::new();
-    for (program, pre) in [("fio", "fio"), (env!("CARGO_BIN_EXE_ioswitch"), "ours")] {
+    for (program, pre) in [(FIO, "fio"), (env!("CARGO_BIN_EXE_ioswitch"), "ours")] {
         let prefix = s.path(&format!("hist-{pre}"));
         let mut args = job_args(&file, &prefix, &["--log_hist_msec=100", "--log_hist_coarseness=1"]);
         args.retain(|a| !a.starts_with("--write_"));
         args.push(format!("--write_hist_log={prefix}"));
-        if pre == "ours" {
-            args.insert(0, "bench".into());
-        }
-        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-        let o = run_in(s.dir(), program, &argv);
-        assert!(o.status.success(), "{program} {argv:?}: {}", text(&o.stderr));
+        let o = output(program, &args, Some(s.dir()));
+        assert!(o.status.success(), "{program} {args:?}: {}", text(&o.stderr));
         logs.push((pre, parse(Path::new(&format!("{prefix}_clat_hist.1.log")))));
     }
     for (who, log) in &logs {
@@ -276,18 +244,11 @@ fn clat_csv(path: &Path) -> (Vec<String>, Vec<String>, BTreeMap<String, u64>) {
 #[test]
 fn fio_jsonplus_clat2csv_reads_our_json_plus_as_it_reads_fios() {
     let test = "fio_jsonplus_clat2csv_reads_our_json_plus_as_it_reads_fios";
-    if !have("fio", "--version", test) || !have("fio_jsonplus_clat2csv", "--help", test) {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-jsonplus");
+    let s = fio_scratch!(test, "fio-jsonplus", ("fio_jsonplus_clat2csv", "--help"));
     let file = s.file("data", 4 << 20);
     let mut got = Vec::new();
-    for (program, who) in [("fio", "fio"), (env!("CARGO_BIN_EXE_ioswitch"), "ours")] {
-        let mut args: Vec<String> = vec![];
-        if who == "ours" {
-            args.extend(["bench".to_string(), "--no-progress".to_string()]);
-        }
-        args.extend([
+    for (program, who) in [(FIO, "fio"), (env!("CARGO_BIN_EXE_ioswitch"), "ours")] {
+        let args = [
             "--name=jp".to_string(),
             format!("--filename={file}"),
             "--size=4m".into(),
@@ -297,15 +258,14 @@ fn fio_jsonplus_clat2csv_reads_our_json_plus_as_it_reads_fios() {
             "--number_ios=300".into(),
             "--output-format=json+".into(),
             format!("--output={who}.json"),
-        ]);
-        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-        let o = run_in(s.dir(), program, &argv);
-        assert!(o.status.success(), "{program} {argv:?}: {}\n{}", o.status, text(&o.stderr));
+        ];
+        let o = output(program, &args, Some(s.dir()));
+        assert!(o.status.success(), "{program} {args:?}: {}\n{}", o.status, text(&o.stderr));
         let (json, csv) = (format!("{who}.json"), format!("{who}.csv"));
         for extra in [None, Some("--validate")] {
             let mut a = vec![json.as_str(), csv.as_str()];
             a.extend(extra);
-            let o = run_in(s.dir(), "fio_jsonplus_clat2csv", &a);
+            let o = plain("fio_jsonplus_clat2csv", &a, Some(s.dir()));
             let out = text(&o.stdout);
             assert!(
                 o.status.success(),
@@ -329,10 +289,7 @@ fn fio_jsonplus_clat2csv_reads_our_json_plus_as_it_reads_fios() {
 #[test]
 fn trim_jobs_log_their_trims_in_direction_2_as_fio() {
     let test = "trim_jobs_log_their_trims_in_direction_2_as_fio";
-    if !have("fio", "--version", test) {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-logs-trim");
+    let s = fio_scratch!(test, "fio-logs-trim");
     // fio 3.33 trims block devices only (a file's trim is ENOTTY there): a loop device.
     let lo = match ioswitch_testkit::loopdev::LoopDev::setup(s.dir(), "fio-logs-trim", 4 << 20) {
         Ok(lo) => lo,
@@ -386,10 +343,7 @@ fn trim_jobs_log_their_trims_in_direction_2_as_fio() {
 #[test]
 fn compressed_logs_are_fz_files_that_fio_inflates_as_it_inflates_its_own() {
     let test = "compressed_logs_are_fz_files_that_fio_inflates_as_it_inflates_its_own";
-    if !have("fio", "--version", test) {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-logs-fz");
+    let s = fio_scratch!(test, "fio-logs-fz");
     let file = s.file("data", 1 << 20);
     // Per I/O entries of a sequential read of 1 MiB in 4 KiB blocks: 256 each, in order.
     let prefixes = run_both(&s, "fz", |prefix| {
@@ -412,7 +366,7 @@ fn compressed_logs_are_fz_files_that_fio_inflates_as_it_inflates_its_own() {
             let fz = format!("{prefix}_{kind}.1.log.fz");
             assert!(Path::new(&fz).exists(), "{prefix}: no {fz} written");
             assert!(!Path::new(&format!("{prefix}_{kind}.1.log")).exists(), "{prefix}: a text log too");
-            let o = run_in(s.dir(), "fio", &[&format!("--inflate-log={fz}")]);
+            let o = output(FIO, &[&format!("--inflate-log={fz}")], Some(s.dir()));
             assert!(o.status.success(), "fio --inflate-log={fz}: {}", text(&o.stderr));
             let txt = format!("{prefix}-{kind}.txt");
             fs::write(&txt, &o.stdout).unwrap();

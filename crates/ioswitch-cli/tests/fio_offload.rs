@@ -6,12 +6,15 @@
 //! `./scripts/test` installs fio).
 
 use ioswitch_testkit::dirs::Scratch;
-use ioswitch_testkit::{have, lock, text};
+use ioswitch_testkit::{fio_scratch, lock, text};
 use std::collections::BTreeMap;
 use std::process::{Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// The engines the tests run, each with the system call that makes its writes.
+const ENGINES: [(&str, &str); 2] = [("psync", "pwrite64"), ("libaio", "io_submit")];
 
 fn serial() -> MutexGuard<'static, ()> {
     lock(&ONE_AT_A_TIME)
@@ -117,12 +120,9 @@ fn calls_per_thread(s: &Scratch, program: &str, args: &[String], call: &str) -> 
 #[test]
 fn offload_spreads_the_io_calls_over_iodepth_workers_as_fio_does() {
     let t = "offload_spreads_the_io_calls_over_iodepth_workers_as_fio_does";
-    if !have("fio", "--version", t) || !have("strace", "-V", t) {
-        return;
-    }
+    let s = fio_scratch!(t, &format!("offload-{t}"), ("strace", "-V"));
     let _g = serial();
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), &format!("offload-{t}"));
-    for (engine, call) in [("psync", "pwrite64"), ("libaio", "io_submit")] {
+    for (engine, call) in ENGINES {
         for (mode, threads) in [("inline", 1..=1), ("offload", 2..=4)] {
             for (tool, args) in both(&s, engine, &[&format!("--io_submit_mode={mode}")]) {
                 let Some(per) = calls_per_thread(&s, &tool, &args, call) else { continue };
@@ -154,11 +154,8 @@ fn json_of(tool: &str, args: &[String]) -> Option<serde_json::Value> {
 #[test]
 fn offload_fills_the_json_fields_fio_fills_and_verifies() {
     let t = "offload_fills_the_json_fields_fio_fills_and_verifies";
-    if !have("fio", "--version", t) {
-        return;
-    }
+    let s = fio_scratch!(t, &format!("offload-{t}"));
     let _g = serial();
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), &format!("offload-{t}"));
     for engine in ["psync", "libaio"] {
         let mut seen = Vec::new();
         for (tool, args) in both(&s, engine, &["--io_submit_mode=offload"]) {
@@ -245,12 +242,9 @@ fn call_lines(s: &Scratch, program: &str, args: &[String], calls: &str) -> Optio
 #[test]
 fn offload_workers_serve_the_file_the_job_picked_as_fio_does() {
     let t = "offload_workers_serve_the_file_the_job_picked_as_fio_does";
-    if !have("fio", "--version", t) || !have("strace", "-V", t) {
-        return;
-    }
+    let s = fio_scratch!(t, &format!("offload-{t}"), ("strace", "-V"));
     let _g = serial();
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), &format!("offload-{t}"));
-    for (engine, call) in [("psync", "pwrite64"), ("libaio", "io_submit")] {
+    for (engine, call) in ENGINES {
         for (tool, args) in both_files(&s, engine) {
             let Some(lines) = call_lines(&s, &tool, &args, call) else { continue };
             let threads: std::collections::BTreeSet<&str> = lines.iter().map(|l| l.0.as_str()).collect();
@@ -278,12 +272,9 @@ fn offload_workers_serve_the_file_the_job_picked_as_fio_does() {
 #[test]
 fn offload_hands_fsync_to_the_workers_every_n_writes() {
     let t = "offload_hands_fsync_to_the_workers_every_n_writes";
-    if !have("fio", "--version", t) || !have("strace", "-V", t) {
-        return;
-    }
+    let s = fio_scratch!(t, &format!("offload-{t}"), ("strace", "-V"));
     let _g = serial();
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), &format!("offload-{t}"));
-    for (engine, call) in [("psync", "pwrite64"), ("libaio", "io_submit")] {
+    for (engine, call) in ENGINES {
         let [(fio, fio_args), (ours, our_args)] = both(&s, engine, &["--io_submit_mode=offload", "--fsync=4"]);
         // Ours: 256 writes and a sync after every 4th but the last (63), each made by a
         // worker (a thread that also writes), none by the job's thread.

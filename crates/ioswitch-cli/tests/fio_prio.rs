@@ -6,24 +6,14 @@
 //! Needs fio (skips with the reason when it is missing).
 
 use ioswitch_testkit::dirs::Scratch;
-use ioswitch_testkit::{have, text};
+use ioswitch_testkit::tools::{output, plain, FIO};
+use ioswitch_testkit::{fio_scratch, text};
 use std::fs;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-
-fn run_in(dir: &Path, program: &str, args: &[&str]) -> Output {
-    Command::new(program)
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"))
-}
+use std::process::Output;
 
 fn ours(dir: &Path, args: &[&str]) -> Output {
-    let mut a = vec!["bench", "--no-progress"];
-    a.extend_from_slice(args);
-    run_in(dir, env!("CARGO_BIN_EXE_ioswitch"), &a)
+    output(env!("CARGO_BIN_EXE_ioswitch"), args, Some(dir))
 }
 
 /// The lat log's priority column (its last field) of each line.
@@ -34,16 +24,13 @@ fn prio_column(path: &Path) -> Vec<String> {
 
 #[test]
 fn io_priority_shows_in_the_logs_as_in_fios() {
-    if !have("fio", "--version", "io_priority_shows_in_the_logs_as_in_fios") {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-prio-logs");
+    let s = fio_scratch!("io_priority_shows_in_the_logs_as_in_fios", "fio-prio-logs");
     // (options, the column fio 3.33 writes): prioclass=1 is real-time, which needs
     // CAP_SYS_ADMIN (or CAP_SYS_NICE); the others any user may set.
     let mut cases =
         vec![(vec!["--prioclass=3", "--log_prio=1"], "0x6000"), (vec!["--prio=5", "--log_prio=1"], "0x4005")];
     cases.push((vec!["--prioclass=3"], "0"));
-    let root = text(&run_in(s.dir(), "id", &["-u"]).stdout).trim() == "0";
+    let root = text(&plain("id", &["-u"], Some(s.dir())).stdout).trim() == "0";
     if root {
         cases.push((vec!["--prioclass=1", "--prio=2", "--log_prio=1"], "0x2002"));
         cases.push((vec!["--prioclass=1", "--prio=2"], "1"));
@@ -51,7 +38,7 @@ fn io_priority_shows_in_the_logs_as_in_fios() {
         eprintln!("not root: the real-time class's cases are not run");
     }
     for (k, (opts, want)) in cases.iter().enumerate() {
-        for (who, program) in [("fio", "fio"), ("ours", env!("CARGO_BIN_EXE_ioswitch"))] {
+        for (who, program) in [("fio", FIO), ("ours", env!("CARGO_BIN_EXE_ioswitch"))] {
             let prefix = s.path(&format!("c{k}-{who}"));
             let file = s.path("data");
             let mut a: Vec<String> = vec![
@@ -63,13 +50,8 @@ fn io_priority_shows_in_the_logs_as_in_fios() {
                 format!("--write_lat_log={prefix}"),
             ];
             a.extend(opts.iter().map(|o| o.to_string()));
-            if who == "ours" {
-                a.insert(0, "bench".into());
-                a.push("--no-progress".into());
-            }
-            let argv: Vec<&str> = a.iter().map(String::as_str).collect();
-            let o = run_in(s.dir(), program, &argv);
-            assert!(o.status.success(), "{who} {argv:?}: {}", text(&o.stderr));
+            let o = output(program, &a, Some(s.dir()));
+            assert!(o.status.success(), "{who} {a:?}: {}", text(&o.stderr));
             let col = prio_column(Path::new(&format!("{prefix}_lat.1.log")));
             assert_eq!(col.len(), 16, "{who} {opts:?}: one entry per 4k write");
             assert!(col.iter().all(|c| c == want), "{who} {opts:?}: priority column {col:?}, want {want}");
@@ -79,16 +61,13 @@ fn io_priority_shows_in_the_logs_as_in_fios() {
 
 #[test]
 fn a_numa_node_the_machine_lacks_is_refused_as_fio_refuses_it() {
-    if !have("fio", "--version", "a_numa_node_the_machine_lacks_is_refused_as_fio_refuses_it") {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-prio-numa");
+    let s = fio_scratch!("a_numa_node_the_machine_lacks_is_refused_as_fio_refuses_it", "fio-prio-numa");
     let file = s.path("data");
     let job = |opt: &str| vec!["--name=n".to_string(), format!("--filename={file}"), "--size=64k".into(), opt.into()];
     for opt in ["--numa_cpu_nodes=4000", "--numa_mem_policy=bind:4000"] {
         let a = job(opt);
         let argv: Vec<&str> = a.iter().map(String::as_str).collect();
-        let f = run_in(s.dir(), "fio", &argv);
+        let f = output(FIO, &argv, Some(s.dir()));
         let err = text(&f.stderr) + &text(&f.stdout);
         if !err.contains("numa") {
             eprintln!("fio here has no NUMA support (libnuma): {opt}'s comparison is not run");

@@ -3,9 +3,8 @@
 //! its file offset (at the start of one of its 64-byte lines) and the submit time (bytes
 //! 48..64); with `scramble_buffers=0` the blocks are alike. Needs fio.
 
-use ioswitch_testkit::dirs::Scratch;
-use ioswitch_testkit::{have, text};
-use std::process::{Command, Stdio};
+use ioswitch_testkit::tools::{output, FIO};
+use ioswitch_testkit::{fio_scratch, text};
 
 /// Whether every 512-byte piece of `data` holds its offset at one line's start, and how
 /// many bytes the two 4 KiB blocks differ in.
@@ -20,25 +19,18 @@ fn stamps(data: &[u8]) -> (bool, usize) {
 #[test]
 fn scramble_buffers_stamps_each_piece_as_fio_does() {
     let t = "scramble_buffers_stamps_each_piece_as_fio_does";
-    if !have("fio", "--version", t) {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "scramble");
+    let s = fio_scratch!(t, "scramble");
     let file = s.path("f");
     for opt in ["--scramble_buffers=1", "--scramble_buffers=0"] {
         let mut got = Vec::new();
-        for program in ["fio", env!("CARGO_BIN_EXE_ioswitch")] {
+        for program in [FIO, env!("CARGO_BIN_EXE_ioswitch")] {
             let _ = std::fs::remove_file(&file);
-            let mut cmd = Command::new(program);
-            if program != "fio" {
-                cmd.args(["bench", "--no-progress"]);
-            }
-            let o = cmd
-                .args(["--name=j", &format!("--filename={file}"), "--rw=write", "--bs=4k", "--size=8k"])
-                .args(["--ioengine=psync", opt])
-                .stdin(Stdio::null())
-                .output()
-                .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
+            let filename = format!("--filename={file}");
+            let o = output(
+                program,
+                &["--name=j", &filename, "--rw=write", "--bs=4k", "--size=8k", "--ioengine=psync", opt],
+                None,
+            );
             assert!(o.status.success(), "{program} {opt}: {}", text(&o.stderr));
             got.push(stamps(&std::fs::read(&file).expect("the written file")));
         }

@@ -4,8 +4,7 @@
 //!
 //! Needs fio (skipped with the reason when missing; `./scripts/test` installs it).
 
-use ioswitch_testkit::dirs::Scratch;
-use ioswitch_testkit::{have, text};
+use ioswitch_testkit::{fio_scratch, text};
 use std::process::Command;
 
 /// Runs one tool on the job in `dir`; returns the offsets of its I/Os (in 4 KiB blocks,
@@ -33,12 +32,23 @@ fn offsets(dir: &str, program: &str, args: &[String]) -> (Vec<u64>, u64) {
 
 #[test]
 fn strided_offsets_and_bytes_are_fios() {
-    if !have("fio", "--version", "fio_strided") {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-strided");
+    let s = fio_scratch!("fio_strided", "fio-strided");
     let file = s.path("data");
     std::fs::write(&file, vec![0u8; 1 << 20]).unwrap();
+    // The strided read job with `opts` added, run by fio and by us: (ours, theirs).
+    let both = |opts: &str| {
+        let mut args: Vec<String> =
+            ["--name=z", &format!("--filename={file}"), "--bs=4k", "--rw=read", "--zonemode=strided"]
+                .iter()
+                .map(|a| a.to_string())
+                .collect();
+        args.extend(opts.split(' ').map(String::from));
+        let theirs = offsets(&s.path(""), "fio", &args);
+        let mut ours_args = vec!["bench".to_string()];
+        ours_args.extend(args.iter().cloned());
+        ours_args.push("--no-progress".into());
+        (offsets(&s.path(""), env!("CARGO_BIN_EXE_ioswitch"), &ours_args), theirs)
+    };
     for (opts, random) in [
         ("--size=256k --zonesize=16k --zoneskip=32k", false),
         ("--size=256k --zonesize=16k --zonerange=64k", false),
@@ -48,34 +58,14 @@ fn strided_offsets_and_bytes_are_fios() {
         ("--size=1m --zonesize=128k --zoneskip=200k", false),
         ("--size=256k --zonesize=16k --zoneskip=32k --rw=randread", true),
     ] {
-        let mut args: Vec<String> =
-            ["--name=z", &format!("--filename={file}"), "--bs=4k", "--rw=read", "--zonemode=strided"]
-                .iter()
-                .map(|a| a.to_string())
-                .collect();
-        args.extend(opts.split(' ').map(String::from));
-        let (theirs, their_bytes) = offsets(&s.path(""), "fio", &args);
-        let mut ours_args = vec!["bench".to_string()];
-        ours_args.extend(args.iter().cloned());
-        ours_args.push("--no-progress".into());
-        let (ours, our_bytes) = offsets(&s.path(""), env!("CARGO_BIN_EXE_ioswitch"), &ours_args);
+        let ((ours, our_bytes), (theirs, their_bytes)) = both(opts);
         assert_eq!(our_bytes, their_bytes, "{opts}");
         compare(opts, random, &ours, &theirs);
     }
     // Time based: fio's rewind past the region's end (size=64k) repeats the first block
     // of each later zone; the runs differ in length, so their first 96 I/Os are compared.
     let opts = "--size=64k --zonesize=16k --zoneskip=32k --time_based --runtime=300ms";
-    let mut args: Vec<String> =
-        ["--name=z", &format!("--filename={file}"), "--bs=4k", "--rw=read", "--zonemode=strided"]
-            .iter()
-            .map(|a| a.to_string())
-            .collect();
-    args.extend(opts.split(' ').map(String::from));
-    let (theirs, _) = offsets(&s.path(""), "fio", &args);
-    let mut ours_args = vec!["bench".to_string()];
-    ours_args.extend(args.iter().cloned());
-    ours_args.push("--no-progress".into());
-    let (ours, _) = offsets(&s.path(""), env!("CARGO_BIN_EXE_ioswitch"), &ours_args);
+    let ((ours, _), (theirs, _)) = both(opts);
     assert!(ours.len() >= 96 && theirs.len() >= 96, "{} and {} I/Os", ours.len(), theirs.len());
     assert_eq!(&ours[..96], &theirs[..96], "{opts}");
     assert_eq!(&ours[8..12], &[24, 24, 24, 24], "the rewind");

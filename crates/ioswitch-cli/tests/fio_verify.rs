@@ -5,18 +5,12 @@
 //!
 //! Needs fio (skips with the reason when it is missing; `./scripts/test` installs it).
 
-use ioswitch_testkit::dirs::Scratch;
-use ioswitch_testkit::{have, text};
+use ioswitch_testkit::tools::{output, success, who, FIO};
+use ioswitch_testkit::{fio_scratch, text};
 use serde_json::Value;
-use std::process::{Command, Stdio};
 
 fn json(program: &str, args: &[String]) -> Value {
-    let o = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
-    assert!(o.status.success(), "{program} {args:?} failed ({}):\n{}", o.status, text(&o.stderr));
+    let o = success(program, args, None);
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{program}: not JSON ({e}):\n{}", text(&o.stdout)))
 }
 
@@ -29,10 +23,7 @@ fn levels(job: &Value, key: &str) -> Vec<f64> {
 #[test]
 fn the_verify_phase_shows_in_iodepth_level_as_fios_does() {
     let t = "the_verify_phase_shows_in_iodepth_level_as_fios_does";
-    if !have("fio", "--version", t) {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-verify");
+    let s = fio_scratch!(t, "fio-verify");
     let data = s.path("data");
     // 256 random writes of 4 KiB at iodepth 8, then their 256 verify reads. With a
     // thinktime after every write the writes all go at depth 1 (the queue is drained
@@ -59,11 +50,8 @@ fn the_verify_phase_shows_in_iodepth_level_as_fios_does() {
         if !extra.is_empty() {
             args.push(extra.into());
         }
-        let fio = json("fio", &args);
-        let mut ours_args = vec!["bench".to_string()];
-        ours_args.extend(args.iter().cloned());
-        ours_args.push("--no-progress".into());
-        let ours = json(env!("CARGO_BIN_EXE_ioswitch"), &ours_args);
+        let fio = json(FIO, &args);
+        let ours = json(env!("CARGO_BIN_EXE_ioswitch"), &args);
         let (f, o) = (&fio["jobs"][0], &ours["jobs"][0]);
         let what = format!("{engine} {extra}");
         for key in ["iodepth_level", "iodepth_submit"] {
@@ -86,30 +74,17 @@ fn the_verify_phase_shows_in_iodepth_level_as_fios_does() {
 /// Runs `program` (fio, or `ioswitch bench`) with `args` in `dir`; returns its stderr
 /// and stdout together.
 fn run_in(dir: &std::path::Path, program: &str, args: &[&str]) -> String {
-    let mut cmd = Command::new(program);
-    if program != "fio" {
-        cmd.args(["bench", "--no-progress"]);
-    }
-    let o = cmd
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
+    let o = output(program, args, Some(dir));
     format!("{}{}", text(&o.stderr), text(&o.stdout))
 }
 
 #[test]
 fn verify_dump_writes_the_files_fio_writes() {
     let t = "verify_dump_writes_the_files_fio_writes";
-    if !have("fio", "--version", t) {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-verify-dump");
-    for program in ["fio", env!("CARGO_BIN_EXE_ioswitch")] {
-        let who = if program == "fio" { "fio" } else { "ours" };
-        let dir = std::path::PathBuf::from(s.path(who));
-        std::fs::create_dir_all(&dir).unwrap();
+    let s = fio_scratch!(t, "fio-verify-dump");
+    for program in [FIO, env!("CARGO_BIN_EXE_ioswitch")] {
+        let who = who(program);
+        let dir = s.subdir(who);
         let write =
             ["--name=w", "--filename=d.dat", "--size=16k", "--bs=4k", "--rw=write", "--verify=crc32c", "--do_verify=0"];
         run_in(&dir, program, &write);
@@ -158,15 +133,11 @@ fn verify_dump_writes_the_files_fio_writes() {
 #[test]
 fn verify_interval_finds_a_damaged_header_inside_a_block_as_fio_does() {
     let t = "verify_interval_finds_a_damaged_header_inside_a_block_as_fio_does";
-    if !have("fio", "--version", t) {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-verify-interval");
-    for program in ["fio", env!("CARGO_BIN_EXE_ioswitch")] {
-        let who = if program == "fio" { "fio" } else { "ours" };
+    let s = fio_scratch!(t, "fio-verify-interval");
+    for program in [FIO, env!("CARGO_BIN_EXE_ioswitch")] {
+        let who = who(program);
         for interval in ["512", "none"] {
-            let dir = std::path::PathBuf::from(s.path(&format!("{who}-{interval}")));
-            std::fs::create_dir_all(&dir).unwrap();
+            let dir = s.subdir(&format!("{who}-{interval}"));
             let mut common = vec!["--filename=d.dat", "--size=16k", "--bs=4k", "--verify=meta", "--verify_dump=1"];
             let vi = format!("--verify_interval={interval}");
             if interval != "none" {
@@ -204,15 +175,11 @@ fn verify_interval_finds_a_damaged_header_inside_a_block_as_fio_does() {
 #[test]
 fn verify_async_checkers_find_and_dump_the_bad_blocks_fio_finds() {
     let t = "verify_async_checkers_find_and_dump_the_bad_blocks_fio_finds";
-    if !have("fio", "--version", t) {
-        return;
-    }
-    let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-verify-async");
-    for program in ["fio", env!("CARGO_BIN_EXE_ioswitch")] {
-        let who = if program == "fio" { "fio" } else { "ours" };
+    let s = fio_scratch!(t, "fio-verify-async");
+    for program in [FIO, env!("CARGO_BIN_EXE_ioswitch")] {
+        let who = who(program);
         for engine in ["psync", "libaio"] {
-            let dir = std::path::PathBuf::from(s.path(&format!("{who}-{engine}")));
-            std::fs::create_dir_all(&dir).unwrap();
+            let dir = s.subdir(&format!("{who}-{engine}"));
             let write = [
                 "--name=w",
                 "--filename=d.dat",

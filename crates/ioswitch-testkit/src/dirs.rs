@@ -27,6 +27,13 @@ impl Scratch {
         self.0.join(name).to_string_lossy().into_owned()
     }
 
+    /// A directory `name` in the directory, made (with any missing parents); its path.
+    pub fn subdir(&self, name: &str) -> PathBuf {
+        let d = self.0.join(name);
+        fs::create_dir_all(&d).unwrap_or_else(|e| panic!("create test directory {}: {e}", d.display()));
+        d
+    }
+
     /// A file of `len` zero bytes in the directory; its path as a string.
     pub fn file(&self, name: &str, len: u64) -> String {
         let p = self.path(name);
@@ -122,5 +129,22 @@ impl Tmpfs {
 impl Drop for Tmpfs {
     fn drop(&mut self) {
         let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scratch_directory_holds_made_subdirectories_and_goes_when_dropped() {
+        let s = Scratch::new(std::env::temp_dir(), "tk-subdir");
+        let d = s.subdir("a/b");
+        assert!(d.is_dir() && d.starts_with(s.dir()), "{}", d.display());
+        // Made again: no error.
+        assert_eq!(s.subdir("a/b"), d);
+        let top = s.dir().to_path_buf();
+        drop(s);
+        assert!(!top.exists());
     }
 }

@@ -8,6 +8,8 @@
 //! - [`pattern`]: test data: seeded byte streams, and position-stamped words that tell
 //!   misplaced, stale and missing data apart when a read-back differs;
 //! - [`robust`]: the harness of the parser robustness tests (deterministic fuzzing);
+//! - [`tools`]: one job run under fio and under `ioswitch bench`, for the tests that
+//!   compare them;
 //! - [`lock`]: a mutex lock that ignores poisoning, for tests that serialise themselves;
 //! - [`skip`]: a test that cannot run says why (in the guest it fails instead);
 //! - [`have`]: whether a program the test needs runs here (else it skips, saying why);
@@ -20,6 +22,7 @@ pub mod logwrites;
 pub mod loopdev;
 pub mod pattern;
 pub mod robust;
+pub mod tools;
 
 use std::io::Write;
 use std::process::Command;

@@ -21,7 +21,7 @@
 //! median and the spread. After every repetition the result is checked: the buffer holds
 //! the last piece read, and every piece the last write repetition wrote holds its value.
 
-use super::{fmt_bytes, median, MembwError, NtMethod, MAX_REPS};
+use super::{fmt_bytes, parse_list, parse_nonzero_size, MembwError, NtMethod, Rates, MAX_REPS};
 use serde::Serialize;
 use serde_json::Value;
 use std::fmt::Write as _;
@@ -75,26 +75,16 @@ impl Shape {
 
 /// Parses `--shape`: a comma list of read, randread, write, randwrite.
 pub fn parse_shapes(s: &str) -> Result<Vec<Shape>, MembwError> {
-    let mut out = Vec::new();
-    for part in s.split(',') {
-        let p = part.trim();
-        let sh = Shape::ALL.into_iter().find(|k| k.name() == p).ok_or_else(|| {
+    parse_list(s, |p| {
+        Shape::ALL.into_iter().find(|k| k.name() == p).ok_or_else(|| {
             MembwError::Shape(format!("{s:?}: {p:?} is not a shape (a comma list of read, randread, write, randwrite)"))
-        })?;
-        if !out.contains(&sh) {
-            out.push(sh);
-        }
-    }
-    Ok(out)
+        })
+    })
 }
 
 /// Parses `--bs` (the job's block size: `512k`, `4k`).
 pub fn parse_bs(s: &str) -> Result<u64, MembwError> {
-    let b = ioswitch::units::parse_size(s).map_err(|e| MembwError::Bs(format!("{s:?}: {e}")))?;
-    if b == 0 {
-        return Err(MembwError::Bs(format!("{s:?}: a block of 0 bytes")));
-    }
-    Ok(b)
+    parse_nonzero_size(s, "a block of 0 bytes", MembwError::Bs)
 }
 
 /// What to measure.
@@ -125,16 +115,9 @@ pub struct ShapeStats {
     pub counts: &'static str,
     /// Bytes counted per repetition (pieces × bs).
     pub bytes_per_rep: u64,
-    /// Best rate (the shortest repetition).
-    pub best_bps: f64,
-    /// Median rate.
-    pub median_bps: f64,
-    /// Slowest repetition's rate.
-    pub min_bps: f64,
-    /// Fastest repetition's rate (= best).
-    pub max_bps: f64,
-    /// The shortest repetition, seconds.
-    pub best_s: f64,
+    /// The rates.
+    #[serde(flatten)]
+    pub rates: Rates,
     /// What was checked after every repetition.
     pub checked: String,
 }
@@ -487,7 +470,6 @@ fn measure_with(opts: &ShapeOpts, nt: Option<NtMethod>, say: &mut dyn FnMut(&str
         let mut timed: Vec<f64> = secs[1..].to_vec();
         timed.sort_by(f64::total_cmp);
         let bytes = (pieces * bs) as u64;
-        let rate = |t: f64| bytes as f64 / t;
         let order = if shape.random() { "random" } else { "sequential" };
         let (computes, counts, checked) = if shape.writes() {
             (
@@ -507,11 +489,7 @@ fn measure_with(opts: &ShapeOpts, nt: Option<NtMethod>, say: &mut dyn FnMut(&str
             computes,
             counts,
             bytes_per_rep: bytes,
-            best_bps: rate(timed[0]),
-            median_bps: rate(median(&timed)),
-            min_bps: rate(timed[timed.len() - 1]),
-            max_bps: rate(timed[0]),
-            best_s: timed[0],
+            rates: Rates::of(&timed, bytes),
             checked,
         });
     }
@@ -536,7 +514,6 @@ impl ShapeReport {
     /// The report as a text table, rates in GB/s (10^9 bytes per second).
     pub fn to_text(&self) -> String {
         let mut s = String::new();
-        let gb = |x: f64| x / 1e9;
         let _ = writeln!(s, "region: {}", self.region);
         let _ = writeln!(
             s,
@@ -555,14 +532,15 @@ impl ShapeReport {
         let _ =
             writeln!(s, "{:<10} {:>9} {:>9} {:>15} {:>10}  computes", "shape", "best", "median", "spread", "best time");
         for k in &self.shapes {
+            let (best, median, spread, time) = k.rates.columns();
             let _ = writeln!(
                 s,
                 "{:<10} {:>9.2} {:>9.2} {:>15} {:>10}  {} ({})",
                 k.shape.name(),
-                gb(k.best_bps),
-                gb(k.median_bps),
-                format!("{:.2}..{:.2}", gb(k.min_bps), gb(k.max_bps)),
-                format!("{:.2} ms", k.best_s * 1e3),
+                best,
+                median,
+                spread,
+                time,
                 k.computes,
                 k.counts
             );
@@ -590,8 +568,16 @@ mod tests {
         assert_eq!(r.shapes.len(), shapes.len());
         for k in &r.shapes {
             assert_eq!(k.bytes_per_rep, 16 * (64 << 10), "{k:?}");
-            assert!(k.best_bps > 0.0 && k.min_bps <= k.median_bps && k.median_bps <= k.best_bps, "{k:?}");
-            assert!((k.best_bps * k.best_s - k.bytes_per_rep as f64).abs() < 1.0, "rate = bytes / time: {k:?}");
+            assert!(
+                k.rates.best_bps > 0.0
+                    && k.rates.min_bps <= k.rates.median_bps
+                    && k.rates.median_bps <= k.rates.best_bps,
+                "{k:?}"
+            );
+            assert!(
+                (k.rates.best_bps * k.rates.best_s - k.bytes_per_rep as f64).abs() < 1.0,
+                "rate = bytes / time: {k:?}"
+            );
         }
         let j = r.to_json();
         assert_eq!(j["shapes"][0]["shape"], "read");
@@ -668,8 +654,8 @@ mod tests {
 
     #[test]
     fn a_file_region_is_the_file_and_bad_input_is_refused_by_name() {
-        let dir = std::env::temp_dir().join(format!("ioswitch-membw-shape-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = ioswitch_testkit::dirs::Scratch::new(std::env::temp_dir(), "ioswitch-membw-shape");
+        let dir = scratch.dir();
         let f = dir.join("region");
         std::fs::write(&f, (0..(256usize << 10)).map(pattern).collect::<Vec<u8>>()).unwrap();
         let mut o = opts(&[Shape::Randread, Shape::Write], 256 << 10, 64 << 10);
@@ -690,7 +676,6 @@ mod tests {
         o.file = Some(dir.join("missing"));
         let e = measure(&o, &mut |_| {}).unwrap_err().to_string();
         assert!(e.starts_with("--file") && e.contains("missing"), "{e}");
-        let _ = std::fs::remove_dir_all(&dir);
 
         let e = measure(&opts(&[Shape::Read], 4096, 8192), &mut |_| {}).unwrap_err().to_string();
         assert!(e.starts_with("--size") && e.contains("smaller than one piece"), "{e}");

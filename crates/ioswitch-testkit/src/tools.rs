@@ -1,0 +1,151 @@
+//! Running one job under fio and under `ioswitch bench`, for the tests that compare the
+//! two tools: the same arguments, given to `fio` or to the ioswitch binary's `bench`.
+
+use crate::dirs::Scratch;
+use std::ffi::OsStr;
+use std::fmt::Debug;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+/// fio's program name. Any other program given to these helpers is the ioswitch binary
+/// (the test's `env!("CARGO_BIN_EXE_ioswitch")`), run as `PROGRAM bench --no-progress ARGS`.
+pub const FIO: &str = "fio";
+
+/// The scratch directory `base/NAME-PID` ([`Scratch::new`]) of test `test`, which runs
+/// `programs` (each with the argument that probes it, as [`crate::have`] takes them:
+/// `("fio", "--version")`); `None` where one of them does not run here: the test skips,
+/// saying why (in the guest, a failure).
+pub fn scratch_if_present(test: &str, programs: &[(&str, &str)], base: &str, name: &str) -> Option<Scratch> {
+    if programs.iter().all(|&(program, probe)| crate::have(program, probe, test)) {
+        Some(Scratch::new(base, name))
+    } else {
+        None
+    }
+}
+
+/// fio with the argument that shows it runs ([`crate::have`]'s probe).
+pub const FIO_RUNS: (&str, &str) = (FIO, "--version");
+
+/// The scratch directory of a test that compares with fio:
+/// `fio_scratch!(test, "name")` is [`scratch_if_present`]`(test, &[FIO_RUNS], <the test
+/// target's CARGO_TARGET_TMPDIR>, "name")`, and **returns from the test** (it skips,
+/// saying why) where fio does not run here. More programs the test needs follow, each
+/// with its probe: `fio_scratch!(test, "name", ("strace", "-V"))`.
+#[macro_export]
+macro_rules! fio_scratch {
+    ($test:expr, $name:expr $(, $program:expr)*) => {
+        match $crate::tools::scratch_if_present(
+            $test,
+            &[$crate::tools::FIO_RUNS $(, $program)*],
+            env!("CARGO_TARGET_TMPDIR"),
+            $name,
+        ) {
+            Some(s) => s,
+            None => return,
+        }
+    };
+}
+
+/// `"fio"` or `"ours"`: which tool `program` is, for file names and messages.
+pub fn who(program: &str) -> &'static str {
+    if program == FIO {
+        "fio"
+    } else {
+        "ours"
+    }
+}
+
+/// The command that runs a job with `program`: `fio`, or `PROGRAM bench --no-progress`;
+/// no standard input; in `dir` when one is given.
+pub fn command(program: &str, dir: Option<&Path>) -> Command {
+    let mut cmd = Command::new(program);
+    if program != FIO {
+        cmd.args(["bench", "--no-progress"]);
+    }
+    cmd.stdin(Stdio::null());
+    if let Some(d) = dir {
+        cmd.current_dir(d);
+    }
+    cmd
+}
+
+/// Runs the job `args` with `program` ([`command`]); its output, whatever its exit status.
+/// Panics, naming the program, when it does not start.
+pub fn output<S: AsRef<OsStr>>(program: &str, args: &[S], dir: Option<&Path>) -> Output {
+    finish(command(program, dir).args(args), program)
+}
+
+/// Runs any `program` (a helper such as `fio2gnuplot`, or `id`) with `args` as given, no
+/// standard input, in `dir` when one is given; its output, whatever its exit status.
+/// Panics, naming the program, when it does not start.
+pub fn plain<S: AsRef<OsStr>>(program: &str, args: &[S], dir: Option<&Path>) -> Output {
+    let mut cmd = Command::new(program);
+    cmd.args(args).stdin(Stdio::null());
+    if let Some(d) = dir {
+        cmd.current_dir(d);
+    }
+    finish(&mut cmd, program)
+}
+
+fn finish(cmd: &mut Command, program: &str) -> Output {
+    cmd.output().unwrap_or_else(|e| panic!("cannot run {program}: {e}"))
+}
+
+/// As [`output`], and asserts that the job succeeded (else the message names the program,
+/// its arguments and exit status, and holds its standard output and error).
+pub fn success<S: AsRef<OsStr> + Debug>(program: &str, args: &[S], dir: Option<&Path>) -> Output {
+    let o = output(program, args, dir);
+    assert!(
+        o.status.success(),
+        "{program} {args:?} failed ({}):\n{}{}",
+        o.status,
+        crate::text(&o.stdout),
+        crate::text(&o.stderr)
+    );
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fio_runs_as_itself_and_any_other_program_as_bench() {
+        assert_eq!((who(FIO), who("/x/ioswitch")), ("fio", "ours"));
+        let c = command("/x/ioswitch", Some(Path::new("/tmp")));
+        assert_eq!(c.get_args().collect::<Vec<_>>(), ["bench", "--no-progress"]);
+        assert_eq!(c.get_current_dir(), Some(Path::new("/tmp")));
+        let c = command(FIO, None);
+        assert_eq!((c.get_args().count(), c.get_current_dir()), (0, None));
+        // `echo` stands for the ioswitch binary: it shows the arguments it was given.
+        let o = success("echo", &["--name=j"], None);
+        assert_eq!(crate::text(&o.stdout), "bench --no-progress --name=j\n");
+        let o = plain("echo", &["--name=j"], Some(Path::new("/")));
+        assert_eq!(crate::text(&o.stdout), "--name=j\n");
+    }
+
+    #[test]
+    fn a_scratch_directory_only_where_every_program_runs() {
+        let base = std::env::temp_dir();
+        let s =
+            scratch_if_present("scratch_if_present", &[("sh", "-c"), ("true", "")], base.to_str().unwrap(), "tk-sip");
+        assert!(s.is_some_and(|s| s.dir().is_dir()));
+        if std::env::var_os("IOSWITCH_VM").is_none() {
+            let missing = [("sh", "-c"), ("/nonexistent/ioswitch-no-such-program", "--version")];
+            assert!(scratch_if_present("(expected skip)", &missing, base.to_str().unwrap(), "tk-sip2").is_none());
+            assert!(!base.join(format!("tk-sip2-{}", std::process::id())).exists());
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "false [\"--name=j\"] failed (exit status: 1)")]
+    fn a_failed_job_fails_success() {
+        success("false", &["--name=j"], None);
+    }
+
+    #[test]
+    #[should_panic(expected = "cannot run /nonexistent/ioswitch-no-such-program")]
+    fn a_program_that_does_not_start_panics_naming_it() {
+        output("/nonexistent/ioswitch-no-such-program", &["--name=j"], None);
+    }
+}

@@ -379,6 +379,33 @@ pub unsafe extern "C" fn ioswitch_queue_submit_at_commit(
     })
 }
 
+/// The completion sink of `ioswitch_queue_reap_at` and `ioswitch_queue_submit_at_reap`:
+/// a closure that frees each completion's slot and writes its event into `evs[*at]`
+/// while `*at < max`, keeping the rare one beyond `max` in `kept` (out of line). Small,
+/// with what it reads captured by value. A macro rather than a function, so that each
+/// caller's closure is the very code it was when written out in place (the lean path's
+/// instruction counts are recorded in docs/BENCHMARKS.md).
+macro_rules! put_events {
+    ($regions:ident, $evs:ident, $max:ident, $at:ident, $kept:ident) => {
+        move |c: Completion| {
+            free_slot($regions, &c.data);
+            let (tag, status, result) = (c.tag, c.status, c.result);
+            // Borrowed buffers (id 0) or none: nothing to free, no drop to run.
+            mem::forget(c.data);
+            // The event is made in each arm: written straight into evs, not through the
+            // stack.
+            if *$at < $max {
+                // SAFETY: *at < max, and evs is valid for writing max events (the
+                // contract of both callers).
+                unsafe { $evs.add(*$at as usize).write(ioswitch_event::new(tag, status, result)) };
+                *$at += 1;
+            } else {
+                keep($kept, ioswitch_event::new(tag, status, result));
+            }
+        }
+    };
+}
+
 /// `ioswitch_queue_submit_at_commit`, then a reap that does not wait: what has completed
 /// by then is written to `evs` from `evs[*n]` on, at most up to `evs[max - 1]`, as
 /// `ioswitch_queue_reap_at` writes it (each completion once, its slot already free
@@ -440,22 +467,7 @@ pub unsafe extern "C" fn ioswitch_queue_submit_at_reap(
         let ioswitch_queue { rq, regions, evkept, .. } = q;
         let regions: &[*const ioswitch_region] = regions;
         let (at, kept) = (&mut got, &mut *evkept);
-        // As ioswitch_queue_reap_at's.
-        let mut put = move |c: Completion| {
-            free_slot(regions, &c.data);
-            let (tag, status, result) = (c.tag, c.status, c.result);
-            // Borrowed buffers (id 0) or none: nothing to free, no drop to run.
-            mem::forget(c.data);
-            // The event is made in each arm: written straight into evs, not through the
-            // stack.
-            if *at < max {
-                // SAFETY: got < max and evs is valid for max events (caller contract).
-                unsafe { evs.add(*at as usize).write(ioswitch_event::new(tag, status, result)) };
-                *at += 1;
-            } else {
-                keep(kept, ioswitch_event::new(tag, status, result));
-            }
-        };
+        let mut put = put_events!(regions, evs, max, at, kept);
         match rq.poke(max - first, &mut put) {
             Ok(_) => {
                 *n = got;
@@ -627,23 +639,7 @@ pub unsafe extern "C" fn ioswitch_queue_reap_at(
         let ioswitch_queue { rq, regions, evkept, .. } = q;
         let regions: &[*const ioswitch_region] = regions;
         let (at, kept) = (&mut n, &mut *evkept);
-        // Small, with what it reads captured by value: the rare completion beyond max is
-        // kept out of line.
-        let mut put = move |c: Completion| {
-            free_slot(regions, &c.data);
-            let (tag, status, result) = (c.tag, c.status, c.result);
-            // Borrowed buffers (id 0) or none: nothing to free, no drop to run.
-            mem::forget(c.data);
-            // The event is made in each arm: written straight into evs, not through the
-            // stack.
-            if *at < max {
-                // SAFETY: as above.
-                unsafe { evs.add(*at as usize).write(ioswitch_event::new(tag, status, result)) };
-                *at += 1;
-            } else {
-                keep(kept, ioswitch_event::new(tag, status, result));
-            }
-        };
+        let mut put = put_events!(regions, evs, max, at, kept);
         let r = match (wait, count) {
             (false, 0) => rq.commit(),
             (false, left) => rq.poke(left, &mut put),

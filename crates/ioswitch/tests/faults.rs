@@ -77,6 +77,12 @@ impl Setup {
         self.then_undo("losetup", &["-d", &dev]);
         (PathBuf::from(dev), img)
     }
+    /// A loop device of `DEV_MIB` MiB, filled with the pattern of seed 1.
+    fn prefilled_loop_dev(&mut self) -> PathBuf {
+        let (lo, _) = self.loop_dev(DEV_MIB);
+        prefill(&lo, DEV_MIB << 20, 1);
+        lo
+    }
     /// A device-mapper device with this table (lines of "start length target args").
     fn dm(&mut self, tag: &str, table: &str) -> (String, PathBuf) {
         let name = format!("ioswitch-faults-{tag}-{}", std::process::id());
@@ -234,8 +240,7 @@ fn flakey_errors_end_exactly_the_commands_that_touch_the_failing_range() {
         return skip(T, &why);
     }
     let mut s = Setup::new("flakey");
-    let (lo, _) = s.loop_dev(DEV_MIB);
-    prefill(&lo, DEV_MIB << 20, 1);
+    let lo = s.prefilled_loop_dev();
     // Up 0 s, down 1 s, no features: always down, every I/O of the range fails.
     let (_, dm) = s.dm("flakey", &table_with(&lo, &format!("flakey {} {BAD_START} 0 1", lo.display())));
     for (k, iface) in ASYNC.iter().enumerate() {
@@ -310,8 +315,7 @@ fn flakey_dropped_writes_are_acknowledged_and_absent_as_the_device_says() {
         return skip(T, &why);
     }
     let mut s = Setup::new("drop");
-    let (lo, _) = s.loop_dev(DEV_MIB);
-    prefill(&lo, DEV_MIB << 20, 1);
+    let lo = s.prefilled_loop_dev();
     let target = format!("flakey {} {BAD_START} 0 1 1 drop_writes", lo.display());
     let (_, dm) = s.dm("drop", &table_with(&lo, &target));
     for (k, iface) in ASYNC.iter().enumerate() {
@@ -351,8 +355,7 @@ fn delayed_commands_show_in_the_latencies_and_do_not_wedge_or_hang_a_queue() {
         return skip(T, &why);
     }
     let mut s = Setup::new("delay");
-    let (lo, _) = s.loop_dev(DEV_MIB);
-    prefill(&lo, DEV_MIB << 20, 1);
+    let lo = s.prefilled_loop_dev();
     const DELAY_MS: u64 = 200;
     let (_, dm) = s.dm("delay", &table_with(&lo, &format!("delay {} {BAD_START} {DELAY_MS}", lo.display())));
     for iface in ASYNC {
@@ -986,6 +989,26 @@ fn bench_and_fio_on_flakey(t: &str) -> Option<std::ffi::OsString> {
     Some(cli)
 }
 
+/// The job both fio and `ioswitch bench` run in the tests below: `rw` of `size` bytes
+/// over `dev` through libaio at iodepth 1, O_DIRECT, 4 KiB blocks, `verify`, then the
+/// options `more`, with fio's JSON report.
+fn libaio_qd1_job(dev: &Path, rw: &str, size: &str, verify: &str, more: &[String]) -> Vec<String> {
+    let mut args = vec![
+        "--name=j".to_string(),
+        format!("--filename={}", dev.display()),
+        format!("--rw={rw}"),
+        "--bs=4k".into(),
+        format!("--size={size}"),
+        "--ioengine=libaio".into(),
+        "--iodepth=1".into(),
+        "--direct=1".into(),
+        format!("--verify={verify}"),
+    ];
+    args.extend_from_slice(more);
+    args.push("--output-format=json".into());
+    args
+}
+
 #[test]
 fn bench_stops_at_the_first_failed_io_and_reports_it_as_fio_does() {
     const T: &str = "bench_stops_at_the_first_failed_io_and_reports_it_as_fio_does";
@@ -993,24 +1016,12 @@ fn bench_stops_at_the_first_failed_io_and_reports_it_as_fio_does() {
         return;
     };
     let mut s = Setup::new("bench");
-    let (lo, _) = s.loop_dev(DEV_MIB);
-    prefill(&lo, DEV_MIB << 20, 1);
+    let lo = s.prefilled_loop_dev();
     let (_, dm) = s.dm("bench", &table_with(&lo, &format!("flakey {} {BAD_START} 0 1", lo.display())));
     // Sequential jobs over the first 4 MiB run into the failing range at 2 MiB. The read
     // job does not verify: the device holds no data with fio's verify headers.
     for (rw, dir, verify) in [("write", "write", "crc32c"), ("read", "read", "0")] {
-        let args = [
-            "--name=j".to_string(),
-            format!("--filename={}", dm.display()),
-            format!("--rw={rw}"),
-            "--bs=4k".into(),
-            "--size=4m".into(),
-            "--ioengine=libaio".into(),
-            "--iodepth=1".into(),
-            "--direct=1".into(),
-            format!("--verify={verify}"),
-            "--output-format=json".into(),
-        ];
+        let args = libaio_qd1_job(&dm, rw, "4m", verify, &[]);
         let fio = Command::new("fio").args(&args).output().unwrap();
         let ours = Command::new(&cli).arg("bench").args(&args).output().unwrap();
         let (fo, oo) = (String::from_utf8_lossy(&fio.stdout), String::from_utf8_lossy(&ours.stdout));
@@ -1076,8 +1087,7 @@ fn bench_goes_on_after_failed_ios_with_continue_on_error_as_fio_does() {
         return;
     };
     let mut s = Setup::new("coe");
-    let (lo, _) = s.loop_dev(DEV_MIB);
-    prefill(&lo, DEV_MIB << 20, 1);
+    let lo = s.prefilled_loop_dev();
     // Every I/O of the range fails (EIO); and a device that drops the range's writes, so
     // that a verify finds old data there (EILSEQ).
     let (_, down) = s.dm("coe-down", &table_with(&lo, &format!("flakey {} {BAD_START} 0 1", lo.display())));
@@ -1101,19 +1111,7 @@ fn bench_goes_on_after_failed_ios_with_continue_on_error_as_fio_does() {
         (&drop, "write", "crc32c", "verify", (eilseq, bad_ios, eilseq, SIZE, SIZE, 0)),
     ];
     for (dm, rw, verify, coe, want) in cases {
-        let args = [
-            "--name=j".to_string(),
-            format!("--filename={}", dm.display()),
-            format!("--rw={rw}"),
-            "--bs=4k".into(),
-            format!("--size={SIZE}"),
-            "--ioengine=libaio".into(),
-            "--iodepth=1".into(),
-            "--direct=1".into(),
-            format!("--verify={verify}"),
-            format!("--continue_on_error={coe}"),
-            "--output-format=json".into(),
-        ];
+        let args = libaio_qd1_job(dm, rw, &SIZE.to_string(), verify, &[format!("--continue_on_error={coe}")]);
         let job = format!("--rw={rw} --verify={verify} --continue_on_error={coe} on {}", dm.display());
         let fio = job_outcome(&format!("fio {job}"), Command::new("fio").args(&args));
         let ours = job_outcome(&format!("ioswitch bench {job}"), Command::new(&cli).arg("bench").args(&args));

@@ -10,7 +10,7 @@
 
 use crate::cmd::{ioswitch_cmd, to_cmd};
 use crate::cpl::ioswitch_cpl;
-use crate::dev::{busy_message, dev_arg, ioswitch_dev, null_arg, take_bufs};
+use crate::dev::{busy_message, clear_out, dev_arg, ioswitch_dev, null_arg, take_bufs};
 use crate::error::{fail, from_error, guard};
 use crate::region::{self as lean, ioswitch_event, ioswitch_region};
 use crate::table::{self, Refusal, Slot};
@@ -225,11 +225,10 @@ pub unsafe extern "C" fn ioswitch_queue_init(
 ) -> c_int {
     const F: &str = "ioswitch_queue_init";
     guard(F, -libc::EIO, || {
-        if out.is_null() {
-            return fail(libc::EINVAL, format!("{F}: out is NULL"));
+        // SAFETY: out is null or valid for writing one pointer (caller contract).
+        if let Err(e) = unsafe { clear_out(F, out) } {
+            return e;
         }
-        // SAFETY: out is non-null and valid for a write (caller contract).
-        unsafe { out.write(ptr::null_mut()) };
         // SAFETY: dev is null or open (caller contract).
         let d = match unsafe { dev_arg(F, dev) } {
             Ok(d) => d,
@@ -800,10 +799,10 @@ pub unsafe extern "C" fn ioswitch_queue_stats(q: *const ioswitch_queue, stats: *
     guard(F, -libc::EIO, || {
         // SAFETY: q is null or live (caller contract).
         let Some(q) = (unsafe { q.as_ref() }) else {
-            return fail(libc::EINVAL, format!("{F}: q is NULL"));
+            return null_arg(F, "q");
         };
         if stats.is_null() {
-            return fail(libc::EINVAL, format!("{F}: stats is NULL"));
+            return null_arg(F, "stats");
         }
         let s = q.rq.stats();
         // SAFETY: stats is non-null and valid for a write (caller contract).

@@ -289,6 +289,22 @@ pub(crate) unsafe fn clear_out<T>(func: &str, out: *mut *mut T) -> Result<(), c_
     Ok(())
 }
 
+/// The start of a call that makes a handle from a device: [`clear_out`], then [`dev_arg`].
+///
+/// # Safety
+/// `out` is NULL or valid for writing one pointer; `dev` NULL or a live device.
+pub(crate) unsafe fn out_and_dev<'a, T>(
+    func: &str,
+    out: *mut *mut T,
+    dev: *const ioswitch_dev,
+) -> Result<&'a ioswitch_dev, c_int> {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        clear_out(func, out)?;
+        dev_arg(func, dev)
+    }
+}
+
 /// The body of a getter that fills one struct from a device: under `guard`, checks `dev`
 /// and `out` (`what` names it; NULL is -EINVAL with the message recorded), writes what
 /// `make` builds from the device, returns 0.

@@ -1,7 +1,7 @@
 //! Persistent memory: load/store access to a `sync=pmem` device's mapping from C (what
 //! `Device::pmem_range` gives Rust): a range handle, its address, `persist`.
 
-use crate::dev::{clear_out, dev_arg, ioswitch_dev, null_arg};
+use crate::dev::{ioswitch_dev, null_arg, out_and_dev};
 use crate::error::{from_error, guard, status};
 use ioswitch_rs::{Device, PmemSlice};
 use std::ffi::{c_int, c_void};
@@ -53,12 +53,9 @@ pub unsafe extern "C" fn ioswitch_pmem_range(
 ) -> c_int {
     const F: &str = "ioswitch_pmem_range";
     guard(F, -libc::EIO, || {
-        // SAFETY: out is null or valid for writing one pointer (caller contract).
-        if let Err(e) = unsafe { clear_out(F, out) } {
-            return e;
-        }
-        // SAFETY: dev is null or a live device (caller contract).
-        let d = match unsafe { dev_arg(F, dev) } {
+        // SAFETY: out is null or valid for writing one pointer, dev null or a live device
+        // (caller contract).
+        let d = match unsafe { out_and_dev(F, out, dev) } {
             Ok(d) => d,
             Err(e) => return e,
         };

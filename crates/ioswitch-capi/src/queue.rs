@@ -10,7 +10,7 @@
 
 use crate::cmd::{ioswitch_cmd, to_cmd};
 use crate::cpl::ioswitch_cpl;
-use crate::dev::{busy_message, clear_out, dev_arg, ioswitch_dev, null_arg, take_bufs};
+use crate::dev::{busy_message, ioswitch_dev, null_arg, out_and_dev, take_bufs};
 use crate::error::{fail, from_error, guard};
 use crate::region::{self as lean, ioswitch_event, ioswitch_region};
 use crate::table::{self, Refusal, Slot};
@@ -225,12 +225,9 @@ pub unsafe extern "C" fn ioswitch_queue_init(
 ) -> c_int {
     const F: &str = "ioswitch_queue_init";
     guard(F, -libc::EIO, || {
-        // SAFETY: out is null or valid for writing one pointer (caller contract).
-        if let Err(e) = unsafe { clear_out(F, out) } {
-            return e;
-        }
-        // SAFETY: dev is null or open (caller contract).
-        let d = match unsafe { dev_arg(F, dev) } {
+        // SAFETY: out is null or valid for writing one pointer, dev null or a live device
+        // (caller contract).
+        let d = match unsafe { out_and_dev(F, out, dev) } {
             Ok(d) => d,
             Err(e) => return e,
         };

@@ -798,6 +798,19 @@ mod tests {
         fn attach(&self) {
             assert_eq!(s_queue_attach(self.q, self.r), 0, "{}", last_string());
         }
+        /// Terminates the queue, frees a region `r` and its buffer `buf` that the test made
+        /// beside the fixture's, and gives the fixture a fresh queue (its Drop terminates
+        /// one).
+        fn free_beside(&mut self, r: *mut ioswitch_region, buf: *mut c_void) {
+            // SAFETY: q is live and idle (the caller's test has reaped everything); r and
+            // buf are no longer in use once q is terminated.
+            unsafe {
+                assert_eq!(ioswitch_queue_term(self.q), 0);
+                assert_eq!(ioswitch_region_free(r), 0, "{}", last_string());
+                assert_eq!(ioswitch_buf_free(buf), 0, "{}", last_string());
+            }
+            assert_eq!(s_queue_init(self.dev, 8, &mut self.q), 0, "{}", last_string());
+        }
     }
 
     impl Drop for Fixture {
@@ -941,7 +954,7 @@ mod tests {
 
     #[test]
     fn a_slot_of_a_second_region_is_free_again_once_its_completion_is_reaped() {
-        let f = Fixture::new("second", "async=nil");
+        let mut f = Fixture::new("second", "async=nil");
         f.attach();
         let buf2 = s_buf_alloc(f.dev, 2 * SLOT);
         let mut r2 = ptr::null_mut();
@@ -959,16 +972,7 @@ mod tests {
             assert_eq!(s_queue_submit_at(f.q, &cmd, in2, 4096, 20), -libc::EBUSY);
             assert_eq!(reap(f.q, 1, 2).iter().map(|e| e.user_data).collect::<Vec<_>>(), [10 + round]);
         }
-        // SAFETY: q is live and idle; r2 and buf2 are no longer in use once q is terminated.
-        unsafe {
-            assert_eq!(ioswitch_queue_term(f.q), 0);
-            assert_eq!(ioswitch_region_free(r2), 0, "{}", last_string());
-            assert_eq!(ioswitch_buf_free(buf2), 0, "{}", last_string());
-        }
-        let mut q = ptr::null_mut();
-        assert_eq!(s_queue_init(f.dev, 8, &mut q), 0, "{}", last_string());
-        let mut f = f;
-        f.q = q;
+        f.free_beside(r2, buf2);
     }
 
     #[test]
@@ -1004,7 +1008,7 @@ mod tests {
     fn slots_of_a_length_not_a_power_of_two_are_found_by_division() {
         // The fixture's 4096-byte slots take the shift; 1536-byte slots (4 * 4096 / 1536:
         // 10 whole slots) take the division. fs commands on a nil queue need no alignment.
-        let f = Fixture::new("odd", "async=nil");
+        let mut f = Fixture::new("odd", "async=nil");
         const ODD: usize = 1536;
         let mut r = ptr::null_mut();
         // The fixture's region holds the buffer: a second region over it is refused, so
@@ -1031,17 +1035,7 @@ mod tests {
         // Reaped: slot 3 is free again.
         assert_eq!(s_queue_submit_at(f.q, &cmd(1), at(3, ODD - 1), 1, 33), 0, "{}", last_string());
         assert_eq!(reap(f.q, 1, 1)[0].user_data, 33);
-        // SAFETY: q is live and idle; r and buf are no longer in use once q is terminated.
-        unsafe {
-            assert_eq!(ioswitch_queue_term(f.q), 0);
-            assert_eq!(ioswitch_region_free(r), 0, "{}", last_string());
-            assert_eq!(ioswitch_buf_free(buf), 0, "{}", last_string());
-        }
-        // The fixture terminates the queue again: make it a fresh one.
-        let mut q = ptr::null_mut();
-        assert_eq!(s_queue_init(f.dev, 8, &mut q), 0, "{}", last_string());
-        let mut f = f;
-        f.q = q;
+        f.free_beside(r, buf);
     }
 
     #[test]

@@ -134,6 +134,13 @@ fn open(dev: &Path, opts: &str) -> Device {
     Device::open(dev.to_str().unwrap(), &o).unwrap_or_else(|e| panic!("{} with {opts}: {e}", dev.display()))
 }
 
+/// The async interface `iface` on `dev` with O_DIRECT, and a queue of 8 on it.
+fn direct_queue(dev: &Path, iface: &str) -> (Device, Queue) {
+    let d = open(dev, &format!("async={iface},direct=1"));
+    let q = d.queue(8).unwrap();
+    (d, q)
+}
+
 /// Writes the pattern of `seed` over the first `bytes` of `dev` (1 MiB at a time).
 fn prefill(dev: &Path, bytes: u64, seed: u64) {
     let d = open(dev, "sync=psync,direct=1");
@@ -263,8 +270,7 @@ fn flakey_errors_end_exactly_the_commands_that_touch_the_failing_range() {
     let (_, dm) = s.dm("flakey", &flakey_table(&lo, ""));
     for (k, iface) in ASYNC.iter().enumerate() {
         let seed = 10 + k as u64;
-        let dev = open(&dm, &format!("async={iface},direct=1"));
-        let mut q = dev.queue(8).unwrap();
+        let (dev, mut q) = direct_queue(&dm, iface);
         let ios = mixed_batch(seed);
         let done = run_batch(&dev, &mut q, &ios);
         let mut failed = 0;
@@ -335,8 +341,7 @@ fn flakey_dropped_writes_are_acknowledged_and_absent_as_the_device_says() {
     let (_, dm) = s.dm("drop", &flakey_table(&lo, " 1 drop_writes"));
     for (k, iface) in ASYNC.iter().enumerate() {
         let seed = 30 + k as u64;
-        let dev = open(&dm, &format!("async={iface},direct=1"));
-        let mut q = dev.queue(8).unwrap();
+        let (dev, mut q) = direct_queue(&dm, iface);
         let ios = mixed_batch(seed);
         for (io, d) in ios.iter().zip(run_batch(&dev, &mut q, &ios)) {
             // The device acknowledges a dropped write: nothing below the library can tell.
@@ -372,8 +377,7 @@ fn delayed_commands_show_in_the_latencies_and_do_not_wedge_or_hang_a_queue() {
     const DELAY_MS: u64 = 200;
     let (_, dm) = s.dm("delay", &table_with(&lo, &format!("delay {} {BAD_START} {DELAY_MS}", lo.display())));
     for iface in ASYNC {
-        let dev = open(&dm, &format!("async={iface},direct=1"));
-        let mut q = dev.queue(8).unwrap();
+        let (dev, mut q) = direct_queue(&dm, iface);
         // 64 reads, one in 16 on the delayed range.
         let ios: Vec<Io> = (0..64u64)
             .map(|i| Io {
@@ -473,8 +477,7 @@ fn scsi_medium_errors_end_exactly_the_reads_of_the_bad_sectors() {
         .collect();
     let errno_of = |s: Status| s.errno().unwrap_or(0);
     for iface in ASYNC {
-        let dev = open(&disk, &format!("async={iface},direct=1"));
-        let mut q = dev.queue(8).unwrap();
+        let (dev, mut q) = direct_queue(&disk, iface);
         let done = run_batch(&dev, &mut q, &ios);
         let mut failed = Vec::new();
         for (io, d) in ios.iter().zip(&done) {
@@ -676,8 +679,7 @@ fn scsi_timeouts_end_exactly_the_command_the_device_ignored() {
         assert!(took >= timeout.mul_f64(0.9), "{what}: {io:?} failed after {took:?}, before the {timeout:?} timeout");
     };
     for iface in ASYNC {
-        let dev = open(&disk, &format!("async={iface},direct=1"));
-        let mut q = dev.queue(8).unwrap();
+        let (dev, mut q) = direct_queue(&disk, iface);
         // Writing every_nth sets scsi_debug's command count to a multiple of it: the
         // N-th medium access command from now on is ignored (never answered). scsi_debug
         // counts and tests the count in two steps, so commands queued at the same moment

@@ -86,46 +86,26 @@ struct iosw_options {
 	unsigned int inline_qd1;
 };
 
+/* A string option of the engine: fio stores the text; ioswitch checks it at open. */
+#define IOSW_STR_OPTION(key, title, field, text) \
+	{ \
+		.name = key, .lname = title, .type = FIO_OPT_STR_STORE, \
+		.off1 = offsetof(struct iosw_options, field), .help = text, \
+		.category = FIO_OPT_C_ENGINE, .group = FIO_OPT_G_INVALID, \
+	}
+
 static struct fio_option options[] = {
-	{
-		.name = "ioswitch_async",
-		.lname = "ioswitch async interface",
-		.type = FIO_OPT_STR_STORE,
-		.off1 = offsetof(struct iosw_options, async),
-		.help = "ioswitch async interface: nil, emu, thrpool, libaio, io_uring, posix, "
-			"io_uring_cmd (default: the device's default)",
-		.category = FIO_OPT_C_ENGINE,
-		.group = FIO_OPT_G_INVALID,
-	},
-	{
-		.name = "ioswitch_sync",
-		.lname = "ioswitch sync interface",
-		.type = FIO_OPT_STR_STORE,
-		.off1 = offsetof(struct iosw_options, sync),
-		.help = "ioswitch sync interface: psync, block, ramdisk, nvme; without "
-			"ioswitch_async the engine runs synchronously on it",
-		.category = FIO_OPT_C_ENGINE,
-		.group = FIO_OPT_G_INVALID,
-	},
-	{
-		.name = "ioswitch_admin",
-		.lname = "ioswitch admin interface",
-		.type = FIO_OPT_STR_STORE,
-		.off1 = offsetof(struct iosw_options, admin),
-		.help = "ioswitch admin interface: emulated, nvme",
-		.category = FIO_OPT_C_ENGINE,
-		.group = FIO_OPT_G_INVALID,
-	},
-	{
-		.name = "ioswitch_opts",
-		.lname = "ioswitch device options",
-		.type = FIO_OPT_STR_STORE,
-		.off1 = offsetof(struct iosw_options, opts),
-		.help = "further ioswitch device options, comma separated key=value "
-			"(sqpoll=1, threads=8, register_buffers=1, ...)",
-		.category = FIO_OPT_C_ENGINE,
-		.group = FIO_OPT_G_INVALID,
-	},
+	IOSW_STR_OPTION("ioswitch_async", "ioswitch async interface", async,
+			"ioswitch async interface: nil, emu, thrpool, libaio, io_uring, posix, "
+			"io_uring_cmd (default: the device's default)"),
+	IOSW_STR_OPTION("ioswitch_sync", "ioswitch sync interface", sync,
+			"ioswitch sync interface: psync, block, ramdisk, nvme; without "
+			"ioswitch_async the engine runs synchronously on it"),
+	IOSW_STR_OPTION("ioswitch_admin", "ioswitch admin interface", admin,
+			"ioswitch admin interface: emulated, nvme"),
+	IOSW_STR_OPTION("ioswitch_opts", "ioswitch device options", opts,
+			"further ioswitch device options, comma separated key=value "
+			"(sqpoll=1, threads=8, register_buffers=1, ...)"),
 	{
 		.name = "ioswitch_inline",
 		.lname = "ioswitch inline completion at iodepth=1",

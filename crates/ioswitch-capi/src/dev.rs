@@ -128,11 +128,10 @@ pub unsafe extern "C" fn ioswitch_dev_open(
 ) -> c_int {
     const F: &str = "ioswitch_dev_open";
     guard(F, -libc::EIO, || {
-        if out.is_null() {
-            return fail(libc::EINVAL, format!("{F}: out is NULL"));
+        // SAFETY: out is null or valid for writing one pointer (caller contract).
+        if let Err(e) = unsafe { clear_out(F, out) } {
+            return e;
         }
-        // SAFETY: out is non-null and valid for a write (caller contract).
-        unsafe { out.write(ptr::null_mut()) };
         // SAFETY: uri is a NUL-terminated string (caller contract).
         let uri = match unsafe { arg_str(F, "uri", uri) } {
             Ok(u) => u,
@@ -273,6 +272,37 @@ pub struct ioswitch_ident {
 pub(crate) unsafe fn dev_arg<'a>(func: &str, dev: *const ioswitch_dev) -> Result<&'a ioswitch_dev, c_int> {
     // SAFETY: dev is null or live (caller contract).
     unsafe { dev.as_ref() }.ok_or_else(|| null_arg(func, "dev"))
+}
+
+/// Sets the out-parameter `out` to NULL, as every call that makes a handle does first (so
+/// that it is NULL whatever fails next); `Err` with the message recorded when `out` itself
+/// is NULL.
+///
+/// # Safety
+/// `out` is NULL or valid for writing one pointer.
+pub(crate) unsafe fn clear_out<T>(func: &str, out: *mut *mut T) -> Result<(), c_int> {
+    if out.is_null() {
+        return Err(null_arg(func, "out"));
+    }
+    // SAFETY: out is non-null and valid for a write (caller contract).
+    unsafe { out.write(ptr::null_mut()) };
+    Ok(())
+}
+
+/// The start of a call that makes a handle from a device: [`clear_out`], then [`dev_arg`].
+///
+/// # Safety
+/// `out` is NULL or valid for writing one pointer; `dev` NULL or a live device.
+pub(crate) unsafe fn out_and_dev<'a, T>(
+    func: &str,
+    out: *mut *mut T,
+    dev: *const ioswitch_dev,
+) -> Result<&'a ioswitch_dev, c_int> {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        clear_out(func, out)?;
+        dev_arg(func, dev)
+    }
 }
 
 /// The body of a getter that fills one struct from a device: under `guard`, checks `dev`

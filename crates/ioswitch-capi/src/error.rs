@@ -57,6 +57,14 @@ pub(crate) fn from_error(context: &str, e: &Error) -> c_int {
     -e.errno().unwrap_or(libc::EIO)
 }
 
+/// 0 for `Ok`, or `from_error`'s negative errno (the message recorded).
+pub(crate) fn status(context: &str, r: Result<(), Error>) -> c_int {
+    match r {
+        Ok(()) => 0,
+        Err(e) => from_error(context, &e),
+    }
+}
+
 /// Runs one entry point's body; a panic becomes `fallback` with `-EIO`'s message recorded
 /// instead of unwinding into C (which would be undefined behaviour).
 ///

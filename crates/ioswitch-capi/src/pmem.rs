@@ -1,8 +1,8 @@
 //! Persistent memory: load/store access to a `sync=pmem` device's mapping from C (what
 //! `Device::pmem_range` gives Rust): a range handle, its address, `persist`.
 
-use crate::dev::ioswitch_dev;
-use crate::error::{fail, from_error, guard};
+use crate::dev::{ioswitch_dev, null_arg, out_and_dev};
+use crate::error::{from_error, guard, status};
 use ioswitch_rs::{Device, PmemSlice};
 use std::ffi::{c_int, c_void};
 use std::mem::ManuallyDrop;
@@ -53,16 +53,12 @@ pub unsafe extern "C" fn ioswitch_pmem_range(
 ) -> c_int {
     const F: &str = "ioswitch_pmem_range";
     guard(F, -libc::EIO, || {
-        if out.is_null() {
-            return fail(libc::EINVAL, format!("{F}: out is NULL"));
-        }
-        // SAFETY: out is non-null and valid for a write (caller contract).
-        unsafe { out.write(ptr::null_mut()) };
-        if dev.is_null() {
-            return fail(libc::EINVAL, format!("{F}: dev is NULL"));
-        }
-        // SAFETY: dev is a live device (caller contract).
-        let d = unsafe { &*dev };
+        // SAFETY: out is null or valid for writing one pointer, dev null or a live device
+        // (caller contract).
+        let d = match unsafe { out_and_dev(F, out, dev) } {
+            Ok(d) => d,
+            Err(e) => return e,
+        };
         let owner: Box<Device> = Box::new(d.dev.clone());
         // SAFETY: the slice borrows the boxed device, whose heap address is stable and
         // which the handle keeps, and drops only after the slice (ioswitch_pmem's Drop);
@@ -112,11 +108,8 @@ pub unsafe extern "C" fn ioswitch_pmem_persist(r: *const ioswitch_pmem, off: usi
     const F: &str = "ioswitch_pmem_persist";
     guard(F, -libc::EIO, || {
         // SAFETY: r is null or live (caller contract).
-        let Some(r) = (unsafe { r.as_ref() }) else { return fail(libc::EINVAL, format!("{F}: range is NULL")) };
-        match r.slice.persist(off, len) {
-            Ok(()) => 0,
-            Err(e) => from_error(F, &e),
-        }
+        let Some(r) = (unsafe { r.as_ref() }) else { return null_arg(F, "range") };
+        status(F, r.slice.persist(off, len))
     })
 }
 
@@ -140,16 +133,13 @@ pub unsafe extern "C" fn ioswitch_pmem_read(
     const F: &str = "ioswitch_pmem_read";
     guard(F, -libc::EIO, || {
         // SAFETY: r is null or live (caller contract).
-        let Some(r) = (unsafe { r.as_ref() }) else { return fail(libc::EINVAL, format!("{F}: range is NULL")) };
+        let Some(r) = (unsafe { r.as_ref() }) else { return null_arg(F, "range") };
         if buf.is_null() {
-            return fail(libc::EINVAL, format!("{F}: buf is NULL"));
+            return null_arg(F, "buf");
         }
         // SAFETY: buf is valid for writing len bytes and not inside the range (caller contract).
         let dst = unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), len) };
-        match r.slice.read_at(off, dst) {
-            Ok(()) => 0,
-            Err(e) => from_error(F, &e),
-        }
+        status(F, r.slice.read_at(off, dst))
     })
 }
 
@@ -174,16 +164,13 @@ pub unsafe extern "C" fn ioswitch_pmem_write(
     const F: &str = "ioswitch_pmem_write";
     guard(F, -libc::EIO, || {
         // SAFETY: r is null or live, and not used elsewhere meanwhile (caller contract).
-        let Some(r) = (unsafe { r.as_mut() }) else { return fail(libc::EINVAL, format!("{F}: range is NULL")) };
+        let Some(r) = (unsafe { r.as_mut() }) else { return null_arg(F, "range") };
         if buf.is_null() {
-            return fail(libc::EINVAL, format!("{F}: buf is NULL"));
+            return null_arg(F, "buf");
         }
         // SAFETY: buf is valid for reading len bytes and not inside the range (caller contract).
         let src = unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), len) };
-        match r.slice.write_at(off, src) {
-            Ok(()) => 0,
-            Err(e) => from_error(F, &e),
-        }
+        status(F, r.slice.write_at(off, src))
     })
 }
 

@@ -10,7 +10,7 @@
 
 use crate::cmd::{ioswitch_cmd, to_cmd};
 use crate::cpl::ioswitch_cpl;
-use crate::dev::{busy_message, dev_arg, ioswitch_dev, null_arg, take_bufs};
+use crate::dev::{busy_message, ioswitch_dev, null_arg, out_and_dev, take_bufs};
 use crate::error::{fail, from_error, guard};
 use crate::region::{self as lean, ioswitch_event, ioswitch_region};
 use crate::table::{self, Refusal, Slot};
@@ -225,13 +225,9 @@ pub unsafe extern "C" fn ioswitch_queue_init(
 ) -> c_int {
     const F: &str = "ioswitch_queue_init";
     guard(F, -libc::EIO, || {
-        if out.is_null() {
-            return fail(libc::EINVAL, format!("{F}: out is NULL"));
-        }
-        // SAFETY: out is non-null and valid for a write (caller contract).
-        unsafe { out.write(ptr::null_mut()) };
-        // SAFETY: dev is null or open (caller contract).
-        let d = match unsafe { dev_arg(F, dev) } {
+        // SAFETY: out is null or valid for writing one pointer, dev null or a live device
+        // (caller contract).
+        let d = match unsafe { out_and_dev(F, out, dev) } {
             Ok(d) => d,
             Err(e) => return e,
         };
@@ -800,10 +796,10 @@ pub unsafe extern "C" fn ioswitch_queue_stats(q: *const ioswitch_queue, stats: *
     guard(F, -libc::EIO, || {
         // SAFETY: q is null or live (caller contract).
         let Some(q) = (unsafe { q.as_ref() }) else {
-            return fail(libc::EINVAL, format!("{F}: q is NULL"));
+            return null_arg(F, "q");
         };
         if stats.is_null() {
-            return fail(libc::EINVAL, format!("{F}: stats is NULL"));
+            return null_arg(F, "stats");
         }
         let s = q.rq.stats();
         // SAFETY: stats is non-null and valid for a write (caller contract).

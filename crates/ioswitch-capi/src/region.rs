@@ -379,6 +379,33 @@ pub unsafe extern "C" fn ioswitch_queue_submit_at_commit(
     })
 }
 
+/// The completion sink of `ioswitch_queue_reap_at` and `ioswitch_queue_submit_at_reap`:
+/// a closure that frees each completion's slot and writes its event into `evs[*at]`
+/// while `*at < max`, keeping the rare one beyond `max` in `kept` (out of line). Small,
+/// with what it reads captured by value. A macro rather than a function, so that each
+/// caller's closure is the very code it was when written out in place (the lean path's
+/// instruction counts are recorded in docs/BENCHMARKS.md).
+macro_rules! put_events {
+    ($regions:ident, $evs:ident, $max:ident, $at:ident, $kept:ident) => {
+        move |c: Completion| {
+            free_slot($regions, &c.data);
+            let (tag, status, result) = (c.tag, c.status, c.result);
+            // Borrowed buffers (id 0) or none: nothing to free, no drop to run.
+            mem::forget(c.data);
+            // The event is made in each arm: written straight into evs, not through the
+            // stack.
+            if *$at < $max {
+                // SAFETY: *at < max, and evs is valid for writing max events (the
+                // contract of both callers).
+                unsafe { $evs.add(*$at as usize).write(ioswitch_event::new(tag, status, result)) };
+                *$at += 1;
+            } else {
+                keep($kept, ioswitch_event::new(tag, status, result));
+            }
+        }
+    };
+}
+
 /// `ioswitch_queue_submit_at_commit`, then a reap that does not wait: what has completed
 /// by then is written to `evs` from `evs[*n]` on, at most up to `evs[max - 1]`, as
 /// `ioswitch_queue_reap_at` writes it (each completion once, its slot already free
@@ -440,22 +467,7 @@ pub unsafe extern "C" fn ioswitch_queue_submit_at_reap(
         let ioswitch_queue { rq, regions, evkept, .. } = q;
         let regions: &[*const ioswitch_region] = regions;
         let (at, kept) = (&mut got, &mut *evkept);
-        // As ioswitch_queue_reap_at's.
-        let mut put = move |c: Completion| {
-            free_slot(regions, &c.data);
-            let (tag, status, result) = (c.tag, c.status, c.result);
-            // Borrowed buffers (id 0) or none: nothing to free, no drop to run.
-            mem::forget(c.data);
-            // The event is made in each arm: written straight into evs, not through the
-            // stack.
-            if *at < max {
-                // SAFETY: got < max and evs is valid for max events (caller contract).
-                unsafe { evs.add(*at as usize).write(ioswitch_event::new(tag, status, result)) };
-                *at += 1;
-            } else {
-                keep(kept, ioswitch_event::new(tag, status, result));
-            }
-        };
+        let mut put = put_events!(regions, evs, max, at, kept);
         match rq.poke(max - first, &mut put) {
             Ok(_) => {
                 *n = got;
@@ -627,23 +639,7 @@ pub unsafe extern "C" fn ioswitch_queue_reap_at(
         let ioswitch_queue { rq, regions, evkept, .. } = q;
         let regions: &[*const ioswitch_region] = regions;
         let (at, kept) = (&mut n, &mut *evkept);
-        // Small, with what it reads captured by value: the rare completion beyond max is
-        // kept out of line.
-        let mut put = move |c: Completion| {
-            free_slot(regions, &c.data);
-            let (tag, status, result) = (c.tag, c.status, c.result);
-            // Borrowed buffers (id 0) or none: nothing to free, no drop to run.
-            mem::forget(c.data);
-            // The event is made in each arm: written straight into evs, not through the
-            // stack.
-            if *at < max {
-                // SAFETY: as above.
-                unsafe { evs.add(*at as usize).write(ioswitch_event::new(tag, status, result)) };
-                *at += 1;
-            } else {
-                keep(kept, ioswitch_event::new(tag, status, result));
-            }
-        };
+        let mut put = put_events!(regions, evs, max, at, kept);
         let r = match (wait, count) {
             (false, 0) => rq.commit(),
             (false, left) => rq.poke(left, &mut put),
@@ -802,6 +798,19 @@ mod tests {
         fn attach(&self) {
             assert_eq!(s_queue_attach(self.q, self.r), 0, "{}", last_string());
         }
+        /// Terminates the queue, frees a region `r` and its buffer `buf` that the test made
+        /// beside the fixture's, and gives the fixture a fresh queue (its Drop terminates
+        /// one).
+        fn free_beside(&mut self, r: *mut ioswitch_region, buf: *mut c_void) {
+            // SAFETY: q is live and idle (the caller's test has reaped everything); r and
+            // buf are no longer in use once q is terminated.
+            unsafe {
+                assert_eq!(ioswitch_queue_term(self.q), 0);
+                assert_eq!(ioswitch_region_free(r), 0, "{}", last_string());
+                assert_eq!(ioswitch_buf_free(buf), 0, "{}", last_string());
+            }
+            assert_eq!(s_queue_init(self.dev, 8, &mut self.q), 0, "{}", last_string());
+        }
     }
 
     impl Drop for Fixture {
@@ -945,7 +954,7 @@ mod tests {
 
     #[test]
     fn a_slot_of_a_second_region_is_free_again_once_its_completion_is_reaped() {
-        let f = Fixture::new("second", "async=nil");
+        let mut f = Fixture::new("second", "async=nil");
         f.attach();
         let buf2 = s_buf_alloc(f.dev, 2 * SLOT);
         let mut r2 = ptr::null_mut();
@@ -963,16 +972,7 @@ mod tests {
             assert_eq!(s_queue_submit_at(f.q, &cmd, in2, 4096, 20), -libc::EBUSY);
             assert_eq!(reap(f.q, 1, 2).iter().map(|e| e.user_data).collect::<Vec<_>>(), [10 + round]);
         }
-        // SAFETY: q is live and idle; r2 and buf2 are no longer in use once q is terminated.
-        unsafe {
-            assert_eq!(ioswitch_queue_term(f.q), 0);
-            assert_eq!(ioswitch_region_free(r2), 0, "{}", last_string());
-            assert_eq!(ioswitch_buf_free(buf2), 0, "{}", last_string());
-        }
-        let mut q = ptr::null_mut();
-        assert_eq!(s_queue_init(f.dev, 8, &mut q), 0, "{}", last_string());
-        let mut f = f;
-        f.q = q;
+        f.free_beside(r2, buf2);
     }
 
     #[test]
@@ -1008,7 +1008,7 @@ mod tests {
     fn slots_of_a_length_not_a_power_of_two_are_found_by_division() {
         // The fixture's 4096-byte slots take the shift; 1536-byte slots (4 * 4096 / 1536:
         // 10 whole slots) take the division. fs commands on a nil queue need no alignment.
-        let f = Fixture::new("odd", "async=nil");
+        let mut f = Fixture::new("odd", "async=nil");
         const ODD: usize = 1536;
         let mut r = ptr::null_mut();
         // The fixture's region holds the buffer: a second region over it is refused, so
@@ -1035,17 +1035,7 @@ mod tests {
         // Reaped: slot 3 is free again.
         assert_eq!(s_queue_submit_at(f.q, &cmd(1), at(3, ODD - 1), 1, 33), 0, "{}", last_string());
         assert_eq!(reap(f.q, 1, 1)[0].user_data, 33);
-        // SAFETY: q is live and idle; r and buf are no longer in use once q is terminated.
-        unsafe {
-            assert_eq!(ioswitch_queue_term(f.q), 0);
-            assert_eq!(ioswitch_region_free(r), 0, "{}", last_string());
-            assert_eq!(ioswitch_buf_free(buf), 0, "{}", last_string());
-        }
-        // The fixture terminates the queue again: make it a fresh one.
-        let mut q = ptr::null_mut();
-        assert_eq!(s_queue_init(f.dev, 8, &mut q), 0, "{}", last_string());
-        let mut f = f;
-        f.q = q;
+        f.free_beside(r, buf);
     }
 
     #[test]

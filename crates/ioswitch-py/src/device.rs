@@ -279,6 +279,39 @@ impl Device {
         }
     }
 
+    /// The in-place half of `read_into` and `write`: `op` over the whole of the caller's
+    /// `Buffer` (not empty) at byte `offset`; returns the bytes moved.
+    fn pass_bytes_shared(
+        &self,
+        py: Python<'_>,
+        dev: &ioswitch::Device,
+        op: Op,
+        offset: u64,
+        shared: &Bound<'_, Buffer>,
+    ) -> PyResult<usize> {
+        let len = shared.get().len();
+        let (cmd, _) = cmds::byte_cmd(py, dev, cmds::passthrough(dev, true), op, offset, len as u64)?;
+        let (n, _) = self.pass(py, cmd, Payload::Shared(shared))?;
+        Ok(Self::moved(&cmd, n, len))
+    }
+
+    /// The in-place half of `read_lba_into` and `write_lba`: `op` over the whole of the
+    /// caller's `Buffer` (a whole number of LBAs) from LBA `slba`; returns its length.
+    fn pass_lba_shared(
+        &self,
+        py: Python<'_>,
+        dev: &ioswitch::Device,
+        op: Op,
+        slba: u64,
+        shared: &Bound<'_, Buffer>,
+    ) -> PyResult<usize> {
+        let len = shared.get().len();
+        let nlb = self.lba_len(py, dev, op, len)?;
+        let cmd = cmds::lba_cmd(py, dev, op, slba, nlb)?;
+        self.pass(py, cmd, Payload::Shared(shared))?;
+        Ok(len)
+    }
+
     fn lba_len(&self, py: Python<'_>, dev: &ioswitch::Device, op: Op, len: usize) -> PyResult<u64> {
         let lba = dev.geometry().lba_size.max(1) as usize;
         if len == 0 || len % lba != 0 {
@@ -472,14 +505,10 @@ impl Device {
     /// read into in place; any other object gets one copy from an aligned buffer.
     fn read_into(&self, py: Python<'_>, offset: u64, buffer: &Bound<'_, PyAny>) -> PyResult<usize> {
         if let Ok(shared) = buffer.cast::<Buffer>() {
-            let len = shared.get().len();
-            if len == 0 {
+            if shared.get().len() == 0 {
                 return Ok(0);
             }
-            let dev = self.dev(py)?;
-            let (cmd, _) = cmds::byte_cmd(py, &dev, cmds::passthrough(&dev, true), Op::Read, offset, len as u64)?;
-            let (n, _) = self.pass(py, cmd, Payload::Shared(shared))?;
-            return Ok(Self::moved(&cmd, n, len));
+            return self.pass_bytes_shared(py, &self.dev(py)?, Op::Read, offset, shared);
         }
         let sink = Sink::get(buffer, "buffer")?;
         let len = sink.len();
@@ -504,22 +533,18 @@ impl Device {
     /// any other object is copied once into an aligned buffer first.
     fn write(&self, py: Python<'_>, offset: u64, data: &Bound<'_, PyAny>) -> PyResult<usize> {
         let dev = self.dev(py)?;
-        let pt = cmds::passthrough(&dev, true);
         if let Ok(shared) = data.cast::<Buffer>() {
-            let len = shared.get().len();
-            if len == 0 {
+            if shared.get().len() == 0 {
                 return Ok(0);
             }
-            let (cmd, _) = cmds::byte_cmd(py, &dev, pt, Op::Write, offset, len as u64)?;
-            let (n, _) = self.pass(py, cmd, Payload::Shared(shared))?;
-            return Ok(Self::moved(&cmd, n, len));
+            return self.pass_bytes_shared(py, &dev, Op::Write, offset, shared);
         }
         let src = Source::get(data, "data")?;
         let len = src.len();
         if len == 0 {
             return Ok(0);
         }
-        let (cmd, _) = cmds::byte_cmd(py, &dev, pt, Op::Write, offset, len as u64)?;
+        let (cmd, _) = cmds::byte_cmd(py, &dev, cmds::passthrough(&dev, true), Op::Write, offset, len as u64)?;
         let b = buffer::copy_in(py, &dev, &src, data)?;
         let (n, b) = self.pass(py, cmd, Payload::Owned(b))?;
         buffer::release(py, len, b);
@@ -548,11 +573,7 @@ impl Device {
     fn read_lba_into(&self, py: Python<'_>, slba: u64, buffer: &Bound<'_, PyAny>) -> PyResult<usize> {
         let dev = self.dev(py)?;
         if let Ok(shared) = buffer.cast::<Buffer>() {
-            let len = shared.get().len();
-            let nlb = self.lba_len(py, &dev, Op::ReadLba, len)?;
-            let cmd = cmds::lba_cmd(py, &dev, Op::ReadLba, slba, nlb)?;
-            self.pass(py, cmd, Payload::Shared(shared))?;
-            return Ok(len);
+            return self.pass_lba_shared(py, &dev, Op::ReadLba, slba, shared);
         }
         let sink = Sink::get(buffer, "buffer")?;
         let len = sink.len();
@@ -574,11 +595,7 @@ impl Device {
     fn write_lba(&self, py: Python<'_>, slba: u64, data: &Bound<'_, PyAny>) -> PyResult<usize> {
         let dev = self.dev(py)?;
         if let Ok(shared) = data.cast::<Buffer>() {
-            let len = shared.get().len();
-            let nlb = self.lba_len(py, &dev, Op::WriteLba, len)?;
-            let cmd = cmds::lba_cmd(py, &dev, Op::WriteLba, slba, nlb)?;
-            self.pass(py, cmd, Payload::Shared(shared))?;
-            return Ok(len);
+            return self.pass_lba_shared(py, &dev, Op::WriteLba, slba, shared);
         }
         let src = Source::get(data, "data")?;
         let len = src.len();

@@ -98,22 +98,29 @@ create_exception!(
      report dict when the run got that far, else None)."
 );
 
-/// Adds the exception classes to the module.
+/// Adds the exception classes to the module, each under its Rust name, in this order
+/// (the module's `__all__` order).
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    let py = m.py();
-    m.add("Error", py.get_type::<Error>())?;
-    m.add("BadUriError", py.get_type::<BadUriError>())?;
-    m.add("BadOptionError", py.get_type::<BadOptionError>())?;
-    m.add("UnsupportedError", py.get_type::<UnsupportedError>())?;
-    m.add("OutOfRangeError", py.get_type::<OutOfRangeError>())?;
-    m.add("MisalignedError", py.get_type::<MisalignedError>())?;
-    m.add("BufferSizeError", py.get_type::<BufferSizeError>())?;
-    m.add("BadCommandError", py.get_type::<BadCommandError>())?;
-    m.add("BusyError", py.get_type::<BusyError>())?;
-    m.add("InUseError", py.get_type::<InUseError>())?;
-    m.add("CommandError", py.get_type::<CommandError>())?;
-    m.add("QueueError", py.get_type::<QueueError>())?;
-    m.add("BenchError", py.get_type::<BenchError>())?;
+    macro_rules! add {
+        ($($class:ident),* $(,)?) => {
+            $(m.add(stringify!($class), m.py().get_type::<$class>())?;)*
+        };
+    }
+    add!(
+        Error,
+        BadUriError,
+        BadOptionError,
+        UnsupportedError,
+        OutOfRangeError,
+        MisalignedError,
+        BufferSizeError,
+        BadCommandError,
+        BusyError,
+        InUseError,
+        CommandError,
+        QueueError,
+        BenchError,
+    );
     Ok(())
 }
 

@@ -110,9 +110,35 @@ impl Drop for Setup {
     }
 }
 
+/// A [`Setup`] named `tag` with a loop device of `DEV_MIB` MiB, filled with the pattern of
+/// seed 1.
+fn prefilled(tag: &str) -> (Setup, PathBuf) {
+    let mut s = Setup::new(tag);
+    let (lo, _) = s.loop_dev(DEV_MIB);
+    prefill(&lo, DEV_MIB << 20, 1);
+    (s, lo)
+}
+
+/// The start of the tests over the dm `target`: skips test `t` (`None`) when the kernel
+/// lacks it, else [`prefilled`].
+fn dm_setup(t: &str, target: &str, tag: &str) -> Option<(Setup, PathBuf)> {
+    if let Err(why) = dm_targets(&[target]) {
+        skip(t, &why);
+        return None;
+    }
+    Some(prefilled(tag))
+}
+
 fn open(dev: &Path, opts: &str) -> Device {
     let o: Opts = opts.parse().unwrap_or_else(|e| panic!("{opts}: {e}"));
     Device::open(dev.to_str().unwrap(), &o).unwrap_or_else(|e| panic!("{} with {opts}: {e}", dev.display()))
+}
+
+/// The async interface `iface` on `dev` with O_DIRECT, and a queue of 8 on it.
+fn direct_queue(dev: &Path, iface: &str) -> (Device, Queue) {
+    let d = open(dev, &format!("async={iface},direct=1"));
+    let q = d.queue(8).unwrap();
+    (d, q)
 }
 
 /// Writes the pattern of `seed` over the first `bytes` of `dev` (1 MiB at a time).
@@ -212,6 +238,13 @@ fn table_with(lo: &Path, target: &str) -> String {
     format!("0 {BAD_START} linear {l} 0\n{BAD_START} {BAD_LEN} {target}\n{end} {} linear {l} {end}\n", total - end)
 }
 
+/// [`table_with`] a dm-flakey target over the bad range that is always down (up 0 s, down
+/// 1 s): every I/O of the range fails, or with the `features` (" 1 drop_writes") as they
+/// say.
+fn flakey_table(lo: &Path, features: &str) -> String {
+    table_with(lo, &format!("flakey {} {BAD_START} 0 1{features}", lo.display()))
+}
+
 /// A batch of 48 commands: every third in the bad range, the others on ranges of their
 /// own elsewhere; even tags write `seed`, odd tags read.
 fn mixed_batch(seed: u64) -> Vec<Io> {
@@ -230,18 +263,14 @@ fn in_bad(off: u64) -> bool {
 #[test]
 fn flakey_errors_end_exactly_the_commands_that_touch_the_failing_range() {
     const T: &str = "flakey_errors_end_exactly_the_commands_that_touch_the_failing_range";
-    if let Err(why) = dm_targets(&["flakey"]) {
-        return skip(T, &why);
-    }
-    let mut s = Setup::new("flakey");
-    let (lo, _) = s.loop_dev(DEV_MIB);
-    prefill(&lo, DEV_MIB << 20, 1);
+    let Some((mut s, lo)) = dm_setup(T, "flakey", "flakey") else {
+        return;
+    };
     // Up 0 s, down 1 s, no features: always down, every I/O of the range fails.
-    let (_, dm) = s.dm("flakey", &table_with(&lo, &format!("flakey {} {BAD_START} 0 1", lo.display())));
+    let (_, dm) = s.dm("flakey", &flakey_table(&lo, ""));
     for (k, iface) in ASYNC.iter().enumerate() {
         let seed = 10 + k as u64;
-        let dev = open(&dm, &format!("async={iface},direct=1"));
-        let mut q = dev.queue(8).unwrap();
+        let (dev, mut q) = direct_queue(&dm, iface);
         let ios = mixed_batch(seed);
         let done = run_batch(&dev, &mut q, &ios);
         let mut failed = 0;
@@ -306,18 +335,13 @@ fn flakey_errors_end_exactly_the_commands_that_touch_the_failing_range() {
 #[test]
 fn flakey_dropped_writes_are_acknowledged_and_absent_as_the_device_says() {
     const T: &str = "flakey_dropped_writes_are_acknowledged_and_absent_as_the_device_says";
-    if let Err(why) = dm_targets(&["flakey"]) {
-        return skip(T, &why);
-    }
-    let mut s = Setup::new("drop");
-    let (lo, _) = s.loop_dev(DEV_MIB);
-    prefill(&lo, DEV_MIB << 20, 1);
-    let target = format!("flakey {} {BAD_START} 0 1 1 drop_writes", lo.display());
-    let (_, dm) = s.dm("drop", &table_with(&lo, &target));
+    let Some((mut s, lo)) = dm_setup(T, "flakey", "drop") else {
+        return;
+    };
+    let (_, dm) = s.dm("drop", &flakey_table(&lo, " 1 drop_writes"));
     for (k, iface) in ASYNC.iter().enumerate() {
         let seed = 30 + k as u64;
-        let dev = open(&dm, &format!("async={iface},direct=1"));
-        let mut q = dev.queue(8).unwrap();
+        let (dev, mut q) = direct_queue(&dm, iface);
         let ios = mixed_batch(seed);
         for (io, d) in ios.iter().zip(run_batch(&dev, &mut q, &ios)) {
             // The device acknowledges a dropped write: nothing below the library can tell.
@@ -347,17 +371,13 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 #[test]
 fn delayed_commands_show_in_the_latencies_and_do_not_wedge_or_hang_a_queue() {
     const T: &str = "delayed_commands_show_in_the_latencies_and_do_not_wedge_or_hang_a_queue";
-    if let Err(why) = dm_targets(&["delay"]) {
-        return skip(T, &why);
-    }
-    let mut s = Setup::new("delay");
-    let (lo, _) = s.loop_dev(DEV_MIB);
-    prefill(&lo, DEV_MIB << 20, 1);
+    let Some((mut s, lo)) = dm_setup(T, "delay", "delay") else {
+        return;
+    };
     const DELAY_MS: u64 = 200;
     let (_, dm) = s.dm("delay", &table_with(&lo, &format!("delay {} {BAD_START} {DELAY_MS}", lo.display())));
     for iface in ASYNC {
-        let dev = open(&dm, &format!("async={iface},direct=1"));
-        let mut q = dev.queue(8).unwrap();
+        let (dev, mut q) = direct_queue(&dm, iface);
         // 64 reads, one in 16 on the delayed range.
         let ios: Vec<Io> = (0..64u64)
             .map(|i| Io {
@@ -457,8 +477,7 @@ fn scsi_medium_errors_end_exactly_the_reads_of_the_bad_sectors() {
         .collect();
     let errno_of = |s: Status| s.errno().unwrap_or(0);
     for iface in ASYNC {
-        let dev = open(&disk, &format!("async={iface},direct=1"));
-        let mut q = dev.queue(8).unwrap();
+        let (dev, mut q) = direct_queue(&disk, iface);
         let done = run_batch(&dev, &mut q, &ios);
         let mut failed = Vec::new();
         for (io, d) in ios.iter().zip(&done) {
@@ -660,8 +679,7 @@ fn scsi_timeouts_end_exactly_the_command_the_device_ignored() {
         assert!(took >= timeout.mul_f64(0.9), "{what}: {io:?} failed after {took:?}, before the {timeout:?} timeout");
     };
     for iface in ASYNC {
-        let dev = open(&disk, &format!("async={iface},direct=1"));
-        let mut q = dev.queue(8).unwrap();
+        let (dev, mut q) = direct_queue(&disk, iface);
         // Writing every_nth sets scsi_debug's command count to a multiple of it: the
         // N-th medium access command from now on is ignored (never answered). scsi_debug
         // counts and tests the count in two steps, so commands queued at the same moment
@@ -793,6 +811,31 @@ enum Writer {
 }
 
 impl Writer {
+    /// The synchronous path of `dev` for a `sync=` configuration, else a queue of 8.
+    fn new(dev: Device, opts: &str) -> Writer {
+        if opts.starts_with("sync=") {
+            Writer::Sync(dev)
+        } else {
+            let q = dev.queue(8).unwrap();
+            Writer::Async(dev, q)
+        }
+    }
+    /// Writes `n` blocks with the pattern of `seed`, at block offsets below `blocks` drawn
+    /// from the generator state `x` (advanced), and records each in `model` (offset →
+    /// seed); returns them.
+    fn write_random(&mut self, x: &mut u64, n: u64, blocks: u64, seed: u64, model: &mut BTreeMap<u64, u64>) -> Vec<Io> {
+        let ios: Vec<Io> = (0..n)
+            .map(|_| {
+                *x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                Io { write: true, off: ((*x >> 33) % blocks) * BS, seed }
+            })
+            .collect();
+        self.write_all(&ios);
+        for io in &ios {
+            model.insert(io.off, io.seed);
+        }
+        ios
+    }
     fn write_all(&mut self, ios: &[Io]) {
         match self {
             Writer::Sync(d) => {
@@ -853,12 +896,7 @@ fn every_write_acknowledged_before_a_flush_is_in_the_log_before_that_flush() {
     for (k, opts) in configs.iter().enumerate() {
         let (name, dm) = s.dm("lw", &table);
         let dev = open(&dm, opts);
-        let mut path = if opts.starts_with("sync=") {
-            Writer::Sync(dev)
-        } else {
-            let q = dev.queue(8).unwrap();
-            Writer::Async(dev, q)
-        };
+        let mut path = Writer::new(dev, opts);
         // Phases of writes (later ones overwrite some blocks of earlier ones), each ended
         // by a flush and a mark; the last phase is not flushed.
         let mut model: BTreeMap<u64, u64> = BTreeMap::new();
@@ -867,16 +905,7 @@ fn every_write_acknowledged_before_a_flush_is_in_the_log_before_that_flush() {
         let mut x = 0x9E37_79B9u64 ^ k as u64;
         for phase in 0..=PHASES {
             let seed = 1000 * (k as u64 + 1) + phase;
-            let ios: Vec<Io> = (0..PER_PHASE)
-                .map(|_| {
-                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                    Io { write: true, off: ((x >> 33) % blocks) * BS, seed }
-                })
-                .collect();
-            path.write_all(&ios);
-            for io in &ios {
-                model.insert(io.off, io.seed);
-            }
+            let ios = path.write_random(&mut x, PER_PHASE, blocks, seed, &mut model);
             if phase == PHASES && opts == "sync=psync" {
                 run("dmsetup", &["message", &name, "0", "mark", "unflushed"]).unwrap();
                 unflushed = Some(ios.clone());
@@ -969,8 +998,8 @@ fn json_int(text: &str, section: &str, key: &str) -> Option<i64> {
 
 /// What the tests that run `ioswitch bench` beside fio on a dm-flakey device need: the
 /// flakey target, the CLI (`IOSWITCH_CLI`) and a working fio. Skips test `t` with the
-/// reason and gives `None` when one is missing.
-fn bench_and_fio_on_flakey(t: &str) -> Option<std::ffi::OsString> {
+/// reason and gives `None` when one is missing; else the CLI and [`prefilled`]`(tag)`.
+fn bench_and_fio_on_flakey(t: &str, tag: &str) -> Option<(std::ffi::OsString, Setup, PathBuf)> {
     if let Err(why) = dm_targets(&["flakey"]) {
         skip(t, &why);
         return None;
@@ -983,34 +1012,41 @@ fn bench_and_fio_on_flakey(t: &str) -> Option<std::ffi::OsString> {
         skip(t, &format!("fio is not usable: {e}"));
         return None;
     }
-    Some(cli)
+    let (s, lo) = prefilled(tag);
+    Some((cli, s, lo))
+}
+
+/// The job both fio and `ioswitch bench` run in the tests below: `rw` of `size` bytes
+/// over `dev` through libaio at iodepth 1, O_DIRECT, 4 KiB blocks, `verify`, then the
+/// options `more`, with fio's JSON report.
+fn libaio_qd1_job(dev: &Path, rw: &str, size: &str, verify: &str, more: &[String]) -> Vec<String> {
+    let mut args = vec![
+        "--name=j".to_string(),
+        format!("--filename={}", dev.display()),
+        format!("--rw={rw}"),
+        "--bs=4k".into(),
+        format!("--size={size}"),
+        "--ioengine=libaio".into(),
+        "--iodepth=1".into(),
+        "--direct=1".into(),
+        format!("--verify={verify}"),
+    ];
+    args.extend_from_slice(more);
+    args.push("--output-format=json".into());
+    args
 }
 
 #[test]
 fn bench_stops_at_the_first_failed_io_and_reports_it_as_fio_does() {
     const T: &str = "bench_stops_at_the_first_failed_io_and_reports_it_as_fio_does";
-    let Some(cli) = bench_and_fio_on_flakey(T) else {
+    let Some((cli, mut s, lo)) = bench_and_fio_on_flakey(T, "bench") else {
         return;
     };
-    let mut s = Setup::new("bench");
-    let (lo, _) = s.loop_dev(DEV_MIB);
-    prefill(&lo, DEV_MIB << 20, 1);
-    let (_, dm) = s.dm("bench", &table_with(&lo, &format!("flakey {} {BAD_START} 0 1", lo.display())));
+    let (_, dm) = s.dm("bench", &flakey_table(&lo, ""));
     // Sequential jobs over the first 4 MiB run into the failing range at 2 MiB. The read
     // job does not verify: the device holds no data with fio's verify headers.
     for (rw, dir, verify) in [("write", "write", "crc32c"), ("read", "read", "0")] {
-        let args = [
-            "--name=j".to_string(),
-            format!("--filename={}", dm.display()),
-            format!("--rw={rw}"),
-            "--bs=4k".into(),
-            "--size=4m".into(),
-            "--ioengine=libaio".into(),
-            "--iodepth=1".into(),
-            "--direct=1".into(),
-            format!("--verify={verify}"),
-            "--output-format=json".into(),
-        ];
+        let args = libaio_qd1_job(&dm, rw, "4m", verify, &[]);
         let fio = Command::new("fio").args(&args).output().unwrap();
         let ours = Command::new(&cli).arg("bench").args(&args).output().unwrap();
         let (fo, oo) = (String::from_utf8_lossy(&fio.stdout), String::from_utf8_lossy(&ours.stdout));
@@ -1072,17 +1108,13 @@ fn job_outcome(what: &str, cmd: &mut Command) -> JobOutcome {
 #[test]
 fn bench_goes_on_after_failed_ios_with_continue_on_error_as_fio_does() {
     const T: &str = "bench_goes_on_after_failed_ios_with_continue_on_error_as_fio_does";
-    let Some(cli) = bench_and_fio_on_flakey(T) else {
+    let Some((cli, mut s, lo)) = bench_and_fio_on_flakey(T, "coe") else {
         return;
     };
-    let mut s = Setup::new("coe");
-    let (lo, _) = s.loop_dev(DEV_MIB);
-    prefill(&lo, DEV_MIB << 20, 1);
     // Every I/O of the range fails (EIO); and a device that drops the range's writes, so
     // that a verify finds old data there (EILSEQ).
-    let (_, down) = s.dm("coe-down", &table_with(&lo, &format!("flakey {} {BAD_START} 0 1", lo.display())));
-    let (_, drop) =
-        s.dm("coe-drop", &table_with(&lo, &format!("flakey {} {BAD_START} 0 1 1 drop_writes", lo.display())));
+    let (_, down) = s.dm("coe-down", &flakey_table(&lo, ""));
+    let (_, drop) = s.dm("coe-drop", &flakey_table(&lo, " 1 drop_writes"));
     const SIZE: i64 = 3 << 20;
     let bad_ios = (BAD_LEN << 9) as i64 / BS as i64;
     let good = SIZE - (BAD_LEN << 9) as i64;
@@ -1101,19 +1133,7 @@ fn bench_goes_on_after_failed_ios_with_continue_on_error_as_fio_does() {
         (&drop, "write", "crc32c", "verify", (eilseq, bad_ios, eilseq, SIZE, SIZE, 0)),
     ];
     for (dm, rw, verify, coe, want) in cases {
-        let args = [
-            "--name=j".to_string(),
-            format!("--filename={}", dm.display()),
-            format!("--rw={rw}"),
-            "--bs=4k".into(),
-            format!("--size={SIZE}"),
-            "--ioengine=libaio".into(),
-            "--iodepth=1".into(),
-            "--direct=1".into(),
-            format!("--verify={verify}"),
-            format!("--continue_on_error={coe}"),
-            "--output-format=json".into(),
-        ];
+        let args = libaio_qd1_job(dm, rw, &SIZE.to_string(), verify, &[format!("--continue_on_error={coe}")]);
         let job = format!("--rw={rw} --verify={verify} --continue_on_error={coe} on {}", dm.display());
         let fio = job_outcome(&format!("fio {job}"), Command::new("fio").args(&args));
         let ours = job_outcome(&format!("ioswitch bench {job}"), Command::new(&cli).arg("bench").args(&args));
@@ -1169,27 +1189,13 @@ fn file_writes_flushed_under_ext4_are_in_the_file_system_replayed_to_that_flush(
     let mut control = Vec::new();
     for (k, opts) in configs.iter().enumerate() {
         let dev = open(&files[k], opts);
-        let mut path = if opts.starts_with("sync=") {
-            Writer::Sync(dev)
-        } else {
-            let q = dev.queue(8).unwrap();
-            Writer::Async(dev, q)
-        };
+        let mut path = Writer::new(dev, opts);
         let mut model = BTreeMap::new();
         let mut snaps = Vec::new();
         let mut x = 0x51ED_270Bu64 ^ k as u64;
         for phase in 0..PHASES {
             let seed = 5000 + 10 * k as u64 + phase;
-            let ios: Vec<Io> = (0..16)
-                .map(|_| {
-                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                    Io { write: true, off: ((x >> 33) % blocks) * BS, seed }
-                })
-                .collect();
-            path.write_all(&ios);
-            for io in &ios {
-                model.insert(io.off, io.seed);
-            }
+            path.write_random(&mut x, 16, blocks, seed, &mut model);
             path.flush();
             run("dmsetup", &["message", &name, "0", "mark", &format!("f{k}-{phase}")]).unwrap();
             snaps.push(model.clone());

@@ -27,6 +27,18 @@ fn loop_tools() -> Result<(), String> {
     Ok(())
 }
 
+/// The start of the loop-device tests: skips test `t` (`None`) when [`loop_tools`] are
+/// missing, else a [`Setup`] named `tag` with a loop device of `mib` MiB (no partitions).
+fn loop_setup(t: &str, tag: &str, mib: u64) -> Option<(Setup, PathBuf)> {
+    if let Err(why) = loop_tools() {
+        skip(t, &why);
+        return None;
+    }
+    let mut s = Setup::new(tag);
+    let dev = s.loop_dev(mib, false).unwrap();
+    Some((s, dev))
+}
+
 fn tmpdir(tag: &str) -> PathBuf {
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -217,11 +229,9 @@ fn fsck_clean(dev: &Path) {
 #[test]
 fn a_mounted_file_system_refuses_writes_and_allows_reads() {
     const T: &str = "a_mounted_file_system_refuses_writes_and_allows_reads";
-    if let Err(why) = loop_tools() {
-        return skip(T, &why);
-    }
-    let mut s = Setup::new("mounted");
-    let dev = s.loop_dev(64, false).unwrap();
+    let Some((mut s, dev)) = loop_setup(T, "mounted", 64) else {
+        return;
+    };
     let mnt = s.mount_ext4(&dev).unwrap();
     check_block_refusals(&dev, &format!("mounted on {}", mnt.display()));
     write_back_with_override(&dev, 1 << 20);
@@ -264,11 +274,9 @@ fn a_disk_with_a_mounted_partition_refuses_writes_but_its_other_partition_takes_
 #[test]
 fn a_swap_device_refuses_writes() {
     const T: &str = "a_swap_device_refuses_writes";
-    if let Err(why) = loop_tools() {
-        return skip(T, &why);
-    }
-    let mut s = Setup::new("swap");
-    let dev = s.loop_dev(32, false).unwrap();
+    let Some((mut s, dev)) = loop_setup(T, "swap", 32) else {
+        return;
+    };
     let d = dev.to_str().unwrap();
     run("mkswap", &[d]).unwrap();
     if let Err(e) = run("swapon", &[d]) {
@@ -304,11 +312,9 @@ fn a_device_under_device_mapper_refuses_writes() {
 #[test]
 fn an_exclusive_opener_is_refused_even_when_no_table_names_it() {
     const T: &str = "an_exclusive_opener_is_refused_even_when_no_table_names_it";
-    if let Err(why) = loop_tools() {
-        return skip(T, &why);
-    }
-    let mut s = Setup::new("excl");
-    let dev = s.loop_dev(16, false).unwrap();
+    let Some((_s, dev)) = loop_setup(T, "excl", 16) else {
+        return;
+    };
     let c = std::ffi::CString::new(dev.to_str().unwrap()).unwrap();
     // SAFETY: c is a valid C string.
     let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_EXCL | libc::O_CLOEXEC) };

@@ -19,58 +19,11 @@ Errors are ``ioswitch.Error`` (an ``OSError`` with ``errno``) or one of its subc
 ``ioswitch.bench.run(job)`` runs fio jobs and returns fio's JSON report as a dict.
 """
 
-from ._ioswitch import (
-    BadCommandError,
-    BadOptionError,
-    BadUriError,
-    BenchError,
-    Buffer,
-    BufferSizeError,
-    BusyError,
-    InUseError,
-    CommandError,
-    Completion,
-    Device,
-    Error,
-    Geometry,
-    Ident,
-    MisalignedError,
-    OutOfRangeError,
-    PmemRange,
-    Queue,
-    QueueError,
-    QueueStats,
-    UnsupportedError,
-    __version__,
-    enumerate,
-    option_keys,
-)
-from . import bench
+from . import _ioswitch, bench
+from ._ioswitch import *  # noqa: F403 (the native module's __all__: every name lib.rs adds)
 
-__all__ = [
-    "BadCommandError",
-    "BadOptionError",
-    "BadUriError",
-    "BenchError",
-    "Buffer",
-    "BufferSizeError",
-    "BusyError",
-    "InUseError",
-    "CommandError",
-    "Completion",
-    "Device",
-    "Error",
-    "Geometry",
-    "Ident",
-    "MisalignedError",
-    "OutOfRangeError",
-    "PmemRange",
-    "Queue",
-    "QueueError",
-    "QueueStats",
-    "UnsupportedError",
-    "__version__",
-    "bench",
-    "enumerate",
-    "option_keys",
-]
+del _bench_run  # noqa: F821 (the native half of bench.run, not a public name)
+
+# The public names: the native module's, less its private one, and the bench module. The
+# stubs (__init__.pyi) list them for type checkers.
+__all__ = [name for name in _ioswitch.__all__ if name != "_bench_run"] + ["bench"]

@@ -25,6 +25,7 @@ __all__ = [
     "Ident",
     "MisalignedError",
     "OutOfRangeError",
+    "PmemRange",
     "Queue",
     "QueueError",
     "QueueStats",

@@ -49,6 +49,7 @@ __all__ = [
     "Ident",
     "MisalignedError",
     "OutOfRangeError",
+    "PmemRange",
     "Queue",
     "QueueError",
     "QueueStats",

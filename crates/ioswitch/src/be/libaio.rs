@@ -320,9 +320,9 @@ mod tests {
     use crate::be::testutil::{
         buf, busy_when_full_and_takes_more_after_a_wait, direct_io_on_a_disk_file_round_trips, dirs,
         dropping_with_commands_in_flight_is_safe, errors_complete_with_the_errno_as_status, flush_completes,
-        in_each_dir, in_temp, open, pattern, refuses_passthrough_commands_and_keeps_the_data, round_trip, run_one,
-        short_transfers_complete_with_eio_and_the_bytes_moved, temp_in, trim_and_write_zeroes_read_back_zeroes,
-        vectored_io_round_trips, InFlight,
+        in_each_dir, in_temp, open, pattern, queue_of_reads, refuses_passthrough_commands_and_keeps_the_data,
+        round_trip, run_one, short_transfers_complete_with_eio_and_the_bytes_moved, temp_in,
+        trim_and_write_zeroes_read_back_zeroes, vectored_io_round_trips, InFlight,
     };
     use crate::{Buffer, Cmd, Device};
 
@@ -404,10 +404,7 @@ mod tests {
     fn libaio_sixteen_submissions_cost_one_io_submit() {
         let t = temp_in(&std::env::temp_dir(), "libaio");
         let dev = open(&t, "async=libaio,create=1,size=1MiB");
-        let mut q = dev.queue(16).unwrap();
-        for i in 0..16 {
-            q.submit(&Cmd::fs_read(i * 4096, 4096), dev.alloc(4096).unwrap().into(), i).unwrap();
-        }
+        let mut q = queue_of_reads(&dev, 16);
         assert_eq!(q.stats().syscalls, 0, "submit makes no syscall");
         assert_eq!(q.commit().unwrap(), 16);
         assert_eq!(q.stats().syscalls, 1, "one io_submit for the batch");

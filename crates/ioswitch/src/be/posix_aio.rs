@@ -378,7 +378,7 @@ mod tests {
     use super::*;
     use crate::be::testutil::{
         buf, direct_io_on_a_disk_file_round_trips, dirs, dropping_with_commands_in_flight_is_safe,
-        errors_complete_with_the_errno_as_status, flush_completes, in_each_dir, in_temp, open, pattern,
+        errors_complete_with_the_errno_as_status, flush_completes, in_each_dir, in_temp, open, pattern, queue_of_reads,
         refuses_passthrough_commands_and_keeps_the_data, round_trip,
         short_transfers_complete_with_eio_and_the_bytes_moved, temp_in, trim_and_write_zeroes_read_back_zeroes,
         InFlight,
@@ -474,10 +474,7 @@ mod tests {
     fn posix_is_busy_when_full_and_takes_more_after_a_poke() {
         let t = temp_in(&std::env::temp_dir(), "posix");
         let dev = open(&t, "async=posix,create=1,size=64KiB");
-        let mut q = dev.queue(4).unwrap();
-        for i in 0..4 {
-            q.submit(&Cmd::fs_read(i * 4096, 4096), dev.alloc(4096).unwrap().into(), i).unwrap();
-        }
+        let mut q = queue_of_reads(&dev, 4);
         let r = q.submit(&Cmd::fs_read(0, 4096), dev.alloc(4096).unwrap().into(), 9).unwrap_err();
         assert!(matches!(r.error, Error::Busy { depth: 4 }), "{r}");
         let mut data = Some(r.data);
@@ -496,10 +493,7 @@ mod tests {
     fn posix_wait_returns_at_least_min_and_drain_the_rest() {
         let t = temp_in(&std::env::temp_dir(), "posix");
         let dev = open(&t, "async=posix,create=1,size=1MiB");
-        let mut q = dev.queue(32).unwrap();
-        for i in 0..32 {
-            q.submit(&Cmd::fs_read(i * 4096, 4096), dev.alloc(4096).unwrap().into(), i).unwrap();
-        }
+        let mut q = queue_of_reads(&dev, 32);
         let n = q.wait(8, |c| assert!(c.status.is_ok())).unwrap();
         assert!(n >= 8, "{n}");
         assert_eq!(n + q.drain(|c| assert!(c.status.is_ok())).unwrap(), 32);
@@ -526,10 +520,7 @@ mod tests {
     fn posix_counts_two_syscalls_per_single_buffer_read() {
         let t = temp_in(&std::env::temp_dir(), "posix");
         let dev = open(&t, "async=posix,create=1,size=1MiB");
-        let mut q = dev.queue(16).unwrap();
-        for i in 0..16 {
-            q.submit(&Cmd::fs_read(i * 4096, 4096), dev.alloc(4096).unwrap().into(), i).unwrap();
-        }
+        let mut q = queue_of_reads(&dev, 16);
         assert_eq!(q.stats().syscalls, 32);
         assert_eq!(q.commit().unwrap(), 0, "nothing is batched");
         q.drain(|_| {}).unwrap();

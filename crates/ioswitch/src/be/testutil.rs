@@ -5,7 +5,7 @@ use crate::be::{prepare, AsyncQueue, Backend};
 use crate::buf::Data;
 use crate::dev::Inner;
 use crate::queue::Completion;
-use crate::{Buffer, Cmd, Device, Error, Opts};
+use crate::{Buffer, Cmd, Device, Error, Opts, Queue};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -242,13 +242,20 @@ pub(crate) fn trim_and_write_zeroes_read_back_zeroes(dev: &Device, flush_first: 
     .unwrap();
 }
 
+/// A queue of depth `n` on `dev` with `n` file-set reads of 4 KiB submitted (block `i`,
+/// tag `i`), not committed.
+pub(crate) fn queue_of_reads(dev: &Device, n: u64) -> Queue {
+    let mut q = dev.queue(n as u32).unwrap();
+    for i in 0..n {
+        q.submit(&Cmd::fs_read(i * 4096, 4096), dev.alloc(4096).unwrap().into(), i).unwrap();
+    }
+    q
+}
+
 /// A qd4 queue with 4 reads in flight refuses a fifth (Busy, the data back), takes it
 /// after a wait, then pokes until nothing is outstanding.
 pub(crate) fn busy_when_full_and_takes_more_after_a_wait(dev: &Device) {
-    let mut q = dev.queue(4).unwrap();
-    for i in 0..4 {
-        q.submit(&Cmd::fs_read(i * 4096, 4096), dev.alloc(4096).unwrap().into(), i).unwrap();
-    }
+    let mut q = queue_of_reads(dev, 4);
     let r = q.submit(&Cmd::fs_read(0, 4096), dev.alloc(4096).unwrap().into(), 9).unwrap_err();
     assert!(matches!(r.error, Error::Busy { depth: 4 }), "{r}");
     assert_eq!(r.data.total_len(), 4096, "the data comes back");

@@ -347,8 +347,8 @@ mod tests {
     use super::*;
     use crate::be::testutil::{
         buf, busy_when_full_and_takes_more_after_a_wait, dirs, dropping_with_commands_in_flight_is_safe, in_each_dir,
-        in_temp, open, open_uri, pattern, temp_in, trim_and_write_zeroes_read_back_zeroes, vectored_io_round_trips,
-        InFlight,
+        in_temp, open, open_uri, pattern, queue_of_reads, temp_in, trim_and_write_zeroes_read_back_zeroes,
+        vectored_io_round_trips, InFlight,
     };
     use crate::be::{prepare, SyncIo};
     use crate::buf::Buffer;
@@ -446,10 +446,7 @@ mod tests {
     fn thrpool_counts_the_sync_calls_and_the_wakeups() {
         let t = temp_in(&std::env::temp_dir(), "thrpool");
         let dev = open(&t, "async=thrpool,threads=1,create=1,size=1MiB");
-        let mut q = dev.queue(16).unwrap();
-        for i in 0..16 {
-            q.submit(&Cmd::fs_read(i * 4096, 4096), dev.alloc(4096).unwrap().into(), i).unwrap();
-        }
+        let mut q = queue_of_reads(&dev, 16);
         assert!(q.stats().syscalls <= 1, "submit makes no syscall; the one worker may have gone to sleep");
         q.drain(|_| {}).unwrap();
         let s = q.stats().syscalls;

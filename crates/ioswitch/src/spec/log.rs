@@ -155,37 +155,21 @@ impl ErrorLog {
 /// Size of the SMART / Health Information log page.
 pub const SMART_LEN: usize = 512;
 
-/// Critical Warning bits of the SMART / Health log (byte 0).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct CriticalWarning {
-    /// The byte as reported.
-    pub raw: u8,
-    /// Bit 0: available spare is below its threshold.
-    pub spare_below_threshold: bool,
-    /// Bit 1: a temperature is outside its threshold.
-    pub temperature: bool,
-    /// Bit 2: reliability is degraded by media or internal errors.
-    pub reliability_degraded: bool,
-    /// Bit 3: all media is read-only.
-    pub read_only: bool,
-    /// Bit 4: the volatile memory backup device failed.
-    pub volatile_backup_failed: bool,
-    /// Bit 5: the persistent memory region became read-only.
-    pub pmr_read_only: bool,
-}
-
-impl CriticalWarning {
-    /// Decodes the Critical Warning byte.
-    pub fn from_byte(raw: u8) -> CriticalWarning {
-        CriticalWarning {
-            raw,
-            spare_below_threshold: raw & 1 != 0,
-            temperature: raw & 2 != 0,
-            reliability_degraded: raw & 4 != 0,
-            read_only: raw & 8 != 0,
-            volatile_backup_failed: raw & 16 != 0,
-            pmr_read_only: raw & 32 != 0,
-        }
+flag_byte! {
+    /// Critical Warning bits of the SMART / Health log (byte 0).
+    pub struct CriticalWarning {
+        /// Bit 0: available spare is below its threshold.
+        spare_below_threshold = 1,
+        /// Bit 1: a temperature is outside its threshold.
+        temperature = 2,
+        /// Bit 2: reliability is degraded by media or internal errors.
+        reliability_degraded = 4,
+        /// Bit 3: all media is read-only.
+        read_only = 8,
+        /// Bit 4: the volatile memory backup device failed.
+        volatile_backup_failed = 16,
+        /// Bit 5: the persistent memory region became read-only.
+        pmr_read_only = 32,
     }
 }
 

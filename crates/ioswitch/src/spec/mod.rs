@@ -1,6 +1,33 @@
 //! NVMe specification types: the 64-byte submission entry, the 16-byte completion entry
 //! and the status field, plus the mapping from Linux errno values to NVMe status.
 
+/// A byte of named flag bits (the SMART log's Critical Warning, a zone's attributes): the
+/// struct, with the byte as reported in `raw` and one `bool` a named bit, and its decoder
+/// `from_byte`.
+macro_rules! flag_byte {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $($(#[$fmeta:meta])* $field:ident = $bit:expr,)*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+        pub struct $name {
+            /// The byte as reported.
+            pub raw: u8,
+            $($(#[$fmeta])* pub $field: bool,)*
+        }
+
+        impl $name {
+            /// Decodes the byte.
+            pub fn from_byte(raw: u8) -> $name {
+                $name { raw, $($field: raw & $bit != 0,)* }
+            }
+        }
+    };
+}
+
 pub mod feat;
 pub mod idfy;
 pub mod log;

@@ -84,34 +84,19 @@ impl ZoneState {
     }
 }
 
-/// Zone Attributes (descriptor byte 2).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct ZoneAttrs {
-    /// The byte as reported.
-    pub raw: u8,
-    /// Bit 0, ZFC: the controller finished the zone (Zone Active Excursion).
-    pub finished_by_controller: bool,
-    /// Bit 1, FZR: the controller recommends finishing the zone.
-    pub finish_recommended: bool,
-    /// Bit 2, RZR: the controller recommends resetting the zone.
-    pub reset_recommended: bool,
-    /// Bit 3, ZRWAV: a zone random write area is allocated to the zone.
-    pub zrwa_valid: bool,
-    /// Bit 7, ZDEV: the zone descriptor extension is valid.
-    pub ext_valid: bool,
-}
-
-impl ZoneAttrs {
-    /// Decodes the attribute byte.
-    pub fn from_byte(raw: u8) -> ZoneAttrs {
-        ZoneAttrs {
-            raw,
-            finished_by_controller: raw & 1 != 0,
-            finish_recommended: raw & 2 != 0,
-            reset_recommended: raw & 4 != 0,
-            zrwa_valid: raw & 8 != 0,
-            ext_valid: raw & 0x80 != 0,
-        }
+flag_byte! {
+    /// Zone Attributes (descriptor byte 2).
+    pub struct ZoneAttrs {
+        /// Bit 0, ZFC: the controller finished the zone (Zone Active Excursion).
+        finished_by_controller = 1,
+        /// Bit 1, FZR: the controller recommends finishing the zone.
+        finish_recommended = 2,
+        /// Bit 2, RZR: the controller recommends resetting the zone.
+        reset_recommended = 4,
+        /// Bit 3, ZRWAV: a zone random write area is allocated to the zone.
+        zrwa_valid = 8,
+        /// Bit 7, ZDEV: the zone descriptor extension is valid.
+        ext_valid = 0x80,
     }
 }
 

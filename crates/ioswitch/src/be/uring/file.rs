@@ -549,6 +549,7 @@ impl Ring<File> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::be::testutil::queue_of_reads;
     use crate::be::uring::{single_issuer_supported, NO_REG};
     use crate::be::AsyncQueue;
     use crate::cmd::DsmRange;
@@ -927,10 +928,7 @@ mod tests {
         assert_eq!(q.uring.inflight(), 15);
         drop(q);
         // Through a Queue: a panicking callback, then the drop does not hang.
-        let mut q = dev.queue(16).unwrap();
-        for i in 0..16u64 {
-            q.submit(&Cmd::fs_read(i * 4096, 4096), dev.alloc(4096).unwrap().into(), i).unwrap();
-        }
+        let mut q = queue_of_reads(&dev, 16);
         let mut k = 0;
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             q.drain(|_| {

@@ -178,22 +178,14 @@ pub(crate) fn case_alignment(ctx: &Ctx) -> Res {
     }
     if ctx.row.direct() {
         let off_align = ctx.dev.geometry().dio_offset_align as u64;
-        let b = misaligned(1, a, Some(s))?;
-        let before = b.to_vec();
-        want_misaligned(
-            r.one((Cmd::write(ctx.nsid, a / u, ctx.nlb(len)), b.into()))?,
-            "write from a misaligned buffer",
-            "buffer address",
-            &before,
-        )?;
-        let b = misaligned(1, a, None)?;
-        let before = b.to_vec();
-        want_misaligned(
-            r.one((Cmd::read(ctx.nsid, a / u, ctx.nlb(len)), b.into()))?,
-            "read into a misaligned buffer",
-            "buffer address",
-            &before,
-        )?;
+        for (cmd, what, seed) in [
+            (Cmd::write(ctx.nsid, a / u, ctx.nlb(len)), "write from a misaligned buffer", Some(s)),
+            (Cmd::read(ctx.nsid, a / u, ctx.nlb(len)), "read into a misaligned buffer", None),
+        ] {
+            let b = misaligned(1, a, seed)?;
+            let before = b.to_vec();
+            want_misaligned(r.one((cmd, b.into()))?, what, "buffer address", &before)?;
+        }
         let v = vec![ctx.pat(a, u, s)?, {
             let mut b = Buffer::with_alignment(3 * u as usize, align, 1).map_err(|e| format!("with_alignment: {e}"))?;
             fill(&mut b, a + u, s);

@@ -12,7 +12,6 @@ use ioswitch_testkit::tools::{output, FIO};
 use ioswitch_testkit::{fio_scratch, skip, text};
 use std::process::Output;
 
-/// A 1 MiB tmpfs mounted on a directory, unmounted when dropped.
 /// Exit status, (error, total_err, first_error, bytes written), lines on stderr.
 type Outcome = (Option<i32>, Option<(i64, i64, i64, u64)>, usize);
 

@@ -14,7 +14,6 @@ use ioswitch_testkit::tools::output;
 use ioswitch_testkit::{fio_scratch, skip, text};
 use std::process::Command;
 
-/// A tmpfs mounted on a directory, unmounted when dropped.
 /// Bytes free on the file system holding `dir` (stat -f: free blocks × block size).
 fn free_bytes(dir: &str) -> u64 {
     let o = Command::new("stat").args(["-f", "-c", "%f %S", dir]).output().expect("run stat -f");

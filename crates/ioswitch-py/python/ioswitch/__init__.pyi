@@ -270,6 +270,12 @@ class PmemRange:
     def released(self) -> bool: ...
     def persist(self, offset: int = 0, length: int | None = None) -> None:
         """Makes `length` bytes at `offset` of the range durable (write-backs + fence)."""
+    def read_at(self, offset: int, length: int) -> bytes:
+        """Copies `length` bytes at `offset` of the range under the SIGBUS guard
+        (``ioswitch.Error`` with errno EIO where a page is gone)."""
+    def write_at(self, offset: int, data: _Readable) -> None:
+        """Copies `data` to `offset` of the range durably (no ``persist`` needed), under
+        the SIGBUS guard."""
     def release(self) -> None: ...
     def __enter__(self) -> PmemRange: ...
     def __exit__(

@@ -223,8 +223,8 @@ struct iosw_data {
 	int push_now;
 	/*
 	 * With push_now the job runs without a ->commit() hook: td->io_ops is `noop`, a copy
-	 * of fio's ops for this engine with `commit` NULL, and `hooked` the ops fio loaded
-	 * (put back in ->cleanup()). fio then takes the issue time, records the slat
+	 * of fio's ops for this engine with `commit` NULL (and this mode's own ->queue() and
+	 * ->event()), and `hooked` the ops fio loaded (put back in ->cleanup()). fio then takes the issue time, records the slat
 	 * (io_u_queued()) and the submit depth itself, as for any engine without the hook;
 	 * see uncount_complete() for the one count it gets wrong.
 	 */
@@ -247,6 +247,8 @@ struct iosw_data {
 };
 
 static int commit_pending(struct thread_data *td, struct iosw_data *ed);
+static enum fio_q_status iosw_queue_push(struct thread_data *td, struct io_u *io_u);
+static struct io_u *iosw_event_lean(struct thread_data *td, int event);
 
 /* A failed push of n queued commands: logged; returns err. */
 static int __attribute__((noinline, cold)) commit_failed(unsigned int n, int err)
@@ -348,6 +350,9 @@ static int iosw_init(struct thread_data *td)
 		}
 		*ed->noop = *td->io_ops;
 		ed->noop->commit = NULL;
+		/* This mode's own ->queue() and ->event(), without the other modes' tests. */
+		ed->noop->queue = iosw_queue_push;
+		ed->noop->event = iosw_event_lean;
 		ed->hooked = td->io_ops;
 		td->io_ops = ed->noop;
 	} else {
@@ -942,12 +947,11 @@ static enum fio_q_status __attribute__((noinline, cold)) push_failed(struct io_u
 
 /*
  * The async mode's reads and writes when fio commits after each (push_now, no ->commit()
- * hook), from queue_queued: the file's prebuilt command, submitted and pushed in one call;
- * what has completed by then comes back in the same call, into evs from rtail on, for
- * ->getevents(). A frame of its own: only the io_u lives across the call (for
- * push_failed).
+ * hook), in iosw_queue_push: the file's prebuilt command, submitted and pushed in one
+ * call; what has completed by then comes back in the same call, into evs from rtail on,
+ * for ->getevents(). Only the io_u lives across the call (for push_failed).
  */
-static enum fio_q_status __attribute__((noinline))
+static inline enum fio_q_status __attribute__((always_inline))
 queue_push(struct iosw_data *ed, struct io_u *io_u, struct iosw_file *fd, struct ioswitch_cmd *cmd)
 {
 	int err;
@@ -1057,13 +1061,8 @@ static enum fio_q_status __attribute__((noinline)) queue_queued(struct thread_da
 								struct iosw_file *fd)
 {
 	struct ioswitch_cmd *c = fd->qfast[io_u->ddir & 7];
-	struct iosw_data *ed = td->io_ops_data;
 
-	/* Tail calls only: no frame here. */
-	if (__builtin_expect(c != NULL && ed->push_now, 1)) {
-		uncount_complete(td);
-		return queue_push(ed, io_u, fd, c);
-	}
+	/* Tail calls only: no frame here. push_now has its own ->queue(), iosw_queue_push. */
 	if (c != NULL)
 		return queue_rw(td, io_u, fd, c);
 	return queue_other(td, io_u, fd);
@@ -1154,6 +1153,23 @@ static enum fio_q_status iosw_queue(struct thread_data *td, struct io_u *io_u)
 		return FIO_Q_COMPLETED;
 	}
 	return queue_queued(td, io_u, fd);
+}
+
+/*
+ * ->queue() of push_now (no ->commit() hook, the lean path): reads and writes with
+ * file-set commands straight to queue_push, the rest to queue_other. Tail calls only.
+ */
+static enum fio_q_status iosw_queue_push(struct thread_data *td, struct io_u *io_u)
+{
+	struct iosw_file *fd = FILE_ENG_DATA(io_u->file);
+	struct ioswitch_cmd *c = fd->qfast[io_u->ddir & 7];
+
+	fio_ro_check(td, io_u);
+	if (__builtin_expect(c != NULL, 1)) {
+		uncount_complete(td);
+		return queue_push(td->io_ops_data, io_u, fd, c);
+	}
+	return queue_other(td, io_u, fd);
 }
 
 /* A failed reap (ioswitch_queue_reap_at or _reap): logged and recorded; returns err. */
@@ -1311,6 +1327,14 @@ static struct io_u *iosw_event(struct thread_data *td, int event)
 	if (__builtin_expect(ed->region != NULL, 1))
 		return ev_io_u(&ed->evs[ed->evbase + event]);
 	return cpl_io_u(&ed->cpls[event]);
+}
+
+/* ->event() of push_now (no ->commit() hook), which takes the lean path only. */
+static struct io_u *iosw_event_lean(struct thread_data *td, int event)
+{
+	struct iosw_data *ed = td->io_ops_data;
+
+	return ev_io_u(&ed->evs[ed->evbase + event]);
 }
 
 /*

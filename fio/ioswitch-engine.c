@@ -1157,14 +1157,14 @@ static enum fio_q_status iosw_queue(struct thread_data *td, struct io_u *io_u)
 
 /*
  * ->queue() of push_now (no ->commit() hook, the lean path): reads and writes with
- * file-set commands straight to queue_push, the rest to queue_other. Tail calls only.
+ * file-set commands straight to queue_push, the rest to queue_other. Without
+ * fio_ro_check(): td_io_queue() has just made the same check before calling ->queue().
  */
 static enum fio_q_status iosw_queue_push(struct thread_data *td, struct io_u *io_u)
 {
 	struct iosw_file *fd = FILE_ENG_DATA(io_u->file);
 	struct ioswitch_cmd *c = fd->qfast[io_u->ddir & 7];
 
-	fio_ro_check(td, io_u);
 	if (__builtin_expect(c != NULL, 1)) {
 		uncount_complete(td);
 		return queue_push(td->io_ops_data, io_u, fd, c);

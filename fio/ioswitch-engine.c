@@ -229,6 +229,13 @@ struct iosw_data {
 	 * see uncount_complete() for the one count it gets wrong.
 	 */
 	struct ioengine_ops *noop, *hooked;
+	/*
+	 * OWED_COMPLETE, OWED_SUBMIT: a count of depth 1 fio adds after the last ->queue()
+	 * returned that ->queue() could not take back beforehand (its bucket was 0: taking
+	 * it back would have shown fio's other threads a wrapped counter); the next call
+	 * into the engine takes it back (owe(), settle()).
+	 */
+	unsigned int owed;
 	/* Open files with a queue, for ->getevents(). */
 	struct iosw_file **open;
 	unsigned int nopen;
@@ -247,6 +254,7 @@ struct iosw_data {
 };
 
 static int commit_pending(struct thread_data *td, struct iosw_data *ed);
+static void settle(struct thread_data *td, struct iosw_data *ed);
 static enum fio_q_status iosw_queue_push(struct thread_data *td, struct io_u *io_u);
 static struct io_u *iosw_event_lean(struct thread_data *td, int event);
 
@@ -649,6 +657,8 @@ static int iosw_close_file(struct thread_data *td, struct fio_file *f)
 
 	if (!fd)
 		return 0;
+	if (ed && ed->owed)
+		settle(td, ed);
 	if (fd->q) {
 		/* fio quiesces before it closes; should a command still wait, push it now. */
 		if (ed->npending && commit_pending(td, ed) < 0)
@@ -833,18 +843,66 @@ static inline void mark_completed_in_queue(struct thread_data *td)
 	td->ts.total_complete++;
 }
 
+#define OWED_COMPLETE 1u
+#define OWED_SUBMIT 2u
+
+static enum fio_q_status iosw_queue_owed(struct thread_data *td, struct io_u *io_u);
+static int iosw_getevents(struct thread_data *td, unsigned int min, unsigned int max,
+			  const struct timespec *t);
+static int iosw_getevents_owed(struct thread_data *td, unsigned int min, unsigned int max,
+			       const struct timespec *t);
+
+/*
+ * Records counts owed to fio (ed->owed) and points the job's ->queue() and ->getevents()
+ * at the variants that settle them first: the next call into the engine (no test of
+ * ed->owed on the common path).
+ */
+static void __attribute__((noinline, cold)) owe(struct iosw_data *ed, unsigned int what)
+{
+	ed->owed |= what;
+	ed->noop->queue = iosw_queue_owed;
+	ed->noop->getevents = iosw_getevents_owed;
+}
+
 /*
  * Without a ->commit() hook (push_now) fio's td_io_queue() records one submission and one
  * completion of depth 1 after every ->queue(), whatever it returns, and td_io_getevents()
  * records the completions it reaps once more: a queued command's completion would count
  * twice in "IO depths: complete". ->queue() takes the first back before fio adds it
  * (nothing between the two resets fio's statistics, so the pair cancels exactly; a
- * command ->queue() does not queue has it given back, see push_failed).
+ * command ->queue() does not queue has it given back, see refused_unhooked). Only while
+ * the bucket holds something: fio's status output (another thread) must never see it
+ * wrap below 0; otherwise the next call into the engine takes it back (settle()).
  */
-static inline void uncount_complete(struct thread_data *td)
+static inline void uncount_complete(struct thread_data *td, struct iosw_data *ed)
 {
-	td->ts.io_u_complete[1]--;
-	td->ts.total_complete--;
+	if (__builtin_expect(td->ts.io_u_complete[1] != 0, 1)) {
+		td->ts.io_u_complete[1]--;
+		td->ts.total_complete--;
+	} else {
+		owe(ed, OWED_COMPLETE);
+	}
+}
+
+/*
+ * Takes back the counts ed->owed names, which fio added after the last ->queue()
+ * returned. Called first thing by the engine's next ->queue(), ->getevents() or
+ * ->close_file(): nothing but a reset of fio's statistics (which empties the buckets) can
+ * have come in between, so a bucket that holds something still holds that count.
+ */
+static void __attribute__((noinline, cold)) settle(struct thread_data *td, struct iosw_data *ed)
+{
+	if ((ed->owed & OWED_COMPLETE) && td->ts.io_u_complete[1]) {
+		td->ts.io_u_complete[1]--;
+		td->ts.total_complete--;
+	}
+	if ((ed->owed & OWED_SUBMIT) && td->ts.io_u_submit[1]) {
+		td->ts.io_u_submit[1]--;
+		td->ts.total_submit--;
+	}
+	ed->owed = 0;
+	ed->noop->queue = iosw_queue_push;
+	ed->noop->getevents = iosw_getevents;
 }
 
 /* Records a failed synchronous command in the io_u (the first failure is logged). */
@@ -917,12 +975,22 @@ static enum fio_q_status __attribute__((noinline, cold)) refused_unhooked(struct
 	struct iosw_data *ed = td->io_ops_data;
 
 	if (err == -EBUSY && ioswitch_queue_outstanding(fd->q) >= (int)ed->cap) {
-		td->ts.io_u_submit[1]--;
-		td->ts.total_submit--;
+		/* As uncount_complete, for the submission. */
+		if (td->ts.io_u_submit[1]) {
+			td->ts.io_u_submit[1]--;
+			td->ts.total_submit--;
+		} else {
+			owe(ed, OWED_SUBMIT);
+		}
 		return FIO_Q_BUSY;
 	}
-	td->ts.io_u_complete[1]++;
-	td->ts.total_complete++;
+	if (ed->owed & OWED_COMPLETE) {
+		/* uncount_complete owed it: fio's count is the one this command keeps. */
+		ed->owed &= ~OWED_COMPLETE;
+	} else {
+		td->ts.io_u_complete[1]++;
+		td->ts.total_complete++;
+	}
 	io_u->error = -err;
 	if (!ed->reported++)
 		log_err("ioswitch: %s\n", ioswitch_last_error());
@@ -1024,7 +1092,7 @@ static enum fio_q_status __attribute__((noinline)) queue_other(struct thread_dat
 	err = submit(ed, fd, cmd, io_u, nbufs);
 	if (ed->push_now) {
 		/* No ->commit() hook: pushed now, counted as uncount_complete says. */
-		uncount_complete(td);
+		uncount_complete(td, ed);
 		if (err)
 			return refused_unhooked(td, io_u, fd, err);
 		err = ioswitch_queue_commit(fd->q);
@@ -1166,10 +1234,19 @@ static enum fio_q_status iosw_queue_push(struct thread_data *td, struct io_u *io
 	struct ioswitch_cmd *c = fd->qfast[io_u->ddir & 7];
 
 	if (__builtin_expect(c != NULL, 1)) {
-		uncount_complete(td);
-		return queue_push(td->io_ops_data, io_u, fd, c);
+		struct iosw_data *ed = td->io_ops_data;
+
+		uncount_complete(td, ed);
+		return queue_push(ed, io_u, fd, c);
 	}
 	return queue_other(td, io_u, fd);
+}
+
+/* iosw_queue_push while counts are owed to fio (owe()): settles them first. */
+static enum fio_q_status iosw_queue_owed(struct thread_data *td, struct io_u *io_u)
+{
+	settle(td, td->io_ops_data);
+	return iosw_queue_push(td, io_u);
 }
 
 /* A failed reap (ioswitch_queue_reap_at or _reap): logged and recorded; returns err. */
@@ -1212,6 +1289,14 @@ static int iosw_getevents(struct thread_data *td, unsigned int min, unsigned int
 		return n;
 	}
 	return getevents_reap(td, min, max);
+}
+
+/* iosw_getevents while counts are owed to fio (owe()): settles them first. */
+static int iosw_getevents_owed(struct thread_data *td, unsigned int min, unsigned int max,
+			       const struct timespec *t)
+{
+	settle(td, td->io_ops_data);
+	return iosw_getevents(td, min, max, t);
 }
 
 /*

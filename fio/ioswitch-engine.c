@@ -19,22 +19,25 @@
  * thread=1 is required: the library runs helper threads and keeps per-process state
  * that must not be split across fio's forked job processes.
  *
- * Timestamps follow fio's rules for an engine with a ->commit() hook, as fio's libaio
- * and io_uring engines do: ->queue() only queues the command (ioswitch_queue_submit_at);
- * ->commit() pushes every queued command to the kernel (ioswitch_queue_commit: one
- * system call per queue where the interface batches, so iodepth_batch_submit batches
- * for real; with fio's default iodepth_batch=1, which commits after every ->queue(),
- * ->queue() pushes each read and write itself with ioswitch_queue_submit_at_reap, one
- * call instead of two, which also takes back what has completed by then (nil: the command
- * itself) for the next ->getevents() to hand over without a call into ioswitch; and
- * ->commit() only accounts), then takes the issue time once
- * for the batch and records each command's
- * slat (issue - start) with fio's io_u_queued(), and its submit depth. fio takes the
- * completion time when ->getevents() returns (clat = complete - issue). ->getevents()
- * reaps with ioswitch_queue_reap_at, which writes each completion once, in place, into
- * the engine's array that ->event() reads (no callbacks): what has completed, up to
- * fio's maximum, waiting only for what fio's minimum still lacks; the library keeps
- * what comes beyond the maximum for the next call. In the
+ * Timestamps follow fio's rules. With fio's default iodepth_batch=1 (fio commits after
+ * every ->queue()) the job runs without a ->commit() hook, as xNVMe's engine does:
+ * ->queue() pushes each command to the kernel itself (reads and writes with
+ * ioswitch_queue_submit_at_reap, one call that also takes back what has completed by
+ * then, nil: the command itself, for the next ->getevents() to hand over without a call
+ * into ioswitch), and fio takes the issue time after ->queue(), records the slat
+ * (io_u_queued()) and the submit depth. fio then also counts a completion of depth 1 for
+ * every ->queue(), which td_io_getevents() counts again: ->queue() takes that one back
+ * (uncount_complete), so "IO depths: complete" stays whole. With a larger batch the
+ * engine keeps the hook, as fio's libaio and io_uring engines do: ->queue() only queues
+ * the command (ioswitch_queue_submit_at); ->commit() pushes every queued command
+ * (ioswitch_queue_commit: one system call per queue where the interface batches, so
+ * iodepth_batch_submit batches for real), then takes the issue time once for the batch
+ * and records each command's slat with fio's io_u_queued(), and its submit depth. fio
+ * takes the completion time when ->getevents() returns (clat = complete - issue).
+ * ->getevents() reaps with ioswitch_queue_reap_at, which writes each completion once, in
+ * place, into the engine's array that ->event() reads (no callbacks): what has
+ * completed, up to fio's maximum, waiting only for what fio's minimum still lacks; the
+ * library keeps what comes beyond the maximum for the next call. In the
  * synchronous modes (ioswitch_sync alone, or ioswitch_inline=1) fio takes the issue
  * time before ->queue() and there is no slat, as for fio's psync; there ->queue()
  * records the submit and complete depths of each command itself (fio does that only
@@ -192,14 +195,27 @@ struct iosw_data {
 	unsigned int npending;
 	/*
 	 * fio commits after every ->queue() (iodepth_batch=1, its default) and the lean path
-	 * is on (cleared for the classic path in ->post_init()): queue_rw pushes each read
-	 * and write at once (ioswitch_queue_submit_at_reap, one call instead of two, taking
-	 * back what has completed into evs[rtail..]), and ->commit() only does the
-	 * accounting...
+	 * is on (cleared for the classic path in ->post_init()): ->queue() pushes every
+	 * command at once (reads and writes with ioswitch_queue_submit_at_reap, one call
+	 * instead of two, taking back what has completed into evs[rtail..]), and the job has
+	 * no ->commit() hook.
 	 */
 	int push_now;
-	/* ...unless a queued command was not pushed yet (then ->commit() commits). */
-	int unpushed;
+	/*
+	 * With push_now the job runs without a ->commit() hook: td->io_ops is `noop`, a copy
+	 * of fio's ops for this engine with `commit` NULL (and this mode's own ->queue() and
+	 * ->event()), and `hooked` the ops fio loaded (put back in ->cleanup()). fio then takes the issue time, records the slat
+	 * (io_u_queued()) and the submit depth itself, as for any engine without the hook;
+	 * see uncount_complete() for the one count it gets wrong.
+	 */
+	struct ioengine_ops *noop, *hooked;
+	/*
+	 * OWED_COMPLETE, OWED_SUBMIT: a count of depth 1 fio adds after the last ->queue()
+	 * returned that ->queue() could not take back beforehand (its bucket was 0: taking
+	 * it back would have shown fio's other threads a wrapped counter); the next call
+	 * into the engine takes it back (owe(), settle()).
+	 */
+	unsigned int owed;
 	/* Open files with a queue, for ->getevents(). */
 	struct iosw_file **open;
 	unsigned int nopen;
@@ -218,6 +234,9 @@ struct iosw_data {
 };
 
 static int commit_pending(struct thread_data *td, struct iosw_data *ed);
+static void settle(struct thread_data *td, struct iosw_data *ed);
+static enum fio_q_status iosw_queue_push(struct thread_data *td, struct io_u *io_u);
+static struct io_u *iosw_event_lean(struct thread_data *td, int event);
 
 /* A failed push of n queued commands: logged; returns err. */
 static int __attribute__((noinline, cold)) commit_failed(unsigned int n, int err)
@@ -305,6 +324,25 @@ static int iosw_init(struct thread_data *td)
 	if (ed->sync_mode || ed->inline_mode) {
 		/* Like fio's own synchronous engines: this job's ->queue() completes. */
 		td->flags |= (unsigned long long)FIO_SYNCIO << TD_ENG_FLAG_SHIFT;
+	} else if (ed->push_now) {
+		/* Every command reaches the kernel in ->queue(): no ->commit() hook. */
+		ed->noop = malloc(sizeof(*ed->noop));
+		if (!ed->noop) {
+			td->io_ops_data = NULL;
+			free(ed->cpls);
+			free(ed->evs);
+			free(ed->pending);
+			free(ed->open);
+			free(ed);
+			return 1;
+		}
+		*ed->noop = *td->io_ops;
+		ed->noop->commit = NULL;
+		/* This mode's own ->queue() and ->event(), without the other modes' tests. */
+		ed->noop->queue = iosw_queue_push;
+		ed->noop->event = iosw_event_lean;
+		ed->hooked = td->io_ops;
+		td->io_ops = ed->noop;
 	} else {
 		/* ->commit() takes the issue time when the commands reach the kernel. */
 		td->flags |= (unsigned long long)FIO_ASYNCIO_SETS_ISSUE_TIME << TD_ENG_FLAG_SHIFT;
@@ -338,8 +376,25 @@ static void iosw_cleanup(struct thread_data *td)
 	free(ed->bufs);
 	if (ed->pci)
 		ioswitch_dev_close(ed->pci);
+	/* fio reads td->io_ops after this (free_ioengine): its own ops again. */
+	if (ed->noop) {
+		td->io_ops = ed->hooked;
+		free(ed->noop);
+	}
 	free(ed);
 	td->io_ops_data = NULL;
+}
+
+/* The job's commit hook back (the classic path commits in ->commit()). */
+static void use_commit_hook(struct thread_data *td, struct iosw_data *ed)
+{
+	ed->push_now = 0;
+	if (ed->noop) {
+		td->io_ops = ed->hooked;
+		free(ed->noop);
+		ed->noop = NULL;
+	}
+	td->flags |= (unsigned long long)FIO_ASYNCIO_SETS_ISSUE_TIME << TD_ENG_FLAG_SHIFT;
 }
 
 /*
@@ -412,7 +467,7 @@ static int iosw_post_init(struct thread_data *td)
 		return 0;
 	if (!ed->pci)
 		return lean_buffers(td, ed, max_bs, n);
-	ed->push_now = 0; /* the classic path: no ioswitch_queue_submit_at_reap */
+	use_commit_hook(td, ed); /* the classic path: no ioswitch_queue_submit_at_reap */
 	ed->bufs = calloc(n ? n : 1, sizeof(*ed->bufs));
 	if (!ed->bufs)
 		return 1;
@@ -582,6 +637,8 @@ static int iosw_close_file(struct thread_data *td, struct fio_file *f)
 
 	if (!fd)
 		return 0;
+	if (ed && ed->owed)
+		settle(td, ed);
 	if (fd->q) {
 		/* fio quiesces before it closes; should a command still wait, push it now. */
 		if (ed->npending && commit_pending(td, ed) < 0)
@@ -766,6 +823,68 @@ static inline void mark_completed_in_queue(struct thread_data *td)
 	td->ts.total_complete++;
 }
 
+#define OWED_COMPLETE 1u
+#define OWED_SUBMIT 2u
+
+static enum fio_q_status iosw_queue_owed(struct thread_data *td, struct io_u *io_u);
+static int iosw_getevents(struct thread_data *td, unsigned int min, unsigned int max,
+			  const struct timespec *t);
+static int iosw_getevents_owed(struct thread_data *td, unsigned int min, unsigned int max,
+			       const struct timespec *t);
+
+/*
+ * Records counts owed to fio (ed->owed) and points the job's ->queue() and ->getevents()
+ * at the variants that settle them first: the next call into the engine (no test of
+ * ed->owed on the common path).
+ */
+static void __attribute__((noinline, cold)) owe(struct iosw_data *ed, unsigned int what)
+{
+	ed->owed |= what;
+	ed->noop->queue = iosw_queue_owed;
+	ed->noop->getevents = iosw_getevents_owed;
+}
+
+/*
+ * Without a ->commit() hook (push_now) fio's td_io_queue() records one submission and one
+ * completion of depth 1 after every ->queue(), whatever it returns, and td_io_getevents()
+ * records the completions it reaps once more: a queued command's completion would count
+ * twice in "IO depths: complete". ->queue() takes the first back before fio adds it
+ * (nothing between the two resets fio's statistics, so the pair cancels exactly; a
+ * command ->queue() does not queue has it given back, see refused_unhooked). Only while
+ * the bucket holds something: fio's status output (another thread) must never see it
+ * wrap below 0; otherwise the next call into the engine takes it back (settle()).
+ */
+static inline void uncount_complete(struct thread_data *td, struct iosw_data *ed)
+{
+	if (__builtin_expect(td->ts.io_u_complete[1] != 0, 1)) {
+		td->ts.io_u_complete[1]--;
+		td->ts.total_complete--;
+	} else {
+		owe(ed, OWED_COMPLETE);
+	}
+}
+
+/*
+ * Takes back the counts ed->owed names, which fio added after the last ->queue()
+ * returned. Called first thing by the engine's next ->queue(), ->getevents() or
+ * ->close_file(): nothing but a reset of fio's statistics (which empties the buckets) can
+ * have come in between, so a bucket that holds something still holds that count.
+ */
+static void __attribute__((noinline, cold)) settle(struct thread_data *td, struct iosw_data *ed)
+{
+	if ((ed->owed & OWED_COMPLETE) && td->ts.io_u_complete[1]) {
+		td->ts.io_u_complete[1]--;
+		td->ts.total_complete--;
+	}
+	if ((ed->owed & OWED_SUBMIT) && td->ts.io_u_submit[1]) {
+		td->ts.io_u_submit[1]--;
+		td->ts.total_submit--;
+	}
+	ed->owed = 0;
+	ed->noop->queue = iosw_queue_push;
+	ed->noop->getevents = iosw_getevents;
+}
+
 /* Records a failed synchronous command in the io_u (the first failure is logged). */
 static void __attribute__((noinline, cold)) sync_failed(struct thread_data *td, struct io_u *io_u,
 							int err)
@@ -824,40 +943,69 @@ static enum fio_q_status __attribute__((noinline, cold)) submit_failed(struct th
 }
 
 /*
- * queue_push's ioswitch_queue_submit_at_reap did not push its command (err > 0: submitted,
- * logged, ->commit() tries again) or refused it (err < 0, as submit_failed). Only the
- * io_u lives across that call: the file, the job and its data are found from it.
+ * A command ->queue() does not queue without a ->commit() hook (push_now), after
+ * uncount_complete: fio records a submission and a completion for it after ->queue()
+ * returns; a refusal for a full queue (FIO_Q_BUSY) must count neither, one completed
+ * with an error both, as fio's count of it.
+ */
+static enum fio_q_status __attribute__((noinline, cold)) refused_unhooked(struct thread_data *td,
+									  struct io_u *io_u,
+									  struct iosw_file *fd, int err)
+{
+	struct iosw_data *ed = td->io_ops_data;
+
+	if (err == -EBUSY && ioswitch_queue_outstanding(fd->q) >= (int)ed->cap) {
+		/* As uncount_complete, for the submission. */
+		if (td->ts.io_u_submit[1]) {
+			td->ts.io_u_submit[1]--;
+			td->ts.total_submit--;
+		} else {
+			owe(ed, OWED_SUBMIT);
+		}
+		return FIO_Q_BUSY;
+	}
+	if (ed->owed & OWED_COMPLETE) {
+		/* uncount_complete owed it: fio's count is the one this command keeps. */
+		ed->owed &= ~OWED_COMPLETE;
+	} else {
+		td->ts.io_u_complete[1]++;
+		td->ts.total_complete++;
+	}
+	io_u->error = -err;
+	if (!ed->reported++)
+		log_err("ioswitch: %s\n", ioswitch_last_error());
+	return FIO_Q_COMPLETED;
+}
+
+/*
+ * queue_push's ioswitch_queue_submit_at_reap did not push its command (err > 0:
+ * submitted, logged; the next reap pushes it or completes it with an error) or refused it
+ * (err < 0, refused_unhooked). Only the io_u lives across that call: the file and the
+ * job are found from it.
  */
 static enum fio_q_status __attribute__((noinline, cold)) push_failed(struct io_u *io_u, int err)
 {
 	struct iosw_file *fd = FILE_ENG_DATA(io_u->file);
-	struct thread_data *td = fd->td;
-	struct iosw_data *ed = td->io_ops_data;
 
-	if (err < 0) {
-		ed->npending--; /* queue_push's, the last one */
-		return submit_failed(td, io_u, fd, err);
-	}
+	if (err < 0)
+		return refused_unhooked(fd->td, io_u, fd, err);
 	commit_failed(1, err);
-	ed->unpushed = 1;
 	return FIO_Q_QUEUED;
 }
 
 /*
- * The async mode's reads and writes when fio commits after each (push_now), from
- * queue_queued: the file's prebuilt command, submitted and pushed in one call
- * (->commit(), right after, only accounts for it); what has completed by then comes back
- * in the same call, into evs from rtail on, for ->getevents(). A frame of its own: only
- * the io_u lives across the call (for push_failed), as `pending` takes it first.
+ * The async mode's reads and writes when fio commits after each (push_now, no ->commit()
+ * hook), in iosw_queue_push: the file's prebuilt command, submitted and pushed in one
+ * call; what has completed by then comes back in the same call, into evs from rtail on,
+ * for ->getevents(). Only the io_u lives across the call (for push_failed).
  */
-static enum fio_q_status __attribute__((noinline))
+static inline enum fio_q_status __attribute__((always_inline))
 queue_push(struct iosw_data *ed, struct io_u *io_u, struct iosw_file *fd, struct ioswitch_cmd *cmd)
 {
 	int err;
 
 	set_dwords(&cmd->sqe.cdw10, io_u->offset);
 	set_dwords(&cmd->sqe.cdw12, io_u->xfer_buflen);
-	ed->pending[ed->npending++] = io_u;
 	err = ioswitch_queue_submit_at_reap(fd->q, cmd, io_u->xfer_buf, io_u->xfer_buflen,
 					    (uintptr_t)io_u, ed->evs, ed->cap, &ed->rtail);
 	if (__builtin_expect(err != 0, 0))
@@ -887,7 +1035,6 @@ queue_rw(struct thread_data *td, struct io_u *io_u, struct iosw_file *fd, struct
 	err = submit(ed, fd, cmd, io_u, 1);
 	if (__builtin_expect(err != 0, 0))
 		return submit_failed(td, io_u, fd, err);
-	ed->unpushed = 1;
 	/* The queue holds at most iodepth (ed->cap) commands: `pending` cannot overflow. */
 	ed->pending[ed->npending++] = io_u;
 	return FIO_Q_QUEUED;
@@ -905,7 +1052,8 @@ static enum fio_q_status __attribute__((noinline)) queue_other(struct thread_dat
 
 	nbufs = build(fd, io_u, &other, &cmd);
 	if (nbufs < 0) {
-		mark_completed_in_queue(td);
+		if (!ed->push_now) /* else fio counts it (no ->commit() hook) */
+			mark_completed_in_queue(td);
 		io_u->error = -nbufs;
 		return FIO_Q_COMPLETED;
 	}
@@ -922,6 +1070,16 @@ static enum fio_q_status __attribute__((noinline)) queue_other(struct thread_dat
 		return FIO_Q_COMPLETED;
 	}
 	err = submit(ed, fd, cmd, io_u, nbufs);
+	if (ed->push_now) {
+		/* No ->commit() hook: pushed now, counted as uncount_complete says. */
+		uncount_complete(td, ed);
+		if (err)
+			return refused_unhooked(td, io_u, fd, err);
+		err = ioswitch_queue_commit(fd->q);
+		if (err < 0)
+			commit_failed(1, err); /* the next reap pushes it or completes it */
+		return FIO_Q_QUEUED;
+	}
 	if (err == -EBUSY && ioswitch_queue_outstanding(fd->q) >= (int)ed->cap)
 		return FIO_Q_BUSY;
 	if (err) {
@@ -938,7 +1096,6 @@ static enum fio_q_status __attribute__((noinline)) queue_other(struct thread_dat
 	 * Queued in ioswitch, not yet in the kernel: ->commit() pushes it. The queue holds
 	 * at most iodepth (ed->cap) commands, so `pending` cannot overflow.
 	 */
-	ed->unpushed = 1;
 	ed->pending[ed->npending++] = io_u;
 	return FIO_Q_QUEUED;
 }
@@ -952,11 +1109,8 @@ static enum fio_q_status __attribute__((noinline)) queue_queued(struct thread_da
 								struct iosw_file *fd)
 {
 	struct ioswitch_cmd *c = fd->qfast[io_u->ddir & 7];
-	struct iosw_data *ed = td->io_ops_data;
 
-	/* Tail calls only: no frame here. */
-	if (__builtin_expect(c != NULL && ed->push_now, 1))
-		return queue_push(ed, io_u, fd, c);
+	/* Tail calls only: no frame here. push_now has its own ->queue(), iosw_queue_push. */
 	if (c != NULL)
 		return queue_rw(td, io_u, fd, c);
 	return queue_other(td, io_u, fd);
@@ -975,9 +1129,7 @@ static int __attribute__((noinline)) commit_pending(struct thread_data *td, stru
 	unsigned int i, n = ed->npending;
 	int err, ret = 0;
 
-	if (!ed->unpushed) {
-		/* queue_rw pushed every pending command (push_now). */
-	} else if (__builtin_expect(ed->nopen == 1, 1)) {
+	if (__builtin_expect(ed->nopen == 1, 1)) {
 		err = ioswitch_queue_commit(ed->open[0]->q);
 		if (__builtin_expect(err < 0, 0))
 			ret = commit_failed(n, err);
@@ -989,7 +1141,6 @@ static int __attribute__((noinline)) commit_pending(struct thread_data *td, stru
 		}
 	}
 	ed->npending = 0;
-	ed->unpushed = 0;
 	if (fio_fill_issue_time(td)) {
 		struct timespec now;
 
@@ -1012,24 +1163,10 @@ static int __attribute__((noinline)) commit_pending(struct thread_data *td, stru
 static int iosw_commit(struct thread_data *td)
 {
 	struct iosw_data *ed = td->io_ops_data;
-	struct io_u *io_u;
 
 	if (!ed->npending)
 		return 0;
-	/*
-	 * The common case at iodepth_batch=1: one command, pushed by queue_rw, fio's issue
-	 * time wanted and no iolog to replay: commit_pending's work without its loop and
-	 * frame (a tail call to io_u_mark_submit).
-	 */
-	if (__builtin_expect(ed->npending != 1 || ed->unpushed || td->o.read_iolog_file ||
-				     !fio_fill_issue_time(td), 0))
-		return commit_pending(td, ed);
-	io_u = ed->pending[0];
-	ed->npending = 0;
-	fio_gettime(&io_u->issue_time, NULL);
-	io_u_queued(td, io_u);
-	io_u_mark_submit(td, 1);
-	return 0;
+	return commit_pending(td, ed);
 }
 
 /*
@@ -1066,6 +1203,32 @@ static enum fio_q_status iosw_queue(struct thread_data *td, struct io_u *io_u)
 	return queue_queued(td, io_u, fd);
 }
 
+/*
+ * ->queue() of push_now (no ->commit() hook, the lean path): reads and writes with
+ * file-set commands straight to queue_push, the rest to queue_other. Without
+ * fio_ro_check(): td_io_queue() has just made the same check before calling ->queue().
+ */
+static enum fio_q_status iosw_queue_push(struct thread_data *td, struct io_u *io_u)
+{
+	struct iosw_file *fd = FILE_ENG_DATA(io_u->file);
+	struct ioswitch_cmd *c = fd->qfast[io_u->ddir & 7];
+
+	if (__builtin_expect(c != NULL, 1)) {
+		struct iosw_data *ed = td->io_ops_data;
+
+		uncount_complete(td, ed);
+		return queue_push(ed, io_u, fd, c);
+	}
+	return queue_other(td, io_u, fd);
+}
+
+/* iosw_queue_push while counts are owed to fio (owe()): settles them first. */
+static enum fio_q_status iosw_queue_owed(struct thread_data *td, struct io_u *io_u)
+{
+	settle(td, td->io_ops_data);
+	return iosw_queue_push(td, io_u);
+}
+
 /* A failed reap (ioswitch_queue_reap_at or _reap): logged and recorded; returns err. */
 static int __attribute__((noinline, cold)) reap_failed(struct thread_data *td, int err)
 {
@@ -1092,8 +1255,11 @@ static int iosw_getevents(struct thread_data *td, unsigned int min, unsigned int
 	uint32_t n = ed->rtail - ed->rhead;
 
 	(void)t;
-	/* fio passes 0 < min <= max <= its depth (<= cap) here, or min 0 to poll. */
-	if (__builtin_expect(n != 0 && n >= min && !ed->npending, 1)) {
+	/*
+	 * fio passes 0 < min <= max <= its depth (<= cap) here, or min 0 to poll. Only
+	 * push_now takes completions back, and it queues nothing for a ->commit().
+	 */
+	if (__builtin_expect(n != 0 && n >= min, 1)) {
 		if (n > max)
 			n = max;
 		ed->evbase = ed->rhead;
@@ -1103,6 +1269,14 @@ static int iosw_getevents(struct thread_data *td, unsigned int min, unsigned int
 		return n;
 	}
 	return getevents_reap(td, min, max);
+}
+
+/* iosw_getevents while counts are owed to fio (owe()): settles them first. */
+static int iosw_getevents_owed(struct thread_data *td, unsigned int min, unsigned int max,
+			       const struct timespec *t)
+{
+	settle(td, td->io_ops_data);
+	return iosw_getevents(td, min, max, t);
 }
 
 /*
@@ -1218,6 +1392,14 @@ static struct io_u *iosw_event(struct thread_data *td, int event)
 	if (__builtin_expect(ed->region != NULL, 1))
 		return ev_io_u(&ed->evs[ed->evbase + event]);
 	return cpl_io_u(&ed->cpls[event]);
+}
+
+/* ->event() of push_now (no ->commit() hook), which takes the lean path only. */
+static struct io_u *iosw_event_lean(struct thread_data *td, int event)
+{
+	struct iosw_data *ed = td->io_ops_data;
+
+	return ev_io_u(&ed->evs[ed->evbase + event]);
 }
 
 /*

@@ -112,6 +112,51 @@ PY
     result $? "$name"
 }
 
+# Two nil jobs reported as one group: `a` at iodepth=1 with the options given (1024
+# commands, each submitted and completed alone: 1024 entries in the "4" bucket of both
+# "IO depths" histograms), `b` committing and reaping 8 at a time (128 entries in "8").
+# The group's histograms must be 1024 : 128 in both, in the JSON and the text output:
+# a completion counted twice (fio's td_io_queue() counts one for every ->queue() of an
+# engine without a ->commit() hook, td_io_getevents() another) makes it 2048 : 128 in
+# "complete", which the percentages of one job alone would not show. Also every I/O
+# issued once, each with its clat; slat_n of them with a slat (2048, or 1024 where `a`
+# runs as a synchronous engine).
+depth_mix_job() {
+    local name=$1 slat_n=$2
+    shift 2
+    rm -f "$file" "$tmp/out"
+    if ! fio --group_reporting --ioengine="external:$engine" --thread=1 --size=4m --bs=4k --rw=randread \
+        --filename="$file" --ioswitch_async=nil --output-format=json,normal --output="$tmp/out" \
+        --name=a --iodepth=1 "$@" \
+        --name=b --iodepth=8 --iodepth_batch_submit=8 --iodepth_batch_complete_min=8 >"$tmp/log" 2>&1; then
+        result 1 "$name"
+        return
+    fi
+    python3 - "$tmp/out" "$slat_n" >>"$tmp/log" 2>&1 <<'PY'
+import json, re, sys
+text = open(sys.argv[1]).read()
+start = text.index("{")
+out, end = json.JSONDecoder().raw_decode(text[start:])
+normal = text[:start] + text[start + end:]
+job = out["jobs"][0]
+r = job["read"]
+want = {"4": round(100 * 1024 / 1152, 6), "8": round(100 * 128 / 1152, 6)}
+print("submit", job["iodepth_submit"], "complete", job["iodepth_complete"], "want", want)
+ok = job["error"] == 0 and r["total_ios"] == 2048
+ok = ok and r["slat_ns"]["N"] == int(sys.argv[2]) and r["clat_ns"]["N"] == 2048 and r["lat_ns"]["N"] == 2048
+for hist in ("iodepth_submit", "iodepth_complete"):
+    ok = ok and all(abs(job[hist][k] - v) < 1e-5 for k, v in want.items())
+    ok = ok and sum(job[hist].values()) > 99.99
+for line in ("submit", "complete"):
+    m = re.search(r"^ +" + line + r" +: 0=0\.0%, 4=88\.9%, 8=11\.1%, 16=0\.0%", normal, re.M)
+    print(line, "text", bool(m))
+    ok = ok and m is not None
+ok = ok and re.search(r"issued rwts: total=2048,0,0,0 ", normal) is not None
+sys.exit(0 if ok else 1)
+PY
+    result $? "$name"
+}
+
 # A job that must fail with a message containing the given text.
 fails_naming() {
     local name=$1 want=$2
@@ -166,6 +211,9 @@ stats_job "async=nil qd1: completions taken back in ->queue(), each with its sla
     --ioswitch_async=nil --iodepth=1
 stats_job "async=nil qd16 iodepth_batch_complete_min=8: taken-back completions handed over 8+ at a time" \
     yes 4 8 --ioswitch_async=nil --iodepth=16 --iodepth_batch_complete_min=8
+# Without a ->commit() hook (async at iodepth_batch=1) each completion counted once.
+depth_mix_job "async=nil qd1 beside a batching job: IO depths counted once each, in JSON and text" 2048
+depth_mix_job "async=nil qd1 inline beside a batching job: IO depths counted once each" 1024 --ioswitch_inline=1
 # Synchronous modes: no slat; the engine records fio's submit/complete depths itself.
 stats_job "sync=psync: no slat, IO depths recorded as by fio's psync" no 4 4 --ioswitch_sync=psync
 stats_job "async=nil qd1 inline: no slat, IO depths recorded" no 4 4 --ioswitch_async=nil --ioswitch_inline=1

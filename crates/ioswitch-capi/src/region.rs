@@ -547,7 +547,7 @@ unsafe fn submit_at(
             }
             (Data::None, None)
         }
-        _ => return fail(libc::EINVAL, format!("{func}: addr {addr:p} with len {len}: both or neither must be 0")),
+        _ => return both_or_neither(func, addr, len),
     };
     match q.rq.submit(c, data, user_data) {
         Ok(()) => 0,
@@ -559,6 +559,13 @@ unsafe fn submit_at(
             rejection(func, rejected.error)
         }
     }
+}
+
+/// A lean submission with an address but no length, or a length but no address.
+#[cold]
+#[inline(never)]
+fn both_or_neither(func: &str, addr: *mut c_void, len: u64) -> c_int {
+    fail(libc::EINVAL, format!("{func}: addr {addr:p} with len {len}: both or neither must be 0"))
 }
 
 /// Why a lean submission's data was refused: no region attached, or none covers it.

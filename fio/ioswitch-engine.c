@@ -264,6 +264,20 @@ static void append(char *dst, size_t size, const char *key, const char *val)
 	snprintf(dst + len, size - len, "%s%s%s", len ? "," : "", key, val);
 }
 
+/* A failed ->init() (its message logged): the job's error, and what init allocated freed. */
+static int __attribute__((cold)) init_failed(struct thread_data *td, struct iosw_data *ed, int err,
+					     const char *why)
+{
+	td_vmsg(td, err, why, "init");
+	td->io_ops_data = NULL;
+	free(ed->cpls);
+	free(ed->evs);
+	free(ed->pending);
+	free(ed->open);
+	free(ed);
+	return 1;
+}
+
 static int iosw_init(struct thread_data *td)
 {
 	struct iosw_options *o = td->eo;
@@ -278,20 +292,19 @@ static int iosw_init(struct thread_data *td)
 		return 1;
 	}
 	ed = calloc(1, sizeof(*ed));
-	if (!ed)
+	if (!ed) {
+		log_err("ioswitch: init: no memory for the engine's job data\n");
+		td_vmsg(td, ENOMEM, "no memory for the engine's job data", "init");
 		return 1;
+	}
 	ed->cap = depth;
 	ed->cpls = calloc(depth, sizeof(*ed->cpls));
 	ed->evs = calloc(depth, sizeof(*ed->evs));
 	ed->pending = calloc(depth, sizeof(*ed->pending));
 	ed->open = calloc(td->o.nr_files ? td->o.nr_files : 1, sizeof(*ed->open));
 	if (!ed->cpls || !ed->evs || !ed->pending || !ed->open) {
-		free(ed->cpls);
-		free(ed->evs);
-		free(ed->pending);
-		free(ed->open);
-		free(ed);
-		return 1;
+		log_err("ioswitch: init: no memory for the job's completion arrays (iodepth %u)\n", depth);
+		return init_failed(td, ed, ENOMEM, "no memory for the job's completion arrays");
 	}
 	ed->sync_mode = o->sync && *o->sync && !(o->async && *o->async);
 	append(ed->devopts, sizeof(ed->devopts), "sync=", o->sync);
@@ -309,14 +322,7 @@ static int iosw_init(struct thread_data *td)
 		log_err("ioswitch: ioswitch_inline=1 needs iodepth=1 (this job has iodepth=%u): "
 			"inline completion runs one command at a time inside ->queue(); drop "
 			"ioswitch_inline or set iodepth=1\n", depth);
-		td_vmsg(td, EINVAL, "ioswitch_inline=1 needs iodepth=1", "init");
-		td->io_ops_data = NULL;
-		free(ed->cpls);
-		free(ed->evs);
-		free(ed->pending);
-		free(ed->open);
-		free(ed);
-		return 1;
+		return init_failed(td, ed, EINVAL, "ioswitch_inline=1 needs iodepth=1");
 	}
 	ed->inline_mode = !ed->sync_mode && o->inline_qd1;
 	/* fio's init.c has set iodepth_batch (1 by default; 0 became iodepth) by now. */
@@ -328,13 +334,8 @@ static int iosw_init(struct thread_data *td)
 		/* Every command reaches the kernel in ->queue(): no ->commit() hook. */
 		ed->noop = malloc(sizeof(*ed->noop));
 		if (!ed->noop) {
-			td->io_ops_data = NULL;
-			free(ed->cpls);
-			free(ed->evs);
-			free(ed->pending);
-			free(ed->open);
-			free(ed);
-			return 1;
+			log_err("ioswitch: init: no memory for the job's copy of the engine's ops\n");
+			return init_failed(td, ed, ENOMEM, "no memory for the job's copy of the engine's ops");
 		}
 		*ed->noop = *td->io_ops;
 		ed->noop->commit = NULL;

@@ -1245,6 +1245,23 @@ static int getevents_ready(struct thread_data *td, struct iosw_data *ed, unsigne
 static int getevents_reap(struct thread_data *td, unsigned int min, unsigned int max);
 
 /*
+ * Hands ->event() up to max of the n completions ->queue() took back (ed->evs from rhead),
+ * and empties the list when all are handed over. Inlined into both callers (the leaf
+ * ->getevents() keeps no frame).
+ */
+static inline __attribute__((always_inline)) int hand_over(struct iosw_data *ed, uint32_t n,
+							   unsigned int max)
+{
+	if (n > max)
+		n = max;
+	ed->evbase = ed->rhead;
+	ed->rhead += n;
+	if (ed->rhead == ed->rtail)
+		ed->rhead = ed->rtail = 0;
+	return n;
+}
+
+/*
  * ->getevents(): the completions ->queue() took back (push_now; fio reads them with
  * ->event() before it queues again), when they are enough for fio's minimum, without a
  * call into ioswitch and without a frame; otherwise getevents_reap.
@@ -1260,15 +1277,8 @@ static int iosw_getevents(struct thread_data *td, unsigned int min, unsigned int
 	 * fio passes 0 < min <= max <= its depth (<= cap) here, or min 0 to poll. Only
 	 * push_now takes completions back, and it queues nothing for a ->commit().
 	 */
-	if (__builtin_expect(n != 0 && n >= min, 1)) {
-		if (n > max)
-			n = max;
-		ed->evbase = ed->rhead;
-		ed->rhead += n;
-		if (ed->rhead == ed->rtail)
-			ed->rhead = ed->rtail = 0;
-		return n;
-	}
+	if (__builtin_expect(n != 0 && n >= min, 1))
+		return hand_over(ed, n, max);
 	return getevents_reap(td, min, max);
 }
 
@@ -1307,13 +1317,7 @@ static int __attribute__((noinline)) getevents_reap(struct thread_data *td, unsi
 
 		if (n < min)
 			return getevents_ready(td, ed, min, max);
-		if (n > max)
-			n = max;
-		ed->evbase = ed->rhead;
-		ed->rhead += n;
-		if (ed->rhead == ed->rtail)
-			ed->rhead = ed->rtail = 0;
-		return n;
+		return hand_over(ed, n, max);
 	}
 	ed->evbase = 0;
 	if (__builtin_expect(ed->nopen == 1, 1)) {

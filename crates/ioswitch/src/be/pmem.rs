@@ -178,7 +178,16 @@ impl Pmem {
                     dev.ident.driver.as_deref().map(|d| format!(" (it is on {d})")).unwrap_or_default()
                 ),
             ),
-            _ => Error::Os { dev: dev.uri.clone(), what: format!("mmap {len} bytes (sync=pmem, {mode})"), source: e },
+            _ => Error::Os {
+                dev: dev.uri.clone(),
+                what: if populate {
+                    // The error may be the populating madvise's (a page the kernel cannot provide).
+                    format!("mmap {len} bytes (sync=pmem, {mode}) and populate them (pmem_populate=1)")
+                } else {
+                    format!("mmap {len} bytes (sync=pmem, {mode})")
+                },
+                source: e,
+            },
         })?;
         let info = PmemInfo {
             mode,

@@ -177,7 +177,12 @@ pub struct JobResult {
     pub runtime_ns: u64,
     /// Whole run including ramp and verify, ns.
     pub elapsed_ns: u64,
-    /// User CPU of the job thread, ns.
+    /// fio's `job_runtime` (its `total_run_time`): from the job's epoch to its end,
+    /// verify included; the epoch is the job's start, moved to the end of `ramp_time` and
+    /// to the start of `latency_target`'s final window (fio's `reset_all_stats`), ns.
+    pub job_runtime_ns: u64,
+    /// User CPU of the job thread since its epoch (as `job_runtime_ns`), ns; the CPU and
+    /// fault counts below are counted from the same epoch (fio's `clear_rusage_stat`).
     pub usr_ns: u64,
     /// System CPU of the job thread, ns.
     pub sys_ns: u64,
@@ -589,6 +594,11 @@ struct Run<'a> {
     /// The stop flag of the job's reporting group, if the run keeps one per group.
     group_stop: Option<&'a AtomicBool>,
     ramp_end: u64,
+    /// Whether the statistics were started over at the ramp's end (true without a ramp).
+    ramp_over: bool,
+    /// When, and from which thread usage, the statistics were last started over (the ramp's
+    /// end, `latency_target`'s final window); `None`: from the job's start.
+    epoch: Option<(u64, Usage)>,
     deadline: u64,
     budget: u64,
     issued_bytes: u64,
@@ -1129,6 +1139,12 @@ impl<'a> Run<'a> {
             self.window_start = now;
             return;
         }
+        if !self.ramp_over {
+            // fio's reset_all_stats when the ramp is over: job_runtime, CPU and faults
+            // count from here (the I/O counters already do, by completion time).
+            self.ramp_over = true;
+            self.epoch = Some((now, Usage::now(libc::RUSAGE_THREAD)));
+        }
         let span = now - self.window_start;
         if span < WINDOW {
             return;
@@ -1490,6 +1506,8 @@ pub fn run_job_slot(job: &Job, instance: u32, devs: &[&Device], progress: &Progr
         progress,
         group_stop: progress.groups.get(job.group as usize),
         ramp_end,
+        ramp_over: job.ramp.is_zero(),
+        epoch: None,
         deadline,
         budget: per_loop.saturating_mul(u64::from(job.behaviour.loops.max(1))),
         issued_bytes: 0,
@@ -1669,14 +1687,17 @@ pub fn run_job_slot(job: &Job, instance: u32, devs: &[&Device], progress: &Progr
     }
     run.res.zone_resets =
         run.zbd.iter().chain(run.parked.iter().flatten().filter_map(|p| p.zbd.as_ref())).map(|z| z.resets).sum();
-    let u = Usage::now(libc::RUSAGE_THREAD).since(thread_before);
+    let (epoch, usage_from) = run.epoch.unwrap_or((t0, thread_before));
+    let u = Usage::now(libc::RUSAGE_THREAD).since(usage_from);
     let mut res = run.res;
     res.usr_ns = u.usr_ns;
     res.sys_ns = u.sys_ns;
     res.ctx = u.ctx;
     res.majf = u.majf;
     res.minf = u.minf;
-    res.elapsed_ns = now_ns() - t0;
+    let end = now_ns();
+    res.elapsed_ns = end - t0;
+    res.job_runtime_ns = end.saturating_sub(epoch);
     if job.behaviour.exitall {
         // fio's exitall: this job's end ends the jobs exit_what names.
         progress.exit_all(job.group, job.behaviour.exit_what);
@@ -2297,6 +2318,8 @@ fn latency_step(run: &mut Run, mut f: Option<&mut Flight>) -> bool {
             };
             run.res = keep;
             run.ramp_end = now;
+            run.ramp_over = true;
+            run.epoch = Some((now, Usage::now(libc::RUSAGE_THREAD)));
             run.window_start = now;
             run.window = [(0, 0); 2];
             run.first_done = 0;
@@ -2745,6 +2768,33 @@ mod run_tests {
         assert_eq!(r.read.slat.samples(), 256);
         assert_eq!(r.queue.submitted, 256);
         assert_eq!(r.depth_level.iter().sum::<u64>(), 256);
+    }
+
+    #[test]
+    fn ramp_time_starts_job_runtime_cpu_and_faults_over_as_fio_does() {
+        // A sync job on a ram disk keeps its thread busy: 300 ms of ramp, then 300 ms
+        // measured. fio's reset_all_stats at the ramp's end starts job_runtime and the
+        // thread's CPU over; counted from the job's start they would be about 600 ms.
+        let mut j = job("4MiB", "", Mode::Sync, Rw::RandRead, 1);
+        (j.runtime, j.ramp, j.time_based) = (Some(Duration::from_millis(300)), Duration::from_millis(300), true);
+        let r = run(&j);
+        assert_eq!(r.error, 0, "{:?}", r.error_msg);
+        assert!(r.elapsed_ns >= 600_000_000, "the whole run takes ramp + runtime: {} ns", r.elapsed_ns);
+        assert!(
+            (300_000_000..450_000_000).contains(&r.job_runtime_ns),
+            "job_runtime counts from the ramp's end: {} ns",
+            r.job_runtime_ns
+        );
+        let cpu = r.usr_ns + r.sys_ns;
+        assert!(
+            cpu <= r.job_runtime_ns + 20_000_000,
+            "CPU {cpu} ns counted from the ramp's end, job_runtime {} ns",
+            r.job_runtime_ns
+        );
+        // Without a ramp the job's epoch is its start: job_runtime is the whole run.
+        (j.ramp, j.runtime) = (Duration::ZERO, Some(Duration::from_millis(100)));
+        let r = run(&j);
+        assert_eq!(r.job_runtime_ns, r.elapsed_ns);
     }
 
     #[test]

@@ -256,7 +256,7 @@ impl Sample {
                 bytes += d.bytes;
             }
             runtime = runtime.max(r.runtime_ns);
-            elapsed = elapsed.max(r.elapsed_ns);
+            elapsed = elapsed.max(r.job_runtime_ns);
             usr += r.usr_ns;
             sys += r.sys_ns;
             ctx += r.ctx;

@@ -438,7 +438,7 @@ impl<'a> Entry<'a> {
         }
         self.total_err += r.total_err;
         self.sync.merge(&r.sync);
-        self.job_runtime_ns += r.elapsed_ns;
+        self.job_runtime_ns += r.job_runtime_ns;
         self.elapsed_ns = self.elapsed_ns.max(r.elapsed_ns);
         self.usage.usr_ns += r.usr_ns;
         self.usage.sys_ns += r.sys_ns;
@@ -1362,6 +1362,7 @@ mod tests {
         let mut r = JobResult { name: name.into(), instance, read: d, ..JobResult::default() };
         r.runtime_ns = 1_500_000_000;
         r.elapsed_ns = 1_600_000_000;
+        r.job_runtime_ns = 1_600_000_000;
         r.usr_ns = 100_000_000;
         r.sys_ns = 300_000_000;
         r.ctx = 10;

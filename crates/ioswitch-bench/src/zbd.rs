@@ -51,6 +51,12 @@
 //! passthrough writes must stay at QD1): [`queued_writes_refused`] says where that is
 //! not so, and the job is refused there.
 //!
+//! A failed write (`continue_on_error`, or the job ends while others share the zones):
+//! run synchronously, it gives its place back, so the next write goes where the device's
+//! write pointer is; queued (an async engine), it does not, and the zone's next writes
+//! fail too until it counts as full and is reset: both as fio 3.33's `zbd_queue_io`
+//! ([`Zbd::failed_sync_write`]).
+//!
 //! Garbage collection (`zone_reset_threshold`, `zone_reset_frequency`, fio's
 //! `zbd_adjust_block`): once the bytes below the write pointers of a writer's region
 //! reach the threshold share of it, every `1 / frequency`-th write (one countdown per
@@ -244,6 +250,17 @@ impl Table {
         }
         drop(st);
         self.freed.notify_all();
+    }
+
+    /// Writer `me`'s write of `len` bytes at `at` in `zone` failed without moving the
+    /// device's write pointer: the table's goes back to `at`, if the write is still the
+    /// last one there and the zone still the writer's (see [`Zbd::failed_sync_write`]).
+    fn unwrite(&self, me: u32, zone: u64, at: u64, len: u64) {
+        let mut st = self.lock();
+        let z = zone as usize;
+        if st.owner[z] == me && st.wp[z] == at + len {
+            st.wp[z] = at;
+        }
     }
 
     /// The zones of the `n` from `first` that hold data (write pointer past the start).
@@ -658,6 +675,19 @@ impl Zbd {
     /// Whether this job has writes in flight to these zones.
     pub(crate) fn holds_zones(&self) -> bool {
         !self.owned.is_empty()
+    }
+
+    /// This job's write of `len` bytes at device offset `off` failed, run synchronously
+    /// (a sync engine, or an offload worker's sync call). fio moves a zone's write pointer
+    /// when a write is queued without an error (zbd.c `zbd_queue_io`, `success`): a sync
+    /// engine's failed write completes at queueing with its error, so fio's write pointer
+    /// stays where the device's is, and the next write (`continue_on_error`, or another
+    /// job sharing the zones) goes there. Ours moved when the offset was chosen: it goes
+    /// back. A write that fails after it was queued (an async engine) leaves it moved, as
+    /// fio's: the zone's next writes land past the device's write pointer and fail too,
+    /// until the zone counts as full and is reset.
+    pub(crate) fn failed_sync_write(&self, off: u64, len: u64) {
+        self.table.unwrite(self.me, off / self.zone, off % self.zone, len);
     }
 
     /// This job's I/O at device offset `off` has completed (or failed): the zone of a
@@ -1201,6 +1231,33 @@ mod tests {
             assert!(opened.contains(&g.zone) && !g.reset, "{g:?}");
             full |= g.at + K == 16 * K;
         }
+    }
+
+    #[test]
+    fn a_failed_synchronous_write_gives_its_place_back_to_the_next_write() {
+        // fio's sync engines: a write that fails leaves the write pointer where it was, and
+        // the next write (continue_on_error) goes there, where the device takes it.
+        let t = Table::new(2, 16 * K, 2);
+        let mut rng = Rng::new(9);
+        let mut cursor = (0, 0);
+        let mut next = |me| {
+            let g = t.grant(me, 0, (0, 2), K, &mut Pick::Seq(&mut cursor), &mut rng);
+            (g.zone, g.at)
+        };
+        assert_eq!(next(1), (0, 0));
+        t.release(1, 0);
+        assert_eq!(next(1), (0, K));
+        t.unwrite(1, 0, K, K);
+        t.release(1, 0);
+        assert_eq!(t.written(0, 1), vec![K], "the failed write's block is not counted as written");
+        assert_eq!(next(1), (0, K), "the next write goes where the failed one was to go");
+        // Only the writer that owns the zone, and only for the last write there.
+        t.unwrite(2, 0, K, K);
+        t.unwrite(1, 0, 0, K);
+        assert_eq!(t.written(0, 1), vec![2 * K]);
+        t.release(1, 0);
+        t.unwrite(1, 0, K, K);
+        assert_eq!(t.written(0, 1), vec![2 * K], "a released zone is no longer the writer's to change");
     }
 
     #[test]

@@ -421,10 +421,15 @@ class Queue:
     poke/wait/drain push submissions and reap completions with the GIL released. One
     queue per thread. Close it (or use ``with``) to wait for outstanding commands."""
 
-    def submit(self, op: _Op, offset: int = 0, data: int | _Readable | None = None, tag: int = 0) -> None:
+    def submit(
+        self, op: _Op, offset: int = 0, data: int | _Readable | None = None, tag: int = 0, ioprio: int = 0
+    ) -> None:
         """Queues one command. read: data = length or a Buffer to read into; write: data
         = bytes-like or Buffer; read_lba/write_lba: offset = LBA, data = nlb or data;
-        flush: nothing; trim: data = length; write_zeroes: offset = LBA, data = nlb."""
+        flush: nothing; trim: data = length; write_zeroes: offset = LBA, data = nlb.
+        ioprio: the I/O priority, the kernel's class << 13 | level (0: none); only
+        async=io_uring and async=libaio carry one, on reads and writes (else
+        BadCommandError)."""
     def poke(self, max: int = 0) -> list[Completion]:
         """Reaps what has completed without waiting (at most `max`, 0: all)."""
     def wait(self, min: int = 1) -> list[Completion]:

@@ -1,6 +1,7 @@
 """Type stubs of the Python module `ioswitch` (the native part is `ioswitch._ioswitch`)."""
 
 import os
+import sys
 from types import TracebackType
 from typing import Any, Literal, final
 
@@ -262,7 +263,10 @@ class PmemRange:
     are alive) or leaving its ``with`` block gives it back."""
 
     def __len__(self) -> int: ...
-    def __buffer__(self, flags: int, /) -> memoryview: ...
+    if sys.version_info >= (3, 12):
+        # The buffer protocol's Python-level method (PEP 688) exists from 3.12 on;
+        # memoryview(r) works on 3.11 too, through the C slot.
+        def __buffer__(self, flags: int, /) -> memoryview: ...
     @property
     def offset(self) -> int:
         """The range's offset in the device."""
@@ -282,6 +286,7 @@ class PmemRange:
         self, t: type[BaseException] | None, v: BaseException | None, tb: TracebackType | None, /
     ) -> bool: ...
 
+@final
 class Device:
     """An open device: a regular file, a block device, an NVMe device, a devdax device,
     an NVMe controller by PCI address ("0000:00:05.0", through the user-space driver), or

@@ -35,7 +35,19 @@ rm -rf "$wheels"
 wheel=("$wheels"/ioswitch-*.whl)
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "${wheel[0]}"
 
-echo "==== pytest"
 cd "$here"
+# The stubs (python/ioswitch/*.pyi) against the installed module, with mypy's stubtest
+# when the venv has mypy (`$venv/bin/python -m pip install mypy`); this script does not
+# install it.
+if [ $# -eq 0 ]; then
+  if "$venv/bin/python" -c 'import mypy.stubtest' 2>/dev/null; then
+    echo "==== mypy stubtest ioswitch"
+    "$venv/bin/python" -m mypy.stubtest ioswitch
+  else
+    echo "==== mypy stubtest: skipped (mypy is not installed in $venv)"
+  fi
+fi
+
+echo "==== pytest"
 [ $# -gt 0 ] || set -- tests
 exec "$venv/bin/python" -m pytest -q "$@"

@@ -1855,6 +1855,9 @@ fn run_sync(run: &mut Run) {
             }
             Err(e) => {
                 let errno = e.errno().unwrap_or(libc::EIO);
+                if let Some(z) = run.zbd.as_ref().filter(|_| write) {
+                    z.failed_sync_write(off, len);
+                }
                 if !run.goes_on_after(dir != 0, false, errno) {
                     if run.filled && write {
                         run.forget_write(off);

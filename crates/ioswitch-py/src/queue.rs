@@ -362,7 +362,7 @@ fn give_back(slot: &Slot, data: Data) {
 
 #[pymethods]
 impl Queue {
-    /// submit(op, offset=0, data=None, tag=0) -> None
+    /// submit(op, offset=0, data=None, tag=0, ioprio=0) -> None
     ///
     /// Queues one command; never blocks. `op` and `data`:
     ///
@@ -375,10 +375,22 @@ impl Queue {
     /// - "flush": no offset or data. "trim": `data` = length in bytes.
     /// - "write_zeroes": `offset` = starting LBA, `data` = number of LBAs.
     ///
-    /// `tag` comes back in the completion. Raises BusyError when the queue is full,
-    /// OutOfRangeError/MisalignedError/… when the request is refused (nothing queued).
-    #[pyo3(signature = (op, offset = 0, data = None, tag = 0))]
-    fn submit(&self, py: Python<'_>, op: &str, offset: u64, data: Option<&Bound<'_, PyAny>>, tag: u64) -> PyResult<()> {
+    /// `tag` comes back in the completion. `ioprio`: the command's I/O priority, the
+    /// kernel's `class << 13 | level` (ioprio_set(2); 0: none, the submitting thread's);
+    /// only async=io_uring and async=libaio carry one, on reads and writes: elsewhere a
+    /// command with one is refused (BadCommandError). Raises BusyError when the queue is
+    /// full, OutOfRangeError/MisalignedError/… when the request is refused (nothing
+    /// queued).
+    #[pyo3(signature = (op, offset = 0, data = None, tag = 0, ioprio = 0))]
+    fn submit(
+        &self,
+        py: Python<'_>,
+        op: &str,
+        offset: u64,
+        data: Option<&Bound<'_, PyAny>>,
+        tag: u64,
+        ioprio: i64,
+    ) -> PyResult<()> {
         let Some(op) = Op::parse(op) else {
             return Err(errors::bad_request(
                 py,
@@ -386,9 +398,20 @@ impl Queue {
                 format!("submit: unknown operation {op:?}; known: {}", cmds::OP_NAMES),
             ));
         };
+        let Ok(ioprio) = u16::try_from(ioprio) else {
+            return Err(errors::bad_request(
+                py,
+                &self.uri,
+                format!(
+                    "submit({:?}): ioprio {ioprio} is not an I/O priority: the kernel's class << 13 | level, 0 to 65535",
+                    op.name()
+                ),
+            ));
+        };
         let dev = self.with_state(py, |st| st.q.as_ref().map(|q| q.device().clone()));
         let dev = dev.ok_or_else(|| self.closed_err(py))?;
-        let p = self.prepare(py, &dev, op, offset, data, tag)?;
+        let mut p = self.prepare(py, &dev, op, offset, data, tag)?;
+        p.cmd = p.cmd.with_ioprio(ioprio);
         let depth = self.depth;
         let r = self.with_state(py, move |st| {
             let Prepared { cmd, data, slot } = p;

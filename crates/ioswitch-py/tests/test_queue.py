@@ -170,3 +170,45 @@ def test_huge_reads_are_refused_before_allocating(dev):
     with dev.queue(2) as q:
         with pytest.raises(ioswitch.BadCommandError, match="max transfer"):
             q.submit("read", 0, 1 << 40)
+
+
+# The kernel's I/O priority value: class << 13 | level (ioprio_set(2)).
+def _ioprio(cls, level):
+    return cls << 13 | level
+
+
+def test_per_command_io_priority_reaches_the_kernel_or_is_refused_by_name(dev, iface):
+    data = pattern(BS, 21)
+    best_effort, unknown_class = _ioprio(2, 4), _ioprio(7, 0)
+    with dev.queue(4) as q:
+        if iface in ("io_uring", "libaio"):
+            q.submit("write", BS, data, tag=1, ioprio=best_effort)
+            (c,) = q.wait()
+            assert c.ok and c.tag == 1 and c.result == BS, c
+            q.submit("read", BS, BS, tag=2, ioprio=_ioprio(3, 0))
+            (c,) = q.wait()
+            assert c.ok and c.data == data, c
+            # A class the kernel does not know: it refuses the command (EINVAL), so the
+            # priority was there for it to see. The same read without one succeeds.
+            buf = dev.alloc(BS)
+            q.submit("read", BS, buf, tag=3, ioprio=unknown_class)
+            (c,) = q.wait()
+            assert not c.ok and c.errno == errno.EINVAL and c.data is buf, c
+            q.submit("read", BS, buf, tag=4)
+            (c,) = q.wait()
+            assert c.ok and bytes(buf) == data, c
+            # Reads and writes only.
+            with pytest.raises(ioswitch.BadCommandError, match="reads and writes only"):
+                q.submit("flush", ioprio=best_effort)
+        else:
+            buf = dev.alloc(BS)
+            with pytest.raises(ioswitch.BadCommandError) as ei:
+                q.submit("read", 0, buf, tag=5, ioprio=best_effort)
+            assert ei.value.interface == iface and "priority" in str(ei.value), ei.value
+            assert not buf.in_flight  # handed back
+        # Not a 16-bit priority value: refused before anything is queued, naming it.
+        for bad in (1 << 16, -1):
+            with pytest.raises(ioswitch.BadCommandError, match=f"ioprio {bad} is not an I/O priority"):
+                q.submit("read", 0, BS, ioprio=bad)
+        q.drain()
+        assert q.outstanding == 0

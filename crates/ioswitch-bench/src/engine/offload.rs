@@ -530,6 +530,11 @@ fn account_io(run: &mut Run, dir: usize, off: u64, len: u64, t: [u64; 3], result
             run.progress.bytes.fetch_add(len, Ordering::Relaxed);
         }
         Err((errno, msg)) => {
+            // A worker's sync call (fio: a sync engine in the worker) leaves the zone's
+            // write pointer where the device's is; a queue's write does not (zbd.rs).
+            if let Some(z) = run.zbd.as_ref().filter(|_| write && run.job.mode == Mode::Sync) {
+                z.failed_sync_write(off, len);
+            }
             if !run.goes_on_after(dir != 0, false, errno) {
                 if run.filled && write {
                     run.forget_write(off);

@@ -1,6 +1,7 @@
 """Type stubs of the Python module `ioswitch` (the native part is `ioswitch._ioswitch`)."""
 
 import os
+import sys
 from types import TracebackType
 from typing import Any, Literal, final
 
@@ -262,7 +263,10 @@ class PmemRange:
     are alive) or leaving its ``with`` block gives it back."""
 
     def __len__(self) -> int: ...
-    def __buffer__(self, flags: int, /) -> memoryview: ...
+    if sys.version_info >= (3, 12):
+        # The buffer protocol's Python-level method (PEP 688) exists from 3.12 on;
+        # memoryview(r) works on 3.11 too, through the C slot.
+        def __buffer__(self, flags: int, /) -> memoryview: ...
     @property
     def offset(self) -> int:
         """The range's offset in the device."""
@@ -282,6 +286,7 @@ class PmemRange:
         self, t: type[BaseException] | None, v: BaseException | None, tb: TracebackType | None, /
     ) -> bool: ...
 
+@final
 class Device:
     """An open device: a regular file, a block device, an NVMe device, a devdax device,
     an NVMe controller by PCI address ("0000:00:05.0", through the user-space driver), or
@@ -421,10 +426,15 @@ class Queue:
     poke/wait/drain push submissions and reap completions with the GIL released. One
     queue per thread. Close it (or use ``with``) to wait for outstanding commands."""
 
-    def submit(self, op: _Op, offset: int = 0, data: int | _Readable | None = None, tag: int = 0) -> None:
+    def submit(
+        self, op: _Op, offset: int = 0, data: int | _Readable | None = None, tag: int = 0, ioprio: int = 0
+    ) -> None:
         """Queues one command. read: data = length or a Buffer to read into; write: data
         = bytes-like or Buffer; read_lba/write_lba: offset = LBA, data = nlb or data;
-        flush: nothing; trim: data = length; write_zeroes: offset = LBA, data = nlb."""
+        flush: nothing; trim: data = length; write_zeroes: offset = LBA, data = nlb.
+        ioprio: the I/O priority, the kernel's class << 13 | level (0: none); only
+        async=io_uring and async=libaio carry one, on reads and writes (else
+        BadCommandError)."""
     def poke(self, max: int = 0) -> list[Completion]:
         """Reaps what has completed without waiting (at most `max`, 0: all)."""
     def wait(self, min: int = 1) -> list[Completion]:

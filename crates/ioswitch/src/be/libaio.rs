@@ -631,4 +631,9 @@ mod tests {
             assert_eq!(&b[16384..], &pattern(3, 4096)[..]);
         }
     }
+
+    #[test]
+    fn libaio_short_buffers_are_refused_before_the_interface() {
+        crate::be::testutil::short_buffers_are_refused_before_the_interface("async=libaio");
+    }
 }

@@ -531,4 +531,9 @@ mod tests {
     fn posix_refuses_passthrough_commands_and_keeps_the_data() {
         refuses_passthrough_commands_and_keeps_the_data("async=posix");
     }
+
+    #[test]
+    fn posix_short_buffers_are_refused_before_the_interface() {
+        crate::be::testutil::short_buffers_are_refused_before_the_interface("async=posix");
+    }
 }

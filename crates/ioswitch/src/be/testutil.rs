@@ -362,3 +362,59 @@ pub(crate) fn refuses_passthrough_commands_and_keeps_the_data(iface: &str) {
     assert_eq!(r.data.total_len(), 512);
     assert_eq!(q.outstanding(), 0);
 }
+
+/// A read or write whose buffers hold fewer bytes than it moves is refused by the checks
+/// every caller's command takes before it reaches the interface (`Queue::submit`: the
+/// fast check, then `prepare`; `Device::pass` the same), on every path into the backend:
+/// one buffer (the fast path's shape), several, FUA, an I/O priority. The refusal names
+/// the command, the bytes it moves and the bytes the buffers hold; the data comes back
+/// unchanged, nothing is counted as submitted, and the file is untouched. The backends'
+/// own one-buffer paths (libaio's `Aio::queue_one`) rely on this and only debug-assert it.
+pub(crate) fn short_buffers_are_refused_before_the_interface(iface: &str) {
+    let t = temp_in(&std::env::temp_dir(), tag(iface));
+    let dev = open(&t, &format!("{iface},create=1,size=64KiB"));
+    let (nsid, lba) = (dev.ident().nsid, dev.geometry().lba_size as u64);
+    std::fs::write(&t.0, pattern(3, 65536)).unwrap();
+    let mut q = dev.queue(4).unwrap();
+    let one = |n: u64, seed: u64| -> Data { buf(&dev, &pattern(seed, n as usize)).into() };
+    let two = |n: u64, seed: u64| -> Data {
+        Data::Vec(vec![buf(&dev, &pattern(seed, n as usize)), buf(&dev, &pattern(seed + 1, n as usize))])
+    };
+    let prio = crate::cmd::ioprio::value(crate::cmd::ioprio::CLASS_BE, 4);
+    let cases: Vec<(&str, Cmd, Data, u64, u64)> = vec![
+        ("read", Cmd::read(nsid, 8, 4), one(2 * lba, 10), 4 * lba, 2 * lba),
+        ("write", Cmd::write(nsid, 8, 4), one(2 * lba, 11), 4 * lba, 2 * lba),
+        ("read", Cmd::fs_read(4096, 8192), one(8191, 12), 8192, 8191),
+        ("write", Cmd::fs_write(4096, 8192), one(4096, 13), 8192, 4096),
+        ("read", Cmd::fs_read(4096, 8192), two(2048, 14), 8192, 4096),
+        ("write", Cmd::fs_write(4096, 8192), two(4095, 16), 8192, 8190),
+        ("write", Cmd::write(nsid, 8, 4).fua(), one(lba, 18), 4 * lba, lba),
+        ("read", Cmd::fs_read(4096, 8192).with_ioprio(prio), one(4096, 19), 8192, 4096),
+        ("write", Cmd::fs_write(4096, 8192).with_ioprio(prio), one(4096, 20), 8192, 4096),
+    ];
+    for (i, (name, cmd, data, need, have)) in cases.into_iter().enumerate() {
+        let before: Vec<Vec<u8>> = data.bufs().iter().map(|b| b.to_vec()).collect();
+        let r = q.submit(&cmd, data, i as u64).expect_err("a command longer than its buffers was taken");
+        let msg = r.error.to_string();
+        assert!(
+            matches!(r.error, Error::BufferSize { what, need: n, have: h, .. } if what == name && n == need && h == have),
+            "{iface}: {cmd:?}: {:?}",
+            r.error
+        );
+        assert!(
+            msg.contains(&format!("{name} moves {need} bytes")) && msg.contains(&format!("holds only {have}")),
+            "{msg}"
+        );
+        let after: Vec<Vec<u8>> = r.data.bufs().iter().map(|b| b.to_vec()).collect();
+        assert_eq!(before, after, "{iface}: {cmd:?}: the data comes back unchanged");
+        assert_eq!((q.outstanding(), q.stats().submitted), (0, 0), "{iface}: {cmd:?}");
+        // The sync call takes the same checks.
+        if dev.inner.sync().is_some() && cmd.ioprio == 0 {
+            let mut data = r.data;
+            let e = dev.pass(&cmd, data.bufs_mut()).expect_err("a sync call longer than its buffers was taken");
+            assert!(matches!(e, Error::BufferSize { need: n, have: h, .. } if n == need && h == have), "{e:?}");
+        }
+    }
+    q.drain(drop).unwrap();
+    assert_eq!(std::fs::read(&t.0).unwrap(), pattern(3, 65536), "{iface}: the file was changed");
+}

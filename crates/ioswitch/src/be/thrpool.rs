@@ -508,4 +508,9 @@ mod tests {
         assert!(matches!(e, Error::Queue { .. }), "a poke says so too: {e}");
         drop(q);
     }
+
+    #[test]
+    fn thrpool_short_buffers_are_refused_before_the_interface() {
+        crate::be::testutil::short_buffers_are_refused_before_the_interface("async=thrpool,threads=2");
+    }
 }

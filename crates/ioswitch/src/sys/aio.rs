@@ -267,6 +267,9 @@ impl Aio {
     /// `data` is not one buffer. The caller's checks made sure the buffer holds `len`
     /// bytes: a shorter one would be cut to its length, and the command would count as
     /// complete once that much moved (`aio_nbytes` is what the event is measured against).
+    /// Every command reaches here through `Queue::submit`, whose fast check and `prepare`
+    /// both refuse a buffer shorter than the command (`Error::BufferSize`); the test
+    /// `short_buffers_are_refused_before_the_interface` holds them to it.
     #[inline(always)]
     pub(crate) fn queue_one(&mut self, write: bool, data: Data, len: u64, offset: u64, tag: u64) -> Result<(), Data> {
         let Data::One(b) = &data else { return Err(data) };

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Python module `ioswitch` and runs its pytest suite.
 #
-# A virtual environment under target/ (reused when present) gets maturin and pytest from
+# A virtual environment under target/ (reused when present) gets maturin, pytest and mypy (for stubtest) from
 # PyPI; the wheel is built with `maturin build` (abi3: one wheel for CPython >= 3.11), in
 # cargo's dev profile, which reuses what `cargo test --workspace` built (a release build
 # recompiled the library and its dependencies: about half of this stage's 72 s), into
@@ -22,9 +22,9 @@ if [ ! -x "$venv/bin/python" ]; then
   echo "==== creating $venv"
   "$python" -m venv "$venv"
 fi
-if ! "$venv/bin/python" -c 'import pytest' 2>/dev/null || ! [ -x "$venv/bin/maturin" ]; then
-  echo "==== installing maturin and pytest"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'maturin>=1.5,<2.0' pytest
+if ! "$venv/bin/python" -c 'import pytest, mypy.stubtest' 2>/dev/null || ! [ -x "$venv/bin/maturin" ]; then
+  echo "==== installing maturin, pytest and mypy"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'maturin>=1.5,<2.0' pytest 'mypy>=1.10,<2'
 fi
 
 profile=()
@@ -36,16 +36,11 @@ wheel=("$wheels"/ioswitch-*.whl)
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "${wheel[0]}"
 
 cd "$here"
-# The stubs (python/ioswitch/*.pyi) against the installed module, with mypy's stubtest
-# when the venv has mypy (`$venv/bin/python -m pip install mypy`); this script does not
-# install it.
+# The stubs (python/ioswitch/*.pyi) against the installed module: mypy's stubtest (mypy
+# is installed into the venv above); only on a full run (no pytest arguments).
 if [ $# -eq 0 ]; then
-  if "$venv/bin/python" -c 'import mypy.stubtest' 2>/dev/null; then
-    echo "==== mypy stubtest ioswitch"
-    "$venv/bin/python" -m mypy.stubtest ioswitch
-  else
-    echo "==== mypy stubtest: skipped (mypy is not installed in $venv)"
-  fi
+  echo "==== mypy stubtest ioswitch"
+  "$venv/bin/python" -m mypy.stubtest ioswitch
 fi
 
 echo "==== pytest"

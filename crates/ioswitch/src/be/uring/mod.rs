@@ -68,7 +68,7 @@ use crate::buf::Data;
 use crate::cmd::Cmd;
 use crate::dev::Inner;
 use crate::error::Error;
-use crate::queue::Completion;
+use crate::queue::{Completion, CompletionSink};
 use crate::spec::{errno_to_status, Status};
 use crate::sys::uring::{Cqe, SlotId, Sqe, Target, Uring, ENTER_GETEVENTS, ENTER_SQ_WAKEUP};
 use ::io_uring::{squeue, IoUring};
@@ -658,8 +658,8 @@ impl<I: Iface> AsyncQueue for Ring<I> {
         Ok(pushed)
     }
 
-    fn reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
-        self.reap_inline(min, max, f)
+    fn reap(&mut self, min: u32, max: u32, f: &mut impl CompletionSink) -> Result<u32, Error> {
+        self.reap_inline(min, max, &mut |c: Completion| f.put(c))
     }
 
     fn syscalls(&self) -> u64 {
@@ -669,7 +669,8 @@ impl<I: Iface> AsyncQueue for Ring<I> {
     /// A waiting reap enters the kernel with everything queued as `to_submit`, so the
     /// submission rides on the wait: one `io_uring_enter` instead of two.
     #[inline(always)]
-    fn commit_and_reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
+    fn commit_and_reap(&mut self, min: u32, max: u32, f: &mut impl CompletionSink) -> Result<u32, Error> {
+        let f = &mut |c: Completion| f.put(c);
         if self.sqpoll || min == 0 {
             self.commit()?;
             return self.reap_inline(min, max, f);

@@ -216,6 +216,13 @@ struct iosw_data {
 	 * into the engine takes it back (owe(), settle()).
 	 */
 	unsigned int owed;
+	/*
+	 * A reap that failed after completions had been reaped in the same ->getevents()
+	 * (several files, or completions ->queue() took back): those go to fio first (the
+	 * call returns their count), and this negative errno at the next ->getevents(),
+	 * already logged and recorded. 0 when none is owed.
+	 */
+	int reap_err;
 	/* Open files with a queue, for ->getevents(). */
 	struct iosw_file **open;
 	unsigned int nopen;
@@ -1237,6 +1244,32 @@ static int __attribute__((noinline, cold)) reap_failed(struct thread_data *td, i
 	return err;
 }
 
+/*
+ * A reap failed after n completions were reaped into the array (evs or cpls from 0, which
+ * ->event() reads): fio gets them now, as it must (td_io_getevents() accounts for and
+ * hands over nothing when the call fails), and the failure at the next ->getevents().
+ * Nothing reaped: the failure now.
+ */
+static int __attribute__((noinline, cold)) reaped_then_failed(struct thread_data *td,
+							      struct iosw_data *ed, unsigned int n,
+							      int err)
+{
+	reap_failed(td, err);
+	if (!n)
+		return err;
+	ed->reap_err = err;
+	return n;
+}
+
+/* The failure reaped_then_failed() left for this ->getevents(). */
+static int __attribute__((noinline, cold)) reap_failed_before(struct iosw_data *ed)
+{
+	int err = ed->reap_err;
+
+	ed->reap_err = 0;
+	return err;
+}
+
 static int getevents_many(struct thread_data *td, struct iosw_data *ed, unsigned int min,
 			  unsigned int max, unsigned int n);
 static int getevents_ready(struct thread_data *td, struct iosw_data *ed, unsigned int min,
@@ -1302,6 +1335,8 @@ static int __attribute__((noinline)) getevents_reap(struct thread_data *td, unsi
 	struct iosw_data *ed = td->io_ops_data;
 	int err;
 
+	if (__builtin_expect(ed->reap_err != 0, 0))
+		return reap_failed_before(ed);
 	if (max > ed->cap)
 		max = ed->cap;
 	if (min > max)
@@ -1344,10 +1379,8 @@ static int __attribute__((noinline)) getevents_ready(struct thread_data *td, str
 	if (ed->nopen != 1)
 		return getevents_many(td, ed, min, max, n);
 	err = reap(ed, ed->open[0]->q, min - n, max - n, n);
-	if (err < 0) {
-		ed->rtail = n; /* handed over at the next call */
-		return reap_failed(td, err);
-	}
+	if (err < 0)
+		return reaped_then_failed(td, ed, n, err);
 	return n + err;
 }
 
@@ -1384,10 +1417,7 @@ static int __attribute__((noinline)) getevents_many(struct thread_data *td, stru
 			return n;
 	}
 failed:
-	/* The lean path hands what was reaped before the failure over at the next call. */
-	if (ed->region)
-		ed->rtail = n;
-	return reap_failed(td, err);
+	return reaped_then_failed(td, ed, n, err);
 }
 
 static struct io_u *iosw_event(struct thread_data *td, int event)

@@ -218,6 +218,40 @@ depth_mix_job "async=nil qd1 inline beside a batching job: IO depths counted onc
 stats_job "sync=psync: no slat, IO depths recorded as by fio's psync" no 4 4 --ioswitch_sync=psync
 stats_job "async=nil qd1 inline: no slat, IO depths recorded" no 4 4 --ioswitch_async=nil --ioswitch_inline=1
 
+# A reap that fails in a ->getevents() that already holds completions (two files, the
+# first file's queue reaped, then the second's reap fails: fio/reap-fault.c, preloaded in
+# front of libioswitch): fio must get those completions (every command issued completes,
+# with its clat sample) and the failure (EIO) as the job's error.
+reap_fault_job() {
+    local name=$1
+    if ! cc -std=gnu11 -O2 -Wall -Wextra -Werror -fPIC -shared -I"$here/../crates/ioswitch-capi/include" \
+        -o "$tmp/reap-fault.so" "$here/reap-fault.c" -ldl >"$tmp/log" 2>&1; then
+        result 1 "$name (cc fio/reap-fault.c)"
+        return
+    fi
+    mkdir -p "$tmp/files"
+    rm -rf "$tmp/files"/* "$tmp/out.json"
+    LD_PRELOAD=$tmp/reap-fault.so fio --name=reapfault --directory="$tmp/files" --nrfiles=2 \
+        --ioengine="external:$engine" --thread=1 --ioswitch_async=nil --rw=randread --size=1m --bs=4k \
+        --iodepth=4 --iodepth_batch=4 --iodepth_batch_complete_min=4 --output-format=json \
+        --output="$tmp/out.json" >"$tmp/log" 2>&1
+    if ! grep -q "reap-fault: failing" "$tmp/log"; then
+        result 1 "$name (no reap was made to fail)"
+        return
+    fi
+    python3 - "$tmp/out.json" >>"$tmp/log" 2>&1 <<'PY'
+import json, sys
+text = open(sys.argv[1]).read()
+print(text[:text.find("{")])  # fio writes the job's error messages first
+job = json.loads(text[text.index("{"):])["jobs"][0]
+issued, done = job["read"]["total_ios"], job["read"]["clat_ns"]["N"]
+print("error", job["error"], "issued", issued, "completed", done)
+sys.exit(0 if job["error"] == 5 and issued > 0 and done == issued else 1)
+PY
+    result $? "$name"
+}
+reap_fault_job "a reap failing after another file's completions were reaped: those reach fio, then EIO"
+
 fails_naming "nil moves no data: verify fails" "verify: bad" --thread=1 --ioswitch_async=nil --rw=write --verify=crc32c
 fails_naming "sync=nil (synchronous engine) moves no data: verify fails" "verify: bad" --thread=1 \
     --ioswitch_sync=nil --rw=write --verify=crc32c

@@ -26,7 +26,7 @@ use crate::dev::null_arg;
 use crate::error::{fail, from_error, guard};
 use crate::queue::{ioswitch_queue, rejection};
 use crate::table::{self, Refusal, Slot};
-use ioswitch_rs::{Buffer, Completion, Data, Error, Status};
+use ioswitch_rs::{Buffer, Completion, CompletionSink, Data, Error, Status};
 use std::collections::VecDeque;
 use std::ffi::{c_int, c_void};
 use std::mem::{self, ManuallyDrop};
@@ -380,30 +380,38 @@ pub unsafe extern "C" fn ioswitch_queue_submit_at_commit(
 }
 
 /// The completion sink of `ioswitch_queue_reap_at` and `ioswitch_queue_submit_at_reap`:
-/// a closure that frees each completion's slot and writes its event into `evs[*at]`
-/// while `*at < max`, keeping the rare one beyond `max` in `kept` (out of line). Small,
-/// with what it reads captured by value. A macro rather than a function, so that each
-/// caller's closure is the very code it was when written out in place (the lean path's
-/// instruction counts are recorded in docs/BENCHMARKS.md).
-macro_rules! put_events {
-    ($regions:ident, $evs:ident, $max:ident, $at:ident, $kept:ident) => {
-        move |c: Completion| {
-            free_slot($regions, &c.data);
-            let (tag, status, result) = (c.tag, c.status, c.result);
-            // Borrowed buffers (id 0) or none: nothing to free, no drop to run.
-            mem::forget(c.data);
-            // The event is made in each arm: written straight into evs, not through the
-            // stack.
-            if *$at < $max {
-                // SAFETY: *at < max, and evs is valid for writing max events (the
-                // contract of both callers).
-                unsafe { $evs.add(*$at as usize).write(ioswitch_event::new(tag, status, result)) };
-                *$at += 1;
-            } else {
-                keep($kept, ioswitch_event::new(tag, status, result));
-            }
+/// frees each completion's slot and writes its event into `evs[at]` while `at < max`,
+/// keeping the rare one beyond `max` in `kept` (out of line). A [`CompletionSink`] rather
+/// than a closure: its `put` is inlined into every interface's reaping loop (a closure is
+/// a function of its own that LLVM kept out of line, with the completion written to
+/// memory for each call; the lean path's instruction counts are recorded in
+/// docs/BENCHMARKS.md).
+struct PutEvents<'a> {
+    regions: &'a [*const ioswitch_region],
+    evs: *mut ioswitch_event,
+    max: u32,
+    /// The next event's index in `evs`.
+    at: u32,
+    kept: &'a mut VecDeque<ioswitch_event>,
+}
+
+impl CompletionSink for PutEvents<'_> {
+    #[inline(always)]
+    fn put(&mut self, c: Completion) {
+        free_slot(self.regions, &c.data);
+        let (tag, status, result) = (c.tag, c.status, c.result);
+        // Borrowed buffers (id 0) or none: nothing to free, no drop to run.
+        mem::forget(c.data);
+        // The event is made in each arm: written straight into evs, not through the stack.
+        if self.at < self.max {
+            // SAFETY: at < max, and evs is valid for writing max events (the contract of
+            // both callers).
+            unsafe { self.evs.add(self.at as usize).write(ioswitch_event::new(tag, status, result)) };
+            self.at += 1;
+        } else {
+            keep(self.kept, ioswitch_event::new(tag, status, result));
         }
-    };
+    }
 }
 
 /// `ioswitch_queue_submit_at_commit`, then a reap that does not wait: what has completed
@@ -448,7 +456,7 @@ pub unsafe extern "C" fn ioswitch_queue_submit_at_reap(
         let Some(n) = (unsafe { n.as_mut() }) else {
             return null_arg(F, "n");
         };
-        let mut got = *n;
+        let got = *n;
         if got > max || (evs.is_null() && max > 0) {
             return bad_reap_to(got, max);
         }
@@ -465,15 +473,14 @@ pub unsafe extern "C" fn ioswitch_queue_submit_at_reap(
         }
         let first = got;
         let ioswitch_queue { rq, regions, evkept, .. } = q;
-        let regions: &[*const ioswitch_region] = regions;
-        let (at, kept) = (&mut got, &mut *evkept);
-        let mut put = put_events!(regions, evs, max, at, kept);
-        match rq.poke(max - first, &mut put) {
+        let mut put = PutEvents { regions, evs, max, at: got, kept: evkept };
+        match rq.poke_with(max - first, &mut put) {
             Ok(_) => {
-                *n = got;
+                *n = put.at;
                 0
             }
             Err(e) => {
+                let got = put.at;
                 // SAFETY: evs[first..got] were written above.
                 -unsafe { reap_at_failed(F, evkept, evs.add(first as usize), got - first, &e) }
             }
@@ -644,14 +651,13 @@ pub unsafe extern "C" fn ioswitch_queue_reap_at(
         // Enough already (then take what is there, up to max), or wait for the rest.
         let (wait, count) = if n >= min { (false, max - n) } else { (true, min - n) };
         let ioswitch_queue { rq, regions, evkept, .. } = q;
-        let regions: &[*const ioswitch_region] = regions;
-        let (at, kept) = (&mut n, &mut *evkept);
-        let mut put = put_events!(regions, evs, max, at, kept);
+        let mut put = PutEvents { regions, evs, max, at: n, kept: evkept };
         let r = match (wait, count) {
             (false, 0) => rq.commit(),
-            (false, left) => rq.poke(left, &mut put),
-            (true, need) => rq.wait(need, &mut put),
+            (false, left) => rq.poke_with(left, &mut put),
+            (true, need) => rq.wait_with(need, &mut put),
         };
+        let n = put.at;
         match r {
             Ok(_) => n as c_int,
             // SAFETY: evs[0..n] were written above.

@@ -398,6 +398,20 @@ impl<T> Fifo<T> {
         Ok(())
     }
 
+    /// Takes the value at the front, the oldest, if any.
+    #[inline(always)]
+    pub(crate) fn pop_front(&mut self) -> Option<T> {
+        if self.len == 0 {
+            return None;
+        }
+        // SAFETY: head is masked into the ring and, with len > 0, holds an initialised
+        // value; head and len move on past it, so the entry is read exactly once.
+        let v = unsafe { self.slots.get_unchecked(self.head).assume_init_read() };
+        self.head = (self.head + 1) & self.mask;
+        self.len -= 1;
+        Some(v)
+    }
+
     /// Takes up to `max` values from the front, oldest first, into `f`; returns how many.
     /// Each value leaves the ring before `f` sees it, so a panicking `f` loses none twice.
     #[inline(always)]

@@ -45,7 +45,7 @@ pub use dev::{
 };
 pub use error::{Error, Result};
 pub use opts::{AdminIface, AsyncIface, DmaMode, MemIface, Opts, PsyncCall, SyncIface};
-pub use queue::{Completion, Queue, QueueStats, Rejected};
+pub use queue::{Completion, CompletionSink, Queue, QueueStats, Rejected};
 pub use spec::{Cqe, Sqe, Status};
 
 /// True when this kernel supports the io_uring option `single_issuer=1`

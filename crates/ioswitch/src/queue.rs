@@ -23,6 +23,27 @@ use crate::spec::Status;
 use serde::Serialize;
 use std::fmt;
 
+/// Where a reap puts each completion: any `FnMut(Completion)` closure, or a type of the
+/// caller's whose [`put`](CompletionSink::put) the reaping loops inline.
+///
+/// [`Queue::poke`], [`Queue::wait`] and [`Queue::drain`] take closures. A closure is a
+/// function of its own that LLVM may keep out of line, called once per completion with the
+/// [`Completion`] written to memory for it; stable Rust has no `#[inline]` for a closure.
+/// A sink's `put` marked `#[inline(always)]`, given to [`Queue::poke_with`] or
+/// [`Queue::wait_with`], runs inside every interface's reaping loop instead (the C ABI's
+/// lean path writes its events into the caller's array this way).
+pub trait CompletionSink {
+    /// Takes one completion.
+    fn put(&mut self, c: Completion);
+}
+
+impl<F: FnMut(Completion)> CompletionSink for F {
+    #[inline(always)]
+    fn put(&mut self, c: Completion) {
+        self(c)
+    }
+}
+
 /// A finished command.
 #[derive(Debug)]
 pub struct Completion {
@@ -178,16 +199,33 @@ impl Queue {
         self.reap(0, max, &mut f)
     }
 
+    /// [`poke`](Queue::poke), putting each completion into `sink`.
+    #[inline(always)]
+    pub fn poke_with(&mut self, max: u32, sink: &mut impl CompletionSink) -> Result<u32> {
+        if self.outstanding == 0 {
+            self.be.commit()?;
+            return Ok(0);
+        }
+        let max = if max == 0 { u32::MAX } else { max };
+        self.reap(0, max, sink)
+    }
+
     /// Commits, then waits until at least `min` commands (at most all outstanding) have
     /// completed, calling `f` for each. Returns how many were reaped.
     #[inline]
     pub fn wait(&mut self, min: u32, mut f: impl FnMut(Completion)) -> Result<u32> {
+        self.wait_with(min, &mut f)
+    }
+
+    /// [`wait`](Queue::wait), putting each completion into `sink`.
+    #[inline]
+    pub fn wait_with(&mut self, min: u32, sink: &mut impl CompletionSink) -> Result<u32> {
         if self.outstanding == 0 {
             self.be.commit()?;
             return Ok(0);
         }
         let min = min.min(self.outstanding);
-        self.reap(min, u32::MAX, &mut f)
+        self.reap(min, u32::MAX, sink)
     }
 
     /// Commits, then waits for every outstanding command. Returns how many were reaped.
@@ -205,7 +243,7 @@ impl Queue {
 
     /// Commits, then reaps (one syscall where the interface can do both at once).
     #[inline(always)]
-    fn reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32> {
+    fn reap(&mut self, min: u32, max: u32, f: &mut impl CompletionSink) -> Result<u32> {
         let n = self.be.commit_and_reap(min, max, f)?;
         self.outstanding -= n;
         if n == 0 && min > 0 {

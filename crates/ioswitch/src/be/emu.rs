@@ -9,7 +9,7 @@ use crate::cmd::Cmd;
 use crate::dev::DevKind;
 use crate::dev::Inner;
 use crate::error::Error;
-use crate::queue::Completion;
+use crate::queue::CompletionSink;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -52,7 +52,7 @@ impl AsyncQueue for Emu {
         Ok(0)
     }
 
-    fn reap(&mut self, _min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
+    fn reap(&mut self, _min: u32, max: u32, f: &mut impl CompletionSink) -> Result<u32, Error> {
         let Some(sync) = self.dev.sync() else {
             // Device::open refuses emu without a sync interface; keep the queue safe anyway.
             return Err(Error::Queue {
@@ -66,7 +66,7 @@ impl AsyncQueue for Emu {
         while n < max {
             let Some(p) = self.pending.pop_front() else { break };
             self.syscalls += sync.syscalls_per_cmd();
-            f(exec_to_completion(sync, &p.io, &p.cmd, p.data, p.tag));
+            f.put(exec_to_completion(sync, &p.io, &p.cmd, p.data, p.tag));
             n += 1;
         }
         Ok(n)

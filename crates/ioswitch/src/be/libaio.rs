@@ -27,7 +27,7 @@ use crate::buf::Data;
 use crate::cmd::Cmd;
 use crate::dev::{DevKind, Inner};
 use crate::error::Error;
-use crate::queue::Completion;
+use crate::queue::{Completion, CompletionSink};
 use crate::spec::errno_to_status;
 use crate::sys::aio::{Aio, Refused};
 use std::collections::VecDeque;
@@ -199,11 +199,11 @@ impl Libaio {
 
     /// Hands out the completions waiting in `ready`, at most `max`.
     #[inline(never)]
-    fn hand_out_ready(&mut self, max: u32, f: &mut impl FnMut(Completion)) -> u32 {
+    fn hand_out_ready(&mut self, max: u32, f: &mut impl CompletionSink) -> u32 {
         let mut n = 0u32;
         while n < max {
             let Some(c) = self.ready.pop_front() else { break };
-            f(c);
+            f.put(c);
             n += 1;
         }
         n
@@ -211,7 +211,7 @@ impl Libaio {
 
     /// Hands out harvested events, at most `max`; returns how many.
     #[inline(always)]
-    fn hand_out(&mut self, max: u32, f: &mut impl FnMut(Completion)) -> u32 {
+    fn hand_out(&mut self, max: u32, f: &mut impl CompletionSink) -> u32 {
         let k = self.aio.harvested().min(max);
         let mut n = 0u32;
         while n < k && self.aio.hand_out_next(f) {
@@ -223,14 +223,14 @@ impl Libaio {
     /// [`Self::hand_out`] of events an earlier reap left harvested (rare), out of line.
     #[cold]
     #[inline(never)]
-    fn hand_out_left(&mut self, max: u32, f: &mut impl FnMut(Completion)) -> u32 {
+    fn hand_out_left(&mut self, max: u32, f: &mut impl CompletionSink) -> u32 {
         self.hand_out(max, f)
     }
 
     /// Reaps without committing: what `ready` holds, then the harvested events, then
     /// io_getevents as `min` and `max` ask.
     #[inline(always)]
-    fn reap_now(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
+    fn reap_now(&mut self, min: u32, max: u32, f: &mut impl CompletionSink) -> Result<u32, Error> {
         let mut n = 0u32;
         if !self.ready.is_empty() {
             n = self.hand_out_ready(max, f);
@@ -297,13 +297,13 @@ impl AsyncQueue for Libaio {
         }
     }
 
-    fn reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
+    fn reap(&mut self, min: u32, max: u32, f: &mut impl CompletionSink) -> Result<u32, Error> {
         self.commit()?;
         self.reap_now(min, max, f)
     }
 
     #[inline(always)]
-    fn commit_and_reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
+    fn commit_and_reap(&mut self, min: u32, max: u32, f: &mut impl CompletionSink) -> Result<u32, Error> {
         self.commit()?;
         self.reap_now(min, max, f)
     }

@@ -29,7 +29,7 @@ use crate::cmd::{opc, Cmd, CmdSet, DsmRange};
 use crate::dev::{DevKind, Inner};
 use crate::error::Error;
 use crate::opts::{AdminIface, AsyncIface, SyncIface};
-use crate::queue::Completion;
+use crate::queue::{Completion, CompletionSink};
 use crate::spec::Status;
 use std::sync::Arc;
 
@@ -96,14 +96,14 @@ pub(crate) trait AsyncQueue: Send {
     /// Contract: once `f` has been called, the reap returns `Ok(n)` with the number of
     /// calls, even if a later step failed (report that failure on the next reap); an
     /// `Err` means `f` was not called at all. The queue's outstanding count relies on it.
-    fn reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error>;
+    fn reap(&mut self, min: u32, max: u32, f: &mut impl CompletionSink) -> Result<u32, Error>;
     /// Syscalls made so far by this queue (submission, completion and wake-ups).
     fn syscalls(&self) -> u64;
 
     /// [`commit`](AsyncQueue::commit), then [`reap`](AsyncQueue::reap) with the same
     /// contract. Interfaces whose waiting reap can submit in the same syscall override it
     /// (io_uring: one `io_uring_enter` both submits and waits).
-    fn commit_and_reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
+    fn commit_and_reap(&mut self, min: u32, max: u32, f: &mut impl CompletionSink) -> Result<u32, Error> {
         self.commit()?;
         self.reap(min, max, f)
     }
@@ -160,7 +160,8 @@ macro_rules! dispatch_reap {
             Backend::IoUringCmd($q) => $e,
             Backend::Vfio($q) => $e,
             other => {
-                let mut g: &mut dyn FnMut(Completion) = $f;
+                let mut h = |c: Completion| $f.put(c);
+                let mut g: &mut dyn FnMut(Completion) = &mut h;
                 let $f = &mut g;
                 dispatch!(other, $q => $e)
             }
@@ -197,14 +198,14 @@ impl AsyncQueue for Backend {
         dispatch!(self, q => q.commit())
     }
     #[inline(always)]
-    fn reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
+    fn reap(&mut self, min: u32, max: u32, f: &mut impl CompletionSink) -> Result<u32, Error> {
         dispatch_reap!(self, f, q => q.reap(min, max, f))
     }
     fn syscalls(&self) -> u64 {
         dispatch!(self, q => q.syscalls())
     }
     #[inline(always)]
-    fn commit_and_reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
+    fn commit_and_reap(&mut self, min: u32, max: u32, f: &mut impl CompletionSink) -> Result<u32, Error> {
         dispatch_reap!(self, f, q => q.commit_and_reap(min, max, f))
     }
 }

@@ -39,7 +39,7 @@ use crate::buf::Data;
 use crate::cmd::Cmd;
 use crate::dev::Inner;
 use crate::error::Error;
-use crate::queue::Completion;
+use crate::queue::{Completion, CompletionSink};
 use crate::spec::{errno_to_status, Status};
 use crate::sys::posix_aio::{Cbs, Finished, Seg, Started};
 use std::collections::VecDeque;
@@ -281,10 +281,10 @@ impl PosixAio {
         self.cbs.suspend()
     }
 
-    fn hand_out(&mut self, n: &mut u32, max: u32, f: &mut impl FnMut(Completion)) {
+    fn hand_out(&mut self, n: &mut u32, max: u32, f: &mut impl CompletionSink) {
         while *n < max {
             let Some(c) = self.ready.pop_front() else { break };
-            f(c);
+            f.put(c);
             *n += 1;
         }
     }
@@ -337,7 +337,7 @@ impl AsyncQueue for PosixAio {
         Ok(0)
     }
 
-    fn reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
+    fn reap(&mut self, min: u32, max: u32, f: &mut impl CompletionSink) -> Result<u32, Error> {
         let mut n = 0;
         loop {
             self.hand_out(&mut n, max, f);

@@ -26,7 +26,7 @@ use crate::cmd::Cmd;
 use crate::dev::DevKind;
 use crate::dev::Inner;
 use crate::error::Error;
-use crate::queue::Completion;
+use crate::queue::{Completion, CompletionSink};
 use std::collections::VecDeque;
 use std::io;
 use std::mem;
@@ -278,7 +278,7 @@ impl AsyncQueue for Thrpool {
         Ok(n)
     }
 
-    fn reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
+    fn reap(&mut self, min: u32, max: u32, f: &mut impl CompletionSink) -> Result<u32, Error> {
         if !self.batch.is_empty() {
             self.commit()?;
         }
@@ -287,7 +287,7 @@ impl AsyncQueue for Thrpool {
             while n < max {
                 let Some(c) = self.local.pop_front() else { break };
                 self.committed -= 1;
-                f(c);
+                f.put(c);
                 n += 1;
             }
             if n >= max || self.committed == 0 {

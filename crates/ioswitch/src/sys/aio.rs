@@ -19,7 +19,7 @@
 
 use crate::be::MAX_SEGMENTS;
 use crate::buf::{fill_iovecs, Data};
-use crate::queue::Completion;
+use crate::queue::{Completion, CompletionSink};
 use crate::spec::{errno_to_status, Status};
 use std::io;
 
@@ -415,7 +415,7 @@ impl Aio {
     /// name no busy slot are passed over). The head moves past the event and its slot is
     /// freed before `f` runs, so an `f` that panics loses only this one.
     #[inline(always)]
-    pub(crate) fn hand_out_next(&mut self, f: &mut impl FnMut(Completion)) -> bool {
+    pub(crate) fn hand_out_next(&mut self, f: &mut impl CompletionSink) -> bool {
         loop {
             if self.ev_head >= self.ev_len {
                 return false;
@@ -436,7 +436,7 @@ impl Aio {
                 let slot = unsafe { self.slots.get_unchecked_mut(idx) };
                 let (status, result) =
                     if res >= 0 && res as u64 == slot.iocb.aio_nbytes { (Status::OK, res as u64) } else { failed(res) };
-                f(Completion { tag: slot.tag, status, result, data: std::mem::take(&mut slot.data) });
+                f.put(Completion { tag: slot.tag, status, result, data: std::mem::take(&mut slot.data) });
                 return true;
             }
         }

@@ -1027,13 +1027,13 @@ mod tests {
         assert_eq!(q.unsubmitted, 2);
         let before = q.syscalls();
         let mut tags = Vec::new();
-        assert_eq!(q.commit_and_reap(1, 1, &mut |c| tags.push(c.tag)).unwrap(), 1);
+        assert_eq!(q.commit_and_reap(1, 1, &mut |c: Completion| tags.push(c.tag)).unwrap(), 1);
         // One completion was there: no wait, one enter to submit the two queued.
         assert_eq!(q.syscalls() - before, 1);
         assert_eq!(q.unsubmitted, 0);
         assert_eq!(q.uring.inflight(), 3);
         while q.uring.inflight() > 0 {
-            q.commit_and_reap(q.uring.inflight(), u32::MAX, &mut |c| {
+            q.commit_and_reap(q.uring.inflight(), u32::MAX, &mut |c: Completion| {
                 assert!(c.status.is_ok() && c.result == 4096);
                 tags.push(c.tag);
             })

@@ -68,7 +68,7 @@ use crate::buf::Data;
 use crate::cmd::Cmd;
 use crate::dev::Inner;
 use crate::error::Error;
-use crate::queue::Completion;
+use crate::queue::{Completion, CompletionSink};
 use crate::spec::{errno_to_status, Status};
 use crate::sys::uring::{Cqe, SlotId, Sqe, Target, Uring, ENTER_GETEVENTS, ENTER_SQ_WAKEUP};
 use ::io_uring::{squeue, IoUring};
@@ -420,12 +420,12 @@ impl<I: Iface> Ring<I> {
     /// Hands out completions of inline commands, at most `max`.
     #[cold]
     #[inline(never)]
-    fn hand_out_ready(&mut self, max: u32, f: &mut impl FnMut(Completion)) -> u32 {
+    fn hand_out_ready(&mut self, max: u32, f: &mut impl CompletionSink) -> u32 {
         let mut n = 0;
         while n < max {
             let Some((id, c)) = self.ready.pop_front() else { break };
             self.release(id);
-            f(c);
+            f.put(c);
             n += 1;
         }
         n
@@ -502,7 +502,7 @@ impl<I: Iface> Ring<I> {
     /// before its callback runs, so the CQEs handed out are consumed exactly once and the
     /// rest stay in the ring for the next reap (or the drop).
     #[inline(always)]
-    fn take_cqes(&mut self, limit: u32, f: &mut impl FnMut(Completion)) -> u32 {
+    fn take_cqes(&mut self, limit: u32, f: &mut impl CompletionSink) -> u32 {
         let mut n = 0;
         loop {
             let mut again = None;
@@ -525,7 +525,7 @@ impl<I: Iface> Ring<I> {
                         unuse_reg(&mut slot.reg, reg);
                     }
                     let data = r.release();
-                    f(Completion { tag, status, result, data });
+                    f.put(Completion { tag, status, result, data });
                     n += 1;
                     n < limit
                 },
@@ -534,7 +534,7 @@ impl<I: Iface> Ring<I> {
             // CQE already consumed; no callback runs in between).
             let Some(id) = again else { return n };
             if let Some(c) = self.again(id) {
-                f(c);
+                f.put(c);
                 n += 1;
             }
             if n >= limit {
@@ -568,7 +568,7 @@ impl<I: Iface> Ring<I> {
     /// [`AsyncQueue::reap`], inlined into both reaping entry points. A failure to enter
     /// after callbacks ran is not reported (the trait's contract): the next reap meets it.
     #[inline(always)]
-    fn reap_inline(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
+    fn reap_inline(&mut self, min: u32, max: u32, f: &mut impl CompletionSink) -> Result<u32, Error> {
         let mut n = 0;
         if !self.ready.is_empty() {
             n = self.hand_out_ready(max, f);
@@ -658,7 +658,7 @@ impl<I: Iface> AsyncQueue for Ring<I> {
         Ok(pushed)
     }
 
-    fn reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
+    fn reap(&mut self, min: u32, max: u32, f: &mut impl CompletionSink) -> Result<u32, Error> {
         self.reap_inline(min, max, f)
     }
 
@@ -669,7 +669,7 @@ impl<I: Iface> AsyncQueue for Ring<I> {
     /// A waiting reap enters the kernel with everything queued as `to_submit`, so the
     /// submission rides on the wait: one `io_uring_enter` instead of two.
     #[inline(always)]
-    fn commit_and_reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
+    fn commit_and_reap(&mut self, min: u32, max: u32, f: &mut impl CompletionSink) -> Result<u32, Error> {
         if self.sqpoll || min == 0 {
             self.commit()?;
             return self.reap_inline(min, max, f);

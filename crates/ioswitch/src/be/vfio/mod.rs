@@ -30,7 +30,7 @@ use crate::cmd::Cmd;
 use crate::dev::{DevKind, Inner};
 use crate::error::Error;
 use crate::opts::DmaMode;
-use crate::queue::Completion;
+use crate::queue::{Completion, CompletionSink};
 use crate::spec::{errno_to_status, Sqe, Status};
 use ctrl::Ctrl;
 use mem::{Chunk, Pool};
@@ -466,7 +466,7 @@ impl AsyncQueue for VfioQueue {
         Ok(std::mem::take(&mut self.pushed))
     }
 
-    fn reap(&mut self, min: u32, max: u32, f: &mut impl FnMut(Completion)) -> Result<u32, Error> {
+    fn reap(&mut self, min: u32, max: u32, f: &mut impl CompletionSink) -> Result<u32, Error> {
         if let Some(e) = self.failed.take() {
             return Err(e);
         }
@@ -477,7 +477,7 @@ impl AsyncQueue for VfioQueue {
             self.qp.poll(self.ctrl.bar(), max - n, |c| {
                 if let Some((tag, data)) = table.take(c.cid) {
                     n += 1;
-                    f(Completion { tag, status: status_of(c.status), result: c.result, data });
+                    f.put(Completion { tag, status: status_of(c.status), result: c.result, data });
                 }
             });
             if n >= min || n >= max {

@@ -91,6 +91,7 @@ pub(crate) const TUNABLES: &[(&str, Option<&str>)] = &[
     ("register_files", Some("registerfiles")),
     ("register_buffers", Some("fixedbufs")),
     ("single_issuer", None),
+    ("reap_spin", None),
 ];
 
 /// How long the SQPOLL thread spins without work before it sleeps (the kernel default).
@@ -173,6 +174,9 @@ pub(crate) struct Ring<I: Iface> {
     fixed_file: bool,
     sqpoll: bool,
     iopoll: bool,
+    /// `reap_spin`: how long a reap that must wait looks at the CQ ring before entering
+    /// the kernel to wait (0: it enters at once).
+    spin_ns: u64,
     /// The flags of a submitting `io_uring_enter` ([`AsyncQueue::commit`]):
     /// `IORING_ENTER_GETEVENTS` on a `DEFER_TASKRUN` ring (`single_issuer=1`), whose
     /// completions of punted work are posted only when its task enters with GETEVENTS:
@@ -242,6 +246,20 @@ fn check_usable(dev: &Inner, iface: &str) -> Result<(), Error> {
     }
     if dev.raw_fd() < 0 {
         return Err(dev.unsupported(iface, "the device has no file descriptor"));
+    }
+    Ok(())
+}
+
+/// `reap_spin`: with IOPOLL and no SQPOLL thread nothing reaches the CQ ring unless the
+/// task polls in `io_uring_enter`, so there is nothing to spin on.
+fn check_reap_spin<I: Iface>(dev: &Inner) -> Result<(), Error> {
+    let o = &dev.opts;
+    if o.reap_spin_ns.is_some() && o.iopoll && !o.sqpoll {
+        return Err(dev.unsupported(
+            &format!("async={} (reap_spin)", I::NAME),
+            "with iopoll=1 (and no sqpoll=1) completions reach the CQ ring only when this thread polls in \
+             io_uring_enter: there is nothing to spin on; drop reap_spin or iopoll",
+        ));
     }
     Ok(())
 }
@@ -357,6 +375,7 @@ impl<I: Iface> Ring<I> {
             fixed_file: o.register_files,
             sqpoll: o.sqpoll,
             iopoll: o.iopoll,
+            spin_ns: o.reap_spin_ns.unwrap_or(0),
             submit_flags: if defer_taskrun { ENTER_GETEVENTS } else { 0 },
             depth,
             unsubmitted: 0,
@@ -576,6 +595,23 @@ impl<I: Iface> Ring<I> {
         self.uring.taskrun()
     }
 
+    /// `reap_spin`: looks at the CQ ring until a CQE is there (true), or until the kernel
+    /// has completions to post that need an enter (the taskrun flag: false, as when the
+    /// spin runs out).
+    #[inline(never)]
+    fn spin(&mut self) -> bool {
+        let start = std::time::Instant::now();
+        loop {
+            if self.uring.cq_len() > 0 {
+                return true;
+            }
+            if self.taskrun() || start.elapsed().as_nanos() >= u128::from(self.spin_ns) {
+                return false;
+            }
+            std::hint::spin_loop();
+        }
+    }
+
     /// [`AsyncQueue::reap`], inlined into both reaping entry points. A failure to enter
     /// after callbacks ran is not reported (the trait's contract): the next reap meets it.
     /// `entered`: the caller has just entered with GETEVENTS (a commit on a DEFER_TASKRUN
@@ -612,6 +648,11 @@ impl<I: Iface> Ring<I> {
             } else {
                 min - n
             };
+            // reap_spin: the kernel has every SQE (so a completion can come without an
+            // enter); look at the CQ ring before sleeping in the kernel.
+            if want > 0 && self.spin_ns != 0 && (self.sqpoll || self.unsubmitted == 0) && self.spin() {
+                continue;
+            }
             if let Err(errno) = self.enter_wait(want) {
                 return if n > 0 { Ok(n) } else { Err(self.wait_failed(errno)) };
             }

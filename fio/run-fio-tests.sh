@@ -233,6 +233,8 @@ else
 fi
 ring_flags_job "async=io_uring single_issuer=0: the queue's ring without DEFER_TASKRUN" plain \
     --ioswitch_opts=single_issuer=0
+verify_job "async=io_uring qd4 reap_spin=20us + verify" --ioswitch_async=io_uring --ioswitch_opts=reap_spin=20us \
+    --rw=randwrite --iodepth=4
 verify_job "async=thrpool threads=2 batch 4 + verify" --ioswitch_async=thrpool --ioswitch_opts=threads=2 \
     --rw=randwrite --iodepth=16 --iodepth_batch_complete_min=4 --iodepth_batch_complete_max=8
 # fio takes at most 2 completions per ->getevents(): the library keeps the rest of a
@@ -277,6 +279,8 @@ fails_naming "ioswitch_inline=1 at iodepth=4 is refused by name" "ioswitch_inlin
     --thread=1 --ioswitch_async=io_uring --ioswitch_inline=1 --iodepth=4 --rw=write
 fails_naming "an unknown interface is named" 'unknown async interface "bogus"' --thread=1 --ioswitch_async=bogus --rw=write
 fails_naming "a bad option is named" '"bogus_key"' --thread=1 --ioswitch_opts=bogus_key=1 --rw=write
+fails_naming "reap_spin on libaio is refused by name" 'reap_spin' --thread=1 --ioswitch_async=libaio \
+    --ioswitch_opts=reap_spin=20us --rw=write
 
 # Several hosts: fio's client/server mode, on localhost. A server on a free
 # non-default port runs the job a client sends it; the engine loads on the server side.

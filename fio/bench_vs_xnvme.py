@@ -12,7 +12,9 @@ of a group once, in an order rotated by one each repetition.
   mode), inline (`ioswitch_inline=1`) and sync (`ioswitch_sync=nil`).
 - nil, qd16: fio `null`; xNVMe `nil`; the ioswitch engine on `nil` async.
 - io_uring on a /dev/shm file and on an O_DIRECT file on disk, qd1 and qd16: fio
-  `io_uring`; xNVMe `io_uring`; the ioswitch engine on `io_uring`.
+  `io_uring`; xNVMe `io_uring`; the ioswitch engine on `io_uring` (its default rings,
+  `SINGLE_ISSUER | DEFER_TASKRUN` as fio's, and with `single_issuer=0`, the library's default ring;
+  both again with the opt-in `reap_spin=20us`, wall clock only).
 - With --callgrind N: user-space instructions per I/O of the nil rows (qd1 and qd16) and
   of the io_uring rows on the /dev/shm file (qd1 and qd16) (runs of N and 2N I/Os, the difference
   divided by N), split as fio/bench.py splits them (xNVMe's library counts under "fio +
@@ -148,11 +150,25 @@ def main():
                     ("fio io_uring", ["--name=uring", "--ioengine=io_uring"] + base),
                     ("xNVMe io_uring", ["--name=xuring"] + xnvme + ["--xnvme_async=io_uring"] + base),
                     ("ioswitch io_uring", ["--name=uring", ext, "--ioswitch_async=io_uring"] + base),
+                    # The engine's io_uring rings are SINGLE_ISSUER | DEFER_TASKRUN by default
+                    # (as fio's); this row has the library's default ring instead.
+                    ("ioswitch io_uring single_issuer=0",
+                     ["--name=uring", ext, "--ioswitch_async=io_uring", "--ioswitch_opts=single_issuer=0"] + base),
+                ]
+                # Opt-in, not the engine's default: the reap looks at the CQ ring for up to
+                # 20 us before waiting in the kernel (xNVMe's io_uring backend spins too).
+                # Wall clock only: the spin's instructions grow with the time a read takes.
+                spins = [
+                    ("ioswitch io_uring reap_spin=20us",
+                     ["--name=uring", ext, "--ioswitch_async=io_uring", "--ioswitch_opts=reap_spin=20us"] + base),
+                    ("ioswitch io_uring single_issuer=0,reap_spin=20us",
+                     ["--name=uring", ext, "--ioswitch_async=io_uring",
+                      "--ioswitch_opts=single_issuer=0,reap_spin=20us"] + base),
                 ]
                 print(f"## io_uring, {what}, 4 KiB random read, iodepth={qd}\n")
-                bench.show(configs)
+                bench.show(configs + spins)
                 if not a.callgrind_only:
-                    report(bench.interleave(configs, a.reps), "fio io_uring", "xNVMe io_uring", lat=qd == 1)
+                    report(bench.interleave(configs + spins, a.reps), "fio io_uring", "xNVMe io_uring", lat=qd == 1)
                 if a.callgrind and not extra:
                     # io_size: the runs of N and 2N I/Os go round the 256 MiB file as needed.
                     print(f"Instructions per I/O (callgrind, {a.callgrind} and {2 * a.callgrind} I/Os, "

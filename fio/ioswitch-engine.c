@@ -12,7 +12,9 @@
  *                          synchronous (each command completes inside ->queue())
  *   ioswitch_admin=IFACE   admin interface
  *   ioswitch_opts=K=V,...  further ioswitch device options (sqpoll=1, threads=8, ...);
- *                          fio's direct=1 adds direct=1
+ *                          fio's direct=1 adds direct=1; ioswitch_async=io_uring adds
+ *                          single_issuer=1 unless they name single_issuer, sqpoll or
+ *                          sqpoll_cpu (see single_issuer_default)
  *   ioswitch_inline=1      at iodepth=1 only (refused at init otherwise): complete
  *                          each command inside ->queue() and run as a synchronous
  *                          engine (no slat), as fio's null engine does at iodepth=1
@@ -69,10 +71,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "fio.h"
 #include "optgroup.h"
+#include "os/linux/io_uring.h"
 
 #include <ioswitch.h>
 
@@ -271,6 +275,62 @@ static void append(char *dst, size_t size, const char *key, const char *val)
 	snprintf(dst + len, size - len, "%s%s%s", len ? "," : "", key, val);
 }
 
+/* Whether the comma-separated ioswitch options opts set key (key=..., or key alone). */
+static int opt_named(const char *opts, const char *key)
+{
+	size_t len = strlen(key);
+	const char *p = opts;
+
+	while (p && *p) {
+		if (!strncmp(p, key, len) && (p[len] == '=' || p[len] == ',' || !p[len]))
+			return 1;
+		p = strchr(p, ',');
+		if (p)
+			p++;
+	}
+	return 0;
+}
+
+/*
+ * Whether this kernel sets up an io_uring with SINGLE_ISSUER | DEFER_TASKRUN (Linux 6.1),
+ * asked of the kernel once with a ring of 2 entries (what the library's single_issuer=1
+ * needs, and refuses at open without).
+ */
+static int kernel_defers_task_work(void)
+{
+	static int known = -1; /* fio's job threads may ask at once: each gets the same answer */
+	struct io_uring_params p;
+	int fd, ok = __atomic_load_n(&known, __ATOMIC_RELAXED);
+
+	if (ok >= 0)
+		return ok;
+	memset(&p, 0, sizeof(p));
+	p.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
+	fd = syscall(__NR_io_uring_setup, 2, &p);
+	if (fd >= 0)
+		close(fd);
+	ok = fd >= 0;
+	__atomic_store_n(&known, ok, __ATOMIC_RELAXED);
+	return ok;
+}
+
+/*
+ * The engine's default for async=io_uring: rings with SINGLE_ISSUER | DEFER_TASKRUN (the
+ * library's single_issuer=1), as fio's own io_uring engine sets up its rings: each fio
+ * thread creates its queues (->open_file) and is the only one to use them. Not where the
+ * job's ioswitch_opts names single_issuer (single_issuer=0 keeps the library's default
+ * ring) or an SQPOLL thread (which excludes deferred task work), not with
+ * io_submit_mode=offload (fio's worker threads then submit to a queue the job's thread
+ * created), and not on a kernel without it (before Linux 6.1), where fio's engine falls
+ * back the same way.
+ */
+static int single_issuer_default(struct thread_data *td, const struct iosw_options *o)
+{
+	return o->async && !strcmp(o->async, "io_uring") && !opt_named(o->opts, "single_issuer") &&
+	       !opt_named(o->opts, "sqpoll") && !opt_named(o->opts, "sqpoll_cpu") &&
+	       td->o.io_submit_mode != IO_MODE_OFFLOAD && kernel_defers_task_work();
+}
+
 /* A failed ->init() (its message logged): the job's error, and what init allocated freed. */
 static int __attribute__((cold)) init_failed(struct thread_data *td, struct iosw_data *ed, int err,
 					     const char *why)
@@ -318,6 +378,8 @@ static int iosw_init(struct thread_data *td)
 	append(ed->devopts, sizeof(ed->devopts), "async=", o->async);
 	append(ed->devopts, sizeof(ed->devopts), "admin=", o->admin);
 	append(ed->devopts, sizeof(ed->devopts), "", o->opts);
+	if (single_issuer_default(td, o))
+		append(ed->devopts, sizeof(ed->devopts), "single_issuer=", "1");
 	if (td->o.odirect && (!o->opts || !strstr(o->opts, "direct")))
 		append(ed->devopts, sizeof(ed->devopts), "direct=", "1");
 	/* fio's own guard covers block devices only; the library's covers /dev/ngXnY too. */

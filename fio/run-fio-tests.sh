@@ -184,6 +184,57 @@ verify_job "sync=psync ioswitch_opts=direct=1 (fio aligns its buffers) write + v
 verify_job "async=io_uring direct=1 qd8 + verify" --ioswitch_async=io_uring --direct=1 --rw=randwrite --iodepth=8
 verify_job "async=io_uring qd1 + verify" --ioswitch_async=io_uring --rw=write --iodepth=1
 verify_job "async=io_uring qd1 inline + verify" --ioswitch_async=io_uring --ioswitch_inline=1 --rw=randwrite --iodepth=1
+# The engine's default rings for async=io_uring are single_issuer=1 (SINGLE_ISSUER |
+# DEFER_TASKRUN); single_issuer=0 keeps the library's default ring, sqpoll=1 excludes it.
+verify_job "async=io_uring qd16 single_issuer=0 + verify" --ioswitch_async=io_uring --ioswitch_opts=single_issuer=0 \
+    --rw=randwrite --iodepth=16
+verify_job "async=io_uring qd16 sqpoll=1 (no single_issuer default) + verify" --ioswitch_async=io_uring \
+    --ioswitch_opts=sqpoll=1 --rw=randwrite --iodepth=16
+# Which ring flags the job's io_uring_setup asked for (strace), with the default and with
+# single_issuer=0: DEFER_TASKRUN where the kernel has it (Linux 6.1), never with
+# single_issuer=0.
+ring_flags_job() {
+    local name=$1 want=$2
+    shift 2
+    rm -f "$file"
+    if ! command -v strace >/dev/null; then
+        echo "skip: $name: strace is not installed"
+        return
+    fi
+    if ! strace -f -e trace=io_uring_setup -o "$tmp/strace" fio --name=flags "${where[@]}" \
+        --ioengine="external:$engine" --thread=1 --size=1m --bs=4k --rw=randread --iodepth=4 \
+        --ioswitch_async=io_uring "$@" >"$tmp/log" 2>&1; then
+        result 1 "$name (the job failed)"
+        return
+    fi
+    # The library's probes set up rings of 2 entries; the job's queue has 4. strace names
+    # the flags it knows and prints the rest in hex (SINGLE_ISSUER 0x1000, DEFER_TASKRUN
+    # 0x2000).
+    python3 - "$tmp/strace" "$want" >>"$tmp/log" 2>&1 <<'PY'
+import re, sys
+names = {"IORING_SETUP_SINGLE_ISSUER": 0x1000, "IORING_SETUP_DEFER_TASKRUN": 0x2000}
+setups = [l for l in open(sys.argv[1]) if re.search(r"io_uring_setup\(4, ", l)]
+if not setups:
+    sys.exit("no io_uring_setup of the job's 4-entry ring")
+flags = re.search(r"flags=([^,]*)", setups[0]).group(1)
+bits = 0
+for tok in re.sub(r"/\*.*?\*/", "", flags).split("|"):
+    tok = tok.strip()
+    bits |= int(tok, 16) if tok.startswith("0x") else names.get(tok, 0)
+print("the job's ring:", flags)
+sys.exit(0 if (bits & 0x3000 == 0x3000) == (sys.argv[2] == "defer") else 1)
+PY
+    result $? "$name"
+}
+if python3 -c 'import os,sys; v=tuple(int(x) for x in os.uname().release.split("-")[0].split(".")[:2]); sys.exit(0 if v >= (6, 1) else 1)'; then
+    ring_flags_job "async=io_uring: the queue's ring is SINGLE_ISSUER | DEFER_TASKRUN by default" defer
+else
+    echo "skip: the single_issuer default needs Linux 6.1 (this kernel: $(uname -r))"
+fi
+ring_flags_job "async=io_uring single_issuer=0: the queue's ring without DEFER_TASKRUN" plain \
+    --ioswitch_opts=single_issuer=0
+verify_job "async=io_uring qd4 reap_spin=20us + verify" --ioswitch_async=io_uring --ioswitch_opts=reap_spin=20us \
+    --rw=randwrite --iodepth=4
 verify_job "async=thrpool threads=2 batch 4 + verify" --ioswitch_async=thrpool --ioswitch_opts=threads=2 \
     --rw=randwrite --iodepth=16 --iodepth_batch_complete_min=4 --iodepth_batch_complete_max=8
 # fio takes at most 2 completions per ->getevents(): the library keeps the rest of a
@@ -262,6 +313,8 @@ fails_naming "ioswitch_inline=1 at iodepth=4 is refused by name" "ioswitch_inlin
     --thread=1 --ioswitch_async=io_uring --ioswitch_inline=1 --iodepth=4 --rw=write
 fails_naming "an unknown interface is named" 'unknown async interface "bogus"' --thread=1 --ioswitch_async=bogus --rw=write
 fails_naming "a bad option is named" '"bogus_key"' --thread=1 --ioswitch_opts=bogus_key=1 --rw=write
+fails_naming "reap_spin on libaio is refused by name" 'reap_spin' --thread=1 --ioswitch_async=libaio \
+    --ioswitch_opts=reap_spin=20us --rw=write
 
 # Several hosts: fio's client/server mode, on localhost. A server on a free
 # non-default port runs the job a client sends it; the engine loads on the server side.

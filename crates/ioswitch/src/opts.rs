@@ -249,6 +249,11 @@ pub struct Opts {
     /// DEFER_TASKRUN, as fio sets up its rings). A queue moved to another thread then
     /// fails with an error.
     pub single_issuer: bool,
+    /// io_uring: before waiting in the kernel for a completion, look at the CQ ring for up
+    /// to this many nanoseconds (`reap_spin=20us`): a completion posted meanwhile is taken
+    /// without entering the kernel, at the price of a busy CPU while it spins. `None` (or
+    /// `reap_spin=0`): wait in the kernel at once.
+    pub reap_spin_ns: Option<u64>,
     /// Worker threads of the `thrpool` interface (default 4).
     pub threads: Option<u32>,
     /// psync: the system calls that move data (`None`: pread/pwrite).
@@ -293,6 +298,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("register_files", "io_uring: register the file descriptor"),
     ("register_buffers", "io_uring: register buffers, use fixed read/write"),
     ("single_issuer", "io_uring: only the creating thread uses a queue (defers task work, as fio)"),
+    ("reap_spin", "io_uring: look at the CQ ring this long (20us, 1ms; at most 1s) before waiting in the kernel: latency for a busy CPU (default 0: wait at once)"),
     ("threads", "thrpool: number of worker threads"),
     ("psync_call", "psync: pread (default), read (lseek + read), preadv, preadv2"),
     ("rwf_hipri", "psync with psync_call=preadv2: RWF_HIPRI (polled completions)"),
@@ -307,6 +313,32 @@ fn parse_bool(key: &str, v: &str) -> Result<bool, Error> {
         "" | "1" | "true" | "yes" | "on" => Ok(true),
         "0" | "false" | "no" | "off" => Ok(false),
         _ => Err(Error::BadOpt { key: key.into(), why: format!("{v:?} is not a boolean (use 1 or 0)") }),
+    }
+}
+
+/// The longest `reap_spin`.
+const REAP_SPIN_MAX_NS: u64 = 1_000_000_000;
+
+/// A duration of `reap_spin`: a whole number with a unit, `ns`, `us`, `ms` or `s`
+/// (`0` alone too), at most 1 s; 0 gives `None`.
+fn parse_spin(key: &str, v: &str) -> Result<Option<u64>, Error> {
+    let bad = |why: String| Error::BadOpt { key: key.into(), why };
+    let split = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
+    let (num, unit) = v.split_at(split);
+    let n: u64 = num.parse().map_err(|_| bad(format!("{v:?} is not a duration (use e.g. 20us or 1ms)")))?;
+    let scale = match unit {
+        "" if n == 0 => 1,
+        "ns" => 1,
+        "us" => 1_000,
+        "ms" => 1_000_000,
+        "s" => 1_000_000_000,
+        "" => return Err(bad(format!("{v:?} has no unit (use ns, us, ms or s: e.g. {v}us)"))),
+        _ => return Err(bad(format!("{v:?} has an unknown unit {unit:?} (use ns, us, ms or s)"))),
+    };
+    match n.checked_mul(scale) {
+        Some(0) => Ok(None),
+        Some(ns) if ns <= REAP_SPIN_MAX_NS => Ok(Some(ns)),
+        _ => Err(bad(format!("{v} is longer than the longest spin, 1s"))),
     }
 }
 
@@ -367,6 +399,10 @@ impl Opts {
             "register_files" => self.register_files = parse_bool(key, value)?,
             "register_buffers" => self.register_buffers = parse_bool(key, value)?,
             "single_issuer" => self.single_issuer = parse_bool(key, value)?,
+            "reap_spin" => {
+                need(value)?;
+                self.reap_spin_ns = parse_spin(key, value)?
+            }
             "threads" => {
                 need(value)?;
                 let n = parse_u32(key, value)?;
@@ -408,6 +444,7 @@ impl Opts {
             (self.register_files, "register_files"),
             (self.register_buffers, "register_buffers"),
             (self.single_issuer, "single_issuer"),
+            (self.reap_spin_ns.is_some(), "reap_spin"),
             (self.threads.is_some(), "threads"),
             (self.psync_call.is_some(), "psync_call"),
             (self.rwf_hipri, "rwf_hipri"),
@@ -506,6 +543,9 @@ impl fmt::Display for Opts {
                 items.push(format!("{k}=1"));
             }
         }
+        if let Some(v) = self.reap_spin_ns {
+            items.push(format!("reap_spin={v}ns"));
+        }
         if let Some(v) = self.threads {
             items.push(format!("threads={v}"));
         }
@@ -544,6 +584,37 @@ mod tests {
         assert_eq!(o.threads, Some(8));
         assert_eq!(o.size, Some(1 << 20));
         assert_eq!("".parse::<Opts>().unwrap(), Opts::default());
+    }
+
+    #[test]
+    fn reap_spin_takes_a_duration_up_to_one_second() {
+        for (v, ns) in
+            [("20us", Some(20_000)), ("1ms", Some(1_000_000)), ("500ns", Some(500)), ("1s", Some(1_000_000_000))]
+        {
+            let o: Opts = format!("async=io_uring,reap_spin={v}").parse().unwrap();
+            assert_eq!(o.reap_spin_ns, ns, "reap_spin={v}");
+            assert_eq!(o.to_string().parse::<Opts>().unwrap(), o);
+            assert_eq!(o.tunables_set().collect::<Vec<_>>(), ["reap_spin"]);
+        }
+        for v in ["0", "0us"] {
+            let o: Opts = format!("reap_spin={v}").parse().unwrap();
+            assert_eq!(o.reap_spin_ns, None, "reap_spin={v} is the default");
+            assert_eq!(o.to_string(), "");
+        }
+        for (v, why) in [
+            ("20", "no unit"),
+            ("20 minutes", "unknown unit"),
+            ("2s", "longest spin"),
+            ("1001ms", "longest spin"),
+            ("99999999999999999999s", "not a duration"),
+            ("us", "not a duration"),
+            ("-1us", "not a duration"),
+        ] {
+            let e = format!("reap_spin={v}").parse::<Opts>().unwrap_err().to_string();
+            assert!(e.contains("reap_spin") && e.contains(why), "reap_spin={v}: {e}");
+        }
+        let e = "reap_spin".parse::<Opts>().unwrap_err().to_string();
+        assert!(e.contains("reap_spin") && e.contains("needs a value"), "{e}");
     }
 
     #[test]

@@ -301,7 +301,7 @@ class Device:
         """Opens `uri`. `opts` is an option string ("async=io_uring,direct=1"); keyword
         options use the same keys: sync, async (spell it ``async_=``), admin, mem, nsid,
         direct, rdonly, wronly, create, truncate, size, sqpoll, sqpoll_cpu, iopoll,
-        register_files, register_buffers, single_issuer, threads, psync_call, rwf_hipri,
+        register_files, register_buffers, single_issuer, reap_spin, threads, psync_call, rwf_hipri,
         allow_mounted_write, pmem_force, dma. Raises BadOptionError (naming the
         key), UnsupportedError (naming device, kind and interface), or Error (errno)."""
     @property

@@ -355,7 +355,7 @@ impl<S: Sqe, C: Cqe, M> Uring<S, C, M> {
     }
 
     /// CQEs in the CQ ring, not taken yet.
-    #[cfg(test)]
+    #[inline]
     pub(crate) fn cq_len(&mut self) -> usize {
         self.ring.completion().len()
     }

@@ -47,7 +47,7 @@
 //! `register_buffers=1` is refused at open (fixed buffers for uring_cmd are not
 //! implemented).
 
-use super::{check_poll_queues, check_sqpoll, check_usable, End, Iface, Ring, Slot};
+use super::{check_poll_queues, check_reap_spin, check_sqpoll, check_usable, End, Iface, Ring, Slot};
 use crate::be::nvme::{self, WireData};
 use crate::be::{Build, Descriptor, Io, Role};
 use crate::buf::Data;
@@ -87,6 +87,7 @@ pub(crate) const DESCRIPTOR: Descriptor = Descriptor::new(
 pub(crate) fn probe(dev: &Inner) -> Result<(), Error> {
     let iface = "async=io_uring_cmd";
     check_usable(dev, iface)?;
+    check_reap_spin::<UringCmd>(dev)?;
     let o = &dev.opts;
     if o.register_buffers {
         return Err(dev.unsupported(

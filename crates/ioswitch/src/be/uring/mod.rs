@@ -38,7 +38,10 @@
 //! - **Commit**: every SQE written since the last commit goes to the kernel with one
 //!   `io_uring_enter` (made directly, not through the crate's `Submitter`, which builds a
 //!   view of the ring's registers per call); with SQPOLL, commit enters only to wake a
-//!   sleeping poll thread.
+//!   sleeping poll thread. On a `DEFER_TASKRUN` ring (`single_issuer=1`) that enter also
+//!   carries `IORING_ENTER_GETEVENTS` (waiting for none), as fio's io_uring engine's
+//!   submits do: it posts the completions of punted work that wait for this task, so the
+//!   next reap finds them in the CQ ring instead of entering the kernel for them.
 //! - **Reap**: completions come from the CQ ring without a syscall; the kernel is entered
 //!   only to wait, or once to poll (IOPOLL) or to run pending task work (the taskrun flag
 //!   of COOP_TASKRUN). Without SQPOLL, when every command in flight is still in the SQ no
@@ -88,6 +91,7 @@ pub(crate) const TUNABLES: &[(&str, Option<&str>)] = &[
     ("register_files", Some("registerfiles")),
     ("register_buffers", Some("fixedbufs")),
     ("single_issuer", None),
+    ("reap_spin", None),
 ];
 
 /// How long the SQPOLL thread spins without work before it sleeps (the kernel default).
@@ -170,6 +174,15 @@ pub(crate) struct Ring<I: Iface> {
     fixed_file: bool,
     sqpoll: bool,
     iopoll: bool,
+    /// `reap_spin`: how long a reap that must wait looks at the CQ ring before entering
+    /// the kernel to wait (0: it enters at once).
+    spin_ns: u64,
+    /// The flags of a submitting `io_uring_enter` ([`AsyncQueue::commit`]):
+    /// `IORING_ENTER_GETEVENTS` on a `DEFER_TASKRUN` ring (`single_issuer=1`), whose
+    /// completions of punted work are posted only when its task enters with GETEVENTS:
+    /// the submit posts them (waiting for none), as fio's io_uring engine does, so the
+    /// reap that follows finds them in the CQ ring without an enter of its own. 0 otherwise.
+    submit_flags: u32,
     depth: u32,
     /// Without SQPOLL: SQEs written and not yet consumed by the kernel (the kernel takes
     /// SQEs only in an `io_uring_enter` of ours, which says how many it took). With
@@ -233,6 +246,20 @@ fn check_usable(dev: &Inner, iface: &str) -> Result<(), Error> {
     }
     if dev.raw_fd() < 0 {
         return Err(dev.unsupported(iface, "the device has no file descriptor"));
+    }
+    Ok(())
+}
+
+/// `reap_spin`: with IOPOLL and no SQPOLL thread nothing reaches the CQ ring unless the
+/// task polls in `io_uring_enter`, so there is nothing to spin on.
+fn check_reap_spin<I: Iface>(dev: &Inner) -> Result<(), Error> {
+    let o = &dev.opts;
+    if o.reap_spin_ns.is_some() && o.iopoll && !o.sqpoll {
+        return Err(dev.unsupported(
+            &format!("async={} (reap_spin)", I::NAME),
+            "with iopoll=1 (and no sqpoll=1) completions reach the CQ ring only when this thread polls in \
+             io_uring_enter: there is nothing to spin on; drop reap_spin or iopoll",
+        ));
     }
     Ok(())
 }
@@ -313,7 +340,8 @@ impl<I: Iface> Ring<I> {
             b.setup_coop_taskrun();
             b.setup_taskrun_flag();
         }
-        if I::SINGLE_ISSUER && o.single_issuer && !o.sqpoll {
+        let defer_taskrun = I::SINGLE_ISSUER && o.single_issuer && !o.sqpoll;
+        if defer_taskrun {
             b.setup_single_issuer();
             b.setup_defer_taskrun();
         }
@@ -347,6 +375,8 @@ impl<I: Iface> Ring<I> {
             fixed_file: o.register_files,
             sqpoll: o.sqpoll,
             iopoll: o.iopoll,
+            spin_ns: o.reap_spin_ns.unwrap_or(0),
+            submit_flags: if defer_taskrun { ENTER_GETEVENTS } else { 0 },
             depth,
             unsubmitted: 0,
             ready: VecDeque::with_capacity(depth as usize),
@@ -565,16 +595,37 @@ impl<I: Iface> Ring<I> {
         self.uring.taskrun()
     }
 
+    /// `reap_spin`: looks at the CQ ring until a CQE is there (true), or until the kernel
+    /// has completions to post that need an enter (the taskrun flag: false, as when the
+    /// spin runs out).
+    #[inline(never)]
+    fn spin(&mut self) -> bool {
+        let start = std::time::Instant::now();
+        loop {
+            if self.uring.cq_len() > 0 {
+                return true;
+            }
+            if self.taskrun() || start.elapsed().as_nanos() >= u128::from(self.spin_ns) {
+                return false;
+            }
+            std::hint::spin_loop();
+        }
+    }
+
     /// [`AsyncQueue::reap`], inlined into both reaping entry points. A failure to enter
     /// after callbacks ran is not reported (the trait's contract): the next reap meets it.
+    /// `entered`: the caller has just entered with GETEVENTS (a commit on a DEFER_TASKRUN
+    /// ring), which posted the completions waiting for this task, so a reap that needs no
+    /// more than it finds does not enter again for those that came since (fio's io_uring
+    /// engine leaves them for its next submit too).
     #[inline(always)]
-    fn reap_inline(&mut self, min: u32, max: u32, f: &mut impl CompletionSink) -> Result<u32, Error> {
+    fn reap_inline(&mut self, entered: bool, min: u32, max: u32, f: &mut impl CompletionSink) -> Result<u32, Error> {
         let mut n = 0;
         if !self.ready.is_empty() {
             n = self.hand_out_ready(max, f);
         }
         let min = min.min(max).min(n.saturating_add(self.uring.inflight()));
-        let mut entered = false;
+        let mut entered = entered;
         // Without SQPOLL the kernel has seen none of the SQEs still in the SQ: when those
         // are all the commands in flight, no CQE can be waiting and the first look is
         // skipped.
@@ -597,6 +648,11 @@ impl<I: Iface> Ring<I> {
             } else {
                 min - n
             };
+            // reap_spin: the kernel has every SQE (so a completion can come without an
+            // enter); look at the CQ ring before sleeping in the kernel.
+            if want > 0 && self.spin_ns != 0 && (self.sqpoll || self.unsubmitted == 0) && self.spin() {
+                continue;
+            }
             if let Err(errno) = self.enter_wait(want) {
                 return if n > 0 { Ok(n) } else { Err(self.wait_failed(errno)) };
             }
@@ -638,7 +694,9 @@ impl<I: Iface> AsyncQueue for Ring<I> {
         let mut pushed = 0;
         while self.unsubmitted > 0 {
             let pending = self.unsubmitted;
-            let r = self.enter(pending, 0, 0);
+            // min_complete 0: with GETEVENTS (DEFER_TASKRUN) the enter posts what has
+            // completed and returns without waiting.
+            let r = self.enter(pending, 0, self.submit_flags);
             self.took(pending, r.as_ref().ok().copied());
             // Fewer than asked: an SQE failed early (its CQE says why); submit the rest.
             let k = pending - self.unsubmitted;
@@ -659,7 +717,7 @@ impl<I: Iface> AsyncQueue for Ring<I> {
     }
 
     fn reap(&mut self, min: u32, max: u32, f: &mut impl CompletionSink) -> Result<u32, Error> {
-        self.reap_inline(min, max, f)
+        self.reap_inline(false, min, max, f)
     }
 
     fn syscalls(&self) -> u64 {
@@ -671,10 +729,11 @@ impl<I: Iface> AsyncQueue for Ring<I> {
     #[inline(always)]
     fn commit_and_reap(&mut self, min: u32, max: u32, f: &mut impl CompletionSink) -> Result<u32, Error> {
         if self.sqpoll || min == 0 {
+            let posted = self.submit_flags != 0 && !self.sqpoll && self.unsubmitted > 0;
             self.commit()?;
-            return self.reap_inline(min, max, f);
+            return self.reap_inline(posted, min, max, f);
         }
-        let n = self.reap_inline(min, max, f)?;
+        let n = self.reap_inline(false, min, max, f)?;
         if self.unsubmitted > 0 {
             // Completions were already there, so reap never entered: submit now. Once
             // callbacks ran the reap must report them; a failed submit shows again at the
@@ -695,7 +754,7 @@ impl<I: Iface> Drop for Ring<I> {
         let mut sink = |c: Completion| drop(c);
         while self.uring.inflight() > 0 {
             let want = self.uring.inflight().saturating_add(self.ready.len() as u32);
-            match self.reap_inline(want, u32::MAX, &mut sink) {
+            match self.reap_inline(false, want, u32::MAX, &mut sink) {
                 Ok(n) if n > 0 => {}
                 // Cannot prove the kernel is done (waiting failed, or made no progress):
                 // the Uring's drop leaks the slot table, with the data and the iovec

@@ -710,7 +710,7 @@ mod tests {
         }
         if q.uring.cq_len() > 0 {
             eprintln!("skip: this kernel completed the /dev/shm read inside the submit: no deferred task work to post");
-            q.reap(1, 1, &mut |c| assert!(c.status.is_ok())).unwrap();
+            q.reap(1, 1, &mut |c: Completion| assert!(c.status.is_ok())).unwrap();
             return;
         }
         let calls = q.syscalls;

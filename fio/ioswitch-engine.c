@@ -247,6 +247,7 @@ struct iosw_data {
 static int commit_pending(struct thread_data *td, struct iosw_data *ed);
 static void settle(struct thread_data *td, struct iosw_data *ed);
 static enum fio_q_status iosw_queue_push(struct thread_data *td, struct io_u *io_u);
+static enum fio_q_status iosw_queue_offload(struct thread_data *td, struct io_u *io_u);
 static struct io_u *iosw_event_lean(struct thread_data *td, int event);
 
 /* A failed push of n queued commands: logged; returns err. */
@@ -393,12 +394,35 @@ static int iosw_init(struct thread_data *td)
 			"ioswitch_inline or set iodepth=1\n", depth);
 		return init_failed(td, ed, EINVAL, "ioswitch_inline=1 needs iodepth=1");
 	}
+	if (!ed->sync_mode && td->o.io_submit_mode == IO_MODE_OFFLOAD) {
+		/*
+		 * fio's own io_uring engine is refused the same way (FIO_NO_OFFLOAD,
+		 * ioengines.c); through this engine an async queue under fio's offload workers
+		 * spun (io_uring, libaio) or overran its depth (emu) instead of completing.
+		 */
+		log_err("ioswitch: ioswitch_async=%s can't be used with io_submit_mode=offload: "
+			"fio's offloaded submit wants a sync engine; use ioswitch_sync=... (e.g. "
+			"ioswitch_sync=psync) or io_submit_mode=inline\n", o->async);
+		return init_failed(td, ed, EINVAL, "ioswitch_async can't be used with io_submit_mode=offload");
+	}
 	ed->inline_mode = !ed->sync_mode && o->inline_qd1;
 	/* fio's init.c has set iodepth_batch (1 by default; 0 became iodepth) by now. */
 	ed->push_now = !ed->sync_mode && !ed->inline_mode && td->o.iodepth_batch == 1;
 	if (ed->sync_mode || ed->inline_mode) {
 		/* Like fio's own synchronous engines: this job's ->queue() completes. */
 		td->flags |= (unsigned long long)FIO_SYNCIO << TD_ENG_FLAG_SHIFT;
+		if (ed->sync_mode && td->o.io_submit_mode == IO_MODE_OFFLOAD) {
+			/* fio's submit workers call ->queue() at once: iosw_queue_offload. */
+			ed->noop = malloc(sizeof(*ed->noop));
+			if (!ed->noop) {
+				log_err("ioswitch: init: no memory for the job's copy of the engine's ops\n");
+				return init_failed(td, ed, ENOMEM, "no memory for the job's copy of the engine's ops");
+			}
+			*ed->noop = *td->io_ops;
+			ed->noop->queue = iosw_queue_offload;
+			ed->hooked = td->io_ops;
+			td->io_ops = ed->noop;
+		}
 	} else if (ed->push_now) {
 		/* Every command reaches the kernel in ->queue(): no ->commit() hook. */
 		ed->noop = malloc(sizeof(*ed->noop));
@@ -827,9 +851,8 @@ static inline void set_dwords(uint32_t *lo, uint64_t v)
  * less per I/O): the header documents the encoding (file set: CDW10-11 byte offset,
  * CDW12-13 byte length; NVM: CDW10-11 starting LBA, CDW12 bits 15:0 blocks - 1).
  */
-static inline int rw_cmd(struct iosw_file *fd, struct io_u *io_u, struct ioswitch_cmd **cmd)
+static inline int fill_rw(const struct iosw_file *fd, struct ioswitch_cmd *c, const struct io_u *io_u)
 {
-	struct ioswitch_cmd *c = &fd->rw[io_u->ddir];
 	uint64_t off = io_u->offset, len = io_u->xfer_buflen;
 
 	if (!fd->nvm) {
@@ -845,6 +868,16 @@ static inline int rw_cmd(struct iosw_file *fd, struct io_u *io_u, struct ioswitc
 		c->sqe.cdw11 = (uint32_t)(slba >> 32);
 		c->sqe.cdw12 = (uint32_t)(nlb - 1);
 	}
+	return 0;
+}
+
+static inline int rw_cmd(struct iosw_file *fd, struct io_u *io_u, struct ioswitch_cmd **cmd)
+{
+	struct ioswitch_cmd *c = &fd->rw[io_u->ddir];
+	int err = fill_rw(fd, c, io_u);
+
+	if (err)
+		return err;
 	*cmd = c;
 	return 1;
 }
@@ -1271,6 +1304,35 @@ static enum fio_q_status iosw_queue(struct thread_data *td, struct io_u *io_u)
 		return FIO_Q_COMPLETED;
 	}
 	return queue_queued(td, io_u, fd);
+}
+
+/*
+ * ->queue() of the synchronous mode under io_submit_mode=offload. fio's submit workers
+ * (each a copy of the job's thread_data, rate-submit.c) call it at once for the same
+ * files, so a read or write fills in its own copy of the file's prebuilt command:
+ * iosw_queue fills in the shared one, and two workers overwrote each other's offsets
+ * (a write landed at the other's offset, its own block stayed unwritten).
+ */
+static enum fio_q_status iosw_queue_offload(struct thread_data *td, struct io_u *io_u)
+{
+	struct iosw_file *fd = FILE_ENG_DATA(io_u->file);
+	struct ioswitch_cmd own;
+	int err;
+
+	fio_ro_check(td, io_u);
+	if (io_u->ddir != DDIR_READ && io_u->ddir != DDIR_WRITE)
+		return queue_other(td, io_u, fd); /* flush and trim build on the stack */
+	own = fd->rw[io_u->ddir];
+	mark_completed_in_queue(td);
+	err = fill_rw(fd, &own, io_u);
+	if (err) {
+		io_u->error = -err;
+		return FIO_Q_COMPLETED;
+	}
+	err = ioswitch_pass_raw(fd->dev, &own, io_u->xfer_buf, io_u->xfer_buflen, NULL);
+	if (err)
+		sync_failed(td, io_u, err);
+	return FIO_Q_COMPLETED;
 }
 
 /*

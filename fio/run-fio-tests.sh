@@ -162,7 +162,8 @@ fails_naming() {
     local name=$1 want=$2
     shift 2
     rm -f "$file"
-    if fio --name=bad --ioengine="external:$engine" --filename="$file" --size=1m --bs=4k "$@" \
+    # KILL after 60 s: a job that should be refused may instead spin (fio ignores TERM then).
+    if timeout -s KILL 60 fio --name=bad --ioengine="external:$engine" --filename="$file" --size=1m --bs=4k "$@" \
         >"$tmp/log" 2>&1 && ! grep -q "err=" "$tmp/log"; then
         result 1 "$name (succeeded)"
         return
@@ -315,6 +316,45 @@ fails_naming "an unknown interface is named" 'unknown async interface "bogus"' -
 fails_naming "a bad option is named" '"bogus_key"' --thread=1 --ioswitch_opts=bogus_key=1 --rw=write
 fails_naming "reap_spin on libaio is refused by name" 'reap_spin' --thread=1 --ioswitch_async=libaio \
     --ioswitch_opts=reap_spin=20us --rw=write
+# fio refuses its own io_uring engine under io_submit_mode=offload; through this engine an
+# async queue under fio's offload workers spun (io_uring, libaio) or overran its depth (emu).
+for iface in io_uring libaio emu; do
+    fails_naming "async=$iface with io_submit_mode=offload is refused by name" \
+        "ioswitch_async=$iface can't be used with io_submit_mode=offload" --thread=1 --ioswitch_async="$iface" \
+        --io_submit_mode=offload --iodepth=4 --rw=write
+done
+# The synchronous mode under io_submit_mode=offload: fio's 4 submit workers call ->queue()
+# at once (before the fix they overwrote each other's offsets: verify found unwritten
+# blocks). fio 3.33 itself sometimes hangs starting its workers (workqueue_init waits for
+# a signal already sent; its own psync engine does it too: 5 of 40 such jobs under load
+# here), so a try killed after 20 s is tried again, up to 3 times; a try that ends must
+# verify every byte, and 3 hung tries fail. The old engine failed this verify in 3 of 5 runs
+# here (the race needs two workers at once), so one run does not always catch it.
+offload_verify() {
+    local name="sync=psync under io_submit_mode=offload (fio's workers submit) randwrite + verify" try rc
+    for try in 1 2 3; do
+        rm -rf "$file" "$tmp/out.json"
+        timeout -s KILL 20 fio --name=verify "${where[@]}" "${common[@]}" --ioswitch_sync=psync \
+            --io_submit_mode=offload --iodepth=4 --rw=randwrite >"$tmp/log" 2>&1
+        rc=$?
+        [ "$rc" -eq 137 ] || break
+        echo "note  $name: try $try hung (fio's workqueue_init), killed after 20 s" >&2
+    done
+    if [ "$rc" -ne 0 ]; then
+        result 1 "$name (fio exit $rc)"
+        return
+    fi
+    python3 - "$tmp/out.json" >>"$tmp/log" 2>&1 <<'PY'
+import json, sys
+text = open(sys.argv[1]).read()  # fio's "queue depth will be capped at 1" note comes first
+job = json.loads(text[text.index("{"):])["jobs"][0]
+size = 8 << 20
+print("error", job["error"], "written", job["write"]["io_bytes"], "verified", job["read"]["io_bytes"])
+sys.exit(0 if job["error"] == 0 and job["write"]["io_bytes"] == size and job["read"]["io_bytes"] == size else 1)
+PY
+    result $? "$name"
+}
+offload_verify
 
 # Several hosts: fio's client/server mode, on localhost. A server on a free
 # non-default port runs the job a client sends it; the engine loads on the server side.

@@ -20,7 +20,7 @@
 //!   `n/2` with a standard deviation of about `√(n²/144 + s²/12)`: `n/12` (8.3% of the
 //!   region) for σ = 0, and σ widens it. fio then scatters the value with its hash; here
 //!   the value's distance from `n/2` is the rank, scattered as zipf's are, so the likeliest
-//!   block is at `center·n` (default the middle). [`DistGen::fio_gauss`] is the value
+//!   block is at `center·n` (default the middle). `DistGen::fio_gauss` is the value
 //!   without the hash, as fio's file choice (`file_service_type=normal`) uses it.
 //! - `zoned:A/S:…`: A percent of the draws go uniformly into the next S percent of the
 //!   region; `zoned_abs:A/SIZE:…` the same with sizes in bytes.

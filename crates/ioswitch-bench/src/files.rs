@@ -10,7 +10,7 @@
 //! offset (fio's `rand_off`), modulo the ranges; the file is the value divided by 1024.
 //! Zipf's rank 0 and pareto's value 0 are the likeliest (pareto's value is
 //! `(ranges − 1)·u^(ln h / ln(1−h))`), and their offset is random, or `center × ranges`
-//! when a center is given. The normal is fio's `gauss_next` ([`DistGen::fio_gauss`]: the
+//! when a center is given. The normal is fio's `gauss_next` (`DistGen::fio_gauss`: the
 //! average of 12 uniform draws plus a uniform deviation of σ percent of the ranges), whose
 //! values lie around the middle, moved by `ranges × (center − 0.5)` when a center is given
 //! (wrapped as fio's unsigned 32-bit offset wraps for a center below 0.5). Files are never done under these

@@ -109,7 +109,7 @@ pub struct Shapes {
     /// `verify_async`: how many checker threads check the blocks read back (0: the job's
     /// own thread checks them).
     pub verify_async: u32,
-    /// `zonemode=strided`: fio's strided zones ([`crate::strided`]), of `zone_size` bytes
+    /// `zonemode=strided`: fio's strided zones (module `strided`), of `zone_size` bytes
     /// of I/O each.
     pub strided: bool,
     /// `zonerange` with `zonemode=strided`: the zone's bytes (default: `zonesize`).

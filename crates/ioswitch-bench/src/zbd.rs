@@ -274,6 +274,15 @@ impl Table {
         self.lock().wp[first as usize..(first + n) as usize].to_vec()
     }
 
+    /// Whether writer `me` verifies its writes and no zone of `region` can take `len`
+    /// more bytes: its writes end there (fio: `zbd_convert_to_open_zone` finds no zone,
+    /// the write is an EOF), since a reset would lose blocks still to be verified.
+    pub(crate) fn verify_ended(&self, me: u32, (first, n): (u64, u64), len: u64) -> bool {
+        let st = self.lock();
+        st.writers.iter().any(|&(w, v)| w == me && v)
+            && (first as usize..(first + n) as usize).all(|z| st.wp[z] + len > self.cap)
+    }
+
     /// Zones open now, over all the jobs.
     #[cfg(test)]
     fn open_zones(&self) -> usize {
@@ -306,7 +315,9 @@ impl Table {
     /// [`Table::grant`]; without `may_wait` (the writer has writes in flight), `None`
     /// where it would wait for a zone another writer owns or reset a zone: the writer
     /// completes what it has in flight first, then asks again (fio's `io_u_quiesce`).
-    /// A writer may take a zone it owns already (fio's zone lock is recursive).
+    /// A writer may take a zone it owns already (fio's zone lock is recursive). A writer
+    /// that verifies gets `None` also when no zone of the region can take `len` bytes
+    /// ([`Table::verify_ended`]): it opens no full zone.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn try_grant(
         &self,
@@ -322,6 +333,11 @@ impl Table {
         let (first, n) = region;
         let cap = self.cap;
         let mut st = self.lock();
+        // fio's zbd_open_zone: a writer that verifies opens no full zone (its reset would
+        // lose blocks still to be verified); it writes elsewhere, and ends where no zone
+        // of its region can take the block.
+        let verifies = st.writers.iter().any(|&(w, v)| w == me && v);
+        let full = |st: &State, z: usize| st.wp[z] + len > cap;
         loop {
             let can_open = |st: &mut State| st.open < self.max_open && (job_max == 0 || *st.job_open(me) < job_max);
             // Open zones that cannot take the block are closed (full).
@@ -330,6 +346,7 @@ impl Table {
                     st.close(z, cap, len);
                 }
             }
+            let mut skipped = 0;
             let got = match pick {
                 Pick::Seq(cursor) => loop {
                     let (rel, lap) = **cursor;
@@ -352,6 +369,14 @@ impl Table {
                         **cursor = next;
                         continue;
                     }
+                    if verifies && full(&st, z) {
+                        skipped += 1;
+                        if skipped >= n {
+                            break None;
+                        }
+                        **cursor = next;
+                        continue;
+                    }
                     if !can_open(&mut st) {
                         // fio's zbd_convert_to_open_zone: the write goes to an open zone
                         // instead; the writer stays on its own zone for the next one.
@@ -363,7 +388,7 @@ impl Table {
                     let start = rng.below(n);
                     let to_open = (0..n)
                         .map(|i| (first + (start + i) % n) as usize)
-                        .find(|&z| st.opener[z] == 0 && st.owner[z] == 0);
+                        .find(|&z| st.opener[z] == 0 && st.owner[z] == 0 && !(verifies && full(&st, z)));
                     match to_open {
                         Some(z) if can_open(&mut st) => Some(open_at(&st, z, cap, len)),
                         _ => free_open(&st, me, first, n, cap, len, rng),
@@ -404,7 +429,7 @@ impl Table {
                 st.known[z] = true;
                 return Some(Grant { zone: z as u64, at, reset });
             }
-            if !may_wait {
+            if !may_wait || (verifies && (first as usize..(first + n) as usize).all(|z| full(&st, z))) {
                 return None;
             }
             st = self.freed.wait_timeout(st, Duration::from_millis(50)).unwrap_or_else(|p| p.into_inner()).0;
@@ -736,7 +761,9 @@ impl Zbd {
                 may_wait,
             );
             let Some(g) = got else {
-                self.quiesce = true;
+                // Quiesce and ask again, unless the job's verified writes have filled
+                // every zone: then they end.
+                self.quiesce = !self.table.verify_ended(self.me, region, len);
                 return Ok(None);
             };
             self.owned.push(g.zone);
@@ -1258,6 +1285,48 @@ mod tests {
         t.release(1, 0);
         t.unwrite(1, 0, K, K);
         assert_eq!(t.written(0, 1), vec![2 * K], "a released zone is no longer the writer's to change");
+    }
+
+    #[test]
+    fn a_verifying_writer_opens_no_full_zone_and_ends_when_every_zone_is_full() {
+        // fio 3.33's zbd_open_zone: with verify a full zone is not opened (its reset would
+        // lose blocks to verify); the write goes to another zone, and when no zone can
+        // take it the job's writes end (zbd_convert_to_open_zone: no zone, an EOF).
+        // Zones: empty, full, 10 blocks written, full; 2 open at most.
+        for random in [true, false] {
+            let t = Table::new(4, 16 * K, 2);
+            t.lock().wp.copy_from_slice(&[0, 16 * K, 10 * K, 16 * K]);
+            t.lock().known.fill(true);
+            t.attach_writer(1, true).unwrap();
+            let mut rng = Rng::new(11);
+            let mut cursor = (0, 0);
+            let mut wp = [0, 16 * K, 10 * K, 16 * K];
+            // Room for 16 + 6 blocks, in zones 0 and 2.
+            for i in 0..22 {
+                let mut pick = if random { Pick::Random } else { Pick::Seq(&mut cursor) };
+                let g = t
+                    .try_grant(1, 0, (0, 4), K, &mut pick, &mut rng, None, true)
+                    .unwrap_or_else(|| panic!("write {i} (random {random}) got no zone with {wp:?}"));
+                t.release(1, g.zone);
+                let z = g.zone as usize;
+                assert!(!g.reset, "write {i} (random {random}): {g:?} resets a zone of a verifying writer");
+                assert!(z == 0 || z == 2, "write {i} (random {random}): {g:?} in a full zone");
+                assert_eq!(g.at, wp[z], "{g:?}");
+                wp[z] += K;
+                assert!(!t.verify_ended(1, (0, 4), K) || i == 21, "ended after write {i} of 22");
+            }
+            assert_eq!(wp, [16 * K; 4]);
+            let mut pick = if random { Pick::Random } else { Pick::Seq(&mut cursor) };
+            let g = t.try_grant(1, 0, (0, 4), K, &mut pick, &mut rng, None, true);
+            assert_eq!(g, None, "random {random}: every zone full, no grant (and no wait)");
+            assert!(t.verify_ended(1, (0, 4), K), "random {random}: the verifying writer's writes end");
+            // A writer that does not verify resets a full zone instead.
+            t.detach(1);
+            t.attach_writer(2, false).unwrap();
+            assert!(!t.verify_ended(2, (0, 4), K));
+            let g = t.grant(2, 0, (0, 4), K, &mut Pick::Random, &mut rng);
+            assert!(g.reset && g.at == 0, "{g:?}");
+        }
     }
 
     #[test]

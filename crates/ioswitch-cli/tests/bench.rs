@@ -7,7 +7,7 @@
 //! throughput, which other tests running beside them on a 2-CPU machine would distort.
 
 use ioswitch_testkit::dirs::Scratch;
-use ioswitch_testkit::{lock, pattern, text};
+use ioswitch_testkit::{fio_scratch, lock, pattern, text};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fs;
@@ -65,17 +65,6 @@ fn bench_json(args: &[&str]) -> Value {
     let o = bench(&all);
     assert!(o.status.success(), "ioswitch bench {all:?} failed ({}):\n{}", o.status, text(&o.stderr));
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", text(&o.stdout)))
-}
-
-/// Whether fio runs here; says why a test is skipped when it does not.
-fn have_fio(test: &str) -> bool {
-    match Command::new("fio").arg("--version").output() {
-        Ok(o) if o.status.success() => true,
-        _ => {
-            eprintln!("skipping {test}: fio is not on PATH (./scripts/test installs it with apt)");
-            false
-        }
-    }
 }
 
 fn fio_json(args: &[&str]) -> Value {
@@ -140,10 +129,7 @@ rw=randrw
 #[test]
 fn json_has_every_key_fio_emits_with_fios_types() {
     let _one = serial();
-    if !have_fio("json_has_every_key_fio_emits_with_fios_types") {
-        return;
-    }
-    let s = scratch("keys");
+    let s = fio_scratch!("json_has_every_key_fio_emits_with_fios_types", "bench-keys");
     let file = data_file(&s, "data", 16 << 20);
     let job = text_file(&s, "two.fio", &TWO_JOBS.replace("{file}", &file));
     let fio = fio_json(&[&job]);
@@ -200,10 +186,7 @@ fn json_has_every_key_fio_emits_with_fios_types() {
 #[test]
 fn the_same_job_moves_the_same_ios_and_reports_rates_as_fio_does() {
     let _one = serial();
-    if !have_fio("the_same_job_moves_the_same_ios_and_reports_rates_as_fio_does") {
-        return;
-    }
-    let s = scratch("iops");
+    let s = fio_scratch!("the_same_job_moves_the_same_ios_and_reports_rates_as_fio_does", "bench-iops");
     let file = data_file(&s, "data", 16 << 20);
     let filename = format!("--filename={file}");
     let common = [

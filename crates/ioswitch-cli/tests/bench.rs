@@ -58,6 +58,17 @@ fn bench(args: &[&str]) -> Output {
     run(env!("CARGO_BIN_EXE_ioswitch"), &all)
 }
 
+/// Runs `ioswitch bench ARGS` that must end with exit status `code` (1: input refused,
+/// 2: a usage error) and a message holding each of `said`.
+fn refused(args: &[&str], code: i32, said: &[&str]) {
+    let o = bench(args);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(code), "ioswitch bench {args:?}:\n{err}");
+    for s in said {
+        assert!(err.contains(s), "ioswitch bench {args:?}: no {s:?} in:\n{err}");
+    }
+}
+
 /// Runs `ioswitch bench ARGS` that must succeed, and parses its JSON.
 fn bench_json(args: &[&str]) -> Value {
     let mut all = args.to_vec();
@@ -297,15 +308,9 @@ fn an_unknown_option_names_itself_and_its_line() {
     let _one = serial();
     let s = scratch("unknown");
     let job = text_file(&s, "bad.fio", "[global]\nsize=1m\n[j]\nrw=read\nbogus_option=1\n");
-    let o = bench(&[&job]);
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.contains("bogus_option") && err.contains(&format!("{job}:5")), "{err}");
+    refused(&[&job], 1, &["bogus_option", &format!("{job}:5")]);
     // On the command line the place is the argument as typed (our own options counted).
-    let o = bench(&["--no-progress", "--name=j", "--size=1m", "--bogus_option=1"]);
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.contains("bogus_option") && err.contains("argument 4"), "{err}");
+    refused(&["--no-progress", "--name=j", "--size=1m", "--bogus_option=1"], 1, &["bogus_option", "argument 4"]);
     // Nothing runs and nothing is created.
     assert!(!Path::new("j.0.0").exists());
 }
@@ -407,12 +412,8 @@ fn compare_sweep_and_overhead_run_and_name_bad_input() {
         let svg = fs::read_to_string(Path::new(&replot).join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(svg.contains(">emu</text>") && svg.contains(">nil</text>"), "{name}: one line per interface");
     }
-    let o = bench(&["sweep", "--from-csv", &csv_path, "--from-csv", &csv_path, "--out", &replot]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(text(&o.stderr).contains("and again in"), "{}", text(&o.stderr));
-    let o = bench(&["sweep", "--from-csv", &csv_path, "--engines", "emu", "--out", &replot]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(text(&o.stderr).contains("runs nothing"), "{}", text(&o.stderr));
+    refused(&["sweep", "--from-csv", &csv_path, "--from-csv", &csv_path, "--out", &replot], 1, &["and again in"]);
+    refused(&["sweep", "--from-csv", &csv_path, "--engines", "emu", "--out", &replot], 1, &["runs nothing"]);
     // Two scaling studies of one job, run apart (as the kernel variants and vfio are,
     // around a rebind), merge into one study: its CSV and the paper's plots with the
     // variants of both; a sweep.csv does not go with study.csv files.
@@ -434,9 +435,11 @@ fn compare_sweep_and_overhead_run_and_name_bad_input() {
     let svg = fs::read_to_string(Path::new(&merged).join("iops-vs-jobs-qd1.svg")).unwrap();
     assert!(svg.contains(">libaio</text>") && svg.contains(">iou</text>"), "{svg}");
     assert!(Path::new(&merged).join("iops-vs-qd-j2.svg").exists());
-    let o = bench(&["sweep", "--from-csv", &studies[0], "--from-csv", &csv_path, "--out", &merged]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(text(&o.stderr).contains("give files of one kind"), "{}", text(&o.stderr));
+    refused(
+        &["sweep", "--from-csv", &studies[0], "--from-csv", &csv_path, "--out", &merged],
+        1,
+        &["give files of one kind"],
+    );
 
     let o = bench(&["overhead", "--engines", "nil", "--qd", "1", "--bs", "4k", "--reps", "2", "--run-ms", "5"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
@@ -451,12 +454,8 @@ fn compare_sweep_and_overhead_run_and_name_bad_input() {
     assert!(cols[5].parse::<f64>().is_ok_and(|v| v > 0.0), "ioswitch ns/IO: {}", rows[0]);
     assert_eq!(cols.last(), Some(&"0.00|0.00"), "nil makes no syscalls: {}", rows[0]);
 
-    let o = bench(&["compare", "--engines", "io_uring,warp_drive"]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(text(&o.stderr).contains("warp_drive"), "{}", text(&o.stderr));
-    let o = bench(&["sweep", "--qd", "0"]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(text(&o.stderr).contains("queue depth"), "{}", text(&o.stderr));
+    refused(&["compare", "--engines", "io_uring,warp_drive"], 1, &["warp_drive"]);
+    refused(&["sweep", "--qd", "0"], 1, &["queue depth"]);
     let o = bench(&["overhead", "--help"]);
     assert!(o.status.success() && text(&o.stdout).contains("raw loop"), "{}", text(&o.stdout));
     let o = bench(&["--help"]);
@@ -472,10 +471,11 @@ fn overhead_targets_runs_the_recorded_benchmark_and_names_bad_input() {
     let o = bench(&["overhead", "targets", "--only", "nil-qd16", "--reps", "1", "--ios", "1600", "--no-callgrind"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(text(&o.stdout).contains("| qd16 |"), "{}", text(&o.stdout));
-    let o = bench(&["overhead", "targets", "--reps"]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(text(&o.stderr).contains("--reps needs a number"), "{}", text(&o.stderr));
-    assert!(text(&o.stderr).contains("usage: ioswitch bench overhead targets"), "{}", text(&o.stderr));
+    refused(
+        &["overhead", "targets", "--reps"],
+        1,
+        &["--reps needs a number", "usage: ioswitch bench overhead targets"],
+    );
     let o = bench(&["overhead", "--help"]);
     assert!(o.status.success() && text(&o.stdout).contains("overhead targets"), "{}", text(&o.stdout));
 }
@@ -688,16 +688,9 @@ fn membw_prints_every_kernel_and_names_bad_input() {
     }
     assert_eq!(v["runs"][0]["array_bytes"], 1 << 20);
 
-    let o = bench(&["membw", "--threads", "0"]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(text(&o.stderr).contains("--threads"), "{}", text(&o.stderr));
-    let o = bench(&["membw", "--size", "12q"]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(text(&o.stderr).contains("--size"), "{}", text(&o.stderr));
-    let o = bench(&["membw", "--output-format", "xml"]);
-    assert_eq!(o.status.code(), Some(2));
-    let err = text(&o.stderr);
-    assert!(err.contains("--output-format") && err.contains("xml"), "{err}");
+    refused(&["membw", "--threads", "0"], 1, &["--threads"]);
+    refused(&["membw", "--size", "12q"], 1, &["--size"]);
+    refused(&["membw", "--output-format", "xml"], 2, &["--output-format", "xml"]);
     let o = bench(&["membw", "--help"]);
     assert!(o.status.success() && text(&o.stdout).contains("ceiling"), "{}", text(&o.stdout));
 }
@@ -765,9 +758,7 @@ fn membw_shape_measures_the_jobs_shape_over_its_file_and_names_bad_input() {
     ] {
         let mut all = vec!["membw"];
         all.extend(args.iter().copied());
-        let o = bench(&all);
-        assert_eq!(o.status.code(), Some(1), "{all:?}: {}", text(&o.stderr));
-        assert!(text(&o.stderr).contains(want), "{all:?}: want {want:?} in {}", text(&o.stderr));
+        refused(&all, 1, &[want]);
     }
     let o = bench(&["membw", "--help"]);
     assert!(text(&o.stdout).contains("--shape") && text(&o.stdout).contains("ONE reused"), "{}", text(&o.stdout));
@@ -793,13 +784,7 @@ fn parse_only_checks_the_jobs_and_runs_nothing() {
     assert!(!Path::new(&target).exists(), "--parse-only created the job's file");
     // What a run would refuse before opening anything is refused here too, with its place.
     let bad = text_file(&s, "bad.fio", &format!("[j]\nfilename={target}\nioengine=libaio\nsqthread_poll=1\n"));
-    let o = bench(&["--parse-only", &bad]);
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.contains("sqthread_poll") && err.contains(&format!("{bad}:4")), "{err}");
-    let o = bench(&["--parse-only", "--name=j", "--rw=sideways"]);
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.contains("sideways") && err.contains("argument 3"), "{err}");
+    refused(&["--parse-only", &bad], 1, &["sqthread_poll", &format!("{bad}:4")]);
+    refused(&["--parse-only", "--name=j", "--rw=sideways"], 1, &["sideways", "argument 3"]);
     assert!(!Path::new(&target).exists());
 }

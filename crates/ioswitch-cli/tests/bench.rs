@@ -7,6 +7,7 @@
 //! throughput, which other tests running beside them on a 2-CPU machine would distort.
 
 use ioswitch_testkit::dirs::Scratch;
+use ioswitch_testkit::tools::{plain, success, FIO};
 use ioswitch_testkit::{fio_scratch, lock, pattern, text};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -42,20 +43,10 @@ fn text_file(s: &Scratch, name: &str, text: &str) -> String {
     p
 }
 
-fn run(program: &str, args: &[&str]) -> Output {
-    Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"))
-}
-
 fn bench(args: &[&str]) -> Output {
     let mut all = vec!["bench"];
     all.extend_from_slice(args);
-    run(env!("CARGO_BIN_EXE_ioswitch"), &all)
+    plain(env!("CARGO_BIN_EXE_ioswitch"), &all, None)
 }
 
 /// Runs `ioswitch bench ARGS` that must end with exit status `code` (1: input refused,
@@ -69,21 +60,22 @@ fn refused(args: &[&str], code: i32, said: &[&str]) {
     }
 }
 
+/// The JSON report of the job `args` run by `program` (fio, or `ioswitch bench`: see
+/// testkit's `command`), which must succeed.
+fn json_of(program: &str, args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.push("--output-format=json");
+    let o = success(program, &all, None);
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{program}: not JSON ({e}):\n{}", text(&o.stdout)))
+}
+
 /// Runs `ioswitch bench ARGS` that must succeed, and parses its JSON.
 fn bench_json(args: &[&str]) -> Value {
-    let mut all = args.to_vec();
-    all.extend(["--output-format=json", "--no-progress"]);
-    let o = bench(&all);
-    assert!(o.status.success(), "ioswitch bench {all:?} failed ({}):\n{}", o.status, text(&o.stderr));
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", text(&o.stdout)))
+    json_of(env!("CARGO_BIN_EXE_ioswitch"), args)
 }
 
 fn fio_json(args: &[&str]) -> Value {
-    let mut all = args.to_vec();
-    all.push("--output-format=json");
-    let o = run("fio", &all);
-    assert!(o.status.success(), "fio {all:?} failed ({}):\n{}", o.status, text(&o.stderr));
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("fio's output is not JSON ({e}):\n{}", text(&o.stdout)))
+    json_of(FIO, args)
 }
 
 fn kind(v: &Value) -> &'static str {

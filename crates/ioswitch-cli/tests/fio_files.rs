@@ -6,6 +6,7 @@
 //! `./scripts/test` installs fio).
 
 use ioswitch_testkit::dirs::Scratch;
+use ioswitch_testkit::tools::strace_args;
 use ioswitch_testkit::{fio_scratch, have, lock, text};
 use std::process::{Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard};
@@ -43,11 +44,7 @@ fn both_args(args: &[&str]) -> [(String, Vec<String>); 2] {
 /// strace's log.
 fn count_calls(s: &Scratch, program: &str, args: &[String], calls: &[&str]) -> Vec<usize> {
     let log = s.path("strace.log");
-    let mut a = vec!["-f".to_string(), "-qq".into(), "-e".into(), format!("trace={}", calls.join(",")), "-o".into()];
-    a.push(log.clone());
-    a.push(program.into());
-    a.extend(args.iter().cloned());
-    run("strace", &a);
+    run("strace", &strace_args(&log, &calls.join(","), &[], program, args));
     let body = std::fs::read_to_string(&log).unwrap_or_else(|e| panic!("{log}: {e}"));
     calls
         .iter()
@@ -248,10 +245,7 @@ fn distributed_file_choices_spread_ios_over_the_files_as_fio_does() {
         for (p, a) in both_args(&job) {
             // strace -y names each pread's file (laying the files out writes, no pread).
             let log = s.path("strace.log");
-            let mut sa = vec!["-f".to_string(), "-qq".into(), "-y".into(), "-e".into(), "trace=pread64".into()];
-            sa.extend(["-o".into(), log.clone(), p.clone()]);
-            sa.extend(a.iter().cloned());
-            run("strace", &sa);
+            run("strace", &strace_args(&log, "pread64", &["-y"], &p, &a));
             let body = std::fs::read_to_string(&log).unwrap_or_else(|e| panic!("{log}: {e}"));
             let per: Vec<usize> =
                 (0..files).map(|f| body.lines().filter(|l| l.contains(&format!("/j.0.{f}>"))).count()).collect();

@@ -118,23 +118,18 @@ fn several_files_per_job_get_the_same_blocks_as_with_fio() {
     // Each case: the files (made of zeroes first, so that neither tool lays them out),
     // their size, and the job's options; fio writes them in one directory, ours in another.
     let default4 = |job: &str| (0..4).map(|i| format!("{job}.0.{i}")).collect::<Vec<_>>();
+    // Most cases: fio's four files of 256 KiB for job j, and these options after those.
+    let four = |opts: &[&'static str], same_blocks: bool| {
+        let all = ["--nrfiles=4", "--filesize=256k"].iter().chain(opts).copied().collect();
+        (default4("j"), 256 << 10, all, same_blocks)
+    };
     let cases: Vec<(Vec<String>, u64, Vec<&str>, bool)> = vec![
         // fio's default roundrobin: 512 KiB over four 256 KiB files, 128 KiB each.
-        (default4("j"), 256 << 10, vec!["--nrfiles=4", "--filesize=256k", "--size=512k", "--rw=write"], true),
+        four(&["--size=512k", "--rw=write"], true),
         // sequential: each file until it is done.
-        (
-            default4("j"),
-            256 << 10,
-            vec!["--nrfiles=4", "--filesize=256k", "--size=512k", "--rw=write", "--file_service_type=sequential"],
-            true,
-        ),
+        four(&["--size=512k", "--rw=write", "--file_service_type=sequential"], true),
         // roundrobin:3 over 100 writes: 27, 25, 24, 24.
-        (
-            default4("j"),
-            256 << 10,
-            vec!["--nrfiles=4", "--filesize=256k", "--size=400k", "--rw=write", "--file_service_type=roundrobin:3"],
-            true,
-        ),
+        four(&["--size=400k", "--rw=write", "--file_service_type=roundrobin:3"], true),
         // size split over the files (no filesize), fio's file names.
         (default4("j"), 64 << 10, vec!["--nrfiles=4", "--size=256k", "--rw=write"], true),
         // a filename list with an escaped colon; size split over its three files.
@@ -154,26 +149,11 @@ fn several_files_per_job_get_the_same_blocks_as_with_fio() {
         // openfiles below the file count: 160 writes round robin over the open files, a
         // file opening when another is done (1: one at a time; 2: 64, 64, 16, 16; 3: file
         // 3 never opens).
-        (
-            default4("j"),
-            256 << 10,
-            vec!["--nrfiles=4", "--filesize=256k", "--size=640k", "--rw=write", "--openfiles=1"],
-            true,
-        ),
-        (
-            default4("j"),
-            256 << 10,
-            vec!["--nrfiles=4", "--filesize=256k", "--size=640k", "--rw=write", "--openfiles=2"],
-            true,
-        ),
-        (
-            default4("j"),
-            256 << 10,
-            vec!["--nrfiles=4", "--filesize=256k", "--size=640k", "--rw=write", "--openfiles=3"],
-            true,
-        ),
+        four(&["--size=640k", "--rw=write", "--openfiles=1"], true),
+        four(&["--size=640k", "--rw=write", "--openfiles=2"], true),
+        four(&["--size=640k", "--rw=write", "--openfiles=3"], true),
         // random writes: the blocks differ between the tools, the count per file does not.
-        (default4("j"), 256 << 10, vec!["--nrfiles=4", "--filesize=256k", "--size=512k", "--rw=randwrite"], false),
+        four(&["--size=512k", "--rw=randwrite"], false),
     ];
     let engines: [&[&str]; 2] = [&["--ioengine=psync"], &["--ioengine=libaio", "--iodepth=4"]];
     for ((names, len, opts, same_blocks), engine) in cases.iter().flat_map(|c| engines.iter().map(move |e| (c, e))) {

@@ -18,23 +18,15 @@
 #![no_main]
 
 use ioswitch::spec::idfy::{IdCtrl, IdCtrlZns, IdNs, IdNsZns, NsDescs, ShortPage, IDENTIFY_LEN};
+use ioswitch_fuzz::decoded;
 use libfuzzer_sys::fuzz_target;
 
-/// Checks the short-page rule of one decoder and returns its value for a whole page.
+/// The short-page rule ([`decoded`]) of one decoder, and that bytes past the page change
+/// nothing; its value for a whole page.
 fn decode<T: PartialEq + std::fmt::Debug>(b: &[u8], f: impl Fn(&[u8]) -> Result<T, ShortPage>) -> Option<T> {
-    match f(b) {
-        Err(e) => {
-            assert!(b.len() < IDENTIFY_LEN, "a {}-byte page refused: {e}", b.len());
-            assert_eq!((e.need, e.have), (IDENTIFY_LEN, b.len()), "{e}");
-            assert!(!e.to_string().is_empty());
-            None
-        }
-        Ok(v) => {
-            assert!(b.len() >= IDENTIFY_LEN, "a {}-byte page decoded", b.len());
-            assert_eq!(f(&b[..IDENTIFY_LEN]).as_ref().ok(), Some(&v), "bytes past the page changed the result");
-            Some(v)
-        }
-    }
+    let v = decoded(b, IDENTIFY_LEN, &f)?;
+    assert_eq!(f(&b[..IDENTIFY_LEN]).as_ref().ok(), Some(&v), "bytes past the page changed the result");
+    Some(v)
 }
 
 fn clean(s: &str) -> bool {

@@ -21,24 +21,10 @@
 //! - a status word decodes and prints without panicking.
 #![no_main]
 
-use ioswitch::spec::log::{ChangedNsList, ErrorEntry, ErrorLog, FwSlotLog, ShortPage, SmartLog, SMART_LEN};
+use ioswitch::spec::log::{ChangedNsList, ErrorEntry, ErrorLog, FwSlotLog, SmartLog, SMART_LEN};
 use ioswitch::spec::Status;
+use ioswitch_fuzz::decoded as decode;
 use libfuzzer_sys::fuzz_target;
-
-fn decode<T>(b: &[u8], need: usize, f: impl Fn(&[u8]) -> Result<T, ShortPage>) -> Option<T> {
-    match f(b) {
-        Err(e) => {
-            assert!(b.len() < need, "a {}-byte page refused: {e}", b.len());
-            assert_eq!((e.need, e.have), (need, b.len()), "{e}");
-            assert!(!e.to_string().is_empty());
-            None
-        }
-        Ok(v) => {
-            assert!(b.len() >= need, "a {}-byte page decoded, {need} needed", b.len());
-            Some(v)
-        }
-    }
-}
 
 fuzz_target!(|data: &[u8]| {
     let b = data.to_vec(); // exactly data.len() bytes on the heap

@@ -19,20 +19,12 @@
 
 use ioswitch::spec::log::ShortPage;
 use ioswitch::spec::zns::{ZoneAction, ZoneDesc, ZoneReport, ZONE_DESC_LEN};
+use ioswitch_fuzz::decoded;
 use libfuzzer_sys::fuzz_target;
 
+/// [`decoded`] with the 64 bytes of a report's header and of a descriptor.
 fn decode<T>(b: &[u8], f: impl Fn(&[u8]) -> Result<T, ShortPage>) -> Option<T> {
-    match f(b) {
-        Err(e) => {
-            assert!(b.len() < ZONE_DESC_LEN, "{} bytes refused: {e}", b.len());
-            assert_eq!((e.need, e.have), (ZONE_DESC_LEN, b.len()), "{e}");
-            None
-        }
-        Ok(v) => {
-            assert!(b.len() >= ZONE_DESC_LEN, "{} bytes decoded", b.len());
-            Some(v)
-        }
-    }
+    decoded(b, ZONE_DESC_LEN, f)
 }
 
 fn round_trip(d: &ZoneDesc, raw: &[u8]) {

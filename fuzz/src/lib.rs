@@ -1,5 +1,6 @@
 //! Helpers shared by the fuzz targets in `fuzz_targets/` (see `fuzz/run.sh`).
 
+use ioswitch::spec::ShortPage;
 use ioswitch_bench::jobfile::{Loc, RawJob, RawOption};
 use ioswitch_bench::{JobError, JobReader, JobSpec};
 
@@ -101,5 +102,24 @@ pub fn error_place(e: &JobError) -> (Option<&Loc>, Option<&str>) {
         JobError::Syntax { loc, .. } | JobError::Include { loc, .. } => (Some(loc), None),
         JobError::Invalid { loc, .. } => (loc.as_ref(), None),
         _ => (None, None),
+    }
+}
+
+/// `f` (a page decoder) over `b`, checked against the short-page rule every decoder
+/// keeps: a buffer shorter than `need` bytes is refused with `ShortPage { need, have }`
+/// (`have` its length) and a message, any other is decoded. The value, or `None` where
+/// it was refused.
+pub fn decoded<T>(b: &[u8], need: usize, f: impl Fn(&[u8]) -> Result<T, ShortPage>) -> Option<T> {
+    match f(b) {
+        Err(e) => {
+            assert!(b.len() < need, "a {}-byte page refused: {e}", b.len());
+            assert_eq!((e.need, e.have), (need, b.len()), "{e}");
+            assert!(!e.to_string().is_empty());
+            None
+        }
+        Ok(v) => {
+            assert!(b.len() >= need, "a {}-byte page decoded, {need} needed", b.len());
+            Some(v)
+        }
     }
 }

@@ -462,31 +462,23 @@ mod tests {
     }
 
     #[test]
-    fn a_filled_block_checks_and_any_change_is_caught() {
-        for kind in [Verify::Crc32c, Verify::Md5] {
-            let mut b = vec![0u8; 4096];
-            fill(kind, &mut b, 8192, 99);
-            assert_eq!(check(kind, &b, 8192), Ok(()));
-            assert!(check(kind, &b, 4096).unwrap_err().to_string().contains("belongs at offset 8192"));
-            let mut torn = b.clone();
-            torn[3000] ^= 1;
-            assert!(check(kind, &torn, 8192).unwrap_err().to_string().contains("mismatch"));
-            let zero = vec![0u8; 4096];
-            assert!(check(kind, &zero, 8192).unwrap_err().to_string().contains("never written"));
-        }
-    }
-
-    #[test]
-    fn every_digest_catches_a_change_and_a_misplaced_block() {
-        for kind in [Verify::Crc64, Verify::Xxhash, Verify::Sha256] {
-            let mut b = vec![0u8; 4096];
-            fill(kind, &mut b, 4096, 7);
-            assert_eq!(check(kind, &b, 4096), Ok(()));
-            assert!(check(kind, &b, 0).unwrap_err().to_string().contains("belongs at offset 4096"));
-            let mut torn = b.clone();
-            torn[4000] ^= 0x10;
-            let e = check(kind, &torn, 4096).unwrap_err().to_string();
-            assert!(e.starts_with(&format!("{} mismatch", name(kind))), "{e}");
+    fn every_digest_catches_a_change_a_misplaced_block_and_one_never_written() {
+        for kind in [Verify::Crc32c, Verify::Md5, Verify::Crc64, Verify::Xxhash, Verify::Sha256] {
+            // (where the block belongs, its seed, the byte changed and how).
+            for (at, seed, byte, bits) in [(8192u64, 99, 3000, 0x01u8), (4096, 7, 4000, 0x10)] {
+                let who = format!("{} at {at}", name(kind));
+                let mut b = vec![0u8; 4096];
+                fill(kind, &mut b, at, seed);
+                assert_eq!(check(kind, &b, at), Ok(()), "{who}");
+                let e = check(kind, &b, at - 4096).unwrap_err().to_string();
+                assert!(e.contains(&format!("belongs at offset {at}")), "{who}: {e}");
+                let mut torn = b.clone();
+                torn[byte] ^= bits;
+                let e = check(kind, &torn, at).unwrap_err().to_string();
+                assert!(e.starts_with(&format!("{} mismatch", name(kind))), "{who}: {e}");
+                let e = check(kind, &[0u8; 4096], at).unwrap_err().to_string();
+                assert!(e.contains("never written"), "{who}: {e}");
+            }
         }
     }
 

@@ -7,7 +7,8 @@
 //! throughput, which other tests running beside them on a 2-CPU machine would distort.
 
 use ioswitch_testkit::dirs::Scratch;
-use ioswitch_testkit::{lock, pattern, text};
+use ioswitch_testkit::tools::{plain, success, FIO};
+use ioswitch_testkit::{fio_scratch, lock, pattern, text};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fs;
@@ -42,48 +43,39 @@ fn text_file(s: &Scratch, name: &str, text: &str) -> String {
     p
 }
 
-fn run(program: &str, args: &[&str]) -> Output {
-    Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"))
-}
-
 fn bench(args: &[&str]) -> Output {
     let mut all = vec!["bench"];
     all.extend_from_slice(args);
-    run(env!("CARGO_BIN_EXE_ioswitch"), &all)
+    plain(env!("CARGO_BIN_EXE_ioswitch"), &all, None)
+}
+
+/// Runs `ioswitch bench ARGS` that must end with exit status `code` (1: input refused,
+/// 2: a usage error) and a message holding each of `said`.
+fn refused(args: &[&str], code: i32, said: &[&str]) {
+    let o = bench(args);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(code), "ioswitch bench {args:?}:\n{err}");
+    for s in said {
+        assert!(err.contains(s), "ioswitch bench {args:?}: no {s:?} in:\n{err}");
+    }
+}
+
+/// The JSON report of the job `args` run by `program` (fio, or `ioswitch bench`: see
+/// testkit's `command`), which must succeed.
+fn json_of(program: &str, args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.push("--output-format=json");
+    let o = success(program, &all, None);
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{program}: not JSON ({e}):\n{}", text(&o.stdout)))
 }
 
 /// Runs `ioswitch bench ARGS` that must succeed, and parses its JSON.
 fn bench_json(args: &[&str]) -> Value {
-    let mut all = args.to_vec();
-    all.extend(["--output-format=json", "--no-progress"]);
-    let o = bench(&all);
-    assert!(o.status.success(), "ioswitch bench {all:?} failed ({}):\n{}", o.status, text(&o.stderr));
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", text(&o.stdout)))
-}
-
-/// Whether fio runs here; says why a test is skipped when it does not.
-fn have_fio(test: &str) -> bool {
-    match Command::new("fio").arg("--version").output() {
-        Ok(o) if o.status.success() => true,
-        _ => {
-            eprintln!("skipping {test}: fio is not on PATH (./scripts/test installs it with apt)");
-            false
-        }
-    }
+    json_of(env!("CARGO_BIN_EXE_ioswitch"), args)
 }
 
 fn fio_json(args: &[&str]) -> Value {
-    let mut all = args.to_vec();
-    all.push("--output-format=json");
-    let o = run("fio", &all);
-    assert!(o.status.success(), "fio {all:?} failed ({}):\n{}", o.status, text(&o.stderr));
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("fio's output is not JSON ({e}):\n{}", text(&o.stdout)))
+    json_of(FIO, args)
 }
 
 fn kind(v: &Value) -> &'static str {
@@ -140,10 +132,7 @@ rw=randrw
 #[test]
 fn json_has_every_key_fio_emits_with_fios_types() {
     let _one = serial();
-    if !have_fio("json_has_every_key_fio_emits_with_fios_types") {
-        return;
-    }
-    let s = scratch("keys");
+    let s = fio_scratch!("json_has_every_key_fio_emits_with_fios_types", "bench-keys");
     let file = data_file(&s, "data", 16 << 20);
     let job = text_file(&s, "two.fio", &TWO_JOBS.replace("{file}", &file));
     let fio = fio_json(&[&job]);
@@ -200,10 +189,7 @@ fn json_has_every_key_fio_emits_with_fios_types() {
 #[test]
 fn the_same_job_moves_the_same_ios_and_reports_rates_as_fio_does() {
     let _one = serial();
-    if !have_fio("the_same_job_moves_the_same_ios_and_reports_rates_as_fio_does") {
-        return;
-    }
-    let s = scratch("iops");
+    let s = fio_scratch!("the_same_job_moves_the_same_ios_and_reports_rates_as_fio_does", "bench-iops");
     let file = data_file(&s, "data", 16 << 20);
     let filename = format!("--filename={file}");
     let common = [
@@ -314,15 +300,9 @@ fn an_unknown_option_names_itself_and_its_line() {
     let _one = serial();
     let s = scratch("unknown");
     let job = text_file(&s, "bad.fio", "[global]\nsize=1m\n[j]\nrw=read\nbogus_option=1\n");
-    let o = bench(&[&job]);
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.contains("bogus_option") && err.contains(&format!("{job}:5")), "{err}");
+    refused(&[&job], 1, &["bogus_option", &format!("{job}:5")]);
     // On the command line the place is the argument as typed (our own options counted).
-    let o = bench(&["--no-progress", "--name=j", "--size=1m", "--bogus_option=1"]);
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.contains("bogus_option") && err.contains("argument 4"), "{err}");
+    refused(&["--no-progress", "--name=j", "--size=1m", "--bogus_option=1"], 1, &["bogus_option", "argument 4"]);
     // Nothing runs and nothing is created.
     assert!(!Path::new("j.0.0").exists());
 }
@@ -424,12 +404,8 @@ fn compare_sweep_and_overhead_run_and_name_bad_input() {
         let svg = fs::read_to_string(Path::new(&replot).join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(svg.contains(">emu</text>") && svg.contains(">nil</text>"), "{name}: one line per interface");
     }
-    let o = bench(&["sweep", "--from-csv", &csv_path, "--from-csv", &csv_path, "--out", &replot]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(text(&o.stderr).contains("and again in"), "{}", text(&o.stderr));
-    let o = bench(&["sweep", "--from-csv", &csv_path, "--engines", "emu", "--out", &replot]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(text(&o.stderr).contains("runs nothing"), "{}", text(&o.stderr));
+    refused(&["sweep", "--from-csv", &csv_path, "--from-csv", &csv_path, "--out", &replot], 1, &["and again in"]);
+    refused(&["sweep", "--from-csv", &csv_path, "--engines", "emu", "--out", &replot], 1, &["runs nothing"]);
     // Two scaling studies of one job, run apart (as the kernel variants and vfio are,
     // around a rebind), merge into one study: its CSV and the paper's plots with the
     // variants of both; a sweep.csv does not go with study.csv files.
@@ -451,9 +427,11 @@ fn compare_sweep_and_overhead_run_and_name_bad_input() {
     let svg = fs::read_to_string(Path::new(&merged).join("iops-vs-jobs-qd1.svg")).unwrap();
     assert!(svg.contains(">libaio</text>") && svg.contains(">iou</text>"), "{svg}");
     assert!(Path::new(&merged).join("iops-vs-qd-j2.svg").exists());
-    let o = bench(&["sweep", "--from-csv", &studies[0], "--from-csv", &csv_path, "--out", &merged]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(text(&o.stderr).contains("give files of one kind"), "{}", text(&o.stderr));
+    refused(
+        &["sweep", "--from-csv", &studies[0], "--from-csv", &csv_path, "--out", &merged],
+        1,
+        &["give files of one kind"],
+    );
 
     let o = bench(&["overhead", "--engines", "nil", "--qd", "1", "--bs", "4k", "--reps", "2", "--run-ms", "5"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
@@ -468,12 +446,8 @@ fn compare_sweep_and_overhead_run_and_name_bad_input() {
     assert!(cols[5].parse::<f64>().is_ok_and(|v| v > 0.0), "ioswitch ns/IO: {}", rows[0]);
     assert_eq!(cols.last(), Some(&"0.00|0.00"), "nil makes no syscalls: {}", rows[0]);
 
-    let o = bench(&["compare", "--engines", "io_uring,warp_drive"]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(text(&o.stderr).contains("warp_drive"), "{}", text(&o.stderr));
-    let o = bench(&["sweep", "--qd", "0"]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(text(&o.stderr).contains("queue depth"), "{}", text(&o.stderr));
+    refused(&["compare", "--engines", "io_uring,warp_drive"], 1, &["warp_drive"]);
+    refused(&["sweep", "--qd", "0"], 1, &["queue depth"]);
     let o = bench(&["overhead", "--help"]);
     assert!(o.status.success() && text(&o.stdout).contains("raw loop"), "{}", text(&o.stdout));
     let o = bench(&["--help"]);
@@ -489,10 +463,11 @@ fn overhead_targets_runs_the_recorded_benchmark_and_names_bad_input() {
     let o = bench(&["overhead", "targets", "--only", "nil-qd16", "--reps", "1", "--ios", "1600", "--no-callgrind"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(text(&o.stdout).contains("| qd16 |"), "{}", text(&o.stdout));
-    let o = bench(&["overhead", "targets", "--reps"]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(text(&o.stderr).contains("--reps needs a number"), "{}", text(&o.stderr));
-    assert!(text(&o.stderr).contains("usage: ioswitch bench overhead targets"), "{}", text(&o.stderr));
+    refused(
+        &["overhead", "targets", "--reps"],
+        1,
+        &["--reps needs a number", "usage: ioswitch bench overhead targets"],
+    );
     let o = bench(&["overhead", "--help"]);
     assert!(o.status.success() && text(&o.stdout).contains("overhead targets"), "{}", text(&o.stdout));
 }
@@ -705,16 +680,9 @@ fn membw_prints_every_kernel_and_names_bad_input() {
     }
     assert_eq!(v["runs"][0]["array_bytes"], 1 << 20);
 
-    let o = bench(&["membw", "--threads", "0"]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(text(&o.stderr).contains("--threads"), "{}", text(&o.stderr));
-    let o = bench(&["membw", "--size", "12q"]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(text(&o.stderr).contains("--size"), "{}", text(&o.stderr));
-    let o = bench(&["membw", "--output-format", "xml"]);
-    assert_eq!(o.status.code(), Some(2));
-    let err = text(&o.stderr);
-    assert!(err.contains("--output-format") && err.contains("xml"), "{err}");
+    refused(&["membw", "--threads", "0"], 1, &["--threads"]);
+    refused(&["membw", "--size", "12q"], 1, &["--size"]);
+    refused(&["membw", "--output-format", "xml"], 2, &["--output-format", "xml"]);
     let o = bench(&["membw", "--help"]);
     assert!(o.status.success() && text(&o.stdout).contains("ceiling"), "{}", text(&o.stdout));
 }
@@ -782,9 +750,7 @@ fn membw_shape_measures_the_jobs_shape_over_its_file_and_names_bad_input() {
     ] {
         let mut all = vec!["membw"];
         all.extend(args.iter().copied());
-        let o = bench(&all);
-        assert_eq!(o.status.code(), Some(1), "{all:?}: {}", text(&o.stderr));
-        assert!(text(&o.stderr).contains(want), "{all:?}: want {want:?} in {}", text(&o.stderr));
+        refused(&all, 1, &[want]);
     }
     let o = bench(&["membw", "--help"]);
     assert!(text(&o.stdout).contains("--shape") && text(&o.stdout).contains("ONE reused"), "{}", text(&o.stdout));
@@ -810,13 +776,7 @@ fn parse_only_checks_the_jobs_and_runs_nothing() {
     assert!(!Path::new(&target).exists(), "--parse-only created the job's file");
     // What a run would refuse before opening anything is refused here too, with its place.
     let bad = text_file(&s, "bad.fio", &format!("[j]\nfilename={target}\nioengine=libaio\nsqthread_poll=1\n"));
-    let o = bench(&["--parse-only", &bad]);
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.contains("sqthread_poll") && err.contains(&format!("{bad}:4")), "{err}");
-    let o = bench(&["--parse-only", "--name=j", "--rw=sideways"]);
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.contains("sideways") && err.contains("argument 3"), "{err}");
+    refused(&["--parse-only", &bad], 1, &["sqthread_poll", &format!("{bad}:4")]);
+    refused(&["--parse-only", "--name=j", "--rw=sideways"], 1, &["sideways", "argument 3"]);
     assert!(!Path::new(&target).exists());
 }

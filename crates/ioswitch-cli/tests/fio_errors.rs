@@ -9,7 +9,7 @@
 
 use ioswitch_testkit::dirs::Tmpfs;
 use ioswitch_testkit::tools::{output, FIO};
-use ioswitch_testkit::{fio_scratch, skip, text};
+use ioswitch_testkit::{fio_scratch, text};
 use std::process::Output;
 
 /// Exit status, (error, total_err, first_error, bytes written), lines on stderr.
@@ -33,10 +33,7 @@ fn ignore_error_goes_on_after_the_listed_errnos_as_fio_does() {
     let t = "ignore_error_goes_on_after_the_listed_errnos_as_fio_does";
     let s = fio_scratch!(t, "errors");
     let mnt = s.path("mnt");
-    let _mounted = match Tmpfs::mount(&mnt, "1m") {
-        Ok(m) => m,
-        Err(why) => return skip(t, &why),
-    };
+    let Some(_mounted) = Tmpfs::mount_or_skip(t, &mnt, "1m") else { return };
     let file = format!("{mnt}/f");
     // Each case: the options, and whether the job goes on (after 768 failed writes).
     let cases: [(&[&str], bool); 5] = [

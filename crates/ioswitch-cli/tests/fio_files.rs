@@ -6,6 +6,7 @@
 //! `./scripts/test` installs fio).
 
 use ioswitch_testkit::dirs::Scratch;
+use ioswitch_testkit::tools::strace_args;
 use ioswitch_testkit::{fio_scratch, have, lock, text};
 use std::process::{Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard};
@@ -43,11 +44,7 @@ fn both_args(args: &[&str]) -> [(String, Vec<String>); 2] {
 /// strace's log.
 fn count_calls(s: &Scratch, program: &str, args: &[String], calls: &[&str]) -> Vec<usize> {
     let log = s.path("strace.log");
-    let mut a = vec!["-f".to_string(), "-qq".into(), "-e".into(), format!("trace={}", calls.join(",")), "-o".into()];
-    a.push(log.clone());
-    a.push(program.into());
-    a.extend(args.iter().cloned());
-    run("strace", &a);
+    run("strace", &strace_args(&log, &calls.join(","), &[], program, args));
     let body = std::fs::read_to_string(&log).unwrap_or_else(|e| panic!("{log}: {e}"));
     calls
         .iter()
@@ -121,23 +118,18 @@ fn several_files_per_job_get_the_same_blocks_as_with_fio() {
     // Each case: the files (made of zeroes first, so that neither tool lays them out),
     // their size, and the job's options; fio writes them in one directory, ours in another.
     let default4 = |job: &str| (0..4).map(|i| format!("{job}.0.{i}")).collect::<Vec<_>>();
+    // Most cases: fio's four files of 256 KiB for job j, and these options after those.
+    let four = |opts: &[&'static str], same_blocks: bool| {
+        let all = ["--nrfiles=4", "--filesize=256k"].iter().chain(opts).copied().collect();
+        (default4("j"), 256 << 10, all, same_blocks)
+    };
     let cases: Vec<(Vec<String>, u64, Vec<&str>, bool)> = vec![
         // fio's default roundrobin: 512 KiB over four 256 KiB files, 128 KiB each.
-        (default4("j"), 256 << 10, vec!["--nrfiles=4", "--filesize=256k", "--size=512k", "--rw=write"], true),
+        four(&["--size=512k", "--rw=write"], true),
         // sequential: each file until it is done.
-        (
-            default4("j"),
-            256 << 10,
-            vec!["--nrfiles=4", "--filesize=256k", "--size=512k", "--rw=write", "--file_service_type=sequential"],
-            true,
-        ),
+        four(&["--size=512k", "--rw=write", "--file_service_type=sequential"], true),
         // roundrobin:3 over 100 writes: 27, 25, 24, 24.
-        (
-            default4("j"),
-            256 << 10,
-            vec!["--nrfiles=4", "--filesize=256k", "--size=400k", "--rw=write", "--file_service_type=roundrobin:3"],
-            true,
-        ),
+        four(&["--size=400k", "--rw=write", "--file_service_type=roundrobin:3"], true),
         // size split over the files (no filesize), fio's file names.
         (default4("j"), 64 << 10, vec!["--nrfiles=4", "--size=256k", "--rw=write"], true),
         // a filename list with an escaped colon; size split over its three files.
@@ -157,26 +149,11 @@ fn several_files_per_job_get_the_same_blocks_as_with_fio() {
         // openfiles below the file count: 160 writes round robin over the open files, a
         // file opening when another is done (1: one at a time; 2: 64, 64, 16, 16; 3: file
         // 3 never opens).
-        (
-            default4("j"),
-            256 << 10,
-            vec!["--nrfiles=4", "--filesize=256k", "--size=640k", "--rw=write", "--openfiles=1"],
-            true,
-        ),
-        (
-            default4("j"),
-            256 << 10,
-            vec!["--nrfiles=4", "--filesize=256k", "--size=640k", "--rw=write", "--openfiles=2"],
-            true,
-        ),
-        (
-            default4("j"),
-            256 << 10,
-            vec!["--nrfiles=4", "--filesize=256k", "--size=640k", "--rw=write", "--openfiles=3"],
-            true,
-        ),
+        four(&["--size=640k", "--rw=write", "--openfiles=1"], true),
+        four(&["--size=640k", "--rw=write", "--openfiles=2"], true),
+        four(&["--size=640k", "--rw=write", "--openfiles=3"], true),
         // random writes: the blocks differ between the tools, the count per file does not.
-        (default4("j"), 256 << 10, vec!["--nrfiles=4", "--filesize=256k", "--size=512k", "--rw=randwrite"], false),
+        four(&["--size=512k", "--rw=randwrite"], false),
     ];
     let engines: [&[&str]; 2] = [&["--ioengine=psync"], &["--ioengine=libaio", "--iodepth=4"]];
     for ((names, len, opts, same_blocks), engine) in cases.iter().flat_map(|c| engines.iter().map(move |e| (c, e))) {
@@ -248,10 +225,7 @@ fn distributed_file_choices_spread_ios_over_the_files_as_fio_does() {
         for (p, a) in both_args(&job) {
             // strace -y names each pread's file (laying the files out writes, no pread).
             let log = s.path("strace.log");
-            let mut sa = vec!["-f".to_string(), "-qq".into(), "-y".into(), "-e".into(), "trace=pread64".into()];
-            sa.extend(["-o".into(), log.clone(), p.clone()]);
-            sa.extend(a.iter().cloned());
-            run("strace", &sa);
+            run("strace", &strace_args(&log, "pread64", &["-y"], &p, &a));
             let body = std::fs::read_to_string(&log).unwrap_or_else(|e| panic!("{log}: {e}"));
             let per: Vec<usize> =
                 (0..files).map(|f| body.lines().filter(|l| l.contains(&format!("/j.0.{f}>"))).count()).collect();

@@ -11,7 +11,7 @@
 
 use ioswitch_testkit::dirs::Tmpfs;
 use ioswitch_testkit::tools::output;
-use ioswitch_testkit::{fio_scratch, skip, text};
+use ioswitch_testkit::{fio_scratch, text};
 use std::process::Command;
 
 /// Bytes free on the file system holding `dir` (stat -f: free blocks × block size).
@@ -41,10 +41,7 @@ fn fill_device_writes_until_the_file_system_is_full_as_fio_does() {
     let t = "fill_device_writes_until_the_file_system_is_full_as_fio_does";
     let s = fio_scratch!(t, "fill");
     let mnt = s.path("mnt");
-    let _mounted = match Tmpfs::mount(&mnt, "16m") {
-        Ok(m) => m,
-        Err(why) => return skip(t, &why),
-    };
+    let Some(_mounted) = Tmpfs::mount_or_skip(t, &mnt, "16m") else { return };
     let file = format!("{mnt}/f");
     let bs = 64u64 << 10;
     let common = |extra: &[&str]| -> Vec<String> {

@@ -6,6 +6,7 @@
 //! `./scripts/test` installs fio).
 
 use ioswitch_testkit::dirs::Scratch;
+use ioswitch_testkit::tools::strace_args;
 use ioswitch_testkit::{fio_scratch, lock, text};
 use std::collections::BTreeMap;
 use std::process::{Command, Output, Stdio};
@@ -100,19 +101,9 @@ fn both(s: &Scratch, engine: &str, extra: &[&str]) -> [(String, Vec<String>); 2]
 /// How many times each thread (by id) made `call`, from strace's log of `program ARGS`.
 /// None when fio hung every time (see `run`).
 fn calls_per_thread(s: &Scratch, program: &str, args: &[String], call: &str) -> Option<BTreeMap<String, usize>> {
-    let log = s.path("strace.log");
-    let mut a = vec!["-f".to_string(), "-qq".into(), "-e".into(), format!("trace={call}"), "-o".into(), log.clone()];
-    a.push(program.into());
-    a.extend(args.iter().cloned());
-    run("strace", &a)?;
-    let body = std::fs::read_to_string(&log).unwrap_or_else(|e| panic!("{log}: {e}"));
     let mut per = BTreeMap::new();
-    for l in body.lines() {
-        let mut w = l.split_whitespace();
-        let (Some(pid), Some(what)) = (w.next(), w.next()) else { continue };
-        if what.starts_with(&format!("{call}(")) {
-            *per.entry(pid.to_string()).or_insert(0) += 1;
-        }
+    for (pid, _, _) in call_lines(s, program, args, call)? {
+        *per.entry(pid).or_insert(0) += 1;
     }
     Some(per)
 }
@@ -213,10 +204,7 @@ fn both_files(s: &Scratch, engine: &str) -> [(String, Vec<String>); 2] {
 /// None when fio hung every time (see `run`).
 fn call_lines(s: &Scratch, program: &str, args: &[String], calls: &str) -> Option<Vec<(String, String, String)>> {
     let log = s.path("strace.log");
-    let mut a = vec!["-f".to_string(), "-qq".into(), "-e".into(), format!("trace={calls}"), "-o".into(), log.clone()];
-    a.push(program.into());
-    a.extend(args.iter().cloned());
-    run("strace", &a)?;
+    run("strace", &strace_args(&log, calls, &[], program, args))?;
     let body = std::fs::read_to_string(&log).unwrap_or_else(|e| panic!("{log}: {e}"));
     let mut out = Vec::new();
     for l in body.lines() {

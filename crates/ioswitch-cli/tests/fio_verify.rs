@@ -130,6 +130,17 @@ fn verify_dump_writes_the_files_fio_writes() {
     }
 }
 
+/// Flips every bit of the bytes at `offsets` in the file `data`, in place; returns the
+/// file's bytes as damaged.
+fn damage(data: &std::path::Path, offsets: &[usize]) -> Vec<u8> {
+    let mut bytes = std::fs::read(data).expect("the written file");
+    for &at in offsets {
+        bytes[at] ^= 0xff;
+    }
+    std::fs::write(data, &bytes).unwrap();
+    bytes
+}
+
 #[test]
 fn verify_interval_finds_a_damaged_header_inside_a_block_as_fio_does() {
     let t = "verify_interval_finds_a_damaged_header_inside_a_block_as_fio_does";
@@ -149,10 +160,7 @@ fn verify_interval_finds_a_damaged_header_inside_a_block_as_fio_does() {
             // Byte 4 of the block's second 512-byte piece: the header's length field
             // with an interval of 512 (fio's and ours), payload without one (which
             // verify=meta does not check).
-            let data = dir.join("d.dat");
-            let mut bytes = std::fs::read(&data).expect("the written file");
-            bytes[4096 + 512 + 4] ^= 0xff;
-            std::fs::write(&data, &bytes).unwrap();
+            let bytes = damage(&dir.join("d.dat"), &[4096 + 512 + 4]);
             let mut read = vec!["--name=r", "--rw=read"];
             read.extend(&common);
             let out = run_in(&dir, program, &read);
@@ -191,11 +199,7 @@ fn verify_async_checkers_find_and_dump_the_bad_blocks_fio_finds() {
             ];
             run_in(&dir, program, &write);
             // Blocks 3 and 9 damaged, the others sound: 4 checker threads must find both.
-            let data = dir.join("d.dat");
-            let mut bytes = std::fs::read(&data).expect("the written file");
-            bytes[3 * 4096 + 100] ^= 0xff;
-            bytes[9 * 4096 + 200] ^= 0xff;
-            std::fs::write(&data, &bytes).unwrap();
+            let bytes = damage(&dir.join("d.dat"), &[3 * 4096 + 100, 9 * 4096 + 200]);
             let ioengine = format!("--ioengine={engine}");
             let read = [
                 "--name=r",

@@ -312,6 +312,35 @@ impl Device {
         Ok(len)
     }
 
+    /// The copying half of `read_into` and `read_lba_into`: `cmd` into an aligned buffer
+    /// of the sink's length, then copied into the sink; returns the command's result.
+    fn pass_into(&self, py: Python<'_>, cmd: Cmd, sink: &Sink) -> PyResult<u64> {
+        let len = sink.len();
+        let (n, b) = self.pass(py, cmd, Payload::Alloc(len))?;
+        if let Some(b) = &b {
+            sink.copy_from(py, b)?;
+        }
+        buffer::release(py, len, b);
+        Ok(n)
+    }
+
+    /// The copying half of `write` and `write_lba`: `data` (whose view is `src`) copied
+    /// into an aligned buffer, then `cmd` from it; returns the command's result.
+    fn pass_from(
+        &self,
+        py: Python<'_>,
+        dev: &ioswitch::Device,
+        cmd: Cmd,
+        src: &Source,
+        data: &Bound<'_, PyAny>,
+    ) -> PyResult<u64> {
+        let len = src.len();
+        let b = buffer::copy_in(py, dev, src, data)?;
+        let (n, b) = self.pass(py, cmd, Payload::Owned(b))?;
+        buffer::release(py, len, b);
+        Ok(n)
+    }
+
     fn lba_len(&self, py: Python<'_>, dev: &ioswitch::Device, op: Op, len: usize) -> PyResult<u64> {
         let lba = dev.geometry().lba_size.max(1) as usize;
         if len == 0 || len % lba != 0 {
@@ -518,11 +547,7 @@ impl Device {
         let dev = self.dev(py)?;
         cmds::check_len(py, &dev, Op::Read, len as u64)?;
         let (cmd, _) = cmds::byte_cmd(py, &dev, cmds::passthrough(&dev, true), Op::Read, offset, len as u64)?;
-        let (n, b) = self.pass(py, cmd, Payload::Alloc(len))?;
-        if let Some(b) = &b {
-            sink.copy_from(py, b)?;
-        }
-        buffer::release(py, len, b);
+        let n = self.pass_into(py, cmd, &sink)?;
         Ok(Self::moved(&cmd, n, len))
     }
 
@@ -545,9 +570,7 @@ impl Device {
             return Ok(0);
         }
         let (cmd, _) = cmds::byte_cmd(py, &dev, cmds::passthrough(&dev, true), Op::Write, offset, len as u64)?;
-        let b = buffer::copy_in(py, &dev, &src, data)?;
-        let (n, b) = self.pass(py, cmd, Payload::Owned(b))?;
-        buffer::release(py, len, b);
+        let n = self.pass_from(py, &dev, cmd, &src, data)?;
         Ok(Self::moved(&cmd, n, len))
     }
 
@@ -580,11 +603,7 @@ impl Device {
         let nlb = self.lba_len(py, &dev, Op::ReadLba, len)?;
         cmds::check_len(py, &dev, Op::ReadLba, len as u64)?;
         let cmd = cmds::lba_cmd(py, &dev, Op::ReadLba, slba, nlb)?;
-        let (_, b) = self.pass(py, cmd, Payload::Alloc(len))?;
-        if let Some(b) = &b {
-            sink.copy_from(py, b)?;
-        }
-        buffer::release(py, len, b);
+        self.pass_into(py, cmd, &sink)?;
         Ok(len)
     }
 
@@ -601,9 +620,7 @@ impl Device {
         let len = src.len();
         let nlb = self.lba_len(py, &dev, Op::WriteLba, len)?;
         let cmd = cmds::lba_cmd(py, &dev, Op::WriteLba, slba, nlb)?;
-        let b = buffer::copy_in(py, &dev, &src, data)?;
-        let (_, b) = self.pass(py, cmd, Payload::Owned(b))?;
-        buffer::release(py, len, b);
+        self.pass_from(py, &dev, cmd, &src, data)?;
         Ok(len)
     }
 

@@ -124,6 +124,12 @@ impl Tmpfs {
         }
         Ok(Tmpfs(dir.to_string()))
     }
+
+    /// [`Tmpfs::mount`] for `test`: `None`, after saying why `test` skips ([`crate::skip`]:
+    /// in the guest, a failure), where it cannot be mounted.
+    pub fn mount_or_skip(test: &str, dir: &str, size: &str) -> Option<Tmpfs> {
+        Tmpfs::mount(dir, size).map_err(|why| crate::skip(test, &why)).ok()
+    }
 }
 
 impl Drop for Tmpfs {

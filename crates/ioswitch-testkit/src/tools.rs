@@ -105,6 +105,16 @@ pub fn success<S: AsRef<OsStr> + Debug>(program: &str, args: &[S], dir: Option<&
     o
 }
 
+/// strace's arguments for a run of `program ARGS` with its threads (`-f`), tracing the
+/// system calls `calls` (`pwrite64,fsync`) into the file `log`, with `extra` options
+/// (`-y`: each descriptor's file named) and no attach/exit notes (`-qq`).
+pub fn strace_args(log: &str, calls: &str, extra: &[&str], program: &str, args: &[String]) -> Vec<String> {
+    let mut a: Vec<String> = ["-f", "-qq"].iter().chain(extra).map(|s| s.to_string()).collect();
+    a.extend(["-e".to_string(), format!("trace={calls}"), "-o".into(), log.into(), program.into()]);
+    a.extend(args.iter().cloned());
+    a
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,6 +132,13 @@ mod tests {
         assert_eq!(crate::text(&o.stdout), "bench --no-progress --name=j\n");
         let o = plain("echo", &["--name=j"], Some(Path::new("/")));
         assert_eq!(crate::text(&o.stdout), "--name=j\n");
+    }
+
+    #[test]
+    fn strace_args_trace_the_calls_of_the_program_and_its_threads_into_the_log() {
+        let a = strace_args("/t/s.log", "pread64,fsync", &["-y"], "fio", &["--name=j".to_string()]);
+        assert_eq!(a, ["-f", "-qq", "-y", "-e", "trace=pread64,fsync", "-o", "/t/s.log", "fio", "--name=j"]);
+        assert_eq!(strace_args("l", "fsync", &[], "p", &[]), ["-f", "-qq", "-e", "trace=fsync", "-o", "l", "p"]);
     }
 
     #[test]

@@ -209,6 +209,15 @@ pub(crate) fn done(o: Outcome, what: &str, want: Option<u64>) -> Result<Data, St
     }
 }
 
+/// The status and result of a command that must have run (a refusal is the error), its
+/// status not looked at.
+pub(crate) fn ran(o: Outcome, what: &str) -> Result<(Status, u64), String> {
+    match o {
+        Outcome::Rejected(e, _) => Err(format!("{what}: refused: {e}")),
+        Outcome::Done { status, result, .. } => Ok((status, result)),
+    }
+}
+
 /// The error and data of a command that must have been refused before any I/O.
 pub(crate) fn refused(o: Outcome, what: &str) -> Result<(Error, Data), String> {
     match o {

@@ -1,6 +1,6 @@
 //! Zones (zoned namespace rows).
 
-use crate::ctx::{buf_ids, data_bytes, done, pass_one, read_range, write_pattern, Ctx, Outcome, Runner};
+use crate::ctx::{buf_ids, data_bytes, done, pass_one, ran, read_range, write_pattern, Ctx, Outcome, Runner};
 use crate::runner::seed;
 use crate::{Res, QD};
 use ioswitch::spec::zns::{ZoneAction, ZoneDesc, ZoneReport, ZoneState};
@@ -221,10 +221,7 @@ pub(crate) fn case_zone_append(ctx: &Ctx) -> Res {
         .collect::<Result<Vec<(Cmd, Data)>, String>>()?;
     let mut at = BTreeMap::new();
     for (k, o) in r.run(ops)?.into_iter().enumerate() {
-        let (status, result) = match o {
-            Outcome::Done { status, result, .. } => (status, result),
-            Outcome::Rejected(e, _) => return Err(format!("zone append #{k} refused: {e}")),
-        };
+        let (status, result) = ran(o, &format!("zone append #{k}"))?;
         ensure!(status.is_ok(), "zone append #{k}: {status}");
         ensure!(
             (zslba..zslba + 8).contains(&result) && (result - zslba) % 2 == 0,
@@ -244,10 +241,7 @@ pub(crate) fn case_zone_append(ctx: &Ctx) -> Res {
         )?;
     }
     let o = r.one((Cmd::zone_append(ctx.nsid, zslba, 2), ctx.pat(0, 2 * u, s)?.into()))?;
-    let (status, result) = match o {
-        Outcome::Done { status, result, .. } => (status, result),
-        Outcome::Rejected(e, _) => return Err(format!("zone append refused: {e}")),
-    };
+    let (status, result) = ran(o, "zone append")?;
     ensure!(status.is_ok() && result == zslba + 8, "a fifth append: {status}, LBA {result}; expected {}", zslba + 8);
     let d = zone_report(&mut r, ctx, zslba)?;
     ensure!(d.wp == zslba + 10, "after 5 appends of 2 LBAs the write pointer is {}, expected {}", d.wp, zslba + 10);

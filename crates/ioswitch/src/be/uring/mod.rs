@@ -192,6 +192,10 @@ pub(crate) struct Ring<I: Iface> {
     ready: VecDeque<(SlotId, Completion)>,
     reg: Option<RegTable>,
     syscalls: u64,
+    /// Spins that ended because the kernel flagged completions to post through an enter
+    /// (TASKRUN), for the tests.
+    #[cfg(test)]
+    spin_taskrun: u64,
     /// The interface's own state.
     iface: I,
 }
@@ -382,6 +386,8 @@ impl<I: Iface> Ring<I> {
             ready: VecDeque::with_capacity(depth as usize),
             reg,
             syscalls: 0,
+            #[cfg(test)]
+            spin_taskrun: 0,
             iface,
         })
     }
@@ -605,7 +611,14 @@ impl<I: Iface> Ring<I> {
             if self.uring.cq_len() > 0 {
                 return true;
             }
-            if self.taskrun() || start.elapsed().as_nanos() >= u128::from(self.spin_ns) {
+            if self.taskrun() {
+                #[cfg(test)]
+                {
+                    self.spin_taskrun += 1;
+                }
+                return false;
+            }
+            if start.elapsed().as_nanos() >= u128::from(self.spin_ns) {
                 return false;
             }
             std::hint::spin_loop();

@@ -770,8 +770,9 @@ impl<I: Iface> AsyncQueue for Ring<I> {
     #[inline(always)]
     fn commit_and_reap(&mut self, min: u32, max: u32, f: &mut impl CompletionSink) -> Result<u32, Error> {
         if self.sqpoll || min == 0 {
-            let posted = self.submit_flags != 0 && !self.sqpoll && self.unsubmitted > 0;
-            if posted {
+            let queued = !self.sqpoll && self.unsubmitted > 0;
+            let posted = queued && self.submit_flags != 0;
+            if queued {
                 self.commit_inline()?;
             } else {
                 self.commit()?;

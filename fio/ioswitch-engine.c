@@ -13,8 +13,9 @@
  *   ioswitch_admin=IFACE   admin interface
  *   ioswitch_opts=K=V,...  further ioswitch device options (sqpoll=1, threads=8, ...);
  *                          fio's direct=1 adds direct=1; ioswitch_async=io_uring adds
- *                          single_issuer=1 unless they name single_issuer, sqpoll or
- *                          sqpoll_cpu (see single_issuer_default)
+ *                          single_issuer=1 unless they name single_issuer, sqpoll,
+ *                          sqpoll_cpu or a reap_spin other than 0 (see
+ *                          single_issuer_default)
  *   ioswitch_inline=1      at iodepth=1 only (refused at init otherwise): complete
  *                          each command inside ->queue() and run as a synchronous
  *                          engine (no slat), as fio's null engine does at iodepth=1
@@ -293,6 +294,28 @@ static int opt_named(const char *opts, const char *key)
 }
 
 /*
+ * Whether the job's ioswitch_opts ask the library to spin in its reap: reap_spin with a
+ * duration other than zero (reap_spin=0 waits in the kernel at once, the default). A value
+ * the library does not take is not judged here: the device's open refuses it by name.
+ */
+static int reap_spins(const char *opts)
+{
+	const char *p = opts;
+	char *end;
+
+	while (p && *p) {
+		if (!strncmp(p, "reap_spin=", 10)) {
+			p += 10;
+			return !(strtoull(p, &end, 10) == 0 && end != p);
+		}
+		p = strchr(p, ',');
+		if (p)
+			p++;
+	}
+	return 0;
+}
+
+/*
  * Whether this kernel sets up an io_uring with SINGLE_ISSUER | DEFER_TASKRUN (Linux 6.1),
  * asked of the kernel once with a ring of 2 entries (what the library's single_issuer=1
  * needs, and refuses at open without).
@@ -320,7 +343,12 @@ static int kernel_defers_task_work(void)
  * library's single_issuer=1), as fio's own io_uring engine sets up its rings: each fio
  * thread creates its queues (->open_file) and is the only one to use them. Not where the
  * job's ioswitch_opts names single_issuer (single_issuer=0 keeps the library's default
- * ring) or an SQPOLL thread (which excludes deferred task work), not with
+ * ring) or an SQPOLL thread (which excludes deferred task work), not where they ask for a
+ * spinning reap (reap_spin other than 0: on a DEFER_TASKRUN ring no completion reaches the
+ * CQ ring until the task enters the kernel, so a spin would only wait for the kernel's
+ * taskrun flag and then enter; the library's default ring posts completions from the
+ * kernel's own context, where the spin sees them: xNVMe's io_uring backend, which
+ * busy-polls, also sets up its rings without DEFER_TASKRUN), not with
  * io_submit_mode=offload (fio's worker threads then submit to a queue the job's thread
  * created), and not on a kernel without it (before Linux 6.1), where fio's engine falls
  * back the same way.
@@ -329,7 +357,7 @@ static int single_issuer_default(struct thread_data *td, const struct iosw_optio
 {
 	return o->async && !strcmp(o->async, "io_uring") && !opt_named(o->opts, "single_issuer") &&
 	       !opt_named(o->opts, "sqpoll") && !opt_named(o->opts, "sqpoll_cpu") &&
-	       td->o.io_submit_mode != IO_MODE_OFFLOAD && kernel_defers_task_work();
+	       !reap_spins(o->opts) && td->o.io_submit_mode != IO_MODE_OFFLOAD && kernel_defers_task_work();
 }
 
 /* A failed ->init() (its message logged): the job's error, and what init allocated freed. */

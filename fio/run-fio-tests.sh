@@ -193,7 +193,7 @@ verify_job "async=io_uring qd16 sqpoll=1 (no single_issuer default) + verify" --
     --ioswitch_opts=sqpoll=1 --rw=randwrite --iodepth=16
 # Which ring flags the job's io_uring_setup asked for (strace), with the default and with
 # single_issuer=0: DEFER_TASKRUN where the kernel has it (Linux 6.1), never with
-# single_issuer=0.
+# single_issuer=0 nor with a spinning reap (reap_spin other than 0).
 ring_flags_job() {
     local name=$1 want=$2
     shift 2
@@ -229,11 +229,19 @@ PY
 }
 if python3 -c 'import os,sys; v=tuple(int(x) for x in os.uname().release.split("-")[0].split(".")[:2]); sys.exit(0 if v >= (6, 1) else 1)'; then
     ring_flags_job "async=io_uring: the queue's ring is SINGLE_ISSUER | DEFER_TASKRUN by default" defer
+    ring_flags_job "async=io_uring reap_spin=0 (no spin): the default ring, DEFER_TASKRUN" defer \
+        --ioswitch_opts=reap_spin=0us
 else
     echo "skip: the single_issuer default needs Linux 6.1 (this kernel: $(uname -r))"
 fi
 ring_flags_job "async=io_uring single_issuer=0: the queue's ring without DEFER_TASKRUN" plain \
     --ioswitch_opts=single_issuer=0
+# A spinning reap gets a ring it can spin on: no DEFER_TASKRUN (whose completions reach the
+# CQ ring only when the task enters the kernel), and the job still verifies.
+ring_flags_job "async=io_uring reap_spin=20us: a ring without DEFER_TASKRUN, that a spin can see" plain \
+    --ioswitch_opts=reap_spin=20us
+verify_job "async=io_uring qd1 reap_spin=20us + verify" --ioswitch_async=io_uring --ioswitch_opts=reap_spin=20us \
+    --rw=randwrite --iodepth=1
 verify_job "async=io_uring qd4 reap_spin=20us + verify" --ioswitch_async=io_uring --ioswitch_opts=reap_spin=20us \
     --rw=randwrite --iodepth=4
 verify_job "async=thrpool threads=2 batch 4 + verify" --ioswitch_async=thrpool --ioswitch_opts=threads=2 \

@@ -342,6 +342,17 @@ fn parse_spin(key: &str, v: &str) -> Result<Option<u64>, Error> {
     }
 }
 
+/// A `reap_spin` duration as given: in the largest of `s`, `ms`, `us`, `ns` that holds it
+/// whole (20000 ns is `20us`), so that `ioswitch info` shows the unit a user writes.
+fn fmt_spin(ns: u64) -> String {
+    for (unit, scale) in [("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)] {
+        if ns % scale == 0 {
+            return format!("{}{unit}", ns / scale);
+        }
+    }
+    format!("{ns}ns")
+}
+
 fn parse_u32(key: &str, v: &str) -> Result<u32, Error> {
     v.parse().map_err(|_| Error::BadOpt { key: key.into(), why: format!("{v:?} is not a whole number") })
 }
@@ -544,7 +555,7 @@ impl fmt::Display for Opts {
             }
         }
         if let Some(v) = self.reap_spin_ns {
-            items.push(format!("reap_spin={v}ns"));
+            items.push(format!("reap_spin={}", fmt_spin(v)));
         }
         if let Some(v) = self.threads {
             items.push(format!("threads={v}"));
@@ -588,11 +599,18 @@ mod tests {
 
     #[test]
     fn reap_spin_takes_a_duration_up_to_one_second() {
-        for (v, ns) in
-            [("20us", Some(20_000)), ("1ms", Some(1_000_000)), ("500ns", Some(500)), ("1s", Some(1_000_000_000))]
-        {
+        for (v, ns, shown) in [
+            ("20us", Some(20_000), "20us"),
+            ("1ms", Some(1_000_000), "1ms"),
+            ("500ns", Some(500), "500ns"),
+            ("1s", Some(1_000_000_000), "1s"),
+            ("20000ns", Some(20_000), "20us"),
+            ("1500us", Some(1_500_000), "1500us"),
+            ("1000ms", Some(1_000_000_000), "1s"),
+        ] {
             let o: Opts = format!("async=io_uring,reap_spin={v}").parse().unwrap();
             assert_eq!(o.reap_spin_ns, ns, "reap_spin={v}");
+            assert_eq!(o.to_string(), format!("async=io_uring,reap_spin={shown}"), "reap_spin={v}");
             assert_eq!(o.to_string().parse::<Opts>().unwrap(), o);
             assert_eq!(o.tunables_set().collect::<Vec<_>>(), ["reap_spin"]);
         }

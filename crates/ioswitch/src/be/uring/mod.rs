@@ -601,6 +601,47 @@ impl<I: Iface> Ring<I> {
         self.uring.taskrun()
     }
 
+    /// [`AsyncQueue::commit`] without SQPOLL and with something queued, inlined into
+    /// `commit_and_reap` (the engine's submit-and-reap call, one per I/O): the one enter
+    /// that takes every queued SQE, the usual case, costs no call into `commit`; anything
+    /// else (fewer taken, a failure) goes on in `commit`, which submits the rest or reports
+    /// the failure exactly as a plain commit does.
+    #[inline(always)]
+    fn commit_inline(&mut self) -> Result<(), Error> {
+        debug_assert!(!self.sqpoll && self.unsubmitted > 0);
+        let pending = self.unsubmitted;
+        // min_complete 0: with GETEVENTS (DEFER_TASKRUN) the enter posts what has
+        // completed and returns without waiting.
+        let r = self.enter(pending, 0, self.submit_flags);
+        if let Ok(k) = r {
+            if k >= pending {
+                self.unsubmitted = 0;
+                return Ok(());
+            }
+        }
+        self.commit_rest(pending, r)
+    }
+
+    /// `commit_inline`'s enter took fewer than `pending` SQEs or failed: the commit goes
+    /// on as `commit`'s loop does after such an enter (submits the rest; an interrupted
+    /// enter is tried again, EAGAIN and EBUSY leave the rest queued, any other failure is
+    /// the error).
+    #[cold]
+    #[inline(never)]
+    fn commit_rest(&mut self, pending: u32, r: io::Result<u32>) -> Result<(), Error> {
+        self.took(pending, r.as_ref().ok().copied());
+        let k = pending - self.unsubmitted;
+        match r {
+            Ok(_) if k == 0 => Ok(()),
+            Ok(_) => self.commit().map(|_| ()),
+            Err(e) => match e.raw_os_error() {
+                Some(libc::EINTR) => self.commit().map(|_| ()),
+                Some(libc::EAGAIN | libc::EBUSY) => Ok(()),
+                _ => Err(self.error("io_uring_enter (submit)", e)),
+            },
+        }
+    }
+
     /// `reap_spin`: looks at the CQ ring until a CQE is there (true), or until the kernel
     /// has completions to post that need an enter (the taskrun flag: false, as when the
     /// spin runs out).
@@ -742,8 +783,13 @@ impl<I: Iface> AsyncQueue for Ring<I> {
     #[inline(always)]
     fn commit_and_reap(&mut self, min: u32, max: u32, f: &mut impl CompletionSink) -> Result<u32, Error> {
         if self.sqpoll || min == 0 {
-            let posted = self.submit_flags != 0 && !self.sqpoll && self.unsubmitted > 0;
-            self.commit()?;
+            let queued = !self.sqpoll && self.unsubmitted > 0;
+            let posted = queued && self.submit_flags != 0;
+            if queued {
+                self.commit_inline()?;
+            } else {
+                self.commit()?;
+            }
             return self.reap_inline(posted, min, max, f);
         }
         let n = self.reap_inline(false, min, max, f)?;

@@ -1278,8 +1278,9 @@ fn parse_size_spec(s: &str, pct: std::ops::RangeInclusive<u32>) -> Option<SizeSp
     }
 }
 
-/// A time; a plain number is seconds.
-fn parse_time(s: &str) -> Option<Duration> {
+/// A time; a plain number is seconds (also `membw --shape --runtime/--ramp`, parsed as a
+/// job's `runtime` and `ramp_time` are).
+pub(crate) fn parse_time(s: &str) -> Option<Duration> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (digits, unit) = t.split_at(split);

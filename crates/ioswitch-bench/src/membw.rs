@@ -79,6 +79,12 @@ pub enum MembwError {
     /// A `--file` that cannot be mapped.
     #[error("--file {0}")]
     File(String),
+    /// A bad `--runtime` (the same-duration mean of `--shape`).
+    #[error("--runtime {0}")]
+    Runtime(String),
+    /// A bad `--ramp` (run before the same-duration mean measures).
+    #[error("--ramp {0}")]
+    Ramp(String),
     /// A bad `--reps`.
     #[error("--reps {0}: must be 1 to {MAX_REPS}")]
     Reps(u32),

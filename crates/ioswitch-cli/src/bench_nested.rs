@@ -276,10 +276,21 @@ so a job's bandwidth divides by these directly. One warm-up repetition (it also 
 pages in) is not counted; best / median / spread of --reps. After every repetition the buffer
 must hold the last piece read, and every piece written the value stored.
 
+The same-duration mean (--runtime, with --shape; --ramp as well, default 0): a job's bandwidth
+is a mean over its whole run (bytes / job_runtime, after its ramp_time), not the best of short
+repetitions. With --runtime each shape also runs, after its repetitions, as a time-based job
+runs: the same loop over the same region (in order, starting the region over at its end; or
+random) for --ramp, not counted, then for --runtime; counted are the pieces that ended after
+the ramp's end, over the time from then to the end of the last one, as ioswitch bench counts
+a job. Reported beside the best (JSON: shapes[].timed.mean_bps beside shapes[].best_bps), and
+checked as the repetitions are. Times as a job's runtime and ramp_time: 1s, 500ms, a plain
+number is seconds; at most 3600 s each.
+
 Example:
   ioswitch bench membw --threads 1,2 --reps 10
   ioswitch bench membw --size 1g --output-format json
-  ioswitch bench membw --shape read,randread,write,randwrite --bs 512k --file /dev/shm/f"
+  ioswitch bench membw --shape read,randread,write,randwrite --bs 512k --file /dev/shm/f
+  ioswitch bench membw --shape read --bs 512k --file /dev/shm/f --runtime 1s --ramp 500ms"
 )]
 struct MembwArgs {
     /// Thread counts, one run each (default: 1 and every CPU this process may use).
@@ -300,6 +311,13 @@ struct MembwArgs {
     /// write it meanwhile).
     #[arg(long)]
     file: Option<std::path::PathBuf>,
+    /// With --shape: also the same-duration mean, each shape run this long after --ramp, as a
+    /// time-based job (1s, 500ms; a plain number is seconds).
+    #[arg(long)]
+    runtime: Option<String>,
+    /// With --runtime: run this long first, not counted (a job's ramp_time; default 0).
+    #[arg(long)]
+    ramp: Option<String>,
     /// Timed repetitions of every kernel (after one warm-up), 1 to 100.
     #[arg(long, default_value_t = membw::DEFAULT_REPS)]
     reps: u32,
@@ -313,8 +331,16 @@ fn membw_run(a: MembwArgs) -> Outcome {
     if let Some(sh) = &a.shape {
         return membw_shape_run(&a, sh);
     }
-    if a.bs.is_some() || a.file.is_some() {
-        let which = if a.bs.is_some() { "--bs" } else { "--file" };
+    if a.bs.is_some() || a.file.is_some() || a.runtime.is_some() || a.ramp.is_some() {
+        let which = if a.bs.is_some() {
+            "--bs"
+        } else if a.file.is_some() {
+            "--file"
+        } else if a.runtime.is_some() {
+            "--runtime"
+        } else {
+            "--ramp"
+        };
         return Err(Failure::new(format!("{which} applies to --shape only (the STREAM kernels use arrays of --size)")));
     }
     let threads = match &a.threads {
@@ -349,7 +375,17 @@ fn membw_shape_run(a: &MembwArgs, shapes: &str) -> Outcome {
     let bs = a.bs.as_deref().ok_or_else(|| Failure::new("--shape needs --bs (the job's block size, e.g. 512k)"))?;
     let bs = shape::parse_bs(bs).map_err(fail)?;
     let region_bytes = a.size.as_deref().map(membw::parse_array_size).transpose().map_err(fail)?;
-    let opts = shape::ShapeOpts { shapes, region_bytes, bs, reps: a.reps, file: a.file.clone() };
+    let timed = match (&a.runtime, &a.ramp) {
+        (None, None) => None,
+        (None, Some(_)) => {
+            return Err(Failure::new("--ramp needs --runtime (the same-duration mean it runs before)"));
+        }
+        (Some(rt), ramp) => Some(shape::Timed {
+            runtime: shape::parse_runtime(rt).map_err(fail)?,
+            ramp: ramp.as_deref().map(shape::parse_ramp).transpose().map_err(fail)?.unwrap_or_default(),
+        }),
+    };
+    let opts = shape::ShapeOpts { shapes, region_bytes, bs, reps: a.reps, file: a.file.clone(), timed };
     let r = shape::measure(&opts, &mut say).map_err(fail)?;
     match a.format {
         MembwFormat::Normal => output::stdout(&r.to_text()),

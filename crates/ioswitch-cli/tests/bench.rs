@@ -757,6 +757,71 @@ fn membw_shape_measures_the_jobs_shape_over_its_file_and_names_bad_input() {
 }
 
 #[test]
+fn membw_shape_runtime_gives_a_same_duration_mean_beside_the_best_and_names_bad_input() {
+    let _one = serial();
+    let s = scratch("membw-shape-timed");
+    let f = data_file(&s, "region", 1 << 20);
+    let o = bench(&[
+        "membw",
+        "--shape",
+        "read,randread",
+        "--bs",
+        "64k",
+        "--file",
+        &f,
+        "--reps",
+        "2",
+        "--runtime",
+        "100ms",
+        "--ramp",
+        "50ms",
+        "--output-format",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("membw --shape --runtime JSON parses");
+    assert_eq!(v["timed_ramp_runtime_s"], serde_json::json!([0.05, 0.1]), "{v:#}");
+    for k in v["shapes"].as_array().unwrap() {
+        let best = k["best_bps"].as_f64().unwrap();
+        let m = &k["timed"];
+        let (mean, secs, bytes) =
+            (m["mean_bps"].as_f64().unwrap(), m["measured_s"].as_f64().unwrap(), m["bytes"].as_u64().unwrap());
+        assert!(best > 0.0 && mean > 0.0, "both figures: {k}");
+        assert!(secs >= 0.1 && (mean * secs - bytes as f64).abs() < 1.0, "a mean over the runtime: {k}");
+        assert_eq!(bytes, m["pieces"].as_u64().unwrap() * (64 << 10), "{k}");
+        assert_eq!(m["ramp_s"], 0.05);
+    }
+    // Text: the best table and the mean table, one row per shape in each.
+    let o = bench(&["membw", "--shape", "read", "--bs", "64k", "--file", &f, "--reps", "2", "--runtime", "50ms"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(out.contains("same-duration mean (as a time-based job: 0 ms ramp, then 50 ms"), "{out}");
+    assert_eq!(out.lines().filter(|l| l.starts_with("read ")).count(), 2, "{out}");
+
+    for (args, want) in [
+        (vec!["--runtime", "1s"], "--runtime applies to --shape only"),
+        (vec!["--ramp", "1s"], "--ramp applies to --shape only"),
+        (vec!["--shape", "read", "--bs", "4k", "--ramp", "500ms"], "--ramp needs --runtime"),
+        (vec!["--shape", "read", "--bs", "4k", "--runtime", "0"], "--runtime \"0\": a runtime of 0 measures nothing"),
+        (vec!["--shape", "read", "--bs", "4k", "--runtime", "1.5s"], "--runtime \"1.5s\": not a time"),
+        (vec!["--shape", "read", "--bs", "4k", "--runtime", "2h"], "longer than 3600 s"),
+        (vec!["--shape", "read", "--bs", "4k", "--runtime", "1s", "--ramp", "later"], "--ramp \"later\": not a time"),
+    ] {
+        let mut all = vec!["membw"];
+        all.extend(args.iter().copied());
+        let o = bench(&all);
+        assert_eq!(o.status.code(), Some(1), "{all:?}: {}", text(&o.stderr));
+        assert!(text(&o.stderr).contains(want), "{all:?}: want {want:?} in {}", text(&o.stderr));
+    }
+    let o = bench(&["membw", "--help"]);
+    assert!(
+        text(&o.stdout).contains("--runtime") && text(&o.stdout).contains("same-duration mean"),
+        "{}",
+        text(&o.stdout)
+    );
+}
+
+#[test]
 fn parse_only_checks_the_jobs_and_runs_nothing() {
     let _one = serial();
     let s = scratch("parse-only");

@@ -20,6 +20,17 @@
 //! (which also faults every page in) is not counted; the report gives the best, the
 //! median and the spread. After every repetition the result is checked: the buffer holds
 //! the last piece read, and every piece the last write repetition wrote holds its value.
+//!
+//! The best of short repetitions is not the statistic a job reports: a time-based job's
+//! bandwidth is its bytes over its whole measured run after a ramp (fio's `bw_bytes`:
+//! bytes / `job_runtime`), a mean. With [`ShapeOpts::timed`] (`--runtime`, `--ramp`) each
+//! shape also runs as such a job does, after its repetitions: the same loop over the same
+//! region, pieces taken on (in order, wrapping at the region's end; or random) until the
+//! ramp and then the runtime have passed, the clock read after every piece (as the job
+//! reads it after every I/O). Counted as the job counts (`engine.rs`): every piece that
+//! ended at or after the ramp's end, over the time from the ramp's end to the end of the
+//! last piece (the one that crossed the deadline included). The report gives that mean
+//! beside the best of the repetitions; both are checked as the repetitions are.
 
 use super::{fmt_bytes, parse_list, parse_nonzero_size, MembwError, NtMethod, Rates, MAX_REPS};
 use serde::Serialize;
@@ -28,7 +39,7 @@ use std::fmt::Write as _;
 use std::hint::black_box;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Region size without `--size` and without `--file`: the vPMEM study's file.
 pub const DEFAULT_REGION_BYTES: u64 = 256 << 20;
@@ -87,6 +98,44 @@ pub fn parse_bs(s: &str) -> Result<u64, MembwError> {
     parse_nonzero_size(s, "a block of 0 bytes", MembwError::Bs)
 }
 
+/// Longest `--runtime` and longest `--ramp`.
+pub const MAX_TIMED: Duration = Duration::from_secs(3600);
+
+/// A time as a job's `runtime`/`ramp_time` is written (a plain number is seconds),
+/// at most [`MAX_TIMED`].
+fn parse_timed(s: &str, err: fn(String) -> MembwError) -> Result<Duration, MembwError> {
+    let d = crate::jobfile::parse_time(s).ok_or_else(|| {
+        err(format!("{s:?}: not a time (a whole number with a unit, as a job's runtime: 1s, 500ms, 250000us; a plain number is seconds)"))
+    })?;
+    if d > MAX_TIMED {
+        return Err(err(format!("{s:?}: longer than {} s", MAX_TIMED.as_secs())));
+    }
+    Ok(d)
+}
+
+/// Parses `--runtime` (the job's `runtime`: `1s`, `1`); 0 is refused.
+pub fn parse_runtime(s: &str) -> Result<Duration, MembwError> {
+    let d = parse_timed(s, MembwError::Runtime)?;
+    if d.is_zero() {
+        return Err(MembwError::Runtime(format!("{s:?}: a runtime of 0 measures nothing")));
+    }
+    Ok(d)
+}
+
+/// Parses `--ramp` (the job's `ramp_time`: `500ms`; `0`: none).
+pub fn parse_ramp(s: &str) -> Result<Duration, MembwError> {
+    parse_timed(s, MembwError::Ramp)
+}
+
+/// The same-duration mean: each shape's loop run as a time-based job runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timed {
+    /// Run this long first, not counted (the job's `ramp_time`).
+    pub ramp: Duration,
+    /// Then count this long (the job's `runtime`); not zero.
+    pub runtime: Duration,
+}
+
 /// What to measure.
 #[derive(Clone, Debug)]
 pub struct ShapeOpts {
@@ -102,6 +151,28 @@ pub struct ShapeOpts {
     /// Map this file (`MAP_SHARED`) instead of anonymous memory. Write shapes overwrite it;
     /// no other process may write it meanwhile.
     pub file: Option<PathBuf>,
+    /// Also the same-duration mean of every shape (after its repetitions).
+    pub timed: Option<Timed>,
+}
+
+/// A shape's same-duration mean: bytes over a run as long as a job's, as the job counts.
+#[derive(Clone, Debug, Serialize)]
+pub struct TimedRate {
+    /// Run first, not counted, seconds (the job's `ramp_time`).
+    pub ramp_s: f64,
+    /// Asked for, seconds (the job's `runtime`).
+    pub runtime_s: f64,
+    /// Measured: from the ramp's end to the end of the last piece, seconds (the job's
+    /// `job_runtime`; a little over `runtime_s`, by the piece that crossed the deadline).
+    pub measured_s: f64,
+    /// Pieces that ended at or after the ramp's end.
+    pub pieces: u64,
+    /// Their bytes, each counted once.
+    pub bytes: u64,
+    /// `bytes / measured_s`: a mean over the run, as a job's bandwidth is.
+    pub mean_bps: f64,
+    /// The mean as a fraction of the best repetition's rate.
+    pub of_best: f64,
 }
 
 /// One shape's figures, rates in bytes per second, each byte counted once.
@@ -120,6 +191,8 @@ pub struct ShapeStats {
     pub rates: Rates,
     /// What was checked after every repetition.
     pub checked: String,
+    /// The same-duration mean, with [`ShapeOpts::timed`]; `null` without.
+    pub timed: Option<TimedRate>,
 }
 
 /// The whole measurement.
@@ -137,6 +210,9 @@ pub struct ShapeReport {
     pub reps: u32,
     /// The thread: one, not pinned (as a job's thread is not).
     pub threads: u32,
+    /// The same-duration mean's ramp and runtime, seconds, `[ramp, runtime]`; `null`
+    /// without one.
+    pub timed_ramp_runtime_s: Option<[f64; 2]>,
     /// The non-temporal store instruction of the write shapes, or why there is none.
     pub nt_store: String,
     /// One per shape, in the order asked.
@@ -363,6 +439,85 @@ fn read_piece(buf: &mut [u8], src: &[u8]) {
     buf.copy_from_slice(src);
 }
 
+/// The next piece of a time-based run: in order from `*at`, wrapping at the region's end
+/// (as a time-based job starts its region over), or uniformly random.
+fn next_piece(random: bool, pieces: usize, at: &mut usize, rng: &mut u64) -> usize {
+    if random {
+        return (next(rng) % pieces as u64) as usize;
+    }
+    let p = *at;
+    *at = if p + 1 == pieces { 0 } else { p + 1 };
+    p
+}
+
+/// One shape's same-duration mean: pieces until `t.ramp + t.runtime` has passed, the clock
+/// read after each; counted are the pieces that ended at or after the ramp's end, over the
+/// time from then to the last one's end (as `engine.rs` counts a job's I/Os and its
+/// `job_runtime`). Write shapes store `value`; the check follows the run.
+#[allow(clippy::too_many_arguments)]
+fn run_timed(
+    shape: Shape,
+    t: Timed,
+    region: &mut Region,
+    buf: &mut [u8],
+    bs: usize,
+    rng: &mut u64,
+    nt: Option<NtMethod>,
+    value: u64,
+) -> Result<TimedRate, MembwError> {
+    let pieces = region.len / bs;
+    let random = shape.random();
+    let mut at = 0usize;
+    let mut touched = vec![false; if shape.writes() { pieces } else { 0 }];
+    let (mut counted, mut last_off) = (0u64, 0usize);
+    let t0 = Instant::now();
+    let ramp_end = t0 + t.ramp;
+    let deadline = ramp_end + t.runtime;
+    let mut now = t0;
+    let mut last = ramp_end;
+    if shape.writes() {
+        let m = nt.expect("checked before the repetitions");
+        let r = region.bytes_mut();
+        while now < deadline {
+            let p = next_piece(random, pieces, &mut at, rng);
+            let o = p * bs;
+            nt_fill(black_box(&mut r[o..o + bs]), value, m);
+            touched[p] = true;
+            now = Instant::now();
+            if now >= ramp_end {
+                counted += 1;
+                last = now;
+            }
+        }
+        let offs: Vec<usize> = touched.iter().enumerate().filter(|(_, &w)| w).map(|(p, _)| p * bs).collect();
+        check_written(region.bytes(), &offs, bs, value).map_err(MembwError::Validation)?;
+    } else {
+        let r = region.bytes();
+        while now < deadline {
+            let o = next_piece(random, pieces, &mut at, rng) * bs;
+            read_piece(black_box(&mut *buf), black_box(&r[o..o + bs]));
+            last_off = o;
+            now = Instant::now();
+            if now >= ramp_end {
+                counted += 1;
+                last = now;
+            }
+        }
+        check_read(buf, r, last_off).map_err(MembwError::Validation)?;
+    }
+    let measured = last.duration_since(ramp_end).as_secs_f64().max(1e-9);
+    let bytes = counted * bs as u64;
+    Ok(TimedRate {
+        ramp_s: t.ramp.as_secs_f64(),
+        runtime_s: t.runtime.as_secs_f64(),
+        measured_s: measured,
+        pieces: counted,
+        bytes,
+        mean_bps: bytes as f64 / measured,
+        of_best: 0.0,
+    })
+}
+
 /// Measures every shape in `opts` over one region; `say` hears progress.
 pub fn measure(opts: &ShapeOpts, say: &mut dyn FnMut(&str)) -> Result<ShapeReport, MembwError> {
     measure_with(opts, NtMethod::detect(), say)
@@ -374,6 +529,18 @@ fn measure_with(opts: &ShapeOpts, nt: Option<NtMethod>, say: &mut dyn FnMut(&str
     }
     if opts.shapes.is_empty() {
         return Err(MembwError::Shape("\"\": no shape".into()));
+    }
+    if let Some(t) = opts.timed {
+        if t.runtime.is_zero() || t.runtime > MAX_TIMED {
+            return Err(MembwError::Runtime(format!(
+                "{:?}: must be more than 0 and at most {} s",
+                t.runtime,
+                MAX_TIMED.as_secs()
+            )));
+        }
+        if t.ramp > MAX_TIMED {
+            return Err(MembwError::Ramp(format!("{:?}: longer than {} s", t.ramp, MAX_TIMED.as_secs())));
+        }
     }
     let writes = opts.shapes.iter().any(|s| s.writes());
     if writes && nt.is_none() {
@@ -484,14 +651,25 @@ fn measure_with(opts: &ShapeOpts, nt: Option<NtMethod>, say: &mut dyn FnMut(&str
                 "after every repetition, the buffer holds the last piece read".to_string(),
             )
         };
-        stats.push(ShapeStats {
-            shape,
-            computes,
-            counts,
-            bytes_per_rep: bytes,
-            rates: Rates::of(&timed, bytes),
-            checked,
-        });
+        let rates = Rates::of(&timed, bytes);
+        let mean = match opts.timed {
+            Some(t) => {
+                say(&format!(
+                    "membw --shape {}: the same-duration mean, {} ms ramp then {} ms, as a time-based job",
+                    shape.name(),
+                    t.ramp.as_millis(),
+                    t.runtime.as_millis()
+                ));
+                let v = write_value(opts.reps + 1);
+                let mut m = run_timed(shape, t, &mut region, buf, bs, &mut rng, nt, v)?;
+                m.of_best = m.mean_bps / rates.best_bps;
+                Some(m)
+            }
+            None => None,
+        };
+        let checked =
+            if mean.is_some() { format!("{checked}, and after the same-duration run likewise") } else { checked };
+        stats.push(ShapeStats { shape, computes, counts, bytes_per_rep: bytes, rates, checked, timed: mean });
     }
     Ok(ShapeReport {
         region: what,
@@ -500,6 +678,7 @@ fn measure_with(opts: &ShapeOpts, nt: Option<NtMethod>, say: &mut dyn FnMut(&str
         pieces_per_rep: pieces as u64,
         reps: opts.reps,
         threads: 1,
+        timed_ramp_runtime_s: opts.timed.map(|t| [t.ramp.as_secs_f64(), t.runtime.as_secs_f64()]),
         nt_store: nt_desc,
         shapes: stats,
     })
@@ -545,6 +724,28 @@ impl ShapeReport {
                 k.counts
             );
         }
+        if let Some([ramp, runtime]) = self.timed_ramp_runtime_s {
+            let _ = writeln!(
+                s,
+                "same-duration mean (as a time-based job: {} ms ramp, then {} ms; bytes of the pieces that ended after the ramp / time from its end to the last one's end):",
+                (ramp * 1e3).round(),
+                (runtime * 1e3).round()
+            );
+            let _ = writeln!(s, "{:<10} {:>9} {:>10} {:>9} {:>9}", "shape", "mean", "measured", "pieces", "of best");
+            for k in &self.shapes {
+                if let Some(m) = &k.timed {
+                    let _ = writeln!(
+                        s,
+                        "{:<10} {:>9.2} {:>8.3} s {:>9} {:>7.1} %",
+                        k.shape.name(),
+                        m.mean_bps / 1e9,
+                        m.measured_s,
+                        m.pieces,
+                        m.of_best * 100.0
+                    );
+                }
+            }
+        }
         for k in &self.shapes {
             let _ = writeln!(s, "checked ({}): {}", k.shape.name(), k.checked);
         }
@@ -557,7 +758,7 @@ mod tests {
     use super::*;
 
     fn opts(shapes: &[Shape], region: u64, bs: u64) -> ShapeOpts {
-        ShapeOpts { shapes: shapes.to_vec(), region_bytes: Some(region), bs, reps: 2, file: None }
+        ShapeOpts { shapes: shapes.to_vec(), region_bytes: Some(region), bs, reps: 2, file: None, timed: None }
     }
 
     #[test]
@@ -584,6 +785,82 @@ mod tests {
         assert_eq!(j["bs"], 64 << 10);
         let t = r.to_text();
         assert!(t.lines().any(|l| l.starts_with("randread ")), "{t}");
+    }
+
+    #[test]
+    fn the_same_duration_mean_counts_as_a_time_based_job_after_its_ramp() {
+        let shapes: &[Shape] = if NtMethod::detect().is_some() { &Shape::ALL } else { &[Shape::Read, Shape::Randread] };
+        let mut o = opts(shapes, 1 << 20, 64 << 10);
+        let t = Timed { ramp: Duration::from_millis(300), runtime: Duration::from_millis(50) };
+        o.timed = Some(t);
+        let r = measure(&o, &mut |_| {}).unwrap();
+        assert_eq!(r.timed_ramp_runtime_s, Some([0.3, 0.05]));
+        for k in &r.shapes {
+            let m = k.timed.as_ref().unwrap_or_else(|| panic!("no same-duration mean: {k:?}"));
+            assert_eq!(m.bytes, m.pieces * (64 << 10), "{m:?}");
+            assert!((m.mean_bps * m.measured_s - m.bytes as f64).abs() < 1.0, "mean = bytes / measured time: {m:?}");
+            // The last piece ends at or after the deadline: at least the runtime is measured,
+            // and the ramp is not (300 ms of it would put the measured time over 350 ms).
+            assert!(m.measured_s >= 0.05 && m.measured_s < 0.35, "{m:?}");
+            // 50 ms of 64 KiB pieces go round a 16-piece region many times.
+            assert!(m.pieces > r.pieces_per_rep, "{m:?}");
+            assert!((m.of_best - m.mean_bps / k.rates.best_bps).abs() < 1e-12, "{m:?}");
+            assert!(k.checked.contains("after the same-duration run"), "{k:?}");
+        }
+        let j = r.to_json();
+        assert!(j["shapes"][0]["best_bps"].as_f64().unwrap() > 0.0, "{j:#}");
+        assert!(j["shapes"][0]["timed"]["mean_bps"].as_f64().unwrap() > 0.0, "{j:#}");
+        assert_eq!(j["timed_ramp_runtime_s"], serde_json::json!([0.3, 0.05]));
+        let text = r.to_text();
+        assert!(text.contains("same-duration mean (as a time-based job: 300 ms ramp, then 50 ms"), "{text}");
+        assert_eq!(text.lines().filter(|l| l.ends_with(" %") && l.starts_with(shapes[0].name())).count(), 1, "{text}");
+
+        // Without it: the best-of figures only, and JSON says so with nulls.
+        o.timed = None;
+        let r = measure(&o, &mut |_| {}).unwrap();
+        assert!(r.shapes.iter().all(|k| k.timed.is_none()));
+        let j = r.to_json();
+        assert!(j["timed_ramp_runtime_s"].is_null() && j["shapes"][0]["timed"].is_null(), "{j:#}");
+        assert!(!r.to_text().contains("same-duration"));
+
+        // A zero runtime and an overlong ramp are refused by name, before anything runs.
+        o.timed = Some(Timed { ramp: Duration::ZERO, runtime: Duration::ZERO });
+        assert!(measure(&o, &mut |_| {}).unwrap_err().to_string().starts_with("--runtime"));
+        o.timed = Some(Timed { ramp: MAX_TIMED + Duration::from_secs(1), runtime: Duration::from_secs(1) });
+        assert!(measure(&o, &mut |_| {}).unwrap_err().to_string().starts_with("--ramp"));
+    }
+
+    #[test]
+    fn a_time_based_run_takes_the_pieces_in_order_and_wraps() {
+        let (mut at, mut rng) = (0, SEED);
+        let v: Vec<usize> = (0..7).map(|_| next_piece(false, 3, &mut at, &mut rng)).collect();
+        assert_eq!(v, [0, 1, 2, 0, 1, 2, 0]);
+        assert_eq!(rng, SEED, "the sequential order draws no random numbers");
+        let v: Vec<usize> = (0..1000).map(|_| next_piece(true, 3, &mut at, &mut rng)).collect();
+        assert!(v.iter().all(|&p| p < 3) && (0..3).all(|p| v.contains(&p)), "{v:?}");
+    }
+
+    #[test]
+    fn runtime_and_ramp_parse_as_a_jobs_times_and_bad_ones_are_refused_by_name() {
+        assert_eq!(parse_runtime("1s").unwrap(), Duration::from_secs(1));
+        assert_eq!(parse_runtime("2").unwrap(), Duration::from_secs(2), "a plain number is seconds");
+        assert_eq!(parse_runtime("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_ramp("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_ramp("0").unwrap(), Duration::ZERO, "no ramp");
+        for (bad, want) in [
+            ("0", "a runtime of 0 measures nothing"),
+            ("1.5s", "not a time"),
+            ("", "not a time"),
+            ("-1", "not a time"),
+            ("5 parsecs", "not a time"),
+            ("2h", "longer than 3600 s"),
+        ] {
+            let e = parse_runtime(bad).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("--runtime {bad:?}")) && e.contains(want), "{bad:?}: {e}");
+        }
+        let e = parse_ramp("soon").unwrap_err().to_string();
+        assert!(e.starts_with("--ramp \"soon\"") && e.contains("not a time"), "{e}");
+        assert!(parse_ramp("61m").unwrap_err().to_string().contains("longer than"));
     }
 
     #[test]

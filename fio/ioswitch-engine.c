@@ -277,20 +277,30 @@ static void append(char *dst, size_t size, const char *key, const char *val)
 	snprintf(dst + len, size - len, "%s%s%s", len ? "," : "", key, val);
 }
 
-/* Whether the comma-separated ioswitch options opts set key (key=..., or key alone). */
-static int opt_named(const char *opts, const char *key)
+/*
+ * Where the comma-separated ioswitch options opts set key (key=..., or key alone): the
+ * character after the key ('=' before its value, ',' or the end for a bare key); NULL
+ * when they do not.
+ */
+static const char *opt_at(const char *opts, const char *key)
 {
 	size_t len = strlen(key);
 	const char *p = opts;
 
 	while (p && *p) {
 		if (!strncmp(p, key, len) && (p[len] == '=' || p[len] == ',' || !p[len]))
-			return 1;
+			return p + len;
 		p = strchr(p, ',');
 		if (p)
 			p++;
 	}
-	return 0;
+	return NULL;
+}
+
+/* Whether the comma-separated ioswitch options opts set key (key=..., or key alone). */
+static int opt_named(const char *opts, const char *key)
+{
+	return opt_at(opts, key) != NULL;
 }
 
 /*
@@ -300,19 +310,13 @@ static int opt_named(const char *opts, const char *key)
  */
 static int reap_spins(const char *opts)
 {
-	const char *p = opts;
+	const char *p = opt_at(opts, "reap_spin");
 	char *end;
 
-	while (p && *p) {
-		if (!strncmp(p, "reap_spin=", 10)) {
-			p += 10;
-			return !(strtoull(p, &end, 10) == 0 && end != p);
-		}
-		p = strchr(p, ',');
-		if (p)
-			p++;
-	}
-	return 0;
+	if (!p || *p != '=')
+		return 0;
+	p++;
+	return !(strtoull(p, &end, 10) == 0 && end != p);
 }
 
 /*

@@ -772,7 +772,7 @@ pub enum OverheadError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TargetsError {
-    /// An argument refused, or `--help` (then `why` is empty): shown before the usage text.
+    /// An argument refused: shown before the usage text (`--help` prints [`crate::overhead::targets::help`] instead).
     #[error("{}{}", if why.is_empty() { String::new() } else { format!("overhead: {why}\n") }, targets_usage(tool))]
     Usage {
         /// How the tool was invoked (`cargo bench -p ioswitch --bench overhead --`, …).

@@ -470,6 +470,30 @@ fn overhead_targets_runs_the_recorded_benchmark_and_names_bad_input() {
     );
     let o = bench(&["overhead", "--help"]);
     assert!(o.status.success() && text(&o.stdout).contains("overhead targets"), "{}", text(&o.stdout));
+    // `overhead --help` points at `overhead targets --help`: help on stdout, exit status
+    // 0, every argument explained, nothing run.
+    for help in ["--help", "-h"] {
+        let o = bench(&["overhead", "targets", help]);
+        let out = text(&o.stdout);
+        assert!(o.status.success(), "targets {help}: {}", text(&o.stderr));
+        assert!(!out.contains("ioswitch library overhead"), "targets {help} ran the benchmark:\n{out}");
+        for arg in [
+            "--quick",
+            "--only PATTERN",
+            "--nil-only",
+            "--reps N",
+            "--ios N",
+            "--shm FILE",
+            "--disk FILE",
+            "--keep-files",
+            "--no-callgrind",
+            "--cpu N",
+            "--once ioswitch|raw",
+        ] {
+            assert!(out.contains(&format!("\n  {arg}")), "targets {help}: {arg} not explained:\n{out}");
+        }
+        assert!(out.contains("default 21; 5 with --quick"), "the default repetitions: {out}");
+    }
 }
 
 #[test]

@@ -303,6 +303,14 @@ fn an_unknown_option_names_itself_and_its_line() {
     refused(&[&job], 1, &["bogus_option", &format!("{job}:5")]);
     // On the command line the place is the argument as typed (our own options counted).
     refused(&["--no-progress", "--name=j", "--size=1m", "--bogus_option=1"], 1, &["bogus_option", "argument 4"]);
+    // A --section naming no job of the file says which jobs there are, not "only global
+    // options"; more jobs than fio runs in one go are refused before a thread starts
+    // (100000 threads ran until the machine gave out).
+    let two = text_file(&s, "two.fio", "[global]\nsize=1m\n[reader]\nrw=read\n[writer]\nrw=write\n");
+    refused(&[&two, "--section=raeder"], 1, &["--section 'raeder' names no job", "'reader', 'writer'"]);
+    let started = std::time::Instant::now();
+    refused(&["--name=j", "--size=1m", "--numjobs=100000"], 1, &["argument 3", "numjobs=100000", "at most 4096"]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "refused at once, not after starting threads");
     // Nothing runs and nothing is created.
     assert!(!Path::new("j.0.0").exists());
 }

@@ -262,6 +262,11 @@ fn out_of_range_requests_name_the_range_and_change_nothing() {
     assert!(!Path::new(&out).exists(), "no output file for a request that cannot run");
     let e = fails(1, &["read", &dev, "--offset", "1MiB", "--length", "1", "--out", &out]);
     assert!(e.contains("[1048576, 1048577)"), "{e}");
+    // A range past 2^64 is not shown as the empty range [max, max).
+    for (at, len) in [("--offset", "--length"), ("--slba", "--nlb")] {
+        let e = fails(1, &["read", &dev, at, "18446744073709551615", len, "1", "--out", &out]);
+        assert!(e.contains("from 18446744073709551615 on, past 2^64") && e.contains("out of range"), "{e}");
+    }
 
     let src = s.path("data");
     fs::write(&src, pattern::bytes(6, 3 << 20)).unwrap();
@@ -290,6 +295,10 @@ fn library_errors_are_one_line_with_status_1() {
     assert!(e.contains("async=io_uring_cmd") && e.contains("file"), "{e}");
     let e = fails(1, &["info", "64MiB", "--opts", "async=libaio"]);
     assert!(e.contains("ramdisk") && e.contains("libaio"), "{e}");
+    // A refusal no interface would lift names the command and why, not an interface "any".
+    let e = fails(1, &["write", &dev, "--opts", "rdonly=1", "--offset", "0", "--data", &dev]);
+    assert!(e.contains("file write refused: the device was opened read-only (rdonly=1)"), "{e}");
+    assert!(!e.contains("any cannot"), "{e}");
 }
 
 #[test]

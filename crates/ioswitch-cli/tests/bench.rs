@@ -460,6 +460,13 @@ fn compare_sweep_and_overhead_run_and_name_bad_input() {
     assert!(o.status.success() && text(&o.stdout).contains("raw loop"), "{}", text(&o.stdout));
     let o = bench(&["--help"]);
     assert!(o.status.success() && text(&o.stdout).contains("--output-format"), "{}", text(&o.stdout));
+    // What the README's first command runs is in the help, interfaces named.
+    assert!(
+        text(&o.stdout).contains("With no arguments: the built-in comparison")
+            && text(&o.stdout).contains("psync, io_uring, libaio, posix, thrpool, emu and nil"),
+        "{}",
+        text(&o.stdout)
+    );
 }
 
 #[test]

@@ -68,10 +68,22 @@ impl fmt::Display for ListKind {
 
 /// An interface name the library does not know.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown interface {name:?}; known: {}, or all", Iface::all().iter().map(|i| i.as_str()).collect::<Vec<_>>().join(", "))]
+#[error("unknown interface {name:?}; known: {}, or all", known_iface_names().join(", "))]
 pub struct UnknownIface {
     /// The name as given.
     pub name: String,
+}
+
+/// Every interface name an interface list takes, each once (`nil` and `vfio` are a sync
+/// and an async interface both, under one name).
+fn known_iface_names() -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = Vec::new();
+    for i in Iface::all() {
+        if !names.contains(&i.as_str()) {
+            names.push(i.as_str());
+        }
+    }
+    names
 }
 
 /// An `--output-format` item that is not `normal`, `json` or `json+`.
@@ -841,4 +853,20 @@ pub enum PinError {
         #[source]
         source: io::Error,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_interface_lists_each_known_name_once() {
+        let msg = UnknownIface { name: "io_ring".into() }.to_string();
+        let known = msg.split_once("; known: ").map(|(_, k)| k.trim_end_matches(", or all")).unwrap_or_default();
+        let names: Vec<&str> = known.split(", ").collect();
+        for n in ["psync", "io_uring", "libaio", "nil", "vfio", "mmap", "pmem", "thrpool"] {
+            assert_eq!(names.iter().filter(|&&x| x == n).count(), 1, "{n} once in: {msg}");
+        }
+        assert!(msg.starts_with("unknown interface \"io_ring\"; known: "), "{msg}");
+    }
 }

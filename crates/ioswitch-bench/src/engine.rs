@@ -2109,6 +2109,11 @@ impl Flight {
 
 fn run_async(run: &mut Run) {
     let depth = run.job.iodepth.max(1);
+    if depth > ioswitch::queue::MAX_DEPTH {
+        // The library's refusal names its own parameter ("depth"); the job's is iodepth.
+        let max = ioswitch::queue::MAX_DEPTH;
+        return run.fail(libc::EINVAL, format!("iodepth={depth}: an ioswitch queue holds at most {max} commands"));
+    }
     let q = match run.dev.queue(depth) {
         Ok(q) => q,
         Err(e) => {

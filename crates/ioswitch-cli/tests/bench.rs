@@ -311,6 +311,15 @@ fn an_unknown_option_names_itself_and_its_line() {
     let started = std::time::Instant::now();
     refused(&["--name=j", "--size=1m", "--numjobs=100000"], 1, &["argument 3", "numjobs=100000", "at most 4096"]);
     assert!(started.elapsed() < std::time::Duration::from_secs(10), "refused at once, not after starting threads");
+    // An async job deeper than a queue holds names the job's option, not the library's
+    // (posixaio: an engine every Linux has).
+    let f = s.path("deep");
+    let filename = format!("--filename={f}");
+    refused(
+        &["--name=j", &filename, "--size=64k", "--ioengine=posixaio", "--iodepth=5000"],
+        1,
+        &["job j: iodepth=5000: an ioswitch queue holds at most 4096 commands"],
+    );
     // Nothing runs and nothing is created.
     assert!(!Path::new("j.0.0").exists());
 }

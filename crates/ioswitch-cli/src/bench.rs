@@ -20,6 +20,7 @@ use ioswitch_bench::run::{self, Prepared, RunOpts};
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::Write;
+use std::path::Path;
 
 const ABOUT: &str = "Measure I/O with fio's job files, options, latency definitions and reports";
 
@@ -106,6 +107,14 @@ pub fn run(args: &[String]) -> Outcome {
         None => crate::bench_nested::default_run(),
         Some(word) if NESTED.contains(&word) => crate::bench_nested::nested(word, &args[1..]),
         Some(_) if args.iter().any(|a| a == "--help" || a == "-h") => help(),
+        // A plain word that is no file: a misspelled nested benchmark as likely as a
+        // missing job file, and the error says both.
+        Some(word) if !word.starts_with('-') && !word.contains(['/', '.']) && !Path::new(word).exists() => {
+            Err(Failure::new(format!(
+                "'{word}' is neither a job file (there is no file of that name) nor a nested benchmark ({})",
+                NESTED.join(", ")
+            )))
+        }
         Some(_) => fio(args),
     }
 }

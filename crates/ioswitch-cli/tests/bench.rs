@@ -464,6 +464,12 @@ fn compare_sweep_and_overhead_run_and_name_bad_input() {
     assert_eq!(cols.last(), Some(&"0.00|0.00"), "nil makes no syscalls: {}", rows[0]);
 
     refused(&["compare", "--engines", "io_uring,warp_drive"], 1, &["warp_drive"]);
+    refused(
+        &["compre", "--engines", "psync"],
+        1,
+        &["'compre' is neither a job file", "nested benchmark (compare, sweep, overhead, membw, plot)"],
+    );
+    refused(&["missing.fio"], 1, &["cannot read job file 'missing.fio'"]);
     refused(&["sweep", "--qd", "0"], 1, &["queue depth"]);
     let o = bench(&["overhead", "--help"]);
     assert!(o.status.success() && text(&o.stdout).contains("raw loop"), "{}", text(&o.stdout));

@@ -353,8 +353,9 @@ pub enum BenchError {
         /// What uses it.
         why: String,
     },
-    /// The job does not fit its device.
-    #[error("{at}: {source}")]
+    /// The job does not fit its device (the check's own message names the job: only the
+    /// place is put before it).
+    #[error("{}{source}", at.loc.as_ref().map(|l| format!("{l}: ")).unwrap_or_default())]
     Check {
         /// The job and option (`size`).
         at: At,

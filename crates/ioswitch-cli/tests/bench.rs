@@ -320,6 +320,13 @@ fn an_unknown_option_names_itself_and_its_line() {
         1,
         &["job j: iodepth=5000: an ioswitch queue holds at most 4096 commands"],
     );
+    // A job that does not fit its file names the job once.
+    let small = format!("--filename={}", s.path("small"));
+    let o = bench(&["--name=j", &small, "--size=1k", "--bs=4k"]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("argument 3: job j: read block size 4096 must be 1..=1024"), "{err}");
+    assert!(!err.contains("job j: job j"), "{err}");
     // Nothing runs and nothing is created.
     assert!(!Path::new("j.0.0").exists());
 }

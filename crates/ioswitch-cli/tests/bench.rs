@@ -327,6 +327,18 @@ fn an_unknown_option_names_itself_and_its_line() {
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("argument 3: job j: read block size 4096 must be 1..=1024"), "{err}");
     assert!(!err.contains("job j: job j"), "{err}");
+    // A CPU the machine does not have is refused, as fio refuses it; the job does not run
+    // unpinned without a word.
+    let possible = fs::read_to_string("/sys/devices/system/cpu/possible").unwrap_or_default();
+    if possible.trim().rsplit(['-', ',']).next().and_then(|c| c.parse::<u32>().ok()).is_some_and(|top| top < 1023) {
+        refused(
+            &["--name=j", &small, "--size=64k", "--cpus_allowed=1023"],
+            1,
+            &["job j: cpus_allowed: CPU 1023 does not exist: this machine has CPUs 0..="],
+        );
+    } else {
+        eprintln!("skipping the cpus_allowed check: /sys/devices/system/cpu/possible is {possible:?}");
+    }
     // Nothing runs and nothing is created.
     assert!(!Path::new("j.0.0").exists());
 }

@@ -376,6 +376,33 @@ fn help_explains_uris_and_every_option_key() {
     for cmd in ["info", "read", "write", "enum"] {
         assert!(h.contains(cmd), "{h}");
     }
+    // The README: every subcommand that opens a device takes --opts; every one but bench
+    // takes --output.
+    let device = [
+        "info",
+        "read",
+        "write",
+        "idfy",
+        "log",
+        "feature get",
+        "feature set",
+        "zone report",
+        "zone open",
+        "zone close",
+        "zone finish",
+        "zone reset",
+        "zone offline",
+        "zone append",
+        "passthru admin",
+        "passthru io",
+    ];
+    for cmd in device.iter().chain(&["enum", "interfaces", "driver bind"]) {
+        let mut args: Vec<&str> = cmd.split(' ').collect();
+        args.push("--help");
+        let h = stdout(&ok(&args, None));
+        assert!(h.contains("--output <OUTPUT>"), "`{cmd} --help` has no --output:\n{h}");
+        assert_eq!(h.contains("--opts <STRING>"), device.contains(cmd), "`{cmd} --help` and --opts:\n{h}");
+    }
 }
 
 #[test]

@@ -918,3 +918,31 @@ fn parse_only_checks_the_jobs_and_runs_nothing() {
     refused(&["--parse-only", "--name=j", "--rw=sideways"], 1, &["sideways", "argument 3"]);
     assert!(!Path::new(&target).exists());
 }
+
+#[test]
+fn a_job_thread_that_cannot_start_fails_its_instance_and_the_run_without_a_panic() {
+    let _one = serial();
+    // The process limit (RLIMIT_NPROC) holds for a user without privileges: the run goes
+    // to nobody with room for 16 threads, and its job asks for 64.
+    let id = Command::new("id").arg("-u").output().map(|o| text(&o.stdout).trim().to_string()).unwrap_or_default();
+    let have = |tool: &str| Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success());
+    if id != "0" || !have("setpriv") || !have("prlimit") {
+        eprintln!("skipping: needs root (uid {id:?}) with setpriv and prlimit to run as nobody under a thread limit");
+        return;
+    }
+    let s = scratch("nothread");
+    let f = s.file("data", 1 << 20);
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&f, fs::Permissions::from_mode(0o666)).unwrap();
+    let filename = format!("--filename={f}");
+    let o = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "prlimit", "--nproc=16"])
+        .args([env!("CARGO_BIN_EXE_ioswitch"), "bench", "--no-progress", "--name=j", &filename])
+        .args(["--size=1m", "--rw=read", "--numjobs=64"])
+        .output()
+        .expect("run setpriv");
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(err.contains("starting the job's thread: Resource temporarily unavailable"), "{err}");
+}

@@ -383,6 +383,16 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
             _ => {}
         }
     }
+    // As fio, a job that only reads opens its file read-only: it runs on a file or device
+    // it may read but not write (fio's O_RDONLY for a job that neither writes nor trims).
+    if is_path
+        && !spec.rw.writes()
+        && !spec.rw.trims()
+        && fill_cap.is_none()
+        && !(opts.create || opts.truncate || opts.size.is_some() || opts.wronly)
+    {
+        opts.rdonly = true;
+    }
     let dev = Device::open(&filename, &opts).map_err(|source| BenchError::Open {
         at: At::new(spec, "filename"),
         filename: filename.clone(),

@@ -946,3 +946,40 @@ fn a_job_thread_that_cannot_start_fails_its_instance_and_the_run_without_a_panic
     assert!(!err.contains("panicked"), "{err}");
     assert!(err.contains("starting the job's thread: Resource temporarily unavailable"), "{err}");
 }
+
+#[test]
+fn a_job_that_only_reads_runs_on_a_file_it_may_not_write_as_in_fio() {
+    let _one = serial();
+    let s = scratch("readonly");
+    let f = s.file("data", 1 << 20);
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&f, fs::Permissions::from_mode(0o444)).unwrap();
+    // Root writes any file: the job runs as nobody then (setpriv), else as this user.
+    let id = Command::new("id").arg("-u").output().map(|o| text(&o.stdout).trim().to_string()).unwrap_or_default();
+    let mut cmd = if id == "0" {
+        if !Command::new("setpriv").arg("--version").output().is_ok_and(|o| o.status.success()) {
+            eprintln!("skipping: root without setpriv cannot run the job as a user the file refuses writes");
+            return;
+        }
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", env!("CARGO_BIN_EXE_ioswitch")]);
+        c
+    } else {
+        Command::new(env!("CARGO_BIN_EXE_ioswitch"))
+    };
+    let filename = format!("--filename={f}");
+    let run = |cmd: &mut Command, rw: &str| {
+        let args = ["bench", "--no-progress", "--name=j", &filename, "--size=1m", rw, "--output-format=json"];
+        cmd.args(args).output().expect("run ioswitch bench")
+    };
+    let o = run(&mut cmd, "--rw=randread");
+    assert!(o.status.success(), "a read job on a read-only file: {}", text(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!(v["jobs"][0]["read"]["io_bytes"], 1 << 20, "{v}");
+    // A job that writes still needs to write it, and says so.
+    let mut cmd2 = Command::new(cmd.get_program());
+    cmd2.args(cmd.get_args().take_while(|a| *a != "bench"));
+    let o = run(&mut cmd2, "--rw=write");
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("Permission denied"), "{}", text(&o.stderr));
+}

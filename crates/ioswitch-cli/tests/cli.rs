@@ -329,6 +329,23 @@ fn usage_errors_exit_2() {
     fails(2, &["read", "1MiB", "--offset", "0", "--length", "1", "--out", "-", "--depth", "0"]);
     fails(2, &["info", "1MiB", "--output", "xml"]);
     fails(2, &["frobnicate"]);
+    // A negative number is a bad value of its option, not an unknown argument '-1' with a
+    // tip to write `-- -1`; a missing value still says it is missing.
+    for (opt, v) in [("--offset", "-1"), ("--slba", "-5"), ("--length", "-1"), ("--nlb", "-1"), ("--depth", "-3")] {
+        let mut args = vec!["read", "1MiB", "--out", "-"];
+        if !["--offset", "--slba"].contains(&opt) {
+            args.extend(["--offset", "0"]);
+        }
+        if !["--length", "--nlb"].contains(&opt) {
+            args.extend(["--length", "4k"]);
+        }
+        args.extend([opt, v]);
+        let e = fails(2, &args);
+        assert!(e.contains(&format!("invalid value '{v}' for '{opt} ")), "{opt} {v}: {e}");
+        assert!(!e.contains("unexpected argument"), "{opt} {v}: {e}");
+    }
+    let e = fails(2, &["read", "1MiB", "--offset", "--length", "4k", "--out", "-"]);
+    assert!(e.contains("a value is required for '--offset"), "{e}");
 }
 
 #[test]

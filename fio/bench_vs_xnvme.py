@@ -4,6 +4,7 @@ ioswitch engine, then calls this with --fio and --engine).
 
   fio/bench_vs_xnvme.py --fio FIO --engine ENGINE [--reps N] [--runtime S]
                         [--callgrind N [--callgrind-only]] [--disk FILE] [--only nil|uring]
+                        [--cpus-allowed LIST] [--aa]
 
 4 KiB random reads, thread=1, one job, rows interleaved: each repetition runs every row
 of a group once, in an order rotated by one each repetition.
@@ -32,6 +33,14 @@ nil's >= 1; io_uring on the /dev/shm file at qd 1 and 16, like with like: the en
 default row (a blocking reap, as fio's `io_uring` engine) / fio `io_uring` >= 0.98, and
 the engine's spinning row (`reap_spin=20us`, as xNVMe's busy-polling io_uring path) /
 xNVMe `io_uring` >= 1.
+
+--aa (calibration, not a verdict): instead of the rows above, on the /dev/shm file at
+qd 1 and 16, fio `io_uring` twice and the engine's default `io_uring` row twice (identical
+rows, interleaved and rotated as the verdict rows); the `aa:` lines give each row's
+per-repetition IOPS ratio to its twin, which the harness should put at 1, and the engine
+against fio's for each pair. --cpus-allowed LIST adds fio's cpus_allowed=LIST to every
+row (with or without --aa); on Linux 6.x the job's io-wq workers inherit it. Neither
+changes the verdict rows when not given.
 
 xNVMe's engine is given xnvme_be=linux and xnvme_sync=psync: on a regular file it
 otherwise picks the NVMe ioctl configuration (ENOTTY; ../shared/FACTS.md, "xNVMe").
@@ -107,6 +116,13 @@ def main():
     ap.add_argument("--callgrind", type=int, metavar="N", help="instructions per I/O of the nil rows (0: skip)")
     ap.add_argument("--disk", default="/var/tmp/ioswitch-fio-bench.img", help="file on a disk file system")
     ap.add_argument("--only", choices=["nil", "uring"])
+    ap.add_argument("--cpus-allowed", metavar="LIST",
+                    help="fio's cpus_allowed=LIST on every row (the job's thread and, on Linux 6.x, its "
+                         "io-wq workers, which inherit it); default: no pinning, as the verdict runs")
+    ap.add_argument("--aa", action="store_true",
+                    help="calibration instead of the verdict rows: on the /dev/shm file at qd 1 and 16, "
+                         "fio io_uring and the ioswitch engine's default io_uring row, each twice "
+                         "(identical rows, interleaved as the verdict rows are)")
     ap.add_argument("--callgrind-only", action="store_true",
                     help="with --callgrind: the instruction counts of the nil rows only, no wall-clock runs")
     a = ap.parse_args()
@@ -117,16 +133,39 @@ def main():
         a.callgrind = 0
     elif a.callgrind == 0:
         print("--callgrind 0: instruction counts skipped\n")
+    if a.cpus_allowed is not None:
+        cpus = set()
+        for part in a.cpus_allowed.split(","):
+            lo, dash, hi = part.partition("-")
+            if not lo.isdigit() or (dash and not hi.isdigit()):
+                ap.error(f"--cpus-allowed {a.cpus_allowed!r}: {part!r} is not a CPU number or a range N-M")
+            cpus.update(range(int(lo), int(hi or lo) + 1))
+        usable = os.sched_getaffinity(0)
+        if not cpus:
+            ap.error(f"--cpus-allowed {a.cpus_allowed}: names no CPU (a range N-M needs N <= M)")
+        if not cpus <= usable:
+            ap.error(f"--cpus-allowed {a.cpus_allowed}: CPU(s) {sorted(cpus - usable)} not among "
+                     f"this process's CPUs {sorted(usable)}")
+    if a.reps < 1 or a.runtime < 1:
+        ap.error(f"--reps {a.reps} --runtime {a.runtime}: both must be at least 1")
     if a.callgrind_only and not a.callgrind:
         ap.error("--callgrind-only needs --callgrind N (N > 0) and valgrind")
+    if a.aa and (a.callgrind_only or a.only):
+        ap.error("--aa runs its own rows: no --only or --callgrind-only with it")
     bench.FIO = a.fio
     ext = f"--ioengine=external:{a.engine}"
     xnvme = ["--ioengine=xnvme", "--xnvme_be=linux", "--xnvme_sync=psync"]
     common = ["--thread=1", "--bs=4k", "--rw=randread", "--norandommap", "--time_based", f"--runtime={a.runtime}"]
+    if a.cpus_allowed:
+        common.append(f"--cpus_allowed={a.cpus_allowed}")
     ver = subprocess.run([a.fio, "--version"], capture_output=True, text=True).stdout.strip()
     runs = (f"callgrind only ({a.callgrind} and {2 * a.callgrind} I/Os per row)" if a.callgrind_only
             else f"{a.reps} interleaved repetitions of {a.runtime} s")
     print(f"{a.fio} ({ver}), {runs}; load average at the start: {os.getloadavg()[0]:.2f}\n")
+
+    if a.aa:
+        aa(a, ext, common)
+        return
 
     if a.only in (None, "nil"):
         nil_file = f"/tmp/ioswitch-fio-bench-xnvme-nil.{os.getpid()}.img"
@@ -213,6 +252,38 @@ def main():
                           "--number_ios and --io_size=1t instead of --time_based/--runtime; "
                           "user space only, the system calls are the kernel's):\n")
                     bench.callgrind([(n, args + ["--io_size=1t"]) for n, args in configs], a.callgrind)
+        os.unlink(shm)
+
+
+def aa(a, ext, common):
+    """The A/A calibration: identical rows, interleaved and rotated as the verdict rows, so
+    that a ratio of two of them shows what the harness itself makes of no difference."""
+    shm = f"/dev/shm/ioswitch-fio-bench-aa.{os.getpid()}.img"
+    subprocess.run(["dd", "if=/dev/urandom", f"of={shm}", "bs=1M", "count=256", "status=none"], check=True)
+    try:
+        for qd in (1, 16):
+            base = common + [f"--iodepth={qd}", f"--filename={shm}", "--size=256m"]
+            fio_row = ["--name=uring", "--ioengine=io_uring"] + base
+            iosw_row = ["--name=uring", ext, "--ioswitch_async=io_uring"] + base
+            configs = [("fio io_uring", fio_row), ("fio io_uring (2)", fio_row),
+                       ("ioswitch io_uring", iosw_row), ("ioswitch io_uring (2)", iosw_row)]
+            print(f"## A/A: io_uring, /dev/shm file, 4 KiB random read, iodepth={qd}\n")
+            bench.show(configs)
+            s = bench.interleave(configs, a.reps)
+            report(s, "fio io_uring", lat=qd == 1)
+            # Each repetition's IOPS: a harness that measures one thing gives one cluster.
+            for name, _ in configs:
+                print(f"per rep.: {name}: " + " ".join(f"{x['iops'] / 1e3:.0f}k" for x in s[name]))
+
+            def ratio(x, y):
+                return [p["iops"] / q["iops"] for p, q in zip(s[x], s[y])]
+            for what, x, y in (("fio (2) / fio", "fio io_uring (2)", "fio io_uring"),
+                               ("ioswitch (2) / ioswitch", "ioswitch io_uring (2)", "ioswitch io_uring"),
+                               ("ioswitch / fio", "ioswitch io_uring", "fio io_uring"),
+                               ("ioswitch (2) / fio (2)", "ioswitch io_uring (2)", "fio io_uring (2)")):
+                print(f"aa: qd{qd} {what}: {spread(ratio(x, y), lambda v: f'{v:.3f}')}")
+            print()
+    finally:
         os.unlink(shm)
 
 

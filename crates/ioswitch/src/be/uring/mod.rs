@@ -196,8 +196,24 @@ pub(crate) struct Ring<I: Iface> {
     /// (TASKRUN), for the tests.
     #[cfg(test)]
     spin_taskrun: u64,
+    /// What the next `io_uring_enter`s do instead of the plain call, in order, for the
+    /// tests of the paths after an enter that took fewer SQEs than it was given or failed.
+    #[cfg(test)]
+    enter_faults: VecDeque<EnterFault>,
     /// The interface's own state.
     iface: I,
+}
+
+/// A test's stand-in for one `io_uring_enter` ([`Ring::enter`]).
+#[cfg(test)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum EnterFault {
+    /// The enter is made with at most this many SQEs to submit, so the kernel takes no
+    /// more than these (as when an SQE fails early and the kernel stops there).
+    Take(u32),
+    /// No enter is made (the kernel takes nothing); it fails with this errno, as an
+    /// interrupted or refused enter does.
+    Fail(i32),
 }
 
 /// The error of a ring operation on `dev`; with `single_issuer=1`, EEXIST says which
@@ -388,6 +404,8 @@ impl<I: Iface> Ring<I> {
             syscalls: 0,
             #[cfg(test)]
             spin_taskrun: 0,
+            #[cfg(test)]
+            enter_faults: VecDeque::new(),
             iface,
         })
     }
@@ -471,6 +489,12 @@ impl<I: Iface> Ring<I> {
     #[inline]
     fn enter(&mut self, to_submit: u32, want: u32, flags: u32) -> io::Result<u32> {
         self.syscalls += 1;
+        #[cfg(test)]
+        let to_submit = match self.enter_faults.pop_front() {
+            Some(EnterFault::Take(n)) => to_submit.min(n),
+            Some(EnterFault::Fail(errno)) => return Err(io::Error::from_raw_os_error(errno)),
+            None => to_submit,
+        };
         let _guard = (I::LOCK_IOPOLL_ENTER && self.iopoll && !self.sqpoll)
             .then(|| IOPOLL_ENTER.lock().unwrap_or_else(|p| p.into_inner()));
         self.uring.enter(to_submit, want, flags)

@@ -729,24 +729,6 @@ mod tests {
     }
 
     #[test]
-    fn enter_gives_the_kernels_result_and_its_errno() {
-        // Not a descriptor: EBADF, as the errno (the raw system call returns -EBADF).
-        // SAFETY: no ring memory is involved; the kernel refuses the descriptor.
-        assert_eq!(unsafe { enter_raw(-1, 0, 0, 0) }, -i64::from(libc::EBADF));
-        // A descriptor that is not a ring: EOPNOTSUPP.
-        let f = std::fs::File::open("/proc/self/exe").unwrap();
-        // SAFETY: as above.
-        assert_eq!(unsafe { enter_raw(f.as_raw_fd(), 0, 0, 0) }, -i64::from(libc::EOPNOTSUPP));
-        let Some(u) = ring(2) else { return };
-        // Nothing queued, nothing waited for: 0 SQEs taken.
-        assert_eq!(u.enter(0, 0, ENTER_GETEVENTS).unwrap(), 0);
-        // Waiting for a completion with nothing in flight and an unknown flag: the kernel
-        // refuses the flag, and the error carries its errno.
-        let e = u.enter(0, 0, 1 << 31).unwrap_err();
-        assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
-    }
-
-    #[test]
     fn a_slot_comes_back_only_through_its_cqe_and_reads_stay_inside_their_buffer() {
         let Some(mut u) = ring(2) else { return };
         let f = std::fs::File::open("/proc/self/exe").unwrap();

@@ -319,13 +319,24 @@ impl<S: Sqe, C: Cqe, M> Uring<S, C, M> {
         // SQ_WAKEUP allow; the descriptor is this ring's. The kernel reads the SQEs of the
         // ring, each pushed by `push` from its slot's memory, which stays put until the
         // slot's CQE is taken.
-        let r = unsafe { enter_raw(self.ring_fd, to_submit, want, flags) };
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_io_uring_enter,
+                self.ring_fd as libc::c_long,
+                to_submit as libc::c_long,
+                want as libc::c_long,
+                flags as libc::c_long,
+                std::ptr::null::<libc::sigset_t>(),
+                0 as libc::c_long,
+            )
+        };
         if r < 0 {
-            Err(io::Error::from_raw_os_error(-r as i32))
+            Err(io::Error::last_os_error())
         } else {
             Ok(r as u32)
         }
     }
+
     /// SQEs written and not yet consumed by the kernel.
     pub(crate) fn sq_len(&mut self) -> u32 {
         self.ring.submission().len() as u32
@@ -649,68 +660,6 @@ impl<S: Sqe, C: Cqe, M> Uring<S, C, M> {
     /// The number of slots.
     pub(crate) fn slot_count(&self) -> usize {
         self.slots.len()
-    }
-}
-
-/// `io_uring_enter(fd, to_submit, want, flags, NULL, 0)`: the result, or the negative
-/// errno. On x86-64 the `syscall` instruction itself, inline: libc's variadic
-/// `syscall()` wrapper (a call, six argument moves, its errno store and our errno load)
-/// was about 20 user-space instructions per enter, one or two enters per I/O (callgrind,
-/// fio engine on io_uring).
-///
-/// # Safety
-/// As for the system call: whatever the kernel reads or writes through the ring's
-/// mappings must be valid (no argument pointer is passed).
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-unsafe fn enter_raw(fd: libc::c_int, to_submit: u32, want: u32, flags: u32) -> i64 {
-    let r: i64;
-    // SAFETY: the Linux x86-64 system call convention: number in rax, arguments in rdi,
-    // rsi, rdx, r10, r8, r9, result in rax; the instruction clobbers rcx and r11 and
-    // touches no stack. Memory is not marked untouched: the kernel reads the SQ ring and
-    // writes the CQ ring, which this code reads afterwards. The caller vouches for the
-    // arguments (see above).
-    unsafe {
-        std::arch::asm!(
-            "syscall",
-            inlateout("rax") libc::SYS_io_uring_enter => r,
-            in("rdi") fd as i64,
-            in("rsi") u64::from(to_submit),
-            in("rdx") u64::from(want),
-            in("r10") u64::from(flags),
-            in("r8") 0u64,
-            in("r9") 0u64,
-            lateout("rcx") _,
-            lateout("r11") _,
-            options(nostack),
-        );
-    }
-    r
-}
-
-/// [`enter_raw`] elsewhere: through libc, the errno made the negative result.
-///
-/// # Safety
-/// As for the x86-64 `enter_raw`.
-#[cfg(not(target_arch = "x86_64"))]
-#[inline(always)]
-unsafe fn enter_raw(fd: libc::c_int, to_submit: u32, want: u32, flags: u32) -> i64 {
-    // SAFETY: as for the system call (caller contract); no argument pointer is passed.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_io_uring_enter,
-            fd as libc::c_long,
-            to_submit as libc::c_long,
-            want as libc::c_long,
-            flags as libc::c_long,
-            std::ptr::null::<libc::sigset_t>(),
-            0 as libc::c_long,
-        )
-    };
-    if r < 0 {
-        -i64::from(io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO))
-    } else {
-        r as i64
     }
 }
 

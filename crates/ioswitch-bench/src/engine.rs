@@ -1289,10 +1289,15 @@ impl<'a> Run<'a> {
                 fill_pattern(buf, p);
             }
         } else if self.job.behaviour.refill_buffers && self.job.verify == Verify::None {
-            // fio's refill_buffers: new random contents before every write.
-            for chunk in buf.chunks_mut(8) {
-                let r = self.refill.next().to_le_bytes();
-                chunk.copy_from_slice(&r[..chunk.len()]);
+            // fio's refill_buffers: new random contents before every write (zeros again
+            // under zero_buffers).
+            if self.job.behaviour.zero_buffers {
+                buf.fill(0);
+            } else {
+                for chunk in buf.chunks_mut(8) {
+                    let r = self.refill.next().to_le_bytes();
+                    chunk.copy_from_slice(&r[..chunk.len()]);
+                }
             }
         } else if self.job.behaviour.scramble_buffers
             && self.job.verify == Verify::None
@@ -1769,9 +1774,11 @@ fn alloc_buffers(run: &mut Run, n: u32) -> Option<Vec<Buffer>> {
         match run.dev.alloc(len) {
             Ok(mut b) => {
                 // fio fills write buffers with random data once (refill_buffers off),
-                // or with buffer_pattern repeated from the buffer's start.
+                // or with buffer_pattern repeated from the buffer's start, or with zeros
+                // (zero_buffers).
                 match j.shapes.buffer_pattern.as_deref() {
                     Some(p) => fill_pattern(&mut b, p),
+                    None if j.behaviour.zero_buffers => b.fill(0),
                     None => {
                         for chunk in b.chunks_mut(8) {
                             let r = rng.next().to_le_bytes();
@@ -3199,6 +3206,34 @@ mod run_tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn zero_buffers_writes_zeros_filled_once_or_refilled() {
+        let s = scratch("zero");
+        for refill in [false, true] {
+            let path = s.file(&format!("f{refill}"), 8192);
+            // Not zeros beforehand, so that the writes must have put the zeros there.
+            std::fs::write(&path, vec![0xAAu8; 8192]).unwrap();
+            let mut j = job(&path, "", Mode::Sync, Rw::Write, 1);
+            j.size = Some(8192);
+            j.behaviour.zero_buffers = true;
+            j.behaviour.refill_buffers = refill;
+            j.behaviour.scramble_buffers = false;
+            assert_eq!(run(&j).error, 0);
+            let data = std::fs::read(&path).unwrap();
+            assert!(data.iter().all(|&b| b == 0), "zero_buffers (refill_buffers={refill}) writes zeros");
+        }
+        // With scramble_buffers as well, the zeroed blocks carry the stamps (fio's order).
+        let path = s.file("scrambled", 8192);
+        let mut j = job(&path, "", Mode::Sync, Rw::Write, 1);
+        j.size = Some(8192);
+        j.behaviour.zero_buffers = true;
+        j.behaviour.scramble_buffers = true;
+        assert_eq!(run(&j).error, 0);
+        let data = std::fs::read(&path).unwrap();
+        let nonzero = data.iter().filter(|&&b| b != 0).count();
+        assert!(nonzero > 0 && nonzero <= 16 * 24, "{nonzero} stamped bytes, the rest zeros");
     }
 
     #[test]

@@ -570,6 +570,11 @@ pub struct Behaviour {
     /// `scramble_buffers` (fio's default 1): when buffers are not refilled, each 512-byte
     /// piece of a write buffer gets its file offset and the submit time before each write.
     pub scramble_buffers: bool,
+    /// `zero_buffers`: write buffers hold zeros (filled once, and again before each write
+    /// under `refill_buffers`) instead of random data; `buffer_pattern` and the
+    /// compression/dedupe generators take precedence, as in fio. Set, it turns
+    /// `scramble_buffers` off unless that is set too (fio's `fixup_options`).
+    pub zero_buffers: bool,
     /// `exitall`: when this job ends, the jobs `exit_what` names stop.
     pub exitall: bool,
     /// `exit_what`: which jobs `exitall` stops.
@@ -667,6 +672,7 @@ impl Default for Behaviour {
             create_serialize: true,
             refill_buffers: false,
             scramble_buffers: true,
+            zero_buffers: false,
             exitall: false,
             exit_what: ExitWhat::default(),
             disable_slat: false,
@@ -986,6 +992,7 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("fill_device", &["fill_fs"], Kind::Bool),
     ("refill_buffers", &[], Kind::Bool),
     ("scramble_buffers", &[], Kind::Bool),
+    ("zero_buffers", &[], Kind::Bool),
     ("exitall", &[], Kind::Bool),
     ("exit_what", &[], Kind::Value),
     ("gtod_reduce", &[], Kind::Bool),
@@ -1687,6 +1694,7 @@ impl JobSpec {
             "fill_device" => b.fill_device = val.flag()?,
             "refill_buffers" => b.refill_buffers = val.flag()?,
             "scramble_buffers" => b.scramble_buffers = val.flag()?,
+            "zero_buffers" => b.zero_buffers = val.flag()?,
             "verify_dump" => b.verify_dump = val.flag()?,
             "exitall" => b.exitall = val.flag()?,
             "exit_what" => {
@@ -2485,6 +2493,11 @@ impl JobSpec {
         if !set("iodepth_low") || self.iodepth_low == 0 || self.iodepth_low > self.iodepth {
             self.iodepth_low = self.iodepth;
         }
+        // fio scrambles buffers by default, but not when asked for zeroed buffers, unless
+        // scramble_buffers was asked for too.
+        if self.behaviour.zero_buffers && !set("scramble_buffers") {
+            self.behaviour.scramble_buffers = false;
+        }
         self.check_shapes()?;
         Ok(())
     }
@@ -3247,6 +3260,25 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("argument 3") && e.contains("IOSWITCH_TEST_JOBFILE_UNSET"), "{e}");
+    }
+
+    #[test]
+    fn zero_buffers_turns_scramble_off_unless_scramble_is_set() {
+        let b = one("[j]\n").behaviour;
+        assert!(!b.zero_buffers && b.scramble_buffers, "fio's defaults");
+        let b = one("[j]\nzero_buffers\n").behaviour;
+        assert!(b.zero_buffers && !b.scramble_buffers);
+        let b = one("[j]\nzero_buffers=0\n").behaviour;
+        assert!(!b.zero_buffers && b.scramble_buffers);
+        // Set explicitly, scramble_buffers stays on, in either order, and from a global.
+        for f in ["[j]\nzero_buffers\nscramble_buffers=1\n", "[global]\nscramble_buffers=1\n[j]\nzero_buffers\n"] {
+            let b = one(f).behaviour;
+            assert!(b.zero_buffers && b.scramble_buffers, "{f}");
+        }
+        let mut r = JobReader::new();
+        r.read_args(["--name=j", "--zero_buffers"]).unwrap();
+        assert!(r.finish().unwrap().jobs[0].behaviour.zero_buffers);
+        assert!(err("[j]\nzero_buffers=maybe\n").contains("zero_buffers"));
     }
 
     #[test]

@@ -1150,10 +1150,71 @@ fn is_engine_refusal(e: &JobError) -> bool {
     matches!(e, JobError::BadValue { name, .. } if lookup(name).is_some_and(|(c, _)| c == "ioengine"))
 }
 
+/// fio options that `ioswitch bench` does not run, with why and, where there is one, what
+/// to use instead: their refusal says so instead of a bare "unknown option".
+const NOT_RUN: &[(&[&str], &str)] = &[
+    (&["nice"], "the job's CPU priority is not set here; run `nice -n N ioswitch bench ...` instead"),
+    (
+        &["cgroup", "cgroup_weight", "cgroup_nodelete"],
+        "jobs are not put in cgroups; run ioswitch bench in one (e.g. `systemd-run --scope`) instead",
+    ),
+    (&["uid", "gid"], "jobs do not switch user; run ioswitch bench as that user instead"),
+    (
+        &["ioscheduler"],
+        "the device's scheduler is not changed; write /sys/block/DEV/queue/scheduler before the run instead",
+    ),
+    (
+        &["exec_prerun", "exec_postrun"],
+        "no commands are run around a job; run them before or after ioswitch bench instead",
+    ),
+    (&["cpumask"], "use cpus_allowed (supported) instead"),
+    (
+        &["mem", "iomem", "iomem_align", "mem_align", "hugepage-size"],
+        "I/O buffers come from the ioswitch device's allocator; their kind and alignment cannot be chosen",
+    ),
+    (&["lockmem"], "memory is not locked with mlock"),
+    (&["clocksource"], "times are always taken with clock_gettime (CLOCK_MONOTONIC)"),
+    (
+        &["significant_figures", "unit_base"],
+        "fio's normal output format is not reproduced; use --output-format=json for exact numbers",
+    ),
+    (
+        &[
+            "read_iolog",
+            "write_iolog",
+            "replay_no_stall",
+            "replay_redirect",
+            "replay_align",
+            "replay_scale",
+            "replay_time_scale",
+            "replay_skip",
+        ],
+        "I/O logs are not recorded or replayed",
+    ),
+    (
+        &["verify_only", "verify_state_save", "verify_state_load", "experimental_verify", "verify_async_cpus"],
+        "that part of fio's verify is not implemented",
+    ),
+    (&["trim_percentage", "trim_verify_zero", "trim_backlog", "trim_backlog_batch"], "trims are not issued"),
+    (
+        &["overwrite", "create_only", "create_fsync", "pre_read", "file_append", "unlink_each_loop"],
+        "that file set-up variant is not implemented",
+    ),
+    (
+        &["fadvise_hint", "sync_file_range", "write_hint", "nowait", "atomic"],
+        "that per-I/O or per-file hint is not issued",
+    ),
+    (&["stats"], "statistics are always collected"),
+    (&["exitall_on_error"], "not implemented; exitall (supported) stops the other jobs when one ends"),
+];
+
 fn unknown_option(name: &str, loc: &Loc) -> JobError {
     let hint = match name {
         "output-format" | "output" | "section" => format!(" (a command-line option: --{name}=...)"),
-        _ => String::new(),
+        _ => match NOT_RUN.iter().find(|(names, _)| names.contains(&name)) {
+            Some((_, why)) => format!(": a fio option ioswitch bench does not run ({why})"),
+            None => String::new(),
+        },
     };
     JobError::UnknownOption { name: name.to_string(), loc: loc.clone(), hint }
 }
@@ -3072,7 +3133,11 @@ mod tests {
         assert_eq!(one("[j]\nverify=crc32c\n").shapes.verify_async, 0);
         assert!(err("[j]\nverify_async=x\n").starts_with("job.fio:2: bad value 'x' for option 'verify_async'"));
         assert!(err("[j]\nverify_async=8g\n").starts_with("job.fio:2: bad value '8g' for option 'verify_async'"));
-        assert_eq!(err("[j]\nverify_async_cpus=0\n"), "job.fio:2: unknown option 'verify_async_cpus'");
+        assert_eq!(
+            err("[j]\nverify_async_cpus=0\n"),
+            "job.fio:2: unknown option 'verify_async_cpus': a fio option ioswitch bench does not run \
+             (that part of fio's verify is not implemented)"
+        );
     }
 
     #[test]
@@ -3260,6 +3325,23 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("argument 3") && e.contains("IOSWITCH_TEST_JOBFILE_UNSET"), "{e}");
+    }
+
+    #[test]
+    fn fio_options_not_run_are_refused_saying_why() {
+        let e = err("[j]\nnice=5\n");
+        assert!(e.starts_with("job.fio:2: unknown option 'nice': a fio option ioswitch bench does not run"), "{e}");
+        assert!(e.contains("nice -n N ioswitch bench"), "{e}");
+        let e = JobReader::new().read_args(["--name=j", "--cpumask=1"]).unwrap_err().to_string();
+        assert!(e.contains("'cpumask'") && e.contains("cpus_allowed"), "{e}");
+        // Every name in the table is one this reader does not know (else the entry is stale).
+        for (names, _) in NOT_RUN {
+            for n in *names {
+                assert!(lookup(n).is_none(), "{n} is both run and listed as not run");
+            }
+        }
+        // A name fio does not have either stays a bare unknown option.
+        assert_eq!(err("[j]\nfoo=1\n"), "job.fio:2: unknown option 'foo'");
     }
 
     #[test]

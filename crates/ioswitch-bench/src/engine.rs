@@ -1360,8 +1360,8 @@ fn file_state<'a>(
         && base.checked_add(region).is_none_or(|e| e > bytes || region == 0)
     {
         return Err(format!(
-            "job '{}': instance {instance} starts at offset {base} (offset_increment={}), and its {region} bytes do not fit '{}' of {bytes} bytes",
-            job.name, job.shapes.offset_increment, job.filename
+            "instance {instance} starts at offset {base} (offset_increment={}), and its {region} bytes do not fit '{}' of {bytes} bytes",
+            job.shapes.offset_increment, job.filename
         ));
     }
     // File 0 keeps the seeds a job with one file always had.
@@ -1372,7 +1372,7 @@ fn file_state<'a>(
             let map = !job.norandommap || job.behaviour.random_generator == RandomGenerator::Lfsr;
             let seed = job.seed ^ salt ^ (d as u64 * 0x77);
             let g = crate::shapes::ShapedOffsets::new(&job.shapes, d, job.bs[d], region, job.rw.is_random(), map, seed)
-                .map_err(|e| format!("job '{}': random_distribution: {e}", job.name))?;
+                .map_err(|e| format!("random_distribution: {e}"))?;
             *slot = Some(g);
         }
     }
@@ -1382,7 +1382,7 @@ fn file_state<'a>(
     }
     let fsync_file = if job.fsync > 0 && dev.ident().kind == ioswitch::DevKind::File && !uses_mapping(job, dev) {
         let f = std::fs::File::open(&job.filename)
-            .map_err(|e| format!("job '{}': cannot open '{}' for fsync=N: {e}", job.name, job.filename))?;
+            .map_err(|e| format!("cannot open '{}' for fsync=N: {e}", job.filename))?;
         Some(f)
     } else {
         None
@@ -1446,8 +1446,7 @@ pub fn run_job_slot(job: &Job, instance: u32, devs: &[&Device], progress: &Progr
         Some(m) if m.regions.len() == devs.len() => m.regions.clone(),
         Some(m) => {
             res.error = libc::EINVAL;
-            res.error_msg =
-                Some(format!("job '{}': {} files open for {} regions", job.name, devs.len(), m.regions.len()));
+            res.error_msg = Some(format!("{} files open for {} regions", devs.len(), m.regions.len()));
             return res;
         }
         None => vec![job.size; devs.len()],
@@ -1465,7 +1464,7 @@ pub fn run_job_slot(job: &Job, instance: u32, devs: &[&Device], progress: &Progr
     }
     if files.is_empty() {
         res.error = libc::EINVAL;
-        res.error_msg = Some(format!("job '{}': no file to run on", job.name));
+        res.error_msg = Some("no file to run on".to_string());
         return res;
     }
     let file_regions: Vec<u64> = files.iter().map(|f| f.region).collect();
@@ -1482,7 +1481,7 @@ pub fn run_job_slot(job: &Job, instance: u32, devs: &[&Device], progress: &Progr
     // numa_cpu_nodes, numa_mem_policy, prioclass/prio: after the pin, as fio.
     if let Err(msg) = job.behaviour.placement.apply() {
         res.error = libc::EINVAL;
-        res.error_msg = Some(format!("job '{}': {msg}", job.name));
+        res.error_msg = Some(msg);
         return res;
     }
     if let Some(d) = job.behaviour.startdelay {
@@ -1636,7 +1635,7 @@ pub fn run_job_slot(job: &Job, instance: u32, devs: &[&Device], progress: &Progr
                     }
                 }
                 Err(e) => {
-                    run.fail(libc::EINVAL, format!("job '{}': {e}", job.name));
+                    run.fail(libc::EINVAL, e.to_string());
                     break;
                 }
             }
@@ -3131,7 +3130,10 @@ mod run_tests {
         let r = std::thread::scope(|s| s.spawn(|| run(&j)).join().unwrap());
         assert_eq!(r.error, libc::EINVAL);
         let msg = r.error_msg.unwrap_or_default();
-        assert!(msg.starts_with("job 't': numa_cpu_nodes: read the CPUs of node 65000"), "{msg}");
+        // The job's name is put before the message where it is shown, once
+        // (`report::errors`: "job t: numa_cpu_nodes: ..."): the message does not carry it.
+        assert!(msg.starts_with("numa_cpu_nodes: read the CPUs of node 65000"), "{msg}");
+        assert!(!msg.contains("job"), "{msg}");
     }
 
     #[test]

@@ -6,8 +6,10 @@
 //! interface alike. Every figure in the table is the median over the repetitions; IOPS
 //! also shows the spread (min–max).
 //!
-//! With no arguments `ioswitch bench` runs [`default_run`]: every interface this machine
-//! has, 4 KiB random reads on a temporary 64 MiB file, about fifteen seconds in all.
+//! With no arguments `ioswitch bench` runs [`default_run`]: the interfaces of
+//! [`Iface::DEFAULT_SET`] this machine can run (those that serve a regular file, less
+//! `mmap` and `pmem`), 4 KiB random reads on a temporary 64 MiB file, about fifteen
+//! seconds in all.
 //!
 //! The measurement is [`crate::measure`]'s: one [`Point`] per interface, as a
 //! sweep has one per grid point.

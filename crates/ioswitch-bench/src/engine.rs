@@ -1472,11 +1472,16 @@ pub fn run_job_slot(job: &Job, instance: u32, devs: &[&Device], progress: &Progr
     let first = files.next().expect("one file at least");
     let parked: Vec<Option<FileState>> = std::iter::once(None).chain(files.map(Some)).collect();
     let (dev, region, base) = (first.dev, first.region, first.base);
-    match job.cpus.len() {
-        0 => {}
+    let pinned = match job.cpus.len() {
+        0 => Ok(()),
         // cpus_allowed_policy=split: one CPU of the set per instance.
         n if job.behaviour.cpus_split => pin(&[job.cpus[instance as usize % n]]),
         _ => pin(&job.cpus),
+    };
+    if let Err(msg) = pinned {
+        res.error = libc::EINVAL;
+        res.error_msg = Some(format!("cpus_allowed: {msg}"));
+        return res;
     }
     // numa_cpu_nodes, numa_mem_policy, prioclass/prio: after the pin, as fio.
     if let Err(msg) = job.behaviour.placement.apply() {
@@ -1730,15 +1735,29 @@ fn io_size(job: &Job, dev: &Device, region: u64) -> u64 {
     }
 }
 
-fn pin(cpus: &[usize]) {
-    // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET only write inside it.
-    unsafe {
+/// Pins the calling thread to `cpus`. Refused, as fio refuses it, when a CPU is one the
+/// machine does not have ("CPU N too large"), or when the kernel refuses the set (none of
+/// them is one this process may use): the job would otherwise run unpinned, silently.
+fn pin(cpus: &[usize]) -> Result<(), String> {
+    if let (Some(n), Some(&top)) = (crate::placement::configured_cpus(), cpus.iter().max()) {
+        if top >= n as usize {
+            return Err(format!("CPU {top} does not exist: this machine has CPUs 0..={}", n - 1));
+        }
+    }
+    // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET only write inside it (the job
+    // file's reader keeps every CPU below CPU_SETSIZE).
+    let r = unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         for &c in cpus {
             libc::CPU_SET(c, &mut set);
         }
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if r != 0 {
+        let list = cpus.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
+        return Err(format!("sched_setaffinity to CPUs {list}: {}", std::io::Error::last_os_error()));
     }
+    Ok(())
 }
 
 /// `pattern` repeated over `buf` from its start (fio's `fill_pattern`).
@@ -2115,6 +2134,11 @@ impl Flight {
 
 fn run_async(run: &mut Run) {
     let depth = run.job.iodepth.max(1);
+    if depth > ioswitch::queue::MAX_DEPTH {
+        // The library's refusal names its own parameter ("depth"); the job's is iodepth.
+        let max = ioswitch::queue::MAX_DEPTH;
+        return run.fail(libc::EINVAL, format!("iodepth={depth}: an ioswitch queue holds at most {max} commands"));
+    }
     let q = match run.dev.queue(depth) {
         Ok(q) => q,
         Err(e) => {

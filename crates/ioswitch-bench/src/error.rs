@@ -68,10 +68,22 @@ impl fmt::Display for ListKind {
 
 /// An interface name the library does not know.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown interface {name:?}; known: {}, or all", Iface::all().iter().map(|i| i.as_str()).collect::<Vec<_>>().join(", "))]
+#[error("unknown interface {name:?}; known: {}, or all", known_iface_names().join(", "))]
 pub struct UnknownIface {
     /// The name as given.
     pub name: String,
+}
+
+/// Every interface name an interface list takes, each once (`nil` and `vfio` are a sync
+/// and an async interface both, under one name).
+fn known_iface_names() -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = Vec::new();
+    for i in Iface::all() {
+        if !names.contains(&i.as_str()) {
+            names.push(i.as_str());
+        }
+    }
+    names
 }
 
 /// An `--output-format` item that is not `normal`, `json` or `json+`.
@@ -341,8 +353,9 @@ pub enum BenchError {
         /// What uses it.
         why: String,
     },
-    /// The job does not fit its device.
-    #[error("{at}: {source}")]
+    /// The job does not fit its device (the check's own message names the job: only the
+    /// place is put before it).
+    #[error("{}{source}", at.loc.as_ref().map(|l| format!("{l}: ")).unwrap_or_default())]
     Check {
         /// The job and option (`size`).
         at: At,
@@ -772,7 +785,7 @@ pub enum OverheadError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TargetsError {
-    /// An argument refused, or `--help` (then `why` is empty): shown before the usage text.
+    /// An argument refused: shown before the usage text (`--help` prints [`crate::overhead::targets::help`] instead).
     #[error("{}{}", if why.is_empty() { String::new() } else { format!("overhead: {why}\n") }, targets_usage(tool))]
     Usage {
         /// How the tool was invoked (`cargo bench -p ioswitch --bench overhead --`, …).
@@ -841,4 +854,20 @@ pub enum PinError {
         #[source]
         source: io::Error,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_interface_lists_each_known_name_once() {
+        let msg = UnknownIface { name: "io_ring".into() }.to_string();
+        let known = msg.split_once("; known: ").map(|(_, k)| k.trim_end_matches(", or all")).unwrap_or_default();
+        let names: Vec<&str> = known.split(", ").collect();
+        for n in ["psync", "io_uring", "libaio", "nil", "vfio", "mmap", "pmem", "thrpool"] {
+            assert_eq!(names.iter().filter(|&&x| x == n).count(), 1, "{n} once in: {msg}");
+        }
+        assert!(msg.starts_with("unknown interface \"io_ring\"; known: "), "{msg}");
+    }
 }

@@ -171,12 +171,26 @@ pub enum JobError {
         #[source]
         source: std::io::Error,
     },
-    /// Nothing to run: no job section, no `--name`.
-    #[error("no job defined: {read} set only global options (a job is a [section] other than [global], or --name)")]
+    /// Nothing to run: no job section, no `--name`; or none of those `--section` selects.
+    #[error("no job defined: {}", no_jobs_why(read, selected, skipped))]
     NoJobs {
         /// What was read: the job files by name, and the command line if it was.
         read: String,
+        /// The jobs `--section` selected (empty: all).
+        selected: Vec<String>,
+        /// The jobs read but left out because `--section` did not name them.
+        skipped: Vec<String>,
     },
+}
+
+/// The reason of [`JobError::NoJobs`]: only global options, or a `--section` that names
+/// none of the jobs read.
+fn no_jobs_why(read: &str, selected: &[String], skipped: &[String]) -> String {
+    if selected.is_empty() || skipped.is_empty() {
+        return format!("{read} set only global options (a job is a [section] other than [global], or --name)");
+    }
+    let quoted = |v: &[String]| v.iter().map(|n| format!("'{n}'")).collect::<Vec<_>>().join(", ");
+    format!("--section {} names no job of {read}; its jobs are {}", quoted(selected), quoted(skipped))
 }
 
 /// One `key[=value]` as written, with its place.
@@ -2577,6 +2591,9 @@ enum Cur {
     Job(usize),
 }
 
+/// The most jobs one run takes, every job's `numjobs` clones counted: fio's `REAL_MAX_JOBS`.
+pub const MAX_JOBS: u64 = 4096;
+
 /// Reads job files and command lines, in order, into jobs; [`JobReader::finish`] turns
 /// them into [`JobSpec`]s.
 #[derive(Debug)]
@@ -2584,6 +2601,8 @@ pub struct JobReader {
     globals: Vec<RawOption>,
     jobs: Vec<RawJob>,
     sections: Vec<String>,
+    /// Jobs left out because `--section` did not name them, for the error when none is left.
+    skipped: Vec<String>,
     files_read: usize,
     /// Names of the job files read, in order, for an error that must name them.
     names_read: Vec<String>,
@@ -2615,6 +2634,7 @@ impl JobReader {
             globals: Vec::new(),
             jobs: Vec::new(),
             sections: Vec::new(),
+            skipped: Vec::new(),
             files_read: 0,
             names_read: Vec::new(),
             args_read: false,
@@ -2742,6 +2762,9 @@ impl JobReader {
         if name.starts_with("global") {
             Cur::Global
         } else if !self.sections.is_empty() && !self.sections.iter().any(|s| s == name) {
+            if !self.skipped.iter().any(|s| s == name) {
+                self.skipped.push(name.to_string());
+            }
             Cur::Skip
         } else {
             self.jobs.push(RawJob {
@@ -2852,9 +2875,29 @@ impl JobReader {
     /// options; checks each job as a whole.
     pub fn finish(self) -> Result<JobSet, JobError> {
         if self.jobs.is_empty() {
-            return Err(JobError::NoJobs { read: self.what_was_read() });
+            return Err(JobError::NoJobs {
+                read: self.what_was_read(),
+                selected: self.sections.clone(),
+                skipped: self.skipped.clone(),
+            });
         }
         let jobs = self.jobs.iter().map(JobSpec::from_raw).collect::<Result<Vec<_>, _>>()?;
+        // fio's limit on the jobs of one run, clones included: beyond it fio refuses the
+        // job ("maximum number of jobs reached"), and a thread per job would exhaust the
+        // machine before anything ran.
+        let mut total = 0u64;
+        for j in &jobs {
+            total += u64::from(j.numjobs.max(1));
+            if total > MAX_JOBS {
+                return Err(j.error_at(
+                    "numjobs",
+                    format!(
+                        "numjobs={}: {total} jobs in all, clones included, and a run takes at most {MAX_JOBS} (as fio)",
+                        j.numjobs
+                    ),
+                ));
+            }
+        }
         // fio's wait_for: the waitee is an earlier job (no forward references).
         for (i, j) in jobs.iter().enumerate() {
             if let Some(w) = &j.behaviour.wait_for {
@@ -3631,7 +3674,7 @@ mod tests {
         let e = JobSet::from_args(["--output-format=terse", "--name=j"]).unwrap_err().to_string();
         assert!(e.contains("not supported"), "{e}");
         let e = JobSet::from_args(["--rw=read"]).unwrap_err();
-        assert!(matches!(&e, JobError::NoJobs { read } if read == "the command line"), "{e}");
+        assert!(matches!(&e, JobError::NoJobs { read, .. } if read == "the command line"), "{e}");
         assert!(matches!(JobSet::from_args(["--name=j", "/nonexistent/x.fio"]), Err(JobError::Read { .. })));
     }
 

@@ -236,6 +236,14 @@ pub fn parse_list_below(s: &str, limit: u32) -> Option<Vec<u32>> {
     Some(out)
 }
 
+/// CPUs this machine is configured with, as fio counts them for `cpus_allowed`
+/// (`sysconf(_SC_NPROCESSORS_CONF)`): one past the highest of
+/// `/sys/devices/system/cpu/possible`; `None` where that file cannot be read.
+pub fn configured_cpus() -> Option<u32> {
+    let s = std::fs::read_to_string("/sys/devices/system/cpu/possible").ok()?;
+    parse_list(s.trim())?.into_iter().max().map(|m| m + 1)
+}
+
 /// The nodes this machine has (`/sys/devices/system/node/online`; a machine without that
 /// file, a kernel without NUMA, has node 0 only).
 pub fn online_nodes() -> Vec<u32> {

@@ -383,6 +383,16 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
             _ => {}
         }
     }
+    // As fio, a job that only reads opens its file read-only: it runs on a file or device
+    // it may read but not write (fio's O_RDONLY for a job that neither writes nor trims).
+    if is_path
+        && !spec.rw.writes()
+        && !spec.rw.trims()
+        && fill_cap.is_none()
+        && !(opts.create || opts.truncate || opts.size.is_some() || opts.wronly)
+    {
+        opts.rdonly = true;
+    }
     let dev = Device::open(&filename, &opts).map_err(|source| BenchError::Open {
         at: At::new(spec, "filename"),
         filename: filename.clone(),
@@ -928,9 +938,16 @@ fn run_phase(phase: Vec<Prepared>, phase_no: u32, opts: &RunOpts, ended: bool) -
                     .map(|i| {
                         let (progress, running, waitee) = (&progress, &running, waitee[j]);
                         let slot = p.spec.steady.on().then(|| first_slot[j] + i as usize);
-                        s.spawn(move || {
+                        let started = std::thread::Builder::new().spawn_scoped(s, move || {
                             let _ends = running.instance(j, waitee);
                             engine::run_job_slot(&p.job, i, &p.devices(i), progress, slot)
+                        });
+                        // No thread for this instance (the process's thread or memory
+                        // limit): the run stops, the instance is reported failed, and it
+                        // counts as ended for a job that waits for it.
+                        started.inspect_err(|_| {
+                            progress.stop.store(true, Ordering::Relaxed);
+                            drop(InstanceEnd { running, job: j });
                         })
                     })
                     .collect()
@@ -948,13 +965,19 @@ fn run_phase(phase: Vec<Prepared>, phase_no: u32, opts: &RunOpts, ended: bool) -
             .map(|hs| {
                 hs.into_iter()
                     .enumerate()
-                    .map(|(i, h)| {
-                        h.join().unwrap_or_else(|_| JobResult {
+                    .map(|(i, h)| match h {
+                        Ok(h) => h.join().unwrap_or_else(|_| JobResult {
                             instance: i as u32,
                             error: libc::EFAULT,
                             error_msg: Some("the job thread panicked".into()),
                             ..JobResult::default()
-                        })
+                        }),
+                        Err(e) => JobResult {
+                            instance: i as u32,
+                            error: e.raw_os_error().unwrap_or(libc::EAGAIN),
+                            error_msg: Some(format!("starting the job's thread: {e}")),
+                            ..JobResult::default()
+                        },
                     })
                     .collect()
             })
@@ -1098,7 +1121,7 @@ impl Drop for InstanceEnd<'_> {
 }
 
 fn status_loop<T>(
-    handles: &[Vec<std::thread::ScopedJoinHandle<'_, T>>],
+    handles: &[Vec<std::io::Result<std::thread::ScopedJoinHandle<'_, T>>>],
     progress: &Progress,
     threads: u32,
     budget: u64,
@@ -1109,7 +1132,7 @@ fn status_loop<T>(
     let mut err = std::io::stderr();
     loop {
         std::thread::sleep(Duration::from_millis(500));
-        let running = handles.iter().flatten().filter(|h| !h.is_finished()).count();
+        let running = handles.iter().flatten().flatten().filter(|h| !h.is_finished()).count();
         if running == 0 {
             let _ = write!(err, "\r\x1b[K");
             return;

@@ -98,3 +98,38 @@ fn two_job_files_are_separated_by_a_stonewall() {
     assert!(set.jobs[2].stonewall, "first job of the second file");
     assert_eq!(set.group_ids(), [0, 1, 2, 3, 4]);
 }
+
+#[test]
+fn a_section_that_names_no_job_is_an_error_that_names_it_and_the_jobs_there_are() {
+    let file = job_file("randread-qd.fio");
+    let err = JobSet::from_args(["--section=libaio-qd61", file.as_str()]).unwrap_err();
+    assert!(matches!(&err, JobError::NoJobs { selected, .. } if selected == &["libaio-qd61"]), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "no job defined: --section 'libaio-qd61' names no job of {file} and the command line; its jobs are \
+             'uring-qd1', 'uring-qd16', 'libaio-qd16'"
+        )
+    );
+    // Without --section, a file of globals only still says so.
+    let err = JobSet::from_args(["--bs=4k"]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "no job defined: the command line set only global options (a job is a [section] other than [global], or --name)"
+    );
+}
+
+#[test]
+fn more_jobs_than_fio_runs_are_refused_before_any_starts() {
+    // fio's limit, REAL_MAX_JOBS: 4096 jobs in one run, every clone counted.
+    let set = JobSet::from_args(["--name=a", "--numjobs=4000", "--name=b", "--numjobs=96"]).unwrap();
+    assert_eq!(set.jobs.iter().map(|j| j.numjobs).sum::<u32>(), 4096);
+    let err = JobSet::from_args(["--name=a", "--numjobs=4000", "--name=b", "--numjobs=97"]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "command line argument 4: job 'b': numjobs=97: 4097 jobs in all, clones included, and a run takes at most \
+         4096 (as fio)"
+    );
+    let err = JobSet::from_args(["--name=j", "--numjobs=100000"]).unwrap_err();
+    assert!(err.to_string().contains("numjobs=100000: 100000 jobs in all"), "{err}");
+}

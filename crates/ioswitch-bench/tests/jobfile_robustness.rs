@@ -360,7 +360,7 @@ fn line_key(line: &str) -> &str {
 fn check_file_error(place: &str, name: &str, text: &str, e: &JobError) {
     let msg = e.to_string();
     assert!(!msg.trim().is_empty(), "{place}: empty error");
-    if let JobError::NoJobs { read } = e {
+    if let JobError::NoJobs { read, .. } = e {
         assert!(read.contains(name), "{place}: NoJobs must name {name}: {msg}");
         return;
     }
@@ -614,7 +614,7 @@ fn check_args_error(place: &str, args: &[String], e: &JobError) {
     let msg = e.to_string();
     assert!(!msg.trim().is_empty(), "{place}: empty error");
     match e {
-        JobError::NoJobs { read } => {
+        JobError::NoJobs { read, .. } => {
             assert!(read.contains("the command line"), "{place}: NoJobs must name the command line: {msg}");
             return;
         }

@@ -34,9 +34,11 @@ fn print_cmp(c: &Comparison, f: Format) -> Outcome {
 /// `ioswitch bench` with no arguments: every available interface on a temporary file.
 pub fn default_run() -> Outcome {
     let dir = compare::default_dir();
+    let names: Vec<String> = Iface::DEFAULT_SET.iter().map(|i| i.to_string()).collect();
     say(&format!(
-        "ioswitch bench: built-in comparison of every interface, 4 KiB random reads on a temporary file in {} \
+        "ioswitch bench: built-in comparison of {}, 4 KiB random reads on a temporary file in {} \
          (about 15 s; `ioswitch bench --help` for fio-style jobs)",
+        names.join(", "),
         dir.display()
     ));
     let c = compare::default_run(&dir, &mut say)?;

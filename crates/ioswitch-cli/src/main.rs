@@ -155,10 +155,10 @@ struct DevArgs {
 #[group(required = true, multiple = false)]
 struct StartArgs {
     /// Byte offset; the I/O uses byte-addressed file commands. Takes units (4k, 1MiB).
-    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    #[arg(long, value_name = "BYTES", value_parser = parse_size, allow_negative_numbers = true)]
     offset: Option<u64>,
     /// Starting LBA; the I/O uses NVM read/write commands on the device's namespace.
-    #[arg(long, value_name = "LBA", value_parser = parse_count)]
+    #[arg(long, value_name = "LBA", value_parser = parse_count, allow_negative_numbers = true)]
     slba: Option<u64>,
 }
 
@@ -178,11 +178,11 @@ struct TransferArgs {
     #[arg(long)]
     sync: bool,
     /// Commands in flight on the async interface.
-    #[arg(long, value_name = "N", default_value_t = 8,
+    #[arg(long, value_name = "N", default_value_t = 8, allow_negative_numbers = true,
           value_parser = clap::value_parser!(u32).range(1..=i64::from(ioswitch::queue::MAX_DEPTH)))]
     depth: u32,
     /// Largest command, in bytes [default: the smaller of 1MiB and the device's max transfer].
-    #[arg(long, value_name = "BYTES", value_parser = parse_nonzero_size)]
+    #[arg(long, value_name = "BYTES", value_parser = parse_nonzero_size, allow_negative_numbers = true)]
     chunk: Option<u64>,
 }
 
@@ -211,10 +211,10 @@ struct WriteArgs {
 #[group(required = true, multiple = false)]
 struct LengthArgs {
     /// Bytes to read. Takes units (4k, 1MiB).
-    #[arg(long, value_name = "BYTES", value_parser = parse_nonzero_size)]
+    #[arg(long, value_name = "BYTES", value_parser = parse_nonzero_size, allow_negative_numbers = true)]
     length: Option<u64>,
     /// Logical blocks to read.
-    #[arg(long, value_name = "N", value_parser = parse_nonzero_count)]
+    #[arg(long, value_name = "N", value_parser = parse_nonzero_count, allow_negative_numbers = true)]
     nlb: Option<u64>,
 }
 

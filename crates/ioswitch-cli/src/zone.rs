@@ -61,7 +61,7 @@ pub struct ReportArgs {
     /// Report from the zone holding this LBA on.
     #[arg(long, value_name = "LBA", default_value_t = 0, value_parser = crate::parse_count)]
     slba: u64,
-    /// At most this many zones.
+    /// At most this many zones [default: every zone from --slba on].
     #[arg(long, value_name = "N", value_parser = crate::parse_nonzero_count)]
     nzones: Option<u64>,
     /// Only zones in this state.

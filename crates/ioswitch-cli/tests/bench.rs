@@ -303,6 +303,42 @@ fn an_unknown_option_names_itself_and_its_line() {
     refused(&[&job], 1, &["bogus_option", &format!("{job}:5")]);
     // On the command line the place is the argument as typed (our own options counted).
     refused(&["--no-progress", "--name=j", "--size=1m", "--bogus_option=1"], 1, &["bogus_option", "argument 4"]);
+    // A --section naming no job of the file says which jobs there are, not "only global
+    // options"; more jobs than fio runs in one go are refused before a thread starts
+    // (100000 threads ran until the machine gave out).
+    let two = text_file(&s, "two.fio", "[global]\nsize=1m\n[reader]\nrw=read\n[writer]\nrw=write\n");
+    refused(&[&two, "--section=raeder"], 1, &["--section 'raeder' names no job", "'reader', 'writer'"]);
+    let started = std::time::Instant::now();
+    refused(&["--name=j", "--size=1m", "--numjobs=100000"], 1, &["argument 3", "numjobs=100000", "at most 4096"]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "refused at once, not after starting threads");
+    // An async job deeper than a queue holds names the job's option, not the library's
+    // (posixaio: an engine every Linux has).
+    let f = s.path("deep");
+    let filename = format!("--filename={f}");
+    refused(
+        &["--name=j", &filename, "--size=64k", "--ioengine=posixaio", "--iodepth=5000"],
+        1,
+        &["job j: iodepth=5000: an ioswitch queue holds at most 4096 commands"],
+    );
+    // A job that does not fit its file names the job once.
+    let small = format!("--filename={}", s.path("small"));
+    let o = bench(&["--name=j", &small, "--size=1k", "--bs=4k"]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("argument 3: job j: read block size 4096 must be 1..=1024"), "{err}");
+    assert!(!err.contains("job j: job j"), "{err}");
+    // A CPU the machine does not have is refused, as fio refuses it; the job does not run
+    // unpinned without a word.
+    let possible = fs::read_to_string("/sys/devices/system/cpu/possible").unwrap_or_default();
+    if possible.trim().rsplit(['-', ',']).next().and_then(|c| c.parse::<u32>().ok()).is_some_and(|top| top < 1023) {
+        refused(
+            &["--name=j", &small, "--size=64k", "--cpus_allowed=1023"],
+            1,
+            &["job j: cpus_allowed: CPU 1023 does not exist: this machine has CPUs 0..="],
+        );
+    } else {
+        eprintln!("skipping the cpus_allowed check: /sys/devices/system/cpu/possible is {possible:?}");
+    }
     // Nothing runs and nothing is created.
     assert!(!Path::new("j.0.0").exists());
 }
@@ -447,11 +483,24 @@ fn compare_sweep_and_overhead_run_and_name_bad_input() {
     assert_eq!(cols.last(), Some(&"0.00|0.00"), "nil makes no syscalls: {}", rows[0]);
 
     refused(&["compare", "--engines", "io_uring,warp_drive"], 1, &["warp_drive"]);
+    refused(
+        &["compre", "--engines", "psync"],
+        1,
+        &["'compre' is neither a job file", "nested benchmark (compare, sweep, overhead, membw, plot)"],
+    );
+    refused(&["missing.fio"], 1, &["cannot read job file 'missing.fio'"]);
     refused(&["sweep", "--qd", "0"], 1, &["queue depth"]);
     let o = bench(&["overhead", "--help"]);
     assert!(o.status.success() && text(&o.stdout).contains("raw loop"), "{}", text(&o.stdout));
     let o = bench(&["--help"]);
     assert!(o.status.success() && text(&o.stdout).contains("--output-format"), "{}", text(&o.stdout));
+    // What the README's first command runs is in the help, interfaces named.
+    assert!(
+        text(&o.stdout).contains("With no arguments: the built-in comparison")
+            && text(&o.stdout).contains("psync, io_uring, libaio, posix, thrpool, emu and nil"),
+        "{}",
+        text(&o.stdout)
+    );
 }
 
 #[test]
@@ -470,6 +519,30 @@ fn overhead_targets_runs_the_recorded_benchmark_and_names_bad_input() {
     );
     let o = bench(&["overhead", "--help"]);
     assert!(o.status.success() && text(&o.stdout).contains("overhead targets"), "{}", text(&o.stdout));
+    // `overhead --help` points at `overhead targets --help`: help on stdout, exit status
+    // 0, every argument explained, nothing run.
+    for help in ["--help", "-h"] {
+        let o = bench(&["overhead", "targets", help]);
+        let out = text(&o.stdout);
+        assert!(o.status.success(), "targets {help}: {}", text(&o.stderr));
+        assert!(!out.contains("ioswitch library overhead"), "targets {help} ran the benchmark:\n{out}");
+        for arg in [
+            "--quick",
+            "--only PATTERN",
+            "--nil-only",
+            "--reps N",
+            "--ios N",
+            "--shm FILE",
+            "--disk FILE",
+            "--keep-files",
+            "--no-callgrind",
+            "--cpu N",
+            "--once ioswitch|raw",
+        ] {
+            assert!(out.contains(&format!("\n  {arg}")), "targets {help}: {arg} not explained:\n{out}");
+        }
+        assert!(out.contains("default 21; 5 with --quick"), "the default repetitions: {out}");
+    }
 }
 
 #[test]
@@ -844,4 +917,69 @@ fn parse_only_checks_the_jobs_and_runs_nothing() {
     refused(&["--parse-only", &bad], 1, &["sqthread_poll", &format!("{bad}:4")]);
     refused(&["--parse-only", "--name=j", "--rw=sideways"], 1, &["sideways", "argument 3"]);
     assert!(!Path::new(&target).exists());
+}
+
+#[test]
+fn a_job_thread_that_cannot_start_fails_its_instance_and_the_run_without_a_panic() {
+    let _one = serial();
+    // The process limit (RLIMIT_NPROC) holds for a user without privileges: the run goes
+    // to nobody with room for 16 threads, and its job asks for 64.
+    let id = Command::new("id").arg("-u").output().map(|o| text(&o.stdout).trim().to_string()).unwrap_or_default();
+    let have = |tool: &str| Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success());
+    if id != "0" || !have("setpriv") || !have("prlimit") {
+        eprintln!("skipping: needs root (uid {id:?}) with setpriv and prlimit to run as nobody under a thread limit");
+        return;
+    }
+    let s = scratch("nothread");
+    let f = s.file("data", 1 << 20);
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&f, fs::Permissions::from_mode(0o666)).unwrap();
+    let filename = format!("--filename={f}");
+    let o = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "prlimit", "--nproc=16"])
+        .args([env!("CARGO_BIN_EXE_ioswitch"), "bench", "--no-progress", "--name=j", &filename])
+        .args(["--size=1m", "--rw=read", "--numjobs=64"])
+        .output()
+        .expect("run setpriv");
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(err.contains("starting the job's thread: Resource temporarily unavailable"), "{err}");
+}
+
+#[test]
+fn a_job_that_only_reads_runs_on_a_file_it_may_not_write_as_in_fio() {
+    let _one = serial();
+    let s = scratch("readonly");
+    let f = s.file("data", 1 << 20);
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&f, fs::Permissions::from_mode(0o444)).unwrap();
+    // Root writes any file: the job runs as nobody then (setpriv), else as this user.
+    let id = Command::new("id").arg("-u").output().map(|o| text(&o.stdout).trim().to_string()).unwrap_or_default();
+    let mut cmd = if id == "0" {
+        if !Command::new("setpriv").arg("--version").output().is_ok_and(|o| o.status.success()) {
+            eprintln!("skipping: root without setpriv cannot run the job as a user the file refuses writes");
+            return;
+        }
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", env!("CARGO_BIN_EXE_ioswitch")]);
+        c
+    } else {
+        Command::new(env!("CARGO_BIN_EXE_ioswitch"))
+    };
+    let filename = format!("--filename={f}");
+    let run = |cmd: &mut Command, rw: &str| {
+        let args = ["bench", "--no-progress", "--name=j", &filename, "--size=1m", rw, "--output-format=json"];
+        cmd.args(args).output().expect("run ioswitch bench")
+    };
+    let o = run(&mut cmd, "--rw=randread");
+    assert!(o.status.success(), "a read job on a read-only file: {}", text(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!(v["jobs"][0]["read"]["io_bytes"], 1 << 20, "{v}");
+    // A job that writes still needs to write it, and says so.
+    let mut cmd2 = Command::new(cmd.get_program());
+    cmd2.args(cmd.get_args().take_while(|a| *a != "bench"));
+    let o = run(&mut cmd2, "--rw=write");
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("Permission denied"), "{}", text(&o.stderr));
 }

@@ -262,6 +262,11 @@ fn out_of_range_requests_name_the_range_and_change_nothing() {
     assert!(!Path::new(&out).exists(), "no output file for a request that cannot run");
     let e = fails(1, &["read", &dev, "--offset", "1MiB", "--length", "1", "--out", &out]);
     assert!(e.contains("[1048576, 1048577)"), "{e}");
+    // A range past 2^64 is not shown as the empty range [max, max).
+    for (at, len) in [("--offset", "--length"), ("--slba", "--nlb")] {
+        let e = fails(1, &["read", &dev, at, "18446744073709551615", len, "1", "--out", &out]);
+        assert!(e.contains("from 18446744073709551615 on, past 2^64") && e.contains("out of range"), "{e}");
+    }
 
     let src = s.path("data");
     fs::write(&src, pattern::bytes(6, 3 << 20)).unwrap();
@@ -290,6 +295,10 @@ fn library_errors_are_one_line_with_status_1() {
     assert!(e.contains("async=io_uring_cmd") && e.contains("file"), "{e}");
     let e = fails(1, &["info", "64MiB", "--opts", "async=libaio"]);
     assert!(e.contains("ramdisk") && e.contains("libaio"), "{e}");
+    // A refusal no interface would lift names the command and why, not an interface "any".
+    let e = fails(1, &["write", &dev, "--opts", "rdonly=1", "--offset", "0", "--data", &dev]);
+    assert!(e.contains("file write refused: the device was opened read-only (rdonly=1)"), "{e}");
+    assert!(!e.contains("any cannot"), "{e}");
 }
 
 #[test]
@@ -320,6 +329,23 @@ fn usage_errors_exit_2() {
     fails(2, &["read", "1MiB", "--offset", "0", "--length", "1", "--out", "-", "--depth", "0"]);
     fails(2, &["info", "1MiB", "--output", "xml"]);
     fails(2, &["frobnicate"]);
+    // A negative number is a bad value of its option, not an unknown argument '-1' with a
+    // tip to write `-- -1`; a missing value still says it is missing.
+    for (opt, v) in [("--offset", "-1"), ("--slba", "-5"), ("--length", "-1"), ("--nlb", "-1"), ("--depth", "-3")] {
+        let mut args = vec!["read", "1MiB", "--out", "-"];
+        if !["--offset", "--slba"].contains(&opt) {
+            args.extend(["--offset", "0"]);
+        }
+        if !["--length", "--nlb"].contains(&opt) {
+            args.extend(["--length", "4k"]);
+        }
+        args.extend([opt, v]);
+        let e = fails(2, &args);
+        assert!(e.contains(&format!("invalid value '{v}' for '{opt} ")), "{opt} {v}: {e}");
+        assert!(!e.contains("unexpected argument"), "{opt} {v}: {e}");
+    }
+    let e = fails(2, &["read", "1MiB", "--offset", "--length", "4k", "--out", "-"]);
+    assert!(e.contains("a value is required for '--offset"), "{e}");
 }
 
 #[test]
@@ -366,6 +392,33 @@ fn help_explains_uris_and_every_option_key() {
     let h = stdout(&ok(&["--help"], None));
     for cmd in ["info", "read", "write", "enum"] {
         assert!(h.contains(cmd), "{h}");
+    }
+    // The README: every subcommand that opens a device takes --opts; every one but bench
+    // takes --output.
+    let device = [
+        "info",
+        "read",
+        "write",
+        "idfy",
+        "log",
+        "feature get",
+        "feature set",
+        "zone report",
+        "zone open",
+        "zone close",
+        "zone finish",
+        "zone reset",
+        "zone offline",
+        "zone append",
+        "passthru admin",
+        "passthru io",
+    ];
+    for cmd in device.iter().chain(&["enum", "interfaces", "driver bind"]) {
+        let mut args: Vec<&str> = cmd.split(' ').collect();
+        args.push("--help");
+        let h = stdout(&ok(&args, None));
+        assert!(h.contains("--output <OUTPUT>"), "`{cmd} --help` has no --output:\n{h}");
+        assert_eq!(h.contains("--opts <STRING>"), device.contains(cmd), "`{cmd} --help` and --opts:\n{h}");
     }
 }
 

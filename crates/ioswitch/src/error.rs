@@ -51,7 +51,10 @@ pub enum Error {
         why: String,
     },
     /// A request that reaches past the end of the device; nothing was done.
-    #[error("{dev}: {what} [{start}, {end}) is out of range: the device ends at {limit} ({unit})")]
+    #[error(
+        "{dev}: {what} {} is out of range: the device ends at {limit} ({unit})",
+        if *end == u64::MAX { format!("from {start} on, past 2^64 {unit},") } else { format!("[{start}, {end})") }
+    )]
     OutOfRange {
         /// The device.
         dev: String,
@@ -59,7 +62,7 @@ pub enum Error {
         what: &'static str,
         /// First unit touched.
         start: u64,
-        /// One past the last unit touched.
+        /// One past the last unit touched; `u64::MAX` where that is beyond 64 bits.
         end: u64,
         /// Size of the device in the same unit.
         limit: u64,
@@ -90,12 +93,17 @@ pub enum Error {
         /// Bytes in the buffers given.
         have: u64,
     },
-    /// A command the chosen interface cannot carry; nothing was done.
-    #[error("{dev}: {iface} cannot run {what}: {why}")]
+    /// A command the chosen interface cannot carry, or one no interface runs on this
+    /// device as it was opened (`iface` is then `"any"`); nothing was done.
+    #[error(
+        "{dev}: {}: {why}",
+        if *iface == "any" { format!("{what} refused") } else { format!("{iface} cannot run {what}") }
+    )]
     BadCommand {
         /// The device.
         dev: String,
-        /// The interface.
+        /// The interface; `"any"` for a refusal every interface makes (a read-only
+        /// device, a zero-length transfer, …).
         iface: &'static str,
         /// The command (opcode and set).
         what: String,
@@ -176,5 +184,35 @@ impl Error {
             | Error::BufferSize { .. }
             | Error::BadCommand { .. } => Some(libc::EINVAL),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_out_of_range_request_shows_its_range_or_that_it_runs_past_64_bits() {
+        let e = |start, end| {
+            Error::OutOfRange { dev: "f.img".into(), what: "byte range", start, end, limit: 4096, unit: "bytes" }
+                .to_string()
+        };
+        assert_eq!(e(4096, 4097), "f.img: byte range [4096, 4097) is out of range: the device ends at 4096 (bytes)");
+        // A range whose end does not fit 64 bits is not shown as the empty [MAX, MAX).
+        assert_eq!(
+            e(u64::MAX, u64::MAX),
+            "f.img: byte range from 18446744073709551615 on, past 2^64 bytes, is out of range: the device ends at \
+             4096 (bytes)"
+        );
+    }
+
+    #[test]
+    fn a_refusal_of_every_interface_names_the_command_not_an_interface_called_any() {
+        let e = |iface| {
+            Error::BadCommand { dev: "f.img".into(), iface, what: "file write".into(), why: "read-only".into() }
+                .to_string()
+        };
+        assert_eq!(e("any"), "f.img: file write refused: read-only");
+        assert_eq!(e("io_uring"), "f.img: io_uring cannot run file write: read-only");
     }
 }

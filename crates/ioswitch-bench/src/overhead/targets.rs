@@ -174,6 +174,8 @@ struct Args {
     keep_files: bool,
     callgrind: bool,
     cpu: Option<usize>,
+    /// `--help`: print [`help`] and run nothing.
+    help: bool,
 }
 
 impl Args {
@@ -192,6 +194,7 @@ impl Args {
             keep_files: false,
             callgrind: true,
             cpu: None,
+            help: false,
         };
         let usage = |why: &str| usage(inv, why);
         let mut it = args.iter();
@@ -218,7 +221,10 @@ impl Args {
                     let v = val("a CPU number")?;
                     a.cpu = Some(v.parse().map_err(|_| usage(&format!("--cpu {v:?}: not a CPU number")))?)
                 }
-                "-h" | "--help" => return Err(usage("")),
+                "-h" | "--help" => {
+                    a.help = true;
+                    return Ok(a);
+                }
                 _ => return Err(usage(&format!("unknown argument {arg:?}"))),
             }
         }
@@ -253,7 +259,51 @@ impl Args {
     }
 }
 
-/// The refusal of the arguments for `why` (empty for `--help`), with the usage text.
+/// What `--help` prints: every argument with what it does, its unit and its default.
+pub fn help(inv: &Invocation) -> String {
+    let shm = SHM_BYTES >> 20;
+    let disk = DISK_BYTES >> 30;
+    format!(
+        "The library-overhead targets of docs/BENCHMARKS.md: what ioswitch itself costs per I/O,
+each figure against its target (nil cycle at most {nil} ns; IOPS ratio ioswitch / raw loop
+at least {ratio}). 4 KiB random reads on a /dev/shm file and on a disk file opened with
+O_DIRECT, each interface against a plain loop of the same syscalls, interleaved in pairs;
+then user-space instructions per I/O of both sides under valgrind --tool=callgrind.
+
+usage: {tool} [ARGS]
+
+  --quick           a shorter run: 5 repetitions per side and a fifth of the I/Os
+  --only PATTERN,…  run only these configurations (default: all). Names: nil-qd1,
+                    nil-qd16, shm-psync-qd1, shm-io_uring-qd1, shm-io_uring-qd16,
+                    shm-libaio-qd1, shm-libaio-qd16, and the same with disk-; a pattern
+                    selects the names equal to it or starting with it and a '-' (nil,
+                    shm, disk-libaio)
+  --nil-only        the same as --only nil
+  --reps N          timed runs per side, interleaved in pairs (default 21; 5 with --quick)
+  --ios N           I/Os per timed run (default: 2000000 for nil, 100000 on /dev/shm,
+                    20000 on the disk at qd16, 5000 at qd1; a fifth with --quick)
+  --shm FILE        the /dev/shm data file ({shm} MiB; default
+                    /dev/shm/ioswitch-overhead.PID.dat; reused when it has that size)
+  --disk FILE       the disk data file ({disk} GiB, on a disk file system, not tmpfs; default
+                    /var/tmp/ioswitch-overhead.PID.dat; reused when it has that size)
+  --keep-files      keep the data files at the end (removed by default)
+  --no-callgrind    leave out the instruction counts (valgrind is needed otherwise)
+  --cpu N           pin every side, and the callgrind runs, to CPU N (default: not pinned)
+  --once ioswitch|raw
+                    run each selected configuration once on one side, without warm-up
+                    (raw of nil: the floor): what the callgrind runs execute
+  -h, --help        this text
+
+Example:
+  {tool} --quick --only nil,shm --cpu 1 --shm /dev/shm/my-overhead.dat
+",
+        nil = TARGETS.nil_cycle_ns,
+        ratio = TARGETS.ratio,
+        tool = inv.name,
+    )
+}
+
+/// The refusal of the arguments for `why`, with the usage text.
 fn usage(inv: &Invocation, why: &str) -> TargetsError {
     TargetsError::Usage { tool: inv.name.clone(), why: why.into() }
 }
@@ -911,6 +961,10 @@ fn pin_to_cpu(cpu: usize) -> Result<(), PinError> {
 /// cannot be had; a run that fails panics with what failed.
 pub fn run(inv: &Invocation, args: &[String]) -> Result<(), TargetsError> {
     let args = Args::parse(inv, args)?;
+    if args.help {
+        print!("{}", help(inv));
+        return Ok(());
+    }
     if let Some(cpu) = args.cpu {
         pin_to_cpu(cpu).map_err(|source| TargetsError::Pin { tool: inv.name.clone(), source })?;
     }

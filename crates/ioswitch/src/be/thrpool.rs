@@ -344,6 +344,12 @@ impl Drop for Thrpool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_help_text_of_threads_gives_its_default() {
+        let (_, meaning) = crate::opts::KEYS.iter().find(|(k, _)| *k == "threads").expect("threads is a key");
+        assert!(meaning.contains(&format!("(default {})", super::DEFAULT_THREADS)), "{meaning}");
+    }
+
     use super::*;
     use crate::be::testutil::{
         buf, busy_when_full_and_takes_more_after_a_wait, dirs, dropping_with_commands_in_flight_is_safe, in_each_dir,

@@ -1027,6 +1027,8 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("end_fsync", &[], Kind::Bool),
     ("fsync_on_close", &[], Kind::Bool),
     ("kb_base", &[], Kind::Value),
+    ("fadvise_hint", &[], Kind::Value),
+    ("unique_filename", &[], Kind::Bool),
     ("create_serialize", &[], Kind::Bool),
     ("io_size", &["io_limit"], Kind::Value),
     ("startdelay", &[], Kind::Value),
@@ -1214,10 +1216,7 @@ const NOT_RUN: &[(&[&str], &str)] = &[
         &["overwrite", "create_only", "create_fsync", "pre_read", "file_append", "unlink_each_loop"],
         "that file set-up variant is not implemented",
     ),
-    (
-        &["fadvise_hint", "sync_file_range", "write_hint", "nowait", "atomic"],
-        "that per-I/O or per-file hint is not issued",
-    ),
+    (&["sync_file_range", "write_hint", "nowait", "atomic"], "that per-I/O or per-file hint is not issued"),
     (&["stats"], "statistics are always collected"),
     (&["exitall_on_error"], "not implemented; exitall (supported) stops the other jobs when one ends"),
 ];
@@ -1887,6 +1886,21 @@ impl JobSpec {
                 if val.value("1024")? != "1024" {
                     return Err(val.bad("1024 (fio's default; kb_base=1000 is not supported)"));
                 }
+            }
+            // fio's posix_fadvise of each file at open (default 1: RANDOM or SEQUENTIAL by
+            // the workload) is not issued here: 0, fio's "no hint", is what runs.
+            "fadvise_hint" => {
+                if val.value("0")? != "0" {
+                    return Err(val.bad(
+                        "0 (no posix_fadvise hint, which is what ioswitch bench runs; fio's 1, sequential \
+                         and random are not issued)",
+                    ));
+                }
+            }
+            // fio prefixes the files it names with the client's address in client/server
+            // mode only, which ioswitch bench does not have: no effect either way.
+            "unique_filename" => {
+                val.flag()?;
             }
             "create_serialize" => b.create_serialize = val.flag()?,
             "io_size" => {
@@ -3385,6 +3399,20 @@ mod tests {
         }
         // A name fio does not have either stays a bare unknown option.
         assert_eq!(err("[j]\nfoo=1\n"), "job.fio:2: unknown option 'foo'");
+    }
+
+    #[test]
+    fn fadvise_hint_0_and_unique_filename_parse_other_hints_are_refused() {
+        one("[j]\nfadvise_hint=0\nunique_filename=0\n");
+        one("[j]\nunique_filename\n");
+        for v in ["1", "sequential", "random"] {
+            let e = err(&format!("[j]\nfadvise_hint={v}\n"));
+            assert!(
+                e.starts_with(&format!("job.fio:2: bad value '{v}' for option 'fadvise_hint': expected 0 (")),
+                "{e}"
+            );
+        }
+        assert!(err("[j]\nunique_filename=maybe\n").contains("unique_filename"));
     }
 
     #[test]

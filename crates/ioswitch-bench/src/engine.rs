@@ -1289,10 +1289,15 @@ impl<'a> Run<'a> {
                 fill_pattern(buf, p);
             }
         } else if self.job.behaviour.refill_buffers && self.job.verify == Verify::None {
-            // fio's refill_buffers: new random contents before every write.
-            for chunk in buf.chunks_mut(8) {
-                let r = self.refill.next().to_le_bytes();
-                chunk.copy_from_slice(&r[..chunk.len()]);
+            // fio's refill_buffers: new random contents before every write (zeros again
+            // under zero_buffers).
+            if self.job.behaviour.zero_buffers {
+                buf.fill(0);
+            } else {
+                for chunk in buf.chunks_mut(8) {
+                    let r = self.refill.next().to_le_bytes();
+                    chunk.copy_from_slice(&r[..chunk.len()]);
+                }
             }
         } else if self.job.behaviour.scramble_buffers
             && self.job.verify == Verify::None
@@ -1355,8 +1360,8 @@ fn file_state<'a>(
         && base.checked_add(region).is_none_or(|e| e > bytes || region == 0)
     {
         return Err(format!(
-            "job '{}': instance {instance} starts at offset {base} (offset_increment={}), and its {region} bytes do not fit '{}' of {bytes} bytes",
-            job.name, job.shapes.offset_increment, job.filename
+            "instance {instance} starts at offset {base} (offset_increment={}), and its {region} bytes do not fit '{}' of {bytes} bytes",
+            job.shapes.offset_increment, job.filename
         ));
     }
     // File 0 keeps the seeds a job with one file always had.
@@ -1367,7 +1372,7 @@ fn file_state<'a>(
             let map = !job.norandommap || job.behaviour.random_generator == RandomGenerator::Lfsr;
             let seed = job.seed ^ salt ^ (d as u64 * 0x77);
             let g = crate::shapes::ShapedOffsets::new(&job.shapes, d, job.bs[d], region, job.rw.is_random(), map, seed)
-                .map_err(|e| format!("job '{}': random_distribution: {e}", job.name))?;
+                .map_err(|e| format!("random_distribution: {e}"))?;
             *slot = Some(g);
         }
     }
@@ -1377,7 +1382,7 @@ fn file_state<'a>(
     }
     let fsync_file = if job.fsync > 0 && dev.ident().kind == ioswitch::DevKind::File && !uses_mapping(job, dev) {
         let f = std::fs::File::open(&job.filename)
-            .map_err(|e| format!("job '{}': cannot open '{}' for fsync=N: {e}", job.name, job.filename))?;
+            .map_err(|e| format!("cannot open '{}' for fsync=N: {e}", job.filename))?;
         Some(f)
     } else {
         None
@@ -1441,8 +1446,7 @@ pub fn run_job_slot(job: &Job, instance: u32, devs: &[&Device], progress: &Progr
         Some(m) if m.regions.len() == devs.len() => m.regions.clone(),
         Some(m) => {
             res.error = libc::EINVAL;
-            res.error_msg =
-                Some(format!("job '{}': {} files open for {} regions", job.name, devs.len(), m.regions.len()));
+            res.error_msg = Some(format!("{} files open for {} regions", devs.len(), m.regions.len()));
             return res;
         }
         None => vec![job.size; devs.len()],
@@ -1460,7 +1464,7 @@ pub fn run_job_slot(job: &Job, instance: u32, devs: &[&Device], progress: &Progr
     }
     if files.is_empty() {
         res.error = libc::EINVAL;
-        res.error_msg = Some(format!("job '{}': no file to run on", job.name));
+        res.error_msg = Some("no file to run on".to_string());
         return res;
     }
     let file_regions: Vec<u64> = files.iter().map(|f| f.region).collect();
@@ -1482,7 +1486,7 @@ pub fn run_job_slot(job: &Job, instance: u32, devs: &[&Device], progress: &Progr
     // numa_cpu_nodes, numa_mem_policy, prioclass/prio: after the pin, as fio.
     if let Err(msg) = job.behaviour.placement.apply() {
         res.error = libc::EINVAL;
-        res.error_msg = Some(format!("job '{}': {msg}", job.name));
+        res.error_msg = Some(msg);
         return res;
     }
     if let Some(d) = job.behaviour.startdelay {
@@ -1636,7 +1640,7 @@ pub fn run_job_slot(job: &Job, instance: u32, devs: &[&Device], progress: &Progr
                     }
                 }
                 Err(e) => {
-                    run.fail(libc::EINVAL, format!("job '{}': {e}", job.name));
+                    run.fail(libc::EINVAL, e.to_string());
                     break;
                 }
             }
@@ -1788,9 +1792,11 @@ fn alloc_buffers(run: &mut Run, n: u32) -> Option<Vec<Buffer>> {
         match run.dev.alloc(len) {
             Ok(mut b) => {
                 // fio fills write buffers with random data once (refill_buffers off),
-                // or with buffer_pattern repeated from the buffer's start.
+                // or with buffer_pattern repeated from the buffer's start, or with zeros
+                // (zero_buffers).
                 match j.shapes.buffer_pattern.as_deref() {
                     Some(p) => fill_pattern(&mut b, p),
+                    None if j.behaviour.zero_buffers => b.fill(0),
                     None => {
                         for chunk in b.chunks_mut(8) {
                             let r = rng.next().to_le_bytes();
@@ -3148,7 +3154,10 @@ mod run_tests {
         let r = std::thread::scope(|s| s.spawn(|| run(&j)).join().unwrap());
         assert_eq!(r.error, libc::EINVAL);
         let msg = r.error_msg.unwrap_or_default();
-        assert!(msg.starts_with("job 't': numa_cpu_nodes: read the CPUs of node 65000"), "{msg}");
+        // The job's name is put before the message where it is shown, once
+        // (`report::errors`: "job t: numa_cpu_nodes: ..."): the message does not carry it.
+        assert!(msg.starts_with("numa_cpu_nodes: read the CPUs of node 65000"), "{msg}");
+        assert!(!msg.contains("job"), "{msg}");
     }
 
     #[test]
@@ -3223,6 +3232,34 @@ mod run_tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn zero_buffers_writes_zeros_filled_once_or_refilled() {
+        let s = scratch("zero");
+        for refill in [false, true] {
+            let path = s.file(&format!("f{refill}"), 8192);
+            // Not zeros beforehand, so that the writes must have put the zeros there.
+            std::fs::write(&path, vec![0xAAu8; 8192]).unwrap();
+            let mut j = job(&path, "", Mode::Sync, Rw::Write, 1);
+            j.size = Some(8192);
+            j.behaviour.zero_buffers = true;
+            j.behaviour.refill_buffers = refill;
+            j.behaviour.scramble_buffers = false;
+            assert_eq!(run(&j).error, 0);
+            let data = std::fs::read(&path).unwrap();
+            assert!(data.iter().all(|&b| b == 0), "zero_buffers (refill_buffers={refill}) writes zeros");
+        }
+        // With scramble_buffers as well, the zeroed blocks carry the stamps (fio's order).
+        let path = s.file("scrambled", 8192);
+        let mut j = job(&path, "", Mode::Sync, Rw::Write, 1);
+        j.size = Some(8192);
+        j.behaviour.zero_buffers = true;
+        j.behaviour.scramble_buffers = true;
+        assert_eq!(run(&j).error, 0);
+        let data = std::fs::read(&path).unwrap();
+        let nonzero = data.iter().filter(|&&b| b != 0).count();
+        assert!(nonzero > 0 && nonzero <= 16 * 24, "{nonzero} stamped bytes, the rest zeros");
     }
 
     #[test]

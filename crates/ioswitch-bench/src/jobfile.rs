@@ -584,6 +584,11 @@ pub struct Behaviour {
     /// `scramble_buffers` (fio's default 1): when buffers are not refilled, each 512-byte
     /// piece of a write buffer gets its file offset and the submit time before each write.
     pub scramble_buffers: bool,
+    /// `zero_buffers`: write buffers hold zeros (filled once, and again before each write
+    /// under `refill_buffers`) instead of random data; `buffer_pattern` and the
+    /// compression/dedupe generators take precedence, as in fio. Set, it turns
+    /// `scramble_buffers` off unless that is set too (fio's `fixup_options`).
+    pub zero_buffers: bool,
     /// `exitall`: when this job ends, the jobs `exit_what` names stop.
     pub exitall: bool,
     /// `exit_what`: which jobs `exitall` stops.
@@ -681,6 +686,7 @@ impl Default for Behaviour {
             create_serialize: true,
             refill_buffers: false,
             scramble_buffers: true,
+            zero_buffers: false,
             exitall: false,
             exit_what: ExitWhat::default(),
             disable_slat: false,
@@ -1000,6 +1006,7 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("fill_device", &["fill_fs"], Kind::Bool),
     ("refill_buffers", &[], Kind::Bool),
     ("scramble_buffers", &[], Kind::Bool),
+    ("zero_buffers", &[], Kind::Bool),
     ("exitall", &[], Kind::Bool),
     ("exit_what", &[], Kind::Value),
     ("gtod_reduce", &[], Kind::Bool),
@@ -1020,6 +1027,8 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("end_fsync", &[], Kind::Bool),
     ("fsync_on_close", &[], Kind::Bool),
     ("kb_base", &[], Kind::Value),
+    ("fadvise_hint", &[], Kind::Value),
+    ("unique_filename", &[], Kind::Bool),
     ("create_serialize", &[], Kind::Bool),
     ("io_size", &["io_limit"], Kind::Value),
     ("startdelay", &[], Kind::Value),
@@ -1157,10 +1166,68 @@ fn is_engine_refusal(e: &JobError) -> bool {
     matches!(e, JobError::BadValue { name, .. } if lookup(name).is_some_and(|(c, _)| c == "ioengine"))
 }
 
+/// fio options that `ioswitch bench` does not run, with why and, where there is one, what
+/// to use instead: their refusal says so instead of a bare "unknown option".
+const NOT_RUN: &[(&[&str], &str)] = &[
+    (&["nice"], "the job's CPU priority is not set here; run `nice -n N ioswitch bench ...` instead"),
+    (
+        &["cgroup", "cgroup_weight", "cgroup_nodelete"],
+        "jobs are not put in cgroups; run ioswitch bench in one (e.g. `systemd-run --scope`) instead",
+    ),
+    (&["uid", "gid"], "jobs do not switch user; run ioswitch bench as that user instead"),
+    (
+        &["ioscheduler"],
+        "the device's scheduler is not changed; write /sys/block/DEV/queue/scheduler before the run instead",
+    ),
+    (
+        &["exec_prerun", "exec_postrun"],
+        "no commands are run around a job; run them before or after ioswitch bench instead",
+    ),
+    (&["cpumask"], "use cpus_allowed (supported) instead"),
+    (
+        &["mem", "iomem", "iomem_align", "mem_align", "hugepage-size"],
+        "I/O buffers come from the ioswitch device's allocator; their kind and alignment cannot be chosen",
+    ),
+    (&["lockmem"], "memory is not locked with mlock"),
+    (&["clocksource"], "times are always taken with clock_gettime (CLOCK_MONOTONIC)"),
+    (
+        &["significant_figures", "unit_base"],
+        "fio's normal output format is not reproduced; use --output-format=json for exact numbers",
+    ),
+    (
+        &[
+            "read_iolog",
+            "write_iolog",
+            "replay_no_stall",
+            "replay_redirect",
+            "replay_align",
+            "replay_scale",
+            "replay_time_scale",
+            "replay_skip",
+        ],
+        "I/O logs are not recorded or replayed",
+    ),
+    (
+        &["verify_only", "verify_state_save", "verify_state_load", "experimental_verify", "verify_async_cpus"],
+        "that part of fio's verify is not implemented",
+    ),
+    (&["trim_percentage", "trim_verify_zero", "trim_backlog", "trim_backlog_batch"], "trims are not issued"),
+    (
+        &["overwrite", "create_only", "create_fsync", "pre_read", "file_append", "unlink_each_loop"],
+        "that file set-up variant is not implemented",
+    ),
+    (&["sync_file_range", "write_hint", "nowait", "atomic"], "that per-I/O or per-file hint is not issued"),
+    (&["stats"], "statistics are always collected"),
+    (&["exitall_on_error"], "not implemented; exitall (supported) stops the other jobs when one ends"),
+];
+
 fn unknown_option(name: &str, loc: &Loc) -> JobError {
     let hint = match name {
         "output-format" | "output" | "section" => format!(" (a command-line option: --{name}=...)"),
-        _ => String::new(),
+        _ => match NOT_RUN.iter().find(|(names, _)| names.contains(&name)) {
+            Some((_, why)) => format!(": a fio option ioswitch bench does not run ({why})"),
+            None => String::new(),
+        },
     };
     JobError::UnknownOption { name: name.to_string(), loc: loc.clone(), hint }
 }
@@ -1701,6 +1768,7 @@ impl JobSpec {
             "fill_device" => b.fill_device = val.flag()?,
             "refill_buffers" => b.refill_buffers = val.flag()?,
             "scramble_buffers" => b.scramble_buffers = val.flag()?,
+            "zero_buffers" => b.zero_buffers = val.flag()?,
             "verify_dump" => b.verify_dump = val.flag()?,
             "exitall" => b.exitall = val.flag()?,
             "exit_what" => {
@@ -1818,6 +1886,21 @@ impl JobSpec {
                 if val.value("1024")? != "1024" {
                     return Err(val.bad("1024 (fio's default; kb_base=1000 is not supported)"));
                 }
+            }
+            // fio's posix_fadvise of each file at open (default 1: RANDOM or SEQUENTIAL by
+            // the workload) is not issued here: 0, fio's "no hint", is what runs.
+            "fadvise_hint" => {
+                if val.value("0")? != "0" {
+                    return Err(val.bad(
+                        "0 (no posix_fadvise hint, which is what ioswitch bench runs; fio's 1, sequential \
+                         and random are not issued)",
+                    ));
+                }
+            }
+            // fio prefixes the files it names with the client's address in client/server
+            // mode only, which ioswitch bench does not have: no effect either way.
+            "unique_filename" => {
+                val.flag()?;
             }
             "create_serialize" => b.create_serialize = val.flag()?,
             "io_size" => {
@@ -2499,6 +2582,11 @@ impl JobSpec {
         if !set("iodepth_low") || self.iodepth_low == 0 || self.iodepth_low > self.iodepth {
             self.iodepth_low = self.iodepth;
         }
+        // fio scrambles buffers by default, but not when asked for zeroed buffers, unless
+        // scramble_buffers was asked for too.
+        if self.behaviour.zero_buffers && !set("scramble_buffers") {
+            self.behaviour.scramble_buffers = false;
+        }
         self.check_shapes()?;
         Ok(())
     }
@@ -3102,7 +3190,11 @@ mod tests {
         assert_eq!(one("[j]\nverify=crc32c\n").shapes.verify_async, 0);
         assert!(err("[j]\nverify_async=x\n").starts_with("job.fio:2: bad value 'x' for option 'verify_async'"));
         assert!(err("[j]\nverify_async=8g\n").starts_with("job.fio:2: bad value '8g' for option 'verify_async'"));
-        assert_eq!(err("[j]\nverify_async_cpus=0\n"), "job.fio:2: unknown option 'verify_async_cpus'");
+        assert_eq!(
+            err("[j]\nverify_async_cpus=0\n"),
+            "job.fio:2: unknown option 'verify_async_cpus': a fio option ioswitch bench does not run \
+             (that part of fio's verify is not implemented)"
+        );
     }
 
     #[test]
@@ -3290,6 +3382,56 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("argument 3") && e.contains("IOSWITCH_TEST_JOBFILE_UNSET"), "{e}");
+    }
+
+    #[test]
+    fn fio_options_not_run_are_refused_saying_why() {
+        let e = err("[j]\nnice=5\n");
+        assert!(e.starts_with("job.fio:2: unknown option 'nice': a fio option ioswitch bench does not run"), "{e}");
+        assert!(e.contains("nice -n N ioswitch bench"), "{e}");
+        let e = JobReader::new().read_args(["--name=j", "--cpumask=1"]).unwrap_err().to_string();
+        assert!(e.contains("'cpumask'") && e.contains("cpus_allowed"), "{e}");
+        // Every name in the table is one this reader does not know (else the entry is stale).
+        for (names, _) in NOT_RUN {
+            for n in *names {
+                assert!(lookup(n).is_none(), "{n} is both run and listed as not run");
+            }
+        }
+        // A name fio does not have either stays a bare unknown option.
+        assert_eq!(err("[j]\nfoo=1\n"), "job.fio:2: unknown option 'foo'");
+    }
+
+    #[test]
+    fn fadvise_hint_0_and_unique_filename_parse_other_hints_are_refused() {
+        one("[j]\nfadvise_hint=0\nunique_filename=0\n");
+        one("[j]\nunique_filename\n");
+        for v in ["1", "sequential", "random"] {
+            let e = err(&format!("[j]\nfadvise_hint={v}\n"));
+            assert!(
+                e.starts_with(&format!("job.fio:2: bad value '{v}' for option 'fadvise_hint': expected 0 (")),
+                "{e}"
+            );
+        }
+        assert!(err("[j]\nunique_filename=maybe\n").contains("unique_filename"));
+    }
+
+    #[test]
+    fn zero_buffers_turns_scramble_off_unless_scramble_is_set() {
+        let b = one("[j]\n").behaviour;
+        assert!(!b.zero_buffers && b.scramble_buffers, "fio's defaults");
+        let b = one("[j]\nzero_buffers\n").behaviour;
+        assert!(b.zero_buffers && !b.scramble_buffers);
+        let b = one("[j]\nzero_buffers=0\n").behaviour;
+        assert!(!b.zero_buffers && b.scramble_buffers);
+        // Set explicitly, scramble_buffers stays on, in either order, and from a global.
+        for f in ["[j]\nzero_buffers\nscramble_buffers=1\n", "[global]\nscramble_buffers=1\n[j]\nzero_buffers\n"] {
+            let b = one(f).behaviour;
+            assert!(b.zero_buffers && b.scramble_buffers, "{f}");
+        }
+        let mut r = JobReader::new();
+        r.read_args(["--name=j", "--zero_buffers"]).unwrap();
+        assert!(r.finish().unwrap().jobs[0].behaviour.zero_buffers);
+        assert!(err("[j]\nzero_buffers=maybe\n").contains("zero_buffers"));
     }
 
     #[test]

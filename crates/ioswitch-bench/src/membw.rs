@@ -948,8 +948,9 @@ fn measure_with(opts: &MembwOpts, nt: Option<NtMethod>, say: &mut dyn FnMut(&str
     let max_threads = *opts.threads.iter().max().expect("not empty");
     if array_bytes < MIN_BYTES_PER_THREAD * max_threads as u64 {
         return Err(MembwError::Size(format!(
-            "{}: too small for {max_threads} threads (at least {} per thread)",
+            "{}: too small for {max_threads} thread{} (at least {} per thread)",
             fmt_bytes(array_bytes),
+            if max_threads == 1 { "" } else { "s" },
             fmt_bytes(MIN_BYTES_PER_THREAD)
         )));
     }
@@ -1180,7 +1181,11 @@ mod tests {
         let opts = MembwOpts { threads: vec![1], array_bytes: Some(1 << 20), reps: 0 };
         assert!(measure(&opts, &mut |_| {}).unwrap_err().to_string().starts_with("--reps"));
         let opts = MembwOpts { threads: vec![4], array_bytes: Some(8192), reps: 1 };
-        assert!(measure(&opts, &mut |_| {}).unwrap_err().to_string().starts_with("--size"));
+        let e = measure(&opts, &mut |_| {}).unwrap_err().to_string();
+        assert!(e.starts_with("--size") && e.contains("too small for 4 threads ("), "{e}");
+        let opts = MembwOpts { threads: vec![1], array_bytes: Some(1), reps: 1 };
+        let e = measure(&opts, &mut |_| {}).unwrap_err().to_string();
+        assert!(e.starts_with("--size") && e.contains("too small for 1 thread ("), "{e}");
     }
 
     #[test]

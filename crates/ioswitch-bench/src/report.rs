@@ -1292,17 +1292,49 @@ pub fn preamble(prepared: &[Prepared]) -> String {
     out
 }
 
-/// One line per failed job instance: `job NAME (instance N): what failed (errno E)`.
+/// One line per failed job instance: `job NAME (instance N): what failed (errno E)`;
+/// instances of a job that failed the same way (the same message and errno, e.g. 300
+/// threads the process's limit did not let start) share one line, which says how many
+/// and which: `job NAME (instances 16-63, 48 of 64): what failed (errno E)`.
 pub fn errors(report: &Report) -> Vec<String> {
     let mut out = Vec::new();
     for j in &report.jobs {
+        // (message, errno, instances), in the order of each reason's first instance.
+        let mut reasons: Vec<(&str, i32, Vec<u32>)> = Vec::new();
         for r in j.results.iter().filter(|r| r.error != 0) {
             let what = r.error_msg.as_deref().unwrap_or("failed");
-            let instance = if j.results.len() > 1 { format!(" (instance {})", r.instance) } else { String::new() };
-            out.push(format!("job {}{instance}: {what} (errno {})", j.spec.name, r.error));
+            match reasons.iter_mut().find(|(m, e, _)| *m == what && *e == r.error) {
+                Some((_, _, is)) => is.push(r.instance),
+                None => reasons.push((what, r.error, vec![r.instance])),
+            }
+        }
+        for (what, errno, instances) in reasons {
+            let which = match instances.len() {
+                _ if j.results.len() <= 1 => String::new(),
+                1 => format!(" (instance {})", instances[0]),
+                n => format!(" (instances {}, {n} of {})", ranges(&instances), j.results.len()),
+            };
+            out.push(format!("job {}{which}: {what} (errno {errno})", j.spec.name));
         }
     }
     out
+}
+
+/// Instance numbers as ranges: `[0, 1, 2, 5, 7, 8]` → `0-2, 5, 7-8`.
+fn ranges(ns: &[u32]) -> String {
+    let mut sorted = ns.to_vec();
+    sorted.sort_unstable();
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let mut k = i;
+        while k + 1 < sorted.len() && sorted[k + 1] == sorted[k] + 1 {
+            k += 1;
+        }
+        parts.push(if k == i { sorted[i].to_string() } else { format!("{}-{}", sorted[i], sorted[k]) });
+        i = k + 1;
+    }
+    parts.join(", ")
 }
 
 /// C's `ctime()` without the newline, in local time: `Sun Nov 22 13:56:38 2026`.
@@ -1795,5 +1827,41 @@ mod tests {
             [format!("job v: verify: bad block at offset 12288: crc32c mismatch (errno {})", libc::EILSEQ)]
         );
         assert!(text(&r).starts_with(&format!("v: (groupid=0, jobs=1): err={}", libc::EILSEQ)));
+        // Several instances: each line says which, and names the job once.
+        let mut r1 = result("v", 1, 10, 1, Mode::Sync);
+        r1.error = libc::EINVAL;
+        r1.error_msg = Some("no file to run on".into());
+        let mut ok = result("v", 0, 10, 1, Mode::Sync);
+        ok.error = 0;
+        let r = report(vec![job_run("v", 0, vec![ok, r1], Mode::Sync, false)]);
+        assert_eq!(errors(&r), [format!("job v (instance 1): no file to run on (errno {})", libc::EINVAL)]);
+    }
+
+    #[test]
+    fn instances_failed_the_same_way_share_one_line() {
+        // 8 instances: 0 runs, 1-3 and 6-7 cannot start their thread, 4 and 5 fail otherwise.
+        let start = "starting the job's thread: Resource temporarily unavailable";
+        let results = (0..8)
+            .map(|i| {
+                let mut r = result("t", i, 10, 1, Mode::Sync);
+                (r.error, r.error_msg) = match i {
+                    0 => (0, None),
+                    4 | 5 => (libc::EIO, Some(format!("read at offset {}: I/O error", i * 4096))),
+                    _ => (libc::EAGAIN, Some(start.into())),
+                };
+                r
+            })
+            .collect();
+        let r = report(vec![job_run("t", 0, results, Mode::Sync, false)]);
+        assert_eq!(
+            errors(&r),
+            [
+                format!("job t (instances 1-3, 6-7, 5 of 8): {start} (errno {})", libc::EAGAIN),
+                format!("job t (instance 4): read at offset 16384: I/O error (errno {})", libc::EIO),
+                format!("job t (instance 5): read at offset 20480: I/O error (errno {})", libc::EIO),
+            ]
+        );
+        assert_eq!(ranges(&[5, 0, 1, 2, 7, 8]), "0-2, 5, 7-8");
+        assert_eq!(ranges(&[3]), "3");
     }
 }

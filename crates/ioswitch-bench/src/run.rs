@@ -975,7 +975,12 @@ fn run_phase(phase: Vec<Prepared>, phase_no: u32, opts: &RunOpts, ended: bool) -
                         Err(e) => JobResult {
                             instance: i as u32,
                             error: e.raw_os_error().unwrap_or(libc::EAGAIN),
-                            error_msg: Some(format!("starting the job's thread: {e}")),
+                            // The errno follows the message on its line: not "(os error N)" too.
+                            error_msg: Some(format!(
+                                "starting the job's thread: {}",
+                                e.to_string()
+                                    .trim_end_matches(&format!(" (os error {})", e.raw_os_error().unwrap_or(0)))
+                            )),
                             ..JobResult::default()
                         },
                     })

@@ -75,7 +75,13 @@ fn an_unsupported_option_is_reported_at_its_line() {
     let file = job_file("bad-option.fio");
     let err = JobSet::from_args([&file]).unwrap_err();
     assert!(matches!(err, JobError::UnknownOption { .. }));
-    assert_eq!(err.to_string(), format!("{file}:7: unknown option 'ioscheduler'"));
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{file}:7: unknown option 'ioscheduler': a fio option ioswitch bench does not run (the device's \
+             scheduler is not changed; write /sys/block/DEV/queue/scheduler before the run instead)"
+        )
+    );
 }
 
 #[test]

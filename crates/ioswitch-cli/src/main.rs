@@ -184,11 +184,23 @@ struct TransferArgs {
     /// Largest command, in bytes [default: the smaller of 1MiB and the device's max transfer].
     #[arg(long, value_name = "BYTES", value_parser = parse_nonzero_size, allow_negative_numbers = true)]
     chunk: Option<u64>,
+    /// Show a progress line on stderr even when stderr is no terminal (on a terminal it is
+    /// shown anyway).
+    #[arg(long, overrides_with = "no_progress")]
+    progress: bool,
+    /// No progress line.
+    #[arg(long, overrides_with = "progress")]
+    no_progress: bool,
 }
 
 impl TransferArgs {
     fn transfer(&self) -> Transfer {
-        Transfer { sync: self.sync, depth: self.depth, chunk: self.chunk }
+        let progress = match (self.progress, self.no_progress) {
+            (true, _) => read_write::Progress::Always,
+            (_, true) => read_write::Progress::Never,
+            _ => read_write::Progress::Auto,
+        };
+        Transfer { sync: self.sync, depth: self.depth, chunk: self.chunk, progress }
     }
 }
 

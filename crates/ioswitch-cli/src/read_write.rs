@@ -10,10 +10,12 @@
 use crate::fail::{Failure, Outcome};
 use crate::output::{self, human, human_exact, Format};
 use ioswitch::{Buffer, Cmd, Completion, DevKind, Device, Error, Geometry, Opts, Queue, Rejected};
+use ioswitch_bench::run::human_bytes;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Read, Write};
+use std::time::{Duration, Instant};
 
 /// Largest command the CLI issues unless `--chunk` says otherwise (the device's max
 /// transfer caps it further): big enough to keep any device busy at depth 8, small enough
@@ -50,6 +52,100 @@ pub struct Transfer {
     pub depth: u32,
     /// Largest command in bytes; `None`: the smaller of 1 MiB and the max transfer.
     pub chunk: Option<u64>,
+    /// Whether a progress line is shown on stderr.
+    pub progress: Progress,
+}
+
+/// When `read` and `write` show a progress line on stderr (as `ioswitch bench` shows its
+/// status line): on a terminal, always (`--progress`), or never (`--no-progress`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Progress {
+    /// When stderr is a terminal.
+    Auto,
+    /// Always.
+    Always,
+    /// Never.
+    Never,
+}
+
+impl Progress {
+    fn shown(self) -> bool {
+        use std::io::IsTerminal;
+        match self {
+            Progress::Auto => io::stderr().is_terminal(),
+            Progress::Always => true,
+            Progress::Never => false,
+        }
+    }
+}
+
+/// How often the progress line is redrawn.
+const PROGRESS_EVERY: Duration = Duration::from_millis(500);
+
+/// A [`Side`] that counts the bytes of the completed commands and redraws one progress
+/// line on `out` (`\r`, erase line): at the first completion, then at most every
+/// `every`; erased when dropped, so the summary or an error starts on a clean line.
+struct Meter<'a, W: Write> {
+    inner: &'a mut dyn Side,
+    out: W,
+    op: &'static str,
+    total: u64,
+    moved: u64,
+    t0: Instant,
+    every: Duration,
+    last: Option<Instant>,
+}
+
+impl<'a, W: Write> Meter<'a, W> {
+    fn new(inner: &'a mut dyn Side, out: W, op: &'static str, total: u64, every: Duration) -> Self {
+        Meter { inner, out, op, total, moved: 0, t0: Instant::now(), every, last: None }
+    }
+
+    /// `write: 25.0% done, 1MiB of 4MiB [8.0MiB/s] [eta 00m:01s]`.
+    fn line(&self, elapsed: Duration) -> String {
+        let frac = if self.total == 0 { 1.0 } else { self.moved as f64 / self.total as f64 };
+        let rate = self.moved as f64 / elapsed.as_secs_f64().max(1e-9);
+        let eta = if rate > 0.0 { (self.total - self.moved.min(self.total)) as f64 / rate } else { 0.0 };
+        format!(
+            "{}: {:.1}% done, {} of {} [{}/s] [eta {:02}m:{:02}s]",
+            self.op,
+            frac * 100.0,
+            human_bytes(self.moved as f64),
+            human_bytes(self.total as f64),
+            human_bytes(rate),
+            (eta as u64) / 60,
+            (eta as u64) % 60
+        )
+    }
+}
+
+impl<W: Write> Side for Meter<'_, W> {
+    fn fill(&mut self, i: u64, buf: &mut [u8]) -> Outcome {
+        self.inner.fill(i, buf)
+    }
+
+    fn done(&mut self, i: u64, len: usize, buf: Buffer, free: &mut Vec<Buffer>) -> Outcome {
+        self.inner.done(i, len, buf, free)?;
+        self.moved += len as u64;
+        let now = Instant::now();
+        if self.last.is_none_or(|l| now.duration_since(l) >= self.every) {
+            self.last = Some(now);
+            let line = self.line(now.duration_since(self.t0));
+            // A progress line that cannot be written is no reason to stop the transfer.
+            let _ = write!(self.out, "\r\x1b[K{line}");
+            let _ = self.out.flush();
+        }
+        Ok(())
+    }
+}
+
+impl<W: Write> Drop for Meter<'_, W> {
+    fn drop(&mut self) {
+        if self.last.is_some() {
+            let _ = write!(self.out, "\r\x1b[K");
+            let _ = self.out.flush();
+        }
+    }
 }
 
 /// What a plan needs to know of the device.
@@ -347,6 +443,14 @@ impl Summary {
 
 /// Runs the plan on the interface `t` asks for and returns the summary.
 fn execute(dev: &Device, plan: &Plan, t: &Transfer, side: &mut dyn Side) -> Outcome<Summary> {
+    let op = if plan.write { "write" } else { "read" };
+    let mut meter;
+    let side: &mut dyn Side = if t.progress.shown() {
+        meter = Meter::new(side, io::stderr(), op, plan.total, PROGRESS_EVERY);
+        &mut meter
+    } else {
+        side
+    };
     let ifaces = dev.interfaces();
     let no_iface =
         |role: &str| Failure::new(format!("{} is a {}: it has no {role} interface", dev.uri(), dev.ident().kind));
@@ -578,6 +682,52 @@ mod tests {
         let none = geometry(512, 0, 0);
         let e = plan(&none, Start::Offset(0), 512, None).unwrap_err().to_string();
         assert!(e.contains("no data geometry"), "{e}");
+    }
+
+    /// A side that only hands buffers back.
+    struct Sink;
+    impl Side for Sink {
+        fn fill(&mut self, _i: u64, _buf: &mut [u8]) -> Outcome {
+            Ok(())
+        }
+        fn done(&mut self, _i: u64, _len: usize, buf: Buffer, free: &mut Vec<Buffer>) -> Outcome {
+            free.push(buf);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_progress_line_counts_completed_bytes_and_is_erased_at_the_end() {
+        let mut out = Vec::new();
+        let mut inner = Sink;
+        let mut free = Vec::new();
+        {
+            // Redrawn at every completion (no interval): 1 MiB of 4 MiB, then 4 of 4.
+            let mut m = Meter::new(&mut inner, &mut out, "write", 4 << 20, Duration::ZERO);
+            m.done(0, 1 << 20, Buffer::from_slice(&[0; 8], 8).unwrap(), &mut free).unwrap();
+            m.done(1, 3 << 20, Buffer::from_slice(&[0; 8], 8).unwrap(), &mut free).unwrap();
+            assert_eq!(m.moved, 4 << 20);
+        }
+        assert_eq!(free.len(), 2, "the inner side got the buffers");
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.split("\r\x1b[K").filter(|l| !l.is_empty()).collect();
+        assert_eq!(lines.len(), 2, "{text:?}");
+        assert!(lines[0].starts_with("write: 25.0% done, 1.0MiB of 4.0MiB ["), "{text:?}");
+        assert!(lines[1].starts_with("write: 100.0% done, 4.0MiB of 4.0MiB [") && lines[1].ends_with("[eta 00m:00s]"));
+        assert!(text.ends_with("\r\x1b[K"), "erased when done: {text:?}");
+
+        // With a long interval only the first completion draws; nothing drawn, nothing erased.
+        let mut out = Vec::new();
+        {
+            let mut m = Meter::new(&mut inner, &mut out, "read", 8192, Duration::from_secs(3600));
+            for i in 0..2 {
+                m.done(i, 4096, Buffer::from_slice(&[0; 8], 8).unwrap(), &mut free).unwrap();
+            }
+        }
+        assert_eq!(String::from_utf8(out).unwrap().matches("read: ").count(), 1);
+        let mut out = Vec::new();
+        drop(Meter::new(&mut inner, &mut out, "read", 8192, Duration::ZERO));
+        assert!(out.is_empty(), "no completion, no line");
     }
 
     #[test]

@@ -945,6 +945,11 @@ fn a_job_thread_that_cannot_start_fails_its_instance_and_the_run_without_a_panic
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(!err.contains("panicked"), "{err}");
     assert!(err.contains("starting the job's thread: Resource temporarily unavailable"), "{err}");
+    // The instances that could not start share one line, which counts them.
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains("starting the job's thread")).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].starts_with("ioswitch: error: job j (instances ") && lines[0].contains(" of 64): "), "{err}");
+    assert!(lines[0].ends_with("Resource temporarily unavailable (errno 11)"), "{err}");
 }
 
 #[test]

@@ -143,6 +143,35 @@ fn write_then_read_back_through_files_by_offset_and_by_lba() {
 }
 
 #[test]
+fn read_and_write_show_progress_with_the_flag_only() {
+    let s = scratch("progress");
+    let dev = s.file("disk.img", 1 << 20);
+    let src = s.path("data");
+    fs::write(&src, pattern::bytes(3, 256 << 10)).unwrap();
+    let w = |extra: &[&str]| {
+        let mut args = vec!["write", dev.as_str(), "--opts", "async=emu", "--offset", "0", "--data", src.as_str()];
+        args.extend_from_slice(extra);
+        stderr(&ok(&args, None))
+    };
+    // stderr is a pipe here: no line unless asked for; the last flag wins.
+    for extra in [&[][..], &["--no-progress"], &["--progress", "--no-progress"]] {
+        let e = w(extra);
+        assert!(!e.contains("\x1b[K") && !e.contains("% done"), "{extra:?}: {e:?}");
+    }
+    for extra in [&["--progress"][..], &["--no-progress", "--progress"]] {
+        let e = w(extra);
+        assert!(e.contains("\r\x1b[Kwrite: ") && e.contains("% done, "), "{extra:?}: {e:?}");
+        // Erased before the summary, which stays on its own line.
+        assert!(e.contains("\r\x1b[Kioswitch: wrote 256KiB"), "{extra:?}: {e:?}");
+    }
+    let back = s.path("back");
+    let args = ["read", &dev, "--opts", "async=emu", "--offset", "0", "--length", "256k", "--out", &back, "--progress"];
+    let e = stderr(&ok(&args, None));
+    assert!(e.contains("\r\x1b[Kread: ") && e.contains("of 256.0KiB ["), "{e:?}");
+    assert_eq!(fs::read(&back).unwrap(), fs::read(&src).unwrap());
+}
+
+#[test]
 fn stdin_and_stdout_carry_the_data_and_nothing_else() {
     let s = scratch("pipes");
     let dev = s.file("disk.img", 1 << 20);

@@ -108,3 +108,42 @@ fn dedupe_and_compression_shares_are_fios() {
         }
     }
 }
+
+#[test]
+fn zero_buffers_leaves_the_same_file_as_fio() {
+    let t = "zero_buffers_leaves_the_same_file_as_fio";
+    let s = fio_scratch!(t, "fio-zero");
+    // zero_buffers turns fio's default scramble_buffers off: every block written is zeros,
+    // filled once or (refill_buffers) before every write. (Not a job that also reads: fio
+    // writes back what its reads left in the buffers, which ours does not.)
+    for (rw, refill) in [("write", "0"), ("write", "1"), ("randwrite", "0"), ("randwrite", "1")] {
+        let mut files = Vec::new();
+        for program in [FIO, env!("CARGO_BIN_EXE_ioswitch")] {
+            let data = s.path(&format!("{}-{rw}-{refill}", who(program)));
+            // Not zeros beforehand, so that the jobs' writes must have put the zeros there.
+            std::fs::write(&data, vec![0xA5u8; 64 << 10]).unwrap();
+            let args = [
+                "--name=z",
+                &format!("--filename={data}"),
+                "--size=64k",
+                "--bs=4k",
+                &format!("--rw={rw}"),
+                "--zero_buffers",
+                &format!("--refill_buffers={refill}"),
+                "--output-format=json",
+            ];
+            success(program, &args, None);
+            files.push(std::fs::read(&data).expect("the job's file"));
+        }
+        let (fio, ours) = (&files[0], &files[1]);
+        assert_eq!(fio.len(), ours.len(), "{rw} refill={refill}: file sizes");
+        let zeros = |d: &[u8]| d.iter().filter(|&&b| b == 0).count();
+        assert!(
+            fio == ours,
+            "{rw} refill={refill}: the files differ (first at byte {:?}; zeros: fio {}, ours {})",
+            fio.iter().zip(ours).position(|(a, b)| a != b),
+            zeros(fio),
+            zeros(ours)
+        );
+    }
+}

@@ -46,7 +46,7 @@ fuzz_target!(|data: &[u8]| {
                 check_as_command_line(raw, spec);
             }
         }
-        Err(JobError::NoJobs { read }) => assert_eq!(read, "the command line"),
+        Err(JobError::NoJobs { read, .. }) => assert_eq!(read, "the command line"),
         Err(e) => {
             let msg = e.to_string();
             let (loc, option) = error_place(&e);

@@ -40,8 +40,10 @@ fuzz_target!(|data: &[u8]| {
         Err(e) => {
             let msg = e.to_string();
             assert!(msg.contains(NAME), "error without the file name: {msg}");
-            if let JobError::NoJobs { read } = &e {
+            if let JobError::NoJobs { read, selected, .. } = &e {
                 assert_eq!(read, NAME);
+                // No --section was given: the file set only global options.
+                assert!(selected.is_empty(), "a --section nobody gave: {e:?}");
                 return;
             }
             let (loc, option) = error_place(&e);

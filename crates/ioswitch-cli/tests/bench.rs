@@ -8,7 +8,7 @@
 
 use ioswitch_testkit::dirs::Scratch;
 use ioswitch_testkit::tools::{plain, success, FIO};
-use ioswitch_testkit::{fio_scratch, lock, pattern, text};
+use ioswitch_testkit::{fio_scratch, pattern, serial, text};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fs;
@@ -16,13 +16,6 @@ use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::sync::{Mutex, MutexGuard};
-
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    lock(&ONE_AT_A_TIME)
-}
 
 /// A scratch directory for one test, removed when the test ends.
 fn scratch(test: &str) -> Scratch {

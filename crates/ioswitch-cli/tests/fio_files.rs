@@ -7,15 +7,8 @@
 
 use ioswitch_testkit::dirs::Scratch;
 use ioswitch_testkit::tools::strace_args;
-use ioswitch_testkit::{fio_scratch, have, lock, text};
+use ioswitch_testkit::{fio_scratch, have, serial, text};
 use std::process::{Command, Output, Stdio};
-use std::sync::{Mutex, MutexGuard};
-
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    lock(&ONE_AT_A_TIME)
-}
 
 fn scratch(test: &str) -> Scratch {
     Scratch::new(env!("CARGO_TARGET_TMPDIR"), &format!("files-{test}"))

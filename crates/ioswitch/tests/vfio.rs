@@ -382,9 +382,7 @@ fn dma_buffers_over_one_hugepage_carry_data_in_both_modes() {
     let dev = conv(&addr);
     let lba = dev.geometry().lba_size as u64;
     let slba = 60_000;
-    let mut w = dev.alloc(4096).unwrap();
-    pattern::fill(&mut w, slba * lba, 5);
-    dev.pass(&Cmd::write(1, slba, (4096 / lba) as u32), std::slice::from_mut(&mut w)).unwrap();
+    write_pattern(&dev, slba, 4096, 5);
     // A whole hugepage: its last page carries data.
     let mut h = dev.alloc(2 << 20).unwrap();
     read_into_page_of(&dev, &mut h, (2 << 20) - 4096, slba, 5);
@@ -395,9 +393,7 @@ fn dma_buffers_over_one_hugepage_carry_data_in_both_modes() {
     read_into_page_of(&dev, &mut b, 3 << 20, slba, 5);
     let len = (4u64 << 20).min(dev.geometry().max_transfer);
     let (slba, nlb) = (1 << 17, (len / lba) as u32);
-    let mut w = dev.alloc(len as usize).unwrap();
-    pattern::fill(&mut w, slba * lba, 13);
-    dev.pass(&Cmd::write(1, slba, nlb), std::slice::from_mut(&mut w)).unwrap();
+    write_pattern(&dev, slba, len, 13);
     let mut r = dev.alloc(len as usize).unwrap();
     dev.pass(&Cmd::read(1, slba, nlb), std::slice::from_mut(&mut r)).unwrap();
     pattern::compare(&r, &pattern::at(slba * lba, len, 13), slba * lba, Some(13), "one buffer over 2 MiB").unwrap();

@@ -623,12 +623,7 @@ fn the_libpmem_engine_runs_pmem_synchronously_and_says_when_pmem_force_is_on() {
 #[test]
 fn pmem_populate_is_reported_and_moves_the_jobs_faults_to_open() {
     let _one = serial();
-    if !std::path::Path::new("/dev/shm").is_dir() {
-        eprintln!("skipped: /dev/shm does not exist");
-        return;
-    }
-    let f = format!("/dev/shm/ioswitch-bench-populate-{}.img", std::process::id());
-    let _ = fs::remove_file(&f);
+    let Some(f) = shm_image("populate") else { return };
     fs::write(&f, vec![0u8; 32 << 20]).unwrap();
     let job = |o: &str| -> Value {
         let out = Command::new(env!("CARGO_BIN_EXE_ioswitch"))

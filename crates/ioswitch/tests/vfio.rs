@@ -172,12 +172,7 @@ fn vectored_buffers_meet_on_page_boundaries() {
     let mut w = vec![dev.alloc(4096).unwrap(), dev.alloc(8192).unwrap(), dev.alloc(1024).unwrap()];
     let len: u64 = w.iter().map(|b| b.len() as u64).sum();
     let want = pattern::at(slba * lba, len, 3);
-    let mut off = 0;
-    for b in w.iter_mut() {
-        let n = b.len();
-        b.copy_from_slice(&want[off..off + n]);
-        off += n;
-    }
+    fill_pieces(&mut w, slba * lba, 3);
     dev.pass(&Cmd::write(1, slba, (len / lba) as u32), &mut w).unwrap();
     let mut r = dev.alloc(len as usize).unwrap();
     dev.pass(&Cmd::read(1, slba, (len / lba) as u32), std::slice::from_mut(&mut r)).unwrap();

@@ -40,7 +40,27 @@ check() {
     printf -- '---- took %d.%03d s\n' $((ms / 1000)) $((ms % 1000))
 }
 
-# ---- The guest checks of the two driver stages. They use the caller's $cli (the CLI),
+# ---- The two driver stages (vfio-driver-tests.sh, uio-driver-tests.sh).
+
+# driver_bins: on the host, in $root: builds the CLI and sets exe and conf to the vfio and
+# conformance test binaries (test_bin), which the guest side is given.
+driver_bins() {
+    cd "$root"
+    cargo build -p ioswitch-cli
+    exe=$(test_bin vfio)
+    conf=$(test_bin conformance)
+}
+
+# guest_start: in the guest, sets what the checks below use besides $addr, $dma and the
+# namespaces (guest_controller): cli (the CLI built in $root), out (a new scratch
+# directory) and fails (no failed check yet).
+guest_start() {
+    cli=$root/target/debug/ioswitch
+    out=$(mktemp -d)
+    fails=()
+}
+
+# The guest checks of the two driver stages. They use the caller's $cli (the CLI),
 # $addr (the controller's PCI address), $out (a scratch directory), $ns1 (nsid 1's block
 # device while the kernel owns the controller), `fails` (see check) and $dma (the
 # driver's DMA mode as its --opts name it: uio, or empty for vfio's default).

@@ -26,6 +26,8 @@ set -euo pipefail
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd -- "$here/../.." && pwd)
 addr=0000:00:05.0
+# shellcheck source=tests/vm/driver-lib.sh
+source "$here/driver-lib.sh"
 
 if [[ ${1:-} == --guest ]]; then
     # ------------------------------------------------------------ inside the guest
@@ -33,12 +35,8 @@ if [[ ${1:-} == --guest ]]; then
     conf=$3
     shift 3
     [[ ${1:-} == -- ]] && shift
-    cli=$root/target/debug/ioswitch
-    out=$(mktemp -d)
-    fails=()
+    guest_start
     dma=uio
-    # shellcheck source=tests/vm/driver-lib.sh
-    source "$here/driver-lib.sh"
     # vfio-pci too: its bind must be refused for the missing IOMMU, not a missing module.
     for m in uio_pci_generic vfio-pci vfio_iommu_type1; do modprobe -d "$IOSWITCH_VM_MODROOT" "$m"; done
     echo "guest: modules loaded at $(date +%T)"
@@ -82,10 +80,5 @@ if [[ ${1:-} == --guest ]]; then
 fi
 
 # ---------------------------------------------------------------- on the host
-cd "$root"
-cargo build -p ioswitch-cli
-# shellcheck source=tests/vm/driver-lib.sh
-source "$here/driver-lib.sh"
-exe=$(test_bin vfio)
-conf=$(test_bin conformance)
+driver_bins
 exec "$here/run.sh" --pci --timing --timeout "${IOSWITCH_VM_TIMEOUT:-600}" -- "$here/uio-driver-tests.sh" --guest "$exe" "$conf" "$@"

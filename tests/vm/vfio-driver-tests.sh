@@ -29,6 +29,8 @@ set -euo pipefail
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd -- "$here/../.." && pwd)
 addr=0000:00:05.0
+# shellcheck source=tests/vm/driver-lib.sh
+source "$here/driver-lib.sh"
 
 if [[ ${1:-} == --guest ]]; then
     # ------------------------------------------------------------ inside the guest
@@ -37,12 +39,8 @@ if [[ ${1:-} == --guest ]]; then
     front=$4
     shift 4
     [[ ${1:-} == -- ]] && shift
-    cli=$root/target/debug/ioswitch
-    out=$(mktemp -d)
-    fails=()
+    guest_start
     dma=
-    # shellcheck source=tests/vm/driver-lib.sh
-    source "$here/driver-lib.sh"
     for m in vfio-pci vfio_iommu_type1; do modprobe -d "$IOSWITCH_VM_MODROOT" "$m"; done
     guest_controller
     nvme id-ctrl "/dev/$ctrl" -o json >"$out/kernel-id-ctrl.json"
@@ -119,12 +117,7 @@ sys.exit(0 if j[\"error\"] == 0 and j[\"write\"][\"io_bytes\"] == 8 << 20 and j[
 fi
 
 # ---------------------------------------------------------------- on the host
-cd "$root"
-cargo build -p ioswitch-cli
-# shellcheck source=tests/vm/driver-lib.sh
-source "$here/driver-lib.sh"
-exe=$(test_bin vfio)
-conf=$(test_bin conformance)
+driver_bins
 # The front ends, on the debug library: the C examples, the Python module (the cdylib
 # beside the package's Python files, as maturin lays it out) and the fio engine.
 front=$root/target/vfio-front

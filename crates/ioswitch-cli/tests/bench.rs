@@ -8,7 +8,7 @@
 
 use ioswitch_testkit::dirs::Scratch;
 use ioswitch_testkit::tools::{plain, success, FIO};
-use ioswitch_testkit::{fio_scratch, lock, pattern, text};
+use ioswitch_testkit::{fio_scratch, pattern, serial, text};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fs;
@@ -16,13 +16,6 @@ use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::sync::{Mutex, MutexGuard};
-
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    lock(&ONE_AT_A_TIME)
-}
 
 /// A scratch directory for one test, removed when the test ends.
 fn scratch(test: &str) -> Scratch {
@@ -630,12 +623,7 @@ fn the_libpmem_engine_runs_pmem_synchronously_and_says_when_pmem_force_is_on() {
 #[test]
 fn pmem_populate_is_reported_and_moves_the_jobs_faults_to_open() {
     let _one = serial();
-    if !std::path::Path::new("/dev/shm").is_dir() {
-        eprintln!("skipped: /dev/shm does not exist");
-        return;
-    }
-    let f = format!("/dev/shm/ioswitch-bench-populate-{}.img", std::process::id());
-    let _ = fs::remove_file(&f);
+    let Some(f) = shm_image("populate") else { return };
     fs::write(&f, vec![0u8; 32 << 20]).unwrap();
     let job = |o: &str| -> Value {
         let out = Command::new(env!("CARGO_BIN_EXE_ioswitch"))
@@ -719,6 +707,28 @@ fn the_copy_ceiling_is_measured_once_per_run_for_all_its_pmem_jobs() {
     assert!(ceilings[0] > 0.0 && ceilings.iter().all(|&c| c == ceilings[0]), "{ceilings:?}");
 }
 
+/// `ioswitch bench membw` with the two read shapes over `file` (`--shape read,randread
+/// --bs 64k --file FILE --reps 2`), `more` and `--output-format json`, which must succeed:
+/// its JSON report.
+fn membw_read_shapes(file: &str, more: &[&str]) -> Value {
+    let mut args = vec!["membw", "--shape", "read,randread", "--bs", "64k", "--file", file, "--reps", "2"];
+    args.extend_from_slice(more);
+    args.extend(["--output-format", "json"]);
+    let o = bench(&args);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("membw {args:?}: not JSON ({e}):\n{}", text(&o.stdout)))
+}
+
+/// Each of `cases` (the arguments after `membw`, and what the refusal says) is refused
+/// with exit status 1 ([`refused`]).
+fn membw_refuses(cases: &[(Vec<&str>, &str)]) {
+    for (args, want) in cases {
+        let mut all = vec!["membw"];
+        all.extend(args.iter().copied());
+        refused(&all, 1, &[want]);
+    }
+}
+
 #[test]
 fn membw_prints_every_kernel_and_names_bad_input() {
     let _one = serial();
@@ -767,21 +777,7 @@ fn membw_shape_measures_the_jobs_shape_over_its_file_and_names_bad_input() {
     let f = data_file(&s, "region", 1 << 20);
     let before = fs::read(&f).unwrap();
     // Read shapes map the file read-only and leave it as it was.
-    let o = bench(&[
-        "membw",
-        "--shape",
-        "read,randread",
-        "--bs",
-        "64k",
-        "--file",
-        &f,
-        "--reps",
-        "2",
-        "--output-format",
-        "json",
-    ]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let v: Value = serde_json::from_slice(&o.stdout).expect("membw --shape JSON parses");
+    let v = membw_read_shapes(&f, &[]);
     assert_eq!(v["region_bytes"], 1 << 20, "the file's length by default: {v:#}");
     assert_eq!(v["pieces_per_rep"], 16);
     assert!(v["region"].as_str().unwrap().contains("read-only"), "{v:#}");
@@ -810,7 +806,7 @@ fn membw_shape_measures_the_jobs_shape_over_its_file_and_names_bad_input() {
     assert_ne!(after[..512 << 10], before[..512 << 10], "the write shape did not store into the file");
     assert_eq!(after[512 << 10..], before[512 << 10..], "the write shape stored beyond --size");
 
-    for (args, want) in [
+    membw_refuses(&[
         (vec!["--shape", "read"], "--shape needs --bs"),
         (vec!["--shape", "copy", "--bs", "4k"], "\"copy\" is not a shape"),
         (vec!["--bs", "4k"], "--bs applies to --shape only"),
@@ -820,11 +816,7 @@ fn membw_shape_measures_the_jobs_shape_over_its_file_and_names_bad_input() {
         (vec!["--shape", "write", "--bs", "100", "--size", "1m"], "multiple of 64"),
         (vec!["--shape", "read", "--bs", "2m", "--file", &f], "smaller than one piece"),
         (vec!["--shape", "read", "--bs", "4k", "--file", &f, "--size", "2m"], "shorter than the region"),
-    ] {
-        let mut all = vec!["membw"];
-        all.extend(args.iter().copied());
-        refused(&all, 1, &[want]);
-    }
+    ]);
     let o = bench(&["membw", "--help"]);
     assert!(text(&o.stdout).contains("--shape") && text(&o.stdout).contains("ONE reused"), "{}", text(&o.stdout));
 }
@@ -834,25 +826,7 @@ fn membw_shape_runtime_gives_a_same_duration_mean_beside_the_best_and_names_bad_
     let _one = serial();
     let s = scratch("membw-shape-timed");
     let f = data_file(&s, "region", 1 << 20);
-    let o = bench(&[
-        "membw",
-        "--shape",
-        "read,randread",
-        "--bs",
-        "64k",
-        "--file",
-        &f,
-        "--reps",
-        "2",
-        "--runtime",
-        "100ms",
-        "--ramp",
-        "50ms",
-        "--output-format",
-        "json",
-    ]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let v: Value = serde_json::from_slice(&o.stdout).expect("membw --shape --runtime JSON parses");
+    let v = membw_read_shapes(&f, &["--runtime", "100ms", "--ramp", "50ms"]);
     assert_eq!(v["timed_ramp_runtime_s"], serde_json::json!([0.05, 0.1]), "{v:#}");
     for k in v["shapes"].as_array().unwrap() {
         let best = k["best_bps"].as_f64().unwrap();
@@ -871,7 +845,7 @@ fn membw_shape_runtime_gives_a_same_duration_mean_beside_the_best_and_names_bad_
     assert!(out.contains("same-duration mean (as a time-based job: 0 ms ramp, then 50 ms"), "{out}");
     assert_eq!(out.lines().filter(|l| l.starts_with("read ")).count(), 2, "{out}");
 
-    for (args, want) in [
+    membw_refuses(&[
         (vec!["--runtime", "1s"], "--runtime applies to --shape only"),
         (vec!["--ramp", "1s"], "--ramp applies to --shape only"),
         (vec!["--shape", "read", "--bs", "4k", "--ramp", "500ms"], "--ramp needs --runtime"),
@@ -879,13 +853,7 @@ fn membw_shape_runtime_gives_a_same_duration_mean_beside_the_best_and_names_bad_
         (vec!["--shape", "read", "--bs", "4k", "--runtime", "1.5s"], "--runtime \"1.5s\": not a time"),
         (vec!["--shape", "read", "--bs", "4k", "--runtime", "2h"], "longer than 3600 s"),
         (vec!["--shape", "read", "--bs", "4k", "--runtime", "1s", "--ramp", "later"], "--ramp \"later\": not a time"),
-    ] {
-        let mut all = vec!["membw"];
-        all.extend(args.iter().copied());
-        let o = bench(&all);
-        assert_eq!(o.status.code(), Some(1), "{all:?}: {}", text(&o.stderr));
-        assert!(text(&o.stderr).contains(want), "{all:?}: want {want:?} in {}", text(&o.stderr));
-    }
+    ]);
     let o = bench(&["membw", "--help"]);
     assert!(
         text(&o.stdout).contains("--runtime") && text(&o.stdout).contains("same-duration mean"),

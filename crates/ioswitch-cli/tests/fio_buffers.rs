@@ -4,8 +4,26 @@
 //!
 //! Needs fio (skips with the reason when it is missing; `./scripts/test` installs it).
 
+use ioswitch_testkit::dirs::Scratch;
 use ioswitch_testkit::fio_scratch;
 use ioswitch_testkit::tools::{success, who, FIO};
+
+/// Runs the job `--name=NAME --filename=FILE --size=64k --bs=4k OPTS --output-format=json`
+/// under fio and under ours, which must succeed, each on a file of its own in `s`
+/// (`fio-TAG`, `ours-TAG`; holding `before` first where given): the files they leave,
+/// fio's first.
+fn files_left(s: &Scratch, name: &str, tag: &str, before: Option<&[u8]>, opts: &[String]) -> [Vec<u8>; 2] {
+    [FIO, env!("CARGO_BIN_EXE_ioswitch")].map(|program| {
+        let data = s.path(&format!("{}-{tag}", who(program)));
+        if let Some(b) = before {
+            std::fs::write(&data, b).unwrap();
+        }
+        let job = [format!("--name={name}"), format!("--filename={data}"), "--size=64k".into(), "--bs=4k".into()];
+        let args = [&job, opts, &["--output-format=json".into()]].concat();
+        success(program, &args, None);
+        std::fs::read(&data).expect("the job's file")
+    })
+}
 
 #[test]
 fn buffer_pattern_leaves_the_same_file_as_fio() {
@@ -23,22 +41,8 @@ fn buffer_pattern_leaves_the_same_file_as_fio() {
         ("\"ab\"0x0a", "readwrite"),
         (from_file.as_str(), "write"),
     ] {
-        let mut files = Vec::new();
-        for program in [FIO, env!("CARGO_BIN_EXE_ioswitch")] {
-            let data = s.path(&format!("{}-{rw}-{}", who(program), pattern.len()));
-            let args = [
-                "--name=p",
-                &format!("--filename={data}"),
-                "--size=64k",
-                "--bs=4k",
-                &format!("--rw={rw}"),
-                &format!("--buffer_pattern={pattern}"),
-                "--output-format=json",
-            ];
-            success(program, &args, None);
-            files.push(std::fs::read(&data).expect("the job's file"));
-        }
-        let (fio, ours) = (&files[0], &files[1]);
+        let opts = [format!("--rw={rw}"), format!("--buffer_pattern={pattern}")];
+        let [fio, ours] = &files_left(&s, "p", &format!("{rw}-{}", pattern.len()), None, &opts);
         assert_eq!(fio.len(), ours.len(), "{pattern} {rw}: file sizes");
         // A job that reads has its file laid out first: fio writes it with the
         // write buffers' contents, the pattern too.
@@ -117,25 +121,10 @@ fn zero_buffers_leaves_the_same_file_as_fio() {
     // filled once or (refill_buffers) before every write. (Not a job that also reads: fio
     // writes back what its reads left in the buffers, which ours does not.)
     for (rw, refill) in [("write", "0"), ("write", "1"), ("randwrite", "0"), ("randwrite", "1")] {
-        let mut files = Vec::new();
-        for program in [FIO, env!("CARGO_BIN_EXE_ioswitch")] {
-            let data = s.path(&format!("{}-{rw}-{refill}", who(program)));
-            // Not zeros beforehand, so that the jobs' writes must have put the zeros there.
-            std::fs::write(&data, vec![0xA5u8; 64 << 10]).unwrap();
-            let args = [
-                "--name=z",
-                &format!("--filename={data}"),
-                "--size=64k",
-                "--bs=4k",
-                &format!("--rw={rw}"),
-                "--zero_buffers",
-                &format!("--refill_buffers={refill}"),
-                "--output-format=json",
-            ];
-            success(program, &args, None);
-            files.push(std::fs::read(&data).expect("the job's file"));
-        }
-        let (fio, ours) = (&files[0], &files[1]);
+        // Not zeros beforehand, so that the jobs' writes must have put the zeros there.
+        let before = vec![0xA5u8; 64 << 10];
+        let opts = [format!("--rw={rw}"), "--zero_buffers".into(), format!("--refill_buffers={refill}")];
+        let [fio, ours] = &files_left(&s, "z", &format!("{rw}-{refill}"), Some(&before), &opts);
         assert_eq!(fio.len(), ours.len(), "{rw} refill={refill}: file sizes");
         let zeros = |d: &[u8]| d.iter().filter(|&&b| b == 0).count();
         assert!(

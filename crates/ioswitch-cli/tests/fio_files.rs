@@ -6,29 +6,11 @@
 //! `./scripts/test` installs fio).
 
 use ioswitch_testkit::dirs::Scratch;
-use ioswitch_testkit::tools::strace_args;
-use ioswitch_testkit::{fio_scratch, have, lock, text};
-use std::process::{Command, Output, Stdio};
-use std::sync::{Mutex, MutexGuard};
-
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    lock(&ONE_AT_A_TIME)
-}
+use ioswitch_testkit::tools::{plain_success, strace_args};
+use ioswitch_testkit::{fio_scratch, have, serial, text};
 
 fn scratch(test: &str) -> Scratch {
     Scratch::new(env!("CARGO_TARGET_TMPDIR"), &format!("files-{test}"))
-}
-
-fn run(program: &str, args: &[String]) -> Output {
-    let o = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
-    assert!(o.status.success(), "{program} {args:?} failed ({}):\n{}{}", o.status, text(&o.stdout), text(&o.stderr));
-    o
 }
 
 /// The job's arguments as fio takes them, and as `ioswitch bench` takes them.
@@ -44,7 +26,7 @@ fn both_args(args: &[&str]) -> [(String, Vec<String>); 2] {
 /// strace's log.
 fn count_calls(s: &Scratch, program: &str, args: &[String], calls: &[&str]) -> Vec<usize> {
     let log = s.path("strace.log");
-    run("strace", &strace_args(&log, &calls.join(","), &[], program, args));
+    plain_success("strace", &strace_args(&log, &calls.join(","), &[], program, args), None);
     let body = std::fs::read_to_string(&log).unwrap_or_else(|e| panic!("{log}: {e}"));
     calls
         .iter()
@@ -177,7 +159,11 @@ fn several_files_per_job_get_the_same_blocks_as_with_fio() {
             job.extend(opts.iter().map(|o| o.to_string()));
             let job: Vec<&str> = job.iter().map(String::as_str).collect();
             let [(fio, fio_args), (ours, our_args)] = both_args(&job);
-            let o = if tool == "fio" { run(&fio, &fio_args) } else { run(&ours, &our_args) };
+            let o = if tool == "fio" {
+                plain_success(&fio, &fio_args, None)
+            } else {
+                plain_success(&ours, &our_args, None)
+            };
             bytes.push(written_bytes(&o.stdout));
             maps.push(written_blocks(std::path::Path::new(&dir)));
         }
@@ -225,7 +211,7 @@ fn distributed_file_choices_spread_ios_over_the_files_as_fio_does() {
         for (p, a) in both_args(&job) {
             // strace -y names each pread's file (laying the files out writes, no pread).
             let log = s.path("strace.log");
-            run("strace", &strace_args(&log, "pread64", &["-y"], &p, &a));
+            plain_success("strace", &strace_args(&log, "pread64", &["-y"], &p, &a), None);
             let body = std::fs::read_to_string(&log).unwrap_or_else(|e| panic!("{log}: {e}"));
             let per: Vec<usize> =
                 (0..files).map(|f| body.lines().filter(|l| l.contains(&format!("/j.0.{f}>"))).count()).collect();
@@ -262,7 +248,7 @@ fn a_file_is_laid_out_for_every_clone_of_an_offset_increment_job_as_fio_does() {
     {
         let data = s.path(&format!("d{who}"));
         args.push(format!("--filename={data}"));
-        run(&program, &args);
+        plain_success(&program, &args, None);
         sizes.push(std::fs::metadata(&data).expect("the job's file").len());
     }
     assert_eq!(sizes[0], (120 << 10) + (3 << 20), "fio's file: the last clone's region's end");
@@ -300,7 +286,7 @@ fn filename_format_names_the_files_as_fio_does() {
             std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{dir}: {e}"));
             args.push(format!("--directory={dir}"));
             args.push(format!("--filename_format={format}"));
-            run(&program, &args);
+            plain_success(&program, &args, None);
             made.push(names_in(&dir));
         }
         assert_eq!(made[0], *want, "fio's names for filename_format={format}");

@@ -7,19 +7,12 @@
 
 use ioswitch_testkit::dirs::Scratch;
 use ioswitch_testkit::tools::strace_args;
-use ioswitch_testkit::{fio_scratch, lock, text};
+use ioswitch_testkit::{fio_scratch, serial, text};
 use std::collections::BTreeMap;
 use std::process::{Command, Output, Stdio};
-use std::sync::{Mutex, MutexGuard};
-
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// The engines the tests run, each with the system call that makes its writes.
 const ENGINES: [(&str, &str); 2] = [("psync", "pwrite64"), ("libaio", "io_submit")];
-
-fn serial() -> MutexGuard<'static, ()> {
-    lock(&ONE_AT_A_TIME)
-}
 
 /// Runs `program ARGS` under a time limit. fio 3.33's offload can deadlock (the job
 /// thread and every worker waiting on a futex, SIGTERM ignored; seen on loaded machines,

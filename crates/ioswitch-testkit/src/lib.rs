@@ -11,6 +11,7 @@
 //! - [`tools`]: one job run under fio and under `ioswitch bench`, for the tests that
 //!   compare them;
 //! - [`lock`]: a mutex lock that ignores poisoning, for tests that serialise themselves;
+//!   [`serial`]: the one such lock of a test binary's tests that run one at a time;
 //! - [`skip`]: a test that cannot run says why (in the guest it fails instead);
 //! - [`have`]: whether a program the test needs runs here (else it skips, saying why);
 //! - [`text`]: a command's output bytes as text;
@@ -32,6 +33,13 @@ use std::sync::{Mutex, MutexGuard};
 /// tests serialise on it, or record what they saw).
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The lock of the tests of one test binary that must run one at a time (those that time
+/// their runs, or trace every process): each holds it for its whole run ([`lock`]).
+pub fn serial() -> MutexGuard<'static, ()> {
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    lock(&ONE_AT_A_TIME)
 }
 
 /// Says why test `test` does not run, past libtest's capture; in the guest

@@ -94,7 +94,15 @@ fn finish(cmd: &mut Command, program: &str) -> Output {
 /// As [`output`], and asserts that the job succeeded (else the message names the program,
 /// its arguments and exit status, and holds its standard output and error).
 pub fn success<S: AsRef<OsStr> + Debug>(program: &str, args: &[S], dir: Option<&Path>) -> Output {
-    let o = output(program, args, dir);
+    succeeded(output(program, args, dir), program, args)
+}
+
+/// As [`plain`], and asserts that the program succeeded (the message as [`success`]'s).
+pub fn plain_success<S: AsRef<OsStr> + Debug>(program: &str, args: &[S], dir: Option<&Path>) -> Output {
+    succeeded(plain(program, args, dir), program, args)
+}
+
+fn succeeded<S: Debug>(o: Output, program: &str, args: &[S]) -> Output {
     assert!(
         o.status.success(),
         "{program} {args:?} failed ({}):\n{}{}",
@@ -131,6 +139,8 @@ mod tests {
         let o = success("echo", &["--name=j"], None);
         assert_eq!(crate::text(&o.stdout), "bench --no-progress --name=j\n");
         let o = plain("echo", &["--name=j"], Some(Path::new("/")));
+        assert_eq!(crate::text(&o.stdout), "--name=j\n");
+        let o = plain_success("echo", &["--name=j"], None);
         assert_eq!(crate::text(&o.stdout), "--name=j\n");
     }
 

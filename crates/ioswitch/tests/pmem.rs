@@ -148,17 +148,25 @@ fn load_store(dev: &Device) {
     assert!(dev.pmem_range(0, 0).is_err());
 }
 
-#[test]
-fn pmem_forced_on_shm_agrees_with_psync_and_lends_ranges() {
+/// A file of `len` zero bytes in /dev/shm (named by `tag`, removed on drop) on which
+/// `pmem_opts` agrees with psync ([`pmem_and_psync_agree`]), and the device `pmem_opts`
+/// opens on it; `None`, the test skipped (saying so), where /dev/shm does not exist.
+fn on_shm(tag: &str, len: u64, pmem_opts: &str) -> Option<(Temp, Device)> {
     let dir = Path::new("/dev/shm");
     if !dir.is_dir() {
         eprintln!("skipped: /dev/shm does not exist");
-        return;
+        return None;
     }
-    let t = temp(dir, "shm");
-    std::fs::write(&t.0, vec![0u8; 1 << 20]).unwrap();
-    pmem_and_psync_agree(&t.0, "sync=pmem,pmem_force=1");
-    let dev = Device::open(t.0.to_str().unwrap(), &opts("sync=pmem,pmem_force=1")).unwrap();
+    let t = temp(dir, tag);
+    std::fs::write(&t.0, vec![0u8; len as usize]).unwrap();
+    pmem_and_psync_agree(&t.0, pmem_opts);
+    let dev = Device::open(t.0.to_str().unwrap(), &opts(pmem_opts)).unwrap();
+    Some((t, dev))
+}
+
+#[test]
+fn pmem_forced_on_shm_agrees_with_psync_and_lends_ranges() {
+    let Some((t, dev)) = on_shm("shm", 1 << 20, "sync=pmem,pmem_force=1") else { return };
     let info = dev.pmem().unwrap();
     assert!(info.forced);
     assert_eq!(info.mode, "forced");
@@ -175,16 +183,8 @@ fn pmem_forced_on_shm_agrees_with_psync_and_lends_ranges() {
 
 #[test]
 fn pmem_populate_on_shm_reads_back_and_takes_the_faults_at_open() {
-    let dir = Path::new("/dev/shm");
-    if !dir.is_dir() {
-        eprintln!("skipped: /dev/shm does not exist");
-        return;
-    }
-    let t = temp(dir, "populate");
     const BYTES: u64 = 16 << 20;
-    std::fs::write(&t.0, vec![0u8; BYTES as usize]).unwrap();
-    pmem_and_psync_agree(&t.0, "sync=pmem,pmem_force=1,pmem_populate=1");
-    let dev = Device::open(t.0.to_str().unwrap(), &opts("sync=pmem,pmem_force=1,pmem_populate=1")).unwrap();
+    let Some((t, dev)) = on_shm("populate", BYTES, "sync=pmem,pmem_force=1,pmem_populate=1") else { return };
     assert!(dev.pmem().unwrap().populate);
     load_store(&dev);
     drop(dev);

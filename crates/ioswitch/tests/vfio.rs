@@ -11,7 +11,7 @@
 //! `--test-threads=1` (each test opens and closes the device).
 
 use ioswitch::spec::zns::{ZoneAction, ZoneReport, ZoneState};
-use ioswitch::{Buffer, Cmd, Data, Device, Error, Opts};
+use ioswitch::{Buffer, Cmd, Data, Device, Error, Opts, Queue};
 use ioswitch_testkit::pattern;
 use std::collections::HashMap;
 
@@ -79,6 +79,28 @@ fn compare_pieces(bufs: &[Buffer], pos: u64, seed: u64, what: &str) {
     }
 }
 
+/// Writes the `len` bytes from LBA `slba` of nsid 1 with the pattern of `seed`
+/// ([`fill_pieces`]), through the synchronous path.
+fn write_pattern(dev: &Device, slba: u64, len: u64, seed: u64) {
+    let lba = dev.geometry().lba_size as u64;
+    let mut w = pieces(dev, len);
+    fill_pieces(&mut w, slba * lba, seed);
+    dev.pass(&Cmd::write(1, slba, (len / lba) as u32), &mut w).unwrap();
+}
+
+/// Reads the `len` bytes from LBA `slba` of nsid 1 through `q` as command `tag`: it
+/// completes, with its tag and no error, holding the pattern of `seed` (`what` names the
+/// read).
+fn queued_read_holds(dev: &Device, q: &mut Queue, slba: u64, len: u64, tag: u64, seed: u64, what: &str) {
+    let lba = dev.geometry().lba_size as u64;
+    q.submit(&Cmd::read(1, slba, (len / lba) as u32), Data::Vec(pieces(dev, len)), tag).unwrap();
+    let mut got = None;
+    q.wait(1, |c| got = Some(c)).unwrap();
+    let c = got.expect("one completion");
+    assert_eq!((c.tag, c.status.raw), (tag, 0), "{c:?}");
+    compare_pieces(c.data.bufs(), slba * lba, seed, what);
+}
+
 #[test]
 fn data_written_reads_back_through_sync_and_async_at_every_prp_shape() {
     let Some(addr) = pci() else { return };
@@ -89,19 +111,12 @@ fn data_written_reads_back_through_sync_and_async_at_every_prp_shape() {
     for (i, len) in [lba, 8192, 64 << 10, max].into_iter().enumerate() {
         let slba = 4096 * i as u64;
         let nlb = (len / lba) as u32;
-        let mut w = pieces(&dev, len);
-        fill_pieces(&mut w, slba * lba, 7);
-        dev.pass(&Cmd::write(1, slba, nlb), &mut w).unwrap();
+        write_pattern(&dev, slba, len, 7);
         let mut r = pieces(&dev, len);
         dev.pass(&Cmd::read(1, slba, nlb), &mut r).unwrap();
         compare_pieces(&r, slba * lba, 7, "sync read");
         let mut q = dev.queue(4).unwrap();
-        q.submit(&Cmd::read(1, slba, nlb), Data::Vec(pieces(&dev, len)), 9).unwrap();
-        let mut got = None;
-        q.wait(1, |c| got = Some(c)).unwrap();
-        let c = got.expect("one completion");
-        assert_eq!((c.tag, c.status.raw), (9, 0), "{c:?}");
-        compare_pieces(c.data.bufs(), slba * lba, 7, "async read");
+        queued_read_holds(&dev, &mut q, slba, len, 9, 7, "async read");
     }
 }
 
@@ -127,16 +142,9 @@ fn transfers_past_one_prp_list_page_chain_lists_up_to_mdts_and_longer_ones_are_r
     let slba = 1 << 16;
     let nlb = (max / lba) as u32;
     // (Under dma=uio one buffer over two hugepages at their own physical addresses.)
-    let mut w = pieces(&dev, max);
-    fill_pieces(&mut w, slba * lba, 11);
-    dev.pass(&Cmd::write(1, slba, nlb), &mut w).unwrap();
+    write_pattern(&dev, slba, max, 11);
     let mut q = dev.queue(2).unwrap();
-    q.submit(&Cmd::read(1, slba, nlb), Data::Vec(pieces(&dev, max)), 1).unwrap();
-    let mut got = None;
-    q.wait(1, |c| got = Some(c)).unwrap();
-    let c = got.expect("one completion");
-    assert_eq!((c.tag, c.status.raw), (1, 0), "{c:?}");
-    compare_pieces(c.data.bufs(), slba * lba, 11, "chained-list read");
+    queued_read_holds(&dev, &mut q, slba, max, 1, 11, "chained-list read");
     // Past 2 MiB from 512 bytes into a page: 1024 pages, PRP1's offset shifts every entry.
     let len = max - 4096;
     let mut space = dev.alloc((len + 4096) as usize).unwrap();
@@ -164,12 +172,7 @@ fn vectored_buffers_meet_on_page_boundaries() {
     let mut w = vec![dev.alloc(4096).unwrap(), dev.alloc(8192).unwrap(), dev.alloc(1024).unwrap()];
     let len: u64 = w.iter().map(|b| b.len() as u64).sum();
     let want = pattern::at(slba * lba, len, 3);
-    let mut off = 0;
-    for b in w.iter_mut() {
-        let n = b.len();
-        b.copy_from_slice(&want[off..off + n]);
-        off += n;
-    }
+    fill_pieces(&mut w, slba * lba, 3);
     dev.pass(&Cmd::write(1, slba, (len / lba) as u32), &mut w).unwrap();
     let mut r = dev.alloc(len as usize).unwrap();
     dev.pass(&Cmd::read(1, slba, (len / lba) as u32), std::slice::from_mut(&mut r)).unwrap();
@@ -374,9 +377,7 @@ fn dma_buffers_over_one_hugepage_carry_data_in_both_modes() {
     let dev = conv(&addr);
     let lba = dev.geometry().lba_size as u64;
     let slba = 60_000;
-    let mut w = dev.alloc(4096).unwrap();
-    pattern::fill(&mut w, slba * lba, 5);
-    dev.pass(&Cmd::write(1, slba, (4096 / lba) as u32), std::slice::from_mut(&mut w)).unwrap();
+    write_pattern(&dev, slba, 4096, 5);
     // A whole hugepage: its last page carries data.
     let mut h = dev.alloc(2 << 20).unwrap();
     read_into_page_of(&dev, &mut h, (2 << 20) - 4096, slba, 5);
@@ -387,9 +388,7 @@ fn dma_buffers_over_one_hugepage_carry_data_in_both_modes() {
     read_into_page_of(&dev, &mut b, 3 << 20, slba, 5);
     let len = (4u64 << 20).min(dev.geometry().max_transfer);
     let (slba, nlb) = (1 << 17, (len / lba) as u32);
-    let mut w = dev.alloc(len as usize).unwrap();
-    pattern::fill(&mut w, slba * lba, 13);
-    dev.pass(&Cmd::write(1, slba, nlb), std::slice::from_mut(&mut w)).unwrap();
+    write_pattern(&dev, slba, len, 13);
     let mut r = dev.alloc(len as usize).unwrap();
     dev.pass(&Cmd::read(1, slba, nlb), std::slice::from_mut(&mut r)).unwrap();
     pattern::compare(&r, &pattern::at(slba * lba, len, 13), slba * lba, Some(13), "one buffer over 2 MiB").unwrap();

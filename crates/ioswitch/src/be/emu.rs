@@ -55,12 +55,8 @@ impl AsyncQueue for Emu {
     fn reap(&mut self, _min: u32, max: u32, f: &mut impl CompletionSink) -> Result<u32, Error> {
         let Some(sync) = self.dev.sync() else {
             // Device::open refuses emu without a sync interface; keep the queue safe anyway.
-            return Err(Error::Queue {
-                dev: self.dev.uri.clone(),
-                iface: "emu",
-                what: "running a command",
-                source: std::io::Error::other("the device has no sync interface"),
-            });
+            let source = std::io::Error::other("the device has no sync interface");
+            return Err(Error::Queue { dev: self.dev.uri.clone(), iface: "emu", what: "running a command", source });
         };
         let mut n = 0;
         while n < max {

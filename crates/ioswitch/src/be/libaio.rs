@@ -68,12 +68,9 @@ fn setup_failure(errno: i32) -> String {
 /// io_destroy, done once per process when it succeeds.
 pub(crate) fn probe(dev: &Inner) -> Result<(), Error> {
     static WORKS: OnceLock<()> = OnceLock::new();
-    if WORKS.get().is_some() {
-        return Ok(());
-    }
-    crate::sys::aio::probe().map_err(|errno| dev.unsupported(IFACE, &setup_failure(errno)))?;
-    let _ = WORKS.set(());
-    Ok(())
+    super::probe_once(&WORKS, || {
+        crate::sys::aio::probe().map_err(|errno| dev.unsupported(IFACE, &setup_failure(errno)))
+    })
 }
 
 /// Creates a queue of `depth` slots.
@@ -98,28 +95,23 @@ impl Libaio {
     }
 
     fn new(dev: &Arc<Inner>, depth: u32) -> Result<Libaio, Error> {
-        let fd = dev.raw_fd();
-        if fd < 0 {
-            return Err(dev.unsupported(IFACE, "the device has no file descriptor"));
-        }
-        let aio = Aio::new(fd as u32, depth).map_err(|errno| Error::Queue {
-            dev: dev.uri.clone(),
-            iface: IFACE,
-            what: match errno {
+        let fd = super::need_fd(dev, IFACE)?;
+        let aio = Aio::new(fd as u32, depth).map_err(|errno| {
+            let what = match errno {
                 libc::EAGAIN => {
                     "io_setup: the system-wide AIO event limit (/proc/sys/fs/aio-max-nr) is reached; \
                      raise it, or use fewer or shallower queues"
                 }
                 _ => "io_setup",
-            },
-            source: io::Error::from_raw_os_error(errno),
+            };
+            super::queue_errno(dev, IFACE, what, errno)
         })?;
         let ready = VecDeque::with_capacity((depth as usize).next_power_of_two());
         Ok(Libaio { aio, dev: dev.clone(), ready, syscalls: 0 })
     }
 
     fn bad_command(&self, cmd: &Cmd, why: &str) -> Error {
-        Error::BadCommand { dev: self.dev.uri.clone(), iface: IFACE, what: cmd.describe(), why: why.into() }
+        super::bad_command(&self.dev, IFACE, cmd, why)
     }
 
     fn busy(&self, data: Data) -> (Error, Data) {
@@ -151,12 +143,10 @@ impl Libaio {
 
     /// Runs a command with no AIO opcode through the sync interface, now.
     fn run_inline(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
-        let Some(sync) = self.dev.sync() else {
-            let e = self.bad_command(cmd, "it has no AIO opcode and the device has no sync interface to run it");
-            return Err((e, data));
-        };
-        self.syscalls += sync.syscalls_per_cmd();
-        self.ready.push_back(exec_to_completion(sync, io, cmd, data, tag));
+        let why = "it has no AIO opcode and the device has no sync interface to run it";
+        let (c, syscalls) = super::run_inline(&self.dev, IFACE, why, io, cmd, data, tag)?;
+        self.syscalls += syscalls;
+        self.ready.push_back(c);
         Ok(())
     }
 
@@ -200,13 +190,7 @@ impl Libaio {
     /// Hands out the completions waiting in `ready`, at most `max`.
     #[inline(never)]
     fn hand_out_ready(&mut self, max: u32, f: &mut impl CompletionSink) -> u32 {
-        let mut n = 0u32;
-        while n < max {
-            let Some(c) = self.ready.pop_front() else { break };
-            f.put(c);
-            n += 1;
-        }
-        n
+        super::hand_out(&mut self.ready, max, f)
     }
 
     /// Hands out harvested events, at most `max`; returns how many.
@@ -263,12 +247,7 @@ impl Libaio {
     #[cold]
     #[inline(never)]
     fn getevents_failed(&self, errno: i32) -> Error {
-        Error::Queue {
-            dev: self.dev.uri.clone(),
-            iface: IFACE,
-            what: "io_getevents",
-            source: io::Error::from_raw_os_error(errno),
-        }
+        super::queue_errno(&self.dev, IFACE, "io_getevents", errno)
     }
 }
 

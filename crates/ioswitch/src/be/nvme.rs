@@ -55,7 +55,7 @@ pub(crate) const SYNC: Descriptor = Descriptor::new(
         _ => Some("NVMe ioctls need an NVMe device (/dev/nvmeXnY or /dev/ngXnY)"),
     },
     Build::Sync(|dev| {
-        check(dev, "sync=nvme")?;
+        super::need_fd(dev, "sync=nvme")?;
         Ok(Box::new(Nvme::new(dev)))
     }),
 )
@@ -72,7 +72,7 @@ pub(crate) const ADMIN: Descriptor = Descriptor::new(
         _ => Some("NVMe admin commands need an NVMe device"),
     },
     Build::Admin(|dev| {
-        check(dev, "admin=nvme")?;
+        super::need_fd(dev, "admin=nvme")?;
         Ok(Box::new(Nvme::new(dev)))
     }),
 )
@@ -270,19 +270,6 @@ impl super::AdminIo for Nvme {
     }
 }
 
-/// Checks, at open, what the sync and admin interfaces need: a descriptor.
-pub(crate) fn check(dev: &Inner, iface: &str) -> Result<(), Error> {
-    if dev.raw_fd() < 0 {
-        return Err(dev.unsupported(iface, "the device has no file descriptor"));
-    }
-    Ok(())
-}
-
-/// The namespace id of a namespace device (`NVME_IOCTL_ID`).
-pub(crate) fn ioctl_nsid(fd: RawFd) -> io::Result<u32> {
-    nvme::ioctl_id(fd)
-}
-
 /// Runs an Identify into a fresh page-aligned page (as every passthrough buffer: see
 /// `be::check_passthru_bufs`).
 fn identify(fd: RawFd, cns: u8, nsid: u32, csi: u8) -> Result<Buffer, Status> {
@@ -314,7 +301,7 @@ pub(crate) struct Fd(pub(crate) RawFd);
 
 impl Ask for Fd {
     fn nsid(&self) -> io::Result<u32> {
-        ioctl_nsid(self.0)
+        nvme::ioctl_id(self.0)
     }
     fn identify(&self, cns: u8, nsid: u32, csi: u8) -> Result<Buffer, Status> {
         identify(self.0, cns, nsid, csi)

@@ -33,7 +33,7 @@
 //! - trim, write zeroes and dataset management, which run inline through the device's
 //!   sync interface: what that interface says one command costs.
 
-use super::{exec_to_completion, AsyncQueue, Io, Op, MAX_SEGMENTS};
+use super::{hand_out, AsyncQueue, Io, Op, MAX_SEGMENTS};
 use super::{Build, Descriptor, Role};
 use crate::buf::Data;
 use crate::cmd::Cmd;
@@ -43,7 +43,6 @@ use crate::queue::{Completion, CompletionSink};
 use crate::spec::{errno_to_status, Status};
 use crate::sys::posix_aio::{Cbs, Finished, Seg, Started};
 use std::collections::VecDeque;
-use std::io;
 use std::sync::{Arc, OnceLock};
 
 /// `async=posix`: POSIX aio (aio_read/aio_write/aio_fsync).
@@ -62,12 +61,7 @@ const IFACE: &str = "async=posix";
 /// /dev/null (which starts a glibc helper thread), done once per process when it works.
 pub(crate) fn probe(dev: &Inner) -> Result<(), Error> {
     static WORKS: OnceLock<()> = OnceLock::new();
-    if WORKS.get().is_some() {
-        return Ok(());
-    }
-    crate::sys::posix_aio::probe().map_err(|why| dev.unsupported(IFACE, &why))?;
-    let _ = WORKS.set(());
-    Ok(())
+    super::probe_once(&WORKS, || crate::sys::posix_aio::probe().map_err(|why| dev.unsupported(IFACE, &why)))
 }
 
 /// Creates a queue of `depth` slots.
@@ -139,10 +133,7 @@ pub(crate) struct PosixAio {
 
 impl PosixAio {
     fn new(dev: &Arc<Inner>, depth: u32) -> Result<PosixAio, Error> {
-        let fd = dev.raw_fd();
-        if fd < 0 {
-            return Err(dev.unsupported(IFACE, "the device has no file descriptor"));
-        }
+        let fd = super::need_fd(dev, IFACE)?;
         let n = depth as usize;
         let pool = n + MAX_SEGMENTS;
         Ok(PosixAio {
@@ -156,10 +147,6 @@ impl PosixAio {
             ready: VecDeque::with_capacity(n),
             syscalls: 0,
         })
-    }
-
-    fn bad_command(&self, cmd: &Cmd, why: &str) -> Error {
-        Error::BadCommand { dev: self.dev.uri.clone(), iface: IFACE, what: cmd.describe(), why: why.into() }
     }
 
     /// Starts the next segment of slot `s`; false when no control block is free.
@@ -280,14 +267,6 @@ impl PosixAio {
         self.syscalls += 1;
         self.cbs.suspend()
     }
-
-    fn hand_out(&mut self, n: &mut u32, max: u32, f: &mut impl CompletionSink) {
-        while *n < max {
-            let Some(c) = self.ready.pop_front() else { break };
-            f.put(c);
-            *n += 1;
-        }
-    }
 }
 
 impl AsyncQueue for PosixAio {
@@ -295,18 +274,15 @@ impl AsyncQueue for PosixAio {
         match io.op {
             Op::Read | Op::Write | Op::Flush => {}
             Op::Trim | Op::WriteZeroes | Op::Dsm { .. } => {
-                let Some(sync) = self.dev.sync() else {
-                    let e = self.bad_command(cmd, "it has no POSIX aio call and the device has no sync interface");
-                    return Err((e, data));
-                };
-                self.syscalls += sync.syscalls_per_cmd();
-                self.ready.push_back(exec_to_completion(sync, io, cmd, data, tag));
+                let why = "it has no POSIX aio call and the device has no sync interface";
+                let (c, syscalls) = super::run_inline(&self.dev, IFACE, why, io, cmd, data, tag)?;
+                self.syscalls += syscalls;
+                self.ready.push_back(c);
                 return Ok(());
             }
             Op::Passthru => {
-                let e =
-                    self.bad_command(cmd, "POSIX aio carries reads, writes and flushes only; use an NVMe interface");
-                return Err((e, data));
+                let why = "POSIX aio carries reads, writes and flushes only; use an NVMe interface";
+                return Err((super::bad_command(&self.dev, IFACE, cmd, why), data));
             }
         }
         let Some(s) = self.free.pop() else {
@@ -340,13 +316,13 @@ impl AsyncQueue for PosixAio {
     fn reap(&mut self, min: u32, max: u32, f: &mut impl CompletionSink) -> Result<u32, Error> {
         let mut n = 0;
         loop {
-            self.hand_out(&mut n, max, f);
+            n += hand_out(&mut self.ready, max - n, f);
             if n >= max || ((self.cbs.running() == 0) && self.pending.is_empty()) {
                 return Ok(n);
             }
             self.collect();
             self.pump();
-            self.hand_out(&mut n, max, f);
+            n += hand_out(&mut self.ready, max - n, f);
             if n >= max || n >= min || ((self.cbs.running() == 0) && self.ready.is_empty()) {
                 return Ok(n);
             }
@@ -356,14 +332,7 @@ impl AsyncQueue for PosixAio {
             match self.suspend() {
                 Ok(()) | Err(libc::EINTR | libc::EAGAIN) => {}
                 Err(_) if n > 0 => return Ok(n),
-                Err(errno) => {
-                    return Err(Error::Queue {
-                        dev: self.dev.uri.clone(),
-                        iface: IFACE,
-                        what: "aio_suspend",
-                        source: io::Error::from_raw_os_error(errno),
-                    })
-                }
+                Err(errno) => return Err(super::queue_errno(&self.dev, IFACE, "aio_suspend", errno)),
             }
         }
     }

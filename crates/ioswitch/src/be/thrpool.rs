@@ -58,17 +58,13 @@ pub(crate) fn probe(dev: &Inner) -> Result<(), Error> {
     if dev.sync().is_none() {
         return Err(dev.unsupported(IFACE, "it runs the sync interface, and this device has none"));
     }
-    if WORKS.get().is_some() {
-        return Ok(());
-    }
-    let spawned = thread::Builder::new().name("ioswitch-probe".into()).spawn(|| ());
-    match spawned.map(|h| h.join()) {
-        Ok(_) => {
-            let _ = WORKS.set(());
+    super::probe_once(&WORKS, || match thread::Builder::new().name("ioswitch-probe".into()).spawn(|| ()) {
+        Ok(h) => {
+            let _ = h.join();
             Ok(())
         }
         Err(e) => Err(dev.unsupported(IFACE, &format!("cannot start a worker thread: {e}"))),
-    }
+    })
 }
 
 /// Creates a queue of `depth` slots served by `threads` workers.

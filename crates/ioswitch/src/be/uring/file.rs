@@ -60,7 +60,7 @@
 //! data (see [`super`]).
 
 use super::{check_poll_queues, check_reap_spin, check_sqpoll, check_usable, End, Iface, Ring, Slot};
-use crate::be::{exec_to_completion, Io, Op};
+use crate::be::{bad_command, exec_to_completion, Io, Op};
 use crate::be::{Build, Descriptor, Role};
 use crate::buf::{Buffer, Data};
 use crate::cmd::{Cmd, CmdSet};
@@ -372,18 +372,13 @@ impl Ring<File> {
         {
             return self.submit_rw(io, cmd, data, tag);
         }
-        let e = Error::BadCommand {
-            dev: self.dev.uri.clone(),
-            iface: File::NAME,
-            what: cmd.describe(),
-            why: format!(
-                "a read or write of {} bytes runs outside the ring here (longer than one ring operation \
-                 takes, or split under IOPOLL), which cannot carry its I/O priority; submit shorter commands, \
-                 or none with a priority",
-                io.len
-            ),
-        };
-        Err((e, data))
+        let why = format!(
+            "a read or write of {} bytes runs outside the ring here (longer than one ring operation takes, or \
+             split under IOPOLL), which cannot carry its I/O priority; submit shorter commands, or none with a \
+             priority",
+            io.len
+        );
+        Err((bad_command(&self.dev, File::NAME, cmd, why), data))
     }
 
     /// A queue of `depth` slots on a new ring.
@@ -448,15 +443,9 @@ impl Ring<File> {
                 }
             }
             Op::Passthru => {
-                let e = Error::BadCommand {
-                    dev: self.dev.uri.clone(),
-                    iface: File::NAME,
-                    what: cmd.describe(),
-                    why: "io_uring carries only read, write, flush, trim, write zeroes and dataset management \
-                          here; NVMe passthrough needs async=io_uring_cmd on /dev/ngXnY"
-                        .into(),
-                };
-                Err((e, data))
+                let why = "io_uring carries only read, write, flush, trim, write zeroes and dataset management \
+                           here; NVMe passthrough needs async=io_uring_cmd on /dev/ngXnY";
+                Err((bad_command(&self.dev, File::NAME, cmd, why), data))
             }
             // Oversized reads and writes (and with IOPOLL those the block layer would
             // split), DSM, and what IOPOLL rings or block devices cannot take as a ring
@@ -529,14 +518,8 @@ impl Ring<File> {
     fn inline(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
         let dev = self.dev.clone();
         let Some(sync) = dev.sync() else {
-            let e = Error::BadCommand {
-                dev: self.dev.uri.clone(),
-                iface: File::NAME,
-                what: cmd.describe(),
-                why: "io_uring has no native operation for it here, and the device has no sync interface to run it"
-                    .into(),
-            };
-            return Err((e, data));
+            let why = "io_uring has no native operation for it here, and the device has no sync interface to run it";
+            return Err((bad_command(&self.dev, File::NAME, cmd, why), data));
         };
         let Some(id) = self.uring.take_slot() else { return Err((self.busy(), data)) };
         self.uring.meta_mut(&id).x.kind = Kind::Ready;

@@ -284,6 +284,12 @@ pub(crate) fn identify_ctrl(fd: RawFd) -> Result<IdCtrl, Status> {
     IdCtrl::from_bytes(&page).map_err(|_| errno_to_status(libc::EIO))
 }
 
+/// A Zone Management Receive of a partial report of `len` bytes from zone 0 (the
+/// header and the first descriptors).
+pub(crate) fn zone_report0(nsid: u32, len: u32) -> Sqe {
+    Sqe { opcode: ZONE_MGMT_RECV, nsid, cdw12: (len / 4) - 1, cdw13: 1 << 16, ..Sqe::default() }
+}
+
 /// What [`ns_info`] asks a namespace device. The device answers through its descriptor's
 /// ioctls; a unit test answers with canned pages, so the geometry logic is tested on any
 /// host.
@@ -307,9 +313,7 @@ impl Ask for Fd {
         identify(self.0, cns, nsid, csi)
     }
     fn zone_report(&self, nsid: u32, rep: &mut Buffer) -> Result<u64, Status> {
-        let len = rep.len() as u32;
-        let sqe = Sqe { opcode: ZONE_MGMT_RECV, nsid, cdw12: (len / 4) - 1, cdw13: 1 << 16, ..Sqe::default() };
-        let w = Wire { sqe, data: WireData::Bufs(len as u64) };
+        let w = Wire { sqe: zone_report0(nsid, rep.len() as u32), data: WireData::Bufs(rep.len() as u64) };
         io_cmd(self.0, &w, std::slice::from_mut(rep))
     }
 }

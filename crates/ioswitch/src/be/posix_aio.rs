@@ -70,10 +70,12 @@ pub(crate) fn new_queue(dev: &Arc<Inner>, depth: u32) -> Result<super::Backend, 
 }
 
 /// A command's state; its data is held by the control-block pool, beside the requests
-/// that use it.
+/// that use it. A free slot is all zeroes.
+#[derive(Default)]
 struct Slot {
     tag: u64,
-    op: Op,
+    /// Data segments write (a write; not a read).
+    write: bool,
     /// Byte offset where the next segment starts.
     offset: u64,
     /// Bytes not yet given to a started segment.
@@ -95,21 +97,6 @@ struct Slot {
 }
 
 impl Slot {
-    /// A free slot.
-    const IDLE: Slot = Slot {
-        tag: 0,
-        op: Op::Flush,
-        offset: 0,
-        left: 0,
-        next_buf: 0,
-        flush_todo: false,
-        fua_todo: false,
-        running: 0,
-        moved: 0,
-        errno: 0,
-        short: false,
-    };
-
     fn has_more(&self) -> bool {
         self.flush_todo || self.left > 0
     }
@@ -140,7 +127,7 @@ impl PosixAio {
             cbs: Cbs::new(fd, n, pool),
             dev: dev.clone(),
             depth,
-            slots: (0..n).map(|_| Slot::IDLE).collect(),
+            slots: (0..n).map(|_| Slot::default()).collect(),
             free: (0..depth).rev().collect(),
             finished: Vec::with_capacity(pool),
             pending: VecDeque::with_capacity(n),
@@ -166,8 +153,7 @@ impl PosixAio {
                 self.finish_if_done(s);
                 return true;
             }
-            let write = slot.op != Op::Read;
-            (Seg::Rw { write, buf: slot.next_buf, offset: slot.offset, len: slot.left }, 2)
+            (Seg::Rw { write: slot.write, buf: slot.next_buf, offset: slot.offset, len: slot.left }, 2)
         };
         let started = self.cbs.start(s, seg);
         let slot = &mut self.slots[s as usize];
@@ -297,12 +283,12 @@ impl AsyncQueue for PosixAio {
         let flush = io.op == Op::Flush;
         *slot = Slot {
             tag,
-            op: io.op,
+            write: io.op != Op::Read,
             offset: io.offset,
             left: if flush { 0 } else { io.len },
             flush_todo: flush,
             fua_todo: io.op == Op::Write && cmd.is_fua(),
-            ..Slot::IDLE
+            ..Slot::default()
         };
         self.pending.push_back(s);
         self.pump();

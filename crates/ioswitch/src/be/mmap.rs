@@ -47,16 +47,23 @@ pub(crate) struct Mmap {
     lba_size: u64,
 }
 
+/// The length of a mapping of the whole device for `iface` (`mmap`, `pmem`); refused
+/// where the device cannot be mapped.
+pub(crate) fn map_len(dev: &Inner, iface: &str) -> Result<usize, Error> {
+    let len = usize::try_from(dev.geo.bytes)
+        .map_err(|_| dev.unsupported(iface, "the device is larger than the address space"))?;
+    if len == 0 {
+        return Err(dev.unsupported(iface, "an empty file cannot be mapped; give size= to extend it"));
+    }
+    if dev.opts.wronly {
+        return Err(dev.unsupported(iface, "a mapping needs read access; wronly=1 excludes it"));
+    }
+    Ok(len)
+}
+
 impl Mmap {
     pub(crate) fn new(dev: &Inner) -> Result<Mmap, Error> {
-        let len = usize::try_from(dev.geo.bytes)
-            .map_err(|_| dev.unsupported("sync=mmap", "the device is larger than the address space"))?;
-        if len == 0 {
-            return Err(dev.unsupported("sync=mmap", "an empty file cannot be mapped; give size= to extend it"));
-        }
-        if dev.opts.wronly {
-            return Err(dev.unsupported("sync=mmap", "a mapping needs read access; wronly=1 excludes it"));
-        }
+        let len = map_len(dev, "sync=mmap")?;
         let map = Mapping::shared(dev.raw_fd(), len, !dev.opts.rdonly).map_err(|source| Error::Os {
             dev: dev.uri.clone(),
             what: format!("mmap {len} bytes (sync=mmap)"),

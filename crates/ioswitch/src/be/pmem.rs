@@ -143,14 +143,7 @@ pub(crate) struct Pmem {
 impl Pmem {
     pub(crate) fn new(dev: &Inner) -> Result<Pmem, Error> {
         let iface = "sync=pmem";
-        let len = usize::try_from(dev.geo.bytes)
-            .map_err(|_| dev.unsupported(iface, "the device is larger than the address space"))?;
-        if len == 0 {
-            return Err(dev.unsupported(iface, "an empty file cannot be mapped; give size= to extend it"));
-        }
-        if dev.opts.wronly {
-            return Err(dev.unsupported(iface, "a mapping needs read access; wronly=1 excludes it"));
-        }
+        let len = super::mmap::map_len(dev, iface)?;
         if dev.opts.direct {
             return Err(dev.unsupported(iface, "direct=1 means nothing to memory stores; leave it out"));
         }

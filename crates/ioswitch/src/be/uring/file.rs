@@ -71,7 +71,6 @@ use crate::sys::uring::{one_segment, SlotId};
 use ::io_uring::{cqueue, squeue, IoUring};
 use std::fs;
 use std::os::fd::RawFd;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 /// `async=io_uring`: io_uring read/write/readv/writev/fsync.
@@ -141,14 +140,8 @@ fn check_iopoll(dev: &Inner) -> Result<(), Error> {
             "polled completions need direct=1: only O_DIRECT I/O completes through the block layer's poll queues",
         ));
     }
-    let st = crate::sys::fstat(&dev.raw_fd())
+    let ((maj, min), what) = disk_devno(dev.raw_fd())
         .map_err(|e| super::queue_error::<File>(dev, "fstat (to find the disk for iopoll)", e))?;
-    let (devno, what) = if st.st_mode & libc::S_IFMT == libc::S_IFBLK {
-        (st.st_rdev, "block device")
-    } else {
-        (st.st_dev, "disk holding the file")
-    };
-    let (maj, min) = (libc::major(devno), libc::minor(devno));
     let Some(disk) = crate::sys::sysfs::disk_dir((maj, min)) else {
         return Err(dev.unsupported(
             iface,
@@ -168,12 +161,16 @@ fn check_iopoll(dev: &Inner) -> Result<(), Error> {
     )
 }
 
-/// The sysfs directory of the disk behind the descriptor (the block device itself, or
-/// the disk holding the file).
-fn disk_of_fd(fd: RawFd) -> Option<PathBuf> {
-    let st = crate::sys::fstat(&fd).ok()?;
-    let devno = if st.st_mode & libc::S_IFMT == libc::S_IFBLK { st.st_rdev } else { st.st_dev };
-    crate::sys::sysfs::disk_dir((libc::major(devno), libc::minor(devno)))
+/// The device number of the disk behind the descriptor, and what that disk is to it:
+/// the block device itself, or the disk holding the file.
+fn disk_devno(fd: RawFd) -> std::io::Result<((u32, u32), &'static str)> {
+    let st = crate::sys::fstat(&fd)?;
+    let (devno, what) = if st.st_mode & libc::S_IFMT == libc::S_IFBLK {
+        (st.st_rdev, "block device")
+    } else {
+        (st.st_dev, "disk holding the file")
+    };
+    Ok(((libc::major(devno), libc::minor(devno)), what))
 }
 
 /// The queue limits past which the block layer splits a bio (see "IOPOLL and split bios"
@@ -190,7 +187,7 @@ impl SplitLimits {
     /// Reads the limits of the disk behind `fd`; unknown ones are taken as the smallest
     /// the kernel allows, so an unreadable sysfs errs on the side of running inline.
     fn of(fd: RawFd) -> SplitLimits {
-        let disk = disk_of_fd(fd);
+        let disk = disk_devno(fd).ok().and_then(|(devno, _)| crate::sys::sysfs::disk_dir(devno));
         let q = |attr: &str| -> Option<u64> {
             fs::read_to_string(disk.as_ref()?.join("queue").join(attr)).ok()?.trim().parse().ok()
         };
@@ -540,6 +537,7 @@ mod tests {
     use crate::queue::Completion;
     use crate::{Device, Opts, Queue, Sqe};
     use std::path::Path;
+    use std::path::PathBuf;
     use std::sync::atomic::{AtomicU32, Ordering};
 
     /// A file path removed when the test ends.

@@ -977,6 +977,21 @@ pub(crate) fn run_inline(
     Ok((exec_to_completion(sync, io, cmd, data, tag), sync.syscalls_per_cmd()))
 }
 
+/// A submitted command waiting to run through the sync interface (`emu`, `thrpool`).
+pub(crate) struct Job {
+    pub io: Io,
+    pub cmd: Cmd,
+    pub data: Data,
+    pub tag: u64,
+}
+
+impl Job {
+    /// Runs it through `sync`: its completion.
+    pub(crate) fn run(self, sync: &dyn SyncIo) -> Completion {
+        exec_to_completion(sync, &self.io, &self.cmd, self.data, self.tag)
+    }
+}
+
 /// Runs a command synchronously through the device's sync interface and turns the outcome
 /// into a completion: what `emu` and `thrpool` do, and what other async interfaces do for
 /// commands they have no native operation for.

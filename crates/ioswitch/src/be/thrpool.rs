@@ -19,7 +19,7 @@
 //! [`Error::Queue`] instead of waiting forever. Dropping the queue stops the workers
 //! after the job in hand and joins them; jobs still queued are dropped with their data.
 
-use super::{exec_to_completion, AsyncQueue, Io};
+use super::{AsyncQueue, Io, Job};
 use super::{Build, Descriptor, Role};
 use crate::buf::Data;
 use crate::cmd::Cmd;
@@ -70,13 +70,6 @@ pub(crate) fn probe(dev: &Inner) -> Result<(), Error> {
 /// Creates a queue of `depth` slots served by `threads` workers.
 pub(crate) fn new_queue(dev: &Arc<Inner>, depth: u32) -> Result<super::Backend, Error> {
     Ok(super::Backend::Thrpool(Box::new(Thrpool::new(dev, depth)?)))
-}
-
-struct Job {
-    io: Io,
-    cmd: Cmd,
-    data: Data,
-    tag: u64,
 }
 
 struct Jobs {
@@ -154,8 +147,7 @@ fn worker(shared: &Shared, dev: &Inner) {
             }
         };
         shared.count(per_cmd);
-        let Job { io, cmd, data, tag } = job;
-        let outcome = panic::catch_unwind(AssertUnwindSafe(|| exec_to_completion(sync, &io, &cmd, data, tag)));
+        let outcome = panic::catch_unwind(AssertUnwindSafe(|| job.run(sync)));
         let mut d = lock(&shared.done);
         let wake = match outcome {
             Ok(c) => {

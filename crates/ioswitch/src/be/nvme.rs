@@ -36,6 +36,7 @@ use crate::spec::idfy::{cns, csi, IdCtrl, IdNs, IdNsZns, NsDescs, IDENTIFY_LEN};
 use crate::spec::{errno_to_status, Sqe, Status};
 use crate::sys::nvme::{self, PassthruCmd64};
 use crate::sys::page_size;
+use crate::sys::sysfs::read_num;
 use std::fs;
 use std::io::{self, IoSliceMut};
 use std::os::fd::RawFd;
@@ -382,10 +383,7 @@ pub(crate) fn ns_info_from(
         });
     }
     let block_dir = block_dir(nsid);
-    let q = |attr: &str| -> Option<u64> {
-        let p = block_dir.as_ref()?.join("queue").join(attr);
-        fs::read_to_string(p).ok()?.trim().parse().ok()
-    };
+    let q = |attr: &str| -> Option<u64> { read_num(&block_dir.as_ref()?.join("queue").join(attr)) };
     let mut max = 65536 * lba_size as u64;
     if let Some(m) = ctrl.max_transfer(MPSMIN) {
         max = max.min(m);
@@ -469,9 +467,7 @@ pub(crate) fn char_block_dir(devno: (u32, u32), nsid: u32) -> Option<PathBuf> {
         })
         .collect();
     names.sort();
-    names
-        .into_iter()
-        .find(|p| fs::read_to_string(p.join("nsid")).ok().and_then(|s| s.trim().parse::<u32>().ok()) == Some(nsid))
+    names.into_iter().find(|p| read_num(&p.join("nsid")) == Some(nsid))
 }
 
 #[cfg(test)]

@@ -69,7 +69,6 @@ use crate::error::Error;
 use crate::spec::{errno_to_status, Status};
 use crate::sys::uring::{one_segment, SlotId};
 use ::io_uring::{cqueue, squeue, IoUring};
-use std::fs;
 use std::os::fd::RawFd;
 use std::sync::Arc;
 
@@ -188,9 +187,7 @@ impl SplitLimits {
     /// the kernel allows, so an unreadable sysfs errs on the side of running inline.
     fn of(fd: RawFd) -> SplitLimits {
         let disk = disk_devno(fd).ok().and_then(|(devno, _)| crate::sys::sysfs::disk_dir(devno));
-        let q = |attr: &str| -> Option<u64> {
-            fs::read_to_string(disk.as_ref()?.join("queue").join(attr)).ok()?.trim().parse().ok()
-        };
+        let q = |attr: &str| -> Option<u64> { crate::sys::sysfs::read_num(&disk.as_ref()?.join("queue").join(attr)) };
         SplitLimits {
             max_bytes: q("max_sectors_kb").map_or(4096, |kb| kb * 1024),
             max_pages: q("max_segments").unwrap_or(1),
@@ -425,19 +422,13 @@ impl Ring<File> {
                 self.submit_rw(io, cmd, data, tag)
             }
             Op::Flush if !self.iopoll => self.submit_other(Kind::Other, None, data, tag),
-            Op::Trim if self.iface.fallocate => {
-                let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
-                self.submit_other(Kind::Other, Some((io.offset, io.len, mode)), data, tag)
-            }
-            Op::WriteZeroes if self.iface.fallocate => {
-                let keep = libc::FALLOC_FL_KEEP_SIZE;
-                if self.iface.zero_range {
-                    let mode = libc::FALLOC_FL_ZERO_RANGE | keep;
-                    self.submit_other(Kind::ZeroRange, Some((io.offset, io.len, mode)), data, tag)
-                } else {
-                    let mode = libc::FALLOC_FL_PUNCH_HOLE | keep;
-                    self.submit_other(Kind::Other, Some((io.offset, io.len, mode)), data, tag)
-                }
+            Op::Trim | Op::WriteZeroes if self.iface.fallocate => {
+                let (kind, mode) = match io.op {
+                    Op::WriteZeroes if self.iface.zero_range => (Kind::ZeroRange, libc::FALLOC_FL_ZERO_RANGE),
+                    _ => (Kind::Other, libc::FALLOC_FL_PUNCH_HOLE),
+                };
+                let range = (io.offset, io.len, mode | libc::FALLOC_FL_KEEP_SIZE);
+                self.submit_other(kind, Some(range), data, tag)
             }
             Op::Passthru => {
                 let why = "io_uring carries only read, write, flush, trim, write zeroes and dataset management \
@@ -536,6 +527,7 @@ mod tests {
     use crate::cmd::DsmRange;
     use crate::queue::Completion;
     use crate::{Device, Opts, Queue, Sqe};
+    use std::fs;
     use std::path::Path;
     use std::path::PathBuf;
     use std::sync::atomic::{AtomicU32, Ordering};

@@ -11,7 +11,7 @@
 //! The mapping is shared with the kernel and with every other user of the file, as any
 //! MAP_SHARED mapping is: like a disk, overlapping concurrent writes leave one of them.
 
-use super::{dsm_ranges, Io, Op, SyncIo};
+use super::{dsm_dealloc, Io, Op, SyncIo};
 use super::{Build, Descriptor, Role};
 use crate::buf::Buffer;
 use crate::cmd::Cmd;
@@ -108,12 +108,7 @@ impl SyncIo for Mmap {
                 Ok(0)
             }
             Op::Dsm { nr, deallocate } => {
-                if deallocate {
-                    for r in dsm_ranges(bufs, nr) {
-                        self.zero(r.slba * self.lba_size, r.nlb as u64 * self.lba_size)?;
-                    }
-                }
-                Ok(0)
+                dsm_dealloc(bufs, nr, deallocate, self.lba_size, |off, len| self.zero(off, len))
             }
             Op::Passthru => Err(errno_to_status(libc::EOPNOTSUPP)),
         }

@@ -914,6 +914,24 @@ pub(crate) fn dsm_ranges(bufs: &[Buffer], nr: u32) -> impl Iterator<Item = DsmRa
     first.chunks_exact(16).take(nr as usize).map(DsmRange::from_bytes)
 }
 
+/// A DSM command's deallocation: `dealloc(offset, len)` for the byte range of each of its
+/// `nr` ranges (`lba`: the LBA size), if `deallocate` is set; a DSM without it does
+/// nothing. The command's result (0).
+pub(crate) fn dsm_dealloc(
+    bufs: &[Buffer],
+    nr: u32,
+    deallocate: bool,
+    lba: u64,
+    mut dealloc: impl FnMut(u64, u64) -> Result<(), Status>,
+) -> Result<u64, Status> {
+    if deallocate {
+        for r in dsm_ranges(bufs, nr) {
+            dealloc(r.slba * lba, r.nlb as u64 * lba)?;
+        }
+    }
+    Ok(0)
+}
+
 /// The first `len` bytes of `bufs`, as at most [`MAX_SEGMENTS`] slices.
 pub(crate) fn segments(bufs: &mut [Buffer], len: u64) -> impl Iterator<Item = &mut [u8]> {
     let mut left = len as usize;

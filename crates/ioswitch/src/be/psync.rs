@@ -12,7 +12,7 @@
 //! On zoned block devices the ZNS commands (zone management send / receive) run through
 //! the block layer's zone ioctls (`be/zoned.rs`), under either name.
 
-use super::{dsm_ranges, segments, Io, Op, SyncIo, MAX_SEGMENTS};
+use super::{dsm_dealloc, segments, Io, Op, SyncIo, MAX_SEGMENTS};
 use super::{Build, Descriptor, Role};
 use crate::buf::Buffer;
 use crate::cmd::Cmd;
@@ -287,12 +287,7 @@ impl<const PREAD: bool> Psync<PREAD> {
             Op::Trim => self.punch(io.offset, io.len, false).map(|_| 0),
             Op::WriteZeroes => self.punch(io.offset, io.len, true).map(|_| 0),
             Op::Dsm { nr, deallocate } => {
-                if deallocate {
-                    for r in dsm_ranges(bufs, nr) {
-                        self.punch(r.slba * self.lba_size, r.nlb as u64 * self.lba_size, false)?;
-                    }
-                }
-                Ok(0)
+                dsm_dealloc(bufs, nr, deallocate, self.lba_size, |off, len| self.punch(off, len, false))
             }
             Op::Passthru => match &self.zoned {
                 Some(z) => z.exec(cmd, bufs),

@@ -85,6 +85,11 @@ fn other(addr: &str, what: impl Into<String>, why: impl Into<String>) -> Error {
     err(addr, what, io::Error::other(why.into()))
 }
 
+/// The failure of an admin command `what` the driver sent, with the controller's status.
+fn failed(addr: &str, what: &str, status: Status) -> Error {
+    Error::Command { dev: addr.into(), what: what.into(), status }
+}
+
 /// The sysfs directory of PCI function `addr`, bound to the driver `dma` needs.
 fn bound_dir(addr: &str, dma: DmaMode) -> Result<std::path::PathBuf, Error> {
     let dir = crate::sys::sysfs::root().join("bus/pci/devices").join(addr);
@@ -255,7 +260,7 @@ impl Ctrl {
             pool,
             _backing: backing,
         };
-        let failed = |what: &str, s: Status| Error::Command { dev: addr.into(), what: what.into(), status: s };
+        let failed = |what: &str, s: Status| failed(addr, what, s);
         let page = ctrl.identify(cns::CTRL, 0, 0).map_err(|s| failed("Identify Controller", s))?;
         ctrl.id = IdCtrl::from_bytes(&page).map_err(|_| failed("Identify Controller", errno_to_status(libc::EIO)))?;
         ctrl.max_transfer = ctrl.id.max_transfer(ctrl.cap.mps_min).unwrap_or(u64::MAX).min(prp::DRIVER_MAX);
@@ -403,21 +408,13 @@ impl Ctrl {
         let cq = Sqe { opcode: aopc::CREATE_CQ, cdw10: size, cdw11: 1, ..Sqe::default() };
         if let Err(s) = self.admin_iova(cq, &[(qp.cq_iova(), PAGE as u64)]) {
             free();
-            return Err(Error::Command {
-                dev: self.addr.clone(),
-                what: "Create I/O Completion Queue".into(),
-                status: s,
-            });
+            return Err(failed(&self.addr, "Create I/O Completion Queue", s));
         }
         let sq = Sqe { opcode: aopc::CREATE_SQ, cdw10: size, cdw11: (qid as u32) << 16 | 1, ..Sqe::default() };
         if let Err(s) = self.admin_iova(sq, &[(qp.sq_iova(), PAGE as u64)]) {
             let _ = self.admin_iova(Sqe { opcode: aopc::DELETE_CQ, cdw10: qid as u32, ..Sqe::default() }, &[]);
             free();
-            return Err(Error::Command {
-                dev: self.addr.clone(),
-                what: "Create I/O Submission Queue".into(),
-                status: s,
-            });
+            return Err(failed(&self.addr, "Create I/O Submission Queue", s));
         }
         Ok(qp)
     }

@@ -301,7 +301,7 @@ mod tests {
         dropping_with_commands_in_flight_is_safe, errors_complete_with_the_errno_as_status, flush_completes,
         in_each_dir, in_temp, open, pattern, queue_of_reads, refuses_passthrough_commands_and_keeps_the_data,
         round_trip, run_one, short_transfers_complete_with_eio_and_the_bytes_moved, temp_in,
-        trim_and_write_zeroes_read_back_zeroes, vectored_io_round_trips, InFlight,
+        trim_and_write_zeroes_read_back_zeroes, vectored_io_round_trips, InFlight, Temp,
     };
     use crate::{Buffer, Cmd, Device};
 
@@ -415,6 +415,22 @@ mod tests {
         be.submit(&io, &cmd, data, tag)
     }
 
+    /// A backend of `depth` slots made directly on a new temporary file of `size`; the
+    /// file lives as long as the first part.
+    fn backend(size: &str, depth: u32) -> (Temp, Device, Libaio) {
+        let t = temp_in(&std::env::temp_dir(), "libaio");
+        let dev = open(&t, &format!("async=libaio,create=1,size={size}"));
+        let be = Libaio::new(&dev.inner, depth).unwrap();
+        (t, dev, be)
+    }
+
+    /// Submits one-block reads of the first `n` blocks, tagged `tag0` and on.
+    fn put_reads(be: &mut Libaio, dev: &Device, n: u64, tag0: u64) {
+        for i in 0..n {
+            put(be, dev, Cmd::fs_read(i * 4096, 4096), dev.alloc(4096).unwrap().into(), tag0 + i).unwrap();
+        }
+    }
+
     /// Every slot free and empty, nothing queued, harvested or in flight.
     fn assert_idle(be: &Libaio) {
         let (nfree, held, _, queued, harvested, in_flight) = be.aio.state();
@@ -428,9 +444,7 @@ mod tests {
     fn libaio_a_depth_that_is_no_power_of_two_uses_exactly_its_slots() {
         // The tables are 8 long for depth 5 and indexed through a mask: the free list,
         // the iocb pointers and the events must still stay within the 5 slots in use.
-        let t = temp_in(&std::env::temp_dir(), "libaio");
-        let dev = open(&t, "async=libaio,create=1,size=1MiB");
-        let mut be = Libaio::new(&dev.inner, 5).unwrap();
+        let (_t, dev, mut be) = backend("1MiB", 5);
         assert_eq!((be.aio.depth(), be.aio.state().2), (5, 8));
         for round in 0..4u64 {
             for i in 0..5u64 {
@@ -466,13 +480,9 @@ mod tests {
 
     #[test]
     fn libaio_a_panicking_callback_leaves_the_rest_for_the_next_reap() {
-        let t = temp_in(&std::env::temp_dir(), "libaio");
-        let dev = open(&t, "async=libaio,create=1,size=1MiB");
-        let mut be = Libaio::new(&dev.inner, 8).unwrap();
+        let (_t, dev, mut be) = backend("1MiB", 8);
         for round in 0..2u64 {
-            for i in 0..8u64 {
-                put(&mut be, &dev, Cmd::fs_read(i * 4096, 4096), dev.alloc(4096).unwrap().into(), i).unwrap();
-            }
+            put_reads(&mut be, &dev, 8, 0);
             assert_eq!(be.commit().unwrap(), 8);
             let mut calls = 0;
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -506,12 +516,8 @@ mod tests {
 
     #[test]
     fn libaio_drop_finishes_harvested_events_before_waiting_for_the_rest() {
-        let t = temp_in(&std::env::temp_dir(), "libaio");
-        let dev = open(&t, "async=libaio,create=1,size=1MiB");
-        let mut be = Libaio::new(&dev.inner, 18).unwrap();
-        for i in 0..16u64 {
-            put(&mut be, &dev, Cmd::fs_read(i * 4096, 4096), dev.alloc(4096).unwrap().into(), i).unwrap();
-        }
+        let (_t, dev, mut be) = backend("1MiB", 18);
+        put_reads(&mut be, &dev, 16, 0);
         be.commit().unwrap();
         // Harvest 4 of 16; the first callback panics: 3 harvested and 12 with the kernel.
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -520,9 +526,7 @@ mod tests {
         assert!(r.is_err());
         assert_eq!((be.aio.harvested(), be.aio.in_flight()), (3, 12));
         // Two more queued and never committed.
-        for i in 0..2u64 {
-            put(&mut be, &dev, Cmd::fs_read(i * 4096, 4096), dev.alloc(4096).unwrap().into(), 20 + i).unwrap();
-        }
+        put_reads(&mut be, &dev, 2, 20);
         // What drop does: it must not wait for the 3 harvested events (it would hang), and
         // it must free every buffer (no slot left holding data).
         be.aio.settle();
@@ -532,9 +536,7 @@ mod tests {
 
     #[test]
     fn libaio_partial_io_submit_refuses_the_bad_iocb_and_submits_the_rest() {
-        let t = temp_in(&std::env::temp_dir(), "libaio");
-        let dev = open(&t, "async=libaio,create=1,size=64KiB");
-        let mut be = Libaio::new(&dev.inner, 4).unwrap();
+        let (_t, dev, mut be) = backend("64KiB", 4);
         for i in 0..4u64 {
             put(&mut be, &dev, Cmd::fs_write(i * 4096, 4096), buf(&dev, &pattern(i, 4096)).into(), i).unwrap();
         }
@@ -560,9 +562,7 @@ mod tests {
 
     #[test]
     fn libaio_backend_is_busy_when_every_slot_is_taken() {
-        let t = temp_in(&std::env::temp_dir(), "libaio");
-        let dev = open(&t, "async=libaio,create=1,size=64KiB");
-        let mut be = Libaio::new(&dev.inner, 2).unwrap();
+        let (_t, dev, mut be) = backend("64KiB", 2);
         put(&mut be, &dev, Cmd::fs_read(0, 4096), dev.alloc(4096).unwrap().into(), 1).unwrap();
         put(&mut be, &dev, Cmd::flush(dev.ident().nsid), Data::None, 2).unwrap();
         // Both paths: the one-buffer read and everything else (here a vectored read).

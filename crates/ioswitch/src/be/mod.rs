@@ -428,9 +428,7 @@ pub(crate) static TABLE: &[&Descriptor] = &[
 
 /// `mem=posix`: aligned heap memory.
 pub(crate) const MEM_POSIX: Descriptor =
-    Descriptor::new("posix", Role::Mem, "aligned heap memory", not_pci, Build::Mem)
-        .defaults(DevKind::KERNEL)
-        .usable(always);
+    Descriptor::new("posix", Role::Mem, "aligned heap memory", not_pci, Build::Mem).defaults(DevKind::KERNEL);
 
 /// The descriptor of an interface.
 pub(crate) fn descriptor(role: Role, name: &str) -> &'static Descriptor {

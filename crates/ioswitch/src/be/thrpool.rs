@@ -107,6 +107,19 @@ impl Shared {
     fn count(&self, n: u64) {
         self.syscalls.fetch_add(n, Ordering::Relaxed);
     }
+
+    /// Unlocks the completions; when `wake`, the reaping thread stops waiting and is
+    /// woken (a counted syscall).
+    fn unlock_done(&self, mut d: MutexGuard<'_, Done>, wake: bool) {
+        if wake {
+            d.want = 0;
+        }
+        drop(d);
+        if wake {
+            self.count(1);
+            self.done_cv.notify_one();
+        }
+    }
 }
 
 /// Tells the reaping thread when a worker leaves its loop, whether it returns or unwinds.
@@ -117,12 +130,7 @@ impl Drop for Alive<'_> {
         let mut d = lock(&self.0.done);
         d.alive -= 1;
         let wake = d.want > 0;
-        d.want = 0;
-        drop(d);
-        if wake {
-            self.0.count(1);
-            self.0.done_cv.notify_one();
-        }
+        self.0.unlock_done(d, wake);
     }
 }
 
@@ -159,14 +167,7 @@ fn worker(shared: &Shared, dev: &Inner) {
                 d.want > 0
             }
         };
-        if wake {
-            d.want = 0;
-        }
-        drop(d);
-        if wake {
-            shared.count(1);
-            shared.done_cv.notify_one();
-        }
+        shared.unlock_done(d, wake);
     }
 }
 

@@ -97,6 +97,15 @@ struct Slot {
 }
 
 impl Slot {
+    /// A segment failed with `errno` (the first error is the command's): nothing more of
+    /// the command starts.
+    fn fail(&mut self, errno: i32) {
+        if self.errno == 0 {
+            self.errno = errno;
+        }
+        self.left = 0;
+    }
+
     fn has_more(&self) -> bool {
         self.flush_todo || self.left > 0
     }
@@ -170,11 +179,8 @@ impl PosixAio {
                 }
             }
             Started::Failed(errno) => {
-                if slot.errno == 0 {
-                    slot.errno = errno;
-                }
+                slot.fail(errno);
                 slot.flush_todo = false;
-                slot.left = 0;
             }
         }
         self.syscalls += cost;
@@ -231,10 +237,7 @@ impl PosixAio {
             let slot = &mut self.slots[s as usize];
             slot.running -= 1;
             if e != 0 {
-                if slot.errno == 0 {
-                    slot.errno = if e > 0 { e } else { libc::EIO };
-                }
-                slot.left = 0;
+                slot.fail(if e > 0 { e } else { libc::EIO });
             } else {
                 let got = r.max(0) as u64;
                 slot.moved += got;

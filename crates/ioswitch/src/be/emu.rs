@@ -2,7 +2,7 @@
 //! and run, one after another, when the queue is poked or waited on. No concurrency, no
 //! threads: the simplest way to use any sync interface through the async API.
 
-use super::{exec_to_completion, AsyncQueue, Io};
+use super::{AsyncQueue, Io, Job};
 use super::{Build, Descriptor, Role};
 use crate::buf::Data;
 use crate::cmd::Cmd;
@@ -23,16 +23,9 @@ pub(crate) const DESCRIPTOR: Descriptor = Descriptor::new(
 )
 .defaults(&[DevKind::Ramdisk, DevKind::DevDax]);
 
-struct Pending {
-    io: Io,
-    cmd: Cmd,
-    data: Data,
-    tag: u64,
-}
-
 pub(crate) struct Emu {
     dev: Arc<Inner>,
-    pending: VecDeque<Pending>,
+    pending: VecDeque<Job>,
     syscalls: u64,
 }
 
@@ -44,7 +37,7 @@ impl Emu {
 
 impl AsyncQueue for Emu {
     fn submit(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
-        self.pending.push_back(Pending { io: *io, cmd: *cmd, data, tag });
+        self.pending.push_back(Job { io: *io, cmd: *cmd, data, tag });
         Ok(())
     }
 
@@ -55,18 +48,14 @@ impl AsyncQueue for Emu {
     fn reap(&mut self, _min: u32, max: u32, f: &mut impl CompletionSink) -> Result<u32, Error> {
         let Some(sync) = self.dev.sync() else {
             // Device::open refuses emu without a sync interface; keep the queue safe anyway.
-            return Err(Error::Queue {
-                dev: self.dev.uri.clone(),
-                iface: "emu",
-                what: "running a command",
-                source: std::io::Error::other("the device has no sync interface"),
-            });
+            let source = std::io::Error::other("the device has no sync interface");
+            return Err(Error::Queue { dev: self.dev.uri.clone(), iface: "emu", what: "running a command", source });
         };
         let mut n = 0;
         while n < max {
             let Some(p) = self.pending.pop_front() else { break };
             self.syscalls += sync.syscalls_per_cmd();
-            f.put(exec_to_completion(sync, &p.io, &p.cmd, p.data, p.tag));
+            f.put(p.run(sync));
             n += 1;
         }
         Ok(n)

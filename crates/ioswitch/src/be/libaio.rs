@@ -68,12 +68,9 @@ fn setup_failure(errno: i32) -> String {
 /// io_destroy, done once per process when it succeeds.
 pub(crate) fn probe(dev: &Inner) -> Result<(), Error> {
     static WORKS: OnceLock<()> = OnceLock::new();
-    if WORKS.get().is_some() {
-        return Ok(());
-    }
-    crate::sys::aio::probe().map_err(|errno| dev.unsupported(IFACE, &setup_failure(errno)))?;
-    let _ = WORKS.set(());
-    Ok(())
+    super::probe_once(&WORKS, || {
+        crate::sys::aio::probe().map_err(|errno| dev.unsupported(IFACE, &setup_failure(errno)))
+    })
 }
 
 /// Creates a queue of `depth` slots.
@@ -98,28 +95,23 @@ impl Libaio {
     }
 
     fn new(dev: &Arc<Inner>, depth: u32) -> Result<Libaio, Error> {
-        let fd = dev.raw_fd();
-        if fd < 0 {
-            return Err(dev.unsupported(IFACE, "the device has no file descriptor"));
-        }
-        let aio = Aio::new(fd as u32, depth).map_err(|errno| Error::Queue {
-            dev: dev.uri.clone(),
-            iface: IFACE,
-            what: match errno {
+        let fd = super::need_fd(dev, IFACE)?;
+        let aio = Aio::new(fd as u32, depth).map_err(|errno| {
+            let what = match errno {
                 libc::EAGAIN => {
                     "io_setup: the system-wide AIO event limit (/proc/sys/fs/aio-max-nr) is reached; \
                      raise it, or use fewer or shallower queues"
                 }
                 _ => "io_setup",
-            },
-            source: io::Error::from_raw_os_error(errno),
+            };
+            super::queue_errno(dev, IFACE, what, errno)
         })?;
         let ready = VecDeque::with_capacity((depth as usize).next_power_of_two());
         Ok(Libaio { aio, dev: dev.clone(), ready, syscalls: 0 })
     }
 
     fn bad_command(&self, cmd: &Cmd, why: &str) -> Error {
-        Error::BadCommand { dev: self.dev.uri.clone(), iface: IFACE, what: cmd.describe(), why: why.into() }
+        super::bad_command(&self.dev, IFACE, cmd, why)
     }
 
     fn busy(&self, data: Data) -> (Error, Data) {
@@ -151,12 +143,10 @@ impl Libaio {
 
     /// Runs a command with no AIO opcode through the sync interface, now.
     fn run_inline(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
-        let Some(sync) = self.dev.sync() else {
-            let e = self.bad_command(cmd, "it has no AIO opcode and the device has no sync interface to run it");
-            return Err((e, data));
-        };
-        self.syscalls += sync.syscalls_per_cmd();
-        self.ready.push_back(exec_to_completion(sync, io, cmd, data, tag));
+        let why = "it has no AIO opcode and the device has no sync interface to run it";
+        let (c, syscalls) = super::run_inline(&self.dev, IFACE, why, io, cmd, data, tag)?;
+        self.syscalls += syscalls;
+        self.ready.push_back(c);
         Ok(())
     }
 
@@ -200,13 +190,7 @@ impl Libaio {
     /// Hands out the completions waiting in `ready`, at most `max`.
     #[inline(never)]
     fn hand_out_ready(&mut self, max: u32, f: &mut impl CompletionSink) -> u32 {
-        let mut n = 0u32;
-        while n < max {
-            let Some(c) = self.ready.pop_front() else { break };
-            f.put(c);
-            n += 1;
-        }
-        n
+        super::hand_out(&mut self.ready, max, f)
     }
 
     /// Hands out harvested events, at most `max`; returns how many.
@@ -263,12 +247,7 @@ impl Libaio {
     #[cold]
     #[inline(never)]
     fn getevents_failed(&self, errno: i32) -> Error {
-        Error::Queue {
-            dev: self.dev.uri.clone(),
-            iface: IFACE,
-            what: "io_getevents",
-            source: io::Error::from_raw_os_error(errno),
-        }
+        super::queue_errno(&self.dev, IFACE, "io_getevents", errno)
     }
 }
 
@@ -322,7 +301,7 @@ mod tests {
         dropping_with_commands_in_flight_is_safe, errors_complete_with_the_errno_as_status, flush_completes,
         in_each_dir, in_temp, open, pattern, queue_of_reads, refuses_passthrough_commands_and_keeps_the_data,
         round_trip, run_one, short_transfers_complete_with_eio_and_the_bytes_moved, temp_in,
-        trim_and_write_zeroes_read_back_zeroes, vectored_io_round_trips, InFlight,
+        trim_and_write_zeroes_read_back_zeroes, vectored_io_round_trips, InFlight, Temp,
     };
     use crate::{Buffer, Cmd, Device};
 
@@ -436,6 +415,22 @@ mod tests {
         be.submit(&io, &cmd, data, tag)
     }
 
+    /// A backend of `depth` slots made directly on a new temporary file of `size`; the
+    /// file lives as long as the first part.
+    fn backend(size: &str, depth: u32) -> (Temp, Device, Libaio) {
+        let t = temp_in(&std::env::temp_dir(), "libaio");
+        let dev = open(&t, &format!("async=libaio,create=1,size={size}"));
+        let be = Libaio::new(&dev.inner, depth).unwrap();
+        (t, dev, be)
+    }
+
+    /// Submits one-block reads of the first `n` blocks, tagged `tag0` and on.
+    fn put_reads(be: &mut Libaio, dev: &Device, n: u64, tag0: u64) {
+        for i in 0..n {
+            put(be, dev, Cmd::fs_read(i * 4096, 4096), dev.alloc(4096).unwrap().into(), tag0 + i).unwrap();
+        }
+    }
+
     /// Every slot free and empty, nothing queued, harvested or in flight.
     fn assert_idle(be: &Libaio) {
         let (nfree, held, _, queued, harvested, in_flight) = be.aio.state();
@@ -449,9 +444,7 @@ mod tests {
     fn libaio_a_depth_that_is_no_power_of_two_uses_exactly_its_slots() {
         // The tables are 8 long for depth 5 and indexed through a mask: the free list,
         // the iocb pointers and the events must still stay within the 5 slots in use.
-        let t = temp_in(&std::env::temp_dir(), "libaio");
-        let dev = open(&t, "async=libaio,create=1,size=1MiB");
-        let mut be = Libaio::new(&dev.inner, 5).unwrap();
+        let (_t, dev, mut be) = backend("1MiB", 5);
         assert_eq!((be.aio.depth(), be.aio.state().2), (5, 8));
         for round in 0..4u64 {
             for i in 0..5u64 {
@@ -487,13 +480,9 @@ mod tests {
 
     #[test]
     fn libaio_a_panicking_callback_leaves_the_rest_for_the_next_reap() {
-        let t = temp_in(&std::env::temp_dir(), "libaio");
-        let dev = open(&t, "async=libaio,create=1,size=1MiB");
-        let mut be = Libaio::new(&dev.inner, 8).unwrap();
+        let (_t, dev, mut be) = backend("1MiB", 8);
         for round in 0..2u64 {
-            for i in 0..8u64 {
-                put(&mut be, &dev, Cmd::fs_read(i * 4096, 4096), dev.alloc(4096).unwrap().into(), i).unwrap();
-            }
+            put_reads(&mut be, &dev, 8, 0);
             assert_eq!(be.commit().unwrap(), 8);
             let mut calls = 0;
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -527,12 +516,8 @@ mod tests {
 
     #[test]
     fn libaio_drop_finishes_harvested_events_before_waiting_for_the_rest() {
-        let t = temp_in(&std::env::temp_dir(), "libaio");
-        let dev = open(&t, "async=libaio,create=1,size=1MiB");
-        let mut be = Libaio::new(&dev.inner, 18).unwrap();
-        for i in 0..16u64 {
-            put(&mut be, &dev, Cmd::fs_read(i * 4096, 4096), dev.alloc(4096).unwrap().into(), i).unwrap();
-        }
+        let (_t, dev, mut be) = backend("1MiB", 18);
+        put_reads(&mut be, &dev, 16, 0);
         be.commit().unwrap();
         // Harvest 4 of 16; the first callback panics: 3 harvested and 12 with the kernel.
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -541,9 +526,7 @@ mod tests {
         assert!(r.is_err());
         assert_eq!((be.aio.harvested(), be.aio.in_flight()), (3, 12));
         // Two more queued and never committed.
-        for i in 0..2u64 {
-            put(&mut be, &dev, Cmd::fs_read(i * 4096, 4096), dev.alloc(4096).unwrap().into(), 20 + i).unwrap();
-        }
+        put_reads(&mut be, &dev, 2, 20);
         // What drop does: it must not wait for the 3 harvested events (it would hang), and
         // it must free every buffer (no slot left holding data).
         be.aio.settle();
@@ -553,9 +536,7 @@ mod tests {
 
     #[test]
     fn libaio_partial_io_submit_refuses_the_bad_iocb_and_submits_the_rest() {
-        let t = temp_in(&std::env::temp_dir(), "libaio");
-        let dev = open(&t, "async=libaio,create=1,size=64KiB");
-        let mut be = Libaio::new(&dev.inner, 4).unwrap();
+        let (_t, dev, mut be) = backend("64KiB", 4);
         for i in 0..4u64 {
             put(&mut be, &dev, Cmd::fs_write(i * 4096, 4096), buf(&dev, &pattern(i, 4096)).into(), i).unwrap();
         }
@@ -581,9 +562,7 @@ mod tests {
 
     #[test]
     fn libaio_backend_is_busy_when_every_slot_is_taken() {
-        let t = temp_in(&std::env::temp_dir(), "libaio");
-        let dev = open(&t, "async=libaio,create=1,size=64KiB");
-        let mut be = Libaio::new(&dev.inner, 2).unwrap();
+        let (_t, dev, mut be) = backend("64KiB", 2);
         put(&mut be, &dev, Cmd::fs_read(0, 4096), dev.alloc(4096).unwrap().into(), 1).unwrap();
         put(&mut be, &dev, Cmd::flush(dev.ident().nsid), Data::None, 2).unwrap();
         // Both paths: the one-buffer read and everything else (here a vectored read).

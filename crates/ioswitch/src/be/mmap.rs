@@ -11,7 +11,7 @@
 //! The mapping is shared with the kernel and with every other user of the file, as any
 //! MAP_SHARED mapping is: like a disk, overlapping concurrent writes leave one of them.
 
-use super::{dsm_ranges, Io, Op, SyncIo};
+use super::{dsm_dealloc, Io, Op, SyncIo};
 use super::{Build, Descriptor, Role};
 use crate::buf::Buffer;
 use crate::cmd::Cmd;
@@ -47,16 +47,23 @@ pub(crate) struct Mmap {
     lba_size: u64,
 }
 
+/// The length of a mapping of the whole device for `iface` (`mmap`, `pmem`); refused
+/// where the device cannot be mapped.
+pub(crate) fn map_len(dev: &Inner, iface: &str) -> Result<usize, Error> {
+    let len = usize::try_from(dev.geo.bytes)
+        .map_err(|_| dev.unsupported(iface, "the device is larger than the address space"))?;
+    if len == 0 {
+        return Err(dev.unsupported(iface, "an empty file cannot be mapped; give size= to extend it"));
+    }
+    if dev.opts.wronly {
+        return Err(dev.unsupported(iface, "a mapping needs read access; wronly=1 excludes it"));
+    }
+    Ok(len)
+}
+
 impl Mmap {
     pub(crate) fn new(dev: &Inner) -> Result<Mmap, Error> {
-        let len = usize::try_from(dev.geo.bytes)
-            .map_err(|_| dev.unsupported("sync=mmap", "the device is larger than the address space"))?;
-        if len == 0 {
-            return Err(dev.unsupported("sync=mmap", "an empty file cannot be mapped; give size= to extend it"));
-        }
-        if dev.opts.wronly {
-            return Err(dev.unsupported("sync=mmap", "a mapping needs read access; wronly=1 excludes it"));
-        }
+        let len = map_len(dev, "sync=mmap")?;
         let map = Mapping::shared(dev.raw_fd(), len, !dev.opts.rdonly).map_err(|source| Error::Os {
             dev: dev.uri.clone(),
             what: format!("mmap {len} bytes (sync=mmap)"),
@@ -101,12 +108,7 @@ impl SyncIo for Mmap {
                 Ok(0)
             }
             Op::Dsm { nr, deallocate } => {
-                if deallocate {
-                    for r in dsm_ranges(bufs, nr) {
-                        self.zero(r.slba * self.lba_size, r.nlb as u64 * self.lba_size)?;
-                    }
-                }
-                Ok(0)
+                dsm_dealloc(bufs, nr, deallocate, self.lba_size, |off, len| self.zero(off, len))
             }
             Op::Passthru => Err(errno_to_status(libc::EOPNOTSUPP)),
         }

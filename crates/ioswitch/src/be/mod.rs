@@ -31,7 +31,9 @@ use crate::error::Error;
 use crate::opts::{AdminIface, AsyncIface, SyncIface};
 use crate::queue::{Completion, CompletionSink};
 use crate::spec::Status;
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::os::fd::RawFd;
+use std::sync::{Arc, OnceLock};
 
 /// Most buffers one vectored command may carry.
 pub(crate) const MAX_SEGMENTS: usize = 64;
@@ -426,9 +428,7 @@ pub(crate) static TABLE: &[&Descriptor] = &[
 
 /// `mem=posix`: aligned heap memory.
 pub(crate) const MEM_POSIX: Descriptor =
-    Descriptor::new("posix", Role::Mem, "aligned heap memory", not_pci, Build::Mem)
-        .defaults(DevKind::KERNEL)
-        .usable(always);
+    Descriptor::new("posix", Role::Mem, "aligned heap memory", not_pci, Build::Mem).defaults(DevKind::KERNEL);
 
 /// The descriptor of an interface.
 pub(crate) fn descriptor(role: Role, name: &str) -> &'static Descriptor {
@@ -827,7 +827,7 @@ pub(crate) fn check_passthru_bufs(dev: &Inner, cmd: &Cmd, bufs: &[Buffer]) -> Re
 #[inline(never)]
 fn refuse(dev: &Inner, cmd: &Cmd, bufs: &[Buffer], why: Why) -> Error {
     let g = &dev.geo;
-    let bad = |why: String| bad_cmd(dev, cmd, &why);
+    let bad = |why: String| bad_command(dev, "any", cmd, why);
     match why {
         Why::FsOpcode => bad("unknown file-set opcode".into()),
         Why::ZeroLength => bad("zero-length transfer".into()),
@@ -890,8 +890,11 @@ fn prepare_len(dev: &Inner, cmd: &Cmd) -> u64 {
     }
 }
 
-fn bad_cmd(dev: &Inner, cmd: &Cmd, why: &str) -> Error {
-    Error::BadCommand { dev: dev.uri.clone(), iface: "any", what: cmd.describe(), why: why.into() }
+/// The refusal of a command by the interface `iface` of `dev` (`any`: by the checks that
+/// every command passes), saying why.
+#[cold]
+pub(crate) fn bad_command(dev: &Inner, iface: &'static str, cmd: &Cmd, why: impl Into<String>) -> Error {
+    Error::BadCommand { dev: dev.uri.clone(), iface, what: cmd.describe(), why: why.into() }
 }
 
 fn static_name(cmd: &Cmd) -> &'static str {
@@ -909,6 +912,24 @@ pub(crate) fn dsm_ranges(bufs: &[Buffer], nr: u32) -> impl Iterator<Item = DsmRa
     first.chunks_exact(16).take(nr as usize).map(DsmRange::from_bytes)
 }
 
+/// A DSM command's deallocation: `dealloc(offset, len)` for the byte range of each of its
+/// `nr` ranges (`lba`: the LBA size), if `deallocate` is set; a DSM without it does
+/// nothing. The command's result (0).
+pub(crate) fn dsm_dealloc(
+    bufs: &[Buffer],
+    nr: u32,
+    deallocate: bool,
+    lba: u64,
+    mut dealloc: impl FnMut(u64, u64) -> Result<(), Status>,
+) -> Result<u64, Status> {
+    if deallocate {
+        for r in dsm_ranges(bufs, nr) {
+            dealloc(r.slba * lba, r.nlb as u64 * lba)?;
+        }
+    }
+    Ok(0)
+}
+
 /// The first `len` bytes of `bufs`, as at most [`MAX_SEGMENTS`] slices.
 pub(crate) fn segments(bufs: &mut [Buffer], len: u64) -> impl Iterator<Item = &mut [u8]> {
     let mut left = len as usize;
@@ -917,6 +938,74 @@ pub(crate) fn segments(bufs: &mut [Buffer], len: u64) -> impl Iterator<Item = &m
         left -= take;
         (take > 0).then(|| &mut b[..take])
     })
+}
+
+/// The device's file descriptor, for an interface that needs one; refused, naming
+/// `iface`, where the device has none.
+pub(crate) fn need_fd(dev: &Inner, iface: &str) -> Result<RawFd, Error> {
+    match dev.raw_fd() {
+        fd if fd < 0 => Err(dev.unsupported(iface, "the device has no file descriptor")),
+        fd => Ok(fd),
+    }
+}
+
+/// A check made at open that succeeds once per process: `probe` runs until it has
+/// succeeded (`works` then remembers it).
+pub(crate) fn probe_once(works: &OnceLock<()>, probe: impl FnOnce() -> Result<(), Error>) -> Result<(), Error> {
+    if works.get().is_none() {
+        probe()?;
+        let _ = works.set(());
+    }
+    Ok(())
+}
+
+/// The error of a queue's call `what` that failed with `errno`.
+#[cold]
+pub(crate) fn queue_errno(dev: &Inner, iface: &'static str, what: &'static str, errno: i32) -> Error {
+    Error::Queue { dev: dev.uri.clone(), iface, what, source: std::io::Error::from_raw_os_error(errno) }
+}
+
+/// Hands out the completions waiting in `ready`, at most `max`; returns how many.
+#[inline]
+pub(crate) fn hand_out(ready: &mut VecDeque<Completion>, max: u32, f: &mut impl CompletionSink) -> u32 {
+    let mut n = 0;
+    while n < max {
+        let Some(c) = ready.pop_front() else { break };
+        f.put(c);
+        n += 1;
+    }
+    n
+}
+
+/// Runs a command that `iface` has no operation for through the device's sync interface,
+/// now: its completion and the syscalls that cost. Refused, saying `why_none`, where the
+/// device has no sync interface.
+pub(crate) fn run_inline(
+    dev: &Inner,
+    iface: &'static str,
+    why_none: &str,
+    io: &Io,
+    cmd: &Cmd,
+    data: Data,
+    tag: u64,
+) -> Result<(Completion, u64), (Error, Data)> {
+    let Some(sync) = dev.sync() else { return Err((bad_command(dev, iface, cmd, why_none), data)) };
+    Ok((exec_to_completion(sync, io, cmd, data, tag), sync.syscalls_per_cmd()))
+}
+
+/// A submitted command waiting to run through the sync interface (`emu`, `thrpool`).
+pub(crate) struct Job {
+    pub io: Io,
+    pub cmd: Cmd,
+    pub data: Data,
+    pub tag: u64,
+}
+
+impl Job {
+    /// Runs it through `sync`: its completion.
+    pub(crate) fn run(self, sync: &dyn SyncIo) -> Completion {
+        exec_to_completion(sync, &self.io, &self.cmd, self.data, self.tag)
+    }
 }
 
 /// Runs a command synchronously through the device's sync interface and turns the outcome

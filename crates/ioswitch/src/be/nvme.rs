@@ -36,6 +36,7 @@ use crate::spec::idfy::{cns, csi, IdCtrl, IdNs, IdNsZns, NsDescs, IDENTIFY_LEN};
 use crate::spec::{errno_to_status, Sqe, Status};
 use crate::sys::nvme::{self, PassthruCmd64};
 use crate::sys::page_size;
+use crate::sys::sysfs::read_num;
 use std::fs;
 use std::io::{self, IoSliceMut};
 use std::os::fd::RawFd;
@@ -55,7 +56,7 @@ pub(crate) const SYNC: Descriptor = Descriptor::new(
         _ => Some("NVMe ioctls need an NVMe device (/dev/nvmeXnY or /dev/ngXnY)"),
     },
     Build::Sync(|dev| {
-        check(dev, "sync=nvme")?;
+        super::need_fd(dev, "sync=nvme")?;
         Ok(Box::new(Nvme::new(dev)))
     }),
 )
@@ -72,7 +73,7 @@ pub(crate) const ADMIN: Descriptor = Descriptor::new(
         _ => Some("NVMe admin commands need an NVMe device"),
     },
     Build::Admin(|dev| {
-        check(dev, "admin=nvme")?;
+        super::need_fd(dev, "admin=nvme")?;
         Ok(Box::new(Nvme::new(dev)))
     }),
 )
@@ -270,19 +271,6 @@ impl super::AdminIo for Nvme {
     }
 }
 
-/// Checks, at open, what the sync and admin interfaces need: a descriptor.
-pub(crate) fn check(dev: &Inner, iface: &str) -> Result<(), Error> {
-    if dev.raw_fd() < 0 {
-        return Err(dev.unsupported(iface, "the device has no file descriptor"));
-    }
-    Ok(())
-}
-
-/// The namespace id of a namespace device (`NVME_IOCTL_ID`).
-pub(crate) fn ioctl_nsid(fd: RawFd) -> io::Result<u32> {
-    nvme::ioctl_id(fd)
-}
-
 /// Runs an Identify into a fresh page-aligned page (as every passthrough buffer: see
 /// `be::check_passthru_bufs`).
 fn identify(fd: RawFd, cns: u8, nsid: u32, csi: u8) -> Result<Buffer, Status> {
@@ -295,6 +283,12 @@ fn identify(fd: RawFd, cns: u8, nsid: u32, csi: u8) -> Result<Buffer, Status> {
 pub(crate) fn identify_ctrl(fd: RawFd) -> Result<IdCtrl, Status> {
     let page = identify(fd, cns::CTRL, 0, 0)?;
     IdCtrl::from_bytes(&page).map_err(|_| errno_to_status(libc::EIO))
+}
+
+/// A Zone Management Receive of a partial report of `len` bytes from zone 0 (the
+/// header and the first descriptors).
+pub(crate) fn zone_report0(nsid: u32, len: u32) -> Sqe {
+    Sqe { opcode: ZONE_MGMT_RECV, nsid, cdw12: (len / 4) - 1, cdw13: 1 << 16, ..Sqe::default() }
 }
 
 /// What [`ns_info`] asks a namespace device. The device answers through its descriptor's
@@ -314,15 +308,13 @@ pub(crate) struct Fd(pub(crate) RawFd);
 
 impl Ask for Fd {
     fn nsid(&self) -> io::Result<u32> {
-        ioctl_nsid(self.0)
+        nvme::ioctl_id(self.0)
     }
     fn identify(&self, cns: u8, nsid: u32, csi: u8) -> Result<Buffer, Status> {
         identify(self.0, cns, nsid, csi)
     }
     fn zone_report(&self, nsid: u32, rep: &mut Buffer) -> Result<u64, Status> {
-        let len = rep.len() as u32;
-        let sqe = Sqe { opcode: ZONE_MGMT_RECV, nsid, cdw12: (len / 4) - 1, cdw13: 1 << 16, ..Sqe::default() };
-        let w = Wire { sqe, data: WireData::Bufs(len as u64) };
+        let w = Wire { sqe: zone_report0(nsid, rep.len() as u32), data: WireData::Bufs(rep.len() as u64) };
         io_cmd(self.0, &w, std::slice::from_mut(rep))
     }
 }
@@ -391,10 +383,7 @@ pub(crate) fn ns_info_from(
         });
     }
     let block_dir = block_dir(nsid);
-    let q = |attr: &str| -> Option<u64> {
-        let p = block_dir.as_ref()?.join("queue").join(attr);
-        fs::read_to_string(p).ok()?.trim().parse().ok()
-    };
+    let q = |attr: &str| -> Option<u64> { read_num(&block_dir.as_ref()?.join("queue").join(attr)) };
     let mut max = 65536 * lba_size as u64;
     if let Some(m) = ctrl.max_transfer(MPSMIN) {
         max = max.min(m);
@@ -478,9 +467,7 @@ pub(crate) fn char_block_dir(devno: (u32, u32), nsid: u32) -> Option<PathBuf> {
         })
         .collect();
     names.sort();
-    names
-        .into_iter()
-        .find(|p| fs::read_to_string(p.join("nsid")).ok().and_then(|s| s.trim().parse::<u32>().ok()) == Some(nsid))
+    names.into_iter().find(|p| read_num(&p.join("nsid")) == Some(nsid))
 }
 
 #[cfg(test)]

@@ -38,7 +38,7 @@
 //! are not reachable through the command API while lent: a read or write overlapping one
 //! fails with EBUSY.
 
-use super::{dsm_ranges, Io, Op, SyncIo};
+use super::{dsm_dealloc, Io, Op, SyncIo};
 use super::{Build, Descriptor, Role};
 use crate::buf::Buffer;
 use crate::cmd::Cmd;
@@ -143,14 +143,7 @@ pub(crate) struct Pmem {
 impl Pmem {
     pub(crate) fn new(dev: &Inner) -> Result<Pmem, Error> {
         let iface = "sync=pmem";
-        let len = usize::try_from(dev.geo.bytes)
-            .map_err(|_| dev.unsupported(iface, "the device is larger than the address space"))?;
-        if len == 0 {
-            return Err(dev.unsupported(iface, "an empty file cannot be mapped; give size= to extend it"));
-        }
-        if dev.opts.wronly {
-            return Err(dev.unsupported(iface, "a mapping needs read access; wronly=1 excludes it"));
-        }
+        let len = super::mmap::map_len(dev, iface)?;
         if dev.opts.direct {
             return Err(dev.unsupported(iface, "direct=1 means nothing to memory stores; leave it out"));
         }
@@ -202,11 +195,13 @@ impl Pmem {
     }
 
     /// `off + n` when `off .. off + n` lies inside the mapping (checked before a guard,
-    /// inside which a failed bounds check could not unwind); else LBA Out of Range (ERANGE).
+    /// inside which a failed bounds check could not unwind) and is not lent out; else LBA
+    /// Out of Range (ERANGE), or EBUSY.
     #[inline]
     fn in_map(&self, off: usize, n: usize) -> Result<usize, Status> {
         match off.checked_add(n) {
-            Some(end) if end <= self.map.len() => Ok(end),
+            Some(end) if end <= self.map.len() && !self.map.overlaps_lent(off, n) => Ok(end),
+            Some(end) if end <= self.map.len() => Err(errno_to_status(libc::EBUSY)),
             _ => Err(errno_to_status(libc::ERANGE)),
         }
     }
@@ -224,9 +219,6 @@ impl SyncIo for Pmem {
             Op::Read | Op::Write => {
                 let start = io.offset as usize;
                 let end = self.in_map(start, io.len as usize)?;
-                if self.map.overlaps_lent(start, end - start) {
-                    return Err(errno_to_status(libc::EBUSY));
-                }
                 let (map, read) = (&self.map, io.op == Op::Read);
                 // One guard for the command's copies and its fence.
                 map.guarded(|| {
@@ -259,9 +251,6 @@ impl SyncIo for Pmem {
             Op::Trim | Op::WriteZeroes => {
                 let (off, n) = (io.offset as usize, io.len as usize);
                 self.in_map(off, n)?;
-                if self.map.overlaps_lent(off, n) {
-                    return Err(errno_to_status(libc::EBUSY));
-                }
                 let map = &self.map;
                 map.guarded(|| {
                     map.zero(off, n);
@@ -271,16 +260,13 @@ impl SyncIo for Pmem {
                 Ok(0)
             }
             Op::Dsm { nr, deallocate } => {
+                dsm_dealloc(bufs, nr, deallocate, self.lba_size, |off, n| {
+                    let (off, n) = (off as usize, n as usize);
+                    self.in_map(off, n)?;
+                    let map = &self.map;
+                    map.guarded(|| map.zero(off, n)).map_err(fault_status)
+                })?;
                 if deallocate {
-                    for r in dsm_ranges(bufs, nr) {
-                        let (off, n) = ((r.slba * self.lba_size) as usize, (r.nlb as u64 * self.lba_size) as usize);
-                        self.in_map(off, n)?;
-                        if self.map.overlaps_lent(off, n) {
-                            return Err(errno_to_status(libc::EBUSY));
-                        }
-                        let map = &self.map;
-                        map.guarded(|| map.zero(off, n)).map_err(fault_status)?;
-                    }
                     fence();
                 }
                 Ok(0)

@@ -33,7 +33,7 @@
 //! - trim, write zeroes and dataset management, which run inline through the device's
 //!   sync interface: what that interface says one command costs.
 
-use super::{exec_to_completion, AsyncQueue, Io, Op, MAX_SEGMENTS};
+use super::{hand_out, AsyncQueue, Io, Op, MAX_SEGMENTS};
 use super::{Build, Descriptor, Role};
 use crate::buf::Data;
 use crate::cmd::Cmd;
@@ -43,7 +43,6 @@ use crate::queue::{Completion, CompletionSink};
 use crate::spec::{errno_to_status, Status};
 use crate::sys::posix_aio::{Cbs, Finished, Seg, Started};
 use std::collections::VecDeque;
-use std::io;
 use std::sync::{Arc, OnceLock};
 
 /// `async=posix`: POSIX aio (aio_read/aio_write/aio_fsync).
@@ -62,12 +61,7 @@ const IFACE: &str = "async=posix";
 /// /dev/null (which starts a glibc helper thread), done once per process when it works.
 pub(crate) fn probe(dev: &Inner) -> Result<(), Error> {
     static WORKS: OnceLock<()> = OnceLock::new();
-    if WORKS.get().is_some() {
-        return Ok(());
-    }
-    crate::sys::posix_aio::probe().map_err(|why| dev.unsupported(IFACE, &why))?;
-    let _ = WORKS.set(());
-    Ok(())
+    super::probe_once(&WORKS, || crate::sys::posix_aio::probe().map_err(|why| dev.unsupported(IFACE, &why)))
 }
 
 /// Creates a queue of `depth` slots.
@@ -76,10 +70,12 @@ pub(crate) fn new_queue(dev: &Arc<Inner>, depth: u32) -> Result<super::Backend, 
 }
 
 /// A command's state; its data is held by the control-block pool, beside the requests
-/// that use it.
+/// that use it. A free slot is all zeroes.
+#[derive(Default)]
 struct Slot {
     tag: u64,
-    op: Op,
+    /// Data segments write (a write; not a read).
+    write: bool,
     /// Byte offset where the next segment starts.
     offset: u64,
     /// Bytes not yet given to a started segment.
@@ -101,20 +97,14 @@ struct Slot {
 }
 
 impl Slot {
-    /// A free slot.
-    const IDLE: Slot = Slot {
-        tag: 0,
-        op: Op::Flush,
-        offset: 0,
-        left: 0,
-        next_buf: 0,
-        flush_todo: false,
-        fua_todo: false,
-        running: 0,
-        moved: 0,
-        errno: 0,
-        short: false,
-    };
+    /// A segment failed with `errno` (the first error is the command's): nothing more of
+    /// the command starts.
+    fn fail(&mut self, errno: i32) {
+        if self.errno == 0 {
+            self.errno = errno;
+        }
+        self.left = 0;
+    }
 
     fn has_more(&self) -> bool {
         self.flush_todo || self.left > 0
@@ -139,27 +129,20 @@ pub(crate) struct PosixAio {
 
 impl PosixAio {
     fn new(dev: &Arc<Inner>, depth: u32) -> Result<PosixAio, Error> {
-        let fd = dev.raw_fd();
-        if fd < 0 {
-            return Err(dev.unsupported(IFACE, "the device has no file descriptor"));
-        }
+        let fd = super::need_fd(dev, IFACE)?;
         let n = depth as usize;
         let pool = n + MAX_SEGMENTS;
         Ok(PosixAio {
             cbs: Cbs::new(fd, n, pool),
             dev: dev.clone(),
             depth,
-            slots: (0..n).map(|_| Slot::IDLE).collect(),
+            slots: (0..n).map(|_| Slot::default()).collect(),
             free: (0..depth).rev().collect(),
             finished: Vec::with_capacity(pool),
             pending: VecDeque::with_capacity(n),
             ready: VecDeque::with_capacity(n),
             syscalls: 0,
         })
-    }
-
-    fn bad_command(&self, cmd: &Cmd, why: &str) -> Error {
-        Error::BadCommand { dev: self.dev.uri.clone(), iface: IFACE, what: cmd.describe(), why: why.into() }
     }
 
     /// Starts the next segment of slot `s`; false when no control block is free.
@@ -179,8 +162,7 @@ impl PosixAio {
                 self.finish_if_done(s);
                 return true;
             }
-            let write = slot.op != Op::Read;
-            (Seg::Rw { write, buf: slot.next_buf, offset: slot.offset, len: slot.left }, 2)
+            (Seg::Rw { write: slot.write, buf: slot.next_buf, offset: slot.offset, len: slot.left }, 2)
         };
         let started = self.cbs.start(s, seg);
         let slot = &mut self.slots[s as usize];
@@ -197,11 +179,8 @@ impl PosixAio {
                 }
             }
             Started::Failed(errno) => {
-                if slot.errno == 0 {
-                    slot.errno = errno;
-                }
+                slot.fail(errno);
                 slot.flush_todo = false;
-                slot.left = 0;
             }
         }
         self.syscalls += cost;
@@ -258,10 +237,7 @@ impl PosixAio {
             let slot = &mut self.slots[s as usize];
             slot.running -= 1;
             if e != 0 {
-                if slot.errno == 0 {
-                    slot.errno = if e > 0 { e } else { libc::EIO };
-                }
-                slot.left = 0;
+                slot.fail(if e > 0 { e } else { libc::EIO });
             } else {
                 let got = r.max(0) as u64;
                 slot.moved += got;
@@ -280,14 +256,6 @@ impl PosixAio {
         self.syscalls += 1;
         self.cbs.suspend()
     }
-
-    fn hand_out(&mut self, n: &mut u32, max: u32, f: &mut impl CompletionSink) {
-        while *n < max {
-            let Some(c) = self.ready.pop_front() else { break };
-            f.put(c);
-            *n += 1;
-        }
-    }
 }
 
 impl AsyncQueue for PosixAio {
@@ -295,18 +263,15 @@ impl AsyncQueue for PosixAio {
         match io.op {
             Op::Read | Op::Write | Op::Flush => {}
             Op::Trim | Op::WriteZeroes | Op::Dsm { .. } => {
-                let Some(sync) = self.dev.sync() else {
-                    let e = self.bad_command(cmd, "it has no POSIX aio call and the device has no sync interface");
-                    return Err((e, data));
-                };
-                self.syscalls += sync.syscalls_per_cmd();
-                self.ready.push_back(exec_to_completion(sync, io, cmd, data, tag));
+                let why = "it has no POSIX aio call and the device has no sync interface";
+                let (c, syscalls) = super::run_inline(&self.dev, IFACE, why, io, cmd, data, tag)?;
+                self.syscalls += syscalls;
+                self.ready.push_back(c);
                 return Ok(());
             }
             Op::Passthru => {
-                let e =
-                    self.bad_command(cmd, "POSIX aio carries reads, writes and flushes only; use an NVMe interface");
-                return Err((e, data));
+                let why = "POSIX aio carries reads, writes and flushes only; use an NVMe interface";
+                return Err((super::bad_command(&self.dev, IFACE, cmd, why), data));
             }
         }
         let Some(s) = self.free.pop() else {
@@ -321,12 +286,12 @@ impl AsyncQueue for PosixAio {
         let flush = io.op == Op::Flush;
         *slot = Slot {
             tag,
-            op: io.op,
+            write: io.op != Op::Read,
             offset: io.offset,
             left: if flush { 0 } else { io.len },
             flush_todo: flush,
             fua_todo: io.op == Op::Write && cmd.is_fua(),
-            ..Slot::IDLE
+            ..Slot::default()
         };
         self.pending.push_back(s);
         self.pump();
@@ -340,13 +305,13 @@ impl AsyncQueue for PosixAio {
     fn reap(&mut self, min: u32, max: u32, f: &mut impl CompletionSink) -> Result<u32, Error> {
         let mut n = 0;
         loop {
-            self.hand_out(&mut n, max, f);
+            n += hand_out(&mut self.ready, max - n, f);
             if n >= max || ((self.cbs.running() == 0) && self.pending.is_empty()) {
                 return Ok(n);
             }
             self.collect();
             self.pump();
-            self.hand_out(&mut n, max, f);
+            n += hand_out(&mut self.ready, max - n, f);
             if n >= max || n >= min || ((self.cbs.running() == 0) && self.ready.is_empty()) {
                 return Ok(n);
             }
@@ -356,14 +321,7 @@ impl AsyncQueue for PosixAio {
             match self.suspend() {
                 Ok(()) | Err(libc::EINTR | libc::EAGAIN) => {}
                 Err(_) if n > 0 => return Ok(n),
-                Err(errno) => {
-                    return Err(Error::Queue {
-                        dev: self.dev.uri.clone(),
-                        iface: IFACE,
-                        what: "aio_suspend",
-                        source: io::Error::from_raw_os_error(errno),
-                    })
-                }
+                Err(errno) => return Err(super::queue_errno(&self.dev, IFACE, "aio_suspend", errno)),
             }
         }
     }

@@ -12,7 +12,7 @@
 //! On zoned block devices the ZNS commands (zone management send / receive) run through
 //! the block layer's zone ioctls (`be/zoned.rs`), under either name.
 
-use super::{dsm_ranges, segments, Io, Op, SyncIo, MAX_SEGMENTS};
+use super::{dsm_dealloc, segments, Io, Op, SyncIo, MAX_SEGMENTS};
 use super::{Build, Descriptor, Role};
 use crate::buf::Buffer;
 use crate::cmd::Cmd;
@@ -30,19 +30,25 @@ pub(crate) const PSYNC: Descriptor = Descriptor::new(
     "psync",
     Role::Sync,
     "pread/pwrite/preadv/pwritev/fdatasync; trim by hole punching",
-    |kind| match kind {
+    refusal,
+    Build::Sync(|dev| Ok(build(dev, false))),
+)
+.defaults(&[DevKind::File])
+.tunables(TUNABLES)
+.fio(&["psync", "sync", "pvsync", "pvsync2"]);
+
+/// Why `psync` cannot serve a kind of device (`block` says more for files and NVMe
+/// char devices).
+fn refusal(kind: DevKind) -> Option<&'static str> {
+    match kind {
         DevKind::File | DevKind::Block | DevKind::NvmeBlock => None,
         DevKind::Ramdisk => Some("a ramdisk has no file descriptor; use sync=ramdisk"),
         DevKind::NvmeChar => Some("an NVMe generic char device has no read/write; use sync=nvme"),
         DevKind::NvmeCtrl => Some("an NVMe controller takes admin commands only"),
         DevKind::DevDax => Some(super::DEVDAX_ONLY_PMEM),
         DevKind::NvmePci => Some(super::vfio::PCI_ONLY_VFIO),
-    },
-    Build::Sync(|dev| Ok(build(dev, false))),
-)
-.defaults(&[DevKind::File])
-.tunables(TUNABLES)
-.fio(&["psync", "sync", "pvsync", "pvsync2"]);
+    }
+}
 
 /// The tunables of both rows (fio selects the calls by engine name, not by an option).
 const TUNABLES: &[(&str, Option<&str>)] = &[("psync_call", None), ("rwf_hipri", None)];
@@ -53,13 +59,9 @@ pub(crate) const BLOCK: Descriptor = Descriptor::new(
     Role::Sync,
     "psync plus the block-layer ioctls (BLKDISCARD, BLKZEROOUT, zones)",
     |kind| match kind {
-        DevKind::Block | DevKind::NvmeBlock => None,
         DevKind::File => Some("block-layer ioctls need a block device; use sync=psync"),
-        DevKind::NvmeCtrl => Some("an NVMe controller takes admin commands only"),
-        DevKind::Ramdisk => Some("a ramdisk has no file descriptor; use sync=ramdisk"),
         DevKind::NvmeChar => Some("block-layer ioctls need a block device"),
-        DevKind::DevDax => Some(super::DEVDAX_ONLY_PMEM),
-        DevKind::NvmePci => Some(super::vfio::PCI_ONLY_VFIO),
+        _ => refusal(kind),
     },
     Build::Sync(|dev| Ok(build(dev, true))),
 )
@@ -285,12 +287,7 @@ impl<const PREAD: bool> Psync<PREAD> {
             Op::Trim => self.punch(io.offset, io.len, false).map(|_| 0),
             Op::WriteZeroes => self.punch(io.offset, io.len, true).map(|_| 0),
             Op::Dsm { nr, deallocate } => {
-                if deallocate {
-                    for r in dsm_ranges(bufs, nr) {
-                        self.punch(r.slba * self.lba_size, r.nlb as u64 * self.lba_size, false)?;
-                    }
-                }
-                Ok(0)
+                dsm_dealloc(bufs, nr, deallocate, self.lba_size, |off, len| self.punch(off, len, false))
             }
             Op::Passthru => match &self.zoned {
                 Some(z) => z.exec(cmd, bufs),

@@ -19,7 +19,7 @@
 //! [`Error::Queue`] instead of waiting forever. Dropping the queue stops the workers
 //! after the job in hand and joins them; jobs still queued are dropped with their data.
 
-use super::{exec_to_completion, AsyncQueue, Io};
+use super::{AsyncQueue, Io, Job};
 use super::{Build, Descriptor, Role};
 use crate::buf::Data;
 use crate::cmd::Cmd;
@@ -58,29 +58,18 @@ pub(crate) fn probe(dev: &Inner) -> Result<(), Error> {
     if dev.sync().is_none() {
         return Err(dev.unsupported(IFACE, "it runs the sync interface, and this device has none"));
     }
-    if WORKS.get().is_some() {
-        return Ok(());
-    }
-    let spawned = thread::Builder::new().name("ioswitch-probe".into()).spawn(|| ());
-    match spawned.map(|h| h.join()) {
-        Ok(_) => {
-            let _ = WORKS.set(());
+    super::probe_once(&WORKS, || match thread::Builder::new().name("ioswitch-probe".into()).spawn(|| ()) {
+        Ok(h) => {
+            let _ = h.join();
             Ok(())
         }
         Err(e) => Err(dev.unsupported(IFACE, &format!("cannot start a worker thread: {e}"))),
-    }
+    })
 }
 
 /// Creates a queue of `depth` slots served by `threads` workers.
 pub(crate) fn new_queue(dev: &Arc<Inner>, depth: u32) -> Result<super::Backend, Error> {
     Ok(super::Backend::Thrpool(Box::new(Thrpool::new(dev, depth)?)))
-}
-
-struct Job {
-    io: Io,
-    cmd: Cmd,
-    data: Data,
-    tag: u64,
 }
 
 struct Jobs {
@@ -118,6 +107,19 @@ impl Shared {
     fn count(&self, n: u64) {
         self.syscalls.fetch_add(n, Ordering::Relaxed);
     }
+
+    /// Unlocks the completions; when `wake`, the reaping thread stops waiting and is
+    /// woken (a counted syscall).
+    fn unlock_done(&self, mut d: MutexGuard<'_, Done>, wake: bool) {
+        if wake {
+            d.want = 0;
+        }
+        drop(d);
+        if wake {
+            self.count(1);
+            self.done_cv.notify_one();
+        }
+    }
 }
 
 /// Tells the reaping thread when a worker leaves its loop, whether it returns or unwinds.
@@ -128,12 +130,7 @@ impl Drop for Alive<'_> {
         let mut d = lock(&self.0.done);
         d.alive -= 1;
         let wake = d.want > 0;
-        d.want = 0;
-        drop(d);
-        if wake {
-            self.0.count(1);
-            self.0.done_cv.notify_one();
-        }
+        self.0.unlock_done(d, wake);
     }
 }
 
@@ -158,8 +155,7 @@ fn worker(shared: &Shared, dev: &Inner) {
             }
         };
         shared.count(per_cmd);
-        let Job { io, cmd, data, tag } = job;
-        let outcome = panic::catch_unwind(AssertUnwindSafe(|| exec_to_completion(sync, &io, &cmd, data, tag)));
+        let outcome = panic::catch_unwind(AssertUnwindSafe(|| job.run(sync)));
         let mut d = lock(&shared.done);
         let wake = match outcome {
             Ok(c) => {
@@ -171,14 +167,7 @@ fn worker(shared: &Shared, dev: &Inner) {
                 d.want > 0
             }
         };
-        if wake {
-            d.want = 0;
-        }
-        drop(d);
-        if wake {
-            shared.count(1);
-            shared.done_cv.notify_one();
-        }
+        shared.unlock_done(d, wake);
     }
 }
 

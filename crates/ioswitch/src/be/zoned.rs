@@ -102,8 +102,29 @@ impl ZonedBlock {
         }
     }
 
-    fn slba(cmd: &Cmd) -> u64 {
-        cmd.sqe.slba()
+    /// Calls `f` with each zone from `sector` to the end of the device, in order, and with
+    /// whether the report gave zone capacities, until `f` says to stop (false).
+    fn each_zone(
+        &self,
+        mut sector: u64,
+        mut f: impl FnMut(&BlkZone, bool) -> Result<bool, Status>,
+    ) -> Result<(), Status> {
+        let end = self.nlbas * self.spl;
+        let mut r = Report::new();
+        while sector < end {
+            let (n, cap) = report(self.fd, sector, &mut r).map_err(zone_status)?;
+            if n == 0 {
+                break;
+            }
+            for z in &r.zones[..n] {
+                if !f(z, cap)? {
+                    return Ok(());
+                }
+            }
+            let last = r.zones[n - 1];
+            sector = last.start + last.len.max(1);
+        }
+        Ok(())
     }
 
     fn send(&self, cmd: &Cmd) -> Result<(), Status> {
@@ -117,33 +138,22 @@ impl ZonedBlock {
             _ => return Err(invalid_field()),
         };
         if all {
-            let end = self.nlbas * self.spl;
             if zsa == ZSA_RESET {
-                return range_ioctl(self.fd, req, 0, end);
+                return range_ioctl(self.fd, req, 0, self.nlbas * self.spl);
             }
             let applies = |cond: u8| match zsa {
                 ZSA_CLOSE => matches!(cond, COND_IMP_OPEN | COND_EXP_OPEN),
                 ZSA_OPEN => cond == COND_CLOSED,
                 _ => matches!(cond, COND_IMP_OPEN | COND_EXP_OPEN | COND_CLOSED),
             };
-            let mut r = Report::new();
-            let mut sector = 0;
-            while sector < end {
-                let (n, _) = report(self.fd, sector, &mut r).map_err(zone_status)?;
-                if n == 0 {
-                    break;
+            return self.each_zone(0, |z, _| {
+                if applies(z.cond) {
+                    range_ioctl(self.fd, req, z.start, z.len)?;
                 }
-                for z in &r.zones[..n] {
-                    if applies(z.cond) {
-                        range_ioctl(self.fd, req, z.start, z.len)?;
-                    }
-                }
-                let last = r.zones[n - 1];
-                sector = last.start + last.len.max(1);
-            }
-            return Ok(());
+                Ok(true)
+            });
         }
-        let slba = Self::slba(cmd);
+        let slba = cmd.sqe.slba();
         if slba >= self.nlbas {
             return Err(Status::new(0, 0x80, true));
         }
@@ -188,30 +198,19 @@ impl ZonedBlock {
         out.fill(0);
         let room = (bytes as usize - 64) / 64;
         let (mut matched, mut written) = (0u64, 0usize);
-        let end = self.nlbas * self.spl;
-        let mut sector = slba * self.spl;
-        let mut r = Report::new();
-        'scan: while sector < end {
-            let (n, cap) = report(self.fd, sector, &mut r).map_err(zone_status)?;
-            if n == 0 {
-                break;
+        self.each_zone(slba * self.spl, |z, cap| {
+            if want.is_some_and(|c| c != z.cond) {
+                return Ok(true);
             }
-            for z in &r.zones[..n] {
-                if want.is_some_and(|c| c != z.cond) {
-                    continue;
-                }
-                matched += 1;
-                if written < room {
-                    let d = &mut out[64 + 64 * written..128 + 64 * written];
-                    self.descriptor(z, cap, d);
-                    written += 1;
-                } else if partial {
-                    break 'scan;
-                }
+            matched += 1;
+            if written < room {
+                self.descriptor(z, cap, &mut out[64 + 64 * written..128 + 64 * written]);
+                written += 1;
+            } else if partial {
+                return Ok(false);
             }
-            let last = r.zones[n - 1];
-            sector = last.start + last.len.max(1);
-        }
+            Ok(true)
+        })?;
         let nr = if partial { written as u64 } else { matched };
         out[0..8].copy_from_slice(&nr.to_le_bytes());
         Ok(0)

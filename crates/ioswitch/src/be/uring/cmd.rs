@@ -198,7 +198,7 @@ impl Ring<UringCmd> {
     }
 
     fn bad_command(&self, cmd: &Cmd, why: String) -> Error {
-        Error::BadCommand { dev: self.dev.uri.clone(), iface: UringCmd::NAME, what: cmd.describe(), why }
+        crate::be::bad_command(&self.dev, UringCmd::NAME, cmd, why)
     }
 
     fn submit_cmd(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {

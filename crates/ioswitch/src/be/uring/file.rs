@@ -60,7 +60,7 @@
 //! data (see [`super`]).
 
 use super::{check_poll_queues, check_reap_spin, check_sqpoll, check_usable, End, Iface, Ring, Slot};
-use crate::be::{exec_to_completion, Io, Op};
+use crate::be::{bad_command, exec_to_completion, Io, Op};
 use crate::be::{Build, Descriptor, Role};
 use crate::buf::{Buffer, Data};
 use crate::cmd::{Cmd, CmdSet};
@@ -69,9 +69,7 @@ use crate::error::Error;
 use crate::spec::{errno_to_status, Status};
 use crate::sys::uring::{one_segment, SlotId};
 use ::io_uring::{cqueue, squeue, IoUring};
-use std::fs;
 use std::os::fd::RawFd;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 /// `async=io_uring`: io_uring read/write/readv/writev/fsync.
@@ -141,14 +139,8 @@ fn check_iopoll(dev: &Inner) -> Result<(), Error> {
             "polled completions need direct=1: only O_DIRECT I/O completes through the block layer's poll queues",
         ));
     }
-    let st = crate::sys::fstat(&dev.raw_fd())
+    let ((maj, min), what) = disk_devno(dev.raw_fd())
         .map_err(|e| super::queue_error::<File>(dev, "fstat (to find the disk for iopoll)", e))?;
-    let (devno, what) = if st.st_mode & libc::S_IFMT == libc::S_IFBLK {
-        (st.st_rdev, "block device")
-    } else {
-        (st.st_dev, "disk holding the file")
-    };
-    let (maj, min) = (libc::major(devno), libc::minor(devno));
     let Some(disk) = crate::sys::sysfs::disk_dir((maj, min)) else {
         return Err(dev.unsupported(
             iface,
@@ -168,12 +160,16 @@ fn check_iopoll(dev: &Inner) -> Result<(), Error> {
     )
 }
 
-/// The sysfs directory of the disk behind the descriptor (the block device itself, or
-/// the disk holding the file).
-fn disk_of_fd(fd: RawFd) -> Option<PathBuf> {
-    let st = crate::sys::fstat(&fd).ok()?;
-    let devno = if st.st_mode & libc::S_IFMT == libc::S_IFBLK { st.st_rdev } else { st.st_dev };
-    crate::sys::sysfs::disk_dir((libc::major(devno), libc::minor(devno)))
+/// The device number of the disk behind the descriptor, and what that disk is to it:
+/// the block device itself, or the disk holding the file.
+fn disk_devno(fd: RawFd) -> std::io::Result<((u32, u32), &'static str)> {
+    let st = crate::sys::fstat(&fd)?;
+    let (devno, what) = if st.st_mode & libc::S_IFMT == libc::S_IFBLK {
+        (st.st_rdev, "block device")
+    } else {
+        (st.st_dev, "disk holding the file")
+    };
+    Ok(((libc::major(devno), libc::minor(devno)), what))
 }
 
 /// The queue limits past which the block layer splits a bio (see "IOPOLL and split bios"
@@ -190,10 +186,8 @@ impl SplitLimits {
     /// Reads the limits of the disk behind `fd`; unknown ones are taken as the smallest
     /// the kernel allows, so an unreadable sysfs errs on the side of running inline.
     fn of(fd: RawFd) -> SplitLimits {
-        let disk = disk_of_fd(fd);
-        let q = |attr: &str| -> Option<u64> {
-            fs::read_to_string(disk.as_ref()?.join("queue").join(attr)).ok()?.trim().parse().ok()
-        };
+        let disk = disk_devno(fd).ok().and_then(|(devno, _)| crate::sys::sysfs::disk_dir(devno));
+        let q = |attr: &str| -> Option<u64> { crate::sys::sysfs::read_num(&disk.as_ref()?.join("queue").join(attr)) };
         SplitLimits {
             max_bytes: q("max_sectors_kb").map_or(4096, |kb| kb * 1024),
             max_pages: q("max_segments").unwrap_or(1),
@@ -372,18 +366,13 @@ impl Ring<File> {
         {
             return self.submit_rw(io, cmd, data, tag);
         }
-        let e = Error::BadCommand {
-            dev: self.dev.uri.clone(),
-            iface: File::NAME,
-            what: cmd.describe(),
-            why: format!(
-                "a read or write of {} bytes runs outside the ring here (longer than one ring operation \
-                 takes, or split under IOPOLL), which cannot carry its I/O priority; submit shorter commands, \
-                 or none with a priority",
-                io.len
-            ),
-        };
-        Err((e, data))
+        let why = format!(
+            "a read or write of {} bytes runs outside the ring here (longer than one ring operation takes, or \
+             split under IOPOLL), which cannot carry its I/O priority; submit shorter commands, or none with a \
+             priority",
+            io.len
+        );
+        Err((bad_command(&self.dev, File::NAME, cmd, why), data))
     }
 
     /// A queue of `depth` slots on a new ring.
@@ -433,30 +422,18 @@ impl Ring<File> {
                 self.submit_rw(io, cmd, data, tag)
             }
             Op::Flush if !self.iopoll => self.submit_other(Kind::Other, None, data, tag),
-            Op::Trim if self.iface.fallocate => {
-                let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
-                self.submit_other(Kind::Other, Some((io.offset, io.len, mode)), data, tag)
-            }
-            Op::WriteZeroes if self.iface.fallocate => {
-                let keep = libc::FALLOC_FL_KEEP_SIZE;
-                if self.iface.zero_range {
-                    let mode = libc::FALLOC_FL_ZERO_RANGE | keep;
-                    self.submit_other(Kind::ZeroRange, Some((io.offset, io.len, mode)), data, tag)
-                } else {
-                    let mode = libc::FALLOC_FL_PUNCH_HOLE | keep;
-                    self.submit_other(Kind::Other, Some((io.offset, io.len, mode)), data, tag)
-                }
+            Op::Trim | Op::WriteZeroes if self.iface.fallocate => {
+                let (kind, mode) = match io.op {
+                    Op::WriteZeroes if self.iface.zero_range => (Kind::ZeroRange, libc::FALLOC_FL_ZERO_RANGE),
+                    _ => (Kind::Other, libc::FALLOC_FL_PUNCH_HOLE),
+                };
+                let range = (io.offset, io.len, mode | libc::FALLOC_FL_KEEP_SIZE);
+                self.submit_other(kind, Some(range), data, tag)
             }
             Op::Passthru => {
-                let e = Error::BadCommand {
-                    dev: self.dev.uri.clone(),
-                    iface: File::NAME,
-                    what: cmd.describe(),
-                    why: "io_uring carries only read, write, flush, trim, write zeroes and dataset management \
-                          here; NVMe passthrough needs async=io_uring_cmd on /dev/ngXnY"
-                        .into(),
-                };
-                Err((e, data))
+                let why = "io_uring carries only read, write, flush, trim, write zeroes and dataset management \
+                           here; NVMe passthrough needs async=io_uring_cmd on /dev/ngXnY";
+                Err((bad_command(&self.dev, File::NAME, cmd, why), data))
             }
             // Oversized reads and writes (and with IOPOLL those the block layer would
             // split), DSM, and what IOPOLL rings or block devices cannot take as a ring
@@ -529,14 +506,8 @@ impl Ring<File> {
     fn inline(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
         let dev = self.dev.clone();
         let Some(sync) = dev.sync() else {
-            let e = Error::BadCommand {
-                dev: self.dev.uri.clone(),
-                iface: File::NAME,
-                what: cmd.describe(),
-                why: "io_uring has no native operation for it here, and the device has no sync interface to run it"
-                    .into(),
-            };
-            return Err((e, data));
+            let why = "io_uring has no native operation for it here, and the device has no sync interface to run it";
+            return Err((bad_command(&self.dev, File::NAME, cmd, why), data));
         };
         let Some(id) = self.uring.take_slot() else { return Err((self.busy(), data)) };
         self.uring.meta_mut(&id).x.kind = Kind::Ready;
@@ -556,7 +527,9 @@ mod tests {
     use crate::cmd::DsmRange;
     use crate::queue::Completion;
     use crate::{Device, Opts, Queue, Sqe};
+    use std::fs;
     use std::path::Path;
+    use std::path::PathBuf;
     use std::sync::atomic::{AtomicU32, Ordering};
 
     /// A file path removed when the test ends.

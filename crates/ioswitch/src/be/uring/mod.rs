@@ -264,10 +264,7 @@ fn check_usable(dev: &Inner, iface: &str) -> Result<(), Error> {
         };
         return Err(dev.unsupported(iface, &why));
     }
-    if dev.raw_fd() < 0 {
-        return Err(dev.unsupported(iface, "the device has no file descriptor"));
-    }
-    Ok(())
+    crate::be::need_fd(dev, iface).map(drop)
 }
 
 /// `reap_spin`: with IOPOLL and no SQPOLL thread nothing reaches the CQ ring unless the
@@ -341,10 +338,7 @@ impl<I: Iface> Ring<I> {
     /// state `iface`.
     fn setup(dev: &Arc<Inner>, depth: u32, iface: I) -> Result<Ring<I>, Error> {
         let o = &dev.opts;
-        let fd = dev.raw_fd();
-        if fd < 0 {
-            return Err(dev.unsupported(&format!("async={}", I::NAME), "the device has no file descriptor"));
-        }
+        let fd = crate::be::need_fd(dev, &format!("async={}", I::NAME))?;
         let depth = depth.max(1);
         let mut b = IoUring::<I::Sqe, I::Cqe>::builder();
         if o.sqpoll {

@@ -85,6 +85,11 @@ fn other(addr: &str, what: impl Into<String>, why: impl Into<String>) -> Error {
     err(addr, what, io::Error::other(why.into()))
 }
 
+/// The failure of an admin command `what` the driver sent, with the controller's status.
+fn failed(addr: &str, what: &str, status: Status) -> Error {
+    Error::Command { dev: addr.into(), what: what.into(), status }
+}
+
 /// The sysfs directory of PCI function `addr`, bound to the driver `dma` needs.
 fn bound_dir(addr: &str, dma: DmaMode) -> Result<std::path::PathBuf, Error> {
     let dir = crate::sys::sysfs::root().join("bus/pci/devices").join(addr);
@@ -255,7 +260,7 @@ impl Ctrl {
             pool,
             _backing: backing,
         };
-        let failed = |what: &str, s: Status| Error::Command { dev: addr.into(), what: what.into(), status: s };
+        let failed = |what: &str, s: Status| failed(addr, what, s);
         let page = ctrl.identify(cns::CTRL, 0, 0).map_err(|s| failed("Identify Controller", s))?;
         ctrl.id = IdCtrl::from_bytes(&page).map_err(|_| failed("Identify Controller", errno_to_status(libc::EIO)))?;
         ctrl.max_transfer = ctrl.id.max_transfer(ctrl.cap.mps_min).unwrap_or(u64::MAX).min(prp::DRIVER_MAX);
@@ -303,13 +308,20 @@ impl Ctrl {
         if a.qp.sq.is_full() {
             return Err(errno_to_status(libc::EBUSY));
         }
-        a.qp.push(&sqe);
-        a.qp.ring(&self.bar);
+        self.run(&mut a.qp, &sqe, ADMIN_TIMEOUT)
+    }
+
+    /// Pushes `sqe` on `qp`, rings, and polls until the completion of its command id
+    /// comes (completions of other ids are dropped): its result (DW0-1) or the
+    /// controller's status; ETIMEDOUT once `timeout` has passed without it.
+    pub(crate) fn run(&self, qp: &mut QueuePair, sqe: &Sqe, timeout: Duration) -> Result<u64, Status> {
+        qp.push(sqe);
+        qp.ring(&self.bar);
         let start = Instant::now();
         let mut out = None;
         loop {
-            a.qp.poll(&self.bar, u32::MAX, |c| {
-                if c.cid == cid {
+            qp.poll(&self.bar, u32::MAX, |c| {
+                if c.cid == sqe.cid {
                     out = Some(c);
                 }
             });
@@ -317,10 +329,9 @@ impl Ctrl {
                 let st = Status::from_cqe_status(c.status);
                 return if st.raw == 0 { Ok(c.result) } else { Err(st) };
             }
-            if start.elapsed() > ADMIN_TIMEOUT {
+            if start.elapsed() > timeout {
                 return Err(errno_to_status(libc::ETIMEDOUT));
             }
-            std::hint::spin_loop();
         }
     }
 
@@ -343,43 +354,16 @@ impl Ctrl {
         let page = self.pool.dma(IDENTIFY_LEN).map_err(|_| errno_to_status(libc::ENOMEM))?;
         let iova = page.iova(0);
         let len = rep.len().min(IDENTIFY_LEN) as u32;
-        let sqe = Sqe {
-            opcode: crate::cmd::opc::ZONE_MGMT_RECV,
-            nsid,
-            cdw12: (len / 4) - 1,
-            cdw13: 1 << 16,
-            ..Sqe::default()
-        };
+        let sqe = crate::be::nvme::zone_report0(nsid, len);
         // A zone report is an I/O command: on a short-lived queue pair of its own.
         let mut qp = self.create_qpair(2).map_err(|_| errno_to_status(libc::EIO))?;
-        let r = self.io_wait(&mut qp, sqe, &[(iova, len as u64)]);
+        let r = match qp.describe(0, &[(iova, len as u64)]) {
+            Ok((p1, p2)) => self.run(&mut qp, &Sqe { dptr: [p1, p2], ..sqe }, ADMIN_TIMEOUT),
+            Err(_) => Err(errno_to_status(libc::EINVAL)),
+        };
         self.delete_qpair(&qp);
         page.mem().read(page.base(), &mut rep[..len as usize]);
         r
-    }
-
-    /// Sends one I/O command on `qp` (nothing else in flight there) and waits for it.
-    pub(crate) fn io_wait(&self, qp: &mut QueuePair, mut sqe: Sqe, pieces: &[(u64, u64)]) -> Result<u64, Status> {
-        let (p1, p2) = qp.describe(0, pieces).map_err(|_| errno_to_status(libc::EINVAL))?;
-        sqe.cid = 0;
-        sqe.dptr = [p1, p2];
-        qp.push(&sqe);
-        qp.ring(&self.bar);
-        let start = Instant::now();
-        let mut out = None;
-        while out.is_none() {
-            qp.poll(&self.bar, 1, |c| out = Some(c));
-            if out.is_none() && start.elapsed() > ADMIN_TIMEOUT {
-                return Err(errno_to_status(libc::ETIMEDOUT));
-            }
-        }
-        let c = out.expect("loop ends with a completion");
-        let st = Status::from_cqe_status(c.status);
-        if st.raw == 0 {
-            Ok(c.result)
-        } else {
-            Err(st)
-        }
     }
 
     /// Creates an I/O queue pair for up to `depth` commands in flight: a free queue id,
@@ -424,21 +408,13 @@ impl Ctrl {
         let cq = Sqe { opcode: aopc::CREATE_CQ, cdw10: size, cdw11: 1, ..Sqe::default() };
         if let Err(s) = self.admin_iova(cq, &[(qp.cq_iova(), PAGE as u64)]) {
             free();
-            return Err(Error::Command {
-                dev: self.addr.clone(),
-                what: "Create I/O Completion Queue".into(),
-                status: s,
-            });
+            return Err(failed(&self.addr, "Create I/O Completion Queue", s));
         }
         let sq = Sqe { opcode: aopc::CREATE_SQ, cdw10: size, cdw11: (qid as u32) << 16 | 1, ..Sqe::default() };
         if let Err(s) = self.admin_iova(sq, &[(qp.sq_iova(), PAGE as u64)]) {
             let _ = self.admin_iova(Sqe { opcode: aopc::DELETE_CQ, cdw10: qid as u32, ..Sqe::default() }, &[]);
             free();
-            return Err(Error::Command {
-                dev: self.addr.clone(),
-                what: "Create I/O Submission Queue".into(),
-                status: s,
-            });
+            return Err(failed(&self.addr, "Create I/O Submission Queue", s));
         }
         Ok(qp)
     }

@@ -54,52 +54,39 @@ fn ctrl_of(dev: &Inner) -> Result<Arc<Ctrl>, Error> {
     dev.vfio.clone().ok_or_else(|| dev.unsupported("vfio", "the device was not opened through vfio"))
 }
 
+/// A row of the interface table: every role of vfio serves PCI devices (the default
+/// there) and takes the one tunable `dma=vfio|uio` (how the controller reaches memory).
+const fn row(role: Role, summary: &'static str, build: Build) -> Descriptor {
+    Descriptor::new("vfio", role, summary, refusal, build).defaults(&[DevKind::NvmePci]).tunables(&[("dma", None)])
+}
+
 /// `sync=vfio`.
-pub(crate) const SYNC: Descriptor = Descriptor::new(
-    "vfio",
+pub(crate) const SYNC: Descriptor = row(
     Role::Sync,
     "user-space NVMe driver over vfio-pci (polled)",
-    refusal,
     Build::Sync(|dev| Ok(Box::new(VfioSync::new(dev)?))),
-)
-.defaults(&[DevKind::NvmePci])
-.tunables(TUNABLES);
-
-/// The tunable of every row: `dma=vfio|uio` (how the controller reaches memory).
-const TUNABLES: &[(&str, Option<&str>)] = &[("dma", None)];
+);
 
 /// `async=vfio`.
-pub(crate) const ASYNC: Descriptor = Descriptor::new(
-    "vfio",
+pub(crate) const ASYNC: Descriptor = row(
     Role::Async,
     "user-space NVMe driver over vfio-pci: a polled queue pair per queue",
-    refusal,
     Build::Async { probe: |dev| ctrl_of(dev).map(drop), queue: new_queue },
-)
-.defaults(&[DevKind::NvmePci])
-.tunables(TUNABLES);
+);
 
 /// `admin=vfio`.
-pub(crate) const ADMIN: Descriptor = Descriptor::new(
-    "vfio",
+pub(crate) const ADMIN: Descriptor = row(
     Role::Admin,
     "the admin queue of the user-space NVMe driver",
-    refusal,
     Build::Admin(|dev| Ok(Box::new(VfioAdmin { ctrl: ctrl_of(dev)? }))),
-)
-.defaults(&[DevKind::NvmePci])
-.tunables(TUNABLES);
+);
 
 /// `mem=vfio`.
-pub(crate) const MEM: Descriptor = Descriptor::new(
-    "vfio",
+pub(crate) const MEM: Descriptor = row(
     Role::Mem,
     "2 MiB hugepages mapped into the device's IOMMU (dma=uio: pinned, at physical addresses)",
-    refusal,
     Build::Mem,
-)
-.defaults(&[DevKind::NvmePci])
-.tunables(TUNABLES);
+);
 
 /// What identify says about the namespace, through the admin queue.
 struct Asker<'a> {
@@ -355,24 +342,11 @@ impl SyncIo for VfioSync {
         }
         let SyncQ { qp, chunks, nsid, lba, .. } = &mut *q;
         let sqe = build(&self.ctrl.pool, chunks, qp, io, cmd, *nsid, *lba, bufs, 0).map_err(|f| f.status())?;
-        qp.push(&sqe);
-        qp.ring(self.ctrl.bar());
-        let start = Instant::now();
-        let mut out = None;
-        while out.is_none() {
-            qp.poll(self.ctrl.bar(), 1, |c| out = Some(c));
-            if out.is_none() && start.elapsed() > IO_TIMEOUT {
-                q.usable = false;
-                return Err(errno_to_status(libc::ETIMEDOUT));
-            }
+        let r = self.ctrl.run(qp, &sqe, IO_TIMEOUT);
+        if r.is_err_and(|s| s.errno() == Some(libc::ETIMEDOUT)) {
+            q.usable = false;
         }
-        let c = out.expect("the loop ends with a completion");
-        let st = status_of(c.status);
-        if st.raw == 0 {
-            Ok(c.result)
-        } else {
-            Err(st)
-        }
+        r
     }
 
     fn syscalls_per_cmd(&self) -> u64 {

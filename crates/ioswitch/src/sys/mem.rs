@@ -97,10 +97,7 @@ impl Mapping {
     /// msync(2) with `MS_SYNC` over the whole mapping.
     pub(crate) fn sync(&self) -> io::Result<()> {
         // SAFETY: the whole mapping, which this value owns.
-        if unsafe { libc::msync(self.base.as_ptr() as *mut libc::c_void, self.len, libc::MS_SYNC) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        super::check(unsafe { libc::msync(self.base.as_ptr() as *mut libc::c_void, self.len, libc::MS_SYNC) }).map(drop)
     }
 }
 

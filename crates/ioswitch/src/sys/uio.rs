@@ -45,14 +45,11 @@ impl Config {
     /// EWOULDBLOCK becomes EBUSY.
     pub(crate) fn lock(&self) -> io::Result<()> {
         // SAFETY: flock on an open descriptor; no memory is involved.
-        if unsafe { libc::flock(self.fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            let e = io::Error::last_os_error();
-            return Err(match e.raw_os_error() {
-                Some(libc::EWOULDBLOCK) => io::Error::from_raw_os_error(libc::EBUSY),
-                _ => e,
-            });
-        }
-        Ok(())
+        let rc = unsafe { libc::flock(self.fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        super::check(rc).map(drop).map_err(|e| match e.raw_os_error() {
+            Some(libc::EWOULDBLOCK) => io::Error::from_raw_os_error(libc::EBUSY),
+            _ => e,
+        })
     }
 
     /// The 16-bit register at `off`.

@@ -90,11 +90,7 @@ struct DmaUnmap {
 /// write during the call.
 unsafe fn ioctl(fd: RawFd, req: u64, arg: libc::c_ulong) -> io::Result<i32> {
     // SAFETY: the caller guarantees arg matches req.
-    let rc = unsafe { libc::ioctl(fd, req as libc::c_ulong, arg) };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(rc)
+    super::check(unsafe { libc::ioctl(fd, req as libc::c_ulong, arg) })
 }
 
 fn open_rw(path: &str) -> io::Result<OwnedFd> {
@@ -356,10 +352,7 @@ impl DmaMem {
     /// address (no IOMMU pins it).
     pub(crate) fn pin(&self) -> io::Result<()> {
         // SAFETY: base/len are exactly this mapping; mlock only changes its residency.
-        if unsafe { libc::mlock(self.base.as_ptr() as *const libc::c_void, self.len) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        super::check(unsafe { libc::mlock(self.base.as_ptr() as *const libc::c_void, self.len) }).map(drop)
     }
 
     /// Its start address.

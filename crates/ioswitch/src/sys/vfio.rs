@@ -247,22 +247,7 @@ impl Bar {
     /// Maps `len` bytes at `offset` of `fd` (a VFIO device region, a sysfs `resourceN`
     /// file) shared, for register access.
     pub(crate) fn map_fd(fd: RawFd, offset: u64, len: usize) -> io::Result<Bar> {
-        // SAFETY: a fresh shared mapping at an address the kernel chooses; the kernel
-        // checks the descriptor, offset and length.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd,
-                offset as libc::off_t,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Bar { base: NonNull::new(p as *mut u8).expect("mmap returned a non-null address"), len })
+        Ok(Bar { base: super::mem::mmap(len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, offset)?, len })
     }
 
     #[inline]
@@ -330,21 +315,8 @@ impl DmaMem {
     /// ENOMEM means the hugetlb pool has too few free pages (`vm.nr_hugepages`).
     pub(crate) fn alloc(len: usize) -> io::Result<DmaMem> {
         let len = len.max(1).next_multiple_of(HUGEPAGE);
-        // SAFETY: a fresh private anonymous mapping at an address the kernel chooses.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB | libc::MAP_POPULATE,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(DmaMem { base: NonNull::new(p as *mut u8).expect("mmap returned a non-null address"), len })
+        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB | libc::MAP_POPULATE;
+        Ok(DmaMem { base: super::mem::mmap(len, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0)?, len })
     }
 
     /// Locks it in memory (mlock): a hugetlb page is never swapped nor migrated while

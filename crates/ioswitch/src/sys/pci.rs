@@ -45,10 +45,12 @@ pub(crate) fn dir(addr: PciAddr) -> PathBuf {
 
 /// The addresses of every PCI function, sorted; names that are not addresses are skipped.
 pub(crate) fn addresses() -> io::Result<Vec<PciAddr>> {
-    let mut out: Vec<PciAddr> = fs::read_dir(bus().join("devices"))?
-        .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
-        .collect();
+    addresses_in(&bus().join("devices"))
+}
+
+/// The PCI addresses among the entry names of directory `d`, sorted.
+fn addresses_in(d: &Path) -> io::Result<Vec<PciAddr>> {
+    let mut out: Vec<PciAddr> = sysfs::sorted_names(d)?.iter().filter_map(|n| n.parse().ok()).collect();
     out.sort();
     Ok(out)
 }
@@ -81,11 +83,7 @@ fn link_name(link: &Path) -> Option<String> {
 /// The functions in IOMMU group `group` (`/sys/kernel/iommu_groups/N/devices`), sorted.
 pub(crate) fn group_members(group: u32) -> Vec<PciAddr> {
     let d = sysfs::root().join("kernel/iommu_groups").join(group.to_string()).join("devices");
-    let mut out: Vec<PciAddr> = fs::read_dir(d)
-        .map(|rd| rd.filter_map(|e| e.ok()).filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
-        .unwrap_or_default();
-    out.sort();
-    out
+    addresses_in(&d).unwrap_or_default()
 }
 
 /// The sysfs directories of the NVMe controllers the kernel's nvme driver made of this

@@ -1,7 +1,7 @@
 //! Zoned Namespace command set (NVMe ZNS spec): the Zone Management Receive report
 //! (a 64-byte header and 64-byte zone descriptors) and the Zone Management Send actions.
 
-use super::log::{need, u64_at, ShortPage};
+use super::{Page, ShortPage};
 use serde::Serialize;
 use std::fmt;
 use std::str::FromStr;
@@ -122,7 +122,7 @@ pub struct ZoneDesc {
 impl ZoneDesc {
     /// Parses one 64-byte descriptor.
     pub fn parse(b: &[u8]) -> Result<ZoneDesc, ShortPage> {
-        need("zone descriptor", b, ZONE_DESC_LEN)?;
+        let p = Page::new(b, "zone descriptor", ZONE_DESC_LEN)?;
         let zone_type = match b[0] & 0xf {
             2 => ZoneType::SeqWriteRequired,
             x => ZoneType::Reserved(x),
@@ -132,9 +132,9 @@ impl ZoneDesc {
             state: ZoneState::from_bits(b[1] >> 4),
             attrs: ZoneAttrs::from_byte(b[2]),
             attrs_info: b[3],
-            capacity: u64_at(b, 8),
-            zslba: u64_at(b, 16),
-            wp: u64_at(b, 24),
+            capacity: p.u64(8),
+            zslba: p.u64(16),
+            wp: p.u64(24),
         })
     }
 
@@ -170,8 +170,7 @@ impl ZoneReport {
     /// Parses a reply: the header and as many whole descriptors as both the header's
     /// count and the bytes allow.
     pub fn parse(b: &[u8]) -> Result<ZoneReport, ShortPage> {
-        need("zone report header", b, ZONE_DESC_LEN)?;
-        let nr_zones = u64_at(b, 0);
+        let nr_zones = Page::new(b, "zone report header", ZONE_DESC_LEN)?.u64(0);
         let zones = b[ZONE_DESC_LEN..]
             .chunks_exact(ZONE_DESC_LEN)
             .take(usize::try_from(nr_zones).unwrap_or(usize::MAX))
@@ -186,15 +185,15 @@ impl ZoneReport {
 #[serde(rename_all = "snake_case")]
 pub enum ZoneAction {
     /// 1h: Close Zone.
-    Close,
+    Close = 1,
     /// 2h: Finish Zone.
-    Finish,
+    Finish = 2,
     /// 3h: Open Zone.
-    Open,
+    Open = 3,
     /// 4h: Reset Zone.
-    Reset,
+    Reset = 4,
     /// 5h: Offline Zone.
-    Offline,
+    Offline = 5,
 }
 
 impl ZoneAction {
@@ -203,13 +202,7 @@ impl ZoneAction {
         [ZoneAction::Close, ZoneAction::Finish, ZoneAction::Open, ZoneAction::Reset, ZoneAction::Offline];
     /// The Zone Send Action value.
     pub fn bits(self) -> u8 {
-        match self {
-            ZoneAction::Close => 1,
-            ZoneAction::Finish => 2,
-            ZoneAction::Open => 3,
-            ZoneAction::Reset => 4,
-            ZoneAction::Offline => 5,
-        }
+        self as u8
     }
     /// The action for a Zone Send Action value.
     pub fn from_bits(v: u8) -> Option<ZoneAction> {
@@ -249,36 +242,27 @@ impl FromStr for ZoneAction {
 pub enum ZoneFilter {
     /// 0h: every zone.
     #[default]
-    All,
+    All = 0,
     /// 1h: empty zones.
-    Empty,
+    Empty = 1,
     /// 2h: implicitly opened zones.
-    ImplicitlyOpened,
+    ImplicitlyOpened = 2,
     /// 3h: explicitly opened zones.
-    ExplicitlyOpened,
+    ExplicitlyOpened = 3,
     /// 4h: closed zones.
-    Closed,
+    Closed = 4,
     /// 5h: full zones.
-    Full,
+    Full = 5,
     /// 6h: read-only zones.
-    ReadOnly,
+    ReadOnly = 6,
     /// 7h: offline zones.
-    Offline,
+    Offline = 7,
 }
 
 impl ZoneFilter {
     /// The reporting option value.
     pub fn bits(self) -> u8 {
-        match self {
-            ZoneFilter::All => 0,
-            ZoneFilter::Empty => 1,
-            ZoneFilter::ImplicitlyOpened => 2,
-            ZoneFilter::ExplicitlyOpened => 3,
-            ZoneFilter::Closed => 4,
-            ZoneFilter::Full => 5,
-            ZoneFilter::ReadOnly => 6,
-            ZoneFilter::Offline => 7,
-        }
+        self as u8
     }
 }
 

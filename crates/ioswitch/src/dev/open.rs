@@ -32,18 +32,7 @@ pub(crate) fn open_ramdisk(uri: &str, bytes: u64, opts: &Opts) -> Result<(DevKin
         zoned: ZonedModel::None,
         zones: None,
     };
-    let ident = Ident {
-        uri: uri.into(),
-        path: None,
-        kind: DevKind::Ramdisk,
-        nsid: opts.nsid.unwrap_or(1),
-        driver: Some("ioswitch-ramdisk".into()),
-        block_name: None,
-        model: None,
-        serial: None,
-        in_use: None,
-        dax: None,
-    };
+    let ident = Ident { driver: Some("ioswitch-ramdisk".into()), ..base_ident(uri, None, DevKind::Ramdisk, opts) };
     Ok((DevKind::Ramdisk, None, geo, ident))
 }
 
@@ -149,7 +138,7 @@ pub(super) fn open_path(uri: &str, path: &Path, opts: &Opts) -> Result<(DevKind,
         os(uri, hint, e)
     })?;
 
-    let mut ident = base_ident(uri, path, kind, opts);
+    let mut ident = base_ident(uri, Some(path), kind, opts);
     let dio = sys::dio_align(&fd);
     let geo = if kind == DevKind::File {
         if let Some(size) = opts.size {
@@ -224,7 +213,7 @@ fn open_nvme_char(
         os(uri, hint, e)
     })?;
     let raw = fd.as_raw_fd();
-    let mut ident = base_ident(uri, path, kind, opts);
+    let mut ident = base_ident(uri, Some(path), kind, opts);
     ident.driver = Some("nvme".into());
     let mut geo = unidentified_namespace();
     if kind == DevKind::NvmeCtrl {
@@ -264,7 +253,7 @@ fn open_devdax(uri: &str, path: &Path, opts: &Opts, rdev: u64) -> Result<(DevKin
     let cpath = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| Error::BadUri { uri: uri.into(), why: "contains a NUL byte".into() })?;
     let fd = sys::open(&cpath, flags, 0).map_err(|e| os(uri, "open", e))?;
-    let mut ident = base_ident(uri, path, DevKind::DevDax, opts);
+    let mut ident = base_ident(uri, Some(path), DevKind::DevDax, opts);
     ident.driver = Some("device_dax".into());
     ident.block_name = path.file_name().map(|n| n.to_string_lossy().into_owned());
     let geo = geometry::file(dax.size, None, false);
@@ -290,28 +279,18 @@ pub(super) fn open_pci(
     let dma = opts.dma.unwrap_or_default();
     let (ctrl, info) = be::vfio::open(uri, addr, opts.nsid, dma)?;
     let kind = DevKind::NvmePci;
-    let mut ident = Ident {
-        uri: uri.into(),
-        path: None,
-        kind,
-        nsid: info.nsid,
-        driver: Some(dma.kernel_driver().into()),
-        block_name: None,
-        model: None,
-        serial: None,
-        in_use: None,
-        dax: None,
-    };
+    let mut ident =
+        Ident { nsid: info.nsid, driver: Some(dma.kernel_driver().into()), ..base_ident(uri, None, kind, opts) };
     let mut geo = unidentified_namespace();
     geometry::apply_ns_info(uri, opts, &info, &mut geo, &mut ident)?;
     ident.driver = Some(dma.kernel_driver().into());
     Ok((ctrl, (kind, None, geo, ident)))
 }
 
-fn base_ident(uri: &str, path: &Path, kind: DevKind, opts: &Opts) -> Ident {
+fn base_ident(uri: &str, path: Option<&Path>, kind: DevKind, opts: &Opts) -> Ident {
     Ident {
         uri: uri.into(),
-        path: Some(fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())),
+        path: path.map(|p| fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())),
         kind,
         nsid: opts.nsid.unwrap_or(1),
         driver: None,

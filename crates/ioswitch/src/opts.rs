@@ -11,8 +11,16 @@ use serde::Serialize;
 use std::fmt;
 use std::str::FromStr;
 
-macro_rules! iface_enum {
-    ($(#[$m:meta])* $name:ident, $role:literal, { $($(#[$vm:meta])* $var:ident = $s:literal),* $(,)? }) => {
+/// An enum of the values one option takes (`key=value`), with its name in option strings:
+/// `ALL`, `as_str`, `Display`, and `FromStr` whose error names the key, says that `what`
+/// is unknown and lists what is `known` (by default every name).
+macro_rules! named_enum {
+    (@known [$($s:literal),*]) => { [$($s),*].join(", ") };
+    (@known [$($s:literal),*] $known:literal) => { $known };
+    (
+        $(#[$m:meta])* $name:ident, key: $key:literal, what: $what:literal, $(known: $known:literal,)?
+        { $($(#[$vm:meta])* $var:ident = $s:literal),* $(,)? }
+    ) => {
         $(#[$m])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
         #[serde(rename_all = "snake_case")]
@@ -38,22 +46,19 @@ macro_rules! iface_enum {
             fn from_str(s: &str) -> Result<Self, Error> {
                 match s {
                     $($s => Ok($name::$var),)*
-                    _ => Err(Error::BadOpt {
-                        key: $role.into(),
-                        why: format!(
-                            "unknown {} interface {:?}; known: {}",
-                            $role, s, [$($s),*].join(", ")
-                        ),
-                    }),
+                    _ => {
+                        let known = named_enum!(@known [$($s),*] $($known)?);
+                        Err(Error::BadOpt { key: $key.into(), why: format!("unknown {} {s:?}; known: {known}", $what) })
+                    }
                 }
             }
         }
     };
 }
 
-iface_enum!(
+named_enum!(
     /// Synchronous interfaces.
-    SyncIface, "sync", {
+    SyncIface, key: "sync", what: "sync interface", {
         /// pread/pwrite/preadv/pwritev/fdatasync; trim by hole punching.
         Psync = "psync",
         /// psync plus the block-layer ioctls (BLKDISCARD, BLKZEROOUT, sizes).
@@ -75,9 +80,9 @@ iface_enum!(
     }
 );
 
-iface_enum!(
+named_enum!(
     /// Asynchronous interfaces.
-    AsyncIface, "async", {
+    AsyncIface, key: "async", what: "async interface", {
         /// Completes every command at once and moves no data: measures library overhead.
         Nil = "nil",
         /// Async API over the sync interface, executed when the queue is poked.
@@ -97,9 +102,9 @@ iface_enum!(
     }
 );
 
-iface_enum!(
+named_enum!(
     /// Admin interfaces (identify, logs, features).
-    AdminIface, "admin", {
+    AdminIface, key: "admin", what: "admin interface", {
         /// Identify data emulated from stat, sysfs and block ioctls.
         Emulated = "emulated",
         /// NVMe admin ioctl passthrough.
@@ -109,9 +114,9 @@ iface_enum!(
     }
 );
 
-iface_enum!(
+named_enum!(
     /// Memory interfaces (how buffers are allocated).
-    MemIface, "mem", {
+    MemIface, key: "mem", what: "mem interface", {
         /// Aligned heap memory.
         Posix = "posix",
         /// Hugepages mapped into a PCI device's IOMMU (DMA memory of the vfio driver).
@@ -119,92 +124,49 @@ iface_enum!(
     }
 );
 
-/// The system calls `sync=psync` moves data with (fio's engines `psync`, `sync`,
-/// `pvsync`, `pvsync2`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PsyncCall {
-    /// pread(2)/pwrite(2) (preadv/pwritev for several buffers): fio's `psync`.
-    #[default]
-    Pread,
-    /// lseek(2) (only when the offset is not where the last transfer ended) then
-    /// read(2)/write(2) (readv/writev for several buffers): fio's `sync`.
-    Read,
-    /// preadv(2)/pwritev(2), also for one buffer: fio's `pvsync`.
-    Preadv,
-    /// preadv2(2)/pwritev2(2), with `RWF_HIPRI` when `rwf_hipri` is set: fio's `pvsync2`.
-    Preadv2,
-}
-
-impl PsyncCall {
-    /// Every value, in the order they are documented.
-    pub const ALL: &'static [PsyncCall] = &[PsyncCall::Pread, PsyncCall::Read, PsyncCall::Preadv, PsyncCall::Preadv2];
-
-    /// The name in option strings.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PsyncCall::Pread => "pread",
-            PsyncCall::Read => "read",
-            PsyncCall::Preadv => "preadv",
-            PsyncCall::Preadv2 => "preadv2",
-        }
+named_enum!(
+    /// The system calls `sync=psync` moves data with (fio's engines `psync`, `sync`,
+    /// `pvsync`, `pvsync2`).
+    #[derive(Default)]
+    PsyncCall, key: "psync_call", what: "call", {
+        /// pread(2)/pwrite(2) (preadv/pwritev for several buffers): fio's `psync`.
+        #[default]
+        Pread = "pread",
+        /// lseek(2) (only when the offset is not where the last transfer ended) then
+        /// read(2)/write(2) (readv/writev for several buffers): fio's `sync`.
+        Read = "read",
+        /// preadv(2)/pwritev(2), also for one buffer: fio's `pvsync`.
+        Preadv = "preadv",
+        /// preadv2(2)/pwritev2(2), with `RWF_HIPRI` when `rwf_hipri` is set: fio's `pvsync2`.
+        Preadv2 = "preadv2",
     }
-}
+);
 
-/// How the user-space NVMe driver (`vfio`) gives the controller DMA access to its
-/// memory (`dma=`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DmaMode {
-    /// The controller is bound to vfio-pci; its DMA goes through the IOMMU, which lets
-    /// it reach only the device's own hugepage pool.
-    #[default]
-    Vfio,
-    /// The controller is bound to uio_pci_generic (no IOMMU): the driver hands it
-    /// physical addresses of pinned hugepages (from `/proc/self/pagemap`, which needs
-    /// CAP_SYS_ADMIN). No isolation: the device can write to any memory. For testing
-    /// and benchmarking only.
-    Uio,
-}
+named_enum!(
+    /// How the user-space NVMe driver (`vfio`) gives the controller DMA access to its
+    /// memory (`dma=`).
+    #[derive(Default)]
+    DmaMode, key: "dma", what: "DMA mode",
+    known: "vfio (through the IOMMU), uio (physical addresses, no IOMMU)", {
+        /// The controller is bound to vfio-pci; its DMA goes through the IOMMU, which lets
+        /// it reach only the device's own hugepage pool.
+        #[default]
+        Vfio = "vfio",
+        /// The controller is bound to uio_pci_generic (no IOMMU): the driver hands it
+        /// physical addresses of pinned hugepages (from `/proc/self/pagemap`, which needs
+        /// CAP_SYS_ADMIN). No isolation: the device can write to any memory. For testing
+        /// and benchmarking only.
+        Uio = "uio",
+    }
+);
 
 impl DmaMode {
-    /// Every value, in the order they are documented.
-    pub const ALL: &'static [DmaMode] = &[DmaMode::Vfio, DmaMode::Uio];
-
-    /// The name in option strings.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DmaMode::Vfio => "vfio",
-            DmaMode::Uio => "uio",
-        }
-    }
-
     /// The kernel driver the controller must be bound to.
     pub fn kernel_driver(self) -> &'static str {
         match self {
             DmaMode::Vfio => "vfio-pci",
             DmaMode::Uio => "uio_pci_generic",
         }
-    }
-}
-
-impl FromStr for DmaMode {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
-        DmaMode::ALL.iter().copied().find(|c| c.as_str() == s).ok_or_else(|| Error::BadOpt {
-            key: "dma".into(),
-            why: format!("unknown DMA mode {s:?}; known: vfio (through the IOMMU), uio (physical addresses, no IOMMU)"),
-        })
-    }
-}
-
-impl FromStr for PsyncCall {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
-        PsyncCall::ALL.iter().copied().find(|c| c.as_str() == s).ok_or_else(|| Error::BadOpt {
-            key: "psync_call".into(),
-            why: format!("unknown call {s:?}; known: pread, read, preadv, preadv2"),
-        })
     }
 }
 

@@ -52,11 +52,7 @@ pub fn enumerate() -> Result<Vec<Listing>> {
             kind: if is_nvme_ns_name(&name, "nvme") { DevKind::NvmeBlock } else { DevKind::Block },
             bytes: sectors * 512,
             lba_size: q("logical_block_size").and_then(|s| s.parse().ok()).unwrap_or(512),
-            zoned: match q("zoned").as_deref() {
-                Some("host-managed") => ZonedModel::HostManaged,
-                Some("host-aware") => ZonedModel::HostAware,
-                _ => ZonedModel::None,
-            },
+            zoned: ZonedModel::from_sysfs(q("zoned").as_deref()),
             driver: sysfs::driver_of(&disk),
             model: sysfs::read(&disk.join("device/model")),
             dax: super::pmem::fsdax(&name),

@@ -99,6 +99,17 @@ pub enum ZonedModel {
     HostAware,
 }
 
+impl ZonedModel {
+    /// The model a disk's sysfs `queue/zoned` attribute names.
+    pub(crate) fn from_sysfs(zoned: Option<&str>) -> ZonedModel {
+        match zoned {
+            Some("host-managed") => ZonedModel::HostManaged,
+            Some("host-aware") => ZonedModel::HostAware,
+            _ => ZonedModel::None,
+        }
+    }
+}
+
 /// Zone layout of a zoned device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Zoned {

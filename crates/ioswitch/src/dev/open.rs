@@ -22,16 +22,7 @@ pub(crate) fn open_ramdisk(uri: &str, bytes: u64, opts: &Opts) -> Result<(DevKin
             why: format!("apply to regular files; {uri} is a ramdisk"),
         });
     }
-    let geo = Geometry {
-        lba_size: 512,
-        nlbas: bytes / 512,
-        bytes,
-        max_transfer: 65536 * 512,
-        dio_mem_align: 512,
-        dio_offset_align: 512,
-        zoned: ZonedModel::None,
-        zones: None,
-    };
+    let geo = geometry::block(512, bytes, None, ZonedModel::None, None);
     let ident = Ident { driver: Some("ioswitch-ramdisk".into()), ..base_ident(uri, None, DevKind::Ramdisk, opts) };
     Ok((DevKind::Ramdisk, None, geo, ident))
 }

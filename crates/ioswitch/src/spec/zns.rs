@@ -185,15 +185,15 @@ impl ZoneReport {
 #[serde(rename_all = "snake_case")]
 pub enum ZoneAction {
     /// 1h: Close Zone.
-    Close = 1,
+    Close,
     /// 2h: Finish Zone.
-    Finish = 2,
+    Finish,
     /// 3h: Open Zone.
-    Open = 3,
+    Open,
     /// 4h: Reset Zone.
-    Reset = 4,
+    Reset,
     /// 5h: Offline Zone.
-    Offline = 5,
+    Offline,
 }
 
 impl ZoneAction {
@@ -202,7 +202,13 @@ impl ZoneAction {
         [ZoneAction::Close, ZoneAction::Finish, ZoneAction::Open, ZoneAction::Reset, ZoneAction::Offline];
     /// The Zone Send Action value.
     pub fn bits(self) -> u8 {
-        self as u8
+        match self {
+            ZoneAction::Close => 1,
+            ZoneAction::Finish => 2,
+            ZoneAction::Open => 3,
+            ZoneAction::Reset => 4,
+            ZoneAction::Offline => 5,
+        }
     }
     /// The action for a Zone Send Action value.
     pub fn from_bits(v: u8) -> Option<ZoneAction> {
@@ -242,27 +248,36 @@ impl FromStr for ZoneAction {
 pub enum ZoneFilter {
     /// 0h: every zone.
     #[default]
-    All = 0,
+    All,
     /// 1h: empty zones.
-    Empty = 1,
+    Empty,
     /// 2h: implicitly opened zones.
-    ImplicitlyOpened = 2,
+    ImplicitlyOpened,
     /// 3h: explicitly opened zones.
-    ExplicitlyOpened = 3,
+    ExplicitlyOpened,
     /// 4h: closed zones.
-    Closed = 4,
+    Closed,
     /// 5h: full zones.
-    Full = 5,
+    Full,
     /// 6h: read-only zones.
-    ReadOnly = 6,
+    ReadOnly,
     /// 7h: offline zones.
-    Offline = 7,
+    Offline,
 }
 
 impl ZoneFilter {
     /// The reporting option value.
     pub fn bits(self) -> u8 {
-        self as u8
+        match self {
+            ZoneFilter::All => 0,
+            ZoneFilter::Empty => 1,
+            ZoneFilter::ImplicitlyOpened => 2,
+            ZoneFilter::ExplicitlyOpened => 3,
+            ZoneFilter::Closed => 4,
+            ZoneFilter::Full => 5,
+            ZoneFilter::ReadOnly => 6,
+            ZoneFilter::Offline => 7,
+        }
     }
 }
 

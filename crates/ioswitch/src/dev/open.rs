@@ -16,12 +16,7 @@ use std::path::Path;
 
 /// A ramdisk of `bytes` bytes: its kind, no descriptor, its geometry and identity.
 pub(crate) fn open_ramdisk(uri: &str, bytes: u64, opts: &Opts) -> Result<(DevKind, Option<OwnedFd>, Geometry, Ident)> {
-    if opts.create || opts.truncate || opts.size.is_some() {
-        return Err(Error::BadOpt {
-            key: "create/truncate/size".into(),
-            why: format!("apply to regular files; {uri} is a ramdisk"),
-        });
-    }
+    only_files_take_file_opts(uri, opts, "ramdisk")?;
     let geo = geometry::block(512, bytes, None, ZonedModel::None, None);
     let ident = Ident { driver: Some("ioswitch-ramdisk".into()), ..base_ident(uri, None, DevKind::Ramdisk, opts) };
     Ok((DevKind::Ramdisk, None, geo, ident))
@@ -87,11 +82,8 @@ pub(super) fn open_path(uri: &str, path: &Path, opts: &Opts) -> Result<(DevKind,
         Some(md) => classify(uri, path, md)?,
         None => DevKind::File,
     };
-    if kind != DevKind::File && (opts.create || opts.truncate || opts.size.is_some()) {
-        return Err(Error::BadOpt {
-            key: "create/truncate/size".into(),
-            why: format!("apply to regular files; {uri} is a {kind}"),
-        });
+    if kind != DevKind::File {
+        only_files_take_file_opts(uri, opts, kind)?;
     }
     if kind == DevKind::NvmeCtrl || kind == DevKind::NvmeChar {
         return open_nvme_char(uri, path, kind, opts, existing.as_ref().map(|m| m.rdev()).unwrap_or(0));
@@ -261,12 +253,7 @@ pub(super) fn open_pci(
     addr: &str,
     opts: &Opts,
 ) -> Result<(std::sync::Arc<be::vfio::ctrl::Ctrl>, (DevKind, Option<OwnedFd>, Geometry, Ident))> {
-    if opts.create || opts.truncate || opts.size.is_some() {
-        return Err(Error::BadOpt {
-            key: "create/truncate/size".into(),
-            why: format!("apply to regular files; {uri} is a PCI device"),
-        });
-    }
+    only_files_take_file_opts(uri, opts, "PCI device")?;
     let dma = opts.dma.unwrap_or_default();
     let (ctrl, info) = be::vfio::open(uri, addr, opts.nsid, dma)?;
     let kind = DevKind::NvmePci;
@@ -276,6 +263,18 @@ pub(super) fn open_pci(
     geometry::apply_ns_info(uri, opts, &info, &mut geo, &mut ident)?;
     ident.driver = Some(dma.kernel_driver().into());
     Ok((ctrl, (kind, None, geo, ident)))
+}
+
+/// Refuses `create`, `truncate` and `size`, which apply to regular files, for `uri`, a
+/// `what` (a ramdisk, a block device, …).
+fn only_files_take_file_opts(uri: &str, opts: &Opts, what: impl std::fmt::Display) -> Result<()> {
+    if opts.create || opts.truncate || opts.size.is_some() {
+        return Err(Error::BadOpt {
+            key: "create/truncate/size".into(),
+            why: format!("apply to regular files; {uri} is a {what}"),
+        });
+    }
+    Ok(())
 }
 
 fn base_ident(uri: &str, path: Option<&Path>, kind: DevKind, opts: &Opts) -> Ident {

@@ -123,6 +123,8 @@ pub(super) fn open_path(uri: &str, path: &Path, opts: &Opts) -> Result<(DevKind,
 
     let mut ident = base_ident(uri, Some(path), kind, opts);
     let dio = sys::dio_align(&fd);
+    let md = fs::metadata(path).map_err(|e| os(uri, "stat", e))?;
+    let rdev = (libc::major(md.rdev()), libc::minor(md.rdev()));
     let geo = if kind == DevKind::File {
         if let Some(size) = opts.size {
             let cur = fd_size(uri, &fd)?;
@@ -131,7 +133,6 @@ pub(super) fn open_path(uri: &str, path: &Path, opts: &Opts) -> Result<(DevKind,
             }
         }
         let bytes = fd_size(uri, &fd)?;
-        let md = fs::metadata(path).map_err(|e| os(uri, "stat", e))?;
         let dev = md.dev();
         if let Some(dir) = sysfs::dev_dir("block", (libc::major(dev), libc::minor(dev))) {
             ident.block_name = dir.file_name().map(|n| n.to_string_lossy().into_owned());
@@ -142,8 +143,7 @@ pub(super) fn open_path(uri: &str, path: &Path, opts: &Opts) -> Result<(DevKind,
     } else {
         let lba = sys::blk_logical_block_size(&fd).map_err(|e| os(uri, "BLKSSZGET (logical block size)", e))?;
         let bytes = sys::blk_size(&fd).map_err(|e| os(uri, "BLKGETSIZE64 (device size)", e))?;
-        let md = fs::metadata(path).map_err(|e| os(uri, "stat", e))?;
-        let dir = sysfs::dev_dir("block", (libc::major(md.rdev()), libc::minor(md.rdev())));
+        let dir = sysfs::dev_dir("block", rdev);
         let disk = dir.as_deref().map(sysfs::disk_of);
         let (zoned, zones) = geometry::zones(disk.as_deref(), lba, || be::zoned::zone0(fd.as_raw_fd()));
         if let Some(d) = &dir {
@@ -159,9 +159,7 @@ pub(super) fn open_path(uri: &str, path: &Path, opts: &Opts) -> Result<(DevKind,
     };
     let mut geo = geo;
     if kind == DevKind::NvmeBlock {
-        let md = fs::metadata(path).map_err(|e| os(uri, "stat", e))?;
-        let devno = (libc::major(md.rdev()), libc::minor(md.rdev()));
-        match be::nvme::ns_info(uri, fd.as_raw_fd(), devno, kind) {
+        match be::nvme::ns_info(uri, fd.as_raw_fd(), rdev, kind) {
             Ok(info) => geometry::apply_ns_info(uri, opts, &info, &mut geo, &mut ident)?,
             // Without identify (refused to this user) the block layer's geometry stands.
             Err(e) if matches!(e.errno(), Some(libc::EACCES | libc::EPERM)) => {}
@@ -169,8 +167,7 @@ pub(super) fn open_path(uri: &str, path: &Path, opts: &Opts) -> Result<(DevKind,
         }
     }
     if kind != DevKind::File && guarded(opts) {
-        let md = fs::metadata(path).map_err(|e| os(uri, "stat", e))?;
-        ident.in_use = guard::block_in_use(path, (libc::major(md.rdev()), libc::minor(md.rdev())));
+        ident.in_use = guard::block_in_use(path, rdev);
     }
     Ok((kind, Some(fd), geo, ident))
 }

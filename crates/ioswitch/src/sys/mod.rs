@@ -67,6 +67,15 @@ pub(crate) fn open(path: &CStr, flags: libc::c_int, mode: libc::mode_t) -> std::
     Ok(unsafe { OwnedFd::from_raw_fd(raw) })
 }
 
+/// open(2) of an existing `path` with `flags` and O_CLOEXEC; a path with a NUL byte is
+/// InvalidInput.
+pub(crate) fn open_path(path: &std::path::Path, flags: libc::c_int) -> std::io::Result<OwnedFd> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    open(&c, flags | libc::O_CLOEXEC, 0)
+}
+
 /// The direct-I/O alignments of an open file, `(memory, offset)`, from
 /// `statx(STATX_DIOALIGN)`; `None` where the kernel or file system does not say.
 pub(crate) fn dio_align(fd: &impl AsRawFd) -> Option<(u32, u32)> {

@@ -94,8 +94,7 @@ unsafe fn ioctl(fd: RawFd, req: u64, arg: libc::c_ulong) -> io::Result<i32> {
 }
 
 fn open_rw(path: &str) -> io::Result<OwnedFd> {
-    let c = CString::new(path).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    super::open(&c, libc::O_RDWR | libc::O_CLOEXEC, 0)
+    super::open_path(std::path::Path::new(path), libc::O_RDWR)
 }
 
 /// A VFIO container (`/dev/vfio/vfio`): one IOMMU address space.

@@ -11,8 +11,16 @@ use serde::Serialize;
 use std::fmt;
 use std::str::FromStr;
 
-macro_rules! iface_enum {
-    ($(#[$m:meta])* $name:ident, $role:literal, { $($(#[$vm:meta])* $var:ident = $s:literal),* $(,)? }) => {
+/// An enum of the values one option takes (`key=value`), with its name in option strings:
+/// `ALL`, `as_str`, `Display`, and `FromStr` whose error names the key, says that `what`
+/// is unknown and lists what is `known` (by default every name).
+macro_rules! named_enum {
+    (@known [$($s:literal),*]) => { [$($s),*].join(", ") };
+    (@known [$($s:literal),*] $known:literal) => { $known };
+    (
+        $(#[$m:meta])* $name:ident, key: $key:literal, what: $what:literal, $(known: $known:literal,)?
+        { $($(#[$vm:meta])* $var:ident = $s:literal),* $(,)? }
+    ) => {
         $(#[$m])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
         #[serde(rename_all = "snake_case")]
@@ -38,22 +46,19 @@ macro_rules! iface_enum {
             fn from_str(s: &str) -> Result<Self, Error> {
                 match s {
                     $($s => Ok($name::$var),)*
-                    _ => Err(Error::BadOpt {
-                        key: $role.into(),
-                        why: format!(
-                            "unknown {} interface {:?}; known: {}",
-                            $role, s, [$($s),*].join(", ")
-                        ),
-                    }),
+                    _ => {
+                        let known = named_enum!(@known [$($s),*] $($known)?);
+                        Err(Error::BadOpt { key: $key.into(), why: format!("unknown {} {s:?}; known: {known}", $what) })
+                    }
                 }
             }
         }
     };
 }
 
-iface_enum!(
+named_enum!(
     /// Synchronous interfaces.
-    SyncIface, "sync", {
+    SyncIface, key: "sync", what: "sync interface", {
         /// pread/pwrite/preadv/pwritev/fdatasync; trim by hole punching.
         Psync = "psync",
         /// psync plus the block-layer ioctls (BLKDISCARD, BLKZEROOUT, sizes).
@@ -75,9 +80,9 @@ iface_enum!(
     }
 );
 
-iface_enum!(
+named_enum!(
     /// Asynchronous interfaces.
-    AsyncIface, "async", {
+    AsyncIface, key: "async", what: "async interface", {
         /// Completes every command at once and moves no data: measures library overhead.
         Nil = "nil",
         /// Async API over the sync interface, executed when the queue is poked.
@@ -97,9 +102,9 @@ iface_enum!(
     }
 );
 
-iface_enum!(
+named_enum!(
     /// Admin interfaces (identify, logs, features).
-    AdminIface, "admin", {
+    AdminIface, key: "admin", what: "admin interface", {
         /// Identify data emulated from stat, sysfs and block ioctls.
         Emulated = "emulated",
         /// NVMe admin ioctl passthrough.
@@ -109,9 +114,9 @@ iface_enum!(
     }
 );
 
-iface_enum!(
+named_enum!(
     /// Memory interfaces (how buffers are allocated).
-    MemIface, "mem", {
+    MemIface, key: "mem", what: "mem interface", {
         /// Aligned heap memory.
         Posix = "posix",
         /// Hugepages mapped into a PCI device's IOMMU (DMA memory of the vfio driver).
@@ -119,92 +124,49 @@ iface_enum!(
     }
 );
 
-/// The system calls `sync=psync` moves data with (fio's engines `psync`, `sync`,
-/// `pvsync`, `pvsync2`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PsyncCall {
-    /// pread(2)/pwrite(2) (preadv/pwritev for several buffers): fio's `psync`.
-    #[default]
-    Pread,
-    /// lseek(2) (only when the offset is not where the last transfer ended) then
-    /// read(2)/write(2) (readv/writev for several buffers): fio's `sync`.
-    Read,
-    /// preadv(2)/pwritev(2), also for one buffer: fio's `pvsync`.
-    Preadv,
-    /// preadv2(2)/pwritev2(2), with `RWF_HIPRI` when `rwf_hipri` is set: fio's `pvsync2`.
-    Preadv2,
-}
-
-impl PsyncCall {
-    /// Every value, in the order they are documented.
-    pub const ALL: &'static [PsyncCall] = &[PsyncCall::Pread, PsyncCall::Read, PsyncCall::Preadv, PsyncCall::Preadv2];
-
-    /// The name in option strings.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PsyncCall::Pread => "pread",
-            PsyncCall::Read => "read",
-            PsyncCall::Preadv => "preadv",
-            PsyncCall::Preadv2 => "preadv2",
-        }
+named_enum!(
+    /// The system calls `sync=psync` moves data with (fio's engines `psync`, `sync`,
+    /// `pvsync`, `pvsync2`).
+    #[derive(Default)]
+    PsyncCall, key: "psync_call", what: "call", {
+        /// pread(2)/pwrite(2) (preadv/pwritev for several buffers): fio's `psync`.
+        #[default]
+        Pread = "pread",
+        /// lseek(2) (only when the offset is not where the last transfer ended) then
+        /// read(2)/write(2) (readv/writev for several buffers): fio's `sync`.
+        Read = "read",
+        /// preadv(2)/pwritev(2), also for one buffer: fio's `pvsync`.
+        Preadv = "preadv",
+        /// preadv2(2)/pwritev2(2), with `RWF_HIPRI` when `rwf_hipri` is set: fio's `pvsync2`.
+        Preadv2 = "preadv2",
     }
-}
+);
 
-/// How the user-space NVMe driver (`vfio`) gives the controller DMA access to its
-/// memory (`dma=`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DmaMode {
-    /// The controller is bound to vfio-pci; its DMA goes through the IOMMU, which lets
-    /// it reach only the device's own hugepage pool.
-    #[default]
-    Vfio,
-    /// The controller is bound to uio_pci_generic (no IOMMU): the driver hands it
-    /// physical addresses of pinned hugepages (from `/proc/self/pagemap`, which needs
-    /// CAP_SYS_ADMIN). No isolation: the device can write to any memory. For testing
-    /// and benchmarking only.
-    Uio,
-}
+named_enum!(
+    /// How the user-space NVMe driver (`vfio`) gives the controller DMA access to its
+    /// memory (`dma=`).
+    #[derive(Default)]
+    DmaMode, key: "dma", what: "DMA mode",
+    known: "vfio (through the IOMMU), uio (physical addresses, no IOMMU)", {
+        /// The controller is bound to vfio-pci; its DMA goes through the IOMMU, which lets
+        /// it reach only the device's own hugepage pool.
+        #[default]
+        Vfio = "vfio",
+        /// The controller is bound to uio_pci_generic (no IOMMU): the driver hands it
+        /// physical addresses of pinned hugepages (from `/proc/self/pagemap`, which needs
+        /// CAP_SYS_ADMIN). No isolation: the device can write to any memory. For testing
+        /// and benchmarking only.
+        Uio = "uio",
+    }
+);
 
 impl DmaMode {
-    /// Every value, in the order they are documented.
-    pub const ALL: &'static [DmaMode] = &[DmaMode::Vfio, DmaMode::Uio];
-
-    /// The name in option strings.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DmaMode::Vfio => "vfio",
-            DmaMode::Uio => "uio",
-        }
-    }
-
     /// The kernel driver the controller must be bound to.
     pub fn kernel_driver(self) -> &'static str {
         match self {
             DmaMode::Vfio => "vfio-pci",
             DmaMode::Uio => "uio_pci_generic",
         }
-    }
-}
-
-impl FromStr for DmaMode {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
-        DmaMode::ALL.iter().copied().find(|c| c.as_str() == s).ok_or_else(|| Error::BadOpt {
-            key: "dma".into(),
-            why: format!("unknown DMA mode {s:?}; known: vfio (through the IOMMU), uio (physical addresses, no IOMMU)"),
-        })
-    }
-}
-
-impl FromStr for PsyncCall {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
-        PsyncCall::ALL.iter().copied().find(|c| c.as_str() == s).ok_or_else(|| Error::BadOpt {
-            key: "psync_call".into(),
-            why: format!("unknown call {s:?}; known: pread, read, preadv, preadv2"),
-        })
     }
 }
 
@@ -360,111 +322,104 @@ fn parse_u32(key: &str, v: &str) -> Result<u32, Error> {
 impl Opts {
     /// Applies one `key=value` item (a bare `key` means `key=1` for booleans).
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), Error> {
-        let need = |v: &str| -> Result<(), Error> {
-            if v.is_empty() {
-                Err(Error::BadOpt { key: key.into(), why: "needs a value (key=value)".into() })
-            } else {
-                Ok(())
-            }
-        };
+        let bad = |why: String| Error::BadOpt { key: key.into(), why };
         match key {
-            "sync" => {
-                need(value)?;
-                self.sync = Some(value.parse()?)
-            }
-            "async" => {
-                need(value)?;
-                self.r#async = Some(value.parse()?)
-            }
-            "admin" => {
-                need(value)?;
-                self.admin = Some(value.parse()?)
-            }
-            "mem" => {
-                need(value)?;
-                self.mem = Some(value.parse()?)
-            }
-            "nsid" => {
-                need(value)?;
-                let n = parse_u32(key, value)?;
-                if n == 0 || n == u32::MAX {
-                    return Err(Error::BadOpt { key: key.into(), why: format!("namespace id {n} is reserved") });
-                }
-                self.nsid = Some(n)
-            }
             "direct" => self.direct = parse_bool(key, value)?,
             "rdonly" => self.rdonly = parse_bool(key, value)?,
             "wronly" => self.wronly = parse_bool(key, value)?,
             "create" => self.create = parse_bool(key, value)?,
             "truncate" => self.truncate = parse_bool(key, value)?,
-            "size" => {
-                need(value)?;
-                self.size = Some(parse_size(value).map_err(|why| Error::BadOpt { key: key.into(), why })?)
-            }
             "sqpoll" => self.sqpoll = parse_bool(key, value)?,
-            "sqpoll_cpu" => {
-                need(value)?;
-                self.sqpoll_cpu = Some(parse_u32(key, value)?)
-            }
             "iopoll" => self.iopoll = parse_bool(key, value)?,
             "register_files" => self.register_files = parse_bool(key, value)?,
             "register_buffers" => self.register_buffers = parse_bool(key, value)?,
             "single_issuer" => self.single_issuer = parse_bool(key, value)?,
-            "reap_spin" => {
-                need(value)?;
-                self.reap_spin_ns = parse_spin(key, value)?
-            }
-            "threads" => {
-                need(value)?;
-                let n = parse_u32(key, value)?;
-                if n == 0 || n > 1024 {
-                    return Err(Error::BadOpt { key: key.into(), why: format!("{n} threads: use 1..=1024") });
-                }
-                self.threads = Some(n)
-            }
-            "psync_call" => {
-                need(value)?;
-                self.psync_call = Some(value.parse()?)
-            }
             "rwf_hipri" => self.rwf_hipri = parse_bool(key, value)?,
             "allow_mounted_write" => self.allow_mounted_write = parse_bool(key, value)?,
             "pmem_force" => self.pmem_force = parse_bool(key, value)?,
             "pmem_populate" => self.pmem_populate = parse_bool(key, value)?,
-            "dma" => {
-                need(value)?;
-                self.dma = Some(value.parse()?)
+            // Every other known key takes a value.
+            _ if value.is_empty() && KEYS.iter().any(|(k, _)| *k == key) => {
+                return Err(bad("needs a value (key=value)".into()))
             }
+            "sync" => self.sync = Some(value.parse()?),
+            "async" => self.r#async = Some(value.parse()?),
+            "admin" => self.admin = Some(value.parse()?),
+            "mem" => self.mem = Some(value.parse()?),
+            "nsid" => match parse_u32(key, value)? {
+                n @ (0 | u32::MAX) => return Err(bad(format!("namespace id {n} is reserved"))),
+                n => self.nsid = Some(n),
+            },
+            "size" => self.size = Some(parse_size(value).map_err(bad)?),
+            "sqpoll_cpu" => self.sqpoll_cpu = Some(parse_u32(key, value)?),
+            "reap_spin" => self.reap_spin_ns = parse_spin(key, value)?,
+            "threads" => match parse_u32(key, value)? {
+                n @ 1..=1024 => self.threads = Some(n),
+                n => return Err(bad(format!("{n} threads: use 1..=1024"))),
+            },
+            "psync_call" => self.psync_call = Some(value.parse()?),
+            "dma" => self.dma = Some(value.parse()?),
             _ => {
                 let known: Vec<&str> = KEYS.iter().map(|(k, _)| *k).collect();
-                return Err(Error::BadOpt {
-                    key: key.into(),
-                    why: format!("unknown option; known options: {}", known.join(", ")),
-                });
+                return Err(bad(format!("unknown option; known options: {}", known.join(", "))));
             }
         }
         Ok(())
     }
 
+    /// The value of option `key` as an option string writes it (`1` for a boolean that is
+    /// on); `None` where it is the default.
+    fn shown(&self, key: &str) -> Option<String> {
+        let on = |b: bool| b.then(|| "1".to_string());
+        match key {
+            "sync" => self.sync.map(|v| v.to_string()),
+            "async" => self.r#async.map(|v| v.to_string()),
+            "admin" => self.admin.map(|v| v.to_string()),
+            "mem" => self.mem.map(|v| v.to_string()),
+            "nsid" => self.nsid.map(|v| v.to_string()),
+            "direct" => on(self.direct),
+            "rdonly" => on(self.rdonly),
+            "wronly" => on(self.wronly),
+            "create" => on(self.create),
+            "truncate" => on(self.truncate),
+            "size" => self.size.map(|v| v.to_string()),
+            "sqpoll" => on(self.sqpoll),
+            "sqpoll_cpu" => self.sqpoll_cpu.map(|v| v.to_string()),
+            "iopoll" => on(self.iopoll),
+            "register_files" => on(self.register_files),
+            "register_buffers" => on(self.register_buffers),
+            "single_issuer" => on(self.single_issuer),
+            "reap_spin" => self.reap_spin_ns.map(fmt_spin),
+            "threads" => self.threads.map(|v| v.to_string()),
+            "psync_call" => self.psync_call.map(|v| v.as_str().into()),
+            "rwf_hipri" => on(self.rwf_hipri),
+            "allow_mounted_write" => on(self.allow_mounted_write),
+            "pmem_force" => on(self.pmem_force),
+            "pmem_populate" => on(self.pmem_populate),
+            "dma" => self.dma.map(|v| v.as_str().into()),
+            _ => None,
+        }
+    }
+
     /// The keys of the interface tunables set (`sqpoll`, `threads`, …): options that only
     /// some interfaces take (the interface table says which).
-    pub(crate) fn tunables_set(&self) -> impl Iterator<Item = &'static str> {
-        [
-            (self.sqpoll, "sqpoll"),
-            (self.sqpoll_cpu.is_some(), "sqpoll_cpu"),
-            (self.iopoll, "iopoll"),
-            (self.register_files, "register_files"),
-            (self.register_buffers, "register_buffers"),
-            (self.single_issuer, "single_issuer"),
-            (self.reap_spin_ns.is_some(), "reap_spin"),
-            (self.threads.is_some(), "threads"),
-            (self.psync_call.is_some(), "psync_call"),
-            (self.rwf_hipri, "rwf_hipri"),
-            (self.pmem_force, "pmem_force"),
-            (self.pmem_populate, "pmem_populate"),
-            (self.dma.is_some(), "dma"),
-        ]
-        .into_iter()
-        .filter_map(|(on, key)| on.then_some(key))
+    pub(crate) fn tunables_set(&self) -> impl Iterator<Item = &'static str> + '_ {
+        const TUNABLES: &[&str] = &[
+            "sqpoll",
+            "sqpoll_cpu",
+            "iopoll",
+            "register_files",
+            "register_buffers",
+            "single_issuer",
+            "reap_spin",
+            "threads",
+            "psync_call",
+            "rwf_hipri",
+            "pmem_force",
+            "pmem_populate",
+            "dma",
+        ];
+        TUNABLES.iter().copied().filter(|k| self.shown(k).is_some())
     }
 
     /// Checks combinations that are wrong whatever the device (rdonly with wronly, …).
@@ -508,76 +463,7 @@ impl FromStr for Opts {
 impl fmt::Display for Opts {
     /// The option string that parses back to these options (defaults left out).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut items: Vec<String> = Vec::new();
-        if let Some(v) = self.sync {
-            items.push(format!("sync={v}"));
-        }
-        if let Some(v) = self.r#async {
-            items.push(format!("async={v}"));
-        }
-        if let Some(v) = self.admin {
-            items.push(format!("admin={v}"));
-        }
-        if let Some(v) = self.mem {
-            items.push(format!("mem={v}"));
-        }
-        if let Some(v) = self.nsid {
-            items.push(format!("nsid={v}"));
-        }
-        for (on, k) in [
-            (self.direct, "direct"),
-            (self.rdonly, "rdonly"),
-            (self.wronly, "wronly"),
-            (self.create, "create"),
-            (self.truncate, "truncate"),
-        ] {
-            if on {
-                items.push(format!("{k}=1"));
-            }
-        }
-        if let Some(v) = self.size {
-            items.push(format!("size={v}"));
-        }
-        if self.sqpoll {
-            items.push("sqpoll=1".into());
-        }
-        if let Some(v) = self.sqpoll_cpu {
-            items.push(format!("sqpoll_cpu={v}"));
-        }
-        for (on, k) in [
-            (self.iopoll, "iopoll"),
-            (self.register_files, "register_files"),
-            (self.register_buffers, "register_buffers"),
-            (self.single_issuer, "single_issuer"),
-        ] {
-            if on {
-                items.push(format!("{k}=1"));
-            }
-        }
-        if let Some(v) = self.reap_spin_ns {
-            items.push(format!("reap_spin={}", fmt_spin(v)));
-        }
-        if let Some(v) = self.threads {
-            items.push(format!("threads={v}"));
-        }
-        if let Some(v) = self.psync_call {
-            items.push(format!("psync_call={}", v.as_str()));
-        }
-        if self.rwf_hipri {
-            items.push("rwf_hipri=1".into());
-        }
-        if self.allow_mounted_write {
-            items.push("allow_mounted_write=1".into());
-        }
-        if self.pmem_force {
-            items.push("pmem_force=1".into());
-        }
-        if self.pmem_populate {
-            items.push("pmem_populate=1".into());
-        }
-        if let Some(v) = self.dma {
-            items.push(format!("dma={}", v.as_str()));
-        }
+        let items: Vec<String> = KEYS.iter().filter_map(|(k, _)| Some(format!("{k}={}", self.shown(k)?))).collect();
         f.write_str(&items.join(","))
     }
 }

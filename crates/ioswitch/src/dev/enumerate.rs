@@ -37,11 +37,8 @@ pub struct Listing {
 /// out.
 pub fn enumerate() -> Result<Vec<Listing>> {
     let mut out = Vec::new();
-    let mut names: Vec<String> = match fs::read_dir(sysfs::class("block")) {
-        Ok(rd) => rd.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect(),
-        Err(e) => return Err(os(&sysfs::class("block").display().to_string(), "list block devices", e)),
-    };
-    names.sort();
+    let names = sysfs::sorted_names(&sysfs::class("block"))
+        .map_err(|e| os(&sysfs::class("block").display().to_string(), "list block devices", e))?;
     for name in names {
         let dir = fs::canonicalize(sysfs::class("block").join(&name)).unwrap_or_default();
         let sectors: u64 = sysfs::read(&dir.join("size")).and_then(|s| s.parse().ok()).unwrap_or(0);
@@ -55,21 +52,14 @@ pub fn enumerate() -> Result<Vec<Listing>> {
             kind: if is_nvme_ns_name(&name, "nvme") { DevKind::NvmeBlock } else { DevKind::Block },
             bytes: sectors * 512,
             lba_size: q("logical_block_size").and_then(|s| s.parse().ok()).unwrap_or(512),
-            zoned: match q("zoned").as_deref() {
-                Some("host-managed") => ZonedModel::HostManaged,
-                Some("host-aware") => ZonedModel::HostAware,
-                _ => ZonedModel::None,
-            },
+            zoned: ZonedModel::from_sysfs(q("zoned").as_deref()),
             driver: sysfs::driver_of(&disk),
             model: sysfs::read(&disk.join("device/model")),
             dax: super::pmem::fsdax(&name),
         });
     }
     for (class, kind) in [("nvme-generic", DevKind::NvmeChar), ("nvme", DevKind::NvmeCtrl)] {
-        let Ok(rd) = fs::read_dir(sysfs::class(class)) else { continue };
-        let mut names: Vec<String> =
-            rd.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
-        names.sort();
+        let Ok(names) = sysfs::sorted_names(&sysfs::class(class)) else { continue };
         for name in names {
             let dir = sysfs::class(class).join(&name);
             let mut l = Listing {
@@ -95,18 +85,12 @@ pub fn enumerate() -> Result<Vec<Listing>> {
     }
     // devdax devices: the dax bus (Linux ≥ 5.1), else the dax class.
     for bus in ["bus/dax/devices", "class/dax"] {
-        let Ok(rd) = fs::read_dir(sysfs::root().join(bus)) else { continue };
-        let mut names: Vec<String> = rd
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| super::open::is_devdax_name(n))
-            .collect();
-        names.sort();
-        for name in names {
-            let Ok(dir) = fs::canonicalize(sysfs::root().join(bus).join(&name)) else { continue };
+        let Ok(names) = sysfs::sorted_names(&sysfs::root().join(bus)) else { continue };
+        for name in names.iter().filter(|n| super::open::is_devdax_name(n)) {
+            let Ok(dir) = fs::canonicalize(sysfs::root().join(bus).join(name)) else { continue };
             let dax = super::pmem::devdax_in(&dir);
             out.push(Listing {
-                path: Path::new("/dev").join(&name),
+                path: Path::new("/dev").join(name),
                 kind: DevKind::DevDax,
                 bytes: dax.as_ref().map_or(0, |d| d.size),
                 lba_size: 0,

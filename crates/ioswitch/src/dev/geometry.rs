@@ -13,16 +13,7 @@ use std::path::Path;
 pub(super) fn file(bytes: u64, dio: Option<(u32, u32)>, direct: bool) -> Geometry {
     let (mem, off) = dio.unwrap_or((4096, 4096));
     let lba_size = if direct { off.max(512) } else { 512 };
-    Geometry {
-        lba_size,
-        nlbas: bytes / lba_size as u64,
-        bytes,
-        max_transfer: 65536 * lba_size as u64,
-        dio_mem_align: mem,
-        dio_offset_align: off,
-        zoned: ZonedModel::None,
-        zones: None,
-    }
+    block(lba_size, bytes, Some((mem, off)), ZonedModel::None, None)
 }
 
 /// A block device of `bytes` with `lba`-byte logical blocks.
@@ -58,11 +49,7 @@ pub(super) fn zones(
 ) -> (ZonedModel, Option<Zoned>) {
     let q = |attr: &str| disk.and_then(|d| sysfs::read(&d.join("queue").join(attr)));
     let num = |attr: &str| q(attr).and_then(|s| s.parse::<u64>().ok());
-    let zoned = match q("zoned").as_deref() {
-        Some("host-managed") => ZonedModel::HostManaged,
-        Some("host-aware") => ZonedModel::HostAware,
-        _ => ZonedModel::None,
-    };
+    let zoned = ZonedModel::from_sysfs(q("zoned").as_deref());
     let zones = (zoned != ZonedModel::None).then(|| {
         let zone_size = num("chunk_sectors").unwrap_or(0) * 512 / lba as u64;
         let zone_capacity =

@@ -90,14 +90,9 @@ pub(crate) fn namespace_in_use(blk_dir: &Path) -> Option<String> {
 /// (format, sanitize, …) that reach the controller.
 pub(crate) fn controller_in_use(ctrl_dir: &Path, nsid: u32) -> Option<String> {
     let all = nsid == 0 || nsid == u32::MAX;
-    let mut dirs: Vec<PathBuf> = fs::read_dir(ctrl_dir)
-        .ok()?
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.join("queue").is_dir() && p.join("nsid").is_file())
-        .filter(|p| all || fs::read_to_string(p.join("nsid")).ok().and_then(|s| s.trim().parse().ok()) == Some(nsid))
-        .collect();
-    dirs.sort();
+    let dirs = sysfs::sorted_entries(ctrl_dir, |p| {
+        p.join("queue").is_dir() && p.join("nsid").is_file() && (all || sysfs::read_num(&p.join("nsid")) == Some(nsid))
+    });
     dirs.iter().find_map(|d| namespace_in_use(d))
 }
 
@@ -126,15 +121,9 @@ fn related(b: &Blk) -> Vec<Blk> {
         if let Some(disk) = b.dir.parent().and_then(Blk::of_dir) {
             out.push(disk);
         }
-    } else if let Ok(rd) = fs::read_dir(&b.dir) {
-        let mut parts: Vec<Blk> = rd
-            .filter_map(|e| e.ok())
-            .map(|e| e.path())
-            .filter(|p| p.join("partition").exists())
-            .filter_map(|p| Blk::of_dir(&p))
-            .collect();
-        parts.sort_by(|a, b| a.name.cmp(&b.name));
-        out.extend(parts);
+    } else {
+        let parts = sysfs::sorted_entries(&b.dir, |p| p.join("partition").exists());
+        out.extend(parts.iter().filter_map(|p| Blk::of_dir(p)));
     }
     out
 }
@@ -245,15 +234,12 @@ fn unescape(s: &str) -> String {
 /// The kernel users listed in a block device's `holders/` directory, in words:
 /// device-mapper devices by their name, md arrays, anything else by its sysfs name.
 fn holders(dir: &Path) -> Vec<String> {
-    let Ok(rd) = fs::read_dir(dir.join("holders")) else { return Vec::new() };
-    let mut names: Vec<String> =
-        rd.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
-    names.sort();
+    let names = sysfs::sorted_names(&dir.join("holders")).unwrap_or_default();
     names
         .into_iter()
         .map(|n| {
             let h = dir.join("holders").join(&n);
-            if let Some(dm) = read_trimmed(&h.join("dm/name")) {
+            if let Some(dm) = sysfs::read(&h.join("dm/name")) {
                 format!("device-mapper device {dm} (/dev/{n})")
             } else if h.join("md").is_dir() {
                 format!("md array /dev/{n}")
@@ -262,10 +248,6 @@ fn holders(dir: &Path) -> Vec<String> {
             }
         })
         .collect()
-}
-
-fn read_trimmed(p: &Path) -> Option<String> {
-    fs::read_to_string(p).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
 }
 
 /// NVM I/O opcodes that never change the medium: flush, read, compare, verify,

@@ -99,6 +99,17 @@ pub enum ZonedModel {
     HostAware,
 }
 
+impl ZonedModel {
+    /// The model a disk's sysfs `queue/zoned` attribute names.
+    pub(crate) fn from_sysfs(zoned: Option<&str>) -> ZonedModel {
+        match zoned {
+            Some("host-managed") => ZonedModel::HostManaged,
+            Some("host-aware") => ZonedModel::HostAware,
+            _ => ZonedModel::None,
+        }
+    }
+}
+
 /// Zone layout of a zoned device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Zoned {
@@ -373,42 +384,26 @@ impl Device {
         let admin = self.inner.admin.as_deref().ok_or_else(|| {
             self.inner.unsupported(&format!("admin={iface}"), "admin commands are not part of this build yet")
         })?;
+        let refuse = |why: String| -> Result<u64> {
+            Err(Error::BadCommand { dev: self.inner.uri.clone(), iface: "admin", what: cmd.describe(), why })
+        };
         if cmd.set != crate::cmd::CmdSet::Admin {
-            return Err(Error::BadCommand {
-                dev: self.inner.uri.clone(),
-                iface: "admin",
-                what: cmd.describe(),
-                why: "not an admin command; use pass for I/O commands".into(),
-            });
+            return refuse("not an admin command; use pass for I/O commands".into());
         }
         if cmd.ioprio != 0 {
-            return Err(Error::BadCommand {
-                dev: self.inner.uri.clone(),
-                iface: "admin",
-                what: cmd.describe(),
-                why: "an admin command carries no I/O priority; submit it without one".into(),
-            });
+            return refuse("an admin command carries no I/O priority; submit it without one".into());
         }
         if iface == AdminIface::Nvme {
             be::check_passthru_bufs(&self.inner, cmd, bufs)?;
             admin_guard(&self.inner, cmd)?;
         }
         if let Some(i) = be::vfio::not_dma(&self.inner, bufs) {
-            return Err(Error::BadCommand {
-                dev: self.inner.uri.clone(),
-                iface: "admin",
-                what: cmd.describe(),
-                why: be::not_dma_why(i, &bufs[i]),
-            });
+            return refuse(be::not_dma_why(i, &bufs[i]));
         }
         if let Some(why) = be::vfio::admin_refusal(&self.inner, bufs) {
-            return Err(Error::BadCommand { dev: self.inner.uri.clone(), iface: "admin", what: cmd.describe(), why });
+            return refuse(why);
         }
-        admin.admin(cmd, bufs).map_err(|status| Error::Command {
-            dev: self.inner.uri.clone(),
-            what: cmd.describe(),
-            status,
-        })
+        admin.admin(cmd, bufs).map_err(|status| self.command_error(cmd, status))
     }
 
     /// Syscalls one command on the sync interface costs (1 for psync and block, 0 for a

@@ -16,34 +16,9 @@ use std::path::Path;
 
 /// A ramdisk of `bytes` bytes: its kind, no descriptor, its geometry and identity.
 pub(crate) fn open_ramdisk(uri: &str, bytes: u64, opts: &Opts) -> Result<(DevKind, Option<OwnedFd>, Geometry, Ident)> {
-    if opts.create || opts.truncate || opts.size.is_some() {
-        return Err(Error::BadOpt {
-            key: "create/truncate/size".into(),
-            why: format!("apply to regular files; {uri} is a ramdisk"),
-        });
-    }
-    let geo = Geometry {
-        lba_size: 512,
-        nlbas: bytes / 512,
-        bytes,
-        max_transfer: 65536 * 512,
-        dio_mem_align: 512,
-        dio_offset_align: 512,
-        zoned: ZonedModel::None,
-        zones: None,
-    };
-    let ident = Ident {
-        uri: uri.into(),
-        path: None,
-        kind: DevKind::Ramdisk,
-        nsid: opts.nsid.unwrap_or(1),
-        driver: Some("ioswitch-ramdisk".into()),
-        block_name: None,
-        model: None,
-        serial: None,
-        in_use: None,
-        dax: None,
-    };
+    only_files_take_file_opts(uri, opts, "ramdisk")?;
+    let geo = geometry::block(512, bytes, None, ZonedModel::None, None);
+    let ident = Ident { driver: Some("ioswitch-ramdisk".into()), ..base_ident(uri, None, DevKind::Ramdisk, opts) };
     Ok((DevKind::Ramdisk, None, geo, ident))
 }
 
@@ -107,11 +82,8 @@ pub(super) fn open_path(uri: &str, path: &Path, opts: &Opts) -> Result<(DevKind,
         Some(md) => classify(uri, path, md)?,
         None => DevKind::File,
     };
-    if kind != DevKind::File && (opts.create || opts.truncate || opts.size.is_some()) {
-        return Err(Error::BadOpt {
-            key: "create/truncate/size".into(),
-            why: format!("apply to regular files; {uri} is a {kind}"),
-        });
+    if kind != DevKind::File {
+        only_files_take_file_opts(uri, opts, kind)?;
     }
     if kind == DevKind::NvmeCtrl || kind == DevKind::NvmeChar {
         return open_nvme_char(uri, path, kind, opts, existing.as_ref().map(|m| m.rdev()).unwrap_or(0));
@@ -149,8 +121,10 @@ pub(super) fn open_path(uri: &str, path: &Path, opts: &Opts) -> Result<(DevKind,
         os(uri, hint, e)
     })?;
 
-    let mut ident = base_ident(uri, path, kind, opts);
+    let mut ident = base_ident(uri, Some(path), kind, opts);
     let dio = sys::dio_align(&fd);
+    let md = fs::metadata(path).map_err(|e| os(uri, "stat", e))?;
+    let rdev = (libc::major(md.rdev()), libc::minor(md.rdev()));
     let geo = if kind == DevKind::File {
         if let Some(size) = opts.size {
             let cur = fd_size(uri, &fd)?;
@@ -159,7 +133,6 @@ pub(super) fn open_path(uri: &str, path: &Path, opts: &Opts) -> Result<(DevKind,
             }
         }
         let bytes = fd_size(uri, &fd)?;
-        let md = fs::metadata(path).map_err(|e| os(uri, "stat", e))?;
         let dev = md.dev();
         if let Some(dir) = sysfs::dev_dir("block", (libc::major(dev), libc::minor(dev))) {
             ident.block_name = dir.file_name().map(|n| n.to_string_lossy().into_owned());
@@ -170,8 +143,7 @@ pub(super) fn open_path(uri: &str, path: &Path, opts: &Opts) -> Result<(DevKind,
     } else {
         let lba = sys::blk_logical_block_size(&fd).map_err(|e| os(uri, "BLKSSZGET (logical block size)", e))?;
         let bytes = sys::blk_size(&fd).map_err(|e| os(uri, "BLKGETSIZE64 (device size)", e))?;
-        let md = fs::metadata(path).map_err(|e| os(uri, "stat", e))?;
-        let dir = sysfs::dev_dir("block", (libc::major(md.rdev()), libc::minor(md.rdev())));
+        let dir = sysfs::dev_dir("block", rdev);
         let disk = dir.as_deref().map(sysfs::disk_of);
         let (zoned, zones) = geometry::zones(disk.as_deref(), lba, || be::zoned::zone0(fd.as_raw_fd()));
         if let Some(d) = &dir {
@@ -187,9 +159,7 @@ pub(super) fn open_path(uri: &str, path: &Path, opts: &Opts) -> Result<(DevKind,
     };
     let mut geo = geo;
     if kind == DevKind::NvmeBlock {
-        let md = fs::metadata(path).map_err(|e| os(uri, "stat", e))?;
-        let devno = (libc::major(md.rdev()), libc::minor(md.rdev()));
-        match be::nvme::ns_info(uri, fd.as_raw_fd(), devno, kind) {
+        match be::nvme::ns_info(uri, fd.as_raw_fd(), rdev, kind) {
             Ok(info) => geometry::apply_ns_info(uri, opts, &info, &mut geo, &mut ident)?,
             // Without identify (refused to this user) the block layer's geometry stands.
             Err(e) if matches!(e.errno(), Some(libc::EACCES | libc::EPERM)) => {}
@@ -197,8 +167,7 @@ pub(super) fn open_path(uri: &str, path: &Path, opts: &Opts) -> Result<(DevKind,
         }
     }
     if kind != DevKind::File && guarded(opts) {
-        let md = fs::metadata(path).map_err(|e| os(uri, "stat", e))?;
-        ident.in_use = guard::block_in_use(path, (libc::major(md.rdev()), libc::minor(md.rdev())));
+        ident.in_use = guard::block_in_use(path, rdev);
     }
     Ok((kind, Some(fd), geo, ident))
 }
@@ -224,7 +193,7 @@ fn open_nvme_char(
         os(uri, hint, e)
     })?;
     let raw = fd.as_raw_fd();
-    let mut ident = base_ident(uri, path, kind, opts);
+    let mut ident = base_ident(uri, Some(path), kind, opts);
     ident.driver = Some("nvme".into());
     let mut geo = unidentified_namespace();
     if kind == DevKind::NvmeCtrl {
@@ -264,7 +233,7 @@ fn open_devdax(uri: &str, path: &Path, opts: &Opts, rdev: u64) -> Result<(DevKin
     let cpath = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| Error::BadUri { uri: uri.into(), why: "contains a NUL byte".into() })?;
     let fd = sys::open(&cpath, flags, 0).map_err(|e| os(uri, "open", e))?;
-    let mut ident = base_ident(uri, path, DevKind::DevDax, opts);
+    let mut ident = base_ident(uri, Some(path), DevKind::DevDax, opts);
     ident.driver = Some("device_dax".into());
     ident.block_name = path.file_name().map(|n| n.to_string_lossy().into_owned());
     let geo = geometry::file(dax.size, None, false);
@@ -281,37 +250,34 @@ pub(super) fn open_pci(
     addr: &str,
     opts: &Opts,
 ) -> Result<(std::sync::Arc<be::vfio::ctrl::Ctrl>, (DevKind, Option<OwnedFd>, Geometry, Ident))> {
-    if opts.create || opts.truncate || opts.size.is_some() {
-        return Err(Error::BadOpt {
-            key: "create/truncate/size".into(),
-            why: format!("apply to regular files; {uri} is a PCI device"),
-        });
-    }
+    only_files_take_file_opts(uri, opts, "PCI device")?;
     let dma = opts.dma.unwrap_or_default();
     let (ctrl, info) = be::vfio::open(uri, addr, opts.nsid, dma)?;
     let kind = DevKind::NvmePci;
-    let mut ident = Ident {
-        uri: uri.into(),
-        path: None,
-        kind,
-        nsid: info.nsid,
-        driver: Some(dma.kernel_driver().into()),
-        block_name: None,
-        model: None,
-        serial: None,
-        in_use: None,
-        dax: None,
-    };
+    let mut ident =
+        Ident { nsid: info.nsid, driver: Some(dma.kernel_driver().into()), ..base_ident(uri, None, kind, opts) };
     let mut geo = unidentified_namespace();
     geometry::apply_ns_info(uri, opts, &info, &mut geo, &mut ident)?;
     ident.driver = Some(dma.kernel_driver().into());
     Ok((ctrl, (kind, None, geo, ident)))
 }
 
-fn base_ident(uri: &str, path: &Path, kind: DevKind, opts: &Opts) -> Ident {
+/// Refuses `create`, `truncate` and `size`, which apply to regular files, for `uri`, a
+/// `what` (a ramdisk, a block device, …).
+fn only_files_take_file_opts(uri: &str, opts: &Opts, what: impl std::fmt::Display) -> Result<()> {
+    if opts.create || opts.truncate || opts.size.is_some() {
+        return Err(Error::BadOpt {
+            key: "create/truncate/size".into(),
+            why: format!("apply to regular files; {uri} is a {what}"),
+        });
+    }
+    Ok(())
+}
+
+fn base_ident(uri: &str, path: Option<&Path>, kind: DevKind, opts: &Opts) -> Ident {
     Ident {
         uri: uri.into(),
-        path: Some(fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())),
+        path: path.map(|p| fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())),
         kind,
         nsid: opts.nsid.unwrap_or(1),
         driver: None,

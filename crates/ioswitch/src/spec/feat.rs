@@ -63,24 +63,19 @@ pub fn name(fid: u8) -> &'static str {
 #[serde(rename_all = "snake_case")]
 pub enum Select {
     /// The value in use.
-    Current,
+    Current = 0,
     /// The default value.
-    Default,
+    Default = 1,
     /// The value saved across resets.
-    Saved,
+    Saved = 2,
     /// The feature's capabilities ([`Capabilities`]) instead of a value.
-    Supported,
+    Supported = 3,
 }
 
 impl Select {
     /// The SEL field's value.
     pub fn bits(self) -> u32 {
-        match self {
-            Select::Current => 0,
-            Select::Default => 1,
-            Select::Saved => 2,
-            Select::Supported => 3,
-        }
+        self as u32
     }
 }
 

@@ -43,47 +43,8 @@ pub mod csi {
     pub const ZNS: u8 = 0x02;
 }
 
+use super::Page;
 pub use super::ShortPage;
-
-/// Little-endian field reader over a page already checked to be long enough.
-struct Page<'a>(&'a [u8]);
-
-impl<'a> Page<'a> {
-    fn new(b: &'a [u8], what: &'static str) -> Result<Page<'a>, ShortPage> {
-        if b.len() < IDENTIFY_LEN {
-            return Err(ShortPage { what, need: IDENTIFY_LEN, have: b.len() });
-        }
-        Ok(Page(b))
-    }
-    fn bytes<const N: usize>(&self, off: usize) -> [u8; N] {
-        let mut out = [0u8; N];
-        if let Some(s) = self.0.get(off..off + N) {
-            out.copy_from_slice(s);
-        }
-        out
-    }
-    fn u8(&self, off: usize) -> u8 {
-        self.0.get(off).copied().unwrap_or(0)
-    }
-    fn u16(&self, off: usize) -> u16 {
-        u16::from_le_bytes(self.bytes(off))
-    }
-    fn u32(&self, off: usize) -> u32 {
-        u32::from_le_bytes(self.bytes(off))
-    }
-    fn u64(&self, off: usize) -> u64 {
-        u64::from_le_bytes(self.bytes(off))
-    }
-    fn u128(&self, off: usize) -> u128 {
-        u128::from_le_bytes(self.bytes(off))
-    }
-    /// An ASCII field, trailing spaces and NULs removed.
-    fn str(&self, off: usize, len: usize) -> String {
-        let s = self.0.get(off..off + len).unwrap_or(&[]);
-        let end = s.iter().rposition(|&c| c != b' ' && c != 0).map_or(0, |i| i + 1);
-        String::from_utf8_lossy(&s[..end]).into_owned()
-    }
-}
 
 /// One power state descriptor (32 bytes) of Identify Controller.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -322,7 +283,7 @@ pub struct IdCtrl {
 impl IdCtrl {
     /// Parses an Identify Controller page (4096 bytes).
     pub fn from_bytes(b: &[u8]) -> Result<IdCtrl, ShortPage> {
-        let p = Page::new(b, "Identify Controller")?;
+        let p = Page::new(b, "Identify Controller", IDENTIFY_LEN)?;
         let ieee = p.bytes::<3>(73);
         let npss = p.u8(263);
         Ok(IdCtrl {
@@ -527,7 +488,7 @@ pub struct IdNs {
 impl IdNs {
     /// Parses an Identify Namespace page (4096 bytes).
     pub fn from_bytes(b: &[u8]) -> Result<IdNs, ShortPage> {
-        let p = Page::new(b, "Identify Namespace")?;
+        let p = Page::new(b, "Identify Namespace", IDENTIFY_LEN)?;
         let nlbaf = p.u8(25);
         let lbafs = (0..=nlbaf.min(63) as usize)
             .map(|i| {
@@ -650,7 +611,7 @@ impl IdNsZns {
     /// Parses a ZNS Identify Namespace page (4096 bytes); `nlbaf` (from the namespace's
     /// [`IdNs`]) says how many LBA format extensions are meaningful.
     pub fn from_bytes(b: &[u8], nlbaf: u8) -> Result<IdNsZns, ShortPage> {
-        let p = Page::new(b, "ZNS Identify Namespace")?;
+        let p = Page::new(b, "ZNS Identify Namespace", IDENTIFY_LEN)?;
         Ok(IdNsZns {
             zoc: p.u16(0),
             ozcs: p.u16(2),
@@ -695,7 +656,7 @@ pub struct IdCtrlZns {
 impl IdCtrlZns {
     /// Parses a ZNS Identify Controller page (4096 bytes).
     pub fn from_bytes(b: &[u8]) -> Result<IdCtrlZns, ShortPage> {
-        let p = Page::new(b, "ZNS Identify Controller")?;
+        let p = Page::new(b, "ZNS Identify Controller", IDENTIFY_LEN)?;
         Ok(IdCtrlZns { zasl: p.u8(0) })
     }
 }
@@ -717,7 +678,7 @@ impl NsDescs {
     /// Parses a descriptor list page (4096 bytes). Descriptors with an unexpected
     /// length are skipped; the list ends at a descriptor of type 0 or the page end.
     pub fn from_bytes(b: &[u8]) -> Result<NsDescs, ShortPage> {
-        let p = Page::new(b, "Namespace Identification Descriptor list")?;
+        let p = Page::new(b, "Namespace Identification Descriptor list", IDENTIFY_LEN)?;
         let mut d = NsDescs::default();
         let mut off = 0usize;
         while off + 4 <= IDENTIFY_LEN {

@@ -39,31 +39,7 @@ pub fn name(lid: u8) -> &'static str {
 }
 
 pub use super::ShortPage;
-
-pub(crate) fn need(what: &'static str, b: &[u8], need: usize) -> Result<(), ShortPage> {
-    if b.len() < need {
-        return Err(ShortPage { what, need, have: b.len() });
-    }
-    Ok(())
-}
-
-// The readers below index within bounds the callers checked with `need`.
-pub(crate) fn u16_at(b: &[u8], o: usize) -> u16 {
-    u16::from_le_bytes([b[o], b[o + 1]])
-}
-pub(crate) fn u32_at(b: &[u8], o: usize) -> u32 {
-    u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
-}
-pub(crate) fn u64_at(b: &[u8], o: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[o..o + 8]);
-    u64::from_le_bytes(a)
-}
-pub(crate) fn u128_at(b: &[u8], o: usize) -> u128 {
-    let mut a = [0u8; 16];
-    a.copy_from_slice(&b[o..o + 16]);
-    u128::from_le_bytes(a)
-}
+use super::{need, Page};
 
 /// Size of one Error Information log entry.
 pub const ERROR_ENTRY_LEN: usize = 64;
@@ -105,23 +81,23 @@ pub struct ErrorEntry {
 impl ErrorEntry {
     /// Parses one 64-byte entry.
     pub fn parse(b: &[u8]) -> Result<ErrorEntry, ShortPage> {
-        need("Error Information log entry", b, ERROR_ENTRY_LEN)?;
-        let status = u16_at(b, 12);
+        let p = Page::new(b, "Error Information log entry", ERROR_ENTRY_LEN)?;
+        let status = p.u16(12);
         Ok(ErrorEntry {
-            error_count: u64_at(b, 0),
-            sqid: u16_at(b, 8),
-            cmdid: u16_at(b, 10),
+            error_count: p.u64(0),
+            sqid: p.u16(8),
+            cmdid: p.u16(10),
             status_field: status >> 1,
             phase_tag: (status & 1) as u8,
-            parm_error_location: u16_at(b, 14),
-            lba: u64_at(b, 16),
-            nsid: u32_at(b, 24),
+            parm_error_location: p.u16(14),
+            lba: p.u64(16),
+            nsid: p.u32(24),
             vs: b[28],
             trtype: b[29],
             csi: b[30],
             opcode: b[31],
-            cs: u64_at(b, 32),
-            trtype_spec_info: u16_at(b, 40),
+            cs: p.u64(32),
+            trtype_spec_info: p.u16(40),
         })
     }
 
@@ -236,37 +212,37 @@ pub struct SmartLog {
 impl SmartLog {
     /// Parses the page; it must hold the 232 bytes that carry fields (512 are returned).
     pub fn parse(b: &[u8]) -> Result<SmartLog, ShortPage> {
-        need("SMART / Health Information log", b, 232)?;
+        let p = Page::new(b, "SMART / Health Information log", 232)?;
         let temperature_sensors = (0..8u8)
             .filter_map(|i| {
-                let k = u16_at(b, 200 + 2 * i as usize);
+                let k = p.u16(200 + 2 * i as usize);
                 (k != 0).then_some(TempSensor { sensor: i + 1, kelvin: k })
             })
             .collect();
         Ok(SmartLog {
             critical_warning: CriticalWarning::from_byte(b[0]),
-            composite_temperature: u16_at(b, 1),
+            composite_temperature: p.u16(1),
             available_spare: b[3],
             available_spare_threshold: b[4],
             percentage_used: b[5],
             endurance_group_critical_warning: b[6],
-            data_units_read: u128_at(b, 32),
-            data_units_written: u128_at(b, 48),
-            host_read_commands: u128_at(b, 64),
-            host_write_commands: u128_at(b, 80),
-            controller_busy_time: u128_at(b, 96),
-            power_cycles: u128_at(b, 112),
-            power_on_hours: u128_at(b, 128),
-            unsafe_shutdowns: u128_at(b, 144),
-            media_errors: u128_at(b, 160),
-            num_err_log_entries: u128_at(b, 176),
-            warning_temp_time: u32_at(b, 192),
-            critical_temp_time: u32_at(b, 196),
+            data_units_read: p.u128(32),
+            data_units_written: p.u128(48),
+            host_read_commands: p.u128(64),
+            host_write_commands: p.u128(80),
+            controller_busy_time: p.u128(96),
+            power_cycles: p.u128(112),
+            power_on_hours: p.u128(128),
+            unsafe_shutdowns: p.u128(144),
+            media_errors: p.u128(160),
+            num_err_log_entries: p.u128(176),
+            warning_temp_time: p.u32(192),
+            critical_temp_time: p.u32(196),
             temperature_sensors,
-            thm_temp1_trans_count: u32_at(b, 216),
-            thm_temp2_trans_count: u32_at(b, 220),
-            thm_temp1_total_time: u32_at(b, 224),
-            thm_temp2_total_time: u32_at(b, 228),
+            thm_temp1_trans_count: p.u32(216),
+            thm_temp2_trans_count: p.u32(220),
+            thm_temp1_total_time: p.u32(224),
+            thm_temp2_total_time: p.u32(228),
         })
     }
 
@@ -342,7 +318,7 @@ pub struct FwSlotLog {
 impl FwSlotLog {
     /// Parses the page; it must hold the 64 bytes that carry fields (512 are returned).
     pub fn parse(b: &[u8]) -> Result<FwSlotLog, ShortPage> {
-        need("Firmware Slot Information log", b, 64)?;
+        let p = Page::new(b, "Firmware Slot Information log", 64)?;
         let afi = b[0];
         let next = (afi >> 4) & 7;
         let slots = (1..=7u8)
@@ -352,7 +328,7 @@ impl FwSlotLog {
                 if bytes.iter().all(|&c| c == 0) {
                     return None;
                 }
-                Some(FwSlot { slot, revision: ascii_field(bytes), revision_raw: u64_at(b, o) })
+                Some(FwSlot { slot, revision: ascii_field(bytes), revision_raw: p.u64(o) })
             })
             .collect();
         Ok(FwSlotLog { afi, active_slot: afi & 7, next_slot: (next != 0).then_some(next), slots })
@@ -382,8 +358,7 @@ pub struct ChangedNsList {
 impl ChangedNsList {
     /// Parses the whole dwords of `b`, up to the first zero entry.
     pub fn parse(b: &[u8]) -> Result<ChangedNsList, ShortPage> {
-        need("Changed Namespace List log", b, 4)?;
-        if u32_at(b, 0) == u32::MAX {
+        if Page::new(b, "Changed Namespace List log", 4)?.u32(0) == u32::MAX {
             return Ok(ChangedNsList { nsids: Vec::new(), overflow: true });
         }
         let nsids =

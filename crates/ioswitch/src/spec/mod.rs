@@ -57,6 +57,54 @@ impl std::fmt::Display for ShortPage {
 
 impl std::error::Error for ShortPage {}
 
+/// Refuses a page shorter than the `need` bytes the fields of `what` take.
+pub(crate) fn need(what: &'static str, b: &[u8], need: usize) -> Result<(), ShortPage> {
+    if b.len() < need {
+        return Err(ShortPage { what, need, have: b.len() });
+    }
+    Ok(())
+}
+
+/// Little-endian field reader over a page checked to be long enough (bytes past its end
+/// read as 0).
+pub(crate) struct Page<'a>(&'a [u8]);
+
+impl<'a> Page<'a> {
+    /// `b`, when it holds the `len` bytes the fields of `what` take.
+    pub(crate) fn new(b: &'a [u8], what: &'static str, len: usize) -> Result<Page<'a>, ShortPage> {
+        need(what, b, len)?;
+        Ok(Page(b))
+    }
+    pub(crate) fn bytes<const N: usize>(&self, off: usize) -> [u8; N] {
+        let mut out = [0u8; N];
+        if let Some(s) = self.0.get(off..off + N) {
+            out.copy_from_slice(s);
+        }
+        out
+    }
+    pub(crate) fn u8(&self, off: usize) -> u8 {
+        self.0.get(off).copied().unwrap_or(0)
+    }
+    pub(crate) fn u16(&self, off: usize) -> u16 {
+        u16::from_le_bytes(self.bytes(off))
+    }
+    pub(crate) fn u32(&self, off: usize) -> u32 {
+        u32::from_le_bytes(self.bytes(off))
+    }
+    pub(crate) fn u64(&self, off: usize) -> u64 {
+        u64::from_le_bytes(self.bytes(off))
+    }
+    pub(crate) fn u128(&self, off: usize) -> u128 {
+        u128::from_le_bytes(self.bytes(off))
+    }
+    /// An ASCII field, trailing spaces and NULs removed.
+    pub(crate) fn str(&self, off: usize, len: usize) -> String {
+        let s = self.0.get(off..off + len).unwrap_or(&[]);
+        let end = s.iter().rposition(|&c| c != b' ' && c != 0).map_or(0, |i| i + 1);
+        String::from_utf8_lossy(&s[..end]).into_owned()
+    }
+}
+
 /// An NVMe submission queue entry (NVMe base spec, "Common Command Format"): 64 bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]

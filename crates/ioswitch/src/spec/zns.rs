@@ -1,7 +1,7 @@
 //! Zoned Namespace command set (NVMe ZNS spec): the Zone Management Receive report
 //! (a 64-byte header and 64-byte zone descriptors) and the Zone Management Send actions.
 
-use super::log::{need, u64_at, ShortPage};
+use super::{Page, ShortPage};
 use serde::Serialize;
 use std::fmt;
 use std::str::FromStr;
@@ -122,7 +122,7 @@ pub struct ZoneDesc {
 impl ZoneDesc {
     /// Parses one 64-byte descriptor.
     pub fn parse(b: &[u8]) -> Result<ZoneDesc, ShortPage> {
-        need("zone descriptor", b, ZONE_DESC_LEN)?;
+        let p = Page::new(b, "zone descriptor", ZONE_DESC_LEN)?;
         let zone_type = match b[0] & 0xf {
             2 => ZoneType::SeqWriteRequired,
             x => ZoneType::Reserved(x),
@@ -132,9 +132,9 @@ impl ZoneDesc {
             state: ZoneState::from_bits(b[1] >> 4),
             attrs: ZoneAttrs::from_byte(b[2]),
             attrs_info: b[3],
-            capacity: u64_at(b, 8),
-            zslba: u64_at(b, 16),
-            wp: u64_at(b, 24),
+            capacity: p.u64(8),
+            zslba: p.u64(16),
+            wp: p.u64(24),
         })
     }
 
@@ -170,8 +170,7 @@ impl ZoneReport {
     /// Parses a reply: the header and as many whole descriptors as both the header's
     /// count and the bytes allow.
     pub fn parse(b: &[u8]) -> Result<ZoneReport, ShortPage> {
-        need("zone report header", b, ZONE_DESC_LEN)?;
-        let nr_zones = u64_at(b, 0);
+        let nr_zones = Page::new(b, "zone report header", ZONE_DESC_LEN)?.u64(0);
         let zones = b[ZONE_DESC_LEN..]
             .chunks_exact(ZONE_DESC_LEN)
             .take(usize::try_from(nr_zones).unwrap_or(usize::MAX))

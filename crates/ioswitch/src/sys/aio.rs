@@ -21,7 +21,6 @@ use crate::be::MAX_SEGMENTS;
 use crate::buf::{fill_iovecs, Data};
 use crate::queue::{Completion, CompletionSink};
 use crate::spec::{errno_to_status, Status};
-use std::io;
 
 /// `aio_context_t` of linux/aio_abi.h.
 type AioContext = libc::c_ulong;
@@ -70,10 +69,6 @@ struct IoEvent {
 const _: () = assert!(std::mem::size_of::<Iocb>() == 64);
 const _: () = assert!(std::mem::size_of::<IoEvent>() == 32);
 
-fn last_errno() -> i32 {
-    io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
-}
-
 /// Creates an AIO context for `nr` events; the error is the errno.
 fn io_setup(nr: u32) -> Result<AioContext, i32> {
     let mut ctx: AioContext = 0;
@@ -81,7 +76,7 @@ fn io_setup(nr: u32) -> Result<AioContext, i32> {
     // initialised to 0 as the syscall requires.
     let r = unsafe { libc::syscall(libc::SYS_io_setup, nr as libc::c_uint, &mut ctx as *mut AioContext) };
     if r < 0 {
-        return Err(last_errno());
+        return Err(super::errno());
     }
     Ok(ctx)
 }
@@ -385,7 +380,7 @@ impl Aio {
     #[inline(never)]
     fn submitted_part(&mut self, r: libc::c_long) -> Result<u32, i32> {
         if r < 0 {
-            return Err(last_errno());
+            return Err(super::errno());
         }
         let r = (r as u32).min(self.nqueued);
         self.unqueue_front(r);
@@ -469,7 +464,7 @@ impl Aio {
             )
         };
         if r < 0 {
-            return Err(last_errno());
+            return Err(super::errno());
         }
         let got = (r as u32).min(max);
         (self.ev_head, self.ev_len) = (0, got);

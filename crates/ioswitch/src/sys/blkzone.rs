@@ -3,7 +3,6 @@
 //! sector range ([`ZoneAction`]). Errors are the raw errno, which the zone code maps to
 //! NVMe status with its own exceptions.
 
-use std::io;
 use std::os::fd::RawFd;
 
 const fn ioc(dir: u64, nr: u8, size: usize) -> u64 {
@@ -83,10 +82,6 @@ impl Report {
     }
 }
 
-fn errno() -> i32 {
-    io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
-}
-
 /// BLKREPORTZONE: reads up to [`CHUNK`] zones starting with the one holding `sector`
 /// into `r.zones`; returns how many, and whether they carry a capacity.
 pub(crate) fn report(fd: RawFd, sector: u64, r: &mut Report) -> Result<(usize, bool), i32> {
@@ -96,7 +91,7 @@ pub(crate) fn report(fd: RawFd, sector: u64, r: &mut Report) -> Result<(usize, b
     // SAFETY: `r` is a blk_zone_report header followed by room for `nr_zones` zones, which
     // is all the kernel writes.
     if unsafe { libc::ioctl(fd, BLKREPORTZONE as _, r as *mut Report) } != 0 {
-        return Err(errno());
+        return Err(super::errno());
     }
     Ok(((r.nr_zones as usize).min(CHUNK), r.flags & BLK_ZONE_REP_CAPACITY != 0))
 }
@@ -125,7 +120,7 @@ pub(crate) fn manage(fd: RawFd, action: ZoneAction, sector: u64, nr_sectors: u64
     let r = Range { sector, nr_sectors };
     // SAFETY: the zone management ioctls read one blk_zone_range through the pointer.
     if unsafe { libc::ioctl(fd, req as _, &r as *const Range) } != 0 {
-        return Err(errno());
+        return Err(super::errno());
     }
     Ok(())
 }

@@ -22,11 +22,7 @@ fn bytes(r: isize) -> io::Result<usize> {
 }
 
 fn unit(rc: libc::c_int) -> io::Result<()> {
-    if rc != 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
+    super::check(rc).map(drop)
 }
 
 /// pread(2): reads into `buf` from byte `offset` of `fd`.
@@ -122,12 +118,7 @@ pub(crate) fn pwritev2(fd: RawFd, iov: &[IoSlice<'_>], offset: u64, flags: libc:
 pub(crate) fn seek(fd: RawFd, offset: u64) -> io::Result<()> {
     let off = libc::off_t::try_from(offset).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     // SAFETY: lseek takes plain integers.
-    let r = unsafe { libc::lseek(fd, off, libc::SEEK_SET) };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
+    super::check(unsafe { libc::lseek(fd, off, libc::SEEK_SET) }).map(drop)
 }
 
 /// lseek(2) with `SEEK_CUR`: the file position of `fd` (the tests check where the `sync`

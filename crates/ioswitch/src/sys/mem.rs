@@ -3,6 +3,7 @@
 //! the kernel cannot read or write, e.g. a media error under the mapping): they go through
 //! [`super::sigbus`] and return [`MapFault`] instead of ending the process.
 
+use libc::c_int;
 use std::io;
 use std::os::fd::RawFd;
 use std::ptr::NonNull;
@@ -38,6 +39,20 @@ unsafe impl Send for Mapping {}
 // SAFETY: as above: concurrent calls only copy bytes in and out of the mapping.
 unsafe impl Sync for Mapping {}
 
+/// mmap(2) of `len` bytes of `fd` from `offset` (anonymous memory: `fd` -1 with
+/// `MAP_ANONYMOUS`) at an address the kernel chooses (`MAP_FIXED` is dropped from `flags`):
+/// the start of a new mapping, which the caller owns and unmaps.
+pub(crate) fn mmap(len: usize, prot: c_int, flags: c_int, fd: RawFd, offset: u64) -> io::Result<NonNull<u8>> {
+    let flags = flags & !libc::MAP_FIXED;
+    // SAFETY: a fresh mapping at an address the kernel chooses (no MAP_FIXED), so no
+    // existing memory changes; the kernel checks the descriptor, offset and length.
+    let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, flags, fd, offset as libc::off_t) };
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(NonNull::new(p as *mut u8).expect("mmap returned a non-null address"))
+}
+
 impl Mapping {
     /// mmap(2): maps `len` bytes of `fd` from offset 0, shared, readable and (when
     /// `writable`) writable. `len` must not be 0 (EINVAL). Installs the SIGBUS handler of
@@ -45,14 +60,7 @@ impl Mapping {
     pub(crate) fn shared(fd: RawFd, len: usize, writable: bool) -> io::Result<Mapping> {
         sigbus::install()?;
         let prot = if writable { libc::PROT_READ | libc::PROT_WRITE } else { libc::PROT_READ };
-        // SAFETY: a fresh mapping at an address the kernel chooses, so no existing memory
-        // changes; the kernel checks fd and len.
-        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, fd, 0) };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let base = NonNull::new(p as *mut u8).expect("mmap returned a non-null address");
-        Ok(Mapping { base, len })
+        Ok(Mapping { base: mmap(len, prot, libc::MAP_SHARED, fd, 0)?, len })
     }
 
     /// The mapped length in bytes.
@@ -97,10 +105,7 @@ impl Mapping {
     /// msync(2) with `MS_SYNC` over the whole mapping.
     pub(crate) fn sync(&self) -> io::Result<()> {
         // SAFETY: the whole mapping, which this value owns.
-        if unsafe { libc::msync(self.base.as_ptr() as *mut libc::c_void, self.len, libc::MS_SYNC) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        super::check(unsafe { libc::msync(self.base.as_ptr() as *mut libc::c_void, self.len, libc::MS_SYNC) }).map(drop)
     }
 }
 

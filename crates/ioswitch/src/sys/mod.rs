@@ -43,15 +43,37 @@ pub(crate) fn page_size() -> usize {
     }
 }
 
+/// The errno of the call that just failed (EIO where the OS gives none).
+pub(crate) fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+}
+
+/// What a call returned; a negative value (the -1 of a failed call) gives its errno as
+/// an `io::Error`.
+#[inline]
+pub(crate) fn check<T: Default + PartialOrd>(rc: T) -> std::io::Result<T> {
+    if rc < T::default() {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
 /// open(2): `path` with `flags` (O_CLOEXEC is the caller's to add), `mode` for a new file.
 pub(crate) fn open(path: &CStr, flags: libc::c_int, mode: libc::mode_t) -> std::io::Result<OwnedFd> {
     // SAFETY: path is a valid C string; open has no other preconditions.
-    let raw = unsafe { libc::open(path.as_ptr(), flags, mode as libc::c_uint) };
-    if raw < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    let raw = check(unsafe { libc::open(path.as_ptr(), flags, mode as libc::c_uint) })?;
     // SAFETY: raw is a freshly opened descriptor that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+/// open(2) of an existing `path` with `flags` and O_CLOEXEC; a path with a NUL byte is
+/// InvalidInput.
+pub(crate) fn open_path(path: &std::path::Path, flags: libc::c_int) -> std::io::Result<OwnedFd> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    open(&c, flags | libc::O_CLOEXEC, 0)
 }
 
 /// The direct-I/O alignments of an open file, `(memory, offset)`, from
@@ -72,9 +94,7 @@ pub(crate) fn fstat(fd: &impl AsRawFd) -> std::io::Result<libc::stat> {
     // SAFETY: stat is plain data; all-zero is a valid value.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: st is a valid out pointer; a bad descriptor only makes fstat fail.
-    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    check(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
     Ok(st)
 }
 
@@ -114,10 +134,7 @@ pub(crate) fn file_size(fd: &impl AsRawFd) -> std::io::Result<u64> {
 /// Sets a file's size (ftruncate).
 pub(crate) fn set_file_size(fd: &impl AsRawFd, bytes: u64) -> std::io::Result<()> {
     // SAFETY: fd is open; ftruncate has no memory-safety preconditions.
-    if unsafe { libc::ftruncate(fd.as_raw_fd(), bytes as libc::off_t) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    check(unsafe { libc::ftruncate(fd.as_raw_fd(), bytes as libc::off_t) }).map(drop)
 }
 
 /// The magic number of the file system holding an open file (fstatfs).
@@ -125,9 +142,7 @@ pub(crate) fn fs_magic(fd: &impl AsRawFd) -> Option<u64> {
     // SAFETY: statfs is plain data; all-zero is valid.
     let mut s: libc::statfs = unsafe { std::mem::zeroed() };
     // SAFETY: fd is open and s is a valid out pointer.
-    if unsafe { libc::fstatfs(fd.as_raw_fd(), &mut s) } != 0 {
-        return None;
-    }
+    check(unsafe { libc::fstatfs(fd.as_raw_fd(), &mut s) }).ok()?;
     Some(s.f_type as u64)
 }
 
@@ -138,9 +153,7 @@ const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
 pub(crate) fn blk_logical_block_size(fd: &impl AsRawFd) -> std::io::Result<u32> {
     let mut lba: libc::c_int = 0;
     // SAFETY: BLKSSZGET writes one int through the pointer, which is valid.
-    if unsafe { libc::ioctl(fd.as_raw_fd(), BLKSSZGET as _, &mut lba) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), BLKSSZGET as _, &mut lba) })?;
     Ok(lba as u32)
 }
 
@@ -148,9 +161,7 @@ pub(crate) fn blk_logical_block_size(fd: &impl AsRawFd) -> std::io::Result<u32> 
 pub(crate) fn blk_size(fd: &impl AsRawFd) -> std::io::Result<u64> {
     let mut bytes: u64 = 0;
     // SAFETY: BLKGETSIZE64 writes one u64 through the pointer, which is valid.
-    if unsafe { libc::ioctl(fd.as_raw_fd(), BLKGETSIZE64 as _, &mut bytes) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), BLKGETSIZE64 as _, &mut bytes) })?;
     Ok(bytes)
 }
 

@@ -80,11 +80,7 @@ const _: () = assert!(NVME_URING_CMD_IO == 0xC048_4E80);
 /// The namespace id of a namespace device (`NVME_IOCTL_ID`).
 pub(crate) fn ioctl_id(fd: RawFd) -> io::Result<u32> {
     // SAFETY: NVME_IOCTL_ID takes no argument.
-    let rc = unsafe { libc::ioctl(fd, NVME_IOCTL_ID as _) };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(rc as u32)
+    super::check(unsafe { libc::ioctl(fd, NVME_IOCTL_ID as _) }).map(|id| id as u32)
 }
 
 /// Which queue a passthrough command goes to.
@@ -132,7 +128,7 @@ pub(crate) fn passthru(fd: RawFd, queue: Queue, c: &mut PassthruCmd64, data: Dat
     if rc == 0 {
         return Ok(c.result);
     }
-    let errno = if rc < 0 { io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO) } else { 0 };
+    let errno = if rc < 0 { super::errno() } else { 0 };
     Err((rc, errno))
 }
 

@@ -45,10 +45,12 @@ pub(crate) fn dir(addr: PciAddr) -> PathBuf {
 
 /// The addresses of every PCI function, sorted; names that are not addresses are skipped.
 pub(crate) fn addresses() -> io::Result<Vec<PciAddr>> {
-    let mut out: Vec<PciAddr> = fs::read_dir(bus().join("devices"))?
-        .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
-        .collect();
+    addresses_in(&bus().join("devices"))
+}
+
+/// The PCI addresses among the entry names of directory `d`, sorted.
+fn addresses_in(d: &Path) -> io::Result<Vec<PciAddr>> {
+    let mut out: Vec<PciAddr> = sysfs::sorted_names(d)?.iter().filter_map(|n| n.parse().ok()).collect();
     out.sort();
     Ok(out)
 }
@@ -81,42 +83,30 @@ fn link_name(link: &Path) -> Option<String> {
 /// The functions in IOMMU group `group` (`/sys/kernel/iommu_groups/N/devices`), sorted.
 pub(crate) fn group_members(group: u32) -> Vec<PciAddr> {
     let d = sysfs::root().join("kernel/iommu_groups").join(group.to_string()).join("devices");
-    let mut out: Vec<PciAddr> = fs::read_dir(d)
-        .map(|rd| rd.filter_map(|e| e.ok()).filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
-        .unwrap_or_default();
-    out.sort();
-    out
+    addresses_in(&d).unwrap_or_default()
 }
 
 /// The sysfs directories of the NVMe controllers the kernel's nvme driver made of this
 /// function (`ADDR/nvme/nvmeX`; one while it is bound to nvme, none otherwise).
 pub(crate) fn nvme_controllers(f: &Function) -> Vec<PathBuf> {
-    sorted_entries(&f.dir.join("nvme"), |_| true)
+    sysfs::sorted_entries(&f.dir.join("nvme"), |_| true)
 }
 
 /// The block devices (`nvmeXnY`) of the namespaces under a controller's directory.
 pub(crate) fn namespaces(ctrl: &Path) -> Vec<PathBuf> {
-    sorted_entries(ctrl, |p| p.join("nsid").is_file() && p.join("queue").is_dir())
+    sysfs::sorted_entries(ctrl, |p| p.join("nsid").is_file() && p.join("queue").is_dir())
 }
 
 /// The generic char devices (`ngXnY`) of the namespaces under a controller's directory.
 pub(crate) fn generic_namespaces(ctrl: &Path) -> Vec<PathBuf> {
-    sorted_entries(ctrl, |p| {
+    sysfs::sorted_entries(ctrl, |p| {
         p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("ng")) && p.join("dev").is_file()
     })
 }
 
 /// The uio devices (`uioN`) uio_pci_generic made of this function.
 pub(crate) fn uio_devices(f: &Function) -> Vec<PathBuf> {
-    sorted_entries(&f.dir.join("uio"), |_| true)
-}
-
-fn sorted_entries(d: &Path, keep: impl Fn(&Path) -> bool) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = fs::read_dir(d)
-        .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| keep(p)).collect())
-        .unwrap_or_default();
-    out.sort();
-    out
+    sysfs::sorted_entries(&f.dir.join("uio"), |_| true)
 }
 
 /// Whether PCI driver `name` is registered (its module is loaded or built in).

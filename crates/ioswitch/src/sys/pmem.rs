@@ -347,13 +347,8 @@ impl PmemMap {
             // Reserve len + align of address space, and map at its first aligned address
             // (MAP_FIXED replaces the reservation there); the rest is unmapped below.
             let span = len.checked_add(align).ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
-            // SAFETY: a fresh anonymous reservation at an address the kernel chooses.
-            let r = unsafe {
-                libc::mmap(std::ptr::null_mut(), span, libc::PROT_NONE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
-            };
-            if r == libc::MAP_FAILED {
-                return Err(io::Error::last_os_error());
-            }
+            let r = super::mem::mmap(span, libc::PROT_NONE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)?;
+            let r = r.as_ptr() as *mut libc::c_void;
             hint = ((r as usize + align - 1) & !(align - 1)) as *mut libc::c_void;
             reserved = Some((r, span));
         }

@@ -23,10 +23,6 @@ use std::io;
 /// many entries on the caller's stack).
 const SUSPEND_MAX: usize = 1024;
 
-fn last_errno() -> i32 {
-    io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
-}
-
 /// A zeroed control block with no notification.
 fn blank_aiocb() -> libc::aiocb {
     // SAFETY: aiocb is plain C data (integers and pointers); all-zero is a valid value.
@@ -61,7 +57,7 @@ pub(crate) fn probe() -> Result<(), String> {
         // with the control block.
         let rc = unsafe { libc::aio_suspend(list.as_ptr(), 1, std::ptr::null()) };
         if err == libc::EINPROGRESS {
-            if rc != 0 && !matches!(last_errno(), libc::EINTR | libc::EAGAIN) {
+            if rc != 0 && !matches!(super::errno(), libc::EINTR | libc::EAGAIN) {
                 // The request may still run: leak what it uses rather than free it.
                 std::mem::forget(cb);
                 std::mem::forget(byte);
@@ -206,7 +202,7 @@ impl Cbs {
         };
         if rc != 0 {
             self.cb_free.push(cb);
-            return Started::Failed(last_errno());
+            return Started::Failed(super::errno());
         }
         (self.cb_slot[cb as usize], self.cb_len[cb as usize]) = (s, len);
         self.segs[s as usize] += 1;
@@ -258,7 +254,7 @@ impl Cbs {
         // put until they are collected.
         let rc = unsafe { libc::aio_suspend(self.suspend.as_ptr(), k as libc::c_int, std::ptr::null()) };
         if rc != 0 {
-            return Err(last_errno());
+            return Err(super::errno());
         }
         Ok(())
     }

@@ -54,6 +54,24 @@ pub(crate) fn read_num<T: std::str::FromStr>(p: &Path) -> Option<T> {
     read(p)?.parse().ok()
 }
 
+/// The names of the entries of directory `d`, sorted.
+pub(crate) fn sorted_names(d: &Path) -> std::io::Result<Vec<String>> {
+    let mut names: Vec<String> =
+        fs::read_dir(d)?.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    Ok(names)
+}
+
+/// The entries of directory `d` that `keep` accepts, as paths, sorted; none when it
+/// cannot be read.
+pub(crate) fn sorted_entries(d: &Path, keep: impl Fn(&Path) -> bool) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = fs::read_dir(d)
+        .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| keep(p)).collect())
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
 /// `maj:min` from a `dev` attribute's text.
 pub(crate) fn parse_devno(s: &str) -> Option<(u32, u32)> {
     let (maj, min) = s.trim().split_once(':')?;

@@ -7,21 +7,14 @@
 //! IOMMU a bus-mastering device reaches all memory (docs/PCI.md).
 
 use super::vfio::Bar;
-use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 
-fn open(path: &Path, flags: libc::c_int) -> io::Result<OwnedFd> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    super::open(&c, flags | libc::O_CLOEXEC, 0)
-}
-
 /// Maps a BAR's sysfs resource file (`/sys/bus/pci/devices/ADDR/resource0`), whose size
 /// is the BAR's, for register access. The mapping outlives the file descriptor.
 pub(crate) fn map_resource(path: &Path) -> io::Result<Bar> {
-    let fd = open(path, libc::O_RDWR | libc::O_SYNC)?;
+    let fd = super::open_path(path, libc::O_RDWR | libc::O_SYNC)?;
     let len = super::file_size(&fd)?;
     if len == 0 {
         return Err(io::Error::other(format!("{} is empty: the BAR is not a memory BAR", path.display())));
@@ -37,7 +30,7 @@ pub(crate) struct Config {
 impl Config {
     /// Opens `path` (`/sys/bus/pci/devices/ADDR/config`) for reading and writing.
     pub(crate) fn open(path: &Path) -> io::Result<Config> {
-        Ok(Config { fd: open(path, libc::O_RDWR)? })
+        Ok(Config { fd: super::open_path(path, libc::O_RDWR)? })
     }
 
     /// Takes an exclusive lock (flock, non-blocking) on the file: one driver per
@@ -45,14 +38,11 @@ impl Config {
     /// EWOULDBLOCK becomes EBUSY.
     pub(crate) fn lock(&self) -> io::Result<()> {
         // SAFETY: flock on an open descriptor; no memory is involved.
-        if unsafe { libc::flock(self.fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            let e = io::Error::last_os_error();
-            return Err(match e.raw_os_error() {
-                Some(libc::EWOULDBLOCK) => io::Error::from_raw_os_error(libc::EBUSY),
-                _ => e,
-            });
-        }
-        Ok(())
+        let rc = unsafe { libc::flock(self.fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        super::check(rc).map(drop).map_err(|e| match e.raw_os_error() {
+            Some(libc::EWOULDBLOCK) => io::Error::from_raw_os_error(libc::EBUSY),
+            _ => e,
+        })
     }
 
     /// The 16-bit register at `off`.
@@ -85,7 +75,7 @@ pub(crate) fn pagemap_pfn(entry: u64) -> Option<u64> {
 /// CAP_SYS_ADMIN: an error saying so.
 pub(crate) fn phys_addr(vaddr: u64) -> io::Result<u64> {
     let page = super::page_size() as u64;
-    let fd = open(Path::new("/proc/self/pagemap"), libc::O_RDONLY)?;
+    let fd = super::open_path(Path::new("/proc/self/pagemap"), libc::O_RDONLY)?;
     let mut b = [0u8; 8];
     let n = super::io::pread(fd.as_raw_fd(), &mut b, vaddr / page * 8)?;
     if n != 8 {

@@ -90,16 +90,11 @@ struct DmaUnmap {
 /// write during the call.
 unsafe fn ioctl(fd: RawFd, req: u64, arg: libc::c_ulong) -> io::Result<i32> {
     // SAFETY: the caller guarantees arg matches req.
-    let rc = unsafe { libc::ioctl(fd, req as libc::c_ulong, arg) };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(rc)
+    super::check(unsafe { libc::ioctl(fd, req as libc::c_ulong, arg) })
 }
 
 fn open_rw(path: &str) -> io::Result<OwnedFd> {
-    let c = CString::new(path).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    super::open(&c, libc::O_RDWR | libc::O_CLOEXEC, 0)
+    super::open_path(std::path::Path::new(path), libc::O_RDWR)
 }
 
 /// A VFIO container (`/dev/vfio/vfio`): one IOMMU address space.
@@ -251,22 +246,7 @@ impl Bar {
     /// Maps `len` bytes at `offset` of `fd` (a VFIO device region, a sysfs `resourceN`
     /// file) shared, for register access.
     pub(crate) fn map_fd(fd: RawFd, offset: u64, len: usize) -> io::Result<Bar> {
-        // SAFETY: a fresh shared mapping at an address the kernel chooses; the kernel
-        // checks the descriptor, offset and length.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd,
-                offset as libc::off_t,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Bar { base: NonNull::new(p as *mut u8).expect("mmap returned a non-null address"), len })
+        Ok(Bar { base: super::mem::mmap(len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, offset)?, len })
     }
 
     #[inline]
@@ -334,21 +314,8 @@ impl DmaMem {
     /// ENOMEM means the hugetlb pool has too few free pages (`vm.nr_hugepages`).
     pub(crate) fn alloc(len: usize) -> io::Result<DmaMem> {
         let len = len.max(1).next_multiple_of(HUGEPAGE);
-        // SAFETY: a fresh private anonymous mapping at an address the kernel chooses.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB | libc::MAP_POPULATE,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(DmaMem { base: NonNull::new(p as *mut u8).expect("mmap returned a non-null address"), len })
+        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB | libc::MAP_POPULATE;
+        Ok(DmaMem { base: super::mem::mmap(len, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0)?, len })
     }
 
     /// Locks it in memory (mlock): a hugetlb page is never swapped nor migrated while
@@ -356,10 +323,7 @@ impl DmaMem {
     /// address (no IOMMU pins it).
     pub(crate) fn pin(&self) -> io::Result<()> {
         // SAFETY: base/len are exactly this mapping; mlock only changes its residency.
-        if unsafe { libc::mlock(self.base.as_ptr() as *const libc::c_void, self.len) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        super::check(unsafe { libc::mlock(self.base.as_ptr() as *const libc::c_void, self.len) }).map(drop)
     }
 
     /// Its start address.

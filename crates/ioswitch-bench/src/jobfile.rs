@@ -671,9 +671,11 @@ pub struct Behaviour {
     /// `cmdprio_percentage`, `cmdprio_class`, `cmdprio`, `cmdprio_bssplit`: per-command
     /// I/O priorities ([`crate::cmdprio`]).
     pub cmdprio: crate::cmdprio::CmdPrio,
-    /// `sync=1` (or `sync`, `dsync`): run only with ioengine=libpmem, whose writes are
-    /// durable when they return (fio's libpmem drains after each write with it).
-    pub sync: bool,
+    /// `sync`, as written, when it asks for synchronous writes (`1` or `sync`: fio opens
+    /// with O_SYNC; `dsync`: with O_DSYNC); `None` for `none` or `0`, fio's default. Run
+    /// only with ioengine=libpmem, whose writes are durable when they return (fio's
+    /// libpmem drains after each write with it).
+    pub sync: Option<String>,
 }
 
 impl Default for Behaviour {
@@ -715,7 +717,7 @@ impl Default for Behaviour {
             tiobench_threads: None,
             placement: Default::default(),
             cmdprio: Default::default(),
-            sync: false,
+            sync: None,
             nrfiles: 1,
             openfiles: 0,
             file_service: crate::files::Service::default(),
@@ -2467,10 +2469,11 @@ impl JobSpec {
                 self.behaviour.cmdprio.opts.bssplit = Some(split);
             }
             "sync" => {
-                self.behaviour.sync = val.choice(
+                let on = val.choice(
                     "none, 0, sync, 1 or dsync",
                     &[("none", false), ("0", false), ("sync", true), ("1", true), ("dsync", true)],
-                )?
+                )?;
+                self.behaviour.sync = on.then(|| val.text()).transpose()?;
             }
             _ => return Ok(false),
         }
@@ -2511,11 +2514,12 @@ impl JobSpec {
 
     fn fix_up(&mut self) -> Result<(), JobError> {
         self.logs.ioprio = self.behaviour.placement.ioprio().unwrap_or(0);
-        if self.behaviour.sync && self.ioengine != IoEngine::Libpmem {
+        if let Some(written) = self.behaviour.sync.as_deref().filter(|_| self.ioengine != IoEngine::Libpmem) {
+            let flag = if written == "dsync" { "O_DSYNC" } else { "O_SYNC" };
             return Err(self.error_at(
                 "sync",
                 format!(
-                    "sync=1 (O_SYNC writes) is run only with ioengine=libpmem (whose writes are durable when they return), not ioengine={}",
+                    "sync={written} ({flag} writes) is run only with ioengine=libpmem (whose writes are durable when they return), not ioengine={}: ioswitch opens files without {flag} (the library has no such open option)",
                     self.ioengine
                 ),
             ));
@@ -4111,10 +4115,29 @@ mod tests {
 
     #[test]
     fn sync_runs_only_with_libpmem() {
-        assert!(one("[j]\nioengine=libpmem\nsync=1\n").behaviour.sync);
-        assert!(!one("[j]\nsync=none\n").behaviour.sync);
+        assert_eq!(one("[j]\nioengine=libpmem\nsync=1\n").behaviour.sync.as_deref(), Some("1"));
+        assert_eq!(one("[j]\nioengine=libpmem\nsync=dsync\n").behaviour.sync.as_deref(), Some("dsync"));
+        assert_eq!(one("[j]\nsync=none\n").behaviour.sync, None);
+        assert_eq!(one("[j]\nsync=0\n").behaviour.sync, None);
         let e = err("[j]\nsync=1\n");
         assert!(e.starts_with("job.fio:2: job 'j': sync=1 (O_SYNC writes) is run only with ioengine=libpmem"), "{e}");
+        // The refusal names the value as written, and the flag it stands for.
+        let e = err("[j]\nsync=dsync\n");
+        assert!(
+            e.starts_with("job.fio:2: job 'j': sync=dsync (O_DSYNC writes) is run only with ioengine=libpmem"),
+            "{e}"
+        );
+        assert!(
+            e.ends_with(
+                "not ioengine=psync: ioswitch opens files without O_DSYNC (the library has no such open option)"
+            ),
+            "{e}"
+        );
+        let e = err("[j]\nioengine=libaio\nsync=sync\n");
+        assert!(
+            e.starts_with("job.fio:3: job 'j': sync=sync (O_SYNC writes) is run only with ioengine=libpmem"),
+            "{e}"
+        );
         assert!(err("[j]\nsync=2\n").contains("bad value '2' for option 'sync'"));
     }
 

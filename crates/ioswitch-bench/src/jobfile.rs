@@ -666,6 +666,10 @@ pub struct Behaviour {
     /// `threads`: the tiobench profile's thread count; fio accepts it in any job and it
     /// changes nothing there (ioswitch has no profiles): kept for the note that says so.
     pub tiobench_threads: Option<u32>,
+    /// `time_based` was given without a `runtime`: fio 3.33 warns ("time_based requires a
+    /// runtime/timeout setting") and runs the job size-based; so does ioswitch, with this
+    /// kept for the note that says so (`time_based` itself is then off).
+    pub time_based_ignored: bool,
     /// `numa_cpu_nodes`, `numa_mem_policy`, `prioclass`, `prio` ([`crate::placement`]).
     pub placement: crate::placement::Placement,
     /// `cmdprio_percentage`, `cmdprio_class`, `cmdprio`, `cmdprio_bssplit`: per-command
@@ -715,6 +719,7 @@ impl Default for Behaviour {
             loops: 1,
             wait_for: None,
             tiobench_threads: None,
+            time_based_ignored: false,
             placement: Default::default(),
             cmdprio: Default::default(),
             sync: None,
@@ -2580,8 +2585,11 @@ impl JobSpec {
         if self.load.thinktime_spin > self.load.thinktime {
             return Err(self.error_at("thinktime_spin", "thinktime_spin is longer than thinktime"));
         }
+        // fio's fixup_options: time_based without a runtime is warned about and dropped
+        // (the job runs until its size is done), not refused.
         if self.time_based && self.runtime.is_none() {
-            return Err(self.error_at("time_based", "time_based needs a runtime"));
+            self.time_based = false;
+            self.behaviour.time_based_ignored = true;
         }
         if self.iodepth_batch_submit == 0 || self.iodepth_batch_submit > self.iodepth {
             self.iodepth_batch_submit = self.iodepth;
@@ -3619,8 +3627,14 @@ mod tests {
     }
 
     #[test]
-    fn time_based_needs_a_runtime() {
-        assert_eq!(err("[j]\ntime_based=1\n"), "job.fio:2: job 'j': time_based needs a runtime");
+    fn time_based_without_a_runtime_is_dropped_as_fio_drops_it() {
+        for text in ["[j]\ntime_based=1\n", "[j]\ntime_based\nruntime=0\n"] {
+            let j = one(text);
+            assert!(!j.time_based && j.behaviour.time_based_ignored, "{text}");
+        }
+        let j = one("[j]\ntime_based\nruntime=2s\n");
+        assert!(j.time_based && !j.behaviour.time_based_ignored);
+        assert_eq!(j.runtime, Some(Duration::from_secs(2)));
     }
 
     #[test]

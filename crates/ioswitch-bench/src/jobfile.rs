@@ -666,14 +666,20 @@ pub struct Behaviour {
     /// `threads`: the tiobench profile's thread count; fio accepts it in any job and it
     /// changes nothing there (ioswitch has no profiles): kept for the note that says so.
     pub tiobench_threads: Option<u32>,
+    /// `time_based` was given without a `runtime`: fio 3.33 warns ("time_based requires a
+    /// runtime/timeout setting") and runs the job size-based; so does ioswitch, with this
+    /// kept for the note that says so (`time_based` itself is then off).
+    pub time_based_ignored: bool,
     /// `numa_cpu_nodes`, `numa_mem_policy`, `prioclass`, `prio` ([`crate::placement`]).
     pub placement: crate::placement::Placement,
     /// `cmdprio_percentage`, `cmdprio_class`, `cmdprio`, `cmdprio_bssplit`: per-command
     /// I/O priorities ([`crate::cmdprio`]).
     pub cmdprio: crate::cmdprio::CmdPrio,
-    /// `sync=1` (or `sync`, `dsync`): run only with ioengine=libpmem, whose writes are
-    /// durable when they return (fio's libpmem drains after each write with it).
-    pub sync: bool,
+    /// `sync`, as written, when it asks for synchronous writes (`1` or `sync`: fio opens
+    /// with O_SYNC; `dsync`: with O_DSYNC); `None` for `none` or `0`, fio's default. Run
+    /// only with ioengine=libpmem, whose writes are durable when they return (fio's
+    /// libpmem drains after each write with it).
+    pub sync: Option<String>,
 }
 
 impl Default for Behaviour {
@@ -713,9 +719,10 @@ impl Default for Behaviour {
             loops: 1,
             wait_for: None,
             tiobench_threads: None,
+            time_based_ignored: false,
             placement: Default::default(),
             cmdprio: Default::default(),
-            sync: false,
+            sync: None,
             nrfiles: 1,
             openfiles: 0,
             file_service: crate::files::Service::default(),
@@ -1247,6 +1254,42 @@ impl<'a> OptValue<'a> {
             loc: self.opt.loc.clone(),
             expected: expected.to_string(),
         }
+    }
+
+    /// The value is not what the option takes, for the reason `why`: `EXPECTED: WHY`.
+    fn bad_because(&self, expected: &str, why: impl std::fmt::Display) -> JobError {
+        self.bad(&format!("{expected}: {why}"))
+    }
+
+    /// The value as `parse` reads it; the reason `parse` gives for refusing it follows
+    /// `expected` in the error ([`bad_because`](Self::bad_because)).
+    fn parsed<T, E: std::fmt::Display>(
+        &self,
+        expected: &str,
+        parse: impl FnOnce(&'a str) -> Result<T, E>,
+    ) -> Result<T, JobError> {
+        parse(self.value(expected)?).map_err(|e| self.bad_because(expected, e))
+    }
+
+    /// Each direction's part of the value (`R[,W]`: [`crate::shapes::per_direction`]),
+    /// given to `set` with its direction (0 read, 1 write); a part left empty is skipped.
+    fn each_direction(
+        &self,
+        expected: &str,
+        mut set: impl FnMut(usize, &'a str) -> Result<(), JobError>,
+    ) -> Result<(), JobError> {
+        let sides = self.parsed(expected, crate::shapes::per_direction)?;
+        for (d, side) in sides.into_iter().enumerate() {
+            if let Some(side) = side {
+                set(d, side)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A size with fio's units ([`parse_bytes`]) of at least `min` bytes.
+    fn size(&self, min: u64) -> Result<u64, JobError> {
+        parse_bytes(self.value(EXPECT_SIZE)?).filter(|&n| n >= min).ok_or_else(|| self.bad(EXPECT_SIZE))
     }
 
     /// The value, trimmed; an error when there is none.
@@ -2025,9 +2068,7 @@ impl JobSpec {
             "log_offset" => g.offset = val.flag()?,
             "per_job_logs" => g.per_job = val.flag()?,
             "log_prio" => g.prio = val.flag()?,
-            "log_compression" => {
-                g.compression = parse_bytes(val.value(EXPECT_SIZE)?).ok_or_else(|| val.bad(EXPECT_SIZE))?
-            }
+            "log_compression" => g.compression = val.size(0)?,
             "log_store_compressed" => g.store_compressed = val.flag()?,
             "log_hist_msec" => g.hist_msec = val.count32(0)?,
             "log_hist_coarseness" => {
@@ -2048,45 +2089,35 @@ impl JobSpec {
         match canon {
             "bssplit" => {
                 const EXPECT: &str = "block size/percent lists such as 4k/50:8k/50, one per direction (read,write)";
-                let sides =
-                    shapes::per_direction(val.value(EXPECT)?).map_err(|e| val.bad(&format!("{EXPECT}: {e}")))?;
-                for (d, side) in sides.iter().enumerate() {
-                    if let Some(side) = side {
-                        let v =
-                            shapes::parse_bssplit(side, parse_bytes).map_err(|e| val.bad(&format!("{EXPECT}: {e}")))?;
-                        sh.bs[d] = BlockSizes::Split(v);
-                    }
-                }
+                val.each_direction(EXPECT, |d, side| {
+                    let v = shapes::parse_bssplit(side, parse_bytes).map_err(|e| val.bad_because(EXPECT, e))?;
+                    sh.bs[d] = BlockSizes::Split(v);
+                    Ok(())
+                })?
             }
             "bsrange" => {
                 const EXPECT: &str = "MIN-MAX block sizes such as 1k-16k, one per direction (read,write)";
-                let sides =
-                    shapes::per_direction(val.value(EXPECT)?).map_err(|e| val.bad(&format!("{EXPECT}: {e}")))?;
-                for (d, side) in sides.iter().enumerate() {
-                    if let Some(side) = side {
-                        let (min, max) =
-                            shapes::parse_bsrange(side, parse_bytes).map_err(|e| val.bad(&format!("{EXPECT}: {e}")))?;
-                        sh.bs[d] = BlockSizes::Range { min, max };
-                    }
-                }
+                val.each_direction(EXPECT, |d, side| {
+                    let (min, max) =
+                        shapes::parse_bsrange(side, parse_bytes).map_err(|e| val.bad_because(EXPECT, e))?;
+                    sh.bs[d] = BlockSizes::Range { min, max };
+                    Ok(())
+                })?
             }
             "blocksize_unaligned" => sh.bs_unaligned = val.flag()?,
             "blockalign" => {
                 const EXPECT: &str = "an alignment such as 4k, one per direction (read,write)";
-                let sides =
-                    shapes::per_direction(val.value(EXPECT)?).map_err(|e| val.bad(&format!("{EXPECT}: {e}")))?;
-                for (d, side) in sides.iter().enumerate() {
-                    if let Some(side) = side {
-                        sh.blockalign[d] = Some(parse_bytes(side).filter(|&n| n > 0).ok_or_else(|| val.bad(EXPECT))?);
-                    }
-                }
+                val.each_direction(EXPECT, |d, side| {
+                    sh.blockalign[d] = Some(parse_bytes(side).filter(|&n| n > 0).ok_or_else(|| val.bad(EXPECT))?);
+                    Ok(())
+                })?
             }
             "random_distribution" => {
                 const EXPECT: &str = "random, zipf[:θ[:center]], pareto[:h[:center]], normal[:σ[:center]], zoned:A/S:… or zoned_abs:A/SIZE:… (one per direction, comma-separated, for zoned)";
                 let v = val.value(EXPECT)?;
                 // Only the zoned forms take a list per direction (fio's str_split_parse).
                 let sides = if v.starts_with("zoned") {
-                    shapes::per_direction(v).map_err(|e| val.bad(&format!("{EXPECT}: {e}")))?
+                    shapes::per_direction(v).map_err(|e| val.bad_because(EXPECT, e))?
                 } else {
                     [Some(v), Some(v)]
                 };
@@ -2095,8 +2126,7 @@ impl JobSpec {
                     if let Some(side) = side {
                         // fio's zoned lists after the first side carry no "zoned:" prefix.
                         let full = if side.starts_with(prefix) { side.to_string() } else { format!("{prefix}:{side}") };
-                        sh.dist[d] =
-                            crate::dist::parse(&full, parse_bytes).map_err(|e| val.bad(&format!("{EXPECT}: {e}")))?;
+                        sh.dist[d] = crate::dist::parse(&full, parse_bytes).map_err(|e| val.bad_because(EXPECT, e))?;
                     }
                 }
             }
@@ -2123,10 +2153,7 @@ impl JobSpec {
             "zone_reset_threshold" => sh.zone_reset_threshold = val.fraction()?,
             "zone_reset_frequency" => sh.zone_reset_frequency = val.fraction()?,
             "read_beyond_wp" => sh.read_beyond_wp = val.flag()?,
-            "zonesize" => {
-                sh.zone_size =
-                    Some(parse_bytes(val.value(EXPECT_SIZE)?).filter(|&n| n > 0).ok_or_else(|| val.bad(EXPECT_SIZE))?)
-            }
+            "zonesize" => sh.zone_size = Some(val.size(1)?),
             // Several files per job: crate::files; openfiles below nrfiles is checked in
             // fix_up, where the file count is known.
             "nrfiles" => self.behaviour.nrfiles = val.count32(1)?,
@@ -2136,18 +2163,15 @@ impl JobSpec {
                 self.behaviour.file_service = crate::files::Service::parse(val.value(crate::files::EXPECT_SERVICE)?)
                     .map_err(|e| val.bad(&format!("{} ({e})", crate::files::EXPECT_SERVICE)))?;
             }
-            "verify_pattern" => {
+            // fio's buffer_pattern takes verify_pattern's syntax without formats (%o).
+            "verify_pattern" | "buffer_pattern" => {
                 const EXPECT: &str = "a pattern of hex numbers (0x…), decimal numbers and \"quoted strings\"";
-                let p =
-                    crate::verify::parse_pattern(val.value(EXPECT)?).map_err(|e| val.bad(&format!("{EXPECT}: {e}")))?;
-                sh.verify_pattern = Some(p);
-            }
-            "buffer_pattern" => {
-                // fio's buffer_pattern takes verify_pattern's syntax without formats (%o).
-                const EXPECT: &str = "a pattern of hex numbers (0x…), decimal numbers and \"quoted strings\"";
-                let p =
-                    crate::verify::parse_pattern(val.value(EXPECT)?).map_err(|e| val.bad(&format!("{EXPECT}: {e}")))?;
-                sh.buffer_pattern = Some(p);
+                let p = Some(val.parsed(EXPECT, crate::verify::parse_pattern)?);
+                if canon == "verify_pattern" {
+                    sh.verify_pattern = p;
+                } else {
+                    sh.buffer_pattern = p;
+                }
             }
             "verify_interval" => {
                 // fio's minval: twice its verify header (80 bytes; ours is 40).
@@ -2156,9 +2180,7 @@ impl JobSpec {
                     parse_bytes(val.value(EXPECT)?).filter(|&v| v >= 80).ok_or_else(|| val.bad(EXPECT))?;
             }
             "buffer_compress_percentage" => sh.buffers.compress_percentage = val.percent()?,
-            "buffer_compress_chunk" => {
-                sh.buffers.compress_chunk = parse_bytes(val.value(EXPECT_SIZE)?).ok_or_else(|| val.bad(EXPECT_SIZE))?
-            }
+            "buffer_compress_chunk" => sh.buffers.compress_chunk = val.size(0)?,
             "dedupe_percentage" => sh.buffers.dedupe_percentage = val.percent()?,
             "dedupe_mode" => {
                 sh.buffers.dedupe_mode = val.choice(
@@ -2175,10 +2197,7 @@ impl JobSpec {
             "verify_async" => {
                 sh.verify_async = u32::try_from(val.count(0)?).map_err(|_| val.bad("a number of checker threads"))?
             }
-            "zonerange" => {
-                sh.zone_range =
-                    Some(parse_bytes(val.value(EXPECT_SIZE)?).filter(|&n| n > 0).ok_or_else(|| val.bad(EXPECT_SIZE))?)
-            }
+            "zonerange" => sh.zone_range = Some(val.size(1)?),
             "zoneskip" => {
                 sh.zone_skip = parse_bytes(val.value(EXPECT_SIZE)?)
                     .ok_or_else(|| val.bad(&format!("{EXPECT_SIZE} (a count of zones, Nz, is not run)")))?
@@ -2455,10 +2474,11 @@ impl JobSpec {
                 self.behaviour.cmdprio.opts.bssplit = Some(split);
             }
             "sync" => {
-                self.behaviour.sync = val.choice(
+                let on = val.choice(
                     "none, 0, sync, 1 or dsync",
                     &[("none", false), ("0", false), ("sync", true), ("1", true), ("dsync", true)],
-                )?
+                )?;
+                self.behaviour.sync = on.then(|| val.text()).transpose()?;
             }
             _ => return Ok(false),
         }
@@ -2499,11 +2519,12 @@ impl JobSpec {
 
     fn fix_up(&mut self) -> Result<(), JobError> {
         self.logs.ioprio = self.behaviour.placement.ioprio().unwrap_or(0);
-        if self.behaviour.sync && self.ioengine != IoEngine::Libpmem {
+        if let Some(written) = self.behaviour.sync.as_deref().filter(|_| self.ioengine != IoEngine::Libpmem) {
+            let flag = if written == "dsync" { "O_DSYNC" } else { "O_SYNC" };
             return Err(self.error_at(
                 "sync",
                 format!(
-                    "sync=1 (O_SYNC writes) is run only with ioengine=libpmem (whose writes are durable when they return), not ioengine={}",
+                    "sync={written} ({flag} writes) is run only with ioengine=libpmem (whose writes are durable when they return), not ioengine={}: ioswitch opens files without {flag} (the library has no such open option)",
                     self.ioengine
                 ),
             ));
@@ -2564,8 +2585,11 @@ impl JobSpec {
         if self.load.thinktime_spin > self.load.thinktime {
             return Err(self.error_at("thinktime_spin", "thinktime_spin is longer than thinktime"));
         }
+        // fio's fixup_options: time_based without a runtime is warned about and dropped
+        // (the job runs until its size is done), not refused.
         if self.time_based && self.runtime.is_none() {
-            return Err(self.error_at("time_based", "time_based needs a runtime"));
+            self.time_based = false;
+            self.behaviour.time_based_ignored = true;
         }
         if self.iodepth_batch_submit == 0 || self.iodepth_batch_submit > self.iodepth {
             self.iodepth_batch_submit = self.iodepth;
@@ -3603,8 +3627,14 @@ mod tests {
     }
 
     #[test]
-    fn time_based_needs_a_runtime() {
-        assert_eq!(err("[j]\ntime_based=1\n"), "job.fio:2: job 'j': time_based needs a runtime");
+    fn time_based_without_a_runtime_is_dropped_as_fio_drops_it() {
+        for text in ["[j]\ntime_based=1\n", "[j]\ntime_based\nruntime=0\n"] {
+            let j = one(text);
+            assert!(!j.time_based && j.behaviour.time_based_ignored, "{text}");
+        }
+        let j = one("[j]\ntime_based\nruntime=2s\n");
+        assert!(j.time_based && !j.behaviour.time_based_ignored);
+        assert_eq!(j.runtime, Some(Duration::from_secs(2)));
     }
 
     #[test]
@@ -4099,10 +4129,29 @@ mod tests {
 
     #[test]
     fn sync_runs_only_with_libpmem() {
-        assert!(one("[j]\nioengine=libpmem\nsync=1\n").behaviour.sync);
-        assert!(!one("[j]\nsync=none\n").behaviour.sync);
+        assert_eq!(one("[j]\nioengine=libpmem\nsync=1\n").behaviour.sync.as_deref(), Some("1"));
+        assert_eq!(one("[j]\nioengine=libpmem\nsync=dsync\n").behaviour.sync.as_deref(), Some("dsync"));
+        assert_eq!(one("[j]\nsync=none\n").behaviour.sync, None);
+        assert_eq!(one("[j]\nsync=0\n").behaviour.sync, None);
         let e = err("[j]\nsync=1\n");
         assert!(e.starts_with("job.fio:2: job 'j': sync=1 (O_SYNC writes) is run only with ioengine=libpmem"), "{e}");
+        // The refusal names the value as written, and the flag it stands for.
+        let e = err("[j]\nsync=dsync\n");
+        assert!(
+            e.starts_with("job.fio:2: job 'j': sync=dsync (O_DSYNC writes) is run only with ioengine=libpmem"),
+            "{e}"
+        );
+        assert!(
+            e.ends_with(
+                "not ioengine=psync: ioswitch opens files without O_DSYNC (the library has no such open option)"
+            ),
+            "{e}"
+        );
+        let e = err("[j]\nioengine=libaio\nsync=sync\n");
+        assert!(
+            e.starts_with("job.fio:3: job 'j': sync=sync (O_SYNC writes) is run only with ioengine=libpmem"),
+            "{e}"
+        );
         assert!(err("[j]\nsync=2\n").contains("bad value '2' for option 'sync'"));
     }
 

@@ -299,6 +299,9 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
     if !spec.behaviour.create_serialize {
         say("create_serialize=0: fio lays the jobs' files out in their threads, together; here they are laid out one after another when the jobs are set up (the files are the same)");
     }
+    if spec.behaviour.time_based_ignored {
+        say("time_based requires a runtime/timeout setting: without one it is ignored and the job runs until its size is done, as in fio 3.33 (which warns the same)");
+    }
     if let Some(n) = spec.behaviour.tiobench_threads {
         say(&format!(
             "threads={n} is fio's tiobench-profile option: it changes nothing in a job, in fio as here (numjobs sets the job's threads)"

@@ -13,6 +13,10 @@ use ioswitch_bench::scaling;
 use ioswitch_bench::sweep::{self, SweepPlan};
 use ioswitch_bench::sweep_csv;
 use std::path::PathBuf;
+use std::time::Duration;
+
+/// The built-in job's runtime in a sweep or a scaling study (each point is one run).
+const SHORT_RUN: Duration = Duration::from_millis(300);
 
 fn say(msg: &str) {
     eprintln!("{msg}");
@@ -78,6 +82,28 @@ impl Scratch {
 impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The job a nested benchmark runs: the one its fio arguments define, or without any the
+/// built-in job on a file in a new [`Scratch`] (returned: the file lives as long as it),
+/// with `runtime` where given.
+fn job_or_builtin(fio: &[String], runtime: Option<Duration>) -> Outcome<(JobSpec, Option<Scratch>)> {
+    if !fio.is_empty() {
+        return Ok((base_job(fio)?, None));
+    }
+    let scratch = Scratch::new()?;
+    let mut j = compare::default_job(&scratch.0.join("data"));
+    if runtime.is_some() {
+        j.runtime = runtime;
+    }
+    Ok((j, Some(scratch)))
+}
+
+/// `wrote PATH` on stderr for each file written.
+fn say_wrote(files: &[PathBuf]) {
+    for f in files {
+        say(&format!("wrote {}", f.display()));
     }
 }
 
@@ -446,15 +472,7 @@ fn study_run(a: SweepArgs) -> Outcome {
     if a.bs.is_some() {
         return Err(Failure::new("--bs and --variants/--jobs do not go together: the study runs at the job's block size (--bs=SIZE among the fio arguments)"));
     }
-    let scratch;
-    let base = if a.fio.is_empty() {
-        scratch = Scratch::new()?;
-        let mut j = compare::default_job(&scratch.0.join("data"));
-        j.runtime = Some(std::time::Duration::from_millis(300));
-        j
-    } else {
-        base_job(&a.fio)?
-    };
+    let (base, _scratch) = job_or_builtin(&a.fio, Some(SHORT_RUN))?;
     let plan = scaling::StudyPlan {
         variants: match &a.variants {
             Some(v) => scaling::parse_variants(v).map_err(fail)?,
@@ -467,14 +485,10 @@ fn study_run(a: SweepArgs) -> Outcome {
     let r = scaling::study(&base, &plan, &mut say).map_err(fail)?;
     let files = r.write_all(&a.out)?;
     output::stdout(&r.to_text())?;
-    for f in files {
-        say(&format!("wrote {}", f.display()));
-    }
+    say_wrote(&files);
     Ok(())
 }
 
-/// Parses a nested benchmark's options; `--help` prints and exits 0, a usage error
-/// prints and exits 2 (clap's convention, as for every other subcommand).
 /// `ioswitch bench sweep --from-csv FILE…`: the plots of CSV rows, no run.
 fn from_csv(a: SweepArgs) -> Outcome {
     if a.engines.is_some() || a.bs.is_some() || !a.fio.is_empty() {
@@ -483,12 +497,12 @@ fn from_csv(a: SweepArgs) -> Outcome {
         ));
     }
     let files = sweep_csv::plot_files(&a.from_csv, &a.out).map_err(|e| Failure::new(e.to_string()))?;
-    for f in files {
-        say(&format!("wrote {}", f.display()));
-    }
+    say_wrote(&files);
     Ok(())
 }
 
+/// Parses a nested benchmark's options; `--help` prints and exits 0, a usage error
+/// prints and exits 2 (clap's convention, as for every other subcommand).
 fn parse<T: Parser>(word: &str, args: &[String]) -> T {
     let argv = std::iter::once(format!("ioswitch bench {word}")).chain(args.iter().cloned());
     T::try_parse_from(argv).unwrap_or_else(|e| e.exit())
@@ -500,13 +514,7 @@ pub fn nested(word: &str, args: &[String]) -> Outcome {
         "compare" => {
             let a: CompareArgs = parse(word, args);
             let (ifaces, all) = parse_ifaces(&a.engines)?;
-            let scratch;
-            let base = if a.fio.is_empty() {
-                scratch = Scratch::new()?;
-                compare::default_job(&scratch.0.join("data"))
-            } else {
-                base_job(&a.fio)?
-            };
+            let (base, _scratch) = job_or_builtin(&a.fio, None)?;
             let c = compare::compare(&base, &ifaces, a.reps, all, &mut say)?;
             print_cmp(&c, a.format)
         }
@@ -526,21 +534,11 @@ pub fn nested(word: &str, args: &[String]) -> Outcome {
                 reps: a.reps,
                 skip_unavailable: all,
             };
-            let scratch;
-            let base = if a.fio.is_empty() {
-                scratch = Scratch::new()?;
-                let mut j = compare::default_job(&scratch.0.join("data"));
-                j.runtime = Some(std::time::Duration::from_millis(300));
-                j
-            } else {
-                base_job(&a.fio)?
-            };
+            let (base, _scratch) = job_or_builtin(&a.fio, Some(SHORT_RUN))?;
             let r = sweep::sweep(&base, &plan, &mut say)?;
             let files = r.write_all(&a.out)?;
             output::stdout(&r.to_text())?;
-            for f in files {
-                say(&format!("wrote {}", f.display()));
-            }
+            say_wrote(&files);
             Ok(())
         }
         "overhead" if args.first().is_some_and(|a| a == "targets") => {

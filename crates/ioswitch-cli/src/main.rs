@@ -77,7 +77,10 @@ Examples:
 
 --slba writes NVM write commands and needs whole LBAs of data; --offset writes the
 byte-addressed file commands and takes any length. A regular file does not grow by
-writes: --opts size=N extends it at open. Sizes take units: 4096, 4k, 512KiB, 1m, 2GiB.";
+writes: --opts size=N extends it at open. Sizes take units: 4096, 4k, 512KiB, 1m, 2GiB.
+Data is checked whole before the first command, except standard input or a pipe longer
+than 16MiB: it is written as it is read, so data that runs past the device's end, or
+ends in part of an LBA with --slba, is found at its end (the error says what was written).";
 
 const READ_EXAMPLES: &str = "\
 Examples:

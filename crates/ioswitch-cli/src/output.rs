@@ -2,6 +2,7 @@
 //! and YAML for scripts.
 
 use crate::fail::{Failure, Outcome};
+use crate::spec_out::Lines;
 use clap::ValueEnum;
 use serde::Serialize;
 use std::io::{self, Write};
@@ -80,43 +81,30 @@ pub fn serde_name<T: Serialize>(value: &T) -> String {
 }
 
 /// Lines of `key: value`, grouped under unindented headings, with every value starting in
-/// the same column.
+/// the same column ([`Lines`] at two fixed indents).
 #[derive(Default)]
-pub struct KeyValues {
-    rows: Vec<(usize, String, Option<String>)>,
-}
+pub struct KeyValues(Lines);
 
 impl KeyValues {
     /// A top-level `key: value` line.
     pub fn top(&mut self, key: &str, value: impl Into<String>) -> &mut Self {
-        self.rows.push((0, key.into(), Some(value.into())));
+        self.0.kv(0, key, value);
         self
     }
     /// A heading that the following `item`s sit under.
     pub fn heading(&mut self, key: &str) -> &mut Self {
-        self.rows.push((0, key.into(), None));
+        self.0.heading(0, key);
         self
     }
     /// An indented `key: value` line under the last heading.
     pub fn item(&mut self, key: &str, value: impl Into<String>) -> &mut Self {
-        self.rows.push((2, key.into(), Some(value.into())));
+        self.0.kv(2, key, value);
         self
     }
 
     /// The block as text, one line per row.
     pub fn render(&self) -> String {
-        let width = self.rows.iter().filter(|r| r.2.is_some()).map(|(i, k, _)| i + k.len() + 1).max().unwrap_or(0);
-        let mut s = String::new();
-        for (indent, key, value) in &self.rows {
-            match value {
-                Some(v) => {
-                    let label = format!("{:indent$}{key}:", "");
-                    s.push_str(&format!("{label:<width$} {v}\n"));
-                }
-                None => s.push_str(&format!("{key}:\n")),
-            }
-        }
-        s
+        self.0.render()
     }
 }
 

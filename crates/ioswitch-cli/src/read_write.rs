@@ -5,7 +5,9 @@
 //! Everything that can be checked is checked before the first command: the LBA multiple,
 //! the range against the device's size, the chunk size. A request that cannot finish
 //! therefore changes nothing, and `read` creates its output file only once the request is
-//! known to be valid.
+//! known to be valid. The one exception is `write` from standard input or a pipe longer
+//! than [`READ_AHEAD`]: it is streamed, so its length, and whether it fits, is known only
+//! at its end (the error then says what was written).
 
 use crate::fail::{Failure, Outcome};
 use crate::output::{self, human, human_exact, Format};
@@ -24,6 +26,12 @@ const DEFAULT_CHUNK: u64 = 1 << 20;
 
 /// Most logical blocks one NVM read or write carries (NLB is 16 bits, 0-based).
 const MAX_NLB: u64 = 65536;
+
+/// How much of standard input (or a pipe) `write` reads before the first command. Data
+/// that ends within it is checked whole before any command, as a regular file is; longer
+/// data is streamed a command at a time, so memory stays bounded (this plus the queue's
+/// buffers) whatever its length.
+const READ_AHEAD: u64 = 16 << 20;
 
 /// Where a request starts, which also picks the command set.
 #[derive(Clone, Copy, Debug)]
@@ -89,7 +97,9 @@ struct Meter<'a, W: Write> {
     inner: &'a mut dyn Side,
     out: W,
     op: &'static str,
-    total: u64,
+    /// Bytes of the whole request; `None` where that is known only at the end (streamed
+    /// standard input).
+    total: Option<u64>,
     moved: u64,
     t0: Instant,
     every: Duration,
@@ -97,21 +107,25 @@ struct Meter<'a, W: Write> {
 }
 
 impl<'a, W: Write> Meter<'a, W> {
-    fn new(inner: &'a mut dyn Side, out: W, op: &'static str, total: u64, every: Duration) -> Self {
+    fn new(inner: &'a mut dyn Side, out: W, op: &'static str, total: Option<u64>, every: Duration) -> Self {
         Meter { inner, out, op, total, moved: 0, t0: Instant::now(), every, last: None }
     }
 
-    /// `write: 25.0% done, 1MiB of 4MiB [8.0MiB/s] [eta 00m:01s]`.
+    /// `write: 25.0% done, 1MiB of 4MiB [8.0MiB/s] [eta 00m:01s]`, or without a known
+    /// total `write: 1.0MiB done [8.0MiB/s]`.
     fn line(&self, elapsed: Duration) -> String {
-        let frac = if self.total == 0 { 1.0 } else { self.moved as f64 / self.total as f64 };
         let rate = self.moved as f64 / elapsed.as_secs_f64().max(1e-9);
-        let eta = if rate > 0.0 { (self.total - self.moved.min(self.total)) as f64 / rate } else { 0.0 };
+        let Some(total) = self.total else {
+            return format!("{}: {} done [{}/s]", self.op, human_bytes(self.moved as f64), human_bytes(rate));
+        };
+        let frac = if total == 0 { 1.0 } else { self.moved as f64 / total as f64 };
+        let eta = if rate > 0.0 { (total - self.moved.min(total)) as f64 / rate } else { 0.0 };
         format!(
             "{}: {:.1}% done, {} of {} [{}/s] [eta {:02}m:{:02}s]",
             self.op,
             frac * 100.0,
             human_bytes(self.moved as f64),
-            human_bytes(self.total as f64),
+            human_bytes(total as f64),
             human_bytes(rate),
             (eta as u64) / 60,
             (eta as u64) % 60
@@ -120,7 +134,7 @@ impl<'a, W: Write> Meter<'a, W> {
 }
 
 impl<W: Write> Side for Meter<'_, W> {
-    fn fill(&mut self, i: u64, buf: &mut [u8]) -> Outcome {
+    fn fill(&mut self, i: u64, buf: &mut [u8]) -> Outcome<usize> {
         self.inner.fill(i, buf)
     }
 
@@ -174,6 +188,12 @@ struct Plan {
     nsid: u32,
     lba: u64,
     write: bool,
+    /// The data's length is known only at its end (streamed standard input): `total` is
+    /// the room up to the device's end until [`cut`](Plan::cut) sets it.
+    open_ended: bool,
+    /// Bytes at the end of open-ended data that were not written: the part of an LBA
+    /// that `--slba` cannot write.
+    unwritten: u64,
 }
 
 fn lbas(n: u64) -> &'static str {
@@ -254,11 +274,30 @@ impl Plan {
                 f
             });
         }
-        Ok(Plan { uri: uri.into(), kind, start, total, chunk, nsid, lba, write })
+        Ok(Plan { uri: uri.into(), kind, start, total, chunk, nsid, lba, write, open_ended: false, unwritten: 0 })
     }
 
     fn commands(&self) -> u64 {
         self.total.div_ceil(self.chunk)
+    }
+
+    /// The data ended `got` bytes into command `i`, the last one filled: the request ends
+    /// there, cut to whole LBAs for `--slba` (the rest is kept in `unwritten`).
+    fn cut(&mut self, i: u64, got: u64) {
+        let end = i * self.chunk + got;
+        self.unwritten = if matches!(self.start, Start::Slba(_)) { end % self.lba } else { 0 };
+        self.total = end - self.unwritten;
+    }
+
+    /// Puts command `i`'s data into `buf` through `side`, then tells whether there is a
+    /// command `i`: an open-ended request ends where its data ends ([`cut`](Plan::cut)).
+    fn fill(&mut self, i: u64, buf: &mut [u8], side: &mut dyn Side) -> Outcome<bool> {
+        let want = self.len(i) as usize;
+        let got = side.fill(i, &mut buf[..want])?;
+        if got < want {
+            self.cut(i, got as u64);
+        }
+        Ok(i < self.commands())
     }
 
     /// Bytes of command `i`.
@@ -317,34 +356,38 @@ impl Plan {
 
 /// What happens to each command's data on either side of the device.
 trait Side {
-    /// Puts command `i`'s data into `buf` before it is submitted (writes).
-    fn fill(&mut self, i: u64, buf: &mut [u8]) -> Outcome;
+    /// Puts command `i`'s data into `buf` before it is submitted (writes); returns how
+    /// many bytes it put there, fewer than `buf.len()` only where open-ended data ends.
+    fn fill(&mut self, i: u64, buf: &mut [u8]) -> Outcome<usize>;
     /// Takes command `i`'s buffer, `len` bytes of it valid, once it has completed; hands
     /// buffers it is done with back to `free`.
     fn done(&mut self, i: u64, len: usize, buf: Buffer, free: &mut Vec<Buffer>) -> Outcome;
 }
 
 /// Runs the plan through a queue, up to its capacity in flight.
-fn run_async(dev: &Device, q: &mut Queue, plan: &Plan, side: &mut dyn Side) -> Outcome {
-    let n = plan.commands();
-    let slots = u64::from(q.capacity()).min(n);
+fn run_async(dev: &Device, q: &mut Queue, plan: &mut Plan, side: &mut dyn Side) -> Outcome {
+    let slots = u64::from(q.capacity()).min(plan.commands());
     let buf_len = plan.buffer_len()?;
     let mut free = Vec::new();
     for _ in 0..slots {
         free.push(dev.alloc(buf_len)?);
     }
-    let lost = || Failure::new(format!("{}: the queue did not hand a buffer back", plan.uri));
+    let uri = plan.uri.clone();
+    let lost = || Failure::new(format!("{uri}: the queue did not hand a buffer back"));
     // A command the queue refused as Busy, kept (data filled) until a slot frees.
     let mut staged: Option<(u64, Buffer)> = None;
     let mut reaped: Vec<Completion> = Vec::with_capacity(slots as usize);
     let (mut next, mut finished) = (0u64, 0u64);
-    while finished < n {
+    while finished < plan.commands() {
         loop {
             let (i, buf) = match staged.take() {
                 Some(s) => s,
-                None if next < n => {
+                None if next < plan.commands() => {
                     let Some(mut buf) = free.pop() else { break };
-                    side.fill(next, &mut buf[..plan.len(next) as usize])?;
+                    if !plan.fill(next, &mut buf, side)? {
+                        free.push(buf);
+                        break;
+                    }
                     next += 1;
                     (next - 1, buf)
                 }
@@ -359,6 +402,10 @@ fn run_async(dev: &Device, q: &mut Queue, plan: &Plan, side: &mut dyn Side) -> O
                 Err(r) => return Err(r.into()),
             }
         }
+        // Open-ended data may have ended at a command's start with every command done.
+        if finished == plan.commands() {
+            break;
+        }
         if q.outstanding() == 0 {
             return Err(Failure::new(format!(
                 "{}: the {} queue took no command and has none in flight",
@@ -369,7 +416,7 @@ fn run_async(dev: &Device, q: &mut Queue, plan: &Plan, side: &mut dyn Side) -> O
         q.wait(1, |c| reaped.push(c))?;
         for c in reaped.drain(..) {
             let i = c.tag;
-            if i >= n {
+            if i >= next {
                 return Err(Failure::new(format!("{}: a completion came back with unknown tag {i}", plan.uri)));
             }
             plan.check(i, c.status, c.result)?;
@@ -382,12 +429,15 @@ fn run_async(dev: &Device, q: &mut Queue, plan: &Plan, side: &mut dyn Side) -> O
 }
 
 /// Runs the plan one command at a time on the sync interface.
-fn run_sync(dev: &Device, plan: &Plan, side: &mut dyn Side) -> Outcome {
+fn run_sync(dev: &Device, plan: &mut Plan, side: &mut dyn Side) -> Outcome {
     let mut free = vec![dev.alloc(plan.buffer_len()?)?];
-    for i in 0..plan.commands() {
+    let mut i = 0;
+    while i < plan.commands() {
         let mut buf = free.pop().ok_or_else(|| Failure::new("the output kept every buffer"))?;
+        if !plan.fill(i, &mut buf, side)? {
+            break;
+        }
         let len = plan.len(i) as usize;
-        side.fill(i, &mut buf[..len])?;
         let result = match dev.pass(&plan.cmd(i), std::slice::from_mut(&mut buf)) {
             Ok(r) => r,
             Err(Error::Command { status, .. }) => return Err(plan.failed(i, status)),
@@ -395,6 +445,7 @@ fn run_sync(dev: &Device, plan: &Plan, side: &mut dyn Side) -> Outcome {
         };
         plan.check(i, ioswitch::Status::OK, result)?;
         side.done(i, len, buf, &mut free)?;
+        i += 1;
     }
     Ok(())
 }
@@ -442,11 +493,12 @@ impl Summary {
 }
 
 /// Runs the plan on the interface `t` asks for and returns the summary.
-fn execute(dev: &Device, plan: &Plan, t: &Transfer, side: &mut dyn Side) -> Outcome<Summary> {
+fn execute(dev: &Device, plan: &mut Plan, t: &Transfer, side: &mut dyn Side) -> Outcome<Summary> {
     let op = if plan.write { "write" } else { "read" };
     let mut meter;
     let side: &mut dyn Side = if t.progress.shown() {
-        meter = Meter::new(side, io::stderr(), op, plan.total, PROGRESS_EVERY);
+        let total = (!plan.open_ended).then_some(plan.total);
+        meter = Meter::new(side, io::stderr(), op, total, PROGRESS_EVERY);
         &mut meter
     } else {
         side
@@ -504,34 +556,75 @@ fn report(summary: &Summary, format: Format, stdout_has_data: bool) -> Outcome {
     }
 }
 
-/// The data of a write: a regular file is streamed (its size is known up front); standard
-/// input and pipes are read whole first, so the request is checked before any command.
+/// The data of a write: a regular file is streamed (its size is known up front);
+/// standard input and pipes are read ahead up to [`READ_AHEAD`]: what ends within it is
+/// known whole before any command, what does not is streamed too (open-ended).
 struct Input {
     name: String,
     reader: Box<dyn Read>,
-    len: u64,
+    /// Its length; `None` for open-ended data, known only at its end.
+    len: Option<u64>,
+    /// Open-ended data has ended: a fill came back short.
+    ended: bool,
 }
 
 fn open_input(path: &str) -> Outcome<Input> {
     if path == "-" {
-        let mut data = Vec::new();
-        io::stdin().lock().read_to_end(&mut data).map_err(|e| Failure::io("reading standard input", e))?;
-        let len = data.len() as u64;
-        return Ok(Input { name: "standard input".into(), reader: Box::new(io::Cursor::new(data)), len });
+        return read_ahead("standard input".into(), Box::new(io::stdin()));
     }
     let name = format!("--data {path}");
-    let mut file = File::open(path).map_err(|e| Failure::io(&name, e))?;
+    let file = File::open(path).map_err(|e| Failure::io(&name, e))?;
     let md = file.metadata().map_err(|e| Failure::io(&name, e))?;
     if md.is_file() {
-        return Ok(Input { name, reader: Box::new(file), len: md.len() });
+        return Ok(Input { name, reader: Box::new(file), len: Some(md.len()), ended: false });
     }
     if md.is_dir() {
         return Err(Failure::new(format!("{name}: is a directory")));
     }
-    let mut data = Vec::new();
-    file.read_to_end(&mut data).map_err(|e| Failure::io(&name, e))?;
-    let len = data.len() as u64;
-    Ok(Input { name, reader: Box::new(io::Cursor::new(data)), len })
+    read_ahead(name, Box::new(file))
+}
+
+/// Reads `reader` up to [`READ_AHEAD`]: data that ends there has a length; longer data
+/// goes on from where the read-ahead stopped, open-ended.
+fn read_ahead(name: String, mut reader: Box<dyn Read>) -> Outcome<Input> {
+    let mut head = Vec::new();
+    (&mut reader).take(READ_AHEAD).read_to_end(&mut head).map_err(|e| Failure::io(&name, e))?;
+    let len = head.len() as u64;
+    if len < READ_AHEAD {
+        return Ok(Input { name, reader: Box::new(io::Cursor::new(head)), len: Some(len), ended: false });
+    }
+    Ok(Input { name, reader: Box::new(io::Cursor::new(head).chain(reader)), len: None, ended: false })
+}
+
+impl Input {
+    /// Fills `buf` from the data; fewer bytes only where open-ended data ends.
+    fn fill(&mut self, buf: &mut [u8]) -> Outcome<usize> {
+        let mut got = 0;
+        while got < buf.len() {
+            match self.reader.read(&mut buf[got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Failure::io(&self.name, e)),
+            }
+        }
+        match self.len {
+            Some(len) if got < buf.len() => Err(Failure::new(format!(
+                "{} ended before its {len} bytes (did it shrink while being read?)",
+                self.name
+            ))),
+            _ => {
+                self.ended |= got < buf.len();
+                Ok(got)
+            }
+        }
+    }
+
+    /// Whether open-ended data that filled the request has more after it.
+    fn has_more(&mut self) -> Outcome<bool> {
+        let mut byte = [0u8; 1];
+        Ok(!self.ended && self.fill(&mut byte)? == 1)
+    }
 }
 
 struct WriteSide {
@@ -539,18 +632,8 @@ struct WriteSide {
 }
 
 impl Side for WriteSide {
-    fn fill(&mut self, _i: u64, buf: &mut [u8]) -> Outcome {
-        let inp = &mut self.input;
-        inp.reader.read_exact(buf).map_err(|e| {
-            if e.kind() == io::ErrorKind::UnexpectedEof {
-                Failure::new(format!(
-                    "{} ended before its {} bytes (did it shrink while being read?)",
-                    inp.name, inp.len
-                ))
-            } else {
-                Failure::io(&inp.name, e)
-            }
-        })
+    fn fill(&mut self, _i: u64, buf: &mut [u8]) -> Outcome<usize> {
+        self.input.fill(buf)
     }
 
     fn done(&mut self, _i: u64, _len: usize, buf: Buffer, free: &mut Vec<Buffer>) -> Outcome {
@@ -559,12 +642,64 @@ impl Side for WriteSide {
     }
 }
 
+/// The bytes from `start` to the end of the device.
+fn room(g: &Geometry, start: Start) -> u64 {
+    match start {
+        Start::Offset(o) => g.bytes.saturating_sub(o),
+        Start::Slba(s) => g.nlbas.saturating_sub(s).saturating_mul(g.lba_size as u64),
+    }
+}
+
+/// Where a request starts, for messages: `byte 4096`, `LBA 8`.
+fn at(start: Start) -> String {
+    match start {
+        Start::Offset(o) => format!("byte {o}"),
+        Start::Slba(s) => format!("LBA {s}"),
+    }
+}
+
 /// `ioswitch write`: writes `data` (a file, or `-` for standard input) at `start`.
 pub fn write(uri: &str, opts: &Opts, start: Start, data: &str, t: &Transfer, format: Format) -> Outcome {
     let dev = Device::open(uri, opts)?;
     let input = open_input(data)?;
-    let plan = Plan::new(&Target::of(&dev), start, input.len, t.chunk, true)?;
-    let summary = execute(&dev, &plan, t, &mut WriteSide { input })?;
+    let target = Target::of(&dev);
+    let room = room(target.geo, start);
+    let too_long = |name: &str, written: &str| {
+        let f = Failure::new(format!(
+            "{name} holds more than the {} from {} to the end of {uri}: {written}",
+            human_exact(room),
+            at(start)
+        ));
+        if dev.ident().kind == DevKind::File {
+            f.hint("writes do not grow a regular file: --opts size=N extends it at open")
+        } else {
+            f
+        }
+    };
+    let mut plan = match input.len {
+        Some(len) => Plan::new(&target, start, len, t.chunk, true)?,
+        // Open-ended: the plan covers the room left, and the data's end cuts it.
+        None if room < READ_AHEAD => return Err(too_long(&input.name, "nothing was written")),
+        None => Plan { open_ended: true, ..Plan::new(&target, start, room, t.chunk, true)? },
+    };
+    let mut side = WriteSide { input };
+    let summary = execute(&dev, &mut plan, t, &mut side)?;
+    let input = &mut side.input;
+    if plan.unwritten > 0 {
+        return Err(Failure::new(format!(
+            "{} ended after {} bytes, not a whole number of {}-byte LBAs: --slba writes whole LBAs, so its first {} \
+             were written from {} and its last {} bytes were not (pad the data, or write by byte with --offset)",
+            input.name,
+            plan.total + plan.unwritten,
+            plan.lba,
+            human_exact(plan.total),
+            at(start),
+            plan.unwritten
+        )));
+    }
+    if plan.open_ended && input.has_more()? {
+        return Err(too_long(&input.name, "those were written, the rest was not read"));
+    }
     report(&summary, format, false)
 }
 
@@ -577,8 +712,8 @@ struct ReadSide<W: Write> {
 }
 
 impl<W: Write> Side for ReadSide<W> {
-    fn fill(&mut self, _i: u64, _buf: &mut [u8]) -> Outcome {
-        Ok(())
+    fn fill(&mut self, _i: u64, buf: &mut [u8]) -> Outcome<usize> {
+        Ok(buf.len())
     }
 
     fn done(&mut self, i: u64, len: usize, buf: Buffer, free: &mut Vec<Buffer>) -> Outcome {
@@ -602,7 +737,7 @@ pub fn read(uri: &str, opts: &Opts, start: Start, length: Length, out: &str, t: 
             Failure::new(format!("--nlb {n} LBAs of {} bytes is more bytes than exist", dev.geometry().lba_size))
         })?,
     };
-    let plan = Plan::new(&Target::of(&dev), start, total, t.chunk, false)?;
+    let mut plan = Plan::new(&Target::of(&dev), start, total, t.chunk, false)?;
     let to_stdout = out == "-";
     let (name, sink): (String, Box<dyn Write>) = if to_stdout {
         ("writing to standard output".into(), Box::new(io::stdout().lock()))
@@ -612,7 +747,7 @@ pub fn read(uri: &str, opts: &Opts, start: Start, length: Length, out: &str, t: 
         (name, Box::new(file))
     };
     let mut side = ReadSide { name, out: sink, next: 0, parked: BTreeMap::new() };
-    let summary = execute(&dev, &plan, t, &mut side)?;
+    let summary = execute(&dev, &mut plan, t, &mut side)?;
     side.out.flush().map_err(|e| Failure::io(&side.name, e))?;
     report(&summary, format, to_stdout)
 }
@@ -666,6 +801,53 @@ mod tests {
     }
 
     #[test]
+    fn open_ended_data_cuts_the_request_where_it_ends_in_whole_lbas_for_nvm_commands() {
+        let g = geometry(512, 1 << 20, 1 << 20);
+        let mut p = plan(&g, Start::Offset(5), 8 << 20, None).unwrap();
+        p.cut(2, 777);
+        assert_eq!((p.total, p.commands(), p.len(2), p.unwritten), ((2 << 20) + 777, 3, 777, 0));
+        let mut p = plan(&g, Start::Slba(3), 8 << 20, None).unwrap();
+        p.cut(2, 1100);
+        assert_eq!((p.total, p.commands(), p.len(2), p.unwritten), ((2 << 20) + 1024, 3, 1024, 76));
+        assert_eq!(p.cmd(2).sqe.nlb(), 2);
+        // Data that ends at a command's start, or within its first LBA, leaves no command there.
+        p.cut(2, 100);
+        assert_eq!((p.commands(), p.unwritten), (2, 100));
+        p.cut(1, 0);
+        assert_eq!((p.total, p.commands(), p.unwritten), (1 << 20, 1, 0));
+    }
+
+    #[test]
+    fn the_progress_line_of_open_ended_data_gives_no_total() {
+        let mut out = Vec::new();
+        let mut inner = Sink { left: 0 };
+        let mut free = Vec::new();
+        {
+            let mut m = Meter::new(&mut inner, &mut out, "write", None, Duration::ZERO);
+            m.done(0, 1 << 20, Buffer::from_slice(&[0; 8], 8).unwrap(), &mut free).unwrap();
+        }
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with("\r\x1b[Kwrite: 1.0MiB done ["), "{text:?}");
+        assert!(!text.contains('%') && !text.contains("eta"), "{text:?}");
+    }
+
+    #[test]
+    fn a_plan_fill_tells_whether_the_command_has_data() {
+        let g = geometry(512, 1 << 20, 1 << 20);
+        let mut buf = Buffer::from_slice(&[0; 4096], 4096).unwrap();
+        let mut p = Plan { open_ended: true, ..plan(&g, Start::Slba(0), 8192, Some(4096)).unwrap() };
+        let mut side = Sink { left: 4096 + 600 };
+        assert!(p.fill(0, &mut buf, &mut side).unwrap());
+        assert!(p.fill(1, &mut buf, &mut side).unwrap(), "600 bytes: one whole LBA");
+        assert_eq!((p.total, p.len(1), p.unwritten), (4096 + 512, 512, 88));
+        let mut p = Plan { open_ended: true, ..plan(&g, Start::Offset(0), 8192, Some(4096)).unwrap() };
+        let mut side = Sink { left: 4096 };
+        assert!(p.fill(0, &mut buf, &mut side).unwrap());
+        assert!(!p.fill(1, &mut buf, &mut side).unwrap(), "the data ended at command 1's start");
+        assert_eq!(p.commands(), 1);
+    }
+
+    #[test]
     fn requests_that_cannot_run_are_refused_before_any_command() {
         let g = geometry(4096, 256, 1 << 20);
         let e = plan(&g, Start::Slba(0), 6000, None).unwrap_err().to_string();
@@ -684,11 +866,15 @@ mod tests {
         assert!(e.contains("no data geometry"), "{e}");
     }
 
-    /// A side that only hands buffers back.
-    struct Sink;
+    /// A side whose data ends after `left` bytes, and that only hands buffers back.
+    struct Sink {
+        left: usize,
+    }
     impl Side for Sink {
-        fn fill(&mut self, _i: u64, _buf: &mut [u8]) -> Outcome {
-            Ok(())
+        fn fill(&mut self, _i: u64, buf: &mut [u8]) -> Outcome<usize> {
+            let n = buf.len().min(self.left);
+            self.left -= n;
+            Ok(n)
         }
         fn done(&mut self, _i: u64, _len: usize, buf: Buffer, free: &mut Vec<Buffer>) -> Outcome {
             free.push(buf);
@@ -699,11 +885,11 @@ mod tests {
     #[test]
     fn the_progress_line_counts_completed_bytes_and_is_erased_at_the_end() {
         let mut out = Vec::new();
-        let mut inner = Sink;
+        let mut inner = Sink { left: usize::MAX };
         let mut free = Vec::new();
         {
             // Redrawn at every completion (no interval): 1 MiB of 4 MiB, then 4 of 4.
-            let mut m = Meter::new(&mut inner, &mut out, "write", 4 << 20, Duration::ZERO);
+            let mut m = Meter::new(&mut inner, &mut out, "write", Some(4 << 20), Duration::ZERO);
             m.done(0, 1 << 20, Buffer::from_slice(&[0; 8], 8).unwrap(), &mut free).unwrap();
             m.done(1, 3 << 20, Buffer::from_slice(&[0; 8], 8).unwrap(), &mut free).unwrap();
             assert_eq!(m.moved, 4 << 20);
@@ -719,14 +905,14 @@ mod tests {
         // With a long interval only the first completion draws; nothing drawn, nothing erased.
         let mut out = Vec::new();
         {
-            let mut m = Meter::new(&mut inner, &mut out, "read", 8192, Duration::from_secs(3600));
+            let mut m = Meter::new(&mut inner, &mut out, "read", Some(8192), Duration::from_secs(3600));
             for i in 0..2 {
                 m.done(i, 4096, Buffer::from_slice(&[0; 8], 8).unwrap(), &mut free).unwrap();
             }
         }
         assert_eq!(String::from_utf8(out).unwrap().matches("read: ").count(), 1);
         let mut out = Vec::new();
-        drop(Meter::new(&mut inner, &mut out, "read", 8192, Duration::ZERO));
+        drop(Meter::new(&mut inner, &mut out, "read", Some(8192), Duration::ZERO));
         assert!(out.is_empty(), "no completion, no line");
     }
 

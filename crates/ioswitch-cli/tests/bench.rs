@@ -956,3 +956,28 @@ fn a_job_that_only_reads_runs_on_a_file_it_may_not_write_as_in_fio() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
     assert!(text(&o.stderr).contains("Permission denied"), "{}", text(&o.stderr));
 }
+
+#[test]
+fn time_based_without_a_runtime_runs_size_based_as_fio_does() {
+    let _one = serial();
+    let s = fio_scratch!("time_based_without_a_runtime_runs_size_based_as_fio_does", "bench-time-based");
+    // fio 3.33 warns that time_based needs a runtime, drops it and writes the size once.
+    for program in [FIO, env!("CARGO_BIN_EXE_ioswitch")] {
+        let file = s.path(&format!("{}.data", ioswitch_testkit::tools::who(program)));
+        let args = [
+            "--name=tb",
+            &format!("--filename={file}"),
+            "--size=256k",
+            "--bs=4k",
+            "--rw=write",
+            "--time_based",
+            "--output-format=json",
+        ];
+        let o = success(program, &args, None);
+        let err = text(&o.stderr);
+        assert!(err.contains("time_based requires a runtime/timeout setting"), "{program}: {err}");
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{program}: not JSON ({e})"));
+        assert_eq!(v["jobs"][0]["write"]["io_bytes"], 256 << 10, "{program}: {v}");
+        assert_eq!(v["jobs"][0]["write"]["total_ios"], 64, "{program}: {v}");
+    }
+}

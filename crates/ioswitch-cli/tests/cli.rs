@@ -192,6 +192,101 @@ fn stdin_and_stdout_carry_the_data_and_nothing_else() {
     assert_eq!(summary["bytes"], 8192);
 }
 
+/// Past this much, `write --data -` streams standard input (the CLI's `READ_AHEAD`).
+const READ_AHEAD: usize = 16 << 20;
+
+#[test]
+fn long_standard_input_is_written_while_it_is_still_being_read() {
+    use std::io::Read;
+    use std::sync::mpsc;
+    use std::time::Duration;
+    let s = scratch("stream");
+    let dev = s.file("disk.img", 64 << 20);
+    let data = pattern::bytes(21, READ_AHEAD + (4 << 20) + 100);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ioswitch"))
+        .args(["write", &dev, "--opts", "async=emu", "--offset", "1000", "--data", "-", "--progress"])
+        .args(["--output", "json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the ioswitch binary");
+    let mut err = child.stderr.take().expect("stderr pipe");
+    let (tx, rx) = mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let (mut all, mut piece) = (Vec::new(), [0u8; 4096]);
+        while let Ok(n) = err.read(&mut piece) {
+            if n == 0 {
+                break;
+            }
+            all.extend_from_slice(&piece[..n]);
+            let _ = tx.send(String::from_utf8_lossy(&all).into_owned());
+        }
+        String::from_utf8_lossy(&all).into_owned()
+    });
+    let mut pipe = child.stdin.take().expect("stdin pipe");
+    let (head, tail) = data.split_at(READ_AHEAD + (1 << 20));
+    pipe.write_all(head).unwrap();
+    // Standard input stays open: a progress line now means commands ran before its end.
+    let mut seen = String::new();
+    while !seen.contains("\r\x1b[Kwrite: ") {
+        seen = rx.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| {
+            panic!("no progress line while standard input is open (is it read whole first?): {seen:?}")
+        });
+    }
+    assert!(!seen.contains("% done"), "the length of open data is not known: {seen:?}");
+    pipe.write_all(tail).unwrap();
+    drop(pipe);
+    let o = child.wait_with_output().unwrap();
+    let e = reader.join().unwrap();
+    assert!(o.status.success(), "{e}");
+    let j = json(&o);
+    assert_eq!(j["bytes"], data.len(), "{j}");
+    assert_eq!(j["commands"], data.len().div_ceil(1 << 20), "{j}");
+    let disk = fs::read(&dev).unwrap();
+    assert!(disk[1000..1000 + data.len()] == data[..], "the data read back differs");
+    assert!(disk[..1000].iter().chain(&disk[1000 + data.len()..]).all(|&b| b == 0), "written outside the range");
+}
+
+#[test]
+fn streamed_standard_input_that_does_not_fit_says_what_was_written() {
+    let s = scratch("stream-errors");
+    let long = pattern::bytes(22, READ_AHEAD + (1 << 20) + 100);
+    // --slba writes whole LBAs: the 100 bytes past the last one are left, and named.
+    let dev = s.file("disk.img", 32 << 20);
+    let args = ["write", &dev, "--opts", "async=emu", "--slba", "2", "--data", "-"];
+    let o = ioswitch(&args, Some(&long));
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    let whole = long.len() - 100;
+    assert!(
+        e.contains(&format!("standard input ended after {} bytes, not a whole number of 512-byte LBAs", long.len())),
+        "{e}"
+    );
+    assert!(e.contains(&format!("({whole} bytes) were written from LBA 2 and its last 100 bytes were not")), "{e}");
+    let disk = fs::read(&dev).unwrap();
+    assert!(disk[1024..1024 + whole] == long[..whole] && disk[1024 + whole..].iter().all(|&b| b == 0));
+
+    // Longer than the room from the start to the device's end: refused before any command
+    // where the room is within the read-ahead...
+    let small = s.file("small.img", 8 << 20);
+    let o = ioswitch(&["write", &small, "--opts", "async=emu", "--offset", "0", "--data", "-"], Some(&long));
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("standard input holds more than the 8MiB (8388608 bytes) from byte 0 to the end of"), "{e}");
+    assert!(e.contains("nothing was written") && e.contains("size="), "{e}");
+    assert!(fs::read(&small).unwrap().iter().all(|&b| b == 0), "nothing was written");
+    // ...and past it, found at the end of the room, which was written.
+    let mid = s.file("mid.img", (READ_AHEAD + (512 << 10)) as u64);
+    let o = ioswitch(&["write", &mid, "--opts", "async=emu", "--offset", "4096", "--data", "-"], Some(&long));
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    let room = READ_AHEAD + (512 << 10) - 4096;
+    assert!(e.contains(&format!("({room} bytes) from byte 4096 to the end of")), "{e}");
+    assert!(e.contains("those were written, the rest was not read"), "{e}");
+    assert!(fs::read(&mid).unwrap()[4096..] == long[..room]);
+}
+
 #[test]
 fn every_async_interface_moves_the_data() {
     let s = scratch("ifaces");

@@ -1,7 +1,7 @@
 //! `ioswitch bench`'s I/O priority and NUMA options against fio's: `prioclass`/`prio`
 //! show in the latency logs' priority column as fio writes it (with and without
 //! `log_prio`), and both tools refuse a NUMA node the machine does not have. `sync=1`
-//! outside ioengine=libpmem is refused with the reason.
+//! (`sync`, `dsync`) outside ioengine=libpmem is refused with the reason.
 //!
 //! Needs fio (skips with the reason when it is missing).
 
@@ -96,11 +96,12 @@ fn a_numa_node_the_machine_lacks_is_refused_as_fio_refuses_it() {
 fn sync_is_refused_outside_libpmem() {
     let s = Scratch::new(env!("CARGO_TARGET_TMPDIR"), "fio-prio-sync");
     let file = s.path("data");
-    let o = ours(s.dir(), &["--name=s", &format!("--filename={file}"), "--size=64k", "--rw=write", "--sync=1"]);
-    assert!(!o.status.success());
-    assert!(
-        text(&o.stderr).contains("sync=1 (O_SYNC writes) is run only with ioengine=libpmem"),
-        "{}",
-        text(&o.stderr)
-    );
+    // The refusal names the value as given, and the open flag fio would add for it.
+    for (value, flag) in [("1", "O_SYNC"), ("sync", "O_SYNC"), ("dsync", "O_DSYNC")] {
+        let sync = format!("--sync={value}");
+        let o = ours(s.dir(), &["--name=s", &format!("--filename={file}"), "--size=64k", "--rw=write", &sync]);
+        assert!(!o.status.success());
+        let want = format!("sync={value} ({flag} writes) is run only with ioengine=libpmem");
+        assert!(text(&o.stderr).contains(&want), "{}", text(&o.stderr));
+    }
 }

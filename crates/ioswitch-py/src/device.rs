@@ -226,23 +226,6 @@ impl Device {
         })
     }
 
-    fn do_open(
-        py: Python<'_>,
-        uri: &Bound<'_, PyAny>,
-        opts: Option<&str>,
-        kwargs: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<Device> {
-        let uri = uri_string(py, uri)?;
-        let o = build_opts(py, opts, kwargs)?;
-        let dev = py.detach(|| ioswitch::Device::open(&uri, &o)).map_err(|e| errors::to_py(py, e))?;
-        Ok(Device {
-            geometry: Py::new(py, Geometry::of(dev.geometry()))?,
-            ident: Py::new(py, Ident::of(dev.ident()))?,
-            uri,
-            dev: RwLock::new(Some(dev)),
-        })
-    }
-
     /// Runs `cmd` on the sync interface with the GIL released. Returns the command's
     /// result and the buffer it used (for `Owned`/`Alloc` payloads).
     fn pass(&self, py: Python<'_>, cmd: Cmd, payload: Payload<'_, '_>) -> PyResult<(u64, Option<ioswitch::Buffer>)> {
@@ -365,7 +348,15 @@ impl Device {
         opts: Option<&str>,
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Device> {
-        Device::do_open(py, uri, opts, kwargs)
+        let uri = uri_string(py, uri)?;
+        let o = build_opts(py, opts, kwargs)?;
+        let dev = py.detach(|| ioswitch::Device::open(&uri, &o)).map_err(|e| errors::to_py(py, e))?;
+        Ok(Device {
+            geometry: Py::new(py, Geometry::of(dev.geometry()))?,
+            ident: Py::new(py, Ident::of(dev.ident()))?,
+            uri,
+            dev: RwLock::new(Some(dev)),
+        })
     }
 
     /// Device.open(uri, opts=None, **options) -> Device
@@ -383,7 +374,7 @@ impl Device {
         opts: Option<&str>,
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Device> {
-        Device::do_open(py, uri, opts, kwargs)
+        Device::py_new(py, uri, opts, kwargs)
     }
 
     /// The URI the device was opened with.

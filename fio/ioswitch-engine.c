@@ -27,7 +27,8 @@
  * ->queue() pushes each command to the kernel itself (reads and writes with
  * ioswitch_queue_submit_at_reap, one call that also takes back what has completed by
  * then, nil: the command itself, for the next ->getevents() to hand over without a call
- * into ioswitch), and fio takes the issue time after ->queue(), records the slat
+ * into ioswitch; at iodepth=1 on the default io_uring ring only while that finds the
+ * command, see iosw_queue_push1), and fio takes the issue time after ->queue(), records the slat
  * (io_u_queued()) and the submit depth. fio then also counts a completion of depth 1 for
  * every ->queue(), which td_io_getevents() counts again: ->queue() takes that one back
  * (uncount_complete), so "IO depths: complete" stays whole. With a larger batch the

@@ -27,7 +27,8 @@
  * ->queue() pushes each command to the kernel itself (reads and writes with
  * ioswitch_queue_submit_at_reap, one call that also takes back what has completed by
  * then, nil: the command itself, for the next ->getevents() to hand over without a call
- * into ioswitch), and fio takes the issue time after ->queue(), records the slat
+ * into ioswitch; at iodepth=1 on the default io_uring ring only while that finds the
+ * command, see iosw_queue_push1), and fio takes the issue time after ->queue(), records the slat
  * (io_u_queued()) and the submit depth. fio then also counts a completion of depth 1 for
  * every ->queue(), which td_io_getevents() counts again: ->queue() takes that one back
  * (uncount_complete), so "IO depths: complete" stays whole. With a larger batch the
@@ -214,6 +215,15 @@ struct iosw_data {
 	 * see uncount_complete() for the one count it gets wrong.
 	 */
 	struct ioengine_ops *noop, *hooked;
+	/* The engine's default io_uring ring (single_issuer_default): DEFER_TASKRUN. */
+	int defers;
+	/* push_now's ->queue(): iosw_queue_push, or iosw_queue_push1 (see there). */
+	enum fio_q_status (*push)(struct thread_data *, struct io_u *);
+	/*
+	 * iosw_queue_push1: how many more submissions go without a look for completions
+	 * (the last look found none).
+	 */
+	unsigned int unlooked;
 	/*
 	 * OWED_COMPLETE, OWED_SUBMIT: a count of depth 1 fio adds after the last ->queue()
 	 * returned that ->queue() could not take back beforehand (its bucket was 0: taking
@@ -248,6 +258,7 @@ struct iosw_data {
 static int commit_pending(struct thread_data *td, struct iosw_data *ed);
 static void settle(struct thread_data *td, struct iosw_data *ed);
 static enum fio_q_status iosw_queue_push(struct thread_data *td, struct io_u *io_u);
+static enum fio_q_status iosw_queue_push1(struct thread_data *td, struct io_u *io_u);
 static enum fio_q_status iosw_queue_offload(struct thread_data *td, struct io_u *io_u);
 static struct io_u *iosw_event_lean(struct thread_data *td, int event);
 
@@ -411,7 +422,8 @@ static int iosw_init(struct thread_data *td)
 	append(ed->devopts, sizeof(ed->devopts), "async=", o->async);
 	append(ed->devopts, sizeof(ed->devopts), "admin=", o->admin);
 	append(ed->devopts, sizeof(ed->devopts), "", o->opts);
-	if (single_issuer_default(td, o))
+	ed->defers = single_issuer_default(td, o);
+	if (ed->defers)
 		append(ed->devopts, sizeof(ed->devopts), "single_issuer=", "1");
 	if (td->o.odirect && (!o->opts || !strstr(o->opts, "direct")))
 		append(ed->devopts, sizeof(ed->devopts), "direct=", "1");
@@ -464,8 +476,13 @@ static int iosw_init(struct thread_data *td)
 		}
 		*ed->noop = *td->io_ops;
 		ed->noop->commit = NULL;
-		/* This mode's own ->queue() and ->event(), without the other modes' tests. */
-		ed->noop->queue = iosw_queue_push;
+		/*
+		 * This mode's own ->queue() and ->event(), without the other modes' tests;
+		 * at iodepth=1 on the engine's default io_uring ring, the one that looks for
+		 * completions while looks find them.
+		 */
+		ed->push = depth == 1 && ed->defers ? iosw_queue_push1 : iosw_queue_push;
+		ed->noop->queue = ed->push;
 		ed->noop->event = iosw_event_lean;
 		ed->hooked = td->io_ops;
 		td->io_ops = ed->noop;
@@ -1016,7 +1033,7 @@ static void __attribute__((noinline, cold)) settle(struct thread_data *td, struc
 		td->ts.total_submit--;
 	}
 	ed->owed = 0;
-	ed->noop->queue = iosw_queue_push;
+	ed->noop->queue = ed->push;
 	ed->noop->getevents = iosw_getevents;
 }
 
@@ -1131,18 +1148,20 @@ static enum fio_q_status __attribute__((noinline, cold)) push_failed(struct io_u
 /*
  * The async mode's reads and writes when fio commits after each (push_now, no ->commit()
  * hook), in iosw_queue_push: the file's prebuilt command, submitted and pushed in one
- * call; what has completed by then comes back in the same call, into evs from rtail on,
- * for ->getevents(). Only the io_u lives across the call (for push_failed).
+ * call; what has completed by then comes back in the same call, into evs from rtail on
+ * up to evs[max - 1] (max == rtail: none, a commit only), for ->getevents(). Only the
+ * io_u lives across the call (for push_failed).
  */
 static inline enum fio_q_status __attribute__((always_inline))
-queue_push(struct iosw_data *ed, struct io_u *io_u, struct iosw_file *fd, struct ioswitch_cmd *cmd)
+queue_push(struct iosw_data *ed, struct io_u *io_u, struct iosw_file *fd, struct ioswitch_cmd *cmd,
+	   unsigned int max)
 {
 	int err;
 
 	set_dwords(&cmd->sqe.cdw10, io_u->offset);
 	set_dwords(&cmd->sqe.cdw12, io_u->xfer_buflen);
 	err = ioswitch_queue_submit_at_reap(fd->q, cmd, io_u->xfer_buf, io_u->xfer_buflen,
-					    (uintptr_t)io_u, ed->evs, ed->cap, &ed->rtail);
+					    (uintptr_t)io_u, ed->evs, max, &ed->rtail);
 	if (__builtin_expect(err != 0, 0))
 		return push_failed(io_u, err);
 	return FIO_Q_QUEUED;
@@ -1381,7 +1400,50 @@ static enum fio_q_status iosw_queue_push(struct thread_data *td, struct io_u *io
 		struct iosw_data *ed = td->io_ops_data;
 
 		uncount_complete(td, ed);
-		return queue_push(ed, io_u, fd, c);
+		return queue_push(ed, io_u, fd, c, ed->cap);
+	}
+	return queue_other(td, io_u, fd);
+}
+
+/*
+ * iosw_queue_push1's submission that looks for completions: when it finds none (nothing
+ * taken back waits in evs), the next 15 do not look. Out of line: only this one keeps
+ * the job's data across the call.
+ */
+static enum fio_q_status __attribute__((noinline))
+push1_look(struct iosw_data *ed, struct io_u *io_u, struct iosw_file *fd, struct ioswitch_cmd *c)
+{
+	enum fio_q_status r = queue_push(ed, io_u, fd, c, ed->cap);
+
+	ed->unlooked = ed->rtail != ed->rhead ? 0 : 15;
+	return r;
+}
+
+/*
+ * push_now's ->queue() at iodepth=1 on the engine's default io_uring ring (ed->defers:
+ * DEFER_TASKRUN, where a completion reaches the CQ ring only when this thread enters the
+ * kernel). fio calls ->getevents() after every ->queue() here, and that looks for the
+ * completion before it waits. The submission's own look (after its enter) saves that
+ * call only when the kernel completed the read inside the submission (from the page
+ * cache, say), and is spent when it did not (a read handed to an io-wq worker, as every
+ * read from a tmpfs file is). So the submission looks while its looks find the
+ * completion; after one that finds none, the next 15 submissions only commit
+ * (ioswitch_queue_submit_at_reap with max == *n) and the 16th looks again (push1_look).
+ * fio's own io_uring engine does not look at submission.
+ */
+static enum fio_q_status iosw_queue_push1(struct thread_data *td, struct io_u *io_u)
+{
+	struct iosw_file *fd = FILE_ENG_DATA(io_u->file);
+	struct ioswitch_cmd *c = fd->qfast[io_u->ddir & 7];
+
+	if (__builtin_expect(c != NULL, 1)) {
+		struct iosw_data *ed = td->io_ops_data;
+
+		uncount_complete(td, ed);
+		if (!ed->unlooked)
+			return push1_look(ed, io_u, fd, c);
+		ed->unlooked--;
+		return queue_push(ed, io_u, fd, c, ed->rtail);
 	}
 	return queue_other(td, io_u, fd);
 }
@@ -1389,8 +1451,10 @@ static enum fio_q_status iosw_queue_push(struct thread_data *td, struct io_u *io
 /* iosw_queue_push while counts are owed to fio (owe()): settles them first. */
 static enum fio_q_status iosw_queue_owed(struct thread_data *td, struct io_u *io_u)
 {
-	settle(td, td->io_ops_data);
-	return iosw_queue_push(td, io_u);
+	struct iosw_data *ed = td->io_ops_data;
+
+	settle(td, ed);
+	return ed->push(td, io_u);
 }
 
 /* A failed reap (ioswitch_queue_reap_at or _reap): logged and recorded; returns err. */
@@ -1432,6 +1496,8 @@ static int getevents_ready(struct thread_data *td, struct iosw_data *ed, unsigne
 			   unsigned int max);
 
 static int getevents_reap(struct thread_data *td, unsigned int min, unsigned int max);
+static int getevents_lean(struct thread_data *td, struct iosw_data *ed, unsigned int min,
+			  unsigned int max);
 
 /*
  * Hands ->event() up to max of the n completions ->queue() took back (ed->evs from rhead),
@@ -1468,7 +1534,32 @@ static int iosw_getevents(struct thread_data *td, unsigned int min, unsigned int
 	 */
 	if (__builtin_expect(n != 0 && n >= min, 1))
 		return hand_over(ed, n, max);
+	if (__builtin_expect(n == 0 && ed->push_now, 1))
+		return getevents_lean(td, ed, min, max);
 	return getevents_reap(td, min, max);
+}
+
+/*
+ * getevents_reap's usual case with push_now (the lean path; ->queue() leaves nothing
+ * for a commit), nothing taken back: one file's ioswitch_queue_reap_at, with a smaller
+ * frame than getevents_reap's; several files or a failure owed go there.
+ */
+static int __attribute__((noinline)) getevents_lean(struct thread_data *td, struct iosw_data *ed,
+						    unsigned int min, unsigned int max)
+{
+	int err;
+
+	if (__builtin_expect(ed->nopen != 1 || ed->reap_err != 0, 0))
+		return getevents_reap(td, min, max);
+	if (max > ed->cap)
+		max = ed->cap;
+	if (min > max)
+		min = max;
+	ed->evbase = 0;
+	err = ioswitch_queue_reap_at(ed->open[0]->q, min, max, ed->evs);
+	if (__builtin_expect(err < 0, 0))
+		return reap_failed(td, err);
+	return err;
 }
 
 /* iosw_getevents while counts are owed to fio (owe()): settles them first. */

@@ -677,7 +677,7 @@ pub unsafe extern "C" fn ioswitch_queue_reap(
             return null_arg(F, "cpls");
         }
         if max == 0 || min > max {
-            return bad_reap_counts(min, max);
+            return bad_reap_counts(F, min, max);
         }
         if q.in_cb > 0 {
             return fail(libc::EBUSY, format!("{F}: called from a completion callback of the same queue"));
@@ -729,18 +729,36 @@ pub unsafe extern "C" fn ioswitch_queue_reap(
 #[cold]
 #[inline(never)]
 unsafe fn reap_failed(kept: &mut VecDeque<Kept>, cpls: *mut ioswitch_cpl, n: u32, e: &Error) -> c_int {
-    for i in (0..n as usize).rev() {
-        // SAFETY: i < n; cpls[i] was written (caller contract).
-        let c = unsafe { cpls.add(i).read() };
-        kept.push_front((None, ptr::null_mut(), c));
-    }
-    from_error("ioswitch_queue_reap", e)
+    // SAFETY: forwarded caller contract.
+    unsafe { reaped_back("ioswitch_queue_reap", kept, cpls, n, e, |c| (None, ptr::null_mut(), c)) }
 }
 
+/// What the reaping functions that write completions to the caller's array do when a
+/// reap fails: the `n` written to `out` go back to the front of `kept` (each as `keep`
+/// makes it), in order, for the next reap; returns the failure's negative errno.
+///
+/// # Safety
+/// `out[0..n]` written.
+pub(crate) unsafe fn reaped_back<T, K>(
+    func: &str,
+    kept: &mut VecDeque<K>,
+    out: *mut T,
+    n: u32,
+    e: &Error,
+    keep: impl Fn(T) -> K,
+) -> c_int {
+    for i in (0..n as usize).rev() {
+        // SAFETY: i < n; out[i] was written (caller contract).
+        kept.push_front(keep(unsafe { out.add(i).read() }));
+    }
+    from_error(func, e)
+}
+
+/// The refusal of a reaping function's `min` and `max`.
 #[cold]
 #[inline(never)]
-fn bad_reap_counts(min: u32, max: u32) -> c_int {
-    fail(libc::EINVAL, format!("ioswitch_queue_reap: min {min} and max {max}: max must be at least 1 and at least min"))
+pub(crate) fn bad_reap_counts(func: &str, min: u32, max: u32) -> c_int {
+    fail(libc::EINVAL, format!("{func}: min {min} and max {max}: max must be at least 1 and at least min"))
 }
 
 /// Commands submitted and not yet handed to the caller (by a callback or

@@ -24,7 +24,7 @@
 use crate::cmd::{ioswitch_cmd, to_cmd};
 use crate::dev::null_arg;
 use crate::error::{fail, from_error, guard};
-use crate::queue::{ioswitch_queue, rejection};
+use crate::queue::{bad_reap_counts, ioswitch_queue, reaped_back, rejection};
 use crate::table::{self, Refusal, Slot};
 use ioswitch_rs::{Buffer, Completion, CompletionSink, Data, Error, Status};
 use std::collections::VecDeque;
@@ -329,15 +329,8 @@ pub unsafe extern "C" fn ioswitch_queue_submit_at(
     len: u64,
     user_data: u64,
 ) -> c_int {
-    const F: &str = "ioswitch_queue_submit_at";
-    guard(F, -libc::EIO, move || {
-        // SAFETY: q is null or live and used by this thread only (caller contract).
-        let Some(q) = (unsafe { q.as_mut() }) else {
-            return null_arg(F, "q");
-        };
-        // SAFETY: forwarded caller contract.
-        unsafe { submit_at(F, q, cmd, addr, len, user_data) }
-    })
+    // SAFETY: forwarded caller contract.
+    unsafe { submit_at_then("ioswitch_queue_submit_at", q, cmd, addr, len, user_data, |_| 0) }
 }
 
 /// `ioswitch_queue_submit_at`, then, when it succeeds, `ioswitch_queue_commit`: one call
@@ -362,20 +355,37 @@ pub unsafe extern "C" fn ioswitch_queue_submit_at_commit(
     user_data: u64,
 ) -> c_int {
     const F: &str = "ioswitch_queue_submit_at_commit";
-    guard(F, -libc::EIO, move || {
+    // SAFETY: forwarded caller contract.
+    unsafe { submit_at_then(F, q, cmd, addr, len, user_data, |q| committed(F, q.rq.commit())) }
+}
+
+/// The body of `ioswitch_queue_submit_at` and `_commit`: the panic guard, the queue's
+/// null check and the submission ([`submit_at`]); `then` runs on the queue after a
+/// submission that succeeded, and its return is the call's.
+///
+/// # Safety
+/// As `ioswitch_queue_submit_at`.
+#[inline(always)]
+unsafe fn submit_at_then(
+    func: &str,
+    q: *mut ioswitch_queue,
+    cmd: *const ioswitch_cmd,
+    addr: *mut c_void,
+    len: u64,
+    user_data: u64,
+    then: impl FnOnce(&mut ioswitch_queue) -> c_int,
+) -> c_int {
+    guard(func, -libc::EIO, move || {
         // SAFETY: q is null or live and used by this thread only (caller contract).
         let Some(q) = (unsafe { q.as_mut() }) else {
-            return null_arg(F, "q");
+            return null_arg(func, "q");
         };
         // SAFETY: forwarded caller contract.
-        let r = unsafe { submit_at(F, q, cmd, addr, len, user_data) };
+        let r = unsafe { submit_at(func, q, cmd, addr, len, user_data) };
         if r != 0 {
             return r;
         }
-        match q.rq.commit() {
-            Ok(_) => 0,
-            Err(e) => commit_failed(F, &e),
-        }
+        then(q)
     })
 }
 
@@ -466,10 +476,7 @@ pub unsafe extern "C" fn ioswitch_queue_submit_at_reap(
             return r;
         }
         if got == max || !q.evkept.is_empty() {
-            return match q.rq.commit() {
-                Ok(_) => 0,
-                Err(e) => commit_failed(F, &e),
-            };
+            return committed(F, q.rq.commit());
         }
         let first = got;
         let ioswitch_queue { rq, regions, evkept, .. } = q;
@@ -496,6 +503,16 @@ fn bad_reap_to(n: u32, max: u32) -> c_int {
         fail(libc::EINVAL, format!("{F}: *n is {n}, above max {max}"))
     } else {
         fail(libc::EINVAL, format!("{F}: evs is NULL with max {max}"))
+    }
+}
+
+/// The return of a commit after a successful submission: 0, or the errno of its failure,
+/// positive.
+#[inline(always)]
+fn committed(func: &str, r: Result<u32, Error>) -> c_int {
+    match r {
+        Ok(_) => 0,
+        Err(e) => commit_failed(func, &e),
     }
 }
 
@@ -680,7 +697,7 @@ fn bad_reap(q: &ioswitch_queue, evs: *mut ioswitch_event, min: u32, max: u32) ->
     if evs.is_null() {
         null_arg(F, "evs")
     } else if max == 0 || min > max {
-        fail(libc::EINVAL, format!("{F}: min {min} and max {max}: max must be at least 1 and at least min"))
+        bad_reap_counts(F, min, max)
     } else if q.regions.is_empty() {
         fail(libc::EINVAL, format!("{F}: the queue has no region attached; use ioswitch_queue_reap"))
     } else {
@@ -703,11 +720,8 @@ unsafe fn reap_at_failed(
     n: u32,
     e: &Error,
 ) -> c_int {
-    for i in (0..n as usize).rev() {
-        // SAFETY: i < n; evs[i] was written (caller contract).
-        kept.push_front(unsafe { evs.add(i).read() });
-    }
-    from_error(func, e)
+    // SAFETY: forwarded caller contract.
+    unsafe { reaped_back(func, kept, evs, n, e, |ev| ev) }
 }
 
 /// Waits for the lean commands of a queue being terminated (their slots freed as they

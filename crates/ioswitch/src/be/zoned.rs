@@ -27,8 +27,9 @@
 use crate::buf::Buffer;
 use crate::cmd::opc::{ZONE_APPEND, ZONE_MGMT_RECV, ZONE_MGMT_SEND};
 use crate::cmd::Cmd;
+use crate::spec::zns::ZoneAction;
 use crate::spec::{errno_to_status, Status};
-use crate::sys::blkzone::{self, report, BlkZone, Report, ZoneAction};
+use crate::sys::blkzone::{self, report, BlkZone, Report};
 use std::os::fd::RawFd;
 
 /// Zone conditions of the block layer (= NVMe zone states).
@@ -39,12 +40,6 @@ const COND_CLOSED: u8 = 0x4;
 const COND_READONLY: u8 = 0xD;
 const COND_FULL: u8 = 0xE;
 const COND_OFFLINE: u8 = 0xF;
-
-/// Zone actions of Zone Management Send.
-const ZSA_CLOSE: u8 = 0x01;
-const ZSA_FINISH: u8 = 0x02;
-const ZSA_OPEN: u8 = 0x03;
-const ZSA_RESET: u8 = 0x04;
 
 /// errno of a zone ioctl → NVMe status.
 fn zone_status(e: i32) -> Status {
@@ -128,22 +123,18 @@ impl ZonedBlock {
     }
 
     fn send(&self, cmd: &Cmd) -> Result<(), Status> {
-        let zsa = cmd.sqe.cdw13 as u8;
         let all = cmd.sqe.cdw13 & (1 << 8) != 0;
-        let req = match zsa {
-            ZSA_CLOSE => ZoneAction::Close,
-            ZSA_FINISH => ZoneAction::Finish,
-            ZSA_OPEN => ZoneAction::Open,
-            ZSA_RESET => ZoneAction::Reset,
-            _ => return Err(invalid_field()),
-        };
+        // Offline Zone has no block-layer ioctl.
+        let req = ZoneAction::from_bits(cmd.sqe.cdw13 as u8)
+            .filter(|&a| a != ZoneAction::Offline)
+            .ok_or_else(invalid_field)?;
         if all {
-            if zsa == ZSA_RESET {
+            if req == ZoneAction::Reset {
                 return range_ioctl(self.fd, req, 0, self.nlbas * self.spl);
             }
-            let applies = |cond: u8| match zsa {
-                ZSA_CLOSE => matches!(cond, COND_IMP_OPEN | COND_EXP_OPEN),
-                ZSA_OPEN => cond == COND_CLOSED,
+            let applies = |cond: u8| match req {
+                ZoneAction::Close => matches!(cond, COND_IMP_OPEN | COND_EXP_OPEN),
+                ZoneAction::Open => cond == COND_CLOSED,
                 _ => matches!(cond, COND_IMP_OPEN | COND_EXP_OPEN | COND_CLOSED),
             };
             return self.each_zone(0, |z, _| {

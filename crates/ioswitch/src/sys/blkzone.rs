@@ -1,8 +1,9 @@
 //! The block layer's zone ioctls (include/uapi/linux/blkzoned.h): `BLKREPORTZONE` into a
 //! [`Report`], and `BLKRESETZONE` / `BLKOPENZONE` / `BLKCLOSEZONE` / `BLKFINISHZONE` over a
-//! sector range ([`ZoneAction`]). Errors are the raw errno, which the zone code maps to
-//! NVMe status with its own exceptions.
+//! sector range (a Zone Management Send [`ZoneAction`]). Errors are the raw errno, which
+//! the zone code maps to NVMe status with its own exceptions.
 
+use crate::spec::zns::ZoneAction;
 use std::os::fd::RawFd;
 
 const fn ioc(dir: u64, nr: u8, size: usize) -> u64 {
@@ -96,26 +97,15 @@ pub(crate) fn report(fd: RawFd, sector: u64, r: &mut Report) -> Result<(usize, b
     Ok(((r.nr_zones as usize).min(CHUNK), r.flags & BLK_ZONE_REP_CAPACITY != 0))
 }
 
-/// A zone management ioctl.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ZoneAction {
-    /// BLKRESETZONE.
-    Reset,
-    /// BLKOPENZONE.
-    Open,
-    /// BLKCLOSEZONE.
-    Close,
-    /// BLKFINISHZONE.
-    Finish,
-}
-
-/// Applies `action` to the zones in `sector .. sector + nr_sectors`.
+/// Applies `action` to the zones in `sector .. sector + nr_sectors`; the block layer has
+/// no ioctl for Offline Zone (EINVAL).
 pub(crate) fn manage(fd: RawFd, action: ZoneAction, sector: u64, nr_sectors: u64) -> Result<(), i32> {
     let req = match action {
         ZoneAction::Reset => BLKRESETZONE,
         ZoneAction::Open => BLKOPENZONE,
         ZoneAction::Close => BLKCLOSEZONE,
         ZoneAction::Finish => BLKFINISHZONE,
+        ZoneAction::Offline => return Err(libc::EINVAL),
     };
     let r = Range { sector, nr_sectors };
     // SAFETY: the zone management ioctls read one blk_zone_range through the pointer.

@@ -41,6 +41,10 @@ const COND_READONLY: u8 = 0xD;
 const COND_FULL: u8 = 0xE;
 const COND_OFFLINE: u8 = 0xF;
 
+/// The zone condition each Zone Receive Action Specific filter 1..=7 reports.
+const REPORT_FILTER: [u8; 7] =
+    [COND_EMPTY, COND_IMP_OPEN, COND_EXP_OPEN, COND_CLOSED, COND_FULL, COND_READONLY, COND_OFFLINE];
+
 /// errno of a zone ioctl → NVMe status.
 fn zone_status(e: i32) -> Status {
     match e {
@@ -168,14 +172,7 @@ impl ZonedBlock {
         }
         let want: Option<u8> = match zrasf {
             0 => None,
-            1 => Some(COND_EMPTY),
-            2 => Some(COND_IMP_OPEN),
-            3 => Some(COND_EXP_OPEN),
-            4 => Some(COND_CLOSED),
-            5 => Some(COND_FULL),
-            6 => Some(COND_READONLY),
-            7 => Some(COND_OFFLINE),
-            _ => return Err(invalid_field()),
+            f => Some(*REPORT_FILTER.get(f as usize - 1).ok_or_else(invalid_field)?),
         };
         let Some(buf) = bufs.first_mut() else { return Err(invalid_field()) };
         if (buf.len() as u64) < bytes {

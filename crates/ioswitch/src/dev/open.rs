@@ -240,8 +240,7 @@ pub(super) fn open_pci(
     let dma = opts.dma.unwrap_or_default();
     let (ctrl, info) = be::vfio::open(uri, addr, opts.nsid, dma)?;
     let kind = DevKind::NvmePci;
-    let mut ident =
-        Ident { nsid: info.nsid, driver: Some(dma.kernel_driver().into()), ..base_ident(uri, None, kind, opts) };
+    let mut ident = base_ident(uri, None, kind, opts);
     let mut geo = unidentified_namespace();
     geometry::apply_ns_info(uri, opts, &info, &mut geo, &mut ident)?;
     ident.driver = Some(dma.kernel_driver().into());

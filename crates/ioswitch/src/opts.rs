@@ -163,10 +163,12 @@ named_enum!(
 impl DmaMode {
     /// The kernel driver the controller must be bound to.
     pub fn kernel_driver(self) -> &'static str {
+        use crate::dev::PciDriver;
         match self {
-            DmaMode::Vfio => "vfio-pci",
-            DmaMode::Uio => "uio_pci_generic",
+            DmaMode::Vfio => PciDriver::Vfio,
+            DmaMode::Uio => PciDriver::Uio,
         }
+        .kernel_name()
     }
 }
 

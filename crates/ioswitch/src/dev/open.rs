@@ -126,10 +126,7 @@ pub(super) fn open_path(uri: &str, path: &Path, opts: &Opts) -> Result<(DevKind,
             }
         }
         let bytes = fd_size(uri, &fd)?;
-        let dev = md.dev();
-        if let Some(dir) = sysfs::dev_dir("block", (libc::major(dev), libc::minor(dev))) {
-            ident.block_name = dir.file_name().map(|n| n.to_string_lossy().into_owned());
-        }
+        ident.block_name = sysfs::dev_name("block", (libc::major(md.dev()), libc::minor(md.dev())));
         ident.driver = sys::fs_magic(&fd).map(fs_name);
         ident.dax = ident.block_name.as_deref().and_then(super::pmem::fsdax);
         geometry::file(bytes, dio, opts.direct)

@@ -418,8 +418,7 @@ impl Cmd {
     pub fn zone_mgmt_recv(nsid: u32, slba: u64, bytes: u32, partial: bool) -> Cmd {
         let numd = dwords_0based("zone management receive", bytes);
         let mut c = nvm(opc::ZONE_MGMT_RECV, nsid);
-        c.sqe.cdw10 = slba as u32;
-        c.sqe.cdw11 = (slba >> 32) as u32;
+        c.sqe.set_slba(slba);
         c.sqe.cdw12 = numd;
         c.sqe.cdw13 = (partial as u32) << 16;
         c
@@ -434,8 +433,7 @@ impl Cmd {
     /// (`select_all`, `slba` ignored) in a state the action applies to.
     pub fn zone_mgmt_send(nsid: u32, slba: u64, action: crate::spec::zns::ZoneAction, select_all: bool) -> Cmd {
         let mut c = nvm(opc::ZONE_MGMT_SEND, nsid);
-        c.sqe.cdw10 = slba as u32;
-        c.sqe.cdw11 = (slba >> 32) as u32;
+        c.sqe.set_slba(slba);
         c.sqe.cdw13 = action.bits() as u32 | (select_all as u32) << 8;
         c
     }

@@ -25,25 +25,21 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         other => return Err(format!("unknown unit {other:?} in {s:?} (use b, k/KiB, m/MiB, g/GiB, t/TiB, p/PiB)")),
     };
     let too_large = || format!("{s:?} is too large");
-    if let Some((int, frac)) = num.split_once('.') {
-        if frac.is_empty() || frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(format!("bad number in {s:?}"));
-        }
-        // All digits here, so a parse can only fail by overflowing.
-        let int: u64 = if int.is_empty() { 0 } else { int.parse().map_err(|_| too_large())? };
-        let scale = 10u128.pow(frac.len() as u32);
-        let frac_v: u128 = frac.parse().map_err(|_| format!("bad number in {s:?}"))?;
-        // Beyond u128 is beyond u64 too (2^64 * 10^9 * 2^50 does not fit in u128).
-        let total = (int as u128 * scale + frac_v).checked_mul(mult as u128).ok_or_else(too_large)?;
-        if total % scale != 0 {
-            return Err(format!("{s:?} is not a whole number of bytes"));
-        }
-        u64::try_from(total / scale).map_err(|_| too_large())
-    } else {
-        // All digits here, so a parse can only fail by overflowing.
-        let n: u64 = num.parse().map_err(|_| too_large())?;
-        n.checked_mul(mult).ok_or_else(too_large)
+    // A whole number is one whose fraction is `.0`.
+    let (int, frac) = num.split_once('.').unwrap_or((num, "0"));
+    if frac.is_empty() || frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("bad number in {s:?}"));
     }
+    // All digits here, so a parse can only fail by overflowing.
+    let int: u64 = if int.is_empty() { 0 } else { int.parse().map_err(|_| too_large())? };
+    let scale = 10u128.pow(frac.len() as u32);
+    let frac_v: u128 = frac.parse().map_err(|_| format!("bad number in {s:?}"))?;
+    // Beyond u128 is beyond u64 too (2^64 * 10^9 * 2^50 does not fit in u128).
+    let total = (int as u128 * scale + frac_v).checked_mul(mult as u128).ok_or_else(too_large)?;
+    if total % scale != 0 {
+        return Err(format!("{s:?} is not a whole number of bytes"));
+    }
+    u64::try_from(total / scale).map_err(|_| too_large())
 }
 
 /// Formats a byte count with a binary unit when it is an exact multiple (`4KiB`, `1GiB`),

@@ -27,8 +27,9 @@
 use crate::buf::Buffer;
 use crate::cmd::opc::{ZONE_APPEND, ZONE_MGMT_RECV, ZONE_MGMT_SEND};
 use crate::cmd::Cmd;
+use crate::spec::zns::ZoneAction;
 use crate::spec::{errno_to_status, Status};
-use crate::sys::blkzone::{self, report, BlkZone, Report, ZoneAction};
+use crate::sys::blkzone::{self, report, BlkZone, Report};
 use std::os::fd::RawFd;
 
 /// Zone conditions of the block layer (= NVMe zone states).
@@ -40,11 +41,9 @@ const COND_READONLY: u8 = 0xD;
 const COND_FULL: u8 = 0xE;
 const COND_OFFLINE: u8 = 0xF;
 
-/// Zone actions of Zone Management Send.
-const ZSA_CLOSE: u8 = 0x01;
-const ZSA_FINISH: u8 = 0x02;
-const ZSA_OPEN: u8 = 0x03;
-const ZSA_RESET: u8 = 0x04;
+/// The zone condition each Zone Receive Action Specific filter 1..=7 reports.
+const REPORT_FILTER: [u8; 7] =
+    [COND_EMPTY, COND_IMP_OPEN, COND_EXP_OPEN, COND_CLOSED, COND_FULL, COND_READONLY, COND_OFFLINE];
 
 /// errno of a zone ioctl → NVMe status.
 fn zone_status(e: i32) -> Status {
@@ -128,22 +127,18 @@ impl ZonedBlock {
     }
 
     fn send(&self, cmd: &Cmd) -> Result<(), Status> {
-        let zsa = cmd.sqe.cdw13 as u8;
         let all = cmd.sqe.cdw13 & (1 << 8) != 0;
-        let req = match zsa {
-            ZSA_CLOSE => ZoneAction::Close,
-            ZSA_FINISH => ZoneAction::Finish,
-            ZSA_OPEN => ZoneAction::Open,
-            ZSA_RESET => ZoneAction::Reset,
-            _ => return Err(invalid_field()),
-        };
+        // Offline Zone has no block-layer ioctl.
+        let req = ZoneAction::from_bits(cmd.sqe.cdw13 as u8)
+            .filter(|&a| a != ZoneAction::Offline)
+            .ok_or_else(invalid_field)?;
         if all {
-            if zsa == ZSA_RESET {
+            if req == ZoneAction::Reset {
                 return range_ioctl(self.fd, req, 0, self.nlbas * self.spl);
             }
-            let applies = |cond: u8| match zsa {
-                ZSA_CLOSE => matches!(cond, COND_IMP_OPEN | COND_EXP_OPEN),
-                ZSA_OPEN => cond == COND_CLOSED,
+            let applies = |cond: u8| match req {
+                ZoneAction::Close => matches!(cond, COND_IMP_OPEN | COND_EXP_OPEN),
+                ZoneAction::Open => cond == COND_CLOSED,
                 _ => matches!(cond, COND_IMP_OPEN | COND_EXP_OPEN | COND_CLOSED),
             };
             return self.each_zone(0, |z, _| {
@@ -177,14 +172,7 @@ impl ZonedBlock {
         }
         let want: Option<u8> = match zrasf {
             0 => None,
-            1 => Some(COND_EMPTY),
-            2 => Some(COND_IMP_OPEN),
-            3 => Some(COND_EXP_OPEN),
-            4 => Some(COND_CLOSED),
-            5 => Some(COND_FULL),
-            6 => Some(COND_READONLY),
-            7 => Some(COND_OFFLINE),
-            _ => return Err(invalid_field()),
+            f => Some(*REPORT_FILTER.get(f as usize - 1).ok_or_else(invalid_field)?),
         };
         let Some(buf) = bufs.first_mut() else { return Err(invalid_field()) };
         if (buf.len() as u64) < bytes {

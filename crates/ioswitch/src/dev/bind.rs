@@ -111,21 +111,14 @@ struct Fail {
 }
 
 impl Fail {
+    fn error(&self, errno: i32, why: String) -> Error {
+        Error::Bind { addr: self.addr.to_string(), driver: self.to.kernel_name(), why, errno }
+    }
     fn refused(&self, errno: i32, why: impl fmt::Display) -> Error {
-        Error::Bind {
-            addr: self.addr.to_string(),
-            driver: self.to.kernel_name(),
-            why: format!("refused: {why}; nothing was changed"),
-            errno,
-        }
+        self.error(errno, format!("refused: {why}; nothing was changed"))
     }
     fn failed(&self, what: &str, path: &Path, e: io::Error) -> Error {
-        Error::Bind {
-            addr: self.addr.to_string(),
-            driver: self.to.kernel_name(),
-            why: format!("failed: {what} ({}): {e}", path.display()),
-            errno: e.raw_os_error().unwrap_or(libc::EIO),
-        }
+        self.error(e.raw_os_error().unwrap_or(libc::EIO), format!("failed: {what} ({}): {e}", path.display()))
     }
 }
 
@@ -173,15 +166,11 @@ fn bind_with(
                 Some(b) => format!("bound to {b}"),
                 None => "bound to no driver".to_string(),
             };
-            return Err(Error::Bind {
-                addr: addr.to_string(),
-                driver: drv,
-                why: format!(
-                    "failed: {} s after probing, it is {state} (the kernel log, dmesg, says why)",
-                    settle.as_secs()
-                ),
-                errno: libc::EIO,
-            });
+            let why = format!(
+                "failed: {} s after probing, it is {state} (the kernel log, dmesg, says why)",
+                settle.as_secs()
+            );
+            return Err(fail.error(libc::EIO, why));
         }
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -77,9 +77,7 @@ pub(crate) fn namespace_in_use(blk_dir: &Path) -> Option<String> {
     }
     // The namespace's block device node may be claimed by something the tables do not
     // name (see block_in_use).
-    let is_ours = fs::metadata(&node)
-        .is_ok_and(|m| m.file_type().is_block_device() && (libc::major(m.rdev()), libc::minor(m.rdev())) == b.devno);
-    if is_ours {
+    if node_devno(&node) == Some(b.devno) {
         return block_in_use(&node, b.devno);
     }
     None

@@ -266,15 +266,11 @@ impl Device {
         let mut inner =
             Inner { uri: uri.to_string(), ident, geo, ifaces, opts: opts.clone(), fd, sync: None, admin: None, vfio };
         if let Some(s) = ifaces.sync {
-            if let Some(why) = refusal(Role::Sync, s.as_str(), kind) {
-                return Err(inner.unsupported(&format!("sync={s}"), why));
-            }
+            refuse_unfit(&inner, Role::Sync, s.as_str())?;
             inner.sync = Some(be::new_sync(&inner, s)?);
         }
         if let Some(a) = ifaces.r#async {
-            if let Some(why) = refusal(Role::Async, a.as_str(), kind) {
-                return Err(inner.unsupported(&format!("async={a}"), why));
-            }
+            refuse_unfit(&inner, Role::Async, a.as_str())?;
             if matches!(a, AsyncIface::Emu | AsyncIface::Thrpool) && inner.sync.is_none() {
                 return Err(
                     inner.unsupported(&format!("async={a}"), "it runs the sync interface, and this device has none")
@@ -282,12 +278,8 @@ impl Device {
             }
             be::probe_async(&inner, a)?;
         }
-        if let Some(why) = refusal(Role::Admin, ifaces.admin.as_str(), kind) {
-            return Err(inner.unsupported(&format!("admin={}", ifaces.admin), why));
-        }
-        if let Some(why) = refusal(Role::Mem, ifaces.mem.as_str(), kind) {
-            return Err(inner.unsupported(&format!("mem={}", ifaces.mem), why));
-        }
+        refuse_unfit(&inner, Role::Admin, ifaces.admin.as_str())?;
+        refuse_unfit(&inner, Role::Mem, ifaces.mem.as_str())?;
         inner.admin = Some(be::new_admin(&inner, ifaces.admin)?);
         check_tunables(&inner)?;
         let lim = be::Limits::new(&inner);
@@ -446,9 +438,14 @@ fn default_iface<T: std::str::FromStr>(role: Role, kind: DevKind) -> Option<T> {
     be::default_for(role, kind).and_then(|d| d.name.parse().ok())
 }
 
-/// Why the table says interface `name` of `role` cannot serve `kind`.
-fn refusal(role: Role, name: &str, kind: DevKind) -> Option<&'static str> {
-    (be::descriptor(role, name).refusal)(kind)
+/// Refuses interface `name` of `role` (`sync=psync`) where the table says it cannot serve
+/// the device's kind, with the table's reason.
+fn refuse_unfit(d: &Inner, role: Role, name: &str) -> Result<()> {
+    let t = be::descriptor(role, name);
+    match (t.refusal)(d.ident.kind) {
+        Some(why) => Err(d.unsupported(&t.option(), why)),
+        None => Ok(()),
+    }
 }
 
 /// Every tunable set in the options must belong to an interface serving the device: the

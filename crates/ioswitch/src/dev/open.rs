@@ -108,17 +108,10 @@ pub(super) fn open_path(uri: &str, path: &Path, opts: &Opts) -> Result<(DevKind,
     if opts.truncate {
         flags |= libc::O_TRUNC;
     }
-    let cpath = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| Error::BadUri { uri: uri.into(), why: "contains a NUL byte".into() })?;
-    let fd = sys::open(&cpath, flags, 0o644).map_err(|e| {
-        let hint = match e.raw_os_error() {
-            Some(libc::EINVAL) if opts.direct => "open with O_DIRECT (the file system may not support direct=1)",
-            Some(libc::EACCES | libc::EROFS | libc::EPERM) if !opts.rdonly => {
-                "open read-write (rdonly=1 opens read-only)"
-            }
-            _ => "open",
-        };
-        os(uri, hint, e)
+    let fd = open_fd(uri, path, flags, |errno| match errno {
+        Some(libc::EINVAL) if opts.direct => "open with O_DIRECT (the file system may not support direct=1)",
+        Some(libc::EACCES | libc::EROFS | libc::EPERM) if !opts.rdonly => "open read-write (rdonly=1 opens read-only)",
+        _ => "open",
     })?;
 
     let mut ident = base_ident(uri, Some(path), kind, opts);
@@ -133,10 +126,7 @@ pub(super) fn open_path(uri: &str, path: &Path, opts: &Opts) -> Result<(DevKind,
             }
         }
         let bytes = fd_size(uri, &fd)?;
-        let dev = md.dev();
-        if let Some(dir) = sysfs::dev_dir("block", (libc::major(dev), libc::minor(dev))) {
-            ident.block_name = dir.file_name().map(|n| n.to_string_lossy().into_owned());
-        }
+        ident.block_name = sysfs::dev_name("block", (libc::major(md.dev()), libc::minor(md.dev())));
         ident.driver = sys::fs_magic(&fd).map(fs_name);
         ident.dax = ident.block_name.as_deref().and_then(super::pmem::fsdax);
         geometry::file(bytes, dio, opts.direct)
@@ -183,14 +173,9 @@ fn open_nvme_char(
     rdev: u64,
 ) -> Result<(DevKind, Option<OwnedFd>, Geometry, Ident)> {
     let flags = libc::O_CLOEXEC | if opts.rdonly { libc::O_RDONLY } else { libc::O_RDWR };
-    let cpath = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| Error::BadUri { uri: uri.into(), why: "contains a NUL byte".into() })?;
-    let fd = sys::open(&cpath, flags, 0).map_err(|e| {
-        let hint = match e.raw_os_error() {
-            Some(libc::EACCES | libc::EPERM) if !opts.rdonly => "open read-write (rdonly=1 opens read-only)",
-            _ => "open",
-        };
-        os(uri, hint, e)
+    let fd = open_fd(uri, path, flags, |errno| match errno {
+        Some(libc::EACCES | libc::EPERM) if !opts.rdonly => "open read-write (rdonly=1 opens read-only)",
+        _ => "open",
     })?;
     let raw = fd.as_raw_fd();
     let mut ident = base_ident(uri, Some(path), kind, opts);
@@ -230,9 +215,7 @@ fn open_devdax(uri: &str, path: &Path, opts: &Opts, rdev: u64) -> Result<(DevKin
         why: format!("{} is a devdax device ({}:{}) whose size sysfs does not give", path.display(), devno.0, devno.1),
     })?;
     let flags = libc::O_CLOEXEC | if opts.rdonly { libc::O_RDONLY } else { libc::O_RDWR };
-    let cpath = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| Error::BadUri { uri: uri.into(), why: "contains a NUL byte".into() })?;
-    let fd = sys::open(&cpath, flags, 0).map_err(|e| os(uri, "open", e))?;
+    let fd = open_fd(uri, path, flags, |_| "open")?;
     let mut ident = base_ident(uri, Some(path), DevKind::DevDax, opts);
     ident.driver = Some("device_dax".into());
     ident.block_name = path.file_name().map(|n| n.to_string_lossy().into_owned());
@@ -254,12 +237,20 @@ pub(super) fn open_pci(
     let dma = opts.dma.unwrap_or_default();
     let (ctrl, info) = be::vfio::open(uri, addr, opts.nsid, dma)?;
     let kind = DevKind::NvmePci;
-    let mut ident =
-        Ident { nsid: info.nsid, driver: Some(dma.kernel_driver().into()), ..base_ident(uri, None, kind, opts) };
+    let mut ident = base_ident(uri, None, kind, opts);
     let mut geo = unidentified_namespace();
     geometry::apply_ns_info(uri, opts, &info, &mut geo, &mut ident)?;
     ident.driver = Some(dma.kernel_driver().into());
     Ok((ctrl, (kind, None, geo, ident)))
+}
+
+/// open(2) of `path` (the device `uri` names) with `flags` (a new file gets mode 0644); a
+/// path with a NUL byte is a bad URI, and a failed open says what it tried with `what`,
+/// from its errno.
+fn open_fd(uri: &str, path: &Path, flags: libc::c_int, what: impl Fn(Option<i32>) -> &'static str) -> Result<OwnedFd> {
+    let cpath = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| Error::BadUri { uri: uri.into(), why: "contains a NUL byte".into() })?;
+    sys::open(&cpath, flags, 0o644).map_err(|e| os(uri, what(e.raw_os_error()), e))
 }
 
 /// Refuses `create`, `truncate` and `size`, which apply to regular files, for `uri`, a

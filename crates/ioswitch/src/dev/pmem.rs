@@ -24,9 +24,11 @@ pub struct Dax {
     pub size: u64,
 }
 
-/// The first attribute of `names` (relative to `dir`) that parses as a number.
-fn first_num(dir: &Path, names: &[&str]) -> Option<u64> {
-    names.iter().find_map(|n| sysfs::read_num::<u64>(&dir.join(n)))
+/// The alignment the first attribute of `names` (relative to `dir`) that parses as a
+/// number gives, when a power of two; else the page size.
+fn align(dir: &Path, names: &[&str]) -> u64 {
+    let first = names.iter().find_map(|n| sysfs::read_num::<u64>(&dir.join(n)));
+    first.filter(|a| a.is_power_of_two()).unwrap_or(crate::sys::page_size() as u64)
 }
 
 /// The identity of devdax device `maj:min` from its sysfs directory: its size, and its
@@ -37,14 +39,11 @@ pub(crate) fn devdax(devno: (u32, u32)) -> Option<Dax> {
 }
 
 pub(super) fn devdax_in(dir: &Path) -> Option<Dax> {
-    let size = first_num(dir, &["size"])?;
-    let page = crate::sys::page_size() as u64;
-    let align = first_num(
+    let size = sysfs::read_num(&dir.join("size"))?;
+    let align = align(
         dir,
         &["align", "device/align", "../dax_region/align", "device/dax_region/align", "dax_region/align", "../align"],
-    )
-    .filter(|a| a.is_power_of_two())
-    .unwrap_or(page);
+    );
     let namespace = ["../namespace", "device/namespace"].iter().find_map(|n| sysfs::read(&dir.join(n)));
     Some(Dax { mode: "devdax".into(), namespace, align, size })
 }
@@ -72,8 +71,7 @@ pub(crate) fn fsdax(name: &str) -> Option<Dax> {
         Some("dax") => "devdax".to_string(),
         Some(other) => other.to_string(),
     };
-    let page = crate::sys::page_size() as u64;
-    let align = first_num(&dev, &["align"]).filter(|a| a.is_power_of_two()).unwrap_or(page);
+    let align = align(&dev, &["align"]);
     Some(Dax { mode, namespace, align, size })
 }
 

@@ -1,25 +1,22 @@
 //! The block layer's zone ioctls (include/uapi/linux/blkzoned.h): `BLKREPORTZONE` into a
 //! [`Report`], and `BLKRESETZONE` / `BLKOPENZONE` / `BLKCLOSEZONE` / `BLKFINISHZONE` over a
-//! sector range ([`ZoneAction`]). Errors are the raw errno, which the zone code maps to
-//! NVMe status with its own exceptions.
+//! sector range (a Zone Management Send [`ZoneAction`]). Errors are the raw errno, which
+//! the zone code maps to NVMe status with its own exceptions.
 
+use super::{ioc, IOC_READ_WRITE, IOC_WRITE};
+use crate::spec::zns::ZoneAction;
 use std::os::fd::RawFd;
 
-const fn ioc(dir: u64, nr: u8, size: usize) -> u64 {
-    (dir << 30) | ((size as u64) << 16) | (0x12 << 8) | nr as u64
-}
-const IOC_WRITE: u64 = 1;
-const IOC_READ_WRITE: u64 = 3;
 /// `_IOWR(0x12, 130, struct blk_zone_report)`.
-const BLKREPORTZONE: u64 = ioc(IOC_READ_WRITE, 130, 16);
+const BLKREPORTZONE: u64 = ioc(IOC_READ_WRITE, 0x12, 130, 16);
 /// `_IOW(0x12, 131, struct blk_zone_range)`.
-const BLKRESETZONE: u64 = ioc(IOC_WRITE, 131, 16);
+const BLKRESETZONE: u64 = ioc(IOC_WRITE, 0x12, 131, 16);
 /// `_IOW(0x12, 134, struct blk_zone_range)`.
-const BLKOPENZONE: u64 = ioc(IOC_WRITE, 134, 16);
+const BLKOPENZONE: u64 = ioc(IOC_WRITE, 0x12, 134, 16);
 /// `_IOW(0x12, 135, struct blk_zone_range)`.
-const BLKCLOSEZONE: u64 = ioc(IOC_WRITE, 135, 16);
+const BLKCLOSEZONE: u64 = ioc(IOC_WRITE, 0x12, 135, 16);
 /// `_IOW(0x12, 136, struct blk_zone_range)`.
-const BLKFINISHZONE: u64 = ioc(IOC_WRITE, 136, 16);
+const BLKFINISHZONE: u64 = ioc(IOC_WRITE, 0x12, 136, 16);
 const _: () = assert!(BLKREPORTZONE == 0xC010_1282 && BLKRESETZONE == 0x4010_1283);
 
 /// `blk_zone_report.flags`: the zones' `capacity` field is valid.
@@ -96,26 +93,15 @@ pub(crate) fn report(fd: RawFd, sector: u64, r: &mut Report) -> Result<(usize, b
     Ok(((r.nr_zones as usize).min(CHUNK), r.flags & BLK_ZONE_REP_CAPACITY != 0))
 }
 
-/// A zone management ioctl.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ZoneAction {
-    /// BLKRESETZONE.
-    Reset,
-    /// BLKOPENZONE.
-    Open,
-    /// BLKCLOSEZONE.
-    Close,
-    /// BLKFINISHZONE.
-    Finish,
-}
-
-/// Applies `action` to the zones in `sector .. sector + nr_sectors`.
+/// Applies `action` to the zones in `sector .. sector + nr_sectors`; the block layer has
+/// no ioctl for Offline Zone (EINVAL).
 pub(crate) fn manage(fd: RawFd, action: ZoneAction, sector: u64, nr_sectors: u64) -> Result<(), i32> {
     let req = match action {
         ZoneAction::Reset => BLKRESETZONE,
         ZoneAction::Open => BLKOPENZONE,
         ZoneAction::Close => BLKCLOSEZONE,
         ZoneAction::Finish => BLKFINISHZONE,
+        ZoneAction::Offline => return Err(libc::EINVAL),
     };
     let r = Range { sector, nr_sectors };
     // SAFETY: the zone management ioctls read one blk_zone_range through the pointer.

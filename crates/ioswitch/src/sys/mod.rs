@@ -32,6 +32,15 @@ pub(crate) mod vfio;
 use std::ffi::CStr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
+/// `_IOC(dir, type, nr, size)` of the generic Linux ioctl encoding (x86, arm, riscv), with
+/// `dir` one of the `IOC_*` below.
+pub(crate) const fn ioc(dir: u64, ty: u8, nr: u8, size: usize) -> u64 {
+    (dir << 30) | ((size as u64) << 16) | ((ty as u64) << 8) | nr as u64
+}
+pub(crate) const IOC_NONE: u64 = 0;
+pub(crate) const IOC_WRITE: u64 = 1;
+pub(crate) const IOC_READ_WRITE: u64 = 3;
+
 /// The size of a memory page.
 pub(crate) fn page_size() -> usize {
     // SAFETY: sysconf has no memory-safety preconditions.

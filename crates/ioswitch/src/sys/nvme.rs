@@ -9,6 +9,7 @@
 //! PRPs, may touch the rest of the pages the slices lie in: that is why passthrough
 //! buffers own whole pages, which `be::prepare` checks before any command gets here.)
 
+use super::{ioc, IOC_NONE, IOC_READ_WRITE};
 use std::io::{self, IoSliceMut};
 use std::os::fd::RawFd;
 
@@ -52,13 +53,6 @@ const _: () = assert!(std::mem::offset_of!(PassthruCmd64, data_len) == 36);
 const _: () = assert!(std::mem::offset_of!(PassthruCmd64, cdw10) == 40);
 const _: () = assert!(std::mem::offset_of!(PassthruCmd64, timeout_ms) == 64);
 const _: () = assert!(std::mem::offset_of!(PassthruCmd64, result) == 72);
-
-/// `_IOC(dir, type, nr, size)` of the generic Linux ioctl encoding (x86, arm, riscv).
-const fn ioc(dir: u64, ty: u8, nr: u8, size: usize) -> u64 {
-    (dir << 30) | ((size as u64) << 16) | ((ty as u64) << 8) | nr as u64
-}
-const IOC_NONE: u64 = 0;
-const IOC_READ_WRITE: u64 = 3;
 
 /// `_IO('N', 0x40)`: the namespace id of a namespace device.
 const NVME_IOCTL_ID: u64 = ioc(IOC_NONE, b'N', 0x40, 0);

@@ -359,20 +359,18 @@ impl PmemMap {
         let p = unsafe { libc::mmap(hint, len, prot, flags | fixed | populate, fd, 0) };
         let err = (p == libc::MAP_FAILED).then(io::Error::last_os_error);
         if let Some((r, span)) = reserved {
-            let (r, p_addr) = (r as usize, if err.is_some() { r as usize } else { p as usize });
-            if err.is_some() {
-                // SAFETY: the whole reservation, which nothing uses.
-                unsafe { libc::munmap(r as *mut libc::c_void, span) };
-            } else {
-                let (before, after_start) = (p_addr - r, p_addr + len.next_multiple_of(page));
-                if before > 0 {
-                    // SAFETY: the reserved pages before the mapping.
-                    unsafe { libc::munmap(r as *mut libc::c_void, before) };
-                }
-                if r + span > after_start {
-                    // SAFETY: the reserved pages after the mapping.
-                    unsafe { libc::munmap(after_start as *mut libc::c_void, r + span - after_start) };
-                }
+            // The reserved pages around the mapping go; where it failed, it is empty at
+            // the reservation's start, and all of them go.
+            let r = r as usize;
+            let (start, end) =
+                if err.is_some() { (r, r) } else { (p as usize, p as usize + len.next_multiple_of(page)) };
+            if start > r {
+                // SAFETY: the reserved pages before the mapping, which nothing uses.
+                unsafe { libc::munmap(r as *mut libc::c_void, start - r) };
+            }
+            if r + span > end {
+                // SAFETY: the reserved pages after the mapping, which nothing uses.
+                unsafe { libc::munmap(end as *mut libc::c_void, r + span - end) };
             }
         }
         if let Some(e) = err {

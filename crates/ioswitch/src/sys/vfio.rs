@@ -10,6 +10,7 @@ use crate::buf::{Buffer, Owner};
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex};
 
@@ -93,10 +94,6 @@ unsafe fn ioctl(fd: RawFd, req: u64, arg: libc::c_ulong) -> io::Result<i32> {
     super::check(unsafe { libc::ioctl(fd, req as libc::c_ulong, arg) })
 }
 
-fn open_rw(path: &str) -> io::Result<OwnedFd> {
-    super::open_path(std::path::Path::new(path), libc::O_RDWR)
-}
-
 /// A VFIO container (`/dev/vfio/vfio`): one IOMMU address space.
 pub(crate) struct Container {
     fd: OwnedFd,
@@ -105,7 +102,7 @@ pub(crate) struct Container {
 impl Container {
     /// Opens `/dev/vfio/vfio` and checks the API version and type1v2 IOMMU support.
     pub(crate) fn open() -> io::Result<Container> {
-        let fd = open_rw("/dev/vfio/vfio")?;
+        let fd = super::open_path(Path::new("/dev/vfio/vfio"), libc::O_RDWR)?;
         // SAFETY: GET_API_VERSION takes no argument.
         let v = unsafe { ioctl(fd.as_raw_fd(), GET_API_VERSION, 0) }?;
         if v != API_VERSION {
@@ -149,7 +146,7 @@ pub(crate) struct Group {
 impl Group {
     /// Opens `/dev/vfio/<group>`.
     pub(crate) fn open(group: u32) -> io::Result<Group> {
-        Ok(Group { fd: open_rw(&format!("/dev/vfio/{group}"))? })
+        Ok(Group { fd: super::open_path(Path::new(&format!("/dev/vfio/{group}")), libc::O_RDWR)? })
     }
 
     /// Whether every device of the group is bound to vfio-pci (or to no driver).

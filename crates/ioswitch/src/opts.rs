@@ -403,11 +403,25 @@ impl Opts {
         }
     }
 
-    /// The keys of the interface tunables set (`sqpoll`, `threads`, …), in the order of
-    /// [`KEYS`]: options that only some interfaces take (the interface table says which).
+    /// The keys of the interface tunables set (`sqpoll`, `threads`, …): options that only
+    /// some interfaces take (the interface table says which).
     pub(crate) fn tunables_set(&self) -> impl Iterator<Item = &'static str> + '_ {
-        let tunable = |key: &str| crate::be::TABLE.iter().any(|t| t.tunables.iter().any(|(k, _)| *k == key));
-        KEYS.iter().map(|(k, _)| *k).filter(move |k| tunable(k) && self.shown(k).is_some())
+        const TUNABLES: &[&str] = &[
+            "sqpoll",
+            "sqpoll_cpu",
+            "iopoll",
+            "register_files",
+            "register_buffers",
+            "single_issuer",
+            "reap_spin",
+            "threads",
+            "psync_call",
+            "rwf_hipri",
+            "pmem_force",
+            "pmem_populate",
+            "dma",
+        ];
+        TUNABLES.iter().copied().filter(|k| self.shown(k).is_some())
     }
 
     /// Checks combinations that are wrong whatever the device (rdonly with wronly, …).

@@ -37,7 +37,6 @@ use crate::spec::{errno_to_status, Sqe, Status};
 use crate::sys::nvme::{self, PassthruCmd64};
 use crate::sys::page_size;
 use crate::sys::sysfs::read_num;
-use std::fs;
 use std::io::{self, IoSliceMut};
 use std::os::fd::RawFd;
 use std::path::PathBuf;
@@ -456,18 +455,11 @@ fn zone_info(dev: &impl Ask, nsid: u32, ns: &IdNs, uri: &str) -> Result<Option<Z
 /// a sibling `nvme*` disk in the same controller directory with the same nsid.
 pub(crate) fn char_block_dir(devno: (u32, u32), nsid: u32) -> Option<PathBuf> {
     let me = crate::sys::sysfs::dev_dir("char", devno)?;
-    let parent = me.parent()?;
-    let mut names: Vec<PathBuf> = fs::read_dir(parent)
-        .ok()?
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("nvme") && n.contains('n'))
-                && p.join("queue").is_dir()
-        })
-        .collect();
-    names.sort();
-    names.into_iter().find(|p| read_num(&p.join("nsid")) == Some(nsid))
+    let disks = crate::sys::sysfs::sorted_entries(me.parent()?, |p| {
+        p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("nvme") && n.contains('n'))
+            && p.join("queue").is_dir()
+    });
+    disks.into_iter().find(|p| read_num(&p.join("nsid")) == Some(nsid))
 }
 
 #[cfg(test)]

@@ -96,16 +96,9 @@ fn mdts(bytes: u64) -> u8 {
 /// transfer longer than the structure reads zeroes beyond it); stops where the buffers
 /// end.
 fn copy_out(bufs: &mut [Buffer], data: &[u8], len: usize) {
-    let mut pos = 0;
-    for b in bufs.iter_mut() {
-        if pos >= len {
-            break;
-        }
-        let n = b.len().min(len - pos);
-        for (i, dst) in b[..n].iter_mut().enumerate() {
-            *dst = data.get(pos + i).copied().unwrap_or(0);
-        }
-        pos += n;
+    let bytes = data.iter().copied().chain(std::iter::repeat(0)).take(len);
+    for (dst, v) in bufs.iter_mut().flat_map(|b| b.iter_mut()).zip(bytes) {
+        *dst = v;
     }
 }
 

@@ -106,9 +106,9 @@ impl Ask for Asker<'_> {
     }
 }
 
-/// The first active namespace (Identify Active Namespace ID list).
-fn first_active(ctrl: &Ctrl) -> Result<Option<u32>, Status> {
-    let page = ctrl.identify(crate::spec::idfy::cns::NS_ACTIVE_LIST, 0, 0)?;
+/// The first active namespace above `above` (Identify Active Namespace ID list).
+fn first_active(ctrl: &Ctrl, above: u32) -> Result<Option<u32>, Status> {
+    let page = ctrl.identify(crate::spec::idfy::cns::NS_ACTIVE_LIST, above, 0)?;
     Ok(page.chunks_exact(4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]])).find(|&n| n != 0))
 }
 
@@ -122,16 +122,14 @@ pub(crate) fn open(
 ) -> Result<(Arc<Ctrl>, super::nvme::NsInfo), Error> {
     let ctrl = Arc::new(Ctrl::open(addr, dma)?);
     let failed = |what: &str, status: Status| Error::Command { dev: uri.into(), what: what.into(), status };
+    let active = |above| first_active(&ctrl, above).map_err(|s| failed("Identify Active Namespace ID list", s));
     let nsid = match nsid {
         Some(n) => n,
-        None => first_active(&ctrl)
-            .map_err(|s| failed("Identify Active Namespace ID list", s))?
+        None => active(0)?
             .ok_or_else(|| Error::BadUri { uri: uri.into(), why: "the controller has no active namespace".into() })?,
     };
-    let active = ctrl
-        .identify(crate::spec::idfy::cns::NS_ACTIVE_LIST, nsid.saturating_sub(1), 0)
-        .map_err(|s| failed("Identify Active Namespace ID list", s))?;
-    if u32::from_le_bytes([active[0], active[1], active[2], active[3]]) != nsid {
+    // The list from nsid - 1 on starts with nsid when it is active.
+    if active(nsid.saturating_sub(1))? != Some(nsid) {
         return Err(Error::BadOpt { key: "nsid".into(), why: format!("namespace {nsid} is not active on {addr}") });
     }
     let mut info = super::nvme::ns_info_from(uri, &Asker { ctrl: &ctrl, nsid }, |_| None)?;

@@ -304,10 +304,6 @@ fn build(
 /// How long a queue waits for a completion before it reports the controller as stuck.
 const IO_TIMEOUT: Duration = Duration::from_secs(60);
 
-fn status_of(word: u16) -> Status {
-    Status::from_cqe_status(word)
-}
-
 /// The sync interface: one queue pair, one command at a time.
 struct VfioSync {
     ctrl: Arc<Ctrl>,
@@ -449,7 +445,7 @@ impl AsyncQueue for VfioQueue {
             self.qp.poll(self.ctrl.bar(), max - n, |c| {
                 if let Some((tag, data)) = table.take(c.cid) {
                     n += 1;
-                    f.put(Completion { tag, status: status_of(c.status), result: c.result, data });
+                    f.put(Completion { tag, status: Status::from_cqe_status(c.status), result: c.result, data });
                 }
             });
             if n >= min || n >= max {

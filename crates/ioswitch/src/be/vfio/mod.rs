@@ -366,10 +366,9 @@ struct VfioAdmin {
 impl AdminIo for VfioAdmin {
     fn admin(&self, cmd: &Cmd, bufs: &mut [Buffer]) -> Result<u64, Status> {
         let mut pieces = Vec::with_capacity(bufs.len());
-        for b in bufs.iter() {
-            if !self.ctrl.pool.pieces(b.as_ptr() as u64, b.len() as u64, |at, n| pieces.push((at, n))) {
-                return Err(errno_to_status(libc::EFAULT));
-            }
+        let pool = &self.ctrl.pool;
+        if !bufs.iter().all(|b| pool.pieces(b.as_ptr() as u64, b.len() as u64, |at, n| pieces.push((at, n)))) {
+            return Err(errno_to_status(libc::EFAULT));
         }
         self.ctrl.admin_iova(cmd.sqe, &pieces)
     }

@@ -959,6 +959,12 @@ pub(crate) fn probe_once(works: &OnceLock<()>, probe: impl FnOnce() -> Result<()
     Ok(())
 }
 
+/// The error of an OS call `what` made for device `dev` (opening, mapping, setting up).
+#[cold]
+pub(crate) fn os_error(dev: &str, what: impl Into<String>, source: std::io::Error) -> Error {
+    Error::Os { dev: dev.into(), what: what.into(), source }
+}
+
 /// The error of a queue's call `what` that failed with `errno`.
 #[cold]
 pub(crate) fn queue_errno(dev: &Inner, iface: &'static str, what: &'static str, errno: i32) -> Error {

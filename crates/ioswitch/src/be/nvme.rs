@@ -359,11 +359,7 @@ pub(crate) fn ns_info_from(
     block_dir: impl FnOnce(u32) -> Option<PathBuf>,
 ) -> Result<NsInfo, Error> {
     let failed = |what: &str, status: Status| Error::Command { dev: uri.into(), what: what.into(), status };
-    let nsid = dev.nsid().map_err(|e| Error::Os {
-        dev: uri.into(),
-        what: "NVME_IOCTL_ID (namespace id of the device)".into(),
-        source: e,
-    })?;
+    let nsid = dev.nsid().map_err(|e| super::os_error(uri, "NVME_IOCTL_ID (namespace id of the device)", e))?;
     let ctrl = dev
         .identify(cns::CTRL, 0, 0)
         .and_then(|p| IdCtrl::from_bytes(&p).map_err(|_| errno_to_status(libc::EIO)))
@@ -433,10 +429,8 @@ fn zone_info(dev: &impl Ask, nsid: u32, ns: &IdNs, uri: &str) -> Result<Option<Z
     }
     // Zone 0's capacity from a one-descriptor report (partial report: the header counts
     // the descriptors returned).
-    let mut rep = Buffer::alloc(128, page_size()).map_err(|why| Error::Os {
-        dev: uri.into(),
-        what: "allocating a zone report buffer".into(),
-        source: io::Error::new(io::ErrorKind::OutOfMemory, why),
+    let mut rep = Buffer::alloc(128, page_size()).map_err(|why| {
+        super::os_error(uri, "allocating a zone report buffer", io::Error::new(io::ErrorKind::OutOfMemory, why))
     })?;
     dev.zone_report(nsid, &mut rep).map_err(|s| failed("Zone Management Receive (report of zone 0) at open", s))?;
     let nr = u64::from_le_bytes(rep[0..8].try_into().unwrap_or([0; 8]));

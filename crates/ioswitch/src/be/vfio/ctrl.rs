@@ -7,6 +7,7 @@ use super::mem::{Dma, Mapper, Pool, PAGE};
 use super::prp;
 use super::qpair::QueuePair;
 use super::regs::{self, Cap};
+use crate::be::os_error as err;
 use crate::buf::Buffer;
 use crate::error::Error;
 use crate::opts::DmaMode;
@@ -75,10 +76,6 @@ enum Backing {
     Vfio { _dev: vfio::Device, _group: Group, _container: Arc<Container> },
     /// uio_pci_generic: the config file, locked (one driver per controller).
     Uio { _cfg: uio::Config },
-}
-
-fn err(addr: &str, what: impl Into<String>, source: io::Error) -> Error {
-    Error::Os { dev: addr.into(), what: what.into(), source }
 }
 
 fn other(addr: &str, what: impl Into<String>, why: impl Into<String>) -> Error {

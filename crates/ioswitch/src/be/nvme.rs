@@ -54,10 +54,7 @@ pub(crate) const SYNC: Descriptor = Descriptor::new(
         DevKind::NvmePci => Some(super::vfio::PCI_ONLY_VFIO),
         _ => Some("NVMe ioctls need an NVMe device (/dev/nvmeXnY or /dev/ngXnY)"),
     },
-    Build::Sync(|dev| {
-        super::need_fd(dev, "sync=nvme")?;
-        Ok(Box::new(Nvme::new(dev)))
-    }),
+    Build::Sync(|dev| Ok(Box::new(Nvme::new(dev, "sync=nvme")?))),
 )
 .defaults(&[DevKind::NvmeChar]);
 
@@ -71,10 +68,7 @@ pub(crate) const ADMIN: Descriptor = Descriptor::new(
         DevKind::NvmePci => Some(super::vfio::PCI_ONLY_VFIO),
         _ => Some("NVMe admin commands need an NVMe device"),
     },
-    Build::Admin(|dev| {
-        super::need_fd(dev, "admin=nvme")?;
-        Ok(Box::new(Nvme::new(dev)))
-    }),
+    Build::Admin(|dev| Ok(Box::new(Nvme::new(dev, "admin=nvme")?))),
 )
 .defaults(&[DevKind::NvmeBlock, DevKind::NvmeChar, DevKind::NvmeCtrl]);
 
@@ -243,8 +237,9 @@ pub(crate) struct Nvme {
 }
 
 impl Nvme {
-    pub(crate) fn new(dev: &Inner) -> Nvme {
-        Nvme { fd: dev.raw_fd(), nsid: dev.ident.nsid, lba: dev.geo.lba_size as u64 }
+    /// The interface on the device's descriptor; refused, naming `iface`, where it has none.
+    fn new(dev: &Inner, iface: &str) -> Result<Nvme, Error> {
+        Ok(Nvme { fd: super::need_fd(dev, iface)?, nsid: dev.ident.nsid, lba: dev.geo.lba_size as u64 })
     }
 }
 

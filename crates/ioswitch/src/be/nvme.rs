@@ -374,18 +374,15 @@ pub(crate) fn ns_info_from(
     }
     let block_dir = block_dir(nsid);
     let q = |attr: &str| -> Option<u64> { read_num(&block_dir.as_ref()?.join("queue").join(attr)) };
-    let mut max = 65536 * lba_size as u64;
-    if let Some(m) = ctrl.max_transfer(MPSMIN) {
-        max = max.min(m);
-    }
-    if let Some(kb) = q("max_hw_sectors_kb") {
-        max = max.min(kb * 1024);
-    }
-    if let Some(segs) = q("max_segments") {
-        // One page-aligned buffer of N pages takes at most N segments.
-        max = max.min(segs * page_size() as u64);
-    }
-    max = (max / lba_size as u64).max(1) * lba_size as u64;
+    // The least of 65536 LBAs and the limits that are known: MDTS, the kernel's bytes and
+    // segments (one page-aligned buffer of N pages takes at most N segments).
+    let limits = [
+        ctrl.max_transfer(MPSMIN),
+        q("max_hw_sectors_kb").map(|kb| kb * 1024),
+        q("max_segments").map(|segs| segs * page_size() as u64),
+    ];
+    let max = limits.into_iter().flatten().fold(65536 * lba_size as u64, u64::min);
+    let max = (max / lba_size as u64).max(1) * lba_size as u64;
     let dma_align = q("dma_alignment").map(|a| (a + 1) as u32).filter(|a| a.is_power_of_two()).unwrap_or(4);
     let zones = zone_info(dev, nsid, &ns, uri)?;
     Ok(NsInfo {

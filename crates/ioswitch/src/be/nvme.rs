@@ -403,11 +403,8 @@ fn zone_info(dev: &impl Ask, nsid: u32, ns: &IdNs, uri: &str) -> Result<Option<Z
     let failed = |what: &str, status: Status| Error::Command { dev: uri.into(), what: what.into(), status };
     // The command set of the namespace, from its descriptor list; controllers that
     // predate it (NVMe < 1.3) have no ZNS either.
-    let zoned = match dev.identify(cns::NS_DESC_LIST, nsid, 0) {
-        Ok(page) => NsDescs::from_bytes(&page).ok().and_then(|d| d.csi) == Some(csi::ZNS),
-        Err(_) => false,
-    };
-    if !zoned {
+    let descs = dev.identify(cns::NS_DESC_LIST, nsid, 0).ok().and_then(|page| NsDescs::from_bytes(&page).ok());
+    if descs.and_then(|d| d.csi) != Some(csi::ZNS) {
         return Ok(None);
     }
     let page = dev

@@ -479,9 +479,7 @@ impl Drop for VfioQueue {
         if self.ctrl.delete_qpair(&self.qp) {
             drop(self.table.drain());
         } else {
-            for d in self.table.drain() {
-                std::mem::forget(d);
-            }
+            self.table.drain().into_iter().for_each(std::mem::forget);
             self.qp.leak();
         }
     }

@@ -96,16 +96,9 @@ fn mdts(bytes: u64) -> u8 {
 /// transfer longer than the structure reads zeroes beyond it); stops where the buffers
 /// end.
 fn copy_out(bufs: &mut [Buffer], data: &[u8], len: usize) {
-    let mut pos = 0;
-    for b in bufs.iter_mut() {
-        if pos >= len {
-            break;
-        }
-        let n = b.len().min(len - pos);
-        for (i, dst) in b[..n].iter_mut().enumerate() {
-            *dst = data.get(pos + i).copied().unwrap_or(0);
-        }
-        pos += n;
+    let bytes = data.iter().copied().chain(std::iter::repeat(0)).take(len);
+    for (dst, v) in bufs.iter_mut().flat_map(|b| b.iter_mut()).zip(bytes) {
+        *dst = v;
     }
 }
 
@@ -203,12 +196,12 @@ impl AdminEmu {
 
     fn identify(&self, cmd: &Cmd, bufs: &mut [Buffer]) -> Result<u64, Status> {
         let s = &cmd.sqe;
-        let csi = (s.cdw11 >> 24) as u8;
-        let page = match (s.cdw10 as u8, csi) {
-            (cns::CTRL, _) => self.id_ctrl(),
-            (cns::NS, _) if s.nsid == self.ident.nsid => self.id_ns(),
-            (cns::NS, _) => return Err(INVALID_NS),
-            (cns::NS_ACTIVE_LIST, _) => self.active_ns_list(s.nsid),
+        // Any command set (CSI): the CNS values answered here are the same in all of them.
+        let page = match s.cdw10 as u8 {
+            cns::CTRL => self.id_ctrl(),
+            cns::NS if s.nsid == self.ident.nsid => self.id_ns(),
+            cns::NS => return Err(INVALID_NS),
+            cns::NS_ACTIVE_LIST => self.active_ns_list(s.nsid),
             _ => return Err(INVALID_FIELD),
         };
         copy_out(bufs, &page, IDENTIFY_LEN);

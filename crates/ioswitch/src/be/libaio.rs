@@ -40,7 +40,7 @@ pub(crate) const DESCRIPTOR: Descriptor = Descriptor::new(
     Role::Async,
     "Linux AIO (io_setup/io_submit/io_getevents)",
     super::needs_fd,
-    Build::Async { probe, queue: new_queue },
+    Build::Async { probe, queue: |dev, depth| Ok(super::Backend::Libaio(Box::new(Libaio::new(dev, depth)?))) },
 )
 .defaults(&[DevKind::File, DevKind::Block, DevKind::NvmeBlock])
 .fio(&["libaio"]);
@@ -71,11 +71,6 @@ pub(crate) fn probe(dev: &Inner) -> Result<(), Error> {
     super::probe_once(&WORKS, || {
         crate::sys::aio::probe().map_err(|errno| dev.unsupported(IFACE, &setup_failure(errno)))
     })
-}
-
-/// Creates a queue of `depth` slots.
-pub(crate) fn new_queue(dev: &Arc<Inner>, depth: u32) -> Result<super::Backend, Error> {
-    Ok(super::Backend::Libaio(Box::new(Libaio::new(dev, depth)?)))
 }
 
 pub(crate) struct Libaio {
@@ -299,7 +294,7 @@ mod tests {
     use crate::be::testutil::{
         buf, busy_when_full_and_takes_more_after_a_wait, direct_io_on_a_disk_file_round_trips, dirs,
         dropping_with_commands_in_flight_is_safe, errors_complete_with_the_errno_as_status, flush_completes,
-        in_each_dir, in_temp, open, pattern, queue_of_reads, refuses_passthrough_commands_and_keeps_the_data,
+        in_each_dir, in_temp, open, pattern, queue_fn, queue_of_reads, refuses_passthrough_commands_and_keeps_the_data,
         round_trip, run_one, short_transfers_complete_with_eio_and_the_bytes_moved, temp_in,
         trim_and_write_zeroes_read_back_zeroes, vectored_io_round_trips, InFlight, Temp,
     };
@@ -376,7 +371,11 @@ mod tests {
     #[test]
     fn libaio_dropping_with_commands_in_flight_is_safe() {
         let how = InFlight { commit_queue: true, reads: 16, commit_after: Some(11), segments: 1 };
-        dropping_with_commands_in_flight_is_safe("async=libaio,create=1,size=1MiB,direct=1", new_queue, how);
+        dropping_with_commands_in_flight_is_safe(
+            "async=libaio,create=1,size=1MiB,direct=1",
+            queue_fn(&DESCRIPTOR),
+            how,
+        );
     }
 
     #[test]
@@ -396,7 +395,7 @@ mod tests {
 
     #[test]
     fn libaio_errors_complete_with_the_errno_as_status() {
-        errors_complete_with_the_errno_as_status("async=libaio", new_queue);
+        errors_complete_with_the_errno_as_status("async=libaio", queue_fn(&DESCRIPTOR));
     }
 
     #[test]
@@ -586,7 +585,7 @@ mod tests {
             let t = temp_in(&dir, "libaio");
             let dev = open(&t, "async=libaio,create=1,size=64KiB");
             let nsid = dev.ident().nsid;
-            let mut be = new_queue(&dev.inner, 1).unwrap();
+            let mut be = queue_fn(&DESCRIPTOR)(&dev.inner, 1).unwrap();
             // FUA write (RWF_DSYNC), plain read, flush, vectored write, plain write, read:
             // all through slot 0, so every path must leave the iocb right for the next.
             let c = run_one(&mut be, &dev.inner, Cmd::write(nsid, 0, 8).fua(), buf(&dev, &pattern(1, 4096)).into(), 1);

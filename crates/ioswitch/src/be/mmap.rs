@@ -64,11 +64,8 @@ pub(crate) fn map_len(dev: &Inner, iface: &str) -> Result<usize, Error> {
 impl Mmap {
     pub(crate) fn new(dev: &Inner) -> Result<Mmap, Error> {
         let len = map_len(dev, "sync=mmap")?;
-        let map = Mapping::shared(dev.raw_fd(), len, !dev.opts.rdonly).map_err(|source| Error::Os {
-            dev: dev.uri.clone(),
-            what: format!("mmap {len} bytes (sync=mmap)"),
-            source,
-        })?;
+        let map = Mapping::shared(dev.raw_fd(), len, !dev.opts.rdonly)
+            .map_err(|e| super::os_error(&dev.uri, format!("mmap {len} bytes (sync=mmap)"), e))?;
         Ok(Mmap { map, lba_size: dev.geo.lba_size as u64 })
     }
 

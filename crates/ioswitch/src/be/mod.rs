@@ -854,9 +854,11 @@ fn refuse(dev: &Inner, cmd: &Cmd, bufs: &[Buffer], why: Why) -> Error {
         }
         Why::Segments(n) => bad(format!("{n} buffers; at most {MAX_SEGMENTS} per command")),
         Why::BufferSize(have) => {
-            let need = match cmd.sqe.opcode {
-                opc::DSM if cmd.set == CmdSet::Nvm => ((cmd.sqe.cdw10 & 0xff) as u64 + 1) * 16,
-                _ => prepare_len(dev, cmd),
+            // What a DSM's ranges or a read's or write's transfer need.
+            let need = match (cmd.set, cmd.sqe.opcode) {
+                (CmdSet::Nvm, opc::DSM) => ((cmd.sqe.cdw10 & 0xff) as u64 + 1) * 16,
+                (CmdSet::Fs, _) => cmd.fs_len(),
+                _ => cmd.sqe.nlb() as u64 * g.lba_size as u64,
             };
             Error::BufferSize { dev: dev.uri.clone(), what: static_name(cmd), need, have }
         }
@@ -880,14 +882,6 @@ pub(crate) fn not_dma_why(i: usize, b: &Buffer) -> String {
         b.as_ptr() as usize,
         b.len()
     )
-}
-
-/// Bytes a read or write command transfers.
-fn prepare_len(dev: &Inner, cmd: &Cmd) -> u64 {
-    match cmd.set {
-        CmdSet::Fs => cmd.fs_len(),
-        _ => cmd.sqe.nlb() as u64 * dev.geo.lba_size as u64,
-    }
 }
 
 /// The refusal of a command by the interface `iface` of `dev` (`any`: by the checks that
@@ -957,6 +951,12 @@ pub(crate) fn probe_once(works: &OnceLock<()>, probe: impl FnOnce() -> Result<()
         let _ = works.set(());
     }
     Ok(())
+}
+
+/// The error of an OS call `what` made for device `dev` (opening, mapping, setting up).
+#[cold]
+pub(crate) fn os_error(dev: &str, what: impl Into<String>, source: std::io::Error) -> Error {
+    Error::Os { dev: dev.into(), what: what.into(), source }
 }
 
 /// The error of a queue's call `what` that failed with `errno`.

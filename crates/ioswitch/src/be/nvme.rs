@@ -37,7 +37,6 @@ use crate::spec::{errno_to_status, Sqe, Status};
 use crate::sys::nvme::{self, PassthruCmd64};
 use crate::sys::page_size;
 use crate::sys::sysfs::read_num;
-use std::fs;
 use std::io::{self, IoSliceMut};
 use std::os::fd::RawFd;
 use std::path::PathBuf;
@@ -55,10 +54,7 @@ pub(crate) const SYNC: Descriptor = Descriptor::new(
         DevKind::NvmePci => Some(super::vfio::PCI_ONLY_VFIO),
         _ => Some("NVMe ioctls need an NVMe device (/dev/nvmeXnY or /dev/ngXnY)"),
     },
-    Build::Sync(|dev| {
-        super::need_fd(dev, "sync=nvme")?;
-        Ok(Box::new(Nvme::new(dev)))
-    }),
+    Build::Sync(|dev| Ok(Box::new(Nvme::new(dev, "sync=nvme")?))),
 )
 .defaults(&[DevKind::NvmeChar]);
 
@@ -72,10 +68,7 @@ pub(crate) const ADMIN: Descriptor = Descriptor::new(
         DevKind::NvmePci => Some(super::vfio::PCI_ONLY_VFIO),
         _ => Some("NVMe admin commands need an NVMe device"),
     },
-    Build::Admin(|dev| {
-        super::need_fd(dev, "admin=nvme")?;
-        Ok(Box::new(Nvme::new(dev)))
-    }),
+    Build::Admin(|dev| Ok(Box::new(Nvme::new(dev, "admin=nvme")?))),
 )
 .defaults(&[DevKind::NvmeBlock, DevKind::NvmeChar, DevKind::NvmeCtrl]);
 
@@ -244,8 +237,9 @@ pub(crate) struct Nvme {
 }
 
 impl Nvme {
-    pub(crate) fn new(dev: &Inner) -> Nvme {
-        Nvme { fd: dev.raw_fd(), nsid: dev.ident.nsid, lba: dev.geo.lba_size as u64 }
+    /// The interface on the device's descriptor; refused, naming `iface`, where it has none.
+    fn new(dev: &Inner, iface: &str) -> Result<Nvme, Error> {
+        Ok(Nvme { fd: super::need_fd(dev, iface)?, nsid: dev.ident.nsid, lba: dev.geo.lba_size as u64 })
     }
 }
 
@@ -360,11 +354,7 @@ pub(crate) fn ns_info_from(
     block_dir: impl FnOnce(u32) -> Option<PathBuf>,
 ) -> Result<NsInfo, Error> {
     let failed = |what: &str, status: Status| Error::Command { dev: uri.into(), what: what.into(), status };
-    let nsid = dev.nsid().map_err(|e| Error::Os {
-        dev: uri.into(),
-        what: "NVME_IOCTL_ID (namespace id of the device)".into(),
-        source: e,
-    })?;
+    let nsid = dev.nsid().map_err(|e| super::os_error(uri, "NVME_IOCTL_ID (namespace id of the device)", e))?;
     let ctrl = dev
         .identify(cns::CTRL, 0, 0)
         .and_then(|p| IdCtrl::from_bytes(&p).map_err(|_| errno_to_status(libc::EIO)))
@@ -384,18 +374,15 @@ pub(crate) fn ns_info_from(
     }
     let block_dir = block_dir(nsid);
     let q = |attr: &str| -> Option<u64> { read_num(&block_dir.as_ref()?.join("queue").join(attr)) };
-    let mut max = 65536 * lba_size as u64;
-    if let Some(m) = ctrl.max_transfer(MPSMIN) {
-        max = max.min(m);
-    }
-    if let Some(kb) = q("max_hw_sectors_kb") {
-        max = max.min(kb * 1024);
-    }
-    if let Some(segs) = q("max_segments") {
-        // One page-aligned buffer of N pages takes at most N segments.
-        max = max.min(segs * page_size() as u64);
-    }
-    max = (max / lba_size as u64).max(1) * lba_size as u64;
+    // The least of 65536 LBAs and the limits that are known: MDTS, the kernel's bytes and
+    // segments (one page-aligned buffer of N pages takes at most N segments).
+    let limits = [
+        ctrl.max_transfer(MPSMIN),
+        q("max_hw_sectors_kb").map(|kb| kb * 1024),
+        q("max_segments").map(|segs| segs * page_size() as u64),
+    ];
+    let max = limits.into_iter().flatten().fold(65536 * lba_size as u64, u64::min);
+    let max = (max / lba_size as u64).max(1) * lba_size as u64;
     let dma_align = q("dma_alignment").map(|a| (a + 1) as u32).filter(|a| a.is_power_of_two()).unwrap_or(4);
     let zones = zone_info(dev, nsid, &ns, uri)?;
     Ok(NsInfo {
@@ -416,11 +403,8 @@ fn zone_info(dev: &impl Ask, nsid: u32, ns: &IdNs, uri: &str) -> Result<Option<Z
     let failed = |what: &str, status: Status| Error::Command { dev: uri.into(), what: what.into(), status };
     // The command set of the namespace, from its descriptor list; controllers that
     // predate it (NVMe < 1.3) have no ZNS either.
-    let zoned = match dev.identify(cns::NS_DESC_LIST, nsid, 0) {
-        Ok(page) => NsDescs::from_bytes(&page).ok().and_then(|d| d.csi) == Some(csi::ZNS),
-        Err(_) => false,
-    };
-    if !zoned {
+    let descs = dev.identify(cns::NS_DESC_LIST, nsid, 0).ok().and_then(|page| NsDescs::from_bytes(&page).ok());
+    if descs.and_then(|d| d.csi) != Some(csi::ZNS) {
         return Ok(None);
     }
     let page = dev
@@ -434,10 +418,8 @@ fn zone_info(dev: &impl Ask, nsid: u32, ns: &IdNs, uri: &str) -> Result<Option<Z
     }
     // Zone 0's capacity from a one-descriptor report (partial report: the header counts
     // the descriptors returned).
-    let mut rep = Buffer::alloc(128, page_size()).map_err(|why| Error::Os {
-        dev: uri.into(),
-        what: "allocating a zone report buffer".into(),
-        source: io::Error::new(io::ErrorKind::OutOfMemory, why),
+    let mut rep = Buffer::alloc(128, page_size()).map_err(|why| {
+        super::os_error(uri, "allocating a zone report buffer", io::Error::new(io::ErrorKind::OutOfMemory, why))
     })?;
     dev.zone_report(nsid, &mut rep).map_err(|s| failed("Zone Management Receive (report of zone 0) at open", s))?;
     let nr = u64::from_le_bytes(rep[0..8].try_into().unwrap_or([0; 8]));
@@ -456,18 +438,11 @@ fn zone_info(dev: &impl Ask, nsid: u32, ns: &IdNs, uri: &str) -> Result<Option<Z
 /// a sibling `nvme*` disk in the same controller directory with the same nsid.
 pub(crate) fn char_block_dir(devno: (u32, u32), nsid: u32) -> Option<PathBuf> {
     let me = crate::sys::sysfs::dev_dir("char", devno)?;
-    let parent = me.parent()?;
-    let mut names: Vec<PathBuf> = fs::read_dir(parent)
-        .ok()?
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("nvme") && n.contains('n'))
-                && p.join("queue").is_dir()
-        })
-        .collect();
-    names.sort();
-    names.into_iter().find(|p| read_num(&p.join("nsid")) == Some(nsid))
+    let disks = crate::sys::sysfs::sorted_entries(me.parent()?, |p| {
+        p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("nvme") && n.contains('n'))
+            && p.join("queue").is_dir()
+    });
+    disks.into_iter().find(|p| read_num(&p.join("nsid")) == Some(nsid))
 }
 
 #[cfg(test)]

@@ -51,7 +51,7 @@ pub(crate) const DESCRIPTOR: Descriptor = Descriptor::new(
     Role::Async,
     "POSIX aio (aio_read/aio_write/aio_fsync)",
     super::needs_fd,
-    Build::Async { probe, queue: new_queue },
+    Build::Async { probe, queue: |dev, depth| Ok(super::Backend::Posix(Box::new(PosixAio::new(dev, depth)?))) },
 )
 .fio(&["posixaio"]);
 
@@ -62,11 +62,6 @@ const IFACE: &str = "async=posix";
 pub(crate) fn probe(dev: &Inner) -> Result<(), Error> {
     static WORKS: OnceLock<()> = OnceLock::new();
     super::probe_once(&WORKS, || crate::sys::posix_aio::probe().map_err(|why| dev.unsupported(IFACE, &why)))
-}
-
-/// Creates a queue of `depth` slots.
-pub(crate) fn new_queue(dev: &Arc<Inner>, depth: u32) -> Result<super::Backend, Error> {
-    Ok(super::Backend::Posix(Box::new(PosixAio::new(dev, depth)?)))
 }
 
 /// A command's state; its data is held by the control-block pool, beside the requests
@@ -336,8 +331,8 @@ mod tests {
     use super::*;
     use crate::be::testutil::{
         buf, direct_io_on_a_disk_file_round_trips, dirs, dropping_with_commands_in_flight_is_safe,
-        errors_complete_with_the_errno_as_status, flush_completes, in_each_dir, in_temp, open, pattern, queue_of_reads,
-        refuses_passthrough_commands_and_keeps_the_data, round_trip,
+        errors_complete_with_the_errno_as_status, flush_completes, in_each_dir, in_temp, open, pattern, queue_fn,
+        queue_of_reads, refuses_passthrough_commands_and_keeps_the_data, round_trip,
         short_transfers_complete_with_eio_and_the_bytes_moved, temp_in, trim_and_write_zeroes_read_back_zeroes,
         InFlight,
     };
@@ -461,12 +456,12 @@ mod tests {
     #[test]
     fn posix_dropping_with_commands_in_flight_is_safe() {
         let how = InFlight { commit_queue: false, reads: 16, commit_after: None, segments: 4 };
-        dropping_with_commands_in_flight_is_safe("async=posix,create=1,size=1MiB", new_queue, how);
+        dropping_with_commands_in_flight_is_safe("async=posix,create=1,size=1MiB", queue_fn(&DESCRIPTOR), how);
     }
 
     #[test]
     fn posix_errors_complete_with_the_errno_as_status() {
-        errors_complete_with_the_errno_as_status("async=posix", new_queue);
+        errors_complete_with_the_errno_as_status("async=posix", queue_fn(&DESCRIPTOR));
     }
 
     #[test]

@@ -38,15 +38,13 @@ pub(crate) const PSYNC: Descriptor = Descriptor::new(
 .fio(&["psync", "sync", "pvsync", "pvsync2"]);
 
 /// Why `psync` cannot serve a kind of device (`block` says more for files and NVMe
-/// char devices).
+/// char devices): where the async interfaces on a descriptor cannot ([`needs_fd`](super::needs_fd)),
+/// naming the sync interface to use instead of a ramdisk or an NVMe char device.
 fn refusal(kind: DevKind) -> Option<&'static str> {
     match kind {
-        DevKind::File | DevKind::Block | DevKind::NvmeBlock => None,
         DevKind::Ramdisk => Some("a ramdisk has no file descriptor; use sync=ramdisk"),
         DevKind::NvmeChar => Some("an NVMe generic char device has no read/write; use sync=nvme"),
-        DevKind::NvmeCtrl => Some("an NVMe controller takes admin commands only"),
-        DevKind::DevDax => Some(super::DEVDAX_ONLY_PMEM),
-        DevKind::NvmePci => Some(super::vfio::PCI_ONLY_VFIO),
+        _ => super::needs_fd(kind),
     }
 }
 

@@ -35,11 +35,9 @@ impl Ramdisk {
         let n = usize::try_from(dev.geo.bytes)
             .map_err(|_| Error::BadUri { uri: dev.uri.clone(), why: "ramdisk larger than the address space".into() })?;
         let mut v = Vec::new();
-        v.try_reserve_exact(n).map_err(|_| Error::Os {
-            dev: dev.uri.clone(),
-            what: format!("allocate {n} bytes of ramdisk memory"),
-            source: io::Error::from(io::ErrorKind::OutOfMemory),
-        })?;
+        let oom = io::Error::from(io::ErrorKind::OutOfMemory);
+        v.try_reserve_exact(n)
+            .map_err(|_| super::os_error(&dev.uri, format!("allocate {n} bytes of ramdisk memory"), oom))?;
         v.resize(n, 0);
         Ok(Ramdisk { mem: RwLock::new(v), lba_size: dev.geo.lba_size as u64 })
     }

@@ -1,7 +1,7 @@
 //! Helpers shared by the backends' unit tests: temporary files, opening, data patterns,
 //! and the test bodies that the async backends (libaio, posix, thrpool) share.
 
-use crate::be::{prepare, AsyncQueue, Backend};
+use crate::be::{prepare, AsyncQueue, Backend, Build, Descriptor};
 use crate::buf::Data;
 use crate::dev::Inner;
 use crate::queue::Completion;
@@ -107,8 +107,16 @@ pub(crate) fn behind_readonly_fd(dev: &Device, t: &Temp) -> Arc<Inner> {
     })
 }
 
-/// The constructor of one async backend's queues (its `new_queue`).
+/// The constructor of one async backend's queues (its row's `Build::Async { queue }`).
 pub(crate) type NewQueue = fn(&Arc<Inner>, u32) -> Result<Backend, Error>;
+
+/// The queue constructor in an async interface's row of the interface table.
+pub(crate) fn queue_fn(d: &Descriptor) -> NewQueue {
+    match d.build {
+        Build::Async { queue, .. } => queue,
+        _ => panic!("{} is not an async interface", d.name),
+    }
+}
 
 /// The interface an option string names with `async=`, which tags its temporary files:
 /// "async=thrpool,threads=2,create=1" gives "thrpool".

@@ -41,7 +41,7 @@ pub(crate) const DESCRIPTOR: Descriptor = Descriptor::new(
     Role::Async,
     "a pool of worker threads running the sync interface",
     super::controller_only,
-    Build::Async { probe, queue: new_queue },
+    Build::Async { probe, queue: |dev, depth| Ok(super::Backend::Thrpool(Box::new(Thrpool::new(dev, depth)?))) },
 )
 .defaults(&[DevKind::NvmeChar])
 .tunables(&[("threads", None)]);
@@ -65,11 +65,6 @@ pub(crate) fn probe(dev: &Inner) -> Result<(), Error> {
         }
         Err(e) => Err(dev.unsupported(IFACE, &format!("cannot start a worker thread: {e}"))),
     })
-}
-
-/// Creates a queue of `depth` slots served by `threads` workers.
-pub(crate) fn new_queue(dev: &Arc<Inner>, depth: u32) -> Result<super::Backend, Error> {
-    Ok(super::Backend::Thrpool(Box::new(Thrpool::new(dev, depth)?)))
 }
 
 struct Jobs {
@@ -342,7 +337,7 @@ mod tests {
     use super::*;
     use crate::be::testutil::{
         buf, busy_when_full_and_takes_more_after_a_wait, dirs, dropping_with_commands_in_flight_is_safe, in_each_dir,
-        in_temp, open, open_uri, pattern, queue_of_reads, temp_in, trim_and_write_zeroes_read_back_zeroes,
+        in_temp, open, open_uri, pattern, queue_fn, queue_of_reads, temp_in, trim_and_write_zeroes_read_back_zeroes,
         vectored_io_round_trips, InFlight,
     };
     use crate::be::{prepare, SyncIo};
@@ -434,7 +429,11 @@ mod tests {
     #[test]
     fn thrpool_dropping_with_commands_in_flight_is_safe() {
         let how = InFlight { commit_queue: true, reads: 64, commit_after: Some(40), segments: 1 };
-        dropping_with_commands_in_flight_is_safe("async=thrpool,threads=2,create=1,size=1MiB", new_queue, how);
+        dropping_with_commands_in_flight_is_safe(
+            "async=thrpool,threads=2,create=1,size=1MiB",
+            queue_fn(&DESCRIPTOR),
+            how,
+        );
     }
 
     #[test]
@@ -488,7 +487,7 @@ mod tests {
     #[test]
     fn thrpool_a_panicking_worker_makes_reap_fail_instead_of_hang() {
         let dev = Arc::new(fake_inner("panics", Some(Box::new(Panics))));
-        let mut q = new_queue(&dev, 4).unwrap();
+        let mut q = queue_fn(&DESCRIPTOR)(&dev, 4).unwrap();
         for i in 0..3u64 {
             let cmd = Cmd::fs_read(i * 512, 512);
             let data: Data = Buffer::alloc(512, 512).unwrap().into();

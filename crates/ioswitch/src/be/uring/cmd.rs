@@ -49,7 +49,7 @@
 
 use super::{check_poll_queues, check_reap_spin, check_sqpoll, check_usable, End, Iface, Ring, Slot};
 use crate::be::nvme::{self, WireData};
-use crate::be::{Build, Descriptor, Io, Role};
+use crate::be::{Backend, Build, Descriptor, Io, Role};
 use crate::buf::Data;
 use crate::cmd::Cmd;
 use crate::dev::{DevKind, Inner};
@@ -75,7 +75,7 @@ pub(crate) const DESCRIPTOR: Descriptor = Descriptor::new(
         DevKind::NvmePci => Some(crate::be::vfio::PCI_ONLY_VFIO),
         _ => Some("IORING_OP_URING_CMD NVMe passthrough needs an NVMe generic char device (/dev/ngXnY)"),
     },
-    Build::Async { probe, queue: new_queue },
+    Build::Async { probe, queue: |dev, depth| Ok(Backend::IoUringCmd(Box::new(UringCmdQueue::new(dev, depth)?))) },
 )
 .defaults(&[DevKind::NvmeChar])
 .tunables(super::TUNABLES)
@@ -135,11 +135,6 @@ fn check_iopoll(dev: &Inner) -> Result<(), Error> {
     };
     let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     check_poll_queues(dev, iface, &dir, &format!("the namespace ({name})"), "load the nvme driver with poll_queues=N")
-}
-
-/// Creates a queue of `depth` slots.
-pub(crate) fn new_queue(dev: &Arc<Inner>, depth: u32) -> Result<crate::be::Backend, Error> {
-    Ok(crate::be::Backend::IoUringCmd(Box::new(UringCmdQueue::new(dev, depth)?)))
 }
 
 /// A queue of the `io_uring_cmd` interface.

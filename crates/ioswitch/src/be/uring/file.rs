@@ -61,7 +61,7 @@
 
 use super::{check_poll_queues, check_reap_spin, check_sqpoll, check_usable, End, Iface, Ring, Slot};
 use crate::be::{bad_command, exec_to_completion, Io, Op};
-use crate::be::{Build, Descriptor, Role};
+use crate::be::{Backend, Build, Descriptor, Role};
 use crate::buf::{Buffer, Data};
 use crate::cmd::{Cmd, CmdSet};
 use crate::dev::{DevKind, Inner};
@@ -78,7 +78,7 @@ pub(crate) const DESCRIPTOR: Descriptor = Descriptor::new(
     Role::Async,
     "io_uring read/write/readv/writev/fsync",
     crate::be::needs_fd,
-    Build::Async { probe, queue: new_queue },
+    Build::Async { probe, queue: |dev, depth| Ok(Backend::IoUring(Box::new(IoUringQueue::new(dev, depth)?))) },
 )
 .defaults(&[DevKind::File, DevKind::Block, DevKind::NvmeBlock])
 .tunables(super::TUNABLES)
@@ -217,11 +217,6 @@ impl SplitLimits {
         }
         pages > self.max_pages
     }
-}
-
-/// Creates a queue of `depth` slots.
-pub(crate) fn new_queue(dev: &Arc<Inner>, depth: u32) -> Result<crate::be::Backend, Error> {
-    Ok(crate::be::Backend::IoUring(Box::new(IoUringQueue::new(dev, depth)?)))
 }
 
 /// A queue of the `io_uring` interface.

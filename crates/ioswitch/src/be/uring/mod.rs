@@ -295,12 +295,7 @@ fn check_sqpoll<I: Iface>(dev: &Inner) -> Result<(), Error> {
         }
     }
     let iface = format!("async={} (sqpoll=1)", I::NAME);
-    let mut b = IoUring::<I::Sqe, I::Cqe>::builder();
-    b.setup_sqpoll(SQPOLL_IDLE_MS);
-    if let Some(cpu) = o.sqpoll_cpu {
-        b.setup_sqpoll_cpu(cpu);
-    }
-    match b.build(2) {
+    match builder::<I>(true, o.sqpoll_cpu).build(2) {
         Ok(ring) => {
             if !ring.params().is_feature_sqpoll_nonfixed() && !o.register_files {
                 return Err(dev.unsupported(
@@ -323,6 +318,19 @@ fn check_sqpoll<I: Iface>(dev: &Inner) -> Result<(), Error> {
     }
 }
 
+/// A ring builder of the interface's entries, with an SQPOLL thread (on CPU `cpu` when
+/// given) when `sqpoll`.
+fn builder<I: Iface>(sqpoll: bool, cpu: Option<u32>) -> ::io_uring::Builder<I::Sqe, I::Cqe> {
+    let mut b = IoUring::<I::Sqe, I::Cqe>::builder();
+    if sqpoll {
+        b.setup_sqpoll(SQPOLL_IDLE_MS);
+        if let Some(cpu) = cpu {
+            b.setup_sqpoll_cpu(cpu);
+        }
+    }
+    b
+}
+
 /// IOPOLL: the disk `dir` (a sysfs block directory) must have poll queues. `subject` names
 /// it in the refusal, `hint` says how to get them.
 fn check_poll_queues(dev: &Inner, iface: &str, dir: &Path, subject: &str, hint: &str) -> Result<(), Error> {
@@ -340,13 +348,7 @@ impl<I: Iface> Ring<I> {
         let o = &dev.opts;
         let fd = crate::be::need_fd(dev, &format!("async={}", I::NAME))?;
         let depth = depth.max(1);
-        let mut b = IoUring::<I::Sqe, I::Cqe>::builder();
-        if o.sqpoll {
-            b.setup_sqpoll(SQPOLL_IDLE_MS);
-            if let Some(cpu) = o.sqpoll_cpu {
-                b.setup_sqpoll_cpu(cpu);
-            }
-        }
+        let mut b = builder::<I>(o.sqpoll, o.sqpoll_cpu);
         if o.iopoll {
             b.setup_iopoll();
         }

@@ -7,6 +7,7 @@ use super::mem::{Dma, Mapper, Pool, PAGE};
 use super::prp;
 use super::qpair::QueuePair;
 use super::regs::{self, Cap};
+use crate::be::os_error as err;
 use crate::buf::Buffer;
 use crate::error::Error;
 use crate::opts::DmaMode;
@@ -75,10 +76,6 @@ enum Backing {
     Vfio { _dev: vfio::Device, _group: Group, _container: Arc<Container> },
     /// uio_pci_generic: the config file, locked (one driver per controller).
     Uio { _cfg: uio::Config },
-}
-
-fn err(addr: &str, what: impl Into<String>, source: io::Error) -> Error {
-    Error::Os { dev: addr.into(), what: what.into(), source }
 }
 
 fn other(addr: &str, what: impl Into<String>, why: impl Into<String>) -> Error {
@@ -396,27 +393,26 @@ impl Ctrl {
             q[i] = true;
             i as u16 + 1
         };
-        let free = || self.qids.lock().unwrap_or_else(|e| e.into_inner())[qid as usize - 1] = false;
-        let qp = match QueuePair::new(&self.pool, qid, entries as u16, depth as u16, self.list_pages, self.cap.dstrd) {
-            Ok(qp) => qp,
-            Err(e) => {
-                free();
-                return Err(err(&self.addr, "I/O queue memory", e));
+        let create = || {
+            let qp = QueuePair::new(&self.pool, qid, entries as u16, depth as u16, self.list_pages, self.cap.dstrd)
+                .map_err(|e| err(&self.addr, "I/O queue memory", e))?;
+            let size = (entries - 1) << 16 | qid as u32;
+            let cq = Sqe { opcode: aopc::CREATE_CQ, cdw10: size, cdw11: 1, ..Sqe::default() };
+            self.admin_iova(cq, &[(qp.cq_iova(), PAGE as u64)])
+                .map_err(|s| failed(&self.addr, "Create I/O Completion Queue", s))?;
+            let sq = Sqe { opcode: aopc::CREATE_SQ, cdw10: size, cdw11: (qid as u32) << 16 | 1, ..Sqe::default() };
+            if let Err(s) = self.admin_iova(sq, &[(qp.sq_iova(), PAGE as u64)]) {
+                let _ = self.admin_iova(Sqe { opcode: aopc::DELETE_CQ, cdw10: qid as u32, ..Sqe::default() }, &[]);
+                return Err(failed(&self.addr, "Create I/O Submission Queue", s));
             }
+            Ok(qp)
         };
-        let size = (entries - 1) << 16 | qid as u32;
-        let cq = Sqe { opcode: aopc::CREATE_CQ, cdw10: size, cdw11: 1, ..Sqe::default() };
-        if let Err(s) = self.admin_iova(cq, &[(qp.cq_iova(), PAGE as u64)]) {
-            free();
-            return Err(failed(&self.addr, "Create I/O Completion Queue", s));
+        // A queue id is in use only while its queues exist.
+        let made = create();
+        if made.is_err() {
+            self.qids.lock().unwrap_or_else(|e| e.into_inner())[qid as usize - 1] = false;
         }
-        let sq = Sqe { opcode: aopc::CREATE_SQ, cdw10: size, cdw11: (qid as u32) << 16 | 1, ..Sqe::default() };
-        if let Err(s) = self.admin_iova(sq, &[(qp.sq_iova(), PAGE as u64)]) {
-            let _ = self.admin_iova(Sqe { opcode: aopc::DELETE_CQ, cdw10: qid as u32, ..Sqe::default() }, &[]);
-            free();
-            return Err(failed(&self.addr, "Create I/O Submission Queue", s));
-        }
-        Ok(qp)
+        made
     }
 
     /// Deletes an I/O queue pair: the controller aborts or completes every command of

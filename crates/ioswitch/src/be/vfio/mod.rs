@@ -106,9 +106,9 @@ impl Ask for Asker<'_> {
     }
 }
 
-/// The first active namespace (Identify Active Namespace ID list).
-fn first_active(ctrl: &Ctrl) -> Result<Option<u32>, Status> {
-    let page = ctrl.identify(crate::spec::idfy::cns::NS_ACTIVE_LIST, 0, 0)?;
+/// The first active namespace above `above` (Identify Active Namespace ID list).
+fn first_active(ctrl: &Ctrl, above: u32) -> Result<Option<u32>, Status> {
+    let page = ctrl.identify(crate::spec::idfy::cns::NS_ACTIVE_LIST, above, 0)?;
     Ok(page.chunks_exact(4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]])).find(|&n| n != 0))
 }
 
@@ -122,16 +122,14 @@ pub(crate) fn open(
 ) -> Result<(Arc<Ctrl>, super::nvme::NsInfo), Error> {
     let ctrl = Arc::new(Ctrl::open(addr, dma)?);
     let failed = |what: &str, status: Status| Error::Command { dev: uri.into(), what: what.into(), status };
+    let active = |above| first_active(&ctrl, above).map_err(|s| failed("Identify Active Namespace ID list", s));
     let nsid = match nsid {
         Some(n) => n,
-        None => first_active(&ctrl)
-            .map_err(|s| failed("Identify Active Namespace ID list", s))?
+        None => active(0)?
             .ok_or_else(|| Error::BadUri { uri: uri.into(), why: "the controller has no active namespace".into() })?,
     };
-    let active = ctrl
-        .identify(crate::spec::idfy::cns::NS_ACTIVE_LIST, nsid.saturating_sub(1), 0)
-        .map_err(|s| failed("Identify Active Namespace ID list", s))?;
-    if u32::from_le_bytes([active[0], active[1], active[2], active[3]]) != nsid {
+    // The list from nsid - 1 on starts with nsid when it is active.
+    if active(nsid.saturating_sub(1))? != Some(nsid) {
         return Err(Error::BadOpt { key: "nsid".into(), why: format!("namespace {nsid} is not active on {addr}") });
     }
     let mut info = super::nvme::ns_info_from(uri, &Asker { ctrl: &ctrl, nsid }, |_| None)?;
@@ -306,10 +304,6 @@ fn build(
 /// How long a queue waits for a completion before it reports the controller as stuck.
 const IO_TIMEOUT: Duration = Duration::from_secs(60);
 
-fn status_of(word: u16) -> Status {
-    Status::from_cqe_status(word)
-}
-
 /// The sync interface: one queue pair, one command at a time.
 struct VfioSync {
     ctrl: Arc<Ctrl>,
@@ -372,10 +366,9 @@ struct VfioAdmin {
 impl AdminIo for VfioAdmin {
     fn admin(&self, cmd: &Cmd, bufs: &mut [Buffer]) -> Result<u64, Status> {
         let mut pieces = Vec::with_capacity(bufs.len());
-        for b in bufs.iter() {
-            if !self.ctrl.pool.pieces(b.as_ptr() as u64, b.len() as u64, |at, n| pieces.push((at, n))) {
-                return Err(errno_to_status(libc::EFAULT));
-            }
+        let pool = &self.ctrl.pool;
+        if !bufs.iter().all(|b| pool.pieces(b.as_ptr() as u64, b.len() as u64, |at, n| pieces.push((at, n)))) {
+            return Err(errno_to_status(libc::EFAULT));
         }
         self.ctrl.admin_iova(cmd.sqe, &pieces)
     }
@@ -451,7 +444,7 @@ impl AsyncQueue for VfioQueue {
             self.qp.poll(self.ctrl.bar(), max - n, |c| {
                 if let Some((tag, data)) = table.take(c.cid) {
                     n += 1;
-                    f.put(Completion { tag, status: status_of(c.status), result: c.result, data });
+                    f.put(Completion { tag, status: Status::from_cqe_status(c.status), result: c.result, data });
                 }
             });
             if n >= min || n >= max {
@@ -486,9 +479,7 @@ impl Drop for VfioQueue {
         if self.ctrl.delete_qpair(&self.qp) {
             drop(self.table.drain());
         } else {
-            for d in self.table.drain() {
-                std::mem::forget(d);
-            }
+            self.table.drain().into_iter().for_each(std::mem::forget);
             self.qp.leak();
         }
     }

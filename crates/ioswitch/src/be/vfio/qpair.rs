@@ -92,15 +92,10 @@ impl<T> CidTable<T> {
     pub(crate) fn get(&self, cid: u16) -> Option<&T> {
         self.slots.get(cid as usize)?.as_ref()
     }
-    /// Takes every command still in flight.
+    /// Takes every command still in flight; every id is free again, as in a new table.
     pub(crate) fn drain(&mut self) -> Vec<T> {
-        let mut out = Vec::new();
-        for (cid, s) in self.slots.iter_mut().enumerate() {
-            if let Some(v) = s.take() {
-                self.free.push(cid as u16);
-                out.push(v);
-            }
-        }
+        let out = self.slots.iter_mut().filter_map(Option::take).collect();
+        self.free = (0..self.slots.len() as u16).rev().collect();
         out
     }
 }

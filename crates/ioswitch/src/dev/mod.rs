@@ -11,7 +11,7 @@ pub use bind::{bind_driver, Binding, PciDriver};
 pub use enumerate::{enumerate, enumerate_pci, Listing, PciController};
 pub use pmem::{Dax, PmemSlice};
 
-use crate::be::{self, AdminIo, Role, SyncIo};
+use crate::be::{self, os_error as os, AdminIo, Role, SyncIo};
 use crate::buf::Buffer;
 use crate::cmd::Cmd;
 use crate::error::{Error, Result};
@@ -232,10 +232,6 @@ impl fmt::Debug for Device {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Device").field("uri", &self.inner.uri).field("kind", &self.inner.ident.kind).finish()
     }
-}
-
-fn os(dev: &str, what: impl Into<String>, source: io::Error) -> Error {
-    Error::Os { dev: dev.into(), what: what.into(), source }
 }
 
 impl Device {

@@ -44,7 +44,7 @@ pub use dev::{
     enumerate, enumerate_pci, Dax, DevKind, Device, Geometry, Ident, Interfaces, PmemSlice, Zoned, ZonedModel,
 };
 pub use error::{Error, Result};
-pub use opts::{AdminIface, AsyncIface, DmaMode, MemIface, Opts, PsyncCall, SyncIface};
+pub use opts::{AdminIface, AsyncIface, DmaMode, MemIface, OpenSync, Opts, PsyncCall, SyncIface};
 pub use queue::{Completion, CompletionSink, Queue, QueueStats, Rejected};
 pub use spec::{Cqe, Sqe, Status};
 

@@ -172,6 +172,39 @@ impl DmaMode {
     }
 }
 
+named_enum!(
+    /// Synchronous writes asked for at open (`osync=`): the flag added to the open of a
+    /// file or block device (fio's `sync=1`/`sync=dsync`). Refused at open where no file
+    /// is opened for the I/O (NVMe char devices, devdax, ramdisks, PCI addresses) and with
+    /// interfaces whose I/O does not go through the opened file's writes (`nil`, `mmap`,
+    /// `pmem`, `nvme`, `io_uring_cmd`, `vfio`).
+    OpenSync, key: "osync", what: "osync value", {
+        /// O_SYNC: each write returns once its data and the metadata to read it back are
+        /// on stable storage (fio's `sync=1`).
+        Sync = "sync",
+        /// O_DSYNC: each write returns once its data (and only the metadata needed to
+        /// retrieve it) are on stable storage (fio's `sync=dsync`).
+        Dsync = "dsync",
+    }
+);
+
+impl OpenSync {
+    /// The open(2) flag.
+    pub fn flag(self) -> libc::c_int {
+        match self {
+            OpenSync::Sync => libc::O_SYNC,
+            OpenSync::Dsync => libc::O_DSYNC,
+        }
+    }
+    /// The flag's name, for messages.
+    pub fn flag_name(self) -> &'static str {
+        match self {
+            OpenSync::Sync => "O_SYNC",
+            OpenSync::Dsync => "O_DSYNC",
+        }
+    }
+}
+
 /// Options for [`Device::open`](crate::Device::open).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Opts {
@@ -187,6 +220,8 @@ pub struct Opts {
     pub nsid: Option<u32>,
     /// Open with O_DIRECT (bypass the page cache).
     pub direct: bool,
+    /// Open a file or block device with O_SYNC or O_DSYNC ([`OpenSync`]); `None`: neither.
+    pub osync: Option<OpenSync>,
     /// Open read-only.
     pub rdonly: bool,
     /// Open write-only.
@@ -251,6 +286,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("mem", "buffer memory: posix (default), vfio (the default on a PCI address)"),
     ("nsid", "namespace id (default: the device's own; 1 for files and ramdisks)"),
     ("direct", "open with O_DIRECT"),
+    ("osync", "open a file or block device with O_SYNC (sync) or O_DSYNC (dsync): each write returns once stable"),
     ("rdonly", "open read-only"),
     ("wronly", "open write-only"),
     ("create", "create a regular file that does not exist"),
@@ -348,6 +384,7 @@ impl Opts {
             "async" => self.r#async = Some(value.parse()?),
             "admin" => self.admin = Some(value.parse()?),
             "mem" => self.mem = Some(value.parse()?),
+            "osync" => self.osync = Some(value.parse()?),
             "nsid" => match parse_u32(key, value)? {
                 n @ (0 | u32::MAX) => return Err(bad(format!("namespace id {n} is reserved"))),
                 n => self.nsid = Some(n),
@@ -380,6 +417,7 @@ impl Opts {
             "mem" => self.mem.map(|v| v.to_string()),
             "nsid" => self.nsid.map(|v| v.to_string()),
             "direct" => on(self.direct),
+            "osync" => self.osync.map(|v| v.to_string()),
             "rdonly" => on(self.rdonly),
             "wronly" => on(self.wronly),
             "create" => on(self.create),
@@ -438,6 +476,21 @@ impl Opts {
         }
         if self.rwf_hipri && self.psync_call != Some(PsyncCall::Preadv2) {
             return bad("rwf_hipri", "only means something with psync_call=preadv2");
+        }
+        if let Some(o) = self.osync {
+            use {AsyncIface as A, SyncIface as S};
+            let sync = self.sync.filter(|s| matches!(s, S::Nil | S::Mmap | S::Pmem | S::Nvme | S::Ramdisk | S::Vfio));
+            let r#async = self.r#async.filter(|a| matches!(a, A::Nil | A::IoUringCmd | A::Vfio));
+            let unfit = sync.map(|s| format!("sync={s}")).or(r#async.map(|a| format!("async={a}")));
+            if let Some(iface) = unfit {
+                return Err(Error::BadOpt {
+                    key: "osync".into(),
+                    why: format!(
+                        "osync={o} ({}) means nothing with {iface}: its I/O does not go through writes to the opened file",
+                        o.flag_name()
+                    ),
+                });
+            }
         }
         Ok(())
     }
@@ -525,8 +578,9 @@ mod tests {
 
     #[test]
     fn option_strings_round_trip_through_display() {
-        let s = "sync=block,async=libaio,admin=emulated,nsid=2,direct=1,create=1,register_files=1,single_issuer=1,allow_mounted_write=1,pmem_force=1";
+        let s = "sync=block,async=libaio,admin=emulated,nsid=2,direct=1,osync=dsync,create=1,register_files=1,single_issuer=1,allow_mounted_write=1,pmem_force=1";
         let o: Opts = s.parse().unwrap();
+        assert_eq!(o.osync, Some(OpenSync::Dsync));
         assert_eq!(o.to_string().parse::<Opts>().unwrap(), o);
         let o: Opts = "sync=pmem,pmem_force=1,pmem_populate=1".parse().unwrap();
         assert!(o.pmem_force && o.pmem_populate);

@@ -17,6 +17,7 @@ use std::path::Path;
 /// A ramdisk of `bytes` bytes: its kind, no descriptor, its geometry and identity.
 pub(crate) fn open_ramdisk(uri: &str, bytes: u64, opts: &Opts) -> Result<(DevKind, Option<OwnedFd>, Geometry, Ident)> {
     only_files_take_file_opts(uri, opts, "ramdisk")?;
+    no_osync(uri, opts, "ramdisk (no file is opened)")?;
     let geo = geometry::block(512, bytes, None, ZonedModel::None, None);
     let ident = Ident { driver: Some("ioswitch-ramdisk".into()), ..base_ident(uri, None, DevKind::Ramdisk, opts) };
     Ok((DevKind::Ramdisk, None, geo, ident))
@@ -86,9 +87,11 @@ pub(super) fn open_path(uri: &str, path: &Path, opts: &Opts) -> Result<(DevKind,
         only_files_take_file_opts(uri, opts, kind)?;
     }
     if kind == DevKind::NvmeCtrl || kind == DevKind::NvmeChar {
+        no_osync(uri, opts, format!("{kind} (passthrough commands do not go through the file's writes)"))?;
         return open_nvme_char(uri, path, kind, opts, existing.as_ref().map(|m| m.rdev()).unwrap_or(0));
     }
     if kind == DevKind::DevDax {
+        no_osync(uri, opts, "devdax device (written by stores to a mapping)")?;
         return open_devdax(uri, path, opts, existing.as_ref().map(|m| m.rdev()).unwrap_or(0));
     }
     let mut flags = libc::O_CLOEXEC;
@@ -107,6 +110,9 @@ pub(super) fn open_path(uri: &str, path: &Path, opts: &Opts) -> Result<(DevKind,
     }
     if opts.truncate {
         flags |= libc::O_TRUNC;
+    }
+    if let Some(o) = opts.osync {
+        flags |= o.flag();
     }
     let fd = open_fd(uri, path, flags, |errno| match errno {
         Some(libc::EINVAL) if opts.direct => "open with O_DIRECT (the file system may not support direct=1)",
@@ -234,6 +240,7 @@ pub(super) fn open_pci(
     opts: &Opts,
 ) -> Result<(std::sync::Arc<be::vfio::ctrl::Ctrl>, (DevKind, Option<OwnedFd>, Geometry, Ident))> {
     only_files_take_file_opts(uri, opts, "PCI device")?;
+    no_osync(uri, opts, "PCI device (the user-space driver opens no file)")?;
     let dma = opts.dma.unwrap_or_default();
     let (ctrl, info) = be::vfio::open(uri, addr, opts.nsid, dma)?;
     let kind = DevKind::NvmePci;
@@ -263,6 +270,18 @@ fn only_files_take_file_opts(uri: &str, opts: &Opts, what: impl std::fmt::Displa
         });
     }
     Ok(())
+}
+
+/// Refuses `osync`, which adds a flag to the open of a file or block device, for `uri`,
+/// a `what` (with the reason it means nothing there).
+fn no_osync(uri: &str, opts: &Opts, what: impl std::fmt::Display) -> Result<()> {
+    match opts.osync {
+        Some(o) => Err(Error::BadOpt {
+            key: "osync".into(),
+            why: format!("osync={o} ({}) applies to files and block devices; {uri} is a {what}", o.flag_name()),
+        }),
+        None => Ok(()),
+    }
 }
 
 fn base_ident(uri: &str, path: Option<&Path>, kind: DevKind, opts: &Opts) -> Ident {
@@ -312,5 +331,56 @@ fn unidentified_namespace() -> Geometry {
         dio_offset_align: 512,
         zoned: ZonedModel::None,
         zones: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::be::testutil::{open, temp_in};
+    use crate::{Device, Opts};
+
+    /// The open flags of descriptor `fd` of this process, as the kernel keeps them
+    /// (`flags:` of /proc/self/fdinfo, octal).
+    fn fd_flags(fd: i32) -> libc::c_int {
+        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).unwrap();
+        let flags = info.lines().find_map(|l| l.strip_prefix("flags:")).expect("fdinfo has a flags line");
+        libc::c_int::from_str_radix(flags.trim(), 8).unwrap()
+    }
+
+    #[test]
+    fn osync_puts_its_flag_on_the_open_file() {
+        // O_SYNC is O_DSYNC plus a bit of its own, so each case checks both bits.
+        let sync_only = libc::O_SYNC & !libc::O_DSYNC;
+        for (opts, dsync, sync) in [("", false, false), (",osync=dsync", true, false), (",osync=sync", true, true)] {
+            let t = temp_in(&std::env::temp_dir(), "osync");
+            let dev = open(&t, &format!("create=1,size=64k{opts}"));
+            let flags = fd_flags(dev.inner.raw_fd());
+            assert_eq!((flags & libc::O_DSYNC != 0, flags & sync_only != 0), (dsync, sync), "{opts}: flags {flags:o}");
+            // The option shows in the options the device was opened with.
+            assert_eq!(dev.inner.opts.to_string().contains("osync="), !opts.is_empty(), "{opts}");
+        }
+    }
+
+    #[test]
+    fn osync_is_refused_where_no_file_is_written() {
+        let err = |uri: &str, opts: &str| {
+            let o: Opts = match opts.parse() {
+                Ok(o) => o,
+                Err(e) => return e.to_string(),
+            };
+            Device::open(uri, &o).map(|_| ()).unwrap_err().to_string()
+        };
+        let e = err("ramdisk:1MiB", "osync=sync");
+        assert!(e.contains("osync=sync (O_SYNC) applies to files and block devices") && e.contains("ramdisk"), "{e}");
+        let e = err("pci:0000:00:00.0", "osync=dsync");
+        assert!(e.contains("osync=dsync (O_DSYNC) applies to files and block devices") && e.contains("PCI"), "{e}");
+        let t = temp_in(&std::env::temp_dir(), "osync");
+        let path = t.0.to_str().unwrap();
+        for iface in ["sync=nil", "sync=mmap", "sync=pmem", "async=nil", "async=io_uring_cmd"] {
+            let e = err(path, &format!("create=1,size=64k,osync=dsync,{iface}"));
+            assert!(e.contains(&format!("osync=dsync (O_DSYNC) means nothing with {iface}")), "{iface}: {e}");
+        }
+        let e = err(path, "osync=fsync");
+        assert!(e.contains("osync") && e.contains("fsync"), "{e}");
     }
 }

@@ -676,10 +676,49 @@ pub struct Behaviour {
     /// I/O priorities ([`crate::cmdprio`]).
     pub cmdprio: crate::cmdprio::CmdPrio,
     /// `sync`, as written, when it asks for synchronous writes (`1` or `sync`: fio opens
-    /// with O_SYNC; `dsync`: with O_DSYNC); `None` for `none` or `0`, fio's default. Run
-    /// only with ioengine=libpmem, whose writes are durable when they return (fio's
-    /// libpmem drains after each write with it).
+    /// with O_SYNC; `dsync`: with O_DSYNC); `None` for `none` or `0`, fio's default. The
+    /// engines that write through the opened file open it with the library's `osync`;
+    /// libpmem and dev-dax run it as they are (their writes are durable when they
+    /// return); the others refuse it ([`sync_writes`]).
     pub sync: Option<String>,
+}
+
+/// How an engine runs fio's `sync=1`/`sync=dsync` ([`Behaviour::sync`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SyncWrites {
+    /// The file or block device is opened with O_SYNC/O_DSYNC (the library's `osync`),
+    /// as fio's engines that write through the opened file open it.
+    OpenFlag,
+    /// Every write is durable when it returns already (libpmem, dev-dax: fio's libpmem
+    /// then drains after each write, its dev-dax persists every write anyway).
+    Durable,
+    /// Not run, for this reason.
+    Refused(&'static str),
+}
+
+/// How `engine` runs `sync=1`/`sync=dsync`.
+pub(crate) fn sync_writes(engine: IoEngine) -> SyncWrites {
+    match engine {
+        IoEngine::Psync
+        | IoEngine::Pvsync
+        | IoEngine::Pvsync2
+        | IoEngine::Sync
+        | IoEngine::Libaio
+        | IoEngine::IoUring
+        | IoEngine::Posixaio => SyncWrites::OpenFlag,
+        IoEngine::Libpmem | IoEngine::DevDax => SyncWrites::Durable,
+        IoEngine::Mmap => SyncWrites::Refused(
+            "its writes are stores to a mapping, which the open flag does not make synchronous (fio opens with it all the same)",
+        ),
+        IoEngine::IoUringCmd => SyncWrites::Refused(
+            "NVMe passthrough commands do not go through writes to the opened file (fio opens /dev/ngXnY with the flag all the same)",
+        ),
+        IoEngine::Null => SyncWrites::Refused("it does no I/O"),
+        IoEngine::Xnvme => SyncWrites::Refused("fio's xnvme engine opens its devices with direct only, never with O_SYNC or O_DSYNC"),
+        IoEngine::Ioswitch => {
+            SyncWrites::Refused("give the open flag in ioswitch_opts instead (osync=sync for O_SYNC, osync=dsync for O_DSYNC)")
+        }
+    }
 }
 
 impl Default for Behaviour {
@@ -2519,15 +2558,14 @@ impl JobSpec {
 
     fn fix_up(&mut self) -> Result<(), JobError> {
         self.logs.ioprio = self.behaviour.placement.ioprio().unwrap_or(0);
-        if let Some(written) = self.behaviour.sync.as_deref().filter(|_| self.ioengine != IoEngine::Libpmem) {
-            let flag = if written == "dsync" { "O_DSYNC" } else { "O_SYNC" };
-            return Err(self.error_at(
-                "sync",
-                format!(
-                    "sync={written} ({flag} writes) is run only with ioengine=libpmem (whose writes are durable when they return), not ioengine={}: ioswitch opens files without {flag} (the library has no such open option)",
-                    self.ioengine
-                ),
-            ));
+        if let Some(written) = self.behaviour.sync.as_deref() {
+            if let SyncWrites::Refused(why) = sync_writes(self.ioengine) {
+                let flag = if written == "dsync" { "O_DSYNC" } else { "O_SYNC" };
+                return Err(self.error_at(
+                    "sync",
+                    format!("sync={written} ({flag} writes) is not run with ioengine={}: {why}", self.ioengine),
+                ));
+            }
         }
         for option in self.origins.keys() {
             let Some(engines) = engines_for(option) else { continue };
@@ -4128,28 +4166,38 @@ mod tests {
     }
 
     #[test]
-    fn sync_runs_only_with_libpmem() {
+    fn sync_runs_on_the_engines_that_write_through_the_opened_file() {
         assert_eq!(one("[j]\nioengine=libpmem\nsync=1\n").behaviour.sync.as_deref(), Some("1"));
         assert_eq!(one("[j]\nioengine=libpmem\nsync=dsync\n").behaviour.sync.as_deref(), Some("dsync"));
         assert_eq!(one("[j]\nsync=none\n").behaviour.sync, None);
         assert_eq!(one("[j]\nsync=0\n").behaviour.sync, None);
-        let e = err("[j]\nsync=1\n");
-        assert!(e.starts_with("job.fio:2: job 'j': sync=1 (O_SYNC writes) is run only with ioengine=libpmem"), "{e}");
-        // The refusal names the value as written, and the flag it stands for.
-        let e = err("[j]\nsync=dsync\n");
+        // Kept as written, on every engine fio opens the file with the flag for.
+        for engine in ["psync", "sync", "pvsync", "pvsync2", "libaio", "io_uring", "posixaio"] {
+            for value in ["1", "sync", "dsync"] {
+                let j = one(&format!("[j]\nioengine={engine}\nsync={value}\n"));
+                assert_eq!(j.behaviour.sync.as_deref(), Some(value), "{engine}");
+                assert_eq!(sync_writes(j.ioengine), SyncWrites::OpenFlag, "{engine}");
+            }
+        }
+        assert_eq!(sync_writes(IoEngine::DevDax), SyncWrites::Durable);
+        // The refusal names the value as written, its flag, the engine and why.
+        let e = err("[j]\nioengine=mmap\nsync=dsync\n");
+        assert!(e.starts_with("job.fio:3: job 'j': sync=dsync (O_DSYNC writes) is not run with ioengine=mmap: its writes are stores to a mapping"), "{e}");
+        let e = err("[j]\nioengine=null\nsync=1\n");
         assert!(
-            e.starts_with("job.fio:2: job 'j': sync=dsync (O_DSYNC writes) is run only with ioengine=libpmem"),
+            e.starts_with("job.fio:3: job 'j': sync=1 (O_SYNC writes) is not run with ioengine=null: it does no I/O"),
             "{e}"
         );
+        let e = err("[j]\nioengine=io_uring_cmd\nsync=sync\n");
+        assert!(e.contains("sync=sync (O_SYNC writes) is not run with ioengine=io_uring_cmd: NVMe passthrough"), "{e}");
+        let e = err("[j]\nioengine=xnvme\nsync=1\n");
         assert!(
-            e.ends_with(
-                "not ioengine=psync: ioswitch opens files without O_DSYNC (the library has no such open option)"
-            ),
+            e.contains("is not run with ioengine=xnvme: fio's xnvme engine opens its devices with direct only"),
             "{e}"
         );
-        let e = err("[j]\nioengine=libaio\nsync=sync\n");
+        let e = err("[j]\nioengine=ioswitch\nsync=dsync\n");
         assert!(
-            e.starts_with("job.fio:3: job 'j': sync=sync (O_SYNC writes) is run only with ioengine=libpmem"),
+            e.contains("is not run with ioengine=ioswitch: give the open flag in ioswitch_opts instead (osync=sync"),
             "{e}"
         );
         assert!(err("[j]\nsync=2\n").contains("bad value '2' for option 'sync'"));

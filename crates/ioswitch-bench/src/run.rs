@@ -201,6 +201,11 @@ pub fn engine_opts(spec: &JobSpec) -> Result<(Opts, Mode), BenchError> {
     if spec.direct {
         o.direct = true;
     }
+    if let Some(written) = &spec.behaviour.sync {
+        if crate::jobfile::sync_writes(spec.ioengine) == crate::jobfile::SyncWrites::OpenFlag {
+            o.osync = Some(if written == "dsync" { ioswitch::OpenSync::Dsync } else { ioswitch::OpenSync::Sync });
+        }
+    }
     if spec.allow_mounted_write {
         o.allow_mounted_write = true;
     }
@@ -1219,6 +1224,24 @@ mod tests {
                 (Some(ioswitch::SyncIface::Psync), call, false, Mode::Sync),
                 "{engine}"
             );
+        }
+    }
+
+    #[test]
+    fn fio_sync_opens_the_file_with_its_flag() {
+        use ioswitch::OpenSync;
+        for (args, want) in [
+            ("--ioengine=psync --sync=dsync", Some(OpenSync::Dsync)),
+            ("--ioengine=pvsync2 --sync=1", Some(OpenSync::Sync)),
+            ("--ioengine=libaio --sync=sync", Some(OpenSync::Sync)),
+            ("--ioengine=io_uring --sync=dsync", Some(OpenSync::Dsync)),
+            ("--ioengine=posixaio --sync=1", Some(OpenSync::Sync)),
+            ("--ioengine=psync --sync=0", None),
+            ("--ioengine=psync", None),
+            // libpmem's writes are durable when they return; its mapping takes no flag.
+            ("--ioengine=libpmem --sync=1", None),
+        ] {
+            assert_eq!(opts_of(args).unwrap().0.osync, want, "{args}");
         }
     }
 

@@ -15,7 +15,8 @@ struct InfoReport<'a> {
     geometry: &'a Geometry,
     /// The option string the device was opened with (defaults left out).
     opts: String,
-    /// Every interface that can serve this kind of device, by role (the library's table).
+    /// Every interface that can serve this kind of device under the options it was opened
+    /// with, by role (the library's table and the options' rules).
     available: BTreeMap<&'static str, Vec<&'static str>>,
     /// How `sync=pmem` mapped the device (absent for other interfaces).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -30,7 +31,7 @@ pub fn info(uri: &str, opts: &Opts, format: Format) -> Outcome {
         interfaces: dev.interfaces(),
         geometry: dev.geometry(),
         opts: opts.to_string(),
-        available: available(dev.ident().kind),
+        available: available(dev.ident().kind, opts),
         pmem: dev.pmem(),
     };
     let text = match format {
@@ -40,10 +41,10 @@ pub fn info(uri: &str, opts: &Opts, format: Format) -> Outcome {
     output::stdout(&text)
 }
 
-/// The interfaces the table says can serve `kind`, by role.
-fn available(kind: ioswitch::DevKind) -> BTreeMap<&'static str, Vec<&'static str>> {
+/// The interfaces that can serve `kind` opened with `opts`, by role.
+fn available(kind: ioswitch::DevKind, opts: &Opts) -> BTreeMap<&'static str, Vec<&'static str>> {
     let mut m: BTreeMap<&'static str, Vec<&'static str>> = BTreeMap::new();
-    for d in ioswitch::interfaces().iter().filter(|d| (d.refusal)(kind).is_none()) {
+    for d in ioswitch::interfaces().iter().filter(|d| d.serves(kind, opts)) {
         m.entry(d.role.key()).or_default().push(d.name);
     }
     m

@@ -94,6 +94,38 @@ fn info_shows_a_file_as_aligned_key_value_lines() {
 }
 
 #[test]
+fn info_lists_only_the_interfaces_that_open_would_accept_under_the_options() {
+    let s = scratch("info-osync");
+    let f = s.file("disk.img", 1 << 20);
+    let names = |j: &serde_json::Value, role: &str| -> Vec<String> {
+        j["available"][role]
+            .as_array()
+            .unwrap_or_else(|| panic!("no available.{role} in {j}"))
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect()
+    };
+    let plain = json(&ok(&["info", &f, "--output", "json"], None));
+    let osync = json(&ok(&["info", &f, "--opts", "osync=dsync", "--output", "json"], None));
+    for name in ["nil", "mmap", "pmem"] {
+        assert!(names(&plain, "sync").iter().any(|n| n == name), "sync={name} serves a file: {plain}");
+        assert!(!names(&osync, "sync").iter().any(|n| n == name), "sync={name} listed with osync: {osync}");
+    }
+    assert!(names(&osync, "sync").iter().any(|n| n == "psync"), "{osync}");
+    assert!(!names(&osync, "async").iter().any(|n| n == "nil"), "{osync}");
+    // What is listed opens; what is left out is refused.
+    for name in names(&osync, "sync") {
+        ok(&["info", &f, "--opts", &format!("osync=dsync,sync={name}")], None);
+    }
+    let e = fails(1, &["info", &f, "--opts", "osync=dsync,sync=mmap"]);
+    assert!(e.contains("osync=dsync (O_DSYNC) means nothing with sync=mmap"), "{e}");
+    // The text form lists the same.
+    let text = stdout(&ok(&["info", &f, "--opts", "osync=dsync"], None));
+    let line = text.lines().find(|l| l.trim_start().starts_with("sync can be:")).expect("a sync can be line");
+    assert!(line.contains("psync") && !line.contains("mmap") && !line.contains("nil"), "{text}");
+}
+
+#[test]
 fn info_json_and_yaml_give_the_library_structures() {
     let s = scratch("info-json");
     let f = s.file("disk.img", 3 << 20);

@@ -28,7 +28,7 @@ use crate::buf::{Buffer, Data, DataWords};
 use crate::cmd::{opc, Cmd, CmdSet, DsmRange};
 use crate::dev::{DevKind, Inner};
 use crate::error::Error;
-use crate::opts::{AdminIface, AsyncIface, SyncIface};
+use crate::opts::{AdminIface, AsyncIface, Opts, SyncIface};
 use crate::queue::{Completion, CompletionSink};
 use crate::spec::Status;
 use std::collections::VecDeque;
@@ -357,6 +357,15 @@ impl Descriptor {
     /// The option item that selects it (`async=io_uring`).
     pub fn option(&self) -> String {
         format!("{}={}", self.role.key(), self.name)
+    }
+
+    /// Whether it can serve a `kind` device opened with `opts`: the kind's refusal, and
+    /// the options' own rules ([`Opts::validate`]: `osync=` with an interface that writes
+    /// no file) applied as if `opts` named it, as [`Device::open`](crate::Device::open)
+    /// would refuse it.
+    pub fn serves(&self, kind: DevKind, opts: &Opts) -> bool {
+        let mut named = opts.clone();
+        (self.refusal)(kind).is_none() && named.set(self.role.key(), self.name).and_then(|()| named.validate()).is_ok()
     }
 }
 
@@ -1138,6 +1147,31 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn what_serves_a_device_leaves_out_what_its_options_refuse_at_open() {
+        let serving = |role: Role, opts: &str| -> Vec<&str> {
+            let opts: crate::Opts = opts.parse().unwrap();
+            TABLE.iter().filter(|d| d.role == role && d.serves(DevKind::File, &opts)).map(|d| d.name).collect()
+        };
+        // Without osync a file may be served by interfaces that write no file; with it,
+        // not: open refuses them (Opts::validate), so the listing must too.
+        for name in ["nil", "mmap", "pmem"] {
+            assert!(serving(Role::Sync, "").contains(&name), "sync={name} serves a file");
+            assert!(!serving(Role::Sync, "osync=dsync").contains(&name), "sync={name} listed with osync");
+            assert!(!serving(Role::Sync, "osync=sync,async=io_uring").contains(&name), "sync={name} with osync");
+        }
+        assert!(serving(Role::Async, "").contains(&"nil") && !serving(Role::Async, "osync=dsync").contains(&"nil"));
+        assert!(serving(Role::Sync, "osync=dsync").contains(&"psync"));
+        for d in
+            TABLE.iter().filter(|d| d.role == Role::Sync && d.serves(DevKind::File, &"osync=dsync".parse().unwrap()))
+        {
+            let named: Result<crate::Opts, _> = format!("osync=dsync,{}", d.option()).parse();
+            assert!(named.is_ok(), "{} is listed with osync but refused: {named:?}", d.option());
+        }
+        // The kind's refusal still counts.
+        assert!(!serving(Role::Async, "").contains(&"io_uring_cmd"));
     }
 
     #[test]

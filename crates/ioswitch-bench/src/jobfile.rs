@@ -696,6 +696,16 @@ pub(crate) enum SyncWrites {
     Refused(&'static str),
 }
 
+/// The open flag `sync=` asks for, as written: O_DSYNC for `dsync`, O_SYNC for `1` and
+/// `sync`.
+pub(crate) fn open_sync(written: &str) -> ioswitch::OpenSync {
+    if written == "dsync" {
+        ioswitch::OpenSync::Dsync
+    } else {
+        ioswitch::OpenSync::Sync
+    }
+}
+
 /// How `engine` runs `sync=1`/`sync=dsync`.
 pub(crate) fn sync_writes(engine: IoEngine) -> SyncWrites {
     match engine {
@@ -2560,7 +2570,7 @@ impl JobSpec {
         self.logs.ioprio = self.behaviour.placement.ioprio().unwrap_or(0);
         if let Some(written) = self.behaviour.sync.as_deref() {
             if let SyncWrites::Refused(why) = sync_writes(self.ioengine) {
-                let flag = if written == "dsync" { "O_DSYNC" } else { "O_SYNC" };
+                let flag = open_sync(written).flag_name();
                 return Err(self.error_at(
                     "sync",
                     format!("sync={written} ({flag} writes) is not run with ioengine={}: {why}", self.ioengine),

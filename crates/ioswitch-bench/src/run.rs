@@ -203,7 +203,7 @@ pub fn engine_opts(spec: &JobSpec) -> Result<(Opts, Mode), BenchError> {
     }
     if let Some(written) = &spec.behaviour.sync {
         if crate::jobfile::sync_writes(spec.ioengine) == crate::jobfile::SyncWrites::OpenFlag {
-            o.osync = Some(if written == "dsync" { ioswitch::OpenSync::Dsync } else { ioswitch::OpenSync::Sync });
+            o.osync = Some(crate::jobfile::open_sync(written));
         }
     }
     if spec.allow_mounted_write {
@@ -230,6 +230,23 @@ pub fn engine_opts(spec: &JobSpec) -> Result<(Opts, Mode), BenchError> {
         o.set(key, &value).map_err(|source| BenchError::Tunable { at: At::new(spec, fio_name), source })?;
     }
     Ok((o, mode))
+}
+
+/// The library's refusal to open the job's `filename`, as the job's error. A refusal of
+/// the open flag that the job's `sync=` asked for (the library's `osync`: a ramdisk or an
+/// NVMe character device has no file to open with it) points at the `sync=` line, which
+/// is what the job file says; the others at `filename`.
+fn open_error(spec: &JobSpec, filename: &str, source: ioswitch::Error) -> BenchError {
+    use crate::jobfile::{open_sync, sync_writes, SyncWrites};
+    if let (ioswitch::Error::BadOpt { key, why }, Some(written)) = (&source, spec.behaviour.sync.as_deref()) {
+        if key == "osync" && sync_writes(spec.ioengine) == SyncWrites::OpenFlag {
+            let flag = open_sync(written).flag_name();
+            return spec
+                .error_at("sync", format!("sync={written} ({flag} writes) is not run on {filename}: {why}"))
+                .into();
+        }
+    }
+    BenchError::Open { at: At::new(spec, "filename"), filename: filename.to_string(), source }
 }
 
 fn resolve_size(s: SizeSpec, dev_bytes: u64) -> u64 {
@@ -401,11 +418,7 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
     {
         opts.rdonly = true;
     }
-    let dev = Device::open(&filename, &opts).map_err(|source| BenchError::Open {
-        at: At::new(spec, "filename"),
-        filename: filename.clone(),
-        source,
-    })?;
+    let dev = Device::open(&filename, &opts).map_err(|source| open_error(spec, &filename, source))?;
     // As fio: a job that writes does not start on a device in use (the library would
     // refuse each write; refusing the job says so once, before anything runs).
     if let Some(why) = dev.ident().in_use.as_deref().filter(|_| spec.rw.writes() || spec.rw.trims()) {
@@ -1243,6 +1256,31 @@ mod tests {
         ] {
             assert_eq!(opts_of(args).unwrap().0.osync, want, "{args}");
         }
+    }
+
+    #[test]
+    fn fio_sync_on_a_target_without_a_file_is_refused_at_the_jobs_sync_line() {
+        for (engine, written, flag) in [("psync", "dsync", "O_DSYNC"), ("io_uring", "1", "O_SYNC")] {
+            let text = format!("[j]\nfilename=ramdisk\\:1m\nsize=64k\nioengine={engine}\nrw=write\nsync={written}\n");
+            let Err(e) = prepare(&spec(&text), 0, &mut |_| {}) else {
+                panic!("{engine}: sync={written} on a ramdisk ran")
+            };
+            let e = e.to_string();
+            let want = format!("t.fio:6: job 'j': sync={written} ({flag} writes) is not run on ramdisk:1m: ");
+            assert!(e.starts_with(&want) && e.contains("ramdisk (no file is opened)"), "{engine}: {e}");
+        }
+        // The same job on a file runs with the flag.
+        let s = scratch("sync-file");
+        let f = s.path("f");
+        let p =
+            prepare(&spec(&format!("[j]\nfilename={f}\nsize=64k\nrw=write\nsync=dsync\n")), 0, &mut |_| {}).unwrap();
+        assert_eq!(p.dev.opts().osync, Some(ioswitch::OpenSync::Dsync));
+        // osync given by the user in ioswitch_opts is the user's own: its refusal stays the
+        // library's, at filename.
+        let text = "[j]\nfilename=ramdisk\\:1m\nsize=64k\nioengine=ioswitch\nioswitch_opts=osync=dsync\n";
+        let Err(e) = prepare(&spec(text), 0, &mut |_| {}) else { panic!("osync on a ramdisk opened") };
+        let e = e.to_string();
+        assert!(e.starts_with("t.fio:2: job j: ") && e.contains("osync=dsync (O_DSYNC) applies to files"), "{e}");
     }
 
     #[test]

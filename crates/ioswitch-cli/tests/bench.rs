@@ -887,6 +887,29 @@ fn parse_only_checks_the_jobs_and_runs_nothing() {
     assert!(!Path::new(&target).exists());
 }
 
+/// Why `nobody` (uid 65534, as the tests below run ioswitch through setpriv) cannot run
+/// the ioswitch binary or read `file`, asked of `test`, not of ioswitch: a checkout in a
+/// directory only its owner may enter (/root, mode 700) keeps nobody out, and the run
+/// would fail on that instead of on what the test is about. `None` when nobody can.
+fn nobody_cannot_reach(file: &str) -> Option<String> {
+    let bin = env!("CARGO_BIN_EXE_ioswitch");
+    let probe = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "test", "-x", bin, "-a", "-r", file])
+        .output();
+    match probe {
+        Ok(o) if o.status.success() => None,
+        Ok(o) => {
+            let err = text(&o.stderr).trim().to_string();
+            let err = if err.is_empty() { err } else { format!(": {err}") };
+            Some(format!(
+                "nobody (uid 65534) may not run {bin} or read {file} (`test -x BINARY -a -r FILE` as nobody: {}{err})",
+                o.status
+            ))
+        }
+        Err(e) => Some(format!("running `test` as nobody through setpriv: {e}")),
+    }
+}
+
 #[test]
 fn a_job_thread_that_cannot_start_fails_its_instance_and_the_run_without_a_panic() {
     let _one = serial();
@@ -902,6 +925,10 @@ fn a_job_thread_that_cannot_start_fails_its_instance_and_the_run_without_a_panic
     let f = s.file("data", 1 << 20);
     use std::os::unix::fs::PermissionsExt;
     fs::set_permissions(&f, fs::Permissions::from_mode(0o666)).unwrap();
+    if let Some(why) = nobody_cannot_reach(&f) {
+        eprintln!("skipping: {why}");
+        return;
+    }
     let filename = format!("--filename={f}");
     let o = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "prlimit", "--nproc=16"])
@@ -932,6 +959,10 @@ fn a_job_that_only_reads_runs_on_a_file_it_may_not_write_as_in_fio() {
     let mut cmd = if id == "0" {
         if !Command::new("setpriv").arg("--version").output().is_ok_and(|o| o.status.success()) {
             eprintln!("skipping: root without setpriv cannot run the job as a user the file refuses writes");
+            return;
+        }
+        if let Some(why) = nobody_cannot_reach(&f) {
+            eprintln!("skipping: {why}");
             return;
         }
         let mut c = Command::new("setpriv");

@@ -600,6 +600,57 @@ mod tests {
         }
     }
 
+    /// Every key of `KEYS` shows in `Display` when it is set (`Opts::shown` has an arm for
+    /// it) and parses back to the same options: a key added to `KEYS` and `set` but not to
+    /// `shown` would otherwise drop out of the option string without a word.
+    #[test]
+    fn every_key_shows_in_the_option_string() {
+        let sample = |key: &str| -> Option<String> {
+            let s = match key {
+                "sync" => "sync=psync",
+                "async" => "async=libaio",
+                "admin" => "admin=emulated",
+                "mem" => "mem=posix",
+                "nsid" => "nsid=3",
+                "osync" => "osync=sync",
+                "size" => "size=8192",
+                "sqpoll_cpu" => "sqpoll=1,sqpoll_cpu=1",
+                "reap_spin" => "reap_spin=5us",
+                "threads" => "threads=3",
+                "psync_call" => "psync_call=read",
+                "rwf_hipri" => "psync_call=preadv2,rwf_hipri=1",
+                "dma" => "dma=uio",
+                "direct"
+                | "rdonly"
+                | "wronly"
+                | "create"
+                | "truncate"
+                | "sqpoll"
+                | "iopoll"
+                | "register_files"
+                | "register_buffers"
+                | "single_issuer"
+                | "allow_mounted_write"
+                | "pmem_force"
+                | "pmem_populate" => {
+                    return Some(format!("{key}=1"));
+                }
+                _ => return None,
+            };
+            Some(s.to_string())
+        };
+        for (key, _) in KEYS {
+            let s = sample(key).unwrap_or_else(|| panic!("no sample value for option key {key}: add one here"));
+            let o: Opts = s.parse().unwrap_or_else(|e| panic!("{s}: {e}"));
+            let shown = o.to_string();
+            assert!(
+                shown.split(',').any(|item| item.starts_with(&format!("{key}="))),
+                "{key} set by {s:?}, shown as {shown:?}"
+            );
+            assert_eq!(shown.parse::<Opts>().unwrap(), o, "{s:?} shown as {shown:?}");
+        }
+    }
+
     #[test]
     fn bad_options_name_the_key() {
         let e = "asynk=io_uring".parse::<Opts>().unwrap_err().to_string();

@@ -768,6 +768,15 @@ static int iosw_open_file(struct thread_data *td, struct fio_file *f)
 		}
 		ed->open[ed->nopen++] = fd;
 	}
+	/*
+	 * fio's core applies fadvise_hint and write_hint to f->fd once ->open_file() returns:
+	 * lend it the device's own descriptor, the one the library's reads and writes go
+	 * through (a readahead hint is per open file). -1 where the device has none (a
+	 * ramdisk, a PCI address); ->close_file() gives it back (f->fd = -1) before the
+	 * device closes it.
+	 */
+	if (ioswitch_dev_fd(fd->dev, &f->fd))
+		f->fd = -1;
 	FILE_SET_ENG_DATA(f, fd);
 	return 0;
 }

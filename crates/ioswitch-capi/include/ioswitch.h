@@ -800,6 +800,20 @@ int ioswitch_dev_dax(const struct ioswitch_dev *dev,
                      struct ioswitch_dax *dax);
 
 /**
+ * Gives in `*fd` the open file descriptor the device's interfaces use, for the calls
+ * ioswitch does not make itself (`posix_fadvise`, an `fcntl` write-life hint, an `ioctl`).
+ * The descriptor stays the device's: do not close it, and do not use it after
+ * `ioswitch_dev_close`. Returns 0; -ENODATA when the device has none (a ramdisk, a PCI
+ * address driven by `vfio`), with `ioswitch_last_error()` saying so and `*fd` set to -1;
+ * -EINVAL for NULL arguments.
+ *
+ * # Safety
+ * `dev` must be NULL or an open device; `fd` NULL or valid for writing one `int`.
+ */
+int ioswitch_dev_fd(const struct ioswitch_dev *dev,
+                    int *fd);
+
+/**
  * Lists the block devices and NVMe devices of this machine (from sysfs), calling `cb`
  * once per device with `cb_arg`. Returns how many devices were passed to `cb`, or a
  * negative errno.

@@ -10,6 +10,7 @@ use ioswitch_rs::dev::Listing;
 use ioswitch_rs::spec::errno_to_status;
 use ioswitch_rs::{Buffer, DevKind, Device, Error, Opts, Status, ZonedModel};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::ptr;
@@ -451,6 +452,40 @@ pub unsafe extern "C" fn ioswitch_dev_dax(dev: *const ioswitch_dev, dax: *mut io
         // SAFETY: dax is non-null and valid for a write (caller contract).
         unsafe { dax.write(v) };
         0
+    })
+}
+
+/// Gives in `*fd` the open file descriptor the device's interfaces use, for the calls
+/// ioswitch does not make itself (`posix_fadvise`, an `fcntl` write-life hint, an `ioctl`).
+/// The descriptor stays the device's: do not close it, and do not use it after
+/// `ioswitch_dev_close`. Returns 0; -ENODATA when the device has none (a ramdisk, a PCI
+/// address driven by `vfio`), with `ioswitch_last_error()` saying so and `*fd` set to -1;
+/// -EINVAL for NULL arguments.
+///
+/// # Safety
+/// `dev` must be NULL or an open device; `fd` NULL or valid for writing one `int`.
+#[no_mangle]
+pub unsafe extern "C" fn ioswitch_dev_fd(dev: *const ioswitch_dev, fd: *mut c_int) -> c_int {
+    const F: &str = "ioswitch_dev_fd";
+    guard(F, -libc::EIO, || {
+        // SAFETY: dev is null or open (caller contract).
+        let d = match unsafe { dev_arg(F, dev) } {
+            Ok(d) => d,
+            Err(e) => return e,
+        };
+        if fd.is_null() {
+            return null_arg(F, "fd");
+        }
+        let got = d.dev.fd().map(|f| f.as_raw_fd());
+        // SAFETY: fd is non-null and valid for a write (caller contract).
+        unsafe { fd.write(got.unwrap_or(-1)) };
+        match got {
+            Some(_) => 0,
+            None => fail(
+                libc::ENODATA,
+                format!("{F}: {} ({}) has no file descriptor", d.dev.ident().uri, d.dev.ident().kind),
+            ),
+        }
     })
 }
 
@@ -1029,6 +1064,46 @@ mod tests {
         let r = unsafe { ioswitch_dev_open(ptr::null(), ptr::null(), &mut ptr::null_mut()) };
         assert_eq!(r, -libc::EINVAL);
         assert!(last_string().contains("uri is NULL"));
+    }
+
+    #[test]
+    fn fd_lends_the_device_descriptor_of_a_file_and_names_a_ramdisk_without_one() {
+        let file = TempPath::new(&std::env::temp_dir(), "dev-fd");
+        let (r, dev) = open(file.uri(), "create=1,size=1MiB");
+        assert_eq!(r, 0, "{}", last_string());
+        let mut fd = -2;
+        // SAFETY: an open device and a writable int.
+        assert_eq!(unsafe { ioswitch_dev_fd(dev, &mut fd) }, 0, "{}", last_string());
+        // The descriptor is the file's: the same inode as the path.
+        // SAFETY: an all-zero stat is valid; fd is the device's open descriptor.
+        let (mut a, mut b): (libc::stat, libc::stat) = unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
+        let path = CString::new(file.uri()).unwrap();
+        // SAFETY: valid descriptor, path and out structs.
+        unsafe {
+            assert_eq!(libc::fstat(fd, &mut a), 0);
+            assert_eq!(libc::stat(path.as_ptr(), &mut b), 0);
+        }
+        assert_eq!((a.st_dev, a.st_ino), (b.st_dev, b.st_ino));
+        // SAFETY: an open device.
+        unsafe { ioswitch_dev_close(dev) };
+
+        let (r, dev) = open("1MiB", "");
+        assert_eq!(r, 0, "{}", last_string());
+        // SAFETY: an open device, then NULL arguments, refused before anything is written.
+        unsafe {
+            assert_eq!(ioswitch_dev_fd(dev, &mut fd), -libc::ENODATA);
+            assert_eq!(fd, -1);
+            assert!(
+                last_string().contains("1MiB") && last_string().contains("no file descriptor"),
+                "{}",
+                last_string()
+            );
+            assert_eq!(ioswitch_dev_fd(ptr::null(), &mut fd), -libc::EINVAL);
+            assert_eq!(last_string(), "ioswitch_dev_fd: dev is NULL");
+            assert_eq!(ioswitch_dev_fd(dev, ptr::null_mut()), -libc::EINVAL);
+            assert_eq!(last_string(), "ioswitch_dev_fd: fd is NULL");
+            ioswitch_dev_close(dev);
+        }
     }
 
     #[test]

@@ -420,6 +420,20 @@ impl Device {
         Ok(self.dev(py)?.buffer_align())
     }
 
+    /// The open file descriptor the device's interfaces use, for the calls ioswitch does
+    /// not make itself (`os.posix_fadvise`, `fcntl`); valid while the device is open, and
+    /// not to be closed. Raises `ioswitch.Error` (ENODATA) for a device without one (a
+    /// ramdisk, a PCI address), (EBADF) once closed.
+    fn fileno(&self, py: Python<'_>) -> PyResult<i32> {
+        use std::os::fd::AsRawFd;
+        let dev = self.dev(py)?;
+        let fd = dev.fd().map(|f| f.as_raw_fd());
+        fd.ok_or_else(|| {
+            let why = format!("{} ({}) has no file descriptor", self.uri, dev.ident().kind);
+            errors::make::<errors::Error>(py, libc::ENODATA, why, &[])
+        })
+    }
+
     /// True after `close()`.
     #[getter]
     fn closed(&self) -> bool {

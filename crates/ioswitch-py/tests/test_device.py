@@ -122,6 +122,37 @@ def test_bad_option_names_the_key(data_path):
     assert "sqpoll" in ioswitch.option_keys()
 
 
+def test_open_docstring_names_every_option_key():
+    # The stub's Device.open docstring lists the keys; the library's table is the truth.
+    import ast
+    import pathlib
+
+    stub = pathlib.Path(ioswitch.__file__).with_name("__init__.pyi")
+    tree = ast.parse(stub.read_text())
+    device = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Device")
+    doc = ast.get_docstring(next(n for n in device.body if isinstance(n, ast.FunctionDef) and n.name == "open"))
+    words = set(doc.replace(",", " ").replace(".", " ").split())
+    missing = [k for k in ioswitch.option_keys() if k not in words]
+    assert not missing, f"Device.open's docstring in {stub} does not name {missing}"
+
+
+def test_fileno_lends_the_files_descriptor_and_a_ramdisk_has_none(data_path):
+    import os
+
+    with ioswitch.Device.open(str(data_path), create=True, size="64KiB") as dev:
+        fd = dev.fileno()
+        st, want = os.fstat(fd), os.stat(data_path)
+        assert (st.st_dev, st.st_ino) == (want.st_dev, want.st_ino)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+    with pytest.raises(ioswitch.Error) as ei:
+        dev.fileno()
+    assert ei.value.errno == errno.EBADF
+    with ioswitch.Device.open("1MiB") as ram:
+        with pytest.raises(ioswitch.Error) as ei:
+            ram.fileno()
+        assert ei.value.errno == errno.ENODATA and "no file descriptor" in str(ei.value)
+
+
 def test_unsupported_interface_names_device_kind_and_interface(data_path):
     data_path.write_bytes(bytes(4096))
     with pytest.raises(ioswitch.UnsupportedError) as ei:

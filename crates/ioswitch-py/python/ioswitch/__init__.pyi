@@ -300,10 +300,11 @@ class Device:
     def open(uri: str | os.PathLike[str], opts: str | None = None, **kwargs: _OptValue) -> Device:
         """Opens `uri`. `opts` is an option string ("async=io_uring,direct=1"); keyword
         options use the same keys: sync, async (spell it ``async_=``), admin, mem, nsid,
-        direct, rdonly, wronly, create, truncate, size, sqpoll, sqpoll_cpu, iopoll,
+        direct, osync, rdonly, wronly, create, truncate, size, sqpoll, sqpoll_cpu, iopoll,
         register_files, register_buffers, single_issuer, reap_spin, threads, psync_call, rwf_hipri,
-        allow_mounted_write, pmem_force, dma. Raises BadOptionError (naming the
-        key), UnsupportedError (naming device, kind and interface), or Error (errno)."""
+        allow_mounted_write, pmem_force, pmem_populate, dma (ioswitch.option_keys() says what
+        each does). Raises BadOptionError (naming the key), UnsupportedError (naming device,
+        kind and interface), or Error (errno)."""
     @property
     def uri(self) -> str: ...
     @property
@@ -321,6 +322,10 @@ class Device:
         """The alignment alloc() gives buffers."""
     @property
     def closed(self) -> bool: ...
+    def fileno(self) -> int:
+        """The device's open file descriptor, for calls ioswitch does not make itself
+        (os.posix_fadvise, fcntl); not to be closed. Error (ENODATA) for a ramdisk or a
+        PCI address, which have none; Error (EBADF) once closed."""
     def close(self) -> None:
         """Releases this handle (queues keep the device open until closed)."""
     def __enter__(self) -> Device: ...

@@ -22,7 +22,7 @@ use serde::Serialize;
 use std::fmt;
 use std::fs;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -297,6 +297,14 @@ impl Device {
     /// The interfaces serving this device.
     pub fn interfaces(&self) -> Interfaces {
         self.inner.ifaces
+    }
+    /// The open file descriptor the device's interfaces use, lent for the calls ioswitch
+    /// does not make itself (`posix_fadvise`, `fcntl` write-life hints, an `ioctl`); `None`
+    /// for a device without one (a ramdisk, a PCI address driven by `vfio`). The device
+    /// keeps owning it: it stays open for as long as the borrow, and is closed with the
+    /// last clone of the device.
+    pub fn fd(&self) -> Option<BorrowedFd<'_>> {
+        self.inner.fd.as_ref().map(|f| f.as_fd())
     }
     /// The options the device was opened with.
     pub fn opts(&self) -> &Opts {

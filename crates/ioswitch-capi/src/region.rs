@@ -653,10 +653,10 @@ pub unsafe extern "C" fn ioswitch_queue_reap_at(
 
 const REAP_AT: &str = "ioswitch_queue_reap_at";
 
-/// The body of `ioswitch_queue_reap_at`, a function of its own with the arguments in
-/// registers (as a closure of the guard's LLVM kept it out of line with its arguments
-/// packed into memory; the lean path's instruction counts are recorded in
-/// docs/BENCHMARKS.md).
+/// The body of `ioswitch_queue_reap_at`: a function of its own, which the guard's closure
+/// calls with the arguments in registers. Written as the closure itself it was kept out
+/// of line by LLVM all the same, with the arguments packed into memory and unpacked again
+/// (the lean path's instruction counts are in docs/BENCHMARKS.md).
 ///
 /// # Safety
 /// As `ioswitch_queue_reap_at`.

@@ -205,8 +205,9 @@ struct iosw_data {
 	 * fio commits after every ->queue() (iodepth_batch=1, its default) and the lean path
 	 * is on (cleared for the classic path in ->post_init()): ->queue() pushes every
 	 * command at once (reads and writes with ioswitch_queue_submit_at_reap, one call
-	 * instead of two, taking back what has completed into evs[rtail..]), and the job has
-	 * no ->commit() hook.
+	 * instead of two, taking back what has completed into evs[rtail..]; at iodepth=1 on
+	 * the default io_uring ring not always, see iosw_queue_push1), and the job has no
+	 * ->commit() hook.
 	 */
 	int push_now;
 	/*
@@ -1134,7 +1135,7 @@ static enum fio_q_status __attribute__((noinline, cold)) refused_unhooked(struct
 /*
  * queue_push's ioswitch_queue_submit_at_reap did not push its command (err > 0:
  * submitted, logged; the next reap pushes it or completes it with an error) or refused it
- * (err < 0, refused_unhooked). Only the io_u lives across that call: the file and the
+ * (err < 0, refused_unhooked; queue_defer's ioswitch_queue_submit_at only refuses). Only the io_u lives across that call: the file and the
  * job are found from it.
  */
 static enum fio_q_status __attribute__((noinline, cold)) push_failed(struct io_u *io_u, int err)

@@ -28,7 +28,9 @@
  * ioswitch_queue_submit_at_reap, one call that also takes back what has completed by
  * then, nil: the command itself, for the next ->getevents() to hand over without a call
  * into ioswitch; at iodepth=1 on the default io_uring ring only while that finds the
- * command, see iosw_queue_push1), and fio takes the issue time after ->queue(), records the slat
+ * command: after a look that finds none ->queue() only queues the next commands, and the
+ * ->getevents() right after each submits it with its wait, see iosw_queue_push1), and
+ * fio takes the issue time after ->queue(), records the slat
  * (io_u_queued()) and the submit depth. fio then also counts a completion of depth 1 for
  * every ->queue(), which td_io_getevents() counts again: ->queue() takes that one back
  * (uncount_complete), so "IO depths: complete" stays whole. With a larger batch the
@@ -203,8 +205,9 @@ struct iosw_data {
 	 * fio commits after every ->queue() (iodepth_batch=1, its default) and the lean path
 	 * is on (cleared for the classic path in ->post_init()): ->queue() pushes every
 	 * command at once (reads and writes with ioswitch_queue_submit_at_reap, one call
-	 * instead of two, taking back what has completed into evs[rtail..]), and the job has
-	 * no ->commit() hook.
+	 * instead of two, taking back what has completed into evs[rtail..]; at iodepth=1 on
+	 * the default io_uring ring not always, see iosw_queue_push1), and the job has no
+	 * ->commit() hook.
 	 */
 	int push_now;
 	/*
@@ -1141,7 +1144,7 @@ static enum fio_q_status __attribute__((noinline, cold)) refused_unhooked(struct
 /*
  * queue_push's ioswitch_queue_submit_at_reap did not push its command (err > 0:
  * submitted, logged; the next reap pushes it or completes it with an error) or refused it
- * (err < 0, refused_unhooked). Only the io_u lives across that call: the file and the
+ * (err < 0, refused_unhooked; queue_defer's ioswitch_queue_submit_at only refuses). Only the io_u lives across that call: the file and the
  * job are found from it.
  */
 static enum fio_q_status __attribute__((noinline, cold)) push_failed(struct io_u *io_u, int err)
@@ -1429,6 +1432,28 @@ push1_look(struct iosw_data *ed, struct io_u *io_u, struct iosw_file *fd, struct
 }
 
 /*
+ * iosw_queue_push1's submissions that do not look: the command is queued in ioswitch
+ * only (ioswitch_queue_submit_at) and reaches the kernel with the ->getevents() that fio
+ * calls next (iodepth=1: the job's one command is in flight, so fio reaps before it does
+ * anything else), whose ioswitch_queue_reap_at submits it and waits for it in one
+ * io_uring_enter. fio's issue time (taken when ->queue() returns) is then before the
+ * enter: the enter counts in the clat rather than in the slat; the latency is the same.
+ */
+static inline enum fio_q_status __attribute__((always_inline))
+queue_defer(struct io_u *io_u, struct iosw_file *fd, struct ioswitch_cmd *cmd)
+{
+	int err;
+
+	set_dwords(&cmd->sqe.cdw10, io_u->offset);
+	set_dwords(&cmd->sqe.cdw12, io_u->xfer_buflen);
+	err = ioswitch_queue_submit_at(fd->q, cmd, io_u->xfer_buf, io_u->xfer_buflen,
+				       (uintptr_t)io_u);
+	if (__builtin_expect(err != 0, 0))
+		return push_failed(io_u, err);
+	return FIO_Q_QUEUED;
+}
+
+/*
  * push_now's ->queue() at iodepth=1 on the engine's default io_uring ring (ed->defers:
  * DEFER_TASKRUN, where a completion reaches the CQ ring only when this thread enters the
  * kernel). fio calls ->getevents() after every ->queue() here, and that looks for the
@@ -1436,9 +1461,10 @@ push1_look(struct iosw_data *ed, struct io_u *io_u, struct iosw_file *fd, struct
  * call only when the kernel completed the read inside the submission (from the page
  * cache, say), and is spent when it did not (a read handed to an io-wq worker, as every
  * read from a tmpfs file is). So the submission looks while its looks find the
- * completion; after one that finds none, the next 15 submissions only commit
- * (ioswitch_queue_submit_at_reap with max == *n) and the 16th looks again (push1_look).
- * fio's own io_uring engine does not look at submission.
+ * completion; after one that finds none, the next 15 submissions do not enter the kernel
+ * at all (queue_defer: the ->getevents() after them submits and waits in one enter) and
+ * the 16th looks again (push1_look). fio's own io_uring engine does not look at
+ * submission.
  */
 static enum fio_q_status iosw_queue_push1(struct thread_data *td, struct io_u *io_u)
 {
@@ -1452,7 +1478,7 @@ static enum fio_q_status iosw_queue_push1(struct thread_data *td, struct io_u *i
 		if (!ed->unlooked)
 			return push1_look(ed, io_u, fd, c);
 		ed->unlooked--;
-		return queue_push(ed, io_u, fd, c, ed->rtail);
+		return queue_defer(io_u, fd, c);
 	}
 	return queue_other(td, io_u, fd);
 }

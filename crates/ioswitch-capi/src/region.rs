@@ -647,40 +647,52 @@ pub unsafe extern "C" fn ioswitch_queue_reap_at(
     max: u32,
     evs: *mut ioswitch_event,
 ) -> c_int {
-    const F: &str = "ioswitch_queue_reap_at";
-    guard(F, -libc::EIO, move || {
-        // SAFETY: q is null or live and used by this thread only (caller contract).
-        let Some(q) = (unsafe { q.as_mut() }) else {
-            return null_arg(F, "q");
-        };
-        if evs.is_null() || max == 0 || min > max || q.regions.is_empty() || q.in_cb > 0 {
-            return bad_reap(q, evs, min, max);
+    // SAFETY: forwarded caller contract.
+    guard(REAP_AT, -libc::EIO, move || unsafe { reap_at(q, min, max, evs) })
+}
+
+const REAP_AT: &str = "ioswitch_queue_reap_at";
+
+/// The body of `ioswitch_queue_reap_at`: a function of its own, which the guard's closure
+/// calls with the arguments in registers. Written as the closure itself it was kept out
+/// of line by LLVM all the same, with the arguments packed into memory and unpacked again
+/// (the lean path's instruction counts are in docs/BENCHMARKS.md).
+///
+/// # Safety
+/// As `ioswitch_queue_reap_at`.
+#[inline(never)]
+unsafe fn reap_at(q: *mut ioswitch_queue, min: u32, max: u32, evs: *mut ioswitch_event) -> c_int {
+    // SAFETY: q is null or live and used by this thread only (caller contract).
+    let Some(q) = (unsafe { q.as_mut() }) else {
+        return null_arg(REAP_AT, "q");
+    };
+    if evs.is_null() || max == 0 || min > max || q.regions.is_empty() || q.in_cb > 0 {
+        return bad_reap(q, evs, min, max);
+    }
+    let mut n: u32 = 0;
+    if !q.evkept.is_empty() {
+        while n < max {
+            let Some(e) = q.evkept.pop_front() else { break };
+            // SAFETY: n < max and evs is valid for max events (caller contract).
+            unsafe { evs.add(n as usize).write(e) };
+            n += 1;
         }
-        let mut n: u32 = 0;
-        if !q.evkept.is_empty() {
-            while n < max {
-                let Some(e) = q.evkept.pop_front() else { break };
-                // SAFETY: n < max and evs is valid for max events (caller contract).
-                unsafe { evs.add(n as usize).write(e) };
-                n += 1;
-            }
-        }
-        // Enough already (then take what is there, up to max), or wait for the rest.
-        let (wait, count) = if n >= min { (false, max - n) } else { (true, min - n) };
-        let ioswitch_queue { rq, regions, evkept, .. } = q;
-        let mut put = PutEvents { regions, evs, max, at: n, kept: evkept };
-        let r = match (wait, count) {
-            (false, 0) => rq.commit(),
-            (false, left) => rq.poke_with(left, &mut put),
-            (true, need) => rq.wait_with(need, &mut put),
-        };
-        let n = put.at;
-        match r {
-            Ok(_) => n as c_int,
-            // SAFETY: evs[0..n] were written above.
-            Err(e) => unsafe { reap_at_failed(F, evkept, evs, n, &e) },
-        }
-    })
+    }
+    // Enough already (then take what is there, up to max), or wait for the rest.
+    let (wait, count) = if n >= min { (false, max - n) } else { (true, min - n) };
+    let ioswitch_queue { rq, regions, evkept, .. } = q;
+    let mut put = PutEvents { regions, evs, max, at: n, kept: evkept };
+    let r = match (wait, count) {
+        (false, 0) => rq.commit(),
+        (false, left) => rq.poke_with(left, &mut put),
+        (true, need) => rq.wait_with(need, &mut put),
+    };
+    let n = put.at;
+    match r {
+        Ok(_) => n as c_int,
+        // SAFETY: evs[0..n] were written above.
+        Err(e) => unsafe { reap_at_failed(REAP_AT, evkept, evs, n, &e) },
+    }
 }
 
 /// Keeps an event `ioswitch_queue_reap_at` reaped beyond its caller's `max`.
@@ -693,7 +705,7 @@ fn keep(kept: &mut VecDeque<ioswitch_event>, e: ioswitch_event) {
 #[cold]
 #[inline(never)]
 fn bad_reap(q: &ioswitch_queue, evs: *mut ioswitch_event, min: u32, max: u32) -> c_int {
-    const F: &str = "ioswitch_queue_reap_at";
+    const F: &str = REAP_AT;
     if evs.is_null() {
         null_arg(F, "evs")
     } else if max == 0 || min > max {

@@ -312,9 +312,11 @@ impl<S: Sqe, C: Cqe, M> Uring<S, C, M> {
     }
 
     /// One `io_uring_enter` on the ring: submit `to_submit` SQEs, wait for `want`
-    /// completions when `flags` has [`ENTER_GETEVENTS`]; returns how many SQEs it took.
+    /// completions when `flags` has [`ENTER_GETEVENTS`]; returns how many SQEs it took, or
+    /// the errno it failed with (an `i32`, not an `io::Error`: the result comes back in a
+    /// register, and the callers that report it make the `io::Error` from it).
     #[inline]
-    pub(crate) fn enter(&self, to_submit: u32, want: u32, flags: u32) -> io::Result<u32> {
+    pub(crate) fn enter(&self, to_submit: u32, want: u32, flags: u32) -> Result<u32, i32> {
         // SAFETY: no argument pointer is passed (NULL, size 0), as GETEVENTS and
         // SQ_WAKEUP allow; the descriptor is this ring's. The kernel reads the SQEs of the
         // ring, each pushed by `push` from its slot's memory, which stays put until the
@@ -331,7 +333,7 @@ impl<S: Sqe, C: Cqe, M> Uring<S, C, M> {
             )
         };
         if r < 0 {
-            Err(io::Error::last_os_error())
+            Err(super::errno())
         } else {
             Ok(r as u32)
         }

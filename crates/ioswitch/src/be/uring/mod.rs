@@ -481,14 +481,14 @@ impl<I: Iface> Ring<I> {
         n
     }
 
-    /// One `io_uring_enter` on the ring, counted.
+    /// One `io_uring_enter` on the ring, counted: how many SQEs it took, or its errno.
     #[inline]
-    fn enter(&mut self, to_submit: u32, want: u32, flags: u32) -> io::Result<u32> {
+    fn enter(&mut self, to_submit: u32, want: u32, flags: u32) -> Result<u32, i32> {
         self.syscalls += 1;
         #[cfg(test)]
         let to_submit = match self.enter_faults.pop_front() {
             Some(EnterFault::Take(n)) => to_submit.min(n),
-            Some(EnterFault::Fail(errno)) => return Err(io::Error::from_raw_os_error(errno)),
+            Some(EnterFault::Fail(errno)) => return Err(errno),
             None => to_submit,
         };
         let _guard = (I::LOCK_IOPOLL_ENTER && self.iopoll && !self.sqpoll)
@@ -525,14 +525,11 @@ impl<I: Iface> Ring<I> {
             if self.sqpoll { self.sqpoll_enter_args() } else { (self.unsubmitted, ENTER_GETEVENTS) };
         let r = self.enter(to_submit, want, flags);
         if !self.sqpoll {
-            self.took(to_submit, r.as_ref().ok().copied());
+            self.took(to_submit, r.ok());
         }
         match r {
-            Ok(_) => Ok(()),
-            Err(e) => match e.raw_os_error() {
-                Some(libc::EINTR | libc::EAGAIN | libc::EBUSY) => Ok(()),
-                errno => Err(errno.unwrap_or(libc::EIO)),
-            },
+            Ok(_) | Err(libc::EINTR | libc::EAGAIN | libc::EBUSY) => Ok(()),
+            Err(errno) => Err(errno),
         }
     }
 
@@ -639,27 +636,58 @@ impl<I: Iface> Ring<I> {
                 return Ok(());
             }
         }
-        self.commit_rest(pending, r)
+        self.commit_rest(pending, r).map(drop)
     }
 
-    /// `commit_inline`'s enter took fewer than `pending` SQEs or failed: the commit goes
-    /// on as `commit`'s loop does after such an enter (submits the rest; an interrupted
-    /// enter is tried again, EAGAIN and EBUSY leave the rest queued, any other failure is
-    /// the error).
+    /// A submitting enter (of `commit` or `commit_inline`) was given `pending` SQEs and
+    /// took fewer or failed (`r`): the commit goes on (an SQE failed early, its CQE says
+    /// why: the rest is submitted; an interrupted enter is tried again; EAGAIN and EBUSY,
+    /// out of kernel resources for now, leave the rest queued for the next commit or
+    /// wait; any other failure is the error). Returns how many SQEs the commit pushed.
     #[cold]
     #[inline(never)]
-    fn commit_rest(&mut self, pending: u32, r: io::Result<u32>) -> Result<(), Error> {
-        self.took(pending, r.as_ref().ok().copied());
-        let k = pending - self.unsubmitted;
-        match r {
-            Ok(_) if k == 0 => Ok(()),
-            Ok(_) => self.commit().map(|_| ()),
-            Err(e) => match e.raw_os_error() {
-                Some(libc::EINTR) => self.commit().map(|_| ()),
-                Some(libc::EAGAIN | libc::EBUSY) => Ok(()),
-                _ => Err(self.error("io_uring_enter (submit)", e)),
-            },
+    fn commit_rest(&mut self, pending: u32, r: Result<u32, i32>) -> Result<u32, Error> {
+        let mut pending = pending;
+        let mut r = r;
+        let mut pushed = 0;
+        loop {
+            self.took(pending, r.ok());
+            let k = pending - self.unsubmitted;
+            pushed += k;
+            match r {
+                Ok(_) if k == 0 => break,
+                Ok(_) | Err(libc::EINTR) => {}
+                Err(libc::EAGAIN | libc::EBUSY) => break,
+                Err(errno) => return Err(self.error("io_uring_enter (submit)", io::Error::from_raw_os_error(errno))),
+            }
+            if self.unsubmitted == 0 {
+                break;
+            }
+            pending = self.unsubmitted;
+            // min_complete 0: with GETEVENTS (DEFER_TASKRUN) the enter posts what has
+            // completed and returns without waiting.
+            r = self.enter(pending, 0, self.submit_flags);
         }
+        Ok(pushed)
+    }
+
+    /// [`AsyncQueue::commit`] with SQPOLL: the SQEs are already visible to the poll
+    /// thread; it enters only to wake it.
+    #[cold]
+    #[inline(never)]
+    fn commit_sqpoll(&mut self) -> Result<u32, Error> {
+        let queued = std::mem::take(&mut self.unsubmitted);
+        let wake = self.uring.sq_len() > 0 && self.uring.sq_need_wakeup();
+        if wake {
+            match self.enter(0, 0, ENTER_SQ_WAKEUP) {
+                Ok(_) | Err(libc::EINTR | libc::EAGAIN | libc::EBUSY) => {}
+                Err(errno) => {
+                    let e = io::Error::from_raw_os_error(errno);
+                    return Err(self.error("io_uring_enter (wake the SQPOLL thread)", e));
+                }
+            }
+        }
+        Ok(queued)
     }
 
     /// `reap_spin`: looks at the CQ ring until a CQE is there (true), or until the kernel
@@ -751,43 +779,26 @@ impl<I: Iface> AsyncQueue for Ring<I> {
         I::submit(self, io, cmd, data, tag)
     }
 
+    /// The usual commit (no SQPOLL, the enter takes every queued SQE) is one enter and
+    /// a few compares; the rest goes on out of line (`commit_rest`, `commit_sqpoll`).
     fn commit(&mut self) -> Result<u32, Error> {
         if self.sqpoll {
-            let queued = std::mem::take(&mut self.unsubmitted);
-            // The SQEs are already visible to the poll thread; enter only to wake it.
-            let wake = self.uring.sq_len() > 0 && self.uring.sq_need_wakeup();
-            if wake {
-                if let Err(e) = self.enter(0, 0, ENTER_SQ_WAKEUP) {
-                    if !matches!(e.raw_os_error(), Some(libc::EINTR | libc::EAGAIN | libc::EBUSY)) {
-                        return Err(self.error("io_uring_enter (wake the SQPOLL thread)", e));
-                    }
-                }
-            }
-            return Ok(queued);
+            return self.commit_sqpoll();
         }
-        let mut pushed = 0;
-        while self.unsubmitted > 0 {
-            let pending = self.unsubmitted;
-            // min_complete 0: with GETEVENTS (DEFER_TASKRUN) the enter posts what has
-            // completed and returns without waiting.
-            let r = self.enter(pending, 0, self.submit_flags);
-            self.took(pending, r.as_ref().ok().copied());
-            // Fewer than asked: an SQE failed early (its CQE says why); submit the rest.
-            let k = pending - self.unsubmitted;
-            pushed += k;
-            match r {
-                Ok(_) if k == 0 => break,
-                Ok(_) => {}
-                Err(e) => match e.raw_os_error() {
-                    Some(libc::EINTR) => {}
-                    // Out of kernel resources for now: the rest stays queued and goes with
-                    // the next commit or wait.
-                    Some(libc::EAGAIN | libc::EBUSY) => break,
-                    _ => return Err(self.error("io_uring_enter (submit)", e)),
-                },
+        let pending = self.unsubmitted;
+        if pending == 0 {
+            return Ok(0);
+        }
+        // min_complete 0: with GETEVENTS (DEFER_TASKRUN) the enter posts what has
+        // completed and returns without waiting.
+        let r = self.enter(pending, 0, self.submit_flags);
+        if let Ok(k) = r {
+            if k >= pending {
+                self.unsubmitted = 0;
+                return Ok(pending);
             }
         }
-        Ok(pushed)
+        self.commit_rest(pending, r)
     }
 
     fn reap(&mut self, min: u32, max: u32, f: &mut impl CompletionSink) -> Result<u32, Error> {

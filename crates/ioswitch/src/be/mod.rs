@@ -145,20 +145,36 @@ macro_rules! dispatch {
     };
 }
 
+/// The calls of the fast path ([`Queue`](crate::Queue)'s submit, commit and reaps) on the
+/// interfaces whose commands cost least (nil, io_uring, libaio): their arms are inlined,
+/// the rest is one call (`$rest`, out of line). Three arms and a default compile to
+/// compares (two instructions to each of them), where the `match` of every interface
+/// compiled to a jump table (five, and the box loaded after the jump), once per call:
+/// 10 user-space instructions per I/O on the C ABI's io_uring qd1 path (callgrind,
+/// docs/BENCHMARKS.md).
+macro_rules! dispatch_fast {
+    ($self:ident, $q:ident => $e:expr, $other:ident => $rest:expr) => {
+        match $self {
+            Backend::Nil($q) => $e,
+            Backend::IoUring($q) => $e,
+            Backend::Libaio($q) => $e,
+            $other => $rest,
+        }
+    };
+}
+
 /// Reaping: nil and the kernel interfaces (libaio, io_uring, io_uring_cmd) run the
 /// caller's callback inlined (a nil cycle costs what the library costs; on libaio and
 /// io_uring the indirect call, the `Completion` written out for it and the callback's
 /// own entry and exit were 17–30 user-space instructions per I/O, measured with
 /// callgrind on the overhead bench): one instance of their reaping code per callback
-/// type. The other interfaces, whose completions cost thread hand-offs or signals, take
-/// it as a `dyn FnMut`: one instance of their reaping code for all callbacks, and one
-/// indirect call per completion.
+/// type (nil, io_uring and libaio inlined through [`dispatch_fast`], io_uring_cmd and
+/// VFIO here, out of line). The other interfaces, whose completions cost thread
+/// hand-offs or signals, take it as a `dyn FnMut`: one instance of their reaping code for
+/// all callbacks, and one indirect call per completion.
 macro_rules! dispatch_reap {
     ($self:ident, $f:ident, $q:ident => $e:expr) => {
         match $self {
-            Backend::Nil($q) => $e,
-            Backend::Libaio($q) => $e,
-            Backend::IoUring($q) => $e,
             Backend::IoUringCmd($q) => $e,
             Backend::Vfio($q) => $e,
             other => {
@@ -184,30 +200,42 @@ pub(crate) fn own(data: Data) -> Data {
 impl AsyncQueue for Backend {
     #[inline(always)]
     fn submit(&mut self, io: &Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
-        match self {
-            Backend::Nil(q) => q.submit(io, cmd, data, tag),
-            Backend::IoUring(q) => q.submit(io, cmd, data, tag),
-            Backend::Libaio(q) => q.submit(io, cmd, data, tag),
-            other => {
-                let io = *io;
-                let data = own(data);
-                dispatch!(other, q => q.submit(&io, cmd, data, tag))
-            }
-        }
+        dispatch_fast!(self, q => q.submit(io, cmd, data, tag), other => other.submit_rest(*io, cmd, own(data), tag))
     }
     #[inline(always)]
     fn commit(&mut self) -> Result<u32, Error> {
-        dispatch!(self, q => q.commit())
+        dispatch_fast!(self, q => q.commit(), other => other.commit_rest())
     }
     #[inline(always)]
     fn reap(&mut self, min: u32, max: u32, f: &mut impl CompletionSink) -> Result<u32, Error> {
-        dispatch_reap!(self, f, q => q.reap(min, max, f))
+        dispatch_fast!(self, q => q.reap(min, max, f), other => other.reap_rest(min, max, f))
     }
     fn syscalls(&self) -> u64 {
         dispatch!(self, q => q.syscalls())
     }
     #[inline(always)]
     fn commit_and_reap(&mut self, min: u32, max: u32, f: &mut impl CompletionSink) -> Result<u32, Error> {
+        dispatch_fast!(self, q => q.commit_and_reap(min, max, f), other => other.commit_and_reap_rest(min, max, f))
+    }
+}
+
+/// The arms of [`dispatch_fast`]'s calls for the other interfaces (nil, io_uring and
+/// libaio, handled there, are never given to these; they have their arms here anyway).
+impl Backend {
+    #[inline(never)]
+    fn submit_rest(&mut self, io: Io, cmd: &Cmd, data: Data, tag: u64) -> Result<(), (Error, Data)> {
+        dispatch!(self, q => q.submit(&io, cmd, data, tag))
+    }
+    #[inline(never)]
+    fn commit_rest(&mut self) -> Result<u32, Error> {
+        dispatch!(self, q => q.commit())
+    }
+    #[inline(never)]
+    fn reap_rest(&mut self, min: u32, max: u32, f: &mut impl CompletionSink) -> Result<u32, Error> {
+        dispatch_reap!(self, f, q => q.reap(min, max, f))
+    }
+    #[inline(never)]
+    fn commit_and_reap_rest(&mut self, min: u32, max: u32, f: &mut impl CompletionSink) -> Result<u32, Error> {
         dispatch_reap!(self, f, q => q.commit_and_reap(min, max, f))
     }
 }

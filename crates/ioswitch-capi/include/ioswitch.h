@@ -804,7 +804,7 @@ int ioswitch_dev_dax(const struct ioswitch_dev *dev,
  * ioswitch does not make itself (`posix_fadvise`, an `fcntl` write-life hint, an `ioctl`).
  * The descriptor stays the device's: do not close it, and do not use it after
  * `ioswitch_dev_close`. Returns 0; -ENODATA when the device has none (a ramdisk, a PCI
- * address driven by `vfio`), with `ioswitch_last_error()` saying so and `*fd` set to -1;
+ * address driven by `vfio`), with `ioswitch_last_error()` saying so and `*fd` left as it was;
  * -EINVAL for NULL arguments.
  *
  * # Safety

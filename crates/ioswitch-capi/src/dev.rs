@@ -319,6 +319,24 @@ unsafe fn fill<T>(
     what: &str,
     make: impl FnOnce(&ioswitch_dev) -> T,
 ) -> c_int {
+    // SAFETY: the caller's contract, passed on.
+    unsafe { fill_if(func, dev, out, what, "", |d| Some(make(d))) }
+}
+
+/// [`fill`] for what a device may not have: when `make` gives `None`, `*out` is left as
+/// it was and the call fails with -ENODATA, the message naming the function, the device,
+/// its kind and `lacks` ("has no file descriptor").
+///
+/// # Safety
+/// As [`fill`].
+unsafe fn fill_if<T>(
+    func: &str,
+    dev: *const ioswitch_dev,
+    out: *mut T,
+    what: &str,
+    lacks: &str,
+    make: impl FnOnce(&ioswitch_dev) -> Option<T>,
+) -> c_int {
     guard(func, -libc::EIO, || {
         // SAFETY: dev is null or open (caller contract).
         let d = match unsafe { dev_arg(func, dev) } {
@@ -328,7 +346,10 @@ unsafe fn fill<T>(
         if out.is_null() {
             return null_arg(func, what);
         }
-        let v = make(d);
+        let Some(v) = make(d) else {
+            let id = d.dev.ident();
+            return fail(libc::ENODATA, format!("{func}: {} ({}) {lacks}", id.uri, id.kind));
+        };
         // SAFETY: out is non-null and valid for a write (caller contract).
         unsafe { out.write(v) };
         0
@@ -433,60 +454,25 @@ pub struct ioswitch_dax {
 /// `dev` must be NULL or an open device; `dax` NULL or valid for writing one struct.
 #[no_mangle]
 pub unsafe extern "C" fn ioswitch_dev_dax(dev: *const ioswitch_dev, dax: *mut ioswitch_dax) -> c_int {
-    const F: &str = "ioswitch_dev_dax";
-    guard(F, -libc::EIO, || {
-        // SAFETY: dev is null or open (caller contract).
-        let d = match unsafe { dev_arg(F, dev) } {
-            Ok(d) => d,
-            Err(e) => return e,
-        };
-        if dax.is_null() {
-            return null_arg(F, "dax");
-        }
-        let Some(v) = dax_of(d) else {
-            return fail(
-                libc::ENODATA,
-                format!("{F}: {} ({}) is not a DAX device or a file on one", d.dev.ident().uri, d.dev.ident().kind),
-            );
-        };
-        // SAFETY: dax is non-null and valid for a write (caller contract).
-        unsafe { dax.write(v) };
-        0
-    })
+    // SAFETY: dev is null or open, dax null or writable (caller contract).
+    unsafe { fill_if("ioswitch_dev_dax", dev, dax, "dax", "is not a DAX device or a file on one", dax_of) }
 }
 
 /// Gives in `*fd` the open file descriptor the device's interfaces use, for the calls
 /// ioswitch does not make itself (`posix_fadvise`, an `fcntl` write-life hint, an `ioctl`).
 /// The descriptor stays the device's: do not close it, and do not use it after
 /// `ioswitch_dev_close`. Returns 0; -ENODATA when the device has none (a ramdisk, a PCI
-/// address driven by `vfio`), with `ioswitch_last_error()` saying so and `*fd` set to -1;
+/// address driven by `vfio`), with `ioswitch_last_error()` saying so and `*fd` left as it was;
 /// -EINVAL for NULL arguments.
 ///
 /// # Safety
 /// `dev` must be NULL or an open device; `fd` NULL or valid for writing one `int`.
 #[no_mangle]
 pub unsafe extern "C" fn ioswitch_dev_fd(dev: *const ioswitch_dev, fd: *mut c_int) -> c_int {
-    const F: &str = "ioswitch_dev_fd";
-    guard(F, -libc::EIO, || {
-        // SAFETY: dev is null or open (caller contract).
-        let d = match unsafe { dev_arg(F, dev) } {
-            Ok(d) => d,
-            Err(e) => return e,
-        };
-        if fd.is_null() {
-            return null_arg(F, "fd");
-        }
-        let got = d.dev.fd().map(|f| f.as_raw_fd());
-        // SAFETY: fd is non-null and valid for a write (caller contract).
-        unsafe { fd.write(got.unwrap_or(-1)) };
-        match got {
-            Some(_) => 0,
-            None => fail(
-                libc::ENODATA,
-                format!("{F}: {} ({}) has no file descriptor", d.dev.ident().uri, d.dev.ident().kind),
-            ),
-        }
-    })
+    // SAFETY: dev is null or open, fd null or writable (caller contract).
+    unsafe {
+        fill_if("ioswitch_dev_fd", dev, fd, "fd", "has no file descriptor", |d| d.dev.fd().map(|f| f.as_raw_fd()))
+    }
 }
 
 fn dax_of(d: &ioswitch_dev) -> Option<ioswitch_dax> {
@@ -1091,8 +1077,9 @@ mod tests {
         assert_eq!(r, 0, "{}", last_string());
         // SAFETY: an open device, then NULL arguments, refused before anything is written.
         unsafe {
+            fd = -2;
             assert_eq!(ioswitch_dev_fd(dev, &mut fd), -libc::ENODATA);
-            assert_eq!(fd, -1);
+            assert_eq!(fd, -2, "left as it was");
             assert!(
                 last_string().contains("1MiB") && last_string().contains("no file descriptor"),
                 "{}",

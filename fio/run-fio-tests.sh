@@ -382,9 +382,11 @@ done
 # (workqueue.c) stores `sw->flags = SW_F_IDLE` after pthread_create(), which wipes the
 # SW_F_RUNNING of a worker that finished its init first, and workqueue_init() then waits
 # for it forever (gdb on a hung job: the job thread in workqueue_init, all 4 workers idle
-# in worker_thread). How often depends on timing only (its own psync engine hangs too: 5
-# of 40 such jobs under load here; 2 to 8 of 12 at load 2-4 through this engine, with or
-# without fio's fadvise on the engine's descriptor). So a try killed after 20 s is tried
+# in worker_thread). Its own psync engine hangs too (5 of 40 such jobs under load here).
+# Through this engine at load 2-4 (2026-12-07): with fio's default fadvise_hint going to
+# the engine's descriptor, 13 of 38 runs hung, against 0 of 22 while it went to fd -1;
+# with fadvise_hint=0, 8 of 12 and 6 of 12. Why the fadvise, which comes after the
+# workers start, moves the rate was not found. So a try killed after 20 s is tried
 # again, up to 5 times; a try that ends must verify every byte, and 5 hung tries fail. The old engine failed this verify in 3 of 5 runs
 # here (the race needs two workers at once), so one run does not always catch it.
 offload_verify() {

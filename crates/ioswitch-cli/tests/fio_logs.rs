@@ -6,7 +6,7 @@
 //! gnuplot (`./scripts/test` installs both).
 
 use ioswitch_testkit::dirs::Scratch;
-use ioswitch_testkit::tools::{output, plain, FIO};
+use ioswitch_testkit::tools::{output, output_retrying_hangs, plain, FIO};
 use ioswitch_testkit::{fio_scratch, have, text};
 use std::collections::BTreeMap;
 use std::fs;
@@ -54,25 +54,13 @@ fn owned(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| s.to_string()).collect()
 }
 
-/// Runs fio with `args`, killed after 60 s and run again, up to 5 times. fio 3.33 can hang
-/// for ever starting a workqueue (`log_store_compressed`'s compression worker here, the
-/// submit workers of `io_submit_mode=offload` elsewhere): `start_worker()` (workqueue.c)
-/// stores `sw->flags = SW_F_IDLE` after `pthread_create()`, which wipes the
-/// `SW_F_RUNNING` of a worker that started first, and `workqueue_init()` then waits for
-/// it for ever (gdb on a hung job of this file: `workqueue_init` called from
-/// `iolog_compress_init`). Each try's job is checked as before; a kill is only tried
-/// again, and 5 kills fail the test.
+/// fio with `args` in `dir`, killed after 60 s and run again, up to 5 times: fio 3.33 can
+/// hang for ever starting `log_store_compressed`'s compression worker (see
+/// [`output_retrying_hangs`]; gdb on a hung job of this file: `workqueue_init` called
+/// from `iolog_compress_init`). 5 hung runs fail the test.
 fn fio_bounded(args: &[String], dir: &Path) -> std::process::Output {
-    let mut argv = vec!["-s".to_string(), "KILL".into(), "60".into(), FIO.into()];
-    argv.extend(args.iter().cloned());
-    for attempt in 1..=5 {
-        let o = plain("timeout", &argv, Some(dir));
-        if o.status.code() != Some(137) {
-            return o;
-        }
-        eprintln!("note: fio {args:?}: try {attempt} hung (fio's workqueue start), killed after 60 s");
-    }
-    panic!("fio {args:?}: 5 tries hung (fio's workqueue start), each killed after 60 s");
+    output_retrying_hangs(FIO, args, dir, 60, 5)
+        .unwrap_or_else(|| panic!("fio {args:?}: 5 runs hung (fio's workqueue start), each killed after 60 s"))
 }
 
 /// Runs one job with fio, then with `ioswitch bench` (the same options; `args` gets the

@@ -6,10 +6,11 @@
 //! `./scripts/test` installs fio).
 
 use ioswitch_testkit::dirs::Scratch;
-use ioswitch_testkit::tools::strace_args;
+use ioswitch_testkit::tools::{output_retrying_hangs, strace_args};
 use ioswitch_testkit::{fio_scratch, serial, text};
 use std::collections::BTreeMap;
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::Output;
 
 /// The engines the tests run, each with the system call that makes its writes.
 const ENGINES: [(&str, &str); 2] = [("psync", "pwrite64"), ("libaio", "io_submit")];
@@ -25,42 +26,17 @@ const ENGINES: [(&str, &str); 2] = [("psync", "pwrite64"), ("libaio", "io_submit
 /// the expected figures below are fio's structure, written out, so ours is still checked.
 /// `ioswitch` hanging, or any run failing, fails the test.
 fn run(program: &str, args: &[String]) -> Option<Output> {
-    use std::os::unix::process::ExitStatusExt;
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
     let is_fio = program == "fio" || (program == "strace" && args.iter().any(|a| a == "fio"));
-    const ATTEMPTS: u32 = 5;
     // `ioswitch` is not expected to hang: it has the longer limit, and no retry.
-    let limit = if is_fio { "4" } else { "10" };
-    for attempt in 1..=ATTEMPTS {
-        let mut a = vec!["-s".to_string(), "KILL".into(), limit.into(), program.into()];
-        a.extend(args.iter().cloned());
-        let o = Command::new("timeout")
-            .args(&a)
-            .current_dir(env!("CARGO_TARGET_TMPDIR"))
-            .stdin(Stdio::null())
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
-        // timeout's KILL reaches its own process group too: killed by 9, or 137.
-        let hung = o.status.signal() == Some(9) || o.status.code() == Some(137);
-        if hung && is_fio {
-            eprintln!(
-                "note: fio hung (its offload deadlock), killed after {limit} s (attempt {attempt} of {ATTEMPTS})"
-            );
-            if attempt == ATTEMPTS {
-                eprintln!("note: fio hung {ATTEMPTS} times: its side of this check is not run");
-                return None;
-            }
-            continue;
-        }
-        assert!(
-            o.status.success(),
-            "{program} {args:?} failed ({}):\n{}{}",
-            o.status,
-            text(&o.stdout),
-            text(&o.stderr)
-        );
-        return Some(o);
-    }
-    unreachable!("the last attempt returns")
+    let (limit, tries) = if is_fio { (4, 5) } else { (10, 1) };
+    let Some(o) = output_retrying_hangs(program, args, dir, limit, tries) else {
+        assert!(is_fio, "{program} {args:?} hung, killed after {limit} s");
+        eprintln!("note: fio hung {tries} times: its side of this check is not run");
+        return None;
+    };
+    assert!(o.status.success(), "{program} {args:?} failed ({}):\n{}{}", o.status, text(&o.stdout), text(&o.stderr));
+    Some(o)
 }
 
 /// The job as fio takes it and as `ioswitch bench` takes it: 256 random 4 KiB writes over

@@ -87,6 +87,35 @@ pub fn plain<S: AsRef<OsStr>>(program: &str, args: &[S], dir: Option<&Path>) -> 
     finish(&mut cmd, program)
 }
 
+/// Runs `program args` (as given, no standard input, in `dir`) under
+/// `timeout -s KILL secs`, and again while a run is killed there, up to `tries` runs;
+/// `None` when every run was killed (a note says so on standard error at each). For fio
+/// 3.33, which can hang for ever starting a workqueue (`io_submit_mode=offload`'s submit
+/// workers, `log_store_compressed`'s compression worker): `start_worker()` (workqueue.c)
+/// stores `sw->flags = SW_F_IDLE` after `pthread_create()`, wiping the `SW_F_RUNNING` of
+/// a worker that started first, and `workqueue_init()` then waits for it for ever. A run
+/// that ends is the caller's to check.
+pub fn output_retrying_hangs<S: AsRef<OsStr> + Debug>(
+    program: &str,
+    args: &[S],
+    dir: &Path,
+    secs: u32,
+    tries: u32,
+) -> Option<Output> {
+    use std::os::unix::process::ExitStatusExt;
+    for attempt in 1..=tries {
+        let mut cmd = Command::new("timeout");
+        cmd.args(["-s", "KILL", &secs.to_string(), program]).args(args).stdin(Stdio::null()).current_dir(dir);
+        let o = finish(&mut cmd, program);
+        // timeout's KILL reaches its own process group too: killed by 9, or 137.
+        if o.status.signal() != Some(9) && o.status.code() != Some(137) {
+            return Some(o);
+        }
+        eprintln!("note: {program} {args:?} hung, killed after {secs} s (try {attempt} of {tries})");
+    }
+    None
+}
+
 fn finish(cmd: &mut Command, program: &str) -> Output {
     cmd.output().unwrap_or_else(|e| panic!("cannot run {program}: {e}"))
 }
@@ -174,5 +203,15 @@ mod tests {
     #[should_panic(expected = "cannot run /nonexistent/ioswitch-no-such-program")]
     fn a_program_that_does_not_start_panics_naming_it() {
         output("/nonexistent/ioswitch-no-such-program", &["--name=j"], None);
+    }
+
+    #[test]
+    fn a_run_that_hangs_is_killed_and_tried_again_and_one_that_ends_is_returned() {
+        let dir = std::env::temp_dir();
+        let t = std::time::Instant::now();
+        assert!(output_retrying_hangs("sleep", &["30"], &dir, 1, 2).is_none(), "every run killed");
+        assert!(t.elapsed() >= std::time::Duration::from_secs(2), "two runs of 1 s each");
+        let o = output_retrying_hangs("sh", &["-c", "exit 3"], &dir, 5, 3).expect("a run that ends");
+        assert_eq!(o.status.code(), Some(3), "its status is the caller's to check");
     }
 }

@@ -3,8 +3,8 @@
 ioswitch engine, then calls this with --fio and --engine).
 
   fio/bench_vs_xnvme.py --fio FIO --engine ENGINE [--reps N] [--runtime S]
-                        [--callgrind N [--callgrind-only]] [--disk FILE] [--only nil|uring]
-                        [--cpus-allowed LIST] [--aa]
+                        [--callgrind N [--callgrind-only]] [--disk FILE]
+                        [--only nil|uring|uring-shm] [--cpus-allowed LIST] [--aa]
 
 4 KiB random reads, thread=1, one job, rows interleaved: each repetition runs every row
 of a group once, in an order rotated by one each repetition.
@@ -33,6 +33,10 @@ nil's >= 1; io_uring on the /dev/shm file at qd 1 and 16, like with like: the en
 default row (a blocking reap, as fio's `io_uring` engine) / fio `io_uring` >= 0.98, and
 the engine's spinning row (`reap_spin=20us`, as xNVMe's busy-polling io_uring path) /
 xNVMe `io_uring` >= 1.
+
+--only nil, uring: those groups alone; uring-shm: the io_uring groups on the /dev/shm
+file alone (the rows the io_uring verdict judges, without the O_DIRECT file's), so that
+a run of more repetitions takes the time of fewer with every group.
 
 --aa (calibration, not a verdict): instead of the rows above, on the /dev/shm file at
 qd 1 and 16, fio `io_uring` twice and the engine's default `io_uring` row twice (identical
@@ -115,7 +119,8 @@ def main():
     ap.add_argument("--runtime", type=int, default=2, help="seconds per fio run")
     ap.add_argument("--callgrind", type=int, metavar="N", help="instructions per I/O of the nil rows (0: skip)")
     ap.add_argument("--disk", default="/var/tmp/ioswitch-fio-bench.img", help="file on a disk file system")
-    ap.add_argument("--only", choices=["nil", "uring"])
+    ap.add_argument("--only", choices=["nil", "uring", "uring-shm"],
+                    help="one group: nil, io_uring, or io_uring on the /dev/shm file only")
     ap.add_argument("--cpus-allowed", metavar="LIST",
                     help="fio's cpus_allowed=LIST on every row (the job's thread and, on Linux 6.x, its "
                          "io-wq workers, which inherit it); default: no pinning, as the verdict runs")
@@ -203,16 +208,17 @@ def main():
                 bench.callgrind(configs, a.callgrind)
         os.unlink(nil_file)
 
-    if a.only in (None, "uring"):
+    if a.only in (None, "uring", "uring-shm"):
         shm = f"/dev/shm/ioswitch-fio-bench-xnvme.{os.getpid()}.img"
         subprocess.run(["dd", "if=/dev/urandom", f"of={shm}", "bs=1M", "count=256", "status=none"], check=True)
         disk = a.disk
-        if not a.callgrind_only and (not os.path.exists(disk) or os.path.getsize(disk) < (1 << 30)):
+        if (not a.callgrind_only and a.only != "uring-shm"
+                and (not os.path.exists(disk) or os.path.getsize(disk) < (1 << 30))):
             subprocess.run(["dd", "if=/dev/urandom", f"of={disk}", "bs=1M", "count=1024", "status=none"], check=True)
         for what, path, size, extra in (("/dev/shm file", shm, "256m", []),
                                         ("O_DIRECT disk file", disk, "1g", ["--direct=1"])):
             for qd in (1, 16):
-                if a.callgrind_only and extra:
+                if extra and (a.callgrind_only or a.only == "uring-shm"):
                     continue
                 base = common + extra + [f"--iodepth={qd}", f"--filename={path}", f"--size={size}"]
                 configs = [

@@ -1,6 +1,7 @@
-//! Memory mappings: mmap(2) of a descriptor as one shared [`Mapping`], copies in and out
-//! of it, msync(2), and munmap(2) when it is dropped. The copies survive a SIGBUS (a page
-//! the kernel cannot read or write, e.g. a media error under the mapping): they go through
+//! Memory mappings: [`Mapped`], the owner of every mapping the library keeps (unmapped
+//! when it is dropped), and on it mmap(2) of a descriptor as one shared [`Mapping`], copies
+//! in and out of it and msync(2). The copies survive a SIGBUS (a page the kernel cannot
+//! read or write, e.g. a media error under the mapping): they go through
 //! [`super::sigbus`] and return [`MapFault`] instead of ending the process.
 
 use libc::c_int;
@@ -25,19 +26,76 @@ impl std::fmt::Display for MapFault {
     }
 }
 
-/// A `MAP_SHARED` mapping of the first `len` bytes of a file or block device, owned until
-/// drop. The memory is shared with the kernel and with every other user of the file, so
-/// it is only ever copied in and out (never lent out as a reference that could alias).
-pub(crate) struct Mapping {
+/// A range of address space mapped with mmap(2), owned until drop, when it is unmapped:
+/// the one owner of the mappings the library keeps ([`Mapping`], a device's BAR, DMA
+/// memory, persistent memory). It never reads or writes its memory itself; it hands out
+/// bounds-checked raw pointers into it, and the type that holds it says, at each access,
+/// why that access is sound (volatile register accesses, copies, lent ranges).
+pub(crate) struct Mapped {
     base: NonNull<u8>,
     len: usize,
 }
 
-// SAFETY: the mapping is plain shared memory owned by this value until drop; every access
-// goes through copies bounded by `len`, never through references.
-unsafe impl Send for Mapping {}
-// SAFETY: as above: concurrent calls only copy bytes in and out of the mapping.
-unsafe impl Sync for Mapping {}
+// SAFETY: a `Mapped` is an address range this value alone unmaps; its safe methods only
+// compute addresses, and every access through them is `unsafe` in the holder, which
+// states there what makes it sound from any thread.
+unsafe impl Send for Mapped {}
+// SAFETY: as above: shared references give out addresses, never access the memory.
+unsafe impl Sync for Mapped {}
+
+impl Mapped {
+    /// mmap(2) of `len` bytes of `fd` from `offset` (see [`mmap`]).
+    pub(crate) fn map(len: usize, prot: c_int, flags: c_int, fd: RawFd, offset: u64) -> io::Result<Mapped> {
+        Ok(Mapped { base: mmap(len, prot, flags, fd, offset)?, len })
+    }
+
+    /// Takes over a mapping made by the caller.
+    ///
+    /// # Safety
+    /// `base .. base + len` must be exactly one mapping the caller made, which nothing
+    /// else unmaps or refers to once this returns.
+    pub(crate) unsafe fn adopt(base: NonNull<u8>, len: usize) -> Mapped {
+        Mapped { base, len }
+    }
+
+    /// The mapped length in bytes.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The start address.
+    #[inline]
+    pub(crate) fn addr(&self) -> usize {
+        self.base.as_ptr() as usize
+    }
+
+    /// The start of `off .. off + n` when that lies inside the mapping.
+    #[inline]
+    pub(crate) fn range(&self, off: usize, n: usize) -> Option<*mut u8> {
+        (off <= self.len && n <= self.len - off).then(|| self.base.as_ptr().wrapping_add(off))
+    }
+
+    /// The offset in the mapping of address `at`, when it lies inside.
+    pub(crate) fn offset_of(&self, at: usize) -> Option<usize> {
+        (self.addr()..self.addr() + self.len).contains(&at).then(|| at - self.addr())
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        // SAFETY: base/len are exactly one mapping made by `map` or handed over to
+        // `adopt`, unmapped once, here; the holder's borrows of it have ended.
+        unsafe { libc::munmap(self.base.as_ptr() as *mut libc::c_void, self.len) };
+    }
+}
+
+/// A `MAP_SHARED` mapping of the first `len` bytes of a file or block device, owned until
+/// drop. The memory is shared with the kernel and with every other user of the file, so
+/// it is only ever copied in and out (never lent out as a reference that could alias).
+pub(crate) struct Mapping {
+    map: Mapped,
+}
 
 /// mmap(2) of `len` bytes of `fd` from `offset` (anonymous memory: `fd` -1 with
 /// `MAP_ANONYMOUS`) at an address the kernel chooses (`MAP_FIXED` is dropped from `flags`):
@@ -60,20 +118,18 @@ impl Mapping {
     pub(crate) fn shared(fd: RawFd, len: usize, writable: bool) -> io::Result<Mapping> {
         sigbus::install()?;
         let prot = if writable { libc::PROT_READ | libc::PROT_WRITE } else { libc::PROT_READ };
-        Ok(Mapping { base: mmap(len, prot, libc::MAP_SHARED, fd, 0)?, len })
+        Ok(Mapping { map: Mapped::map(len, prot, libc::MAP_SHARED, fd, 0)? })
     }
 
     /// The mapped length in bytes.
     pub(crate) fn len(&self) -> usize {
-        self.len
+        self.map.len()
     }
 
     /// Panics unless `off .. off + n` lies inside the mapping; returns its start.
     #[inline]
     fn at(&self, off: usize, n: usize) -> *mut u8 {
-        assert!(off <= self.len && n <= self.len - off, "{n} bytes at {off} outside a mapping of {}", self.len);
-        // SAFETY: off ≤ len, so the pointer stays inside (or one past) the mapping.
-        unsafe { self.base.as_ptr().add(off) }
+        self.map.range(off, n).unwrap_or_else(|| panic!("{n} bytes at {off} outside a mapping of {}", self.map.len()))
     }
 
     /// Copies `dst.len()` bytes from offset `off` of the mapping into `dst`; a page the
@@ -104,16 +160,9 @@ impl Mapping {
 
     /// msync(2) with `MS_SYNC` over the whole mapping.
     pub(crate) fn sync(&self) -> io::Result<()> {
+        let (base, len) = (self.map.addr() as *mut libc::c_void, self.map.len());
         // SAFETY: the whole mapping, which this value owns.
-        super::check(unsafe { libc::msync(self.base.as_ptr() as *mut libc::c_void, self.len, libc::MS_SYNC) }).map(drop)
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: base/len are exactly the mapping made in `shared`, and nothing refers to
-        // it any more (its memory is never lent out).
-        unsafe { libc::munmap(self.base.as_ptr() as *mut libc::c_void, self.len) };
+        super::check(unsafe { libc::msync(base, len, libc::MS_SYNC) }).map(drop)
     }
 }
 

@@ -8,6 +8,7 @@
 //! CLFLUSHOPT, else CLFLUSH. All of this is x86-64 only; elsewhere `PmemMap::map` fails
 //! with `EOPNOTSUPP`.
 
+use super::mem::Mapped;
 use std::io;
 use std::os::fd::RawFd;
 use std::ptr::NonNull;
@@ -277,10 +278,11 @@ pub(crate) unsafe fn persistent_zero(how: Flush, dst: *mut u8, n: usize) {
 /// Besides copies in and out, it lends ranges of itself to the application
 /// ([`PmemMap::lend`]): the ranges lent at one time never overlap, and reads and writes
 /// through [`PmemMap::read_at`]/[`PmemMap::write_at`] on a lent range are refused by the
-/// backend (it asks [`PmemMap::overlaps_lent`] first).
+/// backend (it asks [`PmemMap::overlaps_lent`] first). Shared between threads as it is:
+/// copies are bounded by its length and lent ranges never overlap (the `lent` list).
+/// Unmapped when dropped; a lent range borrows it, so none is alive then.
 pub(crate) struct PmemMap {
-    base: NonNull<u8>,
-    len: usize,
+    map: Mapped,
     flush: Flush,
     /// The ranges lent out now (offset, length).
     lent: Mutex<Vec<(usize, usize)>>,
@@ -289,12 +291,6 @@ pub(crate) struct PmemMap {
     /// Populated for writing at open (see [`PmemMap::map`]).
     write_populated: bool,
 }
-
-// SAFETY: the mapping is shared memory owned by this value until drop; copies are
-// bounded by `len`, and lent ranges are handed out without overlap (the `lent` list).
-unsafe impl Send for PmemMap {}
-// SAFETY: as above.
-unsafe impl Sync for PmemMap {}
 
 /// How a mapping is asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -376,6 +372,9 @@ impl PmemMap {
         if let Some(e) = err {
             return Err(e);
         }
+        let base = NonNull::new(p as *mut u8).expect("mmap returned a non-null address");
+        // SAFETY: p .. p + len is the mapping made just above, which nothing else knows of.
+        let map = unsafe { Mapped::adopt(base, len) };
         let mut write_populated = false;
         if populate != 0 && writable && len > 0 {
             // SAFETY: the mapping made just above, whole; populating changes no byte.
@@ -385,16 +384,12 @@ impl PmemMap {
             } else {
                 let e = io::Error::last_os_error();
                 if e.raw_os_error() != Some(libc::EINVAL) {
-                    // SAFETY: the mapping made above, which nothing else knows of yet.
-                    unsafe { libc::munmap(p, len) };
                     return Err(e);
                 }
             }
         }
-        let base = NonNull::new(p as *mut u8).expect("mmap returned a non-null address");
         Ok(PmemMap {
-            base,
-            len,
+            map,
             flush: Flush::detect(),
             lent: Mutex::new(Vec::new()),
             nlent: AtomicUsize::new(0),
@@ -410,7 +405,7 @@ impl PmemMap {
 
     /// The mapped length in bytes.
     pub(crate) fn len(&self) -> usize {
-        self.len
+        self.map.len()
     }
 
     /// The write-back instruction its stores use.
@@ -430,24 +425,19 @@ impl PmemMap {
     pub(crate) fn guarded(&self, f: impl FnMut()) -> Result<(), Option<usize>> {
         // SAFETY: the closures passed here (be/pmem.rs) only copy, zero and fence over
         // ranges checked before the call, with no destructor and no lock in their frames.
-        unsafe { super::sigbus::guarded(f) }.map_err(|at| {
-            let base = self.base.as_ptr() as usize;
-            (base..base + self.len).contains(&at).then(|| at - base)
-        })
+        unsafe { super::sigbus::guarded(f) }.map_err(|at| self.map.offset_of(at))
     }
 
     /// The mapping's start address (for its alignment).
     #[cfg(test)]
     pub(crate) fn addr(&self) -> usize {
-        self.base.as_ptr() as usize
+        self.map.addr()
     }
 
     /// Panics unless `off .. off + n` lies inside the mapping; returns its start.
     #[inline]
     fn at(&self, off: usize, n: usize) -> *mut u8 {
-        assert!(off <= self.len && n <= self.len - off, "{n} bytes at {off} outside a mapping of {}", self.len);
-        // SAFETY: off ≤ len, so the pointer stays inside (or one past) the mapping.
-        unsafe { self.base.as_ptr().add(off) }
+        self.map.range(off, n).unwrap_or_else(|| panic!("{n} bytes at {off} outside a mapping of {}", self.map.len()))
     }
 
     /// Copies `dst.len()` bytes at `off` of the mapping into `dst`.
@@ -591,14 +581,6 @@ impl Drop for Lent<'_> {
             lent.swap_remove(i);
             self.map.nlent.fetch_sub(1, Ordering::AcqRel);
         }
-    }
-}
-
-impl Drop for PmemMap {
-    fn drop(&mut self) {
-        // SAFETY: base/len are exactly the mapping made in `map`; nothing refers to it
-        // any more (lent ranges borrow self, so none is alive).
-        unsafe { libc::munmap(self.base.as_ptr() as *mut libc::c_void, self.len) };
     }
 }
 

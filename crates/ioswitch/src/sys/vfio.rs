@@ -6,6 +6,7 @@
 //! The guest kernel (Debian 6.1) offers the container/group interface
 //! (`/dev/vfio/vfio` + `/dev/vfio/GROUP`) with `vfio_iommu_type1`; iommufd is not used.
 
+use super::mem::Mapped;
 use crate::buf::{Buffer, Owner};
 use std::ffi::CString;
 use std::io;
@@ -228,33 +229,30 @@ impl Device {
 
 /// A mapped BAR: device registers, accessed with volatile, naturally aligned 32- and
 /// 64-bit loads and stores inside its bounds (a register offset outside it panics).
+///
+/// Shared between threads as it is: every access is a bounds-checked volatile load or
+/// store of one register, which the device serialises.
 pub(crate) struct Bar {
-    base: NonNull<u8>,
-    len: usize,
+    map: Mapped,
 }
-
-// SAFETY: the mapping is device memory owned by this value until drop; every access is a
-// bounds-checked volatile load or store (the device serialises register accesses).
-unsafe impl Send for Bar {}
-// SAFETY: as above.
-unsafe impl Sync for Bar {}
 
 impl Bar {
     /// Maps `len` bytes at `offset` of `fd` (a VFIO device region, a sysfs `resourceN`
     /// file) shared, for register access.
     pub(crate) fn map_fd(fd: RawFd, offset: u64, len: usize) -> io::Result<Bar> {
-        Ok(Bar { base: super::mem::mmap(len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, offset)?, len })
+        Ok(Bar { map: Mapped::map(len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, offset)? })
     }
 
     #[inline]
     fn at(&self, off: usize, n: usize) -> *mut u8 {
-        assert!(off % n == 0 && off + n <= self.len, "register {off:#x} ({n} bytes) outside a BAR of {}", self.len);
-        // SAFETY: off + n <= len: inside the mapping.
-        unsafe { self.base.as_ptr().add(off) }
+        self.map
+            .range(off, n)
+            .filter(|_| off % n == 0)
+            .unwrap_or_else(|| panic!("register {off:#x} ({n} bytes) outside a BAR of {}", self.map.len()))
     }
     /// Its length in bytes.
     pub(crate) fn len(&self) -> usize {
-        self.len
+        self.map.len()
     }
     /// A 32-bit register.
     #[inline]
@@ -282,29 +280,19 @@ impl Bar {
     }
 }
 
-impl Drop for Bar {
-    fn drop(&mut self) {
-        // SAFETY: base/len are exactly the mapping made in Device::map, unmapped once.
-        unsafe { libc::munmap(self.base.as_ptr() as *mut libc::c_void, self.len) };
-    }
-}
-
 /// Memory made of 2 MiB huge pages (`MAP_HUGETLB`, populated and locked in place by the
 /// kernel's hugetlb pool), which a device reads and writes by DMA. Accessed only through
 /// the bounds-checked methods below; its bytes are handed out as [`Buffer`]s by
 /// [`Chunk::lend`].
 ///
+/// Shared between threads as it is: the methods copy with volatile accesses, and the parts
+/// handed out as buffers are disjoint (the caller's allocator guarantees it). Unmapped
+/// when dropped, after every buffer carved out of it (each holds it alive).
+///
 /// [`Buffer`]: crate::buf::Buffer
 pub(crate) struct DmaMem {
-    base: NonNull<u8>,
-    len: usize,
+    map: Mapped,
 }
-
-// SAFETY: plain memory owned by this value; the methods copy with volatile accesses and
-// the parts handed out as buffers are disjoint (the caller's allocator guarantees it).
-unsafe impl Send for DmaMem {}
-// SAFETY: as above.
-unsafe impl Sync for DmaMem {}
 
 impl DmaMem {
     /// Maps `len` bytes (rounded up to whole 2 MiB pages) of hugepage memory, zeroed.
@@ -312,31 +300,30 @@ impl DmaMem {
     pub(crate) fn alloc(len: usize) -> io::Result<DmaMem> {
         let len = len.max(1).next_multiple_of(HUGEPAGE);
         let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB | libc::MAP_POPULATE;
-        Ok(DmaMem { base: super::mem::mmap(len, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0)?, len })
+        Ok(DmaMem { map: Mapped::map(len, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0)? })
     }
 
     /// Locks it in memory (mlock): a hugetlb page is never swapped nor migrated while
     /// mapped, and the lock says so to the kernel for a device that gets its physical
     /// address (no IOMMU pins it).
     pub(crate) fn pin(&self) -> io::Result<()> {
+        let (base, len) = (self.map.addr() as *const libc::c_void, self.map.len());
         // SAFETY: base/len are exactly this mapping; mlock only changes its residency.
-        super::check(unsafe { libc::mlock(self.base.as_ptr() as *const libc::c_void, self.len) }).map(drop)
+        super::check(unsafe { libc::mlock(base, len) }).map(drop)
     }
 
     /// Its start address.
     pub(crate) fn addr(&self) -> u64 {
-        self.base.as_ptr() as u64
+        self.map.addr() as u64
     }
     /// Its length in bytes.
     pub(crate) fn len(&self) -> usize {
-        self.len
+        self.map.len()
     }
 
     #[inline]
     fn at(&self, off: usize, n: usize) -> *mut u8 {
-        assert!(off <= self.len && n <= self.len - off, "{n} bytes at {off} outside DMA memory of {}", self.len);
-        // SAFETY: off <= len: inside (or one past) the mapping.
-        unsafe { self.base.as_ptr().add(off) }
+        self.map.range(off, n).unwrap_or_else(|| panic!("{n} bytes at {off} outside DMA memory of {}", self.map.len()))
     }
 
     /// Copies `src` to offset `off` (a submission entry, a PRP list), with volatile
@@ -398,14 +385,6 @@ impl DmaMem {
     /// A pointer to `n` bytes at `off`, for a buffer carved out of this memory.
     pub(crate) fn ptr(&self, off: usize, n: usize) -> NonNull<u8> {
         NonNull::new(self.at(off, n)).expect("inside a non-null mapping")
-    }
-}
-
-impl Drop for DmaMem {
-    fn drop(&mut self) {
-        // SAFETY: base/len are exactly the mapping made in alloc, unmapped once; every
-        // buffer carved out of it holds the memory alive (it is dropped after them).
-        unsafe { libc::munmap(self.base.as_ptr() as *mut libc::c_void, self.len) };
     }
 }
 

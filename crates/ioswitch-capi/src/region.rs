@@ -435,12 +435,9 @@ unsafe fn submit_at_then(
 /// than a closure: its `put` is inlined into every interface's reaping loop (a closure is
 /// a function of its own that LLVM kept out of line, with the completion written to
 /// memory for each call; the lean path's instruction counts are recorded in
-/// docs/BENCHMARKS.md).
-struct PutEvents<'a> {
-    regions: &'a [*const ioswitch_region],
-    /// `regions[0]`, looked up once per call rather than once per completion (both
-    /// callers refuse a queue without a region before they reap).
-    first: &'a ioswitch_region,
+/// docs/BENCHMARKS.md). `S` frees the slots: [`Regions`] or [`First`].
+struct PutEvents<'a, S> {
+    slots: S,
     evs: *mut ioswitch_event,
     max: u32,
     /// The next event's index in `evs`.
@@ -448,12 +445,44 @@ struct PutEvents<'a> {
     kept: &'a mut VecDeque<ioswitch_event>,
 }
 
-impl CompletionSink for PutEvents<'_> {
+/// How [`PutEvents`] frees a completion's slot.
+trait FreeSlot {
+    fn free(&self, data: &Data);
+}
+
+/// Through the queue's regions, the first one looked up per completion
+/// (`ioswitch_queue_reap_at`: with [`First`] instead, its nil row took more instructions,
+/// its sink being one more field to set up in memory).
+struct Regions<'a>(&'a [*const ioswitch_region]);
+
+impl FreeSlot for Regions<'_> {
     #[inline(always)]
-    fn put(&mut self, c: Completion) {
-        if let Data::One(b) = &c.data {
+    fn free(&self, data: &Data) {
+        free_slot(self.0, data);
+    }
+}
+
+/// With the first region looked up once per call (`ioswitch_queue_submit_at_reap`, whose
+/// reap is inlined with its interface's loop: fewer instructions per completion there).
+struct First<'a> {
+    /// `regions[0]`.
+    first: &'a ioswitch_region,
+    regions: &'a [*const ioswitch_region],
+}
+
+impl FreeSlot for First<'_> {
+    #[inline(always)]
+    fn free(&self, data: &Data) {
+        if let Data::One(b) = data {
             free_slot_in(self.first, self.regions, b.as_ptr() as usize);
         }
+    }
+}
+
+impl<S: FreeSlot> CompletionSink for PutEvents<'_, S> {
+    #[inline(always)]
+    fn put(&mut self, c: Completion) {
+        self.slots.free(&c.data);
         let (tag, status, result) = (c.tag, c.status, c.result);
         // Borrowed buffers (id 0) or none: nothing to free, no drop to run.
         mem::forget(c.data);
@@ -528,7 +557,8 @@ pub unsafe extern "C" fn ioswitch_queue_submit_at_reap(
         // submit_at refuses a queue without a region: the else is never taken.
         let Some(&r0) = regions.first() else { return no_region(F) };
         // SAFETY: as in find.
-        let mut put = PutEvents { regions, first: unsafe { &*r0 }, evs, max, at: got, kept: evkept };
+        let slots = First { first: unsafe { &*r0 }, regions };
+        let mut put = PutEvents { slots, evs, max, at: got, kept: evkept };
         match rq.poke_with(max - first, &mut put) {
             Ok(_) => {
                 *n = put.at;
@@ -736,10 +766,7 @@ unsafe fn reap_at(q: *mut ioswitch_queue, min: u32, max: u32, evs: *mut ioswitch
     // Enough already (then take what is there, up to max), or wait for the rest.
     let (wait, count) = if n >= min { (false, max - n) } else { (true, min - n) };
     let ioswitch_queue { rq, regions, evkept, .. } = q;
-    // Refused above without a region: the else is never taken.
-    let Some(&r0) = regions.first() else { return no_region(REAP_AT) };
-    // SAFETY: as in find.
-    let mut put = PutEvents { regions, first: unsafe { &*r0 }, evs, max, at: n, kept: evkept };
+    let mut put = PutEvents { slots: Regions(regions), evs, max, at: n, kept: evkept };
     let r = match (wait, count) {
         (false, 0) => rq.commit(),
         (false, left) => rq.poke_with(left, &mut put),

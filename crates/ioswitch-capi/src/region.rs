@@ -46,8 +46,12 @@ pub struct ioswitch_region {
     len: usize,
     slot_len: usize,
     /// log2(slot_len) when slot_len is a power of two (the slot of an address is then a
-    /// shift, not a division), else `u32::MAX`.
-    shift: u32,
+    /// shift, not a division), else [`NOT_POW2`]. A byte: tested in memory, no constant
+    /// to load.
+    shift: u8,
+    /// slot_len - 1 when slot_len is a power of two (the offset inside a slot is then a
+    /// mask).
+    mask: usize,
     /// One flag per slot: a command in flight uses it.
     busy: Box<[AtomicBool]>,
     /// Queues that have it attached (a queue that could not finish its commands at
@@ -56,6 +60,9 @@ pub struct ioswitch_region {
     /// The buffer, out of its handle-table slot while the region lives.
     held: (&'static Slot, ManuallyDrop<Buffer>),
 }
+
+/// [`ioswitch_region`]'s `shift` of a slot length that is not a power of two.
+const NOT_POW2: u8 = u8::MAX;
 
 /// A completion of the lean path, as `ioswitch_queue_reap_at` writes it.
 ///
@@ -91,11 +98,19 @@ impl ioswitch_region {
     /// offset inside it.
     #[inline(always)]
     fn locate(&self, off: usize) -> (usize, usize) {
-        if self.shift != u32::MAX {
-            (off >> self.shift, off & (self.slot_len - 1))
+        if self.shift != NOT_POW2 {
+            (off >> self.shift, off & self.mask)
         } else {
-            (off / self.slot_len, off % self.slot_len)
+            self.locate_div(off)
         }
+    }
+
+    /// [`locate`](Self::locate) of a slot length that is not a power of two, out of line:
+    /// the shift is the fall-through path.
+    #[cold]
+    #[inline(never)]
+    fn locate_div(&self, off: usize) -> (usize, usize) {
+        (off / self.slot_len, off % self.slot_len)
     }
 
     /// The busy flag of slot `i`, a slot of [`locate`](Self::locate).
@@ -109,12 +124,28 @@ impl ioswitch_region {
 }
 
 /// The region attached to `regions` that covers `addr`, with the slot index of `addr`
-/// and its offset inside the slot.
+/// and its offset inside the slot. The first region inline (most queues have one), the
+/// others out of line: no loop set up on the submitting path.
 #[inline(always)]
 fn find(regions: &[*const ioswitch_region], addr: usize) -> Option<(&ioswitch_region, usize, usize)> {
-    for &r in regions {
-        // SAFETY: an attached region lives until every queue that attached it is
-        // terminated (ioswitch_region_free refuses it while `users` > 0).
+    let &first = regions.first()?;
+    // SAFETY: an attached region lives until every queue that attached it is
+    // terminated (ioswitch_region_free refuses it while `users` > 0).
+    let r = unsafe { &*first };
+    let off = addr.wrapping_sub(r.base);
+    if off < r.len {
+        let (i, at) = r.locate(off);
+        return Some((r, i, at));
+    }
+    find_far(regions, addr)
+}
+
+/// [`find`] past the first region.
+#[cold]
+#[inline(never)]
+fn find_far(regions: &[*const ioswitch_region], addr: usize) -> Option<(&ioswitch_region, usize, usize)> {
+    for &r in regions.get(1..).unwrap_or_default() {
+        // SAFETY: as in find.
         let r = unsafe { &*r };
         let off = addr.wrapping_sub(r.base);
         if off < r.len {
@@ -143,13 +174,20 @@ fn free_slot(regions: &[*const ioswitch_region], data: &Data) {
         // smaller body for the reaping loops that call it once per completion.
         if let Some(&r) = regions.first() {
             // SAFETY: as in find.
-            let r = unsafe { &*r };
-            let off = addr.wrapping_sub(r.base);
-            if off < r.len {
-                r.flag(r.locate(off).0).store(false, Ordering::Release);
-                return;
-            }
+            free_slot_in(unsafe { &*r }, regions, addr);
+        } else {
+            free_slot_far(regions, addr);
         }
+    }
+}
+
+/// Frees the slot of `addr`, `first` being `regions[0]`: inline when `first` covers it.
+#[inline(always)]
+fn free_slot_in(first: &ioswitch_region, regions: &[*const ioswitch_region], addr: usize) {
+    let off = addr.wrapping_sub(first.base);
+    if off < first.len {
+        first.flag(first.locate(off).0).store(false, Ordering::Release);
+    } else {
         free_slot_far(regions, addr);
     }
 }
@@ -158,7 +196,7 @@ fn free_slot(regions: &[*const ioswitch_region], data: &Data) {
 #[cold]
 #[inline(never)]
 fn free_slot_far(regions: &[*const ioswitch_region], addr: usize) {
-    if let Some((r, i, _)) = find(regions, addr) {
+    if let Some((r, i, _)) = find_far(regions, addr) {
         r.flag(i).store(false, Ordering::Release);
     }
 }
@@ -218,7 +256,9 @@ pub unsafe extern "C" fn ioswitch_region_new(buf: *mut c_void, slot_len: u64, ou
             base: b.as_ptr() as usize,
             len: n * slot_len,
             slot_len,
-            shift: if slot_len.is_power_of_two() { slot_len.trailing_zeros() } else { u32::MAX },
+            // trailing_zeros of a usize is below 64: a byte holds it.
+            shift: if slot_len.is_power_of_two() { slot_len.trailing_zeros() as u8 } else { NOT_POW2 },
+            mask: slot_len - 1,
             busy: (0..n).map(|_| AtomicBool::new(false)).collect(),
             users: AtomicU32::new(0),
             held: (slot, ManuallyDrop::new(b)),
@@ -395,9 +435,9 @@ unsafe fn submit_at_then(
 /// than a closure: its `put` is inlined into every interface's reaping loop (a closure is
 /// a function of its own that LLVM kept out of line, with the completion written to
 /// memory for each call; the lean path's instruction counts are recorded in
-/// docs/BENCHMARKS.md).
-struct PutEvents<'a> {
-    regions: &'a [*const ioswitch_region],
+/// docs/BENCHMARKS.md). `S` frees the slots: [`Regions`] or [`First`].
+struct PutEvents<'a, S> {
+    slots: S,
     evs: *mut ioswitch_event,
     max: u32,
     /// The next event's index in `evs`.
@@ -405,10 +445,44 @@ struct PutEvents<'a> {
     kept: &'a mut VecDeque<ioswitch_event>,
 }
 
-impl CompletionSink for PutEvents<'_> {
+/// How [`PutEvents`] frees a completion's slot.
+trait FreeSlot {
+    fn free(&self, data: &Data);
+}
+
+/// Through the queue's regions, the first one looked up per completion
+/// (`ioswitch_queue_reap_at`: with [`First`] instead, its nil row took more instructions,
+/// its sink being one more field to set up in memory).
+struct Regions<'a>(&'a [*const ioswitch_region]);
+
+impl FreeSlot for Regions<'_> {
+    #[inline(always)]
+    fn free(&self, data: &Data) {
+        free_slot(self.0, data);
+    }
+}
+
+/// With the first region looked up once per call (`ioswitch_queue_submit_at_reap`, whose
+/// reap is inlined with its interface's loop: fewer instructions per completion there).
+struct First<'a> {
+    /// `regions[0]`.
+    first: &'a ioswitch_region,
+    regions: &'a [*const ioswitch_region],
+}
+
+impl FreeSlot for First<'_> {
+    #[inline(always)]
+    fn free(&self, data: &Data) {
+        if let Data::One(b) = data {
+            free_slot_in(self.first, self.regions, b.as_ptr() as usize);
+        }
+    }
+}
+
+impl<S: FreeSlot> CompletionSink for PutEvents<'_, S> {
     #[inline(always)]
     fn put(&mut self, c: Completion) {
-        free_slot(self.regions, &c.data);
+        self.slots.free(&c.data);
         let (tag, status, result) = (c.tag, c.status, c.result);
         // Borrowed buffers (id 0) or none: nothing to free, no drop to run.
         mem::forget(c.data);
@@ -480,7 +554,11 @@ pub unsafe extern "C" fn ioswitch_queue_submit_at_reap(
         }
         let first = got;
         let ioswitch_queue { rq, regions, evkept, .. } = q;
-        let mut put = PutEvents { regions, evs, max, at: got, kept: evkept };
+        // submit_at refuses a queue without a region: the else is never taken.
+        let Some(&r0) = regions.first() else { return no_region(F) };
+        // SAFETY: as in find.
+        let slots = First { first: unsafe { &*r0 }, regions };
+        let mut put = PutEvents { slots, evs, max, at: got, kept: evkept };
         match rq.poke_with(max - first, &mut put) {
             Ok(_) => {
                 *n = put.at;
@@ -597,15 +675,22 @@ fn both_or_neither(func: &str, addr: *mut c_void, len: u64) -> c_int {
 #[inline(never)]
 fn outside(func: &str, q: &ioswitch_queue, addr: *mut c_void, len: u64) -> c_int {
     if q.regions.is_empty() {
-        return fail(
-            libc::EINVAL,
-            format!(
-                "{func}: the queue has no region attached (ioswitch_queue_attach); use \
-                 ioswitch_queue_submit for buffers of their own"
-            ),
-        );
+        return no_region(func);
     }
     fail(libc::EINVAL, format!("{func}: {len} bytes at {addr:p} are not inside a region attached to this queue"))
+}
+
+/// A lean call on a queue without a region attached.
+#[cold]
+#[inline(never)]
+fn no_region(func: &str) -> c_int {
+    fail(
+        libc::EINVAL,
+        format!(
+            "{func}: the queue has no region attached (ioswitch_queue_attach); use ioswitch_queue_submit for \
+             buffers of their own"
+        ),
+    )
 }
 
 #[cold]
@@ -681,7 +766,7 @@ unsafe fn reap_at(q: *mut ioswitch_queue, min: u32, max: u32, evs: *mut ioswitch
     // Enough already (then take what is there, up to max), or wait for the rest.
     let (wait, count) = if n >= min { (false, max - n) } else { (true, min - n) };
     let ioswitch_queue { rq, regions, evkept, .. } = q;
-    let mut put = PutEvents { regions, evs, max, at: n, kept: evkept };
+    let mut put = PutEvents { slots: Regions(regions), evs, max, at: n, kept: evkept };
     let r = match (wait, count) {
         (false, 0) => rq.commit(),
         (false, left) => rq.poke_with(left, &mut put),

@@ -224,7 +224,8 @@ impl AsyncQueue for Backend {
 /// `#[cold]`: the branch to them is laid out of the three inlined arms' way, and LLVM
 /// keeps the registers of those arms' loops for them (callgrind, docs/BENCHMARKS.md:
 /// the library's overhead bench libaio qd1 322 -> 315 per I/O, the engine's io_uring qd1
-/// 501 -> 492, nothing worse). The calls made here still cost what they cost before.
+/// 501 -> 492; the other rows equal or within their run-to-run spread). The calls made
+/// here still cost what they cost before.
 impl Backend {
     #[cold]
     #[inline(never)]

@@ -6,6 +6,7 @@
 //! fio's side needs fio (skipped with the reason when missing; `./scripts/test` installs it).
 
 use ioswitch_testkit::dirs::Scratch;
+use ioswitch_testkit::tools::output_within;
 use ioswitch_testkit::{have, text};
 use std::process::Command;
 
@@ -26,11 +27,8 @@ fn job(s: &Scratch) -> String {
 }
 
 fn run(program: &str, args: &[&str]) -> serde_json::Value {
-    let o = Command::new("timeout")
-        .args(["-s", "KILL", "120", program])
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
+    let o = output_within(Command::new(program).args(args), 120)
+        .unwrap_or_else(|| panic!("{program} {args:?} hung, killed after 120 s"));
     assert!(o.status.success(), "{program} {args:?} failed ({}):\n{}", o.status, text(&o.stderr));
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{program}: not JSON ({e}):\n{}", text(&o.stdout)))
 }

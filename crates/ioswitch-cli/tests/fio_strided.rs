@@ -4,6 +4,7 @@
 //!
 //! Needs fio (skipped with the reason when missing; `./scripts/test` installs it).
 
+use ioswitch_testkit::tools::output_within;
 use ioswitch_testkit::{fio_scratch, text};
 use std::process::Command;
 
@@ -11,14 +12,12 @@ use std::process::Command;
 /// in log order) and the bytes it read.
 fn offsets(dir: &str, program: &str, args: &[String]) -> (Vec<u64>, u64) {
     let log = format!("{dir}/{}", if program == "fio" { "theirs" } else { "ours" });
-    let o = Command::new("timeout")
-        .args(["-s", "KILL", "60", program])
-        .args(args)
+    let mut cmd = Command::new(program);
+    cmd.args(args)
         .arg(format!("--write_bw_log={log}"))
         .args(["--log_offset=1", "--output-format=json"])
-        .current_dir(dir)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
+        .current_dir(dir);
+    let o = output_within(&mut cmd, 60).unwrap_or_else(|| panic!("{program} {args:?} hung, killed after 60 s"));
     assert!(o.status.success(), "{program} {args:?} failed ({}):\n{}", o.status, text(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{program}: {e}"));
     let bytes = v["jobs"][0]["read"]["io_bytes"].as_u64().unwrap();

@@ -70,14 +70,14 @@ pub fn command(program: &str, dir: Option<&Path>) -> Command {
 }
 
 /// Runs the job `args` with `program` ([`command`]); its output, whatever its exit status.
-/// Panics, naming the program, when it does not start.
+/// Panics, naming the program, when it does not start or runs past [`RUN_LIMIT_S`].
 pub fn output<S: AsRef<OsStr>>(program: &str, args: &[S], dir: Option<&Path>) -> Output {
     finish(command(program, dir).args(args), program)
 }
 
 /// Runs any `program` (a helper such as `fio2gnuplot`, or `id`) with `args` as given, no
 /// standard input, in `dir` when one is given; its output, whatever its exit status.
-/// Panics, naming the program, when it does not start.
+/// Panics, naming the program, when it does not start or runs past [`RUN_LIMIT_S`].
 pub fn plain<S: AsRef<OsStr>>(program: &str, args: &[S], dir: Option<&Path>) -> Output {
     let mut cmd = Command::new(program);
     cmd.args(args).stdin(Stdio::null());
@@ -87,10 +87,10 @@ pub fn plain<S: AsRef<OsStr>>(program: &str, args: &[S], dir: Option<&Path>) -> 
     finish(&mut cmd, program)
 }
 
-/// Runs `program args` (as given, no standard input, in `dir`) under
-/// `timeout -s KILL secs`, and again while a run is killed there, up to `tries` runs;
-/// `None` when every run was killed (a note says so on standard error at each). For fio
-/// 3.33, which can hang for ever starting a workqueue (`io_submit_mode=offload`'s submit
+/// Runs `program args` (as given, no standard input, in `dir`) for at most `secs` seconds
+/// ([`output_within`]), and again while a run is killed there, up to `tries` runs; `None`
+/// when every run was killed (a note says so on standard error at each). For fio 3.33,
+/// which can hang for ever starting a workqueue (`io_submit_mode=offload`'s submit
 /// workers, `log_store_compressed`'s compression worker): `start_worker()` (workqueue.c)
 /// stores `sw->flags = SW_F_IDLE` after `pthread_create()`, wiping the `SW_F_RUNNING` of
 /// a worker that started first, and `workqueue_init()` then waits for it for ever. A run
@@ -102,13 +102,10 @@ pub fn output_retrying_hangs<S: AsRef<OsStr> + Debug>(
     secs: u32,
     tries: u32,
 ) -> Option<Output> {
-    use std::os::unix::process::ExitStatusExt;
     for attempt in 1..=tries {
-        let mut cmd = Command::new("timeout");
-        cmd.args(["-s", "KILL", &secs.to_string(), program]).args(args).stdin(Stdio::null()).current_dir(dir);
-        let o = finish(&mut cmd, program);
-        // timeout's KILL reaches its own process group too: killed by 9, or 137.
-        if o.status.signal() != Some(9) && o.status.code() != Some(137) {
+        let mut cmd = Command::new(program);
+        cmd.args(args).current_dir(dir);
+        if let Some(o) = output_within(&mut cmd, secs) {
             return Some(o);
         }
         eprintln!("note: {program} {args:?} hung, killed after {secs} s (try {attempt} of {tries})");
@@ -116,8 +113,123 @@ pub fn output_retrying_hangs<S: AsRef<OsStr> + Debug>(
     None
 }
 
+/// Runs `cmd` (no standard input; its standard output and error go to unnamed files, so
+/// no process it leaves behind can hold a pipe open) for at most `secs` seconds; its
+/// output, whatever its exit status, or `None` when the deadline passed. Then the command
+/// is killed with every process it started, found by parent links in /proc, also those that
+/// left its process group and session: fio's job processes call `setsid()`, so killing the
+/// group (as `timeout` does) leaves a hung job running, holding the output pipe open for
+/// ever (a CI run waited 80 minutes on one). Panics, naming the program, when it does not
+/// start.
+pub fn output_within(cmd: &mut Command, secs: u32) -> Option<Output> {
+    use std::io::{Read, Seek};
+    use std::os::unix::process::CommandExt;
+    let program = cmd.get_program().to_string_lossy().into_owned();
+    let (mut out, mut err) = (unnamed_file(), unnamed_file());
+    cmd.stdin(Stdio::null())
+        .stdout(out.try_clone().expect("a second descriptor of an unnamed file"))
+        .stderr(err.try_clone().expect("a second descriptor of an unnamed file"))
+        .process_group(0);
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs.into());
+    let mut pause = std::time::Duration::from_millis(1);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap_or_else(|e| panic!("waiting for {program}: {e}")) {
+            break Some(status);
+        }
+        if std::time::Instant::now() >= deadline {
+            kill_tree(child.id() as i32);
+            child.wait().unwrap_or_else(|e| panic!("waiting for killed {program}: {e}"));
+            break None;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_millis(20));
+    };
+    let read = |f: &mut std::fs::File| {
+        let mut v = Vec::new();
+        f.rewind().and_then(|_| f.read_to_end(&mut v)).unwrap_or_else(|e| panic!("reading {program}'s output: {e}"));
+        v
+    };
+    let (stdout, stderr) = (read(&mut out), read(&mut err));
+    status.map(|status| Output { status, stdout, stderr })
+}
+
+/// A file with no name in the temporary directory, for a child's output.
+fn unnamed_file() -> std::fs::File {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let path = std::env::temp_dir().join(format!(
+        "ioswitch-testkit-out-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("cannot create {}: {e}", path.display()));
+    std::fs::remove_file(&path).unwrap_or_else(|e| panic!("cannot unlink {}: {e}", path.display()));
+    f
+}
+
+/// Kills `root` and its descendants: each found is stopped (so it cannot start more)
+/// until a look at /proc finds no new one, then all are killed.
+fn kill_tree(root: i32) {
+    let mut found = std::collections::BTreeSet::from([root]);
+    loop {
+        for &p in &found {
+            signal(p, libc::SIGSTOP);
+        }
+        let before = found.len();
+        // Parent links, repeated until closed: a grandchild may be listed before its parent.
+        let links = parent_links();
+        loop {
+            let n = found.len();
+            found
+                .extend(links.iter().filter(|(_, ppid)| found.contains(ppid)).map(|&(pid, _)| pid).collect::<Vec<_>>());
+            if found.len() == n {
+                break;
+            }
+        }
+        if found.len() == before {
+            break;
+        }
+    }
+    for &p in &found {
+        signal(p, libc::SIGKILL);
+    }
+}
+
+fn signal(pid: i32, sig: libc::c_int) {
+    // SAFETY: kill(2) takes plain integers and touches no memory of ours; a process that
+    // is gone already answers ESRCH, which is what we want.
+    unsafe { libc::kill(pid, sig) };
+}
+
+/// (pid, parent pid) of every process in /proc.
+fn parent_links() -> Vec<(i32, i32)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.filter_map(|e| {
+        let pid: i32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // `pid (comm) state ppid ...`; comm may hold spaces and parentheses.
+        let ppid = stat[stat.rfind(')')? + 1..].split_whitespace().nth(1)?.parse().ok()?;
+        Some((pid, ppid))
+    })
+    .collect()
+}
+
+/// How long [`output`] and [`plain`] let a program run: far beyond any job of the suites
+/// (the longest take seconds), so that a hang fails its test, naming the command, instead
+/// of holding the suite until CI's limit.
+pub const RUN_LIMIT_S: u32 = 600;
+
 fn finish(cmd: &mut Command, program: &str) -> Output {
-    cmd.output().unwrap_or_else(|e| panic!("cannot run {program}: {e}"))
+    output_within(cmd, RUN_LIMIT_S).unwrap_or_else(|| {
+        let args: Vec<_> = cmd.get_args().collect();
+        panic!("{program} {args:?} did not end within {RUN_LIMIT_S} s: killed, with every process it started")
+    })
 }
 
 /// As [`output`], and asserts that the job succeeded (else the message names the program,
@@ -213,5 +325,40 @@ mod tests {
         assert!(t.elapsed() >= std::time::Duration::from_secs(2), "two runs of 1 s each");
         let o = output_retrying_hangs("sh", &["-c", "exit 3"], &dir, 5, 3).expect("a run that ends");
         assert_eq!(o.status.code(), Some(3), "its status is the caller's to check");
+    }
+
+    #[test]
+    fn a_hung_run_is_killed_with_what_it_started_in_another_session_holding_its_output() {
+        // As fio's job processes: a child in a session of its own (setsid) that hangs with
+        // the output open; the shell that started it hangs too, waiting for it.
+        let dir = std::env::temp_dir().join(format!("tk-within-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = "setsid sh -c 'echo $$ > child.pid; echo started; exec sleep 60' & wait";
+        let t = std::time::Instant::now();
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", script]).current_dir(&dir);
+        assert!(output_within(&mut cmd, 3).is_none(), "the run passed its deadline");
+        assert!(t.elapsed() < std::time::Duration::from_secs(20), "returned {:?} after the 3 s deadline", t.elapsed());
+        let pid = std::fs::read_to_string(dir.join("child.pid")).unwrap();
+        let pid = pid.trim();
+        // Killed: gone, or a zombie until its new parent reaps it.
+        let t = std::time::Instant::now();
+        loop {
+            match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+                Err(_) => break,
+                Ok(stat) if stat[stat.rfind(')').unwrap() + 1..].trim_start().starts_with('Z') => break,
+                Ok(stat) => assert!(t.elapsed() < std::time::Duration::from_secs(10), "{pid} still runs: {stat}"),
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        // A run that ends gives its output and status, both streams apart.
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "echo out; echo err >&2; exit 4"]);
+        let o = output_within(&mut cmd, 10).expect("a run that ends");
+        assert_eq!(
+            (crate::text(&o.stdout), crate::text(&o.stderr), o.status.code()),
+            ("out\n".into(), "err\n".into(), Some(4))
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1433,12 +1433,29 @@ pub fn run_job(job: &Job, instance: u32, dev: &Device, progress: &Progress) -> J
 /// Runs one job instance on its open files (one, or those of [`Job::multi`], in order);
 /// never panics on I/O errors (they end up in [`JobResult::error`]).
 pub fn run_job_files(job: &Job, instance: u32, devs: &[&Device], progress: &Progress) -> JobResult {
-    run_job_slot(job, instance, devs, progress, None)
+    run_job_slot(job, instance, devs, progress, None, join_flow(job, progress))
+}
+
+/// The job's part in its flow (`flow`, `flow_id`), joined now: from here on its weight
+/// counts for the other jobs of the flow (fio counts every job's weight from the start of
+/// the run, [`crate::flow`]); `None` without a flow. Dropping it leaves the flow.
+pub fn join_flow(job: &Job, progress: &Progress) -> Option<crate::flow::JobFlow> {
+    let b = &job.behaviour;
+    progress.flows.join(b.flow_id, b.flow, Duration::from_micros(u64::from(b.flow_sleep_us)))
 }
 
 /// [`run_job_files`], counting the instance's completions in `progress.slots[slot]` and
-/// ending when its stop flag is set (the steady-state check, [`crate::steady`]).
-pub fn run_job_slot(job: &Job, instance: u32, devs: &[&Device], progress: &Progress, slot: Option<usize>) -> JobResult {
+/// ending when its stop flag is set (the steady-state check, [`crate::steady`]), with its
+/// part in its flow joined beforehand ([`join_flow`]), so that the jobs of a phase weigh on
+/// each other from its start, whichever thread runs first.
+pub fn run_job_slot(
+    job: &Job,
+    instance: u32,
+    devs: &[&Device],
+    progress: &Progress,
+    slot: Option<usize>,
+    flow: Option<crate::flow::JobFlow>,
+) -> JobResult {
     let thread_before = Usage::now(libc::RUSAGE_THREAD);
     let t0 = now_ns();
     let mut res = JobResult { name: job.name.clone(), instance, ..JobResult::default() };
@@ -1578,11 +1595,7 @@ pub fn run_job_slot(job: &Job, instance: u32, devs: &[&Device], progress: &Progr
         lat_step: crate::load::LatStep::Go,
         min_rate: crate::load::MinRate::new(&job.load),
         slot: slot.and_then(|i| progress.slots.get(i)),
-        flow: progress.flows.join(
-            job.behaviour.flow_id,
-            job.behaviour.flow,
-            Duration::from_micros(u64::from(job.behaviour.flow_sleep_us)),
-        ),
+        flow,
         logs: job.logs.any().then(|| {
             let b = &job.behaviour;
             crate::iolog::JobLogs::new(

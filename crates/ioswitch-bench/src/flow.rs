@@ -9,7 +9,8 @@
 //!
 //! One difference from fio: fio adds every job's weight when it reads the job file, so a
 //! job of a later `stonewall` group weighs on the jobs before it (a job alone in its group
-//! can then be held forever); here a job's weight counts from the moment it starts.
+//! can then be held forever); here a job's weight counts from the start of its phase (its
+//! `stonewall` group), or, for a job that waits for another (`wait_for`), from its own start.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

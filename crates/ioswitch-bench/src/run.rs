@@ -959,9 +959,15 @@ fn run_phase(phase: Vec<Prepared>, phase_no: u32, opts: &RunOpts, ended: bool) -
                     .map(|i| {
                         let (progress, running, waitee) = (&progress, &running, waitee[j]);
                         let slot = p.spec.steady.on().then(|| first_slot[j] + i as usize);
+                        // Every instance joins its flow before any thread starts (as fio,
+                        // which counts the weights when it reads the job file), so a job
+                        // whose thread starts first is held for the others; one that waits
+                        // for another job (wait_for) joins when it starts.
+                        let flow = waitee.is_none().then(|| engine::join_flow(&p.job, progress)).flatten();
                         let started = std::thread::Builder::new().spawn_scoped(s, move || {
                             let _ends = running.instance(j, waitee);
-                            engine::run_job_slot(&p.job, i, &p.devices(i), progress, slot)
+                            let flow = if waitee.is_some() { engine::join_flow(&p.job, progress) } else { flow };
+                            engine::run_job_slot(&p.job, i, &p.devices(i), progress, slot, flow)
                         });
                         // No thread for this instance (the process's thread or memory
                         // limit): the run stops, the instance is reported failed, and it

@@ -241,10 +241,11 @@ impl Queue {
         self.submit_then_poke(cmd, be::own(data), tag, max, sink)
     }
 
-    /// [`submit_poke_with`](Queue::submit_poke_with) as the two calls, out of line: with
-    /// them inlined too, the C ABI's `ioswitch_queue_submit_at_reap` grew past what LLVM
-    /// inlines into its panic guard, and its body became a closure called with the
-    /// arguments packed into memory.
+    /// [`submit_poke_with`](Queue::submit_poke_with) as the two calls, out of line: on nil
+    /// the path of the commands the inlined checks leave to the full one (no data, a
+    /// priority, a refusal). Inlined as well, it made the C ABI's
+    /// `ioswitch_queue_submit_at_reap` half as large again and its nil path 4 instructions
+    /// longer per I/O (docs/BENCHMARKS.md, `nilqd1`).
     #[inline(never)]
     fn submit_then_poke(
         &mut self,

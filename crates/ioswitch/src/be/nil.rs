@@ -230,4 +230,30 @@ mod tests {
         let st = q.stats();
         assert_eq!((st.submitted, st.completed, q.outstanding()), (7, 7, 0));
     }
+    /// On an interface that completes later (a thread pool), `submit_poke_with` submits
+    /// and pokes: whatever the poke finds is in the sink, the rest comes with a wait, each
+    /// completion once.
+    #[test]
+    fn submit_poke_with_on_a_thread_pool_submits_then_pokes() {
+        use crate::be::testutil::{open, temp_in};
+        let t = temp_in(&std::env::temp_dir(), "thrsubpoke");
+        let dev = open(&t, "create=1,size=1MiB,async=thrpool");
+        let mut q = dev.queue(4).unwrap();
+        let mut seen: Vec<(u64, u64)> = vec![];
+        let mut sink = |c: Completion| {
+            assert!(c.status.is_ok(), "{}", c.status);
+            seen.push((c.tag, c.result));
+        };
+        let mut poked = 0;
+        for tag in 0..3u64 {
+            let data = Data::One(dev.alloc(4096).unwrap());
+            poked += q.submit_poke_with(&Cmd::fs_read(tag * 4096, 4096), data, tag, 0, &mut sink).unwrap().unwrap();
+        }
+        let r = q.submit_poke_with(&Cmd::fs_read(1 << 20, 4096), Data::One(dev.alloc(4096).unwrap()), 9, 0, &mut sink);
+        assert_eq!(r.unwrap_err().data.total_len(), 4096, "refused, the data handed back");
+        let waited = q.wait_with(3 - poked, &mut sink).unwrap();
+        assert_eq!((poked + waited, q.outstanding()), (3, 0));
+        seen.sort_unstable();
+        assert_eq!(seen, [(0, 4096), (1, 4096), (2, 4096)]);
+    }
 }

@@ -14,7 +14,7 @@ use crate::dev::{busy_message, ioswitch_dev, null_arg, out_and_dev, take_bufs};
 use crate::error::{fail, from_error, guard};
 use crate::region::{self as lean, ioswitch_event, ioswitch_region};
 use crate::table::{self, Refusal, Slot};
-use ioswitch_rs::{Buffer, Completion, Data, Error, Queue};
+use ioswitch_rs::{AsyncIface, Buffer, Completion, Data, Error, Queue};
 use std::collections::VecDeque;
 use std::ffi::{c_int, c_void};
 use std::ptr;
@@ -44,6 +44,10 @@ pub struct ioswitch_queue {
     pub(crate) regions: Vec<*const ioswitch_region>,
     /// Events `ioswitch_queue_reap_at` reaped beyond its caller's `max`.
     pub(crate) evkept: VecDeque<ioswitch_event>,
+    /// The queue's interface is `nil`, which completes every command at once:
+    /// `ioswitch_queue_submit_at_reap` with nothing outstanding takes its one-step path
+    /// (`region.rs`).
+    pub(crate) at_once: bool,
 }
 
 /// A completion kept by `ioswitch_queue_reap`: its callback and argument (for
@@ -246,7 +250,9 @@ pub unsafe extern "C" fn ioswitch_queue_init(
                 spare: Vec::new(),
             })
             .collect();
+        let at_once = rq.interface() == AsyncIface::Nil;
         let q = Box::new(ioswitch_queue {
+            at_once,
             rq,
             ctxs,
             free: (0..depth).rev().collect(),

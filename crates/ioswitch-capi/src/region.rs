@@ -26,7 +26,7 @@ use crate::dev::null_arg;
 use crate::error::{fail, from_error, guard};
 use crate::queue::{bad_reap_counts, ioswitch_queue, reaped_back, rejection};
 use crate::table::{self, Refusal, Slot};
-use ioswitch_rs::{Buffer, Completion, CompletionSink, Data, Error, Status};
+use ioswitch_rs::{Buffer, Cmd, Completion, CompletionSink, Data, Error, Rejected, Status};
 use std::collections::VecDeque;
 use std::ffi::{c_int, c_void};
 use std::mem::{self, ManuallyDrop};
@@ -482,10 +482,10 @@ impl FreeSlot for First<'_> {
 impl<S: FreeSlot> CompletionSink for PutEvents<'_, S> {
     #[inline(always)]
     fn put(&mut self, c: Completion) {
-        self.slots.free(&c.data);
-        let (tag, status, result) = (c.tag, c.status, c.result);
+        let Completion { tag, status, result, data } = c;
         // Borrowed buffers (id 0) or none: nothing to free, no drop to run.
-        mem::forget(c.data);
+        let data = ManuallyDrop::new(data);
+        self.slots.free(&data);
         // The event is made in each arm: written straight into evs, not through the stack.
         if self.at < self.max {
             // SAFETY: at < max, and evs is valid for writing max events (the contract of
@@ -541,8 +541,19 @@ pub unsafe extern "C" fn ioswitch_queue_submit_at_reap(
             return null_arg(F, "n");
         };
         let got = *n;
-        if got > max || (evs.is_null() && max > 0) {
+        if got > max {
             return bad_reap_to(got, max);
+        }
+        // A NULL array: the rest of the test out of line (a branch, where the whole test
+        // inline was a flag computed every call).
+        if evs.is_null() {
+            if let Some(e) = null_evs(max) {
+                return e;
+            }
+        }
+        if q.at_once && q.rq.outstanding() == 0 && got < max && q.evkept.is_empty() {
+            // SAFETY: forwarded caller contract; got < max.
+            return unsafe { submit_at_once(q, cmd, addr, len, user_data, evs.add(got as usize), n) };
         }
         // SAFETY: forwarded caller contract.
         let r = unsafe { submit_at(F, q, cmd, addr, len, user_data) };
@@ -573,15 +584,84 @@ pub unsafe extern "C" fn ioswitch_queue_submit_at_reap(
     })
 }
 
+/// `ioswitch_queue_submit_at_reap` on a queue whose interface completes every command at
+/// once (nil) with nothing outstanding and room for one event at `ev` (`evs[*n]`): the
+/// command completes inside the call, and its completion is the only one the call can
+/// reap (`Queue::submit_poke_with` says so), so the event goes straight to `ev` and the
+/// slot's busy flag, known already, is cleared without looking the slot up again.
+///
+/// # Safety
+/// As `ioswitch_queue_submit_at_reap`; `ev` valid for writing one event.
+#[inline(always)]
+unsafe fn submit_at_once(
+    q: &mut ioswitch_queue,
+    cmd: *const ioswitch_cmd,
+    addr: *mut c_void,
+    len: u64,
+    user_data: u64,
+    ev: *mut ioswitch_event,
+    n: &mut u32,
+) -> c_int {
+    const F: &str = "ioswitch_queue_submit_at_reap";
+    let ioswitch_queue { rq, regions, evkept, .. } = q;
+    // SAFETY: forwarded caller contract.
+    let (c, data, flag) = match unsafe { lean_args(F, regions, cmd, addr, len) } {
+        // As in ioswitch_queue_submit_at_reap: no drop to run on an unwinding path.
+        Ok((c, data, flag)) => (c, ManuallyDrop::new(data), flag),
+        Err(e) => return e,
+    };
+    let mut one = PutOne { ev, flag, n: 0 };
+    // At most 1 reaped: the command's own completion (nothing else is outstanding).
+    match rq.submit_poke_with(c, ManuallyDrop::into_inner(data), user_data, 1, &mut one) {
+        Ok(Ok(_)) => {
+            *n += one.n;
+            0
+        }
+        // SAFETY: ev[0..one.n] were written above.
+        Ok(Err(e)) => -unsafe { reap_at_failed(F, evkept, ev, one.n, &e) },
+        Err(rejected) => unrefused(F, rejected, flag),
+    }
+}
+
+/// [`submit_at_once`]'s sink: the one completion it reaps, the command's own, written to
+/// `ev`, its slot freed through the flag `lean_args` set.
+struct PutOne<'a> {
+    ev: *mut ioswitch_event,
+    flag: Option<&'a AtomicBool>,
+    /// Events written: 0 or 1.
+    n: u32,
+}
+
+impl CompletionSink for PutOne<'_> {
+    #[inline(always)]
+    fn put(&mut self, c: Completion) {
+        let Completion { tag, status, result, data } = c;
+        // Borrowed buffers (id 0) or none: nothing to free, no drop to run.
+        mem::forget(data);
+        debug_assert_eq!(self.n, 0, "submit_poke_with(max 1) reaps one completion at most");
+        if let Some(f) = self.flag {
+            f.store(false, Ordering::Release);
+        }
+        // SAFETY: the poke reaps at most 1 (its max), and ev is valid for writing one
+        // event (the caller's contract).
+        unsafe { self.ev.write(ioswitch_event::new(tag, status, result)) };
+        self.n = 1;
+    }
+}
+
 #[cold]
 #[inline(never)]
 fn bad_reap_to(n: u32, max: u32) -> c_int {
     const F: &str = "ioswitch_queue_submit_at_reap";
-    if n > max {
-        fail(libc::EINVAL, format!("{F}: *n is {n}, above max {max}"))
-    } else {
-        fail(libc::EINVAL, format!("{F}: evs is NULL with max {max}"))
-    }
+    fail(libc::EINVAL, format!("{F}: *n is {n}, above max {max}"))
+}
+
+/// `ioswitch_queue_submit_at_reap` with `evs` NULL: refused (-EINVAL) unless `max` is 0.
+#[cold]
+#[inline(never)]
+fn null_evs(max: u32) -> Option<c_int> {
+    const F: &str = "ioswitch_queue_submit_at_reap";
+    (max > 0).then(|| fail(libc::EINVAL, format!("{F}: evs is NULL with max {max}")))
 }
 
 /// The return of a commit after a successful submission: 0, or the errno of its failure,
@@ -615,52 +695,76 @@ unsafe fn submit_at(
     len: u64,
     user_data: u64,
 ) -> c_int {
-    // SAFETY: cmd is null or valid (caller contract).
-    let Some(c) = (unsafe { cmd.as_ref() }) else {
-        return null_arg(func, "cmd");
-    };
-    let c = match to_cmd(c, func) {
-        Ok(c) => c,
+    // SAFETY: forwarded caller contract.
+    let (c, data, flag) = match unsafe { lean_args(func, &q.regions, cmd, addr, len) } {
+        Ok(a) => a,
         Err(e) => return e,
     };
-    let (data, flag) = match NonNull::new(addr.cast::<u8>()) {
+    match q.rq.submit(c, data, user_data) {
+        Ok(()) => 0,
+        Err(rejected) => unrefused(func, rejected, flag),
+    }
+}
+
+/// A lean submission's command and data, checked: the library command, the data (a
+/// borrowed buffer over the bytes at `addr`, or none) and the busy flag of its slot, now
+/// set; or the negative errno of a refusal (recorded, nothing set).
+///
+/// # Safety
+/// `cmd` null or a valid command.
+#[inline(always)]
+unsafe fn lean_args<'a>(
+    func: &str,
+    regions: &'a [*const ioswitch_region],
+    cmd: *const ioswitch_cmd,
+    addr: *mut c_void,
+    len: u64,
+) -> Result<(&'a Cmd, Data, Option<&'a AtomicBool>), c_int> {
+    // SAFETY: cmd is null or valid (caller contract); the caller keeps it valid for the
+    // call, which is as long as the borrow is used.
+    let Some(c) = (unsafe { cmd.as_ref() }) else {
+        return Err(null_arg(func, "cmd"));
+    };
+    let c = to_cmd(c, func)?;
+    match NonNull::new(addr.cast::<u8>()) {
         Some(p) if len != 0 => {
-            let Some((r, i, at)) = find(&q.regions, p.as_ptr() as usize) else {
-                return outside(func, q, addr, len);
+            let Some((r, i, at)) = find(regions, p.as_ptr() as usize) else {
+                return Err(outside(func, regions, addr, len));
             };
             let len = usize::try_from(len).unwrap_or(usize::MAX);
             if len > r.slot_len - at {
-                return crosses(func, r, addr, len);
+                return Err(crosses(func, r, addr, len));
             }
             let flag = r.flag(i);
             if flag.swap(true, Ordering::Acquire) {
-                return slot_busy(func, addr);
+                return Err(slot_busy(func, addr));
             }
             // SAFETY: the slot lies inside the region's buffer, which the region holds
             // (allocated, not freed while a queue has it attached); the busy flag gives
             // this command the slot's bytes until its completion is reaped. The buffer
             // is borrowed (id 0): dropping it frees nothing.
             let b = ManuallyDrop::into_inner(unsafe { Buffer::borrow_raw(p, len) });
-            (Data::One(b), Some(flag))
+            Ok((c, Data::One(b), Some(flag)))
         }
         None if len == 0 => {
-            if q.regions.is_empty() {
-                return outside(func, q, addr, len);
+            if regions.is_empty() {
+                return Err(outside(func, regions, addr, len));
             }
-            (Data::None, None)
+            Ok((c, Data::None, None))
         }
-        _ => return both_or_neither(func, addr, len),
-    };
-    match q.rq.submit(c, data, user_data) {
-        Ok(()) => 0,
-        Err(rejected) => {
-            mem::forget(rejected.data);
-            if let Some(f) = flag {
-                f.store(false, Ordering::Release);
-            }
-            rejection(func, rejected.error)
-        }
+        _ => Err(both_or_neither(func, addr, len)),
     }
+}
+
+/// A lean submission the queue refused: its slot is free again; returns the negative
+/// errno.
+#[inline(always)]
+fn unrefused(func: &str, rejected: Rejected, flag: Option<&AtomicBool>) -> c_int {
+    mem::forget(rejected.data);
+    if let Some(f) = flag {
+        f.store(false, Ordering::Release);
+    }
+    rejection(func, rejected.error)
 }
 
 /// A lean submission with an address but no length, or a length but no address.
@@ -673,8 +777,8 @@ fn both_or_neither(func: &str, addr: *mut c_void, len: u64) -> c_int {
 /// Why a lean submission's data was refused: no region attached, or none covers it.
 #[cold]
 #[inline(never)]
-fn outside(func: &str, q: &ioswitch_queue, addr: *mut c_void, len: u64) -> c_int {
-    if q.regions.is_empty() {
+fn outside(func: &str, regions: &[*const ioswitch_region], addr: *mut c_void, len: u64) -> c_int {
+    if regions.is_empty() {
         return no_region(func);
     }
     fail(libc::EINVAL, format!("{func}: {len} bytes at {addr:p} are not inside a region attached to this queue"))
@@ -1055,6 +1159,55 @@ mod tests {
         assert!(last_string().contains("evs is NULL with max 4"), "{}", last_string());
         assert_eq!((m, over, s_queue_outstanding(f.q)), (1, 5, 1));
         assert_eq!(reap(f.q, 1, 4).iter().map(|e| e.user_data).collect::<Vec<_>>(), [21]);
+    }
+
+    /// nil with nothing outstanding: ioswitch_queue_submit_at_reap completes the command
+    /// inside the call (its one-step path). Its event lands at evs[*n], even with room for
+    /// that one only; its slot is free again when the call returns, refused or not; a
+    /// slot busy on another queue is refused; a command the inlined checks leave to the
+    /// library's full path (no data, a flush) completes in the call all the same.
+    #[test]
+    fn submit_at_reap_on_nil_with_nothing_outstanding_completes_in_the_call() {
+        let f = Fixture::new("sreaponce", "async=nil");
+        f.attach();
+        let mut q2 = ptr::null_mut();
+        assert_eq!(s_queue_init(f.dev, 8, &mut q2), 0, "{}", last_string());
+        assert_eq!(s_queue_attach(q2, f.r), 0, "{}", last_string());
+        let mut evs = [ioswitch_event { user_data: 999, ..Default::default() }; 3];
+        let mut n = 2u32;
+        // Room for one event: it is evs[2], written in the call.
+        let r = s_queue_submit_at_reap(f.q, &fs_cmd(true, 8192, 4096), f.slot(1), 4096, 7, evs.as_mut_ptr(), 3, &mut n);
+        assert_eq!((r, n), (0, 3), "{}", last_string());
+        let got: Vec<(u64, u64, u16, i32)> = evs.iter().map(|e| (e.user_data, e.result, e.status, e.errnum)).collect();
+        assert_eq!(got, [(999, 0, 0, 0), (999, 0, 0, 0), (7, 4096, 0, 0)]);
+        assert_eq!(s_queue_outstanding(f.q), 0);
+        // Its slot is free: the other queue takes it, and holds it until reaped.
+        assert_eq!(s_queue_submit_at(q2, &fs_cmd(false, 0, 4096), f.slot(1), 4096, 8), 0, "{}", last_string());
+        // A slot busy on the other queue is refused, nothing submitted, *n unchanged.
+        let mut evs = [ioswitch_event::default(); 4];
+        let mut n = 0u32;
+        let r = s_queue_submit_at_reap(f.q, &fs_cmd(false, 0, 4096), f.slot(1), 4096, 9, evs.as_mut_ptr(), 4, &mut n);
+        assert_eq!((r, n, s_queue_outstanding(f.q)), (-libc::EBUSY, 0, 0));
+        assert!(last_string().starts_with("ioswitch_queue_submit_at_reap: the slot of"), "{}", last_string());
+        assert_eq!(reap(q2, 1, 4).iter().map(|e| e.user_data).collect::<Vec<_>>(), [8]);
+        // A range past the end of the 1 MiB device is refused, and its slot is free again.
+        let past = fs_cmd(false, 1 << 20, 4096);
+        let r = s_queue_submit_at_reap(f.q, &past, f.slot(2), 4096, 10, evs.as_mut_ptr(), 4, &mut n);
+        assert_eq!((r, n, s_queue_outstanding(f.q)), (-libc::ERANGE, 0, 0), "{}", last_string());
+        assert_eq!(s_queue_submit_at(q2, &fs_cmd(false, 0, 4096), f.slot(2), 4096, 11), 0, "{}", last_string());
+        assert_eq!(reap(q2, 1, 4).iter().map(|e| e.user_data).collect::<Vec<_>>(), [11]);
+        // No data (a flush): not the inlined read or write, completed in the call all the same.
+        let mut flush = ioswitch_cmd::default();
+        assert_eq!(s_cmd_fs_flush(&mut flush), 0);
+        let r = s_queue_submit_at_reap(f.q, &flush, ptr::null_mut(), 0, 12, evs.as_mut_ptr(), 4, &mut n);
+        assert_eq!((r, n, s_queue_outstanding(f.q)), (0, 1, 0), "{}", last_string());
+        assert_eq!((evs[0].user_data, evs[0].status, evs[0].errnum), (12, 0, 0));
+        // And a read after it, on the slot the other queue used.
+        let r = s_queue_submit_at_reap(f.q, &fs_cmd(false, 4096, 512), f.slot(2), 512, 13, evs.as_mut_ptr(), 4, &mut n);
+        assert_eq!((r, n), (0, 2), "{}", last_string());
+        assert_eq!((evs[1].user_data, evs[1].result), (13, 512));
+        // SAFETY: q2 is live, idle and used by this thread only.
+        assert_eq!(unsafe { ioswitch_queue_term(q2) }, 0);
     }
 
     #[test]

@@ -210,6 +210,55 @@ impl Queue {
         self.reap(0, max, sink)
     }
 
+    /// [`submit`](Queue::submit), then, when it took the command,
+    /// [`poke_with`](Queue::poke_with)`(max, sink)`: one call for a caller that looks for
+    /// completions after every command. `Err` is `submit`'s (nothing submitted, the data
+    /// handed back); `Ok` holds the poke's result (the command is submitted either way).
+    ///
+    /// The same as the two calls, in effect and in order. On an interface that completes
+    /// every command at once ([`AsyncIface::Nil`]) with nothing outstanding, a command
+    /// the queue takes has completed when the call returns: its completion, the only one
+    /// the poke can find, is in `sink` (straight from the submission for a read or write
+    /// that passes the inlined checks, never queued).
+    #[inline(always)]
+    pub fn submit_poke_with(
+        &mut self,
+        cmd: &Cmd,
+        data: Data,
+        tag: u64,
+        max: u32,
+        sink: &mut impl CompletionSink,
+    ) -> Result<Result<u32>, Rejected> {
+        // Nothing outstanding: no completion comes before this one, and the queue is not
+        // full (depth >= 1).
+        if self.outstanding == 0 && self.be.completes_at_once() {
+            if let Some(io) = be::fast_check(&self.dev.lim, cmd, &data) {
+                self.submitted += 1;
+                sink.put(Completion { tag, status: Status::OK, result: io.len, data });
+                return Ok(Ok(1));
+            }
+        }
+        self.submit_then_poke(cmd, be::own(data), tag, max, sink)
+    }
+
+    /// [`submit_poke_with`](Queue::submit_poke_with) as the two calls, out of line: on nil
+    /// the path of the commands the inlined checks leave to the full one (no data, a
+    /// priority, a refusal). Inlined as well, it made the C ABI's
+    /// `ioswitch_queue_submit_at_reap` half as large again and its nil path 4 instructions
+    /// longer per I/O (docs/BENCHMARKS.md, `nilqd1`).
+    #[inline(never)]
+    fn submit_then_poke(
+        &mut self,
+        cmd: &Cmd,
+        data: Data,
+        tag: u64,
+        max: u32,
+        sink: &mut impl CompletionSink,
+    ) -> Result<Result<u32>, Rejected> {
+        self.submit(cmd, data, tag)?;
+        Ok(self.poke_with(max, sink))
+    }
+
     /// Commits, then waits until at least `min` commands (at most all outstanding) have
     /// completed, calling `f` for each. Returns how many were reaped.
     #[inline]

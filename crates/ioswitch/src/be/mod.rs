@@ -250,6 +250,15 @@ impl Backend {
 }
 
 impl Backend {
+    /// Whether the interface completes every command inside its submission, with
+    /// success and the command's length as the result, and has nothing to commit
+    /// (nil): [`Queue::submit_poke_with`](crate::Queue::submit_poke_with) then hands a
+    /// fast-checked command's completion straight to its sink.
+    #[inline(always)]
+    pub(crate) fn completes_at_once(&self) -> bool {
+        matches!(self, Backend::Nil(_))
+    }
+
     /// A command with an I/O priority (`cmd.ioprio`, not 0): a read or write goes to the
     /// interfaces that carry one (io_uring in `sqe->ioprio`, libaio in `aio_reqprio`);
     /// everything else is refused by name ([`prio_refused`]). Never on the fast path,

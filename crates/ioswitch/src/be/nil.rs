@@ -187,4 +187,73 @@ mod tests {
         assert_eq!(q.poke_with(0, &mut sink).unwrap(), 0, "nothing outstanding: a commit only");
         assert_eq!(sink.0.len(), 5);
     }
+    /// `Queue::submit_poke_with` is `submit` then `poke_with`: on nil with nothing
+    /// outstanding the command's completion reaches the sink in the call (a read or
+    /// write straight from the submission, a flush through the ring), with what has
+    /// completed before it first when something is outstanding; a refused command hands
+    /// its data back and counts nothing.
+    #[test]
+    fn submit_poke_with_hands_completions_over_as_submit_then_poke_with() {
+        use crate::be::testutil::{open, temp_in};
+        struct Tags(Vec<(u64, u64)>);
+        impl CompletionSink for Tags {
+            fn put(&mut self, c: Completion) {
+                assert!(c.status.is_ok(), "{}", c.status);
+                self.0.push((c.tag, c.result));
+            }
+        }
+        let t = temp_in(&std::env::temp_dir(), "nilsubpoke");
+        let dev = open(&t, "create=1,size=1MiB,async=nil");
+        let mut q = dev.queue(4).unwrap();
+        let mut sink = Tags(vec![]);
+        let buf = |n| Data::One(dev.alloc(n).unwrap());
+        let n = q.submit_poke_with(&Cmd::fs_read(0, 4096), buf(4096), 1, 4, &mut sink).unwrap().unwrap();
+        assert_eq!((n, &sink.0[..], q.outstanding()), (1, &[(1, 4096)][..], 0));
+        let n = q.submit_poke_with(&Cmd::fs_write(4096, 512), buf(512), 2, 1, &mut sink).unwrap().unwrap();
+        assert_eq!((n, sink.0[1], q.outstanding()), (1, (2, 512), 0));
+        let n = q.submit_poke_with(&Cmd::fs_flush(), Data::None, 3, 1, &mut sink).unwrap().unwrap();
+        assert_eq!((n, sink.0[2], q.outstanding()), (1, (3, 0), 0));
+        // Outstanding ones first, at most max.
+        q.submit(&Cmd::fs_read(0, 512), buf(512), 4).unwrap();
+        q.submit(&Cmd::fs_read(0, 512), buf(512), 5).unwrap();
+        let n = q.submit_poke_with(&Cmd::fs_read(0, 1024), buf(1024), 6, 2, &mut sink).unwrap().unwrap();
+        assert_eq!((n, &sink.0[3..], q.outstanding()), (2, &[(4, 512), (5, 512)][..], 1));
+        let n = q.submit_poke_with(&Cmd::fs_read(0, 2048), buf(2048), 7, 0, &mut sink).unwrap().unwrap();
+        assert_eq!((n, &sink.0[5..], q.outstanding()), (2, &[(6, 1024), (7, 2048)][..], 0));
+        // Refused: past the end, or a buffer too short; the data comes back, nothing counted.
+        let r = q.submit_poke_with(&Cmd::fs_read(1 << 20, 4096), buf(4096), 8, 4, &mut sink).unwrap_err();
+        assert!(matches!(r.error, Error::OutOfRange { .. }), "{}", r.error);
+        assert_eq!(r.data.total_len(), 4096);
+        let r = q.submit_poke_with(&Cmd::fs_read(0, 4096), buf(512), 9, 4, &mut sink).unwrap_err();
+        assert_eq!(r.data.total_len(), 512);
+        assert_eq!(sink.0.len(), 7);
+        let st = q.stats();
+        assert_eq!((st.submitted, st.completed, q.outstanding()), (7, 7, 0));
+    }
+    /// On an interface that completes later (a thread pool), `submit_poke_with` submits
+    /// and pokes: whatever the poke finds is in the sink, the rest comes with a wait, each
+    /// completion once.
+    #[test]
+    fn submit_poke_with_on_a_thread_pool_submits_then_pokes() {
+        use crate::be::testutil::{open, temp_in};
+        let t = temp_in(&std::env::temp_dir(), "thrsubpoke");
+        let dev = open(&t, "create=1,size=1MiB,async=thrpool");
+        let mut q = dev.queue(4).unwrap();
+        let mut seen: Vec<(u64, u64)> = vec![];
+        let mut sink = |c: Completion| {
+            assert!(c.status.is_ok(), "{}", c.status);
+            seen.push((c.tag, c.result));
+        };
+        let mut poked = 0;
+        for tag in 0..3u64 {
+            let data = Data::One(dev.alloc(4096).unwrap());
+            poked += q.submit_poke_with(&Cmd::fs_read(tag * 4096, 4096), data, tag, 0, &mut sink).unwrap().unwrap();
+        }
+        let r = q.submit_poke_with(&Cmd::fs_read(1 << 20, 4096), Data::One(dev.alloc(4096).unwrap()), 9, 0, &mut sink);
+        assert_eq!(r.unwrap_err().data.total_len(), 4096, "refused, the data handed back");
+        let waited = q.wait_with(3 - poked, &mut sink).unwrap();
+        assert_eq!((poked + waited, q.outstanding()), (3, 0));
+        seen.sort_unstable();
+        assert_eq!(seen, [(0, 4096), (1, 4096), (2, 4096)]);
+    }
 }

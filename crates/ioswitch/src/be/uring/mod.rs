@@ -482,7 +482,7 @@ impl<I: Iface> Ring<I> {
     }
 
     /// One `io_uring_enter` on the ring, counted: how many SQEs it took, or its errno.
-    #[inline]
+    #[inline(always)]
     fn enter(&mut self, to_submit: u32, want: u32, flags: u32) -> Result<u32, i32> {
         self.syscalls += 1;
         #[cfg(test)]
@@ -781,6 +781,7 @@ impl<I: Iface> AsyncQueue for Ring<I> {
 
     /// The usual commit (no SQPOLL, the enter takes every queued SQE) is one enter and
     /// a few compares; the rest goes on out of line (`commit_rest`, `commit_sqpoll`).
+    #[inline(always)]
     fn commit(&mut self) -> Result<u32, Error> {
         if self.sqpoll {
             return self.commit_sqpoll();

@@ -7,7 +7,7 @@
 //! throughput, which other tests running beside them on a 2-CPU machine would distort.
 
 use ioswitch_testkit::dirs::Scratch;
-use ioswitch_testkit::tools::{plain, success, FIO};
+use ioswitch_testkit::tools::{plain, success, OutputBounded, FIO};
 use ioswitch_testkit::{fio_scratch, pattern, serial, text};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -263,7 +263,7 @@ fn a_file_named_like_a_size_is_a_file_as_in_fio_and_ramdisks_take_their_prefix()
             .args(args)
             .current_dir(s.dir())
             .stdin(Stdio::null())
-            .output()
+            .output_bounded()
             .expect("run ioswitch bench");
         assert!(o.status.success(), "{args:?}: {}", text(&o.stderr));
     };
@@ -601,9 +601,17 @@ fn the_libpmem_engine_runs_pmem_synchronously_and_says_when_pmem_force_is_on() {
         "--no-progress",
     ];
     // Without PMEM_IS_PMEM_FORCE a /dev/shm file is refused: MAP_SYNC.
-    let o = Command::new(env!("CARGO_BIN_EXE_ioswitch")).args(args).env_remove("PMEM_IS_PMEM_FORCE").output().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_ioswitch"))
+        .args(args)
+        .env_remove("PMEM_IS_PMEM_FORCE")
+        .output_bounded()
+        .unwrap();
     assert!(!o.status.success() && text(&o.stderr).contains("MAP_SYNC"), "{}", text(&o.stderr));
-    let o = Command::new(env!("CARGO_BIN_EXE_ioswitch")).args(args).env("PMEM_IS_PMEM_FORCE", "1").output().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_ioswitch"))
+        .args(args)
+        .env("PMEM_IS_PMEM_FORCE", "1")
+        .output_bounded()
+        .unwrap();
     let _ = fs::remove_file(&f);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -639,7 +647,7 @@ fn pmem_populate_is_reported_and_moves_the_jobs_faults_to_open() {
                 "--ioengine=ioswitch",
                 &format!("--ioswitch_opts={o}"),
             ])
-            .output()
+            .output_bounded()
             .unwrap();
         assert!(out.status.success(), "{o}: {}", text(&out.stderr));
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -651,7 +659,7 @@ fn pmem_populate_is_reported_and_moves_the_jobs_faults_to_open() {
     let o = Command::new(env!("CARGO_BIN_EXE_ioswitch"))
         .args(["bench", "--no-progress", "--name=w", &format!("--filename={f}"), "--size=32m", "--rw=read"])
         .args(["--ioengine=ioswitch", "--ioswitch_opts=sync=mmap,pmem_populate=1"])
-        .output()
+        .output_bounded()
         .unwrap();
     let _ = fs::remove_file(&f);
     assert!(!o.status.success() && text(&o.stderr).contains("pmem_populate"), "{}", text(&o.stderr));
@@ -694,7 +702,7 @@ fn the_copy_ceiling_is_measured_once_per_run_for_all_its_pmem_jobs() {
             "--numjobs=2",
             "--thread",
         ])
-        .output()
+        .output_bounded()
         .unwrap();
     let _ = fs::remove_file(&f);
     assert!(o.status.success(), "{}", text(&o.stderr));
@@ -895,7 +903,7 @@ fn nobody_cannot_reach(file: &str) -> Option<String> {
     let bin = env!("CARGO_BIN_EXE_ioswitch");
     let probe = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "test", "-x", bin, "-a", "-r", file])
-        .output();
+        .output_bounded();
     match probe {
         Ok(o) if o.status.success() => None,
         Ok(o) => {
@@ -934,7 +942,7 @@ fn a_job_thread_that_cannot_start_fails_its_instance_and_the_run_without_a_panic
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "prlimit", "--nproc=16"])
         .args([env!("CARGO_BIN_EXE_ioswitch"), "bench", "--no-progress", "--name=j", &filename])
         .args(["--size=1m", "--rw=read", "--numjobs=64"])
-        .output()
+        .output_bounded()
         .expect("run setpriv");
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
@@ -974,7 +982,7 @@ fn a_job_that_only_reads_runs_on_a_file_it_may_not_write_as_in_fio() {
     let filename = format!("--filename={f}");
     let run = |cmd: &mut Command, rw: &str| {
         let args = ["bench", "--no-progress", "--name=j", &filename, "--size=1m", rw, "--output-format=json"];
-        cmd.args(args).output().expect("run ioswitch bench")
+        cmd.args(args).output_bounded().expect("run ioswitch bench")
     };
     let o = run(&mut cmd, "--rw=randread");
     assert!(o.status.success(), "a read job on a read-only file: {}", text(&o.stderr));

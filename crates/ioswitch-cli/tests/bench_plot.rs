@@ -8,7 +8,7 @@
 
 use ioswitch_testkit::dirs::Scratch;
 use ioswitch_testkit::text;
-use ioswitch_testkit::tools::output_retrying_hangs;
+use ioswitch_testkit::tools::{output_retrying_hangs, OutputBounded};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -88,7 +88,7 @@ fn fios_own_logs_plot_as_valid_svg_with_the_expected_series() {
     let out = s.dir().join("svg");
     let mut args = vec!["bench".to_string(), "plot".into(), "--out".into(), out.display().to_string()];
     args.extend(per_io.iter().chain(&averaged).map(|p| p.display().to_string()));
-    let o = Command::new(env!("CARGO_BIN_EXE_ioswitch")).args(&args).output().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_ioswitch")).args(&args).output_bounded().unwrap();
     assert!(o.status.success(), "ioswitch {args:?}: {}", text(&o.stderr));
     let err = text(&o.stderr);
     assert_eq!(err.matches("wrote ").count(), 11, "{err}");
@@ -148,7 +148,7 @@ fn a_bad_log_is_named_with_its_line_and_nothing_is_written() {
     let out = s.dir().join("svg");
     let o = Command::new(env!("CARGO_BIN_EXE_ioswitch"))
         .args(["bench", "plot", "--out", &out.display().to_string(), &good, &bad])
-        .output()
+        .output_bounded()
         .unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
     let err = text(&o.stderr);
@@ -156,7 +156,7 @@ fn a_bad_log_is_named_with_its_line_and_nothing_is_written() {
     assert!(!out.exists(), "nothing is written when a log is bad");
     let o = Command::new(env!("CARGO_BIN_EXE_ioswitch"))
         .args(["bench", "plot", "--window-ms", "0", &good])
-        .output()
+        .output_bounded()
         .unwrap();
     assert!(!o.status.success() && text(&o.stderr).contains("--window-ms 0"), "{}", text(&o.stderr));
 }
@@ -170,7 +170,7 @@ fn the_scaling_study_runs_refuses_what_the_target_cannot_run_and_names_bad_input
         .args(["bench", "sweep", "--variants", "iou,libaio,vfio", "--jobs", "1,2", "--qd", "1,4", "--out"])
         .arg(&out)
         .args(["--name=j", &file, "--size=1m", "--rw=randread", "--bs=4k", "--number_ios=100"])
-        .output()
+        .output_bounded()
         .unwrap();
     assert!(o.status.success(), "{}", text(&o.stderr));
     let table = text(&o.stdout);
@@ -187,7 +187,8 @@ fn the_scaling_study_runs_refuses_what_the_target_cannot_run_and_names_bad_input
         (&["--variants", "iou", "--bs", "4k"][..], "--bs and --variants/--jobs do not go together"),
         (&["--jobs", "1", "--engines", "psync"][..], "--engines and --variants/--jobs do not go together"),
     ] {
-        let o = Command::new(env!("CARGO_BIN_EXE_ioswitch")).args(["bench", "sweep"]).args(args).output().unwrap();
+        let o =
+            Command::new(env!("CARGO_BIN_EXE_ioswitch")).args(["bench", "sweep"]).args(args).output_bounded().unwrap();
         assert!(!o.status.success() && text(&o.stderr).contains(want), "{args:?}: {}", text(&o.stderr));
     }
 }
@@ -236,7 +237,7 @@ fn compressed_logs_of_fio_and_of_ioswitch_plot_as_their_inflated_text() {
             output_retrying_hangs(program, &args, s.dir(), 60, 5)
                 .unwrap_or_else(|| panic!("fio {args:?}: 5 runs hung (fio's workqueue start), each killed after 60 s"))
         } else {
-            Command::new(program).args(&args).stdin(Stdio::null()).output().unwrap()
+            Command::new(program).args(&args).stdin(Stdio::null()).output_bounded().unwrap()
         };
         assert!(o.status.success(), "{program} {args:?}: {}", text(&o.stderr));
     }
@@ -254,7 +255,7 @@ fn compressed_logs_of_fio_and_of_ioswitch_plot_as_their_inflated_text() {
                 let out = s.dir().join(out);
                 let o = Command::new(env!("CARGO_BIN_EXE_ioswitch"))
                     .args(["bench", "plot", "--out", &out.display().to_string(), &log.display().to_string()])
-                    .output()
+                    .output_bounded()
                     .unwrap();
                 assert!(o.status.success(), "plot {}: {}", log.display(), text(&o.stderr));
                 let svg = std::fs::read_to_string(out.join(format!("{prefix}_{kind}.1.svg"))).unwrap();

@@ -3,6 +3,7 @@
 //! error. The same commands on real NVMe run in the QEMU guest (tests/vm/oracle-tests.sh).
 
 use ioswitch_testkit::dirs::Scratch;
+use ioswitch_testkit::tools::OutputBounded;
 use std::process::{Command, Output};
 
 /// A scratch directory for one test, removed when the test ends.
@@ -11,7 +12,7 @@ fn scratch(test: &str) -> Scratch {
 }
 
 fn ioswitch(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ioswitch")).args(args).output().expect("run ioswitch")
+    Command::new(env!("CARGO_BIN_EXE_ioswitch")).args(args).output_bounded().expect("run ioswitch")
 }
 
 fn json(args: &[&str]) -> serde_json::Value {

@@ -23,6 +23,7 @@
 //! says so and skips.
 
 use ioswitch_testkit::dirs::Scratch;
+use ioswitch_testkit::tools::OutputBounded;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -73,7 +74,7 @@ fn bench(cwd: &Path, secs: u32, args: &[&str]) -> Output {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .output()
+        .output_bounded()
         .expect("run timeout(1) with the ioswitch binary")
 }
 

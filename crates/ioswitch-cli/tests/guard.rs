@@ -7,12 +7,13 @@
 //! cases (partitions, swap, device-mapper, NVMe) are in crates/ioswitch/tests/guard.rs.
 //! Needs root, losetup, mkfs.ext4 and mount, else it says why it skips.
 
+use ioswitch_testkit::tools::OutputBounded;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
 fn sh(prog: &str, args: &[&str]) -> Result<String, String> {
-    let o = Command::new(prog).args(args).output().map_err(|e| format!("{prog}: {e}"))?;
+    let o = Command::new(prog).args(args).output_bounded().map_err(|e| format!("{prog}: {e}"))?;
     if !o.status.success() {
         return Err(format!("{prog} {}: {}", args.join(" "), String::from_utf8_lossy(&o.stderr).trim()));
     }
@@ -20,7 +21,7 @@ fn sh(prog: &str, args: &[&str]) -> Result<String, String> {
 }
 
 fn ioswitch(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ioswitch")).args(args).output().expect("run ioswitch")
+    Command::new(env!("CARGO_BIN_EXE_ioswitch")).args(args).output_bounded().expect("run ioswitch")
 }
 
 fn ok(args: &[&str]) -> String {

@@ -122,6 +122,13 @@ pub fn output_retrying_hangs<S: AsRef<OsStr> + Debug>(
 /// ever (a CI run waited 80 minutes on one). Panics, naming the program, when it does not
 /// start.
 pub fn output_within(cmd: &mut Command, secs: u32) -> Option<Output> {
+    let program = cmd.get_program().to_string_lossy().into_owned();
+    try_output_within(cmd, secs).unwrap_or_else(|e| panic!("cannot run {program}: {e}"))
+}
+
+/// [`output_within`], with the error of a program that does not start returned, not a
+/// panic.
+pub fn try_output_within(cmd: &mut Command, secs: u32) -> std::io::Result<Option<Output>> {
     use std::io::{Read, Seek};
     use std::os::unix::process::CommandExt;
     let program = cmd.get_program().to_string_lossy().into_owned();
@@ -130,7 +137,7 @@ pub fn output_within(cmd: &mut Command, secs: u32) -> Option<Output> {
         .stdout(out.try_clone().expect("a second descriptor of an unnamed file"))
         .stderr(err.try_clone().expect("a second descriptor of an unnamed file"))
         .process_group(0);
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
+    let mut child = cmd.spawn()?;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs.into());
     let mut pause = std::time::Duration::from_millis(1);
     let status = loop {
@@ -151,7 +158,31 @@ pub fn output_within(cmd: &mut Command, secs: u32) -> Option<Output> {
         v
     };
     let (stdout, stderr) = (read(&mut out), read(&mut err));
-    status.map(|status| Output { status, stdout, stderr })
+    Ok(status.map(|status| Output { status, stdout, stderr }))
+}
+
+/// `Command::output`, bounded: for tests that build their own [`Command`].
+pub trait OutputBounded {
+    /// As `Command::output` (no standard input, the output captured; the error of a
+    /// program that does not start), but a run past [`RUN_LIMIT_S`] is killed with every
+    /// process it started ([`output_within`]) and is an error of kind `TimedOut` that
+    /// names the command.
+    fn output_bounded(&mut self) -> std::io::Result<Output>;
+}
+
+impl OutputBounded for Command {
+    fn output_bounded(&mut self) -> std::io::Result<Output> {
+        try_output_within(self, RUN_LIMIT_S)?.ok_or_else(|| {
+            let args: Vec<_> = self.get_args().collect();
+            std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "{} {args:?} did not end within {RUN_LIMIT_S} s: killed, with every process it started",
+                    self.get_program().to_string_lossy()
+                ),
+            )
+        })
+    }
 }
 
 /// A file with no name in the temporary directory, for a child's output.
@@ -226,10 +257,7 @@ fn parent_links() -> Vec<(i32, i32)> {
 pub const RUN_LIMIT_S: u32 = 600;
 
 fn finish(cmd: &mut Command, program: &str) -> Output {
-    output_within(cmd, RUN_LIMIT_S).unwrap_or_else(|| {
-        let args: Vec<_> = cmd.get_args().collect();
-        panic!("{program} {args:?} did not end within {RUN_LIMIT_S} s: killed, with every process it started")
-    })
+    cmd.output_bounded().unwrap_or_else(|e| panic!("cannot run {program} to its end: {e}"))
 }
 
 /// As [`output`], and asserts that the job succeeded (else the message names the program,

@@ -13,6 +13,7 @@
 //! `fault:` or `crash:` line per interface, the rows of docs/RELIABILITY.md.
 
 use ioswitch::{Cmd, Completion, Data, Device, Error, Opts, Queue, Status};
+use ioswitch_testkit::tools::OutputBounded;
 use ioswitch_testkit::{logwrites::Log, pattern, run, skip};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -1047,8 +1048,8 @@ fn bench_stops_at_the_first_failed_io_and_reports_it_as_fio_does() {
     // job does not verify: the device holds no data with fio's verify headers.
     for (rw, dir, verify) in [("write", "write", "crc32c"), ("read", "read", "0")] {
         let args = libaio_qd1_job(&dm, rw, "4m", verify, &[]);
-        let fio = Command::new("fio").args(&args).output().unwrap();
-        let ours = Command::new(&cli).arg("bench").args(&args).output().unwrap();
+        let fio = Command::new("fio").args(&args).output_bounded().unwrap();
+        let ours = Command::new(&cli).arg("bench").args(&args).output_bounded().unwrap();
         let (fo, oo) = (String::from_utf8_lossy(&fio.stdout), String::from_utf8_lossy(&ours.stdout));
         let fe = json_int(&fo, "jobs", "error").unwrap_or_else(|| panic!("fio {rw}: no error field: {fo}"));
         let oe = json_int(&oo, "jobs", "error").unwrap_or_else(|| {
@@ -1088,7 +1089,7 @@ struct JobOutcome {
 
 /// Runs `prog` (fio, or the CLI with `bench` first) with the job `args` and reads its JSON.
 fn job_outcome(what: &str, cmd: &mut Command) -> JobOutcome {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    let out = cmd.output_bounded().unwrap_or_else(|e| panic!("{what}: {e}"));
     let o = String::from_utf8_lossy(&out.stdout);
     let get = |section: &str, key: &str| {
         json_int(&o, section, key).unwrap_or_else(|| {

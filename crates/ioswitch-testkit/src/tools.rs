@@ -119,8 +119,8 @@ pub fn output_retrying_hangs<S: AsRef<OsStr> + Debug>(
 /// is killed with every process it started, found by parent links in /proc, also those that
 /// left its process group and session: fio's job processes call `setsid()`, so killing the
 /// group (as `timeout` does) leaves a hung job running, holding the output pipe open for
-/// ever (a CI run waited 80 minutes on one). Panics, naming the program, when it does not
-/// start.
+/// ever (a CI run hung on one until its 5400 s limit). Panics, naming the program, when it
+/// does not start.
 pub fn output_within(cmd: &mut Command, secs: u32) -> Option<Output> {
     let program = cmd.get_program().to_string_lossy().into_owned();
     try_output_within(cmd, secs).unwrap_or_else(|e| panic!("cannot run {program}: {e}"))

@@ -1895,7 +1895,7 @@ fn run_sync(run: &mut Run) {
             Err(e) => {
                 let errno = e.errno().unwrap_or(libc::EIO);
                 if let Some(z) = run.zbd.as_ref().filter(|_| write) {
-                    z.failed_sync_write(off, len);
+                    z.failed_unqueued_write(off, len);
                 }
                 if !run.goes_on_after(dir != 0, false, errno) {
                     if run.filled && write {
@@ -2255,6 +2255,12 @@ fn run_async(run: &mut Run) {
         if let Err(rej) = f.queue(run.cur).submit(&cmd, Data::One(buf), s as u64) {
             f.slots[s as usize].buf = rej.data.into_one();
             f.free.push(s);
+            if let Some(z) = run.zbd.as_mut().filter(|_| write) {
+                // Refused, it never reached the device (fio: a queue that fails does not
+                // move the write pointer): the table's goes back, the zone is let go.
+                z.failed_unqueued_write(off, len);
+                z.done_at(off);
+            }
             run.fail(rej.error.errno().unwrap_or(libc::EIO), rej.error.to_string());
             break;
         }

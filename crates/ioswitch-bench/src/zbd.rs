@@ -52,10 +52,10 @@
 //! not so, and the job is refused there.
 //!
 //! A failed write (`continue_on_error`, or the job ends while others share the zones):
-//! run synchronously, it gives its place back, so the next write goes where the device's
-//! write pointer is; queued (an async engine), it does not, and the zone's next writes
-//! fail too until it counts as full and is reset: both as fio 3.33's `zbd_queue_io`
-//! ([`Zbd::failed_sync_write`]).
+//! run synchronously, or refused by a queue at submission, it gives its place back, so
+//! the next write goes where the device's write pointer is; queued (an async engine), it
+//! does not, and the zone's next writes fail too until it counts as full and is reset:
+//! both as fio 3.33's `zbd_queue_io` ([`Zbd::failed_unqueued_write`]).
 //!
 //! Garbage collection (`zone_reset_threshold`, `zone_reset_frequency`, fio's
 //! `zbd_adjust_block`): once the bytes below the write pointers of a writer's region
@@ -254,7 +254,7 @@ impl Table {
 
     /// Writer `me`'s write of `len` bytes at `at` in `zone` failed without moving the
     /// device's write pointer: the table's goes back to `at`, if the write is still the
-    /// last one there and the zone still the writer's (see [`Zbd::failed_sync_write`]).
+    /// last one there and the zone still the writer's (see [`Zbd::failed_unqueued_write`]).
     fn unwrite(&self, me: u32, zone: u64, at: u64, len: u64) {
         let mut st = self.lock();
         let z = zone as usize;
@@ -702,16 +702,18 @@ impl Zbd {
         !self.owned.is_empty()
     }
 
-    /// This job's write of `len` bytes at device offset `off` failed, run synchronously
-    /// (a sync engine, or an offload worker's sync call). fio moves a zone's write pointer
-    /// when a write is queued without an error (zbd.c `zbd_queue_io`, `success`): a sync
-    /// engine's failed write completes at queueing with its error, so fio's write pointer
-    /// stays where the device's is, and the next write (`continue_on_error`, or another
-    /// job sharing the zones) goes there. Ours moved when the offset was chosen: it goes
-    /// back. A write that fails after it was queued (an async engine) leaves it moved, as
-    /// fio's: the zone's next writes land past the device's write pointer and fail too,
-    /// until the zone counts as full and is reset.
-    pub(crate) fn failed_sync_write(&self, off: u64, len: u64) {
+    /// This job's write of `len` bytes at device offset `off` failed without reaching a
+    /// queue: run synchronously (a sync engine, or an offload worker's sync call), or
+    /// refused by the queue at submission. fio moves a zone's write pointer when a write is
+    /// queued without an error (zbd.c `zbd_queue_io`, `success`): a sync engine's failed
+    /// write completes at queueing with its error, and a queue that refuses one returns
+    /// its error there, so fio's write pointer stays where the device's is, and the next
+    /// write (`continue_on_error`, or another job sharing the zones) goes there. Ours
+    /// moved when the offset was chosen: it goes back. A write that fails after it was
+    /// queued (an async engine) leaves it moved, as fio's: the zone's next writes land
+    /// past the device's write pointer and fail too, until the zone counts as full and
+    /// is reset.
+    pub(crate) fn failed_unqueued_write(&self, off: u64, len: u64) {
         self.table.unwrite(self.me, off / self.zone, off % self.zone, len);
     }
 
@@ -1285,6 +1287,39 @@ mod tests {
         t.release(1, 0);
         t.unwrite(1, 0, K, K);
         assert_eq!(t.written(0, 1), vec![2 * K], "a released zone is no longer the writer's to change");
+    }
+
+    #[test]
+    fn a_queued_write_the_queue_refused_gives_its_place_back_and_its_hold_of_the_zone() {
+        // An async writer with three writes to zone 0 granted (two in flight, the third
+        // refused at submission, so it never reached the device): fio does not move the
+        // write pointer for a queue that fails, so the table's goes back to the refused
+        // write's offset and the writer's next write goes there; the zone stays the
+        // writer's while its two writes are in flight, then is free for another writer.
+        let t = Table::new(2, 16 * K, 1);
+        let mut rng = Rng::new(9);
+        let mut cursor = (0, 0);
+        let mut other = (0, 0);
+        for want in [0, K, 2 * K] {
+            let g = t.try_grant(1, 0, (0, 2), K, &mut Pick::Seq(&mut cursor), &mut rng, None, want == 0);
+            assert_eq!(g.map(|g| (g.zone, g.at)), Some((0, want)));
+        }
+        // The engine's refusal path: unwrite, then let the zone go (one hold of three).
+        t.unwrite(1, 0, 2 * K, K);
+        t.release(1, 0);
+        assert_eq!(t.written(0, 1), vec![2 * K], "the refused write's block is not counted as written");
+        let g = t.try_grant(1, 0, (0, 2), K, &mut Pick::Seq(&mut cursor), &mut rng, None, false);
+        assert_eq!(g.map(|g| (g.zone, g.at)), Some((0, 2 * K)), "the next write goes where the refused one was to go");
+        t.unwrite(1, 0, 2 * K, K);
+        t.release(1, 0);
+        // Writer 2 may not take the zone (one open zone at most, writer 1's) while
+        // writer 1's two writes are in flight; once both complete, it may.
+        let g = t.try_grant(2, 0, (0, 2), K, &mut Pick::Seq(&mut other), &mut rng, None, false);
+        assert!(g.is_none(), "{g:?}: the zone is still writer 1's");
+        t.release(1, 0);
+        t.release(1, 0);
+        let g = t.try_grant(2, 0, (0, 2), K, &mut Pick::Seq(&mut other), &mut rng, None, false);
+        assert_eq!(g.map(|g| (g.zone, g.at)), Some((0, 2 * K)), "writer 2 writes at the write pointer the device has");
     }
 
     #[test]

@@ -94,6 +94,10 @@ struct Done {
     issue: u64,
     complete: u64,
     result: Outcome,
+    /// The I/O went into a worker's queue (an async engine): a failed write there has
+    /// moved the zone's write pointer, as fio's does (zbd.rs). A sync call, or a
+    /// submission the queue refused, has not.
+    queued: bool,
 }
 
 /// A worker's engine context: the sync interface, or a queue of depth 1 of its own for
@@ -112,7 +116,8 @@ fn worker(files: &[FileCtx], mode: Mode, idx: usize, rx: mpsc::Receiver<Work>, t
                         (e.errno().unwrap_or(libc::EINVAL), format!("offload worker {idx}: {}: {e}", f.dev.uri()));
                     for work in rx {
                         let t = now_ns();
-                        let d = Done { worker: idx, work, issue: t, complete: t, result: Err(why.clone()) };
+                        let d =
+                            Done { worker: idx, work, issue: t, complete: t, result: Err(why.clone()), queued: false };
                         if tx.send(d).is_err() {
                             break;
                         }
@@ -124,6 +129,7 @@ fn worker(files: &[FileCtx], mode: Mode, idx: usize, rx: mpsc::Receiver<Work>, t
     }
     for mut work in rx {
         let (issue, result, complete);
+        let mut queued = false;
         let f = &files[work.file];
         match (&work.op, queues.get_mut(work.file)) {
             (Op::Sync(call), _) => {
@@ -150,12 +156,12 @@ fn worker(files: &[FileCtx], mode: Mode, idx: usize, rx: mpsc::Receiver<Work>, t
             }
             (Op::Io(cmd), Some(q)) => {
                 let buf = work.buf.take().expect("the job hands every I/O a buffer");
-                let (i, r, c, b) = submit_one(q, cmd, buf);
+                let (i, r, c, b, went) = submit_one(q, cmd, buf);
                 work.buf = b;
-                (issue, result, complete) = (i, r, c);
+                (issue, result, complete, queued) = (i, r, c, went);
             }
         }
-        if tx.send(Done { worker: idx, work, issue, complete, result }).is_err() {
+        if tx.send(Done { worker: idx, work, issue, complete, result, queued }).is_err() {
             break;
         }
     }
@@ -169,19 +175,22 @@ fn worker(files: &[FileCtx], mode: Mode, idx: usize, rx: mpsc::Receiver<Work>, t
 }
 
 /// One I/O through a worker's queue of depth 1: submit, commit, wait for it. Returns the
-/// issue time, the outcome, the completion time and the buffer.
-fn submit_one(q: &mut Queue, cmd: &Cmd, buf: Buffer) -> (u64, Outcome, u64, Option<Buffer>) {
+/// issue time, the outcome, the completion time, the buffer, and whether the queue took
+/// the command (false: refused at submission).
+fn submit_one(q: &mut Queue, cmd: &Cmd, buf: Buffer) -> (u64, Outcome, u64, Option<Buffer>, bool) {
     let err = |e: ioswitch::Error| (e.errno().unwrap_or(libc::EIO), e.to_string());
     if let Err(rej) = q.submit(cmd, Data::One(buf), 0) {
         let t = now_ns();
-        return (t, Err(err(rej.error)), t, rej.data.into_one());
+        return (t, Err(err(rej.error)), t, rej.data.into_one(), false);
     }
     if let Err(e) = q.commit() {
         let t = now_ns();
         // The command may still be in the queue: take it back before handing the buffer on.
         let mut back = None;
         let _ = q.drain(|c| back = c.data.into_one());
-        return (t, Err(err(e)), t, back);
+        // Taken back, it never reached the device.
+        let went = back.is_none();
+        return (t, Err(err(e)), t, back, went);
     }
     let issue = now_ns();
     let mut got = None;
@@ -194,10 +203,10 @@ fn submit_one(q: &mut Queue, cmd: &Cmd, buf: Buffer) -> (u64, Outcome, u64, Opti
             } else {
                 Err((c.status.errno().unwrap_or(libc::EIO), c.status.to_string()))
             };
-            (issue, status, complete, c.data.into_one())
+            (issue, status, complete, c.data.into_one(), true)
         }
-        (Err(e), _) => (issue, Err(err(e)), complete, None),
-        (Ok(_), None) => (issue, Err((libc::EIO, "the queue returned no completion".into())), complete, None),
+        (Err(e), _) => (issue, Err(err(e)), complete, None, true),
+        (Ok(_), None) => (issue, Err((libc::EIO, "the queue returned no completion".into())), complete, None, true),
     }
 }
 
@@ -454,7 +463,7 @@ fn pick_worker(busy: &[Option<(usize, u64)>], next_free: usize) -> usize {
 
 /// Accounts one I/O a worker handed back, as fio's worker accounts it to its parent.
 fn completed(run: &mut Run, d: Done, busy: &mut [Option<(usize, u64)>], free: &mut Vec<Buffer>, has_slat: bool) {
-    let Done { worker, work, issue, complete, result } = d;
+    let Done { worker, work, issue, complete, result, queued } = d;
     let Work { op, file, buf, dir, off, len, start, verify } = work;
     busy[worker] = None;
     // A verify read is checked before its buffer goes back; the I/Os' results below.
@@ -484,7 +493,7 @@ fn completed(run: &mut Run, d: Done, busy: &mut [Option<(usize, u64)>], free: &m
     // Several files: the I/O is accounted with its own file's state.
     let served = run.cur;
     run.switch_to(file);
-    account_io(run, dir, off, len, [start, issue, complete], result, has_slat);
+    account_io(run, dir, off, len, [start, issue, complete], (result, queued), has_slat);
     run.switch_to(served);
 }
 
@@ -513,8 +522,9 @@ fn checked(run: &mut Run, buf: Option<&Buffer>, off: u64, len: u64, t: [u64; 3],
     set_block(&mut run.written, (off - run.base) / run.job.bs[1], false);
 }
 
-/// Accounts a finished I/O of the served file.
-fn account_io(run: &mut Run, dir: usize, off: u64, len: u64, t: [u64; 3], result: Outcome, has_slat: bool) {
+/// Accounts a finished I/O of the served file (`queued`: see [`Done::queued`]).
+fn account_io(run: &mut Run, dir: usize, off: u64, len: u64, t: [u64; 3], result: (Outcome, bool), has_slat: bool) {
+    let (result, queued) = result;
     let [start, issue, complete] = t;
     run.res.reaps += 1;
     if has_slat {
@@ -530,10 +540,11 @@ fn account_io(run: &mut Run, dir: usize, off: u64, len: u64, t: [u64; 3], result
             run.progress.bytes.fetch_add(len, Ordering::Relaxed);
         }
         Err((errno, msg)) => {
-            // A worker's sync call (fio: a sync engine in the worker) leaves the zone's
-            // write pointer where the device's is; a queue's write does not (zbd.rs).
-            if let Some(z) = run.zbd.as_ref().filter(|_| write && run.job.mode == Mode::Sync) {
-                z.failed_sync_write(off, len);
+            // A worker's sync call (fio: a sync engine in the worker), or a submission its
+            // queue refused, leaves the zone's write pointer where the device's is; a
+            // write that failed after its queue took it does not (zbd.rs).
+            if let Some(z) = run.zbd.as_ref().filter(|_| write && !queued) {
+                z.failed_unqueued_write(off, len);
             }
             if !run.goes_on_after(dir != 0, false, errno) {
                 if run.filled && write {

@@ -162,8 +162,9 @@ fails_naming() {
     local name=$1 want=$2
     shift 2
     rm -f "$file"
-    # KILL after 60 s: a job that should be refused may instead spin (fio ignores TERM then).
-    if timeout -s KILL 60 fio --name=bad --ioengine="external:$engine" --filename="$file" --size=1m --bs=4k "$@" \
+    # Killed after 60 s with what it started: a job that should be refused may instead spin
+    # (fio ignores TERM then).
+    if bounded 60 fio --name=bad --ioengine="external:$engine" --filename="$file" --size=1m --bs=4k "$@" \
         >"$tmp/log" 2>&1 && ! grep -q "err=" "$tmp/log"; then
         result 1 "$name (succeeded)"
         return
@@ -171,6 +172,25 @@ fails_naming() {
     grep -qF -- "$want" "$tmp/log"
     result $? "$name"
 }
+
+# The harness's own limit: a fio whose job process (setsid, as fio's job processes call
+# it) hangs is killed at the limit with that process, which `timeout -s KILL` leaves
+# running. fio's exec_prerun runs in the job process; the sleep stands for the hang.
+bounded_kills_fio_jobs() {
+    local t0 took left
+    rm -f "$file"
+    t0=$(date +%s)
+    bounded 3 fio --name=hang --filename="$file" --size=1m --exec_prerun="sleep 57" >"$tmp/log" 2>&1
+    local rc=$?
+    took=$(($(date +%s) - t0))
+    sleep 0.5
+    left=$(pgrep -fx "sleep 57" | tr '\n' ' ')
+    echo "exit $rc after $took s; left running: ${left:-none}" >>"$tmp/log"
+    [ "$rc" -eq 137 ] && [ "$took" -lt 10 ] && [ -z "$left" ]
+    result $? "bounded: a fio whose job process hangs is killed at the limit, the job process too"
+    [ -z "$left" ] || kill -KILL $left 2>/dev/null
+}
+bounded_kills_fio_jobs
 
 for iface in io_uring libaio emu thrpool posix; do
     verify_job "async=$iface qd16 randwrite + verify" --ioswitch_async="$iface" --rw=randwrite --iodepth=16
@@ -393,7 +413,7 @@ offload_verify() {
     local name="sync=psync under io_submit_mode=offload (fio's workers submit) randwrite + verify" try rc
     for try in 1 2 3 4 5; do
         rm -rf "$file" "$tmp/out.json"
-        timeout -s KILL 20 fio --name=verify "${where[@]}" "${common[@]}" --ioswitch_sync=psync \
+        bounded 20 fio --name=verify "${where[@]}" "${common[@]}" --ioswitch_sync=psync \
             --io_submit_mode=offload --iodepth=4 --rw=randwrite >"$tmp/log" 2>&1
         rc=$?
         [ "$rc" -eq 137 ] || break
@@ -453,7 +473,7 @@ verify=crc32c
 do_verify=1
 JOB
     rm -f "$file" "$tmp/out.json"
-    timeout 120 fio --client="ip:127.0.0.1,$port" "$tmp/cs.fio" --output-format=json --output="$tmp/out.json" \
+    bounded 120 fio --client="ip:127.0.0.1,$port" "$tmp/cs.fio" --output-format=json --output="$tmp/out.json" \
         >"$tmp/log" 2>&1 &&
         python3 - "$tmp/out.json" >>"$tmp/log" 2>&1 <<'PY'
 import json, sys
@@ -465,7 +485,7 @@ PY
     result $? "fio --client to fio --server (127.0.0.1,$port): async=io_uring qd8 randwrite + verify on the server"
     # A job the engine refuses: the refusal reaches the client, by name.
     sed -i 's/^iodepth=8$/iodepth=4\nioswitch_inline=1/' "$tmp/cs.fio"
-    timeout 120 fio --client="ip:127.0.0.1,$port" "$tmp/cs.fio" >"$tmp/log" 2>&1
+    bounded 120 fio --client="ip:127.0.0.1,$port" "$tmp/cs.fio" >"$tmp/log" 2>&1
     grep -qF "ioswitch_inline=1 needs iodepth=1" "$tmp/log" && grep -Eq "err= *22" "$tmp/log"
     result $? "fio --client: the engine's refusal on the server reaches the client by name"
     kill "$spid" 2>/dev/null

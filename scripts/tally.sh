@@ -15,3 +15,35 @@ result() {
         sed -e 's/^/      /' "$TALLY_LOG" | tail -"${TALLY_TAIL:-20}"
     fi
 }
+
+# `bounded SECS CMD...`: runs CMD with a time limit, as `timeout -s KILL` would, but at
+# the limit stops, then kills, CMD and every process it started, found through their
+# parent links: fio's job processes call setsid(), so a hung one outlives a kill of
+# CMD's process group and would go on running (and holding CMD's output) after the test.
+# Returns CMD's exit status, or 137 when the limit killed it.
+bounded() {
+    local secs=$1 pid watcher rc
+    shift
+    "$@" &
+    pid=$!
+    (
+        sleep "$secs" &
+        local s=$!
+        trap 'kill "$s" 2>/dev/null; exit 0' TERM
+        wait "$s" || exit 0
+        # Every descendant of $pid, breadth first, from one snapshot of the process table.
+        local all=() more=("$pid") p
+        while [ ${#more[@]} -gt 0 ]; do
+            all+=("${more[@]}")
+            mapfile -t more < <(ps -e -o pid=,ppid= | awk -v want=" ${more[*]} " 'index(want, " " $2 " ") { print $1 }')
+        done
+        kill -STOP "${all[@]}" 2>/dev/null
+        for p in "${all[@]}"; do kill -KILL "$p" 2>/dev/null; done
+    ) &
+    watcher=$!
+    wait "$pid" 2>/dev/null
+    rc=$?
+    kill "$watcher" 2>/dev/null
+    wait "$watcher" 2>/dev/null
+    return "$rc"
+}

@@ -15,7 +15,8 @@
 3. With --callgrind: user-space instructions per I/O of the configurations of 1
    (valgrind --tool=callgrind, runs of N and 2N I/Os, the difference divided by N, so
    setup cancels), split by where the instructions run: fio (with libc), the engine,
-   the C ABI (crates/ioswitch-capi) and the library (crates/ioswitch). Stable where
+   the C ABI (crates/ioswitch-capi) and the library (crates/ioswitch, with the crates it
+   builds on, such as io-uring, whose code is inlined into the engine). Stable where
    wall-clock time on a shared 2-core VM is not. --callgrind-only skips the wall-clock
    runs of 1; --keep-profiles DIR keeps the profiles (for callgrind_annotate) in DIR.
 
@@ -110,6 +111,8 @@ def callgrind_split(path):
             part = "library"
         elif src.endswith("ioswitch-engine.c"):
             part = "engine"
+        elif "cargo/registry/src/" in src or "cargo/git/checkouts/" in src:
+            part = "library"  # the library's crates (io-uring, libc, ...), inlined into the engine
         elif src.startswith("/rustc/") and any(
                 f in func for f in ("ioswitch::be::", "ioswitch::queue::Queue", "ioswitch::dev::Device::")):
             part = "library"  # standard library code inlined into the library's functions

@@ -849,6 +849,11 @@ pub struct JobSpec {
     pub randrepeat: bool,
     /// `randseed`: the seed.
     pub randseed: Option<u64>,
+    /// `allrandrepeat`: every random generator seeded the same way every run, whatever
+    /// `randrepeat` and `randseed` say (fio seeds them all from its fixed seed then). A
+    /// job here draws all its random numbers (offsets, the read/write mix, block sizes,
+    /// buffer contents) from one seed, so this makes that seed the fixed one.
+    pub allrandrepeat: bool,
     /// `cpus_allowed`: CPUs the job may run on, sorted.
     pub cpus_allowed: Option<Vec<u32>>,
     /// `group_reporting`: report the job's group as one.
@@ -1033,6 +1038,7 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("allow_mounted_write", &[], Kind::Bool),
     ("randrepeat", &[], Kind::Bool),
     ("randseed", &[], Kind::Value),
+    ("allrandrepeat", &[], Kind::Bool),
     ("cpus_allowed", &[], Kind::Value),
     ("group_reporting", &[], Kind::Bool),
     ("stonewall", &["wait_for_previous"], Kind::Bool),
@@ -1564,6 +1570,7 @@ impl JobSpec {
             invalidate: true,
             randrepeat: true,
             randseed: None,
+            allrandrepeat: false,
             cpus_allowed: None,
             group_reporting: false,
             stonewall: false,
@@ -1741,6 +1748,7 @@ impl JobSpec {
             "norandommap" => self.norandommap = val.flag()?,
             "randrepeat" => self.randrepeat = val.flag()?,
             "randseed" => self.randseed = Some(val.count(0)?),
+            "allrandrepeat" => self.allrandrepeat = val.flag()?,
             _ => return Ok(false),
         }
         Ok(true)

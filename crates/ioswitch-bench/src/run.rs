@@ -476,7 +476,7 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
         ramp: spec.ramp_time.unwrap_or(Duration::ZERO),
         number_ios: spec.number_ios,
         norandommap: spec.norandommap,
-        seed: spec.randseed.unwrap_or(if spec.randrepeat { 0x1234_5678 } else { engine::now_ns() }),
+        seed: job_seed(spec),
         cpus: spec.cpus_allowed.as_ref().map(|v| v.iter().map(|&c| c as usize).collect()).unwrap_or_default(),
         fsync: spec.fsync,
         verify: spec.verify,
@@ -574,7 +574,7 @@ fn prepare_files(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Res
     });
     let rest: Vec<(String, Device)> = rest.into_iter().map(|q| (q.job.filename, q.dev)).collect();
     p.spec = spec.clone();
-    p.job.seed = spec.randseed.unwrap_or(if spec.randrepeat { 0x1234_5678 } else { engine::now_ns() });
+    p.job.seed = job_seed(spec);
     let mut more_files = vec![rest];
     for files in instances_files {
         let mut files = files.into_iter();
@@ -1207,6 +1207,19 @@ pub fn human_bytes(b: f64) -> String {
     format!("{v:.1}{}", U[i])
 }
 
+/// The seed a job draws all its random numbers from: fio's fixed one with `allrandrepeat`
+/// (which sets aside `randseed`, as fio's `td_fill_rand_seeds` does), else `randseed`,
+/// else the fixed one with `randrepeat` (the default) and the clock without it.
+fn job_seed(spec: &JobSpec) -> u64 {
+    const FIXED: u64 = 0x1234_5678;
+    match (spec.allrandrepeat, spec.randseed) {
+        (true, _) => FIXED,
+        (false, Some(seed)) => seed,
+        (false, None) if spec.randrepeat => FIXED,
+        (false, None) => engine::now_ns(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1215,6 +1228,25 @@ mod tests {
     fn opts_of(args: &str) -> Result<(Opts, Mode), BenchError> {
         let set = JobSet::from_args(format!("--name=j {args}").split_whitespace()).unwrap();
         engine_opts(&set.jobs[0])
+    }
+
+    #[test]
+    fn allrandrepeat_seeds_every_run_the_same_way_whatever_randrepeat_and_randseed_say() {
+        let seed = |args: &str| {
+            let set = JobSet::from_args(format!("--name=j {args}").split_whitespace()).unwrap();
+            job_seed(&set.jobs[0])
+        };
+        // Without it: randseed, else the fixed seed, else (randrepeat=0) the clock.
+        assert_eq!(seed("--randseed=42"), 42);
+        assert_eq!(seed(""), seed("--randrepeat=1"));
+        let clock = seed("--randrepeat=0");
+        std::thread::sleep(Duration::from_millis(2));
+        assert_ne!(seed("--randrepeat=0"), clock, "randrepeat=0: a new seed each run");
+        // With it: the fixed seed, also with randrepeat=0, and randseed set aside (fio's
+        // td_fill_rand_seeds).
+        assert_eq!(seed("--randrepeat=0 --allrandrepeat=1"), seed(""));
+        assert_eq!(seed("--randseed=42 --allrandrepeat=1"), seed(""));
+        assert_ne!(seed("--randrepeat=0 --allrandrepeat=0"), seed(""), "allrandrepeat=0: as without it");
     }
 
     #[test]

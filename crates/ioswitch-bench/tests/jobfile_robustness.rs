@@ -65,6 +65,7 @@ const BOOLS: &[&str] = &[
     "norandommap",
     "invalidate",
     "randrepeat",
+    "allrandrepeat",
     "group_reporting",
     "stonewall",
     "wait_for_previous",

@@ -1088,6 +1088,15 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// fio's `lat_fatal` for `max_latency`: the I/O fails with ETIMEDOUT, and with it the
+    /// job.
+    #[cold]
+    #[inline(never)]
+    fn over_max_latency(&mut self, dir: usize, took: u64, max: u64) {
+        let what = DIR_NAMES[dir.min(2)];
+        self.fail(libc::ETIMEDOUT, format!("max_latency: a {what} took {took} ns, more than the {max} ns allowed"));
+    }
+
     /// Accounts one finished I/O.
     #[inline]
     #[allow(clippy::too_many_arguments)]
@@ -1128,6 +1137,10 @@ impl<'a> Run<'a> {
         if let Some(w) = self.window.get_mut(dir) {
             w.0 += 1;
             w.1 += len;
+        }
+        let max = self.job.load.max_latency[dir.min(2)];
+        if max != 0 && complete - start > max && !self.job.behaviour.disable_lat {
+            self.over_max_latency(dir, complete - start, max);
         }
     }
 
@@ -3763,6 +3776,45 @@ mod run_tests {
         let (r, _) = targeted(Duration::from_nanos(1), 100.0);
         assert_eq!(r.error, libc::ETIMEDOUT, "{:?}", r.error_msg);
         assert!(r.error_msg.unwrap().contains("latency_target"));
+    }
+
+    #[test]
+    fn an_io_over_max_latency_fails_the_job_with_etimedout_in_its_direction_only() {
+        use crate::load::Load;
+        // Every I/O takes more than 1 ns; none takes 60 s.
+        let with = |rw: Rw, mode: Mode, max: [u64; 3]| {
+            let opts = if mode == Mode::Async { "async=emu" } else { "" };
+            let mut j = job("4MiB", opts, mode, rw, 4);
+            j.number_ios = Some(64);
+            j.load = Load { max_latency: max, ..Load::new() };
+            run(&j)
+        };
+        for mode in [Mode::Sync, Mode::Async] {
+            let r = with(Rw::RandRead, mode, [1; 3]);
+            assert_eq!(r.error, libc::ETIMEDOUT, "{mode:?}: {:?}", r.error_msg);
+            let msg = r.error_msg.unwrap();
+            assert!(
+                msg.starts_with("max_latency: a read took ") && msg.ends_with("more than the 1 ns allowed"),
+                "{msg}"
+            );
+            assert!(r.read.ios < 64, "{mode:?}: the job ended at the first late I/O, not after {}", r.read.ios);
+            let r = with(Rw::RandRead, mode, [60_000_000_000; 3]);
+            assert_eq!((r.error, r.read.ios), (0, 64), "{mode:?}: {:?}", r.error_msg);
+            // Reads unlimited (0), writes at 1 ns: only the writes fail.
+            let r = with(Rw::RandRead, mode, [0, 1, 1]);
+            assert_eq!((r.error, r.read.ios), (0, 64), "{mode:?}: {:?}", r.error_msg);
+            let r = with(Rw::RandWrite, mode, [0, 1, 1]);
+            assert_eq!(r.error, libc::ETIMEDOUT, "{mode:?}: {:?}", r.error_msg);
+            assert!(r.error_msg.unwrap().starts_with("max_latency: a write took "));
+        }
+        // With disable_lat there is no total latency to hold against it (fio checks it
+        // where it records one).
+        let mut j = job("4MiB", "", Mode::Sync, Rw::RandRead, 1);
+        j.number_ios = Some(16);
+        j.load = Load { max_latency: [1; 3], ..Load::new() };
+        j.behaviour.disable_lat = true;
+        let r = run(&j);
+        assert_eq!((r.error, r.read.ios), (0, 16), "{:?}", r.error_msg);
     }
 
     #[test]

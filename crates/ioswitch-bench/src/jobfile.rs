@@ -1108,6 +1108,7 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("thinktime_blocks_type", &[], Kind::Value),
     ("thinktime_iotime", &[], Kind::Value),
     ("rate_ignore_thinktime", &[], Kind::Bool),
+    ("max_latency", &[], Kind::Value),
     ("latency_target", &[], Kind::Value),
     ("latency_window", &[], Kind::Value),
     ("latency_percentile", &[], Kind::Value),
@@ -1281,6 +1282,7 @@ const NOT_RUN: &[(&[&str], &str)] = &[
     (&["sync_file_range", "write_hint", "nowait", "atomic"], "that per-I/O or per-file hint is not issued"),
     (&["stats"], "statistics are always collected"),
     (&["exitall_on_error"], "not implemented; exitall (supported) stops the other jobs when one ends"),
+    (&["serialize_overlap"], "I/Os in flight are not held back when they overlap one another"),
 ];
 
 fn unknown_option(name: &str, loc: &Loc) -> JobError {
@@ -1494,6 +1496,26 @@ fn parse_rw_pair(v: &str, current: [u64; 2]) -> Option<[u64; 2]> {
         [one] => parse_bytes(one).map(|n| [n, n]),
         [r, w] => Some([side(r, current[0])?, side(w, current[1])?]),
         [r, w, t] if t.is_empty() || parse_bytes(t) == Some(0) => Some([side(r, current[0])?, side(w, current[1])?]),
+        _ => None,
+    }
+}
+
+/// fio's `max_latency` (µs without a unit), in ns for read, write and trim: one value
+/// for all three; `r,w` (trims as writes); or `r,w,t`. An empty field keeps what was set.
+fn parse_max_latency(v: &str, current: [u64; 3]) -> Option<[u64; 3]> {
+    let one = |s: &str, cur: u64| {
+        if s.trim().is_empty() {
+            return Some(cur);
+        }
+        u64::try_from(parse_time_us(s)?.as_nanos()).ok()
+    };
+    match v.split(',').collect::<Vec<_>>().as_slice() {
+        [a] => one(a, current[0]).map(|n| [n; 3]),
+        [r, w] => {
+            let w = one(w, current[1])?;
+            Some([one(r, current[0])?, w, w])
+        }
+        [r, w, t] => Some([one(r, current[0])?, one(w, current[1])?, one(t, current[2])?]),
         _ => None,
     }
 }
@@ -2087,6 +2109,11 @@ impl JobSpec {
             "latency_target" => {
                 let t = parse_time_us(val.value(EXPECT_US)?).ok_or_else(|| val.bad(EXPECT_US))?;
                 l.latency_target = (!t.is_zero()).then_some(t);
+            }
+            "max_latency" => {
+                const EXPECT: &str =
+                    "a time such as 100 (µs), 10ms or 1s, or one per direction: read,write[,trim] (0: no limit)";
+                l.max_latency = parse_max_latency(val.value(EXPECT)?, l.max_latency).ok_or_else(|| val.bad(EXPECT))?;
             }
             "latency_window" => {
                 l.latency_window = parse_time_us(val.value(EXPECT_US)?).ok_or_else(|| val.bad(EXPECT_US))?
@@ -3875,6 +3902,19 @@ mod tests {
         let l = one("[j]\nlatency_target=500000\nlatency_window=5s\nlatency_percentile=99.9\nlatency_run=1\n").load;
         assert_eq!(l.latency_target, Some(Duration::from_millis(500)), "µs without a unit");
         assert_eq!((l.latency_window, l.latency_percentile, l.latency_run), (Duration::from_secs(5), 99.9, true));
+        // max_latency: µs without a unit; one value for all directions, r,w (trims as
+        // writes), r,w,t; an empty field keeps what was set; 0 is no limit.
+        let ms = 1_000_000;
+        assert_eq!(one("[j]\nmax_latency=10ms\n").load.max_latency, [10 * ms; 3]);
+        assert_eq!(one("[j]\nmax_latency=500\n").load.max_latency, [500_000; 3]);
+        assert_eq!(one("[j]\nmax_latency=1ms,2ms\n").load.max_latency, [ms, 2 * ms, 2 * ms]);
+        assert_eq!(one("[j]\nmax_latency=1ms,2ms,3ms\n").load.max_latency, [ms, 2 * ms, 3 * ms]);
+        assert_eq!(one("[j]\nmax_latency=1ms\nmax_latency=,0\n").load.max_latency, [ms, 0, 0]);
+        assert_eq!(one("[j]\n").load.max_latency, [0; 3], "no limit by default");
+        for bad in ["fast", "1ms,2ms,3ms,4ms", "1ms,x"] {
+            let e = err(&format!("[j]\nmax_latency={bad}\n"));
+            assert!(e.starts_with(&format!("job.fio:2: bad value '{bad}' for option 'max_latency'")), "{e}");
+        }
         let e = err("[j]\nlatency_percentile=101\n");
         assert!(e.starts_with("job.fio:2: bad value '101' for option 'latency_percentile'"), "{e}");
     }

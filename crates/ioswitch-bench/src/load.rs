@@ -82,6 +82,10 @@ pub struct Load {
     pub latency_percentile: f64,
     /// `latency_run`: keep searching for the whole run instead of settling.
     pub latency_run: bool,
+    /// `max_latency`: per direction (read, write, trim), the total latency (ns) an I/O
+    /// may take after the ramp; one that takes longer ends the job with ETIMEDOUT, as
+    /// in fio (0: no limit).
+    pub max_latency: [u64; 3],
     /// `rate_min`: bytes per second of reads and of writes below which the job fails (0:
     /// none).
     pub rate_min: [u64; 2],

@@ -2,7 +2,8 @@
 //! `continue_on_error`, `error_dump`): sequential 4 KiB writes to a sparse 4 MiB file on a
 //! 1 MiB tmpfs fail with ENOSPC past the first MiB; a job whose lists name ENOSPC runs to
 //! the end and counts the failures, one whose lists do not stops at the first; both
-//! tools must report the same.
+//! tools must report the same. And `max_latency`: an I/O over it ends the job with
+//! ETIMEDOUT, in both tools.
 //!
 //! Needs fio and a tmpfs mount (root); the test skips with the reason where `mount`
 //! refuses.
@@ -67,6 +68,45 @@ fn ignore_error_goes_on_after_the_listed_errnos_as_fio_does() {
             // Where continue_on_error covers writes, fio counts the error that ends the job.
             assert_eq!(ours.1, fio.1, "{opts:?}: the error fields, ours against fio's");
             assert!(ours.2 >= 1, "{opts:?}: ours names the error");
+        }
+    }
+}
+
+/// Exit status, and from the JSON the error and the reads done.
+fn read_outcome(o: &Output) -> (Option<i32>, i64, i64) {
+    let out = text(&o.stdout);
+    let j = out.find('{').and_then(|i| serde_json::from_str::<serde_json::Value>(&out[i..]).ok());
+    let j = j.as_ref().map(|j| &j["jobs"][0]);
+    let n = |v: Option<&serde_json::Value>| v.and_then(|v| v.as_i64()).unwrap_or(-1);
+    (o.status.code(), n(j.map(|j| &j["error"])), n(j.map(|j| &j["read"]["total_ios"])))
+}
+
+#[test]
+fn max_latency_ends_the_job_at_the_first_late_io_with_etimedout_as_fio_does() {
+    let t = "max_latency_ends_the_job_at_the_first_late_io_with_etimedout_as_fio_does";
+    let s = fio_scratch!(t, "maxlat");
+    let file = s.path("f");
+    std::fs::File::create(&file).and_then(|f| f.set_len(4 << 20)).expect("the file");
+    let filename = format!("--filename={file}");
+    // 1 µs (fio's unit without one): reads of this file take about that, the first ones
+    // (cold) far more, so both tools end the job early with ETIMEDOUT; 60 s: no read takes
+    // it; 0 for reads, 1 µs for writes: the reads are not held to it.
+    for (max, late) in [("1", true), ("60s", false), ("0,1", false)] {
+        let opt = format!("--max_latency={max}");
+        let job = ["--name=j", &filename, "--rw=randread", "--bs=4k", "--size=4m", "--ioengine=psync", &opt];
+        let args = [&job[..], &["--output-format=json"]].concat();
+        let (fio, ours) = (
+            read_outcome(&output(FIO, &args, None)),
+            read_outcome(&output(env!("CARGO_BIN_EXE_ioswitch"), &args, None)),
+        );
+        println!("max_latency={max}: fio {fio:?}, ours {ours:?}");
+        for (who, (status, error, ios)) in [("fio", fio), ("ours", ours)] {
+            if late {
+                assert_eq!((status, error), (Some(1), 110), "max_latency={max}: {who} (110: ETIMEDOUT)");
+                assert!((1..1024).contains(&ios), "max_latency={max}: {who} ended after {ios} reads");
+            } else {
+                assert_eq!((status, error, ios), (Some(0), 0, 1024), "max_latency={max}: {who}");
+            }
         }
     }
 }

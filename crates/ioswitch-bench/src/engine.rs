@@ -635,6 +635,9 @@ struct Run<'a> {
     /// `zonemode=zbd` with writes queued: the next write's zone needs what is in flight
     /// completed first ([`crate::zbd::Zbd::quiesce`]); the async loop reaps and asks again.
     zbd_quiesce: bool,
+    /// `max_latency` per direction (read, write, trim; the fourth pads the index), ns;
+    /// `u64::MAX` where it sets no limit, so the check is one compare.
+    lat_max: [u64; 4],
     /// `fill_device`: a write met ENOSPC or EDQUOT; the job ends without an error.
     filled: bool,
     /// `fill_device`: the end of the furthest write that landed (the file is cut there
@@ -1092,8 +1095,8 @@ impl<'a> Run<'a> {
     /// job.
     #[cold]
     #[inline(never)]
-    fn over_max_latency(&mut self, dir: usize, took: u64, max: u64) {
-        let what = DIR_NAMES[dir.min(2)];
+    fn over_max_latency(&mut self, dir: usize, took: u64) {
+        let (what, max) = (DIR_NAMES[dir.min(2)], self.lat_max[dir & 3]);
         self.fail(libc::ETIMEDOUT, format!("max_latency: a {what} took {took} ns, more than the {max} ns allowed"));
     }
 
@@ -1138,9 +1141,8 @@ impl<'a> Run<'a> {
             w.0 += 1;
             w.1 += len;
         }
-        let max = self.job.load.max_latency[dir.min(2)];
-        if max != 0 && complete - start > max && !self.job.behaviour.disable_lat {
-            self.over_max_latency(dir, complete - start, max);
+        if complete - start > self.lat_max[dir & 3] && !self.job.behaviour.disable_lat {
+            self.over_max_latency(dir, complete - start);
         }
     }
 
@@ -1569,6 +1571,10 @@ pub fn run_job_slot(
         zbd: None,
         zbd_eof: false,
         zbd_quiesce: false,
+        lat_max: {
+            let m = job.load.max_latency.map(|ns| if ns == 0 { u64::MAX } else { ns });
+            [m[0], m[1], m[2], u64::MAX]
+        },
         filled: false,
         fill_end: 0,
         strided: None,

@@ -569,6 +569,11 @@ pub struct Behaviour {
     /// `create_on_open`: create (and lay out) the file when the job starts, not when the
     /// jobs are set up.
     pub create_on_open: bool,
+    /// `overwrite`: a job that writes lays its new (or too small) file out with data
+    /// first, so its writes overwrite written blocks; off (fio's default), the file of a
+    /// job that writes but does not read is created anew and only preallocated
+    /// (`fallocate`), as fio's `extend_file` does.
+    pub overwrite: bool,
     /// `fill_device` (fio's alias `fill_fs`): ENOSPC or EDQUOT on a write ends the job
     /// without an error; a job on a regular file without `size` writes until the file
     /// system is full (see [`crate::run::prepare`]).
@@ -737,6 +742,7 @@ impl Default for Behaviour {
             directory: Vec::new(),
             allow_file_create: true,
             create_on_open: false,
+            overwrite: false,
             fill_device: false,
             create_serialize: true,
             refill_buffers: false,
@@ -1065,6 +1071,7 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("directory", &[], Kind::Value),
     ("allow_file_create", &[], Kind::Bool),
     ("create_on_open", &[], Kind::Bool),
+    ("overwrite", &[], Kind::Bool),
     ("fill_device", &["fill_fs"], Kind::Bool),
     ("refill_buffers", &[], Kind::Bool),
     ("scramble_buffers", &[], Kind::Bool),
@@ -1276,7 +1283,7 @@ const NOT_RUN: &[(&[&str], &str)] = &[
     ),
     (&["trim_percentage", "trim_verify_zero", "trim_backlog", "trim_backlog_batch"], "trims are not issued"),
     (
-        &["overwrite", "create_only", "create_fsync", "pre_read", "file_append", "unlink_each_loop"],
+        &["create_only", "create_fsync", "pre_read", "file_append", "unlink_each_loop"],
         "that file set-up variant is not implemented",
     ),
     (&["sync_file_range", "write_hint", "nowait", "atomic"], "that per-I/O or per-file hint is not issued"),
@@ -1887,6 +1894,7 @@ impl JobSpec {
             }
             "allow_file_create" => b.allow_file_create = val.flag()?,
             "create_on_open" => b.create_on_open = val.flag()?,
+            "overwrite" => b.overwrite = val.flag()?,
             "fill_device" => b.fill_device = val.flag()?,
             "refill_buffers" => b.refill_buffers = val.flag()?,
             "scramble_buffers" => b.scramble_buffers = val.flag()?,

@@ -393,11 +393,15 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
         let cur = path.metadata().map(|m| m.len()).unwrap_or(0);
         match want_file {
             Some(w) if w > cur => {
-                // fio lays a file out with its write buffers' contents, a buffer_pattern
-                // started over every largest write block.
-                let bs = spec.shapes.bs_bounds(1, spec.bs.write).1 as usize;
-                let pattern = spec.shapes.buffer_pattern.as_deref().map(|p| (p, bs));
-                lay_out(path, cur, w, pattern, spec.behaviour.fallocate, say)
+                if lays_out_data(spec) {
+                    // fio lays a file out with its write buffers' contents, a
+                    // buffer_pattern started over every largest write block.
+                    let bs = spec.shapes.bs_bounds(1, spec.bs.write).1 as usize;
+                    let pattern = spec.shapes.buffer_pattern.as_deref().map(|p| (p, bs));
+                    lay_out(path, cur, w, pattern, spec.behaviour.fallocate, say)
+                } else {
+                    size_for_writes(path, w, spec.rw.writes(), spec.behaviour.fallocate, say)
+                }
             }
             .map_err(|source| BenchError::LayOut {
                 at: At::new(spec, "filename"),
@@ -633,6 +637,44 @@ fn lay_out(
         pos += n as u64;
     }
     f.sync_all()
+}
+
+/// Whether a job's new (or too small) regular file is laid out with data, as fio's
+/// `extend_file` decides: for a job that reads, and for one that writes with `overwrite`
+/// or through an engine that cannot extend a file (fio's `FIO_NOEXTEND`: mmap, libpmem,
+/// dev-dax, xnvme). Any other job's file is only created and preallocated
+/// ([`size_for_writes`]).
+fn lays_out_data(spec: &JobSpec) -> bool {
+    let noextend = matches!(spec.ioengine, IoEngine::Mmap | IoEngine::Libpmem | IoEngine::DevDax | IoEngine::Xnvme);
+    spec.rw.reads() || (spec.rw.writes() && (spec.behaviour.overwrite || noextend))
+}
+
+/// fio's `extend_file` for a job that does not lay its file out with data: a job that
+/// writes (without `overwrite`) removes the too small file first, so its writes land in
+/// a new one; the file is created and preallocated (`fallocate`), no data written. fio
+/// leaves the size to the preallocation (`fallocate=none` or `keep`: empty, the writes
+/// extend it); here it is then set to the size the job needs (sparse where nothing was
+/// allocated), since the library serves only the bytes a file has.
+fn size_for_writes(
+    path: &std::path::Path,
+    to: u64,
+    unlink: bool,
+    fallocate: crate::jobfile::Fallocate,
+    say: &mut dyn FnMut(&str),
+) -> std::io::Result<()> {
+    say(&format!("Laying out IO file {} ({} bytes)", path.display(), to));
+    if unlink {
+        match std::fs::remove_file(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    let f = std::fs::OpenOptions::new().create(true).write(true).truncate(false).open(path)?;
+    preallocate(&f, to, fallocate, say)?;
+    if f.metadata()?.len() < to {
+        f.set_len(to)?;
+    }
+    Ok(())
 }
 
 /// The 1 MiB a layout writes over and over: the `buffer_pattern` started over every
@@ -1228,6 +1270,23 @@ mod tests {
     fn opts_of(args: &str) -> Result<(Opts, Mode), BenchError> {
         let set = JobSet::from_args(format!("--name=j {args}").split_whitespace()).unwrap();
         engine_opts(&set.jobs[0])
+    }
+
+    #[test]
+    fn only_jobs_that_read_or_overwrite_or_cannot_extend_lay_their_files_out_with_data() {
+        let lays = |args: &str| {
+            let set = JobSet::from_args(format!("--name=j {args}").split_whitespace()).unwrap();
+            lays_out_data(&set.jobs[0])
+        };
+        for args in ["--rw=read", "--rw=randrw", "--rw=write --overwrite=1", "--rw=write --ioengine=mmap"] {
+            assert!(lays(args), "{args}");
+        }
+        for e in ["libpmem", "dev-dax"] {
+            assert!(lays(&format!("--rw=randwrite --ioengine={e}")), "{e}");
+        }
+        for args in ["--rw=write", "--rw=randwrite --ioengine=io_uring", "--rw=trim", "--rw=trimwrite"] {
+            assert!(!lays(args), "{args}");
+        }
     }
 
     #[test]

@@ -66,6 +66,7 @@ const BOOLS: &[&str] = &[
     "invalidate",
     "randrepeat",
     "allrandrepeat",
+    "overwrite",
     "group_reporting",
     "stonewall",
     "wait_for_previous",

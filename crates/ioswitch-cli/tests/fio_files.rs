@@ -316,3 +316,59 @@ fn fallocate_preallocates_a_laid_out_file_as_fio_does() {
         }
     }
 }
+
+#[test]
+fn a_write_jobs_new_file_is_laid_out_with_data_only_where_fio_lays_it_out() {
+    let t = "a_write_jobs_new_file_is_laid_out_with_data_only_where_fio_lays_it_out";
+    if !have("fio", "--version", t) {
+        return;
+    }
+    let s = scratch("layout");
+    // fio's extend_file: a job that writes lays out its new file with data only with
+    // overwrite=1 or through an engine that cannot extend a file (mmap); otherwise the
+    // file is only preallocated, and an existing file too small for the job is removed
+    // first. One 4 KiB write at the start of a 1 MiB region: the rest of the file is
+    // zeroes exactly where the file was not laid out.
+    let cases: [(&[&str], &str, bool); 4] = [
+        (&["--ioengine=psync"], "write", false),
+        (&["--ioengine=psync", "--overwrite=1"], "write", true),
+        (&["--ioengine=mmap"], "write", true),
+        (&["--ioengine=psync"], "randrw", true),
+    ];
+    for (opts, rw, laid_out) in cases {
+        for existing in [false, true] {
+            for (program, args) in both_args(&[]) {
+                let file = s.path(&format!("f-{}", ioswitch_testkit::tools::who(&program)));
+                let _ = std::fs::remove_file(&file);
+                let old_inode = existing.then(|| {
+                    // A file too small for the job, of ones.
+                    std::fs::write(&file, vec![0xffu8; 64 << 10]).expect("the small file");
+                    std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&file).unwrap())
+                });
+                let filename = format!("--filename={file}");
+                let rw = format!("--rw={rw}");
+                let mut job: Vec<String> = args.clone();
+                let own = ["--name=j", &filename, &rw, "--bs=4k", "--size=1m", "--number_ios=1", "--thread=1"];
+                job.extend(own.iter().chain(opts).map(|a| a.to_string()));
+                plain_success(&program, &job, None);
+                let data = std::fs::read(&file).expect("the job's file");
+                let meta = std::fs::metadata(&file).unwrap();
+                let what = format!(
+                    "{} {opts:?} {rw} (existing small file: {existing})",
+                    ioswitch_testkit::tools::who(&program)
+                );
+                assert_eq!(data.len(), 1 << 20, "{what}: the file's size");
+                let zero_tail = data[64 << 10..].iter().all(|&b| b == 0);
+                assert_eq!(!zero_tail, laid_out, "{what}: the file past the old one's end was laid out with data");
+                if let Some(old) = old_inode {
+                    // Without a layout with data the old file is removed, so its ones are gone.
+                    let replaced = std::os::unix::fs::MetadataExt::ino(&meta) != old
+                        || data[8 << 10..64 << 10].iter().all(|&b| b != 0xff);
+                    if !laid_out {
+                        assert!(replaced, "{what}: the old, too small file was replaced");
+                    }
+                }
+            }
+        }
+    }
+}

@@ -400,7 +400,10 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
                     let pattern = spec.shapes.buffer_pattern.as_deref().map(|p| (p, bs));
                     lay_out(path, cur, w, pattern, spec.behaviour.fallocate, say)
                 } else {
-                    size_for_writes(path, w, spec.rw.writes(), spec.behaviour.fallocate, say)
+                    // With allow_file_create=0 the too small file is kept and extended:
+                    // fio removes it, then fails to create it anew.
+                    let unlink = spec.rw.writes() && spec.behaviour.allow_file_create;
+                    size_for_writes(path, w, unlink, spec.behaviour.fallocate, say)
                 }
             }
             .map_err(|source| BenchError::LayOut {
@@ -1470,6 +1473,14 @@ mod tests {
         assert!(!std::path::Path::new(&missing).exists());
         let there = s.file("there", 65536);
         prepare(&spec(&format!("[j]\nfilename={there}\nsize=64k\nallow_file_create=0\n")), 0, &mut |_| {}).unwrap();
+        // A write job's too small file is not removed (it could not be made anew): it is
+        // extended, its data kept.
+        let small = s.path("small");
+        std::fs::write(&small, [7u8; 4096]).unwrap();
+        let text = format!("[j]\nfilename={small}\nrw=write\nsize=64k\nallow_file_create=0\n");
+        prepare(&spec(&text), 0, &mut |_| {}).unwrap();
+        let data = std::fs::read(&small).unwrap();
+        assert_eq!((data.len(), &data[..4096]), (65536, &[7u8; 4096][..]));
     }
 
     #[test]

@@ -1740,8 +1740,9 @@ pub fn run_job_slot(
     let end = now_ns();
     res.elapsed_ns = end - t0;
     res.job_runtime_ns = end.saturating_sub(epoch);
-    if job.behaviour.exitall {
-        // fio's exitall: this job's end ends the jobs exit_what names.
+    if job.behaviour.exitall || (job.behaviour.exitall_on_error && res.error != 0) {
+        // fio's exitall: this job's end ends the jobs exit_what names; exitall_on_error:
+        // its end in error does.
         progress.exit_all(job.group, job.behaviour.exit_what);
     }
     res
@@ -3058,6 +3059,46 @@ mod run_tests {
             } else {
                 assert!(took >= Duration::from_millis(300), "without exitall the other job runs its time");
                 assert!(!progress.stop.load(Ordering::Relaxed));
+            }
+        }
+    }
+
+    #[test]
+    fn exitall_on_error_stops_the_jobs_beside_it_when_it_ends_in_error_only() {
+        // A job that ends with an error (max_latency at 1 ns: its first read), or without
+        // one, beside a 30 s job.
+        let long = {
+            let mut j = job("4MiB", "", Mode::Sync, Rw::RandRead, 1);
+            j.time_based = true;
+            j.runtime = Some(Duration::from_secs(30));
+            j
+        };
+        for fails in [true, false] {
+            let mut short = job("4MiB", "", Mode::Sync, Rw::RandRead, 1);
+            short.number_ios = Some(100);
+            short.behaviour.exitall_on_error = true;
+            if fails {
+                short.load = crate::load::Load { max_latency: [1; 3], ..crate::load::Load::new() };
+            }
+            let mut long = long.clone();
+            if !fails {
+                long.runtime = Some(Duration::from_millis(300));
+            }
+            let progress = Progress::default();
+            let (d1, d2) = (Device::open("4MiB", &short.opts).unwrap(), Device::open("4MiB", &long.opts).unwrap());
+            let t0 = now_ns();
+            let (a, b) = std::thread::scope(|s| {
+                let a = s.spawn(|| run_job(&short, 0, &d1, &progress));
+                let b = s.spawn(|| run_job(&long, 0, &d2, &progress));
+                (a.join().unwrap(), b.join().unwrap())
+            });
+            let took = Duration::from_nanos(now_ns() - t0);
+            assert_eq!((a.error, b.error), (if fails { libc::ETIMEDOUT } else { 0 }, 0), "{:?}", a.error_msg);
+            if fails {
+                assert!(took < Duration::from_secs(10), "the 30 s job ran on for {took:?}");
+            } else {
+                assert!(took >= Duration::from_millis(300), "without an error the other job runs its time");
+                assert_eq!(a.read.ios, 100);
             }
         }
     }

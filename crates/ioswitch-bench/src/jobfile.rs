@@ -596,6 +596,9 @@ pub struct Behaviour {
     pub zero_buffers: bool,
     /// `exitall`: when this job ends, the jobs `exit_what` names stop.
     pub exitall: bool,
+    /// `exitall_on_error`: when this job ends with an error, the jobs `exit_what` names
+    /// stop (fio: "terminate all jobs when one exits in error").
+    pub exitall_on_error: bool,
     /// `exit_what`: which jobs `exitall` stops.
     pub exit_what: ExitWhat,
     /// `disable_slat`: no submission latency measured.
@@ -749,6 +752,7 @@ impl Default for Behaviour {
             scramble_buffers: true,
             zero_buffers: false,
             exitall: false,
+            exitall_on_error: false,
             exit_what: ExitWhat::default(),
             disable_slat: false,
             disable_clat: false,
@@ -1077,6 +1081,7 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("scramble_buffers", &[], Kind::Bool),
     ("zero_buffers", &[], Kind::Bool),
     ("exitall", &[], Kind::Bool),
+    ("exitall_on_error", &[], Kind::Bool),
     ("exit_what", &[], Kind::Value),
     ("gtod_reduce", &[], Kind::Bool),
     ("disable_lat", &[], Kind::Bool),
@@ -1288,7 +1293,6 @@ const NOT_RUN: &[(&[&str], &str)] = &[
     ),
     (&["sync_file_range", "write_hint", "nowait", "atomic"], "that per-I/O or per-file hint is not issued"),
     (&["stats"], "statistics are always collected"),
-    (&["exitall_on_error"], "not implemented; exitall (supported) stops the other jobs when one ends"),
     (&["serialize_overlap"], "I/Os in flight are not held back when they overlap one another"),
 ];
 
@@ -1901,6 +1905,7 @@ impl JobSpec {
             "zero_buffers" => b.zero_buffers = val.flag()?,
             "verify_dump" => b.verify_dump = val.flag()?,
             "exitall" => b.exitall = val.flag()?,
+            "exitall_on_error" => b.exitall_on_error = val.flag()?,
             "exit_what" => {
                 b.exit_what = val.choice(
                     "group, stonewall or all",
@@ -3552,16 +3557,18 @@ mod tests {
     #[test]
     fn behaviour_options_take_fio_values() {
         let b = one("[j]\ndirectory=/a\\:b:/c\nallow_file_create=0\ncreate_on_open\nrefill_buffers\nexitall\n\
-                     verify_fatal=1\ncontinue_on_error=io\nrandom_generator=lfsr\nunified_rw_reporting=both\n\
+                     exitall_on_error\noverwrite=1\nverify_fatal=1\ncontinue_on_error=io\nrandom_generator=lfsr\nunified_rw_reporting=both\n\
                      io_submit_mode=inline\nthreads=4\n")
         .behaviour;
         assert_eq!(b.directory, vec!["/a:b", "/c"]);
         assert!(!b.allow_file_create && b.create_on_open && b.refill_buffers && b.exitall && b.verify_fatal);
+        assert!(b.exitall_on_error && b.overwrite);
         assert_eq!(b.continue_on_error, ContinueOn { read: true, write: true, verify: false });
         assert_eq!((b.random_generator, b.unified_rw_reporting), (RandomGenerator::Lfsr, UnifiedRw::Both));
         assert_eq!(b.tiobench_threads, Some(4));
         let d = JobSpec::new("d").behaviour;
         assert!(d.allow_file_create && !d.exitall && !d.refill_buffers && d.directory.is_empty());
+        assert!(!d.exitall_on_error && !d.overwrite, "fio's defaults");
         for (v, want) in [
             ("none", ContinueOn::default()),
             ("0", ContinueOn::default()),

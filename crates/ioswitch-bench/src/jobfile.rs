@@ -1101,6 +1101,7 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("end_fsync", &[], Kind::Bool),
     ("fsync_on_close", &[], Kind::Bool),
     ("kb_base", &[], Kind::Value),
+    ("disk_util", &[], Kind::Value),
     ("fadvise_hint", &[], Kind::Value),
     ("unique_filename", &[], Kind::Bool),
     ("create_serialize", &[], Kind::Bool),
@@ -1283,7 +1284,14 @@ const NOT_RUN: &[(&[&str], &str)] = &[
         "I/O logs are not recorded or replayed",
     ),
     (
-        &["verify_only", "verify_state_save", "verify_state_load", "experimental_verify", "verify_async_cpus"],
+        &[
+            "verify_only",
+            "verify_state_save",
+            "verify_state_load",
+            "experimental_verify",
+            "verify_async_cpus",
+            "verify_offset",
+        ],
         "that part of fio's verify is not implemented",
     ),
     (&["trim_percentage", "trim_verify_zero", "trim_backlog", "trim_backlog_batch"], "trims are not issued"),
@@ -1294,6 +1302,35 @@ const NOT_RUN: &[(&[&str], &str)] = &[
     (&["sync_file_range", "write_hint", "nowait", "atomic"], "that per-I/O or per-file hint is not issued"),
     (&["stats"], "statistics are always collected"),
     (&["serialize_overlap"], "I/Os in flight are not held back when they overlap one another"),
+    (&["bwavgtime", "iopsavgtime"], "bandwidth and IOPS samples are always taken over fio's default window of 500 ms"),
+    (&["gtod_cpu"], "there is no time-keeping thread; times are taken with clock_gettime"),
+    (
+        &[
+            "log_unix_epoch",
+            "log_alternate_epoch",
+            "log_alternate_epoch_clock_id",
+            "log_entries",
+            "log_compression_cpus",
+        ],
+        "that log variant is not implemented; log times are ms since the job's start, as fio's default",
+    ),
+    (&["block_error_percentiles"], "trims' block error histograms are not kept"),
+    (&["bs_is_seq_rand"], "block sizes are given per direction (read,write,trim), not per sequential and random"),
+    (&["percentage_random"], "a mix of sequential and random offsets in one job is not implemented"),
+    (&["offset_align"], "offsets are aligned to the block size only"),
+    (&["softrandommap"], "the random map is always kept unless norandommap (supported) turns it off"),
+    (&["write_barrier"], "barrier writes are not issued"),
+    (&["ignore_zone_limits", "zonecapacity"], "zone limits and capacities are the device's own, from its zone report"),
+    (&["lockfile"], "files are not locked"),
+    (&["opendir"], "use filename, directory or nrfiles for the files instead"),
+    (&["profile"], "fio's built-in profiles are not run"),
+    (&["gpu_dev_id"], "GPUDirect RDMA is not run"),
+    (
+        &["merge_blktrace_file", "merge_blktrace_iters", "merge_blktrace_scalars", "read_iolog_chunked"],
+        "I/O logs and traces are not replayed",
+    ),
+    (&["verifysort", "verifysort_nr", "flow_watermark"], "deprecated: fio ignores it; remove it from the job"),
+    (&["rwmixcycle", "percentage_sequential"], "deprecated: fio refuses it too"),
 ];
 
 fn unknown_option(name: &str, loc: &Loc) -> JobError {
@@ -2029,6 +2066,16 @@ impl JobSpec {
                     return Err(val.bad(
                         "0 (no posix_fadvise hint, which is what ioswitch bench runs; fio's 1, sequential \
                          and random are not issued)",
+                    ));
+                }
+            }
+            // fio's disk utilization statistics (default 1) are not collected: 0, which
+            // turns them off, is what runs.
+            "disk_util" => {
+                if val.flag()? {
+                    return Err(val.bad(
+                        "0 (no disk utilization statistics, which is what ioswitch bench runs; fio's default 1 \
+                         collects them, which is not done here)",
                     ));
                 }
             }
@@ -3517,6 +3564,13 @@ mod tests {
                 assert!(lookup(n).is_none(), "{n} is both run and listed as not run");
             }
         }
+        // disk_util: 0 is what runs; fio's default 1 is refused, saying so.
+        one("[j]\ndisk_util=0\n");
+        let e = err("[j]\ndisk_util=1\n");
+        assert!(e.contains("bad value '1' for option 'disk_util': expected 0 (no disk utilization"), "{e}");
+        // Deprecated options: fio ignores some, refuses others; here both are refused, saying which.
+        assert!(err("[j]\nverifysort=1\n").contains("deprecated: fio ignores it; remove it from the job"));
+        assert!(err("[j]\nrwmixcycle=100\n").contains("deprecated: fio refuses it too"));
         // A name fio does not have either stays a bare unknown option.
         assert_eq!(err("[j]\nfoo=1\n"), "job.fio:2: unknown option 'foo'");
     }

@@ -428,3 +428,46 @@ fn rewriting_confines_files_and_caps_sizes_and_times() {
     assert_eq!((size_of("4k"), size_of("1GiB"), size_of("x")), (Some(4096), Some(1 << 30), None));
     assert_eq!((seconds_of("90"), seconds_of("2m"), seconds_of("250ms")), (Some(90.0), Some(120.0), Some(0.25)));
 }
+
+/// The option names fio 3.33 defines (`.name = "..."` in its options.c).
+fn fio_option_names(options_c: &str) -> Vec<String> {
+    let mut names: Vec<String> = options_c
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix(".name"))
+        .filter_map(|rest| rest.trim_start().strip_prefix('=')?.trim().strip_prefix('"')?.split('"').next())
+        .map(String::from)
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+#[test]
+fn every_option_fio_defines_runs_or_is_refused_saying_why() {
+    let t = "every_option_fio_defines_runs_or_is_refused_saying_why";
+    let Some(src) =
+        examples_dir().and_then(|d| d.parent().map(Path::to_path_buf)).filter(|s| s.join("options.c").is_file())
+    else {
+        eprintln!("skipped: {t}: no fio source with options.c (run fio/fetch-fio-source.sh, or set IOSWITCH_FIO_EXAMPLES to its examples/)");
+        return;
+    };
+    let names = fio_option_names(&fs::read_to_string(src.join("options.c")).expect("read options.c"));
+    assert!(names.len() > 200, "{} option names in {}: the scan is off", names.len(), src.display());
+    let dir = std::env::temp_dir();
+    let (mut runs, mut bare) = (0, Vec::new());
+    for name in &names {
+        let opt = format!("--{name}=1");
+        let o = bench(&dir, 20, &["--parse-only", "--name=j", "--filename=/nonexistent/j", "--size=16m", &opt]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        if o.status.success() {
+            runs += 1;
+        } else if err.contains(&format!("unknown option '{name}'")) && !err.contains("does not run (") {
+            bare.push(name.clone());
+        }
+    }
+    println!(
+        "{} options of fio's options.c: {runs} parse with the value 1, the rest are refused with the reason",
+        names.len()
+    );
+    assert!(bare.is_empty(), "refused as a bare unknown option, without saying why: {bare:?}");
+}

@@ -636,8 +636,11 @@ struct Run<'a> {
     /// completed first ([`crate::zbd::Zbd::quiesce`]); the async loop reaps and asks again.
     zbd_quiesce: bool,
     /// `max_latency` per direction (read, write, trim; the fourth pads the index), ns;
-    /// `u64::MAX` where it sets no limit, so the check is one compare.
+    /// `u64::MAX` where it sets no limit.
     lat_max: [u64; 4],
+    /// The job has a `max_latency` or one-sample-per-I/O statistics: each completed I/O
+    /// takes [`Run::account_rare`].
+    rare: bool,
     /// `fill_device`: a write met ENOSPC or EDQUOT; the job ends without an error.
     filled: bool,
     /// `fill_device`: the end of the furthest write that landed (the file is cut there
@@ -655,6 +658,14 @@ struct Run<'a> {
     backlog: std::collections::VecDeque<(usize, u64)>,
     window_start: u64,
     window: [(u64, u64); 2],
+    /// Where the IOPS samples' window started ([`Run::window_start`] is the bandwidth
+    /// samples'); their windows can differ (`bwavgtime`, `iopsavgtime`).
+    iops_start: u64,
+    /// The windows of the bandwidth and IOPS samples, ns; `None`: one sample per I/O
+    /// ([`crate::iolog::LogOpts::sample_windows`]).
+    sample_windows: [Option<u64>; 2],
+    /// When the next of those windows is over (`u64::MAX`: neither has one).
+    sample_due: u64,
     written: Vec<u64>,
     verify_seq: u64,
     first_done: u64,
@@ -722,6 +733,9 @@ impl<'a> Run<'a> {
     /// fio's epoch).
     #[inline]
     fn completed_io(&mut self, dir: usize, len: u64, off: u64, t: [u64; 3], has_slat: bool, prio: u16) {
+        if self.rare {
+            self.account_rare(dir, len, t);
+        }
         self.completed_ios += 1;
         if dir == 1 && self.job.behaviour.fill_device {
             self.fill_end = self.fill_end.max(off + len);
@@ -1141,17 +1155,33 @@ impl<'a> Run<'a> {
             w.0 += 1;
             w.1 += len;
         }
+    }
+
+    /// What a completed I/O takes only in a job that asks for it (`rare`), after the ramp
+    /// (where [`Run::account`] counts it): the `max_latency` check, and fio's per-I/O
+    /// bandwidth and IOPS samples.
+    #[cold]
+    #[inline(never)]
+    fn account_rare(&mut self, dir: usize, len: u64, [start, issue, complete]: [u64; 3]) {
+        if complete < self.ramp_end {
+            return;
+        }
         if complete - start > self.lat_max[dir & 3] && !self.job.behaviour.disable_lat {
             self.over_max_latency(dir, complete - start);
+        }
+        if self.sample_windows.contains(&None) {
+            self.sample_one(dir, len, complete - issue);
         }
     }
 
     /// Closes 500 ms bandwidth/IOPS windows.
     #[inline]
     fn sample(&mut self, now: u64) {
-        const WINDOW: u64 = 500_000_000;
         if now < self.ramp_end {
             self.window_start = now;
+            self.iops_start = now;
+            self.sample_due =
+                now.saturating_add(self.sample_windows.iter().flatten().min().copied().unwrap_or(u64::MAX));
             return;
         }
         if !self.ramp_over {
@@ -1161,23 +1191,59 @@ impl<'a> Run<'a> {
             self.ramp_over = true;
             self.epoch = Some((self.ramp_end, Usage::now(libc::RUSAGE_THREAD)));
         }
-        let span = now - self.window_start;
-        if span < WINDOW {
+        if now >= self.sample_due {
+            self.close_windows(now);
+        }
+    }
+
+    /// Takes the bandwidth and IOPS samples whose windows are over at `now`, and sets when
+    /// the next one is.
+    #[inline(never)]
+    fn close_windows(&mut self, now: u64) {
+        let [bw, iops] = self.sample_windows;
+        let active = [self.job.rw.reads(), self.job.rw.writes()];
+        let bw_span = now - self.window_start;
+        if bw.is_some_and(|w| bw_span >= w) {
+            for (i, d) in [&mut self.res.read, &mut self.res.write].into_iter().enumerate() {
+                if active[i] && !self.job.behaviour.disable_bw {
+                    d.bw_samples.add(self.window[i].1 * 1_000_000_000 / bw_span / 1024);
+                }
+                self.window[i].1 = 0;
+            }
+            self.window_start = now;
+        }
+        let iops_span = now - self.iops_start;
+        if iops.is_some_and(|w| iops_span >= w) {
+            for (i, d) in [&mut self.res.read, &mut self.res.write].into_iter().enumerate() {
+                if active[i] && !self.job.behaviour.disable_bw {
+                    d.iops_samples.add(self.window[i].0 * 1_000_000_000 / iops_span);
+                }
+                self.window[i].0 = 0;
+            }
+            self.iops_start = now;
+        }
+        let due = |start: u64, w: Option<u64>| w.map_or(u64::MAX, |w| start.saturating_add(w));
+        self.sample_due = due(self.window_start, bw).min(due(self.iops_start, iops));
+    }
+
+    /// fio's `per_unit_log` samples: with a `bw` (`iops`) log of one entry per I/O, each
+    /// read or write is a bandwidth sample (its bytes over its clat, as fio's
+    /// `add_bw_sample`) and an IOPS sample of 1 (`add_iops_sample`).
+    fn sample_one(&mut self, dir: usize, len: u64, clat: u64) {
+        let d = match dir {
+            0 => &mut self.res.read,
+            1 => &mut self.res.write,
+            _ => return,
+        };
+        if self.job.behaviour.disable_bw {
             return;
         }
-        for (i, d) in [&mut self.res.read, &mut self.res.write].into_iter().enumerate() {
-            let (ios, bytes) = self.window[i];
-            let active = match i {
-                0 => self.job.rw.reads(),
-                _ => self.job.rw.writes(),
-            };
-            if active && !self.job.behaviour.disable_bw {
-                d.iops_samples.add(ios * 1_000_000_000 / span);
-                d.bw_samples.add(bytes * 1_000_000_000 / span / 1024);
-            }
+        if self.sample_windows[0].is_none() {
+            d.bw_samples.add((len * 1_000_000).checked_div(clat).unwrap_or(0));
         }
-        self.window = [(0, 0); 2];
-        self.window_start = now;
+        if self.sample_windows[1].is_none() {
+            d.iops_samples.add(1);
+        }
     }
 
     /// Whether an error of an I/O in direction `write` (`verify`: a verify failure) is
@@ -1575,6 +1641,7 @@ pub fn run_job_slot(
             let m = job.load.max_latency.map(|ns| if ns == 0 { u64::MAX } else { ns });
             [m[0], m[1], m[2], u64::MAX]
         },
+        rare: job.load.max_latency != [0; 3] || job.logs.sample_windows().contains(&None),
         filled: false,
         fill_end: 0,
         strided: None,
@@ -1584,6 +1651,12 @@ pub fn run_job_slot(
         backlog: std::collections::VecDeque::new(),
         window_start: t0,
         window: [(0, 0); 2],
+        iops_start: t0,
+        sample_windows: job.logs.sample_windows(),
+        sample_due: {
+            let w = job.logs.sample_windows();
+            t0.saturating_add(w.iter().flatten().min().copied().unwrap_or(u64::MAX))
+        },
         written: first.written,
         verify_seq: 0,
         first_done: 0,
@@ -2394,6 +2467,8 @@ fn latency_step(run: &mut Run, mut f: Option<&mut Flight>) -> bool {
             run.ramp_over = true;
             run.epoch = Some((now, Usage::now(libc::RUSAGE_THREAD)));
             run.window_start = now;
+            run.iops_start = now;
+            run.sample_due = now.saturating_add(run.sample_windows.iter().flatten().min().copied().unwrap_or(u64::MAX));
             run.window = [(0, 0); 2];
             run.first_done = 0;
             if let Some(l) = run.logs.as_mut() {
@@ -3862,6 +3937,28 @@ mod run_tests {
         j.behaviour.disable_lat = true;
         let r = run(&j);
         assert_eq!((r.error, r.read.ios), (0, 16), "{:?}", r.error_msg);
+    }
+
+    #[test]
+    fn bwavgtime_and_iopsavgtime_set_each_statistics_window() {
+        let _alone = timed();
+        use crate::load::Load;
+        // 1 s at 2000 IOPS: bandwidth over 100 ms windows (9 or 10 close; fewer where a
+        // loaded machine keeps the job's thread off a CPU past a window's end), IOPS over
+        // 250 ms (3 or 4); by default both over 500 ms (1 or 2).
+        let run_with = |bw: Option<u32>, iops: Option<u32>| {
+            let mut j = job("4MiB", "", Mode::Sync, Rw::RandRead, 1);
+            (j.runtime, j.time_based) = (Some(Duration::from_secs(1)), true);
+            j.load = Load { rate_iops: [2000, 0], ..Load::new() };
+            (j.logs.bw_avg_msec, j.logs.iops_avg_msec) = (bw, iops);
+            let r = run(&j);
+            assert_eq!(r.error, 0, "{:?}", r.error_msg);
+            (r.read.bw_samples.samples(), r.read.iops_samples.samples())
+        };
+        let (bw, iops) = run_with(Some(100), Some(250));
+        assert!((5..=10).contains(&bw) && (1..=4).contains(&iops) && bw > iops, "bw {bw} and iops {iops} samples");
+        let (bw, iops) = run_with(None, None);
+        assert!((1..=2).contains(&bw) && (1..=2).contains(&iops), "bw {bw} and iops {iops} samples by default");
     }
 
     #[test]

@@ -42,6 +42,12 @@ pub struct LogOpts {
     pub iops: Option<String>,
     /// `log_avg_msec` (0: one entry per I/O).
     pub avg_msec: u32,
+    /// `bwavgtime` where the job sets it: the window (ms) of the bandwidth samples its
+    /// statistics take; unset: 500 ms, or with a `bw` log the log's (see
+    /// [`LogOpts::sample_windows`]).
+    pub bw_avg_msec: Option<u32>,
+    /// `iopsavgtime`, as `bwavgtime` for the IOPS samples.
+    pub iops_avg_msec: Option<u32>,
     /// `log_max_value`: averaged entries hold the window's maximum, not its mean.
     pub max_value: bool,
     /// `log_offset`: entries carry the I/O's offset.
@@ -70,6 +76,23 @@ pub struct LogOpts {
     pub ioprio: u16,
 }
 
+impl LogOpts {
+    /// The windows (ns) over which the job's bandwidth and IOPS statistics take their
+    /// samples, as fio 3.33 sets them (init.c, `setup_log`'s callers; stat.c): `bwavgtime`
+    /// / `iopsavgtime` where given, else 500 ms, but with a `bw` (`iops`) log the log's
+    /// `log_avg_msec`; and `None` where that log has one entry per I/O (`log_avg_msec=0`):
+    /// then each I/O is a sample (fio's `per_unit_log`: its bytes over its clat, and 1).
+    pub fn sample_windows(&self) -> [Option<u64>; 2] {
+        let window = |log: &Option<String>, set: Option<u32>| match (log.is_some(), set) {
+            (true, _) if self.avg_msec == 0 => None,
+            (_, Some(ms)) => Some(u64::from(ms) * 1_000_000),
+            (true, None) => Some(u64::from(self.avg_msec) * 1_000_000),
+            (false, None) => Some(500_000_000),
+        };
+        [window(&self.bw, self.bw_avg_msec), window(&self.iops, self.iops_avg_msec)]
+    }
+}
+
 impl Default for LogOpts {
     fn default() -> Self {
         LogOpts {
@@ -77,6 +100,8 @@ impl Default for LogOpts {
             bw: None,
             iops: None,
             avg_msec: 0,
+            bw_avg_msec: None,
+            iops_avg_msec: None,
             max_value: false,
             offset: false,
             per_job: true,
@@ -590,6 +615,31 @@ fn write_log(path: &Path, text: &[u8], per_job: bool) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn statistics_sample_windows_follow_fios_rules() {
+        let ms = 1_000_000;
+        let w = |bw: Option<&str>, iops: Option<&str>, avg, bwt, iopst| {
+            LogOpts {
+                bw: bw.map(String::from),
+                iops: iops.map(String::from),
+                avg_msec: avg,
+                bw_avg_msec: bwt,
+                iops_avg_msec: iopst,
+                ..LogOpts::default()
+            }
+            .sample_windows()
+        };
+        // No logs: 500 ms unless set.
+        assert_eq!(w(None, None, 0, None, None), [Some(500 * ms); 2]);
+        assert_eq!(w(None, None, 0, Some(100), Some(250)), [Some(100 * ms), Some(250 * ms)]);
+        // A log averaged over log_avg_msec: its kind samples over that window, unless set.
+        assert_eq!(w(Some("b"), None, 100, None, None), [Some(100 * ms), Some(500 * ms)]);
+        assert_eq!(w(Some("b"), Some("i"), 100, Some(200), None), [Some(200 * ms), Some(100 * ms)]);
+        // A log of one entry per I/O: one sample per I/O of its kind, whatever is set.
+        assert_eq!(w(Some("b"), None, 0, Some(200), None), [None, Some(500 * ms)]);
+        assert_eq!(w(None, Some("i"), 0, None, None), [Some(500 * ms), None]);
+    }
 
     fn opts(avg: u32, max: bool) -> LogOpts {
         LogOpts { lat: Some(String::new()), avg_msec: avg, max_value: max, ..LogOpts::default() }

@@ -1134,6 +1134,8 @@ const OPTIONS: &[(&str, &[&str], Kind)] = &[
     ("write_bw_log", &[], Kind::Bool),
     ("write_iops_log", &[], Kind::Bool),
     ("log_avg_msec", &[], Kind::Value),
+    ("bwavgtime", &[], Kind::Value),
+    ("iopsavgtime", &[], Kind::Value),
     ("log_max_value", &[], Kind::Bool),
     ("log_offset", &[], Kind::Bool),
     ("per_job_logs", &[], Kind::Bool),
@@ -1302,7 +1304,6 @@ const NOT_RUN: &[(&[&str], &str)] = &[
     (&["sync_file_range", "write_hint", "nowait", "atomic"], "that per-I/O or per-file hint is not issued"),
     (&["stats"], "statistics are always collected"),
     (&["serialize_overlap"], "I/Os in flight are not held back when they overlap one another"),
-    (&["bwavgtime", "iopsavgtime"], "bandwidth and IOPS samples are always taken over fio's default window of 500 ms"),
     (&["gtod_cpu"], "there is no time-keeping thread; times are taken with clock_gettime"),
     (
         &[
@@ -2208,6 +2209,8 @@ impl JobSpec {
                 }
             }
             "log_avg_msec" => g.avg_msec = val.count32(0)?,
+            "bwavgtime" => g.bw_avg_msec = Some(val.count32(1)?),
+            "iopsavgtime" => g.iops_avg_msec = Some(val.count32(1)?),
             "log_max_value" => g.max_value = val.flag()?,
             "log_offset" => g.offset = val.flag()?,
             "per_job_logs" => g.per_job = val.flag()?,
@@ -2541,6 +2544,26 @@ impl JobSpec {
         Ok(())
     }
 
+    /// `bwavgtime` / `iopsavgtime` below `log_avg_msec` with that log: fio averages the
+    /// log's entries over the shorter window then (`setup_log`'s `avg_msec`), and this
+    /// log keeps one window for its bw and iops entries, `log_avg_msec`'s: refused.
+    fn check_avg_times(&self) -> Result<(), JobError> {
+        let g = &self.logs;
+        for (opt, set, log) in [("bwavgtime", g.bw_avg_msec, &g.bw), ("iopsavgtime", g.iops_avg_msec, &g.iops)] {
+            if let Some(ms) = set.filter(|&ms| log.is_some() && g.avg_msec > ms) {
+                return Err(self.error_at(
+                    opt,
+                    format!(
+                        "{opt}={ms} below log_avg_msec={}: fio would average that log over {ms} ms; not run \
+                         (give log_avg_msec={ms}, or a {opt} of at least log_avg_msec)",
+                        g.avg_msec
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The checks of `io_submit_mode=offload`: what fio refuses, and what is not run here.
     fn check_offload(&self) -> Result<(), JobError> {
         if !self.behaviour.offload {
@@ -2688,6 +2711,7 @@ impl JobSpec {
         }
         self.check_files()?;
         self.check_offload()?;
+        self.check_avg_times()?;
         self.check_cmdprio()?;
         if let Some(opt) = self.load.trim_rate.filter(|_| self.rw.trims()) {
             return Err(self.error_at(
@@ -3564,6 +3588,15 @@ mod tests {
                 assert!(lookup(n).is_none(), "{n} is both run and listed as not run");
             }
         }
+        // bwavgtime / iopsavgtime: ms, at least 1; below log_avg_msec with their log,
+        // refused (fio would average the log over them).
+        let g = one("[j]\nbwavgtime=100\niopsavgtime=250\n").logs;
+        assert_eq!((g.bw_avg_msec, g.iops_avg_msec), (Some(100), Some(250)));
+        assert_eq!(g.sample_windows(), [Some(100_000_000), Some(250_000_000)]);
+        one("[j]\nwrite_bw_log=b\nlog_avg_msec=100\nbwavgtime=200\n");
+        let e = err("[j]\nwrite_bw_log=b\nlog_avg_msec=500\nbwavgtime=200\n");
+        assert!(e.contains("bwavgtime=200 below log_avg_msec=500"), "{e}");
+        assert!(err("[j]\niopsavgtime=0\n").contains("bad value '0' for option 'iopsavgtime'"));
         // disk_util: 0 is what runs; fio's default 1 is refused, saying so.
         one("[j]\ndisk_util=0\n");
         let e = err("[j]\ndisk_util=1\n");
@@ -4026,6 +4059,8 @@ mod tests {
             bw: Some("bw".into()),
             iops: Some("io".into()),
             avg_msec: 100,
+            bw_avg_msec: None,
+            iops_avg_msec: None,
             max_value: true,
             offset: true,
             per_job: false,

@@ -397,3 +397,36 @@ fn compressed_logs_are_fz_files_that_fio_inflates_as_it_inflates_its_own() {
         }
     }
 }
+
+/// A job's read bandwidth and IOPS sample counts, and its reads, from its JSON.
+fn sample_counts(out: &[u8]) -> [i64; 3] {
+    let out = text(out);
+    let j: serde_json::Value = serde_json::from_str(&out[out.find('{').expect("a JSON report")..]).expect("JSON");
+    let r = &j["jobs"][0]["read"];
+    ["bw_samples", "iops_samples", "total_ios"].map(|k| r[k].as_i64().unwrap_or(-1))
+}
+
+#[test]
+fn bw_and_iops_statistics_sample_as_fio_does_with_and_without_logs() {
+    let t = "bw_and_iops_statistics_sample_as_fio_does_with_and_without_logs";
+    let s = fio_scratch!(t, "logsamples");
+    let file = s.path("f");
+    // 300 reads: with a log of one entry per I/O, each read is a sample of that kind (fio's
+    // per_unit_log); with log_avg_msec, or without the log, samples are per window, and a
+    // job this short (no window closes) has none. The same from both tools.
+    let cases: [(&[&str], [i64; 3]); 4] = [
+        (&[], [0, 0, 300]),
+        (&["--write_bw_log=b"], [300, 0, 300]),
+        (&["--write_iops_log=i"], [0, 300, 300]),
+        (&["--write_bw_log=b", "--write_iops_log=i", "--log_avg_msec=50"], [0, 0, 300]),
+    ];
+    for (extra, want) in cases {
+        let filename = format!("--filename={file}");
+        let mut args = vec!["--name=j", &filename, "--size=16m", "--rw=randread", "--bs=4k", "--number_ios=300"];
+        args.extend(["--output-format=json"].iter().chain(extra));
+        let got = [FIO, env!("CARGO_BIN_EXE_ioswitch")].map(|p| sample_counts(&output(p, &args, Some(s.dir())).stdout));
+        println!("{extra:?}: fio {:?}, ours {:?}", got[0], got[1]);
+        assert_eq!(got[0], want, "{extra:?}: fio");
+        assert_eq!(got[1], got[0], "{extra:?}: ours against fio's");
+    }
+}

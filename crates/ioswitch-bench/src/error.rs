@@ -300,7 +300,7 @@ pub enum BenchError {
         source: ioswitch::Error,
     },
     /// `ioengine=null` without a file needs its size in bytes.
-    #[error("{at}: ioengine=null without a filename needs size=BYTES")]
+    #[error("{at}: ioengine=null needs size=BYTES (fio's null engine opens no file, so no file gives the job a size)")]
     NullNeedsSize {
         /// The job and option (`size`).
         at: At,

@@ -294,7 +294,10 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
     }
     let (opts, mode) = engine_opts(spec)?;
     let filename = match spec.filename.as_slice() {
-        [] if spec.ioengine == IoEngine::Null => {
+        // fio's null engine opens, creates and lays out no file (FIO_DISKLESSIO): its file
+        // names are names only, and the job runs on no device at all; here, nil on a
+        // ramdisk of the job's size (nil moves no data, so the ramdisk holds none).
+        _ if spec.ioengine == IoEngine::Null => {
             let size = match spec.size {
                 Some(SizeSpec::Bytes(b)) => b,
                 _ => return Err(BenchError::NullNeedsSize { at: At::new(spec, "size") }),
@@ -1460,6 +1463,26 @@ mod tests {
         let p = prepare(&spec(&format!("[c]\ndirectory={d}:{o}\nsize=64k\nnumjobs=3\n")), 0, &mut |_| {}).unwrap();
         let names: Vec<&str> = p.clones.iter().map(|(f, _)| f.as_str()).collect();
         assert_eq!(names, [format!("{o}/c.1.0"), format!("{d}/c.2.0")]);
+    }
+
+    #[test]
+    fn a_null_job_opens_creates_and_lays_out_no_file() {
+        // fio's null engine (FIO_DISKLESSIO): its file name is a name only.
+        let s = scratch("nullfile");
+        let f = s.path("never");
+        let mut said = Vec::new();
+        let p = prepare(&spec(&format!("[j]\nioengine=null\nfilename={f}\nsize=1m\n")), 0, &mut |m| {
+            said.push(m.to_string())
+        })
+        .unwrap();
+        assert!(!std::path::Path::new(&f).exists(), "{f} was created; {said:?}");
+        assert!(!said.iter().any(|m| m.contains("Laying out")), "{said:?}");
+        assert_eq!(p.dev.geometry().bytes, 1 << 20, "the job's region is its size");
+        // No file gives it a size: size= is needed, with a file name or without.
+        for text in [format!("[j]\nioengine=null\nfilename={f}\n"), "[j]\nioengine=null\n".to_string()] {
+            let e = prepare(&spec(&text), 0, &mut |_| {}).map(drop).expect_err("refused").to_string();
+            assert!(e.contains("ioengine=null needs size=BYTES"), "{e}");
+        }
     }
 
     #[test]

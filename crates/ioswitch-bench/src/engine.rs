@@ -3099,41 +3099,36 @@ mod run_tests {
         }
     }
 
+    /// Runs `short` beside a time-based job of `long_for`, both on one [`Progress`]:
+    /// their results, the time both took, and whether the run was told to stop.
+    fn beside_a_timed_job(short: &Job, long_for: Duration) -> (JobResult, JobResult, Duration, bool) {
+        let mut long = job("4MiB", "", Mode::Sync, Rw::RandRead, 1);
+        (long.time_based, long.runtime) = (true, Some(long_for));
+        let progress = Progress::default();
+        let (d1, d2) = (Device::open("4MiB", &short.opts).unwrap(), Device::open("4MiB", &long.opts).unwrap());
+        let t0 = now_ns();
+        let (a, b) = std::thread::scope(|s| {
+            let a = s.spawn(|| run_job(short, 0, &d1, &progress));
+            let b = s.spawn(|| run_job(&long, 0, &d2, &progress));
+            (a.join().unwrap(), b.join().unwrap())
+        });
+        (a, b, Duration::from_nanos(now_ns() - t0), progress.stop.load(Ordering::Relaxed))
+    }
+
     #[test]
     fn exitall_stops_the_jobs_beside_it_when_it_ends() {
-        let short = {
-            let mut j = job("4MiB", "", Mode::Sync, Rw::RandRead, 1);
-            j.number_ios = Some(100);
-            j
-        };
-        let long = {
-            let mut j = job("4MiB", "", Mode::Sync, Rw::RandRead, 1);
-            j.time_based = true;
-            j.runtime = Some(Duration::from_secs(30));
-            j
-        };
         for exitall in [true, false] {
-            let mut short = short.clone();
+            let mut short = job("4MiB", "", Mode::Sync, Rw::RandRead, 1);
+            short.number_ios = Some(100);
             short.behaviour.exitall = exitall;
-            let mut long = long.clone();
-            if !exitall {
-                long.runtime = Some(Duration::from_millis(300));
-            }
-            let progress = Progress::default();
-            let (d1, d2) = (Device::open("4MiB", &short.opts).unwrap(), Device::open("4MiB", &long.opts).unwrap());
-            let t0 = now_ns();
-            let (a, b) = std::thread::scope(|s| {
-                let a = s.spawn(|| run_job(&short, 0, &d1, &progress));
-                let b = s.spawn(|| run_job(&long, 0, &d2, &progress));
-                (a.join().unwrap(), b.join().unwrap())
-            });
-            let took = Duration::from_nanos(now_ns() - t0);
+            let long_for = if exitall { Duration::from_secs(30) } else { Duration::from_millis(300) };
+            let (a, b, took, stopped) = beside_a_timed_job(&short, long_for);
             assert_eq!((a.error, b.error, a.read.ios), (0, 0, 100));
             if exitall {
                 assert!(took < Duration::from_secs(10), "the 30 s job ran on for {took:?}");
             } else {
                 assert!(took >= Duration::from_millis(300), "without exitall the other job runs its time");
-                assert!(!progress.stop.load(Ordering::Relaxed));
+                assert!(!stopped);
             }
         }
     }
@@ -3142,12 +3137,6 @@ mod run_tests {
     fn exitall_on_error_stops_the_jobs_beside_it_when_it_ends_in_error_only() {
         // A job that ends with an error (max_latency at 1 ns: its first read), or without
         // one, beside a 30 s job.
-        let long = {
-            let mut j = job("4MiB", "", Mode::Sync, Rw::RandRead, 1);
-            j.time_based = true;
-            j.runtime = Some(Duration::from_secs(30));
-            j
-        };
         for fails in [true, false] {
             let mut short = job("4MiB", "", Mode::Sync, Rw::RandRead, 1);
             short.number_ios = Some(100);
@@ -3155,25 +3144,15 @@ mod run_tests {
             if fails {
                 short.load = crate::load::Load { max_latency: [1; 3], ..crate::load::Load::new() };
             }
-            let mut long = long.clone();
-            if !fails {
-                long.runtime = Some(Duration::from_millis(300));
-            }
-            let progress = Progress::default();
-            let (d1, d2) = (Device::open("4MiB", &short.opts).unwrap(), Device::open("4MiB", &long.opts).unwrap());
-            let t0 = now_ns();
-            let (a, b) = std::thread::scope(|s| {
-                let a = s.spawn(|| run_job(&short, 0, &d1, &progress));
-                let b = s.spawn(|| run_job(&long, 0, &d2, &progress));
-                (a.join().unwrap(), b.join().unwrap())
-            });
-            let took = Duration::from_nanos(now_ns() - t0);
+            let long_for = if fails { Duration::from_secs(30) } else { Duration::from_millis(300) };
+            let (a, b, took, stopped) = beside_a_timed_job(&short, long_for);
             assert_eq!((a.error, b.error), (if fails { libc::ETIMEDOUT } else { 0 }, 0), "{:?}", a.error_msg);
             if fails {
                 assert!(took < Duration::from_secs(10), "the 30 s job ran on for {took:?}");
             } else {
                 assert!(took >= Duration::from_millis(300), "without an error the other job runs its time");
                 assert_eq!(a.read.ios, 100);
+                assert!(!stopped);
             }
         }
     }

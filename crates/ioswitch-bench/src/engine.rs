@@ -734,7 +734,7 @@ impl<'a> Run<'a> {
     #[inline]
     fn completed_io(&mut self, dir: usize, len: u64, off: u64, t: [u64; 3], has_slat: bool, prio: u16) {
         if self.rare {
-            self.account_rare(dir, len, t);
+            self.account_rare(dir, len, off, t);
         }
         self.completed_ios += 1;
         if dir == 1 && self.job.behaviour.fill_device {
@@ -1109,9 +1109,12 @@ impl<'a> Run<'a> {
     /// job.
     #[cold]
     #[inline(never)]
-    fn over_max_latency(&mut self, dir: usize, took: u64) {
+    fn over_max_latency(&mut self, dir: usize, off: u64, len: u64, took: u64) {
         let (what, max) = (DIR_NAMES[dir.min(2)], self.lat_max[dir & 3]);
-        self.fail(libc::ETIMEDOUT, format!("max_latency: a {what} took {took} ns, more than the {max} ns allowed"));
+        let msg = format!(
+            "max_latency: the {what} of {len} bytes at offset {off} took {took} ns, more than the {max} ns allowed"
+        );
+        self.fail(libc::ETIMEDOUT, msg);
     }
 
     /// Accounts one finished I/O.
@@ -1162,12 +1165,12 @@ impl<'a> Run<'a> {
     /// bandwidth and IOPS samples.
     #[cold]
     #[inline(never)]
-    fn account_rare(&mut self, dir: usize, len: u64, [start, issue, complete]: [u64; 3]) {
+    fn account_rare(&mut self, dir: usize, len: u64, off: u64, [start, issue, complete]: [u64; 3]) {
         if complete < self.ramp_end {
             return;
         }
         if complete - start > self.lat_max[dir & 3] && !self.job.behaviour.disable_lat {
-            self.over_max_latency(dir, complete - start);
+            self.over_max_latency(dir, off, len, complete - start);
         }
         if self.sample_windows.contains(&None) {
             self.sample_one(dir, len, complete - issue);
@@ -3894,10 +3897,8 @@ mod run_tests {
             let r = with(Rw::RandRead, mode, [1; 3]);
             assert_eq!(r.error, libc::ETIMEDOUT, "{mode:?}: {:?}", r.error_msg);
             let msg = r.error_msg.unwrap();
-            assert!(
-                msg.starts_with("max_latency: a read took ") && msg.ends_with("more than the 1 ns allowed"),
-                "{msg}"
-            );
+            assert!(msg.starts_with("max_latency: the read of 4096 bytes at offset "), "{msg}");
+            assert!(msg.ends_with("more than the 1 ns allowed"), "{msg}");
             assert!(r.read.ios < 64, "{mode:?}: the job ended at the first late I/O, not after {}", r.read.ios);
             let r = with(Rw::RandRead, mode, [60_000_000_000; 3]);
             assert_eq!((r.error, r.read.ios), (0, 64), "{mode:?}: {:?}", r.error_msg);
@@ -3906,7 +3907,7 @@ mod run_tests {
             assert_eq!((r.error, r.read.ios), (0, 64), "{mode:?}: {:?}", r.error_msg);
             let r = with(Rw::RandWrite, mode, [0, 1, 1]);
             assert_eq!(r.error, libc::ETIMEDOUT, "{mode:?}: {:?}", r.error_msg);
-            assert!(r.error_msg.unwrap().starts_with("max_latency: a write took "));
+            assert!(r.error_msg.unwrap().starts_with("max_latency: the write of 4096 bytes at offset "));
         }
         // With disable_lat there is no total latency to hold against it (fio checks it
         // where it records one).

@@ -1181,10 +1181,7 @@ impl<'a> Run<'a> {
     #[inline]
     fn sample(&mut self, now: u64) {
         if now < self.ramp_end {
-            self.window_start = now;
-            self.iops_start = now;
-            self.sample_due =
-                now.saturating_add(self.sample_windows.iter().flatten().min().copied().unwrap_or(u64::MAX));
+            self.restart_windows(now);
             return;
         }
         if !self.ramp_over {
@@ -1197,6 +1194,13 @@ impl<'a> Run<'a> {
         if now >= self.sample_due {
             self.close_windows(now);
         }
+    }
+
+    /// Both sample windows start at `now` (the job's start, the ramp).
+    fn restart_windows(&mut self, now: u64) {
+        (self.window_start, self.iops_start) = (now, now);
+        let first = self.sample_windows.iter().flatten().min().copied().unwrap_or(u64::MAX);
+        self.sample_due = now.saturating_add(first);
     }
 
     /// Takes the bandwidth and IOPS samples whose windows are over at `now`, and sets when
@@ -1656,10 +1660,7 @@ pub fn run_job_slot(
         window: [(0, 0); 2],
         iops_start: t0,
         sample_windows: job.logs.sample_windows(),
-        sample_due: {
-            let w = job.logs.sample_windows();
-            t0.saturating_add(w.iter().flatten().min().copied().unwrap_or(u64::MAX))
-        },
+        sample_due: 0,
         written: first.written,
         verify_seq: 0,
         first_done: 0,
@@ -1701,6 +1702,7 @@ pub fn run_job_slot(
             )
         }),
     };
+    run.restart_windows(t0);
     if let Some(c) = &job.behaviour.cmdprio.chooser {
         for (d, values) in [&mut run.res.read, &mut run.res.write].into_iter().zip(&c.values) {
             d.prios = values.iter().map(|&v| (v, LatStats::new())).collect();
@@ -2469,9 +2471,7 @@ fn latency_step(run: &mut Run, mut f: Option<&mut Flight>) -> bool {
             run.ramp_end = now;
             run.ramp_over = true;
             run.epoch = Some((now, Usage::now(libc::RUSAGE_THREAD)));
-            run.window_start = now;
-            run.iops_start = now;
-            run.sample_due = now.saturating_add(run.sample_windows.iter().flatten().min().copied().unwrap_or(u64::MAX));
+            run.restart_windows(now);
             run.window = [(0, 0); 2];
             run.first_done = 0;
             if let Some(l) = run.logs.as_mut() {

@@ -412,13 +412,14 @@ fn bw_and_iops_statistics_sample_as_fio_does_with_and_without_logs() {
     let s = fio_scratch!(t, "logsamples");
     let file = s.path("f");
     // 300 reads: with a log of one entry per I/O, each read is a sample of that kind (fio's
-    // per_unit_log); with log_avg_msec, or without the log, samples are per window, and a
-    // job this short (no window closes) has none. The same from both tools.
+    // per_unit_log); with log_avg_msec, or without the log, samples are per window, and
+    // windows of a minute (longer than the job, however slow the machine) close none.
+    // The same from both tools.
     let cases: [(&[&str], [i64; 3]); 4] = [
-        (&[], [0, 0, 300]),
-        (&["--write_bw_log=b"], [300, 0, 300]),
-        (&["--write_iops_log=i"], [0, 300, 300]),
-        (&["--write_bw_log=b", "--write_iops_log=i", "--log_avg_msec=50"], [0, 0, 300]),
+        (&["--bwavgtime=60000", "--iopsavgtime=60000"], [0, 0, 300]),
+        (&["--write_bw_log=b", "--iopsavgtime=60000"], [300, 0, 300]),
+        (&["--write_iops_log=i", "--bwavgtime=60000"], [0, 300, 300]),
+        (&["--write_bw_log=b", "--write_iops_log=i", "--log_avg_msec=60000"], [0, 0, 300]),
     ];
     for (extra, want) in cases {
         let filename = format!("--filename={file}");

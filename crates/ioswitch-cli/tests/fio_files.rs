@@ -336,7 +336,10 @@ fn a_write_jobs_new_file_is_laid_out_with_data_only_where_fio_lays_it_out() {
         (&["--ioengine=psync"], "randrw", true),
     ];
     for (opts, rw, laid_out) in cases {
-        for existing in [false, true] {
+        // mmap's case once, on a new file: ours measures the copy ceiling after an mmap
+        // job (about 5 s in a debug build).
+        let existing_too = !opts.contains(&"--ioengine=mmap");
+        for existing in [false, true].into_iter().filter(|&e| !e || existing_too) {
             for (program, args) in both_args(&[]) {
                 let file = s.path(&format!("f-{}", ioswitch_testkit::tools::who(&program)));
                 let _ = std::fs::remove_file(&file);

@@ -669,16 +669,22 @@ fn size_for_writes(
     say: &mut dyn FnMut(&str),
 ) -> std::io::Result<()> {
     say(&format!("Laying out IO file {} ({} bytes)", path.display(), to));
+    fn ctx(what: &str) -> impl FnOnce(std::io::Error) -> std::io::Error + '_ {
+        move |e| std::io::Error::new(e.kind(), format!("{what}: {e}"))
+    }
     if unlink {
         match std::fs::remove_file(path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(ctx("removing the file, too small for the job, to write a new one")(e))
+            }
             _ => {}
         }
     }
-    let f = std::fs::OpenOptions::new().create(true).write(true).truncate(false).open(path)?;
+    let f =
+        std::fs::OpenOptions::new().create(true).write(true).truncate(false).open(path).map_err(ctx("creating it"))?;
     preallocate(&f, to, fallocate, say)?;
-    if f.metadata()?.len() < to {
-        f.set_len(to)?;
+    if f.metadata().map_err(ctx("reading its size"))?.len() < to {
+        f.set_len(to).map_err(ctx(&format!("setting its size to {to} bytes")))?;
     }
     Ok(())
 }

@@ -448,7 +448,10 @@ fn every_option_fio_defines_runs_or_is_refused_saying_why() {
     let Some(src) =
         examples_dir().and_then(|d| d.parent().map(Path::to_path_buf)).filter(|s| s.join("options.c").is_file())
     else {
-        eprintln!("skipped: {t}: no fio source with options.c (run fio/fetch-fio-source.sh, or set IOSWITCH_FIO_EXAMPLES to its examples/)");
+        ioswitch_testkit::skip(
+            t,
+            "no fio source with options.c (run fio/fetch-fio-source.sh, or set IOSWITCH_FIO_EXAMPLES to its examples/)",
+        );
         return;
     };
     let names = fio_option_names(&fs::read_to_string(src.join("options.c")).expect("read options.c"));

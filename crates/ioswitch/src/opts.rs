@@ -222,7 +222,10 @@ pub struct Opts {
     pub direct: bool,
     /// Open a file or block device with O_SYNC or O_DSYNC ([`OpenSync`]); `None`: neither.
     pub osync: Option<OpenSync>,
-    /// Open read-only.
+    /// Open read-only, and refuse every command that may change data: writes, write
+    /// zeroes, trims, deallocation, zone management, NVMe passthrough and admin commands
+    /// that write (the kernel would let root's passthrough write through a read-only
+    /// descriptor).
     pub rdonly: bool,
     /// Open write-only.
     pub wronly: bool,
@@ -287,7 +290,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("nsid", "namespace id (default: the device's own; 1 for files and ramdisks)"),
     ("direct", "open with O_DIRECT"),
     ("osync", "open a file or block device with O_SYNC (sync) or O_DSYNC (dsync): each write returns once stable"),
-    ("rdonly", "open read-only"),
+    ("rdonly", "open read-only; every command that may change data is refused (passthrough and admin included)"),
     ("wronly", "open write-only"),
     ("create", "create a regular file that does not exist"),
     ("truncate", "truncate a regular file at open"),

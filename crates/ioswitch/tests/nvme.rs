@@ -139,6 +139,51 @@ fn defaults_and_refusals_per_nvme_device_kind() {
     open(env.char(2), "sync=nvme,async=thrpool");
 }
 
+/// `rdonly=1` refuses every command that may write before the kernel sees it: root's NVMe
+/// passthrough would go through a read-only descriptor (the kernel checks write access
+/// only for users without CAP_SYS_ADMIN). Reads and identify still work. Each refused
+/// command is one the device would also refuse (a vendor opcode, a format of a namespace
+/// that does not exist) or a write to an LBA no other test uses, so a refusal that fails
+/// shows as a missing "rdonly=1", not as damage.
+#[test]
+#[ignore = "needs the QEMU guest's NVMe: tests/vm/nvme-tests.sh runs it with --include-ignored"]
+fn read_only_opens_refuse_passthrough_and_admin_writes() {
+    let env = need_env!("read_only_opens_refuse_passthrough_and_admin_writes");
+    let refused = |what: &str, r: Result<u64, Error>| {
+        let e = r.expect_err(what).to_string();
+        assert!(e.contains("read-only (rdonly=1)"), "{what}: {e}");
+    };
+    let lba = 7000;
+    for (path, o) in [
+        (env.char(1), "rdonly=1"),
+        (env.block(1), "rdonly=1,sync=nvme"),
+        (env.char(1), "rdonly=1,sync=nvme,async=io_uring_cmd"),
+    ] {
+        let d = open(path, o);
+        let mut b = vec![d.alloc(512).unwrap()];
+        d.pass(&Cmd::read(1, lba, 1), &mut b).unwrap_or_else(|e| panic!("{path} {o}: read: {e}"));
+        refused(&format!("{path} {o}: write"), d.pass(&Cmd::write(1, lba, 1), &mut b));
+        refused(&format!("{path} {o}: write zeroes"), d.pass(&Cmd::write_zeroes(1, lba, 1), &mut []));
+        let vendor = Cmd::io(Sqe { opcode: 0x81, nsid: 1, ..Sqe::default() });
+        refused(&format!("{path} {o}: vendor opcode 0x81"), d.pass(&vendor, &mut []));
+        let mut q = d.queue(2).unwrap();
+        let r = q.submit(&Cmd::write(1, lba, 1), Data::Vec(b), 1).map_err(|r| r.error);
+        refused(&format!("{path} {o}: queued write"), r.map(|()| 0));
+    }
+    {
+        let _z = zone_lock();
+        let z = open(env.char(3), "rdonly=1");
+        refused("zone reset of every zone", zone_send(&z, 0, ZoneAction::Reset, true));
+    }
+    let ctrl = open("/dev/nvme0", "rdonly=1");
+    let mut id = vec![ctrl.alloc(IDENTIFY_LEN).unwrap()];
+    ctrl.pass_admin(&Cmd::identify(cns::CTRL, 0, 0, csi::NVM), &mut id).expect("identify through rdonly=1");
+    let format = Cmd::admin(Sqe { opcode: 0x80, nsid: 0xdead, ..Sqe::default() });
+    refused("format NVM", ctrl.pass_admin(&format, &mut []));
+    let vendor = Cmd::admin(Sqe { opcode: 0xc1, ..Sqe::default() });
+    refused("vendor admin opcode 0xc1", ctrl.pass_admin(&vendor, &mut []));
+}
+
 #[test]
 #[ignore = "needs the QEMU guest's NVMe: tests/vm/nvme-tests.sh runs it with --include-ignored"]
 fn enumerate_lists_controller_namespaces_and_char_devices_with_sizes() {

@@ -731,16 +731,16 @@ fn check(dev: &Inner, cmd: &Cmd, bufs: &[Buffer]) -> Result<Io, Why> {
         }
         CmdSet::Admin => return Err(Why::Admin),
     };
-    if dev.ident.in_use.is_some() && may_write(cmd, &io) {
-        return Err(Why::InUse);
+    // Every command that may change the medium, passthrough included: `rdonly=1` is a
+    // promise (the kernel would let root's NVMe passthrough write through a read-only
+    // descriptor), and the write guard's.
+    if (dev.opts.rdonly || dev.ident.in_use.is_some()) && may_write(cmd, &io) {
+        return Err(if dev.opts.rdonly { Why::ReadOnly } else { Why::InUse });
     }
     match io.op {
         Op::Read | Op::Write => {
             if io.op == Op::Read && dev.opts.wronly {
                 return Err(Why::WriteOnly);
-            }
-            if io.op == Op::Write && dev.opts.rdonly {
-                return Err(Why::ReadOnly);
             }
             if io.len > g.max_transfer {
                 return Err(Why::MaxTransfer(io.len));
@@ -750,7 +750,6 @@ fn check(dev: &Inner, cmd: &Cmd, bufs: &[Buffer]) -> Result<Io, Why> {
                 direct(g, &io, bufs)?;
             }
         }
-        Op::WriteZeroes | Op::Trim if dev.opts.rdonly => return Err(Why::ReadOnly),
         Op::Passthru if matches!(dev.ident.kind, DevKind::NvmeBlock | DevKind::NvmeChar) => {
             passthru_buffers(bufs)?;
         }
@@ -1262,6 +1261,46 @@ mod tests {
             let full = prepare(&dev.inner, &cmd, std::slice::from_ref(&buf));
             assert_eq!(full.is_ok(), ok, "prepare of {len} bytes (longest transfer {max})");
             assert_eq!(fast_check_buf(&lim, &cmd, &buf).is_some(), ok, "fast check of {len} bytes");
+        }
+    }
+
+    /// `rdonly=1` refuses every command that may change the medium before any interface
+    /// sees it, NVMe passthrough included (the kernel lets root's passthrough write
+    /// through a read-only descriptor); commands that only read pass this check.
+    #[test]
+    fn read_only_refuses_every_command_that_may_write_passthrough_included() {
+        let t = temp_in(&std::env::temp_dir(), "rdonlycmds");
+        drop(open(&t, "create=1,size=1MiB"));
+        let dev = open(&t, "rdonly=1");
+        let raw = |opcode: u8| Cmd::io(crate::Sqe { opcode, nsid: dev.inner.ident.nsid, ..crate::Sqe::default() });
+        let dsm_range = Buffer::alloc(4096, 4096).unwrap();
+        let writes = [
+            ("write", Cmd::write(1, 0, 1)),
+            ("fs write", Cmd::fs_write(0, 4096)),
+            ("write zeroes", Cmd::write_zeroes(1, 0, 8)),
+            ("trim", Cmd::fs_trim(0, 4096)),
+            ("deallocate", Cmd::dsm(1, 1, true)),
+            ("zone reset", Cmd::zone_mgmt_send(1, 0, crate::spec::zns::ZoneAction::Reset, true)),
+            ("zone append", Cmd::zone_append(1, 0, 1)),
+            ("write uncorrectable", raw(0x04)),
+            ("vendor command", raw(0x81)),
+        ];
+        for (what, cmd) in writes {
+            let e = prepare(&dev.inner, &cmd, std::slice::from_ref(&dsm_range)).expect_err(what).to_string();
+            assert!(e.contains("read-only (rdonly=1)"), "{what}: {e}");
+        }
+        // Reads, flush, verify, compare and a non-deallocating DSM are not refused as
+        // writes (a file may refuse some of them later, for another reason).
+        for (what, cmd) in [
+            ("read", Cmd::read(1, 0, 1)),
+            ("flush", Cmd::flush(1)),
+            ("verify", raw(0x0C)),
+            ("compare", raw(0x05)),
+            ("dsm hint", Cmd::dsm(1, 1, false)),
+        ] {
+            if let Err(e) = prepare(&dev.inner, &cmd, std::slice::from_ref(&dsm_range)) {
+                assert!(!e.to_string().contains("rdonly"), "{what}: {e}");
+            }
         }
     }
 }

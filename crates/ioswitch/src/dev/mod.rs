@@ -374,7 +374,9 @@ impl Device {
 
     /// Runs an admin command (identify, get log page, get/set features, …) synchronously
     /// on the admin interface, with `bufs` as its data. Returns the completion's result
-    /// (DW0-1). Devices that are not NVMe answer from emulated identify data.
+    /// (DW0-1). Devices that are not NVMe answer from emulated identify data. With
+    /// `rdonly=1`, commands that may change data (format, sanitize, namespace management,
+    /// firmware, vendor) are refused.
     pub fn pass_admin(&self, cmd: &Cmd, bufs: &mut [Buffer]) -> Result<u64> {
         let iface = self.inner.ifaces.admin;
         let admin = self.inner.admin.as_deref().ok_or_else(|| {
@@ -388,6 +390,12 @@ impl Device {
         }
         if cmd.ioprio != 0 {
             return refuse("an admin command carries no I/O priority; submit it without one".into());
+        }
+        // As for I/O: `rdonly=1` refuses what may change data (format, sanitize, namespace
+        // management, firmware, vendor commands), which root's passthrough would let
+        // through a read-only descriptor. Emulated admin changes nothing.
+        if self.inner.opts.rdonly && iface != AdminIface::Emulated && !guard::admin_opcode_keeps_data(cmd.sqe.opcode) {
+            return refuse("the device was opened read-only (rdonly=1) and this command may change data".into());
         }
         if iface == AdminIface::Nvme {
             be::check_passthru_bufs(&self.inner, cmd, bufs)?;

@@ -433,6 +433,16 @@ static int iosw_init(struct thread_data *td)
 	/* fio's own guard covers block devices only; the library's covers /dev/ngXnY too. */
 	if (td->o.allow_mounted_write && (!o->opts || !strstr(o->opts, "allow_mounted_write")))
 		append(ed->devopts, sizeof(ed->devopts), "allow_mounted_write=", "1");
+	/*
+	 * As fio opens the files of its own engines (filesetup.c, generic_open_file): a job
+	 * that neither writes nor trims, and every job under --readonly, opens its files
+	 * read-only, unless ioswitch_opts name an open mode themselves. Then the library also
+	 * refuses any command that could write, passthrough included.
+	 */
+	if ((read_only || (!td_write(td) && !td_trim(td))) && !opt_named(o->opts, "rdonly") &&
+	    !opt_named(o->opts, "wronly") && !opt_named(o->opts, "create") &&
+	    !opt_named(o->opts, "truncate") && !opt_named(o->opts, "size"))
+		append(ed->devopts, sizeof(ed->devopts), "rdonly=", "1");
 	td->io_ops_data = ed;
 
 	if (o->inline_qd1 && !ed->sync_mode && depth > 1) {

@@ -14,7 +14,8 @@ if [ "${1:-}" = "--engine" ]; then
     engine=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
 fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ioswitch-fio-tests.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+# ro.img is made immutable by a test; the trap takes that back before removing it.
+trap 'chattr -i "$tmp/ro.img" 2>/dev/null; rm -rf "$tmp"' EXIT
 
 TALLY_LOG=$tmp/log
 # shellcheck source=scripts/tally.sh
@@ -291,7 +292,9 @@ hint_fd_job() {
     python3 - "$tmp/strace" "$file" >>"$tmp/log" 2>&1 <<'PY'
 import re, sys
 lines = open(sys.argv[1]).read().splitlines()
-ours = {m.group(1) for l in lines if '"%s"' % sys.argv[2] in l and "O_RDWR" in l and "O_CLOEXEC" in l
+# The library's open: O_CLOEXEC (the engine's own, for invalidation, has none), and
+# read-only, as the job only reads.
+ours = {m.group(1) for l in lines if '"%s"' % sys.argv[2] in l and "O_RDONLY|O_CLOEXEC" in l
         for m in [re.search(r"= (\d+)$", l)] if m}
 hints = [l for l in lines if "POSIX_FADV_RANDOM" in l]
 print("library opens:", sorted(ours), "hints:", hints)
@@ -305,6 +308,35 @@ if command -v strace >/dev/null; then
 else
     echo "skip: fadvise_hint=random's descriptor: strace is not installed"
 fi
+# A job that only reads opens its file read-only, as fio opens the files of its own
+# engines: it runs on a file it may read but not write. An immutable file (chattr +i)
+# refuses even root a writable open; before, the engine's read-write open failed there.
+readonly_jobs() {
+    local ro=$tmp/ro.img mode
+    head -c 1M /dev/urandom >"$ro"
+    if ! chattr +i "$ro" 2>"$tmp/log"; then
+        echo "skip: read jobs on a file the job may not write: chattr +i refused: $(cat "$tmp/log")"
+        return
+    fi
+    # A synchronous mode at iodepth=1: fio's note on a deeper one goes into the JSON file.
+    for mode in "--ioswitch_sync=psync --iodepth=1" "--ioswitch_async=io_uring --iodepth=4" \
+        "--ioswitch_async=thrpool --iodepth=4"; do
+        # shellcheck disable=SC2086 # $mode is two options
+        bounded 60 fio --name=ro --filename="$ro" --ioengine="external:$engine" --thread=1 --size=1m \
+            --bs=4k --rw=randread $mode --output-format=json --output="$tmp/out.json" \
+            >"$tmp/log" 2>&1 &&
+            python3 -c 'import json,sys; j=json.load(open(sys.argv[1]))["jobs"][0]; sys.exit(0 if j["error"]==0 and j["read"]["io_bytes"]==1<<20 else 1)' \
+                "$tmp/out.json" >>"$tmp/log" 2>&1
+        result $? "randread $mode on an immutable file: opened read-only, every byte read"
+    done
+    # A job that writes still opens read-write, and is refused there by the kernel.
+    bounded 60 fio --name=rw --filename="$ro" --ioengine="external:$engine" --thread=1 --size=1m --bs=4k \
+        --rw=randwrite --ioswitch_sync=psync >"$tmp/log" 2>&1
+    grep -q "Operation not permitted" "$tmp/log"
+    result $? "randwrite on an immutable file: refused at open (EPERM)"
+    chattr -i "$ro"
+}
+readonly_jobs
 verify_job "async=io_uring qd1 reap_spin=20us + verify" --ioswitch_async=io_uring --ioswitch_opts=reap_spin=20us \
     --rw=randwrite --iodepth=1
 verify_job "async=io_uring qd4 reap_spin=20us + verify" --ioswitch_async=io_uring --ioswitch_opts=reap_spin=20us \

@@ -420,13 +420,8 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
     }
     // As fio, a job that only reads opens its file read-only: it runs on a file or device
     // it may read but not write (fio's O_RDONLY for a job that neither writes nor trims).
-    if is_path
-        && !spec.rw.writes()
-        && !spec.rw.trims()
-        && fill_cap.is_none()
-        && !(opts.create || opts.truncate || opts.size.is_some() || opts.wronly)
-    {
-        opts.rdonly = true;
+    if is_path && !spec.rw.writes() && !spec.rw.trims() && fill_cap.is_none() {
+        opts = opts.for_reading();
     }
     let dev = Device::open(&filename, &opts).map_err(|source| open_error(spec, &filename, source))?;
     // As fio: a job that writes does not start on a device in use (the library would

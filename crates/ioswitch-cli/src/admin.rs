@@ -41,6 +41,13 @@ pub(crate) fn open(d: &DevArgs) -> Outcome<Device> {
     Ok(Device::open(&d.uri, &crate::opts(&d.opts)?)?)
 }
 
+/// Opens the device of a command that only reads (identify, a log page, a feature's
+/// value, a zone report) read-only, unless its options ask for a write mode: it works
+/// where the user may read but not write, as nvme-cli's reads do ([`Opts::for_reading`]).
+pub(crate) fn open_reading(d: &DevArgs) -> Outcome<Device> {
+    Ok(Device::open(&d.uri, &crate::opts(&d.opts)?.for_reading())?)
+}
+
 /// Runs an admin command that reads `len` bytes; returns the data and the result.
 fn admin_read(dev: &Device, cmd: &Cmd, len: usize) -> Outcome<(Vec<u8>, u64)> {
     let mut buf = dev.alloc(len)?;
@@ -122,7 +129,7 @@ the default for them); NVMe devices from the controller (--opts admin=nvme).";
 
 /// `ioswitch idfy`.
 pub fn idfy(a: &IdfyArgs, format: Format) -> Outcome {
-    let dev = open(&a.dev)?;
+    let dev = open_reading(&a.dev)?;
     let nsid = a.nsid.unwrap_or(dev.ident().nsid);
     let cmd = match (a.what, a.ctrl) {
         (IdfyWhat::Ctrl, _) => Cmd::identify(cns::CTRL, 0, 0, 0),
@@ -241,7 +248,7 @@ fn log_len(a: &LogArgs, dev: &Device) -> Outcome<u64> {
 
 /// `ioswitch log`.
 pub fn log_page(a: &LogArgs, format: Format) -> Outcome {
-    let dev = open(&a.dev)?;
+    let dev = open_reading(&a.dev)?;
     let lid = match a.page {
         LogPage::Health => lid::SMART,
         LogPage::Error => lid::ERROR,
@@ -493,7 +500,7 @@ struct FeatureReport {
 pub fn feature(c: &FeatureCmd, format: Format) -> Outcome {
     let report = match c {
         FeatureCmd::Get(a) => {
-            let dev = open(&a.dev)?;
+            let dev = open_reading(&a.dev)?;
             let sel = match a.sel {
                 SelArg::Current => Select::Current,
                 SelArg::Default => Select::Default,

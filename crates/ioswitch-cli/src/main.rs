@@ -40,6 +40,8 @@ fn opts_help() -> String {
         "Library options: comma-separated key=value items, e.g. \"async=io_uring,direct=1\".\n\
          A boolean key alone means key=1. Interfaces not named get the device kind's default\n\
          (`ioswitch info URI` shows which); one that cannot serve the device is an error.\n\
+         read, idfy, log, feature get and zone report open the device read-only (rdonly=1)\n\
+         unless these options ask for a write mode (wronly, create, truncate, size).\n\
          Keys:\n",
     );
     for (key, meaning) in ioswitch::opts::KEYS {

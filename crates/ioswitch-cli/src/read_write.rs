@@ -730,7 +730,9 @@ impl<W: Write> Side for ReadSide<W> {
 /// `ioswitch read`: reads `length` at `start` into `out` (a file, or `-` for standard
 /// output).
 pub fn read(uri: &str, opts: &Opts, start: Start, length: Length, out: &str, t: &Transfer, format: Format) -> Outcome {
-    let dev = Device::open(uri, opts)?;
+    // Read-only unless the options ask for a write mode: a read works on what the user
+    // may read but not write, and cannot write by mistake.
+    let dev = Device::open(uri, &opts.clone().for_reading())?;
     let total = match length {
         Length::Bytes(b) => b,
         Length::Lbas(n) => n.checked_mul(dev.geometry().lba_size as u64).ok_or_else(|| {

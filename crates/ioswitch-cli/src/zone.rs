@@ -114,7 +114,16 @@ The commands are ZNS commands on the device's namespace (--opts nsid=N for anoth
 /// Opens the device, refusing one the kernel reports as not zoned (NVMe namespaces opened
 /// as char devices are asked: their geometry does not come from the block layer).
 fn open(d: &DevArgs) -> Outcome<Device> {
-    let dev = crate::admin::open(d)?;
+    zoned(crate::admin::open(d)?)
+}
+
+/// [`open`] for a command that only reads (the report): read-only unless the options ask
+/// for a write mode.
+fn open_reading(d: &DevArgs) -> Outcome<Device> {
+    zoned(crate::admin::open_reading(d)?)
+}
+
+fn zoned(dev: Device) -> Outcome<Device> {
     let kind = dev.ident().kind;
     if dev.geometry().zoned == ZonedModel::None && !matches!(kind, DevKind::NvmeChar | DevKind::NvmeCtrl) {
         return Err(Failure::new(format!("{}: not a zoned device (a {kind}, zoned model: none)", dev.uri())));
@@ -167,7 +176,7 @@ struct ReportOut {
 }
 
 fn report(a: &ReportArgs, format: Format) -> Outcome {
-    let dev = open(&a.dev)?;
+    let dev = open_reading(&a.dev)?;
     let filter = match a.state {
         StateArg::All => ZoneFilter::All,
         StateArg::Empty => ZoneFilter::Empty,

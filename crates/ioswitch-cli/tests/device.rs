@@ -75,3 +75,57 @@ fn what_a_file_cannot_do_is_refused_with_the_reason() {
     let e = fails(&["idfy", "ns", "/nonexistent/dev"]);
     assert!(e.contains("/nonexistent/dev"), "{e}");
 }
+
+/// A file made immutable (`chattr +i`: even root may not open it for writing) for as long
+/// as it lives; `None` where chattr cannot (no chattr, a file system without the flag).
+struct Immutable(String);
+
+impl Immutable {
+    fn set(path: &str) -> Result<Immutable, String> {
+        let o = Command::new("chattr").args(["+i", path]).output_bounded().map_err(|e| format!("chattr: {e}"))?;
+        if !o.status.success() {
+            return Err(format!("chattr +i {path}: {}", String::from_utf8_lossy(&o.stderr).trim()));
+        }
+        Ok(Immutable(path.to_string()))
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        let _ = Command::new("chattr").args(["-i", &self.0]).output_bounded();
+    }
+}
+
+/// The commands that only read (read, idfy, log; feature get and zone report too, which a
+/// file does not answer: the guest's oracle tests run them) open the device read-only, so
+/// they run where the user may read but not write; `write` is still refused there.
+#[test]
+fn reading_commands_open_read_only_and_run_on_a_file_no_one_may_write() {
+    let test = "reading_commands_open_read_only_and_run_on_a_file_no_one_may_write";
+    let s = scratch("immutable");
+    let f = s.file("f", 1 << 20);
+    let data = s.file("data", 4096);
+    let _imm = match Immutable::set(&f) {
+        Ok(i) => i,
+        Err(why) => return ioswitch_testkit::skip(test, &why),
+    };
+    // A writable open of the file is refused, whoever asks (the probe, independent of ioswitch).
+    let w = std::fs::OpenOptions::new().write(true).open(&f);
+    assert!(w.is_err(), "{f} is immutable, yet opened for writing");
+    let out = s.path("out");
+    for args in [
+        vec!["read", &f, "--offset", "0", "--length", "64k", "--out", &out],
+        vec!["read", &f, "--opts", "async=libaio", "--slba", "8", "--nlb", "8", "--out", &out],
+        vec!["idfy", "ns", &f],
+        vec!["log", "health", &f],
+    ] {
+        let o = ioswitch(&args);
+        assert!(o.status.success(), "{args:?} on an immutable file: {}", String::from_utf8_lossy(&o.stderr));
+    }
+    assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&f).unwrap()[4096..8192], "what read --slba 8 read");
+    let e = fails(&["write", &f, "--offset", "0", "--data", &data]);
+    assert!(e.contains(&f) && e.contains("Operation not permitted"), "{e}");
+    // Asking for a write mode opens read-write: refused here.
+    let e = fails(&["read", &f, "--opts", "wronly=1", "--offset", "0", "--length", "4k", "--out", &out]);
+    assert!(e.contains(&f), "{e}");
+}

@@ -465,6 +465,17 @@ impl Opts {
         TUNABLES.iter().copied().filter(|k| self.shown(k).is_some())
     }
 
+    /// These options, read-only (`rdonly=1`) unless they ask for a write mode (`wronly`,
+    /// `create`, `truncate`, `size`): for work that only reads, which then runs on a file
+    /// or device it may read but not write, and cannot write by mistake (fio opens the
+    /// files of a job that only reads `O_RDONLY` too).
+    pub fn for_reading(mut self) -> Opts {
+        if !(self.wronly || self.create || self.truncate || self.size.is_some()) {
+            self.rdonly = true;
+        }
+        self
+    }
+
     /// Checks combinations that are wrong whatever the device (rdonly with wronly, …).
     pub fn validate(&self) -> Result<(), Error> {
         let bad = |key: &str, why: &str| Err(Error::BadOpt { key: key.into(), why: why.into() });

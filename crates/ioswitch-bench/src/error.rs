@@ -305,6 +305,16 @@ pub enum BenchError {
         /// The job and option (`size`).
         at: At,
     },
+    /// What `--readonly` forbids a job that reads: changing its file.
+    #[error("{at}: {filename}: {what}, which --readonly forbids (it keeps every file and device as it is)")]
+    ReadOnly {
+        /// The job and the option that asks for it.
+        at: At,
+        /// The file.
+        filename: String,
+        /// What the job would do, in words.
+        what: String,
+    },
     /// A file that does not exist, with `allow_file_create=0`.
     #[error("{at}: {filename} does not exist, and allow_file_create=0 forbids creating it")]
     NoCreate {

@@ -664,6 +664,10 @@ pub struct Behaviour {
     /// workers, each at depth 1 with an engine context of its own, run them
     /// (see the engine's `offload` module); off: `inline`, fio's default.
     pub offload: bool,
+    /// fio's `--readonly` (a command-line option of the whole run): jobs that write or
+    /// trim are refused before anything runs, and no job creates, lays out, extends,
+    /// fills or removes a file; every file and device is opened read-only.
+    pub read_only: bool,
     /// `nrfiles` / `nr_files`: files per job (default 1; a `filename` list gives its own
     /// count). Several files run with fio's rules ([`crate::files`]).
     pub nrfiles: u32,
@@ -787,6 +791,7 @@ impl Default for Behaviour {
             file_service: crate::files::Service::default(),
             clat_stamp: ClatStamp::default(),
             offload: false,
+            read_only: false,
         }
     }
 }
@@ -1337,6 +1342,7 @@ const NOT_RUN: &[(&[&str], &str)] = &[
 fn unknown_option(name: &str, loc: &Loc) -> JobError {
     let hint = match name {
         "output-format" | "output" | "section" => format!(" (a command-line option: --{name}=...)"),
+        "readonly" => " (a command-line option of the whole run: --readonly)".to_string(),
         _ => match NOT_RUN.iter().find(|(names, _)| names.contains(&name)) {
             Some((_, why)) => format!(": a fio option ioswitch bench does not run ({why})"),
             None => String::new(),
@@ -2815,6 +2821,8 @@ pub struct JobReader {
     args_read: bool,
     output_format: OutputFormat,
     output: Option<PathBuf>,
+    /// `--readonly`.
+    read_only: bool,
     /// While a job file is read: its first unknown option, reported at the file's end
     /// unless the file names an ioengine this benchmark does not run (whose refusal wins:
     /// such options, e.g. nfs's `nfs_url`, belong to that engine).
@@ -2845,6 +2853,7 @@ impl JobReader {
             args_read: false,
             output_format: OutputFormat::default(),
             output: None,
+            read_only: false,
             deferred: None,
         }
     }
@@ -3020,6 +3029,19 @@ impl JobReader {
                 Some((k, v)) => (k, Some(v.to_string())),
                 None => (body, None),
             };
+            if key == "readonly" {
+                // fio's safety flag: a flag alone, no value (fio's getopt takes none).
+                if let Some(v) = value {
+                    return Err(JobError::BadValue {
+                        name: key.to_string(),
+                        value: v,
+                        loc,
+                        expected: "nothing: --readonly is a flag".into(),
+                    });
+                }
+                self.read_only = true;
+                continue;
+            }
             let kind = match key {
                 "section" | "output" | "output-format" => Kind::Value,
                 _ => lookup(key).ok_or_else(|| unknown_option(key, &loc))?.1,
@@ -3086,7 +3108,20 @@ impl JobReader {
                 skipped: self.skipped.clone(),
             });
         }
-        let jobs = self.jobs.iter().map(JobSpec::from_raw).collect::<Result<Vec<_>, _>>()?;
+        let mut jobs = self.jobs.iter().map(JobSpec::from_raw).collect::<Result<Vec<_>, _>>()?;
+        if self.read_only {
+            // fio's fixup_options: no write or trim under --readonly; refused before any
+            // job runs, naming the job.
+            for j in &mut jobs {
+                if j.rw.writes() || j.rw.trims() {
+                    return Err(j.error_at(
+                        "rw",
+                        format!("rw={}: trim and write operations are not allowed with --readonly (as fio)", j.rw),
+                    ));
+                }
+                j.behaviour.read_only = true;
+            }
+        }
         // fio's limit on the jobs of one run, clones included: beyond it fio refuses the
         // job ("maximum number of jobs reached"), and a thread per job would exhaust the
         // machine before anything ran.

@@ -372,6 +372,9 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
             )
             .into());
     }
+    if spec.behaviour.read_only {
+        read_only_keeps(spec, &filename, &opts, creating, regular, want_file)?;
+    }
     // fio's fill_device on a regular file (on a device it only makes ENOSPC/EDQUOT end the
     // job cleanly: the device's size bounds it as it bounds any job).
     let mut fill_cap = None;
@@ -423,6 +426,9 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
     if is_path && !spec.rw.writes() && !spec.rw.trims() && fill_cap.is_none() {
         opts = opts.for_reading();
     }
+    // Under --readonly every open is read-only (read_only_keeps refused the options that
+    // ask for a write mode).
+    opts.rdonly |= spec.behaviour.read_only;
     let dev = Device::open(&filename, &opts).map_err(|source| open_error(spec, &filename, source))?;
     // As fio: a job that writes does not start on a device in use (the library would
     // refuse each write; refusing the job says so once, before anything runs).
@@ -638,6 +644,43 @@ fn lay_out(
         pos += n as u64;
     }
     f.sync_all()
+}
+
+/// fio's `--readonly` for a job that reads (those that write or trim are refused when the
+/// job set is read): nothing may create, lay out, extend, fill or remove its file, and
+/// its ioswitch options may not ask for a write mode. fio logs "refusing extend of file
+/// due to read-only" and goes on; here the job is refused before anything runs.
+fn read_only_keeps(
+    spec: &JobSpec,
+    filename: &str,
+    opts: &Opts,
+    creating: bool,
+    regular: bool,
+    want_file: Option<u64>,
+) -> Result<(), BenchError> {
+    let refuse = |option: &str, what: String| {
+        Err(BenchError::ReadOnly { at: At::new(spec, option), filename: filename.to_string(), what })
+    };
+    if creating {
+        return refuse("filename", "it does not exist, and the job would create it".into());
+    }
+    if regular && spec.behaviour.fill_device {
+        return refuse("fill_device", "fill_device=1 would lay the file out until the file system is full".into());
+    }
+    if regular && spec.behaviour.unlink {
+        return refuse("unlink", "unlink=1 would remove it when the job is done".into());
+    }
+    let cur = std::path::Path::new(filename).metadata().map(|m| m.len()).unwrap_or(0);
+    match want_file {
+        Some(w) if regular && w > cur => refuse(
+            "size",
+            format!("it holds {cur} bytes and the job (size, offset) needs {w}: it would be laid out to that size"),
+        ),
+        _ if opts.wronly || opts.create || opts.truncate || opts.size.is_some() => {
+            refuse("ioswitch_opts", format!("the ioswitch options ({opts}) ask for a write mode"))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Whether a job's new (or too small) regular file is laid out with data, as fio's
@@ -1505,6 +1548,53 @@ mod tests {
         prepare(&spec(&text), 0, &mut |_| {}).unwrap();
         let data = std::fs::read(&small).unwrap();
         assert_eq!((data.len(), &data[..4096]), (65536, &[7u8; 4096][..]));
+    }
+
+    /// fio's `--readonly`: write and trim jobs are refused before anything runs; a job
+    /// that reads runs on its file as it is, opened read-only, and is refused where it
+    /// would create, lay out, extend, fill or remove the file, or open it for writing.
+    #[test]
+    fn readonly_refuses_writes_and_trims_and_keeps_every_file_as_it_is() {
+        let s = scratch("readonly");
+        let set = |args: String| JobSet::from_args(format!("--readonly --name=j {args}").split_whitespace());
+        for rw in ["write", "randwrite", "rw", "randrw", "trim", "randtrim", "trimwrite"] {
+            let e = set(format!("--rw={rw} --size=64k --filename=x")).unwrap_err().to_string();
+            assert!(e.contains("j") && e.contains(&format!("rw={rw}")) && e.contains("--readonly"), "{rw}: {e}");
+        }
+        let e = JobSet::from_args(["--readonly=1", "--name=j"]).unwrap_err().to_string();
+        assert!(e.contains("readonly") && e.contains("flag"), "{e}");
+        let f = s.file("f", 65536);
+        let before = std::fs::read(&f).unwrap();
+        let prepared = |args: String| {
+            let spec = set(args).unwrap().jobs.remove(0);
+            assert!(spec.behaviour.read_only);
+            prepare(&spec, 0, &mut |_| {})
+        };
+        let p = prepared(format!("--rw=randread --size=64k --filename={f}")).unwrap();
+        assert!(p.dev.opts().rdonly, "--readonly opens read-only");
+        drop(p);
+        let missing = s.path("missing");
+        for (args, file, what) in [
+            (format!("--size=64k --filename={missing}"), &missing, "does not exist"),
+            (format!("--size=128k --filename={f}"), &f, "holds 65536 bytes and the job (size, offset) needs 131072"),
+            (format!("--size=64k --filename={f} --unlink=1"), &f, "unlink=1 would remove it"),
+            (format!("--size=64k --filename={f} --fill_device=1"), &f, "fill_device=1"),
+            (format!("--size=64k --filename={f} --ioswitch_opts=wronly=1"), &f, "ioswitch options (wronly=1"),
+        ] {
+            let Err(e) = prepared(format!("--ioengine=ioswitch {args}")) else { panic!("{args}: ran") };
+            let e = e.to_string();
+            assert!(e.contains(file.as_str()) && e.contains(what) && e.contains("--readonly"), "{args}: {e}");
+        }
+        assert!(!std::path::Path::new(&missing).exists(), "--readonly created {missing}");
+        assert_eq!(std::fs::read(&f).unwrap(), before, "--readonly changed {f}");
+        // Without --readonly the same command line is a job file option nobody knows.
+        let e = JobSet::from_args(["--name=j", "--size=4k"]).and_then(|_| {
+            let mut r = crate::jobfile::JobReader::new();
+            r.read_str("t.fio", "[j]\nreadonly\n")?;
+            r.finish()
+        });
+        let e = e.unwrap_err().to_string();
+        assert!(e.contains("readonly") && e.contains("command-line option"), "{e}");
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //!
 //! Everything after `bench` is read the way fio reads its command line
 //! ([`ioswitch_bench::JobSet::from_args`]): `--name=j --rw=randread --bs=4k …`, job file
-//! names, `--section NAME`, `--output FILE`, `--output-format normal|json|json+`. Three
+//! names, `--section NAME`, `--output FILE`, `--output-format normal|json|json+`,
+//! `--readonly`. Three
 //! options are this command's own: `--no-progress` (no status line), fio's
 //! `--eta=never|auto|always`, and fio's `--parse-only` (check the jobs, run nothing).
 //!
@@ -34,7 +35,9 @@ psync, io_uring, libaio, posix, thrpool, emu and nil (those this machine can run
 
 Arguments are fio's, spelled as for fio: options (--name=j --rw=randread --bs=4k …; each
 --name starts a job, options before the first --name are global), job file names,
---section NAME, --output FILE, --output-format normal|json|json+. slat, clat and lat mean
+--section NAME, --output FILE, --output-format normal|json|json+, --readonly (fio's safety
+flag: jobs that write or trim are refused, and no file is created, laid out, extended or
+removed; everything is opened read-only). slat, clat and lat mean
 what they mean in fio; the JSON has fio 3.33's fields plus an \"ioswitch\" object per job
 (interface, syscalls per I/O, CPU of the whole process). An option fio has that ioswitch
 does not run is an error, never ignored.

@@ -196,15 +196,8 @@ fn check(
             format!("no PCI device has this address ({} is missing)", pci::dir(addr).display()),
         ));
     };
-    if f.class != pci::NVME_CLASS {
-        return Err(fail.refused(
-            libc::ENODEV,
-            format!(
-                "it is not an NVMe controller (class {:#08x}, id {:04x}:{:04x}; NVMe is class 0x010802), and \
-                 ioswitch moves NVMe controllers only",
-                f.class, f.vendor, f.device
-            ),
-        ));
+    if let Some(why) = f.not_nvme() {
+        return Err(fail.refused(libc::ENODEV, format!("{why}, and ioswitch moves NVMe controllers only")));
     }
     let drv = to.kernel_name();
     if f.driver.as_deref() == Some(drv) {

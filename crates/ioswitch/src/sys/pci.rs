@@ -33,6 +33,19 @@ pub(crate) struct Function {
     pub iommu_group: Option<u32>,
 }
 
+impl Function {
+    /// Why this function is not an NVMe controller, naming its class and ids; `None` when
+    /// it is one.
+    pub(crate) fn not_nvme(&self) -> Option<String> {
+        (self.class != NVME_CLASS).then(|| {
+            format!(
+                "it is not an NVMe controller (class {:#08x}, id {:04x}:{:04x}; NVMe is class 0x010802)",
+                self.class, self.vendor, self.device
+            )
+        })
+    }
+}
+
 /// `/sys/bus/pci`.
 fn bus() -> PathBuf {
     sysfs::root().join("bus/pci")

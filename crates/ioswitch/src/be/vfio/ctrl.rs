@@ -93,6 +93,13 @@ fn bound_dir(addr: &str, dma: DmaMode) -> Result<std::path::PathBuf, Error> {
     if !dir.exists() {
         return Err(other(addr, "find the PCI device", format!("no PCI device {addr} ({} is missing)", dir.display())));
     }
+    // Not an NVMe controller: refused as such, before any word on drivers (binding it to
+    // vfio-pci would take it from its own driver for nothing). A class sysfs does not give
+    // (0) is left to the driver check.
+    let f = addr.parse().ok().and_then(crate::sys::pci::function);
+    if let Some(why) = f.filter(|f| f.class != 0).and_then(|f| f.not_nvme()) {
+        return Err(other(addr, "open", format!("{why}: the user-space driver drives NVMe controllers only")));
+    }
     let driver = std::fs::read_link(dir.join("driver"))
         .ok()
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
@@ -489,6 +496,14 @@ mod tests {
         assert!(e.contains("bound to no driver, not vfio-pci"), "{e}");
         let e = why("0000:00:07.0");
         assert!(e.contains("no IOMMU group") && e.contains("intel_iommu=on") && e.contains("dma=uio"), "{e}");
+        // A device that is not NVMe (here virtio's entropy source, bound to its driver) is
+        // refused as such, with no advice to bind it to vfio-pci.
+        let rng = "bus/pci/devices/0000:00:09.0";
+        t.dir("bus/pci/drivers/virtio-pci").link(&format!("{rng}/driver"), "bus/pci/drivers/virtio-pci");
+        t.file(&format!("{rng}/class"), "0xffff00\n").file(&format!("{rng}/vendor"), "0x1af4\n");
+        t.file(&format!("{rng}/device"), "0x1044\n");
+        let e = why("0000:00:09.0");
+        assert!(e.contains("not an NVMe controller (class 0xffff00, id 1af4:1044") && !e.contains("bind"), "{e}");
     }
 
     #[test]

@@ -21,18 +21,42 @@ struct InfoReport<'a> {
     /// How `sync=pmem` mapped the device (absent for other interfaces).
     #[serde(skip_serializing_if = "Option::is_none")]
     pmem: Option<PmemInfo>,
+    /// Why the device was opened read-only although the options did not ask for it: the
+    /// read-write open was refused (absent when it was not).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    read_only_because: Option<String>,
 }
 
-/// Opens `uri` with `opts` and prints its kind, interfaces, geometry and identity.
+/// Opens `uri` with `opts` and prints its kind, interfaces, geometry and identity. Opened
+/// read-write as the options say, so that it reports what writes would meet (a mounted
+/// device's guard); where this user may not write (EACCES, EPERM, EROFS) and the options
+/// name no open mode, read-only instead, saying so.
 pub fn info(uri: &str, opts: &Opts, format: Format) -> Outcome {
-    let dev = Device::open(uri, opts)?;
+    let mut opts = opts.clone();
+    let mut read_only_because = None;
+    let dev = match Device::open(uri, &opts) {
+        Err(e)
+            if e.errno().is_some_and(|n| {
+                use std::io::ErrorKind::{PermissionDenied, ReadOnlyFilesystem};
+                matches!(std::io::Error::from_raw_os_error(n).kind(), PermissionDenied | ReadOnlyFilesystem)
+            }) && opts.clone().for_reading().rdonly
+                && !opts.rdonly =>
+        {
+            opts = opts.for_reading();
+            let dev = Device::open(uri, &opts)?;
+            read_only_because = Some(e.to_string());
+            dev
+        }
+        r => r?,
+    };
     let report = InfoReport {
         ident: dev.ident(),
         interfaces: dev.interfaces(),
         geometry: dev.geometry(),
         opts: opts.to_string(),
-        available: available(dev.ident().kind, opts),
+        available: available(dev.ident().kind, &opts),
         pmem: dev.pmem(),
+        read_only_because,
     };
     let text = match format {
         Format::Text => info_text(&report),
@@ -107,6 +131,9 @@ fn info_text(r: &InfoReport) -> String {
     kv.item("serial", or_dash(&id.serial));
     if let Some(why) = &id.in_use {
         kv.item("writes", format!("refused: {why} (allow_mounted_write=1 overrides)"));
+    }
+    if let Some(why) = &r.read_only_because {
+        kv.item("writes", format!("refused: opened read-only, as the read-write open failed ({why})"));
     }
     if id.dax.is_some() || r.pmem.is_some() {
         kv.heading("persistent memory");

@@ -41,7 +41,8 @@ fn opts_help() -> String {
          A boolean key alone means key=1. Interfaces not named get the device kind's default\n\
          (`ioswitch info URI` shows which); one that cannot serve the device is an error.\n\
          read, idfy, log, feature get and zone report open the device read-only (rdonly=1)\n\
-         unless these options ask for a write mode (wronly, create, truncate, size).\n\
+         unless these options ask for a write mode (wronly, create, truncate, size); info\n\
+         opens it read-only where the read-write open is refused, saying so.\n\
          Keys:\n",
     );
     for (key, meaning) in ioswitch::opts::KEYS {
@@ -68,7 +69,12 @@ Examples:
   ioswitch info /dev/nvme0n1
   ioswitch info disk.img --opts direct=1          # LBA size becomes the direct-I/O granularity
   ioswitch info 64MiB --output yaml
-  ioswitch info disk.img --opts async=libaio      # which interfaces serve it, or why not";
+  ioswitch info disk.img --opts async=libaio      # which interfaces serve it, or why not
+
+The device is opened read-write, so that info reports what writes would meet (\"writes:
+refused: ... is mounted on ...\"); where the read-write open is refused (no write permission,
+an immutable file, a read-only file system) and --opts names no open mode, it is opened
+read-only instead, and info says so.";
 
 const WRITE_EXAMPLES: &str = "\
 Examples:

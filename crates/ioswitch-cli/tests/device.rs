@@ -98,7 +98,8 @@ impl Drop for Immutable {
 
 /// The commands that only read (read, idfy, log; feature get and zone report too, which a
 /// file does not answer: the guest's oracle tests run them) open the device read-only, so
-/// they run where the user may read but not write; `write` is still refused there.
+/// they run where the user may read but not write; `info` falls back to read-only there,
+/// saying so; `write` is still refused.
 #[test]
 fn reading_commands_open_read_only_and_run_on_a_file_no_one_may_write() {
     let test = "reading_commands_open_read_only_and_run_on_a_file_no_one_may_write";
@@ -123,6 +124,16 @@ fn reading_commands_open_read_only_and_run_on_a_file_no_one_may_write() {
         assert!(o.status.success(), "{args:?} on an immutable file: {}", String::from_utf8_lossy(&o.stderr));
     }
     assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&f).unwrap()[4096..8192], "what read --slba 8 read");
+    // info opens read-write (to report what writes would meet), and read-only where that
+    // is refused, saying so.
+    let i = json(&["info", &f, "--output", "json"]);
+    assert_eq!(i["opts"], "rdonly=1", "{i}");
+    let why = i["read_only_because"].as_str().unwrap_or_else(|| panic!("no read_only_because: {i}"));
+    assert!(why.contains("Operation not permitted"), "{i}");
+    let o = ioswitch(&["info", &f]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("refused: opened read-only"), "{o:?}");
+    let e = fails(&["info", &f, "--opts", "wronly=1"]);
+    assert!(e.contains(&f), "asking for a write mode, info does not fall back: {e}");
     let e = fails(&["write", &f, "--offset", "0", "--data", &data]);
     assert!(e.contains(&f) && e.contains("Operation not permitted"), "{e}");
     // Asking for a write mode opens read-write: refused here.

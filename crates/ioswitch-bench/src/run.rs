@@ -676,7 +676,7 @@ fn read_only_keeps(
             "size",
             format!("it holds {cur} bytes and the job (size, offset) needs {w}: it would be laid out to that size"),
         ),
-        _ if opts.wronly || opts.create || opts.truncate || opts.size.is_some() => {
+        _ if opts.asks_write_mode() => {
             refuse("ioswitch_opts", format!("the ioswitch options ({opts}) ask for a write mode"))
         }
         _ => Ok(()),

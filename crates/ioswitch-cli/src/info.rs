@@ -39,8 +39,8 @@ pub fn info(uri: &str, opts: &Opts, format: Format) -> Outcome {
             if e.errno().is_some_and(|n| {
                 use std::io::ErrorKind::{PermissionDenied, ReadOnlyFilesystem};
                 matches!(std::io::Error::from_raw_os_error(n).kind(), PermissionDenied | ReadOnlyFilesystem)
-            }) && opts.clone().for_reading().rdonly
-                && !opts.rdonly =>
+            }) && !opts.rdonly
+                && !opts.asks_write_mode() =>
         {
             opts = opts.for_reading();
             let dev = Device::open(uri, &opts)?;

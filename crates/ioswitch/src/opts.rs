@@ -470,10 +470,16 @@ impl Opts {
     /// or device it may read but not write, and cannot write by mistake (fio opens the
     /// files of a job that only reads `O_RDONLY` too).
     pub fn for_reading(mut self) -> Opts {
-        if !(self.wronly || self.create || self.truncate || self.size.is_some()) {
+        if !self.asks_write_mode() {
             self.rdonly = true;
         }
         self
+    }
+
+    /// Whether these options ask for an open that writes: `wronly`, `create`, `truncate`
+    /// or `size`.
+    pub fn asks_write_mode(&self) -> bool {
+        self.wronly || self.create || self.truncate || self.size.is_some()
     }
 
     /// Checks combinations that are wrong whatever the device (rdonly with wronly, …).

@@ -701,11 +701,8 @@ fn check(dev: &Inner, cmd: &Cmd, bufs: &[Buffer]) -> Result<Io, Why> {
                         range("DSM range", r.slba, r.nlb as u64, g.nlbas, "LBAs")?;
                     }
                     let deallocate = s.cdw11 & 4 != 0;
-                    if deallocate && dev.opts.rdonly {
-                        return Err(Why::ReadOnly);
-                    }
-                    if deallocate && dev.ident.in_use.is_some() {
-                        return Err(Why::InUse);
+                    if let Some(why) = write_refused(dev).filter(|_| deallocate) {
+                        return Err(why);
                     }
                     return Ok(Io { op: Op::Dsm { nr, deallocate }, offset: 0, len: need });
                 }
@@ -734,8 +731,8 @@ fn check(dev: &Inner, cmd: &Cmd, bufs: &[Buffer]) -> Result<Io, Why> {
     // Every command that may change the medium, passthrough included: `rdonly=1` is a
     // promise (the kernel would let root's NVMe passthrough write through a read-only
     // descriptor), and the write guard's.
-    if (dev.opts.rdonly || dev.ident.in_use.is_some()) && may_write(cmd, &io) {
-        return Err(if dev.opts.rdonly { Why::ReadOnly } else { Why::InUse });
+    if let Some(why) = write_refused(dev).filter(|_| may_write(cmd, &io)) {
+        return Err(why);
     }
     match io.op {
         Op::Read | Op::Write => {
@@ -764,6 +761,19 @@ fn check(dev: &Inner, cmd: &Cmd, bufs: &[Buffer]) -> Result<Io, Why> {
         }
     }
     Ok(io)
+}
+
+/// Why `dev` refuses a command that may change the medium: opened read-only, else the
+/// write guard's finding; `None` when it takes one.
+#[inline]
+fn write_refused(dev: &Inner) -> Option<Why> {
+    if dev.opts.rdonly {
+        Some(Why::ReadOnly)
+    } else if dev.ident.in_use.is_some() {
+        Some(Why::InUse)
+    } else {
+        None
+    }
 }
 
 /// Whether a checked command may change the medium (see the write guard in `dev`).

@@ -3102,6 +3102,13 @@ mod run_tests {
         }
     }
 
+    /// The short job of the exitall tests: 100 random 4 KiB reads, sync, on a ramdisk.
+    fn hundred_reads() -> Job {
+        let mut j = job("4MiB", "", Mode::Sync, Rw::RandRead, 1);
+        j.number_ios = Some(100);
+        j
+    }
+
     /// Runs `short` beside a time-based job of `long_for`, both on one [`Progress`]:
     /// their results, the time both took, and whether the run was told to stop.
     fn beside_a_timed_job(short: &Job, long_for: Duration) -> (JobResult, JobResult, Duration, bool) {
@@ -3121,8 +3128,7 @@ mod run_tests {
     #[test]
     fn exitall_stops_the_jobs_beside_it_when_it_ends() {
         for exitall in [true, false] {
-            let mut short = job("4MiB", "", Mode::Sync, Rw::RandRead, 1);
-            short.number_ios = Some(100);
+            let mut short = hundred_reads();
             short.behaviour.exitall = exitall;
             let long_for = if exitall { Duration::from_secs(30) } else { Duration::from_millis(300) };
             let (a, b, took, stopped) = beside_a_timed_job(&short, long_for);
@@ -3141,8 +3147,7 @@ mod run_tests {
         // A job that ends with an error (max_latency at 1 ns: its first read), or without
         // one, beside a 30 s job.
         for fails in [true, false] {
-            let mut short = job("4MiB", "", Mode::Sync, Rw::RandRead, 1);
-            short.number_ios = Some(100);
+            let mut short = hundred_reads();
             short.behaviour.exitall_on_error = true;
             if fails {
                 short.load = crate::load::Load { max_latency: [1; 3], ..crate::load::Load::new() };

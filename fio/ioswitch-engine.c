@@ -164,7 +164,19 @@ struct iosw_file {
 	 * direction is enough).
 	 */
 	struct ioswitch_cmd rw[2];
+	/*
+	 * queue_push's max, how far into iosw_data.evs ->queue() may take completions
+	 * back: evcap on a nil queue, whose every command completes inside its ->queue()
+	 * (room for each, so that ioswitch hands it straight over: front()); cap on the
+	 * others, where a ->queue() that finds the array full only commits, and the reaps
+	 * come in batches (at iodepth=16 on io_uring, letting every ->queue() reap cost
+	 * 60 instructions per I/O more: docs/BENCHMARKS.md, "nilqd16").
+	 */
+	unsigned int room;
 };
+
+/* iosw_data.evs holds EVS_SPAN x iodepth events (hand_over, front). */
+#define EVS_SPAN 4u
 
 /* Per job thread. */
 struct iosw_data {
@@ -187,9 +199,13 @@ struct iosw_data {
 	 * evs[rhead, rtail): completions ioswitch_queue_submit_at_reap handed back in
 	 * ->queue() (push_now), not yet given to fio: ->getevents() gives them first,
 	 * without a call into ioswitch. evbase: where the events of the last ->getevents()
-	 * start, which ->event() indexes from.
+	 * start, which ->event() indexes from. evs holds evcap (EVS_SPAN x cap) events;
+	 * ->queue() writes at most up to the file's room (evcap on a nil queue), and
+	 * hand_over keeps rtail at most evlast (evcap - cap), so that every completion
+	 * ->queue() can take back before the next ->getevents() fits (see front()). A reap
+	 * from ioswitch writes from evs[0], at most cap.
 	 */
-	uint32_t rhead, rtail, evbase;
+	uint32_t rhead, rtail, evbase, evcap, evlast;
 	/*
 	 * The lean path (every queueing job but one on a PCI address): all io_u buffers are
 	 * slots of one ioswitch buffer (rbuf), registered once as a region and attached to
@@ -413,7 +429,9 @@ static int iosw_init(struct thread_data *td)
 	}
 	ed->cap = depth;
 	ed->cpls = calloc(depth, sizeof(*ed->cpls));
-	ed->evs = calloc(depth, sizeof(*ed->evs));
+	ed->evcap = EVS_SPAN * depth;
+	ed->evlast = ed->evcap - depth;
+	ed->evs = calloc(ed->evcap, sizeof(*ed->evs));
 	ed->pending = calloc(depth, sizeof(*ed->pending));
 	ed->open = calloc(td->o.nr_files ? td->o.nr_files : 1, sizeof(*ed->open));
 	if (!ed->cpls || !ed->evs || !ed->pending || !ed->open) {
@@ -779,6 +797,7 @@ static int iosw_open_file(struct thread_data *td, struct fio_file *f)
 			free(fd);
 			return 1;
 		}
+		fd->room = id.async_iface && !strcmp(id.async_iface, "nil") ? ed->evcap : ed->cap;
 		ed->open[ed->nopen++] = fd;
 	}
 	/*
@@ -1422,7 +1441,7 @@ static enum fio_q_status iosw_queue_push(struct thread_data *td, struct io_u *io
 		struct iosw_data *ed = td->io_ops_data;
 
 		uncount_complete(td, ed);
-		return queue_push(ed, io_u, fd, c, ed->cap);
+		return queue_push(ed, io_u, fd, c, fd->room);
 	}
 	return queue_other(td, io_u, fd);
 }
@@ -1435,7 +1454,7 @@ static enum fio_q_status iosw_queue_push(struct thread_data *td, struct io_u *io
 static enum fio_q_status __attribute__((noinline))
 push1_look(struct iosw_data *ed, struct io_u *io_u, struct iosw_file *fd, struct ioswitch_cmd *c)
 {
-	enum fio_q_status r = queue_push(ed, io_u, fd, c, ed->cap);
+	enum fio_q_status r = queue_push(ed, io_u, fd, c, fd->room);
 
 	ed->unlooked = ed->rtail != ed->rhead ? 0 : 15;
 	return r;
@@ -1545,6 +1564,31 @@ static int getevents_lean(struct thread_data *td, struct iosw_data *ed, unsigned
 			  unsigned int max);
 
 /*
+ * hand_over's rare case: rtail beyond evlast. The events it hands over (from evbase) and
+ * those it keeps move to the front of evs; returns n. They are at most cap: all are of
+ * commands in flight, and fio keeps at most iodepth (cap) in flight. From then until
+ * the next ->getevents(), ->queue() takes back at most cap completions (each of a
+ * command in flight), so rtail stays within evcap, and ->queue() is never short of room.
+ * Were it short, every ->queue() would be a commit only, its completion reaped by a later
+ * call: so it was at iodepth=16 with an array of cap events, where fio reaps one
+ * completion per ->getevents() (iodepth_batch_complete_max defaults to 1) and the
+ * array's front never emptied (on nil, the completion was queued and polled instead of
+ * handed over in the submission: docs/BENCHMARKS.md, "nilqd16"). With EVS_SPAN 4 this
+ * runs at most once per 2 x cap commands and moves at most cap events. A tail call out
+ * of line: the leaf ->getevents() keeps no frame.
+ */
+static int __attribute__((noinline, cold)) front(struct iosw_data *ed, int n)
+{
+	uint32_t m = ed->rtail - ed->evbase;
+
+	memmove(ed->evs, ed->evs + ed->evbase, m * sizeof(*ed->evs));
+	ed->rhead -= ed->evbase;
+	ed->rtail = m;
+	ed->evbase = 0;
+	return n;
+}
+
+/*
  * Hands ->event() up to max of the n completions ->queue() took back (ed->evs from rhead),
  * and empties the list when all are handed over. Inlined into both callers (the leaf
  * ->getevents() keeps no frame).
@@ -1558,6 +1602,8 @@ static inline __attribute__((always_inline)) int hand_over(struct iosw_data *ed,
 	ed->rhead += n;
 	if (ed->rhead == ed->rtail)
 		ed->rhead = ed->rtail = 0;
+	else if (__builtin_expect(ed->rtail > ed->evlast, 0))
+		return front(ed, n);
 	return n;
 }
 

@@ -591,5 +591,14 @@ else
     guard_cases
 fi
 
+# fio/bench-vs-xnvme, the benchmark beside xNVMe (not run here): its --help, and a source
+# tree that is not xNVMe's named as such.
+"$here/bench-vs-xnvme" --help >"$tmp/log" 2>&1 && grep -q "^XNVME_SRC: an xNVMe source tree" "$tmp/log" &&
+    grep -q -- "--cpus-allowed LIST" "$tmp/log"
+result $? "fio/bench-vs-xnvme --help prints what it builds and runs, and the benchmark's options"
+"$here/bench-vs-xnvme" "$tmp" >"$tmp/log" 2>&1
+[ $? -eq 2 ] && grep -qF "$tmp is not an xNVMe source tree" "$tmp/log"
+result $? "fio/bench-vs-xnvme on a directory that is not xNVMe's source: refused by name (exit 2)"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

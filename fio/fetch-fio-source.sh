@@ -7,6 +7,10 @@
 #
 # Needs root for apt-get (installing fio, adding a deb-src entry, apt-get update).
 set -euo pipefail
+here=${BASH_SOURCE[0]%/*} && [ "$here" != "${BASH_SOURCE[0]}" ] || here=.
+# shellcheck source=scripts/args.sh
+. "$here/../scripts/args.sh"
+no_arguments "$0" "$@"
 
 cache=${IOSWITCH_FIO_CACHE:-$HOME/.cache/ioswitch-fio}
 say() { echo "fetch-fio-source: $*" >&2; }

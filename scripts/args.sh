@@ -1,26 +1,34 @@
 # shellcheck shell=bash
 # Sourced first thing by the scripts that take no arguments (scripts/test,
 # scripts/check-features, fio/fetch-fio-source.sh), then `no_arguments "$0" "$@"`:
-# --help or -h prints the script's header (its first comment block, without the '#')
-# and exits 0; any other argument is refused by name, with exit 2. (Before, these scripts
-# ran as if it were not there: `./scripts/test --help` ran the whole suite.) Bash
-# builtins only: it runs before anything else in the script, with whatever PATH.
+# --help or -h prints the script's header (script_header) and exits 0; any other
+# argument is refused by name, with exit 2. (Before, these scripts ran as if it were not
+# there: `./scripts/test --help` ran the whole suite.) Bash builtins only: it runs before
+# anything else in the script, with whatever PATH.
+
+# script_header SCRIPT: SCRIPT's first comment block after its #! line, without the '#'
+# (fio/bench-vs-xnvme's --help prints it too).
+script_header() {
+    local line started=0
+    while IFS= read -r line; do
+        case $line in
+        '#!'*) ;;
+        '#'*)
+            started=1
+            line=${line#\#}
+            echo "${line# }"
+            ;;
+        *) [ $started = 1 ] && break ;;
+        esac
+    done <"$1"
+}
+
 no_arguments() {
-    local script=$1 line started=0
+    local script=$1
     shift
     [ $# -eq 0 ] && return 0
     if [ $# -eq 1 ] && { [ "$1" = --help ] || [ "$1" = -h ]; }; then
-        while IFS= read -r line; do
-            case $line in
-            '#!'*) ;;
-            '#'*)
-                started=1
-                line=${line#\#}
-                echo "${line# }"
-                ;;
-            *) [ $started = 1 ] && break ;;
-            esac
-        done <"$script"
+        script_header "$script"
         exit 0
     fi
     echo "$script: takes no arguments (got: $*); $script --help says what it does" >&2

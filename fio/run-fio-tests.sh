@@ -368,18 +368,39 @@ stats_job "async=nil qd1: completions taken back in ->queue(), each with its sla
     --ioswitch_async=nil --iodepth=1
 stats_job "async=nil qd16 iodepth_batch_complete_min=8: taken-back completions handed over 8+ at a time" \
     yes 4 8 --ioswitch_async=nil --iodepth=16 --iodepth_batch_complete_min=8
+# fio/reap-fault.c, the test double preloaded in front of libioswitch by the cases below:
+# built once, into $tmp/reap-fault.so; fails (status 1, the compiler's output in the log)
+# when it cannot be built.
+reap_shim() {
+    [ -f "$tmp/reap-fault.so" ] ||
+        cc -std=gnu11 -O2 -Wall -Wextra -Werror -fPIC -shared -I"$here/../crates/ioswitch-capi/include" \
+            -o "$tmp/reap-fault.so" "$here/reap-fault.c" -ldl >"$tmp/log" 2>&1
+}
+
 # fio's default at any depth reaps one completion per ->getevents(): the engine's array of
 # taken-back completions then never empties, and moves to its front every 2 x iodepth
-# commands (front()). Each completion must still reach fio once, as the io_u it belongs
-# to (fio asserts on an io_u completed twice), with its slat and clat. (No check of the
-# "IO depths" here: fio's last reap of a job takes all that are in flight at once.)
+# commands (front()). On a nil queue every ->queue() must still take its own command's
+# completion back (reap-fault.c's count: 1024 pushes, none without a completion; with
+# an array of iodepth events most took none, docs/BENCHMARKS.md "nilqd16"), and each
+# completion must reach fio once, as the io_u it belongs to (fio asserts on an io_u
+# completed twice), with its slat and clat. (No check of the "IO depths" here: fio's last
+# reap of a job takes all that are in flight at once.)
 handed_once_job() {
     local name=$1
     shift
     rm -f "$file" "$tmp/out.json"
-    if ! fio --name=once --filename="$file" --ioengine="external:$engine" --thread=1 --size=4m --bs=4k \
-        --rw=randread --ioswitch_async=nil --output-format=json --output="$tmp/out.json" "$@" >"$tmp/log" 2>&1; then
+    if ! reap_shim; then
+        result 1 "$name (cc fio/reap-fault.c)"
+        return
+    fi
+    if ! REAP_FAULT=count LD_PRELOAD=$tmp/reap-fault.so fio --name=once --filename="$file" \
+        --ioengine="external:$engine" --thread=1 --size=4m --bs=4k --rw=randread --ioswitch_async=nil \
+        --output-format=json --output="$tmp/out.json" "$@" >"$tmp/log" 2>&1; then
         result 1 "$name"
+        return
+    fi
+    if ! grep -qx "reap-fault: 1024 pushes, 0 of them took back no completion" "$tmp/log"; then
+        result 1 "$name (not every ->queue() took its completion back)"
         return
     fi
     python3 - "$tmp/out.json" >>"$tmp/log" 2>&1 <<'PY'
@@ -393,9 +414,9 @@ sys.exit(0 if ok else 1)
 PY
     result $? "$name"
 }
-handed_once_job "async=nil qd16, reaped one at a time: every completion handed over once across the array's moves" \
+handed_once_job "async=nil qd16, reaped one at a time: each taken back in its ->queue(), handed over once across the array's moves" \
     --iodepth=16
-handed_once_job "async=nil qd7 iodepth_batch_complete_max=3: handed over up to 3 at a time, once each" \
+handed_once_job "async=nil qd7 iodepth_batch_complete_max=3: each taken back in its ->queue(), handed over up to 3 at a time" \
     --iodepth=7 --iodepth_batch_complete_max=3
 # Without a ->commit() hook (async at iodepth_batch=1) each completion counted once.
 depth_mix_job "async=nil qd1 beside a batching job: IO depths counted once each, in JSON and text" 2048
@@ -410,8 +431,7 @@ stats_job "async=nil qd1 inline: no slat, IO depths recorded" no 4 4 --ioswitch_
 # with its clat sample) and the failure (EIO) as the job's error.
 reap_fault_job() {
     local name=$1
-    if ! cc -std=gnu11 -O2 -Wall -Wextra -Werror -fPIC -shared -I"$here/../crates/ioswitch-capi/include" \
-        -o "$tmp/reap-fault.so" "$here/reap-fault.c" -ldl >"$tmp/log" 2>&1; then
+    if ! reap_shim; then
         result 1 "$name (cc fio/reap-fault.c)"
         return
     fi

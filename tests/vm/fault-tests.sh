@@ -15,6 +15,11 @@
 # Usage: tests/vm/fault-tests.sh [-- EXTRA ARGS FOR THE TEST BINARY]
 # Environment: IOSWITCH_VM_TIMEOUT (seconds for the whole guest run, default 600).
 set -euo pipefail
+# (The argument check first, without dirname: it needs no PATH.)
+vm=${BASH_SOURCE[0]%/*} && [ "$vm" != "${BASH_SOURCE[0]}" ] || vm=.
+# shellcheck source=scripts/args.sh
+. "$vm/../../scripts/args.sh"
+stage_arguments "$0" 1 "$@"
 
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd -- "$here/../.." && pwd)

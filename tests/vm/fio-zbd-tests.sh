@@ -22,6 +22,17 @@
 #
 # Exit status: 0 all passed, 1 something failed, 2 could not run; 124/125 from run.sh.
 set -uo pipefail
+if [ "${IOSWITCH_VM:-}" != 1 ]; then
+    # (The argument check first, without dirname: it needs no PATH.)
+    vm=${BASH_SOURCE[0]%/*} && [ "$vm" != "${BASH_SOURCE[0]}" ] || vm=.
+    # shellcheck source=scripts/args.sh
+    . "$vm/../../scripts/args.sh"
+    if [ "${1:-}" = --engine ]; then
+        [ $# -eq 2 ] || { echo "$0: --engine takes one PATH (got: $*); $0 --help says what it does" >&2; exit 2; }
+    else
+        no_arguments "$0" "$@"
+    fi
+fi
 cd "$(dirname "$0")/../.." || exit 2
 root=$PWD
 

@@ -33,6 +33,14 @@
 # Usage: tests/vm/pci-study.sh [--reps N] [--runtime SECS]
 #        tests/vm/pci-study.sh --scaling [--reps N] [--runtime SECS] [--jobs 1,2] [--qd 1,4,16]
 set -euo pipefail
+# (--help first, without dirname: it needs no PATH.)
+if [[ ${1:-} == --help || ${1:-} == -h ]]; then
+    vm=${BASH_SOURCE[0]%/*} && [ "$vm" != "${BASH_SOURCE[0]}" ] || vm=.
+    # shellcheck source=scripts/args.sh
+    . "$vm/../../scripts/args.sh"
+    script_header "$0"
+    exit 0
+fi
 
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd -- "$here/../.." && pwd)
@@ -109,12 +117,18 @@ reps=3 runtime=3 scaling=0 jobs=1,2 qds=1,4,16
 usage="usage: tests/vm/pci-study.sh [--reps N] [--runtime SECS] | --scaling [--reps N] [--runtime SECS] [--jobs LIST] [--qd LIST]"
 while (($#)); do
     case $1 in
-        --reps) reps=$2; shift 2 ;;
-        --runtime) runtime=$2; shift 2 ;;
+        --reps | --runtime | --jobs | --qd)
+            (($# >= 2)) || { echo "pci-study: $1 needs a value; $usage" >&2; exit 2; }
+            case $1 in
+                --reps) reps=$2 ;;
+                --runtime) runtime=$2 ;;
+                --jobs) jobs=$2 ;;
+                --qd) qds=$2 ;;
+            esac
+            shift 2
+            ;;
         --scaling) scaling=1; shift ;;
-        --jobs) jobs=$2; shift 2 ;;
-        --qd) qds=$2; shift 2 ;;
-        *) echo "$usage" >&2; exit 2 ;;
+        *) echo "pci-study: unknown argument $1; $usage" >&2; exit 2 ;;
     esac
 done
 cd "$root"

@@ -29,6 +29,11 @@
 # interface kept back without flushing. Prints the `crash: power cut:` lines; exits non-zero
 # when anything is lost or the control survived.
 set -euo pipefail
+# (The argument check first, without dirname: it needs no PATH.)
+vm=${BASH_SOURCE[0]%/*} && [ "$vm" != "${BASH_SOURCE[0]}" ] || vm=.
+# shellcheck source=scripts/args.sh
+. "$vm/../../scripts/args.sh"
+stage_arguments "$0" 0 "$@"
 
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd -- "$here/../.." && pwd)

@@ -9,6 +9,11 @@
 #
 # Environment: IOSWITCH_SELFTEST_HANG_TIMEOUT (default 20) for boot 2.
 set -euo pipefail
+# (The argument check first, without dirname: it needs no PATH.)
+vm=${BASH_SOURCE[0]%/*} && [ "$vm" != "${BASH_SOURCE[0]}" ] || vm=.
+# shellcheck source=scripts/args.sh
+. "$vm/../../scripts/args.sh"
+stage_arguments "$0" 0 "$@"
 
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 passed=0

@@ -25,6 +25,11 @@
 #
 # Usage: tests/vm/vfio-driver-tests.sh [-- EXTRA ARGS FOR THE TEST BINARY]
 set -euo pipefail
+# (The argument check first, without dirname: it needs no PATH.)
+vm=${BASH_SOURCE[0]%/*} && [ "$vm" != "${BASH_SOURCE[0]}" ] || vm=.
+# shellcheck source=scripts/args.sh
+. "$vm/../../scripts/args.sh"
+stage_arguments "$0" 1 "$@"
 
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd -- "$here/../.." && pwd)

@@ -32,6 +32,11 @@
 # Environment: IOSWITCH_VM_TIMEOUT (seconds for the guest run, default 600),
 # IOSWITCH_VFIO_TESTS (more test executables for the data-path place).
 set -euo pipefail
+# (The argument check first, without dirname: it needs no PATH.)
+vm=${BASH_SOURCE[0]%/*} && [ "$vm" != "${BASH_SOURCE[0]}" ] || vm=.
+# shellcheck source=scripts/args.sh
+. "$vm/../../scripts/args.sh"
+stage_arguments "$0" 0 "$@"
 
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd -- "$here/../.." && pwd)

@@ -90,3 +90,72 @@ fn python_scripts_answer_help_and_name_what_they_refuse() {
     assert!(text(&out.stderr).contains("takes no arguments (got: c)"), "{}", text(&out.stderr));
     assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
 }
+
+/// The guest stages of tests/vm, each with a phrase of its header and whether it takes
+/// `-- ARGS FOR ITS TEST BINARY`. Before, each booted its guest (minutes, and the whole
+/// stage) whatever it was given, `--help` included.
+const STAGES: &[(&str, &str, bool)] = &[
+    ("tests/vm/nvme-tests.sh", "the NVMe tests of ioswitch, for real", true),
+    ("tests/vm/fault-tests.sh", "fault injection and crash consistency", true),
+    ("tests/vm/vfio-driver-tests.sh", "the user-space NVMe driver (interface vfio)", true),
+    ("tests/vm/uio-driver-tests.sh", "uio_pci_generic", true),
+    ("tests/vm/pmem-tests.sh", "persistent memory for real", false),
+    ("tests/vm/vfio-tests.sh", "PCI controllers and driver binding", false),
+    ("tests/vm/power-cut.sh", "the power-cut test of issue 17 part 3", false),
+    ("tests/vm/selftest.sh", "proves the guest harness", false),
+    ("tests/vm/fio-zbd-tests.sh", "fio's zonemode=zbd through the ioswitch engine", false),
+];
+
+#[test]
+fn guest_stages_print_their_header_for_help_and_boot_nothing() {
+    for (script, phrase, _) in STAGES {
+        for flag in ["--help", "-h"] {
+            let out = bare_bash(script, &[flag]);
+            let stdout = text(&out.stdout);
+            assert!(out.status.success(), "{script} {flag}: {:?}\n{}", out.status, text(&out.stderr));
+            assert!(stdout.contains(phrase), "{script} {flag} printed:\n{stdout}");
+            assert!(out.stderr.is_empty(), "{script} {flag}: {}", text(&out.stderr));
+        }
+    }
+    let out = bare_bash("tests/vm/pci-study.sh", &["--help"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("the SPDK-vs-io_uring study"), "{}", text(&out.stdout));
+}
+
+#[test]
+fn guest_stages_refuse_what_they_do_not_take_by_name() {
+    for (script, _, pass) in STAGES {
+        for args in [&["--all"][..], &["fast"], &["--help", "x"]] {
+            let out = bare_bash(script, args);
+            let stderr = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{script} {args:?}: {stderr}");
+            let named = if *pass {
+                format!("{script}: takes only -- ARGS FOR ITS TEST BINARY (got: {})", args.join(" "))
+            } else {
+                format!("{script}: takes no arguments (got: {})", args.join(" "))
+            };
+            assert!(stderr.contains(&named), "{script} {args:?}: {stderr}");
+            assert!(out.stdout.is_empty(), "{script} {args:?} printed:\n{}", text(&out.stdout));
+        }
+        if !pass {
+            // `--`: the stages without a test binary of their own take nothing after it.
+            let out = bare_bash(script, &["--", "x"]);
+            assert_eq!(out.status.code(), Some(2), "{script} -- x: {}", text(&out.stderr));
+        }
+    }
+    let out = bare_bash("tests/vm/fio-zbd-tests.sh", &["--engine"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("--engine takes one PATH"), "{}", text(&out.stderr));
+    for args in [&["--reps"][..], &["--bogus"]] {
+        let out = Command::new("/bin/bash")
+            .arg("tests/vm/pci-study.sh")
+            .args(args)
+            .current_dir(root())
+            .output()
+            .expect("run /bin/bash");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
+        let named = if args[0] == "--reps" { "pci-study: --reps needs a value" } else { "unknown argument --bogus" };
+        assert!(text(&out.stderr).contains(named), "{args:?}: {}", text(&out.stderr));
+        assert!(out.stdout.is_empty(), "{args:?}: {}", text(&out.stdout));
+    }
+}

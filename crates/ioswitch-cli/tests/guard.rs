@@ -132,3 +132,76 @@ fn device_verbs_and_bench_refuse_to_write_a_mounted_file_system() {
     m.mnt.clear();
     sh("e2fsck", &["-f", "-n", &dev]).unwrap_or_else(|e| panic!("the file system was damaged: {e}"));
 }
+
+/// A tmpfs holding one 16 KiB file, mounted read-only; unmounted on drop.
+struct ReadOnlyFs {
+    dir: PathBuf,
+    mnt: String,
+}
+
+impl ReadOnlyFs {
+    fn new(content: &[u8]) -> Result<ReadOnlyFs, String> {
+        if sh("id", &["-u"])? != "0" {
+            return Err("needs root (mount)".into());
+        }
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("cli-rofs-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("mnt")).map_err(|e| e.to_string())?;
+        let mnt = dir.join("mnt").to_string_lossy().into_owned();
+        sh("mount", &["-t", "tmpfs", "-o", "size=1m", "tmpfs", &mnt])?;
+        let fs = ReadOnlyFs { dir, mnt };
+        std::fs::write(format!("{}/f", fs.mnt), content).map_err(|e| e.to_string())?;
+        sh("mount", &["-o", "remount,ro", &fs.mnt])?;
+        Ok(fs)
+    }
+}
+
+impl Drop for ReadOnlyFs {
+    fn drop(&mut self) {
+        let _ = sh("umount", &[&self.mnt]);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A file on a read-only file system: a write names the file, the read-write open and
+/// the kernel's reason, and does not offer `rdonly=1` as its cure (it said "(rdonly=1
+/// opens read-only)"); reads, `info` and a read job run, opened read-only.
+#[test]
+fn a_file_on_a_read_only_file_system_reads_and_its_write_says_why_not() {
+    let content: Vec<u8> = (0..16384u32).map(|i| (i * 7 % 251) as u8).collect();
+    let fs = match ReadOnlyFs::new(&content) {
+        Ok(fs) => fs,
+        Err(why) => {
+            let _ = writeln!(std::io::stderr(), "skipping the read-only file system test: {why}");
+            if std::env::var_os("IOSWITCH_VM").is_some() {
+                panic!("a skip in the guest is a failure: {why}");
+            }
+            return;
+        }
+    };
+    let file = format!("{}/f", fs.mnt);
+    let data = fs.dir.join("4k.bin");
+    std::fs::write(&data, vec![0x5a; 4096]).unwrap();
+    for args in [
+        vec!["write", &file, "--offset", "0", "--data", data.to_str().unwrap()],
+        vec!["bench", "--name=w", "--rw=write", "--bs=4k", "--size=16k"],
+    ] {
+        let mut args: Vec<String> = args.into_iter().map(String::from).collect();
+        if args[0] == "bench" {
+            args.push(format!("--filename={file}"));
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = ioswitch(&args);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?} succeeded on a read-only file system");
+        for part in [file.as_str(), "open read-write", "Read-only file system", "work that only reads"] {
+            assert!(e.contains(part), "{args:?}: the error does not say {part:?}: {e}");
+        }
+        assert!(!e.contains("(rdonly=1 opens read-only)"), "{args:?}: {e}");
+    }
+    let r = ioswitch(&["read", &file, "--offset", "4096", "--length", "8192", "--out", "-"]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(r.stdout, content[4096..12288], "read back other bytes than the file holds");
+    assert!(ok(&["info", &file]).contains("16KiB"), "info of a file on a read-only file system");
+    ok(&["bench", "--name=r", &format!("--filename={file}"), "--rw=randread", "--bs=4k", "--size=16k"]);
+    assert_eq!(std::fs::read(&file).unwrap(), content, "the file changed");
+}

@@ -14,6 +14,12 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
 
+/// What a read-write open refused for permission or a read-only file system says: the
+/// open itself, and that work that only reads can open read-only. (It said "rdonly=1
+/// opens read-only", which read as the cure to a command that writes, such as
+/// `ioswitch write`; there is none for that, and the error after it says why.)
+const READ_WRITE_HINT: &str = "open read-write (work that only reads can open read-only: rdonly=1)";
+
 /// A ramdisk of `bytes` bytes: its kind, no descriptor, its geometry and identity.
 pub(crate) fn open_ramdisk(uri: &str, bytes: u64, opts: &Opts) -> Result<(DevKind, Option<OwnedFd>, Geometry, Ident)> {
     only_files_take_file_opts(uri, opts, "ramdisk")?;
@@ -116,7 +122,7 @@ pub(super) fn open_path(uri: &str, path: &Path, opts: &Opts) -> Result<(DevKind,
     }
     let fd = open_fd(uri, path, flags, |errno| match errno {
         Some(libc::EINVAL) if opts.direct => "open with O_DIRECT (the file system may not support direct=1)",
-        Some(libc::EACCES | libc::EROFS | libc::EPERM) if !opts.rdonly => "open read-write (rdonly=1 opens read-only)",
+        Some(libc::EACCES | libc::EROFS | libc::EPERM) if !opts.rdonly => READ_WRITE_HINT,
         _ => "open",
     })?;
 
@@ -180,7 +186,7 @@ fn open_nvme_char(
 ) -> Result<(DevKind, Option<OwnedFd>, Geometry, Ident)> {
     let flags = libc::O_CLOEXEC | if opts.rdonly { libc::O_RDONLY } else { libc::O_RDWR };
     let fd = open_fd(uri, path, flags, |errno| match errno {
-        Some(libc::EACCES | libc::EPERM) if !opts.rdonly => "open read-write (rdonly=1 opens read-only)",
+        Some(libc::EACCES | libc::EPERM) if !opts.rdonly => READ_WRITE_HINT,
         _ => "open",
     })?;
     let raw = fd.as_raw_fd();

@@ -359,7 +359,7 @@ pub(super) fn run_offload(run: &mut Run) {
             // A rated offload job sleeps with its I/Os still in flight (fio waits for them only
             // in inline mode).
             let Some((dir, off, len)) = run.next_io(&mut start, |_| true) else { break };
-            if run.res.error != 0 || run.zbd_eof {
+            if run.res.error != 0 || run.eof {
                 break;
             }
             let zone = (off - run.base).checked_div(zone_bytes).unwrap_or(NO_ZONE);

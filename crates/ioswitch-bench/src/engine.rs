@@ -384,6 +384,16 @@ impl RandMap {
         let a = if a % 4 == 1 { a } else { (a + 4) & (m - 1) | 1 };
         RandMap { n, mask: m - 1, a: if m <= 4 { 1 } else { a }, c: r.next() | 1, x: r.next() & (m - 1), left: n }
     }
+    /// Whether every block of this pass was taken.
+    pub(crate) fn pass_done(&self) -> bool {
+        self.left == 0
+    }
+
+    /// A new pass starts (every block once more).
+    pub(crate) fn restart(&mut self) {
+        self.left = self.n;
+    }
+
     /// Next block of the pass; starts a new pass when the last one is done.
     #[inline]
     pub(crate) fn next(&mut self) -> u64 {
@@ -481,7 +491,7 @@ impl Offsets {
             self.seq += 1;
             self.seq - 1
         } else if let Some(m) = &mut self.map {
-            if m.left == 0 {
+            if m.pass_done() {
                 return None;
             }
             m.next()
@@ -495,7 +505,7 @@ impl Offsets {
     fn restart(&mut self) {
         self.seq = 0;
         if let Some(m) = &mut self.map {
-            m.left = m.n;
+            m.restart();
         }
     }
 }
@@ -951,8 +961,10 @@ impl<'a> Run<'a> {
             };
         }
         if let Some(g) = &mut self.shaped[d] {
-            let (off, len) = g.next();
-            return (d, self.base + off, len);
+            return match g.next() {
+                Some((off, len)) => (d, self.base + off, len),
+                None => self.pass_over(d),
+            };
         }
         match self.offs[d].next() {
             Some(off) => (d, off, self.job.bs[d]),
@@ -977,6 +989,11 @@ impl<'a> Run<'a> {
             return (d, self.base, self.job.bs[d]);
         } else {
             self.offs.iter_mut().for_each(Offsets::restart);
+            self.shaped.iter_mut().flatten().for_each(crate::shapes::ShapedOffsets::restart);
+        }
+        if let Some(g) = &mut self.shaped[d] {
+            let (off, len) = g.next().expect("a pass that starts over has an I/O");
+            return (d, self.base + off, len);
         }
         let off = self.offs[d].next().expect("a pass that starts over has a block");
         (d, off, self.job.bs[d])
@@ -1533,17 +1550,22 @@ fn file_state<'a>(
     }
     // File 0 keeps the seeds a job with one file always had.
     let salt = (u64::from(instance) * 0x1000_0001) ^ (u64::from(fileno) * 0x9E37_79B9);
+    let room = bytes - base;
     let mut shaped = [None, None];
     for (d, slot) in shaped.iter_mut().enumerate() {
         if job.shapes.shaped(d) {
             let map = !job.norandommap || job.behaviour.random_generator == RandomGenerator::Lfsr;
             let seed = job.seed ^ salt ^ (d as u64 * 0x77);
-            let g = crate::shapes::ShapedOffsets::new(&job.shapes, d, job.bs[d], region, job.rw.is_random(), map, seed)
-                .map_err(|e| format!("random_distribution: {e}"))?;
+            // As the plain offsets: time-based, and over several files, they go on from
+            // the region's start (Run::pass_over).
+            let wrap = job.time_based || job.multi.is_some();
+            let random = job.rw.is_random();
+            let g =
+                crate::shapes::ShapedOffsets::new(&job.shapes, d, job.bs[d], (region, room), random, map, wrap, seed)
+                    .map_err(|e| format!("random_distribution: {e}"))?;
             *slot = Some(g);
         }
     }
-    let room = bytes - base;
     let mut offs =
         [Offsets::new(job, region, room, job.bs[0], salt), Offsets::new(job, region, room, job.bs[1], salt ^ 0x77)];
     for o in &mut offs {

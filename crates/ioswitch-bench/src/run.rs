@@ -249,10 +249,26 @@ fn open_error(spec: &JobSpec, filename: &str, source: ioswitch::Error) -> BenchE
     BenchError::Open { at: At::new(spec, "filename"), filename: filename.to_string(), source }
 }
 
-fn resolve_size(s: SizeSpec, dev_bytes: u64) -> u64 {
+/// `offset=N%`: as fio's `setup_files`, the share of the file or device rounded up to
+/// the job's smallest block (`min_bs`). (It was `bytes / 100 * N`, not aligned: on 4 MiB,
+/// 10 % started at 419400, where fio starts at 421888 with 4 KiB blocks.)
+fn resolve_offset(s: SizeSpec, dev_bytes: u64, min_bs: u64) -> u64 {
     match s {
         SizeSpec::Bytes(b) => b,
-        SizeSpec::Percent(p) => dev_bytes / 100 * p as u64,
+        SizeSpec::Percent(p) => (dev_bytes * u64::from(p) / 100).div_ceil(min_bs) * min_bs,
+    }
+}
+
+/// `size=N%`: as fio's `setup_files`, the share of the file or device, at most what
+/// lies past the offset, rounded down to the smallest block. (It was `bytes / 100 * N`:
+/// 50 % of 4 MiB was 2097150 bytes, a region of 683 blocks of 3 KiB where fio's has 682.)
+fn resolve_size(s: SizeSpec, dev_bytes: u64, offset: u64, min_bs: u64) -> u64 {
+    match s {
+        SizeSpec::Bytes(b) => b,
+        SizeSpec::Percent(p) => {
+            let share = (dev_bytes * u64::from(p) / 100).min(dev_bytes.saturating_sub(offset));
+            share - share % min_bs
+        }
     }
 }
 
@@ -457,8 +473,9 @@ pub fn prepare(spec: &JobSpec, groupid: u32, say: &mut dyn FnMut(&str)) -> Resul
         }
     }
     let bytes = dev.geometry().bytes;
-    let offset = resolve_size(spec.offset, bytes);
-    let mut size = spec.size.map(|s| resolve_size(s, bytes));
+    let min_bs = spec.shapes.bs_bounds(0, spec.bs.read).0.min(spec.shapes.bs_bounds(1, spec.bs.write).0).max(1);
+    let offset = resolve_offset(spec.offset, bytes, min_bs);
+    let mut size = spec.size.map(|s| resolve_size(s, bytes, offset, min_bs));
     if let (Some(cap), true) = (fill_cap, spec.rw.reads()) {
         // fio caps a job's I/O at the file its fill_device layout could write (here in
         // whole read blocks).

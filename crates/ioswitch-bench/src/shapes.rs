@@ -13,6 +13,12 @@
 //! - `rw=write:4k` (sequential): after each I/O, skip 4k more. `rw=randread:8` (random):
 //!   a new random offset every 8th I/O; between them, `rw_sequencer=sequential` (the
 //!   default) goes on after the last I/O, `identical` repeats its offset.
+//! - A pass over the region ends (fio's `get_next_offset` and `fill_io_u` find no I/O)
+//!   when a sequential offset would start at or past the region's end, or a block that
+//!   starts in it does not fit: a size drawn from a range or split must end in the region,
+//!   one fixed size may end past it where the file has room. With the random map, when
+//!   every block was taken. Time-based jobs (and jobs with several files) go on from the
+//!   region's start instead; a backward pattern (`read:-8k`) always wraps to the end.
 //! - `offset_increment=N`: instance i (from 0) of a job with `numjobs` starts at
 //!   `offset + i·N`.
 
@@ -277,18 +283,26 @@ pub(crate) struct ShapedOffsets {
     seq_nr: u64,
     seq_left: u64,
     sequencer: RwSequencer,
+    /// Bytes from the region's start to the end of the file or device.
+    room: u64,
+    /// At the region's end, go on from its start (a time-based job; several files);
+    /// else the pass is over ([`ShapedOffsets::next`] says `None`).
+    wrap: bool,
 }
 
 impl ShapedOffsets {
-    /// A generator over `region` bytes for direction `d`; `map`: use the random map
+    /// A generator over `region` bytes for direction `d` (`room`: bytes from its start to
+    /// the end of the file or device; `wrap`: see the field); `map`: use the random map
     /// (uniform distribution without `norandommap`).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         shapes: &Shapes,
         d: usize,
         bs: u64,
-        region: u64,
+        (region, room): (u64, u64),
         random: bool,
         map: bool,
+        wrap: bool,
         seed: u64,
     ) -> Result<ShapedOffsets, String> {
         let lens = LenGen::new(&shapes.bs[d], bs, shapes.bs_unaligned, seed);
@@ -319,7 +333,19 @@ impl ShapedOffsets {
             seq_nr,
             seq_left: seq_nr,
             sequencer: shapes.rw_sequencer,
+            room,
+            wrap,
         })
+    }
+
+    /// A new pass over the region starts.
+    pub(crate) fn restart(&mut self) {
+        self.started = false;
+        self.next_seq = 0;
+        self.seq_left = self.seq_nr;
+        if let Some(m) = &mut self.map {
+            m.restart();
+        }
     }
 
     fn random_block(&mut self) -> u64 {
@@ -332,15 +358,21 @@ impl ShapedOffsets {
         }
     }
 
-    /// The next (offset from the region's start, length).
-    pub(crate) fn next(&mut self) -> (u64, u64) {
+    /// The next (offset from the region's start, length); `None`: the pass is over (see
+    /// the module docs), and the caller starts the next ([`ShapedOffsets::restart`]) or
+    /// ends the job.
+    pub(crate) fn next(&mut self) -> Option<(u64, u64)> {
         // fio's ddir_seq_nr: a new random offset on every seq_nr-th I/O.
         self.seq_left -= 1;
         let new_random = self.seq_left == 0;
         if new_random {
             self.seq_left = self.seq_nr;
         }
+        let mut spill = false;
         let mut off = if self.random && new_random {
+            if !self.wrap && self.map.as_ref().is_some_and(RandMap::pass_done) {
+                return None;
+            }
             self.random_block() * self.align
         } else if self.random && self.sequencer == RwSequencer::Identical && self.started {
             self.last_start
@@ -349,20 +381,25 @@ impl ShapedOffsets {
             // wraps a backward pattern to the end, less the hole.
             let pos = if self.started { self.next_seq as i64 + self.hole } else { 0 };
             let pos = if pos < 0 { (self.region as i64 + self.hole).max(0) as u64 } else { pos as u64 };
-            if pos + self.lens.min > self.region {
-                0
-            } else {
+            if pos + self.lens.min <= self.region {
                 pos
+            } else if self.wrap {
+                0
+            } else if pos < self.region && self.lens.min == self.lens.max && pos + self.lens.min <= self.room {
+                spill = true;
+                pos
+            } else {
+                return None;
             }
         };
-        if off + self.lens.min > self.region {
+        if off + self.lens.min > self.region && !spill {
             off = self.region.saturating_sub(self.lens.min) / self.align * self.align;
         }
         let len = self.lens.next(self.region - off);
         self.started = true;
         self.last_start = off;
         self.next_seq = off + len;
-        (off, len)
+        Some((off, len))
     }
 }
 
@@ -446,15 +483,55 @@ mod tests {
         }
     }
 
+    /// A time-based job's generator (it wraps at the region's end) over 64 blocks.
     fn shaped(rw_mod: Option<i64>, seq: RwSequencer, random: bool) -> ShapedOffsets {
         let s = Shapes { rw_modifier: rw_mod, rw_sequencer: seq, ..Shapes::default() };
-        ShapedOffsets::new(&s, 0, 4096, 64 * 4096, random, true, 3).unwrap()
+        ShapedOffsets::new(&s, 0, 4096, (64 * 4096, 64 * 4096), random, true, true, 3).unwrap()
+    }
+
+    /// A pass that is not time-based ends where fio's does, and starts over on restart.
+    #[test]
+    fn a_pass_ends_at_the_region_end_unless_it_wraps() {
+        let pass = |rw_mod: Option<i64>, random: bool, bs: BlockSizes, (region, room): (u64, u64)| {
+            let s = Shapes { rw_modifier: rw_mod, bs: [bs, BlockSizes::Bs], ..Shapes::default() };
+            let mut o = ShapedOffsets::new(&s, 0, 4096, (region, room), random, true, false, 3).unwrap();
+            let mut got = Vec::new();
+            while let Some(io) = o.next() {
+                got.push(io);
+                assert!(got.len() < 10_000, "the pass never ends");
+            }
+            o.restart();
+            let first = |io: Option<(u64, u64)>| io.map(|io| io.0);
+            assert_eq!(first(o.next()), first(got.first().copied()), "restart: the first offset of a pass again");
+            got
+        };
+        // read:8k over 1 MiB: a 12 KiB stride; the 86th I/O starts in the region (fio: 86).
+        let offs: Vec<u64> =
+            pass(Some(8192), false, BlockSizes::Bs, (1 << 20, 1 << 20)).iter().map(|io| io.0).collect();
+        assert_eq!(offs, (0..86).map(|i| i * 12288).collect::<Vec<_>>());
+        // Its last block ends past the region, which is the device's end: no room for it.
+        let r = (1 << 20) - 1024;
+        assert_eq!(pass(Some(8192), false, BlockSizes::Bs, (r, r)).len(), 85);
+        assert_eq!(pass(Some(8192), false, BlockSizes::Bs, (r, 1 << 20)).len(), 86);
+        // A size drawn from a range must end in the region.
+        for (off, len) in pass(None, false, BlockSizes::Range { min: 2048, max: 8192 }, (r, 4 << 20)) {
+            assert!(off + len <= r, "{off}+{len}");
+        }
+        // The random map: every block once, then the pass is over.
+        let mut blocks: Vec<u64> =
+            pass(None, true, BlockSizes::Bs, (64 * 4096, 64 * 4096)).iter().map(|io| io.0 / 4096).collect();
+        blocks.sort_unstable();
+        assert_eq!(blocks, (0..64).collect::<Vec<_>>());
+        // randread:4: the sequential run after a random offset ends the pass at the
+        // region's end (fio's get_next_seq_offset), if the map does not first.
+        let ios = pass(Some(4), true, BlockSizes::Bs, (64 * 4096, 64 * 4096));
+        assert!(ios.len() <= 4 * 64 && ios.iter().all(|io| io.0 + io.1 <= 64 * 4096), "{ios:?}");
     }
 
     #[test]
     fn a_hole_after_each_sequential_io_and_a_wrap_at_the_end() {
         let mut o = shaped(Some(4096), RwSequencer::Sequential, false);
-        let offs: Vec<u64> = (0..34).map(|_| o.next().0 / 4096).collect();
+        let offs: Vec<u64> = (0..34).map(|_| o.next().unwrap().0 / 4096).collect();
         let want: Vec<u64> = (0..32).map(|i| i * 2).chain([0, 2]).collect();
         assert_eq!(offs, want);
     }
@@ -464,7 +541,7 @@ mod tests {
         // fio's backwards-read.fio: bs=4k, rw=read:-8k: 0, then the end less 8k, and on
         // down by 4k, wrapping again after 0.
         let mut o = shaped(Some(-8192), RwSequencer::Sequential, false);
-        let offs: Vec<u64> = (0..66).map(|_| o.next().0 / 4096).collect();
+        let offs: Vec<u64> = (0..66).map(|_| o.next().unwrap().0 / 4096).collect();
         let want: Vec<u64> = [0].into_iter().chain((0..63).map(|i| 62 - i)).chain([62, 61]).collect();
         assert_eq!(offs, want);
     }
@@ -477,10 +554,10 @@ mod tests {
             ..Shapes::default()
         };
         let region = 64 * 4096;
-        let mut o = ShapedOffsets::new(&s, 0, 4096, region, true, false, 3).unwrap();
+        let mut o = ShapedOffsets::new(&s, 0, 4096, (region, region), true, false, true, 3).unwrap();
         let mut lens = std::collections::BTreeSet::new();
         for _ in 0..5000 {
-            let (off, len) = o.next();
+            let (off, len) = o.next().unwrap();
             assert_eq!(off % 4096, 0, "offsets on the 4k alignment");
             assert!(off + len <= region);
             lens.insert(len);
@@ -491,7 +568,7 @@ mod tests {
     #[test]
     fn randread_n_takes_a_new_random_offset_every_nth_io() {
         let mut o = shaped(Some(4), RwSequencer::Sequential, true);
-        let offs: Vec<u64> = (0..4000).map(|_| o.next().0 / 4096).collect();
+        let offs: Vec<u64> = (0..4000).map(|_| o.next().unwrap().0 / 4096).collect();
         // Within each group of 4 (the random one last, as fio counts), the next three go on.
         let mut jumps = 0;
         for (i, w) in offs.windows(2).enumerate() {
@@ -503,7 +580,7 @@ mod tests {
         }
         assert!(jumps > 900, "only {jumps} random jumps in 1000 groups");
         let mut o = shaped(Some(4), RwSequencer::Identical, true);
-        let offs: Vec<u64> = (0..400).map(|_| o.next().0).collect();
+        let offs: Vec<u64> = (0..400).map(|_| o.next().unwrap().0).collect();
         for (i, w) in offs.windows(2).enumerate() {
             if (i + 2) % 4 != 0 {
                 assert_eq!(w[0], w[1], "{i}");
@@ -519,9 +596,9 @@ mod tests {
             ..Shapes::default()
         };
         let region = 100 * 4096 + 100;
-        let mut o = ShapedOffsets::new(&s, 0, 4096, region, true, false, 3).unwrap();
+        let mut o = ShapedOffsets::new(&s, 0, 4096, (region, region), true, false, true, 3).unwrap();
         for _ in 0..10_000 {
-            let (off, len) = o.next();
+            let (off, len) = o.next().unwrap();
             assert_eq!(off % 4096, 0);
             assert!(off + len <= region, "{off}+{len}");
         }

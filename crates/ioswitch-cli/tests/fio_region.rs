@@ -1,9 +1,11 @@
-//! `ioswitch bench` against fio on how many I/Os a job takes from its region when the
-//! region is not a whole number of blocks: the blocks that fit, once per pass, with
-//! fio's rules for `loops` and `io_size` (a percentage is of the region), over one file
-//! and over several. Before, ours took one I/O more per job than fio (`size=1m bs=3k`:
-//! 342 reads, the last back at offset 0, where fio reads 341), and `io_size=N%` was of the
-//! device, not of the region.
+//! `ioswitch bench` against fio on how many I/Os a job takes from its region: when the
+//! region is not a whole number of blocks, when a pattern leaves holes (`rw=read:8k`),
+//! and when `size`, `offset` or `io_size` is a percentage; with fio's rules for passes,
+//! `loops` and `io_size`, over one file and over several. Before, ours took one I/O more
+//! than fio where the blocks did not fit (`size=1m bs=3k`: 342 reads, the last back at
+//! offset 0, where fio reads 341 from a 1 MiB file), went on past the region's end with
+//! holes (256 reads for `read:8k`, fio 86), and took percentages of the device without
+//! fio's rounding (`io_size=N%` is of the region).
 //!
 //! Needs fio (the test skips with the reason without it; `./scripts/test` installs it).
 
@@ -64,6 +66,20 @@ fn a_region_of_no_whole_number_of_blocks_takes_as_many_ios_as_with_fio() {
         ),
         (&["--rw=randread", "--bs=4k", "--size=1m", "--io_size=50%", "--loops=2"], 4 * M, 256),
         (&["--rw=read", "--bs=3k", "--size=1m", "--io_size=30%"], M, 103),
+        // Offset modifiers: a hole after each read (12 KiB strides: 86 start in 1 MiB) ...
+        (&["--rw=read:8k", "--bs=4k", "--size=1m"], 4 * M, 86),
+        (&["--rw=read:8k", "--bs=4k", "--size=1m"], M, 86),
+        (&["--rw=read:3k", "--bs=4k", "--size=1m"], 4 * M, 147),
+        (&["--rw=write:4k", "--bs=4k", "--size=1m", "--loops=2"], 4 * M, 256),
+        (&["--rw=read:8k", "--bs=4k", "--size=1m", "--io_size=1m"], 4 * M, 256),
+        // ... and backwards, which wraps to the end (bytes end it).
+        (&["--rw=read:-8k", "--bs=4k", "--size=1m"], 4 * M, 256),
+        // size and offset as percentages of the file: rounded to the smallest block.
+        (&["--rw=read", "--bs=3k", "--size=50%"], 4 * M, 682),
+        (&["--rw=randread", "--bs=3k", "--size=50%"], 4 * M, 682),
+        (&["--rw=randread", "--bs=4k", "--size=30%"], 4 * M, 307),
+        (&["--rw=randread", "--bs=4k", "--size=90%", "--offset=20%"], 4 * M, 819),
+        (&["--rw=read", "--bs=4k", "--size=10%", "--offset=95%"], 4 * M, 51),
     ];
     // Two files of 1 MiB each (size=2m: 1 MiB a file).
     let several: &[(&[&str], u64, u64)] = &[

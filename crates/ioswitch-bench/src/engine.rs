@@ -92,7 +92,7 @@ pub struct Job {
     pub time_based: bool,
     /// Time run before statistics are kept.
     pub ramp: Duration,
-    /// Stop after this many I/Os.
+    /// Stop after this many I/Os per loop (`loops` times this in all, as fio).
     pub number_ios: Option<u64>,
     /// Random offsets without a map (blocks may repeat within a pass).
     pub norandommap: bool,
@@ -667,6 +667,18 @@ struct Run<'a> {
     eof: bool,
     /// Passes over the region that ended with its offsets (one file, not time-based).
     passes: u32,
+    /// Each pass's writes are verified when it ends, before the next starts (fio's
+    /// `do_verify` after each `do_io`): a job that writes and verifies, with one file and
+    /// no `verify_backlog` (zoned jobs' passes end otherwise). (Before, a job with
+    /// `loops=2` verified once, at its end: half of fio's verify reads.)
+    verify_passes: bool,
+    /// A pass ended and waits for its verify ([`Run::pass_over`], `run_job_slot`).
+    pass_ended: bool,
+    /// Bytes read by the verify of each pass, which fio's `keep_running` counts too.
+    verify_bytes: u64,
+    /// `number_ios` over all loops (fio's `exceeds_number_ios`: `number_ios × loops`; it
+    /// was `number_ios` alone: `number_ios=100 loops=2` did 100 I/Os, fio 200).
+    number_ios: Option<u64>,
     /// Bytes of I/O per loop (fio's `io_size`, else the region).
     per_loop: u64,
     /// `zonemode=zbd` with writes queued: the next write's zone needs what is in flight
@@ -757,7 +769,7 @@ impl<'a> Run<'a> {
         if now >= self.deadline {
             return false;
         }
-        if let Some(n) = self.job.number_ios {
+        if let Some(n) = self.number_ios {
             if self.issued_ios >= n {
                 return false;
             }
@@ -985,11 +997,14 @@ impl<'a> Run<'a> {
     fn pass_over(&mut self, d: usize) -> (usize, u64, u64) {
         if self.job.time_based || self.picker.is_some() {
             self.offs[d].restart();
+        } else if self.verify_passes {
+            // The job's loop ends here; `run_job_slot` verifies the pass, then decides.
+            (self.eof, self.pass_ended) = (true, true);
+            return (d, self.base, self.job.bs[d]);
         } else if self.last_pass() {
             return (d, self.base, self.job.bs[d]);
         } else {
-            self.offs.iter_mut().for_each(Offsets::restart);
-            self.shaped.iter_mut().flatten().for_each(crate::shapes::ShapedOffsets::restart);
+            self.restart_passes();
         }
         if let Some(g) = &mut self.shaped[d] {
             let (off, len) = g.next().expect("a pass that starts over has an I/O");
@@ -999,13 +1014,20 @@ impl<'a> Run<'a> {
         (d, off, self.job.bs[d])
     }
 
+    /// Every direction's offsets start a new pass.
+    fn restart_passes(&mut self) {
+        self.offs.iter_mut().for_each(Offsets::restart);
+        self.shaped.iter_mut().flatten().for_each(crate::shapes::ShapedOffsets::restart);
+    }
+
     /// A pass over the job's region (every file's) is done: as fio's `keep_running`, the
-    /// next starts with `loops` left, or with an explicit `io_size` short of done by at
-    /// least the largest block. Otherwise the job ends (`eof`), and true says so.
+    /// next starts with `loops` left, or with an explicit `io_size` short of done (the
+    /// verify reads count) by at least the largest block. Otherwise the job ends (`eof`),
+    /// and true says so.
     fn last_pass(&mut self) -> bool {
         self.passes += 1;
         let b = &self.job.behaviour;
-        let left = self.per_loop.saturating_sub(self.issued_bytes);
+        let left = self.per_loop.saturating_sub(self.issued_bytes + self.verify_bytes);
         // (A percentage is not fio's `o->io_size`: it becomes its `size`.)
         let explicit = matches!(b.io_size, Some(crate::jobfile::SizeSpec::Bytes(_)));
         let again = self.passes < b.loops.max(1) || (explicit && left >= self.job.bs[0].max(self.job.bs[1]));
@@ -1578,7 +1600,8 @@ fn file_state<'a>(
     } else {
         None
     };
-    let blocks_w = region / job.bs[1];
+    // (Rounded up: a sequential pass's last block may end past the region; it is verified.)
+    let blocks_w = region.div_ceil(job.bs[1]);
     Ok(FileState {
         dev,
         base,
@@ -1747,6 +1770,15 @@ pub fn run_job_slot(
         zbd: None,
         eof: false,
         passes: 0,
+        verify_passes: job.verify != Verify::None
+            && job.do_verify
+            && job.rw.writes()
+            && !job.time_based
+            && job.multi.is_none()
+            && job.shapes.verify_backlog == 0,
+        pass_ended: false,
+        verify_bytes: 0,
+        number_ios: job.number_ios.map(|n| n.saturating_mul(u64::from(job.behaviour.loops.max(1)))),
         per_loop,
         zbd_quiesce: false,
         lat_max: {
@@ -1863,10 +1895,25 @@ pub fn run_job_slot(
         // fio's rule: a pass moves the zones' capacity, not their size.
         run.budget = run.budget.min(capacity.saturating_mul(u64::from(job.behaviour.loops.max(1))));
     }
-    match job.mode {
-        _ if job.behaviour.offload => offload::run_offload(&mut run),
-        Mode::Sync => run_sync(&mut run),
-        Mode::Async => run_async(&mut run),
+    loop {
+        match job.mode {
+            _ if job.behaviour.offload => offload::run_offload(&mut run),
+            Mode::Sync => run_sync(&mut run),
+            Mode::Async => run_async(&mut run),
+        }
+        if !std::mem::take(&mut run.pass_ended) || run.res.error != 0 {
+            break;
+        }
+        // A pass of a job that verifies ended: its writes are read back and checked now,
+        // then the next pass starts or the job ends (fio's do_verify, keep_running).
+        run.verify_bytes += blocks_set(&run.written).len() as u64 * job.bs[1];
+        verify_phase(&mut run);
+        run.written.iter_mut().for_each(|w| *w = 0);
+        if run.res.error != 0 || run.last_pass() {
+            break;
+        }
+        run.eof = false;
+        run.restart_passes();
     }
     let measured_from = run.ramp_end.max(t0);
     if let Some(lt) = &run.lat_target {
@@ -3367,13 +3414,22 @@ mod run_tests {
             let r = run(&j);
             assert_eq!((r.error, r.read.ios), (0, ios), "{io:?}");
         }
-        // 3 MiB of I/O over a 1 MiB region: every block three times (the random map's passes).
+        // 3 MiB of I/O over a 1 MiB region: the region again and again, each pass's
+        // writes verified when it ends. The verify reads count toward io_size, as fio's
+        // keep_running counts them: two passes, 512 writes and 512 verified, as fio 3.33
+        // does `size=1m io_size=3m rw=write verify=crc32c` (this case asked 768 writes and
+        // 256 verified, one verify at the end, until each pass was verified as fio's).
         let mut j = job("4MiB", "", Mode::Sync, Rw::Write, 1);
         j.behaviour.io_size = Some(SizeSpec::Bytes(3 << 20));
         j.verify = Verify::Crc32c;
         j.do_verify = true;
         let r = run(&j);
-        assert_eq!((r.error, r.write.ios, r.verified), (0, 768, 256), "{:?}", r.error_msg);
+        assert_eq!((r.error, r.write.ios, r.verified), (0, 512, 512), "{:?}", r.error_msg);
+        // Without verify, all 3 MiB are written: every block three times.
+        j.verify = Verify::None;
+        j.do_verify = false;
+        let r = run(&j);
+        assert_eq!((r.error, r.write.ios), (0, 768), "{:?}", r.error_msg);
     }
 
     #[test]

@@ -4,8 +4,10 @@
 //! `loops` and `io_size`, over one file and over several. Before, ours took one I/O more
 //! than fio where the blocks did not fit (`size=1m bs=3k`: 342 reads, the last back at
 //! offset 0, where fio reads 341 from a 1 MiB file), went on past the region's end with
-//! holes (256 reads for `read:8k`, fio 86), and took percentages of the device without
-//! fio's rounding (`io_size=N%` is of the region).
+//! holes (256 reads for `read:8k`, fio 86), took percentages of the device without
+//! fio's rounding (`io_size=N%` is of the region), verified a job's writes once at its
+//! end where fio verifies each pass (`loops=2`: 256 verify reads, fio 512), and stopped
+//! at `number_ios` over all loops where fio stops at `number_ios × loops`.
 //!
 //! Needs fio (the test skips with the reason without it; `./scripts/test` installs it).
 
@@ -80,6 +82,22 @@ fn a_region_of_no_whole_number_of_blocks_takes_as_many_ios_as_with_fio() {
         (&["--rw=randread", "--bs=4k", "--size=30%"], 4 * M, 307),
         (&["--rw=randread", "--bs=4k", "--size=90%", "--offset=20%"], 4 * M, 819),
         (&["--rw=read", "--bs=4k", "--size=10%", "--offset=95%"], 4 * M, 51),
+        // Verify: each pass's writes read back when it ends (the counts are writes +
+        // verify reads), and the verify reads count toward io_size.
+        (&["--rw=write", "--bs=4k", "--size=1m", "--verify=crc32c", "--loops=2"], 4 * M, 1024),
+        (&["--rw=randwrite", "--bs=4k", "--size=1m", "--verify=crc32c", "--loops=2"], 4 * M, 1024),
+        (&["--rw=write", "--bs=4k", "--size=1m", "--verify=crc32c", "--io_size=3m"], 4 * M, 1024),
+        (&["--rw=write", "--bs=3k", "--size=1m", "--verify=crc32c", "--loops=2"], M, 1364),
+        (&["--rw=write", "--bs=3k", "--size=1m", "--verify=crc32c", "--loops=2"], 4 * M, 1366),
+        (&["--rw=write", "--bs=4k", "--size=263168", "--verify=crc32c"], 4 * M, 130),
+        (
+            &["--rw=write", "--bs=4k", "--size=1m", "--verify=crc32c", "--loops=3", "--ioengine=libaio", "--iodepth=8"],
+            4 * M,
+            1536,
+        ),
+        // number_ios is per loop.
+        (&["--rw=read", "--bs=4k", "--size=1m", "--number_ios=100", "--loops=2"], 4 * M, 200),
+        (&["--rw=write", "--bs=4k", "--size=1m", "--verify=crc32c", "--number_ios=100", "--loops=2"], 4 * M, 400),
     ];
     // Two files of 1 MiB each (size=2m: 1 MiB a file).
     let several: &[(&[&str], u64, u64)] = &[

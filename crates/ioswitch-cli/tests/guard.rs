@@ -7,8 +7,8 @@
 //! cases (partitions, swap, device-mapper, NVMe) are in crates/ioswitch/tests/guard.rs.
 //! Needs root, losetup, mkfs.ext4 and mount, else it says why it skips.
 
+use ioswitch_testkit::skip;
 use ioswitch_testkit::tools::OutputBounded;
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -85,13 +85,7 @@ impl Drop for Mounted {
 fn device_verbs_and_bench_refuse_to_write_a_mounted_file_system() {
     let mut m = match Mounted::new() {
         Ok(m) => m,
-        Err(why) => {
-            let _ = writeln!(std::io::stderr(), "skipping the CLI write-guard test: {why}");
-            if std::env::var_os("IOSWITCH_VM").is_some() {
-                panic!("a skip in the guest is a failure: {why}");
-            }
-            return;
-        }
+        Err(why) => return skip("the CLI write-guard test", &why),
     };
     let (dev, mnt) = (m.dev.clone(), m.mnt.clone());
     let data = m.dir.join("4k.bin");
@@ -170,13 +164,7 @@ fn a_file_on_a_read_only_file_system_reads_and_its_write_says_why_not() {
     let content: Vec<u8> = (0..16384u32).map(|i| (i * 7 % 251) as u8).collect();
     let fs = match ReadOnlyFs::new(&content) {
         Ok(fs) => fs,
-        Err(why) => {
-            let _ = writeln!(std::io::stderr(), "skipping the read-only file system test: {why}");
-            if std::env::var_os("IOSWITCH_VM").is_some() {
-                panic!("a skip in the guest is a failure: {why}");
-            }
-            return;
-        }
+        Err(why) => return skip("the read-only file system test", &why),
     };
     let file = format!("{}/f", fs.mnt);
     let data = fs.dir.join("4k.bin");

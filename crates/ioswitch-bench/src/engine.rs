@@ -668,9 +668,9 @@ struct Run<'a> {
     /// Passes over the region that ended with its offsets (one file, not time-based).
     passes: u32,
     /// Each pass's writes are verified when it ends, before the next starts (fio's
-    /// `do_verify` after each `do_io`): a job that writes and verifies, with one file and
-    /// no `verify_backlog` (zoned jobs' passes end otherwise). (Before, a job with
-    /// `loops=2` verified once, at its end: half of fio's verify reads.)
+    /// `do_verify` after each `do_io`): a job that writes and verifies, without
+    /// `verify_backlog` (zoned jobs' passes end otherwise). (Before, a job with `loops=2`
+    /// verified once, at its end: half of fio's verify reads.)
     verify_passes: bool,
     /// A pass ended and waits for its verify ([`Run::pass_over`], `run_job_slot`).
     pass_ended: bool,
@@ -997,6 +997,9 @@ impl<'a> Run<'a> {
     fn pass_over(&mut self, d: usize) -> (usize, u64, u64) {
         if self.job.time_based || self.picker.is_some() {
             self.offs[d].restart();
+            if let Some(g) = &mut self.shaped[d] {
+                g.restart();
+            }
         } else if self.verify_passes {
             // The job's loop ends here; `run_job_slot` verifies the pass, then decides.
             (self.eof, self.pass_ended) = (true, true);
@@ -1057,7 +1060,10 @@ impl<'a> Run<'a> {
     fn count_file_issued(&mut self, len: u64) {
         let Some(p) = self.picker.as_mut() else { return };
         let j = self.job;
-        let endless = j.rw.is_random() && j.norandommap && j.behaviour.random_generator != RandomGenerator::Lfsr;
+        // Random offsets without a map never run out; nor do a sequential pattern's with
+        // holes over several files (fio's get_next_seq_offset wraps them at the file's end).
+        let endless = (j.rw.is_random() && j.norandommap && j.behaviour.random_generator != RandomGenerator::Lfsr)
+            || (!j.rw.is_random() && j.shapes.rw_modifier.is_some());
         let bs = j.bs[0].min(j.bs[1]).max(1);
         let c = self.cur;
         self.file_issued[c] += len;
@@ -1082,8 +1088,15 @@ impl<'a> Run<'a> {
     /// that a pass is the last made the one-file path 14 instructions longer per I/O.
     #[inline(never)]
     fn next_of_several_files(&mut self) {
-        if self.picker.as_ref().is_some_and(|p| p.all_done()) && !self.job.time_based && self.last_pass() {
-            return;
+        if self.picker.as_ref().is_some_and(|p| p.all_done()) && !self.job.time_based {
+            if self.verify_passes {
+                // The job's loop ends here; `run_job_slot` verifies the pass, then decides.
+                (self.eof, self.pass_ended) = (true, true);
+                return;
+            }
+            if self.last_pass() {
+                return;
+            }
         }
         let Some(p) = self.picker.as_mut() else { return };
         if p.all_done() {
@@ -1550,6 +1563,8 @@ fn file_state<'a>(
     size: Option<u64>,
     fileno: u32,
 ) -> Result<FileState<'a>, String> {
+    // (Whether the job has several files, before `job` becomes this file's own.)
+    let several = job.multi.is_some();
     let one = Job { filename: dev.uri().to_string(), size, multi: None, ..job.clone() };
     let job = &one;
     let region = check_job(job, dev).map_err(|e| e.to_string())?;
@@ -1580,7 +1595,7 @@ fn file_state<'a>(
             let seed = job.seed ^ salt ^ (d as u64 * 0x77);
             // As the plain offsets: time-based, and over several files, they go on from
             // the region's start (Run::pass_over).
-            let wrap = job.time_based || job.multi.is_some();
+            let wrap = job.time_based || several;
             let random = job.rw.is_random();
             let g =
                 crate::shapes::ShapedOffsets::new(&job.shapes, d, job.bs[d], (region, room), random, map, wrap, seed)
@@ -1774,7 +1789,6 @@ pub fn run_job_slot(
             && job.do_verify
             && job.rw.writes()
             && !job.time_based
-            && job.multi.is_none()
             && job.shapes.verify_backlog == 0,
         pass_ended: false,
         verify_bytes: 0,
@@ -1905,15 +1919,28 @@ pub fn run_job_slot(
             break;
         }
         // A pass of a job that verifies ended: its writes are read back and checked now,
-        // then the next pass starts or the job ends (fio's do_verify, keep_running).
-        run.verify_bytes += blocks_set(&run.written).len() as u64 * job.bs[1];
-        verify_phase(&mut run);
-        run.written.iter_mut().for_each(|w| *w = 0);
+        // file by file, then the next pass starts or the job ends (fio's do_verify,
+        // keep_running).
+        for (f, _) in run.all_files() {
+            run.switch_to(f);
+            run.verify_bytes += blocks_set(&run.written).len() as u64 * job.bs[1];
+            verify_phase(&mut run);
+            run.written.iter_mut().for_each(|w| *w = 0);
+            if run.res.error != 0 {
+                break;
+            }
+        }
         if run.res.error != 0 || run.last_pass() {
             break;
         }
+        // The job's loop starts with file 0 served, the others parked (run_async's queues).
+        run.switch_to(0);
         run.eof = false;
         run.restart_passes();
+        if let Some(p) = run.picker.as_mut() {
+            p.restart();
+            run.file_issued.iter_mut().for_each(|b| *b = 0);
+        }
     }
     let measured_from = run.ramp_end.max(t0);
     if let Some(lt) = &run.lat_target {

@@ -378,8 +378,14 @@ impl ShapedOffsets {
             self.last_start
         } else {
             // Sequential: after the last I/O, plus the hole (not before the first); fio
-            // wraps a backward pattern to the end, less the hole.
+            // wraps a backward pattern to the end, less the hole. Not wrapping (below): as
+            // fio's get_next_seq_offset, a pass whose last I/O ended at the file's end is
+            // over, and a hole that reaches past it goes back to the region's start.
+            if !self.wrap && self.started && self.next_seq >= self.room {
+                return None;
+            }
             let pos = if self.started { self.next_seq as i64 + self.hole } else { 0 };
+            let pos = if !self.wrap && self.hole > 0 && pos as u64 >= self.room { 0 } else { pos };
             let pos = if pos < 0 { (self.region as i64 + self.hole).max(0) as u64 } else { pos as u64 };
             if pos + self.lens.min <= self.region {
                 pos

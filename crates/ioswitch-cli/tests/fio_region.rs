@@ -72,6 +72,11 @@ fn a_region_of_no_whole_number_of_blocks_takes_as_many_ios_as_with_fio() {
         (&["--rw=read:8k", "--bs=4k", "--size=1m"], 4 * M, 86),
         (&["--rw=read:8k", "--bs=4k", "--size=1m"], M, 86),
         (&["--rw=read:3k", "--bs=4k", "--size=1m"], 4 * M, 147),
+        (&["--rw=read:3k", "--bs=4k", "--size=1m"], M, 146),
+        // A hole that reaches past the file's end goes back to the region's start, unless
+        // the last read ended at the file's end: then, and past the region, the pass ends.
+        (&["--rw=read:8k", "--bs=4k", "--size=1m"], 1_049_000, 256),
+        (&["--rw=read:8k", "--bs=4k", "--size=1m"], 1_100_000, 86),
         (&["--rw=write:4k", "--bs=4k", "--size=1m", "--loops=2"], 4 * M, 256),
         (&["--rw=read:8k", "--bs=4k", "--size=1m", "--io_size=1m"], 4 * M, 256),
         // ... and backwards, which wraps to the end (bytes end it).
@@ -99,13 +104,20 @@ fn a_region_of_no_whole_number_of_blocks_takes_as_many_ios_as_with_fio() {
         (&["--rw=read", "--bs=4k", "--size=1m", "--number_ios=100", "--loops=2"], 4 * M, 200),
         (&["--rw=write", "--bs=4k", "--size=1m", "--verify=crc32c", "--number_ios=100", "--loops=2"], 4 * M, 400),
     ];
-    // Two files of 1 MiB each (size=2m: 1 MiB a file).
+    // Two files (size=2m: 1 MiB a file).
     let several: &[(&[&str], u64, u64)] = &[
         (&["--rw=randread", "--bs=3k", "--size=2m"], M, 682),
         (&["--rw=read", "--bs=3k", "--size=2m", "--loops=2"], M, 1364),
         (&["--rw=randread", "--bs=3k", "--size=2m", "--io_size=3m"], M, 1024),
         (&["--rw=randread", "--bs=3k", "--size=2m", "--file_service_type=sequential"], M, 682),
         (&["--rw=randread", "--bs=4k", "--size=2m", "--io_size=50%"], M, 256),
+        (&["--rw=read:8k", "--bs=4k", "--size=1m"], M / 2, 256),
+        (&["--rw=randwrite", "--bs=4k", "--filesize=100k", "--verify=crc32c", "--loops=2"], 100 << 10, 200),
+        (
+            &["--rw=write", "--bs=4k", "--size=2m", "--verify=crc32c", "--loops=2", "--ioengine=libaio", "--iodepth=4"],
+            M,
+            2048,
+        ),
     ];
     for (files, cases) in [(1, one), (2, several)] {
         for (opts, len, ios) in cases {

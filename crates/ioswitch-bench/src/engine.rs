@@ -665,7 +665,8 @@ struct Run<'a> {
     /// data left to read; `zonemode=strided`, the next I/O would pass the file's end;
     /// otherwise its last pass over the region is done ([`Run::pass_over`]).
     eof: bool,
-    /// Passes over the region that ended with its offsets (one file, not time-based).
+    /// Passes over the region that ended with its offsets (with several files, every
+    /// file's; not time-based).
     passes: u32,
     /// Each pass's writes are verified when it ends, before the next starts (fio's
     /// `do_verify` after each `do_io`): a job that writes and verifies, without

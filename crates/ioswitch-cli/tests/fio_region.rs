@@ -10,8 +10,10 @@
 //! at `number_ios` over all loops where fio stops at `number_ios × loops`.
 //!
 //! Needs fio (the test skips with the reason without it; `./scripts/test` installs it).
+//! fio's runs are bounded and tried again when one hangs: fio 3.33 can hang for ever
+//! starting `io_submit_mode=offload`'s workers (see `output_retrying_hangs`).
 
-use ioswitch_testkit::tools::plain_success;
+use ioswitch_testkit::tools::{output_retrying_hangs, plain_success};
 use ioswitch_testkit::{fio_scratch, serial, text};
 
 /// (read, write) I/Os and bytes of every job of a fio-format JSON report, summed.
@@ -140,7 +142,12 @@ fn a_region_of_no_whole_number_of_blocks_takes_as_many_ios_as_with_fio() {
                 }
                 job.extend(opts.iter().map(|o| o.to_string()));
                 let out = if tool == "fio" {
-                    plain_success("fio", &job, None)
+                    // fio 3.33 can hang for ever starting offload's workers: bounded, and
+                    // tried again (output_retrying_hangs).
+                    let o = output_retrying_hangs("fio", &job, std::path::Path::new(&dir), 60, 5)
+                        .unwrap_or_else(|| panic!("fio {job:?} hung in each of 5 runs"));
+                    assert!(o.status.success(), "fio {job:?} failed ({}):\n{}", o.status, text(&o.stderr));
+                    o
                 } else {
                     let mut args = vec!["bench".to_string()];
                     args.extend(job);

@@ -16,9 +16,12 @@
 //! - A pass over the region ends (fio's `get_next_offset` and `fill_io_u` find no I/O)
 //!   when a sequential offset would start at or past the region's end, or a block that
 //!   starts in it does not fit: a size drawn from a range or split must end in the region,
-//!   one fixed size may end past it where the file has room. With the random map, when
-//!   every block was taken. Time-based jobs (and jobs with several files) go on from the
-//!   region's start instead; a backward pattern (`read:-8k`) always wraps to the end.
+//!   one fixed size may end past it where the file has room. A pattern with holes ends
+//!   its pass when its last I/O ended at the file's end, and goes back to the region's
+//!   start when a hole reaches past the file's end (fio's `get_next_seq_offset`). With the
+//!   random map, when every block was taken. Time-based jobs (and jobs with several
+//!   files) go on from the region's start instead; a backward pattern (`read:-8k`) always
+//!   wraps to the end.
 //! - `offset_increment=N`: instance i (from 0) of a job with `numjobs` starts at
 //!   `offset + i·N`.
 

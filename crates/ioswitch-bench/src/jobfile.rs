@@ -2477,6 +2477,24 @@ impl JobSpec {
                 ),
             ));
         }
+        if self.verify != Verify::None && self.rw.writes() {
+            // Verified blocks lie on multiples of bs from the region's start; writes between
+            // them were read back as blocks never written (a false "bad block"), where fio
+            // verifies each write where it went.
+            let (bs, v) = (self.bs.write, crate::verify::name(self.verify));
+            if let Some(hole) = self.shapes.rw_modifier.filter(|h| !self.rw.is_random() && h.unsigned_abs() % bs != 0) {
+                return Err(self.error_at(
+                    "rw",
+                    format!("a hole of {hole} bytes (rw=…:{hole}) with verify={v} is not run: verified blocks lie on multiples of bs ({bs}), and a hole that is a multiple of bs is run"),
+                ));
+            }
+            if let Some(a) = self.shapes.blockalign[1].filter(|a| a % bs != 0) {
+                return Err(self.error_at(
+                    "blockalign",
+                    format!("blockalign={a} for writes with verify={v} is not run: verified blocks lie on multiples of bs ({bs}), and an alignment that is a multiple of bs is run"),
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -4205,6 +4223,23 @@ mod tests {
         assert!(e.contains("sequential or identical"), "{e}");
         let e = err("[j]\nrw=randwrite\nverify=md5\nbssplit=4k/50:8k/50\n");
         assert!(e.starts_with("job.fio:4: job 'j': bssplit for writes with verify=md5 is not run"), "{e}");
+        // Writes off the multiples of bs with verify: refused (they were read back as blocks
+        // never written, a false bad block); on them, read.
+        let e = err("[j]\nrw=write:8k\nbs=3k\nverify=crc32c\n");
+        assert!(e.contains("job 'j': a hole of 8192 bytes (rw=…:8192) with verify=crc32c is not run"), "{e}");
+        assert!(e.contains("multiples of bs (3072)"), "{e}");
+        let e = err("[j]\nrw=randwrite\nbs=8k\nblockalign=4k\nverify=md5\n");
+        assert!(e.contains("job 'j': blockalign=4096 for writes with verify=md5 is not run"), "{e}");
+        for ok in [
+            "[j]\nrw=write:8k\nbs=4k\nverify=crc32c\n",
+            "[j]\nrw=write:-8k\nbs=4k\nverify=crc32c\n",
+            "[j]\nrw=randwrite:3\nbs=3k\nverify=crc32c\n",
+            "[j]\nrw=read:8k\nbs=3k\nverify=crc32c\n",
+            "[j]\nrw=randwrite\nbs=4k\nblockalign=8k\nverify=md5\n",
+            "[j]\nrw=write:8k\nbs=3k\n",
+        ] {
+            one(ok);
+        }
     }
 
     #[test]

@@ -102,6 +102,9 @@ fn a_region_of_no_whole_number_of_blocks_takes_as_many_ios_as_with_fio() {
             4 * M,
             1536,
         ),
+        // ... with holes, each pass's writes where they went.
+        (&["--rw=write:8k", "--bs=4k", "--size=1m", "--verify=crc32c", "--loops=2"], 4 * M, 344),
+        (&["--rw=write:8k", "--bs=4k", "--size=1m", "--verify=crc32c", "--io_size=2m"], 4 * M, 516),
         // number_ios is per loop.
         (&["--rw=read", "--bs=4k", "--size=1m", "--number_ios=100", "--loops=2"], 4 * M, 200),
         (&["--rw=write", "--bs=4k", "--size=1m", "--verify=crc32c", "--number_ios=100", "--loops=2"], 4 * M, 400),

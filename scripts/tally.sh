@@ -31,13 +31,17 @@ bounded() {
         local s=$!
         trap 'kill "$s" 2>/dev/null; exit 0' TERM
         wait "$s" || exit 0
-        # Every descendant of $pid, breadth first, from one snapshot of the process table.
-        local all=() more=("$pid") p
-        while [ ${#more[@]} -gt 0 ]; do
-            all+=("${more[@]}")
-            mapfile -t more < <(ps -e -o pid=,ppid= | awk -v want=" ${more[*]} " 'index(want, " " $2 " ") { print $1 }')
+        # Every descendant of $pid, each stopped as it is found, so that none forks one
+        # more behind the search: each scan looks for children of all found so far, until
+        # one finds none new. (A single search, then the stops, let a child forked in
+        # between run on: a CI run found fio's exec_prerun `sleep` still running.)
+        local all=() new=("$pid") p
+        while [ ${#new[@]} -gt 0 ]; do
+            kill -STOP "${new[@]}" 2>/dev/null
+            all+=("${new[@]}")
+            mapfile -t new < <(ps -e -o pid=,ppid= |
+                awk -v want=" ${all[*]} " 'index(want, " " $2 " ") && !index(want, " " $1 " ") { print $1 }')
         done
-        kill -STOP "${all[@]}" 2>/dev/null
         for p in "${all[@]}"; do kill -KILL "$p" 2>/dev/null; done
     ) &
     watcher=$!

@@ -31,10 +31,14 @@ bounded() {
         local s=$!
         trap 'kill "$s" 2>/dev/null; exit 0' TERM
         wait "$s" || exit 0
+        # From here on the TERM that ends an early watcher must not cut the kills short:
+        # CMD's end (its own KILL, the first) makes the caller send it, and a watcher that
+        # left then left the rest of CMD's processes stopped for ever (a CI run found fio's
+        # exec_prerun `sleep` in state T).
+        trap '' TERM
         # Every descendant of $pid, each stopped as it is found, so that none forks one
         # more behind the search: each scan looks for children of all found so far, until
-        # one finds none new. (A single search, then the stops, let a child forked in
-        # between run on: a CI run found fio's exec_prerun `sleep` still running.)
+        # one finds none new.
         local all=() new=("$pid") p
         while [ ${#new[@]} -gt 0 ]; do
             kill -STOP "${new[@]}" 2>/dev/null
